@@ -1,0 +1,407 @@
+// The kernel IR: one description of a compute kernel that every renderer (js, spirv, wgsl, ptx, amdgpu)
+// lowers. Plain data (expression trees inside a statement tree) built through `KernelBuilder`.
+//
+// Semantics every renderer must keep (the rest is the renderer's freedom):
+// - A kernel is specialized on its shapes: sizes are constants in the code. Anything that changes per step
+//   (a position, a slot map) is loaded from a bound buffer, never baked.
+// - Compute types are f32, f16, i32, u32, bool. Loads convert the stored element type to its compute type
+//   (f16 -> f32 unless the load asks for f16, bf16 -> f32, i8/i16 -> i32 sign-extended, u8/u16 -> u32);
+//   stores convert back (float -> f16/bf16 round-to-nearest-even, int -> narrower int keeps the low bits).
+// - Buffer indices are element indices in the unit of the load's view type (the buffer's element type unless
+//   the load names another view, which reinterprets the same bytes; the index times the view size must be
+//   aligned to the view size). Vector loads/stores of n elements move n*size <= 16 bytes and need the index
+//   aligned to n.
+// - f32 arithmetic is IEEE single precision, add/sub/mul rounded (renderers must not contract a*b+c into an
+//   fma unless the kernel says `fma`); div and sqrt may be off by 2 ulp; exp, log, sin, cos, tanh, rsqrt
+//   may be off by a few ulp (sin/cos over |x| <= 1e5, after range reduction). graph/tolerance accounts for it.
+// - `check(cond, code)`: when cond is false the dispatch faults with `code` (a trap on ptx/amdgpu). spirv and
+//   wgsl have no trap: their renderers append one extra storage binding (u32 words, after the kernel's own
+//   buffers) and a failing check does atomicOr(word[0], code) and returns; the device binds each dispatch its
+//   own error word, so synchronize can name the kernel, and discards that dispatch's results.
+// - Subgroup ops need the target's `subgroups` capability; the kernel library picks a shared-memory
+//   reduction instead where it is absent. Barriers must be reached by every invocation of the workgroup.
+import type { ScalarDType } from "../graph/dtype.ts";
+
+/** Types of values inside a kernel. */
+export type CType = "f32" | "f16" | "i32" | "u32" | "bool";
+/** Types of buffer elements: graph scalars plus 16-bit integer views (for f16 bits, block scales). */
+export type EType = Exclude<ScalarDType, "bool"> | "u16" | "i16";
+
+export const ESIZE: Record<EType, number> = {
+  f32: 4, f16: 2, bf16: 2, i32: 4, u32: 4, i8: 1, u8: 1, u16: 2, i16: 2,
+};
+
+/** The compute type a load of an element type produces by default. */
+export function computeOf(e: EType): CType {
+  switch (e) {
+    case "f32": case "f16": case "bf16": return "f32";
+    case "i32": case "i8": case "i16": return "i32";
+    case "u32": case "u8": case "u16": return "u32";
+  }
+}
+
+export type Builtin =
+  | "gid.x" | "gid.y" | "gid.z"     // global invocation id
+  | "lid.x" | "lid.y" | "lid.z"     // local invocation id in the workgroup
+  | "wgid.x" | "wgid.y" | "wgid.z"  // workgroup id
+  | "nwg.x" | "nwg.y" | "nwg.z"     // number of workgroups
+  | "lane" | "sgsize" | "sgid";     // subgroup invocation id, subgroup size, subgroup id in the workgroup
+
+export type UnOp =
+  | "neg" | "abs" | "exp" | "exp2" | "log" | "log2" | "sqrt" | "rsqrt" | "recip" | "sin" | "cos" | "tanh"
+  | "floor" | "ceil" | "not" | "isfinite" | "isnan"
+  | "f16bits" | "bf16bits"; // u32 holding 16 bits of an f16 / bf16 -> f32 value (exact)
+export type BinOp =
+  | "add" | "sub" | "mul" | "div" | "mod" | "max" | "min" | "pow"
+  | "and" | "or" | "xor" | "shl" | "shr"
+  | "lt" | "le" | "gt" | "ge" | "eq" | "ne";
+export type ReduceOp = "add" | "max" | "min";
+
+export interface Buffer {
+  name: string;
+  elem: EType;
+  access: "r" | "w" | "rw";
+  /** Index of the binding, in declaration order. */
+  binding: number;
+}
+export interface Shared {
+  name: string;
+  t: CType;
+  count: number;
+}
+export interface Var {
+  name: string;
+  t: CType;
+}
+
+export type Expr =
+  | { k: "const"; t: CType; v: number }
+  | { k: "var"; t: CType; v: Var }
+  | { k: "builtin"; t: "u32"; b: Builtin }
+  | { k: "un"; t: CType; op: UnOp; a: Expr }
+  | { k: "bin"; t: CType; op: BinOp; a: Expr; b: Expr }
+  | { k: "fma"; t: CType; a: Expr; b: Expr; c: Expr }
+  | { k: "select"; t: CType; c: Expr; a: Expr; b: Expr } // c ? a : b
+  | { k: "cast"; t: CType; a: Expr }                     // numeric conversion (float->int truncates)
+  | { k: "bitcast"; t: CType; a: Expr }                  // same 32 bits, other type
+  | { k: "load"; t: CType; buf: Buffer; view: EType; index: Expr }
+  | { k: "sload"; t: CType; mem: Shared; index: Expr }
+  | { k: "subgroup"; t: CType; op: ReduceOp; a: Expr }   // reduce over the subgroup; every lane gets it
+  | { k: "shuffle"; t: CType; mode: "xor" | "idx" | "down"; a: Expr; lane: Expr };
+
+export type Stmt =
+  | { k: "let"; v: Var; e: Expr }                        // declare a mutable local with an initial value
+  | { k: "assign"; v: Var; e: Expr }
+  | { k: "store"; buf: Buffer; view: EType; index: Expr; e: Expr }
+  | { k: "loadv"; dst: Var[]; buf: Buffer; view: EType; index: Expr } // n = dst.length consecutive elements
+  | { k: "storev"; buf: Buffer; view: EType; index: Expr; es: Expr[] }
+  | { k: "sstore"; mem: Shared; index: Expr; e: Expr }
+  | { k: "for"; v: Var; start: Expr; end: Expr; step: number; unroll: number; body: Stmt[] } // v < end
+  | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
+  | { k: "barrier" }                                     // workgroup execution + shared/buffer memory barrier
+  | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
+  | { k: "return" };
+
+export interface Kernel {
+  name: string;
+  /** Invocations per workgroup. */
+  workgroup: [number, number, number];
+  /** Number of workgroups a dispatch launches (kernels are shape-specialized, so the grid is known). */
+  grid: [number, number, number];
+  buffers: Buffer[];
+  shared: Shared[];
+  body: Stmt[];
+  /** Capabilities the body relies on (renderers refuse what the target lacks). */
+  uses: { subgroups: boolean; f16: boolean; checks: boolean };
+}
+
+export class KernelError extends Error {
+  override name = "KernelError";
+}
+
+// ---- values: a thin typed wrapper over Expr so kernel code reads like arithmetic ----------------------
+
+export type Like = Val | number | boolean;
+
+export class Val {
+  constructor(readonly e: Expr) {}
+  get t(): CType {
+    return this.e.t;
+  }
+  add(b: Like): Val { return bin("add", this, b); }
+  sub(b: Like): Val { return bin("sub", this, b); }
+  mul(b: Like): Val { return bin("mul", this, b); }
+  div(b: Like): Val { return bin("div", this, b); }
+  mod(b: Like): Val { return bin("mod", this, b); }
+  max(b: Like): Val { return bin("max", this, b); }
+  min(b: Like): Val { return bin("min", this, b); }
+  pow(b: Like): Val { return bin("pow", this, b); }
+  and(b: Like): Val { return bin("and", this, b); }
+  or(b: Like): Val { return bin("or", this, b); }
+  xor(b: Like): Val { return bin("xor", this, b); }
+  shl(b: Like): Val { return bin("shl", this, b); }
+  shr(b: Like): Val { return bin("shr", this, b); }
+  lt(b: Like): Val { return bin("lt", this, b); }
+  le(b: Like): Val { return bin("le", this, b); }
+  gt(b: Like): Val { return bin("gt", this, b); }
+  ge(b: Like): Val { return bin("ge", this, b); }
+  eq(b: Like): Val { return bin("eq", this, b); }
+  ne(b: Like): Val { return bin("ne", this, b); }
+  neg(): Val { return un("neg", this); }
+  abs(): Val { return un("abs", this); }
+  exp(): Val { return un("exp", this); }
+  log(): Val { return un("log", this); }
+  sqrt(): Val { return un("sqrt", this); }
+  rsqrt(): Val { return un("rsqrt", this); }
+  recip(): Val { return un("recip", this); }
+  sin(): Val { return un("sin", this); }
+  cos(): Val { return un("cos", this); }
+  tanh(): Val { return un("tanh", this); }
+  floor(): Val { return un("floor", this); }
+  not(): Val { return un("not", this); }
+  isfinite(): Val { return un("isfinite", this); }
+  cast(t: CType): Val { return this.t === t ? this : new Val({ k: "cast", t, a: this.e }); }
+  bitcast(t: CType): Val {
+    if (this.t === "bool" || t === "bool" || this.t === "f16" || t === "f16") {
+      throw new KernelError(`bitcast ${this.t} -> ${t}: only between 32-bit types`);
+    }
+    return new Val({ k: "bitcast", t, a: this.e });
+  }
+  select(a: Like, b: Like): Val { // this ? a : b
+    if (this.t !== "bool") throw new KernelError(`select condition must be bool, got ${this.t}`);
+    const [x, y] = unify(a, b);
+    return new Val({ k: "select", t: x.t, c: this.e, a: x.e, b: y.e });
+  }
+}
+
+export function c(v: number | boolean, t?: CType): Val {
+  if (typeof v === "boolean") return new Val({ k: "const", t: "bool", v: v ? 1 : 0 });
+  const ty = t ?? (Number.isInteger(v) ? "i32" : "f32");
+  if ((ty === "i32" || ty === "u32") && !Number.isInteger(v)) throw new KernelError(`${v} is not an integer ${ty}`);
+  if (ty === "u32" && (v < 0 || v > 0xffffffff)) throw new KernelError(`${v} out of u32 range`);
+  if (ty === "i32" && (v < -0x80000000 || v > 0x7fffffff)) throw new KernelError(`${v} out of i32 range`);
+  return new Val({ k: "const", t: ty, v: ty === "f32" ? Math.fround(v) : v });
+}
+export const f32 = (v: number): Val => c(v, "f32");
+export const u32 = (v: number): Val => c(v, "u32");
+export const i32 = (v: number): Val => c(v, "i32");
+
+function lift(x: Like, t: CType): Val {
+  if (x instanceof Val) return x;
+  if (typeof x === "boolean") return c(x);
+  return c(x, t === "bool" ? undefined : t);
+}
+function unify(a: Like, b: Like): [Val, Val] {
+  const t = a instanceof Val ? a.t : b instanceof Val ? b.t : (Number.isInteger(a) && Number.isInteger(b) ? "i32" : "f32");
+  const x = lift(a, t), y = lift(b, t);
+  if (x.t !== y.t) throw new KernelError(`type mismatch: ${x.t} vs ${y.t}`);
+  return [x, y];
+}
+const CMP = new Set<BinOp>(["lt", "le", "gt", "ge", "eq", "ne"]);
+const INT_ONLY = new Set<BinOp>(["and", "or", "xor", "shl", "shr"]);
+export function bin(op: BinOp, a: Like, b: Like): Val {
+  const [x, y] = unify(a, b);
+  if (INT_ONLY.has(op) && x.t !== "i32" && x.t !== "u32" && !(x.t === "bool" && op !== "shl" && op !== "shr")) {
+    throw new KernelError(`${op} needs integers, got ${x.t}`);
+  }
+  if (op === "pow" && x.t !== "f32" && x.t !== "f16") throw new KernelError(`pow needs floats, got ${x.t}`);
+  return new Val({ k: "bin", t: CMP.has(op) ? "bool" : x.t, op, a: x.e, b: y.e });
+}
+const FLOAT_UN = new Set<UnOp>(["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "ceil", "isfinite", "isnan"]);
+export function un(op: UnOp, a: Val): Val {
+  if (FLOAT_UN.has(op) && a.t !== "f32" && a.t !== "f16") throw new KernelError(`${op} needs a float, got ${a.t}`);
+  if ((op === "f16bits" || op === "bf16bits") && a.t !== "u32") throw new KernelError(`${op} needs u32 bits`);
+  if (op === "not" && a.t !== "bool" && a.t !== "u32" && a.t !== "i32") throw new KernelError(`not needs bool or int`);
+  const t: CType = op === "isfinite" || op === "isnan" ? "bool" : op === "f16bits" || op === "bf16bits" ? "f32" : a.t;
+  return new Val({ k: "un", t, op, a: a.e });
+}
+export function fma(a: Val, b: Like, cc: Like): Val {
+  const y = lift(b, a.t), z = lift(cc, a.t);
+  if (a.t !== "f32" && a.t !== "f16" || y.t !== a.t || z.t !== a.t) throw new KernelError("fma needs three floats");
+  return new Val({ k: "fma", t: a.t, a: a.e, b: y.e, c: z.e });
+}
+
+// ---- the builder -------------------------------------------------------------------------------------
+
+export interface KernelOptions {
+  workgroup: [number, number, number] | number;
+  grid: [number, number, number] | number;
+}
+
+/** Builds a Kernel. Statement-producing methods append to the current block. */
+export class KernelBuilder {
+  private readonly buffers: Buffer[] = [];
+  private readonly sharedMem: Shared[] = [];
+  private blocks: Stmt[][] = [[]];
+  private nvar = 0;
+  private readonly uses = { subgroups: false, f16: false, checks: false };
+  readonly workgroup: [number, number, number];
+  readonly grid: [number, number, number];
+
+  constructor(readonly name: string, opts: KernelOptions) {
+    const dim = (x: [number, number, number] | number): [number, number, number] =>
+      typeof x === "number" ? [x, 1, 1] : x;
+    this.workgroup = dim(opts.workgroup);
+    this.grid = dim(opts.grid);
+    for (const n of [...this.workgroup, ...this.grid]) {
+      if (!Number.isInteger(n) || n < 1) throw new KernelError(`${name}: bad workgroup/grid size ${n}`);
+    }
+  }
+
+  buffer(name: string, elem: EType, access: "r" | "w" | "rw"): Buffer {
+    if (this.buffers.some((b) => b.name === name)) throw new KernelError(`${this.name}: buffer ${name} declared twice`);
+    const b: Buffer = { name, elem, access, binding: this.buffers.length };
+    this.buffers.push(b);
+    return b;
+  }
+  shared(name: string, t: CType, count: number): Shared {
+    const s = { name, t, count };
+    this.sharedMem.push(s);
+    return s;
+  }
+
+  builtin(b: Builtin): Val {
+    if (b === "lane" || b === "sgsize" || b === "sgid") this.uses.subgroups = true;
+    return new Val({ k: "builtin", t: "u32", b });
+  }
+  get gid(): { x: Val; y: Val; z: Val } {
+    return { x: this.builtin("gid.x"), y: this.builtin("gid.y"), z: this.builtin("gid.z") };
+  }
+  get lid(): { x: Val; y: Val; z: Val } {
+    return { x: this.builtin("lid.x"), y: this.builtin("lid.y"), z: this.builtin("lid.z") };
+  }
+  get wgid(): { x: Val; y: Val; z: Val } {
+    return { x: this.builtin("wgid.x"), y: this.builtin("wgid.y"), z: this.builtin("wgid.z") };
+  }
+  get nwg(): { x: Val; y: Val; z: Val } {
+    return { x: this.builtin("nwg.x"), y: this.builtin("nwg.y"), z: this.builtin("nwg.z") };
+  }
+
+  private emit(s: Stmt): void {
+    this.blocks[this.blocks.length - 1].push(s);
+  }
+  private block(f: () => void): Stmt[] {
+    this.blocks.push([]);
+    f();
+    return this.blocks.pop()!;
+  }
+
+  /** A mutable local initialised to `init`; returns a Val that reads it (assign with `set`). */
+  let(init: Like, t?: CType, hint = "v"): Val {
+    const x = init instanceof Val ? init : lift(init, t ?? (typeof init === "number" && !Number.isInteger(init) ? "f32" : "i32"));
+    const v: Var = { name: `${hint}${this.nvar++}`, t: t ?? x.t };
+    if (x.t !== v.t) throw new KernelError(`${this.name}: let of ${v.t} from ${x.t}`);
+    this.emit({ k: "let", v, e: x.e });
+    return new Val({ k: "var", t: v.t, v });
+  }
+  set(target: Val, value: Like): void {
+    if (target.e.k !== "var") throw new KernelError(`${this.name}: set needs a variable`);
+    const x = lift(value, target.t);
+    if (x.t !== target.t) throw new KernelError(`${this.name}: assign ${x.t} to ${target.t} ${target.e.v.name}`);
+    this.emit({ k: "assign", v: target.e.v, e: x.e });
+  }
+
+  load(buf: Buffer, index: Like, view: EType = buf.elem, as?: CType): Val {
+    const t = as ?? computeOf(view);
+    if (as === "f16") {
+      if (view !== "f16") throw new KernelError(`${this.name}: f16 load needs an f16 view`);
+      this.uses.f16 = true;
+    }
+    return new Val({ k: "load", t, buf, view, index: lift(index, "u32").e });
+  }
+  /** Loads n consecutive elements (n * size <= 16 bytes, index aligned to n) into fresh locals. */
+  loadv(buf: Buffer, index: Like, n: number, view: EType = buf.elem): Val[] {
+    this.vecCheck(view, n);
+    const t = computeOf(view);
+    const dst = Array.from({ length: n }, () => ({ name: `v${this.nvar++}`, t }));
+    this.emit({ k: "loadv", dst, buf, view, index: lift(index, "u32").e });
+    return dst.map((v) => new Val({ k: "var", t, v }));
+  }
+  store(buf: Buffer, index: Like, value: Like, view: EType = buf.elem): void {
+    if (buf.access === "r") throw new KernelError(`${this.name}: store to read-only buffer ${buf.name}`);
+    const v = lift(value, computeOf(view));
+    this.emit({ k: "store", buf, view, index: lift(index, "u32").e, e: v.e });
+  }
+  storev(buf: Buffer, index: Like, values: Like[], view: EType = buf.elem): void {
+    if (buf.access === "r") throw new KernelError(`${this.name}: store to read-only buffer ${buf.name}`);
+    this.vecCheck(view, values.length);
+    const es = values.map((x) => lift(x, computeOf(view)).e);
+    this.emit({ k: "storev", buf, view, index: lift(index, "u32").e, es });
+  }
+  private vecCheck(view: EType, n: number): void {
+    if (![1, 2, 4, 8, 16].includes(n) || n * ESIZE[view] > 16) {
+      throw new KernelError(`${this.name}: vector of ${n} x ${view} (max 16 bytes, power of two)`);
+    }
+  }
+  sload(mem: Shared, index: Like): Val {
+    return new Val({ k: "sload", t: mem.t, mem, index: lift(index, "u32").e });
+  }
+  sstore(mem: Shared, index: Like, value: Like): void {
+    this.emit({ k: "sstore", mem, index: lift(index, "u32").e, e: lift(value, mem.t).e });
+  }
+
+  /** for (i = start; i < end; i += step) body(i); `unroll` is a hint (1 = none). */
+  for(start: Like, end: Like, step: number, body: (i: Val) => void, opts: { unroll?: number; t?: "u32" | "i32" } = {}): void {
+    const t = opts.t ?? (start instanceof Val ? (start.t as "u32" | "i32") : end instanceof Val ? (end.t as "u32" | "i32") : "u32");
+    const v: Var = { name: `i${this.nvar++}`, t };
+    const s = lift(start, t), e = lift(end, t);
+    if (s.t !== t || e.t !== t) throw new KernelError(`${this.name}: loop bounds ${s.t}/${e.t}, index ${t}`);
+    if (!Number.isInteger(step) || step < 1) throw new KernelError(`${this.name}: loop step ${step}`);
+    const iv = new Val({ k: "var", t, v });
+    const b = this.block(() => body(iv));
+    this.emit({ k: "for", v, start: s.e, end: e.e, step, unroll: opts.unroll ?? 1, body: b });
+  }
+  if(cond: Val, then: () => void, otherwise?: () => void): void {
+    if (cond.t !== "bool") throw new KernelError(`${this.name}: if condition is ${cond.t}`);
+    const a = this.block(then);
+    const b = otherwise ? this.block(otherwise) : [];
+    this.emit({ k: "if", c: cond.e, then: a, else: b });
+  }
+  barrier(): void {
+    this.emit({ k: "barrier" });
+  }
+  /** Faults the dispatch with `code` (a positive integer below 2^16) when cond is false. */
+  check(cond: Val, code: number): void {
+    if (cond.t !== "bool") throw new KernelError(`${this.name}: check condition is ${cond.t}`);
+    if (!Number.isInteger(code) || code < 1 || code > 0xffff) throw new KernelError(`${this.name}: check code ${code}`);
+    this.uses.checks = true;
+    this.emit({ k: "check", c: cond.e, code });
+  }
+  return(): void {
+    this.emit({ k: "return" });
+  }
+
+  subgroupReduce(op: ReduceOp, a: Val): Val {
+    this.uses.subgroups = true;
+    return new Val({ k: "subgroup", t: a.t, op, a: a.e });
+  }
+  shuffle(mode: "xor" | "idx" | "down", a: Val, lane: Like): Val {
+    this.uses.subgroups = true;
+    return new Val({ k: "shuffle", t: a.t, mode, a: a.e, lane: lift(lane, "u32").e });
+  }
+
+  build(): Kernel {
+    if (this.blocks.length !== 1) throw new KernelError(`${this.name}: build inside a block`);
+    return {
+      name: this.name,
+      workgroup: this.workgroup,
+      grid: this.grid,
+      buffers: this.buffers,
+      shared: this.sharedMem,
+      body: this.blocks[0],
+      uses: { ...this.uses },
+    };
+  }
+}
+
+/** Visits every statement (depth first, bodies after their head). */
+export function walkStmts(body: Stmt[], f: (s: Stmt) => void): void {
+  for (const s of body) {
+    f(s);
+    if (s.k === "for") walkStmts(s.body, f);
+    else if (s.k === "if") {
+      walkStmts(s.then, f);
+      walkStmts(s.else, f);
+    }
+  }
+}

@@ -1,0 +1,49 @@
+// What a target can do. Backends report it (Executor.targetSet); the kernel library and renderers read it to
+// pick a variant (a subgroup reduction or a shared-memory one, 16-bit storage or 32-bit words).
+
+export type Backend = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
+
+export interface Caps {
+  /** Subgroup (warp/wave) arithmetic, shuffles and ballots are available, at this size (0 when absent). */
+  subgroups: boolean;
+  subgroupSize: number;
+  /** f16 arithmetic in shaders. */
+  f16: boolean;
+  /** 16-bit and 8-bit element loads/stores in storage buffers (otherwise renderers emulate through u32 words). */
+  storage16: boolean;
+  storage8: boolean;
+  /** A failed check traps (ptx, rocm) rather than setting a fault word (vulkan, wgpu). */
+  trap: boolean;
+  maxWorkgroupSize: number;
+  maxWorkgroupsPerDim: [number, number, number];
+  maxSharedBytes: number;
+  /** Largest byte range one storage binding may cover. */
+  maxBindingBytes: number;
+  /** Byte alignment of a binding's offset into a buffer. */
+  bindingAlign: number;
+}
+
+export interface TargetSet {
+  backend: Backend;
+  /** The device's own name, e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)". */
+  device: string;
+  caps: Caps;
+  memory: { totalBytes: number; freeBytes?: number };
+  /** Work units (Dispatch.work.bytes) one submission may carry before a watchdog could fire; 0 = no budget. */
+  watchdogBudget: number;
+}
+
+/** Capabilities of the plain-JavaScript target: everything emulated exactly, one lane per subgroup-less invocation. */
+export const JS_CAPS: Caps = {
+  subgroups: true,
+  subgroupSize: 32,
+  f16: false,
+  storage16: true,
+  storage8: true,
+  trap: true,
+  maxWorkgroupSize: 1024,
+  maxWorkgroupsPerDim: [2 ** 31 - 1, 65535, 65535],
+  maxSharedBytes: 48 * 1024,
+  maxBindingBytes: 2 ** 31,
+  bindingAlign: 16,
+};
