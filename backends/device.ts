@@ -1,0 +1,56 @@
+// The thin per-backend Device that the generic Engine drives. One implementation per backend folder.
+// Handles are opaque to the engine; each device keeps its own types behind them.
+import type { Kernel } from "../kernels/ir.ts";
+import type { TargetSet } from "../kernels/target.ts";
+import type { Work } from "../kernels/program.ts";
+
+/** An allocated device buffer; only its size is visible above the device. */
+export interface DeviceBuffer {
+  readonly bytes: number;
+}
+/** A kernel compiled for the device (pipeline, CUfunction, JS function ...). */
+export interface CompiledKernel {
+  readonly kernel: Kernel;
+}
+/** A recorded list of device steps (CUDA graph, command buffers, cached dispatch list). */
+export interface Recording {
+  readonly steps: number;
+}
+
+export interface DeviceBinding {
+  buffer: DeviceBuffer;
+  offset: number;
+  bytes: number;
+}
+export type DeviceStep =
+  | { k: "kernel"; compiled: CompiledKernel; bindings: DeviceBinding[]; grid: [number, number, number]; work: Work }
+  | { k: "copy"; src: DeviceBinding; dst: DeviceBinding; work: Work };
+
+/**
+ * What a backend implements. Every method that touches the device throws a typed error from errors.ts on
+ * failure; a fault that leaves the context unusable sets `poisoned` (with its reason) before throwing, and the
+ * Engine then refuses all later work without calling the device.
+ */
+export interface Device {
+  readonly target: TargetSet;
+  /** Set once the context is unusable; the reason names the first fault. */
+  readonly poisoned: string | undefined;
+  /** `device`: device-local; `upload`: host-written per step (slots); `readback`: host-read after a step. */
+  alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer;
+  free(buf: DeviceBuffer): void;
+  /** Host -> device. Ordered before any later run/replay. */
+  write(buf: DeviceBuffer, offset: number, data: Uint8Array): void;
+  /** Device -> host, after the work that wrote it has been synchronized. */
+  read(buf: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array>;
+  compile(kernel: Kernel): CompiledKernel;
+  /** Record once (capture). */
+  record(steps: DeviceStep[]): Recording;
+  /** Enqueue a recording's work; faults surface at synchronize. */
+  replay(rec: Recording): void;
+  /** Issue steps one by one without a recording (eager), for capture-vs-eager checks. */
+  run(steps: DeviceStep[]): void;
+  /** Wait (bounded by timeoutMs) for all enqueued work; raises KernelFault / DeviceLost / DeviceTimeout. */
+  synchronize(timeoutMs: number): Promise<void>;
+  releaseRecording(rec: Recording): void;
+  destroy(): Promise<void>;
+}
