@@ -1,0 +1,311 @@
+// The backend-neutral execution contract: the object-safe Executor the driver talks to, and one generic
+// Engine<D> that implements it over a thin per-backend Device. The driver above never branches on a backend.
+//
+// Error model (spec, "Failure handling"):
+// - a device fault never aborts: the call that sees it throws a typed error (errors.ts);
+// - once the device reports itself poisoned, every later call throws Poisoned without touching the device;
+// - a step that fails after it replayed marks its entry NeedsReset until resetState;
+// - every wait is bounded by `timeoutMs` (600 s default).
+import type { Graph } from "../graph/ir.ts";
+import type { WeightMap, WeightStore } from "../graph/weights.ts";
+import { byteSize, type DType } from "../graph/dtype.ts";
+import type { TargetSet } from "../kernels/target.ts";
+import type { Program } from "../kernels/program.ts";
+import type { CompiledKernel, Device, DeviceBuffer, DeviceStep, Recording } from "./device.ts";
+import { ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
+
+export type { Device } from "./device.ts";
+
+/** Identifies an entry: program, step shape, sampling suffix and carried inputs (never a token or a position). */
+export type EntryKey = string;
+export type EntryId = number;
+
+export type HostArray = Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array | Int8Array;
+/** Values of an entry's slots by slot name (Token, Pos, SlotMap, WriteMap, sampler parameters). */
+export type SlotValues = Record<string, HostArray | number>;
+
+export interface StepResult {
+  /** Each program output by name (only what the plan reads back: a token id, flags, small tensors). */
+  outputs: Record<string, HostArray>;
+  /** Host time of this step in microseconds (slot writes, replay, wait, readback). */
+  hostMicros: number;
+}
+
+export interface ExecutorStats {
+  backend: string;
+  device: string;
+  entries: number;
+  /** Entry keys in creation order, so callers can check that a step never made a new one. */
+  keys: EntryKey[];
+  bytes: { weights: number; state: number; entries: number };
+  replays: number;
+  steps: number;
+  /** Mean host microseconds per step over the last 64 steps. */
+  hostMicrosPerStep: number;
+  poisoned?: string;
+}
+
+export interface Executor {
+  targetSet(): TargetSet;
+  loadWeights(store: WeightStore, map: WeightMap): Promise<void>;
+  addEntry(key: EntryKey, graph: Graph): EntryId;
+  step(entry: EntryId, slots: SlotValues, opts?: { eager?: boolean }): Promise<StepResult>;
+  resetState(entry?: EntryId): void;
+  removeEntry(entry: EntryId): void;
+  stats(): ExecutorStats;
+  unload(): Promise<void>;
+}
+
+/** Turns a graph into a Program for a target (optimize, plan, lower). Injected so the engine stays generic. */
+export type ProgramCompiler = (graph: Graph, target: TargetSet) => Program;
+
+export interface EngineOptions {
+  compile: ProgramCompiler;
+  /** Bound on every wait for the device, in milliseconds (600 s by default). */
+  timeoutMs?: number;
+}
+
+interface StateBuf {
+  buf: DeviceBuffer;
+  bytes: number;
+  users: Set<EntryId>;
+}
+
+interface Entry {
+  id: EntryId;
+  key: EntryKey;
+  program: Program;
+  /** Device buffer of each program buffer (weights and State shared with other entries). */
+  bufs: DeviceBuffer[];
+  /** Buffers this entry owns and frees on removal. */
+  own: DeviceBuffer[];
+  steps: DeviceStep[];
+  rec: Recording;
+  needsReset: boolean;
+  bytes: number;
+}
+
+const ARRAYS: Record<string, new (b: ArrayBuffer, o: number, n: number) => HostArray> = {
+  f32: Float32Array, i32: Int32Array, u32: Uint32Array, f16: Uint16Array, bf16: Uint16Array,
+  u8: Uint8Array, i8: Int8Array, bool: Uint8Array,
+};
+
+function hostArray(dtype: DType, bytes: Uint8Array): HostArray {
+  const C = ARRAYS[dtype];
+  if (!C) throw new Unsupported(`cannot read back a ${dtype} output`);
+  const copy = bytes.slice(); // own, aligned storage
+  return new C(copy.buffer, 0, copy.byteLength / byteSize(dtype as "f32", 1));
+}
+
+function slotBytes(v: HostArray | number, dtype: DType, name: string): Uint8Array {
+  if (typeof v !== "number") return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  const C = ARRAYS[dtype];
+  if (!C || dtype === "f16" || dtype === "bf16") throw new Unsupported(`slot ${name}: give ${dtype} values as an array`);
+  const a = new C(new ArrayBuffer(byteSize(dtype, 1)), 0, 1);
+  a[0] = v;
+  return new Uint8Array(a.buffer);
+}
+
+/** One generic implementation of the Executor over any Device. */
+export class Engine<D extends Device> implements Executor {
+  private readonly timeoutMs: number;
+  private readonly compileProgram: ProgramCompiler;
+  private weights = new Map<string, DeviceBuffer>(); // by role key
+  private weightBytes = 0;
+  private state = new Map<string, StateBuf>();       // by State name, shared by the entries that carry it
+  private entries = new Map<EntryId, Entry>();
+  private byKey = new Map<EntryKey, EntryId>();
+  private nextId = 1;
+  private replays = 0;
+  private steps = 0;
+  private readonly recent: number[] = [];
+
+  constructor(readonly device: D, opts: EngineOptions) {
+    this.timeoutMs = opts.timeoutMs ?? 600_000;
+    this.compileProgram = opts.compile;
+  }
+
+  /** Refuses work on a poisoned device without touching it. */
+  private live(): void {
+    const p = this.device.poisoned;
+    if (p !== undefined) throw new Poisoned(this.device.target.backend, p);
+  }
+
+  targetSet(): TargetSet {
+    return this.device.target;
+  }
+
+  async loadWeights(store: WeightStore, map: WeightMap): Promise<void> {
+    this.live();
+    for (const [role, tensor] of map) {
+      if (this.weights.has(role)) continue;
+      const info = store.info(tensor);
+      if (!info) throw new Unsupported(`weight map binds ${role} to ${tensor}, which the model file lacks`);
+      const bytes = store.bytes(tensor);
+      const buf = this.device.alloc(bytes.byteLength, "device");
+      this.device.write(buf, 0, bytes);
+      this.weights.set(role, buf);
+      this.weightBytes += bytes.byteLength;
+    }
+    await this.device.synchronize(this.timeoutMs);
+  }
+
+  addEntry(key: EntryKey, graph: Graph): EntryId {
+    this.live();
+    const known = this.byKey.get(key);
+    if (known !== undefined) return known;
+    const program = this.compileProgram(graph, this.device.target);
+    const id = this.nextId++;
+    const bufs: DeviceBuffer[] = [];
+    const own: DeviceBuffer[] = [];
+    let bytes = 0;
+    try {
+      for (const b of program.buffers) {
+        if (b.kind === "weight") {
+          const w = this.weights.get(b.name);
+          if (!w) throw new Unsupported(`entry ${key}: weight ${b.name} is not bound by the weight map`);
+          if (w.bytes < b.bytes) throw new Unsupported(`entry ${key}: weight ${b.name} has ${w.bytes} bytes, plan needs ${b.bytes}`);
+          bufs[b.id] = w;
+        } else if (b.kind === "state") {
+          let s = this.state.get(b.name);
+          if (s && s.bytes !== b.bytes) throw new Unsupported(`entry ${key}: state ${b.name} is ${b.bytes} bytes, another entry made it ${s.bytes}`);
+          if (!s) {
+            const buf = this.device.alloc(b.bytes, "device");
+            this.device.write(buf, 0, new Uint8Array(b.bytes));
+            s = { buf, bytes: b.bytes, users: new Set() };
+            this.state.set(b.name, s);
+          }
+          s.users.add(id);
+          bufs[b.id] = s.buf;
+        } else {
+          const usage = b.kind === "slot" ? "upload" : b.kind === "readback" ? "readback" : "device";
+          const buf = this.device.alloc(Math.max(b.bytes, 4), usage);
+          bufs[b.id] = buf;
+          own.push(buf);
+          bytes += buf.bytes;
+        }
+      }
+      const compiled = new Map<object, CompiledKernel>();
+      const steps: DeviceStep[] = program.steps.map((s) => {
+        const bind = (x: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[x.buffer], offset: x.offset, bytes: x.bytes });
+        if (s.k === "copy") return { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work };
+        let c = compiled.get(s.kernel);
+        if (!c) compiled.set(s.kernel, c = this.device.compile(s.kernel));
+        return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
+      });
+      const rec = this.device.record(steps);
+      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes };
+      this.entries.set(id, e);
+      this.byKey.set(key, id);
+      return id;
+    } catch (err) {
+      if (this.device.poisoned === undefined) for (const b of own) this.device.free(b);
+      for (const s of this.state.values()) s.users.delete(id);
+      throw err;
+    }
+  }
+
+  private entry(id: EntryId): Entry {
+    const e = this.entries.get(id);
+    if (!e) throw new ExecError(`no entry ${id}`);
+    return e;
+  }
+
+  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+    this.live();
+    const e = this.entry(id);
+    if (e.needsReset) throw new NeedsReset(id);
+    const t0 = performance.now();
+    for (const p of e.program.slots) {
+      const v = slots[p.name];
+      if (v === undefined) throw new ExecError(`entry ${e.key}: slot ${p.name} has no value`);
+      const data = slotBytes(v, p.dtype, p.name);
+      const want = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
+      if (data.byteLength !== want) throw new ExecError(`entry ${e.key}: slot ${p.name} needs ${want} bytes, got ${data.byteLength}`);
+      this.device.write(e.bufs[p.buffer], p.offset, data);
+    }
+    // From here on the device may have written State: any failure leaves the entry needing a reset.
+    try {
+      if (opts.eager) this.device.run(e.steps);
+      else this.device.replay(e.rec);
+      this.replays++;
+      await this.device.synchronize(this.timeoutMs);
+      const outputs: Record<string, HostArray> = {};
+      for (const p of e.program.outputs) {
+        const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
+        outputs[p.name] = hostArray(p.dtype, await this.device.read(e.bufs[p.buffer], p.offset, n));
+      }
+      const hostMicros = (performance.now() - t0) * 1000;
+      this.steps++;
+      this.recent.push(hostMicros);
+      if (this.recent.length > 64) this.recent.shift();
+      return { outputs, hostMicros };
+    } catch (err) {
+      e.needsReset = true;
+      for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
+      throw err;
+    }
+  }
+
+  resetState(id?: EntryId): void {
+    this.live();
+    const targets = id === undefined ? [...this.entries.values()] : [this.entry(id)];
+    const names = new Set<string>();
+    for (const e of targets) for (const p of e.program.state) names.add(p.name);
+    for (const b of targets.flatMap((e) => e.program.buffers.filter((x) => x.kind === "state"))) names.add(b.name);
+    for (const n of names) {
+      const s = this.state.get(n);
+      if (!s) continue;
+      this.device.write(s.buf, 0, new Uint8Array(s.bytes));
+      for (const u of s.users) this.entries.get(u)!.needsReset = false;
+    }
+    for (const e of targets) e.needsReset = false;
+  }
+
+  removeEntry(id: EntryId): void {
+    const e = this.entry(id);
+    this.entries.delete(id);
+    this.byKey.delete(e.key);
+    for (const [n, s] of this.state) {
+      s.users.delete(id);
+      if (s.users.size === 0) {
+        if (this.device.poisoned === undefined) this.device.free(s.buf);
+        this.state.delete(n);
+      }
+    }
+    if (this.device.poisoned !== undefined) return; // leak: pending work may reference them
+    this.device.releaseRecording(e.rec);
+    for (const b of e.own) this.device.free(b);
+  }
+
+  stats(): ExecutorStats {
+    let state = 0, entries = 0;
+    for (const s of this.state.values()) state += s.bytes;
+    for (const e of this.entries.values()) entries += e.bytes;
+    const mean = this.recent.length ? this.recent.reduce((a, b) => a + b, 0) / this.recent.length : 0;
+    return {
+      backend: this.device.target.backend,
+      device: this.device.target.device,
+      entries: this.entries.size,
+      keys: [...this.entries.values()].map((e) => e.key),
+      bytes: { weights: this.weightBytes, state, entries },
+      replays: this.replays,
+      steps: this.steps,
+      hostMicrosPerStep: mean,
+      poisoned: this.device.poisoned,
+    };
+  }
+
+  async unload(): Promise<void> {
+    if (this.device.poisoned === undefined) {
+      for (const id of [...this.entries.keys()]) this.removeEntry(id);
+      for (const w of this.weights.values()) this.device.free(w);
+    }
+    this.entries.clear();
+    this.byKey.clear();
+    this.weights.clear();
+    this.state.clear();
+    await this.device.destroy();
+  }
+}
+
