@@ -1,0 +1,140 @@
+// Vulkan enumerants and flags used by the compute path (values from vulkan_core.h), under their C names.
+
+export const VK_API_VERSION_1_0: number = (1 << 22) | (0 << 12);
+export const VK_API_VERSION_1_1: number = (1 << 22) | (1 << 12);
+export const VK_API_VERSION_1_2: number = (1 << 22) | (2 << 12);
+export const VK_API_VERSION_1_3: number = (1 << 22) | (3 << 12);
+/** VK_MAKE_API_VERSION(0, major, minor, patch). */
+export function vkMakeApiVersion(major: number, minor: number, patch = 0): number {
+  return ((major << 22) | (minor << 12) | patch) >>> 0;
+}
+/** [major, minor, patch] of a packed version. */
+export function vkApiVersionParts(v: number): [number, number, number] {
+  return [(v >>> 22) & 0x7f, (v >>> 12) & 0x3ff, v & 0xfff];
+}
+export const VK_WHOLE_SIZE = 0xffffffffffffffffn;
+export const VK_NULL_HANDLE = 0n;
+export const VK_QUEUE_FAMILY_IGNORED = 0xffffffff;
+
+export const VK_PHYSICAL_DEVICE_TYPE_OTHER = 0;
+export const VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU = 1;
+export const VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU = 2;
+export const VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU = 3;
+export const VK_PHYSICAL_DEVICE_TYPE_CPU = 4;
+
+export const VK_QUEUE_GRAPHICS_BIT = 0x1;
+export const VK_QUEUE_COMPUTE_BIT = 0x2;
+export const VK_QUEUE_TRANSFER_BIT = 0x4;
+
+export const VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT = 0x1;
+export const VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT = 0x2;
+export const VK_MEMORY_PROPERTY_HOST_COHERENT_BIT = 0x4;
+export const VK_MEMORY_PROPERTY_HOST_CACHED_BIT = 0x8;
+export const VK_MEMORY_HEAP_DEVICE_LOCAL_BIT = 0x1;
+export const VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT = 0x2;
+
+export const VK_BUFFER_USAGE_TRANSFER_SRC_BIT = 0x1;
+export const VK_BUFFER_USAGE_TRANSFER_DST_BIT = 0x2;
+export const VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT = 0x10;
+export const VK_BUFFER_USAGE_STORAGE_BUFFER_BIT = 0x20;
+export const VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT = 0x100;
+export const VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT = 0x20000;
+export const VK_SHARING_MODE_EXCLUSIVE = 0;
+
+export const VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER = 6;
+export const VK_DESCRIPTOR_TYPE_STORAGE_BUFFER = 7;
+export const VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC = 8;
+export const VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC = 9;
+export const VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT = 0x1;
+
+export const VK_SHADER_STAGE_COMPUTE_BIT = 0x20;
+export const VK_PIPELINE_BIND_POINT_COMPUTE = 1;
+export const VK_PIPELINE_SHADER_STAGE_CREATE_ALLOW_VARYING_SUBGROUP_SIZE_BIT = 0x1;
+export const VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT = 0x2;
+
+export const VK_COMMAND_BUFFER_LEVEL_PRIMARY = 0;
+export const VK_COMMAND_POOL_CREATE_TRANSIENT_BIT = 0x1;
+export const VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT = 0x2;
+export const VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT = 0x1;
+export const VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT = 0x4;
+
+export const VK_ACCESS_INDIRECT_COMMAND_READ_BIT = 0x1;
+export const VK_ACCESS_UNIFORM_READ_BIT = 0x8;
+export const VK_ACCESS_SHADER_READ_BIT = 0x20;
+export const VK_ACCESS_SHADER_WRITE_BIT = 0x40;
+export const VK_ACCESS_TRANSFER_READ_BIT = 0x800;
+export const VK_ACCESS_TRANSFER_WRITE_BIT = 0x1000;
+export const VK_ACCESS_HOST_READ_BIT = 0x2000;
+export const VK_ACCESS_HOST_WRITE_BIT = 0x4000;
+export const VK_ACCESS_MEMORY_READ_BIT = 0x8000;
+export const VK_ACCESS_MEMORY_WRITE_BIT = 0x10000;
+
+export const VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT = 0x1;
+export const VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT = 0x2;
+export const VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT = 0x800;
+export const VK_PIPELINE_STAGE_TRANSFER_BIT = 0x1000;
+export const VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT = 0x2000;
+export const VK_PIPELINE_STAGE_HOST_BIT = 0x4000;
+export const VK_PIPELINE_STAGE_ALL_COMMANDS_BIT = 0x10000;
+export const VK_DEPENDENCY_BY_REGION_BIT = 0x1;
+
+export const VK_FENCE_CREATE_SIGNALED_BIT = 0x1;
+export const VK_SEMAPHORE_TYPE_BINARY = 0;
+export const VK_SEMAPHORE_TYPE_TIMELINE = 1;
+export const VK_SEMAPHORE_WAIT_ANY_BIT = 0x1;
+export const VK_QUERY_TYPE_TIMESTAMP = 2;
+export const VK_QUERY_RESULT_64_BIT = 0x1;
+export const VK_QUERY_RESULT_WAIT_BIT = 0x2;
+
+export const VK_SUBGROUP_FEATURE_BASIC_BIT = 0x1;
+export const VK_SUBGROUP_FEATURE_VOTE_BIT = 0x2;
+export const VK_SUBGROUP_FEATURE_ARITHMETIC_BIT = 0x4;
+export const VK_SUBGROUP_FEATURE_BALLOT_BIT = 0x8;
+export const VK_SUBGROUP_FEATURE_SHUFFLE_BIT = 0x10;
+export const VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT = 0x20;
+export const VK_SUBGROUP_FEATURE_CLUSTERED_BIT = 0x40;
+export const VK_SUBGROUP_FEATURE_QUAD_BIT = 0x80;
+
+export const VK_SUCCESS = 0;
+export const VK_NOT_READY = 1;
+export const VK_TIMEOUT = 2;
+export const VK_INCOMPLETE = 5;
+export const VK_ERROR_OUT_OF_HOST_MEMORY = -1;
+export const VK_ERROR_OUT_OF_DEVICE_MEMORY = -2;
+export const VK_ERROR_DEVICE_LOST = -4;
+
+/** VkResult names by value. */
+export const VK_RESULT_NAMES: Readonly<Record<number, string>> = {
+  0: "VK_SUCCESS",
+  1: "VK_NOT_READY",
+  2: "VK_TIMEOUT",
+  3: "VK_EVENT_SET",
+  4: "VK_EVENT_RESET",
+  5: "VK_INCOMPLETE",
+  [-1]: "VK_ERROR_OUT_OF_HOST_MEMORY",
+  [-2]: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+  [-3]: "VK_ERROR_INITIALIZATION_FAILED",
+  [-4]: "VK_ERROR_DEVICE_LOST",
+  [-5]: "VK_ERROR_MEMORY_MAP_FAILED",
+  [-6]: "VK_ERROR_LAYER_NOT_PRESENT",
+  [-7]: "VK_ERROR_EXTENSION_NOT_PRESENT",
+  [-8]: "VK_ERROR_FEATURE_NOT_PRESENT",
+  [-9]: "VK_ERROR_INCOMPATIBLE_DRIVER",
+  [-10]: "VK_ERROR_TOO_MANY_OBJECTS",
+  [-11]: "VK_ERROR_FORMAT_NOT_SUPPORTED",
+  [-12]: "VK_ERROR_FRAGMENTED_POOL",
+  [-13]: "VK_ERROR_UNKNOWN",
+  [-1000069000]: "VK_ERROR_OUT_OF_POOL_MEMORY",
+  [-1000072003]: "VK_ERROR_INVALID_EXTERNAL_HANDLE",
+  [-1000161000]: "VK_ERROR_FRAGMENTATION",
+  [-1000257000]: "VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS",
+  1000297000: "VK_PIPELINE_COMPILE_REQUIRED",
+  [-1000011001]: "VK_ERROR_VALIDATION_FAILED_EXT",
+  [-1000012000]: "VK_ERROR_INVALID_SHADER_NV",
+  [-1000158000]: "VK_ERROR_INVALID_DRM_FORMAT_MODIFIER_PLANE_LAYOUT_EXT",
+  [-1000255000]: "VK_ERROR_FULL_SCREEN_EXCLUSIVE_MODE_LOST_EXT",
+  [-1000338000]: "VK_ERROR_COMPRESSION_EXHAUSTED_EXT",
+};
+export function vkResultName(code: number): string {
+  return VK_RESULT_NAMES[code] ?? `VkResult(${code})`;
+}
