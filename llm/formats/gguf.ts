@@ -1,0 +1,565 @@
+// GGUF v2/v3 reader. The file is read once into one buffer; tensor bytes are views into it. Every read is
+// bounds-checked against the file so that a truncated or corrupt file raises a ModelFormatError naming the
+// field and offset, never a RangeError from a DataView.
+//
+// Layout (little-endian): magic "GGUF", u32 version, u64 tensor_count, u64 kv_count, kv_count metadata
+// entries (string key, u32 value type, value), tensor_count tensor infos (string name, u32 n_dims, u64 dims
+// innermost first, u32 ggml type, u64 offset relative to the data section), padding to general.alignment
+// (default 32), then the data section.
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import type { DType } from "../../graph/dtype.ts";
+import { BLOCK, isBlock, SIZE } from "../../graph/dtype.ts";
+import type { TensorInfo, WeightStore } from "../../graph/weights.ts";
+import {
+  LlmError,
+  MetadataError,
+  ModelFormatError,
+  ModelNotFoundError,
+  UnsupportedFormatError,
+  UnsupportedTensorTypeError,
+} from "../errors.ts";
+import { GGML_TO_DTYPE, ggmlTypeName } from "./ggml-type.ts";
+
+/** GGUF metadata value type names, in GGUF's id order (u8 = 0 ... f64 = 12). */
+export const GGUF_VALUE_TYPES = [
+  "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
+] as const;
+export type GGUFValueType = (typeof GGUF_VALUE_TYPES)[number];
+
+/** A metadata array: numbers as typed arrays (copied out of the file), 64-bit integers as bigint arrays. */
+export type GGUFArray =
+  | { type: "u8"; value: Uint8Array }
+  | { type: "i8"; value: Int8Array }
+  | { type: "u16"; value: Uint16Array }
+  | { type: "i16"; value: Int16Array }
+  | { type: "u32"; value: Uint32Array }
+  | { type: "i32"; value: Int32Array }
+  | { type: "f32"; value: Float32Array }
+  | { type: "f64"; value: Float64Array }
+  | { type: "u64"; value: BigUint64Array }
+  | { type: "i64"; value: BigInt64Array }
+  | { type: "bool"; value: boolean[] }
+  | { type: "string"; value: string[] }
+  | { type: "array"; value: GGUFArray[] };
+
+/** One typed metadata value. 64-bit integers are bigint so that no value is rounded. */
+export type GGUFValue =
+  | { type: "u8" | "i8" | "u16" | "i16" | "u32" | "i32" | "f32" | "f64"; value: number }
+  | { type: "u64" | "i64"; value: bigint }
+  | { type: "bool"; value: boolean }
+  | { type: "string"; value: string }
+  | { type: "array"; value: GGUFArray };
+
+/** A tensor of a GGUF file: the WeightStore's TensorInfo plus where it lives and its GGUF-order dims. */
+export interface GGUFTensorInfo extends TensorInfo {
+  /** ggml type id as stored. */
+  ggmlType: number;
+  /** Dims as GGUF lists them, innermost first (the reverse of `shape`). */
+  dims: number[];
+  /** Absolute byte offset of the tensor's data in the file. */
+  offset: number;
+}
+
+const MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+const DEFAULT_ALIGNMENT = 32;
+const MAX_DIMS = 4; // GGML_MAX_DIMS
+const SCALAR_SIZE: Record<string, number> = { u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, bool: 1, u64: 8, i64: 8, f64: 8 };
+// Smallest encoding of one value of each type, to bound counts by the bytes left before allocating.
+const MIN_SIZE: Record<string, number> = { ...SCALAR_SIZE, string: 8, array: 12 };
+
+const utf8 = new TextDecoder("utf-8");
+
+/** Reads a GGUF file from disk (once, into one buffer) and parses it. */
+export function openGGUF(path: string): GGUFFile {
+  return parseGGUF(readWholeFile(path), path);
+}
+
+/** Parses GGUF bytes already in memory. Tensor views share `bytes`; nothing is copied. */
+export function parseGGUF(bytes: Uint8Array, file = "<bytes>"): GGUFFile {
+  return new Parser(bytes, file).parse();
+}
+
+/** Reads a whole file into one Uint8Array at byte offset 0 (so tensor views are aligned as in the file). */
+export function readWholeFile(path: string): Uint8Array {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (e) {
+    throw new ModelNotFoundError(path, fsReason(e), { cause: e });
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) throw new ModelNotFoundError(path, "is a directory");
+    const size = Number(st.size);
+    let buf: Uint8Array;
+    try {
+      buf = new Uint8Array(size);
+    } catch (e) {
+      throw new LlmError(`${path}: cannot allocate ${size} bytes to read the model file`, { cause: e });
+    }
+    // read() moves at most ~2 GiB per call: loop in 1 GiB chunks.
+    let done = 0;
+    while (done < size) {
+      const n = readSync(fd, buf, done, Math.min(size - done, 1 << 30), done);
+      if (n <= 0) throw new ModelNotFoundError(path, `short read at byte ${done} of ${size}`);
+      done += n;
+    }
+    return buf;
+  } catch (e) {
+    if (e instanceof LlmError) throw e;
+    throw new ModelNotFoundError(path, fsReason(e), { cause: e });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function fsReason(e: unknown): string {
+  const code = (e as { code?: string })?.code;
+  if (code === "ENOENT") return "no such file";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  if (code === "EISDIR") return "is a directory";
+  return e instanceof Error ? e.message.split("\n")[0] : String(e);
+}
+
+class Parser {
+  readonly dv: DataView;
+  pos = 0;
+  constructor(readonly buf: Uint8Array, readonly file: string) {
+    this.dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+
+  fail(field: string, offset: number, problem: string): never {
+    throw new ModelFormatError({ file: this.file, field, offset }, problem);
+  }
+
+  /** Ensures n more bytes exist at pos. */
+  need(n: number, field: string): void {
+    const left = this.buf.length - this.pos;
+    if (n > left) {
+      this.fail(field, this.pos, `truncated: needs ${n} bytes, ${left} left (file is ${this.buf.length} bytes)`);
+    }
+  }
+
+  u32(field: string): number {
+    this.need(4, field);
+    const v = this.dv.getUint32(this.pos, true);
+    this.pos += 4;
+    return v;
+  }
+
+  /** A u64 used as a size, count or offset: must be a safe integer. */
+  size(field: string): number {
+    this.need(8, field);
+    const lo = this.dv.getUint32(this.pos, true);
+    const hi = this.dv.getUint32(this.pos + 4, true);
+    if (hi >= 0x200000) this.fail(field, this.pos, `value ${this.dv.getBigUint64(this.pos, true)} is too large`);
+    this.pos += 8;
+    return hi * 0x100000000 + lo;
+  }
+
+  string(field: string): string {
+    const at = this.pos;
+    const n = this.size(`${field} length`);
+    const left = this.buf.length - this.pos;
+    if (n > left) this.fail(`${field} length`, at, `string length ${n} runs past the end of the file (${left} bytes left)`);
+    const s = decodeUtf8(this.buf, this.pos, n);
+    this.pos += n;
+    return s;
+  }
+
+  valueType(field: string): GGUFValueType {
+    const at = this.pos;
+    const id = this.u32(`${field} type`);
+    const t = GGUF_VALUE_TYPES[id];
+    if (t === undefined) this.fail(`${field} type`, at, `unknown metadata value type id ${id}`);
+    return t;
+  }
+
+  value(type: GGUFValueType, field: string): GGUFValue {
+    const dv = this.dv;
+    if (type === "string") return { type, value: this.string(field) };
+    if (type === "array") return { type, value: this.array(field) };
+    const n = SCALAR_SIZE[type];
+    this.need(n, field);
+    const p = this.pos;
+    this.pos += n;
+    switch (type) {
+      case "u8": return { type, value: dv.getUint8(p) };
+      case "i8": return { type, value: dv.getInt8(p) };
+      case "u16": return { type, value: dv.getUint16(p, true) };
+      case "i16": return { type, value: dv.getInt16(p, true) };
+      case "u32": return { type, value: dv.getUint32(p, true) };
+      case "i32": return { type, value: dv.getInt32(p, true) };
+      case "f32": return { type, value: dv.getFloat32(p, true) };
+      case "f64": return { type, value: dv.getFloat64(p, true) };
+      case "bool": return { type, value: dv.getUint8(p) !== 0 };
+      case "u64": return { type, value: dv.getBigUint64(p, true) };
+      case "i64": return { type, value: dv.getBigInt64(p, true) };
+    }
+  }
+
+  array(field: string): GGUFArray {
+    const elem = this.valueType(`${field} element`);
+    const at = this.pos;
+    const count = this.size(`${field} count`);
+    const left = this.buf.length - this.pos;
+    if (count > left / MIN_SIZE[elem]) {
+      this.fail(`${field} count`, at, `${count} ${elem} elements cannot fit in the ${left} bytes left`);
+    }
+    switch (elem) {
+      case "string": {
+        const out = new Array<string>(count);
+        for (let i = 0; i < count; i++) out[i] = this.arrayString(field, i);
+        return { type: elem, value: out };
+      }
+      case "array": {
+        const out = new Array<GGUFArray>(count);
+        for (let i = 0; i < count; i++) out[i] = this.array(`${field}[${i}]`);
+        return { type: elem, value: out };
+      }
+      case "bool": {
+        const out = new Array<boolean>(count);
+        for (let i = 0; i < count; i++) out[i] = this.buf[this.pos + i] !== 0;
+        this.pos += count;
+        return { type: elem, value: out };
+      }
+    }
+    // Numeric: copy out (the file offset need not be aligned for a typed-array view). Platforms are little-endian.
+    const bytes = count * SCALAR_SIZE[elem];
+    const copy = this.buf.slice(this.pos, this.pos + bytes).buffer;
+    this.pos += bytes;
+    switch (elem) {
+      case "u8": return { type: elem, value: new Uint8Array(copy) };
+      case "i8": return { type: elem, value: new Int8Array(copy) };
+      case "u16": return { type: elem, value: new Uint16Array(copy) };
+      case "i16": return { type: elem, value: new Int16Array(copy) };
+      case "u32": return { type: elem, value: new Uint32Array(copy) };
+      case "i32": return { type: elem, value: new Int32Array(copy) };
+      case "f32": return { type: elem, value: new Float32Array(copy) };
+      case "f64": return { type: elem, value: new Float64Array(copy) };
+      case "u64": return { type: elem, value: new BigUint64Array(copy) };
+      case "i64": return { type: elem, value: new BigInt64Array(copy) };
+    }
+  }
+
+  // The hot loop of a vocabulary (up to ~260k strings): no label is built unless something is wrong.
+  arrayString(field: string, i: number): string {
+    const buf = this.buf;
+    const at = this.pos;
+    if (buf.length - at < 8) this.fail(`${field}[${i}] length`, at, `truncated: needs 8 bytes, ${buf.length - at} left`);
+    const lo = this.dv.getUint32(at, true);
+    const hi = this.dv.getUint32(at + 4, true);
+    const start = at + 8;
+    const n = hi * 0x100000000 + lo;
+    if (hi !== 0 || n > buf.length - start) {
+      this.fail(`${field}[${i}] length`, at, `string length ${n} runs past the end of the file (${buf.length - start} bytes left)`);
+    }
+    this.pos = start + n;
+    return decodeUtf8(buf, start, n);
+  }
+
+  parse(): GGUFFile {
+    const { buf, dv } = this;
+    if (buf.length < 4) this.fail("header.magic", 0, `not a GGUF file: only ${buf.length} bytes`);
+    if (dv.getUint32(0, true) !== MAGIC) {
+      const shown = Array.from(buf.subarray(0, 4), (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : "."));
+      this.fail("header.magic", 0, `not a GGUF file (starts with "${shown.join("")}", expected "GGUF")`);
+    }
+    this.pos = 4;
+    const version = this.u32("header.version");
+    if (version !== 2 && version !== 3) {
+      const loc = { file: this.file, field: "header.version", offset: 4 };
+      if ((version & 0xffff) === 0 && version !== 0) throw new UnsupportedFormatError(loc, "big-endian GGUF files are not supported");
+      if (version === 1) throw new UnsupportedFormatError(loc, "GGUF version 1 is not supported (only 2 and 3)");
+      throw new UnsupportedFormatError(loc, `GGUF version ${version} is not supported (only 2 and 3)`);
+    }
+    const tensorCountAt = this.pos;
+    const tensorCount = this.size("header.tensor_count");
+    const kvCountAt = this.pos;
+    const kvCount = this.size("header.metadata_kv_count");
+    // A key of at least 1 byte (8 + 1), a type (4) and a 1-byte value: 14 bytes per entry at least.
+    if (kvCount > (buf.length - this.pos) / 14) {
+      this.fail("header.metadata_kv_count", kvCountAt, `${kvCount} entries cannot fit in the ${buf.length - this.pos} bytes left`);
+    }
+
+    const metadata = new Map<string, GGUFValue>();
+    for (let i = 0; i < kvCount; i++) {
+      const keyAt = this.pos;
+      const key = this.string(`metadata[${i}] key`);
+      if (metadata.has(key)) this.fail(`metadata[${i}] key`, keyAt, `duplicate key '${key}'`);
+      const field = `metadata[${i}] '${key}'`;
+      metadata.set(key, this.value(this.valueType(field), field));
+    }
+
+    let alignment = DEFAULT_ALIGNMENT;
+    const al = metadata.get("general.alignment");
+    if (al !== undefined) {
+      const loc = { file: this.file, field: "metadata 'general.alignment'", offset: 0 };
+      if (al.type !== "u32") throw new ModelFormatError(loc, `expected a u32, found ${al.type}`);
+      if (al.value === 0 || (al.value & (al.value - 1)) !== 0) throw new ModelFormatError(loc, `alignment ${al.value} is not a power of two`);
+      alignment = al.value;
+    }
+
+    // A name (8 + 0), n_dims (4), type (4) and offset (8) at least: 24 bytes per tensor info.
+    if (tensorCount > (buf.length - this.pos) / 24) {
+      this.fail("header.tensor_count", tensorCountAt, `${tensorCount} tensor infos cannot fit in the ${buf.length - this.pos} bytes left`);
+    }
+    const pending: { name: string; dims: number[]; ggmlType: number; dtype: DType; rel: number; byteLength: number; at: number }[] = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < tensorCount; i++) {
+      const at = this.pos;
+      const name = this.string(`tensor_info[${i}] name`);
+      if (seen.has(name)) this.fail(`tensor_info[${i}] name`, at, `duplicate tensor name '${name}'`);
+      seen.add(name);
+      const field = `tensor '${name}'`;
+      const ndAt = this.pos;
+      const nd = this.u32(`${field} n_dims`);
+      if (nd > MAX_DIMS) this.fail(`${field} n_dims`, ndAt, `${nd} dims, at most ${MAX_DIMS} are allowed`);
+      const dims: number[] = [];
+      let count = 1;
+      for (let d = 0; d < nd; d++) {
+        const dAt = this.pos;
+        const n = this.size(`${field} dims[${d}]`);
+        count *= n;
+        if (!Number.isSafeInteger(count)) this.fail(`${field} dims[${d}]`, dAt, "element count overflows");
+        dims.push(n);
+      }
+      const typeAt = this.pos;
+      const ggmlType = this.u32(`${field} type`);
+      const dtype = GGML_TO_DTYPE.get(ggmlType);
+      if (dtype === undefined) {
+        throw new UnsupportedTensorTypeError({ file: this.file, field: `${field} type`, offset: typeAt }, name, ggmlType, ggmlTypeName(ggmlType));
+      }
+      let byteLength: number;
+      if (isBlock(dtype)) {
+        const b = BLOCK[dtype];
+        if (nd > 0 && dims[0] % b.elems !== 0) {
+          this.fail(`${field} dims[0]`, typeAt, `innermost dim ${dims[0]} is not a multiple of the ${dtype} block size ${b.elems}`);
+        }
+        byteLength = (count / b.elems) * b.bytes;
+      } else {
+        byteLength = count * SIZE[dtype];
+      }
+      const offAt = this.pos;
+      const rel = this.size(`${field} offset`);
+      if (rel % alignment !== 0) this.fail(`${field} offset`, offAt, `data offset ${rel} is not a multiple of the alignment ${alignment}`);
+      pending.push({ name, dims, ggmlType, dtype, rel, byteLength, at: offAt });
+    }
+
+    const dataOffset = Math.ceil(this.pos / alignment) * alignment;
+    const tensors = new Map<string, GGUFTensorInfo>();
+    for (const t of pending) {
+      const offset = dataOffset + t.rel;
+      if (offset + t.byteLength > buf.length) {
+        this.fail(
+          `tensor '${t.name}' data`,
+          t.at,
+          `truncated: data [${offset}, ${offset + t.byteLength}) runs past the end of the file (${buf.length} bytes)`,
+        );
+      }
+      tensors.set(t.name, {
+        name: t.name,
+        dtype: t.dtype,
+        shape: t.dims.slice().reverse(),
+        byteLength: t.byteLength,
+        ggmlType: t.ggmlType,
+        dims: t.dims,
+        offset,
+      });
+    }
+    return new GGUFFile(this.file, version, alignment, dataOffset, metadata, tensors, buf);
+  }
+}
+
+function decodeUtf8(buf: Uint8Array, start: number, n: number): string {
+  // Short ASCII strings (most vocabulary entries) skip the decoder call.
+  if (n <= 16) {
+    let s = "";
+    for (let i = start, end = start + n; i < end; i++) {
+      const b = buf[i];
+      if (b >= 0x80) return utf8.decode(buf.subarray(start, start + n));
+      s += String.fromCharCode(b);
+    }
+    return s;
+  }
+  return utf8.decode(buf.subarray(start, start + n));
+}
+
+/** A parsed GGUF file: metadata, tensor infos, and views of tensor bytes. Implements WeightStore. */
+export class GGUFFile implements WeightStore {
+  /** Path or label given when opening; used in error messages. */
+  readonly file: string;
+  readonly version: number;
+  readonly alignment: number;
+  /** Absolute byte offset of the data section. */
+  readonly dataOffset: number;
+  /** Every metadata entry, typed, in file order. */
+  readonly metadata: ReadonlyMap<string, GGUFValue>;
+  /** The whole file. */
+  readonly data: Uint8Array;
+  readonly #tensors: ReadonlyMap<string, GGUFTensorInfo>;
+
+  constructor(
+    file: string,
+    version: number,
+    alignment: number,
+    dataOffset: number,
+    metadata: ReadonlyMap<string, GGUFValue>,
+    tensors: ReadonlyMap<string, GGUFTensorInfo>,
+    data: Uint8Array,
+  ) {
+    this.file = file;
+    this.version = version;
+    this.alignment = alignment;
+    this.dataOffset = dataOffset;
+    this.metadata = metadata;
+    this.#tensors = tensors;
+    this.data = data;
+  }
+
+  get tensorCount(): number {
+    return this.#tensors.size;
+  }
+
+  /** general.architecture, when present. */
+  get architecture(): string | undefined {
+    return this.optString("general.architecture");
+  }
+
+  tensors(): IterableIterator<GGUFTensorInfo> {
+    return this.#tensors.values();
+  }
+
+  info(name: string): GGUFTensorInfo | undefined {
+    return this.#tensors.get(name);
+  }
+
+  /** The tensor's bytes: a view into the file buffer (no copy). */
+  bytes(name: string): Uint8Array {
+    const t = this.#tensors.get(name);
+    if (t === undefined) throw new LlmError(`${this.file}: no tensor named '${name}'`);
+    return this.data.subarray(t.offset, t.offset + t.byteLength);
+  }
+
+  has(key: string): boolean {
+    return this.metadata.has(key);
+  }
+
+  get(key: string): GGUFValue | undefined {
+    return this.metadata.get(key);
+  }
+
+  #err(key: string, problem: string): never {
+    throw new MetadataError(this.file, key, problem);
+  }
+
+  #int(key: string, min: number, max: number, what: string): number | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return undefined;
+    if (v.type === "f32" || v.type === "f64" || v.type === "bool" || v.type === "string" || v.type === "array") {
+      this.#err(key, `expected ${what}, found ${v.type}`);
+    }
+    const n = Number(v.value);
+    if (!(n >= min && n <= max)) this.#err(key, `value ${v.value} does not fit ${what}`);
+    return n;
+  }
+
+  optU32(key: string): number | undefined {
+    return this.#int(key, 0, 0xffffffff, "a u32");
+  }
+  optI32(key: string): number | undefined {
+    return this.#int(key, -0x80000000, 0x7fffffff, "an i32");
+  }
+  /** Any integer type whose value is a non-negative safe integer. */
+  optU64(key: string): number | undefined {
+    return this.#int(key, 0, Number.MAX_SAFE_INTEGER, "a non-negative safe integer");
+  }
+  /** f32 or f64 (integers are accepted too: some converters write whole numbers as integers). */
+  optF32(key: string): number | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return undefined;
+    if (v.type === "bool" || v.type === "string" || v.type === "array") this.#err(key, `expected a number, found ${v.type}`);
+    return Number(v.value);
+  }
+  optBool(key: string): boolean | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return undefined;
+    if (v.type !== "bool") this.#err(key, `expected a bool, found ${v.type}`);
+    return v.value;
+  }
+  optString(key: string): string | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return undefined;
+    if (v.type !== "string") this.#err(key, `expected a string, found ${v.type}`);
+    return v.value;
+  }
+  optArray(key: string): GGUFArray | undefined {
+    const v = this.metadata.get(key);
+    if (v === undefined) return undefined;
+    if (v.type !== "array") this.#err(key, `expected an array, found ${v.type}`);
+    return v.value;
+  }
+  optStrings(key: string): string[] | undefined {
+    const a = this.optArray(key);
+    if (a === undefined) return undefined;
+    if (a.type !== "string") this.#err(key, `expected an array of strings, found an array of ${a.type}`);
+    return a.value;
+  }
+  /** A numeric array as Float32Array (f32 arrays as stored; other numeric arrays converted). */
+  optF32s(key: string): Float32Array | undefined {
+    const a = this.optArray(key);
+    if (a === undefined) return undefined;
+    if (a.type === "f32") return a.value;
+    if (a.type === "string" || a.type === "array" || a.type === "bool") this.#err(key, `expected a numeric array, found an array of ${a.type}`);
+    return Float32Array.from(a.value as ArrayLike<number | bigint>, Number);
+  }
+  /** An integer array as Int32Array (i32 arrays as stored; other integer arrays converted when they fit). */
+  optI32s(key: string): Int32Array | undefined {
+    const a = this.optArray(key);
+    if (a === undefined) return undefined;
+    if (a.type === "i32") return a.value;
+    if (a.type === "string" || a.type === "array" || a.type === "bool" || a.type === "f32" || a.type === "f64") {
+      this.#err(key, `expected an integer array, found an array of ${a.type}`);
+    }
+    const out = Int32Array.from(a.value as ArrayLike<number | bigint>, Number);
+    for (let i = 0; i < out.length; i++) {
+      if (out[i] !== Number(a.value[i])) this.#err(key, `element ${i} (${a.value[i]}) does not fit an i32`);
+    }
+    return out;
+  }
+
+  #must<T>(key: string, v: T | undefined): T {
+    if (v === undefined) this.#err(key, "missing");
+    return v;
+  }
+  getU32(key: string): number {
+    return this.#must(key, this.optU32(key));
+  }
+  getI32(key: string): number {
+    return this.#must(key, this.optI32(key));
+  }
+  getU64(key: string): number {
+    return this.#must(key, this.optU64(key));
+  }
+  getF32(key: string): number {
+    return this.#must(key, this.optF32(key));
+  }
+  getBool(key: string): boolean {
+    return this.#must(key, this.optBool(key));
+  }
+  getString(key: string): string {
+    return this.#must(key, this.optString(key));
+  }
+  getArray(key: string): GGUFArray {
+    return this.#must(key, this.optArray(key));
+  }
+  getStrings(key: string): string[] {
+    return this.#must(key, this.optStrings(key));
+  }
+  getF32s(key: string): Float32Array {
+    return this.#must(key, this.optF32s(key));
+  }
+  getI32s(key: string): Int32Array {
+    return this.#must(key, this.optI32s(key));
+  }
+}
