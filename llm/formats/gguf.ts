@@ -304,7 +304,7 @@ class Parser {
     if (tensorCount > (buf.length - this.pos) / 24) {
       this.fail("header.tensor_count", tensorCountAt, `${tensorCount} tensor infos cannot fit in the ${buf.length - this.pos} bytes left`);
     }
-    const pending: { name: string; dims: number[]; ggmlType: number; dtype: DType; rel: number; byteLength: number; at: number }[] = [];
+    const pending: { name: string; dims: number[]; ggmlType: number; dtype: DType; rel: number; byteLength: number }[] = [];
     const seen = new Set<string>();
     for (let i = 0; i < tensorCount; i++) {
       const at = this.pos;
@@ -343,7 +343,7 @@ class Parser {
       const offAt = this.pos;
       const rel = this.size(`${field} offset`);
       if (rel % alignment !== 0) this.fail(`${field} offset`, offAt, `data offset ${rel} is not a multiple of the alignment ${alignment}`);
-      pending.push({ name, dims, ggmlType, dtype, rel, byteLength, at: offAt });
+      pending.push({ name, dims, ggmlType, dtype, rel, byteLength });
     }
 
     const dataOffset = Math.ceil(this.pos / alignment) * alignment;
@@ -353,7 +353,7 @@ class Parser {
       if (offset + t.byteLength > buf.length) {
         this.fail(
           `tensor '${t.name}' data`,
-          t.at,
+          Math.min(offset, buf.length),
           `truncated: data [${offset}, ${offset + t.byteLength}) runs past the end of the file (${buf.length} bytes)`,
         );
       }

@@ -61,6 +61,8 @@ class VocabTokenizer implements Tokenizer {
   readonly #pre: RegExp[];
   readonly #ignoreMerges: boolean;
   readonly #stripDefault: boolean;
+  readonly #normalize: TokenizerSpec["normalize"];
+  readonly #lowercase: boolean;
   /** id of the <0xXX> token of each byte, or -1. */
   readonly #byteTok = new Int32Array(256).fill(-1);
   /** BPE: (left id * vocabSize + right id) → merge rank; merged token id by rank (-1 when not a token). */
@@ -105,6 +107,8 @@ class VocabTokenizer implements Tokenizer {
     this.#spacePrefix = spec.spacePrefix ?? (spec.model === "spm" ? "after-special" : "never");
     this.#byteFallback = spec.byteFallback ?? spec.model === "spm";
     this.#stripDefault = this.#escape && this.#spacePrefix !== "never";
+    this.#normalize = spec.normalize;
+    this.#lowercase = spec.lowercase ?? false;
 
     let ignoreMerges = spec.ignoreMerges;
     let presetBos: boolean | undefined;
@@ -193,7 +197,9 @@ class VocabTokenizer implements Tokenizer {
       }
       const sp = this.#spacePrefix;
       const prefix = sp === "after-special" ? prevSpecial : sp === "always" ? true : sp === "first" ? i === 0 : false;
-      this.#encodeText(prefix ? " " + f : f, out);
+      let t = this.#normalize ? f.normalize(this.#normalize) : f;
+      if (this.#lowercase) t = t.toLowerCase();
+      this.#encodeText(prefix ? " " + t : t, out);
       prevSpecial = false;
     }
     if ((opts.addEos ?? this.addEos) && this.eos !== undefined) out.push(this.eos);

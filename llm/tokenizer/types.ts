@@ -109,6 +109,10 @@ export interface TokenizerSpec {
   pre?: string | readonly string[];
   /** A pre-tokenized word that is itself a token is used whole (llama3's ignore_merges). */
   ignoreMerges?: boolean;
+  /** Unicode normalization of each text fragment before encoding (tokenizer.json normalizers; GGUF: none). */
+  normalize?: "NFC" | "NFD" | "NFKC" | "NFKD";
+  /** Lowercase each text fragment before encoding. */
+  lowercase?: boolean;
   /** Per-token lstrip/rstrip for special tokens (HF added_tokens). */
   strip?: ReadonlyMap<number, { lstrip?: boolean; rstrip?: boolean }>;
 }
