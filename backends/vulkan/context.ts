@@ -1,0 +1,198 @@
+// Opening Vulkan for compute: the loader, an instance, the physical device (refused without robust buffer
+// access), a logical device with the features kernels can use enabled, one compute queue, and what the
+// device can do as a TargetSet.
+import { pack } from "../../ffi/layout.ts";
+import * as vk from "../../ffi/vulkan.ts";
+import type { Caps, TargetSet } from "../../kernels/target.ts";
+import { Unsupported } from "../errors.ts";
+
+export interface VulkanOptions {
+  /** Physical device index in the loader's order (default: the first discrete GPU, else the first usable). */
+  deviceIndex?: number;
+  /** Work units (step work.bytes) one submission may carry; a recording past it is cut (TargetSet.watchdogBudget). 0 = none. */
+  watchdogBudget?: number;
+  /** Bound on the device's own waits (staged transfers, destroy) in ms; default 600 000. */
+  timeoutMs?: number;
+  /** Loader names to try (default libvulkan.so.1, libvulkan.so). */
+  library?: string | readonly string[];
+  /** Force the renderer's u32-word storage path even where 16/8-bit storage exists (tests both paths). */
+  noStorage16?: boolean;
+  noStorage8?: boolean;
+}
+
+/** Features the logical device was created with. */
+export interface Enabled {
+  storage16: boolean;
+  storage8: boolean;
+  float16: boolean;
+  subgroups: boolean;
+  /** REQUIRE_FULL_SUBGROUPS may be set on pipelines (computeFullSubgroups). */
+  fullSubgroups: boolean;
+  maxSubgroupSize: number;
+  maxWorkgroupDims: [number, number, number];
+  nonCoherentAtomSize: number;
+}
+
+export interface Context {
+  api: vk.Vulkan;
+  instance: bigint;
+  pd: bigint;
+  device: bigint;
+  queue: bigint;
+  family: number;
+  target: TargetSet;
+  enabled: Enabled;
+  memory: ReturnType<vk.Vulkan["memoryProperties"]>;
+}
+
+const DEVICE_RANK: Record<number, number> = {
+  [vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU]: 0,
+  [vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU]: 1,
+  [vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU]: 2,
+  [vk.VK_PHYSICAL_DEVICE_TYPE_CPU]: 3,
+  [vk.VK_PHYSICAL_DEVICE_TYPE_OTHER]: 4,
+};
+const NEEDED_SUBGROUP_OPS = vk.VK_SUBGROUP_FEATURE_BASIC_BIT | vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
+  vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT | vk.VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
+
+/** Opens the loader, picks a device and creates it. Throws LibraryNotFound (no loader) or Unsupported. */
+export function openContext(opts: VulkanOptions = {}): Context {
+  const api = vk.openVulkan(opts.library);
+  let instance = 0n;
+  try {
+    const loaderVersion = api.instanceVersion();
+    instance = api.createInstance({
+      appName: "poot",
+      apiVersion: loaderVersion >= vk.VK_API_VERSION_1_3 ? vk.VK_API_VERSION_1_3 : vk.VK_API_VERSION_1_1,
+    });
+    const pds = api.physicalDevices(instance);
+    const usable = pds.map((pd, index) => ({ pd, index, props: api.physicalDeviceProperties(pd) }))
+      .filter((d) => d.props.apiVersion >= vk.VK_API_VERSION_1_1)
+      .filter((d) => api.queueFamilies(d.pd).some((f) => f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT));
+    let pick = opts.deviceIndex !== undefined ? usable.find((d) => d.index === opts.deviceIndex) : undefined;
+    if (opts.deviceIndex !== undefined && !pick) {
+      throw new Unsupported(`vulkan: no usable device ${opts.deviceIndex} (${pds.length} devices, Vulkan 1.1 and a compute queue needed)`);
+    }
+    pick ??= usable.slice().sort((a, b) => (DEVICE_RANK[a.props.deviceType] ?? 5) - (DEVICE_RANK[b.props.deviceType] ?? 5))[0];
+    if (!pick) throw new Unsupported(`vulkan: no device with Vulkan 1.1 and a compute queue (${pds.length} found)`);
+    return createDevice(api, instance, pick.pd, pick.props, opts);
+  } catch (e) {
+    if (instance) api.destroyInstance(instance);
+    api.close();
+    throw e;
+  }
+}
+
+function createDevice(
+  api: vk.Vulkan,
+  instance: bigint,
+  pd: bigint,
+  props: ReturnType<vk.Vulkan["physicalDeviceProperties"]>,
+  opts: VulkanOptions,
+): Context {
+  const name = props.deviceName;
+  const api12 = props.apiVersion >= vk.VK_API_VERSION_1_2;
+  const api13 = props.apiVersion >= vk.VK_API_VERSION_1_3;
+  const exts = new Set(api.deviceExtensions(pd));
+  const [f2, s16, s8, f16, sgc] = api.physicalDeviceFeatures2(pd, [
+    vk.VkPhysicalDevice16BitStorageFeatures,
+    vk.VkPhysicalDevice8BitStorageFeatures,
+    vk.VkPhysicalDeviceShaderFloat16Int8Features,
+    vk.VkPhysicalDeviceSubgroupSizeControlFeatures,
+  ]);
+  // Out-of-range accesses must stay harmless: a failing check keeps running (there is no trap) and its
+  // loads/stores may go anywhere.
+  if (!f2.features.robustBufferAccess) throw new Unsupported(`vulkan: ${name} lacks robustBufferAccess; refusing it`);
+  const [, sub, sgp] = api.physicalDeviceProperties2(pd, [
+    vk.VkPhysicalDeviceSubgroupProperties,
+    vk.VkPhysicalDeviceSubgroupSizeControlProperties,
+  ]);
+
+  const extensions: string[] = [];
+  const feature = (have: number, ext: string | undefined): boolean => {
+    if (!have) return false;
+    if (!ext) return true;
+    if (!exts.has(ext)) return false;
+    extensions.push(ext);
+    return true;
+  };
+  const storage16 = feature(s16.storageBuffer16BitAccess, undefined); // core since 1.1
+  const storage8 = feature(s8.storageBuffer8BitAccess, api12 ? undefined : "VK_KHR_8bit_storage");
+  const float16 = feature(f16.shaderFloat16, api12 ? undefined : "VK_KHR_shader_float16_int8");
+  const fullSubgroups = feature(sgc.computeFullSubgroups, api13 ? undefined : "VK_EXT_subgroup_size_control");
+  const subgroups = (sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT) !== 0 &&
+    (sub.supportedOperations & NEEDED_SUBGROUP_OPS) === NEEDED_SUBGROUP_OPS;
+
+  const chain: Uint8Array[] = [pack(vk.VkPhysicalDeviceFeatures2, { features: { robustBufferAccess: 1 } })];
+  if (storage16) chain.push(pack(vk.VkPhysicalDevice16BitStorageFeatures, { storageBuffer16BitAccess: 1 }));
+  if (storage8) chain.push(pack(vk.VkPhysicalDevice8BitStorageFeatures, { storageBuffer8BitAccess: 1 }));
+  if (float16) chain.push(pack(vk.VkPhysicalDeviceShaderFloat16Int8Features, { shaderFloat16: 1 }));
+  if (fullSubgroups) chain.push(pack(vk.VkPhysicalDeviceSubgroupSizeControlFeatures, { computeFullSubgroups: 1 }));
+  const family = api.queueFamilies(pd).findIndex((f) => f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT);
+  const device = api.createDevice(pd, { queues: [{ family }], extensions, pNext: vk.linkChain(...chain) });
+  const queue = api.deviceQueue(device, family);
+
+  const memory = api.memoryProperties(pd);
+  const lim = props.limits;
+  let total = 0;
+  for (let h = 0; h < memory.memoryHeapCount; h++) {
+    if (memory.memoryHeaps[h].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) total += Number(memory.memoryHeaps[h].size);
+  }
+  if (!total) for (let h = 0; h < memory.memoryHeapCount; h++) total += Number(memory.memoryHeaps[h].size);
+
+  const caps: Caps = {
+    subgroups,
+    subgroupSize: subgroups ? sub.subgroupSize : 0,
+    f16: float16,
+    storage16: storage16 && !opts.noStorage16,
+    storage8: storage8 && !opts.noStorage8,
+    trap: false,
+    maxWorkgroupSize: lim.maxComputeWorkGroupInvocations,
+    maxWorkgroupsPerDim: lim.maxComputeWorkGroupCount as [number, number, number],
+    maxSharedBytes: lim.maxComputeSharedMemorySize,
+    maxBindingBytes: lim.maxStorageBufferRange,
+    bindingAlign: Math.max(4, Number(lim.minStorageBufferOffsetAlignment)),
+  };
+  const target: TargetSet = {
+    backend: "vulkan",
+    device: name,
+    caps,
+    memory: { totalBytes: total },
+    watchdogBudget: opts.watchdogBudget ?? 0,
+  };
+  const enabled: Enabled = {
+    storage16, storage8, float16, subgroups, fullSubgroups,
+    maxSubgroupSize: Math.max(sub.subgroupSize, fullSubgroups ? sgp.maxSubgroupSize : 0),
+    maxWorkgroupDims: lim.maxComputeWorkGroupSize as [number, number, number],
+    nonCoherentAtomSize: Number(lim.nonCoherentAtomSize),
+  };
+  return { api, instance, pd, device, queue, family, target, enabled, memory };
+}
+
+/**
+ * Picks a memory type for a buffer: `device` prefers device-local memory; `upload` and `readback` need
+ * host-visible coherent memory (upload prefers it device-local too, readback prefers it cached).
+ * Returns the type index and whether it is host-visible and coherent (so it can be mapped and memcpy'd).
+ */
+export function memoryType(ctx: Context, typeBits: number, usage: "device" | "upload" | "readback"): { index: number; mappable: boolean } {
+  const { memoryTypes, memoryTypeCount } = ctx.memory;
+  const HV = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const DL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  const CACHED = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  const prefs: [number, number][] = usage === "device"
+    ? [[DL, 0]]
+    : usage === "upload"
+    ? [[HV | DL, 0], [HV, 0]]
+    : [[HV | CACHED, 0], [HV, 0]];
+  for (const [want] of prefs) {
+    for (let i = 0; i < memoryTypeCount; i++) {
+      if (!(typeBits & (1 << i))) continue;
+      const f = memoryTypes[i].propertyFlags;
+      if ((f & want) === want) return { index: i, mappable: (f & HV) === HV };
+    }
+  }
+  for (let i = 0; i < memoryTypeCount; i++) {
+    if (typeBits & (1 << i)) return { index: i, mappable: (memoryTypes[i].propertyFlags & HV) === HV };
+  }
+  throw new Unsupported("vulkan: no memory type fits the buffer");
+}

@@ -1,0 +1,499 @@
+// SPIR-V renderer: kernel IR -> a SPIR-V 1.3 compute module (binary words) for Vulkan 1.1+, no external
+// compiler. Descriptor set 0, binding i = kernel buffer i; a kernel with checks gets one more binding after
+// them, the error word (see kernels/ir.ts): a failing check atomically ORs its code into word 0 and returns.
+//
+// Structure: expressions become SSA values (each statement's expression DAG evaluated once, shared
+// subtrees included), locals become Function variables, `for` is a structured loop (OpLoopMerge, condition
+// in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
+// Float add/sub/mul are NoContraction; exp/log/sin/cos/tanh and 16-bit float conversions are expanded in
+// spirv/math.ts so every driver computes the same bits; storage access lives in spirv/memory.ts.
+import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import { KernelError, walkStmts } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { Asm } from "./spirv/asm.ts";
+import * as math from "./spirv/math.ts";
+import { Buffers } from "./spirv/memory.ts";
+import { SpirvModule } from "./spirv/module.ts";
+import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
+
+export interface SpirvOptions {
+  /** Use 16-/8-bit storage access where the caps allow it (default true); false forces the u32-word path. */
+  storage16?: boolean;
+  storage8?: boolean;
+  /** Emit OpName debug names (default true). */
+  names?: boolean;
+}
+
+export interface SpirvShader {
+  words: Uint32Array;
+  /** Entry point name. */
+  entry: "main";
+  /** Storage-buffer bindings the pipeline layout needs: the kernel's buffers, then the error word if any. */
+  bindings: number;
+  /** Binding of the error word (== kernel.buffers.length), or undefined when the kernel has no check. */
+  errorBinding: number | undefined;
+  /** Device features the module relies on (the device enables them and refuses the kernel without them). */
+  needs: { float16: boolean; storage16: boolean; storage8: boolean; subgroups: boolean };
+}
+
+const BUILTINS: Record<Builtin, [number, number]> = {
+  "gid.x": [BuiltIn.GlobalInvocationId, 0], "gid.y": [BuiltIn.GlobalInvocationId, 1], "gid.z": [BuiltIn.GlobalInvocationId, 2],
+  "lid.x": [BuiltIn.LocalInvocationId, 0], "lid.y": [BuiltIn.LocalInvocationId, 1], "lid.z": [BuiltIn.LocalInvocationId, 2],
+  "wgid.x": [BuiltIn.WorkgroupId, 0], "wgid.y": [BuiltIn.WorkgroupId, 1], "wgid.z": [BuiltIn.WorkgroupId, 2],
+  "nwg.x": [BuiltIn.NumWorkgroups, 0], "nwg.y": [BuiltIn.NumWorkgroups, 1], "nwg.z": [BuiltIn.NumWorkgroups, 2],
+  lane: [BuiltIn.SubgroupLocalInvocationId, -1], sgsize: [BuiltIn.SubgroupSize, -1], sgid: [BuiltIn.SubgroupId, -1],
+};
+
+/** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
+export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
+  return new Emitter(kernel, caps, opts).render();
+}
+
+const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
+
+class Emitter {
+  private readonly m = new SpirvModule();
+  private readonly a = new Asm(this.m);
+  private readonly mem: Buffers;
+  private readonly locals = new Map<string, { id: number; t: CType }>();
+  private readonly fnVars: number[] = [];
+  private readonly builtinVars = new Map<number, number>();
+  private readonly sharedVars = new Map<string, number>();
+  private readonly iface: number[] = [];
+  private memo = new Map<Expr, number>();
+  private terminated = false;
+  private readonly errorBinding: number | undefined;
+  private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false };
+  private readonly names: boolean;
+
+  constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
+    this.names = opts.names ?? true;
+    const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names);
+    let checks = false;
+    walkStmts(k.body, (s) => { if (s.k === "check") checks = true; });
+    this.errorBinding = checks ? k.buffers.length : undefined;
+  }
+
+  private fail(msg: string): never {
+    throw new KernelError(`${this.k.name}: spirv: ${msg}`);
+  }
+
+  render(): SpirvShader {
+    const { k, m, a, caps } = this;
+    const [wx, wy, wz] = k.workgroup;
+    if (wx * wy * wz > caps.maxWorkgroupSize) this.fail(`workgroup ${wx}x${wy}x${wz} exceeds ${caps.maxWorkgroupSize}`);
+    const sharedBytes = k.shared.reduce((n, s) => n + s.count * CSIZE[s.t], 0);
+    if (sharedBytes > caps.maxSharedBytes) this.fail(`${sharedBytes} bytes of shared memory exceed ${caps.maxSharedBytes}`);
+    k.buffers.forEach((b, i) => { if (b.binding !== i) this.fail(`buffer ${b.name} has binding ${b.binding}, expected ${i}`); });
+    m.capability(Cap.Shader);
+    for (const s of k.shared) this.declareShared(s);
+
+    const main = m.id();
+    a.s(Op.Function, m.tVoid, main, 0, m.tFn(m.tVoid));
+    a.label(m.id());
+    const varsAt = m.code.length;
+    this.block(k.body);
+    if (!this.terminated) a.s(Op.Return);
+    a.s(Op.FunctionEnd);
+    m.code.splice(varsAt, 0, ...this.fnVars); // OpVariables must open the entry block
+    this.mem.finish();
+    if (this.names) m.name(main, "main");
+    this.needs.storage16 = this.mem.used16;
+    this.needs.storage8 = this.mem.used8;
+    return {
+      words: m.assemble(main, this.iface, k.workgroup),
+      entry: "main",
+      bindings: k.buffers.length + (this.errorBinding === undefined ? 0 : 1),
+      errorBinding: this.errorBinding,
+      needs: { ...this.needs },
+    };
+  }
+
+  // ---- types ----
+
+  private type(t: CType): number {
+    switch (t) {
+      case "f32": return this.m.tF32;
+      case "f16": return this.f16();
+      case "i32": return this.m.tI32;
+      case "u32": return this.m.tU32;
+      case "bool": return this.m.tBool;
+    }
+  }
+  private f16(): number {
+    if (!this.caps.f16) this.fail("f16 arithmetic needs the f16 capability");
+    this.m.capability(Cap.Float16);
+    this.needs.float16 = true;
+    return this.m.tFloat(16);
+  }
+  private constant(t: CType, v: number): number {
+    switch (t) {
+      case "f32": return this.m.constF32(v);
+      case "f16": this.f16(); return this.m.constF16(v);
+      case "i32": return this.m.constI32(v);
+      case "u32": return this.m.constU32(v);
+      case "bool": return this.m.constBool(v !== 0);
+    }
+  }
+
+  // ---- declarations ----
+
+  private declareShared(s: Shared): void {
+    const { m } = this;
+    const arr = m.tArray(this.type(s.t), s.count);
+    const id = m.id();
+    m.global(Op.Variable, [m.tPtr(Storage.Workgroup, arr), id, Storage.Workgroup]);
+    if (this.names) m.name(id, s.name);
+    this.sharedVars.set(s.name, id);
+  }
+  private local(v: Var): { id: number; t: CType } {
+    let l = this.locals.get(v.name);
+    if (!l) {
+      const id = this.m.id();
+      const ptr = this.m.tPtr(Storage.Function, this.type(v.t));
+      this.fnVars.push((4 << 16) | Op.Variable, ptr, id, Storage.Function);
+      if (this.names) this.m.name(id, v.name);
+      l = { id, t: v.t };
+      this.locals.set(v.name, l);
+    } else if (l.t !== v.t) {
+      this.fail(`variable ${v.name} used as ${l.t} and ${v.t}`);
+    }
+    return l;
+  }
+  private builtin(b: Builtin): number {
+    const [bi, comp] = BUILTINS[b];
+    const { m, a } = this;
+    if (comp < 0) {
+      if (!this.caps.subgroups) this.fail(`builtin ${b} needs subgroups`);
+      this.needs.subgroups = true;
+      m.capability(Cap.GroupNonUniform);
+    }
+    let id = this.builtinVars.get(bi);
+    const vt = comp < 0 ? m.tU32 : m.tVec(m.tU32, 3);
+    if (id === undefined) {
+      id = m.id();
+      m.global(Op.Variable, [m.tPtr(Storage.Input, vt), id, Storage.Input]);
+      m.decorate(id, Dec.BuiltIn, bi);
+      this.builtinVars.set(bi, id);
+      this.iface.push(id);
+    }
+    const v = a.v(Op.Load, vt, id);
+    return comp < 0 ? v : a.v(Op.CompositeExtract, m.tU32, v, comp);
+  }
+
+  // ---- expressions ----
+
+  /** Starts a statement: values computed for the previous one may be stale (stores, assignments). */
+  private fresh(): void {
+    if (this.memo.size) this.memo = new Map();
+  }
+
+  private expr(e: Expr): number {
+    let id = this.memo.get(e);
+    if (id === undefined) {
+      id = this.lower(e);
+      this.memo.set(e, id);
+    }
+    return id;
+  }
+
+  private lower(e: Expr): number {
+    const { a, m } = this;
+    switch (e.k) {
+      case "const": return this.constant(e.t, e.v);
+      case "var": {
+        const l = this.local(e.v);
+        return a.v(Op.Load, this.type(l.t), l.id);
+      }
+      case "builtin": return this.builtin(e.b);
+      case "un": return this.unary(e.op, this.expr(e.a), e.a.t);
+      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
+      case "fma": {
+        if (e.t !== "f32" && e.t !== "f16") this.fail("fma needs floats");
+        return a.glsl(this.type(e.t), GLSL.Fma, this.expr(e.a), this.expr(e.b), this.expr(e.c));
+      }
+      case "select": return a.sel(this.type(e.t), this.expr(e.c), this.expr(e.a), this.expr(e.b));
+      case "cast": return this.cast(this.expr(e.a), e.a.t, e.t);
+      case "bitcast": {
+        if (e.t === e.a.t) return this.expr(e.a);
+        if (e.t === "bool" || e.a.t === "bool" || e.t === "f16" || e.a.t === "f16") this.fail(`bitcast ${e.a.t} -> ${e.t}`);
+        return a.v(Op.Bitcast, this.type(e.t), this.expr(e.a));
+      }
+      case "load": return this.mem.load(e.buf, e.view, this.index(e.index), e.t);
+      case "sload": {
+        const ptr = a.v(Op.AccessChain, m.tPtr(Storage.Workgroup, this.type(e.t)), this.shared(e.mem), this.index(e.index));
+        return a.v(Op.Load, this.type(e.t), ptr);
+      }
+      case "subgroup": return this.reduce(e.op, this.expr(e.a), e.a.t);
+      case "shuffle": return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane));
+    }
+  }
+
+  private shared(s: Shared): number {
+    const id = this.sharedVars.get(s.name);
+    if (id === undefined) this.fail(`shared ${s.name} is not declared`);
+    return id;
+  }
+  /** An index expression as a u32 id. */
+  private index(e: Expr): number {
+    const id = this.expr(e);
+    if (e.t === "u32") return id;
+    if (e.t === "i32") return this.a.v(Op.Bitcast, this.m.tU32, id);
+    this.fail(`index of type ${e.t}`);
+  }
+
+  private cast(id: number, from: CType, to: CType): number {
+    if (from === to) return id;
+    const { a } = this;
+    const T = this.type(to);
+    const isF = (t: CType) => t === "f32" || t === "f16";
+    if (to === "bool") {
+      if (isF(from)) return a.v(Op.FUnordNotEqual, a.b, id, this.constant(from, 0));
+      return a.v(Op.INotEqual, a.b, id, this.constant(from, 0));
+    }
+    if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
+    if (isF(from) && isF(to)) return a.v(Op.FConvert, T, id);
+    if (isF(from)) return a.v(to === "i32" ? Op.ConvertFToS : Op.ConvertFToU, T, id);
+    if (isF(to)) return a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, T, id);
+    return a.v(Op.Bitcast, T, id); // i32 <-> u32
+  }
+
+  private unary(op: string, x: number, t: CType): number {
+    const { a } = this;
+    const T = this.type(t);
+    const isF = t === "f32" || t === "f16";
+    // f16 math goes through f32 (exact widening), then rounds back once
+    const viaF32 = (f: (x: number) => number) =>
+      t === "f16" ? a.v(Op.FConvert, T, f(a.v(Op.FConvert, a.f, x))) : f(x);
+    switch (op) {
+      case "neg":
+        return isF ? a.v(Op.FNegate, T, x) : t === "bool" ? this.fail("neg of bool") : a.v(Op.SNegate, T, x);
+      case "abs":
+        if (isF) return a.glsl(T, GLSL.FAbs, x);
+        return t === "i32" ? a.glsl(T, GLSL.SAbs, x) : x;
+      case "exp": return viaF32((v) => math.exp(a, v));
+      case "exp2": return viaF32((v) => math.exp2(a, v));
+      case "log": return viaF32((v) => math.log(a, v));
+      case "log2": return viaF32((v) => math.log2(a, v));
+      case "sin": return viaF32((v) => math.sin(a, v));
+      case "cos": return viaF32((v) => math.cos(a, v));
+      case "tanh": return viaF32((v) => math.tanh(a, v));
+      case "sqrt": return a.glsl(T, GLSL.Sqrt, x);
+      case "rsqrt": return a.glsl(T, GLSL.InverseSqrt, x);
+      case "recip": return a.v(Op.FDiv, T, this.constant(t, 1), x);
+      case "floor": return a.glsl(T, GLSL.Floor, x);
+      case "ceil": return a.glsl(T, GLSL.Ceil, x);
+      case "not": return t === "bool" ? a.v(Op.LogicalNot, T, x) : a.v(Op.Not, T, x);
+      case "isfinite": return math.isFinite(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
+      case "isnan": return math.isNan(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
+      case "f16bits": return math.f16ToF32(a, x);
+      case "bf16bits": return math.bf16ToF32(a, x);
+    }
+    this.fail(`unary ${op}`);
+  }
+
+  private binary(op: string, x: number, y: number, t: CType): number {
+    const { a } = this;
+    const T = this.type(t);
+    if (t === "bool") {
+      switch (op) {
+        case "and": return a.v(Op.LogicalAnd, T, x, y);
+        case "or": return a.v(Op.LogicalOr, T, x, y);
+        case "xor": case "ne": return a.v(Op.LogicalNotEqual, T, x, y);
+        case "eq": return a.v(Op.LogicalEqual, T, x, y);
+      }
+      this.fail(`${op} on bool`);
+    }
+    if (t === "f32" || t === "f16") {
+      switch (op) {
+        case "add": return a.precise(Op.FAdd, T, x, y);
+        case "sub": return a.precise(Op.FSub, T, x, y);
+        case "mul": return a.precise(Op.FMul, T, x, y);
+        case "div": return a.v(Op.FDiv, T, x, y);
+        case "mod": return a.v(Op.FRem, T, x, y);
+        case "max": return a.glsl(T, GLSL.FMax, x, y);
+        case "min": return a.glsl(T, GLSL.FMin, x, y);
+        case "pow": return a.glsl(T, GLSL.Pow, x, y);
+        case "lt": return a.v(Op.FOrdLessThan, a.b, x, y);
+        case "le": return a.v(Op.FOrdLessThanEqual, a.b, x, y);
+        case "gt": return a.v(Op.FOrdGreaterThan, a.b, x, y);
+        case "ge": return a.v(Op.FOrdGreaterThanEqual, a.b, x, y);
+        case "eq": return a.v(Op.FOrdEqual, a.b, x, y);
+        case "ne": return a.v(Op.FUnordNotEqual, a.b, x, y);
+      }
+      this.fail(`${op} on ${t}`);
+    }
+    const s = t === "i32";
+    // shift amounts wrap at 32 as in JS, WGSL and the other renderers (SPIR-V leaves >= 32 undefined)
+    const amount = () => a.and(T, y, this.constant(t, 31));
+    switch (op) {
+      case "add": return a.v(Op.IAdd, T, x, y);
+      case "sub": return a.v(Op.ISub, T, x, y);
+      case "mul": return a.v(Op.IMul, T, x, y);
+      case "div": return a.v(s ? Op.SDiv : Op.UDiv, T, x, y);
+      case "mod": return a.v(s ? Op.SRem : Op.UMod, T, x, y);
+      case "max": return a.glsl(T, s ? GLSL.SMax : GLSL.UMax, x, y);
+      case "min": return a.glsl(T, s ? GLSL.SMin : GLSL.UMin, x, y);
+      case "and": return a.v(Op.BitwiseAnd, T, x, y);
+      case "or": return a.v(Op.BitwiseOr, T, x, y);
+      case "xor": return a.v(Op.BitwiseXor, T, x, y);
+      case "shl": return a.v(Op.ShiftLeftLogical, T, x, amount());
+      case "shr": return a.v(s ? Op.ShiftRightArithmetic : Op.ShiftRightLogical, T, x, amount());
+      case "lt": return a.v(s ? Op.SLessThan : Op.ULessThan, a.b, x, y);
+      case "le": return a.v(s ? Op.SLessThanEqual : Op.ULessThanEqual, a.b, x, y);
+      case "gt": return a.v(s ? Op.SGreaterThan : Op.UGreaterThan, a.b, x, y);
+      case "ge": return a.v(s ? Op.SGreaterThanEqual : Op.UGreaterThanEqual, a.b, x, y);
+      case "eq": return a.v(Op.IEqual, a.b, x, y);
+      case "ne": return a.v(Op.INotEqual, a.b, x, y);
+    }
+    this.fail(`${op} on ${t}`);
+  }
+
+  private subgroups(cap: number): void {
+    if (!this.caps.subgroups) this.fail("subgroup operations need the subgroups capability");
+    this.needs.subgroups = true;
+    this.m.capability(Cap.GroupNonUniform);
+    this.m.capability(cap);
+  }
+
+  private reduce(op: "add" | "max" | "min", x: number, t: CType): number {
+    const { a } = this;
+    this.subgroups(Cap.GroupNonUniformArithmetic);
+    if (t === "bool") this.fail("subgroup reduce of bool");
+    if (t === "f16") return a.v(Op.FConvert, this.type("f16"), this.reduce(op, a.v(Op.FConvert, a.f, x), "f32"));
+    const table = {
+      f32: { add: Op.GroupNonUniformFAdd, max: Op.GroupNonUniformFMax, min: Op.GroupNonUniformFMin },
+      i32: { add: Op.GroupNonUniformIAdd, max: Op.GroupNonUniformSMax, min: Op.GroupNonUniformSMin },
+      u32: { add: Op.GroupNonUniformIAdd, max: Op.GroupNonUniformUMax, min: Op.GroupNonUniformUMin },
+    } as const;
+    return a.v(table[t][op], this.type(t), a.cu(Scope.Subgroup), GroupOperationReduce, x);
+  }
+
+  private shuffle(mode: "xor" | "idx" | "down", x: number, t: CType, lane: number): number {
+    const { a } = this;
+    this.subgroups(mode === "down" ? Cap.GroupNonUniformShuffleRelative : Cap.GroupNonUniformShuffle);
+    if (t === "f16") {
+      const wide = this.shuffle(mode, a.v(Op.FConvert, a.f, x), "f32", lane);
+      return a.v(Op.FConvert, this.type("f16"), wide);
+    }
+    const op = mode === "xor" ? Op.GroupNonUniformShuffleXor
+      : mode === "idx" ? Op.GroupNonUniformShuffle : Op.GroupNonUniformShuffleDown;
+    return a.v(op, this.type(t), a.cu(Scope.Subgroup), x, lane);
+  }
+
+  // ---- statements ----
+
+  private block(list: Stmt[]): void {
+    for (const s of list) {
+      if (this.terminated) return; // the rest of the block is unreachable
+      this.fresh();
+      this.stmt(s);
+    }
+  }
+
+  private stmt(s: Stmt): void {
+    const { a, m } = this;
+    switch (s.k) {
+      case "let": case "assign": {
+        const l = this.local(s.v);
+        const v = this.expr(s.e);
+        if (s.e.t !== l.t) this.fail(`assign ${s.e.t} to ${l.t} ${s.v.name}`);
+        a.s(Op.Store, l.id, v);
+        return;
+      }
+      case "store":
+        return this.mem.store(s.buf, s.view, this.index(s.index), this.expr(s.e), s.e.t);
+      case "storev":
+        return this.mem.storev(s.buf, s.view, this.index(s.index), s.es.map((e) => this.expr(e)), s.es.map((e) => e.t));
+      case "loadv": {
+        const vals = this.mem.loadv(s.buf, s.view, this.index(s.index), s.dst.length);
+        s.dst.forEach((d, j) => a.s(Op.Store, this.local(d).id, vals[j]));
+        return;
+      }
+      case "sstore": {
+        const ptr = a.v(Op.AccessChain, m.tPtr(Storage.Workgroup, this.type(s.mem.t)), this.shared(s.mem), this.index(s.index));
+        if (s.e.t !== s.mem.t) this.fail(`sstore of ${s.e.t} into ${s.mem.t} ${s.mem.name}`);
+        a.s(Op.Store, ptr, this.expr(s.e));
+        return;
+      }
+      case "if": return this.ifStmt(s.c, s.then, s.else);
+      case "for": return this.forStmt(s);
+      case "barrier": {
+        const sem = Semantics.AcquireRelease | Semantics.WorkgroupMemory | Semantics.UniformMemory;
+        a.s(Op.ControlBarrier, a.cu(Scope.Workgroup), a.cu(Scope.Workgroup), a.cu(sem));
+        return;
+      }
+      case "check": return this.check(s.c, s.code);
+      case "return":
+        a.s(Op.Return);
+        this.terminated = true;
+        return;
+    }
+  }
+
+  private ifStmt(c: Expr, then: Stmt[], otherwise: Stmt[]): void {
+    const { a, m } = this;
+    const cond = this.expr(c);
+    const tl = m.id(), merge = m.id(), el = otherwise.length ? m.id() : merge;
+    a.s(Op.SelectionMerge, merge, 0);
+    a.s(Op.BranchConditional, cond, tl, el);
+    a.label(tl);
+    this.block(then);
+    const thenDone = this.terminated;
+    if (!thenDone) a.s(Op.Branch, merge);
+    this.terminated = false;
+    let elseDone = false;
+    if (otherwise.length) {
+      a.label(el);
+      this.block(otherwise);
+      elseDone = this.terminated;
+      if (!elseDone) a.s(Op.Branch, merge);
+      this.terminated = false;
+    }
+    a.label(merge);
+    if (thenDone && elseDone) {
+      a.s(Op.Unreachable);
+      this.terminated = true;
+    }
+  }
+
+  private forStmt(s: Extract<Stmt, { k: "for" }>): void {
+    const { a, m } = this;
+    if (s.v.t !== "u32" && s.v.t !== "i32") this.fail(`loop index of type ${s.v.t}`);
+    const iv = this.local(s.v);
+    const T = this.type(s.v.t);
+    a.s(Op.Store, iv.id, this.expr(s.start));
+    const header = m.id(), body = m.id(), cont = m.id(), merge = m.id();
+    a.s(Op.Branch, header);
+    a.label(header);
+    this.fresh();
+    const i = a.v(Op.Load, T, iv.id);
+    const end = this.expr(s.end);
+    const lt = a.v(s.v.t === "i32" ? Op.SLessThan : Op.ULessThan, a.b, i, end);
+    a.s(Op.LoopMerge, merge, cont, s.unroll > 1 ? LoopControl.Unroll : LoopControl.None);
+    a.s(Op.BranchConditional, lt, body, merge);
+    a.label(body);
+    this.block(s.body);
+    if (!this.terminated) a.s(Op.Branch, cont);
+    this.terminated = false;
+    a.label(cont);
+    const i2 = a.v(Op.Load, T, iv.id);
+    a.s(Op.Store, iv.id, a.v(Op.IAdd, T, i2, this.constant(s.v.t, s.step)));
+    a.s(Op.Branch, header);
+    a.label(merge);
+  }
+
+  private check(c: Expr, code: number): void {
+    const { a, m } = this;
+    const cond = this.expr(c);
+    const fail = m.id(), merge = m.id();
+    a.s(Op.SelectionMerge, merge, 0);
+    a.s(Op.BranchConditional, cond, merge, fail);
+    a.label(fail);
+    const word = this.mem.errorWord(this.errorBinding!);
+    a.v(Op.AtomicOr, a.u, word, a.cu(Scope.Device), a.cu(Semantics.Relaxed), a.cu(code));
+    a.s(Op.Return);
+    a.label(merge);
+  }
+}
