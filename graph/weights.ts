@@ -30,3 +30,34 @@ export function roleKey(r: WeightRole): string {
 
 /** Binds roles (by roleKey) to store tensor names. A constant whose role the map does not name is unbound. */
 export type WeightMap = Map<string, string>;
+
+/** A tensor of a file held in one buffer: its info and the byte offset of its data. */
+export interface TensorEntry extends TensorInfo {
+  offset: number;
+}
+
+/** A WeightStore over one buffer (a whole model file): `bytes` returns views into it, never copies. */
+export function bufferStore(buffer: Uint8Array, entries: readonly TensorEntry[]): WeightStore {
+  const byName = new Map<string, TensorEntry>();
+  for (const e of entries) {
+    if (byName.has(e.name)) throw new RangeError(`tensor ${e.name} listed twice`);
+    if (e.offset < 0 || e.offset + e.byteLength > buffer.byteLength) {
+      throw new RangeError(`tensor ${e.name} [${e.offset}, +${e.byteLength}) lies outside the ${buffer.byteLength}-byte file`);
+    }
+    byName.set(e.name, e);
+  }
+  return {
+    tensors: () => [...byName.values()].map(({ offset: _, ...info }) => info),
+    info(name) {
+      const e = byName.get(name);
+      if (!e) return undefined;
+      const { offset: _, ...info } = e;
+      return info;
+    },
+    bytes(name) {
+      const e = byName.get(name);
+      if (!e) throw new RangeError(`no tensor ${name}`);
+      return buffer.subarray(e.offset, e.offset + e.byteLength);
+    },
+  };
+}
