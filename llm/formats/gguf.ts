@@ -372,17 +372,35 @@ class Parser {
 }
 
 function decodeUtf8(buf: Uint8Array, start: number, n: number): string {
-  // Short ASCII strings (most vocabulary entries) skip the decoder call.
-  if (n <= 16) {
-    let s = "";
-    for (let i = start, end = start + n; i < end; i++) {
-      const b = buf[i];
-      if (b >= 0x80) return utf8.decode(buf.subarray(start, start + n));
-      s += String.fromCharCode(b);
+  // Vocabulary entries are short: decode them by hand (a TextDecoder call costs more than the work). Anything
+  // unusual (long, invalid, overlong) goes to TextDecoder, which replaces bad bytes with U+FFFD.
+  if (n > 48) return utf8.decode(buf.subarray(start, start + n));
+  let out = "";
+  for (let i = start, end = start + n; i < end;) {
+    const b = buf[i];
+    if (b < 0x80) {
+      out += String.fromCharCode(b);
+      i++;
+      continue;
     }
-    return s;
+    let cp: number, len: number;
+    if (b >= 0xc2 && b < 0xe0) cp = b & 0x1f, len = 2;
+    else if (b >= 0xe0 && b < 0xf0) cp = b & 0x0f, len = 3;
+    else if (b >= 0xf0 && b < 0xf5) cp = b & 0x07, len = 4;
+    else return utf8.decode(buf.subarray(start, start + n));
+    if (i + len > end) return utf8.decode(buf.subarray(start, start + n));
+    for (let j = 1; j < len; j++) {
+      const c = buf[i + j];
+      if ((c & 0xc0) !== 0x80) return utf8.decode(buf.subarray(start, start + n));
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if ((len === 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (len === 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+      return utf8.decode(buf.subarray(start, start + n));
+    }
+    out += String.fromCodePoint(cp);
+    i += len;
   }
-  return utf8.decode(buf.subarray(start, start + n));
+  return out;
 }
 
 /** A parsed GGUF file: metadata, tensor infos, and views of tensor bytes. Implements WeightStore. */

@@ -10,6 +10,7 @@
 import { TokenizerError } from "../errors.ts";
 import { BYTE_TO_CHAR, fromByteLevel, toByteLevel } from "./byte-level.ts";
 import { MergeHeap } from "./heap.ts";
+import { PairTable } from "./pair-table.ts";
 import { compilePattern, preTokenize, preTokenizerByName } from "./pretokenize.ts";
 import type { DecodeOptions, EncodeOptions, StreamDecoder, Tokenizer, TokenizerSpec } from "./types.ts";
 import { TokenType } from "./types.ts";
@@ -65,8 +66,8 @@ class VocabTokenizer implements Tokenizer {
   readonly #lowercase: boolean;
   /** id of the <0xXX> token of each byte, or -1. */
   readonly #byteTok = new Int32Array(256).fill(-1);
-  /** BPE: (left id * vocabSize + right id) → merge rank; merged token id by rank (-1 when not a token). */
-  readonly #pairs = new Map<number, number>();
+  /** BPE: (left id, right id) → merge rank; merged token id by rank (-1 when not a token). */
+  #pairs = new PairTable(0);
   #mergeId = new Int32Array(0);
   readonly #pieces: (Uint8Array | undefined)[];
   readonly #heap = new MergeHeap();
@@ -158,7 +159,7 @@ class VocabTokenizer implements Tokenizer {
   }
 
   #buildMerges(merges: readonly (string | readonly [string, string])[]): void {
-    const n = this.vocabSize;
+    this.#pairs = new PairTable(merges.length);
     this.#mergeId = new Int32Array(merges.length).fill(-1);
     for (let rank = 0; rank < merges.length; rank++) {
       const m = merges[rank];
@@ -174,10 +175,7 @@ class VocabTokenizer implements Tokenizer {
       }
       const ia = this.#ids.get(a), ib = this.#ids.get(b);
       if (ia === undefined || ib === undefined) continue;
-      const key = ia * n + ib;
-      if (this.#pairs.has(key)) continue;
-      this.#pairs.set(key, rank);
-      this.#mergeId[rank] = this.#ids.get(a + b) ?? -1;
+      if (this.#pairs.add(ia, ib, rank)) this.#mergeId[rank] = this.#ids.get(a + b) ?? -1;
     }
   }
 
@@ -339,13 +337,13 @@ class VocabTokenizer implements Tokenizer {
     const count = this.#symbols(w);
     if (count === 0) return;
     const start = this.#start, len = this.#len, prev = this.#prev, next = this.#next, sid = this.#sid;
-    const heap = this.#heap, ids = this.#ids, pairs = this.#pairs, mergeId = this.#mergeId, n = this.vocabSize;
+    const heap = this.#heap, ids = this.#ids, pairs = this.#pairs, mergeId = this.#mergeId;
     for (let i = 0; i < count; i++) sid[i] = ids.get(w.substr(start[i], len[i])) ?? -1;
     heap.clear();
     const tryAdd = (l: number, r: number) => {
       if (l < 0 || r < 0 || sid[l] < 0 || sid[r] < 0) return;
-      const rank = pairs.get(sid[l] * n + sid[r]);
-      if (rank !== undefined) heap.push(rank, l, r, len[l] + len[r], mergeId[rank]);
+      const rank = pairs.get(sid[l], sid[r]);
+      if (rank >= 0) heap.push(rank, l, r, len[l] + len[r], mergeId[rank]);
     };
     for (let i = 1; i < count; i++) tryAdd(i - 1, i);
     while (heap.size > 0) {
