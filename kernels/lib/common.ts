@@ -1,0 +1,136 @@
+// Shared pieces of the kernel library: how invocations are grouped onto rows for each target, grids that
+// respect the per-dimension workgroup limits, cross-lane reductions (subgroup or shared-memory tree), and
+// reading elements of every weight layout (f32/f16/bf16 and GGUF q8_0/q4_0 blocks).
+import { type EType, type KernelBuilder, type ReduceOp, type Shared, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+
+/** Float storage types a kernel reads or writes as f32. */
+export type FType = "f32" | "f16" | "bf16";
+/** Weight layouts a matmul/gather reads: plain floats or GGUF blocks (q8_0: f16 scale + 32 i8; q4_0: f16 scale + 16 bytes of nibbles). */
+export type WType = FType | "q8_0" | "q4_0";
+/** Integer types of device-side indices (token ids, positions, slot map entries). */
+export type IType = "u32" | "i32";
+
+export const QBLOCK = { q8_0: { elems: 32, bytes: 34, words: 17 }, q4_0: { elems: 32, bytes: 18, words: 9 } } as const;
+
+/** Storage element type a binding of this layout is declared with (block types are raw bytes). */
+export function elemOf(w: WType): EType {
+  return w === "q8_0" || w === "q4_0" ? "u8" : w;
+}
+/** Bytes of a [rows, cols] tensor in layout w. */
+export function bytesOf(w: WType, rows: number, cols: number): number {
+  if (w === "q8_0" || w === "q4_0") {
+    if (cols % 32 !== 0) throw new RangeError(`${w} rows need a multiple of 32 columns, got ${cols}`);
+    return rows * (cols / 32) * QBLOCK[w].bytes;
+  }
+  return rows * cols * (w === "f32" ? 4 : 2);
+}
+
+/**
+ * A team is the set of invocations that cooperate on one row: one subgroup where subgroups exist (several
+ * rows per workgroup, no barriers), else a power-of-two workgroup reducing through shared memory (one row
+ * per workgroup). On a target with one-lane subgroups (the JS device) a team is one invocation.
+ */
+export interface Team {
+  lanes: number;
+  /** Rows per workgroup. */
+  rows: number;
+  /** Invocations per workgroup (lanes * rows). */
+  size: number;
+  shared: boolean;
+}
+export function team(caps: Caps, opts: { maxLanes?: number; wg?: number } = {}): Team {
+  const wg = Math.min(opts.wg ?? 256, caps.maxWorkgroupSize);
+  if (caps.subgroups && caps.subgroupSize <= wg) {
+    const lanes = caps.subgroupSize;
+    const rows = Math.max(1, Math.floor(wg / lanes));
+    return { lanes, rows, size: lanes * rows, shared: false };
+  }
+  let lanes = 1;
+  while (lanes * 2 <= Math.min(opts.maxLanes ?? 128, caps.maxWorkgroupSize)) lanes *= 2;
+  return { lanes, rows: 1, size: lanes, shared: lanes > 1 };
+}
+
+/** A grid of `count` workgroups laid out within the per-dimension limits (x first, then y, then z). */
+export function gridFor(caps: Caps, count: number): [number, number, number] {
+  const [mx, my] = caps.maxWorkgroupsPerDim;
+  const gx = Math.max(1, Math.min(count, mx));
+  const rest = Math.ceil(count / gx);
+  const gy = Math.max(1, Math.min(rest, my));
+  const gz = Math.ceil(rest / gy);
+  if (gz > caps.maxWorkgroupsPerDim[2]) throw new RangeError(`${count} workgroups exceed the target's grid`);
+  return [gx, gy, gz];
+}
+/** The linear workgroup index of a grid made by gridFor. */
+export function wgIndex(b: KernelBuilder, grid: [number, number, number]): Val {
+  let i = b.wgid.x;
+  if (grid[1] > 1 || grid[2] > 1) i = i.add(b.wgid.y.mul(grid[0]));
+  if (grid[2] > 1) i = i.add(b.wgid.z.mul(grid[0] * grid[1]));
+  return i;
+}
+
+/** Lane within the team and the team's row within the workgroup. */
+export function teamIds(b: KernelBuilder, t: Team): { lane: Val; local: Val } {
+  if (t.shared) return { lane: b.lid.x, local: u32(0) };
+  if (t.lanes === 1) return { lane: u32(0), local: b.lid.x };
+  return { lane: b.builtin("lane"), local: b.builtin("sgid") };
+}
+
+/** Row handled by this team: workgroup index * rows per workgroup + local row. */
+export function teamRow(b: KernelBuilder, t: Team, grid: [number, number, number]): { lane: Val; row: Val } {
+  const { lane, local } = teamIds(b, t);
+  const wg = wgIndex(b, grid);
+  const row = t.rows === 1 ? wg : wg.mul(t.rows).add(local);
+  return { lane, row: b.let(row, "u32", "row") };
+}
+/** Grid and workgroup shape for `rows` team rows. */
+export function teamGrid(caps: Caps, t: Team, rows: number): [number, number, number] {
+  return gridFor(caps, Math.ceil(rows / t.rows));
+}
+
+const scratch = new WeakMap<KernelBuilder, Map<string, Shared>>();
+export function sharedFor(b: KernelBuilder, t: Team, ty: "f32" | "i32" | "u32", slot = 0): Shared {
+  let m = scratch.get(b);
+  if (!m) scratch.set(b, m = new Map());
+  const key = `${ty}${slot}`;
+  let s = m.get(key);
+  if (!s) m.set(key, s = b.shared(`red_${key}`, ty, t.lanes));
+  return s;
+}
+
+function combine(op: ReduceOp, a: Val, b: Val): Val {
+  return op === "add" ? a.add(b) : op === "max" ? a.max(b) : a.min(b);
+}
+
+/**
+ * Reduces `v` over the team; every lane gets the result. The shared-memory variant has barriers, so every
+ * invocation of the workgroup must call it (teams of one row per workgroup return only as a whole).
+ */
+export function teamReduce(b: KernelBuilder, t: Team, op: ReduceOp, v: Val): Val {
+  if (t.lanes === 1) return v;
+  if (!t.shared) return b.let(b.subgroupReduce(op, v), v.t, "red");
+  if (v.t !== "f32" && v.t !== "i32" && v.t !== "u32") throw new RangeError(`team reduction of ${v.t}`);
+  const s = sharedFor(b, t, v.t);
+  const lane = b.lid.x;
+  b.sstore(s, lane, v);
+  b.barrier();
+  for (let h = t.lanes / 2; h >= 1; h /= 2) {
+    b.if(lane.lt(h), () => b.sstore(s, lane, combine(op, b.sload(s, lane), b.sload(s, lane.add(h)))));
+    b.barrier();
+  }
+  const r = b.let(b.sload(s, 0), s.t, "red");
+  b.barrier(); // the next reduction may overwrite the scratch
+  return r;
+}
+
+/** Sign-extends byte `k` (0 or 1) of a 16-bit word held in a u32 to i32. */
+export function sbyte(word: Val, k: 0 | 1): Val {
+  return word.shl(k === 0 ? 24 : 16).bitcast("i32").shr(24);
+}
+
+/** Largest vector width (elements, power of two, <= 16 bytes) whose alignment `count` elements keep. */
+export function vecWidth(esize: number, count: number): number {
+  let v = Math.max(1, Math.floor(16 / esize));
+  while (v > 1 && count % v !== 0) v /= 2;
+  return v;
+}

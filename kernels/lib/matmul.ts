@@ -1,0 +1,151 @@
+// gemv / small-batch matmul: y[b, n] = sum_k x[b, k] * W[n, k] (+ bias[n]) (+ residual[b, n]).
+// The decode step is memory-bound on reading W, so the kernel is laid out for bandwidth: one team (a
+// subgroup, or a workgroup without subgroups) per output row, lanes striding over k with 16-byte loads so a
+// subgroup's loads cover contiguous memory, up to 8 batch rows sharing every weight load, one reduction at
+// the end. GGUF blocks are read as 16-bit words (their 34/18-byte blocks are only 2-byte aligned), with
+// several lanes splitting a block so neighbouring lanes read neighbouring words.
+import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { elemOf, gridFor, QBLOCK, sbyte, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+
+export interface MatmulShape {
+  /** Output features (rows of W). */
+  n: number;
+  /** Input features (columns of W); a multiple of 32 for q8_0/q4_0. */
+  k: number;
+  /** Rows of x (tokens); default 1 (gemv). */
+  batch?: number;
+  w: WType;
+  bias?: boolean;
+  /** Adds a residual [batch, n] (may be bound to the same bytes as y). */
+  residual?: boolean;
+  name?: string;
+}
+
+/** Batch rows one pass of the kernel carries in registers. */
+export const MATMUL_BATCH_TILE = 8;
+
+/**
+ * Bindings, in order: x f32 [batch, k] (r); W [n, k] in layout `w` (r; q8_0/q4_0 as raw GGUF block bytes,
+ * declared u8); bias f32 [n] (r, when `bias`); residual f32 [batch, n] (r, when `residual`); y f32 [batch, n] (w).
+ */
+export function matmul(caps: Caps, s: MatmulShape): Kernel {
+  const { n, k, w } = s;
+  const batch = s.batch ?? 1;
+  if (!(n >= 1 && k >= 1 && batch >= 1)) throw new KernelError(`matmul: bad shape n=${n} k=${k} batch=${batch}`);
+  if ((w === "q8_0" || w === "q4_0") && k % 32 !== 0) throw new KernelError(`matmul ${w}: k=${k} is not a multiple of 32`);
+  if (n * k >= 2 ** 32 || batch * Math.max(n, k) >= 2 ** 32) throw new KernelError("matmul: indices exceed 32 bits");
+  const bt = Math.min(batch, MATMUL_BATCH_TILE);
+  const chunks = Math.ceil(batch / bt);
+  const t = team(caps);
+  const rowWgs = Math.ceil(n / t.rows);
+  const total = rowWgs * chunks;
+  const grid = gridFor(caps, total);
+  const name = s.name ?? `matmul_${w}_n${n}_k${k}_b${batch}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: t.size, grid });
+  const x = b.buffer("x", "f32", "r");
+  const W = b.buffer("w", elemOf(w), "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return());
+  const chunk = chunks > 1 ? b.let(L.div(rowWgs), "u32", "chunk") : u32(0);
+  const rw = chunks > 1 ? L.mod(rowWgs) : L;
+  const { lane, local } = teamIds(b, t);
+  const row = b.let(t.rows === 1 ? rw : rw.mul(t.rows).add(local), "u32", "row");
+  if (rowWgs * t.rows > n) b.if(row.ge(n), () => b.return());
+
+  // x rows this pass reads; past the batch they repeat the last row (no divergence) and are not written.
+  const xrow: Val[] = [];
+  for (let j = 0; j < bt; j++) {
+    xrow.push(chunks > 1 ? b.let(chunk.mul(bt).add(j).min(batch - 1), "u32", "xr").mul(k) : u32(j * k));
+  }
+  const acc = Array.from({ length: bt }, () => b.let(f32(0), "f32", "acc"));
+  const dot = (j: number, ws: Val[], xs: Val[]): void => {
+    let a = acc[j];
+    for (let e = 0; e < ws.length; e++) a = a.add(ws[e].mul(xs[e]));
+    b.set(acc[j], a);
+  };
+  const loadX = (j: number, at: Val, count: number): Val[] => {
+    const xv = Math.min(4, vecWidth(4, k), count);
+    const out: Val[] = [];
+    for (let o = 0; o < count; o += xv) out.push(...(xv > 1 ? b.loadv(x, xrow[j].add(at).add(o), xv) : [b.load(x, xrow[j].add(at).add(o))]));
+    return out;
+  };
+
+  if (w === "f32" || w === "f16" || w === "bf16") {
+    const vec = vecWidth(w === "f32" ? 4 : 2, k);
+    const base = b.let(row.mul(k), "u32", "wrow");
+    b.for(lane.mul(vec), u32(k), t.lanes * vec, (i) => {
+      const ws = vec > 1 ? b.loadv(W, base.add(i), vec) : [b.load(W, base.add(i))];
+      for (let j = 0; j < bt; j++) dot(j, ws, loadX(j, i, vec));
+    });
+  } else {
+    const q = QBLOCK[w], nb = k / 32;
+    const sub = Math.min(4, t.lanes); // lanes sharing one block
+    const groups = t.lanes / sub;
+    const part = sub === 1 ? u32(0) : b.let(lane.mod(sub), "u32", "part");
+    const grp = sub === 1 ? lane : lane.div(sub);
+    const rowBlk = b.let(row.mul(nb), "u32", "rblk");
+    b.for(grp, u32(nb), groups, (blk) => {
+      const base = b.let(rowBlk.add(blk).mul(q.words), "u32", "blk");
+      const scale = b.let(un("f16bits", b.load(W, base, "u16")), "f32", "d");
+      const xat = blk.mul(32);
+      if (w === "q8_0") {
+        const nw = 16 / sub; // words per lane: 2 quants each
+        const w0 = base.add(1).add(part.mul(nw));
+        const qs: Val[] = [];
+        for (let m = 0; m < nw; m++) {
+          const word = b.load(W, w0.add(m), "u16");
+          const wv = b.let(word, "u32", "q");
+          qs.push(sbyte(wv, 0).cast("f32"), sbyte(wv, 1).cast("f32"));
+        }
+        for (let j = 0; j < bt; j++) {
+          const xs = loadX(j, xat.add(part.mul(32 / sub)), 32 / sub);
+          let sum: Val = f32(0);
+          for (let e = 0; e < qs.length; e++) sum = e === 0 ? qs[0].mul(xs[0]) : sum.add(qs[e].mul(xs[e]));
+          b.set(acc[j], acc[j].add(scale.mul(sum)));
+        }
+      } else {
+        const nw = 8 / sub; // words per lane: 4 nibbles each (2 low = elements e, e+1; 2 high = e+16, e+17)
+        const w0 = base.add(1).add(part.mul(nw));
+        const lo: Val[] = [], hi: Val[] = [];
+        for (let m = 0; m < nw; m++) {
+          const wv = b.let(b.load(W, w0.add(m), "u16"), "u32", "q");
+          const nib = (sh: number) => wv.shr(sh).and(15).cast("f32").sub(8);
+          lo.push(nib(0), nib(8));
+          hi.push(nib(4), nib(12));
+        }
+        for (let j = 0; j < bt; j++) {
+          const xl = loadX(j, xat.add(part.mul(16 / sub)), 16 / sub);
+          const xh = loadX(j, xat.add(part.mul(16 / sub)).add(16), 16 / sub);
+          let sum: Val = lo[0].mul(xl[0]);
+          for (let e = 1; e < lo.length; e++) sum = sum.add(lo[e].mul(xl[e]));
+          for (let e = 0; e < hi.length; e++) sum = sum.add(hi[e].mul(xh[e]));
+          b.set(acc[j], acc[j].add(scale.mul(sum)));
+        }
+      }
+    });
+  }
+
+  const r = acc.map((a) => teamReduce(b, t, "add", a));
+  const write = () => {
+    for (let j = 0; j < bt; j++) {
+      const bj = chunks > 1 ? chunk.mul(bt).add(j) : u32(j);
+      const emit = () => {
+        let v = r[j];
+        if (bias) v = v.add(b.load(bias, row));
+        const at = b.let(bj.mul(n).add(row), "u32", "yi");
+        if (res) v = v.add(b.load(res, at));
+        b.store(y, at, v);
+      };
+      if (chunks > 1 && batch % bt !== 0 && j >= batch % bt) b.if(bj.lt(batch), emit);
+      else emit();
+    }
+  };
+  if (t.lanes === 1) write();
+  else b.if(lane.eq(u32(0)), write);
+  return b.build();
+}

@@ -1,0 +1,13 @@
+// The kernel library: every op of a Llama decode/prefill step, each written once in the kernel IR as a
+// function of its shape and the target's Caps. Each factory's doc comment lists its bindings (order, element
+// type, shape); fault codes of its checks are in codes.ts.
+export { FAULT, type FaultCode } from "./codes.ts";
+export { bytesOf, elemOf, type FType, gridFor, type IType, QBLOCK, type Team, team, type WType } from "./common.ts";
+export { matmul, MATMUL_BATCH_TILE, type MatmulShape } from "./matmul.ts";
+export { attention, type AttentionShape } from "./attention.ts";
+export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
+export { rope, type RopeShape } from "./rope.ts";
+export {
+  add, elementwise, type ElementwiseShape, evalEw, type EwExpr, type EwFn, type EwInput, gelu, mul, silu, siluMul,
+} from "./elementwise.ts";
+export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";

@@ -1,0 +1,155 @@
+// Data movement indexed by device-side values: update-slice (write rows of K/V at the slot's position),
+// scatter (rows through an index buffer, e.g. a paged WriteMap), gather (embedding rows by token id).
+// Every index read from a buffer is checked, so a bad slot faults with a distinct code instead of writing
+// somewhere else.
+import { type EType, type Kernel, KernelBuilder, KernelError, un, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { FAULT } from "./codes.ts";
+import { elemOf, gridFor, type IType, QBLOCK, sbyte, wgIndex, type WType } from "./common.ts";
+
+const WG = 64;
+
+/** One invocation per `per` consecutive elements of `total`; returns the first element's index. */
+function elements(b: KernelBuilder, total: number, per: number, grid: [number, number, number], wg: number): Val {
+  const idx = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "idx");
+  if (grid[0] * grid[1] * grid[2] * wg * per > total) b.if(idx.ge(total / per), () => b.return());
+  return per === 1 ? idx : b.let(idx.mul(per), "u32", "e");
+}
+function layout(caps: Caps, total: number, per: number): { wg: number; grid: [number, number, number] } {
+  const wg = Math.min(WG, caps.maxWorkgroupSize);
+  return { wg, grid: gridFor(caps, Math.ceil(total / per / wg)) };
+}
+/** A u32 index from a u32 or i32 buffer value (negative i32 becomes >= 2^31, failing any `< bound` check). */
+function asIndex(v: Val): Val {
+  return v.t === "i32" ? v.bitcast("u32") : v;
+}
+function perOf(width: number, types: EType[]): number {
+  return width % 4 === 0 && types.every((t) => t !== "i8" && t !== "u8") ? 4 : 1;
+}
+function copyN(b: KernelBuilder, src: ReturnType<KernelBuilder["buffer"]>, si: Val, dst: typeof src, di: Val, per: number): void {
+  if (per > 1) b.storev(dst, di, b.loadv(src, si, per));
+  else b.store(dst, di, b.load(src, si));
+}
+function sameClass(a: EType, b: EType): boolean {
+  const f = (t: EType) => t === "f32" || t === "f16" || t === "bf16";
+  return f(a) === f(b);
+}
+
+export interface UpdateSliceShape {
+  rows: number;
+  width: number;
+  cap: number;
+  src?: EType;
+  dst?: EType;
+  pos?: IType;
+  name?: string;
+}
+/**
+ * dst[pos + r, :] = src[r, :] for r < rows (the K/V cache write at the slot's position).
+ * Bindings: src [rows, width] (r); pos [1] u32|i32 (r); dst [cap, width] (rw).
+ * Faults FAULT.UPDATE_POS when pos + rows > cap (or pos < 0).
+ */
+export function updateSlice(caps: Caps, s: UpdateSliceShape): Kernel {
+  const { rows, width, cap } = s;
+  const st = s.src ?? "f32", dt = s.dst ?? "f32", pt = s.pos ?? "u32";
+  if (rows > cap || cap * width >= 2 ** 32) throw new KernelError(`update_slice: ${rows} rows into cap ${cap}`);
+  if (!sameClass(st, dt)) throw new KernelError(`update_slice: ${st} -> ${dt}`);
+  const total = rows * width, per = perOf(width, [st, dt]);
+  const { wg, grid } = layout(caps, total, per);
+  const b = new KernelBuilder(s.name ?? `update_slice_r${rows}_w${width}_c${cap}_${st}_${dt}_${pt}`, { workgroup: wg, grid });
+  const src = b.buffer("src", st, "r");
+  const P = b.buffer("pos", pt, "r");
+  const dst = b.buffer("dst", dt, "rw");
+  const pos = b.let(asIndex(b.load(P, 0)), "u32", "pos");
+  b.check(pos.le(cap - rows), FAULT.UPDATE_POS);
+  const e = elements(b, total, per, grid, wg);
+  copyN(b, src, e, dst, pos.mul(width).add(e), per);
+  return b.build();
+}
+
+export interface ScatterShape {
+  rows: number;
+  width: number;
+  cap: number;
+  src?: EType;
+  dst?: EType;
+  index?: IType;
+  name?: string;
+}
+/**
+ * dst[idx[r], :] = src[r, :] for r < rows (paged KV writes through a WriteMap).
+ * Bindings: src [rows, width] (r); idx [rows] u32|i32 (r); dst [cap, width] (rw).
+ * Faults FAULT.SCATTER_INDEX when an index is >= cap (or negative).
+ */
+export function scatter(caps: Caps, s: ScatterShape): Kernel {
+  const { rows, width, cap } = s;
+  const st = s.src ?? "f32", dt = s.dst ?? "f32", it = s.index ?? "u32";
+  if (cap * width >= 2 ** 32 || rows * width >= 2 ** 32) throw new KernelError("scatter: indices exceed 32 bits");
+  if (!sameClass(st, dt)) throw new KernelError(`scatter: ${st} -> ${dt}`);
+  const total = rows * width, per = perOf(width, [st, dt]);
+  const { wg, grid } = layout(caps, total, per);
+  const b = new KernelBuilder(s.name ?? `scatter_r${rows}_w${width}_c${cap}_${st}_${dt}_${it}`, { workgroup: wg, grid });
+  const src = b.buffer("src", st, "r");
+  const I = b.buffer("idx", it, "r");
+  const dst = b.buffer("dst", dt, "rw");
+  const e = elements(b, total, per, grid, wg);
+  const r = e.div(width);
+  const to = b.let(asIndex(b.load(I, r)), "u32", "to");
+  b.check(to.lt(cap), FAULT.SCATTER_INDEX);
+  copyN(b, src, e, dst, to.mul(width).add(e.mod(width)), per);
+  return b.build();
+}
+
+export interface GatherShape {
+  rows: number;
+  width: number;
+  /** Rows of the table. */
+  vocab: number;
+  table: WType;
+  ids?: IType;
+  name?: string;
+}
+/**
+ * out[r, :] = table[ids[r], :] as f32 (embedding lookup; q8_0/q4_0 rows are dequantized).
+ * Bindings: table [vocab, width] in layout `table` (r); ids [rows] u32|i32 (r); out f32 [rows, width] (w).
+ * Faults FAULT.GATHER_ID when an id is >= vocab (or negative).
+ */
+export function gather(caps: Caps, s: GatherShape): Kernel {
+  const { rows, width, vocab, table } = s;
+  const it = s.ids ?? "u32";
+  const q = table === "q8_0" || table === "q4_0";
+  if (q && width % 32 !== 0) throw new KernelError(`gather ${table}: width ${width} not a multiple of 32`);
+  if (vocab * width >= 2 ** 32) throw new KernelError("gather: indices exceed 32 bits");
+  const total = rows * width, per = q ? 1 : perOf(width, [elemOf(table)]);
+  const { wg, grid } = layout(caps, total, per);
+  const b = new KernelBuilder(s.name ?? `gather_${table}_r${rows}_w${width}_v${vocab}_${it}`, { workgroup: wg, grid });
+  const T = b.buffer("table", elemOf(table), "r");
+  const I = b.buffer("ids", it, "r");
+  const out = b.buffer("out", "f32", "w");
+  const e = elements(b, total, per, grid, wg);
+  const r = e.div(width), j = b.let(e.mod(width), "u32", "j");
+  const id = b.let(asIndex(b.load(I, r)), "u32", "id");
+  b.check(id.lt(vocab), FAULT.GATHER_ID);
+  if (!q) {
+    const at = id.mul(width).add(j);
+    if (per > 1) b.storev(out, e, b.loadv(T, at, per));
+    else b.store(out, e, b.load(T, at));
+  } else {
+    const blk = QBLOCK[table];
+    const base = b.let(id.mul(width / 32).add(j.div(32)).mul(blk.words), "u32", "blk");
+    const d = un("f16bits", b.load(T, base, "u16"));
+    const k = b.let(j.mod(32), "u32", "k");
+    let v: Val;
+    if (table === "q8_0") {
+      const word = b.let(b.load(T, base.add(1).add(k.div(2)), "u16"), "u32", "w");
+      v = k.and(1).eq(0).select(sbyte(word, 0), sbyte(word, 1)).cast("f32");
+    } else {
+      const byte = k.mod(16);
+      const word = b.let(b.load(T, base.add(1).add(byte.div(2)), "u16"), "u32", "w");
+      const bits = b.let(word.shr(byte.and(1).mul(8)).and(0xff), "u32", "byte");
+      v = k.lt(16).select(bits.and(15), bits.shr(4)).cast("f32").sub(8);
+    }
+    b.store(out, e, d.mul(v));
+  }
+  return b.build();
+}

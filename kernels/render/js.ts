@@ -1,0 +1,634 @@
+// Renders a Kernel to a JavaScript function that runs its whole grid on the CPU over typed-array views of the
+// bound buffers. Two code shapes:
+// - scalar: one invocation after another, straight-line code over hoisted typed arrays. Used when the
+//   order of invocations cannot be observed: no barriers and no subgroup ops, or one invocation per
+//   workgroup, or subgroups of one lane without barriers. This is the fast path the JS device relies on.
+// - simt: a workgroup runs in lockstep, every local is an array over the workgroup's invocations and every
+//   statement runs for the active lanes under a mask (divergent if/for/return). Barriers are then free (all
+//   lanes finish a statement before the next starts); subgroup reductions and shuffles read the other
+//   lanes' values from per-statement temporaries.
+// f32 arithmetic is rounded after every op (Math.fround), f16 with Math.f16round, integers wrap at 32 bits.
+// Out-of-range behaviour of integer ops, stated here because the IR leaves it open: x/0 and x%0 give 0,
+// shift amounts are taken mod 32, float->int casts truncate and saturate (NaN -> 0).
+// Out-of-bounds: each binding is its own typed-array view, so a stray store never reaches another binding
+// (it is dropped) and a stray load yields NaN/0; `debug: true` turns both into a fault with code 0.
+import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import { KernelError } from "../ir.ts";
+import * as rt from "./js_runtime.ts";
+export { JsKernelFault, OOB_CODE } from "./js_runtime.ts";
+
+export interface JsRenderOptions {
+  /** Lanes per subgroup (the target's caps.subgroupSize); 1 turns subgroup ops into identities. */
+  subgroupSize: number;
+  /** Bounds- and alignment-check every access and check that barriers are reached by the whole workgroup. */
+  debug?: boolean;
+  /** Force the lockstep path (tests use it to run scalar-safe kernels both ways). */
+  forceSimt?: boolean;
+}
+
+/** A bound byte range: a whole ArrayBuffer or a window of one. */
+export interface JsBinding {
+  buffer: ArrayBufferLike;
+  offset?: number;
+  bytes?: number;
+}
+export type View = Float32Array | Uint16Array | Int16Array | Int32Array | Uint32Array | Int8Array | Uint8Array;
+
+export interface JsKernel {
+  readonly kernel: Kernel;
+  readonly source: string;
+  readonly path: "scalar" | "simt";
+  /** Typed-array views of the bindings in the order the code wants them; make once per binding set, reuse. */
+  bind(bindings: JsBinding[]): View[];
+  /** Runs every workgroup of the grid (the kernel's own grid unless one is given). Throws JsKernelFault. */
+  run(views: View[], grid?: [number, number, number]): void;
+}
+
+type ViewClass = "Float32Array" | "Uint16Array" | "Int16Array" | "Int32Array" | "Uint32Array" | "Int8Array" | "Uint8Array";
+const CLASS: Record<EType, ViewClass> = {
+  f32: "Float32Array", f16: "Uint16Array", bf16: "Uint16Array", u16: "Uint16Array", i16: "Int16Array",
+  i32: "Int32Array", u32: "Uint32Array", i8: "Int8Array", u8: "Uint8Array",
+};
+const CTORS: Record<ViewClass, new (b: ArrayBufferLike, o: number, n: number) => View> = {
+  Float32Array, Uint16Array, Int16Array, Int32Array, Uint32Array, Int8Array, Uint8Array,
+};
+const BYTES: Record<ViewClass, number> = {
+  Float32Array: 4, Uint16Array: 2, Int16Array: 2, Int32Array: 4, Uint32Array: 4, Int8Array: 1, Uint8Array: 1,
+};
+const LANE_ARRAY: Record<CType, string> = {
+  f32: "Float32Array", f16: "Float32Array", i32: "Int32Array", u32: "Uint32Array", bool: "Uint8Array",
+};
+
+function lit(v: number, t: CType): string {
+  if (t === "bool") return v ? "true" : "false";
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Infinity) return "Infinity";
+  if (v === -Infinity) return "(-Infinity)";
+  if (Object.is(v, -0)) return "(-0)";
+  return v < 0 ? `(${v})` : String(v);
+}
+
+/** Does a statement list contain a `return` (anywhere inside)? */
+function hasReturn(body: Stmt[]): boolean {
+  for (const s of body) {
+    if (s.k === "return") return true;
+    if (s.k === "for" && hasReturn(s.body)) return true;
+    if (s.k === "if" && (hasReturn(s.then) || hasReturn(s.else))) return true;
+  }
+  return false;
+}
+function exprUsesSubgroup(e: Expr): boolean {
+  switch (e.k) {
+    case "subgroup": case "shuffle": return true;
+    case "un": case "cast": case "bitcast": return exprUsesSubgroup(e.a);
+    case "bin": return exprUsesSubgroup(e.a) || exprUsesSubgroup(e.b);
+    case "fma": case "select": return exprUsesSubgroup(e.a) || exprUsesSubgroup(e.b) ||
+      exprUsesSubgroup(e.k === "fma" ? e.c : e.c);
+    case "load": case "sload": return exprUsesSubgroup(e.index);
+    default: return false;
+  }
+}
+function stmtExprs(s: Stmt): Expr[] {
+  switch (s.k) {
+    case "let": case "assign": return [s.e];
+    case "store": return [s.index, s.e];
+    case "loadv": return [s.index];
+    case "storev": return [s.index, ...s.es];
+    case "sstore": return [s.index, s.e];
+    case "for": return [s.start, s.end];
+    case "if": return [s.c];
+    case "check": return [s.c];
+    default: return [];
+  }
+}
+function scan(body: Stmt[], acc: { barrier: boolean; subgroup: boolean }): void {
+  for (const s of body) {
+    if (s.k === "barrier") acc.barrier = true;
+    for (const e of stmtExprs(s)) if (exprUsesSubgroup(e)) acc.subgroup = true;
+    if (s.k === "for") scan(s.body, acc);
+    if (s.k === "if") {
+      scan(s.then, acc);
+      scan(s.else, acc);
+    }
+  }
+}
+
+class Gen {
+  readonly out: string[] = [];
+  readonly head: string[] = []; // factory-level declarations (lane arrays, masks, temporaries)
+  ind = 2;
+  private ntmp = 0;
+  private readonly views = new Map<string, { binding: number; cls: ViewClass; name: string }>();
+  private readonly vars = new Map<string, CType>();
+  private pre: string[] = [];
+  readonly wgSize: number;
+
+  constructor(readonly k: Kernel, readonly simt: boolean, readonly sg: number, readonly debug: boolean) {
+    this.wgSize = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
+  }
+
+  line(s: string): void {
+    this.out.push(" ".repeat(this.ind) + s);
+  }
+  tmp(p = "t"): string {
+    return `${p}${this.ntmp++}`;
+  }
+  view(buf: Buffer, v: EType): string {
+    const cls = CLASS[v];
+    const key = `${buf.binding}:${cls}`;
+    let w = this.views.get(key);
+    if (!w) {
+      w = { binding: buf.binding, cls, name: `b${buf.binding}_${cls.replace("Array", "").toLowerCase()}` };
+      this.views.set(key, w);
+    }
+    return w.name;
+  }
+  viewList(): { binding: number; cls: ViewClass; name: string }[] {
+    return [...this.views.values()];
+  }
+  varName(v: Var): string {
+    const t = this.vars.get(v.name);
+    if (t !== undefined && t !== v.t) throw new KernelError(`${this.k.name}: variable ${v.name} used as ${t} and ${v.t}`);
+    this.vars.set(v.name, v.t);
+    return `_${v.name}`;
+  }
+  varDecls(): [string, CType][] {
+    return [...this.vars.entries()].map(([n, t]) => [`_${n}`, t]);
+  }
+
+  // ---- expressions -----------------------------------------------------------------------------------
+  private at(name: string): string {
+    return this.simt ? `${name}[l]` : name;
+  }
+  private index(arr: string, idx: string, align = 1): string {
+    if (!this.debug) return `${arr}[${idx}]`;
+    return `${arr}[ck(${idx}, ${arr}.length, ${JSON.stringify(arr)}, ${align})]`;
+  }
+  private builtin(b: string): string {
+    const [wx, wy] = this.k.workgroup;
+    const lin = this.simt ? "LIN[l]" : this.linear();
+    switch (b) {
+      case "lid.x": return this.simt ? "LX[l]" : "lx";
+      case "lid.y": return this.simt ? "LY[l]" : "ly";
+      case "lid.z": return this.simt ? "LZ[l]" : "lz";
+      case "wgid.x": return "wx";
+      case "wgid.y": return "wy";
+      case "wgid.z": return "wz";
+      case "nwg.x": return "NX";
+      case "nwg.y": return "NY";
+      case "nwg.z": return "NZ";
+      case "gid.x": return this.k.workgroup[0] === 1 ? "wx" : `(wx * ${wx} + ${this.builtin("lid.x")})`;
+      case "gid.y": return this.k.workgroup[1] === 1 ? "wy" : `(wy * ${wy} + ${this.builtin("lid.y")})`;
+      case "gid.z": return this.k.workgroup[2] === 1 ? "wz" : `(wz * ${this.k.workgroup[2]} + ${this.builtin("lid.z")})`;
+      case "lane": return this.sg === 1 ? "0" : `(${lin} % ${this.sg})`;
+      case "sgsize": return String(this.sg);
+      case "sgid": return this.sg === 1 ? lin : `((${lin} / ${this.sg}) | 0)`;
+    }
+    throw new KernelError(`${this.k.name}: unknown builtin ${b}`);
+  }
+  private linear(): string {
+    const [wx, wy, wz] = this.k.workgroup;
+    const parts = ["lx"];
+    if (wy > 1) parts.push(`ly * ${wx}`);
+    if (wz > 1) parts.push(`lz * ${wx * wy}`);
+    return parts.length === 1 ? "lx" : `(${parts.join(" + ")})`;
+  }
+
+  private round(t: CType, s: string): string {
+    if (t === "f32") return `fr(${s})`;
+    if (t === "f16") return `h16(${s})`;
+    if (t === "i32") return `((${s}) | 0)`;
+    if (t === "u32") return `((${s}) >>> 0)`;
+    return s;
+  }
+
+  ex(e: Expr): string {
+    switch (e.k) {
+      case "const": return lit(e.v, e.t);
+      case "var": return this.at(this.varName(e.v));
+      case "builtin": return this.builtin(e.b);
+      case "un": return this.unary(e.op, e.t, e.a);
+      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "fma": return this.round(e.t, `${this.ex(e.a)} * ${this.ex(e.b)} + ${this.ex(e.c)}`);
+      case "select": return `(${this.ex(e.c)} ? ${this.ex(e.a)} : ${this.ex(e.b)})`;
+      case "cast": return this.cast(e.a, e.t);
+      case "bitcast": return this.bitcast(e.a, e.t);
+      case "load": return this.load(e.buf, e.view, this.ex(e.index));
+      case "sload": {
+        const s = this.index(`S_${e.mem.name}`, this.ex(e.index));
+        return e.t === "bool" ? `(${s} !== 0)` : s;
+      }
+      case "subgroup": return this.subgroup(e.op, e.t, e.a);
+      case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
+    }
+  }
+  load(buf: Buffer, view: EType, idx: string): string {
+    const s = this.index(this.view(buf, view), idx);
+    if (view === "f16") return `H2F[${s}]`;
+    if (view === "bf16") return `BF2F[${s}]`;
+    return s;
+  }
+  storeValue(view: EType, v: string, t: CType): string {
+    if (view === "f16") return `f2h(${v})`;
+    if (view === "bf16") return `f2bf(${v})`;
+    if (t === "bool") return `(${v} ? 1 : 0)`;
+    return v;
+  }
+
+  private unary(op: string, t: CType, a: Expr): string {
+    const x = this.ex(a);
+    const isF = t === "f32" || t === "f16";
+    switch (op) {
+      case "neg": return isF ? `(-${x})` : t === "i32" ? `((-${x}) | 0)` : `((-${x}) >>> 0)`;
+      case "abs": return isF ? `Math.abs(${x})` : t === "i32" ? `(Math.abs(${x}) | 0)` : x;
+      case "exp": return this.round(t, `Math.exp(${x})`);
+      case "exp2": return this.round(t, `Math.pow(2, ${x})`);
+      case "log": return this.round(t, `Math.log(${x})`);
+      case "log2": return this.round(t, `Math.log2(${x})`);
+      case "sqrt": return this.round(t, `Math.sqrt(${x})`);
+      case "rsqrt": return this.round(t, `1 / Math.sqrt(${x})`);
+      case "recip": return this.round(t, `1 / ${x}`);
+      case "sin": return this.round(t, `Math.sin(${x})`);
+      case "cos": return this.round(t, `Math.cos(${x})`);
+      case "tanh": return this.round(t, `Math.tanh(${x})`);
+      case "floor": return `Math.floor(${x})`;
+      case "ceil": return `Math.ceil(${x})`;
+      case "not": return t === "bool" ? `(!${x})` : t === "i32" ? `(~${x})` : `((~${x}) >>> 0)`;
+      case "isfinite": return `Number.isFinite(${x})`;
+      case "isnan": return `Number.isNaN(${x})`;
+      case "f16bits": return `H2F[(${x}) & 65535]`;
+      case "bf16bits": return `BF2F[(${x}) & 65535]`;
+    }
+    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
+  }
+
+  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
+    const a = this.ex(ea), b = this.ex(eb);
+    const at = ea.t;
+    switch (op) {
+      case "lt": return `(${a} < ${b})`;
+      case "le": return `(${a} <= ${b})`;
+      case "gt": return `(${a} > ${b})`;
+      case "ge": return `(${a} >= ${b})`;
+      case "eq": return `(${a} === ${b})`;
+      case "ne": return `(${a} !== ${b})`;
+      case "max": return `Math.max(${a}, ${b})`;
+      case "min": return `Math.min(${a}, ${b})`;
+    }
+    if (at === "bool") {
+      switch (op) {
+        case "and": return `(${a} && ${b})`;
+        case "or": return `(${a} || ${b})`;
+        case "xor": return `(${a} !== ${b})`;
+      }
+      throw new KernelError(`${this.k.name}: ${op} on bool`);
+    }
+    if (t === "f32" || t === "f16") {
+      switch (op) {
+        case "add": return this.round(t, `${a} + ${b}`);
+        case "sub": return this.round(t, `${a} - ${b}`);
+        case "mul": return this.round(t, `${a} * ${b}`);
+        case "div": return this.round(t, `${a} / ${b}`);
+        case "mod": return this.round(t, `${a} % ${b}`);
+        case "pow": return this.round(t, `Math.pow(${a}, ${b})`);
+      }
+      throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+    }
+    const w = t === "i32" ? "| 0" : ">>> 0";
+    switch (op) {
+      case "add": return `((${a} + ${b}) ${w})`;
+      case "sub": return `((${a} - ${b}) ${w})`;
+      case "mul": return `(Math.imul(${a}, ${b}) ${w})`;
+      case "div": return `((${a} / ${b}) ${w})`;
+      case "mod": return `((${a} % ${b}) ${w})`;
+      case "and": return `((${a} & ${b}) ${w})`;
+      case "or": return `((${a} | ${b}) ${w})`;
+      case "xor": return `((${a} ^ ${b}) ${w})`;
+      case "shl": return `((${a} << ${b}) ${w})`;
+      case "shr": return t === "i32" ? `(${a} >> ${b})` : `(${a} >>> ${b})`;
+    }
+    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+
+  private cast(a: Expr, t: CType): string {
+    const x = this.ex(a), from = a.t;
+    if (from === t) return x;
+    if (t === "bool") return from === "bool" ? x : `(${x} !== 0)`;
+    if (from === "bool") return `(${x} ? 1 : 0)`;
+    const fromF = from === "f32" || from === "f16";
+    switch (t) {
+      case "f32": return from === "f16" ? x : `fr(${x})`;
+      case "f16": return `h16(${x})`;
+      case "i32": return fromF ? `toI32(${x})` : `(${x} | 0)`;
+      case "u32": return fromF ? `toU32(${x})` : `(${x} >>> 0)`;
+    }
+  }
+  private bitcast(a: Expr, t: CType): string {
+    const x = this.ex(a), from = a.t;
+    if (from === t) return x;
+    if (from === "f32") return t === "u32" ? `bitsU(${x})` : `bitsI(${x})`;
+    if (t === "f32") return `fromBits(${x})`;
+    return t === "u32" ? `(${x} >>> 0)` : `(${x} | 0)`;
+  }
+
+  // Subgroup ops. Scalar code only runs them with one lane per subgroup, where they are identities (a
+  // shuffle from another lane reads out of range and, as documented, returns the caller's own value).
+  private subgroup(op: string, t: CType, a: Expr): string {
+    if (!this.simt) return this.ex(a);
+    const m = this.mask;
+    const src = this.tmp("tv"), dst = this.tmp("tv");
+    this.head.push(`const ${src} = new ${LANE_ARRAY[t]}(N), ${dst} = new ${LANE_ARRAY[t]}(N);`);
+    const x = this.ex(a);
+    this.pre.push(`for (let l = 0; l < N; l++) ${src}[l] = ${m}[l] ? ${x} : 0;`);
+    const comb = op === "max" ? `Math.max(acc, ${src}[l])` : op === "min" ? `Math.min(acc, ${src}[l])`
+      : this.round(t, `acc + ${src}[l]`);
+    this.pre.push(
+      `for (let s = 0; s < N; s += ${this.sg}) { const e = Math.min(s + ${this.sg}, N); let acc = 0, has = false; ` +
+        `for (let l = s; l < e; l++) if (${m}[l]) { acc = has ? ${comb} : ${src}[l]; has = true; } ` +
+        `for (let l = s; l < e; l++) ${dst}[l] = acc; }`,
+    );
+    return t === "bool" ? `(${dst}[l] !== 0)` : `${dst}[l]`;
+  }
+  private shuffle(mode: string, t: CType, a: Expr, lane: Expr): string {
+    if (!this.simt) return this.ex(a);
+    const m = this.mask;
+    const va = this.tmp("tv"), vl = this.tmp("tv"), dst = this.tmp("tv");
+    this.head.push(`const ${va} = new ${LANE_ARRAY[t]}(N), ${vl} = new Uint32Array(N), ${dst} = new ${LANE_ARRAY[t]}(N);`);
+    const x = this.ex(a), y = this.ex(lane);
+    this.pre.push(`for (let l = 0; l < N; l++) if (${m}[l]) { ${va}[l] = ${x}; ${vl}[l] = ${y}; } else ${va}[l] = 0;`);
+    const src = mode === "xor" ? `(LANE[l] ^ ${vl}[l])` : mode === "idx" ? `${vl}[l]` : `(LANE[l] + ${vl}[l])`;
+    this.pre.push(
+      `for (let l = 0; l < N; l++) if (${m}[l]) { const s = ${src}, b = l - LANE[l]; ` +
+        `${dst}[l] = s < ${this.sg} && b + s < N ? ${va}[b + s] : ${va}[l]; }`,
+    );
+    return t === "bool" ? `(${dst}[l] !== 0)` : `${dst}[l]`;
+  }
+
+  // ---- statements ------------------------------------------------------------------------------------
+  mask = "M0";
+
+  /** Evaluates expressions for a statement, emitting any subgroup pre-phases first. */
+  private exprs(es: Expr[]): string[] {
+    this.pre = [];
+    const r = es.map((e) => this.ex(e));
+    for (const p of this.pre) this.line(p);
+    this.pre = [];
+    return r;
+  }
+  /** Emits `code` once per active lane (simt) or once (scalar). */
+  private perLane(code: string): void {
+    if (this.simt) this.line(`for (let l = 0; l < N; l++) if (${this.mask}[l]) { ${code} }`);
+    else this.line(code);
+  }
+
+  block(body: Stmt[]): void {
+    for (const s of body) this.stmt(s);
+  }
+
+  stmt(s: Stmt): void {
+    switch (s.k) {
+      case "let": case "assign": {
+        const [e] = this.exprs([s.e]);
+        this.perLane(`${this.at(this.varName(s.v))} = ${e};`);
+        return;
+      }
+      case "store": {
+        const [i, e] = this.exprs([s.index, s.e]);
+        this.perLane(`${this.index(this.view(s.buf, s.view), i)} = ${this.storeValue(s.view, e, s.e.t)};`);
+        return;
+      }
+      case "loadv": {
+        const [i] = this.exprs([s.index]);
+        const n = s.dst.length, arr = this.view(s.buf, s.view);
+        const parts = [`const q = ${i};`];
+        if (this.debug) parts.push(`ck(q, ${arr}.length - ${n - 1}, ${JSON.stringify(arr)}, ${n});`);
+        s.dst.forEach((d, j) => parts.push(`${this.at(this.varName(d))} = ${this.load1(s.view, arr, `q + ${j}`)};`));
+        this.perLane(`{ ${parts.join(" ")} }`);
+        return;
+      }
+      case "storev": {
+        const [i, ...es] = this.exprs([s.index, ...s.es]);
+        const n = es.length, arr = this.view(s.buf, s.view);
+        const parts = [`const q = ${i};`];
+        if (this.debug) parts.push(`ck(q, ${arr}.length - ${n - 1}, ${JSON.stringify(arr)}, ${n});`);
+        es.forEach((e, j) => parts.push(`${arr}[q + ${j}] = ${this.storeValue(s.view, e, s.es[j].t)};`));
+        this.perLane(`{ ${parts.join(" ")} }`);
+        return;
+      }
+      case "sstore": {
+        const [i, e] = this.exprs([s.index, s.e]);
+        this.perLane(`${this.index(`S_${s.mem.name}`, i)} = ${s.mem.t === "bool" ? `(${e} ? 1 : 0)` : e};`);
+        return;
+      }
+      case "check": {
+        const [c] = this.exprs([s.c]);
+        this.perLane(`if (!${c}) fail(${s.code});`);
+        return;
+      }
+      case "barrier":
+        if (this.simt && this.debug) this.line(`bar(${this.mask});`);
+        return;
+      case "return":
+        if (this.simt) this.line(`for (let l = 0; l < N; l++) if (${this.mask}[l]) { R[l] = 1; ${this.mask}[l] = 0; }`);
+        else this.line("break inv;");
+        return;
+      case "if":
+        return this.simt ? this.ifSimt(s) : this.ifScalar(s);
+      case "for":
+        return this.simt ? this.forSimt(s) : this.forScalar(s);
+    }
+  }
+  private load1(view: EType, arr: string, idx: string): string {
+    if (view === "f16") return `H2F[${arr}[${idx}]]`;
+    if (view === "bf16") return `BF2F[${arr}[${idx}]]`;
+    return `${arr}[${idx}]`;
+  }
+
+  private ifScalar(s: Extract<Stmt, { k: "if" }>): void {
+    const [c] = this.exprs([s.c]);
+    this.line(`if (${c}) {`);
+    this.ind += 2;
+    this.block(s.then);
+    this.ind -= 2;
+    if (s.else.length) {
+      this.line("} else {");
+      this.ind += 2;
+      this.block(s.else);
+      this.ind -= 2;
+    }
+    this.line("}");
+  }
+  private forScalar(s: Extract<Stmt, { k: "for" }>): void {
+    const [a] = this.exprs([s.start]);
+    this.pre = [];
+    const b = this.ex(s.end);
+    const v = this.varName(s.v);
+    this.line(`for (${v} = ${a}; ${v} < ${b}; ${v} += ${s.step}) {`);
+    this.ind += 2;
+    this.block(s.body);
+    this.ind -= 2;
+    this.line("}");
+  }
+
+  private newMask(): string {
+    const m = this.tmp("mk");
+    this.head.push(`const ${m} = new Uint8Array(N);`);
+    return m;
+  }
+  private refresh(body: Stmt[][]): void {
+    if (body.some(hasReturn)) this.line(`for (let l = 0; l < N; l++) if (R[l]) ${this.mask}[l] = 0;`);
+  }
+  private ifSimt(s: Extract<Stmt, { k: "if" }>): void {
+    const [c] = this.exprs([s.c]);
+    const m = this.mask, mt = this.newMask(), me = s.else.length ? this.newMask() : "";
+    this.line("{");
+    this.ind += 2;
+    this.line("let nt = 0, ne = 0;");
+    this.line(
+      `for (let l = 0; l < N; l++) { if (${m}[l]) { if (${c}) { ${mt}[l] = 1; nt++; ${me ? `${me}[l] = 0; ` : ""}} ` +
+        `else { ${mt}[l] = 0; ${me ? `${me}[l] = 1; ` : ""}ne++; } } else { ${mt}[l] = 0; ${me ? `${me}[l] = 0; ` : ""}} }`,
+    );
+    this.sub(mt, "nt", s.then);
+    if (me) this.sub(me, "ne", s.else);
+    this.ind -= 2;
+    this.line("}");
+    this.refresh([s.then, s.else]);
+  }
+  private sub(mask: string, count: string, body: Stmt[]): void {
+    const outer = this.mask;
+    this.line(`if (${count}) {`);
+    this.ind += 2;
+    this.mask = mask;
+    this.block(body);
+    this.mask = outer;
+    this.ind -= 2;
+    this.line("}");
+  }
+  private forSimt(s: Extract<Stmt, { k: "for" }>): void {
+    const m = this.mask, ml = this.newMask();
+    const v = this.varName(s.v);
+    const [a] = this.exprs([s.start]);
+    this.line(`for (let l = 0; l < N; l++) if (${m}[l]) { ${v}[l] = ${a}; ${ml}[l] = 1; } else ${ml}[l] = 0;`);
+    this.line("for (;;) {");
+    this.ind += 2;
+    this.mask = ml;
+    const [b] = this.exprs([s.end]);
+    this.line(`let any = 0;`);
+    this.line(`for (let l = 0; l < N; l++) if (${ml}[l]) { if (${v}[l] < ${b}) any = 1; else ${ml}[l] = 0; }`);
+    this.line("if (!any) break;");
+    this.block(s.body);
+    this.refresh([s.body]);
+    this.line(`for (let l = 0; l < N; l++) if (${ml}[l]) ${v}[l] += ${s.step};`);
+    this.mask = m;
+    this.ind -= 2;
+    this.line("}");
+    this.refresh([s.body]);
+  }
+}
+
+/** Chooses the code shape: scalar when no schedule can tell invocations apart, else lockstep. */
+export function pathOf(k: Kernel, subgroupSize: number): "scalar" | "simt" {
+  const u = { barrier: false, subgroup: false };
+  scan(k.body, u);
+  const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
+  if (wg === 1) return "scalar";
+  if (u.barrier) return "simt";
+  if (u.subgroup && subgroupSize > 1) return "simt";
+  return "scalar";
+}
+
+/** Renders `k` for the CPU. */
+export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
+  const sg = opts.subgroupSize;
+  if (!Number.isInteger(sg) || sg < 1) throw new KernelError(`${k.name}: subgroup size ${sg}`);
+  const path = opts.forceSimt ? "simt" : pathOf(k, sg);
+  const simt = path === "simt";
+  const g = new Gen(k, simt, sg, opts.debug ?? false);
+  const [wx, wy, wz] = k.workgroup;
+
+  // Generate the body first: it discovers the views, variables and temporaries the code needs.
+  if (simt) {
+    g.block(k.body);
+  } else {
+    g.out.push("    inv: {");
+    g.ind = 6;
+    g.block(k.body);
+    g.out.push("    }");
+  }
+  const body = g.out.splice(0);
+  const views = g.viewList();
+  const src: string[] = [
+    `"use strict";`,
+    `const { fr, h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, Fault } = RT;`,
+    `const K = ${JSON.stringify(k.name)};`,
+    `function fail(code) { throw new Fault(K, code); }`,
+    `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,
+  ];
+  for (const s of k.shared) src.push(`const S_${s.name} = new ${sharedClass(s)}(${s.count});`);
+  if (simt) {
+    const n = wx * wy * wz;
+    src.push(`const N = ${n};`);
+    src.push(`const LX = new Uint32Array(N), LY = new Uint32Array(N), LZ = new Uint32Array(N), LIN = new Uint32Array(N), LANE = new Uint32Array(N);`);
+    src.push(`for (let l = 0; l < N; l++) { LX[l] = l % ${wx}; LY[l] = ((l / ${wx}) | 0) % ${wy}; LZ[l] = (l / ${wx * wy}) | 0; LIN[l] = l; LANE[l] = l % ${sg}; }`);
+    src.push(`const M0 = new Uint8Array(N), R = new Uint8Array(N);`);
+    src.push(`function bar(m) { let n = 0; for (let l = 0; l < N; l++) n += m[l]; if (n !== 0 && n !== N) throw new Fault(K, 0, "barrier reached by " + n + " of " + N + " invocations (returned or divergent)"); }`);
+    for (const [name, t] of g.varDecls()) src.push(`const ${name} = ${t === "bool" ? "new Array(N).fill(false)" : `new ${LANE_ARRAY[t]}(N)`};`);
+    src.push(...g.head);
+  }
+  src.push(`return function run(V, NX, NY, NZ) {`);
+  views.forEach((v, i) => src.push(`  const ${v.name} = V[${i}];`));
+  if (!simt) {
+    const decls = g.varDecls().map(([n, t]) => `${n} = ${t === "bool" ? "false" : "0"}`);
+    if (decls.length) src.push(`  let ${decls.join(", ")};`);
+  }
+  src.push(`  for (let wz = 0; wz < NZ; wz++) for (let wy = 0; wy < NY; wy++) for (let wx = 0; wx < NX; wx++) {`);
+  if (simt) {
+    src.push(`    M0.fill(1); R.fill(0);`);
+    src.push(...body);
+  } else {
+    const loops: string[] = [];
+    loops.push(wz > 1 ? `for (let lz = 0; lz < ${wz}; lz++)` : `{ const lz = 0;`);
+    loops.push(wy > 1 ? `for (let ly = 0; ly < ${wy}; ly++)` : `{ const ly = 0;`);
+    loops.push(wx > 1 ? `for (let lx = 0; lx < ${wx}; lx++) {` : `{ const lx = 0;`);
+    src.push(`    ${loops.join(" ")}`);
+    src.push(...body);
+    const closes = (wz > 1 ? 0 : 1) + (wy > 1 ? 0 : 1) + 1;
+    src.push(`    ${"}".repeat(closes)}`);
+  }
+  src.push(`  }`);
+  src.push(`};`);
+  const source = src.join("\n");
+
+  let fn: (v: View[], nx: number, ny: number, nz: number) => void;
+  try {
+    fn = new Function("RT", source)({ ...rt, fr: Math.fround, Fault: rt.JsKernelFault });
+  } catch (e) {
+    throw new KernelError(`${k.name}: generated JavaScript does not compile: ${(e as Error).message}\n${source}`);
+  }
+  const bind = (bindings: JsBinding[]): View[] => {
+    if (bindings.length !== k.buffers.length) {
+      throw new KernelError(`${k.name}: ${bindings.length} bindings for ${k.buffers.length} buffers`);
+    }
+    return views.map(({ binding, cls }) => {
+      const b = bindings[binding];
+      const off = b.offset ?? 0, bytes = b.bytes ?? b.buffer.byteLength - off;
+      const size = BYTES[cls];
+      if (off % size !== 0) throw new KernelError(`${k.name}: binding ${binding} offset ${off} not aligned for ${cls}`);
+      if (off + bytes > b.buffer.byteLength) throw new KernelError(`${k.name}: binding ${binding} past its buffer`);
+      return new CTORS[cls](b.buffer, off, Math.floor(bytes / size));
+    });
+  };
+  return {
+    kernel: k,
+    source,
+    path,
+    bind,
+    run(v, grid = k.grid) {
+      fn(v, grid[0], grid[1], grid[2]);
+    },
+  };
+}
+
+function sharedClass(s: Shared): string {
+  return LANE_ARRAY[s.t];
+}

@@ -1,0 +1,531 @@
+// The kernel library's conformance set: every library kernel over several shapes (odd sizes included), each
+// with deterministic inputs and a straightforward float64 TypeScript reference. Renderers for other targets
+// run the same cases on their devices (see harness.ts: runCase + checkCase) and compare with the reference;
+// the JS device runs them in tests/kernels/lib_*.test.ts.
+//
+// Tolerance (float outputs): |got - want| <= abs + rel * mag[i], where mag[i] is the magnitude the result is
+// built from (sum of |terms| for dot products, |want| otherwise) and rel covers f32 rounding of the kernel's
+// reassociation (k * 2^-23 for a k-term sum, a few ulps for transcendental ops). NaN or Inf where the
+// reference is finite fails at any tolerance. Integer and movement outputs are exact.
+import type { Kernel } from "../../kernels/ir.ts";
+import type { Caps } from "../../kernels/target.ts";
+import * as lib from "../../kernels/lib/mod.ts";
+import {
+  asF32, bytes, decode, floats, halfToNum, numToHalf, q4Rows, q8Rows, Rng, zeros,
+} from "./data.ts";
+
+export interface Expect {
+  /** Which binding to read back. */
+  binding: number;
+  type: "f32" | "f16" | "bf16" | "u32" | "i32";
+  want: ArrayLike<number>;
+  /** Absent: exact. */
+  tol?: { abs: number; rel: number };
+  mag?: ArrayLike<number>;
+}
+export interface KernelCase {
+  /** Unique and descriptive, e.g. "matmul q8_0 n=33 k=64 batch=3". */
+  name: string;
+  make(caps: Caps): Kernel;
+  /** Initial bytes of every binding, in binding order (outputs included), each a multiple of 16 bytes. */
+  inputs(): Uint8Array[];
+  /** The reference results for these inputs. Empty for fault cases. */
+  expect(inputs: Uint8Array[]): Expect[];
+  /** A fault case: the dispatch must raise KernelFault with this code. */
+  fault?: number;
+}
+
+const EPS = 2 ** -24;
+const u32b = (v: number[]) => bytes(Uint32Array.from(v));
+const i32b = (v: number[]) => bytes(Int32Array.from(v));
+/** Caches inputs per case so expect() and the run see the same bytes. */
+function memo(f: () => Uint8Array[]): () => Uint8Array[] {
+  let v: Uint8Array[] | undefined;
+  return () => (v ??= f()).map((b) => b.slice());
+}
+
+// ---- matmul ------------------------------------------------------------------------------------------
+function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = false, residual = false): KernelCase {
+  const name = `matmul ${w} n=${n} k=${k} batch=${batch}${bias ? " bias" : ""}${residual ? " residual" : ""}`;
+  let wv: Float64Array;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const x = rng.f32(batch * k);
+    let wb: Uint8Array;
+    if (w === "q8_0" || w === "q4_0") {
+      const q = w === "q8_0" ? q8Rows(rng, n, k) : q4Rows(rng, n, k);
+      wb = bytes(q.bytes);
+      wv = q.values;
+    } else {
+      const f = floats(rng, w, n * k);
+      wb = f.bytes;
+      wv = f.values;
+    }
+    const out = [bytes(x), wb];
+    if (bias) out.push(bytes(rng.f32(n)));
+    if (residual) out.push(bytes(rng.f32(batch * n)));
+    out.push(bytes(new Float32Array(batch * n).fill(NaN)));
+    return out;
+  });
+  return {
+    name,
+    make: (caps) => lib.matmul(caps, { n, k, batch, w, bias, residual }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]);
+      const bi = bias ? asF32(ins[2]) : undefined, re = residual ? asF32(ins[bias ? 3 : 2]) : undefined;
+      const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
+      for (let b = 0; b < batch; b++) {
+        for (let r = 0; r < n; r++) {
+          let s = 0, m = 0;
+          for (let j = 0; j < k; j++) {
+            const t = x[b * k + j] * wv[r * k + j];
+            s += t;
+            m += Math.abs(t);
+          }
+          if (bi) (s += bi[r], m += Math.abs(bi[r]));
+          if (re) (s += re[b * n + r], m += Math.abs(re[b * n + r]));
+          want[b * n + r] = s;
+          mag[b * n + r] = m;
+        }
+      }
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: (k + 4) * 2 * EPS } }];
+    },
+  };
+}
+
+// ---- attention ---------------------------------------------------------------------------------------
+interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
+function attentionCase(c: AttnCfg, fault = false): KernelCase {
+  const kv = c.kv ?? "f32", pt = c.pt ?? "u32";
+  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${fault ? " (fault)" : ""}`;
+  let kvals: Float64Array, vvals: Float64Array;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const q = rng.f32(c.rows * c.heads * c.hd, -2, 2);
+    const K = floats(rng, kv, c.cap * c.kvHeads * c.hd, -2, 2), V = floats(rng, kv, c.cap * c.kvHeads * c.hd);
+    kvals = K.values;
+    vvals = V.values;
+    return [bytes(q), K.bytes, V.bytes, pt === "u32" ? u32b([c.pos]) : i32b([c.pos]), bytes(new Float32Array(c.rows * c.heads * c.hd).fill(NaN))];
+  });
+  return {
+    name,
+    fault: fault ? lib.FAULT.ATTENTION_POS : undefined,
+    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt }),
+    inputs,
+    expect(ins) {
+      if (fault) return [];
+      const q = asF32(ins[0]);
+      const { rows, heads, kvHeads, hd, cap, pos } = c;
+      const scale = Math.fround(1 / Math.sqrt(hd));
+      const want = new Float64Array(rows * heads * hd), mag = new Float64Array(rows * heads * hd);
+      const sc = new Float64Array(cap);
+      for (let r = 0; r < rows; r++) {
+        for (let h = 0; h < heads; h++) {
+          const g = Math.floor(h / (heads / kvHeads)), qo = (r * heads + h) * hd;
+          let mx = -Infinity;
+          for (let p = 0; p < cap; p++) { // the whole [cap] sweep with the mask, as the graph defines it
+            let s = 0;
+            for (let d = 0; d < hd; d++) s += q[qo + d] * kvals[(p * kvHeads + g) * hd + d];
+            sc[p] = p <= pos + r ? s * scale : -Infinity;
+            mx = Math.max(mx, sc[p]);
+          }
+          let sum = 0;
+          for (let p = 0; p < cap; p++) sum += (sc[p] = Math.exp(sc[p] - mx));
+          for (let d = 0; d < hd; d++) {
+            let o = 0, m = 0;
+            for (let p = 0; p < cap; p++) {
+              const v = vvals[(p * kvHeads + g) * hd + d];
+              o += sc[p] * v;
+              m += sc[p] * Math.abs(v);
+            }
+            want[qo + d] = o / sum;
+            mag[qo + d] = m / sum;
+          }
+        }
+      }
+      return [{ binding: 4, type: "f32", want, mag, tol: { abs: 1e-6, rel: 3e-5 + (hd + c.cap) * 4 * EPS } }];
+    },
+  };
+}
+
+// ---- norms, softmax, argmax --------------------------------------------------------------------------
+function rmsnormCase(rows: number, n: number, weight: "f32" | "f16" | "bf16" | null): KernelCase {
+  const name = `rmsnorm rows=${rows} n=${n} weight=${weight}`;
+  const eps = 1e-5;
+  let wv: Float64Array | undefined;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const out = [bytes(rng.f32(rows * n, -3, 3))];
+    if (weight) {
+      const f = floats(rng, weight, n, 0.5, 1.5);
+      wv = f.values;
+      out.push(f.bytes);
+    }
+    out.push(zeros(rows * n * 4));
+    return out;
+  });
+  return {
+    name,
+    make: (caps) => lib.rmsnorm(caps, { rows, n, eps, weight }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]);
+      const want = new Float64Array(rows * n);
+      for (let r = 0; r < rows; r++) {
+        let ss = 0;
+        for (let i = 0; i < n; i++) ss += x[r * n + i] ** 2;
+        const inv = 1 / Math.sqrt(ss / n + Math.fround(eps));
+        for (let i = 0; i < n; i++) want[r * n + i] = x[r * n + i] * inv * (wv ? wv[i] : 1);
+      }
+      return [{ binding: ins.length - 1, type: "f32", want, tol: { abs: 1e-6, rel: 1e-5 + n * 2 * EPS } }];
+    },
+  };
+}
+function layernormCase(rows: number, n: number, bias: boolean): KernelCase {
+  const name = `layernorm rows=${rows} n=${n}${bias ? " bias" : ""}`;
+  const eps = 1e-5;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const out = [bytes(rng.f32(rows * n, -2, 4)), bytes(rng.f32(n, 0.5, 1.5))];
+    if (bias) out.push(bytes(rng.f32(n)));
+    out.push(zeros(rows * n * 4));
+    return out;
+  });
+  return {
+    name,
+    make: (caps) => lib.layernorm(caps, { rows, n, eps, weight: "f32", bias }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]), w = asF32(ins[1]), bb = bias ? asF32(ins[2]) : undefined;
+      const want = new Float64Array(rows * n), mag = new Float64Array(rows * n);
+      for (let r = 0; r < rows; r++) {
+        let s = 0;
+        for (let i = 0; i < n; i++) s += x[r * n + i];
+        const mean = s / n;
+        let v = 0;
+        for (let i = 0; i < n; i++) v += (x[r * n + i] - mean) ** 2;
+        const inv = 1 / Math.sqrt(v / n + Math.fround(eps));
+        for (let i = 0; i < n; i++) {
+          want[r * n + i] = (x[r * n + i] - mean) * inv * w[i] + (bb ? bb[i] : 0);
+          mag[r * n + i] = (Math.abs(x[r * n + i]) + Math.abs(mean)) * inv * w[i] + (bb ? Math.abs(bb[i]) : 0);
+        }
+      }
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: 1e-5 + n * 4 * EPS } }];
+    },
+  };
+}
+function softmaxCase(rows: number, n: number): KernelCase {
+  const name = `softmax rows=${rows} n=${n}`;
+  const inputs = memo(() => [bytes(new Rng(name).f32(rows * n, -8, 8)), zeros(rows * n * 4)]);
+  return {
+    name,
+    make: (caps) => lib.softmax(caps, { rows, n }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]);
+      const want = new Float64Array(rows * n);
+      for (let r = 0; r < rows; r++) {
+        let m = -Infinity, s = 0;
+        for (let i = 0; i < n; i++) m = Math.max(m, x[r * n + i]);
+        for (let i = 0; i < n; i++) s += Math.exp(x[r * n + i] - m);
+        for (let i = 0; i < n; i++) want[r * n + i] = Math.exp(x[r * n + i] - m) / s;
+      }
+      return [{ binding: 1, type: "f32", want, tol: { abs: 1e-9, rel: 2e-5 + n * 2 * EPS } }];
+    },
+  };
+}
+function argmaxCase(rows: number, n: number, special: "ties" | "nan" | "plain", out: "u32" | "i32" = "u32"): KernelCase {
+  const name = `argmax rows=${rows} n=${n} ${special} ${out}`;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const x = rng.f32(rows * n, -4, 4);
+    if (special === "ties") {
+      for (let r = 0; r < rows; r++) { // the max appears several times, late copies must lose
+        const a = rng.int(n), b2 = rng.int(n), c = rng.int(n);
+        x[r * n + a] = x[r * n + b2] = x[r * n + c] = 7;
+        if (r % 2) x.fill(-Infinity, r * n, r * n + n);
+      }
+    }
+    if (special === "nan") {
+      for (let r = 0; r < rows; r++) {
+        x[r * n + rng.int(n)] = 9;
+        if (r % 2 === 0) x[r * n + rng.int(n)] = NaN;
+      }
+    }
+    return [bytes(x), zeros(rows * 4)];
+  });
+  return {
+    name,
+    make: (caps) => lib.argmax(caps, { rows, n, out }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]);
+      const want: number[] = [];
+      for (let r = 0; r < rows; r++) {
+        let bi = -1;
+        for (let i = 0; i < n; i++) {
+          const v = x[r * n + i];
+          if (Number.isNaN(v)) {
+            bi = i;
+            break;
+          }
+          if (bi < 0 || v > x[r * n + bi]) bi = i;
+        }
+        want.push(bi);
+      }
+      return [{ binding: 1, type: out, want }];
+    },
+  };
+}
+
+// ---- rope ----------------------------------------------------------------------------------------------
+interface RopeCfg { rows: number; heads: number; hd: number; style: "adjacent" | "half"; pos: number; rot?: number; table?: boolean; rowPos?: boolean; pt?: "u32" | "i32" }
+function ropeCase(c: RopeCfg, fault = false): KernelCase {
+  const theta = 10000, rot = c.rot ?? c.hd, pt = c.pt ?? "u32";
+  const name = `rope ${c.style} rows=${c.rows} heads=${c.heads} hd=${c.hd} rot=${rot} pos=${c.pos}${c.table ? " table" : ""}${c.rowPos ? " per-row" : ""} ${pt}${fault ? " (fault)" : ""}`;
+  const positions = Array.from({ length: c.rows }, (_, r) => c.rowPos ? c.pos + 3 * r + (r % 2) : c.pos + r);
+  const freqs = Float32Array.from({ length: rot / 2 }, (_, i) => Math.fround(Math.pow(Math.fround(theta), Math.fround(-Math.fround(2 * i) / rot))));
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const x = rng.f32(c.rows * c.heads * c.hd, -2, 2);
+    const pv = c.rowPos ? positions : [c.pos];
+    const out = [bytes(x), pt === "u32" ? u32b(pv) : i32b(pv)];
+    if (c.table) out.push(bytes(freqs));
+    out.push(zeros(x.byteLength));
+    return out;
+  });
+  return {
+    name,
+    fault: fault ? lib.FAULT.ROPE_POS : undefined,
+    make: (caps) => lib.rope(caps, { rows: c.rows, heads: c.heads, hd: c.hd, theta, style: c.style, rot, pos: pt, positions: c.rowPos ? "rows" : "base", freqs: c.table }),
+    inputs,
+    expect(ins) {
+      if (fault) return [];
+      const x = asF32(ins[0]);
+      const want = Float64Array.from(x), mag = Float64Array.from(x, Math.abs);
+      for (let r = 0; r < c.rows; r++) {
+        for (let h = 0; h < c.heads; h++) {
+          const base = (r * c.heads + h) * c.hd;
+          for (let i = 0; i < rot / 2; i++) {
+            const a = base + (c.style === "adjacent" ? 2 * i : i), b = c.style === "adjacent" ? a + 1 : a + rot / 2;
+            const ang = Math.fround(positions[r] * freqs[i]);
+            const co = Math.cos(ang), si = Math.sin(ang);
+            want[a] = x[a] * co - x[b] * si;
+            want[b] = x[a] * si + x[b] * co;
+            mag[a] = mag[b] = Math.abs(x[a]) + Math.abs(x[b]);
+          }
+        }
+      }
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: 2e-6 * Math.max(1, c.pos + 3 * c.rows) + 8 * EPS } }];
+    },
+  };
+}
+
+// ---- elementwise ---------------------------------------------------------------------------------------
+function erf(x: number): number { // Taylor series; |x| <= 4 keeps the cancellation under 1e-9
+  if (Math.abs(x) > 4) return Math.sign(x);
+  let term = x, sum = x;
+  for (let n = 1; n < 200; n++) {
+    term *= -x * x / n;
+    sum += term / (2 * n + 1);
+  }
+  return sum * 2 / Math.sqrt(Math.PI);
+}
+type Ref = (...a: number[]) => number;
+function ewCase(label: string, make: (caps: Caps) => Kernel, n: number, nIn: number, ref: Ref, opts: { lenB?: number; lo?: number; hi?: number; abs?: number } = {}): KernelCase {
+  const name = `${label} n=${n}${opts.lenB ? ` broadcast=${opts.lenB}` : ""}`;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const ins = Array.from({ length: nIn }, (_, i) => bytes(rng.f32(i === 1 && opts.lenB ? opts.lenB : n, opts.lo ?? -4, opts.hi ?? 4)));
+    return [...ins, zeros(n * 4)];
+  });
+  return {
+    name,
+    make,
+    inputs,
+    expect(ins) {
+      const xs = ins.slice(0, nIn).map(asF32);
+      const want = new Float64Array(n);
+      for (let i = 0; i < n; i++) want[i] = ref(...xs.map((x) => x[i % (x === xs[1] && opts.lenB ? opts.lenB : n)]));
+      return [{ binding: nIn, type: "f32", want, tol: { abs: opts.abs ?? 1e-7, rel: 1e-5 } }];
+    },
+  };
+}
+const sig = (x: number) => 1 / (1 + Math.exp(-x));
+function genericCases(): KernelCase[] {
+  const n = 37;
+  const fl: lib.EwExpr = { op: "add", args: [{ op: "select", args: [{ op: "gt", args: [{ in: 0 }, { in: 1 }] }, { op: "mul", args: [{ in: 0 }, { in: 1 }] }, { op: "sub", args: [{ in: 0 }, { op: "sqrt", args: [{ op: "abs", args: [{ in: 1 }] }] }] }] }, 0.5] };
+  const floatCase = ewCase("elementwise select/sqrt", (caps) => lib.elementwise(caps, { n, inputs: [{ type: "f32" }, { type: "f32" }], out: "f32", expr: fl, name: "ew_generic_f32" }), n, 2,
+    (a, b) => (a > b ? a * b : a - Math.sqrt(Math.abs(b))) + 0.5);
+  // integers: (a * 3 + b) ^ 5 with an f16 input cast in, out i32; mixed storage types and a broadcast scalar
+  const name = "elementwise int/f16 mix n=40";
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const a = Int32Array.from({ length: 40 }, () => rng.int(2000) - 1000);
+    const h = Uint16Array.from({ length: 40 }, () => numToHalf(rng.uniform(-50, 50)));
+    return [bytes(a), bytes(h), i32b([7]), zeros(160)];
+  });
+  const ie: lib.EwExpr = { op: "xor", args: [{ op: "add", args: [{ op: "mul", args: [{ in: 0 }, { c: 3, t: "i32" }] }, { cast: "i32", a: { in: 1 } }] }, { in: 2 }] };
+  const intCase: KernelCase = {
+    name,
+    make: (caps) => lib.elementwise(caps, { n: 40, inputs: [{ type: "i32" }, { type: "f16" }, { type: "i32", len: 1 }], out: "i32", expr: ie, name: "ew_generic_int" }),
+    inputs,
+    expect(ins) {
+      const a = new Int32Array(ins[0].buffer), h = new Uint16Array(ins[1].buffer);
+      return [{ binding: 3, type: "i32", want: Array.from({ length: 40 }, (_, i) => ((a[i] * 3 + Math.trunc(halfToNum(h[i]))) ^ 7)) }];
+    },
+  };
+  return [floatCase, intCase];
+}
+
+// ---- movement --------------------------------------------------------------------------------------
+function updateSliceCase(rows: number, width: number, cap: number, pos: number, dst: "f32" | "f16" | "bf16", pt: "u32" | "i32", fault = false): KernelCase {
+  const name = `update_slice rows=${rows} width=${width} cap=${cap} pos=${pos} dst=${dst} ${pt}${fault ? " (fault)" : ""}`;
+  const src = dst === "f32" ? "f32" : dst; // same storage: the cache write copies what the step computed
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const s = floats(rng, src, rows * width), d = floats(rng, dst, cap * width);
+    return [s.bytes, pt === "u32" ? u32b([pos]) : i32b([pos]), d.bytes];
+  });
+  return {
+    name,
+    fault: fault ? lib.FAULT.UPDATE_POS : undefined,
+    make: (caps) => lib.updateSlice(caps, { rows, width, cap, src, dst, pos: pt }),
+    inputs,
+    expect(ins) {
+      if (fault) return [];
+      const want = decode(dst, ins[2], cap * width);
+      want.set(decode(src, ins[0], rows * width), pos * width);
+      return [{ binding: 2, type: dst, want }];
+    },
+  };
+}
+function scatterCase(rows: number, width: number, cap: number, it: "u32" | "i32", bad = false): KernelCase {
+  const name = `scatter rows=${rows} width=${width} cap=${cap} ${it}${bad ? " (fault)" : ""}`;
+  let idx: number[] = [];
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const perm = Array.from({ length: cap }, (_, i) => i);
+    for (let i = cap - 1; i > 0; i--) {
+      const j = rng.int(i + 1);
+      [perm[i], perm[j]] = [perm[j], perm[i]];
+    }
+    idx = perm.slice(0, rows);
+    if (bad) idx[rows - 1] = it === "i32" ? -1 : cap;
+    return [bytes(rng.f32(rows * width)), it === "u32" ? u32b(idx) : i32b(idx), bytes(rng.f32(cap * width))];
+  });
+  return {
+    name,
+    fault: bad ? lib.FAULT.SCATTER_INDEX : undefined,
+    make: (caps) => lib.scatter(caps, { rows, width, cap, index: it }),
+    inputs,
+    expect(ins) {
+      if (bad) return [];
+      const src = asF32(ins[0]), want = Float64Array.from(asF32(ins[2]).subarray(0, cap * width));
+      idx.forEach((to, r) => want.set(src.subarray(r * width, r * width + width), to * width));
+      return [{ binding: 2, type: "f32", want }];
+    },
+  };
+}
+function gatherCase(table: lib.WType, rows: number, width: number, vocab: number, it: "u32" | "i32", bad = false): KernelCase {
+  const name = `gather ${table} rows=${rows} width=${width} vocab=${vocab} ${it}${bad ? " (fault)" : ""}`;
+  let tv: Float64Array, ids: number[] = [];
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    let tb: Uint8Array;
+    if (table === "q8_0" || table === "q4_0") {
+      const q = table === "q8_0" ? q8Rows(rng, vocab, width) : q4Rows(rng, vocab, width);
+      tb = bytes(q.bytes);
+      tv = q.values;
+    } else {
+      const f = floats(rng, table, vocab * width);
+      tb = f.bytes;
+      tv = f.values;
+    }
+    ids = Array.from({ length: rows }, (_, r) => r === 0 ? vocab - 1 : rng.int(vocab));
+    if (bad) ids[rows - 1] = it === "i32" ? -5 : vocab;
+    return [tb, it === "u32" ? u32b(ids) : i32b(ids), zeros(rows * width * 4)];
+  });
+  return {
+    name,
+    fault: bad ? lib.FAULT.GATHER_ID : undefined,
+    make: (caps) => lib.gather(caps, { rows, width, vocab, table, ids: it }),
+    inputs,
+    expect() {
+      if (bad) return [];
+      const want = new Float64Array(rows * width);
+      ids.forEach((id, r) => want.set(tv.subarray(id * width, id * width + width), r * width));
+      // q types: d * q is one f32 rounding away from the exact product
+      return [{ binding: 2, type: "f32", want, tol: table.startsWith("q") ? { abs: 0, rel: EPS } : undefined }];
+    },
+  };
+}
+
+/** Every case, in a stable order. */
+export const cases: KernelCase[] = [
+  ...(["f32", "f16", "bf16"] as const).flatMap((w) => [
+    matmulCase(w, 1, 8, 1),
+    matmulCase(w, 7, 13, 2),
+    matmulCase(w, 33, 64, 3, true),
+    matmulCase(w, 20, 100, 1, false, true),
+    matmulCase(w, 9, 48, 11, true, true),
+  ]),
+  ...(["q8_0", "q4_0"] as const).flatMap((w) => [
+    matmulCase(w, 1, 32, 1),
+    matmulCase(w, 33, 64, 3, true),
+    matmulCase(w, 17, 160, 1, false, true),
+    matmulCase(w, 12, 96, 10, true, true),
+  ]),
+  attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 8, pos: 3 }),
+  attentionCase({ rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 24, pos: 23 }),
+  attentionCase({ rows: 1, heads: 3, kvHeads: 1, hd: 12, cap: 10, pos: 0, kv: "f16" }),
+  attentionCase({ rows: 1, heads: 6, kvHeads: 3, hd: 40, cap: 17, pos: 9, kv: "bf16", pt: "i32" }),
+  attentionCase({ rows: 5, heads: 4, kvHeads: 1, hd: 8, cap: 16, pos: 2 }),
+  attentionCase({ rows: 3, heads: 2, kvHeads: 2, hd: 33, cap: 9, pos: 6, pt: "i32" }),
+  attentionCase({ rows: 2, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: 7 }, true),
+  attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: -1, pt: "i32" }, true),
+  rmsnormCase(1, 64, "f32"),
+  rmsnormCase(3, 33, "f32"),
+  rmsnormCase(2, 260, "f16"),
+  rmsnormCase(2, 7, "bf16"),
+  rmsnormCase(2, 40, null),
+  layernormCase(2, 50, true),
+  layernormCase(3, 16, false),
+  softmaxCase(1, 7),
+  softmaxCase(3, 100),
+  softmaxCase(2, 513),
+  argmaxCase(1, 512, "plain"),
+  argmaxCase(4, 37, "ties"),
+  argmaxCase(4, 70, "nan", "i32"),
+  argmaxCase(3, 1, "plain"),
+  ropeCase({ rows: 1, heads: 4, hd: 16, style: "adjacent", pos: 7 }),
+  ropeCase({ rows: 3, heads: 2, hd: 8, style: "half", pos: 40 }),
+  ropeCase({ rows: 2, heads: 3, hd: 12, style: "half", pos: 5, rot: 8 }),
+  ropeCase({ rows: 2, heads: 2, hd: 10, style: "adjacent", pos: 11, rot: 6, table: true }),
+  ropeCase({ rows: 4, heads: 1, hd: 8, style: "half", pos: 2, rowPos: true, pt: "i32" }),
+  ropeCase({ rows: 1, heads: 2, hd: 8, style: "adjacent", pos: -3, pt: "i32" }, true),
+  ewCase("silu", (caps) => lib.silu(caps, 64), 64, 1, (x) => x * sig(x)),
+  ewCase("silu", (caps) => lib.silu(caps, 31), 31, 1, (x) => x * sig(x)),
+  ewCase("gelu tanh", (caps) => lib.gelu(caps, 45), 45, 1,
+    (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)))),
+  ewCase("gelu erf", (caps) => lib.gelu(caps, 44, true), 44, 1, (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)), { abs: 4e-7 }),
+  ewCase("silu_mul", (caps) => lib.siluMul(caps, 100), 100, 2, (g, u) => g * sig(g) * u),
+  ewCase("add", (caps) => lib.add(caps, 19), 19, 2, (a, b) => a + b),
+  ewCase("add", (caps) => lib.add(caps, 24, 6), 24, 2, (a, b) => a + b, { lenB: 6 }),
+  ewCase("mul", (caps) => lib.mul(caps, 21, 7), 21, 2, (a, b) => a * b, { lenB: 7 }),
+  ...genericCases(),
+  updateSliceCase(1, 32, 16, 5, "f32", "u32"),
+  updateSliceCase(3, 12, 8, 5, "f16", "i32"),
+  updateSliceCase(2, 7, 9, 0, "bf16", "u32"),
+  updateSliceCase(2, 8, 8, 7, "f32", "u32", true),
+  updateSliceCase(1, 8, 8, -1, "f32", "i32", true),
+  scatterCase(3, 16, 8, "u32"),
+  scatterCase(4, 5, 6, "i32"),
+  scatterCase(2, 4, 4, "u32", true),
+  scatterCase(2, 4, 4, "i32", true),
+  ...(["f32", "f16", "bf16", "q8_0", "q4_0"] as const).map((t) => gatherCase(t, 3, t.startsWith("q") ? 64 : 20, 11, "u32")),
+  gatherCase("f32", 2, 9, 5, "i32"),
+  gatherCase("f16", 2, 8, 5, "u32", true),
+  gatherCase("q8_0", 2, 32, 5, "i32", true),
+];
