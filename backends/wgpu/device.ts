@@ -1,0 +1,632 @@
+// The WebGPU device (Deno's built-in wgpu through navigator.gpu).
+//
+// Record once: pipelines (compile), bind groups and the dispatch list (record). Per step: the Engine writes
+// slots with queue.writeBuffer, replay encodes the cached list into one command encoder and submits once;
+// synchronize submits one small copy of the fault words and of the touched readback buffers into a mapped
+// staging buffer and maps it. So a decode step is two submits and one map. Deno resolves every mapAsync
+// (and onSubmittedWorkDone) on a 10 ms polling tick, which floors a step at ~10 ms whatever the GPU does;
+// the map is therefore shared by fault words and readback, and read() of a readback buffer after
+// synchronize costs no further map.
+//
+// Ordering: all dispatches of a run share one compute pass (unless passPerDispatch). WebGPU orders storage
+// writes between dispatches, and wgpu implements it: a STORAGE_READ_WRITE usage is not "ordered", so
+// its tracker puts a barrier between consecutive dispatches that use a buffer read-write. Copies end the pass.
+//
+// Faults: a kernel with checks gets its own 4-byte word (one per dispatch, at a minStorageBufferOffsetAlignment
+// stride) in its recording's fault buffer; synchronize reads them, clears them in the same submit, and raises
+// KernelFault for the first non-zero word in dispatch order. Results of that replay are garbage.
+//
+// Failures: device.lost poisons (the call that sees it throws DeviceLost, later ones Poisoned); mapAsync is
+// bounded by the timeout (DeviceTimeout, poisons); validation errors (uncaptured, or caught by error scopes
+// around compile and record) surface at synchronize as Unsupported, out-of-memory as OutOfMemory.
+//
+// Not one submit: an unaligned write() (offset or size not a multiple of 4) lands through a scratch buffer and
+// a byte-copy dispatch, its own submit; an eager run() builds bind groups, a fault buffer and parameter
+// buffers for that call only (temporaries, freed at the next synchronize). stats counts submits, maps and
+// host microseconds spent encoding.
+import type { Kernel } from "../../kernels/ir.ts";
+import { KernelError } from "../../kernels/ir.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import { renderWgsl, type WgslShader } from "../../kernels/render/wgsl.ts";
+import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { DeviceLost, DeviceTimeout, type ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
+import { COPY_BYTES, COPY_GROUPS, COPY_WORDS } from "./copy.ts";
+import { openGpu, type Opened, type WgpuFeatures, type WgpuOpenOptions } from "./target.ts";
+
+// GPUBufferUsage / GPUMapMode / GPUShaderStage values (the globals do not exist under Bun; this module must load there).
+const MAP_READ = 0x1, COPY_SRC = 0x4, COPY_DST = 0x8, STORAGE = 0x80, COMPUTE = 0x4;
+const B = "wgpu";
+
+export interface WgpuOptions extends WgpuOpenOptions {
+  /** End the compute pass after every dispatch (default: one pass per run of dispatches between copies). */
+  passPerDispatch?: boolean;
+  /** Bound on waits that take no timeout argument (read); 600 s by default. */
+  timeoutMs?: number;
+}
+
+export interface WgpuStats {
+  submits: number;
+  replays: number;
+  eagerRuns: number;
+  dispatches: number;
+  maps: number;
+  /** Host microseconds spent building command encoders in replay/run (total and last call). */
+  encodeMicros: number;
+  lastEncodeMicros: number;
+  /** Host microseconds waiting in synchronize/read for maps. */
+  mapMicros: number;
+}
+
+const ceil = (n: number, a: number) => Math.ceil(n / a) * a;
+
+class WgpuBuffer implements DeviceBuffer {
+  freed = false;
+  /** Written by work since the last synchronize (readback buffers: the snapshot is stale). */
+  dirty = false;
+  snapshot: Uint8Array | undefined;
+  constructor(readonly bytes: number, readonly gpu: GPUBuffer, readonly size: number, readonly usage: string) {}
+}
+
+interface Variant {
+  shader: WgslShader;
+  pipeline: GPUComputePipeline;
+  layout: GPUBindGroupLayout;
+}
+class WgpuCompiled implements CompiledKernel {
+  readonly variants = new Map<"n" | "rw", Variant>();
+  constructor(readonly kernel: Kernel) {}
+}
+
+type Cmd =
+  | { k: "d"; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number, number] }
+  | { k: "c"; src: GPUBuffer; so: number; dst: GPUBuffer; dOff: number; n: number };
+
+class WgpuRecording implements Recording {
+  released = false;
+  constructor(
+    readonly list: Cmd[],
+    /** Fault words (one per checked dispatch) and which kernel owns each. */
+    readonly faults: GPUBuffer | undefined,
+    readonly faultNames: string[],
+    readonly readbacks: WgpuBuffer[],
+    /** Buffers only this recording uses (copy parameters); destroyed on release. */
+    readonly owned: GPUBuffer[],
+  ) {}
+  get steps(): number {
+    return this.list.length;
+  }
+}
+
+function bounded<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(timeout()), ms);
+    p.then((v) => {
+      clearTimeout(t);
+      resolve(v);
+    }, (e) => {
+      clearTimeout(t);
+      reject(e);
+    });
+  });
+}
+
+export class WgpuDevice implements Device {
+  readonly target: TargetSet;
+  readonly features: WgpuFeatures;
+  /** The underlying GPUDevice (tests use it to force a device loss). */
+  readonly gpu: GPUDevice;
+  readonly stats: WgpuStats = {
+    submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, mapMicros: 0,
+  };
+  poisoned: string | undefined;
+  private lostUnreported = false;
+  private destroying = false;
+  private readonly passPerDispatch: boolean;
+  private readonly timeoutMs: number;
+  private readonly align: number;
+  private readonly faultStride: number;
+  private readonly compiled = new WeakMap<Kernel, WgpuCompiled>();
+  /** Work enqueued since the last synchronize: fault buffers to read, readback buffers to snapshot. */
+  private pending: { faults: GPUBuffer; names: string[]; temp: boolean }[] = [];
+  private touched = new Set<WgpuBuffer>();
+  private temps: GPUBuffer[] = [];
+  /** Validation outcomes still to be looked at (compile and record error scopes, compilation messages). */
+  private checks: Promise<ExecError | undefined>[] = [];
+  private errors: ExecError[] = [];
+  private staging: GPUBuffer | undefined;
+  private readonly zero16 = new Uint8Array(16);
+
+  private constructor(o: Opened, opts: WgpuOptions) {
+    this.gpu = o.device;
+    this.target = o.target;
+    this.features = o.features;
+    this.passPerDispatch = opts.passPerDispatch ?? false;
+    this.timeoutMs = opts.timeoutMs ?? 600_000;
+    this.align = Math.max(4, this.gpu.limits.minStorageBufferOffsetAlignment);
+    this.faultStride = this.align;
+    this.gpu.lost.then((info) => {
+      if (this.destroying) return;
+      this.poisoned ??= `device lost (${info.reason}): ${info.message}`;
+      this.lostUnreported = true;
+    });
+    this.gpu.addEventListener("uncapturederror", (ev) => {
+      this.errors.push(typedError((ev as GPUUncapturedErrorEvent).error, "uncaptured"));
+    });
+  }
+
+  /** Opens the adapter's device; a string says why there is none (no navigator.gpu, no adapter). */
+  static async open(opts: WgpuOptions = {}): Promise<WgpuDevice | string> {
+    const o = await openGpu(opts);
+    return typeof o === "string" ? o : new WgpuDevice(o, opts);
+  }
+
+  // ---- state -----------------------------------------------------------------------------------------
+
+  private live(): void {
+    if (this.poisoned === undefined) return;
+    if (this.lostUnreported) {
+      this.lostUnreported = false;
+      throw new DeviceLost(B, this.poisoned);
+    }
+    throw new Poisoned(B, this.poisoned);
+  }
+  private poison(e: ExecError): ExecError {
+    this.poisoned ??= e.message;
+    return e;
+  }
+  private buf(b: DeviceBuffer): WgpuBuffer {
+    if (!(b instanceof WgpuBuffer)) throw new Unsupported(`${B}: not a WebGPU device buffer`);
+    if (b.freed) throw new Unsupported(`${B}: buffer used after free`);
+    return b;
+  }
+  private scoped(what: string, f: () => void): void {
+    this.gpu.pushErrorScope("out-of-memory");
+    this.gpu.pushErrorScope("validation");
+    try {
+      f();
+    } finally {
+      const v = this.gpu.popErrorScope(), m = this.gpu.popErrorScope();
+      this.checks.push(Promise.all([v, m]).then(([a, b]) => a ? typedError(a, what) : b ? typedError(b, what) : undefined));
+    }
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------------
+
+  alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer {
+    this.live();
+    if (!Number.isInteger(bytes) || bytes < 0) throw new Unsupported(`${B}: cannot allocate ${bytes} bytes`);
+    const size = Math.max(16, ceil(bytes, 16));
+    const max = this.gpu.limits.maxBufferSize;
+    if (size > max) {
+      throw new Unsupported(`${B}: a buffer of ${bytes} bytes exceeds the adapter's maxBufferSize (${max}); the model does not fit this device as planned`);
+    }
+    let gpu: GPUBuffer | undefined;
+    try {
+      this.scoped("alloc", () => {
+        gpu = this.gpu.createBuffer({ size, usage: STORAGE | COPY_SRC | COPY_DST });
+      });
+    } catch (e) {
+      throw new OutOfMemory(B, bytes, (e as Error).message);
+    }
+    return new WgpuBuffer(bytes, gpu!, size, usage);
+  }
+
+  free(b: DeviceBuffer): void {
+    const w = this.buf(b);
+    w.freed = true;
+    this.touched.delete(w);
+    w.gpu.destroy();
+  }
+
+  write(b: DeviceBuffer, offset: number, data: Uint8Array): void {
+    this.live();
+    const w = this.buf(b);
+    if (offset < 0 || offset + data.byteLength > w.bytes) {
+      throw new Unsupported(`${B}: write of ${data.byteLength} bytes at ${offset} outside a ${w.bytes}-byte buffer`);
+    }
+    w.dirty = true;
+    if (data.byteLength === 0) return;
+    if (offset % 4 === 0 && data.byteLength % 4 === 0) {
+      this.gpu.queue.writeBuffer(w.gpu, offset, data);
+      return;
+    }
+    // Unaligned: stage the bytes in a scratch buffer at the same phase and copy them in with a byte kernel.
+    const phase = offset % 4;
+    const scratch = this.gpu.createBuffer({ size: ceil(phase + data.byteLength, 16), usage: STORAGE | COPY_DST });
+    const padded = new Uint8Array(ceil(phase + data.byteLength, 4));
+    padded.set(data, phase);
+    this.gpu.queue.writeBuffer(scratch, 0, padded);
+    this.temps.push(scratch);
+    const src = { gpu: scratch, offset: 0, size: scratch.size };
+    const cmds: Cmd[] = [];
+    const owned: GPUBuffer[] = [];
+    this.kernelCopy(src, phase, { gpu: w.gpu, offset: offset - phase, size: 0 }, phase, data.byteLength, cmds, owned);
+    this.temps.push(...owned);
+    this.submit(cmds);
+  }
+
+  async read(b: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    this.live();
+    const w = this.buf(b);
+    if (offset < 0 || bytes < 0 || offset + bytes > w.bytes) {
+      throw new Unsupported(`${B}: read of ${bytes} bytes at ${offset} outside a ${w.bytes}-byte buffer`);
+    }
+    if (w.snapshot && !w.dirty) return w.snapshot.slice(offset, offset + bytes);
+    const a0 = offset - (offset % 4), a1 = ceil(offset + bytes, 4);
+    const st = this.gpu.createBuffer({ size: Math.max(4, a1 - a0), usage: MAP_READ | COPY_DST });
+    try {
+      if (a1 > a0) {
+        const enc = this.gpu.createCommandEncoder();
+        enc.copyBufferToBuffer(w.gpu, a0, st, 0, a1 - a0);
+        this.gpu.queue.submit([enc.finish()]);
+        this.stats.submits++;
+      }
+      const m = await this.map(st, this.timeoutMs, "read");
+      return m.slice(offset - a0, offset - a0 + bytes);
+    } finally {
+      st.destroy();
+    }
+  }
+
+  /** Maps a MAP_READ buffer (bounded), copies its bytes out and unmaps. */
+  private async map(st: GPUBuffer, timeoutMs: number, what: string): Promise<Uint8Array> {
+    const t0 = performance.now();
+    const p = st.mapAsync(MAP_READ);
+    p.catch(() => {}); // a timed-out map may still reject later
+    try {
+      await bounded(p, timeoutMs, () => new DeviceTimeout(B, `${what} (mapAsync)`, timeoutMs));
+    } catch (e) {
+      if (e instanceof DeviceTimeout) throw this.poison(e);
+      await Promise.resolve(); // let a pending device-lost callback land first
+      if (this.poisoned !== undefined) {
+        this.lostUnreported = false;
+        throw new DeviceLost(B, this.poisoned);
+      }
+      throw this.poison(new DeviceLost(B, `${what}: mapAsync failed: ${(e as Error).message}`));
+    }
+    const out = new Uint8Array(st.getMappedRange().slice(0));
+    st.unmap();
+    this.stats.maps++;
+    this.stats.mapMicros += (performance.now() - t0) * 1000;
+    return out;
+  }
+
+  // ---- kernels -----------------------------------------------------------------------------------------
+
+  compile(kernel: Kernel): CompiledKernel {
+    this.live();
+    let c = this.compiled.get(kernel);
+    if (c) return c;
+    const caps = this.target.caps, [wx, wy, wz] = kernel.workgroup;
+    const lim = this.gpu.limits;
+    if (wx * wy * wz > lim.maxComputeInvocationsPerWorkgroup || wx > lim.maxComputeWorkgroupSizeX ||
+      wy > lim.maxComputeWorkgroupSizeY || wz > lim.maxComputeWorkgroupSizeZ) {
+      throw new Unsupported(`${B}: ${kernel.name}: workgroup ${kernel.workgroup.join("x")} exceeds the adapter's limits`);
+    }
+    const shared = kernel.shared.reduce((n, s) => n + s.count * (s.t === "f16" ? 2 : 4), 0);
+    if (shared > caps.maxSharedBytes) {
+      throw new Unsupported(`${B}: ${kernel.name}: ${shared} bytes of shared memory, the adapter allows ${caps.maxSharedBytes}`);
+    }
+    c = new WgpuCompiled(kernel);
+    this.variant(c, "n");
+    this.compiled.set(kernel, c);
+    return c;
+  }
+
+  /** compile(), then wait for the shader's compilation messages: a bad shader throws here, not at synchronize. */
+  async compileAsync(kernel: Kernel): Promise<CompiledKernel> {
+    const c = this.compile(kernel);
+    await this.drainChecks();
+    return c;
+  }
+
+  private variant(c: WgpuCompiled, v: "n" | "rw"): Variant {
+    let x = c.variants.get(v);
+    if (x) return x;
+    let shader: WgslShader;
+    try {
+      shader = renderWgsl(c.kernel, { ...this.features, readWrite: v === "rw" });
+    } catch (e) {
+      if (e instanceof KernelError) throw new Unsupported(`${B}: ${e.message}`);
+      throw e;
+    }
+    const name = c.kernel.name;
+    this.scoped(`compile ${name}`, () => {
+      const module = this.gpu.createShaderModule({ label: name, code: shader.code });
+      this.checks.push(module.getCompilationInfo().then((info) => {
+        const errs = info.messages.filter((m) => m.type === "error");
+        return errs.length ? new Unsupported(`${B}: ${name}: WGSL does not compile: ${errs.map((m) => m.message).join("; ")}`) : undefined;
+      }, () => undefined));
+      const layout = this.gpu.createBindGroupLayout({
+        label: name,
+        entries: shader.bindings.map((b) => ({
+          binding: b.binding,
+          visibility: COMPUTE,
+          buffer: { type: b.access === "read" ? "read-only-storage" as const : "storage" as const },
+        })),
+      });
+      const pipeline = this.gpu.createComputePipeline({
+        label: name,
+        layout: this.gpu.createPipelineLayout({ bindGroupLayouts: [layout] }),
+        compute: { module, entryPoint: shader.entry },
+      });
+      x = { shader, pipeline, layout };
+    });
+    c.variants.set(v, x!);
+    return x!;
+  }
+
+  // ---- recording ---------------------------------------------------------------------------------------
+
+  /** A binding's GPU range, checked against the adapter's limits and rounded up to 16 bytes (see wgsl.ts). */
+  private range(b: DeviceBinding, what: string): { gpu: GPUBuffer; offset: number; size: number; buf: WgpuBuffer } {
+    const w = this.buf(b.buffer);
+    if (b.offset < 0 || b.bytes < 0 || b.offset + b.bytes > w.bytes) {
+      throw new Unsupported(`${B}: ${what}: range ${b.offset}+${b.bytes} outside a ${w.bytes}-byte buffer`);
+    }
+    if (b.offset % this.align !== 0) {
+      throw new Unsupported(`${B}: ${what}: binding offset ${b.offset} is not a multiple of ${this.align} (caps.bindingAlign)`);
+    }
+    const size = Math.min(Math.max(16, ceil(b.bytes, 16)), w.size - b.offset);
+    const max = this.gpu.limits.maxStorageBufferBindingSize;
+    if (size > max) {
+      throw new Unsupported(`${B}: ${what}: a binding of ${b.bytes} bytes exceeds the adapter's maxStorageBufferBindingSize (${max}); the planner must split it`);
+    }
+    return { gpu: w.gpu, offset: b.offset, size, buf: w };
+  }
+
+  private checkGrid(name: string, g: [number, number, number]): void {
+    const m = this.gpu.limits.maxComputeWorkgroupsPerDimension;
+    if (g.some((n) => n > m)) throw new Unsupported(`${B}: ${name}: grid ${g.join("x")} exceeds ${m} workgroups per dimension`);
+  }
+
+  /** Turns steps into commands: bind groups made here, fault words assigned in dispatch order. */
+  private build(steps: DeviceStep[], faults: { buf?: GPUBuffer; names: string[] }, readbacks: Set<WgpuBuffer>, owned: GPUBuffer[]): Cmd[] {
+    const cmds: Cmd[] = [];
+    for (const [si, s] of steps.entries()) {
+      if (s.k === "copy") {
+        const a = this.range(s.src, `step ${si} copy source`), b = this.range(s.dst, `step ${si} copy destination`);
+        if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`${B}: step ${si}: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
+        if (b.buf.usage === "readback") readbacks.add(b.buf);
+        const n = s.src.bytes;
+        if (n === 0) continue;
+        if (a.gpu !== b.gpu && n % 4 === 0) cmds.push({ k: "c", src: a.gpu, so: a.offset, dst: b.gpu, dOff: b.offset, n });
+        else this.kernelCopy(a, 0, b, 0, n, cmds, owned);
+        continue;
+      }
+      if (!(s.compiled instanceof WgpuCompiled)) throw new Unsupported(`${B}: step ${si}: kernel was not compiled by this device`);
+      const k = s.compiled.kernel;
+      if (s.bindings.length !== k.buffers.length) {
+        throw new Unsupported(`${B}: ${k.name}: ${s.bindings.length} bindings for ${k.buffers.length} buffers`);
+      }
+      this.checkGrid(k.name, s.grid);
+      const ranges = s.bindings.map((b, i) => this.range(b, `${k.name} binding ${i} (${k.buffers[i].name})`));
+      // One GPUBuffer bound read-only and writable in one dispatch is a usage conflict: use the read_write variant.
+      const base = this.variant(s.compiled, "n");
+      const writable = new Set(ranges.filter((_, i) => base.shader.bindings[i].access === "read_write").map((r) => r.gpu));
+      const conflict = ranges.some((r, i) => base.shader.bindings[i].access === "read" && writable.has(r.gpu));
+      const v = conflict ? this.variant(s.compiled, "rw") : base;
+      ranges.forEach((r, i) => {
+        if (v.shader.bindings[i].access === "read_write" && r.buf.usage === "readback") readbacks.add(r.buf);
+      });
+      const entries: GPUBindGroupEntry[] = ranges.map((r, i) => ({ binding: i, resource: { buffer: r.gpu, offset: r.offset, size: r.size } }));
+      if (v.shader.errorBinding >= 0) {
+        entries.push({ binding: v.shader.errorBinding, resource: { buffer: faults.buf!, offset: faults.names.length * this.faultStride, size: 4 } });
+        faults.names.push(k.name);
+      }
+      cmds.push({ k: "d", pipeline: v.pipeline, group: this.gpu.createBindGroup({ label: k.name, layout: v.layout, entries }), grid: s.grid });
+    }
+    return cmds;
+  }
+
+  /** A dispatch copying n bytes from src+so to dst+dOff (offsets relative to the ranges' bases). */
+  private kernelCopy(
+    src: { gpu: GPUBuffer; offset: number; size: number }, so: number,
+    dst: { gpu: GPUBuffer; offset: number; size: number }, dOff: number, n: number,
+    cmds: Cmd[], owned: GPUBuffer[],
+  ): void {
+    const words = (src.offset + so) % 4 === 0 && (dst.offset + dOff) % 4 === 0 && n % 4 === 0;
+    const unit = words ? 4 : 1;
+    const c = this.compile(words ? COPY_WORDS : COPY_BYTES) as WgpuCompiled;
+    // Bind whole aligned windows; the parameter buffer carries the residual offsets.
+    const win = (r: { gpu: GPUBuffer; offset: number }, off: number) => {
+      const start = r.offset + off, base = start - (start % this.align);
+      return { base, rel: start - base, size: Math.min(ceil(start - base + n, 16), r.gpu.size - base) };
+    };
+    const a = win(src, so), b = win(dst, dOff);
+    const prm = this.gpu.createBuffer({ size: 16, usage: STORAGE | COPY_DST });
+    this.gpu.queue.writeBuffer(prm, 0, new Uint32Array([a.rel / unit, b.rel / unit, n / unit, 0]));
+    owned.push(prm);
+    const same = src.gpu === dst.gpu;
+    const v = this.variant(c, same ? "rw" : "n");
+    const group = this.gpu.createBindGroup({
+      label: c.kernel.name,
+      layout: v.layout,
+      entries: [
+        { binding: 0, resource: { buffer: src.gpu, offset: a.base, size: a.size } },
+        { binding: 1, resource: { buffer: dst.gpu, offset: b.base, size: b.size } },
+        { binding: 2, resource: { buffer: prm, offset: 0, size: 16 } },
+      ],
+    });
+    cmds.push({ k: "d", pipeline: v.pipeline, group, grid: [Math.min(COPY_GROUPS, Math.max(1, Math.ceil(n / unit / 256))), 1, 1] });
+  }
+
+  private faultBuffer(steps: DeviceStep[]): GPUBuffer | undefined {
+    let n = 0;
+    for (const s of steps) if (s.k === "kernel" && s.compiled.kernel.uses.checks) n++;
+    if (n === 0) return undefined;
+    return this.gpu.createBuffer({ size: ceil(n * this.faultStride, 16), usage: STORAGE | COPY_SRC | COPY_DST });
+  }
+
+  record(steps: DeviceStep[]): Recording {
+    this.live();
+    const faults = { buf: this.faultBuffer(steps), names: [] as string[] };
+    const readbacks = new Set<WgpuBuffer>();
+    const owned: GPUBuffer[] = [];
+    let cmds: Cmd[] = [];
+    try {
+      this.scoped("record", () => {
+        cmds = this.build(steps, faults, readbacks, owned);
+      });
+    } catch (e) {
+      faults.buf?.destroy();
+      for (const o of owned) o.destroy();
+      throw e;
+    }
+    return new WgpuRecording(cmds, faults.buf, faults.names, [...readbacks], owned);
+  }
+
+  /** Encodes commands into one command buffer and submits it. */
+  private submit(cmds: Cmd[]): number {
+    const t0 = performance.now();
+    const enc = this.gpu.createCommandEncoder();
+    let pass: GPUComputePassEncoder | undefined;
+    let last: GPUComputePipeline | undefined;
+    for (const c of cmds) {
+      if (c.k === "c") {
+        pass?.end();
+        pass = undefined;
+        enc.copyBufferToBuffer(c.src, c.so, c.dst, c.dOff, c.n);
+        continue;
+      }
+      if (!pass) {
+        pass = enc.beginComputePass();
+        last = undefined;
+      }
+      if (c.pipeline !== last) pass.setPipeline(last = c.pipeline);
+      pass.setBindGroup(0, c.group);
+      pass.dispatchWorkgroups(c.grid[0], c.grid[1], c.grid[2]);
+      this.stats.dispatches++;
+      if (this.passPerDispatch) {
+        pass.end();
+        pass = undefined;
+      }
+    }
+    pass?.end();
+    this.gpu.queue.submit([enc.finish()]);
+    this.stats.submits++;
+    const us = (performance.now() - t0) * 1000;
+    this.stats.encodeMicros += us;
+    this.stats.lastEncodeMicros = us;
+    return us;
+  }
+
+  replay(rec: Recording): void {
+    this.live();
+    if (!(rec instanceof WgpuRecording) || rec.released) throw new Unsupported(`${B}: not a live recording of this device`);
+    this.submit(rec.list);
+    this.stats.replays++;
+    if (rec.faults && !this.pending.some((p) => p.faults === rec.faults)) {
+      this.pending.push({ faults: rec.faults, names: rec.faultNames, temp: false });
+    }
+    for (const r of rec.readbacks) {
+      r.dirty = true;
+      this.touched.add(r);
+    }
+  }
+
+  run(steps: DeviceStep[]): void {
+    this.live();
+    const faults = { buf: this.faultBuffer(steps), names: [] as string[] };
+    const readbacks = new Set<WgpuBuffer>();
+    const owned: GPUBuffer[] = [];
+    let cmds: Cmd[] = [];
+    this.scoped("run", () => {
+      cmds = this.build(steps, faults, readbacks, owned);
+    });
+    this.temps.push(...owned);
+    this.submit(cmds);
+    this.stats.eagerRuns++;
+    if (faults.buf) this.pending.push({ faults: faults.buf, names: faults.names, temp: true });
+    for (const r of readbacks) {
+      r.dirty = true;
+      this.touched.add(r);
+    }
+  }
+
+  private async drainChecks(): Promise<void> {
+    const checks = this.checks;
+    this.checks = [];
+    const found = (await Promise.all(checks)).filter((e): e is ExecError => e !== undefined);
+    const errs = [...this.errors, ...found];
+    this.errors = [];
+    if (errs.length) throw errs[0];
+  }
+
+  async synchronize(timeoutMs: number): Promise<void> {
+    this.live();
+    const pending = this.pending, touched = [...this.touched];
+    this.pending = [];
+    this.touched.clear();
+    // Fault words first, then each touched readback buffer, in one staging buffer, one submit, one map.
+    let size = 0;
+    const at: number[] = [];
+    for (const p of pending) {
+      at.push(size);
+      size += p.faults.size;
+    }
+    for (const r of touched) {
+      at.push(size);
+      size += r.size;
+    }
+    size = Math.max(16, size);
+    if (!this.staging || this.staging.size < size) {
+      this.staging?.destroy();
+      this.staging = this.gpu.createBuffer({ size: ceil(size, 256), usage: MAP_READ | COPY_DST });
+    }
+    const st = this.staging;
+    const enc = this.gpu.createCommandEncoder();
+    pending.forEach((p, i) => {
+      enc.copyBufferToBuffer(p.faults, 0, st, at[i], p.faults.size);
+      enc.clearBuffer(p.faults);
+    });
+    touched.forEach((r, i) => enc.copyBufferToBuffer(r.gpu, 0, st, at[pending.length + i], r.size));
+    this.gpu.queue.submit([enc.finish()]);
+    this.stats.submits++;
+    let bytes: Uint8Array;
+    try {
+      bytes = await this.map(st, timeoutMs, "synchronize");
+    } finally {
+      for (const p of pending) if (p.temp) p.faults.destroy();
+      for (const t of this.temps) t.destroy();
+      this.temps = [];
+    }
+    await this.drainChecks();
+    touched.forEach((r, i) => {
+      const o = at[pending.length + i];
+      r.snapshot = bytes.slice(o, o + r.bytes);
+      r.dirty = false;
+    });
+    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2);
+    pending.forEach((p, i) => {
+      for (let j = 0; j < p.names.length; j++) {
+        const code = words[(at[i] + j * this.faultStride) >> 2];
+        if (code !== 0) throw new KernelFault(B, p.names[j], code);
+      }
+    });
+  }
+
+  releaseRecording(rec: Recording): void {
+    if (!(rec instanceof WgpuRecording) || rec.released) return;
+    rec.released = true;
+    // Work still unsynchronized may use them: hand them to the next synchronize to free.
+    const p = this.pending.find((x) => x.faults === rec.faults);
+    if (p) p.temp = true;
+    else rec.faults?.destroy();
+    this.temps.push(...rec.owned);
+  }
+
+  destroy(): Promise<void> {
+    this.destroying = true;
+    this.poisoned ??= "destroyed";
+    this.staging?.destroy();
+    this.gpu.destroy();
+    return Promise.resolve();
+  }
+}
+
+function typedError(e: GPUError, what: string): ExecError {
+  const msg = `${B}: ${what}: ${e.message}`;
+  if (e.constructor?.name === "GPUOutOfMemoryError") return new OutOfMemory(B, 0, msg);
+  return new Unsupported(msg);
+}

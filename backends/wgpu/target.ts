@@ -1,0 +1,119 @@
+// Opening a WebGPU device (navigator.gpu: Deno's built-in wgpu) and describing it as a TargetSet.
+import { totalmem } from "node:os";
+import type { Caps, TargetSet } from "../../kernels/target.ts";
+
+/** What the renderer may use on this device, beyond the TargetSet. */
+export interface WgpuFeatures {
+  f16: boolean;
+  subgroups: boolean;
+  /** `enable subgroups;` compiles (Naga in Deno 2.9 rejects the directive and needs none). */
+  enableSubgroups: boolean;
+}
+
+export interface WgpuOpenOptions {
+  powerPreference?: "high-performance" | "low-power";
+  /** Use subgroup ops / shader-f16 when the adapter offers them (default true); false tests the fallbacks. */
+  subgroups?: boolean;
+  f16?: boolean;
+  /** Device memory to report (WebGPU does not tell); defaults to host memory on a CPU adapter, else the largest buffer. */
+  memoryBytes?: number;
+}
+
+export interface Opened {
+  adapter: GPUAdapter;
+  device: GPUDevice;
+  features: WgpuFeatures;
+  target: TargetSet;
+}
+
+/** Why there is no WebGPU here, or undefined when navigator.gpu exists. */
+export function webgpuMissing(): string | undefined {
+  const nav = (globalThis as { navigator?: { gpu?: unknown } }).navigator;
+  if (!nav?.gpu) {
+    const bun = (globalThis as { Bun?: unknown }).Bun !== undefined;
+    return bun ? "Bun has no navigator.gpu (WebGPU)" : "navigator.gpu (WebGPU) is not available in this runtime";
+  }
+  return undefined;
+}
+
+/** The adapter's own limits, every one of them (the device asks for the maximum). */
+function limitsOf(a: GPUAdapter): Record<string, number> {
+  const out: Record<string, number> = {};
+  const l = a.limits as unknown as Record<string, number>;
+  for (const k in l) if (typeof l[k] === "number") out[k] = l[k];
+  return out;
+}
+
+/** Opens the adapter and a device with its maximum limits and the features poot uses; a string says why not. */
+export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | string> {
+  const missing = webgpuMissing();
+  if (missing) return missing;
+  const gpu = (navigator as unknown as { gpu: GPU }).gpu;
+  let adapter: GPUAdapter | null;
+  try {
+    adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? "high-performance" });
+  } catch (e) {
+    return `requestAdapter failed: ${(e as Error).message}`;
+  }
+  if (!adapter) return "navigator.gpu offers no adapter";
+  const limits = limitsOf(adapter);
+  const wantF16 = (opts.f16 ?? true) && adapter.features.has("shader-f16");
+  // wgpu may leave "subgroups" out of adapter.features yet grant it (lavapipe does): ask, and fall back.
+  const wantSg = opts.subgroups ?? true;
+  const tries: GPUFeatureName[][] = [];
+  const base: GPUFeatureName[] = wantF16 ? ["shader-f16"] : [];
+  if (wantSg) tries.push([...base, "subgroups" as GPUFeatureName]);
+  tries.push(base);
+  let device: GPUDevice | undefined;
+  let lastErr = "";
+  for (const requiredFeatures of tries) {
+    for (const requiredLimits of [limits, {}]) {
+      try {
+        device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
+        break;
+      } catch (e) {
+        lastErr = (e as Error).message;
+      }
+    }
+    if (device) break;
+  }
+  if (!device) return `requestDevice failed: ${lastErr}`;
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; isFallbackAdapter?: boolean };
+  const sgMin = info.subgroupMinSize ?? 0, sgMax = info.subgroupMaxSize ?? 0;
+  // Kernels assume one subgroup size; WebGPU cannot pin it, so a varying size counts as no subgroups.
+  const subgroups = device.features.has("subgroups" as GPUFeatureName) && sgMin > 0 && sgMin === sgMax;
+  const f16 = device.features.has("shader-f16");
+  const enableSubgroups = subgroups ? await directiveCompiles(device) : false;
+  const dl = device.limits;
+  const name = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(" ") || "WebGPU adapter";
+  const fallback = info.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|warp/i.test(name);
+  const caps: Caps = {
+    subgroups,
+    subgroupSize: subgroups ? sgMin : 0,
+    f16,
+    storage16: false,
+    storage8: false,
+    trap: false,
+    maxWorkgroupSize: dl.maxComputeInvocationsPerWorkgroup,
+    maxWorkgroupsPerDim: [dl.maxComputeWorkgroupsPerDimension, dl.maxComputeWorkgroupsPerDimension, dl.maxComputeWorkgroupsPerDimension],
+    maxSharedBytes: dl.maxComputeWorkgroupStorageSize,
+    maxBindingBytes: Math.min(dl.maxStorageBufferBindingSize, dl.maxBufferSize),
+    bindingAlign: Math.max(16, dl.minStorageBufferOffsetAlignment),
+  };
+  const target: TargetSet = {
+    backend: "wgpu",
+    device: name,
+    caps,
+    memory: { totalBytes: opts.memoryBytes ?? (fallback ? totalmem() : dl.maxBufferSize) },
+    watchdogBudget: 0,
+  };
+  return { adapter, device, features: { f16, subgroups, enableSubgroups }, target };
+}
+
+async function directiveCompiles(device: GPUDevice): Promise<boolean> {
+  device.pushErrorScope("validation");
+  const m = device.createShaderModule({ code: "enable subgroups;\n@compute @workgroup_size(1) fn main() {}" });
+  const info = await m.getCompilationInfo();
+  const err = await device.popErrorScope();
+  return !err && !info.messages.some((x) => x.type === "error");
+}

@@ -1,0 +1,740 @@
+// Renders a Kernel (kernels/ir.ts) to WGSL for a WebGPU compute pipeline (Deno's wgpu/Naga).
+//
+// Storage. WGSL storage only has 32-bit scalars (f16 needs `enable f16`), so every binding is declared as an
+// array of u32 words and each element view is decoded from its word: f32/i32 by bitcast, f16 by
+// unpack2x16float, bf16 by shifting into the high half, 8/16-bit integers by shift and mask (sign-extended
+// with an arithmetic shift). A binding that a vector access of 8 or 16 bytes touches is declared as
+// array<vec2<u32>> / array<vec4<u32>>, so such an access is one wide load or store; scalar accesses then
+// pick a component. Devices bind every range rounded up to 16 bytes so that no element falls off the end.
+// Stores: f32 -> f16/bf16 round to nearest even in bit arithmetic (pack2x16float's rounding and overflow are
+// left open by WGSL); narrower integers keep their low bits.
+//
+// Narrow stores. A store of fewer than 4 bytes (one u8/i8/u16/i16/f16/bf16 element, or a 2-byte vector of u8)
+// shares its word with neighbouring elements that other invocations may be storing at the same time. A plain
+// read-modify-write would lose one of the two, so such a binding is declared array<atomic<u32>>: the store
+// clears its bits with atomicAnd and sets them with atomicOr; every other access to that binding goes through
+// atomicLoad/atomicStore. Two invocations storing the same element is a race in the IR anyway. Vector stores
+// that cover whole words (2 x f16, 4 x u8, ...) are plain word stores.
+//
+// Control flow. WGSL wants barriers in uniform control flow, and an invocation that has returned must still
+// reach the workgroup's later barriers. A kernel without barriers renders `return` and a failed `check` as a
+// plain return. A kernel with barriers keeps a per-invocation `active` flag instead: return/check clear it,
+// statements after a possible deactivation run under `if (active)`, statements holding a barrier stay outside
+// such guards (their own bodies are guarded the same way), and barrier-free loops `break` out. Subgroup
+// operations inside a guard reduce over the still-active invocations, as the IR's masked semantics say.
+//
+// check(cond, code): one extra binding after the kernel's own (array<atomic<u32>>); a failing check does
+// atomicOr(&err[0], code) and stops that invocation. The device binds each dispatch its own word.
+//
+// Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
+// with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
+// caller's own value. exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow
+// and division are the driver's. WGSL has no way to forbid contracting a*b+c into an fma (Naga emits no
+// NoContraction); lavapipe does not contract, other drivers may, which the float tolerance covers.
+import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import { computeOf, ESIZE, KernelError } from "../ir.ts";
+import { wgslMath } from "./wgsl_math.ts";
+
+export interface WgslOptions {
+  /** The device has `shader-f16` enabled (kernels computing in f16 need it). */
+  f16: boolean;
+  /** The device has `subgroups` enabled (kernels using subgroup ops need it). */
+  subgroups: boolean;
+  /** Emit `enable subgroups;` (the WGSL spec wants it; Naga in Deno 2.9 rejects it and needs none). */
+  enableSubgroups?: boolean;
+  /**
+   * Declare every binding read_write. WebGPU refuses a dispatch that binds one GPUBuffer both read-only and
+   * writable (wgpu tracks usage per buffer, not per range), which happens when a kernel reads and writes
+   * different ranges of one arena; the device renders this variant for such dispatches.
+   */
+  readWrite?: boolean;
+}
+
+export interface WgslBinding {
+  binding: number;
+  /** The kernel buffer's name, or "err" for the fault word. */
+  name: string;
+  access: "read" | "read_write";
+  atomic: boolean;
+  /** u32 words per array element of the declaration (1, 2 or 4). */
+  words: 1 | 2 | 4;
+}
+
+export interface WgslShader {
+  code: string;
+  entry: string;
+  /** Kernel buffers in binding order, then the fault word when the kernel has checks. */
+  bindings: WgslBinding[];
+  /** Binding index of the fault word, or -1. */
+  errorBinding: number;
+}
+
+interface BufInfo {
+  decl: string;
+  words: 1 | 2 | 4;
+  atomic: boolean;
+  stored: boolean;
+}
+
+const ZERO: Record<CType, string> = { f32: "0.0f", f16: "0.0h", i32: "0i", u32: "0u", bool: "false" };
+const ONE: Record<CType, string> = { f32: "1.0f", f16: "1.0h", i32: "1i", u32: "1u", bool: "true" };
+
+function ident(s: string): string {
+  return s.replace(/[^A-Za-z0-9_]/g, "_");
+}
+
+// ---- whole-kernel scans ------------------------------------------------------------------------------
+
+function exprKids(e: Expr): Expr[] {
+  switch (e.k) {
+    case "un": case "cast": case "bitcast": return [e.a];
+    case "bin": return [e.a, e.b];
+    case "fma": return [e.a, e.b, e.c];
+    case "select": return [e.c, e.a, e.b];
+    case "load": case "sload": return [e.index];
+    case "subgroup": return [e.a];
+    case "shuffle": return [e.a, e.lane];
+    default: return [];
+  }
+}
+function stmtExprs(s: Stmt): Expr[] {
+  switch (s.k) {
+    case "let": case "assign": return [s.e];
+    case "store": return [s.index, s.e];
+    case "loadv": return [s.index];
+    case "storev": return [s.index, ...s.es];
+    case "sstore": return [s.index, s.e];
+    case "for": return [s.start, s.end];
+    case "if": case "check": return [s.c];
+    default: return [];
+  }
+}
+function walk(body: Stmt[], fs: (s: Stmt) => void, fe: (e: Expr) => void): void {
+  const we = (e: Expr): void => {
+    fe(e);
+    for (const k of exprKids(e)) we(k);
+  };
+  for (const s of body) {
+    fs(s);
+    for (const e of stmtExprs(s)) we(e);
+    if (s.k === "for") walk(s.body, fs, fe);
+    else if (s.k === "if") {
+      walk(s.then, fs, fe);
+      walk(s.else, fs, fe);
+    }
+  }
+}
+function contains(s: Stmt, pred: (s: Stmt) => boolean): boolean {
+  if (pred(s)) return true;
+  if (s.k === "for") return s.body.some((x) => contains(x, pred));
+  if (s.k === "if") return s.then.some((x) => contains(x, pred)) || s.else.some((x) => contains(x, pred));
+  return false;
+}
+const hasBarrier = (s: Stmt): boolean => contains(s, (x) => x.k === "barrier");
+const mayStop = (s: Stmt): boolean => contains(s, (x) => x.k === "return" || x.k === "check");
+
+// ---- the renderer --------------------------------------------------------------------------------------
+
+class Wgsl {
+  private readonly bufs = new Map<number, BufInfo>();
+  private readonly helpers = new Set<string>();      // wgsl_math names
+  private readonly local = new Map<string, string>(); // generated per-kernel helpers by name
+  private readonly vars = new Map<string, CType>();
+  private readonly flagMode: boolean;
+  private readonly storageBarrier: boolean;
+  private readonly errName = "p_err";
+  private usesF16 = false;
+  private usesSubgroups = false;
+  private ind = 1;
+  private readonly out: string[] = [];
+
+  constructor(readonly k: Kernel, readonly opts: WgslOptions) {
+    this.analyse();
+    this.flagMode = k.body.some(hasBarrier);
+    this.storageBarrier = [...this.bufs.values()].some((b) => b.stored);
+    if (this.usesSubgroups && !opts.subgroups) throw new KernelError(`${k.name}: needs subgroups, which the target lacks`);
+    if (this.usesF16 && !opts.f16) throw new KernelError(`${k.name}: computes in f16, which needs shader-f16`);
+  }
+
+  private analyse(): void {
+    const k = this.k;
+    const widest = new Map<number, number>();
+    const atomic = new Set<number>();
+    const stored = new Set<number>();
+    const noteVec = (b: Buffer, bytes: number) => widest.set(b.binding, Math.max(widest.get(b.binding) ?? 4, bytes));
+    const f16 = (t: CType) => { if (t === "f16") this.usesF16 = true; };
+    for (const s of k.shared) f16(s.t);
+    walk(k.body, (s) => {
+      if (s.k === "let" || s.k === "for") f16(s.v.t);
+      if (s.k === "store" || s.k === "storev") {
+        stored.add(s.buf.binding);
+        const n = s.k === "store" ? 1 : s.es.length;
+        if (n * ESIZE[s.view] < 4) atomic.add(s.buf.binding);
+        else noteVec(s.buf, n * ESIZE[s.view]);
+      }
+      if (s.k === "loadv") noteVec(s.buf, s.dst.length * ESIZE[s.view]);
+    }, (e) => {
+      f16(e.t);
+      if (e.k === "subgroup" || e.k === "shuffle" || e.k === "builtin" && (e.b === "lane" || e.b === "sgsize" || e.b === "sgid")) {
+        this.usesSubgroups = true;
+      }
+    });
+    if (k.uses.subgroups) this.usesSubgroups = true;
+    for (const b of k.buffers) {
+      const at = atomic.has(b.binding);
+      const w = widest.get(b.binding) ?? 4;
+      this.bufs.set(b.binding, {
+        decl: `b${b.binding}_${ident(b.name)}`,
+        words: at ? 1 : w >= 16 ? 4 : w >= 8 ? 2 : 1,
+        atomic: at,
+        stored: stored.has(b.binding),
+      });
+    }
+  }
+
+  private info(b: Buffer): BufInfo {
+    const i = this.bufs.get(b.binding);
+    if (!i || this.k.buffers[b.binding] !== b && this.k.buffers[b.binding]?.name !== b.name) {
+      throw new KernelError(`${this.k.name}: buffer ${b.name} is not declared by the kernel`);
+    }
+    return i;
+  }
+  private need(name: string): string {
+    this.helpers.add(name);
+    return name;
+  }
+  private fn(name: string, code: () => string): string {
+    if (!this.local.has(name)) this.local.set(name, code());
+    return name;
+  }
+
+  // ---- words of a binding -----------------------------------------------------------------------------
+
+  /** Reads word `i` (an expression) of a binding. */
+  private word(b: Buffer, i: string): string {
+    const x = this.info(b);
+    if (x.atomic) return `atomicLoad(&${x.decl}[${i}])`;
+    if (x.words === 1) return `${x.decl}[${i}]`;
+    return `${this.wordFn(b)}(${i})`;
+  }
+  private wordFn(b: Buffer): string {
+    const x = this.info(b);
+    const sh = x.words === 4 ? 2 : 1;
+    return this.fn(`w_${x.decl}`, () =>
+      `fn w_${x.decl}(i: u32) -> u32 { return ${x.decl}[i >> ${sh}u][i & ${x.words - 1}u]; }`);
+  }
+  /** A statement writing word `i`. */
+  private setWord(b: Buffer, i: string, v: string): string {
+    const x = this.info(b);
+    if (x.atomic) return `atomicStore(&${x.decl}[${i}], ${v});`;
+    if (x.words === 1) return `${x.decl}[${i}] = ${v};`;
+    const sh = x.words === 4 ? 2 : 1;
+    const f = this.fn(`sw_${x.decl}`, () =>
+      `fn sw_${x.decl}(i: u32, v: u32) { ${x.decl}[i >> ${sh}u][i & ${x.words - 1}u] = v; }`);
+    return `${f}(${i}, ${v});`;
+  }
+
+  // ---- element codecs ------------------------------------------------------------------------------
+
+  /** The value of a `view` element held in word `w` at bit `sh` (a constant or an expression). */
+  private decode(view: EType, w: string, sh: number | string, as: CType): string {
+    const c = typeof sh === "number";
+    const shifted = c && sh === 0 ? w : `(${w} >> ${c ? `${sh}u` : sh})`;
+    switch (view) {
+      case "f32": return `bitcast<f32>(${w})`;
+      case "i32": return `bitcast<i32>(${w})`;
+      case "u32": return w;
+      case "f16":
+        if (as === "f16") return `bitcast<vec2<f16>>(${shifted})[0]`;
+        return c ? `unpack2x16float(${w})[${(sh as number) >> 4}]` : `unpack2x16float(${shifted}).x`;
+      case "bf16":
+        if (c) return sh === 0 ? `bitcast<f32>(${w} << 16u)` : `bitcast<f32>(${w} & 0xffff0000u)`;
+        return `bitcast<f32>(${shifted} << 16u)`;
+      case "u16": return `(${shifted} & 0xffffu)`;
+      case "u8": return `(${shifted} & 0xffu)`;
+      case "i16": return `(bitcast<i32>(${w} << ${c ? `${16 - (sh as number)}u` : `(16u - ${sh})`}) >> 16u)`;
+      case "i8": return `(bitcast<i32>(${w} << ${c ? `${24 - (sh as number)}u` : `(24u - ${sh})`}) >> 24u)`;
+    }
+  }
+  /** u32 bits (masked to the element width) of value expression `v` (of type t) stored as `view`. */
+  private encode(view: EType, v: string, t: CType): string {
+    switch (view) {
+      case "f32": return `bitcast<u32>(${this.conv(v, t, "f32")})`;
+      case "i32": return `bitcast<u32>(${this.conv(v, t, "i32")})`;
+      case "u32": return this.conv(v, t, "u32");
+      case "f16":
+        if (t === "f16") return `(bitcast<u32>(vec2<f16>(${v}, 0.0h)) & 0xffffu)`;
+        return `${this.need("p_f2h")}(${this.conv(v, t, "f32")})`;
+      case "bf16": return `${this.need("p_f2bf")}(${this.conv(v, t, "f32")})`;
+      case "u16": return `(${this.conv(v, t, "u32")} & 0xffffu)`;
+      case "u8": return `(${this.conv(v, t, "u32")} & 0xffu)`;
+      case "i16": return `(bitcast<u32>(${this.conv(v, t, "i32")}) & 0xffffu)`;
+      case "i8": return `(bitcast<u32>(${this.conv(v, t, "i32")}) & 0xffu)`;
+    }
+  }
+
+  /** Element index (any integer expression) as u32. */
+  private idx(e: Expr): string {
+    const s = this.ex(e);
+    return e.t === "u32" ? s : e.t === "i32" ? `bitcast<u32>(${s})` : `u32(${s})`;
+  }
+
+  private load(b: Buffer, view: EType, index: Expr, as: CType): string {
+    const x = this.info(b);
+    const sz = ESIZE[view];
+    const i = this.idx(index);
+    if (sz === 4) return this.decode(view, this.word(b, i), 0, as);
+    const f = this.fn(`ld_${x.decl}_${view}${as === "f16" ? "h" : ""}`, () => {
+      const per = 4 / sz;
+      const w = this.word(b, `i >> ${Math.log2(per)}u`);
+      const sh = `((i & ${per - 1}u) * ${sz * 8}u)`;
+      return `fn ld_${x.decl}_${view}${as === "f16" ? "h" : ""}(i: u32) -> ${as} { let w = ${w}; let sh = ${sh}; ` +
+        `return ${this.decode(view, "w", "sh", as)}; }`;
+    });
+    return `${f}(${i})`;
+  }
+
+  /** Statements writing `vals` (value expressions of types ts) as consecutive `view` elements from q. */
+  private storeRun(b: Buffer, view: EType, q: string, vals: string[], ts: CType[]): string[] {
+    const x = this.info(b);
+    const sz = ESIZE[view];
+    const bytes = vals.length * sz;
+    const bits = vals.map((v, j) => this.encode(view, v, ts[j]));
+    if (bytes < 4) {
+      // Part of one word: clear and set our bits atomically (see the header).
+      const per = 4 / sz;
+      const mask = bytes === 1 ? 0xff : 0xffff;
+      let v = bits[0];
+      for (let j = 1; j < bits.length; j++) v = `(${v} | (${bits[j]} << ${j * sz * 8}u))`;
+      const wi = `(${q} >> ${Math.log2(per)}u)`;
+      const sh = `((${q} & ${per - 1}u) * ${sz * 8}u)`;
+      return [
+        `{ let wi = ${wi}; let sh = ${sh};`,
+        `  atomicAnd(&${x.decl}[wi], ~(${mask}u << sh)); atomicOr(&${x.decl}[wi], ${v} << sh); }`,
+      ];
+    }
+    const nw = bytes / 4, per = 4 / sz;
+    const words: string[] = [];
+    for (let w = 0; w < nw; w++) {
+      let v = bits[w * per];
+      for (let j = 1; j < per; j++) v = `(${v} | (${bits[w * per + j]} << ${j * sz * 8}u))`;
+      words.push(v);
+    }
+    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
+    if (!x.atomic && nw === x.words && nw > 1) {
+      return [`${x.decl}[${wi} >> ${Math.log2(nw)}u] = vec${nw}<u32>(${words.join(", ")});`];
+    }
+    if (nw === 1) return [this.setWord(b, wi, words[0])];
+    return [`{ let wi = ${wi};`, ...words.map((v, j) => "  " + this.setWord(b, `wi + ${j}u`, v)), "}"];
+  }
+
+  /** Statements loading n consecutive `view` elements from q into `dst` variables. */
+  private loadRun(b: Buffer, view: EType, q: string, dst: string[]): string[] {
+    const x = this.info(b);
+    const sz = ESIZE[view];
+    const bytes = dst.length * sz;
+    const as = computeOf(view);
+    const lines: string[] = [];
+    if (bytes < 4) {
+      const per = 4 / sz;
+      lines.push(`let w = ${this.word(b, `(${q} >> ${Math.log2(per)}u)`)}; let sh = ((${q} & ${per - 1}u) * ${sz * 8}u);`);
+      dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, "w", j ? `(sh + ${j * sz * 8}u)` : "sh", as)};`));
+      return lines;
+    }
+    const nw = bytes / 4, per = 4 / sz;
+    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
+    const ws: string[] = [];
+    if (!x.atomic && nw > 1 && x.words >= nw) {
+      lines.push(`let wi = ${wi};`);
+      if (x.words === nw) {
+        lines.push(`let wv = ${x.decl}[wi >> ${Math.log2(nw)}u];`);
+        for (let j = 0; j < nw; j++) ws.push(`wv[${j}]`);
+      } else { // 8 bytes out of a vec4 declaration
+        lines.push(`let wv = ${x.decl}[wi >> 2u]; let wo = wi & 2u;`);
+        for (let j = 0; j < nw; j++) ws.push(`wv[wo + ${j}u]`);
+      }
+    } else {
+      lines.push(`let wi = ${wi};`);
+      for (let j = 0; j < nw; j++) {
+        lines.push(`let w${j} = ${this.word(b, j ? `wi + ${j}u` : "wi")};`);
+        ws.push(`w${j}`);
+      }
+    }
+    dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, ws[Math.floor(j / per)], (j % per) * sz * 8, as)};`));
+    return lines;
+  }
+
+  // ---- expressions -----------------------------------------------------------------------------------
+
+  private lit(v: number, t: CType): string {
+    switch (t) {
+      case "bool": return v ? "true" : "false";
+      case "u32": return `${v >>> 0}u`;
+      case "i32": return v === -2147483648 ? "(-2147483647i - 1i)" : v < 0 ? `(${v}i)` : `${v}i`;
+      case "f32": case "f16": {
+        const f = Math.fround(v);
+        if (!Number.isFinite(f) || Object.is(f, -0)) {
+          const b = new Uint32Array(new Float32Array([f]).buffer)[0];
+          const s = `${this.need("p_fb")}(0x${b.toString(16)}u)`;
+          return t === "f16" ? `f16(${s})` : s;
+        }
+        let str = "";
+        for (let p = 1; p <= 9; p++) {
+          str = f.toPrecision(p);
+          if (Math.fround(Number(str)) === f) break;
+        }
+        if (!/[.e]/.test(str)) str += ".0";
+        const s = `${str}${t === "f16" ? "h" : "f"}`;
+        return f < 0 ? `(${s})` : s;
+      }
+    }
+  }
+
+  private varName(v: Var): string {
+    const t = this.vars.get(v.name);
+    if (t !== undefined && t !== v.t) throw new KernelError(`${this.k.name}: variable ${v.name} used as ${t} and ${v.t}`);
+    this.vars.set(v.name, v.t);
+    return `v_${ident(v.name)}`;
+  }
+
+  private builtin(b: string): string {
+    switch (b) {
+      case "lane": return "p_lane";
+      case "sgsize": return "p_sgsize";
+      case "sgid": return "(p_lidx / p_sgsize)";
+    }
+    const [n, c] = b.split(".");
+    return `p_${n}.${c}`;
+  }
+
+  /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
+  private conv(x: string, from: CType, t: CType): string {
+    if (from === t) return x;
+    if (t === "bool") return `(${x} != ${ZERO[from]})`;
+    if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
+    const fromF = from === "f32" || from === "f16";
+    switch (t) {
+      case "f32": return `f32(${x})`;
+      case "f16": return `f16(${x})`;
+      case "i32":
+        if (fromF) return `${this.need("p_f2i")}(${from === "f16" ? `f32(${x})` : x})`;
+        return `bitcast<i32>(${x})`;
+      case "u32":
+        if (fromF) return `${this.need("p_f2u")}(${from === "f16" ? `f32(${x})` : x})`;
+        return `bitcast<u32>(${x})`;
+    }
+  }
+
+  /** Applies a one-argument f32 helper to x of type t (f16 goes through f32). */
+  private f32fn(name: string, x: string, t: CType): string {
+    const f = this.need(name);
+    return t === "f16" ? `f16(${f}(f32(${x})))` : `${f}(${x})`;
+  }
+
+  ex(e: Expr): string {
+    switch (e.k) {
+      case "const": return this.lit(e.v, e.t);
+      case "var": return this.varName(e.v);
+      case "builtin": return this.builtin(e.b);
+      case "un": return this.unary(e.op, e.t, e.a);
+      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "fma": return `fma(${this.ex(e.a)}, ${this.ex(e.b)}, ${this.ex(e.c)})`;
+      case "select": return `select(${this.ex(e.b)}, ${this.ex(e.a)}, ${this.ex(e.c)})`;
+      case "cast": return this.conv(this.ex(e.a), e.a.t, e.t);
+      case "bitcast": return e.a.t === e.t ? this.ex(e.a) : `bitcast<${e.t}>(${this.ex(e.a)})`;
+      case "load": return this.load(e.buf, e.view, e.index, e.t);
+      case "sload": {
+        const s = `${this.sharedName(e.mem)}[${this.idx(e.index)}]`;
+        return e.mem.t === "bool" ? `(${s} != 0u)` : s;
+      }
+      case "subgroup": {
+        if (e.t === "bool") throw new KernelError(`${this.k.name}: subgroup ${e.op} of bool`);
+        const f = e.op === "add" ? "subgroupAdd" : e.op === "max" ? "subgroupMax" : "subgroupMin";
+        return `${f}(${this.ex(e.a)})`;
+      }
+      case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
+    }
+  }
+
+  private shuffle(mode: "xor" | "idx" | "down", t: CType, a: Expr, lane: Expr): string {
+    const st = t === "bool" ? "u32" : t;
+    const name = `p_shf_${mode}_${st}`;
+    this.fn(name, () => {
+      const op = mode === "xor" ? "subgroupShuffleXor" : mode === "idx" ? "subgroupShuffle" : "subgroupShuffleDown";
+      const src = mode === "xor" ? "(p_lane ^ l)" : mode === "idx" ? "l" : "(p_lane + l)";
+      return `fn ${name}(x: ${st}, l: u32) -> ${st} { let r = ${op}(x, l); return select(x, r, ${src} < p_sgsize); }`;
+    });
+    const x = this.ex(a), l = this.idx(lane);
+    return t === "bool" ? `(${name}(select(0u, 1u, ${x}), ${l}) != 0u)` : `${name}(${x}, ${l})`;
+  }
+
+  private unary(op: string, t: CType, a: Expr): string {
+    const x = this.ex(a);
+    const at = a.t;
+    switch (op) {
+      case "neg": return t === "u32" ? `(0u - ${x})` : `(-${x})`;
+      case "abs": return `abs(${x})`;
+      case "exp": return this.f32fn("p_exp", x, t);
+      case "exp2": return `exp2(${x})`;
+      case "log": return this.f32fn("p_log", x, t);
+      case "log2": return this.f32fn("p_log2", x, t);
+      case "sqrt": return `sqrt(${x})`;
+      case "rsqrt": return `inverseSqrt(${x})`;
+      case "recip": return `(${ONE[t]} / ${x})`;
+      case "sin": return this.f32fn("p_sin", x, t);
+      case "cos": return this.f32fn("p_cos", x, t);
+      case "tanh": return this.f32fn("p_tanh", x, t);
+      case "floor": return `floor(${x})`;
+      case "ceil": return `ceil(${x})`;
+      case "not": return t === "bool" ? `(!${x})` : `(~${x})`;
+      case "isfinite": return `${this.need("p_isfinite")}(${at === "f16" ? `f32(${x})` : x})`;
+      case "isnan": return `${this.need("p_isnan")}(${at === "f16" ? `f32(${x})` : x})`;
+      case "f16bits": return `unpack2x16float(${x}).x`;
+      case "bf16bits": return `bitcast<f32>(${x} << 16u)`;
+    }
+    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
+  }
+
+  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
+    let a = this.ex(ea), b = this.ex(eb);
+    const at = ea.t;
+    const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
+    if (op in CMP) {
+      if (at === "bool" && op !== "eq" && op !== "ne") {
+        a = this.conv(a, "bool", "u32");
+        b = this.conv(b, "bool", "u32");
+      }
+      return `(${a} ${CMP[op]} ${b})`;
+    }
+    if (at === "bool") {
+      switch (op) {
+        case "and": case "min": return `(${a} && ${b})`;
+        case "or": case "max": return `(${a} || ${b})`;
+        case "xor": return `(${a} != ${b})`;
+      }
+      throw new KernelError(`${this.k.name}: ${op} on bool`);
+    }
+    switch (op) {
+      case "add": return `(${a} + ${b})`;
+      case "sub": return `(${a} - ${b})`;
+      case "mul": return `(${a} * ${b})`;
+      case "max": return `max(${a}, ${b})`;
+      case "min": return `min(${a}, ${b})`;
+      case "pow": return `pow(${a}, ${b})`;
+      case "and": return `(${a} & ${b})`;
+      case "or": return `(${a} | ${b})`;
+      case "xor": return `(${a} ^ ${b})`;
+      case "div": case "mod": {
+        const sym = op === "div" ? "/" : "%";
+        if (t === "f32" || t === "f16") return `(${a} ${sym} ${b})`;
+        if (eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
+        return `${this.need(`p_${op}${t === "i32" ? "i" : "u"}`)}(${a}, ${b})`;
+      }
+      case "shl": case "shr": {
+        const sym = op === "shl" ? "<<" : ">>";
+        if (eb.k === "const") return `(${a} ${sym} ${(eb.v & 31) >>> 0}u)`;
+        return `(${a} ${sym} (${eb.t === "u32" ? b : `bitcast<u32>(${b})`} & 31u))`;
+      }
+    }
+    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+
+  private sharedName(s: Shared): string {
+    const i = this.k.shared.indexOf(s);
+    const j = i >= 0 ? i : this.k.shared.findIndex((x) => x.name === s.name);
+    if (j < 0) throw new KernelError(`${this.k.name}: shared ${s.name} is not declared by the kernel`);
+    return `s${j}_${ident(s.name)}`;
+  }
+
+  // ---- statements ------------------------------------------------------------------------------------
+
+  private line(s: string): void {
+    this.out.push("  ".repeat(this.ind) + s);
+  }
+  private block(open: string, f: () => void): void {
+    this.line(open + " {");
+    this.ind++;
+    f();
+    this.ind--;
+    this.line("}");
+  }
+
+  /** How a statement that stops the invocation is rendered. */
+  private stop(ctx: Ctx): string {
+    if (!this.flagMode) return "return;";
+    return ctx.loop ? "active = false; break;" : "active = false;";
+  }
+
+  /** Renders statements knowing the invocation is active on entry. */
+  private active(body: Stmt[], ctx: Ctx): void {
+    for (let i = 0; i < body.length; i++) {
+      const s = body[i];
+      this.stmt(s, ctx);
+      if (s.k === "return") return; // the rest is dead code
+      if (this.flagMode && mayStop(s) && i + 1 < body.length) {
+        if (ctx.loop) this.line("if (!active) { break; }");
+        else return this.maybe(body.slice(i + 1), ctx);
+      }
+    }
+  }
+  /** Renders statements when the invocation may already have stopped (flag mode only). */
+  private maybe(body: Stmt[], ctx: Ctx): void {
+    let run: Stmt[] = [];
+    const flush = () => {
+      if (run.length) this.block("if (active)", () => this.active(run, ctx));
+      run = [];
+    };
+    for (const s of body) {
+      if (!hasBarrier(s)) {
+        run.push(s);
+        continue;
+      }
+      flush();
+      if (s.k === "barrier") this.barrier();
+      else if (s.k === "for") this.forLoop(s, () => this.maybe(s.body, { loop: false }));
+      else if (s.k === "if") {
+        this.block(`if (${this.ex(s.c)})`, () => this.maybe(s.then, ctx));
+        if (s.else.length) this.block("else", () => this.maybe(s.else, ctx));
+      }
+    }
+    flush();
+  }
+
+  private barrier(): void {
+    this.line(this.storageBarrier ? "storageBarrier(); workgroupBarrier();" : "workgroupBarrier();");
+  }
+
+  private forLoop(s: Stmt & { k: "for" }, body: () => void): void {
+    const v = this.varName(s.v);
+    const step = s.v.t === "i32" ? `${s.step}i` : `${s.step}u`;
+    this.block(`for (${v} = ${this.ex(s.start)}; ${v} < ${this.ex(s.end)}; ${v} = ${v} + ${step})`, body);
+  }
+
+  private stmt(s: Stmt, ctx: Ctx): void {
+    switch (s.k) {
+      case "let": case "assign":
+        this.line(`${this.varName(s.v)} = ${this.ex(s.e)};`);
+        return;
+      case "store": {
+        if (this.k.buffers[s.buf.binding]?.access === "r") throw new KernelError(`${this.k.name}: store to read-only ${s.buf.name}`);
+        const q = this.idx(s.index), v = this.ex(s.e);
+        const sz = ESIZE[s.view];
+        if (sz === 4) {
+          this.line(this.setWord(s.buf, q, this.encode(s.view, v, s.e.t)));
+          return;
+        }
+        // narrow: a helper keeps the index expression evaluated once
+        const x = this.info(s.buf);
+        const f = this.fn(`st_${x.decl}_${s.view}_${s.e.t}`, () => {
+          const lines = this.storeRun(s.buf, s.view, "i", ["x"], [s.e.t]);
+          return `fn st_${x.decl}_${s.view}_${s.e.t}(i: u32, x: ${s.e.t === "bool" ? "bool" : s.e.t}) {\n  ${lines.join("\n  ")}\n}`;
+        });
+        this.line(`${f}(${q}, ${v});`);
+        return;
+      }
+      case "loadv": {
+        const dst = s.dst.map((d) => this.varName(d));
+        const q = this.idx(s.index);
+        this.block("", () => {
+          this.line(`let q = ${q};`);
+          for (const l of this.loadRun(s.buf, s.view, "q", dst)) this.line(l);
+        });
+        return;
+      }
+      case "storev": {
+        if (this.k.buffers[s.buf.binding]?.access === "r") throw new KernelError(`${this.k.name}: store to read-only ${s.buf.name}`);
+        const q = this.idx(s.index);
+        const vals = s.es.map((e) => this.ex(e));
+        this.block("", () => {
+          this.line(`let q = ${q};`);
+          vals.forEach((v, j) => this.line(`let x${j} = ${v};`));
+          for (const l of this.storeRun(s.buf, s.view, "q", vals.map((_, j) => `x${j}`), s.es.map((e) => e.t))) this.line(l);
+        });
+        return;
+      }
+      case "sstore": {
+        const v = this.ex(s.e);
+        this.line(`${this.sharedName(s.mem)}[${this.idx(s.index)}] = ${s.mem.t === "bool" ? `select(0u, 1u, ${v})` : v};`);
+        return;
+      }
+      case "for": {
+        if (!this.flagMode) this.forLoop(s, () => this.active(s.body, ctx));
+        else if (!hasBarrier(s)) this.forLoop(s, () => this.active(s.body, { loop: true }));
+        // a barrier loop keeps iterating for stopped invocations; a later iteration may start stopped
+        else this.forLoop(s, () => mayStop(s) ? this.maybe(s.body, { loop: false }) : this.active(s.body, { loop: false }));
+        return;
+      }
+      case "if":
+        this.block(`if (${this.ex(s.c)})`, () => this.active(s.then, ctx));
+        if (s.else.length) this.block("else", () => this.active(s.else, ctx));
+        return;
+      case "barrier":
+        this.barrier();
+        return;
+      case "check":
+        this.line(`if (!(${this.ex(s.c)})) { atomicOr(&${this.errName}[0], ${s.code >>> 0}u); ${this.stop(ctx)} }`);
+        return;
+      case "return":
+        this.line(this.stop(ctx));
+        return;
+    }
+  }
+
+  // ---- the module ------------------------------------------------------------------------------------
+
+  render(): WgslShader {
+    const k = this.k;
+    this.active(k.body, { loop: false });
+    const body = this.out.splice(0);
+
+    const head: string[] = [];
+    if (this.usesF16) head.push("enable f16;");
+    if (this.usesSubgroups && this.opts.enableSubgroups) head.push("enable subgroups;");
+    head.push(`// kernel ${k.name}: workgroup ${k.workgroup.join("x")}, grid ${k.grid.join("x")}`);
+    const bindings: WgslBinding[] = [];
+    for (const b of k.buffers) {
+      const x = this.info(b);
+      const rw = this.opts.readWrite || b.access !== "r" || x.atomic;
+      const elem = x.atomic ? "atomic<u32>" : x.words === 1 ? "u32" : `vec${x.words}<u32>`;
+      head.push(`@group(0) @binding(${b.binding}) var<storage, ${rw ? "read_write" : "read"}> ${x.decl}: array<${elem}>;`);
+      bindings.push({ binding: b.binding, name: b.name, access: rw ? "read_write" : "read", atomic: x.atomic, words: x.words });
+    }
+    let errorBinding = -1;
+    if (k.uses.checks || k.body.some((s) => contains(s, (x) => x.k === "check"))) {
+      errorBinding = k.buffers.length;
+      head.push(`@group(0) @binding(${errorBinding}) var<storage, read_write> ${this.errName}: array<atomic<u32>>;`);
+      bindings.push({ binding: errorBinding, name: "err", access: "read_write", atomic: true, words: 1 });
+    }
+    k.shared.forEach((s) => {
+      head.push(`var<workgroup> ${this.sharedName(s)}: array<${s.t === "bool" ? "u32" : s.t}, ${s.count}>;`);
+    });
+    const sg = this.usesSubgroups;
+    if (sg) head.push("var<private> p_lane: u32;", "var<private> p_sgsize: u32;");
+    head.push(...wgslMath(this.helpers), ...this.local.values());
+
+    const params = [
+      "@builtin(global_invocation_id) p_gid: vec3<u32>",
+      "@builtin(local_invocation_id) p_lid: vec3<u32>",
+      "@builtin(workgroup_id) p_wgid: vec3<u32>",
+      "@builtin(num_workgroups) p_nwg: vec3<u32>",
+      "@builtin(local_invocation_index) p_lidx: u32",
+    ];
+    if (sg) params.push("@builtin(subgroup_invocation_id) p_sgl: u32", "@builtin(subgroup_size) p_sgs: u32");
+    const main = [`@compute @workgroup_size(${k.workgroup.join(", ")})`, `fn main(${params.join(", ")}) {`];
+    if (sg) main.push("  p_lane = p_sgl;", "  p_sgsize = p_sgs;");
+    if (this.flagMode) main.push("  var active = true;");
+    for (const [n, t] of this.vars) main.push(`  var v_${ident(n)}: ${t};`);
+    main.push(...body, "}");
+    return { code: [...head, "", ...main, ""].join("\n"), entry: "main", bindings, errorBinding };
+  }
+}
+
+interface Ctx {
+  /** Inside a barrier-free loop of a flag-mode kernel: stopping also breaks out. */
+  loop: boolean;
+}
+
+/** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
+export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
+  return new Wgsl(kernel, opts).render();
+}
