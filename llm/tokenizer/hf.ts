@@ -118,13 +118,14 @@ export function tokenizerSpecFromHF(json: string | HFTokenizerJson, config: HFTo
   // Pre-tokenizer: regex splits, ByteLevel, Digits, Metaspace.
   let byteLevel = false;
   let spacePrefix: TokenizerSpec["spacePrefix"] = prepend ? "always" : "never";
+  let prefixIfMissing = false; // Prepend (legacy Llama) always prepends; Metaspace and ByteLevel only when missing
   const pre: string[] = [];
   for (const p of list(tj.pre_tokenizer, "pretokenizers")) {
     switch (p.type) {
       case "ByteLevel":
         byteLevel = true;
         if (p.use_regex ?? true) pre.push(GPT2_REGEX);
-        if (p.add_prefix_space) spacePrefix = "first";
+        if (p.add_prefix_space) spacePrefix = "first", prefixIfMissing = true;
         break;
       case "Split": {
         if (p.invert) throw new TokenizerError("tokenizer.json: inverted Split pre-tokenizer is not supported");
@@ -142,6 +143,7 @@ export function tokenizerSpecFromHF(json: string | HFTokenizerJson, config: HFTo
         escape = true;
         const scheme = p.prepend_scheme ?? (p.add_prefix_space === false ? "never" : "always");
         spacePrefix = scheme === "first" ? "first" : scheme === "never" ? "never" : "always";
+        prefixIfMissing = true;
         if (p.split ?? true) pre.push(`${SPACE_MARK}[^${SPACE_MARK}]*|[^${SPACE_MARK}]+`);
         break;
       }
@@ -185,6 +187,7 @@ export function tokenizerSpecFromHF(json: string | HFTokenizerJson, config: HFTo
     addBos: addBos ?? false,
     addEos: addEos ?? false,
     spacePrefix,
+    spacePrefixIfMissing: prefixIfMissing,
     escapeWhitespace: escape,
     byteLevel,
     byteFallback: m.byte_fallback ?? false,

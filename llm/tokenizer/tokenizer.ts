@@ -56,6 +56,7 @@ class VocabTokenizer implements Tokenizer {
   readonly #specialAll: Special[] = [];
   readonly #specialUser: Special[] = [];
   readonly #spacePrefix: "after-special" | "first" | "always" | "never";
+  readonly #prefixIfMissing: boolean;
   readonly #escape: boolean;
   readonly #byteLevel: boolean;
   readonly #byteFallback: boolean;
@@ -106,6 +107,7 @@ class VocabTokenizer implements Tokenizer {
     this.#byteLevel = spec.byteLevel ?? false;
     this.#escape = spec.escapeWhitespace ?? spec.model === "spm";
     this.#spacePrefix = spec.spacePrefix ?? (spec.model === "spm" ? "after-special" : "never");
+    this.#prefixIfMissing = spec.spacePrefixIfMissing ?? false;
     this.#byteFallback = spec.byteFallback ?? spec.model === "spm";
     this.#stripDefault = this.#escape && this.#spacePrefix !== "never";
     this.#normalize = spec.normalize;
@@ -194,9 +196,10 @@ class VocabTokenizer implements Tokenizer {
         continue;
       }
       const sp = this.#spacePrefix;
-      const prefix = sp === "after-special" ? prevSpecial : sp === "always" ? true : sp === "first" ? i === 0 : false;
       let t = this.#normalize ? f.normalize(this.#normalize) : f;
       if (this.#lowercase) t = t.toLowerCase();
+      let prefix = sp === "after-special" ? prevSpecial : sp === "always" ? true : sp === "first" ? i === 0 : false;
+      if (prefix && this.#prefixIfMissing && (t.startsWith(" ") || t.startsWith(SPACE_MARK))) prefix = false;
       this.#encodeText(prefix ? " " + t : t, out);
       prevSpecial = false;
     }

@@ -99,6 +99,8 @@ export interface TokenizerSpec {
    * fragment), "never".
    */
   spacePrefix?: "after-special" | "first" | "always" | "never";
+  /** Skip that prefix when the fragment already starts with a space (HF Metaspace and ByteLevel add_prefix_space). */
+  spacePrefixIfMissing?: boolean;
   /** Replace " " by U+2581 before merging, and U+2581 by " " when decoding (SentencePiece style). */
   escapeWhitespace?: boolean;
   /** GPT-2 byte-level: text bytes are mapped to printable characters before merging. */

@@ -226,6 +226,25 @@ test("quant helpers: f16/bf16 rounding, q8_0 and q4_0 blocks as ggml lays them o
   assert.throws(() => quantize("q8_0", new Float32Array(31)), RangeError);
 });
 
+test("byte sizes of Q4_K, Q6_K and integer tensors; shape is GGUF dims reversed", () => {
+  const file = writeGGUF({
+    tensors: [
+      { name: "k4", dtype: "q4_k", shape: [3, 512], data: new Uint8Array(3 * 2 * 144) },
+      { name: "k6", dtype: "q6_k", shape: [2, 256], data: new Uint8Array(2 * 210) },
+      { name: "i8", dtype: "i8", shape: [5], data: new Uint8Array(5) },
+      { name: "i32", dtype: "i32", shape: [2, 3, 4], data: new Uint8Array(96) },
+    ],
+  });
+  const g = parseGGUF(file);
+  assert.deepEqual([...g.tensors()].map((t) => [t.name, t.dtype, t.ggmlType, t.byteLength, t.dims]), [
+    ["k4", "q4_k", 12, 864, [512, 3]],
+    ["k6", "q6_k", 14, 420, [256, 2]],
+    ["i8", "i8", 24, 5, [5]],
+    ["i32", "i32", 26, 96, [4, 3, 2]],
+  ]);
+  assert.equal(g.bytes("k6").length, 420);
+});
+
 test("a vocab-only file (0 tensors, data section past the end) loads", () => {
   const g = parseGGUF(writeGGUF({ metadata: { "general.architecture": meta.string("llama") } }));
   assert.equal(g.tensorCount, 0);

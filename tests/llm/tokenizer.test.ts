@@ -293,6 +293,7 @@ test("tokenizer.json Metaspace, Split regex with (?i:), lstrip/rstrip added toke
   assert.deepEqual(t2.encode("a ab!"), [3, 3, 2, 4]);
   assert.equal(t2.decode([3, 3, 2, 4]), "a ab!");
   assert.deepEqual(t2.encode("é"), [0, 5, 5]); // é has no token and no byte tokens: unk per byte
+  assert.deepEqual(t2.encode(" a"), [3]); // Metaspace adds no second space to text that starts with one
   assert.throws(() => tokenizerFromHF({ model: { type: "WordPiece", vocab: {} } }), /model type 'WordPiece' is not supported/);
   assert.throws(() => tokenizerFromHF({ pre_tokenizer: { type: "Whitespace" }, model: { type: "BPE", vocab: { a: 0 } } }), /pre-tokenizer 'Whitespace'/);
 });
