@@ -500,6 +500,8 @@ class Wgsl {
     const at = ea.t;
     const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
     if (op in CMP) {
+      // Naga emits `!=` on floats as an ordered compare (false when either side is NaN); IEEE says true.
+      if (op === "ne" && (at === "f32" || at === "f16")) return `(!(${a} == ${b}))`;
       if (at === "bool" && op !== "eq" && op !== "ne") {
         a = this.conv(a, "bool", "u32");
         b = this.conv(b, "bool", "u32");
@@ -518,8 +520,9 @@ class Wgsl {
       case "add": return `(${a} + ${b})`;
       case "sub": return `(${a} - ${b})`;
       case "mul": return `(${a} * ${b})`;
-      case "max": return `max(${a}, ${b})`;
-      case "min": return `min(${a}, ${b})`;
+      case "max": case "min":
+        if (t === "f32" || t === "f16") return `${this.fmax(op, t)}(${a}, ${b})`;
+        return `${op}(${a}, ${b})`;
       case "pow": return `pow(${a}, ${b})`;
       case "and": return `(${a} & ${b})`;
       case "or": return `(${a} | ${b})`;
@@ -537,6 +540,12 @@ class Wgsl {
       }
     }
     throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+
+  /** NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN). */
+  private fmax(op: "max" | "min", t: CType): string {
+    return this.fn(`p_${op}${t}`, () =>
+      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, !((a == a) && (b == b))); }`);
   }
 
   private sharedName(s: Shared): string {
@@ -562,7 +571,7 @@ class Wgsl {
   /** How a statement that stops the invocation is rendered. */
   private stop(ctx: Ctx): string {
     if (!this.flagMode) return "return;";
-    return ctx.loop ? "active = false; break;" : "active = false;";
+    return ctx.loop ? "p_on = false; break;" : "p_on = false;";
   }
 
   /** Renders statements knowing the invocation is active on entry. */
@@ -572,7 +581,7 @@ class Wgsl {
       this.stmt(s, ctx);
       if (s.k === "return") return; // the rest is dead code
       if (this.flagMode && mayStop(s) && i + 1 < body.length) {
-        if (ctx.loop) this.line("if (!active) { break; }");
+        if (ctx.loop) this.line("if (!p_on) { break; }");
         else return this.maybe(body.slice(i + 1), ctx);
       }
     }
@@ -581,7 +590,7 @@ class Wgsl {
   private maybe(body: Stmt[], ctx: Ctx): void {
     let run: Stmt[] = [];
     const flush = () => {
-      if (run.length) this.block("if (active)", () => this.active(run, ctx));
+      if (run.length) this.block("if (p_on)", () => this.active(run, ctx));
       run = [];
     };
     for (const s of body) {
@@ -722,7 +731,7 @@ class Wgsl {
     if (sg) params.push("@builtin(subgroup_invocation_id) p_sgl: u32", "@builtin(subgroup_size) p_sgs: u32");
     const main = [`@compute @workgroup_size(${k.workgroup.join(", ")})`, `fn main(${params.join(", ")}) {`];
     if (sg) main.push("  p_lane = p_sgl;", "  p_sgsize = p_sgs;");
-    if (this.flagMode) main.push("  var active = true;");
+    if (this.flagMode) main.push("  var p_on = true;");
     for (const [n, t] of this.vars) main.push(`  var v_${ident(n)}: ${t};`);
     main.push(...body, "}");
     return { code: [...head, "", ...main, ""].join("\n"), entry: "main", bindings, errorBinding };
