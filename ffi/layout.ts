@@ -240,7 +240,10 @@ export function encode<F extends Fields>(
   encodeInto(s, value as Record<string, unknown>, v, offset, refs);
 }
 
-/** A zeroed, stable buffer holding `value` (over the struct's defaults); pointed-to arrays live as long as it does. */
+/**
+ * A zeroed, stable buffer holding `value` over the defaults of the struct and of the structs nested in it;
+ * pointed-to arrays and strings live as long as it does.
+ */
 export function pack<F extends Fields>(s: Struct<F>, value: Init<F> = {}): Uint8Array {
   return packArray(s, [value]);
 }
@@ -252,11 +255,27 @@ export function packArray<F extends Fields>(s: Struct<F>, values: readonly Init<
   const v = new DataView(out.buffer);
   const refs: unknown[] = [];
   values.forEach((value, i) => {
-    encodeInto(s, s.defaults as Record<string, unknown>, v, i * s.size, refs);
+    writeDefaults(s, v, i * s.size, refs);
     encodeInto(s, value as Record<string, unknown>, v, i * s.size, refs);
   });
   if (refs.length) keepAlive(out, ...refs);
   return out;
+}
+
+// Defaults of a struct and of every struct nested in it (fields and array elements), e.g. the sType of
+// VkComputePipelineCreateInfo.stage.
+function writeDefaults(s: Struct, v: DataView, off: number, refs: unknown[]): void {
+  for (const key in s.fields) {
+    let t = s.fields[key];
+    let n = 1;
+    if (typeof t !== "string" && t.kind === "array") {
+      n = t.length;
+      t = t.of;
+    }
+    if (typeof t === "string" || t.kind !== "struct") continue;
+    for (let i = 0; i < n; i++) writeDefaults(t, v, off + s.offsets[key] + i * t.size, refs);
+  }
+  encodeInto(s, s.defaults as Record<string, unknown>, v, off, refs);
 }
 
 function readField(v: DataView, off: number, t: FieldType): unknown {

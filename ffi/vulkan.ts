@@ -2,9 +2,10 @@
 // vkGet*ProcAddr dance), and thin wrappers that pack create-infos, read out-params and turn a negative VkResult
 // into VkError {fn, result}. Handles are bigint (dispatchable ones are pointers, the rest uint64_t).
 
-import { type Bound, defineSymbols, dlopen, keepAlive, type Library, type Pointer, ptrArray, ptrOf } from "./lib.ts";
+import { type Bound, dlopen, keepAlive, type Library, type Pointer, ptrArray, ptrOf } from "./lib.ts";
 import { type Decoded, decode, decodeArray, type DecodedRecordOf, type Fields, type Init, pack, packArray, type Struct } from "./layout.ts";
 import * as S from "./vulkan_structs.ts";
+import { vulkanSymbols } from "./vulkan_symbols.ts";
 import {
   VK_COMMAND_BUFFER_LEVEL_PRIMARY,
   VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -28,6 +29,7 @@ import {
 
 export * from "./vulkan_consts.ts";
 export * from "./vulkan_structs.ts";
+export { vulkanSymbols } from "./vulkan_symbols.ts";
 
 /** A Vulkan call returned a negative VkResult. `result` is its name, e.g. "VK_ERROR_DEVICE_LOST". */
 export class VkError extends Error {
@@ -37,93 +39,12 @@ export class VkError extends Error {
     super(`${fn} failed: ${vkResultName(code)} (${code})`);
     this.result = vkResultName(code);
   }
+  /** Same as `result` (the name other driver errors use). */
+  get codeName(): string {
+    return this.result;
+  }
 }
 
-const H = "u64" as const; // a handle
-const P = "pointer" as const; // an address (VkAllocationCallbacks*: always 0n here)
-const B = "buffer" as const; // a packed struct, an array of handles, an out-param
-const R = "i32" as const; // VkResult
-
-export const vulkanSymbols = defineSymbols({
-  vkEnumerateInstanceVersion: { args: [B], result: R, optional: true },
-  vkEnumerateInstanceExtensionProperties: { args: [B, B, B], result: R },
-  vkCreateInstance: { args: [B, P, B], result: R },
-  vkDestroyInstance: { args: [H, P], result: "void" },
-  vkGetInstanceProcAddr: { args: [H, B], result: P },
-  vkGetDeviceProcAddr: { args: [H, B], result: P },
-  vkEnumeratePhysicalDevices: { args: [H, B, B], result: R },
-  vkGetPhysicalDeviceProperties: { args: [H, B], result: "void" },
-  vkGetPhysicalDeviceProperties2: { args: [H, B], result: "void", optional: true },
-  vkGetPhysicalDeviceFeatures: { args: [H, B], result: "void" },
-  vkGetPhysicalDeviceFeatures2: { args: [H, B], result: "void", optional: true },
-  vkGetPhysicalDeviceMemoryProperties: { args: [H, B], result: "void" },
-  vkGetPhysicalDeviceMemoryProperties2: { args: [H, B], result: "void", optional: true },
-  vkGetPhysicalDeviceQueueFamilyProperties: { args: [H, B, B], result: "void" },
-  vkEnumerateDeviceExtensionProperties: { args: [H, B, B, B], result: R },
-  vkCreateDevice: { args: [H, B, P, B], result: R },
-  vkDestroyDevice: { args: [H, P], result: "void" },
-  vkGetDeviceQueue: { args: [H, "u32", "u32", B], result: "void" },
-  vkDeviceWaitIdle: { args: [H], result: R },
-  vkQueueSubmit: { args: [H, "u32", B, H], result: R },
-  vkQueueWaitIdle: { args: [H], result: R },
-  vkCreateBuffer: { args: [H, B, P, B], result: R },
-  vkDestroyBuffer: { args: [H, H, P], result: "void" },
-  vkGetBufferMemoryRequirements: { args: [H, H, B], result: "void" },
-  vkGetBufferDeviceAddress: { args: [H, B], result: "u64", optional: true },
-  vkAllocateMemory: { args: [H, B, P, B], result: R },
-  vkFreeMemory: { args: [H, H, P], result: "void" },
-  vkBindBufferMemory: { args: [H, H, H, "u64"], result: R },
-  vkMapMemory: { args: [H, H, "u64", "u64", "u32", B], result: R },
-  vkUnmapMemory: { args: [H, H], result: "void" },
-  vkFlushMappedMemoryRanges: { args: [H, "u32", B], result: R },
-  vkInvalidateMappedMemoryRanges: { args: [H, "u32", B], result: R },
-  vkCreateShaderModule: { args: [H, B, P, B], result: R },
-  vkDestroyShaderModule: { args: [H, H, P], result: "void" },
-  vkCreateDescriptorSetLayout: { args: [H, B, P, B], result: R },
-  vkDestroyDescriptorSetLayout: { args: [H, H, P], result: "void" },
-  vkCreateDescriptorPool: { args: [H, B, P, B], result: R },
-  vkDestroyDescriptorPool: { args: [H, H, P], result: "void" },
-  vkResetDescriptorPool: { args: [H, H, "u32"], result: R },
-  vkAllocateDescriptorSets: { args: [H, B, B], result: R },
-  vkFreeDescriptorSets: { args: [H, H, "u32", B], result: R },
-  vkUpdateDescriptorSets: { args: [H, "u32", B, "u32", B], result: "void" },
-  vkCreatePipelineLayout: { args: [H, B, P, B], result: R },
-  vkDestroyPipelineLayout: { args: [H, H, P], result: "void" },
-  vkCreateComputePipelines: { args: [H, H, "u32", B, P, B], result: R },
-  vkDestroyPipeline: { args: [H, H, P], result: "void" },
-  vkCreateCommandPool: { args: [H, B, P, B], result: R },
-  vkDestroyCommandPool: { args: [H, H, P], result: "void" },
-  vkResetCommandPool: { args: [H, H, "u32"], result: R },
-  vkAllocateCommandBuffers: { args: [H, B, B], result: R },
-  vkFreeCommandBuffers: { args: [H, H, "u32", B], result: "void" },
-  vkBeginCommandBuffer: { args: [H, B], result: R },
-  vkEndCommandBuffer: { args: [H], result: R },
-  vkResetCommandBuffer: { args: [H, "u32"], result: R },
-  vkCmdBindPipeline: { args: [H, "u32", H], result: "void" },
-  vkCmdBindDescriptorSets: { args: [H, "u32", H, "u32", "u32", B, "u32", B], result: "void" },
-  vkCmdDispatch: { args: [H, "u32", "u32", "u32"], result: "void" },
-  vkCmdDispatchIndirect: { args: [H, H, "u64"], result: "void" },
-  vkCmdCopyBuffer: { args: [H, H, H, "u32", B], result: "void" },
-  vkCmdFillBuffer: { args: [H, H, "u64", "u64", "u32"], result: "void" },
-  vkCmdUpdateBuffer: { args: [H, H, "u64", "u64", B], result: "void" },
-  vkCmdPushConstants: { args: [H, H, "u32", "u32", "u32", B], result: "void" },
-  vkCmdPipelineBarrier: { args: [H, "u32", "u32", "u32", "u32", B, "u32", B, "u32", B], result: "void" },
-  vkCmdResetQueryPool: { args: [H, H, "u32", "u32"], result: "void" },
-  vkCmdWriteTimestamp: { args: [H, "u32", H, "u32"], result: "void" },
-  vkCreateQueryPool: { args: [H, B, P, B], result: R },
-  vkDestroyQueryPool: { args: [H, H, P], result: "void" },
-  vkGetQueryPoolResults: { args: [H, H, "u32", "u32", "usize", B, "u64", "u32"], result: R },
-  vkCreateFence: { args: [H, B, P, B], result: R },
-  vkDestroyFence: { args: [H, H, P], result: "void" },
-  vkResetFences: { args: [H, "u32", B], result: R },
-  vkGetFenceStatus: { args: [H, H], result: R },
-  vkWaitForFences: { args: [H, "u32", B, "u32", "u64"], result: R },
-  vkCreateSemaphore: { args: [H, B, P, B], result: R },
-  vkDestroySemaphore: { args: [H, H, P], result: "void" },
-  vkWaitSemaphores: { args: [H, B, "u64"], result: R, optional: true },
-  vkSignalSemaphore: { args: [H, B], result: R, optional: true },
-  vkGetSemaphoreCounterValue: { args: [H, H, B], result: R, optional: true },
-});
 export type VulkanSymbols = Bound<typeof vulkanSymbols>;
 
 /** Loader names tried in order. */
