@@ -180,6 +180,7 @@ export class Engine<D extends Device> implements Executor {
         } else {
           const usage = b.kind === "slot" ? "upload" : b.kind === "readback" ? "readback" : "device";
           const buf = this.device.alloc(Math.max(b.bytes, 4), usage);
+          if (b.init) this.device.write(buf, 0, b.init);
           bufs[b.id] = buf;
           own.push(buf);
           bytes += buf.bytes;

@@ -11,10 +11,12 @@ import type { Kernel } from "./ir.ts";
  */
 export interface ProgramBuffer {
   id: number;
-  kind: "weight" | "state" | "slot" | "arena" | "output" | "readback";
+  /** `literal`: constant data of the program itself (a folded tensor, a rope table), uploaded once from `init`. */
+  kind: "weight" | "state" | "slot" | "arena" | "literal" | "readback";
   bytes: number;
-  /** Weight role key (graph/weights roleKey), State name, Slot name, output name, or "arena". */
+  /** Weight role key (graph/weights roleKey), State name, Slot name, output name, literal id, or "arena". */
   name: string;
+  init?: Uint8Array;
 }
 
 /** A byte range of a program buffer bound to one kernel binding. */

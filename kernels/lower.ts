@@ -1,0 +1,340 @@
+// Lowering: a graph -> optimize -> plan -> a Program of library kernels for one target. Each plan unit maps to
+// one kernel of kernels/lib (or a few: a concat is a copy per part); bindings point into the program's buffers.
+// Scalars that depend on a slot (a position, a write map) stay in their slot buffers: kernels load them.
+import { type DType, isBlock } from "../graph/dtype.ts";
+import { evaluate } from "../graph/eval.ts";
+import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
+import { optimize } from "../graph/passes/mod.ts";
+import { type Home, plan, type Plan, resultOf, type Unit, type Value } from "../graph/plan.ts";
+import { Tracer } from "../graph/tracer.ts";
+import type { CType, EType, Kernel } from "./ir.ts";
+import type { TargetSet } from "./target.ts";
+import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
+import * as lib from "./lib/mod.ts";
+import { argmaxAxis, batchedMatmul, causalMask, gatherRows, iota, reduceAxis, stridedCopy } from "./lib/generic.ts";
+import type { EwExpr, EwInput } from "./lib/elementwise.ts";
+
+export class LoweringError extends Error {
+  override name = "LoweringError";
+}
+
+/** Storage element type of a graph dtype (bool is stored as bytes). */
+function etype(d: DType): EType {
+  if (d === "bool") return "u8";
+  if (isBlock(d)) throw new LoweringError(`${d} is not a plain element type`);
+  return d;
+}
+function ctype(d: DType): CType {
+  switch (d) {
+    case "f32": case "f16": case "bf16": return "f32";
+    case "i32": case "i8": return "i32";
+    case "u32": case "u8": return "u32";
+    case "bool": return "bool";
+    default: throw new LoweringError(`${d} has no compute type`);
+  }
+}
+function itype(d: DType): "u32" | "i32" {
+  if (d === "i32" || d === "u32") return d;
+  throw new LoweringError(`index tensors must be i32 or u32, got ${d}`);
+}
+
+/** Optimize, plan and lower a graph for a target. */
+export function compileGraph(graph: Graph, target: TargetSet): Program {
+  const g = optimize(graph);
+  return lower(plan(g, { align: Math.max(256, target.caps.bindingAlign) }), target);
+}
+
+export function lower(p: Plan, target: TargetSet): Program {
+  const caps = target.caps;
+  const g = p.graph, nodes = g.nodes;
+  const buffers: ProgramBuffer[] = [];
+  const steps: Step[] = [];
+  const byName = new Map<string, number>();
+  const buf = (kind: ProgramBuffer["kind"], name: string, bytes: number, init?: Uint8Array): number => {
+    const key = `${kind}:${name}`;
+    const known = byName.get(key);
+    if (known !== undefined) {
+      buffers[known].bytes = Math.max(buffers[known].bytes, bytes);
+      return known;
+    }
+    const id = buffers.length;
+    buffers.push(init ? { id, kind, name, bytes, init } : { id, kind, name, bytes });
+    byName.set(key, id);
+    return id;
+  };
+  const arena = p.arenaBytes > 0 ? buf("arena", "arena", p.arenaBytes) : -1;
+
+  const homeOf = (h: Home, v: Value): { buffer: number; offset: number } => {
+    switch (h.k) {
+      case "weight": return { buffer: buf("weight", h.role, v.bytes), offset: 0 };
+      case "slot": return { buffer: buf("slot", h.name, v.bytes), offset: 0 };
+      case "state": return { buffer: buf("state", h.name, v.bytes), offset: 0 };
+      case "literal": return { buffer: buf("literal", `#${h.node}`, v.bytes, literalBytes(nodes[h.node])), offset: 0 };
+      case "temp":
+        if (h.offset < 0) throw new LoweringError(`value of node ${v.node} has no storage`);
+        return { buffer: arena, offset: h.offset };
+    }
+  };
+  const bind = (id: number): Binding => {
+    const v = p.values[id];
+    const at = homeOf(v.home, v);
+    return { buffer: at.buffer, offset: at.offset, bytes: Math.max(v.bytes, 4) };
+  };
+  // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
+  for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
+
+  const kernel = (k: Kernel, bindings: Binding[], work: Work): void => {
+    steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
+  };
+  const copy = (src: Binding, dst: Binding): void => {
+    steps.push({ k: "copy", src, dst, work: { bytes: 2 * src.bytes, flops: 0 } });
+  };
+  const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
+  const simpleWork = (u: Unit, ins: number[]) => ({ bytes: bytesOfIds(ins) + p.values[resultOf(u)].bytes, flops: numel(nodes[resultOf(u)].shape) });
+
+  for (const u of p.units) {
+    try {
+      lowerUnit(u);
+    } catch (e) {
+      if (e instanceof LoweringError || e instanceof RangeError || (e as Error).name === "KernelError") {
+        const n = nodes[resultOf(u)];
+        throw new GraphError("attr", `cannot lower for ${target.backend}: ${(e as Error).message}`, { id: n.id, op: n.op, label: n.label });
+      }
+      throw e;
+    }
+  }
+
+  function lowerUnit(u: Unit): void {
+    switch (u.k) {
+      case "group": return lowerGroup(u);
+      case "matmul_residual": {
+        const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
+        const K = wn.shape[1], N = wn.shape[0];
+        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: true });
+        kernel(k, [bind(x), bind(w), bind(u.residual), bind(u.add)], { bytes: bytesOfIds([x, w, u.residual, u.add]), flops: 2 * numel(mm.shape) * K });
+        return;
+      }
+      case "attention": {
+        const n = nodes[u.node], [q, k, v] = n.inputs;
+        const [R, H, D] = n.shape, [C, KVH] = nodes[k].shape;
+        if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
+        const kv = nodes[k].dtype;
+        if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
+        const ker = lib.attention(caps, { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale });
+        kernel(ker, [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D });
+        return;
+      }
+      case "update": {
+        const n = nodes[u.node], [target, update, index] = n.inputs;
+        const t = nodes[target], up = nodes[update];
+        if (u.copyFirst) copy(bind(target), bind(n.id));
+        const rows = up.shape[0], width = numel(up.shape) / Math.max(rows, 1), cap = t.shape[0];
+        if (n.op === "dynamic_update_slice") {
+          if ((n.attrs.axis ?? 0) !== 0) throw new LoweringError("dynamic_update_slice along an axis other than 0");
+          const k = lib.updateSlice(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), pos: itype(nodes[index].dtype) });
+          kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
+        } else {
+          const k = lib.scatter(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), index: itype(nodes[index].dtype) });
+          kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
+        }
+        return;
+      }
+      case "node": return lowerNode(nodes[u.node], u);
+    }
+  }
+
+  function lowerNode(n: Node, u: Unit): void {
+    const ins = n.inputs, out = bind(n.id);
+    const i0 = nodes[ins[0]];
+    const work = simpleWork(u, ins);
+    const rowsOf = (x: Node) => numel(x.shape) / x.shape[x.shape.length - 1];
+    const last = (x: Node) => x.shape[x.shape.length - 1];
+    switch (n.op) {
+      case "matmul": {
+        const [x, w] = ins, wn = nodes[w], xn = nodes[x];
+        const K = last(xn);
+        if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
+          const N = wn.shape[0];
+          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType });
+          return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+        }
+        const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
+        const batch = numel(xn.shape) / (M * K);
+        const k = batchedMatmul(caps, { batch, m: M, n: N, k: K, a: etype(xn.dtype), w: etype(wn.dtype), wBatchStride: wn.shape.length > 2 ? N * K : 0 });
+        return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+      }
+      case "gather": {
+        const [t, idx] = ins, tn = nodes[t];
+        const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
+        if (n.dtype === "f32" && (isBlock(tn.dtype) || tn.dtype === "f32" || tn.dtype === "f16" || tn.dtype === "bf16")) {
+          const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
+          return kernel(k, [bind(t), bind(idx), out], work);
+        }
+        const k = gatherRows(caps, { count, width, rows: tn.shape[0], elem: etype(tn.dtype), index: itype(nodes[idx].dtype) });
+        return kernel(k, [bind(t), bind(idx), out], work);
+      }
+      case "rmsnorm":
+        return kernel(lib.rmsnorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]) }), [bind(ins[0]), bind(ins[1]), out], work);
+      case "layernorm":
+        return kernel(lib.layernorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]), bias: true }), [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], work);
+      case "softmax": {
+        if ((n.attrs.axis ?? n.shape.length - 1) !== n.shape.length - 1) throw new LoweringError("softmax along an inner axis");
+        return kernel(lib.softmax(caps, { rows: rowsOf(i0), n: last(i0) }), [bind(ins[0]), out], work);
+      }
+      case "rope": {
+        if (ins.length > 2) throw new LoweringError("rope with frequency factors");
+        const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
+        const table = ropeFreqs(n.attrs.theta!, dims);
+        const tb: Binding = { buffer: buf("literal", `rope:${n.attrs.theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+        const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
+        return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
+      }
+      case "argmax": {
+        const axis = n.attrs.axis!;
+        const [outer, len, inner] = around(i0.shape, axis);
+        if (inner === 1 && i0.dtype === "f32") return kernel(lib.argmax(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), out], work);
+        return kernel(argmaxAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype) }), [bind(ins[0]), out], work);
+      }
+      case "reduce": {
+        const [outer, len, inner] = around(i0.shape, n.attrs.axis!);
+        return kernel(reduceAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype), fn: n.attrs.fn! }), [bind(ins[0]), out], work);
+      }
+      case "iota":
+        return kernel(iota(caps, { shape: n.shape, axis: n.attrs.axis ?? 0, elem: etype(n.dtype) }), [out], work);
+      case "causal_mask":
+        return kernel(causalMask(caps, { rows: n.attrs.rows!, cap: n.attrs.cap!, pos: itype(i0.dtype) }), [bind(ins[0]), out], work);
+      case "permute": {
+        const st = stridesOf(i0.shape), perm = n.attrs.perm!;
+        return movement(ins[0], n, { offset: 0, strides: perm.map((a) => st[a]) }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+      }
+      case "broadcast": {
+        const st = stridesOf(i0.shape), pad = n.shape.length - i0.shape.length;
+        const strides = n.shape.map((_, d) => (d < pad || i0.shape[d - pad] === 1 ? 0 : st[d - pad]));
+        return movement(ins[0], n, { offset: 0, strides }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+      }
+      case "slice": {
+        const st = stridesOf(i0.shape), start = n.attrs.start!;
+        const offset = start.reduce((a, s, d) => a + s * st[d], 0);
+        return movement(ins[0], n, { offset, strides: st }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+      }
+      case "concat": {
+        const axis = n.attrs.axis!, ost = stridesOf(n.shape);
+        let at = 0;
+        for (const id of ins) {
+          const x = nodes[id];
+          movement(id, n, { offset: 0, strides: stridesOf(x.shape) }, { offset: at * ost[axis], strides: ost }, x.shape);
+          at += x.shape[axis];
+        }
+        return;
+      }
+      case "reshape":
+        return; // a view
+    }
+    if (isEwOp(n.op)) {
+      return lowerGroup({ k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(ins)] } });
+    }
+    throw new LoweringError(`no kernel for ${n.op}`);
+  }
+
+  function movement(src: number, n: Node, s: { offset: number; strides: number[] }, d: { offset: number; strides: number[] }, shape: number[]): void {
+    const k = stridedCopy(caps, { shape, elem: etype(n.dtype), src: s, dst: d });
+    kernel(k, [bind(src), bind(n.id)], { bytes: 2 * numel(shape) * (p.values[n.id].bytes / Math.max(numel(n.shape), 1)), flops: 0 });
+  }
+
+  function lowerGroup(u: Extract<Unit, { k: "group" }>): void {
+    const root = nodes[u.group.root];
+    const n = numel(root.shape);
+    const inputs: EwInput[] = [];
+    const inputIds: number[] = [];
+    const inputIndex = new Map<number, number>();
+    const member = new Set(u.group.nodes);
+    const expr = (id: number): EwExpr => {
+      const x = nodes[id];
+      if (!member.has(id)) {
+        if (x.op === "literal" && x.attrs.data === undefined && x.dtype !== "bool") return { c: x.attrs.value!, t: ctype(x.dtype) };
+        let k = inputIndex.get(id);
+        if (k === undefined) {
+          k = inputs.length;
+          inputIndex.set(id, k);
+          inputs.push({ type: etype(x.dtype), len: numel(x.shape) });
+          inputIds.push(id);
+        }
+        const v: EwExpr = { in: k };
+        return x.dtype === "bool" ? { op: "ne", args: [v, { c: 0, t: "u32" }] } : v;
+      }
+      const a = x.inputs.map(expr);
+      switch (x.op) {
+        case "broadcast": return a[0];
+        case "cast": return { cast: ctype(x.dtype), a: a[0] };
+        case "silu": return { op: "silu", args: a };
+        case "gelu": return { op: "gelu", args: a };
+        case "silu_mul": return { op: "mul", args: [{ op: "silu", args: [a[0]] }, a[1]] };
+        case "select": return { op: "select", args: a };
+        default: return { op: x.op as "add", args: a };
+      }
+    };
+    let e = expr(root.id);
+    if (root.dtype === "bool") e = { op: "select", args: [e, { c: 1, t: "u32" }, { c: 0, t: "u32" }] };
+    const k = lib.elementwise(caps, { n, inputs, out: etype(root.dtype), expr: e });
+    kernel(k, [...inputIds.map(bind), bind(root.id)], { bytes: bytesOfIds(inputIds) + p.values[root.id].bytes, flops: n * u.group.nodes.length });
+  }
+
+  // State written by a non-in-place update, then outputs into readback buffers.
+  for (const s of p.stateCopies) {
+    const v = p.values[s.node];
+    copy(bind(s.node), { buffer: buf("state", s.name, v.bytes), offset: 0, bytes: v.bytes });
+  }
+  const outputs: Place[] = [];
+  for (const o of p.outputs) {
+    const v = p.values[o.node];
+    const rb = buf("readback", o.name, Math.max(v.bytes, 4));
+    copy(bind(o.node), { buffer: rb, offset: 0, bytes: Math.max(v.bytes, 4) });
+    outputs.push({ name: o.name, buffer: rb, offset: 0, dtype: v.dtype === "bool" ? "u8" : v.dtype, shape: v.shape });
+  }
+  const places = (kind: "slot" | "state" | "weight", op: string, name: (n: Node) => string): Place[] =>
+    nodes.filter((n) => n.op === op).map((n) => ({
+      name: name(n), buffer: byName.get(`${kind}:${name(n)}`)!, offset: 0, dtype: n.dtype, shape: n.shape,
+    }));
+  return {
+    buffers,
+    steps,
+    slots: places("slot", "slot", (n) => n.attrs.name!),
+    state: places("state", "state", (n) => n.attrs.name!),
+    outputs,
+    weights: places("weight", "const", (n) => (p.values[n.id].home as { role: string }).role),
+  };
+}
+
+const EW = new Set(["neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "not",
+  "add", "sub", "mul", "div", "mod", "max", "min", "pow", "and", "or", "eq", "ne", "lt", "le", "gt", "ge",
+  "select", "cast", "silu", "gelu", "silu_mul"]);
+function isEwOp(op: string): boolean {
+  return EW.has(op);
+}
+
+function floatOf(n: Node): "f32" | "f16" | "bf16" {
+  if (n.dtype === "f32" || n.dtype === "f16" || n.dtype === "bf16") return n.dtype;
+  throw new LoweringError(`norm weight of ${n.dtype}`);
+}
+
+/** [product before axis, axis length, product after]. */
+function around(shape: number[], axis: number): [number, number, number] {
+  return [numel(shape.slice(0, axis)), shape[axis], numel(shape.slice(axis + 1))];
+}
+
+/** A literal's bytes, as the oracle stores it. */
+function literalBytes(n: Node): Uint8Array {
+  const one: Graph = { nodes: [{ ...n, id: 0, inputs: [] }], outputs: { x: 0 }, states: {} };
+  const v = evaluate(one).output.x;
+  return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
+}
+
+/** rope's frequency table computed by the oracle itself (graph/composites expandRope), so every target agrees. */
+function ropeFreqs(theta: number, dims: number): Uint8Array {
+  const t = new Tracer();
+  const n = dims / 2;
+  const f = t.recip(t.pow(t.literal(theta, "f32", [n]), t.div(t.mul(t.iota([n], 0, "f32"), 2), dims)));
+  t.output("f", f);
+  const v = evaluate(t.build()).output.f;
+  return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
+}
