@@ -302,6 +302,9 @@ export function fnFromPointer<const D extends FnDef>(ptr: Pointer | number, def:
 export function ptrOf(view: ArrayBufferView | ArrayBuffer): Pointer {
   if (view.byteLength === 0) return 0n;
   if (bun) return BigInt(bun.ptr(view));
+  // V8 keeps small typed arrays inside its moving heap; reading .buffer moves one out for good, so the
+  // address taken below stays valid after the next GC.
+  if (ArrayBuffer.isView(view)) void view.buffer;
   return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(view as BufferSource)));
 }
 

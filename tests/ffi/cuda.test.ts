@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LibraryNotFound, ptrView } from "../../ffi/lib.ts";
+import { LibraryNotFound, ptrView, readF32, readU16, readU32, readU64 } from "../../ffi/lib.ts";
 import * as cu from "../../ffi/cuda.ts";
 
 /** buf[i] += 1 for i < n; one thread per element. */
@@ -72,6 +72,20 @@ test("the add_one PTX assembles with ptxas", { skip: hasTool("ptxas") ? false : 
   } finally {
     rmSync(dir, { recursive: true });
   }
+});
+
+test("KernelArgs lays out kernel parameters and the void* array pointing at them", () => {
+  const a = new cu.KernelArgs(["u32", "pointer", "u16", "f32", "u64"], [7, 0x1234n, 9, 1.5, 2n ** 40n]);
+  assert.deepEqual(a.offsets, [0, 8, 16, 20, 24]);
+  assert.equal(a.params.length, 5);
+  assert.equal(readU32(a.params[0]), 7);
+  assert.equal(readU64(a.params[1]), 0x1234n);
+  assert.equal(readU16(a.params[2]), 9);
+  assert.equal(readF32(a.params[3]), 1.5);
+  assert.equal(readU64(a.params[4]), 2n ** 40n);
+  a.set(0, 8);
+  assert.equal(readU32(a.params[0]), 8, "set writes in place: params stay valid");
+  assert.equal(a.params[1] - a.params[0], 8n);
 });
 
 test("a machine without libcuda gets LibraryNotFound naming it", { skip: absent ? false : "libcuda is present" }, () => {
