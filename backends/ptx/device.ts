@@ -1,0 +1,526 @@
+// The PTX device: libcuda's driver API through ffi/cuda.ts. One primary context and one non-blocking stream;
+// everything the device does is ordered on that stream.
+//
+// - Memory: `device` and `upload` buffers are cuMemAlloc'd (zeroed). Host writes go through a pinned staging
+//   ring as async copies on the stream, so a slot write is ordered before the next replay without a wait.
+//   `readback` buffers are mapped pinned host memory: kernels store into them directly and read() after a
+//   synchronize is a plain memcpy (no driver call on the per-token path).
+// - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
+//   Identical PTX shares one module.
+// - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
+//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch.
+// - synchronize: polls cuStreamQuery (busy for `spinMicros`, then yielding every millisecond) up to the
+//   timeout, since cuStreamSynchronize cannot be bounded. A timeout poisons (DeviceTimeout).
+// - Faults: a failing check stores its code into its kernel's word of a host-mapped array, then traps. The
+//   trap leaves a sticky CUDA error; the call that sees it finds the word and raises KernelFault naming the
+//   kernel (DeviceLost when no word is set), and the device is poisoned: later calls throw Poisoned without
+//   touching the driver.
+import {
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
+  type Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
+} from "../../ffi/cuda.ts";
+import { ptrView } from "../../ffi/lib.ts";
+import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { KernelError } from "../../kernels/ir.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
+import { capsFromAttributes, ptxArch } from "./caps.ts";
+import { StagingRing } from "./staging.ts";
+
+export interface PtxDeviceOptions {
+  /** CUDA device ordinal (default 0). */
+  ordinal?: number;
+  /** libcuda names to try (default libcuda.so.1, libcuda.so). */
+  library?: string | readonly string[];
+  /** PTX target override (80 ... 90); default from the device's compute capability. */
+  sm?: number;
+  /** How long synchronize busy-polls before it starts yielding to the event loop (default 20 ms). */
+  spinMicros?: number;
+  /** Bound on waits inside write() and read() (staging reuse, readback copies); default 600 s. */
+  timeoutMs?: number;
+}
+
+const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
+const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17;
+const CUDA_ERROR_OUT_OF_MEMORY = 2;
+/** Codes after which the context cannot be trusted: the sticky ones, a watchdog kill, a dead context. */
+const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 702, 709, 999]);
+const FAULT_WORDS = 1024;
+const READ_CHUNK = 16 << 20;
+const ZERO_WRITE_MIN = 1 << 20;
+
+class PtxBuffer implements DeviceBuffer {
+  freed = false;
+  constructor(
+    readonly bytes: number,
+    /** Device address. */
+    readonly ptr: bigint,
+    /** Host view of mapped pinned memory (readback buffers), with its host address. */
+    readonly host?: Uint8Array,
+    readonly hostPtr = 0n,
+  ) {}
+}
+class PtxCompiled implements CompiledKernel {
+  constructor(
+    readonly kernel: Kernel,
+    readonly module: PtxModule,
+    readonly cuModule: bigint,
+    readonly func: bigint,
+    /** Device address of this kernel's fault word (0n when it has no checks). */
+    readonly faultPtr: bigint,
+    readonly fault?: { words: Uint32Array; index: number },
+  ) {}
+}
+class PtxRecording implements Recording {
+  released = false;
+  constructor(readonly exec: bigint, readonly steps: number, readonly kernels: PtxCompiled[]) {}
+}
+type Launch =
+  | { k: "kernel"; c: PtxCompiled; grid: [number, number, number]; args: KernelArgs }
+  | { k: "copy"; dst: bigint; src: bigint; bytes: number };
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Opens the device, or says why it cannot (no libcuda, no GPU, a GPU older than sm_80) as a string. */
+export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
+  let cu: Cuda;
+  try {
+    cu = openCuda(opts.library);
+  } catch (e) {
+    return `libcuda is not available: ${(e as Error).message}`;
+  }
+  try {
+    cu.init();
+    if (cu.deviceCount() <= (opts.ordinal ?? 0)) {
+      cu.close();
+      return `no CUDA device ${opts.ordinal ?? 0}`;
+    }
+    return new PtxDevice(cu, opts);
+  } catch (e) {
+    return `CUDA device unavailable: ${(e as Error).message}`;
+  }
+}
+
+export class PtxDevice implements Device {
+  readonly target: TargetSet;
+  poisoned: string | undefined;
+  /** The PTX .target the kernels are rendered for. */
+  readonly sm: number;
+  readonly ordinal: number;
+  private readonly dev: number;
+  private readonly ctx: bigint;
+  private readonly stream: bigint;
+  private readonly ring: StagingRing;
+  private readonly spinMicros: number;
+  private readonly timeoutMs: number;
+  private readonly byKernel = new WeakMap<Kernel, PtxCompiled>();
+  private readonly byText = new Map<string, PtxCompiled>();
+  private readonly faultChunks: { host: bigint; dptr: bigint; words: Uint32Array; used: number }[] = [];
+  private readonly buffers = new Set<PtxBuffer>();
+  private readonly recordings = new Set<PtxRecording>();
+  /** Kernels enqueued since the stream was last seen idle, in order (to name a faulting one). */
+  private inflight: PtxCompiled[] = [];
+  private readStage: { ptr: bigint; view: Uint8Array } | undefined;
+  private readonly argTypes: KernelArgType[][] = [];
+  private destroyed = false;
+
+  /** Prefer `probePtx` (or `PtxDevice.open`); this takes an opened, initialized libcuda. */
+  constructor(readonly cu: Cuda, opts: PtxDeviceOptions = {}) {
+    this.ordinal = opts.ordinal ?? 0;
+    this.spinMicros = opts.spinMicros ?? 20_000;
+    this.timeoutMs = opts.timeoutMs ?? 600_000;
+    this.dev = cu.device(this.ordinal);
+    const attr = (a: number) => cu.deviceAttribute(a, this.dev);
+    const ccMajor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), ccMinor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    if (ccMajor < 8) throw new Unsupported(`ptx: compute capability ${ccMajor}.${ccMinor}; the PTX renderer needs sm_80 or newer`);
+    this.sm = opts.sm ?? ptxArch(ccMajor, ccMinor);
+    const caps = capsFromAttributes({
+      ccMajor, ccMinor,
+      warpSize: attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE),
+      maxThreadsPerBlock: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+      maxGrid: [0, 1, 2].map((i) => attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + i)) as [number, number, number],
+      maxSharedOptin: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+      maxSharedPerBlock: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+    });
+    this.ctx = cu.primaryCtxRetain(this.dev);
+    cu.ctxSetCurrent(this.ctx);
+    const mem = cu.memGetInfo();
+    this.target = {
+      backend: "ptx",
+      device: cu.deviceName(this.dev),
+      caps,
+      memory: { totalBytes: Number(cu.deviceTotalMem(this.dev)), freeBytes: Number(mem.free) },
+      // A display GPU with a kernel watchdog would need recordings split; compute GPUs (the H200) have none.
+      watchdogBudget: attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT) ? 256 << 20 : 0,
+    };
+    this.stream = cu.streamCreate(CU_STREAM_NON_BLOCKING);
+    this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
+    this.newFaultChunk();
+  }
+
+  /** Opens device `ordinal`; throws (LibraryNotFound, CudaError, Unsupported) when there is none. */
+  static open(opts: PtxDeviceOptions = {}): PtxDevice {
+    const cu = openCuda(opts.library);
+    cu.init();
+    return new PtxDevice(cu, opts);
+  }
+
+  // ---- errors ----------------------------------------------------------------------------------------
+
+  private alive(): void {
+    if (this.poisoned !== undefined) throw new Poisoned("ptx", this.poisoned);
+  }
+  /** The kernel whose check wrote its fault word, preferring the work in flight (in launch order). */
+  private findFault(): { kernel: string; code: number } | undefined {
+    for (const c of [...this.inflight, ...this.byText.values()]) {
+      const f = c.fault;
+      if (f && f.words[f.index] !== 0) return { kernel: c.kernel.name, code: f.words[f.index] };
+    }
+    return undefined;
+  }
+  /** Turns a driver failure into the typed error to throw; fatal ones poison the device. */
+  private failure(what: string, e: unknown): Error {
+    if (e instanceof ExecError) return e;
+    if (!(e instanceof CudaError)) return e as Error;
+    if (!FATAL.has(e.code)) return new Unsupported(`ptx: ${what}: ${e.message}`);
+    const f = this.findFault();
+    if (f) {
+      this.poisoned ??= `kernel ${f.kernel} failed check with code ${f.code} (${e.codeName})`;
+      return new KernelFault("ptx", f.kernel, f.code);
+    }
+    this.poisoned ??= `${what}: ${e.codeName}`;
+    return new DeviceLost("ptx", `${what}: ${e.message}`);
+  }
+  private guard<T>(what: string, f: () => T): T {
+    this.alive();
+    try {
+      return f();
+    } catch (e) {
+      throw this.failure(what, e);
+    }
+  }
+  private checkCode(what: string, code: number): void {
+    if (code !== 0) throw new CudaError(what, code, this.cu.errorName(code));
+  }
+
+  /** Blocking, bounded wait for an event (only when the staging ring wraps within one burst of writes). */
+  private waitEvent(event: bigint): void {
+    const deadline = performance.now() + this.timeoutMs;
+    for (;;) {
+      const r = this.cu.fn.cuEventQuery(event);
+      if (r === 0) return;
+      if (r !== CUDA_ERROR_NOT_READY) this.checkCode("cuEventQuery", r);
+      if (performance.now() > deadline) {
+        this.poisoned ??= "a staging copy did not finish";
+        throw new DeviceTimeout("ptx", "staging copy", this.timeoutMs);
+      }
+    }
+  }
+  /** The stream ran dry: staged bytes and the in-flight list are free. */
+  private idle(): void {
+    this.ring.idle();
+    this.inflight = [];
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------------
+
+  private buf(b: DeviceBuffer): PtxBuffer {
+    if (!(b instanceof PtxBuffer) || !this.buffers.has(b)) throw new Unsupported("ptx: not a live buffer of this device");
+    return b;
+  }
+  private range(b: DeviceBuffer, offset: number, bytes: number): PtxBuffer {
+    const pb = this.buf(b);
+    if (!Number.isInteger(offset) || !Number.isInteger(bytes) || offset < 0 || bytes < 0 || offset + bytes > pb.bytes) {
+      throw new Unsupported(`ptx: range ${offset}+${bytes} outside a ${pb.bytes}-byte buffer`);
+    }
+    return pb;
+  }
+
+  alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer {
+    this.alive();
+    if (!Number.isInteger(bytes) || bytes < 0) throw new Unsupported(`ptx: cannot allocate ${bytes} bytes`);
+    const n = Math.max(16, Math.ceil(bytes / 16) * 16);
+    try {
+      let b: PtxBuffer;
+      if (usage === "readback") {
+        const host = this.cu.memHostAlloc(n, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        const view = new Uint8Array(ptrView(host, n));
+        view.fill(0);
+        b = new PtxBuffer(bytes, this.cu.memHostGetDevicePointer(host), view, host);
+      } else {
+        const ptr = this.cu.memAlloc(n);
+        this.cu.memsetD8Async(ptr, 0, n, this.stream);
+        b = new PtxBuffer(bytes, ptr);
+      }
+      this.buffers.add(b);
+      return b;
+    } catch (e) {
+      if (e instanceof CudaError && e.code === CUDA_ERROR_OUT_OF_MEMORY) throw new OutOfMemory("ptx", bytes, e.message);
+      throw this.failure("alloc", e);
+    }
+  }
+
+  free(b: DeviceBuffer): void {
+    if (this.poisoned !== undefined) return; // pending work may still reference it: leak rather than touch the driver
+    const pb = this.buf(b);
+    this.buffers.delete(pb);
+    pb.freed = true;
+    this.guard("free", () => (pb.host ? this.cu.memFreeHost(pb.hostPtr) : this.cu.memFree(pb.ptr)));
+  }
+
+  write(b: DeviceBuffer, offset: number, data: Uint8Array): void {
+    this.alive();
+    const pb = this.range(b, offset, data.byteLength);
+    if (pb.host) {
+      pb.host.set(data, offset);
+      return;
+    }
+    this.guard("write", () => {
+      const n = data.byteLength;
+      if (n >= ZERO_WRITE_MIN && allZero(data)) {
+        this.cu.memsetD8Async(pb.ptr + BigInt(offset), 0, n, this.stream);
+        return;
+      }
+      const step = this.ring.half;
+      for (let at = 0; at < n; at += step) {
+        const chunk = data.subarray(at, Math.min(n, at + step));
+        const src = this.ring.stage(chunk);
+        this.cu.memcpyHtoDAsync(pb.ptr + BigInt(offset + at), src, chunk.byteLength, this.stream);
+      }
+    });
+  }
+
+  async read(b: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    this.alive();
+    const pb = this.range(b, offset, bytes);
+    if (pb.host) return pb.host.slice(offset, offset + bytes);
+    const out = new Uint8Array(bytes);
+    for (let at = 0; at < bytes; at += READ_CHUNK) {
+      const n = Math.min(READ_CHUNK, bytes - at);
+      const stage = this.guard("read", () => this.stage(n));
+      this.guard("read", () => this.cu.memcpyDtoHAsync(stage.ptr, pb.ptr + BigInt(offset + at), n, this.stream));
+      await this.synchronize(this.timeoutMs);
+      out.set(stage.view.subarray(0, n), at);
+    }
+    return out;
+  }
+  private stage(n: number): { ptr: bigint; view: Uint8Array } {
+    if (!this.readStage || this.readStage.view.byteLength < n) {
+      if (this.readStage) this.cu.memFreeHost(this.readStage.ptr);
+      const size = Math.max(1 << 20, n);
+      const ptr = this.cu.memHostAlloc(size, CU_MEMHOSTALLOC_PORTABLE);
+      this.readStage = { ptr, view: new Uint8Array(ptrView(ptr, size)) };
+    }
+    return this.readStage;
+  }
+
+  // ---- kernels ---------------------------------------------------------------------------------------
+
+  private newFaultChunk(): void {
+    const bytes = FAULT_WORDS * 4;
+    const host = this.cu.memHostAlloc(bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    const words = new Uint32Array(ptrView(host, bytes));
+    words.fill(0);
+    this.faultChunks.push({ host, dptr: this.cu.memHostGetDevicePointer(host), words, used: 0 });
+  }
+
+  compile(kernel: Kernel): CompiledKernel {
+    this.alive();
+    const known = this.byKernel.get(kernel);
+    if (known) return known;
+    if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
+    let mod: PtxModule;
+    try {
+      mod = renderPtx(kernel, { sm: this.sm });
+    } catch (e) {
+      if (e instanceof KernelError) throw new Unsupported(`ptx: ${e.message}`);
+      throw e;
+    }
+    if (mod.sharedBytes > this.target.caps.maxSharedBytes) {
+      throw new Unsupported(`ptx: ${kernel.name} needs ${mod.sharedBytes} bytes of shared memory (${this.target.caps.maxSharedBytes} available)`);
+    }
+    let c = this.byText.get(mod.ptx);
+    if (!c) {
+      c = this.guard(`compile ${kernel.name}`, () => {
+        let loaded: { module: bigint };
+        try {
+          loaded = this.cu.moduleLoadDataEx(mod.ptx);
+        } catch (e) {
+          // A JIT rejection is the renderer's bug, not a dead context (unless the code is a fatal one).
+          if (e instanceof CudaError && !FATAL.has(e.code)) throw new Unsupported(`ptx: JIT of ${kernel.name} failed: ${e.message}`);
+          throw e;
+        }
+        const func = this.cu.moduleGetFunction(loaded.module, mod.entry);
+        if (mod.dynamicShared > 0) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, mod.dynamicShared);
+        let faultPtr = 0n, fault: { words: Uint32Array; index: number } | undefined;
+        if (mod.faultParam) {
+          if (this.faultChunks[this.faultChunks.length - 1].used === FAULT_WORDS) this.newFaultChunk();
+          const ch = this.faultChunks[this.faultChunks.length - 1];
+          fault = { words: ch.words, index: ch.used++ };
+          faultPtr = ch.dptr + BigInt(fault.index * 4);
+        }
+        return new PtxCompiled(kernel, mod, loaded.module, func, faultPtr, fault);
+      });
+      this.byText.set(mod.ptx, c);
+    }
+    const out = c.kernel === kernel ? c : new PtxCompiled(kernel, c.module, c.cuModule, c.func, c.faultPtr, c.fault);
+    this.byKernel.set(kernel, out);
+    return out;
+  }
+
+  /** Checks steps and builds their launch arguments (device addresses with binding offsets applied). */
+  private prepare(steps: DeviceStep[]): Launch[] {
+    const caps = this.target.caps;
+    return steps.map((s): Launch => {
+      if (s.k === "copy") {
+        const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
+        if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`ptx: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
+        return { k: "copy", src: src.ptr + BigInt(s.src.offset), dst: dst.ptr + BigInt(s.dst.offset), bytes: s.src.bytes };
+      }
+      const c = s.compiled;
+      if (!(c instanceof PtxCompiled) || this.byKernel.get(c.kernel) !== c) throw new Unsupported("ptx: kernel was not compiled by this device");
+      const k = c.kernel;
+      if (s.bindings.length !== k.buffers.length) throw new Unsupported(`ptx: ${k.name} takes ${k.buffers.length} bindings, got ${s.bindings.length}`);
+      s.grid.forEach((g, i) => {
+        if (!Number.isInteger(g) || g < 1 || g > caps.maxWorkgroupsPerDim[i]) throw new Unsupported(`ptx: ${k.name}: grid ${s.grid.join("x")} out of range`);
+      });
+      const n = c.module.params;
+      const types = this.argTypes[n] ??= new Array<KernelArgType>(n).fill("pointer");
+      const args = new KernelArgs(types);
+      s.bindings.forEach((b: DeviceBinding, i) => {
+        const pb = this.range(b.buffer, b.offset, b.bytes);
+        if (b.offset % caps.bindingAlign !== 0) throw new Unsupported(`ptx: ${k.name} binding ${i} at offset ${b.offset} (needs ${caps.bindingAlign}-byte alignment)`);
+        args.set(i, pb.ptr + BigInt(b.offset));
+      });
+      if (c.module.faultParam) args.set(n - 1, c.faultPtr);
+      return { k: "kernel", c, grid: s.grid, args };
+    });
+  }
+  /** Enqueues launches on the stream (captured when a capture is active). */
+  private enqueue(list: Launch[]): void {
+    for (const l of list) {
+      if (l.k === "copy") this.cu.memcpyDtoDAsync(l.dst, l.src, l.bytes, this.stream);
+      else this.cu.launchKernel(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args);
+    }
+  }
+  private kernelsOf(list: Launch[]): PtxCompiled[] {
+    return list.flatMap((l) => (l.k === "kernel" ? [l.c] : []));
+  }
+
+  run(steps: DeviceStep[]): void {
+    this.alive();
+    const list = this.prepare(steps);
+    this.inflight.push(...this.kernelsOf(list));
+    this.guard("run", () => this.enqueue(list));
+  }
+
+  record(steps: DeviceStep[]): Recording {
+    this.alive();
+    const list = this.prepare(steps);
+    return this.guard("record", () => {
+      if (list.length === 0) return this.keep(new PtxRecording(0n, 0, []));
+      this.cu.streamBeginCapture(this.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+      let graph = 0n;
+      try {
+        this.enqueue(list);
+      } finally {
+        // Always end the capture so the stream stays usable; a failed capture returns no graph.
+        const out = new BigUint64Array(1);
+        const r = this.cu.fn.cuStreamEndCapture(this.stream, out);
+        graph = out[0];
+        if (r !== 0 && graph !== 0n) this.cu.fn.cuGraphDestroy(graph);
+        this.checkCode("cuStreamEndCapture", r);
+      }
+      try {
+        const exec = this.cu.graphInstantiate(graph, 0);
+        this.cu.graphUpload(exec, this.stream);
+        return this.keep(new PtxRecording(exec, list.length, this.kernelsOf(list)));
+      } finally {
+        this.cu.graphDestroy(graph);
+      }
+    });
+  }
+  private keep(r: PtxRecording): PtxRecording {
+    this.recordings.add(r);
+    return r;
+  }
+
+  replay(rec: Recording): void {
+    this.alive();
+    if (!(rec instanceof PtxRecording) || !this.recordings.has(rec)) throw new Unsupported("ptx: not a live recording of this device");
+    if (rec.exec === 0n) return;
+    this.inflight.push(...rec.kernels);
+    this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
+  }
+
+  async synchronize(timeoutMs: number): Promise<void> {
+    this.alive();
+    const t0 = performance.now();
+    const spinUntil = t0 + this.spinMicros / 1000, deadline = t0 + timeoutMs;
+    for (;;) {
+      const r = this.cu.fn.cuStreamQuery(this.stream);
+      if (r === 0) {
+        this.idle();
+        return;
+      }
+      if (r !== CUDA_ERROR_NOT_READY) throw this.failure("synchronize", new CudaError("cuStreamQuery", r, this.cu.errorName(r)));
+      const now = performance.now();
+      if (now > deadline) {
+        this.poisoned ??= `work did not finish within ${timeoutMs} ms`;
+        throw new DeviceTimeout("ptx", "synchronize", timeoutMs);
+      }
+      if (now > spinUntil) await sleep(1);
+      if (this.poisoned !== undefined) throw new Poisoned("ptx", this.poisoned);
+    }
+  }
+
+  releaseRecording(rec: Recording): void {
+    if (!(rec instanceof PtxRecording) || rec.released) return;
+    rec.released = true;
+    this.recordings.delete(rec);
+    if (this.poisoned !== undefined || rec.exec === 0n) return;
+    this.guard("releaseRecording", () => this.cu.graphExecDestroy(rec.exec));
+  }
+
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    if (this.poisoned === undefined) {
+      try {
+        await this.synchronize(this.timeoutMs);
+        for (const r of [...this.recordings]) this.releaseRecording(r);
+        for (const b of [...this.buffers]) this.free(b);
+        const modules = new Set([...this.byText.values()].map((c) => c.cuModule));
+        for (const m of modules) this.cu.moduleUnload(m);
+        this.byText.clear();
+        this.ring.release();
+        if (this.readStage) this.cu.memFreeHost(this.readStage.ptr);
+        for (const ch of this.faultChunks) this.cu.memFreeHost(ch.host);
+        this.cu.streamDestroy(this.stream);
+      } catch {
+        // Best effort: the context is released below either way.
+      }
+    }
+    this.poisoned ??= "destroyed";
+    try {
+      this.cu.primaryCtxRelease(this.dev);
+    } catch {
+      // A context that faulted may refuse; nothing else holds it.
+    }
+  }
+}
+
+function allZero(data: Uint8Array): boolean {
+  const head = (4 - (data.byteOffset % 4)) % 4;
+  for (let i = 0; i < Math.min(head, data.byteLength); i++) if (data[i] !== 0) return false;
+  if (head >= data.byteLength) return true;
+  const words = new Int32Array(data.buffer, data.byteOffset + head, (data.byteLength - head) >>> 2);
+  for (let i = 0; i < words.length; i++) if (words[i] !== 0) return false;
+  for (let i = head + words.length * 4; i < data.byteLength; i++) if (data[i] !== 0) return false;
+  return true;
+}

@@ -1,0 +1,853 @@
+// Lowers one Kernel (kernels/ir.ts) to a PTX module with a single .entry.
+//
+// Shape of the output: one `.param .u64` per binding (the device passes each binding's address with its byte
+// offset applied) plus, when the kernel has checks, one more pointing at a host-mapped u32 word that a failing
+// check writes its code to before `trap`. Every expression value gets a fresh virtual register; a `let`
+// variable is one register assigned in place. Structured control flow becomes labels and predicated branches.
+//
+// Semantics kept from the IR (and matched with the JS renderer where the IR leaves room): f32 add/sub/mul/
+// fma/div/sqrt/recip are IEEE round-to-nearest (`.rn`, so ptxas never contracts into fma); min/max propagate
+// NaN like Math.max; integer x/0 and x%0 give 0; shift amounts are taken mod 32; float->int casts truncate
+// and saturate with NaN -> 0; casting to bool is `x != 0` with NaN -> true; a shuffle from a lane outside the
+// subgroup (or past the workgroup's end) returns the caller's own value.
+//
+// Subgroups are warps (32 lanes, formed from the linear invocation index). Subgroup ops must be reached by
+// every existing lane of a warp (warp-uniform control flow, as in CUDA); when the workgroup size is not a
+// multiple of 32 the last warp is partial and its member mask is computed in the prologue.
+import type { Buffer, Builtin, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
+import { ESIZE, KernelError, walkStmts } from "../../ir.ts";
+import { f2h } from "../js_runtime.ts";
+import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
+import * as math from "./math.ts";
+
+export interface PtxOptions {
+  /** SM architecture number: 80 (default), 86, 89, 90 ... */
+  sm?: number;
+  /** PTX ISA version; default "8.0" (CUDA 12.0+ drivers JIT it; ptxas of CUDA 12/13 accepts it). */
+  version?: string;
+  /** Comment header lines (e.g. where the kernel came from). */
+  comment?: string;
+}
+
+export interface PtxModule {
+  readonly kernel: Kernel;
+  readonly ptx: string;
+  /** The .entry symbol (cuModuleGetFunction). */
+  readonly entry: string;
+  /** Number of .param entries: the bindings, plus one when faultParam. */
+  readonly params: number;
+  /** The last param is a u64 address of a u32 word a failing check stores its code to before trapping. */
+  readonly faultParam: boolean;
+  /** Bytes of dynamic shared memory the launch must pass (0 when the arrays fit the 48 KiB static limit). */
+  readonly dynamicShared: number;
+  /** Total shared memory the kernel uses, static or dynamic. */
+  readonly sharedBytes: number;
+}
+
+const STATIC_SHARED_LIMIT = 48 * 1024;
+
+const RC: Record<CType, RegClass> = { f32: "f", f16: "h", i32: "r", u32: "r", bool: "p" };
+const MOV: Record<CType, string> = { f32: "mov.f32", f16: "mov.b16", i32: "mov.b32", u32: "mov.b32", bool: "mov.pred" };
+const SUF: Record<CType, string> = { f32: "f32", f16: "f16", i32: "s32", u32: "u32", bool: "pred" };
+const SHARED_SIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 1 };
+const isFloat = (t: CType) => t === "f32" || t === "f16";
+
+/** A PTX-safe entry name derived from the kernel's name. */
+export function entryName(name: string): string {
+  const s = name.replace(/[^A-Za-z0-9_]/g, "_");
+  return /^[A-Za-z_]/.test(s) ? s : `k_${s}`;
+}
+
+type ForStmt = Extract<Stmt, { k: "for" }>;
+
+class Lowering {
+  readonly a = new Asm();
+  readonly m: math.PtxMath;
+  private readonly vars = new Map<string, { reg: string; t: CType }>();
+  private memo = new Map<Expr, string>();
+  private readonly bases: string[] = [];
+  private readonly builtins = new Map<Builtin, string>();
+  private readonly smem = new Map<Shared, number>(); // byte offset of each array in the shared block
+  private smemBase = "";
+  private fault = "";
+  /** Warp member mask and shfl clamp operand (immediates for full warps, registers for a partial last warp). */
+  private warpMask = "0xFFFFFFFF";
+  private warpClamp = "31";
+  readonly total: number;
+  readonly sharedBytes: number;
+
+  constructor(readonly k: Kernel) {
+    this.m = new math.PtxMath(this.a);
+    this.total = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
+    let off = 0;
+    for (const s of k.shared) {
+      if (!Number.isInteger(s.count) || s.count < 1) throw new KernelError(`${k.name}: shared ${s.name} has ${s.count} elements`);
+      this.smem.set(s, off);
+      off += Math.ceil((s.count * SHARED_SIZE[s.t]) / 16) * 16;
+    }
+    this.sharedBytes = off;
+  }
+
+  // ---- prologue --------------------------------------------------------------------------------------
+
+  prologue(entry: string): void {
+    const a = this.a;
+    this.k.buffers.forEach((b, i) => {
+      if (b.binding !== i) throw new KernelError(`${this.k.name}: buffer ${b.name} has binding ${b.binding}, expected ${i}`);
+      const p = a.to("rd", "ld.param.u64", `[${entry}_param_${i}]`);
+      this.bases.push(a.to("rd", "cvta.to.global.u64", p));
+    });
+    if (hasChecks(this.k)) {
+      this.fault = a.to("rd", "ld.param.u64", `[${entry}_param_${this.k.buffers.length}]`);
+    }
+    if (this.sharedBytes > 0) this.smemBase = a.to("r", "mov.u32", "smem");
+    const used = new Set<Builtin>();
+    let subgroups = false;
+    forEachExpr(this.k.body, (e) => {
+      if (e.k === "builtin") used.add(e.b);
+      if (e.k === "subgroup" || e.k === "shuffle") subgroups = true;
+    });
+    const [wx, wy] = this.k.workgroup;
+    const special = (b: Builtin): string => {
+      const got = this.builtins.get(b);
+      if (got) return got;
+      const [kind, dim] = b.split(".");
+      const sreg = { lid: "%tid", wgid: "%ctaid", nwg: "%nctaid" }[kind as "lid"];
+      let r: string;
+      if (sreg) r = a.to("r", "mov.u32", `${sreg}.${dim}`);
+      else if (kind === "gid") {
+        const wg = this.k.workgroup["xyz".indexOf(dim)];
+        const cta = special(`wgid.${dim}` as Builtin);
+        r = wg === 1 ? cta : a.to("r", "mad.lo.u32", cta, String(wg), special(`lid.${dim}` as Builtin));
+      } else if (b === "lane") r = a.to("r", "mov.u32", "%laneid");
+      else if (b === "sgsize") r = a.to("r", "mov.u32", "32");
+      else r = a.to("r", "shr.u32", linear(), "5"); // sgid
+      this.builtins.set(b, r);
+      return r;
+    };
+    let lin = "";
+    const linear = (): string => {
+      if (lin) return lin;
+      lin = special("lid.x");
+      if (this.k.workgroup[1] > 1 || this.k.workgroup[2] > 1) {
+        const yz = a.to("r", "mad.lo.u32", special("lid.z"), String(wy), special("lid.y"));
+        lin = a.to("r", "mad.lo.u32", yz, String(wx), lin);
+      }
+      return lin;
+    };
+    for (const b of used) special(b);
+    if (subgroups && this.total % 32 !== 0) {
+      // Lanes of the last, partial warp: n = min(32, total - warp base); mask = (1 << n) - 1 (shl by 32 is 0 in PTX).
+      const base = a.to("r", "and.b32", linear(), "-32");
+      const n = a.to("r", "min.u32", a.to("r", "sub.s32", String(this.total), base), "32");
+      this.warpMask = a.to("r", "add.s32", a.to("r", "shl.b32", "1", n), "-1");
+      this.warpClamp = a.to("r", "add.s32", n, "-1");
+    }
+  }
+
+  // ---- variables -------------------------------------------------------------------------------------
+
+  private varReg(v: Var): string {
+    const got = this.vars.get(v.name);
+    if (got) {
+      if (got.t !== v.t) throw new KernelError(`${this.k.name}: variable ${v.name} used as ${got.t} and ${v.t}`);
+      return got.reg;
+    }
+    const reg = this.a.reg(RC[v.t]);
+    this.vars.set(v.name, { reg, t: v.t });
+    return reg;
+  }
+  private assign(v: Var, value: string): void {
+    const r = this.varReg(v);
+    if (r !== value) this.a.op(`${MOV[v.t]} ${r}, ${value}`);
+  }
+
+  // ---- expressions -----------------------------------------------------------------------------------
+
+  /** The value of e in a register of its class (or, for ints and f32, possibly an immediate via `opnd`). */
+  ex(e: Expr): string {
+    const got = this.memo.get(e);
+    if (got !== undefined) return got;
+    const r = this.ex1(e);
+    this.memo.set(e, r);
+    return r;
+  }
+  /** An operand: immediates for f32 / integer constants (PTX accepts them as sources), else a register. */
+  private opnd(e: Expr): string {
+    if (e.k === "const") {
+      if (e.t === "f32") return f32imm(e.v);
+      if (e.t === "i32") return String(e.v | 0);
+      if (e.t === "u32") return String(e.v >>> 0);
+    }
+    return this.ex(e);
+  }
+  private reg(t: CType, x: string): string {
+    return this.a.inReg(RC[t], x);
+  }
+
+  private ex1(e: Expr): string {
+    const a = this.a;
+    switch (e.k) {
+      case "const":
+        switch (e.t) {
+          case "f32": return a.to("f", "mov.f32", f32imm(e.v));
+          case "f16": return a.to("h", "mov.b16", `0x${f2h(e.v).toString(16).padStart(4, "0")}`);
+          case "bool": return a.to("p", "mov.pred", e.v ? "1" : "0");
+          default: return a.to("r", "mov.b32", b32imm(e.v));
+        }
+      case "var": return this.varReg(e.v);
+      case "builtin": {
+        const r = this.builtins.get(e.b);
+        if (!r) throw new KernelError(`${this.k.name}: builtin ${e.b} missed by the prologue`);
+        return r;
+      }
+      case "un": return this.unary(e.op, e.t, e.a);
+      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "fma":
+        if (e.t === "f16") return a.to("h", "fma.rn.f16", this.ex(e.a), this.ex(e.b), this.ex(e.c));
+        return a.to("f", "fma.rn.f32", this.ex(e.a), this.opnd(e.b), this.opnd(e.c));
+      case "select": return this.select(e.t, this.ex(e.c), e.a, e.b);
+      case "cast": return this.cast(this.ex(e.a), e.a.t, e.t);
+      case "bitcast": {
+        const x = this.ex(e.a);
+        if (e.a.t === e.t) return x;
+        if (e.a.t === "f32" || e.t === "f32") return a.to(RC[e.t], "mov.b32", x);
+        return x; // i32 <-> u32: same register
+      }
+      case "load": return this.load(e.buf, e.view, e.index, e.t);
+      case "sload": {
+        const addr = this.sharedAddr(e.mem, e.index);
+        switch (e.mem.t) {
+          case "f32": return a.to("f", "ld.shared.f32", addr);
+          case "f16": return a.to("h", "ld.shared.b16", addr);
+          case "bool": return a.to("p", "setp.ne.u32", a.to("r", "ld.shared.u8", addr), "0");
+          default: return a.to("r", "ld.shared.b32", addr);
+        }
+      }
+      case "subgroup": return this.subgroup(e.op, e.t, this.ex(e.a));
+      case "shuffle": return this.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
+    }
+  }
+
+  private toF32(x: string, t: CType): string {
+    return t === "f16" ? this.a.to("f", "cvt.f32.f16", x) : x;
+  }
+  private fromF32(x: string, t: CType): string {
+    return t === "f16" ? this.a.to("h", "cvt.rn.f16.f32", x) : x;
+  }
+  /** Runs an f32 routine on an f32 or f16 value (f16 goes through f32 and rounds back). */
+  private viaF32(t: CType, x: string, f: (x: string) => string): string {
+    return this.fromF32(f(this.toF32(x, t)), t);
+  }
+
+  private unary(op: string, t: CType, ea: Expr): string {
+    const a = this.a, m = this.m;
+    const x = this.ex(ea);
+    const s = SUF[t];
+    switch (op) {
+      case "neg":
+        if (isFloat(t)) return a.to(RC[t], `neg.${s}`, x);
+        return a.to("r", "neg.s32", x);
+      case "abs":
+        if (isFloat(t)) return a.to(RC[t], `abs.${s}`, x);
+        return t === "i32" ? a.to("r", "abs.s32", x) : x;
+      case "exp": return this.viaF32(t, x, (v) => math.expf(m, v));
+      case "exp2": return this.viaF32(t, x, (v) => math.exp2f(m, v));
+      case "log": return this.viaF32(t, x, (v) => math.logf(m, v));
+      case "log2": return this.viaF32(t, x, (v) => math.log2f(m, v));
+      case "sin": return this.viaF32(t, x, (v) => math.sinf(m, v));
+      case "cos": return this.viaF32(t, x, (v) => math.cosf(m, v));
+      case "tanh": return this.viaF32(t, x, (v) => math.tanhf(m, v));
+      case "sqrt": return this.viaF32(t, x, (v) => a.to("f", "sqrt.rn.f32", v));
+      case "rsqrt": return this.viaF32(t, x, (v) => a.to("f", "rsqrt.approx.f32", v));
+      case "recip": return this.viaF32(t, x, (v) => a.to("f", "rcp.rn.f32", v));
+      case "floor": return a.to(RC[t], `cvt.rmi.${s}.${s}`, x);
+      case "ceil": return a.to(RC[t], `cvt.rpi.${s}.${s}`, x);
+      case "not": return t === "bool" ? a.to("p", "not.pred", x) : a.to("r", "not.b32", x);
+      case "isfinite": return a.to("p", "testp.finite.f32", this.toF32(x, ea.t));
+      case "isnan": return a.to("p", "testp.notanumber.f32", this.toF32(x, ea.t));
+      case "f16bits": {
+        const lo = a.reg("h"), hi = a.reg("h");
+        a.op(`mov.b32 {${lo}, ${hi}}, ${this.reg("u32", x)}`);
+        return a.to("f", "cvt.f32.f16", lo);
+      }
+      case "bf16bits": return a.to("f", "mov.b32", a.to("r", "shl.b32", this.reg("u32", x), "16"));
+    }
+    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
+  }
+
+  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
+    const a = this.a, m = this.m;
+    const at = ea.t;
+    if (at === "bool") return this.boolBinary(op, ea, eb);
+    const s = SUF[at];
+    const cmp = { lt: "lt", le: "le", gt: "gt", ge: "ge", eq: "eq", ne: isFloat(at) ? "neu" : "ne" }[op as "lt"];
+    if (cmp) {
+      if (at === "f16") return a.to("p", `setp.${cmp}.f16`, this.ex(ea), this.ex(eb));
+      return a.to("p", `setp.${cmp}.${s}`, this.ex(ea), this.opnd(eb));
+    }
+    if (t === "f16") {
+      const x = this.ex(ea), y = this.ex(eb);
+      switch (op) {
+        case "add": case "sub": case "mul": return a.to("h", `${op}.rn.f16`, x, y);
+        case "max": case "min": return a.to("h", `${op}.NaN.f16`, x, y);
+      }
+      const fx = this.toF32(x, "f16"), fy = this.toF32(y, "f16");
+      return this.fromF32(this.floatBinary(op, fx, fy), "f16");
+    }
+    if (t === "f32") {
+      switch (op) {
+        case "add": case "sub": case "mul": return a.to("f", `${op}.rn.f32`, this.ex(ea), this.opnd(eb));
+        case "max": case "min": return a.to("f", `${op}.NaN.f32`, this.ex(ea), this.opnd(eb));
+      }
+      return this.floatBinary(op, this.ex(ea), this.ex(eb));
+    }
+    // 32-bit integers
+    const x = this.ex(ea);
+    switch (op) {
+      case "add": return a.to("r", "add.s32", x, this.opnd(eb));
+      case "sub": return a.to("r", "sub.s32", x, this.opnd(eb));
+      case "mul": return a.to("r", "mul.lo.s32", x, this.opnd(eb));
+      case "max": case "min": return a.to("r", `${op}.${s}`, x, this.opnd(eb));
+      case "and": case "or": case "xor": return a.to("r", `${op}.b32`, x, this.opnd(eb));
+      case "shl": case "shr": {
+        const sh = op === "shl" ? "shl.b32" : `shr.${s}`;
+        if (eb.k === "const") return a.to("r", sh, x, String(eb.v & 31));
+        return a.to("r", sh, x, a.to("r", "and.b32", this.ex(eb), "31"));
+      }
+      case "div": case "mod": {
+        const opc = op === "div" ? `div.${s}` : `rem.${s}`;
+        if (eb.k === "const" && eb.v !== 0) return a.to("r", opc, x, b32imm(eb.v));
+        if (eb.k === "const") return a.to("r", "mov.b32", "0");
+        const y = this.ex(eb);
+        // x/0 and x%0 are 0 (as on the JS device); PTX leaves them unspecified.
+        return a.to("r", "selp.b32", "0", a.to("r", opc, x, y), a.to("p", "setp.eq.u32", y, "0"));
+      }
+    }
+    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+  private floatBinary(op: string, x: string, y: string): string {
+    switch (op) {
+      case "div": return this.a.to("f", "div.rn.f32", x, y);
+      case "mod": return math.fmodf(this.m, x, y);
+      case "pow": return math.powf(this.m, x, y);
+    }
+    throw new KernelError(`${this.k.name}: ${op} on floats`);
+  }
+  private boolBinary(op: string, ea: Expr, eb: Expr): string {
+    const a = this.a;
+    const x = this.ex(ea), y = this.ex(eb);
+    switch (op) {
+      case "and": case "min": return a.to("p", "and.pred", x, y);
+      case "or": case "max": return a.to("p", "or.pred", x, y);
+      case "xor": case "ne": return a.to("p", "xor.pred", x, y);
+      case "eq": return a.to("p", "not.pred", a.to("p", "xor.pred", x, y));
+      case "lt": case "le": case "gt": case "ge": {
+        const u = (p: string) => a.to("r", "selp.u32", "1", "0", p);
+        return a.to("p", `setp.${op}.u32`, u(x), u(y));
+      }
+    }
+    throw new KernelError(`${this.k.name}: ${op} on bool`);
+  }
+
+  private select(t: CType, c: string, ea: Expr, eb: Expr): string {
+    const a = this.a;
+    if (t === "bool") {
+      const x = this.ex(ea), y = this.ex(eb);
+      const nc = a.to("p", "not.pred", c);
+      return a.to("p", "or.pred", a.to("p", "and.pred", c, x), a.to("p", "and.pred", nc, y));
+    }
+    const ty = t === "f32" ? "f32" : t === "f16" ? "b16" : "b32";
+    const x = t === "f16" ? this.ex(ea) : this.opnd(ea), y = t === "f16" ? this.ex(eb) : this.opnd(eb);
+    return a.to(RC[t], `selp.${ty}`, x, y, c);
+  }
+
+  /** Numeric conversion of register x from type `from` to `to`. */
+  cast(x: string, from: CType, to: CType): string {
+    const a = this.a;
+    if (from === to) return x;
+    if (to === "bool") {
+      if (from === "f16") return a.to("p", "setp.neu.f32", a.to("f", "cvt.f32.f16", x), "0f00000000");
+      return a.to("p", from === "f32" ? "setp.neu.f32" : "setp.ne.u32", x, from === "f32" ? "0f00000000" : "0");
+    }
+    if (from === "bool") {
+      if (to === "f32") return a.to("f", "selp.f32", "0f3F800000", "0f00000000", x);
+      if (to === "f16") return a.to("h", "selp.b16", "0x3C00", "0x0000", x);
+      return a.to("r", "selp.b32", "1", "0", x);
+    }
+    if ((from === "i32" || from === "u32") && (to === "i32" || to === "u32")) return x;
+    const s = (t: CType) => (t === "i32" ? "s32" : t);
+    if (isFloat(to)) {
+      if (isFloat(from)) return a.to(RC[to], from === "f32" ? "cvt.rn.f16.f32" : "cvt.f32.f16", x);
+      return a.to(RC[to], `cvt.rn.${to}.${s(from)}`, x);
+    }
+    return a.to("r", `cvt.rzi.${s(to)}.${from}`, x); // float -> int: truncate, saturate, NaN -> 0
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------------
+
+  /** `[addr]` of element `index` (in units of `size` bytes) of binding `buf`. */
+  private addr(buf: Buffer, index: Expr, size: number): string {
+    const base = this.bases[buf.binding];
+    if (index.k === "const") return index.v === 0 ? `[${base}]` : `[${base}+${index.v * size}]`;
+    const i = this.ex(index);
+    const wide = this.a.to("rd", `mul.wide.${index.t === "i32" ? "s32" : "u32"}`, i, String(size));
+    return `[${this.a.to("rd", "add.s64", base, wide)}]`;
+  }
+  private ld(buf: Buffer): string {
+    return buf.access === "r" ? "ld.global.nc" : "ld.global";
+  }
+
+  private load(buf: Buffer, view: EType, index: Expr, t: CType): string {
+    const a = this.a;
+    const addr = this.addr(buf, index, ESIZE[view]);
+    const ld = this.ld(buf);
+    switch (view) {
+      case "f32": return a.to("f", `${ld}.f32`, addr);
+      case "f16": {
+        const h = a.to("h", `${ld}.b16`, addr);
+        return t === "f16" ? h : a.to("f", "cvt.f32.f16", h);
+      }
+      case "bf16": return a.to("f", "mov.b32", a.to("r", "shl.b32", a.to("r", `${ld}.u16`, addr), "16"));
+      case "i8": return a.to("r", `${ld}.s8`, addr);
+      case "u8": return a.to("r", `${ld}.u8`, addr);
+      case "i16": return a.to("r", `${ld}.s16`, addr);
+      case "u16": return a.to("r", `${ld}.u16`, addr);
+      case "i32": case "u32": return a.to("r", `${ld}.b32`, addr);
+    }
+  }
+
+  /** Converts a computed value of type t to the bits a store of `view` writes (a register or immediate). */
+  private storeBits(view: EType, e: Expr): string {
+    const a = this.a;
+    const t = e.t;
+    switch (view) {
+      case "f32": return t === "f32" ? this.opnd(e) : this.cast(this.ex(e), t, "f32");
+      case "f16": return t === "f16" ? this.ex(e) : a.to("h", "cvt.rn.f16.f32", this.cast(this.ex(e), t, "f32"));
+      case "bf16": return a.to("h", "cvt.rn.bf16.f32", this.cast(this.ex(e), t, "f32"));
+      default: {
+        const it = view === "u32" || view === "u8" || view === "u16" ? "u32" : "i32";
+        if (t === "i32" || t === "u32") return this.opnd(e);
+        return this.cast(this.ex(e), t, it);
+      }
+    }
+  }
+  private store(buf: Buffer, view: EType, index: Expr, e: Expr): void {
+    const bits = this.storeBits(view, e);
+    const addr = this.addr(buf, index, ESIZE[view]);
+    const ty = { f32: "f32", f16: "b16", bf16: "b16", i32: "b32", u32: "b32", i8: "u8", u8: "u8", i16: "u16", u16: "u16" }[view];
+    this.a.op(`st.global.${ty} ${addr}, ${bits}`);
+  }
+
+  /** Vector load: n consecutive elements through the widest aligned accesses, then split per element. */
+  private loadv(dst: Var[], buf: Buffer, view: EType, index: Expr): void {
+    const a = this.a;
+    const n = dst.length, size = ESIZE[view], bytes = n * size;
+    const regs = dst.map((v) => this.varReg(v));
+    const addr = this.addr(buf, index, size);
+    const ld = this.ld(buf);
+    const vec = (k: number) => (k === 1 ? "" : `.v${k}`);
+    if (size === 4) {
+      const ty = view === "f32" ? "f32" : "b32";
+      a.op(`${ld}${vec(n)}.${ty} ${n === 1 ? regs[0] : `{${regs.join(", ")}}`}, ${addr}`);
+      return;
+    }
+    // 8/16-bit elements: load whole words (or one halfword for 2 bytes), then extract.
+    let words: string[];
+    if (bytes >= 4) {
+      words = Array.from({ length: bytes / 4 }, () => a.reg("r"));
+      a.op(`${ld}${vec(words.length)}.b32 ${words.length === 1 ? words[0] : `{${words.join(", ")}}`}, ${addr}`);
+    } else if (bytes === 2) {
+      words = [a.to("r", `${ld}.u16`, addr)];
+    } else {
+      a.op(`${ld}.${view === "i8" ? "s8" : "u8"} ${regs[0]}, ${addr}`);
+      return;
+    }
+    for (let j = 0; j < n; j++) {
+      const w = words[Math.floor((j * size) / 4)], bit = ((j * size) % 4) * 8;
+      const r = regs[j];
+      switch (view) {
+        case "f16": {
+          const lo = a.reg("h"), hi = a.reg("h");
+          a.op(`mov.b32 {${lo}, ${hi}}, ${w}`);
+          a.op(`cvt.f32.f16 ${r}, ${bit ? hi : lo}`);
+          break;
+        }
+        case "bf16":
+          if (bit) a.op(`and.b32 ${r}, ${w}, -65536`);
+          else a.op(`shl.b32 ${r}, ${w}, 16`);
+          break;
+        case "u16": case "u8": a.op(`bfe.u32 ${r}, ${w}, ${bit}, ${size * 8}`); break;
+        case "i16": case "i8": a.op(`bfe.s32 ${r}, ${w}, ${bit}, ${size * 8}`); break;
+        default: throw new KernelError(`${this.k.name}: vector of ${view}`);
+      }
+    }
+  }
+
+  private storev(buf: Buffer, view: EType, index: Expr, es: Expr[]): void {
+    const a = this.a;
+    const n = es.length, size = ESIZE[view], bytes = n * size;
+    const vec = (k: number) => (k === 1 ? "" : `.v${k}`);
+    if (size === 4) {
+      const vals = es.map((e) => this.reg(view === "f32" ? "f32" : "u32", this.storeBits(view, e)));
+      const addr = this.addr(buf, index, size);
+      const ty = view === "f32" ? "f32" : "b32";
+      a.op(`st.global${vec(n)}.${ty} ${addr}, ${n === 1 ? vals[0] : `{${vals.join(", ")}}`}`);
+      return;
+    }
+    if (n === 1) return this.store(buf, view, index, es[0]);
+    let words: string[];
+    if (size === 2) {
+      const halves = es.map((e) => {
+        const b = this.storeBits(view, e);
+        if (view === "f16" || view === "bf16") return b; // .b16 registers
+        return a.to("h", "cvt.u16.u32", this.reg("u32", b));
+      });
+      words = [];
+      for (let j = 0; j < n; j += 2) words.push(a.to("r", "mov.b32", `{${halves[j]}, ${halves[j + 1]}}`));
+    } else {
+      const b = es.map((e) => this.reg("u32", this.storeBits(view, e)));
+      words = [];
+      for (let j = 0; j < n; j += 4) {
+        if (n - j === 2) {
+          words.push(a.to("r", "prmt.b32", b[j], b[j + 1], "0x0040"));
+          continue;
+        }
+        const lo = a.to("r", "prmt.b32", b[j], b[j + 1], "0x0040");
+        const hi = a.to("r", "prmt.b32", b[j + 2], b[j + 3], "0x0040");
+        words.push(a.to("r", "prmt.b32", lo, hi, "0x5410"));
+      }
+    }
+    const addr = this.addr(buf, index, size);
+    if (bytes === 2) {
+      a.op(`st.global.u16 ${addr}, ${words[0]}`);
+      return;
+    }
+    a.op(`st.global${vec(words.length)}.b32 ${addr}, ${words.length === 1 ? words[0] : `{${words.join(", ")}}`}`);
+  }
+
+  private sharedAddr(mem: Shared, index: Expr): string {
+    const off = this.smem.get(mem);
+    if (off === undefined) throw new KernelError(`${this.k.name}: shared ${mem.name} is not declared`);
+    const size = SHARED_SIZE[mem.t];
+    if (index.k === "const") return `[${this.smemBase}+${off + index.v * size}]`;
+    const r = this.a.to("r", "mad.lo.u32", this.reg("u32", this.ex(index)), String(size), this.smemBase);
+    return off ? `[${r}+${off}]` : `[${r}]`;
+  }
+  private sstore(mem: Shared, index: Expr, e: Expr): void {
+    const addr = this.sharedAddr(mem, index);
+    const x = this.ex(e);
+    switch (mem.t) {
+      case "f32": return this.a.op(`st.shared.f32 ${addr}, ${x}`);
+      case "f16": return this.a.op(`st.shared.b16 ${addr}, ${x}`);
+      case "bool": return this.a.op(`st.shared.u8 ${addr}, ${this.a.to("r", "selp.u32", "1", "0", x)}`);
+      default: return this.a.op(`st.shared.b32 ${addr}, ${x}`);
+    }
+  }
+
+  // ---- subgroups -------------------------------------------------------------------------------------
+
+  private get fullWarps(): boolean {
+    return this.total % 32 === 0;
+  }
+  /** A 32-bit register carrying a value of type t through shfl. */
+  private to32(x: string, t: CType): string {
+    if (t === "f16") return this.a.to("r", "mov.b32", `{${x}, ${x}}`);
+    if (t === "bool") return this.a.to("r", "selp.u32", "1", "0", x);
+    return x;
+  }
+  private from32(x: string, t: CType): string {
+    const a = this.a;
+    if (t === "f16") {
+      const lo = a.reg("h"), hi = a.reg("h");
+      a.op(`mov.b32 {${lo}, ${hi}}, ${x}`);
+      return lo;
+    }
+    if (t === "bool") return a.to("p", "setp.ne.u32", x, "0");
+    return x;
+  }
+  private combine(op: string, t: CType, x: string, y: string, pred = ""): string {
+    const a = this.a;
+    const d = a.reg(RC[t]);
+    const opc = t === "f32" || t === "f16"
+      ? op === "add" ? `add.rn.${t}` : `${op}.NaN.${t}`
+      : op === "add" ? "add.s32" : `${op}.${SUF[t]}`;
+    if (pred) {
+      a.op(`${MOV[t]} ${d}, ${x}`);
+      a.op(`@${pred} ${opc} ${d}, ${d}, ${y}`);
+    } else a.op(`${opc} ${d}, ${x}, ${y}`);
+    return d;
+  }
+
+  private subgroup(op: string, t: CType, x: string): string {
+    const a = this.a;
+    if (t === "bool") {
+      // any (add, max) / all (min), as the JS device computes them over 0/1.
+      const u = a.to("r", "selp.u32", "1", "0", x);
+      return a.to("p", "setp.ne.u32", this.subgroup(op === "min" ? "min" : "max", "u32", u), "0");
+    }
+    if (this.fullWarps) {
+      if (t === "i32" || t === "u32") {
+        const ty = op === "add" ? "u32" : SUF[t];
+        return a.to("r", `redux.sync.${op}.${ty}`, x, "-1");
+      }
+      let acc = x;
+      for (const k of [16, 8, 4, 2, 1]) {
+        const other = this.from32(a.to("r", "shfl.sync.bfly.b32", this.to32(acc, t), String(k), "31", "-1"), t);
+        acc = this.combine(op, t, acc, other);
+      }
+      return acc;
+    }
+    // A partial warp: fold down into lane 0 (a partner past the warp's end contributes nothing), then broadcast.
+    let acc = x;
+    for (const k of [16, 8, 4, 2, 1]) {
+      const got = a.reg("r"), p = a.reg("p");
+      a.op(`shfl.sync.down.b32 ${got}|${p}, ${this.to32(acc, t)}, ${k}, ${this.warpClamp}, ${this.warpMask}`);
+      acc = this.combine(op, t, acc, this.from32(got, t), p);
+    }
+    return this.from32(a.to("r", "shfl.sync.idx.b32", this.to32(acc, t), "0", this.warpClamp, this.warpMask), t);
+  }
+
+  private shuffle(mode: string, t: CType, x: string, lane: Expr): string {
+    const a = this.a;
+    if (lane.k === "const" && (lane.v >>> 0) >= 32) return x; // every source lane is outside the warp
+    const l = lane.k === "const" ? String(lane.v) : this.reg("u32", this.ex(lane));
+    const m = { xor: "bfly", idx: "idx", down: "down" }[mode as "xor"];
+    const got = a.to("r", `shfl.sync.${m}.b32`, this.to32(x, t), l, this.warpClamp, this.warpMask);
+    const v = this.from32(got, t);
+    if (lane.k === "const") return v;
+    // PTX reads only the low 5 bits of the lane operand; a lane argument >= 32 names no lane: own value.
+    const inRange = a.to("p", "setp.lt.u32", l, "32");
+    if (t === "bool") {
+      return a.to("p", "or.pred", a.to("p", "and.pred", inRange, v), a.to("p", "and.pred", a.to("p", "not.pred", inRange), x));
+    }
+    return a.to(RC[t], `selp.${t === "f32" ? "f32" : t === "f16" ? "b16" : "b32"}`, v, x, inRange);
+  }
+
+  // ---- statements ------------------------------------------------------------------------------------
+
+  block(body: Stmt[]): void {
+    for (const s of body) this.stmt(s);
+  }
+  /** Expressions are memoized within one evaluation point only (vars and memory may change between them). */
+  private fresh(): void {
+    this.memo = new Map();
+  }
+
+  stmt(s: Stmt): void {
+    const a = this.a;
+    this.fresh();
+    switch (s.k) {
+      case "let": case "assign": {
+        if (s.e.t !== s.v.t) throw new KernelError(`${this.k.name}: ${s.k} of ${s.v.t} ${s.v.name} from ${s.e.t}`);
+        this.assign(s.v, this.ex(s.e));
+        return;
+      }
+      case "store": return this.store(s.buf, s.view, s.index, s.e);
+      case "loadv": return this.loadv(s.dst, s.buf, s.view, s.index);
+      case "storev": return this.storev(s.buf, s.view, s.index, s.es);
+      case "sstore": return this.sstore(s.mem, s.index, s.e);
+      case "barrier": return a.op("bar.sync 0");
+      case "return": return a.op("ret");
+      case "check": {
+        const ok = a.label();
+        a.op(`@${this.ex(s.c)} bra ${ok}`);
+        // Leave the code where the host can read it after the context is lost (host-mapped memory).
+        a.op(`st.volatile.global.u32 [${this.fault}], ${s.code}`);
+        a.op("membar.sys");
+        a.op("trap");
+        a.place(ok);
+        return;
+      }
+      case "if": {
+        const els = a.label(), end = a.label();
+        a.op(`@!${this.ex(s.c)} bra ${s.else.length ? els : end}`);
+        this.block(s.then);
+        if (s.else.length) {
+          a.op(`bra.uni ${end}`);
+          a.place(els);
+          this.block(s.else);
+        }
+        a.place(end);
+        return;
+      }
+      case "for": return this.loop(s);
+    }
+  }
+
+  private loop(s: ForStmt): void {
+    const a = this.a;
+    const t = s.v.t;
+    if (t !== "i32" && t !== "u32") throw new KernelError(`${this.k.name}: loop variable ${s.v.name} is ${t}`);
+    const lt = t === "i32" ? "setp.lt.s32" : "setp.lt.u32";
+    const v = this.varReg(s.v);
+    const u = Math.max(1, Math.floor(s.unroll));
+    // Constant bounds: a known trip count, fully unrolled when the hint covers it.
+    if (s.start.k === "const" && s.end.k === "const") {
+      const trips = Math.max(0, Math.ceil((s.end.v - s.start.v) / s.step));
+      if (trips === 0) return;
+      if (u >= trips && trips <= 256) {
+        for (let j = 0; j < trips; j++) {
+          a.op(`mov.b32 ${v}, ${b32imm(s.start.v + j * s.step)}`);
+          this.block(s.body);
+        }
+        return;
+      }
+    }
+    this.assign(s.v, this.ex(s.start));
+    // The bound is evaluated once when the body cannot change it, else before every iteration (as the IR says).
+    const hoist = invariant(s.end, s.body);
+    this.fresh();
+    const endOnce = hoist ? this.reg(t, this.opnd(s.end)) : "";
+    const bound = (): string => {
+      if (hoist) return endOnce;
+      this.fresh();
+      return this.opnd(s.end);
+    };
+    const done = a.label();
+    if (u > 1) {
+      // Main loop takes u iterations at a time while all u are in range; the tail loop finishes.
+      const top = a.label(), tail = a.label();
+      a.place(top);
+      const last = a.to("r", "add.s32", v, String((u - 1) * s.step));
+      // v + (u-1)*step must not wrap for the test to mean "all u in range".
+      const wraps = a.to("p", t === "i32" ? "setp.lt.s32" : "setp.lt.u32", last, v);
+      const inRange = a.to("p", lt, last, bound());
+      a.op(`@${wraps} bra ${tail}`);
+      a.op(`@!${inRange} bra ${tail}`);
+      for (let j = 0; j < u; j++) {
+        this.block(s.body);
+        a.op(`add.s32 ${v}, ${v}, ${s.step}`);
+      }
+      a.op(`bra.uni ${top}`);
+      a.place(tail);
+    }
+    const head = a.label();
+    a.place(head);
+    a.op(`@!${a.to("p", lt, v, bound())} bra ${done}`);
+    this.block(s.body);
+    a.op(`add.s32 ${v}, ${v}, ${s.step}`);
+    a.op(`bra.uni ${head}`);
+    a.place(done);
+  }
+}
+
+// ---- analysis helpers ------------------------------------------------------------------------------------
+
+function subExprs(e: Expr): Expr[] {
+  switch (e.k) {
+    case "un": case "cast": case "bitcast": case "subgroup": return [e.a];
+    case "bin": return [e.a, e.b];
+    case "fma": return [e.a, e.b, e.c];
+    case "select": return [e.c, e.a, e.b];
+    case "load": case "sload": return [e.index];
+    case "shuffle": return [e.a, e.lane];
+    default: return [];
+  }
+}
+function stmtExprs(s: Stmt): Expr[] {
+  switch (s.k) {
+    case "let": case "assign": return [s.e];
+    case "store": case "sstore": return [s.index, s.e];
+    case "loadv": return [s.index];
+    case "storev": return [s.index, ...s.es];
+    case "for": return [s.start, s.end];
+    case "if": case "check": return [s.c];
+    default: return [];
+  }
+}
+function forEachExprIn(e: Expr, f: (e: Expr) => void): void {
+  f(e);
+  for (const x of subExprs(e)) forEachExprIn(x, f);
+}
+/** Visits every expression node of every statement. */
+export function forEachExpr(body: Stmt[], f: (e: Expr) => void): void {
+  for (const s of body) {
+    for (const e of stmtExprs(s)) forEachExprIn(e, f);
+    if (s.k === "for") forEachExpr(s.body, f);
+    else if (s.k === "if") {
+      forEachExpr(s.then, f);
+      forEachExpr(s.else, f);
+    }
+  }
+}
+
+export function hasChecks(k: Kernel): boolean {
+  let found = false;
+  walkStmts(k.body, (s) => {
+    if (s.k === "check") found = true;
+  });
+  return found;
+}
+
+/** True when no statement of `body` can change the value of `e` (its vars, buffers or shared arrays). */
+function invariant(e: Expr, body: Stmt[]): boolean {
+  const vars = new Set<string>(), bufs = new Set<number>(), mems = new Set<string>();
+  let barrier = false, sub = false;
+  const scan = (b: Stmt[]): void => {
+    for (const s of b) {
+      if (s.k === "let" || s.k === "assign") vars.add(s.v.name);
+      else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
+      else if (s.k === "store" || s.k === "storev") bufs.add(s.buf.binding);
+      else if (s.k === "sstore") mems.add(s.mem.name);
+      else if (s.k === "barrier") barrier = true;
+      else if (s.k === "for") {
+        vars.add(s.v.name);
+        scan(s.body);
+      } else if (s.k === "if") {
+        scan(s.then);
+        scan(s.else);
+      }
+    }
+  };
+  scan(body);
+  let ok = true;
+  forEachExprIn(e, (x) => {
+    if (x.k === "var" && vars.has(x.v.name)) ok = false;
+    // Another invocation may write a buffer between iterations only across a barrier; our own stores count.
+    if (x.k === "load" && (bufs.has(x.buf.binding) || (barrier && x.buf.access !== "r"))) ok = false;
+    if (x.k === "sload" && (mems.has(x.mem.name) || barrier)) ok = false;
+    if (x.k === "subgroup" || x.k === "shuffle") sub = true;
+  });
+  return ok && !sub;
+}
+
+/** Renders `k` as a PTX module. Throws KernelError for what PTX cannot express. */
+export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
+  const sm = opts.sm ?? 80;
+  if (sm < 80) throw new KernelError(`${k.name}: PTX renderer targets sm_80 and newer, not sm_${sm}`);
+  const total = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
+  if (total > 1024) throw new KernelError(`${k.name}: workgroup of ${total} invocations (CUDA allows 1024)`);
+  if (k.workgroup[2] > 64) throw new KernelError(`${k.name}: workgroup z of ${k.workgroup[2]} (CUDA allows 64)`);
+  const entry = entryName(k.name);
+  const L = new Lowering(k);
+  L.prologue(entry);
+  L.block(k.body);
+  L.a.op("ret");
+
+  const faultParam = hasChecks(k);
+  const nparams = k.buffers.length + (faultParam ? 1 : 0);
+  const dynamic = L.sharedBytes > STATIC_SHARED_LIMIT;
+  const head: string[] = [];
+  head.push(`// poot PTX for kernel ${k.name}${opts.comment ? `: ${opts.comment}` : ""}`);
+  for (const b of k.buffers) head.push(`// param ${b.binding}: ${b.name} (${b.elem}, ${b.access})`);
+  if (faultParam) head.push(`// param ${k.buffers.length}: fault word (u32, host-mapped)`);
+  head.push(`.version ${opts.version ?? "8.0"}`, `.target sm_${sm}`, ".address_size 64", "");
+  if (dynamic) head.push(".extern .shared .align 16 .b8 smem[];", "");
+  const params = Array.from({ length: nparams }, (_, i) => `\t.param .u64 ${entry}_param_${i}`);
+  head.push(`.visible .entry ${entry}(`, params.join(",\n"), ")");
+  head.push(`.reqntid ${k.workgroup.join(", ")}`, "{");
+  head.push(...L.a.decls());
+  if (L.sharedBytes > 0 && !dynamic) head.push(`\t.shared .align 16 .b8 smem[${L.sharedBytes}];`);
+  head.push("");
+  const ptx = [...head, ...L.a.lines, "}", ""].join("\n");
+  return {
+    kernel: k,
+    ptx,
+    entry,
+    params: nparams,
+    faultParam,
+    dynamicShared: dynamic ? L.sharedBytes : 0,
+    sharedBytes: L.sharedBytes,
+  };
+}

@@ -1,0 +1,95 @@
+// Exact f32 emulation of the MathOps vocabulary (kernels/render/ptx/math.ts), with PTX's semantics for the
+// edge cases (NaN-propagating max.NaN/min.NaN, saturating cvt.rzi, min.f64 ignoring a NaN). Lets the math
+// routines' accuracy be measured on the CPU. fma is a*b (exact in f64 for f32 inputs) + c rounded twice,
+// which differs from a true fma only in rare double-rounding ties.
+import type { MathOps } from "../../kernels/render/ptx/math.ts";
+
+const fr = Math.fround;
+const F = new Float32Array(1);
+const U = new Uint32Array(F.buffer);
+const I = new Int32Array(F.buffer);
+
+function sat32(x: number): number {
+  if (Number.isNaN(x)) return 0;
+  if (x >= 2147483647) return 2147483647;
+  if (x <= -2147483648) return -2147483648;
+  return Math.trunc(x) | 0;
+}
+function rint(x: number): number {
+  if (!Number.isFinite(x)) return x;
+  const r = Math.round(x);
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r; // ties to even (Math.round rounds ties up)
+}
+const nanMax = (a: number, b: number) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b));
+const nanMin = (a: number, b: number) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b));
+
+export const emu: MathOps<number, number, boolean, number> = {
+  f: (x) => fr(x),
+  i: (x) => x | 0,
+  add: (a, b) => fr(a + b),
+  sub: (a, b) => fr(a - b),
+  mul: (a, b) => fr(a * b),
+  fma: (a, b, c) => fr(a * b + c),
+  div: (a, b) => fr(a / b),
+  rni: (a) => rint(a),
+  trunc: (a) => Math.trunc(a),
+  max: (a, b) => nanMax(a, b),
+  min: (a, b) => nanMin(a, b),
+  abs: (a) => Math.abs(a),
+  bits: (a) => {
+    F[0] = a;
+    return I[0];
+  },
+  float: (a) => {
+    I[0] = a;
+    return F[0];
+  },
+  cvti: (a) => sat32(a),
+  cvtf: (a) => fr(a),
+  iadd: (a, b) => (a + b) | 0,
+  isub: (a, b) => (a - b) | 0,
+  iand: (a, b) => a & b,
+  ior: (a, b) => a | b,
+  ixor: (a, b) => a ^ b,
+  ishl: (a, n) => a << n,
+  ishr: (a, n) => a >> n,
+  flt: (a, b) => a < b,
+  fle: (a, b) => a <= b,
+  feq: (a, b) => a === b,
+  isnan: (a) => Number.isNaN(a),
+  ilt: (a, b) => a < b,
+  iltu: (a, b) => a >>> 0 < b >>> 0,
+  ine: (a, b) => a !== b,
+  pand: (a, b) => a && b,
+  por: (a, b) => a || b,
+  pnot: (a) => !a,
+  sel: (p, a, b) => (p ? a : b),
+  isel: (p, a, b) => (p ? a : b),
+  d: (x) => x,
+  dcvt: (a) => a,
+  dround: (a) => fr(a),
+  dadd: (a, b) => a + b,
+  dsub: (a, b) => a - b,
+  dmul: (a, b) => a * b,
+  ddiv: (a, b) => a / b,
+  drni: (a) => rint(a),
+  dmin: (a, b) => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.min(a, b)),
+  dmax: (a, b) => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.max(a, b)),
+  dcvti: (a) => sat32(a),
+  dsel: (p, a, b) => (p ? a : b),
+  disnan: (a) => Number.isNaN(a),
+};
+
+/** Distance in f32 ulps between a result and the exact value (rounded to f32 first). */
+export function ulps(got: number, exact: number): number {
+  const want = fr(exact);
+  if (Number.isNaN(want) || Number.isNaN(got)) return Number.isNaN(want) && Number.isNaN(got) ? 0 : Infinity;
+  if (want === got) return 0;
+  if (!Number.isFinite(want) || !Number.isFinite(got)) return Infinity;
+  const ord = (x: number) => {
+    F[0] = x;
+    const u = U[0];
+    return u & 0x80000000 ? -(u & 0x7fffffff) : u;
+  };
+  return Math.abs(ord(got) - ord(want));
+}
