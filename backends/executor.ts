@@ -248,6 +248,15 @@ export class Engine<D extends Device> implements Executor {
     }
   }
 
+  /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */
+  async readState(name: string): Promise<Uint8Array> {
+    this.live();
+    const s = this.state.get(name);
+    if (!s) throw new ExecError(`no state ${name}`);
+    await this.device.synchronize(this.timeoutMs);
+    return await this.device.read(s.buf, 0, s.bytes);
+  }
+
   resetState(id?: EntryId): void {
     this.live();
     const targets = id === undefined ? [...this.entries.values()] : [this.entry(id)];

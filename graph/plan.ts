@@ -116,7 +116,9 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
     unitOf.set(n.id, { k: "node", node: n.id });
   }
   // A causal mask only feeding attention units is never materialized.
-  const maskOnly = (id: number) => nodes[id].op === "causal_mask" && uses[id].every((u) => unitOf.get(u)?.k === "attention");
+  const maskOnly = (id: number) =>
+    nodes[id].op === "causal_mask" && !outputNodes.has(id) && uses[id].length > 0 &&
+    uses[id].every((u) => unitOf.get(u)?.k === "attention");
 
   // 2. Homes of leaves and in-place updates; which nodes need arena storage.
   const values: Value[] = new Array(nodes.length);

@@ -1,0 +1,23 @@
+// The devices tests run on, by backend name. Each backend's module opens its device or says why it cannot
+// (that string becomes the skip reason): js is always present; vulkan, wgpu, ptx depend on the machine.
+import type { Device } from "../../backends/device.ts";
+
+export const BACKENDS = ["js", "vulkan", "wgpu", "ptx"] as const;
+export type BackendName = (typeof BACKENDS)[number];
+
+/** Opens a backend's test device, or returns the reason it is absent. Never throws. */
+export async function openDevice(name: BackendName): Promise<Device | string> {
+  try {
+    const mod = await import(`./${name}.ts`) as { open(): Promise<Device | string> };
+    return await mod.open();
+  } catch (e) {
+    return `${name}: ${(e as Error).message.split("\n")[0]}`;
+  }
+}
+
+/** Backends named in POOT_BACKENDS (comma-separated), or all. */
+export function selectedBackends(): BackendName[] {
+  const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.POOT_BACKENDS;
+  if (!env) return [...BACKENDS];
+  return env.split(",").map((s) => s.trim()).filter((s): s is BackendName => (BACKENDS as readonly string[]).includes(s));
+}

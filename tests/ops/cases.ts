@@ -1,0 +1,166 @@
+// The op cases of the one harness (tests/ops/ops.test.ts): every graph op and composite, over several shapes
+// including odd ones, as small graphs whose inputs are slots (values per step), weights (consts) and State.
+import type { DType, ScalarDType } from "../../graph/dtype.ts";
+import type { Graph } from "../../graph/ir.ts";
+import { type Tensor, toStorage, Tracer } from "../../graph/tracer.ts";
+import type { Storage } from "../../graph/dtype.ts";
+import { quantize } from "../../llm/formats/quant.ts";
+
+export interface OpCase {
+  name: string;
+  graph: Graph;
+  /** Slot values by name. */
+  slots: Record<string, Storage>;
+  /** Weights: role key -> (dtype, shape, bytes as the file stores them). */
+  weights: { role: string; dtype: DType; shape: number[]; bytes: Uint8Array }[];
+  /** Steps to run (State cases carry across steps; each step gets `slotsAt(step)` when given). */
+  steps?: number;
+  slotsAt?: (step: number) => Record<string, Storage>;
+}
+
+/** Deterministic uniform numbers in [lo, hi). */
+export function rng(seed: number): (lo?: number, hi?: number) => number {
+  let s = seed >>> 0 || 1;
+  return (lo = -1, hi = 1) => {
+    s ^= s << 13; s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5; s >>>= 0;
+    return lo + (hi - lo) * (s / 2 ** 32);
+  };
+}
+
+class CaseBuilder {
+  readonly t = new Tracer();
+  readonly slots: Record<string, Storage> = {};
+  readonly weights: OpCase["weights"] = [];
+  private n = 0;
+  constructor(readonly name: string, private readonly r: (lo?: number, hi?: number) => number) {}
+  input(dtype: ScalarDType, shape: number[], lo = -2, hi = 2): Tensor {
+    const name = `in${this.n++}`;
+    const count = shape.reduce((a, b) => a * b, 1);
+    const vals = Array.from({ length: count }, () => {
+      const v = this.r(lo, hi);
+      return dtype === "bool" ? (v > (lo + hi) / 2 ? 1 : 0) : dtype === "f32" || dtype === "f16" || dtype === "bf16" ? v : Math.floor(v);
+    });
+    this.slots[name] = toStorage(dtype, vals);
+    return this.t.slot(name, { kind: "Input", dtype, shape });
+  }
+  weight(dtype: DType, shape: number[], scale = 0.5): Tensor {
+    const role = `${this.name}.w${this.n++}`;
+    const count = shape.reduce((a, b) => a * b, 1);
+    const x = new Float32Array(count).map(() => this.r(-scale, scale));
+    const bytes = quantize(dtype as "f32", x);
+    this.weights.push({ role, dtype, shape, bytes });
+    return this.t.const({ role }, dtype, shape);
+  }
+  done(outs: Record<string, Tensor>, extra: Partial<OpCase> = {}): OpCase {
+    for (const [k, v] of Object.entries(outs)) this.t.output(k, v);
+    return { name: this.name, graph: this.t.build(), slots: this.slots, weights: this.weights, ...extra };
+  }
+}
+
+export function opCases(): OpCase[] {
+  const cases: OpCase[] = [];
+  let seed = 1;
+  const add = (name: string, f: (b: CaseBuilder) => OpCase) => cases.push(f(new CaseBuilder(name, rng(seed++ * 7919))));
+  const shapes = [[1], [7], [3, 33], [2, 5, 129]];
+
+  const unary: [string, number, number][] = [
+    ["neg", -3, 3], ["abs", -3, 3], ["exp", -5, 5], ["log", 0.01, 10], ["sqrt", 0, 10], ["rsqrt", 0.01, 10],
+    ["recip", 0.1, 4], ["sin", -20, 20], ["cos", -20, 20], ["tanh", -4, 4], ["floor", -5, 5],
+  ];
+  for (const [op, lo, hi] of unary) for (const s of shapes.slice(1, 3)) {
+    add(`${op} ${s.join("x")}`, (b) => b.done({ y: b.t.unary(op as "neg", b.input("f32", s, lo, hi)) }));
+  }
+  add("not bool", (b) => b.done({ y: b.t.not(b.input("bool", [37])) }));
+  for (const op of ["add", "sub", "mul", "div", "max", "min"] as const) for (const s of shapes) {
+    add(`${op} ${s.join("x")}`, (b) => b.done({ y: b.t.binary(op, b.input("f32", s), b.input("f32", s, 0.5, 3)) }));
+  }
+  add("pow", (b) => b.done({ y: b.t.pow(b.input("f32", [45], 0.1, 3), b.input("f32", [45], -2, 2)) }));
+  for (const op of ["add", "sub", "mul", "div", "mod", "max", "min", "and", "or"] as const) {
+    add(`${op} i32`, (b) => b.done({ y: b.t.binary(op, b.input("i32", [3, 11], -50, 50), b.input("i32", [3, 11], 1, 9)) }));
+  }
+  for (const op of ["eq", "ne", "lt", "le", "gt", "ge"] as const) {
+    add(`${op} f32`, (b) => {
+      const x = b.input("f32", [40], -2, 2);
+      return b.done({ y: b.t.binary(op, x, b.t.floor(b.input("f32", [40], -2, 2))) });
+    });
+    add(`${op} i32`, (b) => b.done({ y: b.t.binary(op, b.input("i32", [23], -3, 3), b.input("i32", [23], -3, 3)) }));
+  }
+  add("select", (b) => b.done({ y: b.t.select(b.input("bool", [3, 9]), b.input("f32", [3, 9]), b.input("f32", [3, 9])) }));
+  for (const [from, to] of [["f32", "i32"], ["i32", "f32"], ["f32", "f16"], ["f16", "f32"], ["f32", "bf16"], ["bf16", "f32"], ["i32", "u32"]] as const) {
+    add(`cast ${from}->${to}`, (b) => b.done({ y: b.t.cast(b.input(from, [33], -300, 300), to) }));
+  }
+  add("fused group with broadcast", (b) => {
+    const x = b.input("f32", [4, 17]), y = b.input("f32", [17]), z = b.input("f32", [4, 17]);
+    return b.done({ y: b.t.mul(b.t.add(x, b.t.broadcast(y, [4, 17])), b.t.exp(b.t.mul(z, 0.5))) });
+  });
+  for (const fn of ["sum", "max", "min"] as const) for (const axis of [0, 1, 2]) {
+    add(`reduce ${fn} axis ${axis}`, (b) => b.done({ y: b.t.reduce(fn, b.input("f32", [3, 10, 7]), axis) }));
+  }
+  for (const axis of [1, 0]) add(`argmax axis ${axis}`, (b) => b.done({ y: b.t.argmax(b.input("f32", [5, 301]), axis) }));
+  for (const dt of ["f32", "f16", "bf16", "q8_0", "q4_0"] as const) for (const [batch, n, k] of [[1, 33, 64], [3, 17, 96], [1, 129, 256]]) {
+    add(`matmul ${dt} ${batch}x${n}x${k}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, k]), b.weight(dt, [n, k])) }));
+  }
+  add("matmul + residual", (b) => {
+    const x = b.input("f32", [2, 64]);
+    return b.done({ y: b.t.add(b.input("f32", [2, 40]), b.t.matmul(x, b.weight("f32", [40, 64]))) });
+  });
+  add("matmul batched temps", (b) => b.done({ y: b.t.matmul(b.input("f32", [3, 5, 9]), b.input("f32", [3, 7, 9])) }));
+  for (const dt of ["f32", "f16", "q8_0"] as const) {
+    add(`gather ${dt}`, (b) => {
+      const ids = b.input("i32", [3], 0, 40);
+      return b.done({ y: b.t.gather(b.weight(dt, [40, 64]), ids) });
+    });
+  }
+  add("reshape+permute", (b) => b.done({ y: b.t.permute(b.t.reshape(b.input("f32", [6, 35]), [2, 3, 5, 7]), [3, 1, 0, 2]) }));
+  add("broadcast", (b) => b.done({ y: b.t.broadcast(b.input("f32", [3, 1, 5]), [2, 3, 4, 5]) }));
+  add("slice", (b) => b.done({ y: b.t.slice(b.input("f32", [5, 9, 4]), [1, 2, 0], [4, 9, 3]) }));
+  add("concat", (b) => b.done({ y: b.t.concat([b.input("f32", [3, 4]), b.input("f32", [3, 7]), b.input("f32", [3, 1])], 1) }));
+  add("iota", (b) => b.done({ y: b.t.add(b.t.iota([4, 6], 1, "i32"), b.input("i32", [4, 6], 0, 3)) }));
+  for (const s of [[1, 64], [3, 127]]) {
+    add(`rmsnorm ${s.join("x")}`, (b) => b.done({ y: b.t.rmsnorm(b.input("f32", s), b.weight("f32", [s[1]], 1), 1e-5) }));
+    add(`layernorm ${s.join("x")}`, (b) => b.done({ y: b.t.layernorm(b.input("f32", s), b.weight("f32", [s[1]], 1), b.weight("f32", [s[1]], 1), 1e-5) }));
+    add(`softmax ${s.join("x")}`, (b) => b.done({ y: b.t.softmax(b.input("f32", s, -8, 8)) }));
+  }
+  for (const style of ["adjacent", "half"] as const) for (const [R, H, D, dims] of [[1, 4, 8, 8], [3, 2, 16, 8], [2, 3, 64, 64]]) {
+    add(`rope ${style} ${R}x${H}x${D}/${dims}`, (b) => {
+      const x = b.input("f32", [R, H, D]);
+      const pos = b.input("i32", [R], 0, 2000);
+      return b.done({ y: b.t.rope(x, pos, { theta: 10000, style, dims }) });
+    });
+  }
+  for (const [R, H, KVH, D, C] of [[1, 4, 2, 8, 16], [3, 8, 4, 16, 37], [1, 6, 6, 64, 128]]) {
+    add(`attention ${R}x${H}/${KVH}x${D} cap ${C}`, (b) => {
+      const q = b.input("f32", [R, H, D]), k = b.input("f32", [C, KVH, D]), v = b.input("f32", [C, KVH, D]);
+      const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+      b.slots.pos = new Int32Array([Math.floor(C / 2) - R]);
+      return b.done({ y: b.t.attention(q, k, v, b.t.causalMask(pos, R, C), 1 / Math.sqrt(D)) });
+    });
+  }
+  add("causal_mask", (b) => {
+    const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+    b.slots.pos = new Int32Array([5]);
+    return b.done({ y: b.t.causalMask(pos, 3, 11) });
+  });
+  for (const op of ["silu", "gelu"] as const) add(op, (b) => b.done({ y: b.t.unary(op as "neg", b.input("f32", [77], -6, 6)) }));
+  add("silu_mul", (b) => b.done({ y: b.t.siluMul(b.input("f32", [3, 50], -6, 6), b.input("f32", [3, 50])) }));
+
+  // State: a K-cache-like buffer written at pos (DynamicUpdateSlice) or through a write map (scatter), carried
+  // over several steps, with the updated cache also read by the step.
+  for (const kind of ["update_slice", "scatter"] as const) {
+    add(`state ${kind}`, (b) => {
+      const C = 9, W = [2, 3];
+      const st = b.t.state("cache", "f32", [C, ...W]);
+      const row = b.input("f32", [1, ...W]);
+      const pos = b.t.slot("pos", { kind: kind === "scatter" ? "WriteMap" : "Pos", dtype: "i32", shape: [1] });
+      const next = kind === "scatter" ? b.t.scatter(st, row, pos) : b.t.updateSlice(st, row, pos, 0);
+      b.t.writeState("cache", next);
+      return b.done({ y: b.t.sum(b.t.reshape(next, [C, 6])) }, {
+        steps: 6,
+        slotsAt: (step) => ({ in0: new Float32Array(6).map(rng(99 + step)), pos: new Int32Array([kind === "scatter" ? (step * 4) % C : step]) }),
+      });
+    });
+  }
+  return cases;
+}
