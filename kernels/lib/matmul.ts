@@ -62,11 +62,15 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   for (let j = 0; j < bt; j++) {
     xrow.push(chunks > 1 ? b.let(chunk.mul(bt).add(j).min(batch - 1), "u32", "xr").mul(k) : u32(j * k));
   }
-  const acc = Array.from({ length: bt }, () => b.let(f32(0), "f32", "acc"));
+  // A one-lane team (a CPU) is latency-bound on the rounded add chain: give it independent chains, one
+  // per vector element, summed pairwise at the end. Wider teams are memory-bound: one chain per lane.
+  const vecF = w === "f32" || w === "f16" || w === "bf16" ? vecWidth(w === "f32" ? 4 : 2, k) : 1;
+  const chains = t.lanes === 1 ? vecF : 1;
+  const acc = Array.from({ length: bt }, () => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
   const dot = (j: number, ws: Val[], xs: Val[]): void => {
-    let a = acc[j];
-    for (let e = 0; e < ws.length; e++) a = a.add(ws[e].mul(xs[e]));
-    b.set(acc[j], a);
+    const next = acc[j].map((a) => a);
+    for (let e = 0; e < ws.length; e++) next[e % chains] = next[e % chains].add(ws[e].mul(xs[e]));
+    next.forEach((v, c) => b.set(acc[j][c], v));
   };
   const loadX = (j: number, at: Val, count: number): Val[] => {
     const xv = Math.min(4, vecWidth(4, k), count);
@@ -76,7 +80,7 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   };
 
   if (w === "f32" || w === "f16" || w === "bf16") {
-    const vec = vecWidth(w === "f32" ? 4 : 2, k);
+    const vec = vecF;
     const base = b.let(row.mul(k), "u32", "wrow");
     b.for(lane.mul(vec), u32(k), t.lanes * vec, (i) => {
       const ws = vec > 1 ? b.loadv(W, base.add(i), vec) : [b.load(W, base.add(i))];
@@ -104,9 +108,7 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
         }
         for (let j = 0; j < bt; j++) {
           const xs = loadX(j, xat.add(part.mul(32 / sub)), 32 / sub);
-          let sum: Val = f32(0);
-          for (let e = 0; e < qs.length; e++) sum = e === 0 ? qs[0].mul(xs[0]) : sum.add(qs[e].mul(xs[e]));
-          b.set(acc[j], acc[j].add(scale.mul(sum)));
+          b.set(acc[j][0], acc[j][0].add(scale.mul(dot4(qs, xs))));
         }
       } else {
         const nw = 8 / sub; // words per lane: 4 nibbles each (2 low = elements e, e+1; 2 high = e+16, e+17)
@@ -121,16 +123,13 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
         for (let j = 0; j < bt; j++) {
           const xl = loadX(j, xat.add(part.mul(16 / sub)), 16 / sub);
           const xh = loadX(j, xat.add(part.mul(16 / sub)).add(16), 16 / sub);
-          let sum: Val = lo[0].mul(xl[0]);
-          for (let e = 1; e < lo.length; e++) sum = sum.add(lo[e].mul(xl[e]));
-          for (let e = 0; e < hi.length; e++) sum = sum.add(hi[e].mul(xh[e]));
-          b.set(acc[j], acc[j].add(scale.mul(sum)));
+          b.set(acc[j][0], acc[j][0].add(scale.mul(dot4([...lo, ...hi], [...xl, ...xh]))));
         }
       }
     });
   }
 
-  const r = acc.map((a) => teamReduce(b, t, "add", a));
+  const r = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
   const write = () => {
     for (let j = 0; j < bt; j++) {
       const bj = chunks > 1 ? chunk.mul(bt).add(j) : u32(j);
@@ -148,4 +147,23 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (t.lanes === 1) write();
   else b.if(lane.eq(u32(0)), write);
   return b.build();
+}
+
+/** Sum of pairwise products in four interleaved chains, added as a tree (a block's dot product). */
+function dot4(a: Val[], x: Val[]): Val {
+  const ch: Val[] = [];
+  for (let e = 0; e < a.length; e++) {
+    const p = a[e].mul(x[e]);
+    ch[e % 4] = ch[e % 4] ? ch[e % 4].add(p) : p;
+  }
+  return pairwise(ch);
+}
+function pairwise(v: Val[]): Val {
+  let xs = v;
+  while (xs.length > 1) {
+    const next: Val[] = [];
+    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? xs[i].add(xs[i + 1]) : xs[i]);
+    xs = next;
+  }
+  return xs[0];
 }

@@ -15,6 +15,7 @@
 import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError } from "../ir.ts";
 import * as rt from "./js_runtime.ts";
+import { fold } from "./fold.ts";
 export { JsKernelFault, OOB_CODE } from "./js_runtime.ts";
 
 export interface JsRenderOptions {
@@ -58,6 +59,9 @@ const BYTES: Record<ViewClass, number> = {
 const LANE_ARRAY: Record<CType, string> = {
   f32: "Float32Array", f16: "Float32Array", i32: "Int32Array", u32: "Uint32Array", bool: "Uint8Array",
 };
+
+// V8 inlines `Math.fround` read from the global; JavaScriptCore optimizes a local alias better.
+const FR = "Bun" in globalThis ? "fr" : "Math.fround";
 
 function lit(v: number, t: CType): string {
   if (t === "bool") return v ? "true" : "false";
@@ -195,14 +199,15 @@ class Gen {
   }
 
   private round(t: CType, s: string): string {
-    if (t === "f32") return `fr(${s})`;
+    if (t === "f32") return `${FR}(${s})`;
     if (t === "f16") return `h16(${s})`;
     if (t === "i32") return `((${s}) | 0)`;
     if (t === "u32") return `((${s}) >>> 0)`;
     return s;
   }
 
-  ex(e: Expr): string {
+  ex(e0: Expr): string {
+    const e = fold(e0);
     switch (e.k) {
       case "const": return lit(e.v, e.t);
       case "var": return this.at(this.varName(e.v));
@@ -317,7 +322,7 @@ class Gen {
     if (from === "bool") return `(${x} ? 1 : 0)`;
     const fromF = from === "f32" || from === "f16";
     switch (t) {
-      case "f32": return from === "f16" ? x : `fr(${x})`;
+      case "f32": return from === "f16" ? x : `${FR}(${x})`;
       case "f16": return `h16(${x})`;
       case "i32": return fromF ? `toI32(${x})` : `(${x} | 0)`;
       case "u32": return fromF ? `toU32(${x})` : `(${x} >>> 0)`;
@@ -430,7 +435,7 @@ class Gen {
         return;
       case "return":
         if (this.simt) this.line(`for (let l = 0; l < N; l++) if (${this.mask}[l]) { R[l] = 1; ${this.mask}[l] = 0; }`);
-        else this.line("break inv;");
+        else this.line("return;");
         return;
       case "if":
         return this.simt ? this.ifSimt(s) : this.ifScalar(s);
@@ -547,19 +552,13 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const [wx, wy, wz] = k.workgroup;
 
   // Generate the body first: it discovers the views, variables and temporaries the code needs.
-  if (simt) {
-    g.block(k.body);
-  } else {
-    g.out.push("    inv: {");
-    g.ind = 6;
-    g.block(k.body);
-    g.out.push("    }");
-  }
+  g.block(k.body);
   const body = g.out.splice(0);
   const views = g.viewList();
   const src: string[] = [
     `"use strict";`,
-    `const { fr, h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, Fault } = RT;`,
+    `const fr = Math.fround;
+const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, Fault } = RT;`,
     `const K = ${JSON.stringify(k.name)};`,
     `function fail(code) { throw new Fault(K, code); }`,
     `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,
@@ -575,25 +574,28 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
     for (const [name, t] of g.varDecls()) src.push(`const ${name} = ${t === "bool" ? "new Array(N).fill(false)" : `new ${LANE_ARRAY[t]}(N)`};`);
     src.push(...g.head);
   }
-  src.push(`return function run(V, NX, NY, NZ) {`);
-  views.forEach((v, i) => src.push(`  const ${v.name} = V[${i}];`));
-  if (!simt) {
+  // The work sits in a function called once per invocation (scalar) or workgroup (simt): called many times,
+  // it is optimized as a whole, where one big grid loop would only get on-stack replacement of inner loops.
+  const vlist = views.map((v) => v.name).join(", ");
+  const params = `${vlist}${vlist ? ", " : ""}wx, wy, wz, NX, NY, NZ`;
+  if (simt) {
+    src.push(`function group(${params}) {`, `  M0.fill(1); R.fill(0);`, ...body, `}`);
+  } else {
+    src.push(`function inv(${params}, lx, ly, lz) {`);
     const decls = g.varDecls().map(([n, t]) => `${n} = ${t === "bool" ? "false" : "0"}`);
     if (decls.length) src.push(`  let ${decls.join(", ")};`);
+    src.push(...body, `}`);
   }
+  src.push(`return function run(V, NX, NY, NZ) {`);
+  views.forEach((v, i) => src.push(`  const ${v.name} = V[${i}];`));
   src.push(`  for (let wz = 0; wz < NZ; wz++) for (let wy = 0; wy < NY; wy++) for (let wx = 0; wx < NX; wx++) {`);
   if (simt) {
-    src.push(`    M0.fill(1); R.fill(0);`);
-    src.push(...body);
+    src.push(`    group(${params});`);
   } else {
-    const loops: string[] = [];
-    loops.push(wz > 1 ? `for (let lz = 0; lz < ${wz}; lz++)` : `{ const lz = 0;`);
-    loops.push(wy > 1 ? `for (let ly = 0; ly < ${wy}; ly++)` : `{ const ly = 0;`);
-    loops.push(wx > 1 ? `for (let lx = 0; lx < ${wx}; lx++) {` : `{ const lx = 0;`);
-    src.push(`    ${loops.join(" ")}`);
-    src.push(...body);
-    const closes = (wz > 1 ? 0 : 1) + (wy > 1 ? 0 : 1) + 1;
-    src.push(`    ${"}".repeat(closes)}`);
+    const loops = [`for (let lz = 0; lz < ${wz}; lz++)`, `for (let ly = 0; ly < ${wy}; ly++)`, `for (let lx = 0; lx < ${wx}; lx++)`]
+      .filter((_, i) => [wz, wy, wx][i] > 1);
+    const args = `${params}, ${wx > 1 ? "lx" : "0"}, ${wy > 1 ? "ly" : "0"}, ${wz > 1 ? "lz" : "0"}`;
+    src.push(`    ${loops.join(" ")} inv(${args});`);
   }
   src.push(`  }`);
   src.push(`};`);
@@ -601,7 +603,7 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
 
   let fn: (v: View[], nx: number, ny: number, nz: number) => void;
   try {
-    fn = new Function("RT", source)({ ...rt, fr: Math.fround, Fault: rt.JsKernelFault });
+    fn = new Function("RT", source)({ ...rt, Fault: rt.JsKernelFault });
   } catch (e) {
     throw new KernelError(`${k.name}: generated JavaScript does not compile: ${(e as Error).message}\n${source}`);
   }
