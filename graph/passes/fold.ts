@@ -7,7 +7,8 @@
 import { bf16ToF32, f16ToF32, type Storage } from "../dtype.ts";
 import { evaluate } from "../eval.ts";
 import { type Graph, type Node, numel, sameShape } from "../ir.ts";
-import { LEAF } from "../ops.ts";
+import { COMPOSITE, LEAF } from "../ops.ts";
+import { runPrimitive } from "../eval_ops.ts";
 import { identity, rewrite } from "./rewrite.ts";
 
 /** Largest result (in elements) folded into a literal. */
@@ -28,8 +29,9 @@ function literalOf(n: Node, s: Storage): Omit<Node, "id"> {
 }
 
 
-// The oracle's value of `n` given its (literal or iota) inputs: a one-node graph.
+// The oracle's value of `n` given its (literal or iota) inputs: its kernel, or for a composite a one-node graph.
 function compute(ins: Node[], n: Node): Storage {
+  if (!COMPOSITE.has(n.op)) return runPrimitive(n, ins, ins.map((x) => runPrimitive(x, [], [])));
   const nodes: Node[] = ins.map((x, k) => ({ ...x, id: k, inputs: [] }));
   nodes.push({ ...n, id: nodes.length, inputs: n.inputs.map((_, k) => k) });
   return evaluate({ nodes, outputs: { y: nodes.length - 1 }, states: {} }).output.y;

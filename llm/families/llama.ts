@@ -169,7 +169,7 @@ export function traceLlama(c: LlamaConfig, s: StepShape, o: TraceOptions = {}): 
   const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [1] });
   const slotMap = s.paged ? g.slot(SLOTS.slotMap, { kind: "SlotMap", dtype: "i32", shape: [C] }) : undefined;
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
-  const positions = g.label(R === 1 ? pos : g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
+  const positions = R === 1 ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
   const mask = g.label(g.causalMask(pos, R, C), "mask");
   const factors = c.ropeFreqFactors ? w("rope_freqs", [(c.ropeDims ?? hd) / 2]) : undefined;
   const rope = (x: Tensor) => g.rope(x, positions, { theta: c.ropeTheta, style: c.ropeStyle, dims: c.ropeDims, factors });
