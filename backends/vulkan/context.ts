@@ -18,6 +18,8 @@ export interface VulkanOptions {
   /** Force the renderer's u32-word storage path even where 16/8-bit storage exists (tests both paths). */
   noStorage16?: boolean;
   noStorage8?: boolean;
+  /** Never map `device` buffers, even where device memory is host-visible (exercises the staged path of a discrete GPU). */
+  stageDeviceMemory?: boolean;
 }
 
 /** Features the logical device was created with. */

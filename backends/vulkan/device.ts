@@ -33,6 +33,7 @@ export class VulkanDevice implements Device {
   #poisoned: string | undefined;
   readonly #ctx: Context;
   readonly #timeoutMs: number;
+  readonly #mapDevice: boolean;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -54,6 +55,7 @@ export class VulkanDevice implements Device {
     this.#ctx = ctx;
     this.target = ctx.target;
     this.#timeoutMs = opts.timeoutMs ?? 600_000;
+    this.#mapDevice = !opts.stageDeviceMemory;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -96,7 +98,7 @@ export class VulkanDevice implements Device {
   alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer {
     this.#live();
     if (!Number.isInteger(bytes) || bytes < 0) throw new Unsupported(`vulkan: cannot allocate ${bytes} bytes`);
-    const b = this.#vk(`allocating ${bytes} bytes`, () => createBuf(this.#ctx, bytes, usage), bytes);
+    const b = this.#vk(`allocating ${bytes} bytes`, () => createBuf(this.#ctx, bytes, usage, usage !== "device" || this.#mapDevice), bytes);
     this.#buffers.add(b);
     return b;
   }

@@ -21,7 +21,7 @@ const USAGE = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFE
   vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
 /** Creates, backs and (when possible) maps a buffer. VkError propagates (the caller maps it to typed errors). */
-export function createBuf(ctx: Context, bytes: number, usage: "device" | "upload" | "readback"): VkBuf {
+export function createBuf(ctx: Context, bytes: number, usage: "device" | "upload" | "readback", map = true): VkBuf {
   const { api, device } = ctx;
   const size = Math.max(16, Math.ceil(bytes / 16) * 16);
   const buffer = api.createBuffer(device, size, USAGE);
@@ -31,7 +31,7 @@ export function createBuf(ctx: Context, bytes: number, usage: "device" | "upload
     const type = memoryType(ctx, req.memoryTypeBits, usage);
     memory = api.allocateMemory(device, req.size, type.index);
     api.bindBufferMemory(device, buffer, memory);
-    const host = type.mappable ? new Uint8Array(ptrView(api.mapMemory(device, memory), size)) : undefined;
+    const host = type.mappable && map ? new Uint8Array(ptrView(api.mapMemory(device, memory), size)) : undefined;
     return { bytes, size, buffer, memory, host, freed: false };
   } catch (e) {
     if (memory) api.freeMemory(device, memory);

@@ -208,7 +208,7 @@ class Emitter {
       }
       case "builtin": return this.builtin(e.b);
       case "un": return this.unary(e.op, this.expr(e.a), e.a.t);
-      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
+      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t, e.b.k === "const" && e.b.v !== 0);
       case "fma": {
         if (e.t !== "f32" && e.t !== "f16") this.fail("fma needs floats");
         return a.glsl(this.type(e.t), GLSL.Fma, this.expr(e.a), this.expr(e.b), this.expr(e.c));
@@ -226,7 +226,8 @@ class Emitter {
         return a.v(Op.Load, this.type(e.t), ptr);
       }
       case "subgroup": return this.reduce(e.op, this.expr(e.a), e.a.t);
-      case "shuffle": return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane));
+      case "shuffle":
+        return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane), e.lane.k === "const" ? e.lane.v : undefined);
     }
   }
 
@@ -254,7 +255,7 @@ class Emitter {
     }
     if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
     if (isF(from) && isF(to)) return a.v(Op.FConvert, T, id);
-    if (isF(from)) return a.v(to === "i32" ? Op.ConvertFToS : Op.ConvertFToU, T, id);
+    if (isF(from)) return math.toInt(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id, to === "i32");
     if (isF(to)) return a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, T, id);
     return a.v(Op.Bitcast, T, id); // i32 <-> u32
   }
@@ -293,7 +294,7 @@ class Emitter {
     this.fail(`unary ${op}`);
   }
 
-  private binary(op: string, x: number, y: number, t: CType): number {
+  private binary(op: string, x: number, y: number, t: CType, constNonZero = false): number {
     const { a } = this;
     const T = this.type(t);
     if (t === "bool") {
@@ -331,8 +332,14 @@ class Emitter {
       case "add": return a.v(Op.IAdd, T, x, y);
       case "sub": return a.v(Op.ISub, T, x, y);
       case "mul": return a.v(Op.IMul, T, x, y);
-      case "div": return a.v(s ? Op.SDiv : Op.UDiv, T, x, y);
-      case "mod": return a.v(s ? Op.SRem : Op.UMod, T, x, y);
+      case "div": case "mod": {
+        const code = op === "div" ? (s ? Op.SDiv : Op.UDiv) : (s ? Op.SRem : Op.UMod);
+        if (constNonZero) return a.v(code, T, x, y);
+        // x / 0 and x % 0 give 0 (as in the other renderers) instead of SPIR-V's undefined value
+        const zero = a.v(Op.IEqual, a.b, y, this.constant(t, 0));
+        const q = a.v(code, T, x, a.sel(T, zero, this.constant(t, 1), y));
+        return a.sel(T, zero, this.constant(t, 0), q);
+      }
       case "max": return a.glsl(T, s ? GLSL.SMax : GLSL.UMax, x, y);
       case "min": return a.glsl(T, s ? GLSL.SMin : GLSL.UMin, x, y);
       case "and": return a.v(Op.BitwiseAnd, T, x, y);
@@ -370,16 +377,24 @@ class Emitter {
     return a.v(table[t][op], this.type(t), a.cu(Scope.Subgroup), GroupOperationReduce, x);
   }
 
-  private shuffle(mode: "xor" | "idx" | "down", x: number, t: CType, lane: number): number {
+  private shuffle(mode: "xor" | "idx" | "down", x: number, t: CType, lane: number, laneConst?: number): number {
     const { a } = this;
     this.subgroups(mode === "down" ? Cap.GroupNonUniformShuffleRelative : Cap.GroupNonUniformShuffle);
     if (t === "f16") {
-      const wide = this.shuffle(mode, a.v(Op.FConvert, a.f, x), "f32", lane);
+      const wide = this.shuffle(mode, a.v(Op.FConvert, a.f, x), "f32", lane, laneConst);
       return a.v(Op.FConvert, this.type("f16"), wide);
     }
     const op = mode === "xor" ? Op.GroupNonUniformShuffleXor
       : mode === "idx" ? Op.GroupNonUniformShuffle : Op.GroupNonUniformShuffleDown;
-    return a.v(op, this.type(t), a.cu(Scope.Subgroup), x, lane);
+    const got = a.v(op, this.type(t), a.cu(Scope.Subgroup), x, lane);
+    if (mode === "xor" && laneConst !== undefined && laneConst < this.caps.subgroupSize) return got;
+    // A source lane outside the subgroup yields the caller's own value (SPIR-V leaves it undefined; the
+    // other renderers define it so).
+    const size = this.builtin("sgsize");
+    const src = mode === "idx" ? lane
+      : mode === "down" ? a.iadd(a.u, this.builtin("lane"), lane)
+      : a.xor(a.u, this.builtin("lane"), lane);
+    return a.sel(this.type(t), a.ult(src, size), got, x);
   }
 
   // ---- statements ----

@@ -9,9 +9,9 @@
 import { Asm } from "./asm.ts";
 import { GLSL, Op } from "./spec.ts";
 
-// pi/2 in four parts: the first three have 8 significant bits, so k * part is exact for |k| < 2^16
-// (|x| up to ~1e5), and x - k*P1 - k*P2 - k*P3 - k*P4 keeps ~54 bits of pi/2.
-const PIO2 = [1.5703125, 0.0004825592041015625, 1.2665987014770508e-06, 9.92093629470503e-10];
+// pi/2 in five parts: the first four have at most 7 significant bits, so k * part is exact for |k| < 2^17
+// (|x| up to ~2e5), and x - k*P1 - ... - k*P5 keeps ~54 bits of pi/2; only the last, tiny product rounds.
+const PIO2 = [1.5625, 0.0081787109375, 0.00011730194091796875, 3.129243850708008e-07, 9.92093629470503e-10];
 const TWO_OVER_PI = 0.6366197466850281;
 // ln 2 in two parts: the first has 16 significant bits, so k * LN2_HI is exact for |k| < 2^8.
 const LN2_HI = 0.693145751953125, LN2_LO = 1.428606765330187e-06;
@@ -202,7 +202,9 @@ export function f32ToF16(a: Asm, x: number): number {
   const denorm = a.iadd(a.u, h, a.sel(a.u, up, a.cu(1), a.cu(0)));
   let r = a.sel(a.u, a.uge(abs, a.cu(0x38800000)), normal, denorm);
   r = a.sel(a.u, a.uge(abs, a.cu(0x477ff000)), a.cu(0x7c00), r);
-  r = a.sel(a.u, a.ugt(abs, a.cu(0x7f800000)), a.cu(0x7e00), r);
+  // NaN keeps its top payload bits and becomes quiet (as the JS runtime's f2h does)
+  const nan = a.or(a.u, a.cu(0x7e00), a.shr(a.and(a.u, abs, a.cu(0x7fffff)), a.cu(13)));
+  r = a.sel(a.u, a.ugt(abs, a.cu(0x7f800000)), nan, r);
   return a.or(a.u, r, sign);
 }
 
@@ -218,4 +220,15 @@ export function f32ToBf16(a: Asm, x: number): number {
   const rne = a.shr(a.iadd(a.u, a.iadd(a.u, b, a.cu(0x7fff)), odd), a.cu(16));
   const nan = a.or(a.u, a.shr(b, a.cu(16)), a.cu(0x40));
   return a.sel(a.u, isNan(a, x), nan, rne);
+}
+
+/** float -> i32 or u32 truncating toward zero, saturating at the type's range, NaN -> 0 (as every renderer does). */
+export function toInt(a: Asm, x: number, signed: boolean): number {
+  const T = signed ? a.i : a.u;
+  const [lo, hi, top] = signed ? [-2147483648, 2147483520, 0x7fffffff] : [0, 4294967040, 0xffffffff];
+  const c = a.v(signed ? Op.ConvertFToS : Op.ConvertFToU, T, clamp(a, x, lo, hi));
+  const topC = signed ? a.ci(top) : a.cu(top);
+  const zero = signed ? a.ci(0) : a.cu(0);
+  const r = a.sel(T, a.v(Op.FOrdGreaterThanEqual, a.b, x, a.cf(signed ? 2147483648 : 4294967296)), topC, c);
+  return a.sel(T, isNan(a, x), zero, r);
 }

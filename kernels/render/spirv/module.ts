@@ -19,7 +19,7 @@ export function f16Bits(v: number): number {
   const b = f32Bits(v);
   const sign = (b >>> 16) & 0x8000;
   const a = b & 0x7fffffff;
-  if (a > 0x7f800000) return sign | 0x7e00;
+  if (a > 0x7f800000) return sign | 0x7e00 | ((a & 0x7fffff) >>> 13);
   if (a >= 0x477ff000) return sign | 0x7c00;
   if (a >= 0x38800000) {
     const t = a - 0x38000000;

@@ -1,0 +1,135 @@
+// The SPIR-V renderer without a device: every feature kernel and every kernel-library case renders under
+// several capability sets, and spirv-val (when installed) accepts each module for Vulkan 1.1 and 1.3.
+// What a target lacks is refused with a KernelError.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KernelBuilder, KernelError, u32 } from "../../kernels/ir.ts";
+import type { Caps } from "../../kernels/target.ts";
+import { renderSpirv } from "../../kernels/render/spirv.ts";
+import { cases } from "../kernels/cases.ts";
+import { features } from "./features.ts";
+
+/** lavapipe's capabilities, and the same target without 16/8-bit storage, and a bare Vulkan 1.1 device. */
+const FULL: Caps = {
+  subgroups: true, subgroupSize: 8, f16: true, storage16: true, storage8: true, trap: false, maxWorkgroupSize: 1024,
+  maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 32768, maxBindingBytes: 1 << 27, bindingAlign: 16,
+};
+const WORDS: Caps = { ...FULL, storage16: false, storage8: false, subgroupSize: 32 };
+const BARE: Caps = { ...WORDS, subgroups: false, subgroupSize: 0, f16: false };
+const VARIANTS: [string, Caps][] = [["full", FULL], ["words", WORDS], ["bare", BARE]];
+
+function hasTool(name: string): boolean {
+  try {
+    execFileSync(name, ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+const noVal = hasTool("spirv-val") ? false : "spirv-val is not installed";
+const dir = mkdtempSync(join(tmpdir(), "poot-spirv-"));
+let nfile = 0;
+
+/** Runs spirv-val on the words; returns its complaint, or "" when valid. */
+function validate(words: Uint32Array, env: "vulkan1.1" | "vulkan1.3"): string {
+  const f = join(dir, `k${nfile++}.spv`);
+  writeFileSync(f, new Uint8Array(words.buffer, words.byteOffset, words.byteLength));
+  try {
+    execFileSync("spirv-val", ["--target-env", env, f], { stdio: "pipe" });
+    return "";
+  } catch (e) {
+    const err = e as { stderr?: Uint8Array; stdout?: Uint8Array };
+    return `${new TextDecoder().decode(err.stderr ?? new Uint8Array())}${new TextDecoder().decode(err.stdout ?? new Uint8Array())}`;
+  } finally {
+    rmSync(f);
+  }
+}
+
+for (const [label, caps] of VARIANTS) {
+  for (const f of features) {
+    const k = f.make(caps);
+    if (typeof k === "string") continue; // the caps cannot express it (checked below that the renderer refuses)
+    test(`spirv ${label}: ${f.name} renders and validates`, { skip: noVal }, () => {
+      const shader = renderSpirv(k, caps);
+      assert.equal(shader.words[0], 0x07230203);
+      for (const env of label === "full" ? ["vulkan1.1", "vulkan1.3"] as const : ["vulkan1.1"] as const) {
+        const err = validate(shader.words, env);
+        assert.equal(err, "", `${f.name} (${label}, ${env}):\n${err}`);
+      }
+    });
+  }
+}
+
+/** spirv-val on many modules, a few processes at a time (one spirv-val start costs more than its work). */
+async function validateAll(items: { name: string; words: Uint32Array }[]): Promise<string[]> {
+  const bad: string[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const it = items[next++];
+      const f = join(dir, `m${nfile++}.spv`);
+      writeFileSync(f, new Uint8Array(it.words.buffer, it.words.byteOffset, it.words.byteLength));
+      await new Promise<void>((done) => {
+        execFile("spirv-val", ["--target-env", "vulkan1.1", f], (err, stdout, stderr) => {
+          if (err) bad.push(`${it.name}: ${String(stderr || stdout).split("\n")[0]}`);
+          rmSync(f);
+          done();
+        });
+      });
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+  return bad;
+}
+
+for (const [label, caps] of VARIANTS.slice(0, 2)) {
+  test(`spirv ${label}: every kernel-library case validates`, { skip: noVal }, async () => {
+    const bad = await validateAll(cases.map((kc) => ({ name: kc.name, words: renderSpirv(kc.make(caps), caps).words })));
+    assert.deepEqual(bad, [], bad.join("\n"));
+  });
+}
+
+test("spirv: bindings are the kernel's buffers, then the error word only when it has checks", () => {
+  const planted = features.find((f) => f.fault !== undefined)!.make(FULL);
+  assert.ok(typeof planted !== "string");
+  const s = renderSpirv(planted, FULL);
+  assert.equal(s.errorBinding, planted.buffers.length);
+  assert.equal(s.bindings, planted.buffers.length + 1);
+  const plain = features[0].make(FULL) as Exclude<ReturnType<(typeof features)[0]["make"]>, string>;
+  const p = renderSpirv(plain, FULL);
+  assert.equal(p.errorBinding, undefined);
+  assert.equal(p.bindings, plain.buffers.length);
+  assert.equal(p.entry, "main");
+});
+
+test("spirv: rendering is deterministic and the word path needs no 16/8-bit storage", () => {
+  const narrow = features.find((f) => f.name.startsWith("16/8-bit"))!.make(FULL);
+  assert.ok(typeof narrow !== "string");
+  assert.deepEqual(renderSpirv(narrow, FULL).words, renderSpirv(narrow, FULL).words);
+  const full = renderSpirv(narrow, FULL), words = renderSpirv(narrow, WORDS);
+  assert.equal(full.needs.storage16 && full.needs.storage8, true);
+  assert.equal(words.needs.storage16 || words.needs.storage8, false);
+  const forced = renderSpirv(narrow, FULL, { storage16: false, storage8: false });
+  assert.equal(forced.needs.storage16 || forced.needs.storage8, false);
+});
+
+test("spirv: what the target lacks is refused with a KernelError", () => {
+  for (const f of features) {
+    const k = f.make(FULL);
+    if (typeof k === "string" || typeof f.make(BARE) !== "string") continue;
+    assert.throws(() => renderSpirv(k, BARE), KernelError, `${f.name} on a bare target`);
+  }
+  const big = new KernelBuilder("big", { workgroup: 2048, grid: 1 });
+  big.store(big.buffer("o", "u32", "w"), big.gid.x, u32(1));
+  assert.throws(() => renderSpirv(big.build(), FULL), /workgroup/);
+  const sh = new KernelBuilder("sh", { workgroup: 1, grid: 1 });
+  const mem = sh.shared("s", "f32", 16384);
+  sh.sstore(mem, 0, 1.5);
+  assert.throws(() => renderSpirv(sh.build(), FULL), /shared memory/);
+});
+
+test("spirv: cleanup", () => rmSync(dir, { recursive: true, force: true }));
