@@ -1,0 +1,164 @@
+// The error model of Engine<D>, proved with a fault-injecting Device around the JS device: a device fault
+// poisons the context and every later call is refused as Poisoned without touching the device; a failed
+// replayed step marks the entry NeedsReset until resetState; a wait past its bound raises DeviceTimeout.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Engine } from "../../backends/executor.ts";
+import type { CompiledKernel, Device, DeviceBuffer, DeviceStep, Recording } from "../../backends/device.ts";
+import { DeviceLost, DeviceTimeout, KernelFault, NeedsReset, Poisoned } from "../../backends/errors.ts";
+import { JsDevice } from "../../backends/js/device.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { Tracer } from "../../graph/tracer.ts";
+
+type Fault = "none" | "lost" | "kernel" | "hang";
+
+/** Passes every call to a JsDevice, counting them, and injects the armed fault at the next synchronize. */
+class FaultyDevice implements Device {
+  readonly inner = new JsDevice({});
+  calls = 0;
+  armed: Fault = "none";
+  #poisoned: string | undefined;
+  get target() {
+    return this.inner.target;
+  }
+  get poisoned(): string | undefined {
+    return this.#poisoned;
+  }
+  private touch(): void {
+    this.calls++;
+  }
+  alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer {
+    this.touch();
+    return this.inner.alloc(bytes, usage);
+  }
+  free(b: DeviceBuffer): void {
+    this.touch();
+    this.inner.free(b);
+  }
+  write(b: DeviceBuffer, off: number, data: Uint8Array): void {
+    this.touch();
+    this.inner.write(b, off, data);
+  }
+  read(b: DeviceBuffer, off: number, n: number): Promise<Uint8Array> {
+    this.touch();
+    return this.inner.read(b, off, n);
+  }
+  compile(k: Kernel): CompiledKernel {
+    this.touch();
+    return this.inner.compile(k);
+  }
+  record(steps: DeviceStep[]): Recording {
+    this.touch();
+    return this.inner.record(steps);
+  }
+  replay(r: Recording): void {
+    this.touch();
+    this.inner.replay(r);
+  }
+  run(steps: DeviceStep[]): void {
+    this.touch();
+    this.inner.run(steps);
+  }
+  async synchronize(timeoutMs: number): Promise<void> {
+    this.touch();
+    const f = this.armed;
+    this.armed = "none";
+    if (f === "lost") {
+      this.#poisoned = "injected device loss";
+      throw new DeviceLost("faulty", "injected device loss");
+    }
+    if (f === "kernel") {
+      await this.inner.synchronize(timeoutMs);
+      throw new KernelFault("faulty", "injected_kernel", 0x77);
+    }
+    if (f === "hang") {
+      // A device that never finishes: the wait gives up at its bound and poisons.
+      await new Promise((r) => setTimeout(r, timeoutMs));
+      this.#poisoned = `wait exceeded ${timeoutMs} ms`;
+      throw new DeviceTimeout("faulty", "synchronize", timeoutMs);
+    }
+    return this.inner.synchronize(timeoutMs);
+  }
+  releaseRecording(r: Recording): void {
+    this.touch();
+    this.inner.releaseRecording(r);
+  }
+  destroy(): Promise<void> {
+    return this.inner.destroy();
+  }
+}
+
+/** A step with State: cache[pos] = x; y = sum(cache). */
+function stepGraph() {
+  const t = new Tracer();
+  const x = t.slot("x", { kind: "Input", dtype: "f32", shape: [1, 4] });
+  const pos = t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+  const next = t.updateSlice(t.state("cache", "f32", [8, 4]), x, pos, 0);
+  t.writeState("cache", next);
+  t.output("y", t.sum(t.reshape(next, [32]), 0));
+  return t.build();
+}
+const slots = (pos: number) => ({ x: new Float32Array([1, 2, 3, 4]), pos: new Int32Array([pos]) });
+
+test("a device fault poisons; later calls are Poisoned without touching the device", async () => {
+  const dev = new FaultyDevice();
+  const eng = new Engine(dev, { compile: compileGraph });
+  const id = eng.addEntry("s", stepGraph());
+  assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
+  dev.armed = "lost";
+  await assert.rejects(eng.step(id, slots(1)), DeviceLost);
+  const before = dev.calls;
+  await assert.rejects(eng.step(id, slots(2)), Poisoned);
+  assert.throws(() => eng.addEntry("other", stepGraph()), Poisoned);
+  assert.throws(() => eng.resetState(), Poisoned);
+  await assert.rejects(eng.readState("cache"), Poisoned);
+  assert.equal(dev.calls, before, "no device call after poisoning");
+  assert.equal(eng.stats().poisoned, "injected device loss");
+  await eng.unload(); // frees nothing on a poisoned device, and does not throw
+  assert.equal(dev.calls, before);
+});
+
+test("a failed replayed step marks NeedsReset until resetState", async () => {
+  const dev = new FaultyDevice();
+  const eng = new Engine(dev, { compile: compileGraph });
+  const id = eng.addEntry("s", stepGraph());
+  await eng.step(id, slots(0));
+  dev.armed = "kernel";
+  await assert.rejects(eng.step(id, slots(1)), (e: unknown) => e instanceof KernelFault && e.kernel === "injected_kernel" && e.code === 0x77);
+  await assert.rejects(eng.step(id, slots(2)), NeedsReset);
+  await assert.rejects(eng.step(id, slots(2)), NeedsReset);
+  eng.resetState(id);
+  // State was cleared: only the new row counts.
+  assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
+  assert.equal(dev.poisoned, undefined, "a kernel fault on this device does not poison it");
+  await eng.unload();
+});
+
+test("a wait past its bound raises DeviceTimeout and poisons", async () => {
+  const dev = new FaultyDevice();
+  const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 200 });
+  const id = eng.addEntry("s", stepGraph());
+  dev.armed = "hang";
+  const t0 = performance.now();
+  await assert.rejects(eng.step(id, slots(0)), DeviceTimeout);
+  assert.ok(performance.now() - t0 < 5000, "the wait was bounded");
+  await assert.rejects(eng.step(id, slots(0)), Poisoned);
+  await eng.unload();
+});
+
+test("bad slot input is a typed error, not a crash, and does not poison", async () => {
+  const dev = new FaultyDevice();
+  const eng = new Engine(dev, { compile: compileGraph });
+  const id = eng.addEntry("s", stepGraph());
+  await assert.rejects(eng.step(id, { x: new Float32Array(3), pos: new Int32Array([0]) }), /slot x needs 16 bytes/);
+  await assert.rejects(eng.step(id, { x: new Float32Array(4) }), /slot pos has no value/);
+  // A position past the capacity faults inside the kernel (its check), marking NeedsReset.
+  await assert.rejects(eng.step(id, slots(8)), KernelFault);
+  await assert.rejects(eng.step(id, slots(0)), NeedsReset);
+  eng.resetState();
+  assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
+  assert.equal(eng.stats().entries, 1);
+  assert.ok(eng.stats().hostMicrosPerStep > 0);
+  await eng.unload();
+});
