@@ -341,7 +341,8 @@ function argmax(n: Node, x: Node, xs: Storage): Storage {
 function matmul(x: Node, w: Node, xs: Storage, ws: Storage, order: AccumulateOrder): Float32Array {
   const K = x.shape[x.shape.length - 1];
   const a = x.dtype === "f32" ? xs as Float32Array : asF32(x.dtype, xs, numel(x.shape));
-  const b = weightF32(w.dtype, ws, numel(w.shape));
+  // Only weights are converted once and cached: other operands (an f16 KV cache) change between steps.
+  const b = w.op === "const" ? weightF32(w.dtype, ws, numel(w.shape)) : asF32(w.dtype, ws, numel(w.shape));
   const shared = w.shape.length === 2;
   const N = w.shape[w.shape.length - 2];
   const M = shared ? numel(x.shape) / K : x.shape[x.shape.length - 2];

@@ -26,7 +26,7 @@
 // decodes propagate. checkClose applies the policy: NaN or Inf where the oracle is finite always fails, a
 // non-finite oracle value needs the same non-finite value, integer and bool results must be equal.
 import { decodeHalf, type DType, isFloat, type Storage } from "./dtype.ts";
-import { runPrimitive, weightF32 } from "./eval_ops.ts";
+import { asF32, runPrimitive, weightF32 } from "./eval_ops.ts";
 import { type Node, numel, stridesOf } from "./ir.ts";
 import { MOVEMENT } from "./ops.ts";
 
@@ -223,7 +223,7 @@ function matmulBound(ins: Node[], v: Storage[], e: Bound[], worst: boolean): Flo
   const [x, w] = ins;
   const K = x.shape[x.shape.length - 1];
   const a = floats(x.dtype, v[0]);
-  const b = weightF32(w.dtype, v[1], numel(w.shape));
+  const b = w.op === "const" ? weightF32(w.dtype, v[1], numel(w.shape)) : asF32(w.dtype, v[1], numel(w.shape));
   const ea = e[0], eb = e[1];
   const shared = w.shape.length === 2, N = w.shape[w.shape.length - 2];
   const M = shared ? numel(x.shape) / K : x.shape[x.shape.length - 2];

@@ -45,6 +45,7 @@ export function readLlama2c(bytes: Uint8Array): Llama2cModel {
     const byteLength = shape.reduce((a, b) => a * b, 1) * 4;
     entries.push({ name, dtype: "f32", shape, byteLength, offset: p });
     p += byteLength;
+    if (p > bytes.byteLength) throw new RangeError(`llama2.c checkpoint: ${name} ends past the file's ${bytes.byteLength} bytes`);
   };
   const stacked = (name: string, shape: number[]) => {
     for (let l = 0; l < layers; l++) add(`${name}.${l}`, shape);

@@ -1,8 +1,11 @@
 // The oracle drives the traced Llama step of stories260K.bin and reproduces llama2.c's greedy outputs.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import type { Storage } from "../../graph/dtype.ts";
-import { traceDecode, tracePrefill } from "../../llm/families/llama.ts";
+import { constsFromStore, evaluate } from "../../graph/eval.ts";
+import { parseGGUF } from "../../llm/formats/gguf.ts";
+import { traceDecode, tracePrefill, weightMap } from "../../llm/families/llama.ts";
 import { argmax, model, reference, step, tokenizer } from "./stories.ts";
 
 function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>, off = 0): number {
@@ -63,4 +66,40 @@ test("case 2 (\"Once upon a time\", 64 steps): prompt as one prefill step, then 
     out.push(tok);
   }
   assert.deepEqual(out, c.generated_ids);
+});
+
+test("the same step from stories260K.gguf through the GGUF weight map gives bit-identical logits", () => {
+  const gguf = parseGGUF(new Uint8Array(readFileSync(new URL("../../../shared/models/stories260K/stories260K.gguf", import.meta.url))));
+  const names = [...gguf.tensors()].map((t) => t.name);
+  const config = { ...model.config, tiedEmbeddings: !names.includes("output.weight") };
+  const map = weightMap(config, "gguf", names);
+  assert.equal(map.get("attn.q@3"), "blk.3.attn_q.weight");
+  assert.equal(map.get("output"), "output.weight");
+  const a = traceDecode(model.config, { cap: 16 }), b = traceDecode(config, { cap: 16 });
+  const cb = constsFromStore(gguf, map);
+  let sa: Record<string, Storage> | undefined, sb: Record<string, Storage> | undefined;
+  let tok = 1;
+  for (let pos = 0; pos < 16; pos++) {
+    const ra = step(a, { token: [tok], pos: [pos] }, sa);
+    const rb = evaluate(b, { consts: cb, slots: { token: [tok], pos: [pos] }, state: sb });
+    assert.ok(ra.output.logits.every((x, i) => Object.is(x, rb.output.logits[i])), `position ${pos}`);
+    sa = ra.state;
+    sb = rb.state;
+    tok = argmax(ra.output.logits);
+  }
+});
+
+test("an f16 KV cache still follows the reference's first 24 greedy tokens", () => {
+  const g = traceDecode(model.config, { cap: 32, kvDtype: "f16" });
+  let state: Record<string, Storage> | undefined;
+  let tok = 1;
+  const out: number[] = [];
+  for (let pos = 0; pos < 24; pos++) {
+    const r = step(g, { token: [tok], pos: [pos] }, state);
+    state = r.state;
+    assert.ok(state["k_cache@0"] instanceof Uint16Array);
+    tok = argmax(r.output.logits);
+    out.push(tok);
+  }
+  assert.deepEqual(out, reference.cases[0].generated_ids.slice(0, 24));
 });
