@@ -8,7 +8,7 @@
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { type FType, gridFor, type IType, team, teamRow, teamReduce, vecWidth } from "./common.ts";
+import { type FType, gridFor, type IType, pairwise, team, teamRow, teamReduce, vecWidth } from "./common.ts";
 
 export interface AttentionShape {
   /** Query rows (1 = decode). */
@@ -43,7 +43,7 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   const group = heads / kvHeads;
   const scale = s.scale ?? 1 / Math.sqrt(hd);
   const items = rows * heads;
-  const t = team(caps);
+  const t = team(caps, { rows: items });
   const grid = gridFor(caps, Math.ceil(items / t.rows));
   const name = s.name ?? `attention_r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
@@ -67,7 +67,7 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   const nd = Math.ceil(hd / t.lanes);
   const exact = hd % t.lanes === 0;
   const vq = exact ? vecWidth(4, nd) : 1, vk = exact ? vecWidth(kv === "f32" ? 4 : 2, nd) : 1;
-  const d0 = b.let(lane.mul(nd), "u32", "d0");
+  const d0 = t.lanes === 1 ? u32(0) : b.let(lane.mul(nd), "u32", "d0");
   const valid = (j: number): Val | true => exact ? true : d0.add(j).lt(hd);
   const clampIdx = (j: number): Val => exact ? d0.add(j) : d0.add(j).min(hd - 1);
   const loadRow = (buf: typeof K, base: Val, vw: number): Val[] => {
@@ -91,11 +91,11 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   b.for(u32(0), end, 1, (p) => {
     const kb = b.let(p.mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
     const ks = loadRow(K, kb, vk);
-    let part: Val = qs[0].mul(ks[0]);
-    for (let j = 1; j < nd; j++) part = part.add(qs[j].mul(ks[j]));
+    const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
     const sc = b.let(teamReduce(b, t, "add", b.let(part, "f32", "part")).mul(scale), "f32", "s");
     const mn = b.let(m.max(sc), "f32", "mn");
-    const corr = b.let(m.sub(mn).exp(), "f32", "corr");
+    // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
+    const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
     const pe = b.let(sc.sub(mn).exp(), "f32", "pe");
     b.set(l, l.mul(corr).add(pe));
     const vs = loadRow(V, kb, vk);

@@ -39,11 +39,12 @@ export interface Team {
   size: number;
   shared: boolean;
 }
-export function team(caps: Caps, opts: { maxLanes?: number; wg?: number } = {}): Team {
+export function team(caps: Caps, opts: { maxLanes?: number; wg?: number; rows?: number } = {}): Team {
   const wg = Math.min(opts.wg ?? 256, caps.maxWorkgroupSize);
   if (caps.subgroups && caps.subgroupSize <= wg) {
     const lanes = caps.subgroupSize;
-    const rows = Math.max(1, Math.floor(wg / lanes));
+    // no more rows per workgroup than there are rows (8 heads should not launch 256-row workgroups)
+    const rows = Math.max(1, Math.min(Math.floor(wg / lanes), opts.rows ?? Infinity));
     return { lanes, rows, size: lanes * rows, shared: false };
   }
   let lanes = 1;
@@ -133,4 +134,15 @@ export function vecWidth(esize: number, count: number): number {
   let v = Math.max(1, Math.floor(16 / esize));
   while (v > 1 && count % v !== 0) v /= 2;
   return v;
+}
+
+/** Sum of values as a balanced tree of adds (short dependency chains, a fixed order). */
+export function pairwise(v: Val[]): Val {
+  let xs = v;
+  while (xs.length > 1) {
+    const next: Val[] = [];
+    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? xs[i].add(xs[i + 1]) : xs[i]);
+    xs = next;
+  }
+  return xs[0];
 }

@@ -6,7 +6,7 @@
 // several lanes splitting a block so neighbouring lanes read neighbouring words.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { elemOf, gridFor, QBLOCK, sbyte, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+import { elemOf, gridFor, pairwise, QBLOCK, sbyte, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
 
 export interface MatmulShape {
   /** Output features (rows of W). */
@@ -37,7 +37,7 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (n * k >= 2 ** 32 || batch * Math.max(n, k) >= 2 ** 32) throw new KernelError("matmul: indices exceed 32 bits");
   const bt = Math.min(batch, MATMUL_BATCH_TILE);
   const chunks = Math.ceil(batch / bt);
-  const t = team(caps);
+  const t = team(caps, { rows: n });
   const rowWgs = Math.ceil(n / t.rows);
   const total = rowWgs * chunks;
   const grid = gridFor(caps, total);
@@ -157,13 +157,4 @@ function dot4(a: Val[], x: Val[]): Val {
     ch[e % 4] = ch[e % 4] ? ch[e % 4].add(p) : p;
   }
   return pairwise(ch);
-}
-function pairwise(v: Val[]): Val {
-  let xs = v;
-  while (xs.length > 1) {
-    const next: Val[] = [];
-    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? xs[i].add(xs[i + 1]) : xs[i]);
-    xs = next;
-  }
-  return xs[0];
 }

@@ -13,7 +13,7 @@ interface RowKernel {
 }
 function rowKernel(caps: Caps, name: string, rows: number, n: number, declare: (b: KernelBuilder) => void): RowKernel {
   if (!(rows >= 1 && n >= 1) || rows * n >= 2 ** 32) throw new KernelError(`${name}: bad shape ${rows}x${n}`);
-  const t = team(caps);
+  const t = team(caps, { rows });
   const grid = gridFor(caps, Math.ceil(rows / t.rows));
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   declare(b);
