@@ -245,7 +245,7 @@ class Wgsl {
       case "i32": return `bitcast<i32>(${w})`;
       case "u32": return w;
       case "f16":
-        if (as === "f16") return `bitcast<vec2<f16>>(${shifted})[0]`;
+        if (as === "f16") return `f16(unpack2x16float(${shifted}).x)`; // exact; Naga mistypes bitcast<vec2<f16>>
         return c ? `unpack2x16float(${w})[${(sh as number) >> 4}]` : `unpack2x16float(${shifted}).x`;
       case "bf16":
         if (c) return sh === 0 ? `bitcast<f32>(${w} << 16u)` : `bitcast<f32>(${w} & 0xffff0000u)`;
@@ -263,7 +263,7 @@ class Wgsl {
       case "i32": return `bitcast<u32>(${this.conv(v, t, "i32")})`;
       case "u32": return this.conv(v, t, "u32");
       case "f16":
-        if (t === "f16") return `(bitcast<u32>(vec2<f16>(${v}, 0.0h)) & 0xffffu)`;
+        if (t === "f16") return `(pack2x16float(vec2<f32>(f32(${v}), 0.0f)) & 0xffffu)`; // exact: the value is an f16
         return `${this.need("p_f2h")}(${this.conv(v, t, "f32")})`;
       case "bf16": return `${this.need("p_f2bf")}(${this.conv(v, t, "f32")})`;
       case "u16": return `(${this.conv(v, t, "u32")} & 0xffffu)`;
@@ -410,7 +410,7 @@ class Wgsl {
   /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
   private conv(x: string, from: CType, t: CType): string {
     if (from === t) return x;
-    if (t === "bool") return `(${x} != ${ZERO[from]})`;
+    if (t === "bool") return from === "f32" || from === "f16" ? `(!(${x} == ${ZERO[from]}))` : `(${x} != ${ZERO[from]})`;
     if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
     const fromF = from === "f32" || from === "f16";
     switch (t) {
@@ -544,8 +544,11 @@ class Wgsl {
 
   /** NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN). */
   private fmax(op: "max" | "min", t: CType): string {
+    // NaN tests on the bits: Mesa's NIR may fold a float `a == a` to true (it treats WGSL float ops as inexact).
+    const nan = this.need("p_isnan");
+    const arg = (v: string) => t === "f16" ? `f32(${v})` : v;
     return this.fn(`p_${op}${t}`, () =>
-      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, !((a == a) && (b == b))); }`);
+      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, ${nan}(${arg("a")}) || ${nan}(${arg("b")})); }`);
   }
 
   private sharedName(s: Shared): string {

@@ -4,8 +4,10 @@
 // Why software exp/log/sin/cos/tanh: WGSL leaves their accuracy to the driver, and drivers differ a lot.
 // Measured on lavapipe (Deno 2.9 WebGPU): exp over [-80, 80] is off by up to 58 ulp, log near 1 by ~5000 ulp,
 // tanh near 0 by ~300 ulp; NVIDIA lowers sin/cos to approximate units that are only good on [-pi, pi].
-// These are Cephes-style polynomials after a Cody-Waite reduction with fma (sin/cos: three-part pi/2, good for
-// |x| <= 1e5 as the IR promises), about 1-2 ulp everywhere, and the same code on every adapter.
+// These are Cephes-style polynomials after a Cody-Waite reduction (sin/cos: a three-part pi/2 with exact partial
+// products, good for |x| <= 1e5 as the IR promises), within a few ulp, and the same code on every adapter.
+// WGSL's fma need not be fused (lavapipe's is not), so nothing here depends on fusion, and the steps that must not
+// be re-associated go through p_opaque.
 //
 // Non-finite constants go through p_fb (a function call is never a const-expression, and WGSL forbids a
 // const-expression that evaluates to inf or NaN).
@@ -14,6 +16,10 @@
 export const WGSL_MATH: Record<string, [string, string[]]> = {
   p_fb: [`fn p_fb(b: u32) -> f32 { return bitcast<f32>(b); }`, []],
   p_isnan: [`fn p_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }`, []],
+  // v, hidden from the shader compiler's algebra: Mesa's NIR treats WGSL float ops as inexact and may factor
+  // n*C1 + n*C2 into n*(C1 + C2) or fuse products, which ruins a Cody-Waite reduction. The select depends on x's
+  // bits, so no rule sees through it; for NaN x the caller's result is NaN anyway.
+  p_opaque: [`fn p_opaque(v: f32, x: f32) -> f32 { return select(v, 0.0f, p_isnan(x)); }`, ["p_isnan"]],
   p_isfinite: [`fn p_isfinite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }`, []],
 
   // f32 -> f16 bits, round to nearest even; NaN stays a quiet NaN, overflow goes to infinity.
@@ -48,8 +54,15 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
     [],
   ],
   // float -> int: truncate, saturate, NaN -> 0 (the JS renderer's and PTX cvt.rzi.sat's answer).
-  p_f2i: [`fn p_f2i(x: f32) -> i32 { return select(i32(x), 0i, p_isnan(x)); }`, ["p_isnan"]],
-  p_f2u: [`fn p_f2u(x: f32) -> u32 { return select(u32(x), 0u, p_isnan(x)); }`, ["p_isnan"]],
+  // (WGSL's own conversion clamps to the largest f32 below 2^31 / 2^32, not to the integer maximum.)
+  p_f2i: [
+    `fn p_f2i(x: f32) -> i32 { return select(select(i32(x), 2147483647i, x >= 2147483648.0f), 0i, p_isnan(x)); }`,
+    ["p_isnan"],
+  ],
+  p_f2u: [
+    `fn p_f2u(x: f32) -> u32 { return select(select(u32(x), 4294967295u, x >= 4294967296.0f), 0u, p_isnan(x)); }`,
+    ["p_isnan"],
+  ],
   // x / 0 and x % 0 give 0 (WGSL gives x for the division).
   p_divi: [`fn p_divi(a: i32, b: i32) -> i32 { return select(a / b, 0i, b == 0i); }`, []],
   p_divu: [`fn p_divu(a: u32, b: u32) -> u32 { return select(a / b, 0u, b == 0u); }`, []],
@@ -59,8 +72,8 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
   p_exp: [
     `fn p_exp(x: f32) -> f32 {
   let n = round(clamp(x, -104.0f, 89.0f) * 1.44269504088896341f);
-  var r = fma(n, -0.693359375f, x);
-  r = fma(n, 2.12194440e-4f, r);
+  var r = x - n * 0.693359375f;
+  r = r + p_opaque(n, x) * 2.12194440e-4f;
   var p = fma(1.9875691500e-4f, r, 1.3981999507e-3f);
   p = fma(p, r, 8.3334519073e-3f);
   p = fma(p, r, 4.1665795894e-2f);
@@ -74,7 +87,7 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
   if (x < -103.97208404541015625f) { return 0.0f; }
   return select(v, x, p_isnan(x));
 }`,
-    ["p_fb", "p_isnan"],
+    ["p_fb", "p_isnan", "p_opaque"],
   ],
   // (exponent, log of the reduced mantissa) of x > 0: x = 2^e * (1 + m), log(1 + m) by Cephes' logf polynomial.
   p_logr: [
@@ -122,14 +135,20 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
 }`,
     ["p_logr", "p_logs"],
   ],
-  // sin(x + q*pi/2): reduce by the nearest multiple of pi/2 (three-part constant, exact through fma for
-  // |x| <= 1e5), then a quadrant-selected sin or cos polynomial on [-pi/4, pi/4].
+  // sin(x + q*pi/2): reduce by the nearest multiple j of pi/2, then a quadrant-selected sin or cos polynomial on
+  // [-pi/4, pi/4]. The reduction must not rely on a fused fma (lavapipe's fma is a separate multiply and add):
+  // pi/2 = C1 + C2 + C3 with C1, C2 of 16 significant bits, and j (<= 2^16 for |x| <= 1e5) split into 8-bit
+  // halves, so every product but the last is exact and x - j*(C1 + C2) loses nothing.
   p_sinq: [
     `fn p_sinq(x: f32, q0: u32) -> f32 {
   let j = round(x * 0.636619772367581343f);
-  var r = fma(j, -1.57079625129699707031f, x);
-  r = fma(j, -7.54978995489188216e-8f, r);
-  r = fma(j, -5.39030252995776476554e-15f, r);
+  let jh = trunc(j * 0.00390625f) * 256.0f;
+  let jl = j - jh;
+  var r = x - jh * bitcast<f32>(0x3fc91000u);
+  r = r - jl * p_opaque(bitcast<f32>(0x3fc91000u), x);
+  r = r - jh * bitcast<f32>(0xb6957700u);
+  r = r - jl * p_opaque(bitcast<f32>(0xb6957700u), x);
+  r = r - j * bitcast<f32>(0xae74ba00u);
   let q = (bitcast<u32>(i32(j)) + q0) & 3u;
   let z = r * r;
   var s = fma(-1.9515295891e-4f, z, 8.3321608736e-3f);
@@ -141,7 +160,7 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
   let v = select(sn, cs, (q & 1u) == 1u);
   return select(v, -v, (q & 2u) == 2u);
 }`,
-    [],
+    ["p_opaque"],
   ],
   p_sin: [`fn p_sin(x: f32) -> f32 { return p_sinq(x, 0u); }`, ["p_sinq"]],
   p_cos: [`fn p_cos(x: f32) -> f32 { return p_sinq(x, 1u); }`, ["p_sinq"]],

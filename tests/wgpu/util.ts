@@ -1,0 +1,69 @@
+// Shared helpers of the wgpu tests: the device probe (skip reason), running one kernel on any Device, and
+// comparing two runs byte for byte or within a number of f32 ulps.
+import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import { JsDevice } from "../../backends/js/device.ts";
+import { WgpuDevice, type WgpuOptions } from "../../backends/wgpu/mod.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { JS_CAPS } from "../../kernels/target.ts";
+
+/** A fresh WgpuDevice, or why there is none (Bun, no adapter): the test's skip reason. */
+export async function probe(opts: WgpuOptions = {}): Promise<WgpuDevice | string> {
+  return await WgpuDevice.open(opts);
+}
+
+/** A JS device with the wgpu device's subgroup size, so subgroup kernels mean the same on both. */
+export function jsLike(dev: WgpuDevice | string, debug = true): JsDevice {
+  const sg = typeof dev === "string" ? 8 : dev.target.caps.subgroupSize || 8;
+  return new JsDevice({ debug, caps: { ...JS_CAPS, subgroups: true, subgroupSize: sg } });
+}
+
+/** Runs `k` once (eagerly) with the given initial bytes per binding; returns every binding's bytes after. */
+export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], grid = k.grid): Promise<Uint8Array[]> {
+  const bufs: DeviceBuffer[] = inputs.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  try {
+    const compiled = dev.compile(k);
+    dev.run([{
+      k: "kernel", compiled, grid, work: { bytes: 0, flops: 0 },
+      bindings: bufs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes })),
+    }]);
+    await dev.synchronize(60_000);
+    return await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+  } finally {
+    for (const b of bufs) dev.free(b);
+  }
+}
+
+export function bytesOf(a: ArrayBufferView): Uint8Array {
+  const n = Math.max(16, Math.ceil(a.byteLength / 16) * 16);
+  const out = new Uint8Array(n);
+  out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+  return out;
+}
+
+/** Positions where two byte arrays differ, described by 4-byte word (at most `max`). */
+export function wordDiffs(a: Uint8Array, b: Uint8Array, max = 6): string[] {
+  const out: string[] = [];
+  if (a.byteLength !== b.byteLength) return [`lengths ${a.byteLength} vs ${b.byteLength}`];
+  const wa = new Uint32Array(a.buffer, a.byteOffset, a.byteLength >> 2), wb = new Uint32Array(b.buffer, b.byteOffset, b.byteLength >> 2);
+  let n = 0;
+  for (let i = 0; i < wa.length; i++) {
+    if (wa[i] !== wb[i]) {
+      n++;
+      if (out.length < max) out.push(`word ${i}: 0x${wa[i].toString(16)} vs 0x${wb[i].toString(16)}`);
+    }
+  }
+  if (n > out.length) out.push(`... ${n} words differ`);
+  return out;
+}
+
+/** Distance in f32 ulps (NaN == NaN; +0 and -0 are 0 apart). */
+export function ulps(a: number, b: number): number {
+  if (Number.isNaN(a) || Number.isNaN(b)) return Number.isNaN(a) && Number.isNaN(b) ? 0 : Infinity;
+  const f = new Float32Array([a, b]), u = new Int32Array(f.buffer);
+  const x = u[0] < 0 ? -(u[0] & 0x7fffffff) : u[0], y = u[1] < 0 ? -(u[1] & 0x7fffffff) : u[1];
+  return Math.abs(x - y);
+}
