@@ -8,7 +8,7 @@
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { type FType, gridFor, type IType, pairwise, team, teamRow, teamReduce, vecWidth } from "./common.ts";
+import { type FType, gridFor, type IType, pairwise, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
 
 export interface AttentionShape {
   /** Query rows (1 = decode). */
@@ -35,6 +35,56 @@ export interface AttentionShape {
  * Faults FAULT.ATTENTION_POS when pos + rows > cap (or pos < 0).
  */
 export function attention(caps: Caps, s: AttentionShape): Kernel {
+  return attentionKernel(caps, s, 0);
+}
+
+/**
+ * Split-K (flash-decoding) phase 1: each (row, head) team splits positions into `splits` chunks of
+ * ceil(cap / splits) and writes its chunk's unnormalized partial: [m, l, acc[hd]] (running max, sum of
+ * exp(s - m), sum of exp(s - m) * v). Chunks past pos + r are empty (m = -inf, l = 0, acc = 0) and cost
+ * nothing, so work still tracks the context. Combine with attentionCombine.
+ * Bindings: q, k, v, pos as attention(); part f32 [rows * heads, splits, hd + 2] (w).
+ */
+export function attentionPartial(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+  if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
+  return attentionKernel(caps, s, s.splits);
+}
+
+/**
+ * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
+ * Bindings: part f32 [rows * heads, splits, hd + 2] (r); out f32 [rows, heads, hd] (w).
+ */
+export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; name?: string }): Kernel {
+  const items = (s.rows ?? 1) * s.heads, { hd, splits } = s, stride = hd + 2;
+  const total = items * hd, wg = Math.min(64, caps.maxWorkgroupSize);
+  const grid = gridFor(caps, Math.ceil(total / wg));
+  const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}`, { workgroup: wg, grid });
+  const part = b.buffer("part", "f32", "r");
+  const out = b.buffer("out", "f32", "w");
+  const idx = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "idx");
+  if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
+  const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
+  const d = b.let(idx.mod(hd).add(2), "u32", "d");
+  const M = b.let(f32(-Infinity), "f32", "M");
+  b.for(u32(0), u32(splits), 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))));
+  const L = b.let(f32(0), "f32", "L"), o = b.let(f32(0), "f32", "o");
+  b.for(u32(0), u32(splits), 1, (sp) => {
+    const at = b.let(base.add(sp.mul(stride)), "u32", "at");
+    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w"); // exp(-inf) = 0 for empty chunks
+    b.set(L, L.add(w.mul(b.load(part, at.add(1)))));
+    b.set(o, o.add(w.mul(b.load(part, at.add(d)))));
+  });
+  b.store(out, idx, o.div(L));
+  return b.build();
+}
+
+/** A split count for attentionPartial on this target: chunks of about 256 positions on wide targets, none on one-lane ones. */
+export function attentionSplits(caps: Caps, cap: number): number {
+  if (!caps.subgroups || caps.subgroupSize <= 1) return 1;
+  return Math.max(1, Math.min(64, Math.ceil(cap / 256)));
+}
+
+function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel {
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
   if (heads % kvHeads !== 0) throw new KernelError(`attention: ${heads} heads over ${kvHeads} kv heads`);
@@ -43,25 +93,31 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   const group = heads / kvHeads;
   const scale = s.scale ?? 1 / Math.sqrt(hd);
   const items = rows * heads;
-  const t = team(caps, { rows: items });
-  const grid = gridFor(caps, Math.ceil(items / t.rows));
-  const name = s.name ?? `attention_r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}`;
+  const S = Math.max(1, splits), chunk = Math.ceil(cap / S);
+  const teams = items * S;
+  const t = team(caps, { rows: teams });
+  const grid = gridFor(caps, Math.ceil(teams / t.rows));
+  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}`;
+  const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
   const V = b.buffer("v", kv, "r");
   const P = b.buffer("pos", pt, "r");
-  const out = b.buffer("out", "f32", "w");
+  const out = b.buffer(splits ? "part" : "out", "f32", "w");
 
-  const { lane, row: item } = teamRow(b, t, grid);
+  const { lane, row: trow } = teamRow(b, t, grid);
   const posv = b.load(P, 0);
   const pos = b.let(pt === "i32" ? posv.bitcast("u32") : posv, "u32", "pos"); // negative i32 -> huge u32
   b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
-  if (grid[0] * grid[1] * grid[2] * t.rows > items) b.if(item.ge(items), () => b.return());
+  if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
+  const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
   const r = item.div(heads), h = item.mod(heads);
   const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
   const end = b.let(pos.add(r).add(1), "u32", "end");
+  const start = splits ? b.let(trow.mod(S).mul(chunk), "u32", "start") : u32(0);
+  const stop = splits ? b.let(end.min(start.add(chunk)), "u32", "stop") : end;
 
   // Each lane owns dims [lane*nd, lane*nd + nd) of the head (dims past hd only when hd % lanes != 0).
   const nd = Math.ceil(hd / t.lanes);
@@ -70,12 +126,12 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   const d0 = t.lanes === 1 ? u32(0) : b.let(lane.mul(nd), "u32", "d0");
   const valid = (j: number): Val | true => exact ? true : d0.add(j).lt(hd);
   const clampIdx = (j: number): Val => exact ? d0.add(j) : d0.add(j).min(hd - 1);
-  const loadRow = (buf: typeof K, base: Val, vw: number): Val[] => {
+  const loadRow = (buf: typeof K, at: Val, vw: number): Val[] => {
     const xs: Val[] = [];
     for (let j = 0; j < nd; j += vw) {
-      if (vw > 1) xs.push(...b.loadv(buf, base.add(d0).add(j), vw));
+      if (vw > 1) xs.push(...b.loadv(buf, at.add(d0).add(j), vw));
       else {
-        const v = b.load(buf, base.add(clampIdx(j)));
+        const v = b.load(buf, at.add(clampIdx(j)));
         const ok = valid(j);
         xs.push(ok === true ? v : b.let(ok.select(v, f32(0)), "f32", "x"));
       }
@@ -88,7 +144,7 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
   const m = b.let(f32(-Infinity), "f32", "m");
   const l = b.let(f32(0), "f32", "l");
   const acc = qs.map(() => b.let(f32(0), "f32", "acc"));
-  b.for(u32(0), end, 1, (p) => {
+  b.for(start, stop, 1, (p) => {
     const kb = b.let(p.mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
     const ks = loadRow(K, kb, vk);
     const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
@@ -102,11 +158,21 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
     for (let j = 0; j < nd; j++) b.set(acc[j], acc[j].mul(corr).add(pe.mul(vs[j])));
     b.set(m, mn);
   });
+  const obase = splits ? b.let(trow.mul(hd + 2), "u32", "ob") : qbase;
+  const dims = splits ? obase.add(2) : obase;
   for (let j = 0; j < nd; j++) {
     const ok = valid(j);
-    const st = () => b.store(out, qbase.add(d0).add(j), acc[j].div(l));
+    const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
     if (ok === true) st();
     else b.if(ok, st);
+  }
+  if (splits) {
+    const head = () => {
+      b.store(out, obase, m);
+      b.store(out, obase.add(1), l);
+    };
+    if (t.lanes === 1) head();
+    else b.if(lane.eq(u32(0)), head);
   }
   return b.build();
 }

@@ -95,8 +95,8 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
 }
 
 // ---- attention ---------------------------------------------------------------------------------------
-interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
-function attentionCase(c: AttnCfg, fault = false): KernelCase {
+export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
+export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   const kv = c.kv ?? "f32", pt = c.pt ?? "u32";
   const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${fault ? " (fault)" : ""}`;
   let kvals: Float64Array, vvals: Float64Array;
@@ -145,6 +145,114 @@ function attentionCase(c: AttnCfg, fault = false): KernelCase {
         }
       }
       return [{ binding: 4, type: "f32", want, mag, tol: { abs: 1e-6, rel: 3e-5 + (hd + c.cap) * 4 * EPS } }];
+    },
+  };
+}
+
+/** Split-K phase 1: the partial [m, l, acc] of each chunk, against the same masked scores. */
+function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
+  const full = attentionCase(c);
+  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}`;
+  const kv = c.kv ?? "f32";
+  return {
+    name,
+    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits }),
+    inputs: () => {
+      const ins = full.inputs();
+      ins[4] = bytes(new Float32Array(c.rows * c.heads * splits * (c.hd + 2)).fill(NaN));
+      return ins;
+    },
+    expect(ins) {
+      const { rows, heads, kvHeads, hd, cap, pos } = c;
+      const q = asF32(ins[0]), K = decode(kv, ins[1], cap * kvHeads * hd), V = decode(kv, ins[2], cap * kvHeads * hd);
+      const scale = Math.fround(1 / Math.sqrt(hd)), chunk = Math.ceil(cap / splits), st = hd + 2;
+      const want = new Float64Array(rows * heads * splits * st), mag = new Float64Array(want.length);
+      for (let r = 0; r < rows; r++) {
+        for (let h = 0; h < heads; h++) {
+          const g = Math.floor(h / (heads / kvHeads)), qo = (r * heads + h) * hd;
+          for (let sp = 0; sp < splits; sp++) {
+            const o = ((r * heads + h) * splits + sp) * st;
+            const lo = sp * chunk, hi = Math.min(pos + r + 1, lo + chunk);
+            const sc: number[] = [], sm: number[] = [];
+            for (let p = lo; p < hi; p++) {
+              let d = 0, a = 0;
+              for (let j = 0; j < hd; j++) {
+                d += q[qo + j] * K[(p * kvHeads + g) * hd + j];
+                a += Math.abs(q[qo + j] * K[(p * kvHeads + g) * hd + j]);
+              }
+              sc.push(d * scale);
+              sm.push(a * scale);
+            }
+            const m = sc.length ? Math.max(...sc) : -Infinity;
+            want[o] = m;
+            mag[o] = sc.length ? sm[sc.indexOf(m)] : 0;
+            let l = 0;
+            for (let i = 0; i < sc.length; i++) l += Math.exp(sc[i] - m);
+            want[o + 1] = l;
+            mag[o + 1] = l * (1 + Math.max(0, ...sm));
+            for (let j = 0; j < hd; j++) {
+              let a = 0, am = 0;
+              for (let i = 0; i < sc.length; i++) {
+                const v = V[((lo + i) * kvHeads + g) * hd + j];
+                a += Math.exp(sc[i] - m) * v;
+                am += Math.exp(sc[i] - m) * Math.abs(v);
+              }
+              want[o + 2 + j] = a;
+              mag[o + 2 + j] = am * (1 + Math.max(0, ...sm));
+            }
+          }
+        }
+      }
+      return [{ binding: 4, type: "f32", want, mag, tol: { abs: 1e-6, rel: 2e-5 + (hd + chunk) * 4 * EPS } }];
+    },
+  };
+}
+/** Split-K phase 2 on given partials, empty chunks (m = -inf) included. */
+function attentionCombineCase(items: number, hd: number, splits: number): KernelCase {
+  const name = `attention_combine items=${items} hd=${hd} splits=${splits}`;
+  const st = hd + 2;
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const part = new Float32Array(items * splits * st);
+    for (let i = 0; i < items; i++) {
+      const used = 1 + rng.int(splits); // chunks past the context are empty
+      for (let sp = 0; sp < splits; sp++) {
+        const o = (i * splits + sp) * st;
+        if (sp >= used) {
+          part[o] = -Infinity;
+          continue;
+        }
+        part[o] = rng.uniform(-5, 5);
+        part[o + 1] = rng.uniform(1, 30);
+        for (let j = 0; j < hd; j++) part[o + 2 + j] = rng.uniform(-10, 10);
+      }
+    }
+    return [bytes(part), bytes(new Float32Array(items * hd).fill(NaN))];
+  });
+  return {
+    name,
+    make: (caps) => lib.attentionCombine(caps, { heads: items, hd, splits }),
+    inputs,
+    expect(ins) {
+      const p = asF32(ins[0]);
+      const want = new Float64Array(items * hd), mag = new Float64Array(items * hd);
+      for (let i = 0; i < items; i++) {
+        let M = -Infinity;
+        for (let sp = 0; sp < splits; sp++) M = Math.max(M, p[(i * splits + sp) * st]);
+        let L = 0;
+        for (let sp = 0; sp < splits; sp++) L += Math.exp(p[(i * splits + sp) * st] - M) * p[(i * splits + sp) * st + 1];
+        for (let j = 0; j < hd; j++) {
+          let o = 0, m = 0;
+          for (let sp = 0; sp < splits; sp++) {
+            const w = Math.exp(p[(i * splits + sp) * st] - M), a = p[(i * splits + sp) * st + 2 + j];
+            o += w * a;
+            m += w * Math.abs(a);
+          }
+          want[i * hd + j] = o / L;
+          mag[i * hd + j] = m / L;
+        }
+      }
+      return [{ binding: 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: 1e-5 + splits * 4 * EPS } }];
     },
   };
 }
@@ -485,6 +593,10 @@ export const cases: KernelCase[] = [
   attentionCase({ rows: 3, heads: 2, kvHeads: 2, hd: 33, cap: 9, pos: 6, pt: "i32" }),
   attentionCase({ rows: 2, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: 7 }, true),
   attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: -1, pt: "i32" }, true),
+  attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4),
+  attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5),
+  attentionCombineCase(5, 16, 4),
+  attentionCombineCase(3, 9, 7),
   rmsnormCase(1, 64, "f32"),
   rmsnormCase(3, 33, "f32"),
   rmsnormCase(2, 260, "f16"),
