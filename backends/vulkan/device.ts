@@ -197,19 +197,20 @@ export class VulkanDevice implements Device {
       throw new DeviceLost("vulkan", `vkQueueSubmit (${what}) failed: ${detail}`);
     }
   }
-  #wait(what: string, fences: BigUint64Array, timeoutMs: number): void {
+  /** Waits for the fence up to waitMs; `boundMs` is the caller's whole bound, for messages. */
+  #wait(what: string, fences: BigUint64Array, waitMs: number, boundMs = waitMs): void {
     const { api, device } = this.#ctx;
     let done: boolean;
     try {
-      done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(timeoutMs))) * NS_PER_MS);
+      done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(waitMs))) * NS_PER_MS);
     } catch (e) {
       const detail = e instanceof vk.VkError ? e.result : String(e);
       this.#poison(`vkWaitForFences (${what}) failed: ${detail}`);
       throw new DeviceLost("vulkan", `vkWaitForFences (${what}) failed: ${detail}`);
     }
     if (!done) {
-      this.#poison(`${what} did not finish within ${timeoutMs} ms`);
-      throw new DeviceTimeout("vulkan", what, timeoutMs);
+      this.#poison(`${what} did not finish within ${boundMs} ms`);
+      throw new DeviceTimeout("vulkan", what, boundMs);
     }
     this.#vk(`resetting a fence after ${what}`, () => api.resetFences(device, fences));
   }
@@ -303,12 +304,7 @@ export class VulkanDevice implements Device {
       while (this.#inflight) {
         const s = this.#inflight;
         const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
-        try {
-          this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()));
-        } catch (e) {
-          if (e instanceof DeviceTimeout) throw new DeviceTimeout("vulkan", what, timeoutMs);
-          throw e;
-        }
+        this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()), timeoutMs);
         this.#inflight = undefined;
         this.#fault(s);
         this.#next();

@@ -1,0 +1,45 @@
+// Every kernel-library conformance case (tests/kernels/cases.ts) on Vulkan: against the case's reference
+// (its stated tolerance, exact for integer and movement outputs), through both storage paths (16/8-bit
+// storage and u32 words, which must agree bit for bit), and against the JS device running the same kernel
+// (same caps, so the same variant): exact outputs equal, faults with the same code.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JsDevice } from "../../backends/js/device.ts";
+import { openVulkanDevice, type VulkanDevice } from "../../backends/vulkan/mod.ts";
+import { cases } from "../kernels/cases.ts";
+import { assertCase, type CaseRun, runCase } from "../kernels/harness.ts";
+
+function open(opts = {}): VulkanDevice | string {
+  try {
+    return openVulkanDevice(opts);
+  } catch (e) {
+    return `no usable Vulkan device: ${(e as Error).message}`;
+  }
+}
+const native = open();
+const skip = typeof native === "string" ? native : false;
+let words: VulkanDevice | undefined;
+let js: JsDevice | undefined;
+
+/** The bytes each exact Expect covers. */
+function exactBytes(kc: (typeof cases)[number], run: CaseRun): Uint8Array[] {
+  const size = { f32: 4, u32: 4, i32: 4, f16: 2, bf16: 2 } as const;
+  return kc.expect(run.inputs).filter((e) => !e.tol).map((e) => run.outputs![e.binding].subarray(0, e.want.length * size[e.type]));
+}
+
+for (const kc of cases) {
+  test(`vulkan case: ${kc.name}`, { skip }, async () => {
+    const v = native as VulkanDevice;
+    words ??= openVulkanDevice({ noStorage16: true, noStorage8: true });
+    js ??= new JsDevice({ debug: true, caps: { subgroupSize: v.target.caps.subgroupSize } });
+    const a = await runCase(v, kc), w = await runCase(words, kc), j = await runCase(js, kc);
+    assertCase(kc, a);
+    assertCase(kc, w);
+    if (kc.fault !== undefined) {
+      assert.equal(j.fault?.code, a.fault?.code, "the JS device faults with the same code");
+      return;
+    }
+    assert.deepEqual(w.outputs, a.outputs, "16/8-bit storage and u32 words give the same bits");
+    assert.deepEqual(exactBytes(kc, a), exactBytes(kc, j), "exact outputs equal the JS device's");
+  });
+}
