@@ -359,11 +359,12 @@ export class WgpuDevice implements Device {
   // ---- recording ---------------------------------------------------------------------------------------
 
   /** A binding's GPU range, checked against the adapter's limits and rounded up to 16 bytes (see wgsl.ts). */
-  private range(b: DeviceBinding, what: string): { gpu: GPUBuffer; offset: number; size: number; buf: WgpuBuffer } {
+  private range(b: DeviceBinding, what: string, copy = false): { gpu: GPUBuffer; offset: number; size: number; buf: WgpuBuffer } {
     const w = this.buf(b.buffer);
     if (b.offset < 0 || b.bytes < 0 || b.offset + b.bytes > w.bytes) {
       throw new Unsupported(`${B}: ${what}: range ${b.offset}+${b.bytes} outside a ${w.bytes}-byte buffer`);
     }
+    if (copy) return { gpu: w.gpu, offset: b.offset, size: b.bytes, buf: w }; // copies bind aligned windows themselves
     if (b.offset % this.align !== 0) {
       throw new Unsupported(`${B}: ${what}: binding offset ${b.offset} is not a multiple of ${this.align} (caps.bindingAlign)`);
     }
@@ -385,12 +386,12 @@ export class WgpuDevice implements Device {
     const cmds: Cmd[] = [];
     for (const [si, s] of steps.entries()) {
       if (s.k === "copy") {
-        const a = this.range(s.src, `step ${si} copy source`), b = this.range(s.dst, `step ${si} copy destination`);
+        const a = this.range(s.src, `step ${si} copy source`, true), b = this.range(s.dst, `step ${si} copy destination`, true);
         if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`${B}: step ${si}: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
         if (b.buf.usage === "readback") readbacks.add(b.buf);
         const n = s.src.bytes;
         if (n === 0) continue;
-        if (a.gpu !== b.gpu && n % 4 === 0) cmds.push({ k: "c", src: a.gpu, so: a.offset, dst: b.gpu, dOff: b.offset, n });
+        if (a.gpu !== b.gpu && n % 4 === 0 && a.offset % 4 === 0 && b.offset % 4 === 0) cmds.push({ k: "c", src: a.gpu, so: a.offset, dst: b.gpu, dOff: b.offset, n });
         else this.kernelCopy(a, 0, b, 0, n, cmds, owned);
         continue;
       }
