@@ -1,8 +1,8 @@
 // Composite ops defined over primitives. The planner sees a composite as one node (and may give it a dedicated
 // kernel); the oracle evaluates its expansion, so these functions ARE the meaning of each composite, including
 // the order of every rounding.
-import type { Attrs, CompositeOp, Graph, StateDecl } from "./ir.ts";
-import { COMPOSITE } from "./ops.ts";
+import type { Attrs, CompositeOp, Graph, Node, StateDecl } from "./ir.ts";
+import { COMPOSITE, LEAF } from "./ops.ts";
 import { type Tensor, Tracer } from "./tracer.ts";
 
 type Expander = (g: Tracer, ins: Tensor[], a: Attrs) => Tensor;
@@ -118,18 +118,21 @@ export interface Expanded {
   map: number[];
 }
 
-/** Replaces composites by their expansions. Primitive nodes are copied as they are. */
-export function expandComposites(src: Graph): Expanded {
+/**
+ * Replaces composites by their expansions; primitive nodes, and composites for which `keep` says true (say, those
+ * a target has a dedicated kernel for), are copied as they are.
+ */
+export function expandComposites(src: Graph, keep?: (n: Node) => boolean): Expanded {
   const g = new Tracer();
   const map = new Array<number>(src.nodes.length);
   const t = (id: number) => g.nodes[map[id]];
   for (const n of src.nodes) {
     const ins = n.inputs.map(t);
     let out: Tensor;
-    if (COMPOSITE.has(n.op)) {
+    if (COMPOSITE.has(n.op) && !keep?.(n)) {
       out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as CompositeOp](g, ins, n.attrs));
     } else {
-      out = g.node(n.op, ins, n.attrs, ins.length ? undefined : { dtype: n.dtype, shape: n.shape });
+      out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;
     }
     map[n.id] = out.id;

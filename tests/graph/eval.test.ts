@@ -1,7 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { dequantize, f16ToF32, f32ToF16, type Storage } from "../../graph/dtype.ts";
+import { expandComposites } from "../../graph/composites.ts";
 import { evaluate } from "../../graph/eval.ts";
+import { COMPOSITE } from "../../graph/ops.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
 import { assertClose, checkClose, dotTolerance } from "../../graph/tolerance.ts";
 import { rng } from "./random_graph.ts";
@@ -206,4 +208,19 @@ test("tier-2 bounds hold for one matmul and one softmax under every emulated dev
   for (let k = 0; k < K; k++) abs += Math.abs(fr(x[k]) * w[k]);
   const worst = evaluate(graph, { consts: { w } }, { bounds: "worst" }).bounds!.output.mm[0];
   assert.ok(Math.abs(worst - dotTolerance(K, abs)) <= 1e-6 * worst);
+});
+
+test("expandComposites lowers composites to primitives, except those the caller keeps", () => {
+  const g = new Tracer();
+  const x = g.slot("x", { kind: "Input", dtype: "f32", shape: [2, 8] });
+  g.output("y", g.silu(g.rmsnorm(x, g.literal(1, "f32", [8]), 1e-5)));
+  const graph = g.build();
+  const all = expandComposites(graph).graph;
+  assert.ok(all.nodes.every((n) => !COMPOSITE.has(n.op)));
+  const some = expandComposites(graph, (n) => n.op === "rmsnorm");
+  assert.deepEqual(some.graph.nodes.filter((n) => COMPOSITE.has(n.op)).map((n) => n.op), ["rmsnorm"]);
+  const slots = { x: Array.from({ length: 16 }, (_, i) => i - 7.5) };
+  const want = evaluate(graph, { slots }).output.y;
+  assert.deepEqual(evaluate(all, { slots }).output.y, want);
+  assert.deepEqual(evaluate(some.graph, { slots }).output.y, want);
 });
