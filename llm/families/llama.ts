@@ -175,7 +175,9 @@ export function traceLlama(c: LlamaConfig, s: StepShape, o: TraceOptions = {}): 
   const rope = (x: Tensor) => g.rope(x, positions, { theta: c.ropeTheta, style: c.ropeStyle, dims: c.ropeDims, factors });
   const tok = w("tok_embd", [c.vocab, D]);
 
-  let x = g.label(g.gather(tok, token), "embd");
+  // A half-precision table gathers half rows; the residual stream is f32 (a block table already dequantizes).
+  const rows = g.gather(tok, token);
+  let x = g.label(rows.dtype === "f32" ? rows : g.cast(rows, "f32"), "embd");
   for (let l = 0; l < c.layers; l++) {
     x = g.scope(`blk.${l}`, () => {
       const h = g.rmsnorm(x, w("attn_norm", [D], l), c.rmsEps);
