@@ -1,0 +1,71 @@
+// Opens a Device by backend name, or the best one present ("auto": ptx, rocm, vulkan, wgpu, js in that order).
+// Each backend's module is imported only when tried, so asking for js never loads a driver binding, and a
+// backend that is absent (no library, no GPU, Bun without navigator.gpu) says why instead of throwing.
+import type { Device } from "./device.ts";
+import { Unsupported } from "./errors.ts";
+import type { JsDeviceOptions } from "./js/device.ts";
+import type { PtxDeviceOptions } from "./ptx/mod.ts";
+import type { VulkanOptions } from "./vulkan/mod.ts";
+import type { WgpuOptions } from "./wgpu/mod.ts";
+
+export type BackendName = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
+/** What a caller may ask for: one backend, or the best present. */
+export type BackendChoice = BackendName | "auto";
+/** The order "auto" tries them in: fastest first. */
+export const BACKEND_ORDER: readonly BackendName[] = ["ptx", "rocm", "vulkan", "wgpu", "js"];
+
+export interface OpenOptions {
+  ptx?: PtxDeviceOptions;
+  vulkan?: VulkanOptions;
+  wgpu?: WgpuOptions;
+  js?: JsDeviceOptions;
+}
+
+export function isBackendName(s: string): s is BackendName {
+  return (BACKEND_ORDER as readonly string[]).includes(s);
+}
+
+/** Opens one backend's device, or returns why it is absent. Never throws. */
+export async function probeBackend(name: BackendName, opts: OpenOptions = {}): Promise<Device | string> {
+  try {
+    switch (name) {
+      case "ptx": {
+        const { probePtx } = await import("./ptx/mod.ts");
+        return probePtx(opts.ptx);
+      }
+      case "rocm":
+        return "no ROCm device in this build (backends/rocm is not written yet)";
+      case "vulkan": {
+        const { openVulkanDevice } = await import("./vulkan/mod.ts");
+        return openVulkanDevice(opts.vulkan);
+      }
+      case "wgpu": {
+        const { WgpuDevice } = await import("./wgpu/mod.ts");
+        return await WgpuDevice.open(opts.wgpu);
+      }
+      case "js": {
+        const { JsDevice } = await import("./js/device.ts");
+        return new JsDevice(opts.js);
+      }
+    }
+  } catch (e) {
+    return (e as Error).message.split("\n")[0];
+  }
+}
+
+/**
+ * Opens `name`'s device, or with "auto" the first of BACKEND_ORDER present. Throws Unsupported naming each
+ * backend tried and why it is absent.
+ */
+export async function openBackend(name: BackendChoice, opts: OpenOptions = {}): Promise<Device> {
+  if (name !== "auto" && !isBackendName(name)) {
+    throw new Unsupported(`unknown backend ${name}: expected auto or one of ${BACKEND_ORDER.join(", ")}`);
+  }
+  const tried: string[] = [];
+  for (const b of name === "auto" ? BACKEND_ORDER : [name]) {
+    const d = await probeBackend(b, opts);
+    if (typeof d !== "string") return d;
+    tried.push(`${b}: ${d}`);
+  }
+  throw new Unsupported(`no ${name === "auto" ? "" : `${name} `}device: ${tried.join("; ")}`);
+}
