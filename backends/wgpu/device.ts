@@ -50,9 +50,11 @@ export interface WgpuStats {
   eagerRuns: number;
   dispatches: number;
   maps: number;
-  /** Host microseconds spent building command encoders in replay/run (total and last call). */
+  /** Host microseconds spent encoding command buffers in replay/run, up to finish() (total and last call). */
   encodeMicros: number;
   lastEncodeMicros: number;
+  /** Host microseconds inside queue.submit for those (lavapipe runs the work there, so it is device time). */
+  submitMicros: number;
   /** Host microseconds waiting in synchronize/read for maps. */
   mapMicros: number;
 }
@@ -116,7 +118,8 @@ export class WgpuDevice implements Device {
   /** The underlying GPUDevice (tests use it to force a device loss). */
   readonly gpu: GPUDevice;
   readonly stats: WgpuStats = {
-    submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, mapMicros: 0,
+    submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, submitMicros: 0,
+    mapMicros: 0,
   };
   poisoned: string | undefined;
   private lostUnreported = false;
@@ -504,11 +507,14 @@ export class WgpuDevice implements Device {
       }
     }
     pass?.end();
-    this.gpu.queue.submit([enc.finish()]);
+    const cb = enc.finish();
+    const t1 = performance.now();
+    this.gpu.queue.submit([cb]);
     this.stats.submits++;
-    const us = (performance.now() - t0) * 1000;
+    const us = (t1 - t0) * 1000;
     this.stats.encodeMicros += us;
     this.stats.lastEncodeMicros = us;
+    this.stats.submitMicros += (performance.now() - t1) * 1000;
     return us;
   }
 
