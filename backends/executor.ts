@@ -63,6 +63,8 @@ export interface EngineOptions {
   compile: ProgramCompiler;
   /** Bound on every wait for the device, in milliseconds (600 s by default). */
   timeoutMs?: number;
+  /** unload() destroys the device (default true); false when the device is shared and outlives the engine. */
+  ownsDevice?: boolean;
 }
 
 interface StateBuf {
@@ -109,6 +111,7 @@ function slotBytes(v: HostArray | number, dtype: DType, name: string): Uint8Arra
 /** One generic implementation of the Executor over any Device. */
 export class Engine<D extends Device> implements Executor {
   private readonly timeoutMs: number;
+  private readonly ownsDevice: boolean;
   private readonly compileProgram: ProgramCompiler;
   private weights = new Map<string, DeviceBuffer>(); // by role key
   private weightBytes = 0;
@@ -123,6 +126,7 @@ export class Engine<D extends Device> implements Executor {
   constructor(readonly device: D, opts: EngineOptions) {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.compileProgram = opts.compile;
+    this.ownsDevice = opts.ownsDevice ?? true;
   }
 
   /** Refuses work on a poisoned device without touching it. */
@@ -315,7 +319,7 @@ export class Engine<D extends Device> implements Executor {
     this.byKey.clear();
     this.weights.clear();
     this.state.clear();
-    await this.device.destroy();
+    if (this.ownsDevice) await this.device.destroy();
   }
 }
 

@@ -81,24 +81,23 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
     for (const m of grp.nodes) covered.add(m);
     unitOf.set(grp.root, u);
   }
+  // matmul feeding only an add with a residual of the same shape: one kernel (found before the matmul's own turn).
+  for (const n of nodes) {
+    if (n.op !== "add" || n.dtype !== "f32" || covered.has(n.id) || unitOf.has(n.id)) continue;
+    const [a, b] = n.inputs;
+    for (const [m, r] of [[a, b], [b, a]]) {
+      const mm = nodes[m];
+      if (mm.op === "matmul" && uses[m].length === 1 && !outputNodes.has(m) && !covered.has(m) && m !== r &&
+        mm.shape.length === 2 && nodes[mm.inputs[1]].op === "const" && sameDims(nodes[r].shape, n.shape) &&
+        nodes[r].dtype === "f32" && nodes[mm.inputs[0]].dtype === "f32") {
+        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
+        covered.add(m);
+        break;
+      }
+    }
+  }
   for (const n of nodes) {
     if (covered.has(n.id) || unitOf.has(n.id)) continue;
-    if (n.op === "add" && n.dtype === "f32") {
-      // matmul feeding only this add, residual of the same shape: one kernel.
-      const [a, b] = n.inputs;
-      for (const [m, r] of [[a, b], [b, a]]) {
-        const mm = nodes[m];
-        if (mm.op === "matmul" && uses[m].length === 1 && !outputNodes.has(m) && !unitOf.has(m) &&
-          mm.shape.length === 2 && nodes[mm.inputs[1]].op === "const" && sameDims(nodes[r].shape, n.shape) &&
-          nodes[r].dtype === "f32") {
-          const u: Unit = { k: "matmul_residual", matmul: m, add: n.id, residual: r };
-          unitOf.set(n.id, u);
-          covered.add(m);
-          break;
-        }
-      }
-      if (unitOf.has(n.id)) continue;
-    }
     if (n.op === "attention") {
       const mask = nodes[n.inputs[3]];
       if (mask.op === "causal_mask" && mask.attrs.rows === n.shape[0] && mask.attrs.cap === nodes[n.inputs[1]].shape[0]) {

@@ -34,7 +34,7 @@ for (const backend of selectedBackends()) {
   const skip = typeof dev === "string" ? dev : false;
 
   test(`stories260K on ${backend}: greedy tokens equal the reference (both cases)`, { skip }, async () => {
-    const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000 });
+    const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
     try {
       await eng.loadWeights(model.store, map);
       const id = eng.addEntry("decode", decodeGraph(256, false));
@@ -60,8 +60,7 @@ for (const backend of selectedBackends()) {
   });
 
   test(`stories260K on ${backend}: logits and K/V State within tolerance of the oracle after 64 steps`, { skip }, async () => {
-    const device = typeof dev === "string" ? undefined : await openDevice(backend) as Device;
-    const eng = new Engine(device!, { compile: compileGraph, timeoutMs: 120_000 });
+    const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
     try {
       await eng.loadWeights(model.store, map);
       const cap = 96;

@@ -20,7 +20,7 @@ for (const backend of selectedBackends()) {
   const skip = typeof dev === "string" ? dev : false;
   test(`ops on ${backend}: ${cases.length} cases vs the oracle, capture == eager`, { skip }, async () => {
     if (typeof dev === "string") return;
-    const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 60_000 });
+    const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 60_000, ownsDevice: false });
     const failures: string[] = [];
     let checked = 0;
     try {
