@@ -28,8 +28,9 @@ export function bytesOf(w: WType, rows: number, cols: number): number {
 
 /**
  * A team is the set of invocations that cooperate on one row: one subgroup where subgroups exist (several
- * rows per workgroup, no barriers), else a power-of-two workgroup reducing through shared memory (one row
- * per workgroup). On a target with one-lane subgroups (the JS device) a team is one invocation.
+ * rows per workgroup, no barriers), several subgroups of one workgroup for long rows (`wide`: subgroup
+ * reductions combined through shared memory), else a power-of-two workgroup reducing through shared memory
+ * (one row per workgroup). On a target with one-lane subgroups (the JS device) a team is one invocation.
  */
 export interface Team {
   lanes: number;
@@ -37,19 +38,27 @@ export interface Team {
   rows: number;
   /** Invocations per workgroup (lanes * rows). */
   size: number;
+  /** Reduces through a shared-memory tree (no subgroups). */
   shared: boolean;
+  /** Subgroups per row (> 1 for a wide team). */
+  sgs: number;
 }
-export function team(caps: Caps, opts: { maxLanes?: number; wg?: number; rows?: number } = {}): Team {
+export function team(caps: Caps, opts: { maxLanes?: number; wg?: number; rows?: number; wide?: number } = {}): Team {
   const wg = Math.min(opts.wg ?? 256, caps.maxWorkgroupSize);
   if (caps.subgroups && caps.subgroupSize <= wg) {
     const lanes = caps.subgroupSize;
+    if (lanes > 1 && opts.wide && opts.wide > lanes) {
+      let sgs = 1;
+      while (sgs * 2 * lanes <= Math.min(opts.wide, caps.maxWorkgroupSize)) sgs *= 2;
+      if (sgs > 1) return { lanes: sgs * lanes, rows: 1, size: sgs * lanes, shared: false, sgs };
+    }
     // no more rows per workgroup than there are rows (8 heads should not launch 256-row workgroups)
     const rows = Math.max(1, Math.min(Math.floor(wg / lanes), opts.rows ?? Infinity));
-    return { lanes, rows, size: lanes * rows, shared: false };
+    return { lanes, rows, size: lanes * rows, shared: false, sgs: 1 };
   }
   let lanes = 1;
   while (lanes * 2 <= Math.min(opts.maxLanes ?? 128, caps.maxWorkgroupSize)) lanes *= 2;
-  return { lanes, rows: 1, size: lanes, shared: lanes > 1 };
+  return { lanes, rows: 1, size: lanes, shared: lanes > 1, sgs: 1 };
 }
 
 /** A grid of `count` workgroups laid out within the per-dimension limits (x first, then y, then z). */
@@ -72,7 +81,7 @@ export function wgIndex(b: KernelBuilder, grid: [number, number, number]): Val {
 
 /** Lane within the team and the team's row within the workgroup. */
 export function teamIds(b: KernelBuilder, t: Team): { lane: Val; local: Val } {
-  if (t.shared) return { lane: b.lid.x, local: u32(0) };
+  if (t.shared || t.sgs > 1) return { lane: b.lid.x, local: u32(0) };
   if (t.lanes === 1) return { lane: u32(0), local: b.lid.x };
   return { lane: b.builtin("lane"), local: b.builtin("sgid") };
 }
@@ -95,7 +104,7 @@ export function sharedFor(b: KernelBuilder, t: Team, ty: "f32" | "i32" | "u32", 
   if (!m) scratch.set(b, m = new Map());
   const key = `${ty}${slot}`;
   let s = m.get(key);
-  if (!s) m.set(key, s = b.shared(`red_${key}`, ty, t.lanes));
+  if (!s) m.set(key, s = b.shared(`red_${key}`, ty, t.shared ? t.lanes : t.sgs));
   return s;
 }
 
@@ -109,6 +118,18 @@ function combine(op: ReduceOp, a: Val, b: Val): Val {
  */
 export function teamReduce(b: KernelBuilder, t: Team, op: ReduceOp, v: Val): Val {
   if (t.lanes === 1) return v;
+  if (t.sgs > 1) { // subgroups reduce, then their results meet in shared memory
+    if (v.t !== "f32" && v.t !== "i32" && v.t !== "u32") throw new RangeError(`team reduction of ${v.t}`);
+    const s = sharedFor(b, t, v.t);
+    const r = b.let(b.subgroupReduce(op, v), v.t, "red");
+    b.if(b.builtin("lane").eq(u32(0)), () => b.sstore(s, b.builtin("sgid"), r));
+    b.barrier();
+    let acc = b.sload(s, 0);
+    for (let w = 1; w < t.sgs; w++) acc = combine(op, acc, b.sload(s, w));
+    const out = b.let(acc, v.t, "red");
+    b.barrier(); // the next reduction may overwrite the scratch
+    return out;
+  }
   if (!t.shared) return b.let(b.subgroupReduce(op, v), v.t, "red");
   if (v.t !== "f32" && v.t !== "i32" && v.t !== "u32") throw new RangeError(`team reduction of ${v.t}`);
   const s = sharedFor(b, t, v.t);

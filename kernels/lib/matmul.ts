@@ -20,6 +20,21 @@ export interface MatmulShape {
   /** Adds a residual [batch, n] (may be bound to the same bytes as y). */
   residual?: boolean;
   name?: string;
+  /** Lanes per output row (several subgroups split k, combined in shared memory); default matmulWide(). */
+  wide?: number;
+}
+
+/**
+ * Lanes per row: one subgroup when there are rows enough to fill a large GPU (n >= 8192), up to 4 subgroups
+ * for fewer rows, never more than leaves each lane two 16-byte loads of a row.
+ */
+export function matmulWide(caps: Caps, n: number, k: number, w: WType): number | undefined {
+  const sg = caps.subgroupSize;
+  if (!caps.subgroups || sg <= 1) return undefined;
+  const perLoad = w === "f32" ? 4 : w === "f16" || w === "bf16" ? 8 : 32; // elements a lane takes per step
+  let sgs = 1;
+  while (sgs < 4 && n * sgs * 2 <= 8192 && k >= sg * sgs * 2 * perLoad * 2) sgs *= 2;
+  return sgs > 1 ? sgs * sg : undefined;
 }
 
 /** Batch rows one pass of the kernel carries in registers. */
@@ -37,7 +52,7 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (n * k >= 2 ** 32 || batch * Math.max(n, k) >= 2 ** 32) throw new KernelError("matmul: indices exceed 32 bits");
   const bt = Math.min(batch, MATMUL_BATCH_TILE);
   const chunks = Math.ceil(batch / bt);
-  const t = team(caps, { rows: n });
+  const t = team(caps, { rows: n, wide: s.wide ?? matmulWide(caps, n, k, w) });
   const rowWgs = Math.ceil(n / t.rows);
   const total = rowWgs * chunks;
   const grid = gridFor(caps, total);
@@ -82,10 +97,11 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (w === "f32" || w === "f16" || w === "bf16") {
     const vec = vecF;
     const base = b.let(row.mul(k), "u32", "wrow");
+    const trips = Math.ceil(k / (t.lanes * vec));
     b.for(lane.mul(vec), u32(k), t.lanes * vec, (i) => {
       const ws = vec > 1 ? b.loadv(W, base.add(i), vec) : [b.load(W, base.add(i))];
       for (let j = 0; j < bt; j++) dot(j, ws, loadX(j, i, vec));
-    });
+    }, { unroll: Math.min(4, trips) }); // unrolled, a GPU keeps several 16-byte loads in flight per lane
   } else {
     const q = QBLOCK[w], nb = k / 32;
     const sub = Math.min(4, t.lanes); // lanes sharing one block
@@ -126,7 +142,7 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
           b.set(acc[j][0], acc[j][0].add(scale.mul(dot4([...lo, ...hi], [...xl, ...xh]))));
         }
       }
-    });
+    }, { unroll: Math.min(2, Math.ceil(nb / groups)) });
   }
 
   const r = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));

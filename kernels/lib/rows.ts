@@ -13,7 +13,8 @@ interface RowKernel {
 }
 function rowKernel(caps: Caps, name: string, rows: number, n: number, declare: (b: KernelBuilder) => void): RowKernel {
   if (!(rows >= 1 && n >= 1) || rows * n >= 2 ** 32) throw new KernelError(`${name}: bad shape ${rows}x${n}`);
-  const t = team(caps, { rows });
+  // few long rows (decode: one row of a vocab): a wide team of several subgroups, about 8 elements a lane
+  const t = team(caps, { rows, wide: rows <= 16 ? Math.min(1024, Math.ceil(n / 8)) : undefined });
   const grid = gridFor(caps, Math.ceil(rows / t.rows));
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   declare(b);
@@ -174,13 +175,30 @@ export function argmax(caps: Caps, s: { rows: number; n: number; out?: IType; na
     return oi.lt(n).and(i.ge(n).or(oNan.select(mNan.not().or(oi.lt(i)), mNan.not().and(num))));
   };
   if (t.lanes > 1 && !t.shared) {
-    for (let off = t.lanes / 2; off >= 1; off /= 2) {
+    for (let off = t.lanes / t.sgs / 2; off >= 1; off /= 2) {
       const ov = b.let(b.shuffle("xor", bv, off), "f32", "ov");
       const oi = b.let(b.shuffle("xor", bi, off), "u32", "oi");
       b.if(better(ov, oi, bv, bi), () => {
         b.set(bv, ov);
         b.set(bi, oi);
       });
+    }
+    if (t.sgs > 1) { // each subgroup's winner meets the others in shared memory, scanned in order
+      const sv = sharedFor(b, t, "f32", 1), si = sharedFor(b, t, "u32", 1);
+      b.if(b.builtin("lane").eq(u32(0)), () => {
+        b.sstore(sv, b.builtin("sgid"), bv);
+        b.sstore(si, b.builtin("sgid"), bi);
+      });
+      b.barrier();
+      b.set(bv, b.sload(sv, 0));
+      b.set(bi, b.sload(si, 0));
+      for (let w = 1; w < t.sgs; w++) {
+        const ov = b.let(b.sload(sv, w), "f32", "ov"), oi = b.let(b.sload(si, w), "u32", "oi");
+        b.if(better(ov, oi, bv, bi), () => {
+          b.set(bv, ov);
+          b.set(bi, oi);
+        });
+      }
     }
   } else if (t.shared) {
     const sv = sharedFor(b, t, "f32", 1), si = sharedFor(b, t, "u32", 1);

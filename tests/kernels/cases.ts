@@ -579,6 +579,11 @@ export const cases: KernelCase[] = [
     matmulCase(w, 20, 100, 1, false, true),
     matmulCase(w, 9, 48, 11, true, true),
   ]),
+  // long k with few rows: several subgroups per row on GPU-like targets (matmulWide)
+  matmulCase("f32", 6, 1024, 2, true),
+  matmulCase("f16", 5, 512, 1, false, true),
+  matmulCase("q8_0", 3, 1024, 1),
+  matmulCase("q4_0", 2, 2048, 3),
   ...(["q8_0", "q4_0"] as const).flatMap((w) => [
     matmulCase(w, 1, 32, 1),
     matmulCase(w, 33, 64, 3, true),
