@@ -1,4 +1,5 @@
-// Renders a Kernel (kernels/ir.ts) to WGSL for a WebGPU compute pipeline (Deno's wgpu/Naga).
+// Renders a Kernel (kernels/ir.ts) to WGSL for a WebGPU compute pipeline (Deno's wgpu/Naga). Storage access
+// lives in wgsl_storage.ts, the float helpers in wgsl_math.ts.
 //
 // Storage. WGSL storage only has 32-bit scalars (f16 needs `enable f16`), so every binding is declared as an
 // array of u32 words and each element view is decoded from its word: f32/i32 by bitcast, f16 by
@@ -28,12 +29,17 @@
 //
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
-// caller's own value. exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow
-// and division are the driver's. WGSL has no way to forbid contracting a*b+c into an fma (Naga emits no
-// NoContraction); lavapipe does not contract, other drivers may, which the float tolerance covers.
-import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
-import { computeOf, ESIZE, KernelError } from "../ir.ts";
+// caller's own value, float max/min propagate NaN, float != is true for NaN (Naga's own `!=` is ordered).
+// exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
+// float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
+// - no contraction: Naga emits no NoContraction, and Mesa (lavapipe) fuses some patterns, e.g. a sum of two
+//   products, so a*b + c*d may differ from the IR's rounding by an ulp;
+// - `fma` need not be fused: lavapipe's is a multiply and an add (NVIDIA's is fused).
+// The float tolerance covers both; capture vs eager on one device stays bit-exact (same shaders).
+import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import { ESIZE, KernelError } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
+import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 
 export interface WgslOptions {
   /** The device has `shader-f16` enabled (kernels computing in f16 need it). */
@@ -67,13 +73,6 @@ export interface WgslShader {
   bindings: WgslBinding[];
   /** Binding index of the fault word, or -1. */
   errorBinding: number;
-}
-
-interface BufInfo {
-  decl: string;
-  words: 1 | 2 | 4;
-  atomic: boolean;
-  stored: boolean;
 }
 
 const ZERO: Record<CType, string> = { f32: "0.0f", f16: "0.0h", i32: "0i", u32: "0u", bool: "false" };
@@ -148,8 +147,11 @@ class Wgsl {
   private ind = 1;
   private readonly out: string[] = [];
 
+  private readonly mem: WordStorage;
+
   constructor(readonly k: Kernel, readonly opts: WgslOptions) {
     this.analyse();
+    this.mem = new WordStorage(k, this.bufs, this);
     this.flagMode = k.body.some(hasBarrier);
     this.storageBarrier = [...this.bufs.values()].some((b) => b.stored);
     if (this.usesSubgroups && !opts.subgroups) throw new KernelError(`${k.name}: needs subgroups, which the target lacks`);
@@ -192,176 +194,19 @@ class Wgsl {
     }
   }
 
-  private info(b: Buffer): BufInfo {
-    const i = this.bufs.get(b.binding);
-    if (!i || this.k.buffers[b.binding] !== b && this.k.buffers[b.binding]?.name !== b.name) {
-      throw new KernelError(`${this.k.name}: buffer ${b.name} is not declared by the kernel`);
-    }
-    return i;
-  }
-  private need(name: string): string {
+  need(name: string): string {
     this.helpers.add(name);
     return name;
   }
-  private fn(name: string, code: () => string): string {
+  fn(name: string, code: () => string): string {
     if (!this.local.has(name)) this.local.set(name, code());
     return name;
-  }
-
-  // ---- words of a binding -----------------------------------------------------------------------------
-
-  /** Reads word `i` (an expression) of a binding. */
-  private word(b: Buffer, i: string): string {
-    const x = this.info(b);
-    if (x.atomic) return `atomicLoad(&${x.decl}[${i}])`;
-    if (x.words === 1) return `${x.decl}[${i}]`;
-    return `${this.wordFn(b)}(${i})`;
-  }
-  private wordFn(b: Buffer): string {
-    const x = this.info(b);
-    const sh = x.words === 4 ? 2 : 1;
-    return this.fn(`w_${x.decl}`, () =>
-      `fn w_${x.decl}(i: u32) -> u32 { return ${x.decl}[i >> ${sh}u][i & ${x.words - 1}u]; }`);
-  }
-  /** A statement writing word `i`. */
-  private setWord(b: Buffer, i: string, v: string): string {
-    const x = this.info(b);
-    if (x.atomic) return `atomicStore(&${x.decl}[${i}], ${v});`;
-    if (x.words === 1) return `${x.decl}[${i}] = ${v};`;
-    const sh = x.words === 4 ? 2 : 1;
-    const f = this.fn(`sw_${x.decl}`, () =>
-      `fn sw_${x.decl}(i: u32, v: u32) { ${x.decl}[i >> ${sh}u][i & ${x.words - 1}u] = v; }`);
-    return `${f}(${i}, ${v});`;
-  }
-
-  // ---- element codecs ------------------------------------------------------------------------------
-
-  /** The value of a `view` element held in word `w` at bit `sh` (a constant or an expression). */
-  private decode(view: EType, w: string, sh: number | string, as: CType): string {
-    const c = typeof sh === "number";
-    const shifted = c && sh === 0 ? w : `(${w} >> ${c ? `${sh}u` : sh})`;
-    switch (view) {
-      case "f32": return `bitcast<f32>(${w})`;
-      case "i32": return `bitcast<i32>(${w})`;
-      case "u32": return w;
-      case "f16":
-        if (as === "f16") return `f16(unpack2x16float(${shifted}).x)`; // exact; Naga mistypes bitcast<vec2<f16>>
-        return c ? `unpack2x16float(${w})[${(sh as number) >> 4}]` : `unpack2x16float(${shifted}).x`;
-      case "bf16":
-        if (c) return sh === 0 ? `bitcast<f32>(${w} << 16u)` : `bitcast<f32>(${w} & 0xffff0000u)`;
-        return `bitcast<f32>(${shifted} << 16u)`;
-      case "u16": return `(${shifted} & 0xffffu)`;
-      case "u8": return `(${shifted} & 0xffu)`;
-      case "i16": return `(bitcast<i32>(${w} << ${c ? `${16 - (sh as number)}u` : `(16u - ${sh})`}) >> 16u)`;
-      case "i8": return `(bitcast<i32>(${w} << ${c ? `${24 - (sh as number)}u` : `(24u - ${sh})`}) >> 24u)`;
-    }
-  }
-  /** u32 bits (masked to the element width) of value expression `v` (of type t) stored as `view`. */
-  private encode(view: EType, v: string, t: CType): string {
-    switch (view) {
-      case "f32": return `bitcast<u32>(${this.conv(v, t, "f32")})`;
-      case "i32": return `bitcast<u32>(${this.conv(v, t, "i32")})`;
-      case "u32": return this.conv(v, t, "u32");
-      case "f16":
-        if (t === "f16") return `(pack2x16float(vec2<f32>(f32(${v}), 0.0f)) & 0xffffu)`; // exact: the value is an f16
-        return `${this.need("p_f2h")}(${this.conv(v, t, "f32")})`;
-      case "bf16": return `${this.need("p_f2bf")}(${this.conv(v, t, "f32")})`;
-      case "u16": return `(${this.conv(v, t, "u32")} & 0xffffu)`;
-      case "u8": return `(${this.conv(v, t, "u32")} & 0xffu)`;
-      case "i16": return `(bitcast<u32>(${this.conv(v, t, "i32")}) & 0xffffu)`;
-      case "i8": return `(bitcast<u32>(${this.conv(v, t, "i32")}) & 0xffu)`;
-    }
   }
 
   /** Element index (any integer expression) as u32. */
   private idx(e: Expr): string {
     const s = this.ex(e);
     return e.t === "u32" ? s : e.t === "i32" ? `bitcast<u32>(${s})` : `u32(${s})`;
-  }
-
-  private load(b: Buffer, view: EType, index: Expr, as: CType): string {
-    const x = this.info(b);
-    const sz = ESIZE[view];
-    const i = this.idx(index);
-    if (sz === 4) return this.decode(view, this.word(b, i), 0, as);
-    const f = this.fn(`ld_${x.decl}_${view}${as === "f16" ? "h" : ""}`, () => {
-      const per = 4 / sz;
-      const w = this.word(b, `i >> ${Math.log2(per)}u`);
-      const sh = `((i & ${per - 1}u) * ${sz * 8}u)`;
-      return `fn ld_${x.decl}_${view}${as === "f16" ? "h" : ""}(i: u32) -> ${as} { let w = ${w}; let sh = ${sh}; ` +
-        `return ${this.decode(view, "w", "sh", as)}; }`;
-    });
-    return `${f}(${i})`;
-  }
-
-  /** Statements writing `vals` (value expressions of types ts) as consecutive `view` elements from q. */
-  private storeRun(b: Buffer, view: EType, q: string, vals: string[], ts: CType[]): string[] {
-    const x = this.info(b);
-    const sz = ESIZE[view];
-    const bytes = vals.length * sz;
-    const bits = vals.map((v, j) => this.encode(view, v, ts[j]));
-    if (bytes < 4) {
-      // Part of one word: clear and set our bits atomically (see the header).
-      const per = 4 / sz;
-      const mask = bytes === 1 ? 0xff : 0xffff;
-      let v = bits[0];
-      for (let j = 1; j < bits.length; j++) v = `(${v} | (${bits[j]} << ${j * sz * 8}u))`;
-      const wi = `(${q} >> ${Math.log2(per)}u)`;
-      const sh = `((${q} & ${per - 1}u) * ${sz * 8}u)`;
-      return [
-        `{ let wi = ${wi}; let sh = ${sh};`,
-        `  atomicAnd(&${x.decl}[wi], ~(${mask}u << sh)); atomicOr(&${x.decl}[wi], ${v} << sh); }`,
-      ];
-    }
-    const nw = bytes / 4, per = 4 / sz;
-    const words: string[] = [];
-    for (let w = 0; w < nw; w++) {
-      let v = bits[w * per];
-      for (let j = 1; j < per; j++) v = `(${v} | (${bits[w * per + j]} << ${j * sz * 8}u))`;
-      words.push(v);
-    }
-    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
-    if (!x.atomic && nw === x.words && nw > 1) {
-      return [`${x.decl}[${wi} >> ${Math.log2(nw)}u] = vec${nw}<u32>(${words.join(", ")});`];
-    }
-    if (nw === 1) return [this.setWord(b, wi, words[0])];
-    return [`{ let wi = ${wi};`, ...words.map((v, j) => "  " + this.setWord(b, `wi + ${j}u`, v)), "}"];
-  }
-
-  /** Statements loading n consecutive `view` elements from q into `dst` variables. */
-  private loadRun(b: Buffer, view: EType, q: string, dst: string[]): string[] {
-    const x = this.info(b);
-    const sz = ESIZE[view];
-    const bytes = dst.length * sz;
-    const as = computeOf(view);
-    const lines: string[] = [];
-    if (bytes < 4) {
-      const per = 4 / sz;
-      lines.push(`let w = ${this.word(b, `(${q} >> ${Math.log2(per)}u)`)}; let sh = ((${q} & ${per - 1}u) * ${sz * 8}u);`);
-      dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, "w", j ? `(sh + ${j * sz * 8}u)` : "sh", as)};`));
-      return lines;
-    }
-    const nw = bytes / 4, per = 4 / sz;
-    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
-    const ws: string[] = [];
-    if (!x.atomic && nw > 1 && x.words >= nw) {
-      lines.push(`let wi = ${wi};`);
-      if (x.words === nw) {
-        lines.push(`let wv = ${x.decl}[wi >> ${Math.log2(nw)}u];`);
-        for (let j = 0; j < nw; j++) ws.push(`wv[${j}]`);
-      } else { // 8 bytes out of a vec4 declaration
-        lines.push(`let wv = ${x.decl}[wi >> 2u]; let wo = wi & 2u;`);
-        for (let j = 0; j < nw; j++) ws.push(`wv[wo + ${j}u]`);
-      }
-    } else {
-      lines.push(`let wi = ${wi};`);
-      for (let j = 0; j < nw; j++) {
-        lines.push(`let w${j} = ${this.word(b, j ? `wi + ${j}u` : "wi")};`);
-        ws.push(`w${j}`);
-      }
-    }
-    dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, ws[Math.floor(j / per)], (j % per) * sz * 8, as)};`));
-    return lines;
   }
 
   // ---- expressions -----------------------------------------------------------------------------------
@@ -408,7 +253,7 @@ class Wgsl {
   }
 
   /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
-  private conv(x: string, from: CType, t: CType): string {
+  conv(x: string, from: CType, t: CType): string {
     if (from === t) return x;
     if (t === "bool") return from === "f32" || from === "f16" ? `(!(${x} == ${ZERO[from]}))` : `(${x} != ${ZERO[from]})`;
     if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
@@ -442,7 +287,7 @@ class Wgsl {
       case "select": return `select(${this.ex(e.b)}, ${this.ex(e.a)}, ${this.ex(e.c)})`;
       case "cast": return this.conv(this.ex(e.a), e.a.t, e.t);
       case "bitcast": return e.a.t === e.t ? this.ex(e.a) : `bitcast<${e.t}>(${this.ex(e.a)})`;
-      case "load": return this.load(e.buf, e.view, e.index, e.t);
+      case "load": return this.mem.load(e.buf, e.view, this.idx(e.index), e.t);
       case "sload": {
         const s = `${this.sharedName(e.mem)}[${this.idx(e.index)}]`;
         return e.mem.t === "bool" ? `(${s} != 0u)` : s;
@@ -632,13 +477,13 @@ class Wgsl {
         const q = this.idx(s.index), v = this.ex(s.e);
         const sz = ESIZE[s.view];
         if (sz === 4) {
-          this.line(this.setWord(s.buf, q, this.encode(s.view, v, s.e.t)));
+          this.line(this.mem.setWord(s.buf, q, this.mem.encode(s.view, v, s.e.t)));
           return;
         }
         // narrow: a helper keeps the index expression evaluated once
-        const x = this.info(s.buf);
+        const x = this.mem.info(s.buf);
         const f = this.fn(`st_${x.decl}_${s.view}_${s.e.t}`, () => {
-          const lines = this.storeRun(s.buf, s.view, "i", ["x"], [s.e.t]);
+          const lines = this.mem.storeRun(s.buf, s.view, "i", ["x"], [s.e.t]);
           return `fn st_${x.decl}_${s.view}_${s.e.t}(i: u32, x: ${s.e.t === "bool" ? "bool" : s.e.t}) {\n  ${lines.join("\n  ")}\n}`;
         });
         this.line(`${f}(${q}, ${v});`);
@@ -649,7 +494,7 @@ class Wgsl {
         const q = this.idx(s.index);
         this.block("", () => {
           this.line(`let q = ${q};`);
-          for (const l of this.loadRun(s.buf, s.view, "q", dst)) this.line(l);
+          for (const l of this.mem.loadRun(s.buf, s.view, "q", dst)) this.line(l);
         });
         return;
       }
@@ -660,7 +505,7 @@ class Wgsl {
         this.block("", () => {
           this.line(`let q = ${q};`);
           vals.forEach((v, j) => this.line(`let x${j} = ${v};`));
-          for (const l of this.storeRun(s.buf, s.view, "q", vals.map((_, j) => `x${j}`), s.es.map((e) => e.t))) this.line(l);
+          for (const l of this.mem.storeRun(s.buf, s.view, "q", vals.map((_, j) => `x${j}`), s.es.map((e) => e.t))) this.line(l);
         });
         return;
       }
@@ -705,7 +550,7 @@ class Wgsl {
     head.push(`// kernel ${k.name}: workgroup ${k.workgroup.join("x")}, grid ${k.grid.join("x")}`);
     const bindings: WgslBinding[] = [];
     for (const b of k.buffers) {
-      const x = this.info(b);
+      const x = this.mem.info(b);
       const rw = this.opts.readWrite || b.access !== "r" || x.atomic;
       const elem = x.atomic ? "atomic<u32>" : x.words === 1 ? "u32" : `vec${x.words}<u32>`;
       head.push(`@group(0) @binding(${b.binding}) var<storage, ${rw ? "read_write" : "read"}> ${x.decl}: array<${elem}>;`);
