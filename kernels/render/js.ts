@@ -10,6 +10,9 @@
 // f32 arithmetic is rounded after every op (Math.fround), f16 with Math.f16round, integers wrap at 32 bits.
 // Out-of-range behaviour of integer ops, stated here because the IR leaves it open: x/0 and x%0 give 0,
 // shift amounts are taken mod 32, float->int casts truncate and saturate (NaN -> 0).
+// Subgroups are `subgroupSize` consecutive invocations (by linear local id); a reduction combines the active
+// lanes only (sequentially, in lane order); a shuffle from a lane past the subgroup returns the caller's own
+// value and one from an inactive lane returns 0.
 // Out-of-bounds: each binding is its own typed-array view, so a stray store never reaches another binding
 // (it is dropped) and a stray load yields NaN/0; `debug: true` turns both into a fault with code 0.
 import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";

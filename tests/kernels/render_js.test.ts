@@ -336,3 +336,18 @@ test("bindings may be windows of one ArrayBuffer (an arena) at aligned offsets",
   assert.deepEqual([...new Float16Array(arena, 48, 4)], [3, 6, 9, 12]);
   assert.throws(() => jk.bind([{ buffer: arena, offset: 2, bytes: 16 }, { buffer: arena, offset: 48, bytes: 8 }]));
 });
+
+test("f16 compute type: loads as f16 and rounds every f16 op to half precision", () => {
+  const b = new KernelBuilder("half", { workgroup: 1, grid: 1 });
+  const h = b.buffer("h", "f16", "r"), o = b.buffer("o", "f32", "w");
+  const x = b.load(h, 0, "f16", "f16"), y = b.load(h, 1, "f16", "f16");
+  b.store(o, 0, x.add(y).cast("f32")); // 2048 + 1 is not an f16: ties to even 2048
+  b.store(o, 1, x.add(y).add(y).cast("f32")); // rounded twice: 2048
+  b.store(o, 2, x.cast("f32").add(y.cast("f32")).add(y.cast("f32"))); // in f32: 2050
+  b.store(o, 3, x.mul(x).cast("f32")); // overflow to inf
+  const k = b.build();
+  assert.equal(k.uses.f16, true);
+  const out = new Float32Array(4);
+  exec(k, [new Uint16Array([0x6800, 0x3c00]), out]);
+  assert.deepEqual([...out], [2048, 2048, 2050, Infinity]);
+});
