@@ -57,6 +57,8 @@ export interface WgpuStats {
   submitMicros: number;
   /** Host microseconds waiting in synchronize/read for maps. */
   mapMicros: number;
+  /** Distinct compute pipelines made (kernels rendering to the same WGSL share one). */
+  pipelines: number;
 }
 
 const ceil = (n: number, a: number) => Math.ceil(n / a) * a;
@@ -119,7 +121,7 @@ export class WgpuDevice implements Device {
   readonly gpu: GPUDevice;
   readonly stats: WgpuStats = {
     submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, submitMicros: 0,
-    mapMicros: 0,
+    mapMicros: 0, pipelines: 0,
   };
   poisoned: string | undefined;
   private lostUnreported = false;
@@ -129,6 +131,7 @@ export class WgpuDevice implements Device {
   private readonly align: number;
   private readonly faultStride: number;
   private readonly compiled = new WeakMap<Kernel, WgpuCompiled>();
+  private readonly pipelines = new Map<string, Variant>();
   /** Work enqueued since the last synchronize: fault buffers to read, readback buffers to snapshot. */
   private pending: { faults: GPUBuffer; names: string[]; temp: boolean }[] = [];
   private touched = new Set<WgpuBuffer>();
@@ -148,8 +151,8 @@ export class WgpuDevice implements Device {
     this.align = Math.max(4, this.gpu.limits.minStorageBufferOffsetAlignment);
     this.faultStride = this.align;
     this.gpu.lost.then((info) => {
-      if (this.destroying) return;
-      this.poisoned ??= `device lost (${info.reason}): ${info.message}`;
+      if (this.destroying || this.poisoned !== undefined) return;
+      this.poisoned = `device lost (${info.reason}): ${info.message}`;
       this.lostUnreported = true;
     });
     this.gpu.addEventListener("uncapturederror", (ev) => {
@@ -334,6 +337,17 @@ export class WgpuDevice implements Device {
       throw e;
     }
     const name = c.kernel.name;
+    const lim = this.gpu.limits.maxStorageBuffersPerShaderStage;
+    if (shader.bindings.length > lim) {
+      throw new Unsupported(`${B}: ${name}: ${shader.bindings.length} storage bindings, the adapter allows ${lim} per stage`);
+    }
+    // Kernels that render to the same WGSL (the same op in every layer) share one pipeline.
+    const key = shader.code.slice(shader.code.indexOf("\n", shader.code.indexOf("// kernel ")));
+    const same = this.pipelines.get(key);
+    if (same) {
+      c.variants.set(v, same);
+      return same;
+    }
     this.scoped(`compile ${name}`, () => {
       const module = this.gpu.createShaderModule({ label: name, code: shader.code });
       this.checks.push(module.getCompilationInfo().then((info) => {
@@ -355,6 +369,8 @@ export class WgpuDevice implements Device {
       });
       x = { shader, pipeline, layout };
     });
+    this.pipelines.set(key, x!);
+    this.stats.pipelines++;
     c.variants.set(v, x!);
     return x!;
   }
