@@ -22,7 +22,7 @@ import {
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   type Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
-import { ptrView } from "../../ffi/lib.ts";
+import { dlopen, ptrView } from "../../ffi/lib.ts";
 import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import type { Kernel } from "../../kernels/ir.ts";
@@ -49,7 +49,7 @@ const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
 const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17;
 const CUDA_ERROR_OUT_OF_MEMORY = 2;
 /** Codes after which the context cannot be trusted: the sticky ones, a watchdog kill, a dead context. */
-const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 702, 709, 999]);
+const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 201, 702, 709, 999]);
 const FAULT_WORDS = 1024;
 const READ_CHUNK = 16 << 20;
 const ZERO_WRITE_MIN = 1 << 20;
@@ -126,6 +126,7 @@ export class PtxDevice implements Device {
   /** Kernels enqueued since the stream was last seen idle, in order (to name a faulting one). */
   private inflight: PtxCompiled[] = [];
   private readStage: { ptr: bigint; view: Uint8Array } | undefined;
+  private reading: Promise<void> = Promise.resolve();
   private readonly argTypes: KernelArgType[][] = [];
   private destroyed = false;
 
@@ -295,10 +296,22 @@ export class PtxDevice implements Device {
     });
   }
 
-  async read(b: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+  read(b: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    let pb: PtxBuffer;
+    try {
+      this.alive();
+      pb = this.range(b, offset, bytes);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (pb.host) return Promise.resolve(pb.host.slice(offset, offset + bytes));
+    // Reads share one pinned staging buffer: each waits for the one before it.
+    const r = this.reading.then(() => this.readDevice(pb, offset, bytes));
+    this.reading = r.then(() => {}, () => {});
+    return r;
+  }
+  private async readDevice(pb: PtxBuffer, offset: number, bytes: number): Promise<Uint8Array> {
     this.alive();
-    const pb = this.range(b, offset, bytes);
-    if (pb.host) return pb.host.slice(offset, offset + bytes);
     const out = new Uint8Array(bytes);
     for (let at = 0; at < bytes; at += READ_CHUNK) {
       const n = Math.min(READ_CHUNK, bytes - at);
@@ -506,13 +519,32 @@ export class PtxDevice implements Device {
         // Best effort: the context is released below either way.
       }
     }
+    const faulted = this.poisoned !== undefined;
     this.poisoned ??= "destroyed";
     try {
       this.cu.primaryCtxRelease(this.dev);
     } catch {
-      // A context that faulted may refuse; nothing else holds it.
+      // A context that faulted may refuse; it is reset below.
+    }
+    // A sticky error lives as long as the context: reset it so that a later PtxDevice in this process gets a
+    // fresh one (any other device on the same primary context was already dead with it).
+    if (faulted) resetPrimaryContext(this.dev);
+  }
+}
+
+// ffi/cuda.ts does not bind cuDevicePrimaryCtxReset; a minimal local binding through the generic dlopen.
+let resetFn: ((dev: number) => number) | null | undefined;
+function resetPrimaryContext(dev: number): void {
+  if (resetFn === undefined) {
+    try {
+      resetFn = dlopen(["libcuda.so.1", "libcuda.so"], {
+        cuDevicePrimaryCtxReset_v2: { args: ["i32"], result: "i32" },
+      }).symbols.cuDevicePrimaryCtxReset_v2;
+    } catch {
+      resetFn = null;
     }
   }
+  resetFn?.(dev);
 }
 
 function allZero(data: Uint8Array): boolean {

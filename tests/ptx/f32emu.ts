@@ -72,13 +72,37 @@ export const emu: MathOps<number, number, boolean, number> = {
   dsub: (a, b) => a - b,
   dmul: (a, b) => a * b,
   ddiv: (a, b) => a / b,
+  dfma: (a, b, c) => fma64(a, b, c),
   drni: (a) => rint(a),
+  dtrunc: (a) => Math.trunc(a),
+  dabs: (a) => Math.abs(a),
+  dlt: (a, b) => a < b,
+  dle: (a, b) => a <= b,
+  deq: (a, b) => a === b,
   dmin: (a, b) => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.min(a, b)),
   dmax: (a, b) => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.max(a, b)),
   dcvti: (a) => sat32(a),
   dsel: (p, a, b) => (p ? a : b),
   disnan: (a) => Number.isNaN(a),
 };
+
+/** A double as an exact integer times 2^exp. */
+function exact(x: number): [bigint, number] {
+  let e = 0;
+  while (!Number.isInteger(x)) {
+    x *= 2;
+    e--;
+  }
+  return [BigInt(x), e];
+}
+/** a*b+c rounded once (BigInt arithmetic; finite operands, results far from the double range's ends). */
+function fma64(a: number, b: number, c: number): number {
+  if (!Number.isFinite(a) || !Number.isFinite(b) || !Number.isFinite(c) || a === 0 || b === 0) return a * b + c;
+  const [ma, ea] = exact(a), [mb, eb] = exact(b), [mc, ec] = exact(c);
+  const e = Math.min(ea + eb, ec);
+  const sum = ma * mb * 2n ** BigInt(ea + eb - e) + mc * 2n ** BigInt(ec - e);
+  return sum === 0n ? a * b + c : Number(sum) * 2 ** e;
+}
 
 /** Distance in f32 ulps between a result and the exact value (rounded to f32 first). */
 export function ulps(got: number, exact: number): number {

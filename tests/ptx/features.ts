@@ -219,10 +219,11 @@ function vectors(): FeatureCase {
   b.storev(oq, i.mul(16), q16.map((x) => x.add(1)));
   const s4 = b.loadv(q, i.mul(4).add(1024), 4, "i8");
   b.storev(oq, i.mul(4).add(1024), s4.map((x) => x.mul(-1)), "i8");
-  const u8 = b.loadv(q, i.mul(8).add(1280), 8, "u16"); // u16 x 8 through a u8 buffer
-  b.storev(oq, i.mul(8).add(1280), u8.map((x) => x.add(0x101)), "u16");
-  const i2 = b.loadv(q, i.mul(2).add(2304), 2, "i16");
-  b.storev(oq, i.mul(2).add(2304), [i2[1], i2[0]], "i16");
+  // Indices count elements of the view: byte 1280 is u16 element 640, byte 2304 is i16 element 1152.
+  const u8 = b.loadv(q, i.mul(8).add(640), 8, "u16"); // u16 x 8 through a u8 buffer
+  b.storev(oq, i.mul(8).add(640), u8.map((x) => x.add(0x101)), "u16");
+  const i2 = b.loadv(q, i.mul(2).add(1152), 2, "i16");
+  b.storev(oq, i.mul(2).add(1152), [i2[1], i2[0]], "i16");
   const q2 = b.loadv(q, i.mul(2).add(2560), 2);
   b.storev(oq, i.mul(2).add(2560), [q2[1], q2[0]]);
   b.store(ou, i.add(256), w4[0].add(w4[3]));

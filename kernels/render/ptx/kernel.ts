@@ -592,8 +592,9 @@ class Lowering {
         return a.to("r", `redux.sync.${op}.${ty}`, x, "-1");
       }
       let acc = x;
+      const rc = t === "f32" ? "f" : "r";
       for (const k of [16, 8, 4, 2, 1]) {
-        const other = this.from32(a.to("r", "shfl.sync.bfly.b32", this.to32(acc, t), String(k), "31", "-1"), t);
+        const other = this.from32(a.to(rc, "shfl.sync.bfly.b32", this.to32(acc, t), String(k), "31", "-1"), t);
         acc = this.combine(op, t, acc, other);
       }
       return acc;
@@ -601,11 +602,11 @@ class Lowering {
     // A partial warp: fold down into lane 0 (a partner past the warp's end contributes nothing), then broadcast.
     let acc = x;
     for (const k of [16, 8, 4, 2, 1]) {
-      const got = a.reg("r"), p = a.reg("p");
+      const got = a.reg(t === "f32" ? "f" : "r"), p = a.reg("p");
       a.op(`shfl.sync.down.b32 ${got}|${p}, ${this.to32(acc, t)}, ${k}, ${this.warpClamp}, ${this.warpMask}`);
       acc = this.combine(op, t, acc, this.from32(got, t), p);
     }
-    return this.from32(a.to("r", "shfl.sync.idx.b32", this.to32(acc, t), "0", this.warpClamp, this.warpMask), t);
+    return this.from32(a.to(t === "f32" ? "f" : "r", "shfl.sync.idx.b32", this.to32(acc, t), "0", this.warpClamp, this.warpMask), t);
   }
 
   private shuffle(mode: string, t: CType, x: string, lane: Expr): string {
@@ -613,7 +614,7 @@ class Lowering {
     if (lane.k === "const" && (lane.v >>> 0) >= 32) return x; // every source lane is outside the warp
     const l = lane.k === "const" ? String(lane.v) : this.reg("u32", this.ex(lane));
     const m = { xor: "bfly", idx: "idx", down: "down" }[mode as "xor"];
-    const got = a.to("r", `shfl.sync.${m}.b32`, this.to32(x, t), l, this.warpClamp, this.warpMask);
+    const got = a.to(t === "f32" ? "f" : "r", `shfl.sync.${m}.b32`, this.to32(x, t), l, this.warpClamp, this.warpMask);
     const v = this.from32(got, t);
     if (lane.k === "const") return v;
     // PTX reads only the low 5 bits of the lane operand; a lane argument >= 32 names no lane: own value.

@@ -9,7 +9,7 @@
 // nearly correctly rounded even when y*log2(x) is large.
 //
 // Bounds measured by tests/ptx/math.test.ts: exp/exp2 <= 1 ulp, log/log2 <= 2 ulp, sin/cos <= 2 ulp for
-// |x| <= 1e5, tanh <= 2 ulp, pow <= 1 ulp; fmod is exact while |a/b| < 2^24 (the IR's "mod" on floats).
+// |x| <= 1e5, tanh <= 2 ulp, pow <= 1 ulp; fmod is exact while |a/b| < 2^53 (the IR's "mod" on floats).
 import type { Asm } from "./asm.ts";
 import { f32imm, f64imm, isReg } from "./asm.ts";
 
@@ -63,7 +63,14 @@ export interface MathOps<F, I, P, D> {
   dsub(a: D, b: D): D;
   dmul(a: D, b: D): D;
   ddiv(a: D, b: D): D;
+  /** Fused a*b+c, rounded once. */
+  dfma(a: D, b: D, c: D): D;
   drni(a: D): D;
+  dtrunc(a: D): D;
+  dabs(a: D): D;
+  dlt(a: D, b: D): P;
+  dle(a: D, b: D): P;
+  deq(a: D, b: D): P;
   /** f64 min/max: a NaN operand yields the other one (PTX min.f64). */
   dmin(a: D, b: D): D;
   dmax(a: D, b: D): D;
@@ -243,17 +250,22 @@ export function powf<F, I, P, D>(m: MathOps<F, I, P, D>, x: F, y: F): F {
   return m.sel(m.feq(y, m.f(0)), m.f(1), res);
 }
 
-/** C fmod (JavaScript's %): exact while |a/b| < 2^24 (beyond, approximate), the sign of a, NaN for b = 0 or infinite a. */
+/**
+ * C fmod (JavaScript's %), in f64: q = trunc(a/b) and a - q*b by one fma are exact while |a/b| < 2^53 (a
+ * quotient rounded across an integer is stepped back); beyond that (|a| > 2^53 |b|) it is approximate.
+ * The sign is a's; NaN for b = 0 or infinite a; a finite a % inf is a.
+ */
 export function fmodf<F, I, P, D>(m: MathOps<F, I, P, D>, a: F, b: F): F {
-  const q = m.trunc(m.div(a, b));
-  let r = m.fma(m.sub(m.f(0), q), b, a);
-  const ab = m.abs(b), sa = copysign(m, ab, a);
-  // A quotient rounded up by one leaves r on the wrong side of zero or at/after |b|; step back.
-  const wrong = m.pand(m.pnot(m.feq(r, m.f(0))), m.flt(m.mul(r, a), m.f(0)));
-  r = m.sel(wrong, m.add(r, sa), r);
-  r = m.sel(m.fle(ab, m.abs(r)), m.sub(r, sa), r);
-  r = m.sel(m.isnan(r), r, copysign(m, r, a));
-  return m.sel(m.pand(m.feq(ab, m.f(INF)), m.flt(m.abs(a), m.f(INF))), a, r); // finite % inf = a
+  const ad = m.dcvt(a), bd = m.dcvt(b);
+  const q = m.dtrunc(m.ddiv(ad, bd));
+  let r = m.dfma(q, m.dsub(m.d(0), bd), ad);
+  const sb = m.dcvt(copysign(m, m.abs(b), a)); // |b| with a's sign
+  const wrong = m.pand(m.pnot(m.deq(r, m.d(0))), m.dlt(m.dmul(r, ad), m.d(0)));
+  r = m.dsel(wrong, m.dadd(r, sb), r);
+  r = m.dsel(m.dle(m.dabs(sb), m.dabs(r)), m.dsub(r, sb), r);
+  let res = m.dround(r);
+  res = m.sel(m.isnan(res), res, copysign(m, res, a));
+  return m.sel(m.pand(m.feq(m.abs(b), m.f(INF)), m.flt(m.abs(a), m.f(INF))), a, res);
 }
 
 // ---- the PTX implementation of the vocabulary -------------------------------------------------------
@@ -315,7 +327,13 @@ export class PtxMath implements MathOps<string, string, string, string> {
   dsub(a: string, b: string): string { return this.o("fd", "sub.rn.f64", this.rd(a), b); }
   dmul(a: string, b: string): string { return this.o("fd", "mul.rn.f64", this.rd(a), b); }
   ddiv(a: string, b: string): string { return this.o("fd", "div.rn.f64", this.rd(a), this.rd(b)); }
+  dfma(a: string, b: string, c: string): string { return this.o("fd", "fma.rn.f64", this.rd(a), b, c); }
   drni(a: string): string { return this.o("fd", "cvt.rni.f64.f64", this.rd(a)); }
+  dtrunc(a: string): string { return this.o("fd", "cvt.rzi.f64.f64", this.rd(a)); }
+  dabs(a: string): string { return this.o("fd", "abs.f64", this.rd(a)); }
+  dlt(a: string, b: string): string { return this.o("p", "setp.lt.f64", this.rd(a), b); }
+  dle(a: string, b: string): string { return this.o("p", "setp.le.f64", this.rd(a), b); }
+  deq(a: string, b: string): string { return this.o("p", "setp.eq.f64", this.rd(a), b); }
   dmin(a: string, b: string): string { return this.o("fd", "min.f64", this.rd(a), b); }
   dmax(a: string, b: string): string { return this.o("fd", "max.f64", this.rd(a), b); }
   dcvti(a: string): string { return this.o("r", "cvt.rzi.s32.f64", this.rd(a)); }
