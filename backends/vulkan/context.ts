@@ -33,6 +33,8 @@ export interface Enabled {
   maxSubgroupSize: number;
   maxWorkgroupDims: [number, number, number];
   nonCoherentAtomSize: number;
+  /** Storage-buffer descriptors one shader may use. */
+  maxStorageBuffers: number;
 }
 
 export interface Context {
@@ -57,9 +59,11 @@ const DEVICE_RANK: Record<number, number> = {
 const NEEDED_SUBGROUP_OPS = vk.VK_SUBGROUP_FEATURE_BASIC_BIT | vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
   vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT | vk.VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
 
-/** Opens the loader, picks a device and creates it. Throws LibraryNotFound (no loader) or Unsupported. */
-export function openContext(opts: VulkanOptions = {}): Context {
-  const api = vk.openVulkan(opts.library);
+/**
+ * Opens the loader, picks a device and creates it. Throws LibraryNotFound (no loader) or Unsupported.
+ * `api` replaces the loader (tests give a fake one to see refusals no real driver here would cause).
+ */
+export function openContext(opts: VulkanOptions = {}, api: vk.Vulkan = vk.openVulkan(opts.library)): Context {
   let instance = 0n;
   try {
     const loaderVersion = api.instanceVersion();
@@ -167,6 +171,7 @@ function createDevice(
     maxSubgroupSize: Math.max(sub.subgroupSize, fullSubgroups ? sgp.maxSubgroupSize : 0),
     maxWorkgroupDims: lim.maxComputeWorkGroupSize as [number, number, number],
     nonCoherentAtomSize: Number(lim.nonCoherentAtomSize),
+    maxStorageBuffers: lim.maxPerStageDescriptorStorageBuffers,
   };
   return { api, instance, pd, device, queue, family, target, enabled, memory };
 }

@@ -234,6 +234,9 @@ export class VulkanDevice implements Device {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;
     }
+    if (shader.bindings > enabled.maxStorageBuffers) {
+      throw new Unsupported(`vulkan: ${kernel.name}: ${shader.bindings} storage buffers exceed the device's ${enabled.maxStorageBuffers}`);
+    }
     const what = `compiling ${kernel.name}`;
     let module = 0n, dsl = 0n, layout = 0n;
     try {

@@ -28,7 +28,7 @@ function exactBytes(kc: (typeof cases)[number], run: CaseRun): Uint8Array[] {
 }
 
 for (const kc of cases) {
-  test(`vulkan case: ${kc.name}`, { skip }, async () => {
+  test(`vulkan case: ${kc.name}`, { skip, timeout: 120_000 }, async () => {
     const v = native as VulkanDevice;
     words ??= openVulkanDevice({ noStorage16: true, noStorage8: true });
     js ??= new JsDevice({ debug: true, caps: { subgroupSize: v.target.caps.subgroupSize } });

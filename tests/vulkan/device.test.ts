@@ -8,6 +8,8 @@ import { Engine } from "../../backends/executor.ts";
 import type { DeviceBuffer, DeviceStep } from "../../backends/device.ts";
 import { ExecError, KernelFault, NeedsReset, Unsupported } from "../../backends/errors.ts";
 import { openVulkanDevice, splitByBudget, type VulkanDevice, type VulkanOptions } from "../../backends/vulkan/mod.ts";
+import { openContext } from "../../backends/vulkan/context.ts";
+import * as vk from "../../ffi/vulkan.ts";
 import type { Graph } from "../../graph/ir.ts";
 import { type Kernel, KernelBuilder, u32, un, type UnOp } from "../../kernels/ir.ts";
 import type { Program } from "../../kernels/program.ts";
@@ -45,7 +47,7 @@ async function runOnce(d: VulkanDevice, k: Kernel, inputs: Uint8Array[]): Promis
 
 for (const f of features.filter((x) => x.fault === undefined)) {
   for (const [label, get] of [["native storage", dev], ["u32 words", wordDev]] as const) {
-    test(`vulkan (${label}): ${f.name}`, { skip }, async () => {
+    test(`vulkan (${label}): ${f.name}`, { skip, timeout: 120_000 }, async () => {
       const d = get();
       const k = f.make(d.target.caps);
       if (typeof k === "string") return; // the device lacks it; the renderer test covers the refusal
@@ -56,7 +58,7 @@ for (const f of features.filter((x) => x.fault === undefined)) {
   }
 }
 
-test("vulkan: exp/exp2/log/log2/sin/cos/tanh within 4 ulp (sin/cos over |x| <= 1e5)", { skip }, async () => {
+test("vulkan: exp/exp2/log/log2/sin/cos/tanh within 4 ulp (sin/cos over |x| <= 1e5)", { skip, timeout: 120_000 }, async () => {
   const ops: [UnOp, (x: number) => number, number, number, boolean][] = [
     ["exp", Math.exp, -104, 89, false], ["exp2", (x) => 2 ** x, -150, 128, false], ["log", Math.log, -30, 30, true],
     ["log2", Math.log2, -30, 30, true], ["sin", Math.sin, -1e5, 1e5, false], ["cos", Math.cos, -1e5, 1e5, false],
@@ -95,7 +97,7 @@ test("vulkan: exp/exp2/log/log2/sin/cos/tanh within 4 ulp (sin/cos over |x| <= 1
   assert.deepEqual(bad, [], bad.join("\n"));
 });
 
-test("vulkan: a failing check raises KernelFault naming kernel and code; the device stays usable", { skip }, async () => {
+test("vulkan: a failing check raises KernelFault naming kernel and code; the device stays usable", { skip, timeout: 120_000 }, async () => {
   const d = dev();
   const k = planted.make(d.target.caps) as Kernel;
   const ins = planted.inputs();
@@ -134,7 +136,7 @@ function faultProgram(k: Kernel): Program {
   };
 }
 
-test("vulkan + Engine: a planted fault fails the step, which then refuses until resetState", { skip }, async () => {
+test("vulkan + Engine: a planted fault fails the step, which then refuses until resetState", { skip, timeout: 120_000 }, async () => {
   const k = planted.make(dev().target.caps) as Kernel;
   const engine = new Engine(dev(), { compile: () => faultProgram(k), timeoutMs: 10_000 });
   const id = engine.addEntry("planted", {} as Graph);
@@ -205,7 +207,7 @@ async function results(d: VulkanDevice, b: Bufs): Promise<Uint8Array> {
   return out;
 }
 
-test("vulkan: capture (record + replay) and eager (run) are bit-exact; per-replay data is overwritten in place", { skip }, async () => {
+test("vulkan: capture (record + replay) and eager (run) are bit-exact; per-replay data is overwritten in place", { skip, timeout: 120_000 }, async () => {
   const d = dev();
   const ks = pipeline();
   const cap = pipelineBufs(d), eag = pipelineBufs(d);
@@ -227,7 +229,7 @@ test("vulkan: capture (record + replay) and eager (run) are bit-exact; per-repla
   for (const b of [...Object.values(cap), ...Object.values(eag)]) d.free(b);
 });
 
-test("vulkan: a watchdog budget cuts the recording into several command buffers, results bit-identical", { skip }, async () => {
+test("vulkan: a watchdog budget cuts the recording into several command buffers, results bit-identical", { skip, timeout: 120_000 }, async () => {
   assert.deepEqual(splitByBudget([4, 4, 4, 4], 8), [2, 2]);
   assert.deepEqual(splitByBudget([4, 4, 4, 4], 0), [4]);
   assert.deepEqual(splitByBudget([10, 1, 1], 4), [1, 2]);
@@ -269,7 +271,7 @@ test("vulkan: a watchdog budget cuts the recording into several command buffers,
   await budgeted.destroy();
 });
 
-test("vulkan: bad bindings and foreign objects are refused with typed errors", { skip }, () => {
+test("vulkan: bad bindings and foreign objects are refused with typed errors", { skip, timeout: 120_000 }, () => {
   const d = dev();
   const [scale] = pipeline();
   const c = d.compile(scale);
@@ -287,7 +289,7 @@ test("vulkan: bad bindings and foreign objects are refused with typed errors", {
   d.free(small);
 });
 
-test("vulkan: device-only memory goes through staging (upload, zero fill, readback)", { skip }, async () => {
+test("vulkan: device-only memory goes through staging (upload, zero fill, readback)", { skip, timeout: 120_000 }, async () => {
   const d = open({ stageDeviceMemory: true }) as VulkanDevice;
   for (const usage of ["device", "upload", "readback"] as const) {
     const b = d.alloc(100_003, usage);
@@ -310,4 +312,22 @@ test("vulkan: device-only memory goes through staging (upload, zero fill, readba
   assert.deepEqual(await results(d, staged), await results(dev(), mapped));
   for (const b of Object.values(mapped)) dev().free(b);
   await d.destroy();
+});
+
+test("vulkan: a device without robustBufferAccess is refused with Unsupported (fake loader)", () => {
+  let closed = 0;
+  const fake = {
+    instanceVersion: () => vk.VK_API_VERSION_1_3,
+    createInstance: () => 1n,
+    destroyInstance: () => closed++,
+    close: () => closed++,
+    physicalDevices: () => [7n],
+    physicalDeviceProperties: () => ({ apiVersion: vk.VK_API_VERSION_1_3, deviceName: "Fake GPU", deviceType: vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU }),
+    queueFamilies: () => [{ queueFlags: vk.VK_QUEUE_COMPUTE_BIT }],
+    deviceExtensions: () => [],
+    physicalDeviceFeatures2: () => [{ features: { robustBufferAccess: 0 } }, {}, {}, {}, {}],
+  } as unknown as vk.Vulkan;
+  assert.throws(() => openContext({}, fake), (e) => e instanceof Unsupported && /Fake GPU lacks robustBufferAccess/.test(e.message));
+  assert.equal(closed, 2, "the instance and the loader are released");
+  assert.throws(() => openContext({ deviceIndex: 3 }, fake), (e) => e instanceof Unsupported && /no usable device 3/.test(e.message));
 });

@@ -46,7 +46,7 @@ function runChild(limitMs: number): Promise<{ result?: Record<string, unknown>; 
   });
 }
 
-test("vulkan: a spinning kernel under a 2 s bound raises DeviceTimeout, poisons, refuses later calls, process lives", { skip }, async () => {
+test("vulkan: a spinning kernel under a 2 s bound raises DeviceTimeout, poisons, refuses later calls, process lives", { skip, timeout: 120_000 }, async () => {
   const { result, output } = await runChild(60_000);
   assert.ok(result, `the child reported nothing:\n${output}`);
   assert.equal(result.short, "ok", "the same recording completes when its work is short");
