@@ -154,6 +154,7 @@ function unitNormalish(i: number): number {
   return (sum - 510) / 147.80138; // mean 4 * 127.5, std sqrt(4 * (256^2 - 1) / 12)
 }
 
+// Each table is antisymmetric (entry 65535 - i is minus entry i), so a uniform index has mean exactly zero.
 const tables = new Map<string, Int32Array | Float32Array | Int8Array>();
 
 /** 16-bit codes held in an Int32Array: the fill loop then stays in int32 arithmetic. */
@@ -163,7 +164,10 @@ function halfTable(d: "bf16" | "f16", std: number): Int32Array {
   if (!t) {
     t = new Int32Array(65536);
     const enc = d === "bf16" ? f32ToBf16 : f32ToF16;
-    for (let i = 0; i < 65536; i++) t[i] = enc(unitNormalish(i) * std);
+    for (let i = 0; i < 32768; i++) {
+      t[i] = enc(unitNormalish(i) * std);
+      t[65535 - i] = enc(-unitNormalish(i) * std);
+    }
     tables.set(key, t);
   }
   return t;
@@ -173,7 +177,10 @@ function f32Table(std: number): Float32Array {
   let t = tables.get(key) as Float32Array | undefined;
   if (!t) {
     t = new Float32Array(65536);
-    for (let i = 0; i < 65536; i++) t[i] = unitNormalish(i) * std;
+    for (let i = 0; i < 32768; i++) {
+      t[i] = unitNormalish(i) * std;
+      t[65535 - i] = -t[i];
+    }
     tables.set(key, t);
   }
   return t;
@@ -184,7 +191,10 @@ function q8Table(): Int8Array {
   let t = tables.get("q8") as Int8Array | undefined;
   if (!t) {
     t = new Int8Array(256);
-    for (let i = 0; i < 256; i++) t[i] = Math.max(-127, Math.min(127, Math.round(unitNormalish(i) * 127 / Q8_RANGE)));
+    for (let i = 0; i < 128; i++) {
+      t[i] = Math.max(-127, Math.min(127, Math.round(unitNormalish(i) * 127 / Q8_RANGE)));
+      t[255 - i] = -t[i];
+    }
     tables.set("q8", t);
   }
   return t;

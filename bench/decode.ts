@@ -1,0 +1,368 @@
+// Batch-1 greedy decode of the Llama step at real shapes with deterministic random weights (llm/synthetic.ts):
+// tok/s eager (every dispatch issued one by one) and replayed (the recording), host µs per token, bytes read
+// per token and the fraction of the memory roofline achieved. `runBench(opts)` is what `poot bench` calls.
+//
+//   deno run -A bench/decode.ts --shape llama-3.2-1b --backend ptx --tokens 128
+//   deno run -A bench/decode.ts --shape all --json --out results.json
+//
+// Bytes per token: every weight tensor once, except an untied embedding table, of which a token reads one row
+// (the tied one is read whole by the logits matmul), plus the K/V the attention reads at the positions decoded
+// (it loops to pos, so this grows with context) and the K/V row written. The roofline is those bytes at the
+// copy bandwidth (default 4.27e12 B/s, the H200's measured device-to-device rate).
+import { argv, exit, stderr, versions } from "node:process";
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import type { Device } from "../backends/device.ts";
+import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { compileGraph } from "../kernels/lower.ts";
+import type { Program } from "../kernels/program.ts";
+import type { TargetSet } from "../kernels/target.ts";
+import type { Graph } from "../graph/ir.ts";
+import type { DType } from "../graph/dtype.ts";
+import type { WeightRole } from "../graph/weights.ts";
+import { type LlamaConfig, traceLlama } from "../llm/families/llama.ts";
+import { type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
+import { bytes, count, formatTable, pct } from "./table.ts";
+import { type DeviceTimes, TimedDevice } from "./timed.ts";
+
+/** The H200's measured device-to-device copy rate (read + write bytes per second). */
+export const H200_BANDWIDTH = 4.27e12;
+
+export interface BenchOptions {
+  /** Shapes to run, in order (names of SHAPES or custom configs). Default: the three real shapes. */
+  shapes?: (string | Shape)[];
+  /** Backend name or "auto" (default): ptx, rocm, vulkan, wgpu, js, the first present. */
+  backend?: BackendChoice;
+  /** Opens the device instead of `backend` (tests; a fresh one per shape since unload destroys it). */
+  open?: () => Promise<Device>;
+  /** Timed tokens per phase (default 128), decoded at positions 0..tokens-1. */
+  tokens?: number;
+  /** Untimed tokens before each timed phase (default 4). */
+  warmup?: number;
+  /** Measure eager (default true). */
+  eager?: boolean;
+  /** Also time replay starting at this position (default 1024; 0 skips). Clamped to fit in cap. */
+  deep?: number;
+  /** Timed tokens at the deep position (default 32). */
+  deepTokens?: number;
+  /** KV capacity (default 2048). */
+  cap?: number;
+  /** Weight dtype (default bf16). */
+  dtype?: SyntheticDtype;
+  /** KV State dtype (default f16: 2 bytes as a bf16 cache). */
+  kvDtype?: "f16" | "f32";
+  /** Bytes per second the roofline assumes (default H200_BANDWIDTH). */
+  bandwidth?: number;
+  seed?: number;
+  /** Bound on every device wait, ms (default 600 s). */
+  timeoutMs?: number;
+  /** Progress lines (default: to stderr). */
+  log?: (line: string) => void;
+}
+
+/** One timed run of consecutive decode steps. */
+export interface Phase {
+  /** First position and number of tokens timed. */
+  pos: number;
+  tokens: number;
+  tokPerSec: number;
+  /** Wall time per token of Engine.step, ms. */
+  msPerToken: number;
+  /** Host time per token not spent waiting for the device (slot writes, issue, readback, engine), µs. */
+  hostMicros: number;
+  /** Host time per token in write() + replay()/run() (the issue side), µs. */
+  issueMicros: number;
+  /** Time per token waiting in synchronize(), µs. */
+  waitMicros: number;
+  /** Engine.stats().hostMicrosPerStep at the end of the phase (mean of the last 64 steps), µs. */
+  engineMicros: number;
+  /** Bytes read and written per token at these positions (mean). */
+  bytesPerToken: number;
+  /** bytesPerToken at the roofline bandwidth, ms. */
+  rooflineMs: number;
+  /** rooflineMs / msPerToken. */
+  rooflineFraction: number;
+  /** The greedy tokens produced (for capture-vs-eager comparison). */
+  tokenIds: number[];
+}
+
+export interface BenchRow {
+  shape: string;
+  config: LlamaConfig;
+  backend: string;
+  device: string;
+  dtype: SyntheticDtype;
+  kvDtype: "f16" | "f32";
+  cap: number;
+  params: number;
+  /** Bytes of all weight tensors. */
+  weightBytes: number;
+  /** Bytes of weights one token reads (see the header). */
+  weightBytesPerToken: number;
+  /** K/V bytes per position of context, all layers (what attention reads per earlier token). */
+  kvBytesPerPosition: number;
+  /** Seconds building weights on the host, and the whole loadWeights (building included). */
+  generateSeconds: number;
+  loadSeconds: number;
+  /** addEntry: plan + lowering, kernel compile (render + JIT), record (capture), and in all. */
+  planSeconds: number;
+  jitSeconds: number;
+  recordSeconds: number;
+  compileSeconds: number;
+  /** Dispatches (kernels and copies) per step, and the distinct kernel names. */
+  dispatches: number;
+  kernels: number;
+  /** Bytes per step as the planner estimates its work (for comparison with the model above). */
+  plannedBytes: number;
+  eager?: Phase;
+  replay?: Phase;
+  deep?: Phase;
+  /** The eager and replayed greedy tokens are identical (capture vs eager on one device). */
+  eagerMatchesReplay?: boolean;
+  error?: string;
+}
+
+export interface BenchResult {
+  backend: string;
+  device: string;
+  runtime: string;
+  bandwidth: number;
+  rows: BenchRow[];
+  /** The table as printed. */
+  table: string;
+}
+
+function resolveShapes(list: (string | Shape)[]): Shape[] {
+  return list.map((s) => {
+    if (typeof s !== "string") {
+      checkConfig(s.config);
+      return s;
+    }
+    if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}: expected ${Object.keys(SHAPES).join(", ")}, all, or custom`);
+    return { name: s, config: SHAPES[s] };
+  });
+}
+
+function runtimeName(): string {
+  const v = versions as Record<string, string | undefined>;
+  if (v.bun) return `bun ${v.bun}`;
+  if (v.deno) return `deno ${v.deno}`;
+  return `node ${v.node}`;
+}
+
+function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType): Graph {
+  const { tracer, logits } = traceLlama(c, { rows: 1, cap, kvDtype }, { dtypeOf });
+  tracer.output("token", tracer.argmax(logits, 1));
+  return tracer.build();
+}
+
+/** Weight bytes one decode token reads: every tensor once, an untied embedding table only one row. */
+function weightBytesRead(c: LlamaConfig, infos: Iterable<{ name: string; byteLength: number; shape: number[] }>): number {
+  let sum = 0;
+  for (const t of infos) {
+    if (t.name === "token_embd.weight") {
+      const row = t.byteLength / t.shape[0];
+      sum += c.tiedEmbeddings ? t.byteLength + row : row;
+    } else {
+      sum += t.byteLength;
+    }
+  }
+  return sum;
+}
+
+/** Runs each shape on a fresh device; a shape that fails is reported in its row and the next one runs. */
+export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
+  const shapes = resolveShapes(opts.shapes ?? [...REAL_SHAPES]);
+  const log = opts.log ?? ((s: string) => void stderr.write(s + "\n"));
+  const bandwidth = opts.bandwidth ?? H200_BANDWIDTH;
+  const rows: BenchRow[] = [];
+  let backend = "", device = "";
+  for (const shape of shapes) {
+    const dev = opts.open ? await opts.open() : await openBackend(opts.backend ?? "auto");
+    backend = dev.target.backend;
+    device = dev.target.device;
+    rows.push(await benchShape(shape, dev, opts, bandwidth, log));
+  }
+  const result = { backend, device, runtime: runtimeName(), bandwidth, rows, table: "" };
+  result.table = formatTable(result);
+  return result;
+}
+
+async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwidth: number, log: (s: string) => void): Promise<BenchRow> {
+  const c = shape.config;
+  const cap = opts.cap ?? 2048, kvDtype = opts.kvDtype ?? "f16", dtype = opts.dtype ?? "bf16";
+  const tokens = opts.tokens ?? 128, warmup = opts.warmup ?? 4, deepTokens = opts.deepTokens ?? 32;
+  if (tokens + warmup > cap) throw new RangeError(`--tokens ${tokens} + --warmup ${warmup} exceed the KV capacity ${cap}`);
+  const deepWanted = opts.deep ?? 1024;
+  const deep = deepWanted > 0 ? Math.min(deepWanted, cap - warmup - deepTokens) : 0;
+
+  const model = syntheticLlama(c, { dtype, seed: opts.seed, scratch: true });
+  const kvBytesPerPosition = 2 * c.layers * c.kvHeads * c.headDim * (kvDtype === "f16" ? 2 : 4);
+  const row: BenchRow = {
+    shape: shape.name, config: c, backend: dev.target.backend, device: dev.target.device, dtype, kvDtype, cap,
+    params: paramCount(c), weightBytes: model.bytes, weightBytesPerToken: weightBytesRead(c, model.store.tensors()),
+    kvBytesPerPosition, generateSeconds: 0, loadSeconds: 0, planSeconds: 0, jitSeconds: 0, recordSeconds: 0,
+    compileSeconds: 0, dispatches: 0, kernels: 0, plannedBytes: 0,
+  };
+  const timed = new TimedDevice(dev);
+  let program: Program | undefined;
+  let planMs = 0;
+  const compile = (g: Graph, t: TargetSet): Program => {
+    const t0 = performance.now();
+    program = compileGraph(g, t);
+    planMs += performance.now() - t0;
+    return program;
+  };
+  const eng = new Engine(timed, { compile, timeoutMs: opts.timeoutMs });
+
+  try {
+    log(`${shape.name}: ${count(row.params)} params, ${bytes(model.bytes)} of ${dtype} weights on ${row.backend} (${row.device})`);
+    let t0 = performance.now();
+    await eng.loadWeights(model.store, model.map);
+    row.loadSeconds = (performance.now() - t0) / 1000;
+    row.generateSeconds = model.store.stats.millis / 1000;
+    const upload = row.loadSeconds - row.generateSeconds;
+    log(`${shape.name}: loaded in ${row.loadSeconds.toFixed(1)} s (building ${row.generateSeconds.toFixed(1)} s, ` +
+      `upload ${upload.toFixed(1)} s = ${bytes(model.bytes / Math.max(upload, 1e-9))}/s)`);
+
+    timed.take();
+    t0 = performance.now();
+    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}`, decodeGraph(c, cap, kvDtype, model.dtypeOf));
+    row.compileSeconds = (performance.now() - t0) / 1000;
+    const ct = timed.take();
+    row.planSeconds = planMs / 1000;
+    row.jitSeconds = ct.compile / 1000;
+    row.recordSeconds = ct.record / 1000;
+    row.dispatches = program!.steps.length;
+    row.kernels = new Set(program!.steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : [])).size;
+    row.plannedBytes = program!.steps.reduce((a, s) => a + s.work.bytes, 0);
+    log(`${shape.name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
+      `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
+
+    const phase = async (pos: number, n: number, eager: boolean): Promise<Phase> => {
+      eng.resetState();
+      let tok = 1;
+      for (let p = pos; p < pos + warmup; p++) tok = (await eng.step(id, { token: new Int32Array([tok]), pos: new Int32Array([p]) }, { eager })).outputs.token[0];
+      if (pos === 0) {
+        eng.resetState(); // time from an empty cache at position 0, as a fresh sequence does
+        tok = 1;
+      }
+      const start = pos === 0 ? 0 : pos + warmup;
+      const ids: number[] = [];
+      const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
+      timed.take();
+      const t1 = performance.now();
+      for (let p = start; p < start + n; p++) {
+        tokenBuf[0] = tok;
+        posBuf[0] = p;
+        tok = (await eng.step(id, { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
+        ids.push(tok);
+      }
+      const ms = (performance.now() - t1) / n;
+      const dt: DeviceTimes = timed.take();
+      // Attention at position p reads p + 1 rows of K and V; the step also writes one.
+      const meanRows = start + (n - 1) / 2 + 1;
+      const bytes = row.weightBytesPerToken + kvBytesPerPosition * (meanRows + 1);
+      const rooflineMs = bytes / bandwidth * 1000;
+      return {
+        pos: start, tokens: n, tokPerSec: 1000 / ms, msPerToken: ms,
+        hostMicros: (ms - dt.wait / n) * 1000, issueMicros: (dt.write + dt.issue) / n * 1000, waitMicros: dt.wait / n * 1000,
+        engineMicros: eng.stats().hostMicrosPerStep, bytesPerToken: bytes, rooflineMs, rooflineFraction: rooflineMs / ms,
+        tokenIds: ids,
+      };
+    };
+    const say = (what: string, p: Phase) =>
+      log(`${shape.name}: ${what} at pos ${p.pos}: ${p.tokPerSec.toFixed(1)} tok/s, ${p.msPerToken.toFixed(3)} ms/token ` +
+        `(host ${p.hostMicros.toFixed(0)} µs, issue ${p.issueMicros.toFixed(0)} µs, wait ${p.waitMicros.toFixed(0)} µs), ` +
+        `${pct(p.rooflineFraction)} of roofline`);
+
+    if (opts.eager ?? true) say("eager", row.eager = await phase(0, tokens, true));
+    say("replay", row.replay = await phase(0, tokens, false));
+    if (row.eager) row.eagerMatchesReplay = row.eager.tokenIds.join() === row.replay.tokenIds.join();
+    if (deep > 0) say("replay", row.deep = await phase(deep, deepTokens, false));
+  } catch (e) {
+    row.error = `${(e as Error).name}: ${(e as Error).message}`;
+    log(`${shape.name}: failed: ${(e as Error).stack ?? row.error}`);
+  } finally {
+    try {
+      await eng.unload();
+    } catch (e) {
+      log(`${shape.name}: unload failed: ${(e as Error).message}`);
+    }
+  }
+  return row;
+}
+
+// ---- command line ----------------------------------------------------------------------------------------
+
+const USAGE = `usage: bench/decode.ts [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
+  [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype bf16|f16|f32|q8_0] [--kv f16|f32]
+  [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
+shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)`;
+
+/** Parses the command line into BenchOptions (plus output flags). Throws RangeError on a bad flag. */
+export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; out?: string; help: boolean } {
+  const { values } = parseArgs({
+    args,
+    options: {
+      shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, warmup: { type: "string" },
+      deep: { type: "string" }, "deep-tokens": { type: "string" }, cap: { type: "string" }, dtype: { type: "string" },
+      kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
+      custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  });
+  const int = (k: string, v: string | undefined, min: number): number | undefined => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new RangeError(`--${k} must be an integer >= ${min}, got ${v}`);
+    return n;
+  };
+  const names = (values.shape ?? (values.custom ? "custom" : "all")).split(",").map((s) => s.trim()).filter(Boolean);
+  const shapes: (string | Shape)[] = names.flatMap((n): (string | Shape)[] =>
+    n === "all" ? [...REAL_SHAPES] : n === "custom" ? [{ name: "custom", config: parseCustom(values.custom ?? "") }] : [n]
+  );
+  const dtype = values.dtype ?? "bf16";
+  if (!["bf16", "f16", "f32", "q8_0"].includes(dtype)) throw new RangeError(`--dtype must be bf16, f16, f32 or q8_0`);
+  const kv = values.kv ?? "f16";
+  if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv must be f16 or f32`);
+  const bandwidth = values.bandwidth === undefined ? undefined : Number(values.bandwidth);
+  if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth must be positive bytes per second`);
+  return {
+    shapes, backend: (values.backend ?? "auto") as BackendChoice,
+    tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), deep: int("deep", values.deep, 0),
+    deepTokens: int("deep-tokens", values["deep-tokens"], 1), cap: int("cap", values.cap, 2),
+    dtype: dtype as SyntheticDtype, kvDtype: kv, bandwidth, seed: int("seed", values.seed, 0),
+    eager: !values["no-eager"], timeoutMs: int("timeout-ms", values["timeout-ms"], 1),
+    json: values.json ?? false, out: values.out, help: values.help ?? false,
+  };
+}
+
+/** The command line: prints the table (or JSON) on stdout; returns the exit code. */
+export async function main(args: string[]): Promise<number> {
+  let o: ReturnType<typeof parseBenchArgs>;
+  try {
+    o = parseBenchArgs(args);
+  } catch (e) {
+    console.error(`${(e as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (o.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const res = await runBench(o);
+  const { table, ...data } = res;
+  if (o.out) writeFileSync(o.out, JSON.stringify(data, null, 2) + "\n");
+  console.log(o.json ? JSON.stringify(data, null, 2) : table);
+  return res.rows.some((r) => r.error) ? 1 : 0;
+}
+
+if (import.meta.main) {
+  const code = await main(argv.slice(2));
+  exit(code); // explicitly: a GPU runtime may keep handles alive past the last await
+
+}
