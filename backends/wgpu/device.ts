@@ -1,29 +1,30 @@
 // The WebGPU device (Deno's built-in wgpu through navigator.gpu).
 //
 // Record once: pipelines (compile), bind groups and the dispatch list (record). Per step: the Engine writes
-// slots with queue.writeBuffer, replay encodes the cached list into one command encoder and submits once;
-// synchronize submits one small copy of the fault words and of the touched readback buffers into a mapped
-// staging buffer and maps it. So a decode step is two submits and one map. Deno resolves every mapAsync
-// (and onSubmittedWorkDone) on a 10 ms polling tick, which floors a step at ~10 ms whatever the GPU does;
-// the map is therefore shared by fault words and readback, and read() of a readback buffer after
-// synchronize costs no further map.
+// slots with queue.writeBuffer, replay encodes the cached list into one command encoder and submits once; the
+// list ends with copies of the recording's fault words and of the readback buffers it writes into the
+// recording's own MAP_READ staging buffer, so synchronize only maps it (no further submit), and read() of a
+// readback buffer afterwards returns that snapshot. A decode step is one submit and one map. Deno resolves every
+// mapAsync (and onSubmittedWorkDone) on a 10 ms polling tick, which floors a step at ~10 ms whatever the GPU
+// does; that is why nothing else in a step maps.
 //
 // Ordering: all dispatches of a run share one compute pass (unless passPerDispatch). WebGPU orders storage
 // writes between dispatches, and wgpu implements it: a STORAGE_READ_WRITE usage is not "ordered", so
 // its tracker puts a barrier between consecutive dispatches that use a buffer read-write. Copies end the pass.
 //
-// Faults: a kernel with checks gets its own 4-byte word (one per dispatch, at a minStorageBufferOffsetAlignment
-// stride) in its recording's fault buffer; synchronize reads them, clears them in the same submit, and raises
-// KernelFault for the first non-zero word in dispatch order. Results of that replay are garbage.
+// Faults: every dispatch of a kernel with checks gets its own 4-byte word in its recording's fault buffer, at a
+// stride of minStorageBufferOffsetAlignment (the finest a binding offset may be); the words accumulate across
+// replays; synchronize raises KernelFault for the first non-zero word in submit and dispatch order and then
+// clears that buffer with a queue write. The results of a faulted replay are garbage.
 //
 // Failures: device.lost poisons (the call that sees it throws DeviceLost, later ones Poisoned); mapAsync is
 // bounded by the timeout (DeviceTimeout, poisons); validation errors (uncaptured, or caught by error scopes
 // around compile and record) surface at synchronize as Unsupported, out-of-memory as OutOfMemory.
 //
 // Not one submit: an unaligned write() (offset or size not a multiple of 4) lands through a scratch buffer and
-// a byte-copy dispatch, its own submit; an eager run() builds bind groups, a fault buffer and parameter
-// buffers for that call only (temporaries, freed at the next synchronize). stats counts submits, maps and
-// host microseconds spent encoding.
+// a byte-copy dispatch, its own submit; an eager run() builds bind groups, a fault buffer, a staging buffer and
+// copy parameters for that call only (temporaries, freed at the next synchronize); synchronize with nothing
+// submitted waits on onSubmittedWorkDone. stats counts submits, maps, and host microseconds spent encoding.
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
@@ -65,8 +66,10 @@ const ceil = (n: number, a: number) => Math.ceil(n / a) * a;
 
 class WgpuBuffer implements DeviceBuffer {
   freed = false;
-  /** Written by work since the last synchronize (readback buffers: the snapshot is stale). */
+  /** Written since its last snapshot (by work or by write()): read() must copy and map. */
   dirty = false;
+  /** Bumped by every write(), so a snapshot copied before a later write is never taken as current. */
+  writes = 0;
   snapshot: Uint8Array | undefined;
   constructor(readonly bytes: number, readonly gpu: GPUBuffer, readonly size: number, readonly usage: string) {}
 }
@@ -85,20 +88,38 @@ type Cmd =
   | { k: "d"; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number, number] }
   | { k: "c"; src: GPUBuffer; so: number; dst: GPUBuffer; dOff: number; n: number };
 
+/**
+ * What synchronize reads for one recording (or one eager run): its fault words (one per checked dispatch, and
+ * which kernel owns each) and the readback buffers it writes, copied by the last commands of the same submit
+ * into its own MAP_READ staging buffer (faults at 0, readback i at `at[i]`).
+ */
+interface Tail {
+  faults: GPUBuffer | undefined;
+  names: string[];
+  readbacks: WgpuBuffer[];
+  at: number[];
+  staging: GPUBuffer;
+  copies: Cmd[];
+}
+interface Pending {
+  tail: Tail;
+  /** Order of the latest submit that filled the staging, and each readback's write count at that time. */
+  seq: number;
+  writes: number[];
+  /** Free the tail's buffers (and these) after synchronize: an eager run's, or a released recording's. */
+  temp: GPUBuffer[] | undefined;
+}
+
 class WgpuRecording implements Recording {
   released = false;
   constructor(
+    /** The dispatches and copies, then the tail's copies. */
     readonly list: Cmd[],
-    /** Fault words (one per checked dispatch) and which kernel owns each. */
-    readonly faults: GPUBuffer | undefined,
-    readonly faultNames: string[],
-    readonly readbacks: WgpuBuffer[],
+    readonly tail: Tail,
     /** Buffers only this recording uses (copy parameters); destroyed on release. */
     readonly owned: GPUBuffer[],
+    readonly steps: number,
   ) {}
-  get steps(): number {
-    return this.list.length;
-  }
 }
 
 function bounded<T>(p: Promise<T>, ms: number, timeout: () => Error): Promise<T> {
@@ -132,14 +153,14 @@ export class WgpuDevice implements Device {
   private readonly faultStride: number;
   private readonly compiled = new WeakMap<Kernel, WgpuCompiled>();
   private readonly pipelines = new Map<string, Variant>();
-  /** Work enqueued since the last synchronize: fault buffers to read, readback buffers to snapshot. */
-  private pending: { faults: GPUBuffer; names: string[]; temp: boolean }[] = [];
-  private touched = new Set<WgpuBuffer>();
+  /** Work enqueued since the last synchronize, by recording (or eager run). */
+  private pending: Pending[] = [];
+  private seq = 0;
+  /** Scratch buffers of unaligned writes and kernel copies, freed at the next synchronize. */
   private temps: GPUBuffer[] = [];
   /** Validation outcomes still to be looked at (compile and record error scopes, compilation messages). */
   private checks: Promise<ExecError | undefined>[] = [];
   private errors: ExecError[] = [];
-  private staging: GPUBuffer | undefined;
   private readonly zero16 = new Uint8Array(16);
 
   private constructor(o: Opened, opts: WgpuOptions) {
@@ -220,7 +241,6 @@ export class WgpuDevice implements Device {
   free(b: DeviceBuffer): void {
     const w = this.buf(b);
     w.freed = true;
-    this.touched.delete(w);
     w.gpu.destroy();
   }
 
@@ -231,6 +251,7 @@ export class WgpuDevice implements Device {
       throw new Unsupported(`${B}: write of ${data.byteLength} bytes at ${offset} outside a ${w.bytes}-byte buffer`);
     }
     w.dirty = true;
+    w.writes++;
     if (data.byteLength === 0) return;
     if (offset % 4 === 0 && data.byteLength % 4 === 0) {
       this.gpu.queue.writeBuffer(w.gpu, offset, data);
@@ -478,14 +499,14 @@ export class WgpuDevice implements Device {
     return this.gpu.createBuffer({ size: ceil(n * this.faultStride, 16), usage: STORAGE | COPY_SRC | COPY_DST });
   }
 
-  record(steps: DeviceStep[]): Recording {
-    this.live();
+  /** Builds steps into commands plus their tail (fault words and readbacks copied into a staging buffer). */
+  private prepare(steps: DeviceStep[], what: string): { cmds: Cmd[]; tail: Tail; owned: GPUBuffer[] } {
     const faults = { buf: this.faultBuffer(steps), names: [] as string[] };
     const readbacks = new Set<WgpuBuffer>();
     const owned: GPUBuffer[] = [];
     let cmds: Cmd[] = [];
     try {
-      this.scoped("record", () => {
+      this.scoped(what, () => {
         cmds = this.build(steps, faults, readbacks, owned);
       });
     } catch (e) {
@@ -493,7 +514,27 @@ export class WgpuDevice implements Device {
       for (const o of owned) o.destroy();
       throw e;
     }
-    return new WgpuRecording(cmds, faults.buf, faults.names, [...readbacks], owned);
+    const rbs = [...readbacks], at: number[] = [];
+    let size = faults.buf?.size ?? 0;
+    for (const r of rbs) {
+      at.push(size);
+      size += r.size;
+    }
+    const staging = this.gpu.createBuffer({ size: Math.max(16, size), usage: MAP_READ | COPY_DST });
+    const copies: Cmd[] = [];
+    if (faults.buf) copies.push({ k: "c", src: faults.buf, so: 0, dst: staging, dOff: 0, n: faults.buf.size });
+    rbs.forEach((r, i) => copies.push({ k: "c", src: r.gpu, so: 0, dst: staging, dOff: at[i], n: r.size }));
+    return { cmds, tail: { faults: faults.buf, names: faults.names, readbacks: rbs, at, staging, copies }, owned };
+  }
+
+  private tailBuffers(t: Tail): GPUBuffer[] {
+    return t.faults ? [t.faults, t.staging] : [t.staging];
+  }
+
+  record(steps: DeviceStep[]): Recording {
+    this.live();
+    const { cmds, tail, owned } = this.prepare(steps, "record");
+    return new WgpuRecording([...cmds, ...tail.copies], tail, owned, steps.length);
   }
 
   /** Encodes commands into one command buffer and submits it. */
@@ -534,37 +575,29 @@ export class WgpuDevice implements Device {
     return us;
   }
 
+  /** Notes a submitted tail for the next synchronize (once per tail: its staging holds the latest copy). */
+  private enqueue(tail: Tail, temp: GPUBuffer[] | undefined): void {
+    let p = this.pending.find((x) => x.tail === tail);
+    if (!p) this.pending.push(p = { tail, seq: 0, writes: [], temp });
+    p.seq = ++this.seq;
+    p.writes = tail.readbacks.map((r) => r.writes);
+    for (const r of tail.readbacks) r.dirty = true;
+  }
+
   replay(rec: Recording): void {
     this.live();
     if (!(rec instanceof WgpuRecording) || rec.released) throw new Unsupported(`${B}: not a live recording of this device`);
     this.submit(rec.list);
     this.stats.replays++;
-    if (rec.faults && !this.pending.some((p) => p.faults === rec.faults)) {
-      this.pending.push({ faults: rec.faults, names: rec.faultNames, temp: false });
-    }
-    for (const r of rec.readbacks) {
-      r.dirty = true;
-      this.touched.add(r);
-    }
+    this.enqueue(rec.tail, undefined);
   }
 
   run(steps: DeviceStep[]): void {
     this.live();
-    const faults = { buf: this.faultBuffer(steps), names: [] as string[] };
-    const readbacks = new Set<WgpuBuffer>();
-    const owned: GPUBuffer[] = [];
-    let cmds: Cmd[] = [];
-    this.scoped("run", () => {
-      cmds = this.build(steps, faults, readbacks, owned);
-    });
-    this.temps.push(...owned);
-    this.submit(cmds);
+    const { cmds, tail, owned } = this.prepare(steps, "run");
+    this.submit([...cmds, ...tail.copies]);
     this.stats.eagerRuns++;
-    if (faults.buf) this.pending.push({ faults: faults.buf, names: faults.names, temp: true });
-    for (const r of readbacks) {
-      r.dirty = true;
-      this.touched.add(r);
-    }
+    this.enqueue(tail, owned);
   }
 
   private async drainChecks(): Promise<void> {
@@ -576,73 +609,68 @@ export class WgpuDevice implements Device {
     if (errs.length) throw errs[0];
   }
 
+  /** Waits for submitted work when there is nothing to map (bounded like a map). */
+  private async idle(timeoutMs: number): Promise<void> {
+    const p = this.gpu.queue.onSubmittedWorkDone();
+    p.catch(() => {});
+    try {
+      await bounded(p, timeoutMs, () => new DeviceTimeout(B, "synchronize (onSubmittedWorkDone)", timeoutMs));
+    } catch (e) {
+      if (e instanceof DeviceTimeout) throw this.poison(e);
+      throw this.poison(new DeviceLost(B, `onSubmittedWorkDone failed: ${(e as Error).message}`));
+    }
+  }
+
   async synchronize(timeoutMs: number): Promise<void> {
     this.live();
-    const pending = this.pending, touched = [...this.touched];
+    const pending = this.pending.sort((a, b) => a.seq - b.seq);
     this.pending = [];
-    this.touched.clear();
-    // Fault words first, then each touched readback buffer, in one staging buffer, one submit, one map.
-    let size = 0;
-    const at: number[] = [];
-    for (const p of pending) {
-      at.push(size);
-      size += p.faults.size;
-    }
-    for (const r of touched) {
-      at.push(size);
-      size += r.size;
-    }
-    size = Math.max(16, size);
-    if (!this.staging || this.staging.size < size) {
-      this.staging?.destroy();
-      this.staging = this.gpu.createBuffer({ size: ceil(size, 256), usage: MAP_READ | COPY_DST });
-    }
-    const st = this.staging;
-    const enc = this.gpu.createCommandEncoder();
-    pending.forEach((p, i) => {
-      enc.copyBufferToBuffer(p.faults, 0, st, at[i], p.faults.size);
-      enc.clearBuffer(p.faults);
-    });
-    touched.forEach((r, i) => enc.copyBufferToBuffer(r.gpu, 0, st, at[pending.length + i], r.size));
-    this.gpu.queue.submit([enc.finish()]);
-    this.stats.submits++;
-    let bytes: Uint8Array;
+    let maps: Uint8Array[];
     try {
-      bytes = await this.map(st, timeoutMs, "synchronize");
+      // The staging copies ended each submit: mapping them waits for that work. Concurrent maps share Deno's tick.
+      maps = pending.length ? await Promise.all(pending.map((p) => this.map(p.tail.staging, timeoutMs, "synchronize"))) : [];
+      if (!pending.length) await this.idle(timeoutMs);
     } finally {
-      for (const p of pending) if (p.temp) p.faults.destroy();
+      for (const p of pending) if (p.temp) for (const b of [...this.tailBuffers(p.tail), ...p.temp]) b.destroy();
       for (const t of this.temps) t.destroy();
       this.temps = [];
     }
     await this.drainChecks();
-    touched.forEach((r, i) => {
-      const o = at[pending.length + i];
-      r.snapshot = bytes.slice(o, o + r.bytes);
-      r.dirty = false;
-    });
-    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2);
+    let fault: KernelFault | undefined;
     pending.forEach((p, i) => {
-      for (let j = 0; j < p.names.length; j++) {
-        const code = words[(at[i] + j * this.faultStride) >> 2];
-        if (code !== 0) throw new KernelFault(B, p.names[j], code);
+      const bytes = maps[i], t = p.tail;
+      t.readbacks.forEach((r, j) => {
+        if (r.writes !== p.writes[j]) return; // written by the host since: the copy is stale
+        r.snapshot = bytes.slice(t.at[j], t.at[j] + r.bytes);
+        r.dirty = false;
+      });
+      if (!t.faults) return;
+      const words = new Uint32Array(bytes.buffer, bytes.byteOffset, t.faults.size >> 2);
+      let hit = false;
+      for (let j = 0; j < t.names.length; j++) {
+        const code = words[(j * this.faultStride) >> 2];
+        if (code === 0) continue;
+        fault ??= new KernelFault(B, t.names[j], code);
+        hit = true;
       }
+      // Fault words accumulate across replays until read; clear them (a queue write, ordered before later work).
+      if (hit && !p.temp) this.gpu.queue.writeBuffer(t.faults, 0, new Uint8Array(t.faults.size));
     });
+    if (fault) throw fault;
   }
 
   releaseRecording(rec: Recording): void {
     if (!(rec instanceof WgpuRecording) || rec.released) return;
     rec.released = true;
-    // Work still unsynchronized may use them: hand them to the next synchronize to free.
-    const p = this.pending.find((x) => x.faults === rec.faults);
-    if (p) p.temp = true;
-    else rec.faults?.destroy();
-    this.temps.push(...rec.owned);
+    // Work not yet synchronized may still use them: hand them to the next synchronize to free.
+    const p = this.pending.find((x) => x.tail === rec.tail);
+    if (p) p.temp = rec.owned;
+    else for (const b of [...this.tailBuffers(rec.tail), ...rec.owned]) b.destroy();
   }
 
   destroy(): Promise<void> {
     this.destroying = true;
     this.poisoned ??= "destroyed";
-    this.staging?.destroy();
     this.gpu.destroy();
     return Promise.resolve();
   }
