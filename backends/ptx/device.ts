@@ -123,8 +123,8 @@ export class PtxDevice implements Device {
   private readonly faultChunks: { host: bigint; dptr: bigint; words: Uint32Array; used: number }[] = [];
   private readonly buffers = new Set<PtxBuffer>();
   private readonly recordings = new Set<PtxRecording>();
-  /** Kernels enqueued since the stream was last seen idle, in order (to name a faulting one). */
-  private inflight: PtxCompiled[] = [];
+  /** Kernel lists enqueued since the stream was last seen idle, in order (to name a faulting one). */
+  private inflight: PtxCompiled[][] = [];
   private readStage: { ptr: bigint; view: Uint8Array } | undefined;
   private reading: Promise<void> = Promise.resolve();
   private readonly argTypes: KernelArgType[][] = [];
@@ -178,7 +178,7 @@ export class PtxDevice implements Device {
   }
   /** The kernel whose check wrote its fault word, preferring the work in flight (in launch order). */
   private findFault(): { kernel: string; code: number } | undefined {
-    for (const c of [...this.inflight, ...this.byText.values()]) {
+    for (const c of [...this.inflight.flat(), ...this.byText.values()]) {
       const f = c.fault;
       if (f && f.words[f.index] !== 0) return { kernel: c.kernel.name, code: f.words[f.index] };
     }
@@ -428,7 +428,7 @@ export class PtxDevice implements Device {
   run(steps: DeviceStep[]): void {
     this.alive();
     const list = this.prepare(steps);
-    this.inflight.push(...this.kernelsOf(list));
+    if (this.inflight.length < 4096) this.inflight.push(this.kernelsOf(list));
     this.guard("run", () => this.enqueue(list));
   }
 
@@ -467,7 +467,7 @@ export class PtxDevice implements Device {
     this.alive();
     if (!(rec instanceof PtxRecording) || !this.recordings.has(rec)) throw new Unsupported("ptx: not a live recording of this device");
     if (rec.exec === 0n) return;
-    this.inflight.push(...rec.kernels);
+    if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
     this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
   }
 

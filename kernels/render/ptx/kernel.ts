@@ -98,7 +98,7 @@ class Lowering {
       this.bases.push(a.to("rd", "cvta.to.global.u64", p));
     });
     if (hasChecks(this.k)) {
-      this.fault = a.to("rd", "ld.param.u64", `[${entry}_param_${this.k.buffers.length}]`);
+      this.fault = a.to("rd", "cvta.to.global.u64", a.to("rd", "ld.param.u64", `[${entry}_param_${this.k.buffers.length}]`));
     }
     if (this.sharedBytes > 0) this.smemBase = a.to("r", "mov.u32", "smem");
     const used = new Set<Builtin>();
