@@ -60,7 +60,8 @@ for (const f of features.filter((x) => x.fault === undefined)) {
 
 test("vulkan: exp/exp2/log/log2/sin/cos/tanh within 4 ulp (sin/cos over |x| <= 1e5)", { skip, timeout: 120_000 }, async () => {
   const ops: [UnOp, (x: number) => number, number, number, boolean][] = [
-    ["exp", Math.exp, -104, 89, false], ["exp2", (x) => 2 ** x, -150, 128, false], ["log", Math.log, -30, 30, true],
+    // results kept in the normal range: a device may flush f32 denormals
+    ["exp", Math.exp, -87, 89, false], ["exp2", (x) => 2 ** x, -126, 128.5, false], ["log", Math.log, -30, 30, true],
     ["log2", Math.log2, -30, 30, true], ["sin", Math.sin, -1e5, 1e5, false], ["cos", Math.cos, -1e5, 1e5, false],
     ["tanh", Math.tanh, -12, 12, false],
   ];
