@@ -14,7 +14,7 @@ const argv = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
 
 const USAGE = `poot ${VERSION}
 usage:
-  poot run   [--model FILE] [--prompt TEXT] [--max-tokens N] [--backend auto|ptx|rocm|vulkan|wgpu|js]
+  poot run   [--model FILE] [--prompt TEXT]... [--max-tokens N] [--backend auto|ptx|rocm|vulkan|wgpu|js]
              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
@@ -36,7 +36,7 @@ function num(v: string | undefined, name: string, int = false): number | undefin
 
 const OPTIONS = {
   model: { type: "string" },
-  prompt: { type: "string" },
+  prompt: { type: "string", multiple: true },
   "max-tokens": { type: "string" },
   backend: { type: "string" },
   temperature: { type: "string" },
@@ -59,7 +59,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     values = parseArgs({ args: rest, options: OPTIONS, allowPositionals: false, strict: true }).values;
   } catch (e) {
@@ -90,7 +90,7 @@ async function main(): Promise<number> {
   }
 }
 
-async function run(v: Record<string, string | boolean | undefined>, backend: BackendChoice): Promise<number> {
+async function run(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice): Promise<number> {
   const model = loadModel((v.model as string | undefined) ?? defaultModel());
   const sampler: SamplerParams = {
     temperature: num(v.temperature as string, "temperature") ?? 0,
@@ -107,38 +107,41 @@ async function run(v: Record<string, string | boolean | undefined>, backend: Bac
     const t0 = performance.now();
     const driver = await Driver.open(model, engine, { ctx });
     const loadMs = performance.now() - t0;
-    const prompt = (v.prompt as string | undefined) ?? "";
+    // Several --prompt flags run one after another on the same loaded model (one JSON line each).
+    const prompts = (v.prompt as string[] | undefined) ?? [""];
     const json = v.json === true;
-    const stream = driver.stream(prompt, { maxTokens, sampler });
     const enc = new TextEncoder();
     const write = (s: string) => writeStdout(enc.encode(s));
-    if (!json) write(prompt);
-    let r = await stream.next();
-    while (!r.done) {
-      if (!json) write(r.value.text);
-      r = await stream.next();
-    }
-    const res = r.value;
-    const stats = engine.stats();
-    if (json) {
-      console.log(JSON.stringify({
-        backend: device.target.backend,
-        device: device.target.device,
-        prompt_token_ids: res.promptIds,
-        generated_token_ids: res.generatedIds,
-        text: res.text,
-        finish_reason: res.finish,
-        timings: {
-          load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
-          prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
-          tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(stats.hostMicrosPerStep),
-        },
-      }));
-    } else {
-      write("\n");
-      console.error(`[${device.target.backend} on ${device.target.device}: ${res.timings.generatedTokens} tokens, ` +
-        `${res.timings.tokensPerSecond.toFixed(1)} tok/s, prompt ${res.timings.promptTokens} tokens in ${res.timings.promptMs.toFixed(1)} ms, ` +
-        `finish: ${res.finish}]`);
+    for (const prompt of prompts) {
+      const stream = driver.stream(prompt, { maxTokens, sampler });
+      if (!json) write(prompt);
+      let r = await stream.next();
+      while (!r.done) {
+        if (!json) write(r.value.text);
+        r = await stream.next();
+      }
+      const res = r.value;
+      const stats = engine.stats();
+      if (json) {
+        console.log(JSON.stringify({
+          backend: device.target.backend,
+          device: device.target.device,
+          prompt_token_ids: res.promptIds,
+          generated_token_ids: res.generatedIds,
+          text: res.text,
+          finish_reason: res.finish,
+          timings: {
+            load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
+            prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
+            tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(stats.hostMicrosPerStep),
+          },
+        }));
+      } else {
+        write("\n");
+        console.error(`[${device.target.backend} on ${device.target.device}: ${res.timings.generatedTokens} tokens, ` +
+          `${res.timings.tokensPerSecond.toFixed(1)} tok/s, prompt ${res.timings.promptTokens} tokens in ${res.timings.promptMs.toFixed(1)} ms, ` +
+          `finish: ${res.finish}]`);
+      }
     }
   } finally {
     await engine.unload();
@@ -146,7 +149,7 @@ async function run(v: Record<string, string | boolean | undefined>, backend: Bac
   return 0;
 }
 
-async function info(v: Record<string, string | boolean | undefined>, backend: BackendChoice): Promise<number> {
+async function info(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice): Promise<number> {
   const model = loadModel((v.model as string | undefined) ?? defaultModel());
   const dir = v["dump-kernels"] as string | undefined;
   const target = (v.target as string | undefined) as RenderTarget | undefined;
