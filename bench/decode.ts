@@ -177,6 +177,8 @@ export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
   const shapes = resolveShapes(opts.shapes ?? [...REAL_SHAPES]);
   const log = opts.log ?? ((s: string) => void stderr.write(s + "\n"));
   const bandwidth = opts.bandwidth ?? H200_BANDWIDTH;
+  const cap = opts.cap ?? 2048, tokens = opts.tokens ?? 128, warmup = opts.warmup ?? 4;
+  if (tokens + warmup > cap) throw new RangeError(`--tokens ${tokens} + --warmup ${warmup} exceed the KV capacity ${cap}`);
   const rows: BenchRow[] = [];
   let backend = "", device = "";
   for (const shape of shapes) {
@@ -194,7 +196,6 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   const c = shape.config;
   const cap = opts.cap ?? 2048, kvDtype = opts.kvDtype ?? "f16", dtype = opts.dtype ?? "bf16";
   const tokens = opts.tokens ?? 128, warmup = opts.warmup ?? 4, deepTokens = opts.deepTokens ?? 32;
-  if (tokens + warmup > cap) throw new RangeError(`--tokens ${tokens} + --warmup ${warmup} exceed the KV capacity ${cap}`);
   const deepWanted = opts.deep ?? 1024;
   const deep = deepWanted > 0 ? Math.min(deepWanted, cap - warmup - deepTokens) : 0;
 
@@ -354,7 +355,15 @@ export async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const res = await runBench(o);
+  let res: BenchResult;
+  try {
+    res = await runBench(o);
+  } catch (e) {
+    // A bad option, or no device: say so without a stack (shape failures are reported in their rows).
+    if (e instanceof RangeError) console.error(`${e.message}\n${USAGE}`);
+    else console.error(`${(e as Error).name}: ${(e as Error).message}`);
+    return e instanceof RangeError ? 2 : 1;
+  }
   const { table, ...data } = res;
   if (o.out) writeFileSync(o.out, JSON.stringify(data, null, 2) + "\n");
   console.log(o.json ? JSON.stringify(data, null, 2) : table);
