@@ -494,7 +494,9 @@ export class WgpuDevice implements Device {
 
   private faultBuffer(steps: DeviceStep[]): GPUBuffer | undefined {
     let n = 0;
-    for (const s of steps) if (s.k === "kernel" && s.compiled.kernel.uses.checks) n++;
+    for (const s of steps) {
+      if (s.k === "kernel" && s.compiled instanceof WgpuCompiled && this.variant(s.compiled, "n").shader.errorBinding >= 0) n++;
+    }
     if (n === 0) return undefined;
     return this.gpu.createBuffer({ size: ceil(n * this.faultStride, 16), usage: STORAGE | COPY_SRC | COPY_DST });
   }

@@ -36,6 +36,12 @@ export function webgpuMissing(): string | undefined {
   return undefined;
 }
 
+const CORE_LIMITS = [
+  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup",
+  "maxComputeWorkgroupSizeX", "maxComputeWorkgroupSizeY", "maxComputeWorkgroupSizeZ", "maxComputeWorkgroupsPerDimension",
+  "maxStorageBuffersPerShaderStage", "maxBindingsPerBindGroup", "minStorageBufferOffsetAlignment",
+];
+
 /** The adapter's own limits, every one of them (the device asks for the maximum). */
 function limitsOf(a: GPUAdapter): Record<string, number> {
   const out: Record<string, number> = {};
@@ -66,8 +72,10 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
   tries.push(base);
   let device: GPUDevice | undefined;
   let lastErr = "";
+  // Every limit the adapter lists, at its maximum; should a runtime refuse one of them, the ones poot relies on.
+  const core = Object.fromEntries(CORE_LIMITS.filter((k) => k in limits).map((k) => [k, limits[k]]));
   for (const requiredFeatures of tries) {
-    for (const requiredLimits of [limits, {}]) {
+    for (const requiredLimits of [limits, core, {}]) {
       try {
         device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
         break;
