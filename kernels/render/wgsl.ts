@@ -18,11 +18,13 @@
 // that cover whole words (2 x f16, 4 x u8, ...) are plain word stores.
 //
 // Control flow. WGSL wants barriers in uniform control flow, and an invocation that has returned must still
-// reach the workgroup's later barriers. A kernel without barriers renders `return` and a failed `check` as a
-// plain return. A kernel with barriers keeps a per-invocation `active` flag instead: return/check clear it,
-// statements after a possible deactivation run under `if (active)`, statements holding a barrier stay outside
-// such guards (their own bodies are guarded the same way), and barrier-free loops `break` out. Subgroup
-// operations inside a guard reduce over the still-active invocations, as the IR's masked semantics say.
+// reach the workgroup's later barriers (Naga does not check this, but Vulkan leaves it undefined). A kernel
+// without barriers renders `return` and a failed `check` as a plain return. A kernel with barriers keeps a
+// per-invocation flag `p_on` instead: return/check clear it, statements after a possible stop run under
+// `if (p_on)`, statements holding a barrier stay outside such guards (their own bodies are guarded the same
+// way), and barrier-free loops `break` out. Subgroup operations inside a guard reduce over the invocations
+// still running, as the IR's masked semantics say. (The IR asks kernels not to return before a barrier; this
+// keeps a kernel that does well-defined rather than hung.)
 //
 // check(cond, code): one extra binding after the kernel's own (array<atomic<u32>>); a failing check does
 // atomicOr(&err[0], code) and stops that invocation. The device binds each dispatch its own word.
