@@ -11,6 +11,9 @@ import { KernelBuilder, KernelError, u32 } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
 import { cases } from "../kernels/cases.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
 import { features } from "./features.ts";
 
 /** lavapipe's capabilities, and the same target without 16/8-bit storage, and a bare Vulkan 1.1 device. */
@@ -98,6 +101,51 @@ for (const [label, caps] of VARIANTS.slice(0, 2)) {
     assert.deepEqual(bad, [], bad.join("\n"));
   });
 }
+
+// The bench shapes (matmul weights bf16) and the shipped stories260K shape, planned for an NVIDIA-like Vulkan
+// target (subgroups of 32, 4 GiB bindings) and, for stories260K, for lavapipe itself.
+const SHAPES: Record<string, LlamaConfig> = {
+  "llama-3.2-1b": { dim: 2048, hidden: 8192, layers: 16, heads: 32, kvHeads: 8, headDim: 64, vocab: 128256, rmsEps: 1e-5, ropeTheta: 500000, ropeStyle: "half", tiedEmbeddings: true },
+  "qwen2.5-0.5b": { dim: 896, hidden: 4864, layers: 24, heads: 14, kvHeads: 2, headDim: 64, vocab: 151936, rmsEps: 1e-6, ropeTheta: 1000000, ropeStyle: "half", tiedEmbeddings: true, qkvBias: true },
+  "llama-3-8b": { dim: 4096, hidden: 14336, layers: 32, heads: 32, kvHeads: 8, headDim: 128, vocab: 128256, rmsEps: 1e-5, ropeTheta: 500000, ropeStyle: "half", tiedEmbeddings: false },
+  "stories260K": { dim: 64, hidden: 172, layers: 5, heads: 8, kvHeads: 4, headDim: 8, vocab: 512, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "adjacent", tiedEmbeddings: true },
+};
+const NV: Caps = { ...FULL, subgroupSize: 32, maxBindingBytes: 2 ** 32 - 1, maxSharedBytes: 49152 };
+
+test("spirv: every kernel of the Llama decode and prefill plans validates", { skip: noVal, timeout: 120_000 }, async () => {
+  const items = new Map<string, { name: string; words: Uint32Array }>();
+  const counts: string[] = [];
+  const targets: [string, Caps, string[]][] = [["nvidia-like", NV, Object.keys(SHAPES)], ["lavapipe", FULL, ["stories260K"]]];
+  for (const [tname, caps, shapes] of targets) {
+    const target: TargetSet = { backend: "vulkan", device: tname, caps, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
+    for (const name of shapes) {
+      const cfg = SHAPES[name];
+      const bf16 = name !== "stories260K";
+      const dtypeOf = (r: { role: string }) => (bf16 && !r.role.endsWith("norm") && r.role !== "tok_embd" && !r.role.endsWith(".bias") ? "bf16" : "f32");
+      for (const [kind, g] of [
+        ["decode", traceDecode(cfg, { cap: 2048 }, { dtypeOf })],
+        ["prefill", traceStep(cfg, { cap: 2048, rows: 7 }, { dtypeOf })],
+      ] as const) {
+        const prog = compileGraph(g, target);
+        const seen = new Set<string>();
+        let n = 0;
+        for (const st of prog.steps) {
+          if (st.k !== "kernel") continue;
+          n++;
+          if (seen.has(st.kernel.name)) continue; // names spell out shapes and types
+          seen.add(st.kernel.name);
+          const words = renderSpirv(st.kernel, caps).words;
+          items.set(words.join(","), { name: `${tname} ${name} ${kind}: ${st.kernel.name}`, words });
+        }
+        counts.push(`${tname} ${name} ${kind}: ${n} dispatches`);
+      }
+    }
+  }
+  assert.ok(items.size > 20, `only ${items.size} distinct kernels`);
+  const bad = await validateAll([...items.values()]);
+  assert.deepEqual(bad, [], bad.join("\n"));
+  console.log(`spirv: ${items.size} distinct plan kernels validated (${counts.join("; ")})`);
+});
 
 test("spirv: bindings are the kernel's buffers, then the error word only when it has checks", () => {
   const planted = features.find((f) => f.fault !== undefined)!.make(FULL);
