@@ -64,8 +64,17 @@ export async function openBackend(name: BackendChoice, opts: OpenOptions = {}): 
   const tried: string[] = [];
   for (const b of name === "auto" ? BACKEND_ORDER : [name]) {
     const d = await probeBackend(b, opts);
-    if (typeof d !== "string") return d;
-    tried.push(`${b}: ${d}`);
+    if (typeof d === "string") {
+      tried.push(`${b}: ${d}`);
+      continue;
+    }
+    // "auto" passes over a software rasterizer (Mesa's llvmpipe under Vulkan or WebGPU): the JS device is faster.
+    if (name === "auto" && b !== "js" && /llvmpipe|lavapipe|swiftshader/i.test(d.target.device)) {
+      await d.destroy();
+      tried.push(`${b}: ${d.target.device} is a CPU rasterizer`);
+      continue;
+    }
+    return d;
   }
   throw new Unsupported(`no ${name === "auto" ? "" : `${name} `}device: ${tried.join("; ")}`);
 }

@@ -24,6 +24,8 @@ usage:
 class UsageError extends Error {}
 
 function defaultModel(): string {
+  const embedded = (globalThis as { POOT_DEFAULT_MODEL?: string }).POOT_DEFAULT_MODEL; // dist/poot carries its own
+  if (embedded) return embedded;
   return join(dirname(fileURLToPath(import.meta.url)), "..", "models", "stories260K", "stories260K.gguf");
 }
 

@@ -1,8 +1,6 @@
 // A loaded model: its file's weights (read once), config, weight map, tokenizer and what the metadata says of
 // context and chat. What the Driver needs to compile and run it; nothing here touches a device.
-import { existsSync, statSync } from "node:fs";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
-import { ModelNotFoundError } from "./errors.ts";
 import { familyOf, type Family } from "./registry.ts";
 import { type LlamaConfig, weightMap } from "./families/llama.ts";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
@@ -25,9 +23,7 @@ export interface ModelHandle {
 
 /** Loads a GGUF model file. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
 export function loadModel(path: string): ModelHandle {
-  if (!existsSync(path)) throw new ModelNotFoundError(path, "no such file");
-  if (statSync(path).isDirectory()) throw new ModelNotFoundError(path, "is a directory");
-  const gguf = openGGUF(path);
+  const gguf = openGGUF(path); // a missing file or a directory is a ModelNotFoundError
   const arch = gguf.optString("general.architecture");
   const family = familyOf(arch);
   const config = family.config(gguf);

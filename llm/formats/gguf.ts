@@ -6,7 +6,7 @@
 // entries (string key, u32 value type, value), tensor_count tensor infos (string name, u32 n_dims, u64 dims
 // innermost first, u32 ggml type, u64 offset relative to the data section), padding to general.alignment
 // (default 32), then the data section.
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import type { DType } from "../../graph/dtype.ts";
 import { BLOCK, isBlock, SIZE } from "../../graph/dtype.ts";
 import type { TensorInfo, WeightStore } from "../../graph/weights.ts";
@@ -81,6 +81,11 @@ export function parseGGUF(bytes: Uint8Array, file = "<bytes>"): GGUFFile {
 
 /** Reads a whole file into one Uint8Array at byte offset 0 (so tensor views are aligned as in the file). */
 export function readWholeFile(path: string): Uint8Array {
+  // Files embedded in a bun-compiled binary can be read whole but not opened.
+  if (path.startsWith("/$bunfs/")) {
+    const b = readFileSync(path);
+    return b.byteOffset === 0 ? new Uint8Array(b.buffer, 0, b.byteLength) : new Uint8Array(b);
+  }
   let fd: number;
   try {
     fd = openSync(path, "r");
