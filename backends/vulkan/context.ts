@@ -157,7 +157,8 @@ function createDevice(
     maxWorkgroupsPerDim: lim.maxComputeWorkGroupCount as [number, number, number],
     maxSharedBytes: lim.maxComputeSharedMemorySize,
     maxBindingBytes: lim.maxStorageBufferRange,
-    bindingAlign: Math.max(4, Number(lim.minStorageBufferOffsetAlignment)),
+    // 16 at least: uvec4 views of a binding must start on a 16-byte boundary
+    bindingAlign: Math.max(16, Number(lim.minStorageBufferOffsetAlignment)),
   };
   const target: TargetSet = {
     backend: "vulkan",
