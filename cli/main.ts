@@ -3,11 +3,22 @@
 import { parseArgs } from "node:util";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import {
   type BackendChoice, compileGraph, Driver, Engine, loadModel, openBackend, type SamplerParams, VERSION,
 } from "../mod.ts";
 import { renderKernel, TARGETS, type RenderTarget } from "./render.ts";
+
+// Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir; give it a private one.
+const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
+if (env && !env.XDG_RUNTIME_DIR) {
+  const dir = join(tmpdir(), `poot-xdg-${(globalThis as { process?: { getuid?(): number } }).process?.getuid?.() ?? 0}`);
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    env.XDG_RUNTIME_DIR = dir;
+  } catch { /* leave it unset */ }
+}
 
 const argv = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
   (globalThis as { process?: { argv: string[] } }).process?.argv.slice(2) ?? [];
