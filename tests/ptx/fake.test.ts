@@ -17,6 +17,8 @@ import { checkCase, featureCases } from "./features.ts";
 import { FakeCuda } from "./fake_cuda.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 import { compareRuns, readAll, runFeature, stepOf, upload } from "./run.ts";
+import { child, expectPhase } from "./child.ts";
+import { cases as libraryCases } from "../kernels/cases.ts";
 
 function fake(): { cu: FakeCuda; dev: PtxDevice; reg: (k: Kernel) => Kernel } {
   const cu = new FakeCuda();
@@ -214,4 +216,11 @@ test("fake CUDA: Engine<PtxDevice> decodes a Llama step, replayed == eager, matc
   });
   assert.ok(cu.calls.includes("graphLaunch"));
   await eng.unload();
+});
+
+test("fake CUDA: the fault-child protocol of the GPU tests (each phase in its own process)", { timeout: 120_000 }, () => {
+  const env = { POOT_PTX_FAKE: "1" };
+  for (const phase of ["eager", "graph", "engine", "timeout"] as const) expectPhase[phase](child(phase, env));
+  const i = libraryCases.findIndex((kc) => kc.fault !== undefined);
+  expectPhase.library(child(`library:${i}`, env));
 });

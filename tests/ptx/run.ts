@@ -57,6 +57,14 @@ function elements(chk: OutputCheck, b: Uint8Array): { n: number; at: (i: number)
       },
       bits: (i) => dv.getUint16(i * 2, true),
     };
+    case "bf16": return {
+      n: b.byteLength >> 1,
+      at: (i) => {
+        U32[0] = dv.getUint16(i * 2, true) << 16;
+        return F32[0];
+      },
+      bits: (i) => dv.getUint16(i * 2, true),
+    };
     case "u16": return { n: b.byteLength >> 1, at: (i) => dv.getUint16(i * 2, true), bits: (i) => dv.getUint16(i * 2, true) };
     case "u8": return { n: b.byteLength, at: (i) => b[i], bits: (i) => b[i] };
   }
@@ -73,12 +81,12 @@ export function compareRuns(c: FeatureCase, want: Uint8Array[], got: Uint8Array[
       const a = w.at(i), b = g.at(i);
       let ok: boolean;
       if (w.bits(i) === g.bits(i)) ok = true;
-      else if (chk.as !== "f32" && chk.as !== "f16") ok = false;
+      else if (chk.as !== "f32" && chk.as !== "f16" && chk.as !== "bf16") ok = false;
       else if (Number.isNaN(a) || Number.isNaN(b)) ok = Number.isNaN(a) && Number.isNaN(b);
       else if (!Number.isFinite(a) || !Number.isFinite(b)) ok = false;
       else if (chk.abs !== undefined) ok = Math.abs(a - b) <= chk.abs;
       else {
-        const u = chk.as === "f32" ? Math.abs(ord32(a) - ord32(b)) : Math.abs(ord16(w.bits(i)) - ord16(g.bits(i)));
+        const u = chk.as === "f32" ? Math.abs(ord32(a) - ord32(b)) : Math.abs(ord16(w.bits(i)) - ord16(g.bits(i))); // f16/bf16 ulps
         ok = u <= (chk.ulps ?? 0);
       }
       if (!ok && ++count <= max) bad.push(`${c.name} binding ${chk.binding}[${i}]: got ${b}, want ${a}`);
