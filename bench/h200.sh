@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One batch of GPU-machine work (the device tool): tests of the GPU backends, then stories260K speed per backend.
+# Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench] ...  (logs go to $OUT)
+set -uo pipefail
+out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
+export NO_COLOR=1
+for what in "$@"; do
+  case "$what" in
+    tests)
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+      POOT_BACKENDS=ptx,vulkan,wgpu timeout 420 deno test -A --no-check tests/ffi/cuda.test.ts tests/ptx/ tests/ops/ tests/model/ \
+        > "$out/tests-gpu.txt" 2>&1; echo "tests exit $?" >> "$out/tests-gpu.txt"
+      tail -5 "$out/tests-gpu.txt" ;;
+    tests2)
+      timeout 400 deno test -A --no-check tests/vulkan/ tests/wgpu/ tests/sampling/ > "$out/tests-gpu2.txt" 2>&1; echo "exit $?" >> "$out/tests-gpu2.txt"
+      tail -5 "$out/tests-gpu2.txt" ;;
+    speed)
+      for b in ptx vulkan wgpu js; do
+        timeout 120 deno run -A --no-check cli/main.ts run --json --backend "$b" --max-tokens 256 --ctx 512 --prompt "Once upon a time" \
+          > "$out/speed-$b.json" 2> "$out/speed-$b.err"; echo "$b exit $?: $(cut -c1-400 "$out/speed-$b.json" | grep -o '"timings":.*')"
+      done ;;
+    bench)
+      timeout 560 deno run -A --no-check bench/decode.ts --shape stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b --backend ptx \
+        --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"
+      cat "$out/decode-ptx.txt" | tail -30 ;;
+  esac
+done
