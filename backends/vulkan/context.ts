@@ -18,6 +18,8 @@ export interface VulkanOptions {
   /** Force the renderer's u32-word storage path even where 16/8-bit storage exists (tests both paths). */
   noStorage16?: boolean;
   noStorage8?: boolean;
+  /** Report no f16 arithmetic (kernels then decode f16 with integer ops and cannot compute in f16). */
+  noFloat16?: boolean;
   /** Never map `device` buffers, even where device memory is host-visible (exercises the staged path of a discrete GPU). */
   stageDeviceMemory?: boolean;
 }
@@ -149,7 +151,7 @@ function createDevice(
   const caps: Caps = {
     subgroups,
     subgroupSize: subgroups ? sub.subgroupSize : 0,
-    f16: float16,
+    f16: float16 && !opts.noFloat16,
     storage16: storage16 && !opts.noStorage16,
     storage8: storage8 && !opts.noStorage8,
     trap: false,

@@ -22,6 +22,12 @@ export interface SpirvOptions {
   storage8?: boolean;
   /** Emit OpName debug names (default true). */
   names?: boolean;
+  /**
+   * Widen f16 with OpFConvert where the target has f16 arithmetic (default true; exact, and a few integer
+   * ops per element cheaper than the bit-manipulation decode used otherwise). f32 -> f16 always rounds
+   * with integer ops: Vulkan leaves OpFConvert's rounding mode to the implementation.
+   */
+  convertF16?: boolean;
 }
 
 export interface SpirvShader {
@@ -65,11 +71,14 @@ class Emitter {
   private readonly errorBinding: number | undefined;
   private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false };
   private readonly names: boolean;
+  private readonly halfFast: (() => number) | undefined;
 
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
     const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
-    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names);
+    const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
+    this.halfFast = half;
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half);
     let checks = false;
     walkStmts(k.body, (s) => { if (s.k === "check") checks = true; });
     this.errorBinding = checks ? k.buffers.length : undefined;
@@ -288,7 +297,7 @@ class Emitter {
       case "not": return t === "bool" ? a.v(Op.LogicalNot, T, x) : a.v(Op.Not, T, x);
       case "isfinite": return math.isFinite(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
       case "isnan": return math.isNan(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
-      case "f16bits": return math.f16ToF32(a, x);
+      case "f16bits": return this.halfFast ? math.f16ToF32Convert(a, x, this.halfFast()) : math.f16ToF32(a, x);
       case "bf16bits": return math.bf16ToF32(a, x);
     }
     this.fail(`unary ${op}`);

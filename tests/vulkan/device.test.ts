@@ -26,8 +26,8 @@ const main = open();
 const skip = typeof main === "string" ? main : false;
 const dev = () => main as VulkanDevice;
 let words: VulkanDevice | string | undefined;
-/** A second device that renders every 16/8-bit access through u32 words. */
-const wordDev = () => (words ??= open({ noStorage16: true, noStorage8: true })) as VulkanDevice;
+/** A second device that takes every fallback: 16/8-bit access through u32 words, f16 decoded with integer ops. */
+const wordDev = () => (words ??= open({ noStorage16: true, noStorage8: true, noFloat16: true })) as VulkanDevice;
 
 /** Allocates and fills one buffer per input, runs the kernel once (eager) and reads everything back. */
 async function runOnce(d: VulkanDevice, k: Kernel, inputs: Uint8Array[]): Promise<Uint8Array[]> {
@@ -46,7 +46,7 @@ async function runOnce(d: VulkanDevice, k: Kernel, inputs: Uint8Array[]): Promis
 }
 
 for (const f of features.filter((x) => x.fault === undefined)) {
-  for (const [label, get] of [["native storage", dev], ["u32 words", wordDev]] as const) {
+  for (const [label, get] of [["native", dev], ["fallbacks", wordDev]] as const) {
     test(`vulkan (${label}): ${f.name}`, { skip, timeout: 120_000 }, async () => {
       const d = get();
       const k = f.make(d.target.caps);

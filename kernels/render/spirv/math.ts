@@ -183,6 +183,15 @@ export function f16ToF32(a: Asm, h: number): number {
   return a.float(a.or(a.u, r, sign));
 }
 
+/**
+ * f16 bits (low 16 bits of a u32) -> f32 through the hardware: the word reinterpreted as two halves and the
+ * low one widened by OpFConvert (exact, as every f16 value is an f32; used where the target has Float16).
+ */
+export function f16ToF32Convert(a: Asm, h: number, half: number): number {
+  const pair = a.v(Op.Bitcast, a.m.tVec(half, 2), h);
+  return a.v(Op.FConvert, a.f, a.v(Op.CompositeExtract, half, pair, 0));
+}
+
 /** f32 -> f16 bits in a u32, round to nearest even; overflow goes to infinity, NaN to a quiet NaN. */
 export function f32ToF16(a: Asm, x: number): number {
   const b = a.bits(x);

@@ -37,6 +37,8 @@ export class Buffers {
     private readonly native8: boolean,
     private readonly convert: Convert,
     private readonly names: boolean,
+    /** The f16 type (declaring Float16) when the target has f16 arithmetic: f16 then widens with one OpFConvert. */
+    private readonly half: (() => number) | undefined,
   ) {}
 
   private elemType(kind: ViewKind): number {
@@ -130,7 +132,7 @@ export class Buffers {
       case "f32": return a.float(bits);
       case "i32": return a.v(Op.Bitcast, a.i, bits);
       case "u32": case "u16": case "u8": case "i16": case "i8": return bits;
-      case "f16": return math.f16ToF32(a, bits);
+      case "f16": return this.half ? math.f16ToF32Convert(a, bits, this.half()) : math.f16ToF32(a, bits);
       case "bf16": return math.bf16ToF32(a, bits);
     }
   }
@@ -180,6 +182,10 @@ export class Buffers {
       const word = a.v(Op.Load, a.u, this.ptr(this.view(buf, "u32"), a.shr(index, a.cu(1))));
       const pair = a.v(Op.Bitcast, m.tVec(m.tFloat(16), 2), word);
       return a.v(Op.VectorExtractDynamic, m.tFloat(16), pair, a.and(a.u, index, a.cu(1)));
+    }
+    if (view === "f16" && this.native16 && this.half) {
+      const h = a.v(Op.Load, this.half(), this.ptr(this.view(buf, "f16"), index));
+      return this.convert(a.v(Op.FConvert, a.f, h), "f32", t);
     }
     let bits: number;
     if (size === 4) {
@@ -231,7 +237,7 @@ export class Buffers {
 
   /** Loads n consecutive elements from `index` (aligned to n) as their compute type. */
   loadv(buf: Buffer, view: EType, index: number, n: number): number[] {
-    const a = this.a, size = ESIZE[view];
+    const a = this.a, m = a.m, size = ESIZE[view];
     const kind = this.vectorKind(n * size);
     if (!kind) {
       const out: number[] = [];
@@ -247,6 +253,15 @@ export class Buffers {
       ? [loaded]
       : Array.from({ length: kind === "v2" ? 2 : 4 }, (_, w) => a.v(Op.CompositeExtract, a.u, loaded, w));
     const out: number[] = [];
+    if (view === "f16" && this.half) {
+      // two halves per word widen together: one bitcast and one OpFConvert per word
+      const h2 = m.tVec(this.half(), 2), f2 = m.tVec(a.f, 2);
+      for (let w = 0; w < n / 2; w++) {
+        const wide = a.v(Op.FConvert, f2, a.v(Op.Bitcast, h2, words[w]));
+        out.push(a.v(Op.CompositeExtract, a.f, wide, 0), a.v(Op.CompositeExtract, a.f, wide, 1));
+      }
+      return out;
+    }
     for (let j = 0; j < n; j++) {
       const byte = j * size;
       const bits = this.extract(words[byte >> 2], view, a.cu((byte & 3) * 8));
