@@ -140,10 +140,11 @@ export class VulkanDevice implements Device {
     }
   }
 
-  read(buf: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+  // deno-lint-ignore require-await
+  async read(buf: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
     this.#live();
     const b = this.#buf(buf, offset, bytes);
-    if (b.host) return Promise.resolve(b.host.slice(offset, offset + bytes));
+    if (b.host) return b.host.slice(offset, offset + bytes);
     const out = new Uint8Array(bytes);
     for (let at = 0; at < bytes; at += STAGING_MAX) {
       const n = Math.min(STAGING_MAX, bytes - at);
@@ -152,7 +153,7 @@ export class VulkanDevice implements Device {
         this.#ctx.api.cmdCopyBuffer(cb, b.buffer, st.buffer, [{ srcOffset: offset + at, dstOffset: 0, size: n }]));
       out.set(st.host!.subarray(0, n), at);
     }
-    return Promise.resolve(out);
+    return out;
   }
 
   #stagingOf(bytes: number): VkBuf {

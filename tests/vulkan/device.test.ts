@@ -6,8 +6,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
 import type { DeviceBuffer, DeviceStep } from "../../backends/device.ts";
-import { ExecError, KernelFault, NeedsReset, Unsupported } from "../../backends/errors.ts";
-import { openVulkanDevice, splitByBudget, type VulkanDevice, type VulkanOptions } from "../../backends/vulkan/mod.ts";
+import { DeviceLost, ExecError, KernelFault, NeedsReset, Poisoned, Unsupported } from "../../backends/errors.ts";
+import { openVulkanDevice, splitByBudget, VulkanDevice, type VulkanOptions } from "../../backends/vulkan/mod.ts";
 import { openContext } from "../../backends/vulkan/context.ts";
 import * as vk from "../../ffi/vulkan.ts";
 import type { Graph } from "../../graph/ir.ts";
@@ -331,4 +331,41 @@ test("vulkan: a device without robustBufferAccess is refused with Unsupported (f
   assert.throws(() => openContext({}, fake), (e) => e instanceof Unsupported && /Fake GPU lacks robustBufferAccess/.test(e.message));
   assert.equal(closed, 2, "the instance and the loader are released");
   assert.throws(() => openContext({ deviceIndex: 3 }, fake), (e) => e instanceof Unsupported && /no usable device 3/.test(e.message));
+});
+
+test("vulkan: a failed submit or fence wait (device lost) poisons, raises DeviceLost, and later calls are refused", { skip, timeout: 120_000 }, async () => {
+  for (const fn of ["queueSubmit", "waitForFences"] as const) {
+    const ctx = openContext();
+    let fail = false;
+    // The real driver, except that `fn` reports VK_ERROR_DEVICE_LOST once `fail` is set.
+    const api = new Proxy(ctx.api, {
+      get(target, key) {
+        if (key === fn && fail) return () => { throw new vk.VkError(`vk${fn[0].toUpperCase()}${fn.slice(1)}`, vk.VK_ERROR_DEVICE_LOST); };
+        const v = Reflect.get(target, key, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const d = new VulkanDevice({ ...ctx, api }, {});
+    const k = planted.make(d.target.caps) as Kernel;
+    const x = d.alloc(256, "upload"), y = d.alloc(256, "readback");
+    d.write(x, 0, new Uint8Array(new Float32Array(64).fill(1).buffer));
+    const rec = d.record([{ k: "kernel", compiled: d.compile(k), grid: k.grid, work: { bytes: 0, flops: 0 }, bindings: [{ buffer: x, offset: 0, bytes: 256 }, { buffer: y, offset: 0, bytes: 256 }] }]);
+    d.replay(rec);
+    await d.synchronize(10_000); // healthy so far
+    fail = true;
+    const lost = (e: unknown) => e instanceof DeviceLost && e.detail.includes("VK_ERROR_DEVICE_LOST");
+    if (fn === "queueSubmit") assert.throws(() => d.replay(rec), lost);
+    else {
+      d.replay(rec);
+      await assert.rejects(d.synchronize(10_000), lost);
+    }
+    assert.match(d.poisoned ?? "", /VK_ERROR_DEVICE_LOST/);
+    assert.throws(() => d.alloc(16, "device"), Poisoned);
+    assert.throws(() => d.replay(rec), Poisoned);
+    await assert.rejects(d.synchronize(10), Poisoned);
+    await assert.rejects(d.read(y, 0, 4), Poisoned);
+    d.free(x); // leaked, quietly
+    d.releaseRecording(rec);
+    await d.destroy();
+  }
 });
