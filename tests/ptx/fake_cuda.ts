@@ -5,7 +5,7 @@
 // looked up by entry name in `kernels`; a failing check writes its code to the kernel's fault word (the last
 // param) and leaves a sticky CUDA_ERROR_LAUNCH_FAILED, as a trap does. Work runs when enqueued; a kernel
 // named "spin" keeps the stream busy for `spinMs`.
-import { CUDA_ERROR_NAMES, CudaError, KernelArgs } from "../../ffi/cuda.ts";
+import { CUDA_ERROR_NAMES, CudaError, type KernelArgs } from "../../ffi/cuda.ts";
 import { ptrOf, ptrView } from "../../ffi/lib.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { JsKernelFault, renderJs } from "../../kernels/render/js.ts";
@@ -36,15 +36,14 @@ export class FakeCuda {
   readonly fn: Record<string, (...a: never[]) => number>;
 
   constructor() {
-    const self = this;
     this.fn = {
-      cuStreamQuery: () => self.query(),
-      cuEventQuery: () => self.query(),
+      cuStreamQuery: () => this.query(),
+      cuEventQuery: () => this.query(),
       cuStreamEndCapture: ((_s: bigint, out: BigUint64Array) => {
-        const ops = self.capture ?? [];
-        self.capture = undefined;
-        const g = self.handles++;
-        self.graphs.set(g, ops);
+        const ops = this.capture ?? [];
+        this.capture = undefined;
+        const g = this.handles++;
+        this.graphs.set(g, ops);
         out[0] = g;
         return 0;
       }) as never,

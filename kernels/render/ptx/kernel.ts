@@ -14,9 +14,11 @@
 // Subgroups are warps (32 lanes, formed from the linear invocation index). Subgroup ops must be reached by
 // every existing lane of a warp (warp-uniform control flow, as in CUDA); when the workgroup size is not a
 // multiple of 32 the last warp is partial and its member mask is computed in the prologue.
-import type { Buffer, Builtin, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
-import { ESIZE, KernelError, walkStmts } from "../../ir.ts";
+import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
+import { KernelError } from "../../ir.ts";
 import { f2h } from "../js_runtime.ts";
+import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
+import { GlobalMemory } from "./memory.ts";
 import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
 import * as math from "./math.ts";
 
@@ -63,9 +65,10 @@ type ForStmt = Extract<Stmt, { k: "for" }>;
 class Lowering {
   readonly a = new Asm();
   readonly m: math.PtxMath;
+  private readonly mem = new GlobalMemory(this);
   private readonly vars = new Map<string, { reg: string; t: CType }>();
   private memo = new Map<Expr, string>();
-  private readonly bases: string[] = [];
+  readonly bases: string[] = [];
   private readonly builtins = new Map<Builtin, string>();
   private readonly smem = new Map<Shared, number>(); // byte offset of each array in the shared block
   private smemBase = "";
@@ -147,7 +150,7 @@ class Lowering {
 
   // ---- variables -------------------------------------------------------------------------------------
 
-  private varReg(v: Var): string {
+  varReg(v: Var): string {
     const got = this.vars.get(v.name);
     if (got) {
       if (got.t !== v.t) throw new KernelError(`${this.k.name}: variable ${v.name} used as ${got.t} and ${v.t}`);
@@ -173,7 +176,7 @@ class Lowering {
     return r;
   }
   /** An operand: immediates for f32 / integer constants (PTX accepts them as sources), else a register. */
-  private opnd(e: Expr): string {
+  opnd(e: Expr): string {
     if (e.k === "const") {
       if (e.t === "f32") return f32imm(e.v);
       if (e.t === "i32") return String(e.v | 0);
@@ -181,7 +184,7 @@ class Lowering {
     }
     return this.ex(e);
   }
-  private reg(t: CType, x: string): string {
+  reg(t: CType, x: string): string {
     return this.a.inReg(RC[t], x);
   }
 
@@ -214,7 +217,7 @@ class Lowering {
         if (e.a.t === "f32" || e.t === "f32") return a.to(RC[e.t], "mov.b32", x);
         return x; // i32 <-> u32: same register
       }
-      case "load": return this.load(e.buf, e.view, e.index, e.t);
+      case "load": return this.mem.load(e.buf, e.view, e.index, e.t);
       case "sload": {
         const addr = this.sharedAddr(e.mem, e.index);
         switch (e.mem.t) {
@@ -277,7 +280,7 @@ class Lowering {
   }
 
   private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
-    const a = this.a, m = this.m;
+    const a = this.a;
     const at = ea.t;
     if (at === "bool") return this.boolBinary(op, ea, eb);
     const s = SUF[at];
@@ -384,147 +387,7 @@ class Lowering {
     return a.to("r", `cvt.rzi.${s(to)}.${from}`, x); // float -> int: truncate, saturate, NaN -> 0
   }
 
-  // ---- memory ----------------------------------------------------------------------------------------
-
-  /** `[addr]` of element `index` (in units of `size` bytes) of binding `buf`. */
-  private addr(buf: Buffer, index: Expr, size: number): string {
-    const base = this.bases[buf.binding];
-    if (index.k === "const") return index.v === 0 ? `[${base}]` : `[${base}+${index.v * size}]`;
-    const i = this.ex(index);
-    const wide = this.a.to("rd", `mul.wide.${index.t === "i32" ? "s32" : "u32"}`, i, String(size));
-    return `[${this.a.to("rd", "add.s64", base, wide)}]`;
-  }
-  private ld(buf: Buffer): string {
-    return buf.access === "r" ? "ld.global.nc" : "ld.global";
-  }
-
-  private load(buf: Buffer, view: EType, index: Expr, t: CType): string {
-    const a = this.a;
-    const addr = this.addr(buf, index, ESIZE[view]);
-    const ld = this.ld(buf);
-    switch (view) {
-      case "f32": return a.to("f", `${ld}.f32`, addr);
-      case "f16": {
-        const h = a.to("h", `${ld}.b16`, addr);
-        return t === "f16" ? h : a.to("f", "cvt.f32.f16", h);
-      }
-      case "bf16": return a.to("f", "mov.b32", a.to("r", "shl.b32", a.to("r", `${ld}.u16`, addr), "16"));
-      case "i8": return a.to("r", `${ld}.s8`, addr);
-      case "u8": return a.to("r", `${ld}.u8`, addr);
-      case "i16": return a.to("r", `${ld}.s16`, addr);
-      case "u16": return a.to("r", `${ld}.u16`, addr);
-      case "i32": case "u32": return a.to("r", `${ld}.b32`, addr);
-    }
-  }
-
-  /** Converts a computed value of type t to the bits a store of `view` writes (a register or immediate). */
-  private storeBits(view: EType, e: Expr): string {
-    const a = this.a;
-    const t = e.t;
-    switch (view) {
-      case "f32": return t === "f32" ? this.opnd(e) : this.cast(this.ex(e), t, "f32");
-      case "f16": return t === "f16" ? this.ex(e) : a.to("h", "cvt.rn.f16.f32", this.cast(this.ex(e), t, "f32"));
-      case "bf16": return a.to("h", "cvt.rn.bf16.f32", this.cast(this.ex(e), t, "f32"));
-      default: {
-        const it = view === "u32" || view === "u8" || view === "u16" ? "u32" : "i32";
-        if (t === "i32" || t === "u32") return this.opnd(e);
-        return this.cast(this.ex(e), t, it);
-      }
-    }
-  }
-  private store(buf: Buffer, view: EType, index: Expr, e: Expr): void {
-    const bits = this.storeBits(view, e);
-    const addr = this.addr(buf, index, ESIZE[view]);
-    const ty = { f32: "f32", f16: "b16", bf16: "b16", i32: "b32", u32: "b32", i8: "u8", u8: "u8", i16: "u16", u16: "u16" }[view];
-    this.a.op(`st.global.${ty} ${addr}, ${bits}`);
-  }
-
-  /** Vector load: n consecutive elements through the widest aligned accesses, then split per element. */
-  private loadv(dst: Var[], buf: Buffer, view: EType, index: Expr): void {
-    const a = this.a;
-    const n = dst.length, size = ESIZE[view], bytes = n * size;
-    const regs = dst.map((v) => this.varReg(v));
-    const addr = this.addr(buf, index, size);
-    const ld = this.ld(buf);
-    const vec = (k: number) => (k === 1 ? "" : `.v${k}`);
-    if (size === 4) {
-      const ty = view === "f32" ? "f32" : "b32";
-      a.op(`${ld}${vec(n)}.${ty} ${n === 1 ? regs[0] : `{${regs.join(", ")}}`}, ${addr}`);
-      return;
-    }
-    // 8/16-bit elements: load whole words (or one halfword for 2 bytes), then extract.
-    let words: string[];
-    if (bytes >= 4) {
-      words = Array.from({ length: bytes / 4 }, () => a.reg("r"));
-      a.op(`${ld}${vec(words.length)}.b32 ${words.length === 1 ? words[0] : `{${words.join(", ")}}`}, ${addr}`);
-    } else if (bytes === 2) {
-      words = [a.to("r", `${ld}.u16`, addr)];
-    } else {
-      a.op(`${ld}.${view === "i8" ? "s8" : "u8"} ${regs[0]}, ${addr}`);
-      return;
-    }
-    for (let j = 0; j < n; j++) {
-      const w = words[Math.floor((j * size) / 4)], bit = ((j * size) % 4) * 8;
-      const r = regs[j];
-      switch (view) {
-        case "f16": {
-          const lo = a.reg("h"), hi = a.reg("h");
-          a.op(`mov.b32 {${lo}, ${hi}}, ${w}`);
-          a.op(`cvt.f32.f16 ${r}, ${bit ? hi : lo}`);
-          break;
-        }
-        case "bf16":
-          if (bit) a.op(`and.b32 ${r}, ${w}, -65536`);
-          else a.op(`shl.b32 ${r}, ${w}, 16`);
-          break;
-        case "u16": case "u8": a.op(`bfe.u32 ${r}, ${w}, ${bit}, ${size * 8}`); break;
-        case "i16": case "i8": a.op(`bfe.s32 ${r}, ${w}, ${bit}, ${size * 8}`); break;
-        default: throw new KernelError(`${this.k.name}: vector of ${view}`);
-      }
-    }
-  }
-
-  private storev(buf: Buffer, view: EType, index: Expr, es: Expr[]): void {
-    const a = this.a;
-    const n = es.length, size = ESIZE[view], bytes = n * size;
-    const vec = (k: number) => (k === 1 ? "" : `.v${k}`);
-    if (size === 4) {
-      const vals = es.map((e) => this.reg(view === "f32" ? "f32" : "u32", this.storeBits(view, e)));
-      const addr = this.addr(buf, index, size);
-      const ty = view === "f32" ? "f32" : "b32";
-      a.op(`st.global${vec(n)}.${ty} ${addr}, ${n === 1 ? vals[0] : `{${vals.join(", ")}}`}`);
-      return;
-    }
-    if (n === 1) return this.store(buf, view, index, es[0]);
-    let words: string[];
-    if (size === 2) {
-      const halves = es.map((e) => {
-        const b = this.storeBits(view, e);
-        if (view === "f16" || view === "bf16") return b; // .b16 registers
-        return a.to("h", "cvt.u16.u32", this.reg("u32", b));
-      });
-      words = [];
-      for (let j = 0; j < n; j += 2) words.push(a.to("r", "mov.b32", `{${halves[j]}, ${halves[j + 1]}}`));
-    } else {
-      const b = es.map((e) => this.reg("u32", this.storeBits(view, e)));
-      words = [];
-      for (let j = 0; j < n; j += 4) {
-        if (n - j === 2) {
-          words.push(a.to("r", "prmt.b32", b[j], b[j + 1], "0x0040"));
-          continue;
-        }
-        const lo = a.to("r", "prmt.b32", b[j], b[j + 1], "0x0040");
-        const hi = a.to("r", "prmt.b32", b[j + 2], b[j + 3], "0x0040");
-        words.push(a.to("r", "prmt.b32", lo, hi, "0x5410"));
-      }
-    }
-    const addr = this.addr(buf, index, size);
-    if (bytes === 2) {
-      a.op(`st.global.u16 ${addr}, ${words[0]}`);
-      return;
-    }
-    a.op(`st.global${vec(words.length)}.b32 ${addr}, ${words.length === 1 ? words[0] : `{${words.join(", ")}}`}`);
-  }
+  // ---- memory: global loads/stores live in memory.ts; shared memory here ---------------------------
 
   private sharedAddr(mem: Shared, index: Expr): string {
     const off = this.smem.get(mem);
@@ -644,9 +507,9 @@ class Lowering {
         this.assign(s.v, this.ex(s.e));
         return;
       }
-      case "store": return this.store(s.buf, s.view, s.index, s.e);
-      case "loadv": return this.loadv(s.dst, s.buf, s.view, s.index);
-      case "storev": return this.storev(s.buf, s.view, s.index, s.es);
+      case "store": return this.mem.store(s.buf, s.view, s.index, s.e);
+      case "loadv": return this.mem.loadv(s.dst, s.buf, s.view, s.index);
+      case "storev": return this.mem.storev(s.buf, s.view, s.index, s.es);
       case "sstore": return this.sstore(s.mem, s.index, s.e);
       case "barrier": return a.op("bar.sync 0");
       case "return": return a.op("ret");
@@ -731,86 +594,6 @@ class Lowering {
     a.op(`bra.uni ${head}`);
     a.place(done);
   }
-}
-
-// ---- analysis helpers ------------------------------------------------------------------------------------
-
-function subExprs(e: Expr): Expr[] {
-  switch (e.k) {
-    case "un": case "cast": case "bitcast": case "subgroup": return [e.a];
-    case "bin": return [e.a, e.b];
-    case "fma": return [e.a, e.b, e.c];
-    case "select": return [e.c, e.a, e.b];
-    case "load": case "sload": return [e.index];
-    case "shuffle": return [e.a, e.lane];
-    default: return [];
-  }
-}
-function stmtExprs(s: Stmt): Expr[] {
-  switch (s.k) {
-    case "let": case "assign": return [s.e];
-    case "store": case "sstore": return [s.index, s.e];
-    case "loadv": return [s.index];
-    case "storev": return [s.index, ...s.es];
-    case "for": return [s.start, s.end];
-    case "if": case "check": return [s.c];
-    default: return [];
-  }
-}
-function forEachExprIn(e: Expr, f: (e: Expr) => void): void {
-  f(e);
-  for (const x of subExprs(e)) forEachExprIn(x, f);
-}
-/** Visits every expression node of every statement. */
-export function forEachExpr(body: Stmt[], f: (e: Expr) => void): void {
-  for (const s of body) {
-    for (const e of stmtExprs(s)) forEachExprIn(e, f);
-    if (s.k === "for") forEachExpr(s.body, f);
-    else if (s.k === "if") {
-      forEachExpr(s.then, f);
-      forEachExpr(s.else, f);
-    }
-  }
-}
-
-export function hasChecks(k: Kernel): boolean {
-  let found = false;
-  walkStmts(k.body, (s) => {
-    if (s.k === "check") found = true;
-  });
-  return found;
-}
-
-/** True when no statement of `body` can change the value of `e` (its vars, buffers or shared arrays). */
-function invariant(e: Expr, body: Stmt[]): boolean {
-  const vars = new Set<string>(), bufs = new Set<number>(), mems = new Set<string>();
-  let barrier = false, sub = false;
-  const scan = (b: Stmt[]): void => {
-    for (const s of b) {
-      if (s.k === "let" || s.k === "assign") vars.add(s.v.name);
-      else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
-      else if (s.k === "store" || s.k === "storev") bufs.add(s.buf.binding);
-      else if (s.k === "sstore") mems.add(s.mem.name);
-      else if (s.k === "barrier") barrier = true;
-      else if (s.k === "for") {
-        vars.add(s.v.name);
-        scan(s.body);
-      } else if (s.k === "if") {
-        scan(s.then);
-        scan(s.else);
-      }
-    }
-  };
-  scan(body);
-  let ok = true;
-  forEachExprIn(e, (x) => {
-    if (x.k === "var" && vars.has(x.v.name)) ok = false;
-    // Another invocation may write a buffer between iterations only across a barrier; our own stores count.
-    if (x.k === "load" && (bufs.has(x.buf.binding) || (barrier && x.buf.access !== "r"))) ok = false;
-    if (x.k === "sload" && (mems.has(x.mem.name) || barrier)) ok = false;
-    if (x.k === "subgroup" || x.k === "shuffle") sub = true;
-  });
-  return ok && !sub;
 }
 
 /** Renders `k` as a PTX module. Throws KernelError for what PTX cannot express. */
