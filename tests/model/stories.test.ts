@@ -10,17 +10,20 @@ import { compileGraph } from "../../kernels/lower.ts";
 import { evaluate, constsFromStore } from "../../graph/eval.ts";
 import { assertClose } from "../../graph/tolerance.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
-import { readLlama2c } from "../../llm/formats/llama2c.ts";
-import { kvState, traceLlama, weightMap } from "../../llm/families/llama.ts";
+import { fileURLToPath } from "node:url";
+import { loadModel } from "../../llm/model.ts";
+import { kvState, traceLlama } from "../../llm/families/llama.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 
-const SHARED = new URL("../../../shared/models/stories260K/", import.meta.url);
-const model = readLlama2c(readFileSync(new URL("stories260K.bin", SHARED)));
-const ref = JSON.parse(readFileSync(new URL("reference_greedy.json", SHARED), "utf8")) as {
+// The GGUF shipped in the repo (its tensors equal the llama2.c checkpoint's; tests/graph checks that bit for bit).
+const DIR = new URL("../../models/stories260K/", import.meta.url);
+const gguf = loadModel(fileURLToPath(new URL("stories260K.gguf", DIR)));
+const model = { config: gguf.config, store: gguf.store };
+const ref = JSON.parse(readFileSync(new URL("reference_greedy.json", DIR), "utf8")) as {
   cases: { prompt_ids: number[]; steps: number; generated_ids: number[] }[];
 };
 const cfg = model.config;
-const map = weightMap(cfg, "llama2c");
+const map = gguf.map;
 
 function decodeGraph(cap: number, withLogits: boolean) {
   const { tracer, logits } = traceLlama(cfg, { rows: 1, cap });
