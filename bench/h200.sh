@@ -10,14 +10,18 @@ for what in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       POOT_BACKENDS=ptx,vulkan,wgpu timeout 420 deno test -A --no-check tests/ffi/cuda.test.ts tests/ptx/ tests/ops/ tests/model/ \
         > "$out/tests-gpu.txt" 2>&1; echo "tests exit $?" >> "$out/tests-gpu.txt"
-      tail -5 "$out/tests-gpu.txt" ;;
+      grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \|" "$out/tests-gpu.txt" | sed 's/ ([0-9.]*m\?s)$//' | sort | uniq -c | sort -rn | head -60
+      grep -A12 "ERRORS" "$out/tests-gpu.txt" | head -60 ;;
+    stories)
+      POOT_BACKENDS=ptx,vulkan,wgpu timeout 200 deno test -A --no-check tests/model/ > "$out/tests-stories.txt" 2>&1
+      grep -E "\.\.\. |^(ok|FAILED) \|" "$out/tests-stories.txt" ;;
     tests2)
       timeout 400 deno test -A --no-check tests/vulkan/ tests/wgpu/ tests/sampling/ > "$out/tests-gpu2.txt" 2>&1; echo "exit $?" >> "$out/tests-gpu2.txt"
-      tail -5 "$out/tests-gpu2.txt" ;;
+      grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$out/tests-gpu2.txt" | head -40 ;;
     speed)
       for b in ptx vulkan wgpu js; do
         timeout 120 deno run -A --no-check cli/main.ts run --json --backend "$b" --max-tokens 256 --ctx 512 --prompt "Once upon a time" \
-          > "$out/speed-$b.json" 2> "$out/speed-$b.err"; echo "$b exit $?: $(cut -c1-400 "$out/speed-$b.json" | grep -o '"timings":.*')"
+          > "$out/speed.json" 2> "$out/speed.err"; echo "$b exit $?: $(grep -o '"timings":.*' "$out/speed.json") $(tail -2 "$out/speed.err")"
       done ;;
     bench)
       timeout 560 deno run -A --no-check bench/decode.ts --shape stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b --backend ptx \
