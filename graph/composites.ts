@@ -99,7 +99,8 @@ export function expandAttention(g: Tracer, [q, k, v, mask]: Tensor[], a: Attrs):
   return g.reshape(g.permute(g.reshape(o, [KVH, R, G, Dv]), [1, 0, 2, 3]), [R, H, Dv]);
 }
 
-export const EXPAND: Record<CompositeOp, Expander> = {
+/** Expansions by op; `sample` has none (its meaning is graph/sample.ts, which the oracle runs directly). */
+export const EXPAND: Record<Exclude<CompositeOp, "sample">, Expander> = {
   rmsnorm: expandRmsnorm,
   layernorm: expandLayernorm,
   rope: expandRope,
@@ -129,8 +130,8 @@ export function expandComposites(src: Graph, keep?: (n: Node) => boolean): Expan
   for (const n of src.nodes) {
     const ins = n.inputs.map(t);
     let out: Tensor;
-    if (COMPOSITE.has(n.op) && !keep?.(n)) {
-      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as CompositeOp](g, ins, n.attrs));
+    if (COMPOSITE.has(n.op) && n.op !== "sample" && !keep?.(n)) {
+      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as Exclude<CompositeOp, "sample">](g, ins, n.attrs));
     } else {
       out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;

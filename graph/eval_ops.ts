@@ -10,6 +10,7 @@
 import { BLOCK, type BlockDType, decodeHalf, dequantize, type DType, encodeHalf, isBlock, type Storage, storageFor } from "./dtype.ts";
 import { GraphError, type Node, numel, stridesOf } from "./ir.ts";
 import { BINARY, COMPARE, UNARY } from "./ops.ts";
+import { sampleRows } from "./sample.ts";
 
 const fr = Math.fround;
 
@@ -62,6 +63,7 @@ export function runPrimitive(n: Node, ins: Node[], v: Storage[], order: Accumula
     case "cast": return cast(n, ins[0], v[0]);
     case "reduce": return reduce(n, ins[0], v[0], order);
     case "argmax": return argmax(n, ins[0], v[0]);
+    case "sample": return sampleRows(v[0] as Float32Array, v[1] as Uint32Array, ins[0].shape[0], ins[0].shape[1]);
     case "matmul": return matmul(ins[0], ins[1], v[0], v[1], order);
     case "gather": return gather(n, ins[0], v[0], v[1]);
     case "reshape": return v[0];

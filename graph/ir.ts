@@ -27,7 +27,8 @@ export type OtherOp =
 export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
 /** Composite ops: single nodes for the planner, expanded to primitives (graph/composites.ts) for the oracle. */
 export type CompositeOp =
-  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "causal_mask" | "silu" | "gelu" | "silu_mul";
+  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "causal_mask" | "silu" | "gelu" | "silu_mul"
+  | "sample"; // no expansion: graph/sample.ts is its oracle
 export type Op = PrimitiveOp | CompositeOp;
 
 /** Per-step inputs at stable device addresses. */

@@ -1,6 +1,7 @@
 // The op set: which ops exist, what they accept, and the dtype and shape each produces. The tracer and
 // validate() both go through inferNode, so a graph that validates is one the oracle and the planner can read.
 import { BLOCK, type DType, isBlock, isFloat, isInt, SIZE } from "./dtype.ts";
+import { SAMPLER_WORDS } from "./sample.ts";
 import {
   type Attrs,
   type BinaryOp,
@@ -22,7 +23,7 @@ export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>([
 ]);
 export const COMPARE: ReadonlySet<Op> = new Set<CompareOp>(["eq", "ne", "lt", "le", "gt", "ge"]);
 export const COMPOSITE: ReadonlySet<Op> = new Set<CompositeOp>([
-  "rmsnorm", "layernorm", "rope", "softmax", "attention", "causal_mask", "silu", "gelu", "silu_mul",
+  "rmsnorm", "layernorm", "rope", "softmax", "attention", "causal_mask", "silu", "gelu", "silu_mul", "sample",
 ]);
 export const LEAF: ReadonlySet<Op> = new Set<Op>(["const", "slot", "state", "literal", "iota"]);
 /** Ops whose two inputs may be swapped without changing a bit of the result. */
@@ -74,6 +75,7 @@ export const OP_DOC: Record<Op, string> = {
   attention: "[q[R, H, D], k[C, KVH, D], v[C, KVH, Dv], mask[R, C] bool] attrs.scale -> [R, H, Dv]",
   causal_mask: "[pos(1 int)] attrs.rows, cap -> bool [rows, cap]: t <= pos + r",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
+  sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
 };
 
 export interface TypeInfo {
@@ -430,6 +432,15 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       arity(ins, 1, 1, ref);
       needFloat(ins[0], ref);
       return { dtype: ins[0].dtype, shape: [...ins[0].shape], attrs: a };
+    }
+    case "sample": {
+      arity(ins, 2, 2, ref);
+      const [x, p] = ins;
+      if (x.dtype !== "f32" || x.shape.length !== 2) fail("shape", ref, `logits must be f32[rows, vocab], got ${fmt(x)}`);
+      if (p.dtype !== "u32" || !sameShape(p.shape, [x.shape[0], SAMPLER_WORDS])) {
+        fail("shape", ref, `sampler params must be u32[${x.shape[0]},${SAMPLER_WORDS}], got ${fmt(p)}`);
+      }
+      return { dtype: "i32", shape: [x.shape[0], 2], attrs: a };
     }
     case "silu_mul": {
       arity(ins, 2, 2, ref);

@@ -318,6 +318,8 @@ export class Tracer {
   silu(x: Tensor): Tensor { return this.node("silu", [x]); }
   gelu(x: Tensor): Tensor { return this.node("gelu", [x]); }
   siluMul(a: Tensor, b: Tensor): Tensor { return this.node("silu_mul", [a, b]); }
+  /** (token, nonfinite) i32[rows, 2] drawn from logits f32[rows, V] under a Sampler slot u32[rows, 8]; graph/sample.ts. */
+  sample(logits: Tensor, params: Tensor): Tensor { return this.node("sample", [logits, params]); }
 
   // ------------------------------------------------------------ results
 

@@ -229,6 +229,11 @@ export function lower(p: Plan, target: TargetSet): Program {
       }
       case "reshape":
         return; // a view
+      case "sample": { // one workgroup per row: a few passes over the row, the rest over candidates
+        const [R, V] = i0.shape;
+        const k = lib.sample(caps, { rows: R, vocab: V });
+        return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+      }
     }
     if (isEwOp(n.op)) {
       return lowerGroup({ k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(ins)] } });

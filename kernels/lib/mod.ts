@@ -11,3 +11,4 @@ export {
   add, elementwise, type ElementwiseShape, evalEw, type EwExpr, type EwFn, type EwInput, gelu, mul, silu, siluMul,
 } from "./elementwise.ts";
 export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";
+export { sample, sampleLayout, type SampleLayout, type SampleShape } from "./sample.ts";

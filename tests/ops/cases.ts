@@ -5,6 +5,7 @@ import type { Graph } from "../../graph/ir.ts";
 import { type Tensor, toStorage, Tracer } from "../../graph/tracer.ts";
 import type { Storage } from "../../graph/dtype.ts";
 import { quantize } from "../../llm/formats/quant.ts";
+import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
 
 export interface OpCase {
   name: string;
@@ -160,6 +161,29 @@ export function opCases(): OpCase[] {
         steps: 6,
         slotsAt: (step) => ({ in0: new Float32Array(6).map(rng(99 + step)), pos: new Int32Array([kind === "scatter" ? (step * 4) % C : step]) }),
       });
+    });
+  }
+
+  // On-device sampling (graph/sample.ts): one row per sampler configuration, rows with NaN / Inf logits,
+  // replayed with new counters and a changed temperature (slot values, the same entry).
+  for (const [rows, V, spread] of [[10, 97, 2], [4, 300, 8]] as const) {
+    add(`sample ${rows}x${V}`, (b) => {
+      const x = b.input("f32", [rows, V], -spread, spread);
+      const xs = b.slots.in0 as Float32Array;
+      xs[V + 3] = NaN;
+      xs[2 * V + 7] = -Infinity;
+      const cfgs: SamplerParams[] = [
+        { temperature: 0 }, {}, { temperature: 0.8, topK: 40, topP: 0.9 }, { temperature: 1, topK: 5 }, { temperature: 0.7, topP: 0.5 },
+        { temperature: 1.2, minP: 0.1 }, { temperature: 1 }, { temperature: 0.9, topK: 20, topP: 0.95, minP: 0.05 },
+      ];
+      const words = (step: number, t = 1) =>
+        samplerSlot(Array.from({ length: rows }, (_, r) => {
+          const c = cfgs[(r + step) % cfgs.length];
+          return { ...c, temperature: (c.temperature ?? 0) * t, seed: 11 };
+        }), Array.from({ length: rows }, (_, r) => step * 100 + r), rows);
+      b.slots[SAMPLER_SLOT] = words(0);
+      appendSampler(b.t, x, { output: "y" });
+      return b.done({}, { steps: 3, slotsAt: (step) => ({ [SAMPLER_SLOT]: words(step, step === 2 ? 1.5 : 1) }) });
     });
   }
   return cases;

@@ -1,0 +1,449 @@
+// On-device sampling: the `sample` composite (graph/sample.ts states its meaning; read that first). One
+// workgroup per row; every threshold is found by counting, never by sorting:
+//
+//  1. one pass over the row: max, first index of the max (the greedy token), non-finite flag, smallest logit.
+//     Greedy rows (temperature 0 or a non-finite row) stop here.
+//  2. the candidate list. A row of V <= cap logits is copied whole into shared memory as (order key, w). A
+//     longer row is cut at a logit c found by bisection (one counting pass per step) such that at most `cap`
+//     logits are >= c and the kept set provably lies above c: c is at or below the k-th largest logit, or
+//     w(c) < min_p, or the mass above c already reaches top_p · Z (Z = Σ w of the whole row, one more
+//     pass, needed only when top-k is off). Those logits are compacted, in index order, into shared memory.
+//     When no such c exists (a flat row with top-p near 1, no filter at all, ties wider than cap) the steps
+//     below run over the row itself in global memory instead: correct, just more passes.
+//  3. θk and θp by a radix search over the order keys of the logits (positive and negative floats mapped to
+//     u32s that compare like the floats), `bits` bits per round: each round counts (θk) or sums w (θp) at
+//     2^bits − 1 pivots at once, so 32/bits rounds of one workgroup reduction each.
+//  4. the draw: each lane sums the kept w of a contiguous slice of the list, an exclusive scan gives each
+//     slice its running start, u · total picks the slice and then the index inside it.
+// Control flow that holds a barrier never depends on data (loops with constant trip counts; work that is
+// not needed runs zero iterations), so the kernel is valid where barriers need uniform control flow (WGSL).
+// Cost. A row within `cap` (stories: V = 512): one pass over the row, one copy into shared memory, then 21
+// workgroup reductions/scans over shared memory. A long row (V = 32k..152k): the first pass, one counting
+// pass per cutoff step until the cut is found (typically a few; the 16 steps' reductions always run), two
+// compaction passes, then the same work over <= cap candidates (39 reductions in all). Greedy rows cost the
+// first pass only. A long row uses one workgroup (one SM); splitting it over several would use more of a big
+// GPU for batch-1 decode (a later optimisation, with the H200 to measure it on).
+import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { gridFor, vecWidth, wgIndex } from "./common.ts";
+import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
+
+export interface SampleShape {
+  rows: number;
+  vocab: number;
+  /** Candidate capacity in shared memory (default: what the target's shared memory allows, at most 2048). */
+  cap?: number;
+  /** Invocations per row, a power of two (default from the vocabulary and the target; 1 on one-lane targets). */
+  wg?: number;
+  /** Bisection steps of the cutoff search (default 16). */
+  cutoffSteps?: number;
+  name?: string;
+}
+
+/** How a kernel for this shape is laid out (exported for tests and dumps). */
+export interface SampleLayout {
+  lanes: number;
+  mode: "one" | "subgroup" | "tree";
+  cap: number;
+  /** Bits per radix round (pivots per round = 2^bits − 1). */
+  bits: number;
+  /** The whole row fits the candidate list (no cutoff search). */
+  small: boolean;
+  sharedBytes: number;
+}
+
+const NONE = 1 << 24; // an index sentinel above every vocabulary index (indices travel as exact f32)
+
+/** The layout `sample` uses for a shape on a target. */
+export function sampleLayout(caps: Caps, s: SampleShape): SampleLayout {
+  const V = s.vocab;
+  const sg = caps.subgroups ? caps.subgroupSize : 0;
+  let lanes: number;
+  if (s.wg !== undefined) lanes = s.wg;
+  else if (sg === 1) lanes = 1;
+  else {
+    const max = Math.min(caps.maxWorkgroupSize, 1024, sg > 1 ? 32 * sg : 256);
+    lanes = 1;
+    while (lanes * 2 <= max && lanes * 8 < V) lanes *= 2;
+    lanes = Math.max(lanes, Math.min(sg, max), 1);
+  }
+  if (!(lanes >= 1 && (lanes & (lanes - 1)) === 0 && lanes <= caps.maxWorkgroupSize)) {
+    throw new KernelError(`sample: ${lanes} lanes is not a power of two within the workgroup limit`);
+  }
+  const mode = lanes === 1 ? "one" : sg > 1 && lanes % sg === 0 && lanes <= 32 * sg ? "subgroup" : "tree";
+  const bits = mode === "one" ? 1 : mode === "tree" ? 2 : 4;
+  const nv = Math.max((1 << bits) - 1, 3); // values reduced at once
+  const nsg = mode === "subgroup" ? lanes / sg : 1;
+  const scratch = mode === "one" ? 0 : mode === "subgroup" ? 4 * (2 * nv * nsg + nsg) : 4 * (nv * lanes + lanes);
+  let cap = s.cap;
+  if (cap === undefined) {
+    cap = 64;
+    while (cap < 2048 && 12 * cap * 2 + scratch <= caps.maxSharedBytes) cap *= 2;
+  }
+  if (!(Number.isInteger(cap) && cap >= 1)) throw new KernelError(`sample: bad candidate capacity ${cap}`);
+  const small = V <= cap;
+  const sharedBytes = scratch + (small ? 8 * V : 12 * cap);
+  if (sharedBytes > caps.maxSharedBytes) {
+    throw new KernelError(`sample: ${sharedBytes} bytes of shared memory exceed the target's ${caps.maxSharedBytes}`);
+  }
+  return { lanes, mode, cap, bits, small, sharedBytes };
+}
+
+/** Cross-lane reductions and scans of f32 values over one workgroup (exact for integers below 2^24). */
+class Lanes {
+  private readonly sgScratch?: Shared;
+  private readonly scanScratch?: Shared;
+  /** Which half of the reduction scratch the next reduction uses; flipped at run time (calls sit in loops). */
+  private readonly parity?: Val;
+  readonly lid: Val;
+  constructor(private readonly b: KernelBuilder, private readonly L: SampleLayout, private readonly sg: number, private readonly nv: number) {
+    this.lid = L.lanes === 1 ? u32(0) : b.lid.x;
+    if (L.mode === "subgroup") {
+      const nsg = L.lanes / sg;
+      this.sgScratch = b.shared("red", "f32", 2 * nv * nsg);
+      this.scanScratch = b.shared("scan", "f32", nsg);
+      this.parity = b.let(u32(0), "u32", "par");
+    } else if (L.mode === "tree") {
+      this.sgScratch = b.shared("red", "f32", nv * L.lanes);
+      this.scanScratch = b.shared("scan", "f32", L.lanes);
+    }
+  }
+
+  /** op over the workgroup of each value; every lane gets the results. Every lane must call it. */
+  reduce(op: "add" | "max", vals: Val[]): Val[] {
+    const { b, L } = this;
+    if (vals.length > this.nv) throw new KernelError(`sample: ${vals.length} values in one reduction`);
+    if (L.mode === "one") return vals.map((v) => b.let(v, "f32", "r"));
+    const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
+    if (L.mode === "subgroup") {
+      // Subgroups reduce; lane 0 of each stores its result; then every subgroup reduces those (the same
+      // values in the same order, so every lane gets the same bits). Double-buffered: no trailing barrier.
+      const nsg = L.lanes / this.sg, s = this.sgScratch!;
+      const at = b.let(this.parity!.mul(this.nv * nsg), "u32", "at");
+      b.set(this.parity!, this.parity!.xor(u32(1)));
+      const part = vals.map((v) => b.let(b.subgroupReduce(op, v), "f32", "p"));
+      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+      b.if(lane.eq(u32(0)), () => part.forEach((p, k) => b.sstore(s, sgid.add(at).add(k * nsg), p)));
+      b.barrier();
+      return vals.map((_, k) => {
+        const x = b.let(f32(op === "add" ? 0 : -Infinity), "f32", "q");
+        if (nsg <= this.sg) b.if(lane.lt(nsg), () => b.set(x, b.sload(s, lane.add(at).add(k * nsg))));
+        else b.for(lane, u32(nsg), this.sg, (j) => b.set(x, comb(x, b.sload(s, j.add(at).add(k * nsg)))));
+        return b.let(b.subgroupReduce(op, x), "f32", "r");
+      });
+    }
+    const s = this.sgScratch!, W = L.lanes, lid = this.lid;
+    vals.forEach((v, k) => b.sstore(s, lid.add(k * W), v));
+    b.barrier();
+    for (let h = W / 2; h >= 1; h /= 2) {
+      b.if(lid.lt(h), () => vals.forEach((_, k) => b.sstore(s, lid.add(k * W), comb(b.sload(s, lid.add(k * W)), b.sload(s, lid.add(k * W + h))))));
+      b.barrier();
+    }
+    const out = vals.map((_, k) => b.let(b.sload(s, k * W), "f32", "r"));
+    b.barrier();
+    return out;
+  }
+
+  /** Exclusive prefix sum of v over lanes in lane order, and the total. Every lane must call it. */
+  scan(v: Val): { excl: Val; total: Val } {
+    const { b, L } = this;
+    if (L.mode === "one") return { excl: f32(0), total: v };
+    const s = this.scanScratch!;
+    if (L.mode === "subgroup") {
+      const S = this.sg, nsg = L.lanes / S;
+      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+      const x = b.let(v, "f32", "sc");
+      for (let d = 1; d < S; d *= 2) {
+        const up = lane.ge(d);
+        const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
+        b.set(x, x.add(up.select(y, f32(0))));
+      }
+      const prev = b.let(b.shuffle("idx", x, lane.ge(1).select(lane.sub(1), u32(0))), "f32", "sp");
+      b.if(lane.eq(u32(S - 1)), () => b.sstore(s, sgid, x));
+      b.barrier();
+      const base = b.let(f32(0), "f32", "sb"), total = b.let(f32(0), "f32", "st");
+      b.for(u32(0), u32(nsg), 1, (g) => {
+        const t = b.let(b.sload(s, g), "f32", "sg");
+        b.set(base, base.add(g.lt(sgid).select(t, f32(0))));
+        b.set(total, total.add(t));
+      });
+      b.barrier();
+      return { excl: b.let(base.add(lane.ge(1).select(prev, f32(0))), "f32", "ex"), total };
+    }
+    const W = L.lanes, lid = this.lid;
+    b.sstore(s, lid, v);
+    b.barrier();
+    for (let d = 1; d < W; d *= 2) {
+      const t = b.let(lid.ge(d).select(b.sload(s, lid.ge(d).select(lid.sub(d), u32(0))), f32(0)), "f32", "ht");
+      b.barrier();
+      b.sstore(s, lid, b.sload(s, lid).add(t));
+      b.barrier();
+    }
+    const excl = b.let(lid.ge(1).select(b.sload(s, lid.ge(1).select(lid.sub(1), u32(0))), f32(0)), "f32", "ex");
+    const total = b.let(b.sload(s, W - 1), "f32", "st");
+    b.barrier();
+    return { excl, total };
+  }
+}
+
+/** u32 keys that order like the floats (-0 is +0; only finite values are keyed). */
+function orderKey(b: KernelBuilder, x: Val): Val {
+  const raw = b.let(x.bitcast("u32"), "u32", "kb");
+  const bits = raw.eq(u32(0x80000000)).select(u32(0), raw);
+  const mask = u32(0).sub(bits.shr(31)).or(u32(0x80000000));
+  return b.let(bits.xor(mask), "u32", "key");
+}
+
+/** Wellons' triple32, as graph/sample.ts mix32. */
+function mix32(b: KernelBuilder, v: Val): Val {
+  const x = b.let(v, "u32", "h");
+  b.set(x, x.xor(x.shr(17)).mul(u32(0xed5ad4bb)));
+  b.set(x, x.xor(x.shr(11)).mul(u32(0xac4c1b51)));
+  b.set(x, x.xor(x.shr(15)).mul(u32(0x31848bab)));
+  b.set(x, x.xor(x.shr(14)));
+  return x;
+}
+
+/**
+ * The `sample` op: (token, nonfinite) for each row, as graph/sample.ts defines them.
+ * Bindings: logits f32 [rows, vocab] (r); params u32 [rows, SAMPLER_WORDS] (r, the Sampler slot);
+ * out i32 [rows, 2] (w).
+ */
+export function sample(caps: Caps, s: SampleShape): Kernel {
+  const { rows, vocab: V } = s;
+  if (!(Number.isInteger(rows) && rows >= 1 && Number.isInteger(V) && V >= 1)) throw new KernelError(`sample: bad shape ${rows}x${V}`);
+  if (V >= NONE || rows * V >= 2 ** 32) throw new KernelError(`sample: ${rows}x${V} logits exceed the kernel's index range`);
+  const L = sampleLayout(caps, s);
+  const W = L.lanes, CAP = L.cap, NP = (1 << L.bits) - 1, steps = s.cutoffSteps ?? 16;
+  const sg = caps.subgroups ? caps.subgroupSize : 1;
+  const grid = gridFor(caps, rows);
+  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}`, { workgroup: W, grid });
+  const X = b.buffer("logits", "f32", "r");
+  const PRM = b.buffer("params", "u32", "r");
+  const OUT = b.buffer("out", "i32", "w");
+  const lanes = new Lanes(b, L, sg, Math.max(NP, 3));
+  const lid = lanes.lid;
+
+  const row = b.let(wgIndex(b, grid), "u32", "row");
+  if (grid[0] * grid[1] * grid[2] > rows) b.if(row.ge(rows), () => b.return());
+  const base = b.let(row.mul(V), "u32", "base");
+  const pw = (k: number) => row.mul(SAMPLER_WORDS).add(k);
+  const invT = b.let(b.load(PRM, pw(SAMPLER.invTemp), "f32"), "f32", "invT");
+  const topK = b.let(b.load(PRM, pw(SAMPLER.topK), "i32"), "i32", "topK");
+  const topP = b.let(b.load(PRM, pw(SAMPLER.topP), "f32"), "f32", "topP");
+  const minP = b.let(b.load(PRM, pw(SAMPLER.minP), "f32"), "f32", "minP");
+  const seed = b.let(b.load(PRM, pw(SAMPLER.seed)), "u32", "seed");
+  const ctr = b.let(b.load(PRM, pw(SAMPLER.counter)), "u32", "ctr");
+
+  // The row, vw elements per load: strided over lanes (coalesced; each lane still sees its elements in
+  // index order), or as one contiguous slice per lane (`inOrder`: lanes in lane order cover the row in index
+  // order, which the compaction needs). `active` false runs no iteration.
+  const vw = Math.min(4, vecWidth(4, V));
+  const slice = Math.ceil(Math.ceil(V / W) / vw) * vw;
+  const overRow = (active: Val | null, f: (i: Val, x: Val) => void, inOrder = false): void => {
+    const body = (i: Val) => {
+      const xs = vw > 1 ? b.loadv(X, base.add(i), vw) : [b.load(X, base.add(i))];
+      xs.forEach((x, e) => f(e ? i.add(e) : i, x));
+    };
+    if (!inOrder || W === 1) {
+      const en = active ? active.select(u32(V), u32(0)) : u32(V);
+      b.for(lid.mul(vw), active ? b.let(en, "u32", "en") : en, W * vw, body);
+      return;
+    }
+    const st = b.let(lid.mul(slice), "u32", "st");
+    let en = st.add(slice).min(u32(V));
+    if (active) en = active.select(en, st);
+    b.for(st, b.let(en, "u32", "en"), vw, body);
+  };
+
+  // 1. max, greedy index, non-finite flag, smallest finite logit.
+  const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
+  const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
+  overRow(null, (i, x) => {
+    const fin = b.let(x.isfinite(), "bool", "fin");
+    b.if(fin.not(), () => b.set(nf, f32(1)));
+    b.if(fin, () => b.set(lo, lo.min(x)));
+    const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
+    b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
+      b.set(bv, v);
+      b.set(bi, i);
+    });
+  });
+  const [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
+  const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
+  const greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
+  const write = (tok: Val, flag: Val) => {
+    const st = () => {
+      b.store(OUT, row.mul(2), tok.bitcast("i32"));
+      b.store(OUT, row.mul(2).add(1), flag);
+    };
+    if (W === 1) st();
+    else b.if(lid.eq(u32(0)), st);
+  };
+  b.if(nfAll.gt(f32(0)).or(invT.gt(f32(0)).and(invT.lt(f32(Infinity))).not()), () => {
+    write(greedy, nfAll.gt(f32(0)).select(i32(1), i32(0)));
+    b.return();
+  });
+
+  const wOf = (x: Val): Val => b.let(x.sub(m).mul(invT).exp(), "f32", "w");
+  const kOn = b.let(topK.gt(0).and(topK.lt(V)), "bool", "kOn");
+  const kF = topK.cast("f32");
+  const pOn = b.let(topP.lt(f32(1)), "bool", "pOn");
+  const mOn = b.let(minP.gt(f32(0)), "bool", "mOn");
+
+  // 2. the candidate list.
+  const sKey = b.shared("ckey", "u32", L.small ? V : CAP);
+  const sW = b.shared("cw", "f32", L.small ? V : CAP);
+  const sIdx = L.small ? undefined : b.shared("cidx", "u32", CAP);
+  let nFast: Val, nSlow: Val | undefined, zAll: Val | undefined, fast: Val | undefined;
+  if (L.small) {
+    b.for(lid, u32(V), W, (j) => {
+      const x = b.let(b.load(X, base.add(j)), "f32", "x");
+      b.sstore(sKey, j, orderKey(b, x));
+      b.sstore(sW, j, wOf(x));
+    });
+    b.barrier();
+    nFast = u32(V);
+  } else {
+    const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
+    const za = b.let(f32(0), "f32", "za");
+    overRow(needZ, (_, x) => b.set(za, za.add(wOf(x))));
+    [zAll] = lanes.reduce("add", [za]);
+    const zTarget = b.let(topP.mul(zAll), "f32", "zt");
+    const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
+    const found = b.let(u32(0), "u32", "found"), cut = b.let(m, "f32", "cut");
+    b.for(u32(0), u32(steps), 1, () => {
+      const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
+      const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
+      overRow(found.eq(u32(0)), (_, x) => {
+        b.if(x.ge(mid), () => {
+          b.set(cnt, cnt.add(1));
+          b.if(needZ, () => b.set(sm, sm.add(wOf(x))));
+        });
+      });
+      const [rc, rs] = lanes.reduce("add", [cnt.cast("f32"), sm]);
+      const coverK = kOn.and(rc.ge(kF));
+      const coverM = mOn.and(wOf(mid).lt(minP)).and(kOn.not().or(pOn.not()));
+      const coverP = needZ.and(rs.ge(zTarget));
+      const cover = b.let(coverK.or(coverM).or(coverP), "bool", "cover");
+      b.if(found.eq(u32(0)), () => {
+        b.if(rc.gt(f32(CAP)), () => b.set(lo2, mid), () => {
+          b.if(cover, () => {
+            b.set(found, u32(1));
+            b.set(cut, mid);
+          }, () => b.set(hi, mid));
+        });
+      });
+    });
+    fast = b.let(found.eq(u32(1)), "bool", "fast");
+    // Compaction in index order: count this lane's slice, scan, write.
+    const mine = b.let(u32(0), "u32", "mine");
+    overRow(fast, (_, x) => b.if(x.ge(cut), () => b.set(mine, mine.add(1))), true);
+    const { excl, total } = lanes.scan(mine.cast("f32"));
+    const at = b.let(excl.cast("u32"), "u32", "at");
+    overRow(fast, (i, x) => b.if(x.ge(cut).and(at.lt(u32(CAP))), () => {
+      b.sstore(sIdx!, at, i);
+      b.sstore(sKey, at, orderKey(b, x));
+      b.sstore(sW, at, wOf(x));
+      b.set(at, at.add(1));
+    }), true);
+    b.barrier();
+    nFast = b.let(fast.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
+    nSlow = b.let(fast.select(u32(0), u32(V)), "u32", "nSlow");
+  }
+
+  // The list, in any order (one lane per element, strided) or in index order (contiguous slices per lane).
+  interface Item { idx: Val; key: Val; w: () => Val }
+  const fromShared = (j: Val): Item => ({
+    idx: sIdx ? b.let(b.sload(sIdx, j), "u32", "ix") : j,
+    key: b.let(b.sload(sKey, j), "u32", "key"),
+    w: () => b.let(b.sload(sW, j), "f32", "w"),
+  });
+  const fromRow = (j: Val): Item => {
+    const x = b.let(b.load(X, base.add(j)), "f32", "x");
+    return { idx: j, key: orderKey(b, x), w: () => wOf(x) };
+  };
+  const overList = (active: Val, f: (it: Item) => void): void => {
+    b.for(lid, active.select(nFast, u32(0)), W, (j) => f(fromShared(j)));
+    if (nSlow) b.for(lid, active.select(nSlow, u32(0)), W, (j) => f(fromRow(j)));
+  };
+  const overListInOrder = (f: (it: Item) => void): void => {
+    const part = (n: Val, get: (j: Val) => Item) => {
+      const per = b.let(n.add(W - 1).div(W), "u32", "per");
+      const st = b.let(lid.mul(per), "u32", "st");
+      b.for(st, b.let(st.add(per).min(n), "u32", "en"), 1, (j) => f(get(j)));
+    };
+    part(nFast, fromShared);
+    if (nSlow) part(nSlow, fromRow);
+  };
+
+  // 3. θk (a count) and θp (a mass) by radix search over order keys.
+  const radix = (active: Val, pred: (acc: Val[]) => Val[], addTo: (it: Item, take: (j: number) => Val, acc: Val[]) => void): Val => {
+    const t = b.let(u32(0), "u32", "t");
+    b.for(u32(0), u32(32 / L.bits), 1, (round) => {
+      const sh = b.let(u32(32 - L.bits).sub(round.mul(L.bits)), "u32", "sh");
+      const top = b.let(sh.add(L.bits), "u32", "top");
+      const hiMask = b.let(top.ge(32).select(u32(0), u32(0xffffffff).shl(top.min(u32(31)))), "u32", "hm");
+      const acc = Array.from({ length: NP }, () => b.let(f32(0), "f32", "a"));
+      overList(active, (it) => {
+        const hk = b.let(it.key.and(hiMask), "u32", "hk");
+        const g = b.let(hk.gt(t).select(u32(NP), hk.eq(t).select(it.key.shr(sh).and(u32(NP)), u32(0))), "u32", "g");
+        addTo(it, (j) => g.ge(u32(j)), acc);
+      });
+      const ok = pred(lanes.reduce("add", acc));
+      let n: Val = u32(0);
+      for (const p of ok) n = n.add(p.select(u32(1), u32(0)));
+      b.set(t, t.or(n.shl(sh)));
+    });
+    return t;
+  };
+  const kRaw = radix(kOn, (r) => r.map((x) => x.ge(kF)), (_, take, acc) => {
+    acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(f32(1), f32(0)))));
+  });
+  const kth = b.let(kOn.select(kRaw, u32(0)), "u32", "kth");
+
+  const zk = b.let(f32(0), "f32", "zk");
+  overList(pOn, (it) => b.if(it.key.ge(kth), () => b.set(zk, zk.add(it.w()))));
+  let [z] = lanes.reduce("add", [zk]);
+  if (fast && zAll) z = b.let(fast.and(kOn.not()).select(zAll, z), "f32", "z");
+  const pTarget = b.let(topP.mul(z), "f32", "pt");
+  const pRaw = radix(pOn, (r) => r.map((x) => x.ge(pTarget)), (it, take, acc) => {
+    b.if(it.key.ge(kth), () => {
+      const w = it.w();
+      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(w, f32(0)))));
+    });
+  });
+  const thr = b.let(pOn.select(pRaw, u32(0)).max(kth), "u32", "thr");
+  const keptW = (it: Item): Val => {
+    const w = it.w();
+    return b.let(keptMask(it, w).select(w, f32(0)), "f32", "kw");
+  };
+  const keptMask = (it: Item, w: Val): Val => it.key.ge(thr).and(mOn.not().or(w.ge(minP)));
+
+  // 4. the draw.
+  const mySum = b.let(f32(0), "f32", "my");
+  overListInOrder((it) => b.set(mySum, mySum.add(keptW(it))));
+  const { excl, total } = lanes.scan(mySum);
+  const bits = mix32(b, ctr.xor(mix32(b, seed)));
+  const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
+  const target = b.let(u.mul(total), "f32", "target");
+  const cum = b.let(excl, "f32", "cum");
+  const pick = b.let(f32(NONE), "f32", "pick"), last = b.let(f32(-1), "f32", "last");
+  overListInOrder((it) => {
+    const w = it.w();
+    b.if(keptMask(it, w), () => {
+      b.set(cum, cum.add(w));
+      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
+      b.if(w.gt(f32(0)), () => b.set(last, it.idx.cast("f32")));
+    });
+  });
+  const [negPick, lastAll] = lanes.reduce("max", [pick.neg(), last]);
+  const first = negPick.neg();
+  const tok = b.let(
+    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, lastAll.ge(f32(0)).select(lastAll, greedy.cast("f32"))), greedy.cast("f32")).cast("u32"),
+    "u32", "tok",
+  );
+  write(tok, i32(0));
+  return b.build();
+}
+

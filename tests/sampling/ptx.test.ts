@@ -1,0 +1,19 @@
+// The sample kernel rendered to PTX for the H200 (SM90 caps, no GPU needed) assembles with ptxas, without
+// spilling, at real vocabularies and at a batch of short rows. Skips where there is no ptxas.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { renderPtx } from "../../kernels/render/ptx.ts";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import { sample } from "../../kernels/lib/sample.ts";
+import { assemble, findPtxas } from "../ptx/ptxas.ts";
+
+const ptxas = findPtxas();
+
+test("sample kernel: PTX for sm_90 assembles without spills", { skip: ptxas ? false : "no ptxas on this machine" }, () => {
+  for (const [rows, vocab] of [[1, 151936], [1, 32000], [64, 128], [1, 512]]) {
+    const m = renderPtx(sample(SM90_CAPS, { rows, vocab }), { sm: 90 });
+    const r = assemble(ptxas!, m.ptx, "sm_90", true);
+    assert.ok(r.ok, `${rows}x${vocab}: ${r.log}`);
+    assert.match(r.log, /0 bytes spill stores/, `${rows}x${vocab}: ${r.log}`);
+  }
+});
