@@ -33,12 +33,15 @@ export type Unit =
   | { k: "node"; node: number }
   /** A fused elementwise tree; `root`'s value is the only one stored. */
   | { k: "group"; group: FusionGroup }
-  /** y = matmul(x, w) + residual, with the add's node as the result. */
-  | { k: "matmul_residual"; matmul: number; add: number; residual: number }
+  /** y = matmul(x, w) + residual (same shape) or + bias (a const [N]), with the add's node as the result. */
+  | { k: "matmul_residual"; matmul: number; add: number; residual?: number; bias?: number }
   /** attention whose mask is causal_mask(pos): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number }
-  /** In-place State update: `node` (dynamic_update_slice / scatter_update) writes into its target's home. */
-  | { k: "update"; node: number; copyFirst: boolean };
+  /**
+   * In-place State update: `node` (dynamic_update_slice / scatter_update) writes into its target's home; `src`,
+   * when set, is read instead of the update row (the row was a float cast of it, done by the store).
+   */
+  | { k: "update"; node: number; copyFirst: boolean; src?: number };
 
 export interface Plan {
   graph: Graph;
@@ -71,30 +74,52 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
     if (s.write !== s.read) stateWrites.set(s.write, s.name);
   }
 
-  // 1. Units. Fusion groups first (their members other than the root are never stored).
+  // 1. Units. Epilogues first: a matmul whose only use is an add of a residual (same shape) or of a bias (a
+  // const [N], broadcast), and a K/V update whose row is a float cast, become one kernel each.
   const covered = new Set<number>();
   const unitOf = new Map<number, Unit>();
+  const single = (id: number) => uses[id].length === 1 && !outputNodes.has(id) && !stateWrites.has(id);
+  for (const n of nodes) {
+    if (n.op !== "add" || n.dtype !== "f32") continue;
+    const [a, b] = n.inputs;
+    for (const [m, r] of [[a, b], [b, a]]) {
+      const mm = nodes[m], rn = nodes[r];
+      if (mm.op !== "matmul" || !single(m) || covered.has(m) || m === r || mm.shape.length !== 2 ||
+        nodes[mm.inputs[1]].op !== "const" || nodes[mm.inputs[0]].dtype !== "f32" || rn.dtype !== "f32") continue;
+      const N = mm.shape[1];
+      const biasConst = rn.op === "broadcast" && single(r) && nodes[rn.inputs[0]].op === "const" &&
+          numel(nodes[rn.inputs[0]].shape) === N && nodes[rn.inputs[0]].dtype === "f32"
+        ? rn.inputs[0]
+        : rn.op === "const" && sameDims(rn.shape, n.shape) && mm.shape[0] === 1 ? r : undefined;
+      if (biasConst !== undefined) {
+        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, bias: biasConst });
+        if (rn.op === "broadcast") covered.add(r);
+      } else if (sameDims(rn.shape, n.shape)) {
+        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
+      } else continue;
+      covered.add(m);
+      break;
+    }
+  }
+  for (const n of nodes) {
+    if (n.op !== "dynamic_update_slice" && n.op !== "scatter_update") continue;
+    const target = n.inputs[0];
+    const inPlace = stateWrites.has(n.id) && stateReads.get(target) === stateWrites.get(n.id) && uses[target].length === 1;
+    // A float cast of the row (f32 -> f16 K/V) happens in the update kernel's store.
+    const row = nodes[n.inputs[1]];
+    const src = row.op === "cast" && single(row.id) && isFloatType(row.dtype) && isFloatType(nodes[row.inputs[0]].dtype)
+      ? row.inputs[0]
+      : undefined;
+    if (src !== undefined) covered.add(row.id);
+    unitOf.set(n.id, { k: "update", node: n.id, copyFirst: !inPlace, src });
+  }
   for (const grp of g.groups ?? []) {
     // Kernels read a group input at element i % numel(input): right for broadcasts that only add leading dims.
     if (grp.nodes.some((m) => nodes[m].op === "broadcast" && (m === grp.root || !suffixBroadcast(nodes[nodes[m].inputs[0]].shape, nodes[m].shape)))) continue;
+    if (grp.nodes.some((m) => covered.has(m) || unitOf.has(m))) continue;
     const u: Unit = { k: "group", group: grp };
     for (const m of grp.nodes) covered.add(m);
     unitOf.set(grp.root, u);
-  }
-  // matmul feeding only an add with a residual of the same shape: one kernel (found before the matmul's own turn).
-  for (const n of nodes) {
-    if (n.op !== "add" || n.dtype !== "f32" || covered.has(n.id) || unitOf.has(n.id)) continue;
-    const [a, b] = n.inputs;
-    for (const [m, r] of [[a, b], [b, a]]) {
-      const mm = nodes[m];
-      if (mm.op === "matmul" && uses[m].length === 1 && !outputNodes.has(m) && !covered.has(m) && m !== r &&
-        mm.shape.length === 2 && nodes[mm.inputs[1]].op === "const" && sameDims(nodes[r].shape, n.shape) &&
-        nodes[r].dtype === "f32" && nodes[mm.inputs[0]].dtype === "f32") {
-        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
-        covered.add(m);
-        break;
-      }
-    }
   }
   for (const n of nodes) {
     if (covered.has(n.id) || unitOf.has(n.id)) continue;
@@ -104,13 +129,6 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
         unitOf.set(n.id, { k: "attention", node: n.id, pos: mask.inputs[0] });
         continue;
       }
-    }
-    if (n.op === "dynamic_update_slice" || n.op === "scatter_update") {
-      const target = n.inputs[0];
-      const inPlace = stateWrites.has(n.id) && stateReads.get(target) === stateWrites.get(n.id) &&
-        uses[target].length === 1;
-      unitOf.set(n.id, { k: "update", node: n.id, copyFirst: !inPlace });
-      continue;
     }
     unitOf.set(n.id, { k: "node", node: n.id });
   }
@@ -199,6 +217,10 @@ export function suffixBroadcast(from: readonly number[], to: readonly number[]):
   return f.length <= to.length && f.every((d, i) => d === tail[i]);
 }
 
+function isFloatType(d: string): boolean {
+  return d === "f32" || d === "f16" || d === "bf16";
+}
+
 function sameDims(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
@@ -216,8 +238,12 @@ export function resultOf(u: Unit): number {
 export function unitInputs(g: Graph, u: Unit): number[] {
   switch (u.k) {
     case "group": return u.group.inputs;
-    case "matmul_residual": return [...g.nodes[u.matmul].inputs, u.residual];
+    case "matmul_residual": return [...g.nodes[u.matmul].inputs, u.residual ?? u.bias!];
     case "attention": return [...g.nodes[u.node].inputs.slice(0, 3), u.pos];
+    case "update": {
+      const ins = g.nodes[u.node].inputs;
+      return u.src === undefined ? ins : [ins[0], u.src, ins[2]];
+    }
     default: return g.nodes[u.node].inputs;
   }
 }

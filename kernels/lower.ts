@@ -18,6 +18,15 @@ export class LoweringError extends Error {
   override name = "LoweringError";
 }
 
+/**
+ * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, chunks of at least 64
+ * positions; none on one-lane targets (the JS device) or when rows x heads already fill it.
+ */
+function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
+  if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
+  return Math.max(1, Math.min(Math.ceil(cap / 64), Math.ceil(1024 / items)));
+}
+
 /** Storage element type of a graph dtype (bool is stored as bytes). */
 function etype(d: DType): EType {
   if (d === "bool") return "u8";
@@ -110,8 +119,9 @@ export function lower(p: Plan, target: TargetSet): Program {
       case "matmul_residual": {
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
-        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: true });
-        kernel(k, [bind(x), bind(w), bind(u.residual), bind(u.add)], { bytes: bytesOfIds([x, w, u.residual, u.add]), flops: 2 * numel(mm.shape) * K });
+        const extra = u.residual ?? u.bias!;
+        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined });
+        kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
         return;
       }
       case "attention": {
@@ -120,12 +130,23 @@ export function lower(p: Plan, target: TargetSet): Program {
         if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
         const kv = nodes[k].dtype;
         if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
-        const ker = lib.attention(caps, { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale });
-        kernel(ker, [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D });
+        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale };
+        const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+        const splits = attentionSplitCount(caps, C, R * H);
+        if (splits <= 1) {
+          kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+          return;
+        }
+        // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
+        const bytes = R * H * splits * (D + 2) * 4;
+        const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+        kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
         return;
       }
       case "update": {
-        const n = nodes[u.node], [target, update, index] = n.inputs;
+        const n = nodes[u.node], [target, row, index] = n.inputs;
+        const update = u.src ?? row;
         const t = nodes[target], up = nodes[update];
         if (u.copyFirst) copy(bind(target), bind(n.id));
         const rows = up.shape[0], width = numel(up.shape) / Math.max(rows, 1), cap = t.shape[0];

@@ -107,6 +107,19 @@ export function opCases(): OpCase[] {
     const x = b.input("f32", [2, 64]);
     return b.done({ y: b.t.add(b.input("f32", [2, 40]), b.t.matmul(x, b.weight("f32", [40, 64]))) });
   });
+  add("matmul + bias", (b) => {
+    const x = b.input("f32", [1, 64]);
+    return b.done({ y: b.t.add(b.t.matmul(x, b.weight("bf16", [40, 64])), b.weight("f32", [40])) });
+  });
+  add("state f16 cache written from an f32 row (cast in the update)", (b) => {
+    const st = b.t.state("cache16", "f16", [6, 8]);
+    const row = b.input("f32", [1, 8]);
+    const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+    b.slots.pos = new Int32Array([3]);
+    const next = b.t.updateSlice(st, b.t.cast(row, "f16"), pos, 0);
+    b.t.writeState("cache16", next);
+    return b.done({ y: b.t.cast(b.t.reshape(next, [48]), "f32") });
+  });
   add("matmul batched temps", (b) => b.done({ y: b.t.matmul(b.input("f32", [3, 5, 9]), b.input("f32", [3, 7, 9])) }));
   for (const dt of ["f32", "f16", "q8_0"] as const) {
     add(`gather ${dt}`, (b) => {
