@@ -21,5 +21,6 @@ export { type BackendChoice, openBackend } from "./backends/open.ts";
 export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";
 export { compileGraph } from "./kernels/lower.ts";
 export { loadModel, type ModelHandle } from "./llm/model.ts";
-export { Driver, type DriverOptions, type GenerateOptions, type GenerateResult, type SamplerParams } from "./llm/driver.ts";
+export { Driver, type DriverOptions, type GenerateOptions, type GenerateResult } from "./llm/driver.ts";
+export { GREEDY, type SamplerParams } from "./llm/sampling.ts";
 export { ContextOverflowError, LlmError, ModelFormatError, ModelNotFoundError, UnknownArchitectureError } from "./llm/errors.ts";

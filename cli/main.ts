@@ -76,7 +76,7 @@ async function main(): Promise<number> {
   try {
     values = parseArgs({ args: rest, options: OPTIONS, allowPositionals: false, strict: true }).values;
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError((e as Error).message.split("\n")[0]);
   }
   if (values.help) {
     console.log(USAGE);
@@ -99,7 +99,7 @@ async function main(): Promise<number> {
     case "serve":
       throw new UsageError("serve: the OpenAI-compatible server is not built yet");
     default:
-      throw new UsageError(`unknown command "${cmd}"\n${USAGE}`);
+      throw new UsageError(`unknown command "${cmd}" (poot --help lists them)`);
   }
 }
 

@@ -4,11 +4,14 @@
 // Entries are keyed by (program, step shape, sampling suffix, carried inputs): a token, a position or a
 // sampler value is a slot value, never part of a key, so generation never compiles after `open`
 // (prepareEncode prepares the prefill row shapes up front).
-import type { EntryId, Executor, HostArray } from "../backends/executor.ts";
+import type { EntryId, Executor } from "../backends/executor.ts";
 import type { Tensor, Tracer } from "../graph/tracer.ts";
 import { ContextOverflowError, LlmError } from "./errors.ts";
 import { traceLlama } from "./families/llama.ts";
 import type { ModelHandle } from "./model.ts";
+import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots, validateSampler } from "./sampling.ts";
+
+export type { SamplerParams } from "./sampling.ts";
 
 export interface DriverOptions {
   /** KV capacity in positions (default: the model's context length, at most 2048). */
@@ -117,12 +120,14 @@ export class Driver {
   }
 
   private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams): Promise<{ token: number; nonFinite: boolean }> {
+    // The draw's counter is the position it samples at: a seeded generation repeats exactly.
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
       ...samplerSlots(sampler, pos + tokens.length - 1),
     });
-    return { token: (r.outputs.token as HostArray)[0], nonFinite: (r.outputs.nonfinite as HostArray | undefined)?.[0] === 1 };
+    const s = readSample(r.outputs);
+    return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1 };
   }
 
   /** Streams generated tokens; the generator's return value is the whole result. */
@@ -134,6 +139,11 @@ export class Driver {
     for (const t of ids) if (!(t >= 0 && t < this.model.config.vocab)) throw new LlmError(`token id ${t} is outside the vocabulary of ${this.model.config.vocab}`);
     const maxTokens = opts.maxTokens ?? 256;
     const sampler = opts.sampler ?? GREEDY;
+    try {
+      validateSampler(sampler);
+    } catch (e) {
+      throw new LlmError(`sampler: ${(e as Error).message}`);
+    }
     const stops = (opts.stop ?? []).filter((s) => s.length > 0);
     this.exec.resetState();
 
@@ -213,23 +223,6 @@ export class Driver {
     const r = await this.exec.step(id, { token: Int32Array.from(ids), pos: new Int32Array([0]) });
     return r.outputs.hidden as Float32Array;
   }
-}
-
-// Until llm/sampling.ts lands: the greedy suffix (argmax + non-finite flag), with the same slot interface.
-export interface SamplerParams {
-  temperature?: number;
-  topK?: number;
-  topP?: number;
-  minP?: number;
-  seed?: number;
-}
-const GREEDY: SamplerParams = { temperature: 0 };
-function appendSampler(t: Tracer, logits: Tensor): void {
-  t.output("token", t.argmax(logits, 1));
-}
-function samplerSlots(p: SamplerParams, _counter: number): Record<string, HostArray> {
-  if ((p.temperature ?? 0) > 0) throw new LlmError("only greedy decoding (temperature 0) is available in this build");
-  return {};
 }
 
 /** The normed hidden state the logits projection reads. */
