@@ -16,16 +16,17 @@ for what in "$@"; do
       POOT_BACKENDS=ptx,vulkan,wgpu timeout 200 deno test -A --no-check tests/model/ > "$out/tests-stories.txt" 2>&1
       grep -E "\.\.\. |^(ok|FAILED) \|" "$out/tests-stories.txt" ;;
     tests2)
-      timeout 400 deno test -A --no-check tests/vulkan/ tests/wgpu/ tests/sampling/ > "$out/tests-gpu2.txt" 2>&1; echo "exit $?" >> "$out/tests-gpu2.txt"
-      grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$out/tests-gpu2.txt" | head -40 ;;
+      timeout 300 deno test -A --no-check tests/vulkan/ tests/wgpu/ tests/sampling/ > "$out/tests-gpu2.txt" 2>&1; echo "exit $?" >> "$out/tests-gpu2.txt"
+      grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$out/tests-gpu2.txt" | head -40
+      grep -A14 "^ ERRORS" "$out/tests-gpu2.txt" | head -80 ;;
     speed)
       for b in ptx vulkan wgpu js; do
         timeout 120 deno run -A --no-check cli/main.ts run --json --backend "$b" --max-tokens 256 --ctx 512 --prompt "Once upon a time" \
           > "$out/speed.json" 2> "$out/speed.err"; echo "$b exit $?: $(grep -o '"timings":.*' "$out/speed.json") $(tail -2 "$out/speed.err")"
       done ;;
     bench)
-      timeout 560 deno run -A --no-check bench/decode.ts --shape stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b --backend ptx \
+      timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"
-      cat "$out/decode-ptx.txt" | tail -30 ;;
+      grep -v "^\s*$" "$out/decode-ptx.txt" | tail -12 ;;
   esac
 done
