@@ -27,9 +27,12 @@ const nameAsync = async (f: () => Promise<unknown>) => {
 };
 
 const dev = openVulkanDevice({ timeoutMs: 2000 });
-// Spins for a count read from a buffer. lavapipe ends a loop after 65535 iterations per invocation (all loops
-// together), so the work is wide instead: 65536 invocations, each 65535 iterations of 16 xorshift rounds (no
-// closed form for a compiler to fold). That is hours on lavapipe and some seconds on a big GPU.
+// Spins for a count read from a buffer: 2^32 - 1 iterations of 16 xorshift rounds (no closed form for a
+// compiler to fold) per invocation, over 65536 invocations. A GPU runs every invocation at once, so the
+// time is one invocation's chain of ~2e11 dependent integer ops: minutes on the fastest (an H200 finished a
+// 65535-iteration spin well inside 2 s). lavapipe ends a loop after 65535 iterations per invocation (all
+// loops together), which is why the work is also wide: 65536 x 65535 iterations is hours on its CPU threads.
+// Either way the work is finite, and killing the child ends it.
 const b = new KernelBuilder("spin", { workgroup: 64, grid: 1024 });
 const N = b.buffer("n", "u32", "r"), O = b.buffer("out", "u32", "w");
 const x = b.let(b.gid.x.add(1));
@@ -55,7 +58,7 @@ const id = engine.addEntry("spin", {} as Graph);
 // a short run first: the same recording works when it finishes in time
 out.short = await nameAsync(() => engine.step(id, { n: Uint32Array.of(0, 2, 0, 0) }));
 const t0 = performance.now();
-out.spin = await nameAsync(() => engine.step(id, { n: Uint32Array.of(0, 65535, 0, 0) }));
+out.spin = await nameAsync(() => engine.step(id, { n: Uint32Array.of(0, 0xffffffff, 0, 0) }));
 out.ms = Math.round(performance.now() - t0);
 out.poisoned = dev.poisoned ?? null;
 out.step = await nameAsync(() => engine.step(id, { n: Uint32Array.of(0, 1, 0, 0) }));
