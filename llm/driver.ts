@@ -51,6 +51,7 @@ export class Driver {
   private readonly entries = new Map<string, EntryId>();
   readonly ctx: number;
   private readonly prefillRows: number[];
+  private readonly hiddenRows = new Set<number>();
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, opts: DriverOptions) {
     this.ctx = opts.ctx ?? Math.min(model.contextLength ?? 2048, 2048);
@@ -67,9 +68,18 @@ export class Driver {
     return d;
   }
 
-  /** Adds the entries for prompt chunks of these row counts (a step never compiles one later). */
-  prepareEncode(rows: number[]): void {
-    for (const r of rows) if (r > 1) this.entry("step", r);
+  /**
+   * Adds the entries for prompt chunks of these row counts (a step never compiles one later); with
+   * `hidden`, also encode entries of these row counts (encode pads a shorter input up to the next one).
+   */
+  prepareEncode(rows: number[], opts: { hidden?: boolean } = {}): void {
+    for (const r of rows) {
+      if (r > 1) this.entry("step", r);
+      if (opts.hidden && r >= 1 && r <= this.ctx) {
+        this.entry("hidden", r);
+        this.hiddenRows.add(r);
+      }
+    }
   }
 
   private key(kind: Kind, rows: number): string {
@@ -215,13 +225,21 @@ export class Driver {
     }
   }
 
-  /** Final hidden states (after the output norm) of a sequence of ids from position 0: [ids.length, dim]. */
+  /**
+   * Final hidden states (after the output norm) of a sequence of ids from position 0: [ids.length, dim].
+   * Runs on the smallest prepared encode shape that fits (rows past the input are padding the causal mask
+   * keeps out of the real rows), or compiles the exact shape when none was prepared.
+   */
   async encode(ids: number[]): Promise<Float32Array> {
     if (ids.length === 0 || ids.length > this.ctx) throw new ContextOverflowError(ids.length, this.ctx, "input");
-    const id = this.entry("hidden", ids.length);
+    const fits = [...this.hiddenRows].filter((r) => r >= ids.length);
+    const shape = fits.length ? Math.min(...fits) : ids.length;
+    const id = this.entry("hidden", shape);
+    const tokens = new Int32Array(shape).fill(this.model.tokenizer.eos ?? 0);
+    tokens.set(ids);
     this.exec.resetState();
-    const r = await this.exec.step(id, { token: Int32Array.from(ids), pos: new Int32Array([0]) });
-    return r.outputs.hidden as Float32Array;
+    const r = await this.exec.step(id, { token: tokens, pos: new Int32Array([0]) });
+    return (r.outputs.hidden as Float32Array).slice(0, ids.length * this.model.config.dim);
   }
 }
 
