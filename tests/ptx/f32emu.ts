@@ -1,7 +1,7 @@
 // Exact f32 emulation of the MathOps vocabulary (kernels/render/ptx/math.ts), with PTX's semantics for the
 // edge cases (NaN-propagating max.NaN/min.NaN, saturating cvt.rzi, min.f64 ignoring a NaN). Lets the math
-// routines' accuracy be measured on the CPU. fma is a*b (exact in f64 for f32 inputs) + c rounded twice,
-// which differs from a true fma only in rare double-rounding ties.
+// routines' accuracy be measured on the CPU. Every op is bit-exact to the PTX instruction it stands for
+// (fma included: a*b+c is rounded once), so the GPU computes what these tests measure.
 import type { MathOps } from "../../kernels/render/ptx/math.ts";
 
 const fr = Math.fround;
@@ -29,7 +29,7 @@ export const emu: MathOps<number, number, boolean, number> = {
   add: (a, b) => fr(a + b),
   sub: (a, b) => fr(a - b),
   mul: (a, b) => fr(a * b),
-  fma: (a, b, c) => fr(a * b + c),
+  fma: (a, b, c) => fma32(a, b, c),
   div: (a, b) => fr(a / b),
   rni: (a) => rint(a),
   trunc: (a) => Math.trunc(a),
@@ -53,6 +53,11 @@ export const emu: MathOps<number, number, boolean, number> = {
   ixor: (a, b) => a ^ b,
   ishl: (a, n) => a << n,
   ishr: (a, n) => a >> n,
+  // PTX clamps shift amounts to 32 (JavaScript takes them mod 32); math.ts promises [0, 31] anyway.
+  shlv: (a, n) => (n >>> 0 >= 32 ? 0 : a << n),
+  ushrv: (a, n) => (n >>> 0 >= 32 ? 0 : (a >>> n) | 0),
+  imul: (a, b) => Math.imul(a, b),
+  umulhi: (a, b) => Number((BigInt(a >>> 0) * BigInt(b >>> 0)) >> 32n) | 0,
   flt: (a, b) => a < b,
   fle: (a, b) => a <= b,
   feq: (a, b) => a === b,
@@ -60,6 +65,7 @@ export const emu: MathOps<number, number, boolean, number> = {
   ilt: (a, b) => a < b,
   iltu: (a, b) => a >>> 0 < b >>> 0,
   ine: (a, b) => a !== b,
+  ieq: (a, b) => a === b,
   pand: (a, b) => a && b,
   por: (a, b) => a || b,
   pnot: (a) => !a,
@@ -67,6 +73,8 @@ export const emu: MathOps<number, number, boolean, number> = {
   isel: (p, a, b) => (p ? a : b),
   d: (x) => x,
   dcvt: (a) => a,
+  dint: (a) => a | 0,
+  duint: (a) => a >>> 0,
   dround: (a) => fr(a),
   dadd: (a, b) => a + b,
   dsub: (a, b) => a - b,
@@ -85,6 +93,20 @@ export const emu: MathOps<number, number, boolean, number> = {
   dsel: (p, a, b) => (p ? a : b),
   disnan: (a) => Number.isNaN(a),
 };
+
+/**
+ * a*b+c rounded once to f32 (f32 operands): a*b is exact in f64, s = a*b + c is rounded to f64 with error e
+ * (TwoSum, exact), and rounding s to f32 can only be wrong when s lies exactly halfway between two floats,
+ * where the sign of e decides.
+ */
+function fma32(a: number, b: number, c: number): number {
+  const p = a * b, s = p + c, r = fr(s);
+  if (r === s || !Number.isFinite(r)) return r;
+  const bb = s - p, e = (p - (s - bb)) + (c - bb);
+  const t = 2 * s - r; // the float on s's other side when s is a midpoint
+  if (e === 0 || fr(t) !== t) return r;
+  return e > 0 ? Math.max(r, t) : Math.min(r, t);
+}
 
 /** A double as an exact integer times 2^exp. */
 function exact(x: number): [bigint, number] {

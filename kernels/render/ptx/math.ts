@@ -8,8 +8,8 @@
 // FreeBSD's logf reduction), all fma-based. pow runs in f64 (the H200 has full-rate FP64), which makes it
 // nearly correctly rounded even when y*log2(x) is large.
 //
-// Bounds measured by tests/ptx/math.test.ts: exp/exp2 <= 1 ulp, log/log2 <= 2 ulp, sin/cos <= 2 ulp for
-// |x| <= 1e5, tanh <= 2 ulp, pow <= 1 ulp; fmod is exact while |a/b| < 2^53 (the IR's "mod" on floats).
+// Bounds measured by tests/ptx/math.test.ts: exp/exp2 <= 1 ulp, log/log2 <= 2 ulp, sin/cos <= 2 ulp over
+// all of f32, tanh <= 2 ulp, pow <= 1 ulp; fmod is exact while |a/b| < 2^53 (the IR's "mod" on floats).
 import type { Asm } from "./asm.ts";
 import { f32imm, f64imm, isReg } from "./asm.ts";
 
@@ -43,6 +43,13 @@ export interface MathOps<F, I, P, D> {
   ishl(a: I, n: number): I;
   /** Arithmetic shift right. */
   ishr(a: I, n: number): I;
+  /** Shifts by a register amount, which must lie in [0, 31] (PTX clamps larger amounts, JavaScript wraps them). */
+  shlv(a: I, n: I): I;
+  /** Logical shift right by an amount in [0, 31]. */
+  ushrv(a: I, n: I): I;
+  /** The low / high 32 bits of the unsigned 64-bit product. */
+  imul(a: I, b: I): I;
+  umulhi(a: I, b: I): I;
   flt(a: F, b: F): P;
   fle(a: F, b: F): P;
   feq(a: F, b: F): P;
@@ -50,6 +57,7 @@ export interface MathOps<F, I, P, D> {
   ilt(a: I, b: I): P;
   iltu(a: I, b: I): P;
   ine(a: I, b: I): P;
+  ieq(a: I, b: I): P;
   pand(a: P, b: P): P;
   por(a: P, b: P): P;
   pnot(a: P): P;
@@ -57,6 +65,9 @@ export interface MathOps<F, I, P, D> {
   isel(p: P, a: I, b: I): I;
   d(x: number): D;
   dcvt(a: F): D;
+  /** i32 / u32 -> f64 (exact). */
+  dint(a: I): D;
+  duint(a: I): D;
   /** f64 -> f32, round to nearest even. */
   dround(a: D): F;
   dadd(a: D, b: D): D;
@@ -165,14 +176,61 @@ export function log2f<F, I, P, D>(m: MathOps<F, I, P, D>, x: F): F {
   return logSpecial(m, x, m.fma(ln, m.f(LOG2E), p.k));
 }
 
-// pi/2 in three f32 parts (C1 + C2 + C3 to ~2^-75): with fma, x - q*C1 is exact for |x| <= 1e5.
+// pi/2 in three f32 parts (C1 + C2 + C3 to ~2^-75): with fma, x - q*C1 is exact for |x| < 2^17, and the
+// reduction stays within 2 ulp there even for the f32 closest to a multiple of pi/2 (tests/ptx/math.test.ts).
 const PIO2 = [1.5707963705062866, -4.371138828673793e-8, -1.7151245100058819e-15];
+/** Where sin/cos switch from that reduction to the exact one below. */
+const LARGE = 2 ** 17;
+/** 2/pi in 32-bit words after 32 zero bits (so that windows starting before the binary point read zeros). */
+export const TWO_OVER_PI_WORDS = [0, 0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041, 0xfe5163ab];
+
+/**
+ * Payne-Hanek reduction of a finite |x| >= 2^17 given its bits (sign cleared): |x| = q*pi/2 + r, |r| <= pi/4.
+ * |x| = mi * 2^e with a 24-bit integer mi, so frac(|x| * 2/pi / 4) only needs the 96 bits of 2/pi that
+ * start e-2 bits after its binary point; their product with mi, in integer arithmetic, holds the quadrant in
+ * its top 2 bits and the remainder to 2^-62 quadrants. (The f32 closest to a multiple of pi/2 is ~2^-29 away,
+ * so that is plenty.) Integer ops and one f64 conversion: exact, and identical on the GPU and in emulation.
+ * (The f32 chain above needs q = rni(x * 2/pi) exact; far past 2^17 r grows out of [-pi/4, pi/4], and near
+ * 1e19 r*r overflows: sin(3e38) was NaN and cos(3e38) -1, on the H200 and in emulation alike.)
+ */
+function reduceLarge<F, I, P, D>(m: MathOps<F, I, P, D>, axb: I): { q: I; r: F } {
+  const mi = m.ior(m.iand(axb, m.i(0x007fffff)), m.i(0x00800000));
+  const o = m.isub(m.ishr(axb, 23), m.i(150 + 2 - 32)); // bit offset of the window in TWO_OVER_PI_WORDS
+  const wi = m.ishr(o, 5), sh = m.iand(o, m.i(31)), rsh = m.ixor(sh, m.i(31)); // 31 - sh
+  // wi is in [0, 4] for |x| >= 2^17 (o in [24, 135]); the words are picked by selects, not an indexed load.
+  const at = [1, 2, 3, 4].map((j) => m.ieq(wi, m.i(j)));
+  const word = (k: number): I => at.reduce((w, p, j) => m.isel(p, m.i(TWO_OVER_PI_WORDS[j + 1 + k]), w), m.i(TWO_OVER_PI_WORDS[k]));
+  const a = [word(0), word(1), word(2), word(3)];
+  // Funnel shifts; (a >>> 1) >>> (31 - sh) keeps both amounts in [0, 31] (a shift by 32 means 0 on PTX but a
+  // no-op in JavaScript).
+  const w = [0, 1, 2].map((k) => m.ior(m.shlv(a[k], sh), m.ushrv(m.ushrv(a[k + 1], m.i(1)), rsh)));
+  // The low 64 bits (of 120) of mi * w0:w1:w2, without the lowest word's low half.
+  const lo1 = m.imul(mi, w[1]);
+  const r1 = m.iadd(lo1, m.umulhi(mi, w[2]));
+  const carry = m.isel(m.iltu(r1, lo1), m.i(1), m.i(0));
+  const r0 = m.iadd(m.iadd(m.imul(mi, w[0]), m.umulhi(mi, w[1])), carry);
+  // Nearest quadrant; the rest is a signed fraction of a quadrant, 2^30 per quadrant in r0 (62 bits in all).
+  const d = m.iadd(r0, m.i(0x20000000));
+  const q = m.iand(m.ishr(d, 30), m.i(3));
+  const fhi = m.isub(m.iand(d, m.i(0x3fffffff)), m.i(0x20000000));
+  const frac = m.dfma(m.dint(fhi), m.d(2 ** 32), m.duint(r1));
+  return { q, r: m.dround(m.dmul(frac, m.d((Math.PI / 2) * 2 ** -62))) };
+}
 
 function sincos<F, I, P, D>(m: MathOps<F, I, P, D>, x: F, cos: boolean): F {
-  const q = m.rni(m.mul(x, m.f(2 / Math.PI)));
-  let r = m.fma(q, m.f(-PIO2[0]), x);
-  r = m.fma(q, m.f(-PIO2[1]), r);
-  r = m.fma(q, m.f(-PIO2[2]), r);
+  const qf = m.rni(m.mul(x, m.f(2 / Math.PI)));
+  let r = m.fma(qf, m.f(-PIO2[0]), x);
+  r = m.fma(qf, m.f(-PIO2[1]), r);
+  r = m.fma(qf, m.f(-PIO2[2]), r);
+  let qi = m.cvti(qf);
+  // Large arguments: reduce |x| exactly, then x = -q*pi/2 - r for negative x.
+  const xb = m.bits(x);
+  const ax = m.abs(x);
+  const big = reduceLarge(m, m.iand(xb, m.i(0x7fffffff)));
+  const neg = m.ilt(xb, m.i(0));
+  const large = m.fle(m.f(LARGE), ax);
+  r = m.sel(large, m.float(m.ixor(m.bits(big.r), m.iand(xb, m.i(SIGN)))), r);
+  qi = m.isel(large, m.isel(neg, m.isub(m.i(0), big.q), big.q), qi);
   const z = m.mul(r, r);
   // Cephes sinf / cosf polynomials on [-pi/4, pi/4].
   let s = m.fma(m.f(-1.9515295891e-4), z, m.f(8.3321608736e-3));
@@ -181,12 +239,11 @@ function sincos<F, I, P, D>(m: MathOps<F, I, P, D>, x: F, cos: boolean): F {
   let c = m.fma(m.f(2.443315711809948e-5), z, m.f(-1.388731625493765e-3));
   c = m.fma(c, z, m.f(4.166664568298827e-2));
   const cosr = m.fma(m.mul(c, z), z, m.fma(m.f(-0.5), z, m.f(1)));
-  const qi = m.cvti(q);
   const odd = m.ine(m.iand(qi, m.i(1)), m.i(0));
   const v = cos ? m.sel(odd, sinr, cosr) : m.sel(odd, cosr, sinr);
   const sign = m.ishl(m.iand(cos ? m.iadd(qi, m.i(1)) : qi, m.i(2)), 30);
-  // Past the reduction's range (|x| > ~1e9) r is meaningless; keep the result a sine at least.
-  return m.min(m.max(m.float(m.ixor(m.bits(v), sign)), m.f(-1)), m.f(1));
+  // Infinities (which took the large path) and NaN give NaN.
+  return m.sel(m.flt(ax, m.f(INF)), m.float(m.ixor(m.bits(v), sign)), m.f(NaN));
 }
 export const sinf = <F, I, P, D>(m: MathOps<F, I, P, D>, x: F): F => sincos(m, x, false);
 export const cosf = <F, I, P, D>(m: MathOps<F, I, P, D>, x: F): F => sincos(m, x, true);
@@ -308,6 +365,10 @@ export class PtxMath implements MathOps<string, string, string, string> {
   ixor(a: string, b: string): string { return this.o("r", "xor.b32", this.rr(a), b); }
   ishl(a: string, n: number): string { return this.o("r", "shl.b32", this.rr(a), String(n)); }
   ishr(a: string, n: number): string { return this.o("r", "shr.s32", this.rr(a), String(n)); }
+  shlv(a: string, n: string): string { return this.o("r", "shl.b32", this.rr(a), n); }
+  ushrv(a: string, n: string): string { return this.o("r", "shr.u32", this.rr(a), n); }
+  imul(a: string, b: string): string { return this.o("r", "mul.lo.u32", this.rr(a), b); }
+  umulhi(a: string, b: string): string { return this.o("r", "mul.hi.u32", this.rr(a), b); }
   flt(a: string, b: string): string { return this.o("p", "setp.lt.f32", this.rf(a), b); }
   fle(a: string, b: string): string { return this.o("p", "setp.le.f32", this.rf(a), b); }
   feq(a: string, b: string): string { return this.o("p", "setp.eq.f32", this.rf(a), b); }
@@ -315,6 +376,7 @@ export class PtxMath implements MathOps<string, string, string, string> {
   ilt(a: string, b: string): string { return this.o("p", "setp.lt.s32", this.rr(a), b); }
   iltu(a: string, b: string): string { return this.o("p", "setp.lt.u32", this.rr(a), b); }
   ine(a: string, b: string): string { return this.o("p", "setp.ne.s32", this.rr(a), b); }
+  ieq(a: string, b: string): string { return this.o("p", "setp.eq.s32", this.rr(a), b); }
   pand(a: string, b: string): string { return this.o("p", "and.pred", a, b); }
   por(a: string, b: string): string { return this.o("p", "or.pred", a, b); }
   pnot(a: string): string { return this.o("p", "not.pred", a); }
@@ -322,6 +384,8 @@ export class PtxMath implements MathOps<string, string, string, string> {
   isel(p: string, a: string, b: string): string { return this.o("r", "selp.b32", a, b, p); }
   d(x: number): string { return f64imm(x); }
   dcvt(a: string): string { return this.o("fd", "cvt.f64.f32", this.rf(a)); }
+  dint(a: string): string { return this.o("fd", "cvt.rn.f64.s32", this.rr(a)); }
+  duint(a: string): string { return this.o("fd", "cvt.rn.f64.u32", this.rr(a)); }
   dround(a: string): string { return this.o("f", "cvt.rn.f32.f64", this.rd(a)); }
   dadd(a: string, b: string): string { return this.o("fd", "add.rn.f64", this.rd(a), b); }
   dsub(a: string, b: string): string { return this.o("fd", "sub.rn.f64", this.rd(a), b); }
