@@ -342,7 +342,8 @@ class Emitter {
       case "sub": return a.v(Op.ISub, T, x, y);
       case "mul": return a.v(Op.IMul, T, x, y);
       case "div": case "mod": {
-        const code = op === "div" ? (s ? Op.SDiv : Op.UDiv) : (s ? Op.SRem : Op.UMod);
+        if (s) return this.signedDivMod(op, x, y, !constNonZero);
+        const code = op === "div" ? Op.UDiv : Op.UMod;
         if (constNonZero) return a.v(code, T, x, y);
         // x / 0 and x % 0 give 0 (as in the other renderers) instead of SPIR-V's undefined value
         const zero = a.v(Op.IEqual, a.b, y, this.constant(t, 0));
@@ -364,6 +365,31 @@ class Emitter {
       case "ne": return a.v(Op.INotEqual, a.b, x, y);
     }
     this.fail(`${op} on ${t}`);
+  }
+
+  /**
+   * i32 / and % on the magnitudes with OpUDiv / OpUMod, the signs put back explicitly: the quotient truncates,
+   * the remainder takes the dividend's sign, x / 0 = x % 0 = 0, INT_MIN / -1 wraps to INT_MIN (as in
+   * JavaScript). Never OpSRem / OpSMod: Vulkan leaves them undefined when an operand is negative, and NVIDIA's
+   * driver computes them unsigned (-19 % 3 gave 0); never OpSDiv, whose INT_MIN / -1 is undefined too.
+   */
+  private signedDivMod(op: "div" | "mod", x: number, y: number, zeroGuard: boolean): number {
+    const { a } = this;
+    const U = a.u, u0 = a.cu(0);
+    const xneg = a.v(Op.SLessThan, a.b, x, a.ci(0)), yneg = a.v(Op.SLessThan, a.b, y, a.ci(0));
+    const magnitude = (v: number, neg: number) => {
+      const bits = a.v(Op.Bitcast, U, v);
+      return a.sel(U, neg, a.isub(U, u0, bits), bits); // |INT_MIN| = 2^31 as u32
+    };
+    const ax = magnitude(x, xneg);
+    let ay = magnitude(y, yneg);
+    const zero = zeroGuard ? a.ieq(ay, u0) : 0;
+    if (zeroGuard) ay = a.sel(U, zero, a.cu(1), ay);
+    const r = a.v(op === "div" ? Op.UDiv : Op.UMod, U, ax, ay);
+    const neg = op === "div" ? a.v(Op.LogicalNotEqual, a.b, xneg, yneg) : xneg;
+    let out = a.sel(U, neg, a.isub(U, u0, r), r);
+    if (zeroGuard) out = a.sel(U, zero, u0, out);
+    return a.v(Op.Bitcast, a.i, out);
   }
 
   private subgroups(cap: number): void {

@@ -377,7 +377,7 @@ class Wgsl {
       case "div": case "mod": {
         const sym = op === "div" ? "/" : "%";
         if (t === "f32" || t === "f16") return `(${a} ${sym} ${b})`;
-        if (eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
+        if (t === "u32" && eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
         return `${this.need(`p_${op}${t === "i32" ? "i" : "u"}`)}(${a}, ${b})`;
       }
       case "shl": case "shr": {

@@ -111,6 +111,7 @@ const ints: Feature = {
     const specials = [NaN, Infinity, -Infinity, 3e9, -3e9, 1e10, -0.5, 2.5, -2.5, 2147483520, 2147483648, -2147483904, 4294967040, 4294967296, 0, -0];
     specials.forEach((v, k) => f[k] = v);
     x[0] = -2147483648, y[0] = 7, x[1] = 5, y[1] = 0, x[2] = -9, y[2] = 0, x[3] = -2147483648, y[3] = 1;
+    x[4] = -2147483648, y[4] = -1, x[5] = -19, y[5] = 3, x[6] = 19, y[6] = -3, x[7] = -19, y[7] = -3; // INT_MIN / -1 wraps
     return [bytes(x), bytes(y), bytes(s), bytes(f), zeros(18 * N * 4), zeros(15 * N * 4), zeros(5 * N * 4)];
   },
   check(out, ins) {

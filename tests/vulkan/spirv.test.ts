@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { KernelBuilder, KernelError, u32 } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
+import { Op } from "../../kernels/render/spirv/spec.ts";
 import { cases } from "../kernels/cases.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
@@ -184,6 +185,39 @@ test("spirv: what the target lacks is refused with a KernelError", () => {
   const mem = sh.shared("s", "f32", 16384);
   sh.sstore(mem, 0, 1.5);
   assert.throws(() => renderSpirv(sh.build(), FULL), /shared memory/);
+});
+
+/** The opcodes a module's instructions use. */
+function opcodes(words: Uint32Array): Set<number> {
+  const ops = new Set<number>();
+  for (let i = 5; i < words.length; i += words[i] >>> 16) ops.add(words[i] & 0xffff);
+  return ops;
+}
+
+test("spirv: signed / and % never use OpSDiv, OpSRem or OpSMod (undefined for negative operands on Vulkan)", () => {
+  // Vulkan's SPIR-V environment leaves OpSRem / OpSMod undefined when an operand is negative (NVIDIA computes
+  // them unsigned: -19 % 3 gave 0) and OpSDiv undefined for INT_MIN / -1: i32 goes through OpUDiv / OpUMod.
+  const k = new KernelBuilder("idiv", { workgroup: 64, grid: 1 });
+  const a = k.buffer("a", "i32", "r"), b = k.buffer("b", "i32", "r"), o = k.buffer("o", "i32", "w");
+  const x = k.let(k.load(a, k.gid.x)), y = k.let(k.load(b, k.gid.x));
+  [x.div(y), x.mod(y), x.div(7), x.mod(-5), x.div(-3)].forEach((v, j) => k.store(o, k.gid.x.add(j * 64), v));
+  const ops = opcodes(renderSpirv(k.build(), FULL).words);
+  assert.ok(ops.has(Op.UDiv) && ops.has(Op.UMod));
+  const FORBIDDEN = [Op.SDiv, Op.SRem, Op.SMod];
+  const bad: string[] = [];
+  for (const [label, caps] of VARIANTS.slice(0, 2)) {
+    const kernels = [
+      ...features.map((f) => ({ name: f.name, k: f.make(caps) })),
+      ...cases.map((kc) => ({ name: kc.name, k: kc.make(caps) })),
+      { name: "idiv", k: k.build() },
+    ];
+    for (const { name, k } of kernels) {
+      if (typeof k === "string") continue;
+      const used = opcodes(renderSpirv(k, caps).words);
+      if (FORBIDDEN.some((op) => used.has(op))) bad.push(`${label} ${name}`);
+    }
+  }
+  assert.deepEqual(bad, []);
 });
 
 test("spirv: cleanup", () => rmSync(dir, { recursive: true, force: true }));

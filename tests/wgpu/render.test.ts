@@ -123,3 +123,21 @@ test("wgsl: every kernel-library kernel renders, with and without subgroups", ()
     for (const k of ks) assert.match(renderWgsl(k, { f16: true, subgroups: caps.subgroups }).code, /@compute @workgroup_size/);
   }
 });
+
+test("wgsl: i32 / and % work on u32 magnitudes (Naga's i32 % is OpSRem, unsigned on NVIDIA), constants too", () => {
+  const k = new KernelBuilder("idiv", { workgroup: 64, grid: 1 });
+  const a = k.buffer("a", "i32", "r"), b = k.buffer("b", "i32", "r"), o = k.buffer("o", "i32", "w"), u = k.buffer("u", "u32", "w");
+  const x = k.let(k.load(a, k.gid.x)), y = k.let(k.load(b, k.gid.x));
+  [x.div(y), x.mod(y), x.div(7), x.mod(-5)].forEach((v, j) => k.store(o, k.gid.x.add(j * 64), v));
+  const ux = x.bitcast("u32");
+  [ux.div(y.bitcast("u32")), ux.mod(3)].forEach((v, j) => k.store(u, k.gid.x.add(j * 64), v));
+  const code = renderWgsl(k.build(), NONE).code;
+  assert.match(code, /p_divi\(v_\w+, v_\w+\)/);
+  assert.match(code, /p_modi\(v_\w+, v_\w+\)/);
+  assert.match(code, /p_divi\(v_\w+, 7i\)/);
+  assert.match(code, /p_modi\(v_\w+, \(-5i\)\)/);
+  assert.match(code, /fn p_absi\(a: i32\) -> u32/);
+  // The only / and % left have u32 operands: the helpers' magnitudes, p_divu's, and the kernel's own u32 op.
+  const ops = [...code.matchAll(/(\S+) ([/%]) (\S+)/g)].map((m) => `${m[1]} ${m[2]} ${m[3]}`).sort();
+  assert.deepEqual(ops, ["(bitcast<u32>(v_v0) % 3u);", "p_absi(a) % select(d,", "p_absi(a) / select(d,", "select(a / b,"]);
+});

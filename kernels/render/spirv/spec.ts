@@ -60,6 +60,7 @@ export const Op = {
   FDiv: 136,
   UMod: 137,
   SRem: 138,
+  SMod: 139,
   FRem: 140,
   LogicalEqual: 164,
   LogicalNotEqual: 165,
