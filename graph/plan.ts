@@ -35,6 +35,12 @@ export type Unit =
   | { k: "group"; group: FusionGroup }
   /** y = matmul(x, w) + residual (same shape) or + bias (a const [N]), with the add's node as the result. */
   | { k: "matmul_residual"; matmul: number; add: number; residual?: number; bias?: number }
+  /**
+   * Batch-1 matmuls of one input vector against float const weights of one dtype and width, in one kernel:
+   * each part a matmul (two for silu_mul) with its epilogue chain. `norm`, when set, is an rmsnorm of `x`
+   * that every part's dot folds in (its value is never stored).
+   */
+  | { k: "gemv"; x: number; norm?: number; parts: GemvPartPlan[] }
   /** attention whose mask is causal_mask(pos): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number }
   /**
@@ -42,6 +48,32 @@ export type Unit =
    * when set, is read instead of the update row (the row was a float cast of it, done by the store).
    */
   | { k: "update"; node: number; copyFirst: boolean; src?: number };
+
+/**
+ * One part of a gemv unit: matmul(s) of the unit's input, then in order an optional bias or residual add, a
+ * silu_mul of the two matmuls, a rope (through a reshape to heads), a float cast and an in-place
+ * dynamic_update_slice into State (through a reshape). `out` is the node whose value the part stores.
+ */
+export interface GemvPartPlan {
+  matmuls: number[];
+  /** Const [N] (or [1, N]) f32 biases, one per matmul. */
+  bias?: number[];
+  residual?: number;
+  act?: number;
+  rope?: number;
+  cast?: number;
+  update?: number;
+  out: number;
+  /** Every node the part computes without storing it (out included). */
+  nodes: number[];
+}
+
+export interface PlanOptions {
+  /** Arena alignment (bytes, default 256). */
+  align?: number;
+  /** Plan gemv units (fused batch-1 matmuls); default true. */
+  gemv?: boolean;
+}
 
 export interface Plan {
   graph: Graph;
@@ -62,7 +94,7 @@ function nodeBytes(n: Node): number {
 }
 
 /** Plans a graph (call graph/passes optimize first to get fusion groups). */
-export function plan(g: Graph, opts: { align?: number } = {}): Plan {
+export function plan(g: Graph, opts: PlanOptions = {}): Plan {
   const nodes = g.nodes;
   const uses: number[][] = nodes.map(() => []);
   for (const n of nodes) for (const i of n.inputs) uses[i].push(n.id);
@@ -79,8 +111,19 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
   const covered = new Set<number>();
   const unitOf = new Map<number, Unit>();
   const single = (id: number) => uses[id].length === 1 && !outputNodes.has(id) && !stateWrites.has(id);
+  const inPlaceUpdate = (id: number) => {
+    const target = nodes[id].inputs[0];
+    return stateWrites.has(id) && stateReads.get(target) === stateWrites.get(id) && uses[target].length === 1;
+  };
+  const gemvAt = new Map<number, Unit>(); // position node -> gemv unit
+  if (opts.gemv ?? true) {
+    for (const { unit, nodes: inside, at } of planGemv(g, uses, single, inPlaceUpdate, outputNodes)) {
+      for (const m of inside) covered.add(m);
+      gemvAt.set(at, unit);
+    }
+  }
   for (const n of nodes) {
-    if (n.op !== "add" || n.dtype !== "f32") continue;
+    if (n.op !== "add" || n.dtype !== "f32" || covered.has(n.id)) continue;
     const [a, b] = n.inputs;
     for (const [m, r] of [[a, b], [b, a]]) {
       const mm = nodes[m], rn = nodes[r];
@@ -102,9 +145,8 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
     }
   }
   for (const n of nodes) {
-    if (n.op !== "dynamic_update_slice" && n.op !== "scatter_update") continue;
-    const target = n.inputs[0];
-    const inPlace = stateWrites.has(n.id) && stateReads.get(target) === stateWrites.get(n.id) && uses[target].length === 1;
+    if ((n.op !== "dynamic_update_slice" && n.op !== "scatter_update") || covered.has(n.id)) continue;
+    const inPlace = inPlaceUpdate(n.id);
     // A float cast of the row (f32 -> f16 K/V) happens in the update kernel's store.
     const row = nodes[n.inputs[1]];
     const src = row.op === "cast" && single(row.id) && isFloatType(row.dtype) && isFloatType(nodes[row.inputs[0]].dtype)
@@ -158,6 +200,17 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
         continue;
     }
     if (isBlock(n.dtype)) throw new GraphError("dtype", `a computed ${n.dtype} value cannot be planned`, ref(n));
+    const gu = gemvAt.get(n.id);
+    if (gu?.k === "gemv") {
+      for (const part of gu.parts) {
+        if (part.update === undefined) continue;
+        const target = nodes[part.update].inputs[0];
+        values[part.update] = { node: part.update, dtype: nodes[part.update].dtype, shape: nodes[part.update].shape, bytes: nodeBytes(nodes[part.update]), home: values[target].home };
+        inPlaceOf.set(part.update, target);
+      }
+      units.push(gu);
+      continue;
+    }
     if (VIEW.has(n.op)) continue; // homed below, once its source has one
     const u = unitOf.get(n.id);
     if (u?.k === "update" && !u.copyFirst) {
@@ -169,7 +222,9 @@ export function plan(g: Graph, opts: { align?: number } = {}): Plan {
 
   // 3. Lifetimes of arena values, in unit order, then offsets.
   const producedAt = new Map<number, number>();
-  units.forEach((u, i) => producedAt.set(resultOf(u), i));
+  units.forEach((u, i) => {
+    for (const r of resultsOf(u)) producedAt.set(r, i);
+  });
   const lastUse = new Map<number, number>();
   const viewSource = (id: number): number => (VIEW.has(nodes[id].op) ? viewSource(nodes[id].inputs[0]) : id);
   units.forEach((u, i) => {
@@ -225,13 +280,19 @@ function sameDims(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** The node whose value a unit produces. */
+/** The node whose value a unit produces (a gemv unit's first part's). */
 export function resultOf(u: Unit): number {
   switch (u.k) {
     case "group": return u.group.root;
     case "matmul_residual": return u.add;
+    case "gemv": return u.parts[0].out;
     default: return u.node;
   }
+}
+
+/** Every node whose value a unit stores. */
+export function resultsOf(u: Unit): number[] {
+  return u.k === "gemv" ? u.parts.map((p) => p.out) : [resultOf(u)];
 }
 
 /** The nodes a unit reads (outside itself). */
@@ -239,6 +300,16 @@ export function unitInputs(g: Graph, u: Unit): number[] {
   switch (u.k) {
     case "group": return u.group.inputs;
     case "matmul_residual": return [...g.nodes[u.matmul].inputs, u.residual ?? u.bias!];
+    case "gemv": {
+      const ins = u.norm === undefined ? [u.x] : [u.x, g.nodes[u.norm].inputs[1]];
+      for (const p of u.parts) {
+        ins.push(...p.matmuls.map((m) => g.nodes[m].inputs[1]), ...(p.bias ?? []));
+        if (p.residual !== undefined) ins.push(p.residual);
+        if (p.rope !== undefined) ins.push(g.nodes[p.rope].inputs[1]);
+        if (p.update !== undefined) ins.push(...g.nodes[p.update].inputs.filter((_, i) => i !== 1));
+      }
+      return ins;
+    }
     case "attention": return [...g.nodes[u.node].inputs.slice(0, 3), u.pos];
     case "update": {
       const ins = g.nodes[u.node].inputs;
@@ -251,4 +322,151 @@ export function unitInputs(g: Graph, u: Unit): number[] {
 /** "matmul #12 (blk.0/attn.q)" for errors about a unit. */
 export function describeUnit(g: Graph, u: Unit): string {
   return describeNode(ref(g.nodes[resultOf(u)]));
+}
+
+// ---- gemv units ------------------------------------------------------------------------------------------
+
+const GEMV_WEIGHTS = new Set(["f32", "f16", "bf16"]);
+
+/**
+ * Finds gemv units: batch-1 matmuls (f32 x of numel K, a float const [N, K] weight) grouped by input (an
+ * rmsnorm whose every use is such a matmul is folded: the group reads its input), weight dtype and K, each
+ * with its epilogue chain. A unit runs where its last node is; it is kept only when nothing outside it reads
+ * one of its nodes before that point (else its matmuls are left to the other units and planning repeats).
+ */
+function planGemv(
+  g: Graph,
+  uses: number[][],
+  single: (id: number) => boolean,
+  inPlaceUpdate: (id: number) => boolean,
+  outputNodes: Set<number>,
+): { unit: Unit; nodes: number[]; at: number }[] {
+  const nodes = g.nodes;
+  const excluded = new Set<number>();
+  const isCand = (m: number): boolean => {
+    const mm = nodes[m];
+    if (mm.op !== "matmul" || excluded.has(m) || mm.shape.length < 1) return false;
+    const [x, w] = mm.inputs, xn = nodes[x], wn = nodes[w];
+    return wn.op === "const" && wn.shape.length === 2 && GEMV_WEIGHTS.has(wn.dtype) && xn.dtype === "f32" &&
+      numel(xn.shape) === wn.shape[1] && numel(mm.shape) === wn.shape[0];
+  };
+  for (;;) {
+    // The input a candidate reads, with an rmsnorm folded when all its uses are candidates.
+    const sourceOf = (m: number): { x: number; norm?: number } => {
+      const x = nodes[m].inputs[0], xn = nodes[x];
+      if (xn.op === "rmsnorm" && numel(xn.shape) === xn.shape[xn.shape.length - 1] && !outputNodes.has(x) &&
+        uses[x].length > 0 && uses[x].every((u) => isCand(u) && nodes[u].inputs[0] === x)) return { x: xn.inputs[0], norm: x };
+      return { x };
+    };
+    const keyOf = (m: number) => {
+      const s = sourceOf(m), w = nodes[nodes[m].inputs[1]];
+      return `${s.x}:${s.norm ?? ""}:${w.dtype}:${w.shape[1]}`;
+    };
+    const groups = new Map<string, { x: number; norm?: number; parts: GemvPartPlan[] }>();
+    const taken = new Set<number>();
+    const addPart = (m: number, p: GemvPartPlan) => {
+      const key = keyOf(m);
+      let grp = groups.get(key);
+      if (!grp) groups.set(key, grp = { ...sourceOf(m), parts: [] });
+      grp.parts.push(p);
+    };
+    for (const n of nodes) { // silu_mul(a, b) of two candidates of one key: a two-weight part
+      if (n.op !== "silu_mul") continue;
+      const [a, b] = n.inputs;
+      if (a === b || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
+      if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape) || n.dtype !== "f32") continue;
+      taken.add(a).add(b);
+      addPart(a, { matmuls: [a, b], act: n.id, out: n.id, nodes: [a, b, n.id] });
+    }
+    for (const n of nodes) if (isCand(n.id) && !taken.has(n.id)) addPart(n.id, gemvChain(g, n.id, uses, single, inPlaceUpdate));
+
+    const out: { unit: Unit; nodes: number[]; at: number }[] = [];
+    let failed = false;
+    for (const grp of groups.values()) {
+      const inside = new Set(grp.parts.flatMap((p) => p.nodes));
+      const at = Math.max(...inside);
+      // Everything outside that reads a node of the unit must run after it.
+      const early = [...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at));
+      if (early) {
+        for (const p of grp.parts) for (const m of p.matmuls) excluded.add(m);
+        failed = true;
+        continue;
+      }
+      const all = grp.norm === undefined ? [...inside] : [...inside, grp.norm];
+      out.push({ unit: { k: "gemv", x: grp.x, norm: grp.norm, parts: grp.parts }, nodes: all, at });
+    }
+    if (!failed) return out;
+  }
+}
+
+/** The epilogue chain of candidate matmul m (see GemvPartPlan). */
+function gemvChain(
+  g: Graph,
+  m: number,
+  uses: number[][],
+  single: (id: number) => boolean,
+  inPlaceUpdate: (id: number) => boolean,
+): GemvPartPlan {
+  const nodes = g.nodes;
+  const N = numel(nodes[m].shape);
+  const p: GemvPartPlan = { matmuls: [m], out: m, nodes: [m] };
+  const next = (id: number): Node | undefined => (single(id) ? nodes[uses[id][0]] : undefined);
+  let cur = m;
+  const add = next(cur);
+  if (add && add.op === "add" && add.dtype === "f32" && add.inputs[0] !== add.inputs[1]) {
+    const r = add.inputs[0] === m ? add.inputs[1] : add.inputs[0], rn = nodes[r];
+    const src = rn.op === "broadcast" && single(r) ? nodes[rn.inputs[0]] : rn;
+    if (src.op === "const" && src.dtype === "f32" && numel(src.shape) === N && sameDims(add.shape, nodes[m].shape)) {
+      p.bias = [src.id];
+      p.nodes.push(...(src.id === r ? [add.id] : [r, add.id]));
+      cur = p.out = add.id;
+    } else if (rn.dtype === "f32" && sameDims(rn.shape, add.shape) && sameDims(add.shape, nodes[m].shape)) {
+      p.residual = r;
+      p.nodes.push(add.id);
+      cur = p.out = add.id;
+    }
+  }
+  if (p.residual !== undefined) return p;
+  // A reshape to heads, then rope (one row, no frequency factors), a float cast, an in-place update at pos.
+  const tail: number[] = [];
+  let pos: number | undefined;
+  let at = next(cur);
+  if (at?.op === "reshape") {
+    tail.push(at.id);
+    const r = next(at.id);
+    if (r?.op === "rope" && r.inputs.length === 2 && r.inputs[0] === at.id && r.shape[0] === 1 && numel(nodes[r.inputs[1]].shape) === 1) {
+      p.rope = r.id;
+      pos = r.inputs[1];
+      p.nodes.push(...tail, r.id);
+      tail.length = 0;
+      cur = p.out = r.id;
+      at = next(cur);
+    } else at = r;
+  }
+  if (at?.op === "cast" && isFloatType(at.dtype) && nodes[at.inputs[0]].dtype === "f32") {
+    tail.push(at.id);
+    at = next(at.id);
+    if (at?.op === "reshape") {
+      tail.push(at.id);
+      at = next(at.id);
+    }
+  }
+  if (at?.op === "dynamic_update_slice" && at.inputs[1] === (tail.length ? tail[tail.length - 1] : cur) && (at.attrs.axis ?? 0) === 0 &&
+    inPlaceUpdate(at.id) && nodes[at.inputs[1]].shape[0] === 1 && numel(nodes[at.inputs[1]].shape) === N &&
+    (pos === undefined || pos === at.inputs[2])) {
+    p.update = at.id;
+    const cast = tail.find((id) => nodes[id].op === "cast");
+    if (cast !== undefined) p.cast = cast;
+    p.nodes.push(...tail, at.id);
+    p.out = at.id;
+    return p;
+  }
+  // No update: a cast right after the dot (or rope) is still stored by the kernel.
+  const cast = tail.length && nodes[tail[0]].op === "cast" ? tail[0] : undefined;
+  if (cast !== undefined) {
+    p.cast = cast;
+    p.nodes.push(cast);
+    p.out = cast;
+  }
+  return p;
 }

@@ -1,11 +1,11 @@
 // Lowering: a graph -> optimize -> plan -> a Program of library kernels for one target. Each plan unit maps to
 // one kernel of kernels/lib (or a few: a concat is a copy per part); bindings point into the program's buffers.
 // Scalars that depend on a slot (a position, a write map) stay in their slot buffers: kernels load them.
-import { type DType, isBlock } from "../graph/dtype.ts";
+import { byteSize, type DType, isBlock } from "../graph/dtype.ts";
 import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
-import { type Home, plan, type Plan, resultOf, type Unit, type Value } from "../graph/plan.ts";
+import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, type Value } from "../graph/plan.ts";
 import { Tracer } from "../graph/tracer.ts";
 import type { CType, EType, Kernel } from "./ir.ts";
 import type { TargetSet } from "./target.ts";
@@ -47,10 +47,10 @@ function itype(d: DType): "u32" | "i32" {
   throw new LoweringError(`index tensors must be i32 or u32, got ${d}`);
 }
 
-/** Optimize, plan and lower a graph for a target. */
-export function compileGraph(graph: Graph, target: TargetSet): Program {
+/** Optimize, plan and lower a graph for a target (`opts` switches planner fusions, for comparisons). */
+export function compileGraph(graph: Graph, target: TargetSet, opts: Omit<PlanOptions, "align"> = {}): Program {
   const g = optimize(graph);
-  return lower(plan(g, { align: Math.max(256, target.caps.bindingAlign) }), target);
+  return lower(plan(g, { ...opts, align: Math.max(256, target.caps.bindingAlign) }), target);
 }
 
 export function lower(p: Plan, target: TargetSet): Program {
@@ -116,6 +116,7 @@ export function lower(p: Plan, target: TargetSet): Program {
   function lowerUnit(u: Unit): void {
     switch (u.k) {
       case "group": return lowerGroup(u);
+      case "gemv": return lowerGemv(u);
       case "matmul_residual": {
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
@@ -205,8 +206,7 @@ export function lower(p: Plan, target: TargetSet): Program {
       case "rope": {
         if (ins.length > 2) throw new LoweringError("rope with frequency factors");
         const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
-        const table = ropeFreqs(n.attrs.theta!, dims);
-        const tb: Binding = { buffer: buf("literal", `rope:${n.attrs.theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+        const tb = ropeTable(n.attrs.theta!, dims);
         const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
         return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
       }
@@ -260,6 +260,66 @@ export function lower(p: Plan, target: TargetSet): Program {
       return lowerGroup({ k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(ins)] } });
     }
     throw new LoweringError(`no kernel for ${n.op}`);
+  }
+
+  function ropeTable(theta: number, dims: number): Binding {
+    const table = ropeFreqs(theta, dims);
+    return { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+  }
+
+  function lowerGemv(u: Extract<Unit, { k: "gemv" }>): void {
+    const first = nodes[u.parts[0].matmuls[0]], wn = nodes[first.inputs[1]];
+    const K = wn.shape[1];
+    const bindings: Binding[] = [bind(u.x)];
+    const reads: number[] = [u.x];
+    let norm: lib.GemvShape["norm"];
+    if (u.norm !== undefined) {
+      const nn = nodes[u.norm];
+      norm = { eps: nn.attrs.eps!, weight: floatOf(nodes[nn.inputs[1]]) };
+      bindings.push(bind(nn.inputs[1]));
+      reads.push(nn.inputs[1]);
+    }
+    const parts: lib.GemvPart[] = u.parts.map((pp) => {
+      const N = numel(nodes[pp.matmuls[0]].shape);
+      const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
+      for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
+      reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
+      if (pp.bias) {
+        part.bias = true;
+        for (const bi of pp.bias) bindings.push(bind(bi));
+        reads.push(...pp.bias);
+      }
+      if (pp.residual !== undefined) {
+        part.residual = true;
+        bindings.push(bind(pp.residual));
+        reads.push(pp.residual);
+      }
+      let pos: number | undefined;
+      if (pp.rope !== undefined) {
+        const r = nodes[pp.rope];
+        const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
+        part.rope = { hd, rot: dims, style: r.attrs.style! };
+        bindings.push(ropeTable(r.attrs.theta!, dims));
+        pos = r.inputs[1];
+      }
+      if (pp.update !== undefined) {
+        pos = nodes[pp.update].inputs[2];
+        part.cap = nodes[pp.update].shape[0];
+      }
+      if (pos !== undefined) {
+        part.pos = itype(nodes[pos].dtype);
+        bindings.push(bind(pos));
+        reads.push(pos);
+      }
+      const outDt = nodes[pp.out].dtype;
+      if (outDt !== "f32") part.out = floatOf(nodes[pp.out]);
+      bindings.push(bind(pp.out));
+      return part;
+    });
+    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.FType, norm, parts });
+    const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
+    const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
+    kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
   }
 
   function movement(src: number, n: Node, s: { offset: number; strides: number[] }, d: { offset: number; strides: number[] }, shape: number[]): void {

@@ -3,6 +3,7 @@
 // type, shape); fault codes of its checks are in codes.ts.
 export { FAULT, type FaultCode } from "./codes.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, QBLOCK, type Team, team, type WType } from "./common.ts";
+export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits } from "./attention.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";

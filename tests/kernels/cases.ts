@@ -94,6 +94,93 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
   };
 }
 
+// ---- fused gemv ----------------------------------------------------------------------------------------
+/**
+ * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
+ * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
+ */
+function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune> }): KernelCase {
+  const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, silu_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
+  const nr = o.heads * o.hd;
+  const freqs = Float32Array.from({ length: o.rot / 2 }, (_, i) => Math.fround(Math.pow(10000, -(2 * i) / o.rot)));
+  const vals: Float64Array[] = [];
+  const inputs = memo(() => {
+    const rng = new Rng(name);
+    const x = rng.f32(k, -2, 2), g = rng.f32(k, 0.5, 1.5);
+    const mats = [nr, o.n, o.ffn, o.ffn].map((n) => floats(rng, w, n * k));
+    vals.push(...mats.map((m) => m.values));
+    return [
+      bytes(x), bytes(g),
+      mats[0].bytes, bytes(rng.f32(nr)), bytes(freqs), u32b([o.pos]), bytes(new Uint16Array(o.cap * nr).fill(0x7e00)),
+      mats[1].bytes, bytes(rng.f32(o.n)), bytes(new Float32Array(o.n).fill(NaN)),
+      mats[2].bytes, mats[3].bytes, bytes(new Float32Array(o.ffn).fill(NaN)),
+    ];
+  });
+  return {
+    name,
+    make: (caps) => lib.gemv(caps, {
+      k, w, norm: { eps: 1e-5, weight: "f32" }, tune: o.tune,
+      parts: [
+        { n: nr, kind: "rope", bias: true, rope: { hd: o.hd, rot: o.rot, style: o.style }, out: "f16", cap: o.cap },
+        { n: o.n, residual: true },
+        { n: o.ffn, kind: "silu_mul" },
+      ],
+    }),
+    inputs,
+    expect(ins) {
+      const x = asF32(ins[0]), g = asF32(ins[1]), bias = asF32(ins[3]), res = asF32(ins[8]);
+      let ss = 0;
+      for (let j = 0; j < k; j++) ss += x[j] * x[j];
+      const r = 1 / Math.sqrt(ss / k + 1e-5);
+      const dot = (m: number, row: number): [number, number] => {
+        let s = 0, a = 0;
+        for (let j = 0; j < k; j++) {
+          const t = x[j] * g[j] * vals[m][row * k + j];
+          s += t;
+          a += Math.abs(t);
+        }
+        return [s * r, a * r];
+      };
+      const tol = { abs: 1e-5, rel: (k + 16) * 4 * EPS };
+      // rope part (f16 cache row at pos; the other rows keep their NaN fill)
+      const cache = new Float64Array(o.cap * nr).fill(NaN), cmag = new Float64Array(o.cap * nr);
+      const at = o.pos * nr;
+      for (let h = 0; h < o.heads; h++) {
+        for (let i = 0; i < o.hd / 2; i++) {
+          const base = h * o.hd;
+          const rotd = i < o.rot / 2;
+          const ia = base + (o.style === "half" && rotd ? i : 2 * i), ib = o.style === "half" && rotd ? ia + o.rot / 2 : ia + 1;
+          const [d0, m0] = dot(0, ia), [d1, m1] = dot(0, ib);
+          const x0 = d0 + bias[ia], x1 = d1 + bias[ib];
+          const ang = Math.fround(o.pos * freqs[i]);
+          const [c, sn] = rotd ? [Math.cos(ang), Math.sin(ang)] : [1, 0];
+          cache[at + ia] = x0 * c - x1 * sn;
+          cache[at + ib] = x0 * sn + x1 * c;
+          cmag[at + ia] = cmag[at + ib] = m0 + m1 + Math.abs(bias[ia]) + Math.abs(bias[ib]) + 2048 * (Math.abs(x0) + Math.abs(x1)) * EPS;
+        }
+      }
+      const dw = new Float64Array(o.n), dm = new Float64Array(o.n);
+      for (let i = 0; i < o.n; i++) {
+        const [d, m] = dot(1, i);
+        dw[i] = d + res[i];
+        dm[i] = m + Math.abs(res[i]);
+      }
+      const sw = new Float64Array(o.ffn), sm = new Float64Array(o.ffn);
+      for (let i = 0; i < o.ffn; i++) {
+        const [a, ma] = dot(2, i), [b, mb] = dot(3, i);
+        const sg = 1 / (1 + Math.exp(-a));
+        sw[i] = a * sg * b;
+        sm[i] = (ma * Math.abs(b) + mb * Math.abs(a * sg)) * 2 + Math.abs(sw[i]) * 16 * EPS;
+      }
+      return [
+        { binding: 6, type: "f16", want: cache, mag: cmag, tol: { abs: 1e-5, rel: tol.rel + 2 ** -11 } },
+        { binding: 9, type: "f32", want: dw, mag: dm, tol },
+        { binding: 12, type: "f32", want: sw, mag: sm, tol },
+      ];
+    },
+  };
+}
+
 // ---- attention ---------------------------------------------------------------------------------------
 export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
 export function attentionCase(c: AttnCfg, fault = false): KernelCase {
@@ -632,6 +719,9 @@ export const cases: KernelCase[] = [
   ewCase("add", (caps) => lib.add(caps, 24, 6), 24, 2, (a, b) => a + b, { lenB: 6 }),
   ewCase("mul", (caps) => lib.mul(caps, 21, 7), 21, 2, (a, b) => a * b, { lenB: 7 }),
   ...genericCases(),
+  gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3 }),
+  gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 } }),
+  gemvCase("f32", 300, { hd: 8, heads: 1, rot: 6, style: "half", n: 9, ffn: 3, cap: 3, pos: 2, tune: { lanes: 64 } }),
   updateSliceCase(1, 32, 16, 5, "f32", "u32"),
   updateSliceCase(3, 12, 8, 5, "f16", "i32"),
   updateSliceCase(2, 7, 9, 0, "bf16", "u32"),

@@ -199,5 +199,61 @@ export function opCases(): OpCase[] {
       return b.done({}, { steps: 3, slotsAt: (step) => ({ [SAMPLER_SLOT]: words(step, step === 2 ? 1.5 : 1) }) });
     });
   }
+
+  // Fused batch-1 gemv units (graph/plan.ts planGemv): an rmsnorm folded into the matmuls that read it, q/k/v
+  // in one kernel with bias, rope at the slot's position, the K/V cast and in-place cache write; gate/up with
+  // silu_mul; a residual add; odd widths, partial rotary dims, f32 and f16 caches, an rmsnorm that is also an
+  // output (not folded). Several steps, so the cache rows land at moving positions.
+  const decodeBlock = (name: string, o: { w: DType; D: number; H: number; KVH: number; hd: number; C: number; kv: "f16" | "f32"; style: "half" | "adjacent"; dims?: number; bias: boolean; ffn: number; normOut?: boolean }) =>
+    add(name, (b) => {
+      const { D, H, KVH, hd, C } = o;
+      const t = b.t;
+      const x = b.input("f32", [1, D]);
+      const pos = t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+      b.slots.pos = new Int32Array([0]);
+      const h = t.rmsnorm(x, b.weight("f32", [D], 1), 1e-5);
+      const proj = (n: number) => {
+        const y = t.matmul(h, b.weight(o.w, [n, D]));
+        return o.bias ? t.add(y, b.weight("f32", [n], 0.3)) : y;
+      };
+      const rope = (v: Tensor) => t.rope(v, pos, { theta: 10000, style: o.style, dims: o.dims });
+      const q = rope(t.reshape(proj(H * hd), [1, H, hd]));
+      let k = rope(t.reshape(proj(KVH * hd), [1, KVH, hd]));
+      let v = t.reshape(proj(KVH * hd), [1, KVH, hd]);
+      if (o.kv !== "f32") {
+        k = t.cast(k, o.kv);
+        v = t.cast(v, o.kv);
+      }
+      const cache = (kind: string, row: Tensor) => {
+        const nm = `${kind}:${D}x${KVH}x${hd}x${C}`; // State names are per engine: one per shape
+        const next = t.updateSlice(t.state(nm, o.kv, [C, KVH, hd]), row, pos, 0);
+        t.writeState(nm, next);
+        return next;
+      };
+      const att = t.attention(q, cache("k", k), cache("v", v), t.causalMask(pos, 1, C), 1 / Math.sqrt(hd));
+      const y = t.add(x, t.matmul(t.reshape(att, [1, H * hd]), b.weight(o.w, [D, H * hd])));
+      const h2 = t.rmsnorm(y, b.weight("f32", [D], 1), 1e-5);
+      const ff = t.siluMul(t.matmul(h2, b.weight(o.w, [o.ffn, D])), t.matmul(h2, b.weight(o.w, [o.ffn, D])));
+      const out = t.add(y, t.matmul(ff, b.weight(o.w, [D, o.ffn])));
+      const outs: Record<string, Tensor> = { y: out, q: t.reshape(q, [H * hd]) };
+      if (o.normOut) outs.h2 = h2;
+      return b.done(outs, {
+        steps: 3,
+        slotsAt: (step) => {
+          const r = rng(500 + step);
+          return { in0: Float32Array.from({ length: D }, () => r(-2, 2)), pos: new Int32Array([step * 2 + 1]) };
+        },
+      });
+    });
+  decodeBlock("gemv units: llama-like block bf16, half rope, f16 cache", { w: "bf16", D: 64, H: 4, KVH: 2, hd: 16, C: 8, kv: "f16", style: "half", bias: false, ffn: 96 });
+  decodeBlock("gemv units: qwen-like block bf16 with q/k/v bias, odd ffn, f16 cache", { w: "bf16", D: 96, H: 3, KVH: 1, hd: 32, C: 8, kv: "f16", style: "half", bias: true, ffn: 75 });
+  decodeBlock("gemv units: f32 block, adjacent partial rope, f32 cache, rmsnorm also an output", { w: "f32", D: 40, H: 2, KVH: 2, hd: 20, C: 7, kv: "f32", style: "adjacent", dims: 12, bias: true, ffn: 33, normOut: true });
+  decodeBlock("gemv units: f16 weights, half partial rope, long k", { w: "f16", D: 520, H: 2, KVH: 1, hd: 24, C: 8, kv: "f16", style: "half", dims: 16, bias: false, ffn: 1100 });
+  add("gemv units: norm folded into a matmul pair of different dtypes, and a plain matmul", (b) => {
+    const t = b.t, x = b.input("f32", [1, 48]);
+    const h = t.rmsnorm(x, b.weight("f32", [48], 1), 1e-6);
+    const a = t.matmul(h, b.weight("bf16", [17, 48])), c = t.matmul(h, b.weight("f32", [9, 48]));
+    return b.done({ a, c, d: t.matmul(x, b.weight("f16", [5, 48])) });
+  });
   return cases;
 }

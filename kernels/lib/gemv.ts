@@ -1,0 +1,260 @@
+// Decode gemv with fused prologue and epilogues: one kernel computes every batch-1 matmul that reads the same
+// input vector against float weights of one layout and width k (a layer's q/k/v, or its gate/up), each a
+// "part" with its own weights and output. Teams (a subgroup, several subgroups, or a workgroup) are numbered
+// across the parts and pick their part by range, so one dispatch replaces several.
+//
+// - norm: the input is rms-normalized on the fly. Every team sees all of x anyway, so it sums x² in the same
+//   loop as its dots and scales them by r = rsqrt(mean(x²) + eps) at the end: y = r · Σ (x·g)·W, the
+//   rmsnorm's output is never stored.
+// - A team computes two dots that share every x load: two neighbouring rows of a "dot" part, the rotary pair
+//   (i, i + rot/2 or 2i, 2i+1) of a "rope" part (rotated in registers at the slot's position), or gate and up
+//   rows of a "silu_mul" part (stores silu(gate)·up).
+// - Epilogues: + bias[n] per weight, + residual[n], rounding to f16/bf16 on store, and storing at row pos of a
+//   [cap, n] State (the K/V cache write, faulting FAULT.UPDATE_POS past cap).
+// Lanes stride over k with 16-byte loads (a subgroup's loads cover contiguous memory), the loop unrolled so a
+// lane keeps several loads in flight; one reduction per dot at the end.
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import type { Buffer } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { FAULT } from "./codes.ts";
+import { evalEw } from "./elementwise.ts";
+import { type FType, gridFor, type IType, pairwise, team, teamReduce, vecWidth, wgIndex } from "./common.ts";
+
+export interface GemvPart {
+  /** Output rows (rows of each weight). */
+  n: number;
+  /** "dot" (default): y = x·W; "silu_mul": two weights, y = silu(x·Wa)·(x·Wb); "rope": y = rope(x·W) by heads of rope.hd. */
+  kind?: "dot" | "silu_mul" | "rope";
+  /** A bias f32 [n] added to each weight's dot. */
+  bias?: boolean;
+  /** ("dot") adds residual f32 [n] (may be bound to the same bytes as y). */
+  residual?: boolean;
+  rope?: { hd: number; rot?: number; style: "adjacent" | "half" };
+  /** Storage type of y (default f32; f16/bf16 round to nearest even). */
+  out?: FType;
+  /** Stores at row pos of y [cap, n] (an in-place State write) instead of y [n]. */
+  cap?: number;
+  /** Element type of the position binding ("rope" or cap; default u32). */
+  pos?: IType;
+}
+
+export interface GemvTune {
+  /** Lanes per team: the subgroup size, or a multiple of it (several subgroups split k). */
+  lanes: number;
+  /** Rows per team of a "dot" part (1 or 2). */
+  rows: number;
+  /** Unroll of the k loop. */
+  unroll: number;
+  /** Teams per workgroup (subgroup-sized teams only). */
+  teams: number;
+}
+
+export interface GemvShape {
+  /** Width of x and of every weight row. */
+  k: number;
+  w: FType;
+  /** rmsnorm of x folded in: g [k] of this type. */
+  norm?: { eps: number; weight: FType };
+  parts: GemvPart[];
+  name?: string;
+  tune?: Partial<GemvTune>;
+}
+
+/** Teams a part needs: one per row pair ("dot" with rows 2, "rope"), one per row otherwise. */
+function partTeams(p: GemvPart, rows: number): number {
+  const kind = p.kind ?? "dot";
+  if (kind === "rope") return p.n / 2;
+  if (kind === "silu_mul") return p.n;
+  return Math.ceil(p.n / rows);
+}
+
+/**
+ * The tuning a shape gets: two rows per team; several subgroups per team while the teams alone would leave a
+ * large GPU short of warps and k is long enough to give each lane two loads; the k loop unrolled up to 4.
+ */
+export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
+  const sg = caps.subgroups ? caps.subgroupSize : 1;
+  const rows = 2;
+  const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
+  const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
+  let sgs = 1;
+  if (sg > 1) while (sgs < 4 && teams * sgs * 2 <= 4096 && s.k >= sg * sgs * 2 * vec * 2) sgs *= 2;
+  const lanes = sg * sgs;
+  const trips = Math.ceil(s.k / (lanes * vec));
+  return { lanes, rows, unroll: Math.min(4, trips), teams: 4 };
+}
+
+/**
+ * Bindings, in order: x f32 [k] (r); g [k] (r, when norm); then per part: w [n, k] (r) (a second one for
+ * "silu_mul"), bias f32 [n] (r) per weight (when bias), residual f32 [n] (r, when residual), freqs f32
+ * [rot/2] (r, "rope": the frequency table), pos [1] (r, "rope" or cap), y [n] or [cap, n] of `out` (w; rw with cap).
+ * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap.
+ */
+export function gemv(caps: Caps, s: GemvShape): Kernel {
+  const { k, w } = s;
+  if (!(k >= 1) || s.parts.length === 0) throw new KernelError(`gemv: bad shape k=${k}, ${s.parts.length} parts`);
+  const def = gemvTune(caps, s);
+  const tune: GemvTune = { ...def, ...s.tune };
+  for (const p of s.parts) {
+    const kind = p.kind ?? "dot";
+    if (!(p.n >= 1) || p.n * k >= 2 ** 32 || (p.cap ?? 1) * p.n >= 2 ** 32) throw new KernelError(`gemv: bad part n=${p.n} k=${k}`);
+    if (kind === "rope") {
+      const r = p.rope;
+      if (!r || r.hd % 2 || (r.rot ?? r.hd) % 2 || (r.rot ?? r.hd) > r.hd || p.n % r.hd) throw new KernelError(`gemv: rope part n=${p.n} needs whole heads of even hd`);
+    }
+    if (p.residual && kind !== "dot") throw new KernelError("gemv: a residual only on a dot part");
+  }
+  const sg = caps.subgroups ? caps.subgroupSize : 1;
+  const rowsPer = tune.rows >= 2 ? 2 : 1;
+  const counts = s.parts.map((p) => partTeams(p, rowsPer));
+  const total = counts.reduce((a, b) => a + b, 0);
+  const t = team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
+  const grid = gridFor(caps, Math.ceil(total / t.rows));
+  const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? "sm" : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
+  const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${rowsPer}u${tune.unroll}t${t.rows}`;
+  const b = new KernelBuilder(name, { workgroup: t.size, grid });
+
+  const x = b.buffer("x", "f32", "r");
+  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
+  interface PartBufs { ws: Buffer[]; bias: Buffer[]; res?: Buffer; freqs?: Buffer; pos?: Buffer; y: Buffer }
+  const bufs: PartBufs[] = s.parts.map((p, i) => {
+    const kind = p.kind ?? "dot";
+    const nw = kind === "silu_mul" ? 2 : 1;
+    const ws = Array.from({ length: nw }, (_, j) => b.buffer(`w${i}_${j}`, w, "r"));
+    const bias = p.bias ? Array.from({ length: nw }, (_, j) => b.buffer(`bias${i}_${j}`, "f32", "r")) : [];
+    const res = p.residual ? b.buffer(`res${i}`, "f32", "r") : undefined;
+    const freqs = kind === "rope" ? b.buffer(`freqs${i}`, "f32", "r") : undefined;
+    const pos = kind === "rope" || p.cap ? b.buffer(`pos${i}`, p.pos ?? "u32", "r") : undefined;
+    const y = b.buffer(`y${i}`, p.out ?? "f32", p.cap ? "rw" : "w");
+    return { ws, bias, res, freqs, pos, y };
+  });
+
+  // Team index: workgroup * teams per workgroup + subgroup (a wide or shared team is a whole workgroup).
+  const single = t.shared || t.sgs > 1 || t.rows === 1;
+  const lane = t.lanes === 1 ? u32(0) : single ? b.lid.x : b.builtin("lane");
+  const wgi = wgIndex(b, grid);
+  const T = b.let(t.rows === 1 ? wgi : wgi.mul(t.rows).add(t.lanes === 1 ? b.lid.x : b.builtin("sgid")), "u32", "team");
+  if (grid[0] * grid[1] * grid[2] * t.rows > total) b.if(T.ge(total), () => b.return());
+
+  const vec = vecWidth(w === "f32" ? 4 : 2, k);
+  const xv = Math.min(4, vec);
+  const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), vec) : 1;
+  // A one-lane team (a CPU) is latency-bound on the rounded add chain: one chain per vector element.
+  const chains = t.lanes === 1 ? vec : 1;
+
+  /** Dots of rows `rows` (weight buffer, row index) over all of k; returns their team-wide sums (and Σx²). */
+  const dots = (rows: { buf: Buffer; row: Val }[]): { sums: Val[]; ss?: Val } => {
+    const acc = rows.map(() => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
+    const ssAcc = g ? Array.from({ length: chains }, () => b.let(f32(0), "f32", "ss")) : [];
+    const bases = rows.map((r) => b.let(r.row.mul(k), "u32", "wrow"));
+    const trips = Math.ceil(k / (t.lanes * vec));
+    b.for(lane.mul(vec), u32(k), t.lanes * vec, (i) => {
+      let xs: Val[] = [];
+      for (let o = 0; o < vec; o += xv) xs.push(...(xv > 1 ? b.loadv(x, i.add(o), xv) : [b.load(x, i.add(o))]));
+      if (g) {
+        const gs: Val[] = [];
+        for (let o = 0; o < vec; o += gv) gs.push(...(gv > 1 ? b.loadv(g, i.add(o), gv) : [b.load(g, i.add(o))]));
+        const sq = ssAcc.map((a) => a);
+        xs.forEach((v, e) => (sq[e % chains] = sq[e % chains].add(v.mul(v))));
+        sq.forEach((v, c) => b.set(ssAcc[c], v));
+        xs = xs.map((v, e) => b.let(v.mul(gs[e]), "f32", "xg"));
+      }
+      rows.forEach((r, d) => {
+        const ws = vec > 1 ? b.loadv(r.buf, bases[d].add(i), vec) : [b.load(r.buf, bases[d].add(i))];
+        const next = acc[d].map((a) => a);
+        ws.forEach((wv, e) => (next[e % chains] = next[e % chains].add(wv.mul(xs[e]))));
+        next.forEach((v, c) => b.set(acc[d][c], v));
+      });
+    }, { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
+    const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
+    const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
+    return { sums, ss };
+  };
+  /** Each dot scaled by the norm's r, plus its bias. */
+  const finish = (sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] => {
+    const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r") : undefined;
+    return sums.map((v, d) => {
+      let o = r ? v.mul(r) : v;
+      if (bias.length) o = o.add(b.load(bias[Math.min(d, bias.length - 1)], rows[d]));
+      return b.let(o, "f32", "dot");
+    });
+  };
+  /** Lane 0 stores (every lane holds the sums). */
+  const once = (f: () => void) => (t.lanes === 1 ? f() : b.if(lane.eq(u32(0)), f));
+  /** Output index of row `row` (at row pos of a [cap, n] destination when cap). */
+  const outAt = (p: GemvPart, pb: PartBufs, pos: Val | undefined, row: Val): Val => (p.cap ? pos!.mul(p.n).add(row) : row);
+  const loadPos = (p: GemvPart, pb: PartBufs): Val | undefined => {
+    if (!pb.pos || !p.cap) return undefined;
+    const v = b.load(pb.pos, 0);
+    const pos = b.let(v.t === "i32" ? v.bitcast("u32") : v, "u32", "pos");
+    b.check(pos.lt(p.cap), FAULT.UPDATE_POS);
+    return pos;
+  };
+
+  const body = (pi: number, tl: Val): void => {
+    const p = s.parts[pi], pb = bufs[pi], kind = p.kind ?? "dot";
+    if (kind === "silu_mul") {
+      const row = tl;
+      const { sums, ss } = dots([{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }]);
+      const [gt, up] = finish(sums, ss, pb.bias, [row, row]);
+      once(() => b.store(pb.y, outAt(p, pb, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
+      return;
+    }
+    if (kind === "rope") {
+      const { hd, style } = p.rope!, rot = p.rope!.rot ?? hd, half = hd / 2;
+      const i = b.let(tl.mod(half), "u32", "i");
+      const base = b.let(tl.div(half).mul(hd), "u32", "hbase");
+      // Rotated pairs are (i, i + rot/2) or (2i, 2i + 1); dims past rot pass through as (2i, 2i + 1).
+      const inRot = i.lt(rot / 2);
+      const ia = b.let(style === "half" && rot === hd ? base.add(i) : style === "half" ? inRot.select(base.add(i), base.add(i.mul(2))) : base.add(i.mul(2)), "u32", "ia");
+      const ib = b.let(style === "half" && rot === hd ? ia.add(rot / 2) : style === "half" ? inRot.select(ia.add(rot / 2), ia.add(1)) : ia.add(1), "u32", "ib");
+      const { sums, ss } = dots([{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }]);
+      const [x0, x1] = finish(sums, ss, pb.bias, [ia, ib]);
+      once(() => {
+        const pv = b.load(pb.pos!, 0);
+        const p0 = pv.t === "i32" ? b.let(pv, "i32", "p") : pv;
+        if (pv.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
+        const pos = loadPos(p, pb);
+        const store = (y0: Val, y1: Val) => {
+          b.store(pb.y, outAt(p, pb, pos, ia), y0);
+          b.store(pb.y, outAt(p, pb, pos, ib), y1);
+        };
+        const rotate = () => {
+          const ang = b.let(p0.cast("f32").mul(b.load(pb.freqs!, i)), "f32", "ang");
+          const cs = b.let(ang.cos(), "f32", "c"), sn = b.let(ang.sin(), "f32", "s");
+          store(x0.mul(cs).sub(x1.mul(sn)), x0.mul(sn).add(x1.mul(cs)));
+        };
+        if (rot === hd) rotate();
+        else b.if(inRot, rotate, () => store(x0, x1));
+      });
+      return;
+    }
+    // dot: rows r0 and (when two per team) r1 = r0 + 1, clamped to the last row (computed twice, stored once).
+    const r0 = b.let(rowsPer === 2 ? tl.mul(2) : tl, "u32", "r0");
+    const r1 = rowsPer === 2 ? b.let(p.n % 2 ? r0.add(1).min(p.n - 1) : r0.add(1), "u32", "r1") : undefined;
+    const rows = r1 ? [r0, r1] : [r0];
+    const { sums, ss } = dots(rows.map((row) => ({ buf: pb.ws[0], row })));
+    const vals = finish(sums, ss, pb.bias, rows);
+    once(() => {
+      const pos = loadPos(p, pb);
+      rows.forEach((row, d) => {
+        const emit = () => {
+          const at = b.let(outAt(p, pb, pos, row), "u32", "yi");
+          b.store(pb.y, at, pb.res ? vals[d].add(b.load(pb.res, row)) : vals[d]);
+        };
+        if (d === 1 && p.n % 2) b.if(r0.add(1).lt(p.n), emit);
+        else emit();
+      });
+    });
+  };
+
+  // Parts by team range: if T < end0 { part 0 } else if T < end1 { part 1 } ...
+  const chain = (pi: number, start: number): void => {
+    const end = start + counts[pi];
+    const run = () => body(pi, start === 0 ? T : b.let(T.sub(start), "u32", "tl"));
+    if (pi === s.parts.length - 1) run();
+    else b.if(T.lt(end), run, () => chain(pi + 1, end));
+  };
+  chain(0, 0);
+  return b.build();
+}
