@@ -31,13 +31,16 @@
 //
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
-// caller's own value, float max/min propagate NaN, float != is true for NaN (Naga's own `!=` is ordered).
+// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (tested on the bits:
+// a driver may assume no NaN, and Naga's own `!=` is ordered).
 // exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
-// - no contraction: Naga emits no NoContraction, and Mesa (lavapipe) fuses some patterns, e.g. a sum of two
-//   products, so a*b + c*d may differ from the IR's rounding by an ulp;
-// - `fma` need not be fused: lavapipe's is a multiply and an add (NVIDIA's is fused).
-// The float tolerance covers both; capture vs eager on one device stays bit-exact (same shaders).
+// - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
+//   products, and NVIDIA fuses a*b + c, so such sums may differ from the IR's rounding by an ulp;
+// - `fma` need not be fused: lavapipe's is a multiply and an add (NVIDIA's is fused);
+// - subnormals: a driver may flush f32 subnormal inputs and results to zero (NVIDIA does, lavapipe does not);
+// - division and sqrt are the driver's approximations (NVIDIA's are 1 ulp off at times; WGSL allows 2.5).
+// graph/tolerance covers these; capture vs eager on one device stays bit-exact (same shaders).
 import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { ESIZE, KernelError } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
@@ -347,8 +350,7 @@ class Wgsl {
     const at = ea.t;
     const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
     if (op in CMP) {
-      // Naga emits `!=` on floats as an ordered compare (false when either side is NaN); IEEE says true.
-      if (op === "ne" && (at === "f32" || at === "f16")) return `(!(${a} == ${b}))`;
+      if (at === "f32" || at === "f16") return `${this.fcmp(op, at)}(${a}, ${b})`;
       if (at === "bool" && op !== "eq" && op !== "ne") {
         a = this.conv(a, "bool", "u32");
         b = this.conv(b, "bool", "u32");
@@ -387,6 +389,25 @@ class Wgsl {
       }
     }
     throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+
+  /**
+   * IEEE float compares whatever the driver assumes about NaN. Without SignedZeroInfNanPreserve (which Naga
+   * never declares) Vulkan lets an instruction that operates on a NaN not give a NaN: NVIDIA turns
+   * select(b, a, a < b) into a min that drops the NaN, and a compiler may fold a == a to true. The NaN
+   * tests are on the bits, which no such rule sees through, so any rewrite of the compare stays right.
+   * (Naga's own `!=` is ordered besides; IEEE says true for NaN.)
+   */
+  private fcmp(op: string, t: "f32" | "f16"): string {
+    const nan = this.need("p_isnan");
+    const w = (v: string) => t === "f16" ? `f32(${v})` : v;
+    const sym: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==" };
+    const name = `p_${op}${t}`;
+    return this.fn(name, () => {
+      const unordered = `(${nan}(${w("a")}) | ${nan}(${w("b")}))`;
+      const r = op === "ne" ? `!(a == b) | ${unordered}` : `(a ${sym[op]} b) & !${unordered}`;
+      return `fn ${name}(a: ${t}, b: ${t}) -> bool { return ${r}; }`;
+    });
   }
 
   /** NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN). */

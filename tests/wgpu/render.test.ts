@@ -141,3 +141,20 @@ test("wgsl: i32 / and % work on u32 magnitudes (Naga's i32 % is OpSRem, unsigned
   const ops = [...code.matchAll(/(\S+) ([/%]) (\S+)/g)].map((m) => `${m[1]} ${m[2]} ${m[3]}`).sort();
   assert.deepEqual(ops, ["(bitcast<u32>(v_v0) % 3u);", "p_absi(a) % select(d,", "p_absi(a) / select(d,", "select(a / b,"]);
 });
+
+test("wgsl: float compares test NaN on the bits (a driver may assume no NaN: select(b, a, a < b) became a min)", () => {
+  const k = new KernelBuilder("nan_cmp", { workgroup: 64, grid: 1 });
+  const a = k.buffer("a", "f32", "r"), o = k.buffer("o", "f32", "w");
+  const x = k.let(k.load(a, k.gid.x)), y = k.let(k.load(a, k.gid.x.add(64)));
+  k.store(o, k.gid.x, x.lt(y).select(x, y));
+  k.store(o, k.gid.x.add(64), x.eq(x).cast("f32"));
+  k.store(o, k.gid.x.add(128), x.ne(y).cast("f32"));
+  k.store(o, k.gid.x.add(192), x.cast("f16").ge(y.cast("f16")).cast("f32"));
+  const code = renderWgsl(k.build(), ALL).code;
+  assert.match(code, /select\(v_\w+, v_\w+, p_ltf32\(v_\w+, v_\w+\)\)/);
+  assert.match(code, /fn p_ltf32\(a: f32, b: f32\) -> bool \{ return \(a < b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
+  assert.match(code, /fn p_eqf32\(a: f32, b: f32\) -> bool \{ return \(a == b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
+  assert.match(code, /fn p_nef32\(a: f32, b: f32\) -> bool \{ return !\(a == b\) \| \(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
+  assert.match(code, /fn p_gef16\(a: f16, b: f16\) -> bool \{ return \(a >= b\) & !\(p_isnan\(f32\(a\)\) \| p_isnan\(f32\(b\)\)\); \}/);
+  assert.doesNotMatch(code, /v_\w+ [<>=!]=? v_/, "no bare float compare");
+});
