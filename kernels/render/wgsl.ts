@@ -32,7 +32,7 @@
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
 // caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (tested on the bits:
-// a driver may assume no NaN, and Naga's own `!=` is ordered).
+// a driver may assume no NaN, and Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
 // exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
@@ -265,7 +265,7 @@ class Wgsl {
     const fromF = from === "f32" || from === "f16";
     switch (t) {
       case "f32": return `f32(${x})`;
-      case "f16": return `f16(${x})`;
+      case "f16": return `${this.toF16()}(${fromF ? x : `f32(${x})`})`; // |int| < 2^24 is exact in f32, larger is inf either way
       case "i32":
         if (fromF) return `${this.need("p_f2i")}(${from === "f16" ? `f32(${x})` : x})`;
         return `bitcast<i32>(${x})`;
@@ -278,7 +278,17 @@ class Wgsl {
   /** Applies a one-argument f32 helper to x of type t (f16 goes through f32). */
   private f32fn(name: string, x: string, t: CType): string {
     const f = this.need(name);
-    return t === "f16" ? `f16(${f}(f32(${x})))` : `${f}(${x})`;
+    return t === "f16" ? `${this.toF16()}(${f}(f32(${x})))` : `${f}(${x})`;
+  }
+
+  /**
+   * f32 -> f16 rounded to nearest even in integer ops, then made an f16 exactly. WGSL's own f16(x) rounds
+   * once, but NVIDIA's compiler drops a round trip f32(f16(x)) altogether (f16(70000) came back as 70000,
+   * 65519 stayed 65519): integer ops are opaque to it.
+   */
+  private toF16(): string {
+    const f2h = this.need("p_f2h");
+    return this.fn("p_tof16", () => `fn p_tof16(x: f32) -> f16 { return f16(unpack2x16float(${f2h}(x)).x); }`);
   }
 
   ex(e: Expr): string {

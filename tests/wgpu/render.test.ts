@@ -158,3 +158,18 @@ test("wgsl: float compares test NaN on the bits (a driver may assume no NaN: sel
   assert.match(code, /fn p_gef16\(a: f16, b: f16\) -> bool \{ return \(a >= b\) & !\(p_isnan\(f32\(a\)\) \| p_isnan\(f32\(b\)\)\); \}/);
   assert.doesNotMatch(code, /v_\w+ [<>=!]=? v_/, "no bare float compare");
 });
+
+test("wgsl: casts to f16 round in integer ops (NVIDIA dropped a round trip f32(f16(x)))", () => {
+  const k = new KernelBuilder("f16_cast", { workgroup: 64, grid: 1 });
+  const a = k.buffer("a", "f32", "r"), o = k.buffer("o", "f32", "w"), n = k.buffer("n", "i32", "r");
+  const x = k.let(k.load(a, k.gid.x));
+  k.store(o, k.gid.x, x.cast("f16").cast("f32"));
+  k.store(o, k.gid.x.add(64), k.load(n, k.gid.x).cast("f16").cast("f32"));
+  k.store(o, k.gid.x.add(128), x.cast("f16").exp().cast("f32"));
+  const code = renderWgsl(k.build(), ALL).code;
+  assert.match(code, /f32\(p_tof16\(v_\w+\)\)/);
+  assert.match(code, /p_tof16\(f32\(/);
+  assert.match(code, /p_tof16\(p_exp\(f32\(/);
+  assert.match(code, /fn p_tof16\(x: f32\) -> f16 \{ return f16\(unpack2x16float\(p_f2h\(x\)\)\.x\); \}/);
+  assert.doesNotMatch(code, /(?<!\w)f16\((v_|p_exp|f32\(v_)/, "no WGSL f16() conversion of a computed value");
+});
