@@ -1,12 +1,15 @@
 // Every kernel-IR feature rendered to WGSL, compiled and run on the wgpu device (lavapipe in CI), compared
 // with the JS device running the same kernel: integer, movement and IEEE-exact float results bit for bit
-// (NaN equal to NaN whatever its payload), library-quality math within a few ulps.
+// (NaN equal to NaN whatever its payload), library-quality math within a few ulps. Where WGSL (and Vulkan
+// under it) leaves the driver a freedom the IR contract allows, the test names it and accepts exactly that:
+// division and sqrt within 2 ulp, a subnormal result flushed to zero, a*b + c contracted into an fma,
+// the payload of a NaN that arithmetic made.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fma, type Kernel, KernelBuilder, un, type Val } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { Rng } from "../kernels/data.ts";
-import { bytesOf, jsLike, probe, runKernel, ulps, wordDiffs } from "./util.ts";
+import { bytesOf, flushed, halfDiffs, jsLike, probe, runKernel, ulps, wordDiffs } from "./util.ts";
 
 const dev = await probe();
 const skip = typeof dev === "string" ? dev : false;
@@ -15,21 +18,33 @@ const js = jsLike(dev);
 // the WGSL renderer keeps such kernels well-defined with its `p_on` flag, checked against the lockstep path.
 const jsLenient = jsLike(dev, false);
 
-/** Runs k on both devices; bindings in `f32` compare as f32 within that many ulps, the rest bytewise. */
-async function same(k: Kernel, inputs: Uint8Array[], f32: Record<number, number> = {}, ref = js): Promise<void> {
+/**
+ * How a binding compares: bytewise when absent; a number: as f32 within that many ulps (NaN == NaN); a
+ * function: the test's own rule, returning what breaks it.
+ */
+type Rule = number | ((got: Uint8Array, want: Uint8Array) => string[]);
+
+/** Runs k on both devices and compares every binding; all that differ are reported together. */
+async function same(k: Kernel, inputs: Uint8Array[], rules: Record<number, Rule> = {}, ref = js): Promise<void> {
   const g = await runKernel(dev as WgpuDevice, k, inputs.map((b) => b.slice()));
   const j = await runKernel(ref, k, inputs.map((b) => b.slice()));
+  const bad: string[] = [];
   for (let i = 0; i < g.length; i++) {
-    const tol = f32[i];
-    if (tol === undefined) {
-      assert.deepEqual(wordDiffs(g[i], j[i]), [], `${k.name}: binding ${i} (${k.buffers[i].name}) wgpu vs js`);
-      continue;
-    }
-    const a = new Float32Array(g[i].buffer, 0, g[i].byteLength >> 2), b = new Float32Array(j[i].buffer, 0, j[i].byteLength >> 2);
-    const bad: string[] = [];
-    for (let x = 0; x < a.length; x++) if (ulps(a[x], b[x]) > tol) bad.push(`[${x}] ${a[x]} vs ${b[x]}`);
-    assert.deepEqual(bad.slice(0, 6), [], `${k.name}: binding ${i} (${k.buffers[i].name}) beyond ${tol} ulp (${bad.length} in all)`);
+    const r = rules[i];
+    const d = r === undefined ? wordDiffs(g[i], j[i]) : typeof r === "number" ? f32Diffs(g[i], j[i], (x, y) => ulps(x, y) <= r) : r(g[i], j[i]);
+    if (d.length) bad.push(`binding ${i} (${k.buffers[i].name}): ${d.join(", ")}`);
   }
+  assert.deepEqual(bad, [], `${k.name}: wgpu vs js`);
+}
+
+/** Elements of two f32 bindings where ok(got, want, element) fails (the first 6, and how many in all). */
+function f32Diffs(a: Uint8Array, b: Uint8Array, ok: (got: number, want: number, i: number) => boolean): string[] {
+  const x = new Float32Array(a.buffer, a.byteOffset, a.byteLength >> 2), y = new Float32Array(b.buffer, b.byteOffset, b.byteLength >> 2);
+  const out: string[] = [];
+  let n = 0;
+  for (let i = 0; i < x.length; i++) if (!ok(x[i], y[i], i) && n++ < 6) out.push(`[${i}] ${x[i]} vs ${y[i]}`);
+  if (n > out.length) out.push(`... ${n} in all`);
+  return out;
 }
 
 const zeros = (n: number) => new Uint8Array(Math.max(16, Math.ceil(n / 16) * 16));
@@ -87,9 +102,29 @@ test("wgpu ir: f32 arithmetic, compares, classification (IEEE exact), mod/pow (c
   const cl: Val[] = [c.mod(d), c.pow(d.mul(0.01)), a.mul(0.1).add(b.mul(3)), fma(a, b, a)];
   cl.forEach((v, j) => k.store(T, i.mul(cl.length).add(j), v));
   const a0 = floats(N, "fa"), b0 = floats(N, "fb", [...FLOATS].reverse().map((x) => Object.is(x, 0) ? 2 : x));
-  const e0 = new Rng("fe").f32(2 * N, 1, 100).map(Math.round); // integers: x % y is then exact either way
+  const e0 = new Rng("fe").f32(2 * N, 1, 100).map(Math.round); // integers: x % y is exact given the quotient
+  // Bit-exact but for the driver freedoms WGSL and Vulkan give and the IR contract allows: div, sqrt, recip
+  // (1 / x) within 2 ulp, or zero where the exact result is subnormal (NVIDIA flushes: 2.5 / 3.4e38 gave
+  // 0); a*0.1 + b contracted into one fma (NVIDIA fuses; WGSL has no way to forbid it).
+  const exact = (g: number, w: number, x: number): boolean => {
+    const col = x % ex.length, row = Math.floor(x / ex.length);
+    if (ulps(g, w) === 0) return true;
+    if (col === 3 || col === 10 || col === 12) return ulps(g, w) <= 2 || flushed(g, w);
+    return col === 13 && ulps(g, Math.fround(a0[row] * Math.fround(0.1) + b0[row])) === 0;
+  };
+  // WGSL's float x % y is x - y * trunc(x / y) with the driver's division: a quotient within 3 ulp below an
+  // integer truncates one lower (6 % 3 may be 3).
+  const close = (g: number, w: number, x: number): boolean => {
+    if (ulps(g, w) <= 64) return true;
+    if (x % cl.length !== 0) return false;
+    const row = Math.floor(x / cl.length), c0 = e0[2 * row], d0 = e0[2 * row + 1], q = Math.fround(c0 / d0);
+    for (let t = Math.trunc(q * (1 - 3 * 2 ** -23)); t <= Math.trunc(q * (1 + 3 * 2 ** -23)); t++) {
+      if (ulps(g, Math.fround(c0 - d0 * t)) <= 64) return true;
+    }
+    return false;
+  };
   await same(k.build(), [bytesOf(a0), bytesOf(b0), zeros(N * ex.length * 4), zeros(N * fl.length * 4), zeros(N * cl.length * 4), bytesOf(e0)],
-    { 2: 0, 4: 64 });
+    { 2: (g, w) => f32Diffs(g, w, exact), 4: (g, w) => f32Diffs(g, w, close) });
 });
 
 test("wgpu ir: casts and bitcasts between f32/f16/i32/u32/bool, f16bits/bf16bits", { skip }, async () => {
@@ -156,7 +191,11 @@ test("wgpu ir: narrow stores from concurrent invocations (atomic words), RNE to 
   const specials = [0, -0, 65504, 65519, 65520, 70000, -70000, 2 ** -24, 2 ** -25, 3 * 2 ** -26, 2 ** -14, 1e-8, NaN, Infinity,
     -Infinity, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 0.1, 1 / 3, 3.4e38];
   const f0 = floats(N, "st", specials);
-  await same(k.build(), [bytesOf(f0), zeros(N), zeros(N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N)]);
+  // 16-bit floats compare as values, NaN equal to NaN: NaN * 1.0000001 is the driver's NaN, whose payload
+  // (NVIDIA's is 0x7fffffff) the bf16 keeps the top of.
+  const f16 = (g: Uint8Array, w: Uint8Array) => halfDiffs(g, w), bf16 = (g: Uint8Array, w: Uint8Array) => halfDiffs(g, w, true);
+  await same(k.build(), [bytesOf(f0), zeros(N), zeros(N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N), zeros(2 * N)],
+    { 5: f16, 6: bf16, 7: f16 });
 });
 
 test("wgpu ir: vector loads/stores of 1..16 bytes in every view, wide and mixed declarations", { skip }, async () => {
@@ -302,5 +341,9 @@ test("wgpu ir: f16 arithmetic (shader-f16)", { skip }, async () => {
   fs.forEach((v, j) => k.store(OF, i.mul(fs.length).add(j), v));
   const r = new Rng("h"), h = new Uint16Array(64);
   for (let j = 0; j < 64; j++) h[j] = (r.int(2) << 15) | ((r.int(14) + 8) << 10) | r.int(1024); // |x| in [2^-7, 2^7)
-  await same(k.build(), [bytesOf(h), zeros(64 * hs.length * 2), zeros(64 * fs.length * 4)], { 2: 8192 }); // exp: f16(exp in f32) may differ by one f16 ulp
+  // f16 division within 2 ulp as the IR allows (NVIDIA's is 1 ulp off at times); the rest exact. exp: f16(exp
+  // in f32) may differ by one f16 ulp.
+  const div = hs.length - 1;
+  await same(k.build(), [bytesOf(h), zeros(64 * hs.length * 2), zeros(64 * fs.length * 4)],
+    { 1: (g, w) => halfDiffs(g, w, false, (e) => e % hs.length === div ? 2 : 0), 2: 8192 });
 });

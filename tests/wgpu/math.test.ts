@@ -1,15 +1,19 @@
 // Accuracy of the WGSL renderer's float functions on the wgpu device against JavaScript's double-precision
 // Math (rounded to f32), and the 16-bit float conversions, exhaustively where that is cheap:
 // - exp/log/log2/sin/cos/tanh are software (kernels/render/wgsl_math.ts): a few ulp everywhere they are defined;
-// - exp2, sqrt, rsqrt, recip are the driver's (lavapipe: exp2 <= 3 ulp, the others correctly rounded or 1 ulp);
+// - exp2, sqrt, rsqrt, recip are the driver's (lavapipe: exp2 <= 3 ulp, the others correctly rounded or 1 ulp;
+//   NVIDIA's sqrt and 1 / x are 1 ulp off at times): within the IR's 2 ulp for div and sqrt;
 // - every f16 bit pattern decodes exactly; f32 -> f16 and -> bf16 round to nearest even, ties included.
+// A device may flush f32 subnormals to zero (Vulkan and WGSL allow it; NVIDIA does, lavapipe does not): a
+// result whose exact value is subnormal may be 0, and a subnormal argument may act as a zero of its sign.
+// Everything else is held to the bound.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { KernelBuilder, un, type UnOp } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { f2bf, f2h, H2F } from "../../kernels/render/js_runtime.ts";
 import { Rng } from "../kernels/data.ts";
-import { bytesOf, probe, runKernel, ulps } from "./util.ts";
+import { bytesOf, flushed, isSubnormal, probe, runKernel, ulps } from "./util.ts";
 
 const dev = await probe();
 const skip = typeof dev === "string" ? dev : false;
@@ -34,6 +38,7 @@ async function worst(op: UnOp, xs: Float32Array, ref: (x: number) => number, flo
   let w = 0, at = NaN;
   for (let i = 0; i < xs.length; i++) {
     const want = Math.fround(ref(xs[i]));
+    if (flushed(got[i], ref(xs[i]))) continue;
     let e = ulps(got[i], want);
     if (floor && Math.abs(want) < floor && Number.isFinite(got[i])) e = Math.abs(got[i] - want) / (floor * 2 ** -23);
     if (e > w) {
@@ -46,7 +51,7 @@ async function worst(op: UnOp, xs: Float32Array, ref: (x: number) => number, flo
 
 const CASES: [UnOp, number, number, (x: number) => number, number, number?][] = [
   ["exp", -87, 88, Math.exp, 2],
-  ["exp", -103, -87, Math.exp, 2], // subnormal results (lavapipe keeps denormals)
+  ["exp", -103, -87, Math.exp, 2], // subnormal results: exact where the device keeps them (lavapipe), else 0
   ["exp", -1, 1, Math.exp, 2],
   ["log", 1e-30, 1e30, Math.log, 2],
   ["log", 0.5, 2, Math.log, 2],
@@ -59,9 +64,9 @@ const CASES: [UnOp, number, number, (x: number) => number, number, number?][] = 
   ["tanh", -1, 1, Math.tanh, 2],
   ["tanh", -20, 20, Math.tanh, 2],
   ["exp2", -126, 127, (x) => 2 ** x, 3],
-  ["sqrt", 0, 1e30, Math.sqrt, 0],
+  ["sqrt", 0, 1e30, Math.sqrt, 2],
   ["rsqrt", 1e-30, 1e30, (x) => 1 / Math.sqrt(x), 2],
-  ["recip", -1e30, 1e30, (x) => 1 / x, 0],
+  ["recip", -1e30, 1e30, (x) => 1 / x, 2],
 ];
 
 for (const [op, lo, hi, ref, tol, floor] of CASES) {
@@ -77,7 +82,9 @@ test("wgpu math: special values of exp/log/sin/cos/tanh", { skip }, async () => 
     const got = await apply(op, xs);
     xs.forEach((x, i) => {
       const want = Math.fround(ref(x));
-      assert.ok(ulps(got[i], want) <= 2, `${op}(${x}) = ${got[i]}, want ${want}`);
+      // 1e-45 is subnormal: a flushing device may take it for +0 (log(1e-45) = -inf) and flush sin(1e-45)
+      const asZero = isSubnormal(x) && ulps(got[i], Math.fround(ref(x < 0 ? -0 : 0))) <= 2;
+      assert.ok(ulps(got[i], want) <= 2 || flushed(got[i], ref(x)) || asZero, `${op}(${x}) = ${got[i]}, want ${want}`);
     });
   }
 });

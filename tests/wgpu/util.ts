@@ -67,3 +67,37 @@ export function ulps(a: number, b: number): number {
   const x = u[0] < 0 ? -(u[0] & 0x7fffffff) : u[0], y = u[1] < 0 ? -(u[1] & 0x7fffffff) : u[1];
   return Math.abs(x - y);
 }
+
+/** The smallest normal f32. Vulkan and WGSL let a device flush subnormal inputs and results to zero (NVIDIA does). */
+export const MIN_NORMAL = 2 ** -126;
+
+export function isSubnormal(x: number): boolean {
+  return x !== 0 && Math.abs(x) < MIN_NORMAL;
+}
+
+/** got is the zero a subnormal-flushing device gives where the exact result is subnormal. */
+export function flushed(got: number, exact: number): boolean {
+  return got === 0 && isSubnormal(exact);
+}
+
+/** Distance in ulps of two 16-bit float patterns (f16, or bf16 when `bf16`); NaN == NaN whatever the payload. */
+export function halfUlps(a: number, b: number, bf16 = false): number {
+  const inf = bf16 ? 0x7f80 : 0x7c00;
+  const nanA = (a & 0x7fff) > inf, nanB = (b & 0x7fff) > inf;
+  if (nanA || nanB) return nanA && nanB ? 0 : Infinity;
+  const x = a & 0x8000 ? -(a & 0x7fff) : a & 0x7fff, y = b & 0x8000 ? -(b & 0x7fff) : b & 0x7fff;
+  return Math.abs(x - y);
+}
+
+/** Elements of two 16-bit float bindings further apart than tol(element) ulps (at most `max` listed). */
+export function halfDiffs(a: Uint8Array, b: Uint8Array, bf16 = false, tol: (i: number) => number = () => 0, max = 6): string[] {
+  const ha = new Uint16Array(a.buffer, a.byteOffset, a.byteLength >> 1), hb = new Uint16Array(b.buffer, b.byteOffset, b.byteLength >> 1);
+  const out: string[] = [];
+  let n = 0;
+  for (let i = 0; i < ha.length; i++) {
+    if (halfUlps(ha[i], hb[i], bf16) <= tol(i)) continue;
+    if (n++ < max) out.push(`[${i}] 0x${ha[i].toString(16)} vs 0x${hb[i].toString(16)}`);
+  }
+  if (n > out.length) out.push(`... ${n} elements differ`);
+  return out;
+}
