@@ -260,7 +260,7 @@ class Wgsl {
   /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
   conv(x: string, from: CType, t: CType): string {
     if (from === t) return x;
-    if (t === "bool") return from === "f32" || from === "f16" ? `(!(${x} == ${ZERO[from]}))` : `(${x} != ${ZERO[from]})`;
+    if (t === "bool") return from === "f32" || from === "f16" ? `${this.fcmp("ne", from)}(${x}, ${ZERO[from]})` : `(${x} != ${ZERO[from]})`;
     if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
     const fromF = from === "f32" || from === "f16";
     switch (t) {

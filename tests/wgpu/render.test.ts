@@ -150,13 +150,15 @@ test("wgsl: float compares test NaN on the bits (a driver may assume no NaN: sel
   k.store(o, k.gid.x.add(64), x.eq(x).cast("f32"));
   k.store(o, k.gid.x.add(128), x.ne(y).cast("f32"));
   k.store(o, k.gid.x.add(192), x.cast("f16").ge(y.cast("f16")).cast("f32"));
+  k.store(o, k.gid.x.add(256), x.cast("bool").cast("f32")); // NaN is true
   const code = renderWgsl(k.build(), ALL).code;
   assert.match(code, /select\(v_\w+, v_\w+, p_ltf32\(v_\w+, v_\w+\)\)/);
   assert.match(code, /fn p_ltf32\(a: f32, b: f32\) -> bool \{ return \(a < b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
   assert.match(code, /fn p_eqf32\(a: f32, b: f32\) -> bool \{ return \(a == b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
   assert.match(code, /fn p_nef32\(a: f32, b: f32\) -> bool \{ return !\(a == b\) \| \(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
   assert.match(code, /fn p_gef16\(a: f16, b: f16\) -> bool \{ return \(a >= b\) & !\(p_isnan\(f32\(a\)\) \| p_isnan\(f32\(b\)\)\); \}/);
-  assert.doesNotMatch(code, /v_\w+ [<>=!]=? v_/, "no bare float compare");
+  assert.match(code, /p_nef32\(v_\w+, 0\.0f\)/);
+  assert.doesNotMatch(code, /v_\w+ [<>=!]=? (v_|0\.0)/, "no bare float compare");
 });
 
 test("wgsl: casts to f16 round in integer ops (NVIDIA dropped a round trip f32(f16(x)))", () => {
