@@ -89,13 +89,19 @@ export function halfUlps(a: number, b: number, bf16 = false): number {
   return Math.abs(x - y);
 }
 
-/** Elements of two 16-bit float bindings further apart than tol(element) ulps (at most `max` listed). */
-export function halfDiffs(a: Uint8Array, b: Uint8Array, bf16 = false, tol: (i: number) => number = () => 0, max = 6): string[] {
+/**
+ * Elements of two 16-bit float bindings (f16, or bf16) further apart than tol(element) ulps; with `flush`,
+ * a zero where the exact f16 is subnormal passes too (at most `max` listed).
+ */
+export function halfDiffs(
+  a: Uint8Array, b: Uint8Array, opts: { bf16?: boolean; tol?: (i: number) => number; flush?: boolean } = {}, max = 6,
+): string[] {
   const ha = new Uint16Array(a.buffer, a.byteOffset, a.byteLength >> 1), hb = new Uint16Array(b.buffer, b.byteOffset, b.byteLength >> 1);
   const out: string[] = [];
   let n = 0;
   for (let i = 0; i < ha.length; i++) {
-    if (halfUlps(ha[i], hb[i], bf16) <= tol(i)) continue;
+    if (halfUlps(ha[i], hb[i], opts.bf16) <= (opts.tol?.(i) ?? 0)) continue;
+    if (opts.flush && !opts.bf16 && (ha[i] & 0x7fff) === 0 && (hb[i] & 0x7c00) === 0) continue;
     if (n++ < max) out.push(`[${i}] 0x${ha[i].toString(16)} vs 0x${hb[i].toString(16)}`);
   }
   if (n > out.length) out.push(`... ${n} elements differ`);
