@@ -259,7 +259,7 @@ class Emitter {
     const T = this.type(to);
     const isF = (t: CType) => t === "f32" || t === "f16";
     if (to === "bool") {
-      if (isF(from)) return a.v(Op.FUnordNotEqual, a.b, id, this.constant(from, 0));
+      if (isF(from)) return this.fcmp("ne", id, this.constant(from, 0), from);
       return a.v(Op.INotEqual, a.b, id, this.constant(from, 0));
     }
     if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
@@ -267,6 +267,25 @@ class Emitter {
     if (isF(from)) return math.toInt(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id, to === "i32");
     if (isF(to)) return a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, T, id);
     return a.v(Op.Bitcast, T, id); // i32 <-> u32
+  }
+
+  /**
+   * IEEE float compares whatever the driver assumes about NaN: without SignedZeroInfNanPreserve Vulkan lets an
+   * instruction that operates on a NaN not give a NaN, and NVIDIA turns select(a < b, a, b) into a min that
+   * drops the NaN (seen through Naga, which emits the same OpFOrdLessThan + OpSelect). The NaN tests are on
+   * the bits, which no such rule sees through, so any rewrite of the compare stays right.
+   */
+  private fcmp(op: string, x: number, y: number, t: CType): number {
+    const { a } = this;
+    const wide = (v: number) => t === "f16" ? a.v(Op.FConvert, a.f, v) : v;
+    const unordered = a.lor(math.isNan(a, wide(x)), math.isNan(a, wide(y)));
+    const code = {
+      lt: Op.FOrdLessThan, le: Op.FOrdLessThanEqual, gt: Op.FOrdGreaterThan, ge: Op.FOrdGreaterThanEqual,
+      eq: Op.FOrdEqual, ne: Op.FUnordNotEqual,
+    }[op];
+    if (code === undefined) this.fail(`${op} on ${t}`);
+    const c = a.v(code, a.b, x, y);
+    return op === "ne" ? a.lor(c, unordered) : a.land(c, a.v(Op.LogicalNot, a.b, unordered));
   }
 
   private unary(op: string, x: number, t: CType): number {
@@ -325,12 +344,7 @@ class Emitter {
         case "max": return a.glsl(T, GLSL.FMax, x, y);
         case "min": return a.glsl(T, GLSL.FMin, x, y);
         case "pow": return a.glsl(T, GLSL.Pow, x, y);
-        case "lt": return a.v(Op.FOrdLessThan, a.b, x, y);
-        case "le": return a.v(Op.FOrdLessThanEqual, a.b, x, y);
-        case "gt": return a.v(Op.FOrdGreaterThan, a.b, x, y);
-        case "ge": return a.v(Op.FOrdGreaterThanEqual, a.b, x, y);
-        case "eq": return a.v(Op.FOrdEqual, a.b, x, y);
-        case "ne": return a.v(Op.FUnordNotEqual, a.b, x, y);
+        case "lt": case "le": case "gt": case "ge": case "eq": case "ne": return this.fcmp(op, x, y, t);
       }
       this.fail(`${op} on ${t}`);
     }
