@@ -263,10 +263,22 @@ class Emitter {
       return a.v(Op.INotEqual, a.b, id, this.constant(from, 0));
     }
     if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
-    if (isF(from) && isF(to)) return a.v(Op.FConvert, T, id);
+    if (to === "f16") return this.toF16(isF(from) ? id : a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, a.f, id));
+    if (isF(from) && isF(to)) return a.v(Op.FConvert, T, id); // f16 -> f32: exact
     if (isF(from)) return math.toInt(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id, to === "i32");
     if (isF(to)) return a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, T, id);
     return a.v(Op.Bitcast, T, id); // i32 <-> u32
+  }
+
+  /**
+   * An f32 (an int's |value| < 2^24 is exact in f32, a larger one is inf either way) -> f16, rounded to nearest
+   * even in integer ops and reinterpreted: OpFConvert's rounding mode is the driver's, and NVIDIA's compiler
+   * drops a round trip f32 -> f16 -> f32 altogether (seen through Naga, which emits the same OpFConverts).
+   */
+  private toF16(x: number): number {
+    const { a } = this;
+    const half = this.type("f16");
+    return a.v(Op.CompositeExtract, half, a.v(Op.Bitcast, this.m.tVec(half, 2), math.f32ToF16(a, x)), 0);
   }
 
   /**
@@ -294,7 +306,7 @@ class Emitter {
     const isF = t === "f32" || t === "f16";
     // f16 math goes through f32 (exact widening), then rounds back once
     const viaF32 = (f: (x: number) => number) =>
-      t === "f16" ? a.v(Op.FConvert, T, f(a.v(Op.FConvert, a.f, x))) : f(x);
+      t === "f16" ? this.toF16(f(a.v(Op.FConvert, a.f, x))) : f(x);
     switch (op) {
       case "neg":
         return isF ? a.v(Op.FNegate, T, x) : t === "bool" ? this.fail("neg of bool") : a.v(Op.SNegate, T, x);
@@ -417,7 +429,7 @@ class Emitter {
     const { a } = this;
     this.subgroups(Cap.GroupNonUniformArithmetic);
     if (t === "bool") this.fail("subgroup reduce of bool");
-    if (t === "f16") return a.v(Op.FConvert, this.type("f16"), this.reduce(op, a.v(Op.FConvert, a.f, x), "f32"));
+    if (t === "f16") return this.toF16(this.reduce(op, a.v(Op.FConvert, a.f, x), "f32")); // an f32 sum, rounded once
     const table = {
       f32: { add: Op.GroupNonUniformFAdd, max: Op.GroupNonUniformFMax, min: Op.GroupNonUniformFMin },
       i32: { add: Op.GroupNonUniformIAdd, max: Op.GroupNonUniformSMax, min: Op.GroupNonUniformSMin },

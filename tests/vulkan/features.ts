@@ -4,7 +4,7 @@
 import { bin, c, f32, fma, i32, type Kernel, KernelBuilder, u32, un } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { F, I, Rng, U, U16, bitsOf, bytes, fr, fromBf16, fromBits, fromHalf, pad16, report, sameF, toBf16, toHalf, zeros } from "./data.ts";
-import { nanCompares } from "./features_ieee.ts";
+import { halfCasts, nanCompares } from "./features_ieee.ts";
 
 export interface Feature {
   name: string;
@@ -554,4 +554,4 @@ export const planted: Feature = {
   fault: 42,
 };
 
-export const features: Feature[] = [arith, ints, narrow, halves, vectors, control, shared, subgroups, builtins, halfMath, nanCompares, planted];
+export const features: Feature[] = [arith, ints, narrow, halves, vectors, control, shared, subgroups, builtins, halfMath, nanCompares, halfCasts, planted];
