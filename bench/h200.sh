@@ -24,6 +24,15 @@ for what in "$@"; do
         timeout 120 deno run -A --no-check cli/main.ts run --json --backend "$b" --max-tokens 256 --ctx 512 --prompt "Once upon a time" \
           > "$out/speed.json" 2> "$out/speed.err"; echo "$b exit $?: $(grep -o '"timings":.*' "$out/speed.json") $(tail -2 "$out/speed.err")"
       done ;;
+    ptx)
+      POOT_BACKENDS=ptx timeout ${PTX_TIMEOUT:-300} deno test -A --no-check ${PTX_TESTS:-tests/ptx/ tests/ops/ tests/model/} > "$out/tests-ptx.txt" 2>&1; echo "tests exit $?" >> "$out/tests-ptx.txt"
+      grep -E "\.\.\. FAILED|^(ok|FAILED) \||tests exit" "$out/tests-ptx.txt" | head -20
+      grep -A12 "ERRORS" "$out/tests-ptx.txt" | head -40 ;;
+    kernels)
+      k="$out/${KERNELS_NAME:-kernels}.txt"
+      timeout ${KERNELS_TIMEOUT:-300} deno run -A --no-check bench/kernels.ts --shape ${SHAPES:-llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} ${KERNELS_ARGS:-} \
+        > "$k" 2>&1; echo "kernels exit $?" >> "$k"
+      grep -v "^\s*$" "$k" | grep -v "^  gemv" | tail -${KERNELS_TAIL:-60} ;;
     bench)
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"

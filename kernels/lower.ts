@@ -47,13 +47,19 @@ function itype(d: DType): "u32" | "i32" {
   throw new LoweringError(`index tensors must be i32 or u32, got ${d}`);
 }
 
-/** Optimize, plan and lower a graph for a target (`opts` switches planner fusions, for comparisons). */
-export function compileGraph(graph: Graph, target: TargetSet, opts: Omit<PlanOptions, "align"> = {}): Program {
-  const g = optimize(graph);
-  return lower(plan(g, { ...opts, align: Math.max(256, target.caps.bindingAlign) }), target);
+/** Switches for comparisons and tuning runs (bench/); the defaults are what the engine uses. */
+export interface CompileOptions extends Omit<PlanOptions, "align"> {
+  /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
+  gemvTune?: Partial<lib.GemvTune>;
 }
 
-export function lower(p: Plan, target: TargetSet): Program {
+/** Optimize, plan and lower a graph for a target. */
+export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
+  const g = optimize(graph);
+  return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+}
+
+export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Program {
   const caps = target.caps;
   const g = p.graph, nodes = g.nodes;
   const buffers: ProgramBuffer[] = [];
@@ -142,7 +148,7 @@ export function lower(p: Plan, target: TargetSet): Program {
         const bytes = R * H * splits * (D + 2) * 4;
         const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
         kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits, cap: C, pos: shape.pos }), [part, bind(u.pos), bind(n.id)], { bytes: 2 * bytes, flops: bytes });
         return;
       }
       case "update": {
@@ -213,6 +219,13 @@ export function lower(p: Plan, target: TargetSet): Program {
       case "argmax": {
         const axis = n.attrs.axis!;
         const [outer, len, inner] = around(i0.shape, axis);
+        if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
+          // Long rows (a vocab): chunks in parallel, then a merge.
+          const bytes = outer * lib.argmaxChunks(len).parts * 8;
+          const part: Binding = { buffer: buf("arena", "argmax-partials", bytes), offset: 0, bytes };
+          kernel(lib.argmaxPartial(caps, { rows: outer, n: len }), [bind(ins[0]), part], work);
+          return kernel(lib.argmaxCombine(caps, { rows: outer, n: len, out: "i32" }), [part, out], { bytes: bytes + 4 * outer, flops: bytes });
+        }
         if (inner === 1 && i0.dtype === "f32") return kernel(lib.argmax(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), out], work);
         return kernel(argmaxAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype) }), [bind(ins[0]), out], work);
       }
@@ -316,7 +329,7 @@ export function lower(p: Plan, target: TargetSet): Program {
       bindings.push(bind(pp.out));
       return part;
     });
-    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.FType, norm, parts });
+    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.FType, norm, parts, tune: opts.gemvTune });
     const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
     const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
     kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });

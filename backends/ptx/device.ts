@@ -20,9 +20,10 @@ import {
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
-  type Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
+  Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
-import { dlopen, ptrView } from "../../ffi/lib.ts";
+import { dlopen, ptrOf, ptrView } from "../../ffi/lib.ts";
+import { env } from "node:process";
 import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import type { Kernel } from "../../kernels/ir.ts";
@@ -43,6 +44,13 @@ export interface PtxDeviceOptions {
   spinMicros?: number;
   /** Bound on waits inside write() and read() (staging reuse, readback copies); default 600 s. */
   timeoutMs?: number;
+  /**
+   * Programmatic dependent launch between kernels (sm_90+, through cuLaunchKernelEx): a kernel's blocks get
+   * resident while the one before it finishes, and wait for its results (griddepcontrol.wait) before touching
+   * memory. "exit": kernels do not signal early (the next launches as the blocks of this one exit). Default
+   * on where available; the environment variable POOT_PTX_PDL (0, exit, start) overrides the default.
+   */
+  pdl?: boolean | "exit";
 }
 
 const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
@@ -129,6 +137,10 @@ export class PtxDevice implements Device {
   private reading: Promise<void> = Promise.resolve();
   private readonly argTypes: KernelArgType[][] = [];
   private destroyed = false;
+  /** Programmatic dependent launch mode (PtxDeviceOptions.pdl). */
+  private readonly pdl: boolean | "exit";
+  /** Launches with the programmatic-stream-serialization attribute (undefined: plain cuLaunchKernel only). */
+  private readonly launchEx: LaunchEx | undefined;
 
   /** Prefer `probePtx` (or `PtxDevice.open`); this takes an opened, initialized libcuda. */
   constructor(readonly cu: Cuda, opts: PtxDeviceOptions = {}) {
@@ -160,6 +172,10 @@ export class PtxDevice implements Device {
       watchdogBudget: attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT) ? 256 << 20 : 0,
     };
     this.stream = cu.streamCreate(CU_STREAM_NON_BLOCKING);
+    // Only through a real libcuda (a fake one in tests has no cuLaunchKernelEx to bind).
+    const envPdl = env.POOT_PTX_PDL;
+    this.pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
+    this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(opts.library) : undefined;
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.newFaultChunk();
   }
@@ -349,7 +365,7 @@ export class PtxDevice implements Device {
     if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
     let mod: PtxModule;
     try {
-      mod = renderPtx(kernel, { sm: this.sm });
+      mod = renderPtx(kernel, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`ptx: ${e.message}`);
       throw e;
@@ -418,7 +434,10 @@ export class PtxDevice implements Device {
   private enqueue(list: Launch[]): void {
     for (const l of list) {
       if (l.k === "copy") this.cu.memcpyDtoDAsync(l.dst, l.src, l.bytes, this.stream);
-      else this.cu.launchKernel(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args);
+      else if (l.c.module.pdl && this.launchEx) {
+        const r = this.launchEx.launch(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args.params);
+        this.checkCode("cuLaunchKernelEx", r);
+      } else this.cu.launchKernel(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args);
     }
   }
   private kernelsOf(list: Launch[]): PtxCompiled[] {
@@ -529,6 +548,45 @@ export class PtxDevice implements Device {
     // A sticky error lives as long as the context: reset it so that a later PtxDevice in this process gets a
     // fresh one (any other device on the same primary context was already dead with it).
     if (faulted) resetPrimaryContext(this.dev);
+  }
+}
+
+// ffi/cuda.ts does not bind cuLaunchKernelEx: a local binding through the generic dlopen (the process has
+// libcuda loaded already, so this is the same library). One CUlaunchConfig (56 bytes: grid and block dims,
+// shared bytes, stream at 32, attrs at 40, numAttrs at 48) with one CUlaunchAttribute (72 bytes: id, then
+// the value at 8) reused for every launch: the driver copies both at launch (and into a captured node).
+const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+class LaunchEx {
+  private readonly cfgBytes = new Uint8Array(56);
+  private readonly attrBytes = new Uint8Array(72);
+  private readonly cfg = new DataView(this.cfgBytes.buffer);
+  private constructor(private readonly fn: (cfg: Uint8Array, f: bigint, params: BigUint64Array, extra: null) => number) {
+    const attr = new DataView(this.attrBytes.buffer);
+    attr.setUint32(0, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
+    attr.setInt32(8, 1, true);
+    this.cfg.setBigUint64(40, ptrOf(this.attrBytes), true);
+    this.cfg.setUint32(48, 1, true);
+  }
+  static open(library?: string | readonly string[]): LaunchEx | undefined {
+    try {
+      const lib = dlopen(library ?? ["libcuda.so.1", "libcuda.so"], {
+        cuLaunchKernelEx: { args: ["buffer", "u64", "buffer", "buffer"], result: "i32", optional: true },
+      });
+      const fn = lib.symbols.cuLaunchKernelEx;
+      return fn ? new LaunchEx(fn as unknown as LaunchEx["fn"]) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  launch(func: bigint, grid: readonly number[], block: readonly number[], shared: number, stream: bigint, params: BigUint64Array): number {
+    const c = this.cfg;
+    for (let i = 0; i < 3; i++) {
+      c.setUint32(i * 4, grid[i] ?? 1, true);
+      c.setUint32(12 + i * 4, block[i] ?? 1, true);
+    }
+    c.setUint32(24, shared, true);
+    c.setBigUint64(32, stream, true);
+    return this.fn(this.cfgBytes, func, params, null);
   }
 }
 

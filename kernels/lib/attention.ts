@@ -51,29 +51,38 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
 }
 
 /**
- * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
- * Bindings: part f32 [rows * heads, splits, hd + 2] (r); out f32 [rows, heads, hd] (w).
+ * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s, over the
+ * chunks that hold a position <= pos + r (the rest are empty: m = -inf, l = 0), so the work tracks the context.
+ * Bindings: part f32 [rows * heads, splits, hd + 2] (r); pos [1] u32|i32 (r); out f32 [rows, heads, hd] (w).
  */
-export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; name?: string }): Kernel {
-  const items = (s.rows ?? 1) * s.heads, { hd, splits } = s, stride = hd + 2;
+export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; cap: number; pos?: IType; name?: string }): Kernel {
+  const rows = s.rows ?? 1, items = rows * s.heads, { hd, splits, cap } = s, stride = hd + 2;
+  const pt = s.pos ?? "u32", chunk = Math.ceil(cap / splits);
   const total = items * hd, wg = Math.min(64, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(total / wg));
-  const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}`, { workgroup: wg, grid });
+  const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}_c${cap}_${pt}`, { workgroup: wg, grid });
   const part = b.buffer("part", "f32", "r");
+  const P = b.buffer("pos", pt, "r");
   const out = b.buffer("out", "f32", "w");
   const idx = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "idx");
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
-  const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
+  const item = b.let(idx.div(hd), "u32", "item");
+  const base = b.let(item.mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
+  // Chunks up to the one holding this row's last position (pos + r); a bad pos (the partial phase faults on
+  // it) still stays inside the buffer.
+  const pv = b.load(P, 0);
+  const last = b.let((pv.t === "i32" ? pv.bitcast("u32") : pv).min(cap - 1).add(rows === 1 ? u32(0) : item.div(s.heads)).min(cap - 1), "u32", "last");
+  const active = b.let(last.div(chunk).add(1).min(splits), "u32", "active");
   const M = b.let(f32(-Infinity), "f32", "M");
-  b.for(u32(0), u32(splits), 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))));
+  b.for(u32(0), active, 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))), { unroll: 4 });
   const L = b.let(f32(0), "f32", "L"), o = b.let(f32(0), "f32", "o");
-  b.for(u32(0), u32(splits), 1, (sp) => {
+  b.for(u32(0), active, 1, (sp) => {
     const at = b.let(base.add(sp.mul(stride)), "u32", "at");
-    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w"); // exp(-inf) = 0 for empty chunks
+    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w");
     b.set(L, L.add(w.mul(b.load(part, at.add(1)))));
     b.set(o, o.add(w.mul(b.load(part, at.add(d)))));
-  });
+  }, { unroll: 4 });
   b.store(out, idx, o.div(L));
   return b.build();
 }
@@ -119,11 +128,25 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const start = splits ? b.let(trow.mod(S).mul(chunk), "u32", "start") : u32(0);
   const stop = splits ? b.let(end.min(start.add(chunk)), "u32", "stop") : end;
 
-  // Each lane owns dims [lane*nd, lane*nd + nd) of the head (dims past hd only when hd % lanes != 0).
-  const nd = Math.ceil(hd / t.lanes);
-  const exact = hd % t.lanes === 0;
+  // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th
+  // position of the chunk (one 16-byte K/V slice per lane where hd allows), keeps its own running max, sum and
+  // weighted V, and the groups merge at the end. G positions per step instead of one: the loop is latency-
+  // bound (a K load, a reduction, an exp per step). G = 1 is one position per step over the whole team.
+  const kvVec = kv === "f32" ? 4 : 8;
+  let lpp = t.lanes;
+  if (t.lanes > 1 && !t.shared && t.sgs === 1) {
+    lpp = 1;
+    while (lpp * 2 <= t.lanes && hd % (lpp * 2) === 0 && hd / (lpp * 2) >= kvVec) lpp *= 2;
+    if (hd % lpp !== 0) lpp = t.lanes;
+  }
+  const G = t.lanes / lpp;
+  // Each lane owns dims [li*nd, li*nd + nd) of the head (dims past hd only when hd % lanes != 0).
+  const nd = Math.ceil(hd / lpp);
+  const exact = hd % lpp === 0;
   const vq = exact ? vecWidth(4, nd) : 1, vk = exact ? vecWidth(kv === "f32" ? 4 : 2, nd) : 1;
-  const d0 = t.lanes === 1 ? u32(0) : b.let(lane.mul(nd), "u32", "d0");
+  const gi = G > 1 ? b.let(lane.div(lpp), "u32", "gi") : u32(0);
+  const li = G > 1 ? lane.mod(lpp) : lane;
+  const d0 = t.lanes === 1 ? u32(0) : b.let(li.mul(nd), "u32", "d0");
   const valid = (j: number): Val | true => exact ? true : d0.add(j).lt(hd);
   const clampIdx = (j: number): Val => exact ? d0.add(j) : d0.add(j).min(hd - 1);
   const loadRow = (buf: typeof K, at: Val, vw: number): Val[] => {
@@ -144,28 +167,55 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const m = b.let(f32(-Infinity), "f32", "m");
   const l = b.let(f32(0), "f32", "l");
   const acc = qs.map(() => b.let(f32(0), "f32", "acc"));
-  b.for(start, stop, 1, (p) => {
+  /** Sum over the lanes of one position group (xor shuffles stay inside aligned groups of lpp lanes). */
+  const groupSum = (v: Val): Val => {
+    if (G === 1) return teamReduce(b, t, "add", v);
+    let x = v;
+    for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
+    return x;
+  };
+  b.for(start, stop, G, (p0) => {
+    // Every lane runs the same trips (shuffles need the whole subgroup): a group past the chunk's end reads
+    // the step's first row and contributes nothing.
+    const inRange = G > 1 ? b.let(p0.add(gi).lt(stop), "bool", "in") : undefined;
+    const p = inRange ? b.let(inRange.select(p0.add(gi), p0), "u32", "p") : p0;
     const kb = b.let(p.mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
     const ks = loadRow(K, kb, vk);
     const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
-    const sc = b.let(teamReduce(b, t, "add", b.let(part, "f32", "part")).mul(scale), "f32", "s");
+    let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+    if (inRange) sc = b.let(inRange.select(sc, f32(-Infinity)), "f32", "s");
     const mn = b.let(m.max(sc), "f32", "mn");
     // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
     const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
-    const pe = b.let(sc.sub(mn).exp(), "f32", "pe");
+    const pe = b.let(inRange ? inRange.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
     b.set(l, l.mul(corr).add(pe));
     const vs = loadRow(V, kb, vk);
     for (let j = 0; j < nd; j++) b.set(acc[j], acc[j].mul(corr).add(pe.mul(vs[j])));
     b.set(m, mn);
-  });
+  }, { unroll: G > 1 ? 2 : 1 });
+  // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
+  for (let off = lpp; off < t.lanes; off *= 2) {
+    const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
+    const ao = acc.map((a) => b.let(b.shuffle("xor", a, off), "f32", "ao"));
+    const M = b.let(m.max(mo), "f32", "M");
+    const cs = b.let(m.eq(M).select(f32(1), m.sub(M).exp()), "f32", "cs");
+    const co = b.let(mo.eq(M).select(f32(1), mo.sub(M).exp()), "f32", "co");
+    b.set(l, l.mul(cs).add(lo.mul(co)));
+    acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
+    b.set(m, M);
+  }
   const obase = splits ? b.let(trow.mul(hd + 2), "u32", "ob") : qbase;
   const dims = splits ? obase.add(2) : obase;
-  for (let j = 0; j < nd; j++) {
-    const ok = valid(j);
-    const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
-    if (ok === true) st();
-    else b.if(ok, st);
-  }
+  const writeDims = () => {
+    for (let j = 0; j < nd; j++) {
+      const ok = valid(j);
+      const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
+      if (ok === true) st();
+      else b.if(ok, st);
+    }
+  };
+  if (G > 1) b.if(gi.eq(u32(0)), writeDims);
+  else writeDims();
   if (splits) {
     const head = () => {
       b.store(out, obase, m);

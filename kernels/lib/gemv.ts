@@ -69,19 +69,21 @@ function partTeams(p: GemvPart, rows: number): number {
 }
 
 /**
- * The tuning a shape gets: two rows per team; several subgroups per team while the teams alone would leave a
- * large GPU short of warps and k is long enough to give each lane two loads; the k loop unrolled up to 4.
+ * The tuning a shape gets (measured on an H200 over lanes 32/64/128, rows 1/2, unroll 2/4/8 at the Llama
+ * shapes, bench/kernels.ts --sweep): two rows per team of a "dot" part only when there are many rows (the
+ * vocab projection); subgroups per team doubled up to 4 until teams x subgroups reach 16384 warps (two full
+ * waves of ~132 SMs x 64), as long as every lane keeps two 16-byte loads per row; the k loop unrolled 8 when
+ * a team computes two dots, 2 when it computes one.
  */
 export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
-  const rows = 2;
+  const rows = s.parts.reduce((a, p) => a + p.n, 0) >= 32768 ? 2 : 1;
   const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
   const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
   let sgs = 1;
-  if (sg > 1) while (sgs < 4 && teams * sgs * 2 <= 4096 && s.k >= sg * sgs * 2 * vec * 2) sgs *= 2;
-  const lanes = sg * sgs;
-  const trips = Math.ceil(s.k / (lanes * vec));
-  return { lanes, rows, unroll: Math.min(4, trips), teams: 4 };
+  if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec * 2) sgs *= 2;
+  const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
+  return { lanes: sg * sgs, rows, unroll: twoDots ? 8 : 2, teams: 4 };
 }
 
 /**
@@ -147,8 +149,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const acc = rows.map(() => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
     const ssAcc = g ? Array.from({ length: chains }, () => b.let(f32(0), "f32", "ss")) : [];
     const bases = rows.map((r) => b.let(r.row.mul(k), "u32", "wrow"));
-    const trips = Math.ceil(k / (t.lanes * vec));
-    b.for(lane.mul(vec), u32(k), t.lanes * vec, (i) => {
+    const loadW = (d: number, i: Val): Val[] => (vec > 1 ? b.loadv(rows[d].buf, bases[d].add(i), vec) : [b.load(rows[d].buf, bases[d].add(i))]);
+    const consume = (i: Val, ws: Val[][]): void => {
       let xs: Val[] = [];
       for (let o = 0; o < vec; o += xv) xs.push(...(xv > 1 ? b.loadv(x, i.add(o), xv) : [b.load(x, i.add(o))]));
       if (g) {
@@ -159,13 +161,27 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         sq.forEach((v, c) => b.set(ssAcc[c], v));
         xs = xs.map((v, e) => b.let(v.mul(gs[e]), "f32", "xg"));
       }
-      rows.forEach((r, d) => {
-        const ws = vec > 1 ? b.loadv(r.buf, bases[d].add(i), vec) : [b.load(r.buf, bases[d].add(i))];
+      ws.forEach((wd, d) => {
         const next = acc[d].map((a) => a);
-        ws.forEach((wv, e) => (next[e % chains] = next[e % chains].add(wv.mul(xs[e]))));
+        wd.forEach((wv, e) => (next[e % chains] = next[e % chains].add(wv.mul(xs[e]))));
         next.forEach((v, c) => b.set(acc[d][c], v));
       });
-    }, { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
+    };
+    // Every lane has at least `common` trips of `step`; they run in groups of `u` whose weight loads are all
+    // issued before any is used (u x rows 16-byte loads in flight per lane), then a tail loop takes the rest.
+    const step = t.lanes * vec, common = Math.floor(k / step);
+    const u = Math.max(1, Math.min(tune.unroll, common));
+    const groups = Math.floor(common / u);
+    const start = b.let(lane.mul(vec), "u32", "k0");
+    if (groups > 0) {
+      b.for(u32(0), u32(groups), 1, (grp) => {
+        const at = b.let(start.add(grp.mul(u * step)), "u32", "kg");
+        const idx = Array.from({ length: u }, (_, j) => (j === 0 ? at : at.add(j * step)));
+        const ws = idx.map((i) => rows.map((_, d) => loadW(d, i)));
+        idx.forEach((i, j) => consume(i, ws[j]));
+      }, { unroll: groups <= 4 ? groups : 1 });
+    }
+    if (groups * u * step < k) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
     const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
     const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
     return { sums, ss };

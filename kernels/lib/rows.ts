@@ -168,12 +168,26 @@ export function argmax(caps: Caps, s: { rows: number; n: number; out?: IType; na
       b.set(bi, i);
     });
   });
-  // Is (ov, oi) better than (bv, bi)? A strict order (indices are unique), so both sides of a pair agree.
-  const better = (ov: Val, oi: Val, v: Val, i: Val): Val => {
-    const oNan = ov.ne(ov), mNan = v.ne(v);
-    const num = ov.gt(v).or(ov.eq(v).and(oi.lt(i)));
-    return oi.lt(n).and(i.ge(n).or(oNan.select(mNan.not().or(oi.lt(i)), mNan.not().and(num))));
-  };
+  argmaxMerge(b, t, lane, bv, bi, n);
+  const write = () => b.store(out, rk.row, ot === "i32" ? bi.bitcast("i32") : bi);
+  if (t.lanes === 1) write();
+  else b.if(lane.eq(u32(0)), write);
+  return b.build();
+}
+
+/**
+ * Is (ov, oi) a better argmax candidate than (v, i)? A strict order over (value, index) with index n meaning
+ * "none": any NaN beats every number and the first NaN wins; else the larger value, then the smaller index.
+ */
+export function argmaxBetter(ov: Val, oi: Val, v: Val, i: Val, n: number): Val {
+  const oNan = ov.ne(ov), mNan = v.ne(v);
+  const num = ov.gt(v).or(ov.eq(v).and(oi.lt(i)));
+  return oi.lt(n).and(i.ge(n).or(oNan.select(mNan.not().or(oi.lt(i)), mNan.not().and(num))));
+}
+
+/** Merges every lane's candidate (bv, bi) over the team; lane 0 (every lane on subgroup paths) ends with the winner. */
+export function argmaxMerge(b: KernelBuilder, t: Team, lane: Val, bv: Val, bi: Val, n: number): void {
+  const better = (ov: Val, oi: Val, v: Val, i: Val) => argmaxBetter(ov, oi, v, i, n);
   if (t.lanes > 1 && !t.shared) {
     for (let off = t.lanes / t.sgs / 2; off >= 1; off /= 2) {
       const ov = b.let(b.shuffle("xor", bv, off), "f32", "ov");
@@ -216,10 +230,7 @@ export function argmax(caps: Caps, s: { rows: number; n: number; out?: IType; na
       });
       b.barrier();
     }
+    b.set(bv, b.sload(sv, 0));
     b.set(bi, b.sload(si, 0));
   }
-  const write = () => b.store(out, rk.row, ot === "i32" ? bi.bitcast("i32") : bi);
-  if (t.lanes === 1) write();
-  else b.if(lane.eq(u32(0)), write);
-  return b.build();
 }

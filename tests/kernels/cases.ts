@@ -314,11 +314,12 @@ function attentionCombineCase(items: number, hd: number, splits: number): Kernel
         for (let j = 0; j < hd; j++) part[o + 2 + j] = rng.uniform(-10, 10);
       }
     }
-    return [bytes(part), bytes(new Float32Array(items * hd).fill(NaN))];
+    // pos in the last chunk: every chunk is read (the empty ones hold m = -inf)
+    return [bytes(part), u32b([splits * 4 - 1]), bytes(new Float32Array(items * hd).fill(NaN))];
   });
   return {
     name,
-    make: (caps) => lib.attentionCombine(caps, { heads: items, hd, splits }),
+    make: (caps) => lib.attentionCombine(caps, { heads: items, hd, splits, cap: splits * 4 }),
     inputs,
     expect(ins) {
       const p = asF32(ins[0]);
@@ -339,7 +340,7 @@ function attentionCombineCase(items: number, hd: number, splits: number): Kernel
           mag[i * hd + j] = m / L;
         }
       }
-      return [{ binding: 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: 1e-5 + splits * 4 * EPS } }];
+      return [{ binding: 2, type: "f32", want, mag, tol: { abs: 1e-6, rel: 1e-5 + splits * 4 * EPS } }];
     },
   };
 }

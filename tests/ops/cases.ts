@@ -255,5 +255,20 @@ export function opCases(): OpCase[] {
     const a = t.matmul(h, b.weight("bf16", [17, 48])), c = t.matmul(h, b.weight("f32", [9, 48]));
     return b.done({ a, c, d: t.matmul(x, b.weight("f16", [5, 48])) });
   });
+  // argmax over long rows (a vocab) runs in two phases on subgroup targets (kernels/lib/argmax.ts): ties across
+  // chunks keep the first index, a row of -inf gives index 0. (No NaN: the oracle never picks one after the
+  // first element, the kernels pick the first NaN.)
+  add("argmax long rows (two phases): ties across chunks, all -inf", (b) => {
+    const n = 40000;
+    const x = b.input("f32", [3, n], -4, 4);
+    const xs = b.slots.in0 as Float32Array;
+    xs[5000] = 9;
+    xs[30000] = 9;
+    xs[29999] = 9;
+    xs[n + 100] = 50;
+    xs[n + 39000] = 50;
+    xs.fill(-Infinity, 2 * n, 3 * n);
+    return b.done({ y: b.t.argmax(x, 1) });
+  });
   return cases;
 }

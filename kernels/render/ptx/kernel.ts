@@ -29,6 +29,14 @@ export interface PtxOptions {
   version?: string;
   /** Comment header lines (e.g. where the kernel came from). */
   comment?: string;
+  /**
+   * Programmatic dependent launch (sm_90+): the kernel starts with `griddepcontrol.wait` (nothing before it
+   * touches global memory, so the previous kernel's results are complete and visible) and then lets the next
+   * kernel launch (`griddepcontrol.launch_dependents`), whose blocks get resident while this one runs.
+   * "exit": the wait only (the next kernel may launch as this one's blocks exit). Only for launches with the
+   * programmatic-stream-serialization attribute; harmless on plain launches.
+   */
+  pdl?: boolean | "exit";
 }
 
 export interface PtxModule {
@@ -40,6 +48,8 @@ export interface PtxModule {
   readonly params: number;
   /** The last param is a u64 address of a u32 word a failing check stores its code to before trapping. */
   readonly faultParam: boolean;
+  /** Rendered for programmatic dependent launch (PtxOptions.pdl). */
+  readonly pdl: boolean;
   /** Bytes of dynamic shared memory the launch must pass (0 when the arrays fit the 48 KiB static limit). */
   readonly dynamicShared: number;
   /** Total shared memory the kernel uses, static or dynamic. */
@@ -605,7 +615,10 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   if (k.workgroup[2] > 64) throw new KernelError(`${k.name}: workgroup z of ${k.workgroup[2]} (CUDA allows 64)`);
   const entry = entryName(k.name);
   const L = new Lowering(k);
+  const pdl = (opts.pdl ?? false) !== false && sm >= 90;
   L.prologue(entry);
+  if (pdl) L.a.op("griddepcontrol.wait");
+  if (pdl && opts.pdl !== "exit") L.a.op("griddepcontrol.launch_dependents");
   L.block(k.body);
   L.a.op("ret");
 
@@ -631,6 +644,7 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
     entry,
     params: nparams,
     faultParam,
+    pdl,
     dynamicShared: dynamic ? L.sharedBytes : 0,
     sharedBytes: L.sharedBytes,
   };

@@ -1,0 +1,219 @@
+// Device time per kernel of a decode plan: each distinct kernel of the plan launched `launches` times back to
+// back in one recording (its weight bindings rotated over copies so that L2 holds none of them), replayed a
+// few times; µs per launch (the gap between dependent launches included, as in a token), its planned bytes
+// per µs, and the token's sum (each kernel's time x its count in the plan). Optionally sweeps the gemv tuning
+// (kernels/lib/gemv.ts) and reports each gemv kernel's best variant. Zeroed weights and slots (position 0):
+// the memory traffic of a weight read does not depend on its values.
+//
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--sweep] [--pdl on|off|exit|both|all] [--out FILE]
+import { argv, exit } from "node:process";
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { PtxDevice } from "../backends/ptx/mod.ts";
+import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
+import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
+import type { Program, Step } from "../kernels/program.ts";
+import { KernelBuilder } from "../kernels/ir.ts";
+import type { GemvTune } from "../kernels/lib/mod.ts";
+import { traceLlama } from "../llm/families/llama.ts";
+import type { WeightRole } from "../graph/weights.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
+
+const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
+
+export interface KernelTime {
+  name: string;
+  count: number;
+  micros: number;
+  bytes: number;
+}
+
+export function decodeProgram(shape: string, dev: Device, opts: CompileOptions): Program {
+  const c = SHAPES[shape as keyof typeof SHAPES];
+  const dtypeOf = (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16");
+  const { tracer, logits } = traceLlama(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf });
+  tracer.output("token", tracer.argmax(logits, 1));
+  return compileGraph(tracer.build(), dev.target, opts);
+}
+
+/** µs per launch of `step` (a kernel of `prog`), launched `launches` times in one recording. */
+export async function timeStep(dev: Device, prog: Program, step: Extract<Step, { k: "kernel" }>, launches: number): Promise<number> {
+  const bufs: DeviceBuffer[] = [];
+  const alloc = (bytes: number) => {
+    const b = dev.alloc(bytes, "device");
+    bufs.push(b);
+    return b;
+  };
+  try {
+    const compiled = dev.compile(step.kernel);
+    // One buffer per binding (weights: copies to rotate through), literals with their contents.
+    const choices = step.bindings.map((bd) => {
+      const pb = prog.buffers[bd.buffer];
+      const n = pb.kind === "weight" ? Math.max(1, Math.min(64, Math.ceil(L2_DEFEAT / bd.bytes))) : 1;
+      return Array.from({ length: n }, () => {
+        const b = alloc(bd.bytes);
+        if (pb.init) dev.write(b, 0, pb.init.subarray(bd.offset, bd.offset + bd.bytes));
+        return { buffer: b, offset: 0, bytes: bd.bytes };
+      });
+    });
+    const steps: DeviceStep[] = Array.from({ length: launches }, (_, i) => ({
+      k: "kernel", compiled, grid: step.grid, work: step.work, bindings: choices.map((c) => c[i % c.length]),
+    }));
+    const rec = dev.record(steps);
+    try {
+      dev.replay(rec);
+      await dev.synchronize(60_000);
+      const reps = 4;
+      const t0 = performance.now();
+      for (let r = 0; r < reps; r++) dev.replay(rec);
+      await dev.synchronize(60_000);
+      return ((performance.now() - t0) * 1000) / (reps * launches);
+    } finally {
+      dev.releaseRecording(rec);
+    }
+  } finally {
+    for (const b of bufs) dev.free(b);
+  }
+}
+
+/**
+ * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
+ * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
+ */
+export async function timeProgram(dev: Device, prog: Program, reps = 20): Promise<{ queued: number; synced: number }> {
+  const bufs = prog.buffers.map((pb) => {
+    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
+    if (pb.init) dev.write(b, 0, pb.init);
+    return b;
+  });
+  try {
+    const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
+    const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
+      s.k === "kernel"
+        ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
+        : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
+    );
+    const rec = dev.record(steps);
+    try {
+      for (let i = 0; i < 3; i++) dev.replay(rec);
+      await dev.synchronize(60_000);
+      let t0 = performance.now();
+      for (let r = 0; r < reps; r++) dev.replay(rec);
+      await dev.synchronize(60_000);
+      const queued = (performance.now() - t0) / reps;
+      t0 = performance.now();
+      for (let r = 0; r < reps; r++) {
+        dev.replay(rec);
+        await dev.synchronize(60_000);
+      }
+      return { queued, synced: (performance.now() - t0) / reps };
+    } finally {
+      dev.releaseRecording(rec);
+    }
+  } finally {
+    for (const b of bufs) dev.free(b);
+  }
+}
+
+/** Launch count that keeps one replay near 2 ms (estimated from the planned bytes at 3 TB/s, 3 µs floor). */
+function launchesFor(bytes: number): number {
+  const est = Math.max(3, bytes / 3e6);
+  return Math.max(16, Math.min(400, Math.round(2000 / est)));
+}
+
+/** Distinct kernels of a program with their counts and a representative step. */
+export function distinct(prog: Program): { step: Extract<Step, { k: "kernel" }>; count: number }[] {
+  const by = new Map<string, { step: Extract<Step, { k: "kernel" }>; count: number }>();
+  for (const s of prog.steps) {
+    if (s.k !== "kernel") continue;
+    const e = by.get(s.kernel.name);
+    if (e) e.count++;
+    else by.set(s.kernel.name, { step: s, count: 1 });
+  }
+  return [...by.values()];
+}
+
+export async function floor(dev: Device): Promise<number> {
+  const b = new KernelBuilder("empty", { workgroup: 32, grid: 1 });
+  const y = b.buffer("y", "u32", "w");
+  b.if(b.lid.x.eq(1000), () => b.store(y, 0, 1));
+  const k = b.build();
+  const prog: Program = { buffers: [{ id: 0, kind: "arena", name: "y", bytes: 16 }], steps: [], slots: [], state: [], outputs: [], weights: [] };
+  return timeStep(dev, prog, { k: "kernel", kernel: k, bindings: [{ buffer: 0, offset: 0, bytes: 16 }], grid: k.grid, work: { bytes: 0, flops: 0 } }, 400);
+}
+
+/** The role of a gemv kernel across tunings: its name without the tuning suffix. */
+const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
+
+async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+  });
+  const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
+  for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
+  const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
+    : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
+  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  const result: Record<string, unknown> = {};
+  for (const pdl of modes) {
+    const dev = PtxDevice.open({ pdl });
+    const tag = pdl === "exit" ? "pdl-exit" : pdl ? "pdl" : "plain";
+    try {
+      const empty = await floor(dev);
+      console.log(`\n== ${dev.target.device}, ${tag} launches: empty kernel ${empty.toFixed(2)} µs per launch`);
+      result[`${tag}:empty`] = empty;
+      for (const shape of shapes) {
+        const prog = decodeProgram(shape, dev, {});
+        if (values.sequence) {
+          const t = await timeProgram(dev, prog);
+          console.log(`${shape} (${tag}): the whole step, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
+          result[`${tag}:${shape}:sequence`] = t;
+          if (values["sequence-only"]) continue;
+        }
+        const rows: KernelTime[] = [];
+        for (const { step, count } of distinct(prog)) {
+          const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes));
+          rows.push({ name: step.kernel.name, count, micros, bytes: step.work.bytes });
+        }
+        const total = rows.reduce((a, r) => a + r.count * r.micros, 0);
+        console.log(`\n${shape} (${tag}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
+        console.log(`${"kernel".padEnd(72)} ${"n".padStart(4)} ${"µs".padStart(9)} ${"GB/s".padStart(7)} ${"token%".padStart(7)}`);
+        for (const r of rows) {
+          console.log(`${r.name.slice(0, 72).padEnd(72)} ${String(r.count).padStart(4)} ${r.micros.toFixed(2).padStart(9)} ${(r.bytes / r.micros / 1000).toFixed(0).padStart(7)} ${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
+        }
+        result[`${tag}:${shape}`] = { total, rows };
+        if (!values.sweep || pdl !== modes[modes.length - 1]) continue;
+        // gemv tuning sweep: every variant of (lanes, rows, unroll) for each gemv kernel of the plan.
+        const best = new Map<string, { tune: string; micros: number; def?: number }>();
+        for (const r of rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${r.name.slice(role(r.name).length + 1)}`, micros: r.micros, def: r.micros });
+        const sweep: Record<string, number> = {};
+        for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
+          for (const rw of list(values.rows, [1, 2])) {
+            for (const unroll of list(values.unroll, [2, 4, 8])) {
+              const tune: Partial<GemvTune> = { lanes, rows: rw, unroll };
+              const p2 = decodeProgram(shape, dev, { gemvTune: tune });
+              for (const { step } of distinct(p2)) {
+                if (!step.kernel.name.startsWith("gemv")) continue;
+                const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes));
+                sweep[step.kernel.name] = us;
+                console.log(`  ${step.kernel.name.padEnd(80)} ${us.toFixed(2).padStart(9)} µs ${(step.work.bytes / us / 1000).toFixed(0).padStart(6)} GB/s`);
+                const e = best.get(role(step.kernel.name));
+                if (e && us < e.micros) Object.assign(e, { tune: step.kernel.name.slice(role(step.kernel.name).length + 1), micros: us });
+              }
+            }
+          }
+        }
+        console.log(`\n${shape}: gemv tuning sweep (best of ${Object.keys(sweep).length} kernels)`);
+        for (const [k, e] of best) console.log(`${k.slice(0, 60).padEnd(60)} default ${e.def!.toFixed(2).padStart(8)} µs  best ${e.micros.toFixed(2).padStart(8)} µs  ${e.tune}`);
+        result[`sweep:${shape}`] = sweep;
+      }
+    } finally {
+      await dev.destroy();
+    }
+  }
+  if (values.out) writeFileSync(values.out, JSON.stringify(result, null, 1) + "\n");
+  return 0;
+}
+
+if (import.meta.main) exit(await main(argv.slice(2)));
