@@ -2,10 +2,12 @@
 // back in one recording (its weight bindings rotated over copies so that L2 holds none of them), replayed a
 // few times; µs per launch (the gap between dependent launches included, as in a token), its planned bytes
 // per µs, and the token's sum (each kernel's time x its count in the plan). Optionally sweeps the gemv tuning
-// (kernels/lib/gemv.ts) and reports each gemv kernel's best variant. Zeroed weights and slots (position 0):
-// the memory traffic of a weight read does not depend on its values.
+// (kernels/lib/gemv.ts) and reports each gemv kernel's best variant; --sequence times the whole step as one
+// recording. Zeroed weights and K/V (the memory traffic of a read does not depend on its values), the position
+// slot at --pos (default 0; attention's work follows it).
 //
-//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--sweep] [--pdl on|off|exit|both|all] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -37,7 +39,7 @@ export function decodeProgram(shape: string, dev: Device, opts: CompileOptions):
 }
 
 /** µs per launch of `step` (a kernel of `prog`), launched `launches` times in one recording. */
-export async function timeStep(dev: Device, prog: Program, step: Extract<Step, { k: "kernel" }>, launches: number): Promise<number> {
+export async function timeStep(dev: Device, prog: Program, step: Extract<Step, { k: "kernel" }>, launches: number, pos = 0): Promise<number> {
   const bufs: DeviceBuffer[] = [];
   const alloc = (bytes: number) => {
     const b = dev.alloc(bytes, "device");
@@ -53,6 +55,7 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
       return Array.from({ length: n }, () => {
         const b = alloc(bd.bytes);
         if (pb.init) dev.write(b, 0, pb.init.subarray(bd.offset, bd.offset + bd.bytes));
+        if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
         return { buffer: b, offset: 0, bytes: bd.bytes };
       });
     });
@@ -80,10 +83,11 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20): Promise<{ queued: number; synced: number }> {
+export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0): Promise<{ queued: number; synced: number }> {
   const bufs = prog.buffers.map((pb) => {
     const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
     if (pb.init) dev.write(b, 0, pb.init);
+    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
     return b;
   });
   try {
@@ -133,7 +137,7 @@ export function distinct(prog: Program): { step: Extract<Step, { k: "kernel" }>;
   return [...by.values()];
 }
 
-export async function floor(dev: Device): Promise<number> {
+export function floor(dev: Device): Promise<number> {
   const b = new KernelBuilder("empty", { workgroup: 32, grid: 1 });
   const y = b.buffer("y", "u32", "w");
   b.if(b.lid.x.eq(1000), () => b.store(y, 0, 1));
@@ -148,13 +152,14 @@ const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  const pos = Number(values.pos ?? 0);
   const result: Record<string, unknown> = {};
   for (const pdl of modes) {
     const dev = PtxDevice.open({ pdl });
@@ -166,18 +171,18 @@ async function main(args: string[]): Promise<number> {
       for (const shape of shapes) {
         const prog = decodeProgram(shape, dev, {});
         if (values.sequence) {
-          const t = await timeProgram(dev, prog);
-          console.log(`${shape} (${tag}): the whole step, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
+          const t = await timeProgram(dev, prog, 20, pos);
+          console.log(`${shape} (${tag}): the whole step at pos ${pos}, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
           result[`${tag}:${shape}:sequence`] = t;
           if (values["sequence-only"]) continue;
         }
         const rows: KernelTime[] = [];
         for (const { step, count } of distinct(prog)) {
-          const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes));
+          const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
           rows.push({ name: step.kernel.name, count, micros, bytes: step.work.bytes });
         }
         const total = rows.reduce((a, r) => a + r.count * r.micros, 0);
-        console.log(`\n${shape} (${tag}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
+        console.log(`\n${shape} (${tag}, pos ${pos}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
         console.log(`${"kernel".padEnd(72)} ${"n".padStart(4)} ${"µs".padStart(9)} ${"GB/s".padStart(7)} ${"token%".padStart(7)}`);
         for (const r of rows) {
           console.log(`${r.name.slice(0, 72).padEnd(72)} ${String(r.count).padStart(4)} ${r.micros.toFixed(2).padStart(9)} ${(r.bytes / r.micros / 1000).toFixed(0).padStart(7)} ${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
@@ -195,7 +200,7 @@ async function main(args: string[]): Promise<number> {
               const p2 = decodeProgram(shape, dev, { gemvTune: tune });
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;
-                const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes));
+                const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);
                 sweep[step.kernel.name] = us;
                 console.log(`  ${step.kernel.name.padEnd(80)} ${us.toFixed(2).padStart(9)} µs ${(step.work.bytes / us / 1000).toFixed(0).padStart(6)} GB/s`);
                 const e = best.get(role(step.kernel.name));

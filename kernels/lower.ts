@@ -148,7 +148,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const bytes = R * H * splits * (D + 2) * 4;
         const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
         kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits, cap: C, pos: shape.pos }), [part, bind(u.pos), bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
         return;
       }
       case "update": {

@@ -39,10 +39,11 @@ export function attention(caps: Caps, s: AttentionShape): Kernel {
 }
 
 /**
- * Split-K (flash-decoding) phase 1: each (row, head) team splits positions into `splits` chunks of
- * ceil(cap / splits) and writes its chunk's unnormalized partial: [m, l, acc[hd]] (running max, sum of
- * exp(s - m), sum of exp(s - m) * v). Chunks past pos + r are empty (m = -inf, l = 0, acc = 0) and cost
- * nothing, so work still tracks the context. Combine with attentionCombine.
+ * Split-K (flash-decoding) phase 1: the positions a query row sees (0 .. pos + r) split into `splits` chunks
+ * of ceil((pos + r + 1) / splits), sized from the slot's position so every team has a share at any context
+ * length; each (row, head, chunk) team writes its chunk's unnormalized partial: [m, l, acc[hd]] (running max,
+ * sum of exp(s - m), sum of exp(s - m) * v). An empty chunk writes m = -inf, l = 0, acc = 0. Combine with
+ * attentionCombine.
  * Bindings: q, k, v, pos as attention(); part f32 [rows * heads, splits, hd + 2] (w).
  */
 export function attentionPartial(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
@@ -51,38 +52,32 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
 }
 
 /**
- * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s, over the
- * chunks that hold a position <= pos + r (the rest are empty: m = -inf, l = 0), so the work tracks the context.
- * Bindings: part f32 [rows * heads, splits, hd + 2] (r); pos [1] u32|i32 (r); out f32 [rows, heads, hd] (w).
+ * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
+ * Bindings: part f32 [rows * heads, splits, hd + 2] (r); out f32 [rows, heads, hd] (w).
  */
-export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; cap: number; pos?: IType; name?: string }): Kernel {
-  const rows = s.rows ?? 1, items = rows * s.heads, { hd, splits, cap } = s, stride = hd + 2;
-  const pt = s.pos ?? "u32", chunk = Math.ceil(cap / splits);
+export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; name?: string }): Kernel {
+  const items = (s.rows ?? 1) * s.heads, { hd, splits } = s, stride = hd + 2;
   const total = items * hd, wg = Math.min(64, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(total / wg));
-  const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}_c${cap}_${pt}`, { workgroup: wg, grid });
+  const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}`, { workgroup: wg, grid });
   const part = b.buffer("part", "f32", "r");
-  const P = b.buffer("pos", pt, "r");
   const out = b.buffer("out", "f32", "w");
   const idx = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "idx");
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
-  const item = b.let(idx.div(hd), "u32", "item");
-  const base = b.let(item.mul(splits * stride), "u32", "base");
+  const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
-  // Chunks up to the one holding this row's last position (pos + r); a bad pos (the partial phase faults on
-  // it) still stays inside the buffer.
-  const pv = b.load(P, 0);
-  const last = b.let((pv.t === "i32" ? pv.bitcast("u32") : pv).min(cap - 1).add(rows === 1 ? u32(0) : item.div(s.heads)).min(cap - 1), "u32", "last");
-  const active = b.let(last.div(chunk).add(1).min(splits), "u32", "active");
+  // Both loops unrolled (up to 64 splits): their loads are independent, so a GPU issues them together
+  // instead of one L2 round trip per split.
+  const unroll = splits <= 64 ? splits : 1;
   const M = b.let(f32(-Infinity), "f32", "M");
-  b.for(u32(0), active, 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))), { unroll: 4 });
+  b.for(u32(0), u32(splits), 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))), { unroll });
   const L = b.let(f32(0), "f32", "L"), o = b.let(f32(0), "f32", "o");
-  b.for(u32(0), active, 1, (sp) => {
+  b.for(u32(0), u32(splits), 1, (sp) => {
     const at = b.let(base.add(sp.mul(stride)), "u32", "at");
-    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w");
+    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w"); // exp(-inf) = 0 for empty chunks
     b.set(L, L.add(w.mul(b.load(part, at.add(1)))));
     b.set(o, o.add(w.mul(b.load(part, at.add(d)))));
-  }, { unroll: 4 });
+  }, { unroll });
   b.store(out, idx, o.div(L));
   return b.build();
 }
@@ -102,7 +97,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const group = heads / kvHeads;
   const scale = s.scale ?? 1 / Math.sqrt(hd);
   const items = rows * heads;
-  const S = Math.max(1, splits), chunk = Math.ceil(cap / S);
+  const S = Math.max(1, splits);
   const teams = items * S;
   const t = team(caps, { rows: teams });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
@@ -125,8 +120,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const r = item.div(heads), h = item.mod(heads);
   const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
   const end = b.let(pos.add(r).add(1), "u32", "end");
-  const start = splits ? b.let(trow.mod(S).mul(chunk), "u32", "start") : u32(0);
-  const stop = splits ? b.let(end.min(start.add(chunk)), "u32", "stop") : end;
+  const share = splits ? b.let(end.add(S - 1).div(S), "u32", "share") : undefined;
+  const start = share ? b.let(trow.mod(S).mul(share).min(end), "u32", "start") : u32(0);
+  const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
   // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th
   // position of the chunk (one 16-byte K/V slice per lane where hd allows), keeps its own running max, sum and

@@ -70,18 +70,20 @@ function partTeams(p: GemvPart, rows: number): number {
 
 /**
  * The tuning a shape gets (measured on an H200 over lanes 32/64/128, rows 1/2, unroll 2/4/8 at the Llama
- * shapes, bench/kernels.ts --sweep): two rows per team of a "dot" part only when there are many rows (the
- * vocab projection); subgroups per team doubled up to 4 until teams x subgroups reach 16384 warps (two full
- * waves of ~132 SMs x 64), as long as every lane keeps two 16-byte loads per row; the k loop unrolled 8 when
+ * shapes, bench/kernels.ts --sweep): one row per team of a "dot" part when every part is one (o and down
+ * projections) and rows are few, else two (q/k/v, the vocab projection); subgroups per team doubled up to 4 until teams x subgroups reach 16384 warps (two full
+ * waves of ~132 SMs x 64), as long as half the lanes get a 16-byte load of each row (a short row is read
+ * in one round, the latency floor of the small projections); the k loop unrolled 8 when
  * a team computes two dots, 2 when it computes one.
  */
 export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
-  const rows = s.parts.reduce((a, p) => a + p.n, 0) >= 32768 ? 2 : 1;
+  const plain = s.parts.every((p) => (p.kind ?? "dot") === "dot");
+  const rows = !plain || s.parts.reduce((a, p) => a + p.n, 0) >= 32768 ? 2 : 1;
   const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
   const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
   let sgs = 1;
-  if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec * 2) sgs *= 2;
+  if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec / 2) sgs *= 2;
   const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
   return { lanes: sg * sgs, rows, unroll: twoDots ? 8 : 2, teams: 4 };
 }
@@ -145,7 +147,11 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const chains = t.lanes === 1 ? vec : 1;
 
   /** Dots of rows `rows` (weight buffer, row index) over all of k; returns their team-wide sums (and Σx²). */
-  const dots = (rows: { buf: Buffer; row: Val }[]): { sums: Val[]; ss?: Val } => {
+  /**
+   * Dots of rows `rows` (weight buffer, row index) over all of k; `between` runs once the first group's
+   * weight loads are issued (work that overlaps them); returns the team-wide sums (and Σx²).
+   */
+  const dots = (rows: { buf: Buffer; row: Val }[], between?: () => void): { sums: Val[]; ss?: Val } => {
     const acc = rows.map(() => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
     const ssAcc = g ? Array.from({ length: chains }, () => b.let(f32(0), "f32", "ss")) : [];
     const bases = rows.map((r) => b.let(r.row.mul(k), "u32", "wrow"));
@@ -173,14 +179,20 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const u = Math.max(1, Math.min(tune.unroll, common));
     const groups = Math.floor(common / u);
     const start = b.let(lane.mul(vec), "u32", "k0");
-    if (groups > 0) {
-      b.for(u32(0), u32(groups), 1, (grp) => {
-        const at = b.let(start.add(grp.mul(u * step)), "u32", "kg");
-        const idx = Array.from({ length: u }, (_, j) => (j === 0 ? at : at.add(j * step)));
-        const ws = idx.map((i) => rows.map((_, d) => loadW(d, i)));
-        idx.forEach((i, j) => consume(i, ws[j]));
-      }, { unroll: groups <= 4 ? groups : 1 });
-    }
+    const group = (at: Val, issued?: Val[][][]) => {
+      const idx = Array.from({ length: u }, (_, j) => (j === 0 ? at : at.add(j * step)));
+      const ws = issued ?? idx.map((i) => rows.map((_, d) => loadW(d, i)));
+      idx.forEach((i, j) => consume(i, ws[j]));
+    };
+    if (groups > 0) { // group 0 peeled: its loads first
+      const idx0 = Array.from({ length: u }, (_, j) => (j === 0 ? start : start.add(j * step)));
+      const ws0 = idx0.map((i) => rows.map((_, d) => loadW(d, i)));
+      between?.();
+      group(start, ws0);
+      if (groups > 1) {
+        b.for(u32(1), u32(groups), 1, (grp) => group(b.let(start.add(grp.mul(u * step)), "u32", "kg")), { unroll: groups <= 4 ? groups - 1 : 1 });
+      }
+    } else between?.();
     if (groups * u * step < k) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
     const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
     const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
@@ -198,7 +210,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   /** Lane 0 stores (every lane holds the sums). */
   const once = (f: () => void) => (t.lanes === 1 ? f() : b.if(lane.eq(u32(0)), f));
   /** Output index of row `row` (at row pos of a [cap, n] destination when cap). */
-  const outAt = (p: GemvPart, pb: PartBufs, pos: Val | undefined, row: Val): Val => (p.cap ? pos!.mul(p.n).add(row) : row);
+  const outAt = (p: GemvPart, pos: Val | undefined, row: Val): Val => (p.cap ? pos!.mul(p.n).add(row) : row);
   const loadPos = (p: GemvPart, pb: PartBufs): Val | undefined => {
     if (!pb.pos || !p.cap) return undefined;
     const v = b.load(pb.pos, 0);
@@ -213,7 +225,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const row = tl;
       const { sums, ss } = dots([{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }]);
       const [gt, up] = finish(sums, ss, pb.bias, [row, row]);
-      once(() => b.store(pb.y, outAt(p, pb, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
+      once(() => b.store(pb.y, outAt(p, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
       return;
     }
     if (kind === "rope") {
@@ -224,22 +236,26 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const inRot = i.lt(rot / 2);
       const ia = b.let(style === "half" && rot === hd ? base.add(i) : style === "half" ? inRot.select(base.add(i), base.add(i.mul(2))) : base.add(i.mul(2)), "u32", "ia");
       const ib = b.let(style === "half" && rot === hd ? ia.add(rot / 2) : style === "half" ? inRot.select(ia.add(rot / 2), ia.add(1)) : ia.add(1), "u32", "ib");
-      const { sums, ss } = dots([{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }]);
+      // The angle's cos and sin right after the first weight loads: they do not depend on the dots, so they
+      // overlap those loads.
+      let p0!: Val, cs!: Val, sn!: Val;
+      const angle = () => {
+        const pv = b.load(pb.pos!, 0);
+        p0 = pv.t === "i32" ? b.let(pv, "i32", "p") : b.let(pv, "u32", "p");
+        const ang = b.let(p0.cast("f32").mul(b.load(pb.freqs!, rot === hd ? i : i.min(rot / 2 - 1))), "f32", "ang");
+        cs = b.let(ang.cos(), "f32", "c");
+        sn = b.let(ang.sin(), "f32", "s");
+      };
+      const { sums, ss } = dots([{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }], angle);
       const [x0, x1] = finish(sums, ss, pb.bias, [ia, ib]);
       once(() => {
-        const pv = b.load(pb.pos!, 0);
-        const p0 = pv.t === "i32" ? b.let(pv, "i32", "p") : pv;
-        if (pv.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
+        if (p0.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
         const pos = loadPos(p, pb);
         const store = (y0: Val, y1: Val) => {
-          b.store(pb.y, outAt(p, pb, pos, ia), y0);
-          b.store(pb.y, outAt(p, pb, pos, ib), y1);
+          b.store(pb.y, outAt(p, pos, ia), y0);
+          b.store(pb.y, outAt(p, pos, ib), y1);
         };
-        const rotate = () => {
-          const ang = b.let(p0.cast("f32").mul(b.load(pb.freqs!, i)), "f32", "ang");
-          const cs = b.let(ang.cos(), "f32", "c"), sn = b.let(ang.sin(), "f32", "s");
-          store(x0.mul(cs).sub(x1.mul(sn)), x0.mul(sn).add(x1.mul(cs)));
-        };
+        const rotate = () => store(x0.mul(cs).sub(x1.mul(sn)), x0.mul(sn).add(x1.mul(cs)));
         if (rot === hd) rotate();
         else b.if(inRot, rotate, () => store(x0, x1));
       });
@@ -255,7 +271,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const pos = loadPos(p, pb);
       rows.forEach((row, d) => {
         const emit = () => {
-          const at = b.let(outAt(p, pb, pos, row), "u32", "yi");
+          const at = b.let(outAt(p, pos, row), "u32", "yi");
           b.store(pb.y, at, pb.res ? vals[d].add(b.load(pb.res, row)) : vals[d]);
         };
         if (d === 1 && p.n % 2) b.if(r0.add(1).lt(p.n), emit);

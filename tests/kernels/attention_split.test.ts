@@ -36,7 +36,7 @@ for (const [tag, dev] of Object.entries(devices)) {
       const work = { bytes: 0, flops: 0 };
       dev.run([
         { k: "kernel", compiled: dev.compile(p1), grid: p1.grid, work, bindings: all([...bufs.slice(0, 4), part]) },
-        { k: "kernel", compiled: dev.compile(p2), grid: p2.grid, work, bindings: all([part, bufs[3], bufs[4]]) },
+        { k: "kernel", compiled: dev.compile(p2), grid: p2.grid, work, bindings: all([part, bufs[4]]) },
       ]);
       await dev.synchronize(10_000);
       const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
