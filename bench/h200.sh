@@ -6,6 +6,13 @@ out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
 export NO_COLOR=1
 for what in "$@"; do
   case "$what" in
+    all)
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+      POOT_BACKENDS=ptx,vulkan,wgpu timeout 500 deno test -A --no-check tests/ffi/ tests/ptx/ tests/ops/ tests/model/ \
+        tests/vulkan/ tests/wgpu/ tests/sampling/ tests/engine/ > "$out/tests-all.txt" 2>&1; echo "tests exit $?" >> "$out/tests-all.txt"
+      grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$out/tests-all.txt" | head -40
+      grep -A14 "^ ERRORS" "$out/tests-all.txt" | head -60
+      timeout 60 deno run -A --no-check tests/wgpu/stories_bench.ts --tokens 300 > "$out/wgpu-bench.txt" 2>&1; tail -1 "$out/wgpu-bench.txt" ;;
     tests)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       POOT_BACKENDS=ptx,vulkan,wgpu timeout 420 deno test -A --no-check tests/ffi/cuda.test.ts tests/ptx/ tests/ops/ tests/model/ \
