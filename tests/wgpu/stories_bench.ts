@@ -9,13 +9,14 @@ import { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { readLlama2c } from "../../llm/formats/llama2c.ts";
 import { traceLlama, weightMap } from "../../llm/families/llama.ts";
+import { loadModel } from "../../llm/model.ts";
 
 const { values } = parseArgs({
   options: {
     tokens: { type: "string", default: "200" },
     eager: { type: "boolean", default: false },
     "pass-per-dispatch": { type: "boolean", default: false },
-    model: { type: "string", default: new URL("../../../shared/models/stories260K/stories260K.bin", import.meta.url).pathname },
+    model: { type: "string", default: new URL("../../models/stories260K/stories260K.gguf", import.meta.url).pathname },
   },
 });
 const steps = Number(values.tokens);
@@ -23,10 +24,12 @@ const dev = await WgpuDevice.open({ passPerDispatch: values["pass-per-dispatch"]
 if (typeof dev === "string") {
   console.log(JSON.stringify({ skipped: dev }));
 } else {
-  const model = readLlama2c(readFileSync(values.model!));
-  const cfg = model.config;
+  // The repo's GGUF by default (only the repository travels to the GPU machine); a llama2.c .bin also works.
+  const model = values.model!.endsWith(".gguf") ? loadModel(values.model!) : undefined;
+  const l2c = model ? undefined : readLlama2c(readFileSync(values.model!));
+  const cfg = model?.config ?? l2c!.config;
   const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
-  await eng.loadWeights(model.store, weightMap(cfg, "llama2c"));
+  await eng.loadWeights(model?.store ?? l2c!.store, model?.map ?? weightMap(cfg, "llama2c"));
   const { tracer, logits } = traceLlama(cfg, { rows: 1, cap: Math.max(256, steps + 1) });
   tracer.output("token", tracer.argmax(logits, 1));
   const id = eng.addEntry("decode", tracer.build());
