@@ -30,7 +30,7 @@ if (typeof dev === "string") {
   const cfg = model?.config ?? l2c!.config;
   const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
   await eng.loadWeights(model?.store ?? l2c!.store, model?.map ?? weightMap(cfg, "llama2c"));
-  const { tracer, logits } = traceLlama(cfg, { rows: 1, cap: Math.max(256, steps + 1) });
+  const { tracer, logits } = traceLlama(cfg, { rows: 1, cap: Math.max(256, steps + 4) }); // steps + 3 warm-up positions
   tracer.output("token", tracer.argmax(logits, 1));
   const id = eng.addEntry("decode", tracer.build());
   let tok = 1;
