@@ -22,6 +22,7 @@ export const cudaSymbols = defineSymbols({
   cuDeviceTotalMem_v2: { args: [B, "i32"], result: R },
   cuDevicePrimaryCtxRetain: { args: [B, "i32"], result: R },
   cuDevicePrimaryCtxRelease_v2: { args: ["i32"], result: R },
+  cuDevicePrimaryCtxReset_v2: { args: ["i32"], result: R },
   cuDevicePrimaryCtxSetFlags_v2: { args: ["i32", "u32"], result: R },
   cuCtxSetCurrent: { args: [H], result: R },
   cuCtxGetCurrent: { args: [B], result: R },
@@ -57,6 +58,8 @@ export const cudaSymbols = defineSymbols({
   cuFuncGetAttribute: { args: [B, "i32", H], result: R },
   cuFuncSetAttribute: { args: [H, "i32", "i32"], result: R },
   cuLaunchKernel: { args: [H, "u32", "u32", "u32", "u32", "u32", "u32", "u32", H, B, B], result: R },
+  // CUDA 12+: launch attributes (programmatic dependent launch); absent on older drivers.
+  cuLaunchKernelEx: { args: [B, H, B, B], result: R, optional: true },
   cuStreamCreate: { args: [B, "u32"], result: R },
   cuStreamDestroy_v2: { args: [H], result: R },
   cuStreamSynchronize: { args: [H], result: R },
@@ -330,6 +333,10 @@ export class Cuda {
   }
   primaryCtxRelease(dev: number): void {
     this.check("cuDevicePrimaryCtxRelease_v2", this.fn.cuDevicePrimaryCtxRelease_v2(dev));
+  }
+  /** Destroys the primary context's resources (and a sticky error with them); the next retain makes a new one. */
+  primaryCtxReset(dev: number): void {
+    this.check("cuDevicePrimaryCtxReset_v2", this.fn.cuDevicePrimaryCtxReset_v2(dev));
   }
   /** Scheduling flags (CU_CTX_SCHED_*) of the primary context; before it is first retained. */
   primaryCtxSetFlags(dev: number, flags: number): void {

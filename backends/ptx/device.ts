@@ -22,7 +22,7 @@ import {
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
-import { dlopen, ptrOf, ptrView } from "../../ffi/lib.ts";
+import { ptrOf, ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
 import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
@@ -175,7 +175,7 @@ export class PtxDevice implements Device {
     // Only through a real libcuda (a fake one in tests has no cuLaunchKernelEx to bind).
     const envPdl = env.POOT_PTX_PDL;
     this.pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
-    this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(opts.library) : undefined;
+    this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(cu) : undefined;
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.newFaultChunk();
   }
@@ -547,12 +547,17 @@ export class PtxDevice implements Device {
     }
     // A sticky error lives as long as the context: reset it so that a later PtxDevice in this process gets a
     // fresh one (any other device on the same primary context was already dead with it).
-    if (faulted) resetPrimaryContext(this.dev);
+    if (faulted) {
+      try {
+        this.cu.primaryCtxReset(this.dev);
+      } catch {
+        // Nothing more to do for a context that cannot even be reset.
+      }
+    }
   }
 }
 
-// ffi/cuda.ts does not bind cuLaunchKernelEx: a local binding through the generic dlopen (the process has
-// libcuda loaded already, so this is the same library). One CUlaunchConfig (56 bytes: grid and block dims,
+// cuLaunchKernelEx with one CUlaunchConfig (56 bytes: grid and block dims,
 // shared bytes, stream at 32, attrs at 40, numAttrs at 48) with one CUlaunchAttribute (72 bytes: id, then
 // the value at 8) reused for every launch: the driver copies both at launch (and into a captured node).
 const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
@@ -567,16 +572,9 @@ class LaunchEx {
     this.cfg.setBigUint64(40, ptrOf(this.attrBytes), true);
     this.cfg.setUint32(48, 1, true);
   }
-  static open(library?: string | readonly string[]): LaunchEx | undefined {
-    try {
-      const lib = dlopen(library ?? ["libcuda.so.1", "libcuda.so"], {
-        cuLaunchKernelEx: { args: ["buffer", "u64", "buffer", "buffer"], result: "i32", optional: true },
-      });
-      const fn = lib.symbols.cuLaunchKernelEx;
-      return fn ? new LaunchEx(fn as unknown as LaunchEx["fn"]) : undefined;
-    } catch {
-      return undefined;
-    }
+  static open(cu: Cuda): LaunchEx | undefined {
+    const fn = cu.fn.cuLaunchKernelEx;
+    return fn ? new LaunchEx(fn as unknown as LaunchEx["fn"]) : undefined;
   }
   launch(func: bigint, grid: readonly number[], block: readonly number[], shared: number, stream: bigint, params: BigUint64Array): number {
     const c = this.cfg;
@@ -588,21 +586,6 @@ class LaunchEx {
     c.setBigUint64(32, stream, true);
     return this.fn(this.cfgBytes, func, params, null);
   }
-}
-
-// ffi/cuda.ts does not bind cuDevicePrimaryCtxReset; a minimal local binding through the generic dlopen.
-let resetFn: ((dev: number) => number) | null | undefined;
-function resetPrimaryContext(dev: number): void {
-  if (resetFn === undefined) {
-    try {
-      resetFn = dlopen(["libcuda.so.1", "libcuda.so"], {
-        cuDevicePrimaryCtxReset_v2: { args: ["i32"], result: "i32" },
-      }).symbols.cuDevicePrimaryCtxReset_v2;
-    } catch {
-      resetFn = null;
-    }
-  }
-  resetFn?.(dev);
 }
 
 function allZero(data: Uint8Array): boolean {
