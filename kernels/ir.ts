@@ -394,6 +394,32 @@ export class KernelBuilder {
   }
 }
 
+/** The direct sub-expressions of an expression. */
+export function exprKids(e: Expr): Expr[] {
+  switch (e.k) {
+    case "un": case "cast": case "bitcast": case "subgroup": return [e.a];
+    case "bin": return [e.a, e.b];
+    case "fma": return [e.a, e.b, e.c];
+    case "select": return [e.c, e.a, e.b];
+    case "load": case "sload": return [e.index];
+    case "shuffle": return [e.a, e.lane];
+    default: return [];
+  }
+}
+
+/** The expressions a statement evaluates itself (a loop's bounds, an if's condition; not nested bodies). */
+export function stmtExprs(s: Stmt): Expr[] {
+  switch (s.k) {
+    case "let": case "assign": return [s.e];
+    case "store": case "sstore": return [s.index, s.e];
+    case "loadv": return [s.index];
+    case "storev": return [s.index, ...s.es];
+    case "for": return [s.start, s.end];
+    case "if": case "check": return [s.c];
+    default: return [];
+  }
+}
+
 /** Visits every statement (depth first, bodies after their head). */
 export function walkStmts(body: Stmt[], f: (s: Stmt) => void): void {
   for (const s of body) {

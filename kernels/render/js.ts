@@ -16,7 +16,7 @@
 // Out-of-bounds: each binding is its own typed-array view, so a stray store never reaches another binding
 // (it is dropped) and a stray load yields NaN/0; `debug: true` turns both into a fault with code 0.
 import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
-import { KernelError } from "../ir.ts";
+import { KernelError, stmtExprs } from "../ir.ts";
 import * as rt from "./js_runtime.ts";
 import { fold } from "./fold.ts";
 export { JsKernelFault, OOB_CODE } from "./js_runtime.ts";
@@ -93,19 +93,6 @@ function exprUsesSubgroup(e: Expr): boolean {
       exprUsesSubgroup(e.k === "fma" ? e.c : e.c);
     case "load": case "sload": return exprUsesSubgroup(e.index);
     default: return false;
-  }
-}
-function stmtExprs(s: Stmt): Expr[] {
-  switch (s.k) {
-    case "let": case "assign": return [s.e];
-    case "store": return [s.index, s.e];
-    case "loadv": return [s.index];
-    case "storev": return [s.index, ...s.es];
-    case "sstore": return [s.index, s.e];
-    case "for": return [s.start, s.end];
-    case "if": return [s.c];
-    case "check": return [s.c];
-    default: return [];
   }
 }
 function scan(body: Stmt[], acc: { barrier: boolean; subgroup: boolean }): void {

@@ -42,7 +42,7 @@
 // - division and sqrt are the driver's approximations (NVIDIA's are 1 ulp off at times; WGSL allows 2.5).
 // graph/tolerance covers these; capture vs eager on one device stays bit-exact (same shaders).
 import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
-import { ESIZE, KernelError } from "../ir.ts";
+import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 
@@ -89,30 +89,6 @@ function ident(s: string): string {
 
 // ---- whole-kernel scans ------------------------------------------------------------------------------
 
-function exprKids(e: Expr): Expr[] {
-  switch (e.k) {
-    case "un": case "cast": case "bitcast": return [e.a];
-    case "bin": return [e.a, e.b];
-    case "fma": return [e.a, e.b, e.c];
-    case "select": return [e.c, e.a, e.b];
-    case "load": case "sload": return [e.index];
-    case "subgroup": return [e.a];
-    case "shuffle": return [e.a, e.lane];
-    default: return [];
-  }
-}
-function stmtExprs(s: Stmt): Expr[] {
-  switch (s.k) {
-    case "let": case "assign": return [s.e];
-    case "store": return [s.index, s.e];
-    case "loadv": return [s.index];
-    case "storev": return [s.index, ...s.es];
-    case "sstore": return [s.index, s.e];
-    case "for": return [s.start, s.end];
-    case "if": case "check": return [s.c];
-    default: return [];
-  }
-}
 function walk(body: Stmt[], fs: (s: Stmt) => void, fe: (e: Expr) => void): void {
   const we = (e: Expr): void => {
     fe(e);

@@ -1,33 +1,11 @@
 // Walks over kernel IR used by the PTX lowering: every expression of a body, whether a kernel has checks,
 // and whether a loop bound can be evaluated once.
 import type { Expr, Kernel, Stmt } from "../../ir.ts";
-import { walkStmts } from "../../ir.ts";
+import { exprKids, stmtExprs, walkStmts } from "../../ir.ts";
 
-function subExprs(e: Expr): Expr[] {
-  switch (e.k) {
-    case "un": case "cast": case "bitcast": case "subgroup": return [e.a];
-    case "bin": return [e.a, e.b];
-    case "fma": return [e.a, e.b, e.c];
-    case "select": return [e.c, e.a, e.b];
-    case "load": case "sload": return [e.index];
-    case "shuffle": return [e.a, e.lane];
-    default: return [];
-  }
-}
-function stmtExprs(s: Stmt): Expr[] {
-  switch (s.k) {
-    case "let": case "assign": return [s.e];
-    case "store": case "sstore": return [s.index, s.e];
-    case "loadv": return [s.index];
-    case "storev": return [s.index, ...s.es];
-    case "for": return [s.start, s.end];
-    case "if": case "check": return [s.c];
-    default: return [];
-  }
-}
 export function forEachExprIn(e: Expr, f: (e: Expr) => void): void {
   f(e);
-  for (const x of subExprs(e)) forEachExprIn(x, f);
+  for (const x of exprKids(e)) forEachExprIn(x, f);
 }
 /** Visits every expression node of every statement. */
 export function forEachExpr(body: Stmt[], f: (e: Expr) => void): void {
