@@ -16,7 +16,7 @@ import type { Device, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { type Context, openContext, type VulkanOptions } from "./context.ts";
 import { allZero, createBuf, destroyBuf, type VkBuf } from "./memory.ts";
-import { buildRecording, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
+import { buildRecording, cmdHostBarrier, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
 
 export type { VulkanOptions } from "./context.ts";
 
@@ -176,11 +176,7 @@ export class VulkanDevice implements Device {
       api.cmdFullBarrier(cb);
       f(cb);
       api.cmdFullBarrier(cb);
-      api.cmdPipelineBarrier(cb, {
-        srcStage: vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-        dstStage: vk.VK_PIPELINE_STAGE_HOST_BIT,
-        memory: [{ srcAccessMask: vk.VK_ACCESS_MEMORY_WRITE_BIT, dstAccessMask: vk.VK_ACCESS_HOST_READ_BIT }],
-      });
+      cmdHostBarrier(api, cb);
       api.endCommandBuffer(cb);
     });
     this.#xferSubmit ??= api.packSubmits([{ commandBuffers: [cb] }]);

@@ -84,6 +84,15 @@ function range(ctx: Context, b: DeviceBinding, what: string): { buffer: bigint; 
   return { buffer: v.buffer, offset: b.offset, range: r };
 }
 
+/** Makes every write of the commands before it visible to host reads (mapped readback) after the fence. */
+export function cmdHostBarrier(api: Context["api"], cb: bigint): void {
+  api.cmdPipelineBarrier(cb, {
+    srcStage: vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+    dstStage: vk.VK_PIPELINE_STAGE_HOST_BIT,
+    memory: [{ srcAccessMask: vk.VK_ACCESS_MEMORY_WRITE_BIT, dstAccessMask: vk.VK_ACCESS_HOST_READ_BIT }],
+  });
+}
+
 export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[], perStep: boolean): VkRecording {
   const { api, device, target } = ctx;
   const caps = target.caps;
@@ -167,11 +176,7 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
         }
         api.cmdFullBarrier(cb);
       }
-      api.cmdPipelineBarrier(cb, {
-        srcStage: vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-        dstStage: vk.VK_PIPELINE_STAGE_HOST_BIT,
-        memory: [{ srcAccessMask: vk.VK_ACCESS_MEMORY_WRITE_BIT, dstAccessMask: vk.VK_ACCESS_HOST_READ_BIT }],
-      });
+      cmdHostBarrier(api, cb);
       api.endCommandBuffer(cb);
       slotRanges.push([first, slot]);
       at += n;
