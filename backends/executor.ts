@@ -5,14 +5,18 @@
 // - a device fault never aborts: the call that sees it throws a typed error (errors.ts);
 // - once the device reports itself poisoned, every later call throws Poisoned without touching the device;
 // - a step that fails after it replayed marks its entry NeedsReset until resetState;
-// - every wait is bounded by `timeoutMs` (600 s default).
+// - every wait is bounded by `timeoutMs` (600 s default), by the engine itself: each promise it awaits from the
+//   device races a timer, so a device whose wait never settles still yields DeviceTimeout on time. The engine
+//   then counts the device as poisoned (its pending work may still write its buffers) and never calls it
+//   again, not even to free or destroy. A device that blocks the thread inside a wait (a spin or a blocking
+//   fence wait) cannot be pre-empted by a timer: those backends bound their own waits with the same timeoutMs.
 import type { Graph } from "../graph/ir.ts";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { byteSize, type DType } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
 import type { CompiledKernel, Device, DeviceBuffer, DeviceStep, Recording } from "./device.ts";
-import { ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
+import { DeviceTimeout, ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
 
 export type { Device } from "./device.ts";
 
@@ -122,6 +126,8 @@ export class Engine<D extends Device> implements Executor {
   private replays = 0;
   private steps = 0;
   private readonly recent: number[] = [];
+  /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
+  private abandoned: string | undefined;
 
   constructor(readonly device: D, opts: EngineOptions) {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
@@ -129,10 +135,33 @@ export class Engine<D extends Device> implements Executor {
     this.ownsDevice = opts.ownsDevice ?? true;
   }
 
+  /** Why the device is unusable (its own fault, or a wait the engine abandoned), or undefined. */
+  private get poisoned(): string | undefined {
+    return this.device.poisoned ?? this.abandoned;
+  }
+
   /** Refuses work on a poisoned device without touching it. */
   private live(): void {
-    const p = this.device.poisoned;
+    const p = this.poisoned;
     if (p !== undefined) throw new Poisoned(this.device.target.backend, p);
+  }
+
+  /** Awaits a device promise for at most timeoutMs; past it, poisons the engine and raises DeviceTimeout. */
+  private bounded<T>(what: string, p: Promise<T>): Promise<T> {
+    const ms = this.timeoutMs;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.abandoned ??= `${what} did not finish within ${ms} ms`;
+        reject(new DeviceTimeout(this.device.target.backend, what, ms));
+      }, ms);
+      p.then((v) => {
+        clearTimeout(timer);
+        resolve(v);
+      }, (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+    });
   }
 
   targetSet(): TargetSet {
@@ -151,7 +180,7 @@ export class Engine<D extends Device> implements Executor {
       this.weights.set(role, buf);
       this.weightBytes += bytes.byteLength;
     }
-    await this.device.synchronize(this.timeoutMs);
+    await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
   }
 
   addEntry(key: EntryKey, graph: Graph): EntryId {
@@ -204,7 +233,7 @@ export class Engine<D extends Device> implements Executor {
       this.byKey.set(key, id);
       return id;
     } catch (err) {
-      if (this.device.poisoned === undefined) for (const b of own) this.device.free(b);
+      if (this.poisoned === undefined) for (const b of own) this.device.free(b);
       for (const s of this.state.values()) s.users.delete(id);
       throw err;
     }
@@ -234,11 +263,11 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.device.run(e.steps);
       else this.device.replay(e.rec);
       this.replays++;
-      await this.device.synchronize(this.timeoutMs);
+      await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
       const outputs: Record<string, HostArray> = {};
       for (const p of e.program.outputs) {
         const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
-        outputs[p.name] = hostArray(p.dtype, await this.device.read(e.bufs[p.buffer], p.offset, n));
+        outputs[p.name] = hostArray(p.dtype, await this.bounded("read", this.device.read(e.bufs[p.buffer], p.offset, n)));
       }
       const hostMicros = (performance.now() - t0) * 1000;
       this.steps++;
@@ -257,8 +286,8 @@ export class Engine<D extends Device> implements Executor {
     this.live();
     const s = this.state.get(name);
     if (!s) throw new ExecError(`no state ${name}`);
-    await this.device.synchronize(this.timeoutMs);
-    return await this.device.read(s.buf, 0, s.bytes);
+    await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
+    return await this.bounded("read", this.device.read(s.buf, 0, s.bytes));
   }
 
   resetState(id?: EntryId): void {
@@ -283,11 +312,11 @@ export class Engine<D extends Device> implements Executor {
     for (const [n, s] of this.state) {
       s.users.delete(id);
       if (s.users.size === 0) {
-        if (this.device.poisoned === undefined) this.device.free(s.buf);
+        if (this.poisoned === undefined) this.device.free(s.buf);
         this.state.delete(n);
       }
     }
-    if (this.device.poisoned !== undefined) return; // leak: pending work may reference them
+    if (this.poisoned !== undefined) return; // leak: pending work may reference them
     this.device.releaseRecording(e.rec);
     for (const b of e.own) this.device.free(b);
   }
@@ -306,12 +335,13 @@ export class Engine<D extends Device> implements Executor {
       replays: this.replays,
       steps: this.steps,
       hostMicrosPerStep: mean,
-      poisoned: this.device.poisoned,
+      poisoned: this.poisoned,
     };
   }
 
   async unload(): Promise<void> {
-    if (this.device.poisoned === undefined) {
+    const abandoned = this.abandoned !== undefined;
+    if (this.poisoned === undefined) {
       for (const id of [...this.entries.keys()]) this.removeEntry(id);
       for (const w of this.weights.values()) this.device.free(w);
     }
@@ -319,7 +349,8 @@ export class Engine<D extends Device> implements Executor {
     this.byKey.clear();
     this.weights.clear();
     this.state.clear();
-    if (this.ownsDevice) await this.device.destroy();
+    // A device with a wait still outstanding is not destroyed: destroy would wait on that same work.
+    if (this.ownsDevice && !abandoned) await this.bounded("destroy", this.device.destroy());
   }
 }
 

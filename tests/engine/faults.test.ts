@@ -1,6 +1,7 @@
 // The error model of Engine<D>, proved with a fault-injecting Device around the JS device: a device fault
 // poisons the context and every later call is refused as Poisoned without touching the device; a failed
-// replayed step marks the entry NeedsReset until resetState; a wait past its bound raises DeviceTimeout.
+// replayed step marks the entry NeedsReset until resetState; a wait that never ends raises DeviceTimeout from the
+// engine's own bound (the fake truly hangs: its promise never settles), within 200-400 ms of a 200 ms limit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
@@ -18,6 +19,8 @@ class FaultyDevice implements Device {
   readonly inner = new JsDevice({});
   calls = 0;
   armed: Fault = "none";
+  hung = false;
+  destroyed = false;
   #poisoned: string | undefined;
   get target() {
     return this.inner.target;
@@ -73,10 +76,9 @@ class FaultyDevice implements Device {
       throw new KernelFault("faulty", "injected_kernel", 0x77);
     }
     if (f === "hang") {
-      // A device that never finishes: the wait gives up at its bound and poisons.
-      await new Promise((r) => setTimeout(r, timeoutMs));
-      this.#poisoned = `wait exceeded ${timeoutMs} ms`;
-      throw new DeviceTimeout("faulty", "synchronize", timeoutMs);
+      // A device that never finishes and never notices: only the engine can bound this wait.
+      this.hung = true;
+      return new Promise<void>(() => {});
     }
     return this.inner.synchronize(timeoutMs);
   }
@@ -85,6 +87,7 @@ class FaultyDevice implements Device {
     this.inner.releaseRecording(r);
   }
   destroy(): Promise<void> {
+    this.destroyed = true;
     return this.inner.destroy();
   }
 }
@@ -131,20 +134,30 @@ test("a failed replayed step marks NeedsReset until resetState", async () => {
   eng.resetState(id);
   // State was cleared: only the new row counts.
   assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
-  assert.equal(dev.poisoned, undefined, "a kernel fault on this device does not poison it");
+  assert.equal(eng.stats().poisoned, undefined, "the engine does not count a kernel fault as poisoning");
   await eng.unload();
 });
 
-test("a wait past its bound raises DeviceTimeout and poisons", async () => {
+test("a wait that never ends: the engine raises DeviceTimeout within its bound and poisons", async () => {
   const dev = new FaultyDevice();
   const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 200 });
   const id = eng.addEntry("s", stepGraph());
+  assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
   dev.armed = "hang";
   const t0 = performance.now();
-  await assert.rejects(eng.step(id, slots(0)), DeviceTimeout);
-  assert.ok(performance.now() - t0 < 5000, "the wait was bounded");
-  await assert.rejects(eng.step(id, slots(0)), Poisoned);
-  await eng.unload();
+  await assert.rejects(eng.step(id, slots(1)), (e: unknown) => e instanceof DeviceTimeout && e.ms === 200);
+  const waited = performance.now() - t0;
+  assert.ok(dev.hung, "the fake hung");
+  assert.ok(waited >= 190 && waited <= 400, `raised after ${waited.toFixed(0)} ms; the bound is 200 ms (allowed 190-400)`);
+  assert.equal(dev.poisoned, undefined, "the device itself never noticed");
+  const before = dev.calls;
+  await assert.rejects(eng.step(id, slots(2)), Poisoned);
+  await assert.rejects(eng.readState("cache"), Poisoned);
+  assert.throws(() => eng.addEntry("other", stepGraph()), Poisoned);
+  assert.match(eng.stats().poisoned ?? "", /synchronize did not finish within 200 ms/);
+  await eng.unload(); // frees nothing and does not destroy a device with a wait outstanding
+  assert.equal(dev.calls, before, "no device call after the engine gave up on it");
+  assert.equal(dev.destroyed, false);
 });
 
 test("bad slot input is a typed error, not a crash, and does not poison", async () => {
@@ -156,6 +169,7 @@ test("bad slot input is a typed error, not a crash, and does not poison", async 
   // A position past the capacity faults inside the kernel (its check), marking NeedsReset.
   await assert.rejects(eng.step(id, slots(8)), KernelFault);
   await assert.rejects(eng.step(id, slots(0)), NeedsReset);
+  assert.equal(eng.stats().poisoned, undefined, "a kernel's failed check does not poison the engine");
   eng.resetState();
   assert.equal((await eng.step(id, slots(0))).outputs.y[0], 10);
   assert.equal(eng.stats().entries, 1);
