@@ -10,6 +10,7 @@ import { type AccumulateOrder, runPrimitive } from "./eval_ops.ts";
 import { expandComposites } from "./composites.ts";
 import { type Graph, GraphError, type Node, numel } from "./ir.ts";
 import { type BoundMode, propagate, SIGMAS } from "./tolerance.ts";
+import { BOUNDED_COMPOSITES, compositeBound } from "./tolerance_composite.ts";
 import { toStorage } from "./tracer.ts";
 import { roleKey, type WeightMap, type WeightRole, type WeightStore } from "./weights.ts";
 
@@ -46,6 +47,8 @@ interface Prepared {
   graph: Graph;
   map: number[];
   lastUse: Int32Array;
+  /** By the expanded id of its output: a composite bounded as a whole (its node, its inputs' expanded ids). */
+  composites: Map<number, { node: Node; ins: number[] }>;
 }
 
 const prepared = new WeakMap<Graph, Prepared>();
@@ -58,7 +61,15 @@ function prepare(g: Graph): Prepared {
   for (const n of graph.nodes) for (const i of n.inputs) lastUse[i] = n.id;
   for (const id of Object.values(graph.outputs)) lastUse[id] = graph.nodes.length;
   for (const s of Object.values(graph.states)) lastUse[s.write] = graph.nodes.length;
-  p = { graph, map, lastUse };
+  const composites = new Map<number, { node: Node; ins: number[] }>();
+  for (const n of g.nodes) {
+    if (!BOUNDED_COMPOSITES.has(n.op)) continue;
+    const out = map[n.id], ins = n.inputs.map((i) => map[i]);
+    if (ins.includes(out)) continue;
+    composites.set(out, { node: n, ins });
+    for (const i of ins) lastUse[i] = Math.max(lastUse[i], out); // its inputs live until its bound is taken
+  }
+  p = { graph, map, lastUse, composites };
   prepared.set(g, p);
   return p;
 }
@@ -95,7 +106,7 @@ function slotValue(n: Node, v: Storage | ArrayLike<number> | undefined): Storage
 
 /** Evaluates one step of `graph`. */
 export function evaluate(graph: Graph, inputs: EvalInputs = {}, options: EvalOptions = {}): Evaluation {
-  const { graph: g, map, lastUse } = prepare(graph);
+  const { graph: g, map, lastUse, composites } = prepare(graph);
   const vals = new Array<Storage | undefined>(g.nodes.length);
   const mode: BoundMode | undefined = options.bounds === true ? "expected" : options.bounds || undefined;
   const bnds = mode ? new Array<Float32Array | null>(g.nodes.length) : undefined;
@@ -121,6 +132,11 @@ export function evaluate(graph: Graph, inputs: EvalInputs = {}, options: EvalOpt
       let sb = n.op === "state" ? inputs.stateBounds?.[n.attrs.name!] : undefined;
       if (sb && scale !== 1) sb = sb.map((x) => x / scale);
       bnds[n.id] = propagate(n, ins, n.inputs.map((i) => vals[i]!), n.inputs.map((i) => bnds[i]), r, mode!, sb, g.nodes);
+      const c = composites.get(n.id);
+      if (c) {
+        const cb = compositeBound(c.node, c.ins.map((i) => g.nodes[i]), c.ins.map((i) => vals[i]!), c.ins.map((i) => bnds[i]), mode!);
+        if (cb) bnds[n.id] = cb;
+      }
     }
     if (!keep) {
       for (const i of n.inputs) {

@@ -22,6 +22,8 @@
 //                which drifts like |Σt| for same-signed terms and like √Σt² for mixed signs). x − max(x) is
 //                exact where x is the maximum (softmax's shift). The result σ is scaled by SIGMAS. This is the
 //                mode for model outputs (logits, carried KV state): it is an estimate, not a proof.
+// Composites (softmax, rmsnorm, silu, silu_mul, attention) are bounded as wholes by tolerance_composite.ts, which
+// keeps the correlations their expansions lose; evaluate() puts that bound at the composite's output.
 // In both, incoming State may carry the bound of the previous step (EvalInputs.stateBounds), so multi-step
 // decodes propagate. checkClose applies the policy: NaN or Inf where the oracle is finite always fails, a
 // non-finite oracle value needs the same non-finite value, integer and bool results must be equal.
@@ -95,7 +97,8 @@ const UNARY_F: Record<string, (x: number) => number> = {
 // Functions with a pole or a domain edge at 0: an input interval reaching it gives an unbounded result.
 const POLE_AT_ZERO = new Set(["log", "sqrt", "rsqrt", "recip"]);
 
-function floats(d: DType, s: Storage): ArrayLike<number> {
+/** A float storage's values as numbers (f16 / bf16 decoded). */
+export function floats(d: DType, s: Storage): ArrayLike<number> {
   return d === "f16" || d === "bf16" ? decodeHalf(d, s as Uint16Array) : s;
 }
 
@@ -261,13 +264,13 @@ export interface Mismatch {
   actual: number;
   expected: number;
   bound: number;
-  reason: "non-finite" | "tolerance" | "exact" | "length";
+  reason: "non-finite" | "tolerance" | "exact" | "length" | "unbounded";
 }
 
 /**
  * The first element of `actual` that fails against the oracle's `expected` under `bound` (per element or one
  * number; omitted: exact equality), or undefined. Values are compared as numbers of dtype `d` (f16/bf16
- * decoded); integer and bool dtypes always compare exactly.
+ * decoded); integer and bool dtypes always compare exactly. A bound of ∞ (or NaN) at a finite oracle value fails.
  */
 export function checkClose(
   d: DType,
@@ -286,6 +289,8 @@ export function checkClose(
       continue;
     }
     if (!Number.isFinite(ai)) return { index: i, actual: ai, expected: xi, bound: bi, reason: "non-finite" };
+    // A bound that is not a finite number accepts anything: it proves nothing, so it fails.
+    if (tol && !(bi < Infinity)) return { index: i, actual: ai, expected: xi, bound: bi, reason: "unbounded" };
     if (!tol) {
       if (ai !== xi) return { index: i, actual: ai, expected: xi, bound: 0, reason: "exact" };
     } else if (!(Math.abs(ai - xi) <= bi)) return { index: i, actual: ai, expected: xi, bound: bi, reason: "tolerance" };
@@ -307,4 +312,53 @@ export function assertClose(
       `${what}: element ${m.index}: got ${m.actual}, oracle ${m.expected}, |diff| ${Math.abs(m.actual - m.expected)} > bound ${m.bound} (${m.reason})`,
     );
   }
+}
+
+/**
+ * The largest bound a tier-2 check accepts, as a fraction of the value's scale: max(|oracle value|, the RMS of the
+ * finite values of its tensor), so an element near zero from cancellation is judged against its tensor's
+ * magnitude. A bound past it says "anything near the value passes", which tests nothing.
+ */
+export const MAX_BOUND_FRACTION = 1 / 8;
+
+/** How meaningful a tensor's bounds are: float elements checked, bounds not finite, the largest bound / scale. */
+export interface BoundStats {
+  elements: number;
+  infinite: number;
+  maxRatio: number;
+  /** Index of the element with the largest ratio (−1 when none). */
+  at: number;
+}
+
+/** Bound statistics of one float tensor (oracle values `expected`, dtype `d`, per-element `bound`). */
+export function boundStats(d: DType, expected: Storage, bound: ArrayLike<number>): BoundStats {
+  const st: BoundStats = { elements: 0, infinite: 0, maxRatio: 0, at: -1 };
+  if (!isFloat(d)) return st;
+  const x = floats(d, expected);
+  let sq = 0, n = 0;
+  for (let i = 0; i < x.length; i++) if (Number.isFinite(x[i])) sq += x[i] * x[i], n++;
+  const rms = n ? Math.sqrt(sq / n) : 0;
+  for (let i = 0; i < x.length; i++) {
+    if (!Number.isFinite(x[i])) continue; // matched exactly, no bound used
+    st.elements++;
+    const b = bound[i];
+    if (!(b < Infinity)) {
+      st.infinite++;
+      continue;
+    }
+    const scale = Math.max(Math.abs(x[i]), rms);
+    const r = scale > 0 ? b / scale : b > 0 ? Infinity : 0;
+    if (r > st.maxRatio) st.maxRatio = r, st.at = i;
+  }
+  return st;
+}
+
+/** Throws when a tensor's bounds are not finite or exceed MAX_BOUND_FRACTION of the value's scale. */
+export function assertMeaningful(what: string, d: DType, expected: Storage, bound: ArrayLike<number>): BoundStats {
+  const st = boundStats(d, expected, bound);
+  if (st.infinite) throw new Error(`${what}: ${st.infinite} of ${st.elements} bounds are not finite`);
+  if (st.maxRatio > MAX_BOUND_FRACTION) {
+    throw new Error(`${what}: element ${st.at}: bound ${bound[st.at]} is ${st.maxRatio.toPrecision(3)} of the value's scale (limit ${MAX_BOUND_FRACTION})`);
+  }
+  return st;
 }

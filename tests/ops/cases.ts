@@ -17,6 +17,11 @@ export interface OpCase {
   /** Steps to run (State cases carry across steps; each step gets `slotsAt(step)` when given). */
   steps?: number;
   slotsAt?: (step: number) => Record<string, Storage>;
+  /**
+   * The bound mode (graph/tolerance.ts): "worst" (default) for one op or a short chain; "expected" for a fused
+   * block as deep as a model layer, where the rigorous bound grows past the value itself and tests nothing.
+   */
+  bounds?: "worst" | "expected";
 }
 
 /** Deterministic uniform numbers in [lo, hi). */
@@ -238,6 +243,7 @@ export function opCases(): OpCase[] {
       const outs: Record<string, Tensor> = { y: out, q: t.reshape(q, [H * hd]) };
       if (o.normOut) outs.h2 = h2;
       return b.done(outs, {
+        bounds: "expected",
         steps: 3,
         slotsAt: (step) => {
           const r = rng(500 + step);

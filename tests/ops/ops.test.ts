@@ -1,19 +1,57 @@
 // The one op harness: every op case (tests/ops/cases.ts) on every device present, through the real path
 // (optimize, plan, lower, record, replay on an Engine), against the oracle (graph/eval) with the tier-2 bound
-// of graph/tolerance ("worst" mode: one op is a short chain); State after each step too. Replay (capture) and
-// eager runs must agree bit for bit. A missing device reports a skip.
+// of graph/tolerance ("worst" mode for one op or a short chain, "expected" for the fused layer-deep blocks); State
+// after each step too. Every bound must be finite and at most MAX_BOUND_FRACTION of the value's scale: the first
+// test (no device) prints how many float elements have an infinite bound (must be 0) and the largest
+// bound-to-value ratio. Replay (capture) and eager runs must agree bit for bit; what that proves differs per
+// device: on js and wgpu, replay and eager run the same code (it proves the recording keeps every step and its
+// slot values), on vulkan eager is the same recording split into one submit per step (it proves the barriers
+// between submits and inside a recording agree), on ptx eager launches kernels one by one while replay is a
+// CUDA graph (the only device where capture is a separate code path). A missing device reports a skip.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { evaluate } from "../../graph/eval.ts";
-import { assertClose } from "../../graph/tolerance.ts";
+import { assertClose, assertMeaningful, boundStats, MAX_BOUND_FRACTION } from "../../graph/tolerance.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { opCases } from "./cases.ts";
 
 const cases = opCases();
+
+test(`op harness bounds: finite and at most ${MAX_BOUND_FRACTION} of the value's scale (oracle only)`, () => {
+  let elements = 0, infinite = 0, maxRatio = 0, worst = "";
+  const bad: string[] = [];
+  for (const c of cases) {
+    const consts: Record<string, Storage> = {};
+    for (const w of c.weights) consts[w.role] = storageFromBytes(w.dtype, w.bytes);
+    let state: Record<string, Storage> = {};
+    let stateBounds: Record<string, Float32Array> | undefined;
+    for (let s = 0; s < (c.steps ?? 1); s++) {
+      const slots = { ...c.slots, ...(c.slotsAt?.(s) ?? {}) };
+      const want = evaluate(c.graph, { consts, slots, state, stateBounds }, { bounds: c.bounds ?? "worst" });
+      const all = [
+        ...Object.entries(want.output).map(([k, x]) => [k, c.graph.nodes[c.graph.outputs[k]].dtype, x, want.bounds!.output[k]] as const),
+        ...Object.entries(want.state).map(([k, x]) => [`state ${k}`, c.graph.states[k].dtype, x, want.bounds!.state[k]] as const),
+      ];
+      for (const [k, d, x, b] of all) {
+        const st = boundStats(d, x, b);
+        elements += st.elements;
+        infinite += st.infinite;
+        if (st.infinite || st.maxRatio > MAX_BOUND_FRACTION) bad.push(`${c.name} ${k} step ${s}: ${st.infinite} infinite, ratio ${st.maxRatio}`);
+        if (st.maxRatio > maxRatio) maxRatio = st.maxRatio, worst = `${c.name} ${k} step ${s}`;
+      }
+      state = want.state;
+      stateBounds = want.bounds!.state;
+    }
+  }
+  console.log(`op harness: ${elements} float elements, ${infinite} with an infinite bound, largest bound/value ${maxRatio.toPrecision(3)} (${worst})`);
+  assert.deepEqual(bad, []);
+  assert.equal(infinite, 0);
+  assert.ok(elements > 10_000);
+});
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
@@ -64,17 +102,19 @@ async function runCase(eng: Engine<import("../../backends/device.ts").Device>, c
   let checked = 0;
   for (let s = 0; s < steps; s++) {
     const slots = { ...c.slots, ...(c.slotsAt?.(s) ?? {}) };
-    const want = evaluate(c.graph, { consts, slots, state, stateBounds }, { bounds: "worst" });
+    const want = evaluate(c.graph, { consts, slots, state, stateBounds }, { bounds: c.bounds ?? "worst" });
     const got = await eng.step(id, slots as Record<string, Storage>);
     for (const [name, x] of Object.entries(want.output)) {
       const d = c.graph.nodes[c.graph.outputs[name]].dtype;
       const a = got.outputs[name];
+      assertMeaningful(`${name} step ${s}`, d, x, want.bounds!.output[name]);
       assertClose(`${name} step ${s}`, d, a as Storage, x, want.bounds!.output[name]);
       checked += x.length;
     }
     for (const [name, x] of Object.entries(want.state)) {
       const d = c.graph.states[name].dtype;
       const a = storageFromBytes(d, await eng.readState(name));
+      assertMeaningful(`state ${name} step ${s}`, d, x, want.bounds!.state[name]);
       assertClose(`state ${name} step ${s}`, d, a, x, want.bounds!.state[name]);
       checked += x.length;
     }
