@@ -3,7 +3,9 @@
 // - exp/log/log2/sin/cos/tanh are software (kernels/render/wgsl_math.ts): a few ulp everywhere they are defined;
 // - exp2, sqrt, rsqrt, recip are the driver's (lavapipe: exp2 <= 3 ulp, the others correctly rounded or 1 ulp;
 //   NVIDIA's sqrt and 1 / x are 1 ulp off at times): within the IR's 2 ulp for div and sqrt;
-// - every f16 bit pattern decodes exactly; f32 -> f16 and -> bf16 round to nearest even, ties included.
+// - every f16 bit pattern decodes exactly; f32 -> f16 and -> bf16 round to nearest even, ties included. The f16
+//   reference is the runtime's own Float16Array (V8's, independent of this project); bf16 is graph/dtype.ts
+//   f32ToBf16, which tests/graph/dtype.test.ts sweeps against an exact rounding of every case class.
 // A device may flush f32 subnormals to zero (Vulkan and WGSL allow it; NVIDIA does, lavapipe does not): a
 // result whose exact value is subnormal may be 0, and a subnormal argument may act as a zero of its sign.
 // Everything else is held to the bound.
@@ -11,11 +13,22 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { KernelBuilder, un, type UnOp } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
-import { f2bf, f2h, H2F } from "../../kernels/render/js_runtime.ts";
+import { f32ToBf16 } from "../../graph/dtype.ts";
 import { Rng } from "../kernels/data.ts";
 import { bytesOf, flushed, isSubnormal, probe, runKernel, ulps } from "./util.ts";
 
 const dev = await probe();
+
+// f16 through the runtime's Float16Array (V8's IEEE binary16, round to nearest even): the independent reference.
+const F16 = (globalThis as { Float16Array?: new (n: number | ArrayBufferLike) => { [i: number]: number; buffer: ArrayBufferLike } }).Float16Array;
+const half = F16 ? new F16(1) : undefined, halfBits = half ? new Uint16Array(half.buffer) : undefined;
+/** f32 value -> f16 bits, rounded by the runtime. */
+function f2h(x: number): number {
+  half![0] = x;
+  return halfBits![0];
+}
+/** Every f16 bit pattern decoded by the runtime. */
+const H2F = F16 ? Float64Array.from(new F16(new Uint16Array(65536).map((_, i) => i).buffer) as unknown as ArrayLike<number>) : new Float64Array(0);
 const skip = typeof dev === "string" ? dev : false;
 
 async function apply(op: UnOp, xs: Float32Array): Promise<Float32Array> {
@@ -89,7 +102,9 @@ test("wgpu math: special values of exp/log/sin/cos/tanh", { skip }, async () => 
   }
 });
 
-test("wgpu math: every f16 pattern decodes exactly (as f32 and through f16bits)", { skip }, async () => {
+const noF16 = F16 ? false : "this runtime has no Float16Array (the independent f16 reference)";
+
+test("wgpu math: every f16 pattern decodes exactly (as f32 and through f16bits)", { skip: skip || noF16 }, async () => {
   const k = new KernelBuilder("f16_all", { workgroup: 256, grid: 256 });
   const H = k.buffer("h", "f16", "r"), O = k.buffer("o", "f32", "w"), P = k.buffer("p", "f32", "w");
   k.store(O, k.gid.x, k.load(H, k.gid.x));
@@ -104,7 +119,7 @@ test("wgpu math: every f16 pattern decodes exactly (as f32 and through f16bits)"
   }
 });
 
-test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip }, async () => {
+test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip: skip || noF16 }, async () => {
   const n = 1 << 16;
   const r = new Rng("rne"), bits = new Uint32Array(n);
   for (let i = 0; i < n; i++) {
@@ -124,9 +139,11 @@ test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even
   const f = new Float32Array(bits.buffer);
   let castBad = 0;
   for (let i = 0; i < n; i++) {
-    assert.equal(h[i], f2h(f[i]), `f16 store of 0x${bits[i].toString(16)}`);
-    assert.equal(b[i], f2bf(f[i]), `bf16 store of 0x${bits[i].toString(16)}`);
-    const want = f2h(f[i]);
+    const want = f2h(f[i]), nan = Number.isNaN(f[i]);
+    if (nan) assert.ok(Number.isNaN(H2F[h[i]]), `f16 store of 0x${bits[i].toString(16)} (NaN)`);
+    else assert.equal(h[i], want, `f16 store of 0x${bits[i].toString(16)}`);
+    if (nan) assert.ok((b[i] & 0x7f80) === 0x7f80 && (b[i] & 0x7f) !== 0, `bf16 store of 0x${bits[i].toString(16)} (NaN)`);
+    else assert.equal(b[i], f32ToBf16(f[i]), `bf16 store of 0x${bits[i].toString(16)}`);
     if (c[i] !== want && !(Number.isNaN(H2F[c[i]]) && Number.isNaN(H2F[want]))) castBad++;
   }
   assert.equal(castBad, 0, "f16(x) in WGSL rounds to nearest even");
