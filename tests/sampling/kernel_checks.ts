@@ -4,8 +4,9 @@
 // long rows that fall back to the row itself (no cut exists, or the cut search is off).
 //
 // Tokens must equal the oracle's except at knife edges, where a device's reassociated sums or its own exp
-// may move a threshold or the draw by one rounding: at most 1 row in 100 (and at least 1 allowed) may differ,
-// and then only to a token the oracle also keeps. Non-finite flags and greedy rows must be exact.
+// may move a threshold or the draw by one rounding: at most 1 row in 100 may differ (none in a batch under 100
+// rows: such an edge is far rarer than that, and a free row would hide a real error in a small batch), and then
+// only to a token the oracle also keeps. Non-finite flags and greedy rows must be exact.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
@@ -58,7 +59,7 @@ function compare(label: string, b: Batch, rows: number, V: number, got: Int32Arr
     assert.ok(plan.kept[got[2 * r]] === 1, `${label}: row ${r} drew ${got[2 * r]}, which the oracle does not keep (want ${want[2 * r]})`);
     off.push(`row ${r}: ${got[2 * r]} vs ${want[2 * r]}`);
   }
-  assert.ok(off.length <= Math.max(1, Math.floor(rows / 100)), `${label}: ${off.length} rows differ: ${off.join("; ")}`);
+  assert.ok(off.length <= Math.floor(rows / 100), `${label}: ${off.length} of ${rows} rows differ: ${off.join("; ")}`);
 }
 
 async function check(dev: Device, shape: SampleShape, seed: number): Promise<void> {
