@@ -63,7 +63,9 @@ export function referenceKey(): string {
 
 /** Why llama.cpp cannot run here, or false. */
 export function llamaCppMissing(): string | false {
-  if (spawnSync("node", ["--version"], { encoding: "utf8" }).status !== 0) return "node is not installed";
+  // Deno's node:child_process runs a "node" command with Deno itself: ask the child which runtime it is.
+  const r = spawnSync("node", ["-e", "process.stdout.write(typeof Deno + ' ' + typeof Bun)"], { encoding: "utf8" });
+  if (r.status !== 0 || r.stdout !== "undefined undefined") return "Node is not installed";
   if (!existsSync(`${root}node_modules/node-llama-cpp/package.json`)) return "node-llama-cpp is not installed (npm ci)";
   return false;
 }
@@ -97,12 +99,21 @@ export function carriedReference(): Reference | string {
   return { key, source: "carried", cases: c.cases };
 }
 
-/** llama.cpp computed here when it can run, else the carried copy; a string says why neither is available. */
-export function reference(): Reference | string {
-  const missing = llamaCppMissing();
-  if (!missing) return computeReference();
+/**
+ * llama.cpp computed here when it can run, else the carried copy; a string says why neither is available.
+ * `why` of a carried reference says why llama.cpp was not used.
+ */
+export function reference(): (Reference & { why?: string }) | string {
+  let why = llamaCppMissing();
+  if (!why) {
+    try {
+      return computeReference();
+    } catch (e) {
+      why = (e as Error).message.split("\n")[0];
+    }
+  }
   const c = carriedReference();
-  return typeof c === "string" ? `${missing}; ${c}` : c;
+  return typeof c === "string" ? `${why}; ${c}` : { ...c, why };
 }
 
 // Log-probabilities are written with 9 significant digits (f32 probabilities carry about 7).

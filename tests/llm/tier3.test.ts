@@ -145,7 +145,7 @@ test(`tier 3 oracle: log-softmax at ${positions} positions of ${LOGPROB_PROMPTS}
   assert.ok(r.checked >= LOGPROB_PROMPTS * 3 * 512, `${r.checked} log-probabilities checked`);
 });
 
-test("tier 3: the carried llama.cpp reference equals llama.cpp computed here", { skip: refSkip || (typeof ref !== "string" && ref.source === "carried" ? "llama.cpp cannot run here" : false) }, () => {
+test("tier 3: the carried llama.cpp reference equals llama.cpp computed here", { skip: refSkip || (typeof ref !== "string" && ref.source === "carried" ? `llama.cpp did not run here: ${ref.why}` : false) }, () => {
   const c = carriedReference();
   assert.equal(typeof c, "object", `${c}`);
   const carried = (c as Exclude<typeof c, string>).cases;
