@@ -52,13 +52,23 @@ export interface Reference {
 
 const sha = (b: Uint8Array | string) => createHash("sha256").update(b).digest("hex");
 
-function request() {
+/** What the helper script reads besides the model path. */
+export interface LlamaCppRequest {
+  prompts: string[];
+  tokens: number | number[];
+  ctx: number;
+  logprob_prompts?: number;
+  logprob_every?: number;
+  logprob_positions?: number[][];
+}
+
+function request(): LlamaCppRequest {
   return { prompts: PROMPTS, tokens: NEW, ctx: CTX, logprob_prompts: LOGPROB_PROMPTS, logprob_every: LOGPROB_EVERY };
 }
 
-/** The key of the reference for the model file and helper script as they are now. */
-export function referenceKey(): string {
-  return sha(JSON.stringify([sha(readFileSync(MODEL)), sha(readFileSync(SCRIPT, "utf8")), request()])).slice(0, 24);
+/** The key of a request for the model file and helper script as they are now. */
+export function referenceKey(req: LlamaCppRequest = request()): string {
+  return sha(JSON.stringify([sha(readFileSync(MODEL)), sha(readFileSync(SCRIPT, "utf8")), req])).slice(0, 24);
 }
 
 /** Why llama.cpp cannot run here, or false. */
@@ -70,14 +80,14 @@ export function llamaCppMissing(): string | false {
   return false;
 }
 
-/** llama.cpp's reference computed on this machine (cached by key). Throws when llama.cpp fails. */
-export function computeReference(): Reference {
-  const key = referenceKey();
+/** llama.cpp's answer to `req` computed on this machine (cached by key). Throws when llama.cpp fails. */
+export function computeReference(req: LlamaCppRequest = request()): Reference {
+  const key = referenceKey(req);
   const dir = `${root}node_modules/.cache/poot`;
   const cache = `${dir}/llamacpp-${key}.json`;
   if (existsSync(cache)) return { key, source: "llama.cpp", cases: JSON.parse(readFileSync(cache, "utf8")) };
   const r = spawnSync("node", [SCRIPT], {
-    input: JSON.stringify({ model: MODEL, ...request() }),
+    input: JSON.stringify({ model: MODEL, ...req }),
     encoding: "utf8",
     timeout: 300_000,
     maxBuffer: 1 << 26,
