@@ -6,6 +6,7 @@ import { type Tensor, toStorage, Tracer } from "../../graph/tracer.ts";
 import type { Storage } from "../../graph/dtype.ts";
 import { quantize } from "../../llm/formats/quant.ts";
 import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
+import { blockF64, type BlockSpec, type BlockStep } from "./block_f64.ts";
 
 export interface OpCase {
   name: string;
@@ -22,6 +23,8 @@ export interface OpCase {
    * block as deep as a model layer, where the rigorous bound grows past the value itself and tests nothing.
    */
   bounds?: "worst" | "expected";
+  /** A float64 evaluation of every step (outputs and State by name), for fused blocks: see block_f64.ts. */
+  exact?: () => BlockStep[];
 }
 
 /** Deterministic uniform numbers in [lo, hi). */
@@ -209,7 +212,7 @@ export function opCases(): OpCase[] {
   // in one kernel with bias, rope at the slot's position, the K/V cast and in-place cache write; gate/up with
   // silu_mul; a residual add; odd widths, partial rotary dims, f32 and f16 caches, an rmsnorm that is also an
   // output (not folded). Several steps, so the cache rows land at moving positions.
-  const decodeBlock = (name: string, o: { w: DType; D: number; H: number; KVH: number; hd: number; C: number; kv: "f16" | "f32"; style: "half" | "adjacent"; dims?: number; bias: boolean; ffn: number; normOut?: boolean }) =>
+  const decodeBlock = (name: string, o: BlockSpec) =>
     add(name, (b) => {
       const { D, H, KVH, hd, C } = o;
       const t = b.t;
@@ -242,13 +245,16 @@ export function opCases(): OpCase[] {
       const out = t.add(y, t.matmul(ff, b.weight(o.w, [D, o.ffn])));
       const outs: Record<string, Tensor> = { y: out, q: t.reshape(q, [H * hd]) };
       if (o.normOut) outs.h2 = h2;
+      const slotsAt = (step: number) => {
+        const r = rng(500 + step);
+        return { in0: Float32Array.from({ length: D }, () => r(-2, 2)), pos: new Int32Array([step * 2 + 1]) };
+      };
+      const shape = `${D}x${KVH}x${hd}x${C}`;
       return b.done(outs, {
         bounds: "expected",
         steps: 3,
-        slotsAt: (step) => {
-          const r = rng(500 + step);
-          return { in0: Float32Array.from({ length: D }, () => r(-2, 2)), pos: new Int32Array([step * 2 + 1]) };
-        },
+        slotsAt,
+        exact: () => blockF64(o, b.weights, 3, slotsAt, { k: `k:${shape}`, v: `v:${shape}` }),
       });
     });
   decodeBlock("gemv units: llama-like block bf16, half rope, f16 cache", { w: "bf16", D: 64, H: 4, KVH: 2, hd: 16, C: 8, kv: "f16", style: "half", bias: false, ffn: 96 });

@@ -1,6 +1,7 @@
 // The one op harness: every op case (tests/ops/cases.ts) on every device present, through the real path
 // (optimize, plan, lower, record, replay on an Engine), against the oracle (graph/eval) with the tier-2 bound
-// of graph/tolerance ("worst" mode for one op or a short chain, "expected" for the fused layer-deep blocks); State
+// of graph/tolerance ("worst" mode for one op or a short chain, "expected" for the fused layer-deep blocks, which
+// are also held, device and oracle both, to the same bound around a float64 evaluation, block_f64.ts); State
 // after each step too. Every bound must be finite and at most MAX_BOUND_FRACTION of the value's scale: the first
 // test (no device) prints how many float elements have an infinite bound (must be 0) and the largest
 // bound-to-value ratio. Replay (capture) and eager runs must agree bit for bit; what that proves differs per
@@ -13,7 +14,8 @@ import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { evaluate } from "../../graph/eval.ts";
-import { assertClose, assertMeaningful, boundStats, MAX_BOUND_FRACTION } from "../../graph/tolerance.ts";
+import { assertClose, assertMeaningful, boundStats, floats, MAX_BOUND_FRACTION } from "../../graph/tolerance.ts";
+import type { DType } from "../../graph/dtype.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
@@ -21,10 +23,26 @@ import { opCases } from "./cases.ts";
 
 const cases = opCases();
 
+/**
+ * Holds a result to the float64 evaluation of a fused block: |value − exact| within the element's bound.
+ * Returns the largest |value − exact| / bound.
+ */
+function checkExact(what: string, d: DType, got: Storage, exact: Float64Array, bound: Float32Array): number {
+  const v = floats(d, got);
+  let worst = 0;
+  for (let i = 0; i < exact.length; i++) {
+    const diff = Math.abs(v[i] - exact[i]);
+    if (!(diff <= bound[i])) throw new Error(`${what}: element ${i}: ${v[i]}, float64 ${exact[i]}, |diff| ${diff} > bound ${bound[i]}`);
+    if (diff > 0) worst = Math.max(worst, diff / bound[i]);
+  }
+  return worst;
+}
+
 test(`op harness bounds: finite and at most ${MAX_BOUND_FRACTION} of the value's scale (oracle only)`, () => {
-  let elements = 0, infinite = 0, maxRatio = 0, worst = "";
+  let elements = 0, infinite = 0, maxRatio = 0, worst = "", exactRatio = 0, exactChecked = 0;
   const bad: string[] = [];
   for (const c of cases) {
+    const exact = c.exact?.();
     const consts: Record<string, Storage> = {};
     for (const w of c.weights) consts[w.role] = storageFromBytes(w.dtype, w.bytes);
     let state: Record<string, Storage> = {};
@@ -42,15 +60,27 @@ test(`op harness bounds: finite and at most ${MAX_BOUND_FRACTION} of the value's
         infinite += st.infinite;
         if (st.infinite || st.maxRatio > MAX_BOUND_FRACTION) bad.push(`${c.name} ${k} step ${s}: ${st.infinite} infinite, ratio ${st.maxRatio}`);
         if (st.maxRatio > maxRatio) maxRatio = st.maxRatio, worst = `${c.name} ${k} step ${s}`;
+        const ex = exact && (k.startsWith("state ") ? exact[s].state[k.slice(6)] : exact[s].output[k]);
+        if (exact) {
+          assert.ok(ex, `${c.name}: no float64 value of ${k}`);
+          try {
+            exactRatio = Math.max(exactRatio, checkExact(`${c.name} ${k} step ${s}: oracle vs float64`, d, x, ex, b));
+            exactChecked += ex.length;
+          } catch (e) {
+            bad.push((e as Error).message);
+          }
+        }
       }
       state = want.state;
       stateBounds = want.bounds!.state;
     }
   }
   console.log(`op harness: ${elements} float elements, ${infinite} with an infinite bound, largest bound/value ${maxRatio.toPrecision(3)} (${worst})`);
+  console.log(`op harness: fused blocks, oracle vs float64: ${exactChecked} elements, largest |diff|/bound ${exactRatio.toPrecision(3)}`);
   assert.deepEqual(bad, []);
   assert.equal(infinite, 0);
   assert.ok(elements > 10_000);
+  assert.ok(exactChecked > 1000, "the fused blocks were held to their float64 evaluation");
 });
 
 for (const backend of selectedBackends()) {
@@ -99,6 +129,7 @@ async function runCase(eng: Engine<import("../../backends/device.ts").Device>, c
   let state: Record<string, Storage> = {};
   let stateBounds: Record<string, Float32Array> | undefined;
   const replayed: Record<string, Uint8Array>[] = [];
+  const exact = c.exact?.();
   let checked = 0;
   for (let s = 0; s < steps; s++) {
     const slots = { ...c.slots, ...(c.slotsAt?.(s) ?? {}) };
@@ -109,6 +140,7 @@ async function runCase(eng: Engine<import("../../backends/device.ts").Device>, c
       const a = got.outputs[name];
       assertMeaningful(`${name} step ${s}`, d, x, want.bounds!.output[name]);
       assertClose(`${name} step ${s}`, d, a as Storage, x, want.bounds!.output[name]);
+      if (exact) checkExact(`${name} step ${s} vs float64`, d, a as Storage, exact[s].output[name], want.bounds!.output[name]);
       checked += x.length;
     }
     for (const [name, x] of Object.entries(want.state)) {
@@ -116,6 +148,7 @@ async function runCase(eng: Engine<import("../../backends/device.ts").Device>, c
       const a = storageFromBytes(d, await eng.readState(name));
       assertMeaningful(`state ${name} step ${s}`, d, x, want.bounds!.state[name]);
       assertClose(`state ${name} step ${s}`, d, a, x, want.bounds!.state[name]);
+      if (exact) checkExact(`state ${name} step ${s} vs float64`, d, a, exact[s].state[name], want.bounds!.state[name]);
       checked += x.length;
     }
     replayed.push(Object.fromEntries(Object.entries(got.outputs).map(([k, v]) => [k, new Uint8Array(v.buffer.slice(0))])));
