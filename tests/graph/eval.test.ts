@@ -5,7 +5,7 @@ import { expandComposites } from "../../graph/composites.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { COMPOSITE } from "../../graph/ops.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
-import { assertClose, checkClose, dotTolerance } from "../../graph/tolerance.ts";
+import { assertClose, assertMeaningful, boundStats, checkClose, dotTolerance, MAX_BOUND_FRACTION } from "../../graph/tolerance.ts";
 import { rng } from "./random_graph.ts";
 
 const fr = Math.fround;
@@ -184,6 +184,19 @@ test("tier-2 check: NaN/Inf where the oracle is finite fails at any tolerance; i
   assert.equal(checkClose("f32", Float32Array.from([1.1, 2, Infinity, NaN]), o, 0.01)?.index, 0);
   assert.equal(checkClose("i32", Int32Array.from([1, 3]), Int32Array.from([1, 2]), 10)?.reason, "exact");
   assert.throws(() => assertClose("logits", "f32", Float32Array.from([5]), Float32Array.from([1]), 1), /logits: element 0/);
+});
+
+test("tier-2 check: a bound that is not finite fails; one past MAX_BOUND_FRACTION of the value is refused", () => {
+  const o = Float32Array.from([1, 2, Infinity]);
+  assert.equal(checkClose("f32", Float32Array.from([1e9, 2, Infinity]), o, [Infinity, 0, 0])?.reason, "unbounded");
+  assert.equal(checkClose("f32", Float32Array.from([1, 2, Infinity]), o, [NaN, 0, 0])?.reason, "unbounded");
+  assert.equal(checkClose("f32", Float32Array.from([1, 2, Infinity]), o, [0, 0, Infinity]), undefined, "a non-finite oracle value needs no bound");
+  const st = boundStats("f32", Float32Array.from([4, -4, 0, Infinity]), [0.4, Infinity, 0.1, 0]);
+  assert.deepEqual(st, { elements: 3, infinite: 1, maxRatio: 0.1, at: 0 }, "ratios against max(|value|, rms of the tensor)");
+  assert.throws(() => assertMeaningful("y", "f32", Float32Array.from([4, -4]), [0.1, Infinity]), /1 of 2 bounds are not finite/);
+  const big = 4 * MAX_BOUND_FRACTION * 1.01;
+  assert.throws(() => assertMeaningful("y", "f32", Float32Array.from([4, -4]), [0.1, big]), /of the value's scale/);
+  assert.equal(assertMeaningful("y", "f32", Float32Array.from([4, -4]), [0.1, 0.2]).maxRatio, 0.05);
 });
 
 test("tier-2 bounds hold for one matmul and one softmax under every emulated device order", () => {

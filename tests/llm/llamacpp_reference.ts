@@ -80,6 +80,17 @@ export function llamaCppMissing(): string | false {
   return false;
 }
 
+/** Log-softmax in f64 of one row of logits (how the stored logits meet llama.cpp's log-probabilities). */
+export function logSoftmax(z: ArrayLike<number>): Float64Array {
+  let m = -Infinity;
+  for (let i = 0; i < z.length; i++) m = Math.max(m, z[i]);
+  let s = 0;
+  for (let i = 0; i < z.length; i++) s += Math.exp(z[i] - m);
+  const lse = m + Math.log(s), out = new Float64Array(z.length);
+  for (let i = 0; i < z.length; i++) out[i] = z[i] - lse;
+  return out;
+}
+
 /** llama.cpp's answer to `req` computed on this machine (cached by key). Throws when llama.cpp fails. */
 export function computeReference(req: LlamaCppRequest = request()): Reference {
   const key = referenceKey(req);

@@ -7,7 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { computeReference, CTX, llamaCppMissing, root } from "./llamacpp_reference.ts";
+import { computeReference, CTX, llamaCppMissing, logSoftmax, root } from "./llamacpp_reference.ts";
 
 const ref = JSON.parse(readFileSync(`${root}models/stories260K/reference_greedy.json`, "utf8")) as {
   cases: { prompt: string; prompt_ids: number[]; steps: number; generated_ids: number[]; first_logits: number[][] }[];
@@ -21,15 +21,6 @@ const ref = JSON.parse(readFileSync(`${root}models/stories260K/reference_greedy.
 const FIRST_LOGITS_TOL = 1e-4;
 
 const missing = llamaCppMissing();
-
-function logSoftmax(z: ArrayLike<number>): number[] {
-  let m = -Infinity;
-  for (let i = 0; i < z.length; i++) m = Math.max(m, z[i]);
-  let s = 0;
-  for (let i = 0; i < z.length; i++) s += Math.exp(z[i] - m);
-  const lse = m + Math.log(s);
-  return Array.from(z, (x) => x - lse);
-}
 
 test("reference_greedy.json equals llama.cpp: prompt ids, greedy tokens, first logits", { skip: missing }, () => {
   const r = computeReference({

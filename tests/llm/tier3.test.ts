@@ -19,7 +19,7 @@ import { SIGMAS, U } from "../../graph/tolerance.ts";
 import { loadModel } from "../../llm/model.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import {
-  carriedReference, CTX, LOGPROB_PROMPTS, MODEL as model, NEW, PROMPTS, type RefCase, reference, root,
+  carriedReference, CTX, LOGPROB_PROMPTS, logSoftmax, MODEL as model, NEW, PROMPTS, type RefCase, reference, root,
 } from "./llamacpp_reference.ts";
 
 /** The poot CLI under the runtime running this test. */
@@ -34,17 +34,6 @@ function poot(args: string[]): { status: number | null; stdout: string; stderr: 
 const ref = reference();
 const refSkip = typeof ref === "string" ? ref : false;
 const cases: RefCase[] = typeof ref === "string" ? [] : ref.cases;
-
-// Log-softmax in f64 of one row of logits.
-function logSoftmax(z: ArrayLike<number>): Float64Array {
-  let m = -Infinity;
-  for (let i = 0; i < z.length; i++) m = Math.max(m, z[i]);
-  let s = 0;
-  for (let i = 0; i < z.length; i++) s += Math.exp(z[i] - m);
-  const lse = m + Math.log(s), out = new Float64Array(z.length);
-  for (let i = 0; i < z.length; i++) out[i] = z[i] - lse;
-  return out;
-}
 
 /**
  * The tier-2 bound of the log-softmax at each token, from the oracle's logits z (probabilities p) and their
