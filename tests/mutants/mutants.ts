@@ -79,4 +79,13 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/sampling/kernel.test.ts"],
     backends: "js,vulkan",
   },
+  {
+    name: "tolerance-accepts-infinity",
+    what: "checkClose accepts a bound that is not finite (the hole the op harness had)",
+    file: "graph/tolerance.ts",
+    find: 'if (tol && !(bi < Infinity)) return { index: i, actual: ai, expected: xi, bound: bi, reason: "unbounded" };',
+    replace: "",
+    tests: ["tests/graph/eval.test.ts"],
+    backends: "js",
+  },
 ];
