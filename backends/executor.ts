@@ -263,12 +263,8 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.device.run(e.steps);
       else this.device.replay(e.rec);
       this.replays++;
-      await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
-      const outputs: Record<string, HostArray> = {};
-      for (const p of e.program.outputs) {
-        const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
-        outputs[p.name] = hostArray(p.dtype, await this.bounded("read", this.device.read(e.bufs[p.buffer], p.offset, n)));
-      }
+      // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
+      const outputs = await this.bounded("synchronize", this.collect(e));
       const hostMicros = (performance.now() - t0) * 1000;
       this.steps++;
       this.recent.push(hostMicros);
@@ -281,13 +277,26 @@ export class Engine<D extends Device> implements Executor {
     }
   }
 
+  private async collect(e: Entry): Promise<Record<string, HostArray>> {
+    await this.device.synchronize(this.timeoutMs);
+    const outputs: Record<string, HostArray> = {};
+    for (const p of e.program.outputs) {
+      const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
+      outputs[p.name] = hostArray(p.dtype, await this.device.read(e.bufs[p.buffer], p.offset, n));
+    }
+    return outputs;
+  }
+
   /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */
   async readState(name: string): Promise<Uint8Array> {
     this.live();
     const s = this.state.get(name);
     if (!s) throw new ExecError(`no state ${name}`);
-    await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
-    return await this.bounded("read", this.device.read(s.buf, 0, s.bytes));
+    const read = async () => {
+      await this.device.synchronize(this.timeoutMs);
+      return await this.device.read(s.buf, 0, s.bytes);
+    };
+    return await this.bounded("synchronize", read());
   }
 
   resetState(id?: EntryId): void {
