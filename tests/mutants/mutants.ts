@@ -88,4 +88,13 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/graph/eval.test.ts"],
     backends: "js",
   },
+  {
+    name: "kernel-fault-poisons",
+    what: "the engine treats a kernel's failed check like a lost device and poisons itself",
+    file: "backends/executor.ts",
+    find: "      e.needsReset = true;\n",
+    replace: "      e.needsReset = true;\n      this.abandoned ??= `mutant: ${(err as Error).message}`;\n",
+    tests: ["tests/engine/faults.test.ts"],
+    backends: "js",
+  },
 ];
