@@ -76,9 +76,11 @@ test("stories260K.gguf: header, metadata values, 48 F32 tensors with row-major s
     assert.deepEqual(shape(`blk.${l}.attn_norm.weight`), [64]);
     assert.deepEqual(shape(`blk.${l}.ffn_norm.weight`), [64]);
   }
-  // Views into the one file buffer, aligned so that a Float32Array view works.
+  // Read from the file when asked: a fresh buffer of exactly the tensor, aligned so that a Float32Array view works.
   const emb = g.bytes("token_embd.weight");
-  assert.equal(emb.buffer, g.data.buffer);
+  assert.equal(emb.byteOffset, 0);
+  assert.equal(emb.buffer.byteLength, 512 * 64 * 4);
+  assert.deepEqual(emb, storiesBytes.subarray(g.info("token_embd.weight")!.offset, g.info("token_embd.weight")!.offset + 512 * 64 * 4));
   assert.equal(emb.byteLength, 512 * 64 * 4);
   assert.equal(emb.byteOffset % 4, 0);
   // output.weight equals token_embd.weight (tied embedding, per SOURCE.md).
