@@ -27,6 +27,7 @@ const USAGE = `poot ${VERSION}
 usage:
   poot run   [--model FILE] [--prompt TEXT]... [--max-tokens N] [--backend auto|ptx|rocm|vulkan|wgpu|js]
              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
+             [--allow-long-context: a --ctx above the model's trained length]
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
   poot serve (not built yet)
@@ -58,6 +59,7 @@ const OPTIONS = {
   "min-p": { type: "string" },
   seed: { type: "string" },
   ctx: { type: "string" },
+  "allow-long-context": { type: "boolean" },
   json: { type: "boolean" },
   "dump-kernels": { type: "string" },
   target: { type: "string" },
@@ -118,7 +120,7 @@ async function run(v: Record<string, string | string[] | boolean | undefined>, b
   const engine = new Engine(device, { compile: compileGraph });
   try {
     const t0 = performance.now();
-    const driver = await Driver.open(model, engine, { ctx });
+    const driver = await Driver.open(model, engine, { ctx, allowLongContext: v["allow-long-context"] === true });
     const loadMs = performance.now() - t0;
     // Several --prompt flags run one after another on the same loaded model (one JSON line each).
     const prompts = (v.prompt as string[] | undefined) ?? [""];
