@@ -11,6 +11,7 @@ export const SHOWN_MAX = 120;
 
 // C0 controls, DEL, C1 controls, and the Unicode line/paragraph separators and bidi overrides that reorder
 // or break a terminal line.
+// deno-lint-ignore no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
 /** `s` with control characters written as escapes (`\n`, `\x1b`, `\u2028`). */
