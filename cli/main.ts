@@ -9,6 +9,7 @@ import {
   type BackendChoice, compileGraph, Driver, Engine, loadModel, openBackend, type SamplerParams, VERSION,
 } from "../mod.ts";
 import { renderKernel, TARGETS, type RenderTarget } from "./render.ts";
+import { escapeControls } from "../llm/errors.ts";
 
 // Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir; give it a private one.
 const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
@@ -222,6 +223,7 @@ try {
   exit(await main());
 } catch (e) {
   const err = e as Error;
-  console.error(`poot: ${err instanceof UsageError ? "" : `${err.name}: `}${err.message}`);
+  // Escaped here too: an argument or a lower layer's message must not split the one line or drive the terminal.
+  console.error(escapeControls(`poot: ${err instanceof UsageError ? "" : `${err.name}: `}${err.message}`));
   exit(err instanceof UsageError ? 2 : 1);
 }

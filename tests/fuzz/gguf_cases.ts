@@ -204,6 +204,11 @@ cases.push({
   message: /ModelFormatError: .*duplicate key 'a\\nb\\x1b\[31m'/,
   setup: (dir) => runArgs(write(dir, encode({ metadata: [["a\nb\x1b[31m", meta.u8(1)], ["a\nb\x1b[31m", meta.u8(2)]], tensors: [] }))),
 });
+cases.push({
+  name: "gguf/inject/model-path", cls: C9, exit: 1, error: "ModelNotFoundError",
+  message: /ModelNotFoundError: .*evil\\x1b\[2J\\n\.gguf: cannot read model file: no such file/,
+  setup: (dir) => runArgs(join(dir, "evil\x1b[2J\n.gguf")),
+});
 model("inject/long-architecture", C9, (m, r) => setMeta(m, "general.architecture", meta.string("A".repeat(pick(r, 5000, 50000)))),
   /UnknownArchitectureError: unknown architecture 'A{120}\.\.\. \(\d+ more\)'/, "UnknownArchitectureError");
 
