@@ -10,7 +10,7 @@ import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { FuzzCase } from "./case.ts";
 import { fuzzSeed } from "./case.ts";
-import { BOUNDS, caseFiles, report, runAll, runtimeBinary, runtimes } from "./runner.ts";
+import { BOUNDS, caseFiles, repoChanges, repoSnapshot, report, runAll, runtimeBinary, runtimes } from "./runner.ts";
 
 const seed = fuzzSeed();
 const files: [string, FuzzCase[]][] = [];
@@ -39,7 +39,9 @@ for (const rt of runtimes()) {
       skip: bin ? false : `${rt} is not installed (not in node_modules/.bin or on PATH)`,
       timeout: 600_000,
     }, async () => {
+      const repo = repoSnapshot();
       const results = await runAll(cases, rt, bin!, seed);
+      assert.deepEqual(repoChanges(repo, repoSnapshot()), [], "the cases wrote into the repository");
       const slowest = results.reduce((a, b) => (b.wallMs > a.wallMs ? b : a));
       const biggest = results.reduce((a, b) => ((b.rssMiB ?? 0) > (a.rssMiB ?? 0) ? b : a));
       console.log(`${rt} ${file}: ${results.filter((r) => !r.problems.length).length}/${results.length} pass; ` +

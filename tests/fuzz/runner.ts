@@ -224,6 +224,28 @@ export function report(results: readonly CaseResult[], seed: number): string {
   return `${bad.length} of ${results.length} fuzz cases failed (POOT_FUZZ_SEED=${seed} reproduces):\n${lines.join("\n")}`;
 }
 
+/**
+ * Entries (and mtimes) of the repository folders a stray relative write or a cache would land in: the suite
+ * compares them before and after, beside each case's own directory check.
+ */
+export function repoSnapshot(): Snap {
+  const out: Snap = {};
+  for (const d of ["", "cli", "models", join("models", "stories260K"), "tests", join("tests", "fuzz")]) {
+    const dir = join(REPO, d);
+    if (!existsSync(dir)) continue;
+    for (const name of readdirSync(dir)) {
+      const st = lstatSync(join(dir, name));
+      out[join(dir, name)] = `${st.isDirectory() ? "d" : st.size}:${st.isDirectory() ? 0 : st.mtimeMs}`;
+    }
+  }
+  return out;
+}
+
+/** What changed between two repoSnapshots. */
+export function repoChanges(a: Snap, b: Snap): string[] {
+  return diff(a, b);
+}
+
 /** Does `path` exist (for a skip reason)? */
 export function exists(path: string): boolean {
   return existsSync(path);
