@@ -119,6 +119,13 @@ model("meta/rope-dims-odd", C2, (m) => setMeta(m, "llama.rope.dimension_count", 
   metaErr("llama.rope.dimension_count", "7 must be even"), "MetadataError");
 model("meta/rope-dims-past-head", C2, (m) => setMeta(m, "llama.rope.dimension_count", meta.u32(16)),
   metaErr("llama.rope.dimension_count", "16 is more than 8"), "MetadataError");
+// Dims in range but not what the tensors hold: refused by the tensor check before anything is sized from them.
+model("meta/embedding-length-vs-tensors", C2, (m, r) => setMeta(m, "llama.embedding_length", meta.u32(64 * pick(r, 2, 64))),
+  /TensorMismatchError: .*tensor 'token_embd\.weight': shape \[512, 64\], but the config implies \[512, \d+\]/, "TensorMismatchError");
+model("meta/key-length-vs-tensors", C2, (m) => setMeta(m, "llama.attention.key_length", meta.u32(16)),
+  /TensorMismatchError: .*attn_q\.weight': shape \[64, 64\], but the config implies \[128, 64\]/, "TensorMismatchError");
+model("meta/ffn-2^24", C2, (m) => setMeta(m, "llama.feed_forward_length", meta.u32(2 ** 24)),
+  /TensorMismatchError: .*ffn_gate\.weight': shape \[172, 64\], but the config implies \[16777216, 64\]/, "TensorMismatchError");
 model("meta/context-length-0", C2, (m) => setMeta(m, "llama.context_length", meta.u32(0)),
   metaErr("llama.context_length", "0 is not a whole number of at least 2"), "MetadataError");
 
