@@ -2,15 +2,15 @@
 // and Bun (POOT_FUZZ_RUNTIMES restricts them), two at a time. Each must exit with its code and one "poot:"
 // line naming the problem, print nothing on stdout, write nothing, and stay within 30 s and 512 MiB peak RSS
 // (runner.ts says how RSS is bounded). Seeded: POOT_FUZZ_SEED=N (or "random") picks other bytes of the same
-// classes; a failure prints the seed that reproduces it. POOT_FUZZ_CLI points the suite at another tree's
-// cli/main.ts (to measure a before/after). A runtime that is not installed is a skip with the reason.
+// classes; a failure prints the seed that reproduces it, and POOT_FUZZ_ONLY=<regexp> runs just the cases it
+// names. POOT_FUZZ_CLI points the suite at another tree's cli/main.ts (to measure a before/after). A runtime that is not installed is a skip with the reason.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { FuzzCase } from "./case.ts";
 import { fuzzSeed } from "./case.ts";
-import { BOUNDS, caseFiles, repoChanges, repoSnapshot, report, runAll, runtimeBinary, runtimes } from "./runner.ts";
+import { BOUNDS, caseFiles, repoChanges, repoSnapshot, report, runAll, runtimeBinary, runtimes, selected } from "./runner.ts";
 
 const seed = fuzzSeed();
 const files: [string, FuzzCase[]][] = [];
@@ -33,7 +33,9 @@ test("fuzz case names are unique and every case has a class, an exit code and a 
 
 for (const rt of runtimes()) {
   const bin = runtimeBinary(rt);
-  for (const [file, cases] of files) {
+  for (const [file, all] of files) {
+    const cases = selected(all);
+    if (!cases.length) continue;
     test(`fuzz ${file} under ${rt}: ${cases.length} cases, one line each, right exit, nothing written, ` +
       `under ${BOUNDS.wallMs / 1000} s and ${BOUNDS.rssMiB} MiB (seed ${seed})`, {
       skip: bin ? false : `${rt} is not installed (not in node_modules/.bin or on PATH)`,

@@ -209,6 +209,12 @@ export async function runAll(cases: readonly FuzzCase[], rt: Runtime, bin: strin
   return results;
 }
 
+/** POOT_FUZZ_ONLY (a regular expression on case names) narrows a run to the cases it matches, to reproduce one. */
+export function selected<T extends { name: string }>(cases: readonly T[]): T[] {
+  const only = env.POOT_FUZZ_ONLY;
+  return only ? cases.filter((c) => new RegExp(only).test(c.name)) : [...cases];
+}
+
 /** The case files: every tests/fuzz/*_cases.ts. */
 export function caseFiles(): string[] {
   const dir = fileURLToPath(new URL(".", import.meta.url));

@@ -4,7 +4,7 @@
 // nothing written, in bounds) with a message other than the one the case names (an untyped or vaguer error).
 import { pathToFileURL } from "node:url";
 import { type FuzzCase, fuzzSeed } from "./case.ts";
-import { caseFiles, cliPath, report, runAll, type Runtime, runtimeBinary } from "./runner.ts";
+import { caseFiles, cliPath, report, runAll, type Runtime, runtimeBinary, selected } from "./runner.ts";
 
 const args = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
   (globalThis as unknown as { process: { argv: string[] } }).process.argv.slice(2);
@@ -13,7 +13,7 @@ const bin = runtimeBinary(rt);
 if (!bin) throw new Error(`${rt} is not installed`);
 const seed = fuzzSeed();
 const cases: FuzzCase[] = [];
-for (const f of caseFiles()) cases.push(...((await import(pathToFileURL(f).href)) as { cases: FuzzCase[] }).cases);
+for (const f of caseFiles()) cases.push(...selected(((await import(pathToFileURL(f).href)) as { cases: FuzzCase[] }).cases));
 const t0 = performance.now();
 const results = await runAll(cases, rt, bin, seed);
 const byClass = new Map<string, { pass: number; clean: number; all: number }>();
