@@ -3,7 +3,8 @@
 // line naming the problem, print nothing on stdout, write nothing, and stay within 30 s and 512 MiB peak RSS
 // (runner.ts says how RSS is bounded). Seeded: POOT_FUZZ_SEED=N (or "random") picks other bytes of the same
 // classes; a failure prints the seed that reproduces it, and POOT_FUZZ_ONLY=<regexp> runs just the cases it
-// names. POOT_FUZZ_CLI points the suite at another tree's cli/main.ts (to measure a before/after). A runtime that is not installed is a skip with the reason.
+// names. POOT_FUZZ_CLI points the suite at another tree's cli/main.ts (to measure a before/after). A runtime
+// that is not installed is a skip with the reason.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
