@@ -9,6 +9,7 @@ import {
   type BackendChoice, compileGraph, Driver, Engine, loadModel, openBackend, type SamplerParams, VERSION,
 } from "../mod.ts";
 import { renderKernel, TARGETS, type RenderTarget } from "./render.ts";
+import { escapeControls } from "../llm/errors.ts";
 
 // Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir; give it a private one.
 const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
@@ -27,6 +28,7 @@ const USAGE = `poot ${VERSION}
 usage:
   poot run   [--model FILE] [--prompt TEXT]... [--max-tokens N] [--backend auto|ptx|rocm|vulkan|wgpu|js]
              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
+             [--allow-long-context: a --ctx above the model's trained length]
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
   poot serve (not built yet)
@@ -58,6 +60,7 @@ const OPTIONS = {
   "min-p": { type: "string" },
   seed: { type: "string" },
   ctx: { type: "string" },
+  "allow-long-context": { type: "boolean" },
   json: { type: "boolean" },
   "dump-kernels": { type: "string" },
   target: { type: "string" },
@@ -118,7 +121,7 @@ async function run(v: Record<string, string | string[] | boolean | undefined>, b
   const engine = new Engine(device, { compile: compileGraph });
   try {
     const t0 = performance.now();
-    const driver = await Driver.open(model, engine, { ctx });
+    const driver = await Driver.open(model, engine, { ctx, allowLongContext: v["allow-long-context"] === true });
     const loadMs = performance.now() - t0;
     // Several --prompt flags run one after another on the same loaded model (one JSON line each).
     const prompts = (v.prompt as string[] | undefined) ?? [""];
@@ -220,6 +223,7 @@ try {
   exit(await main());
 } catch (e) {
   const err = e as Error;
-  console.error(`poot: ${err instanceof UsageError ? "" : `${err.name}: `}${err.message}`);
+  // Escaped here too: an argument or a lower layer's message must not split the one line or drive the terminal.
+  console.error(escapeControls(`poot: ${err instanceof UsageError ? "" : `${err.name}: `}${err.message}`));
   exit(err instanceof UsageError ? 2 : 1);
 }

@@ -9,13 +9,19 @@ import type { Tensor, Tracer } from "../graph/tracer.ts";
 import { ContextOverflowError, LlmError } from "./errors.ts";
 import { traceLlama } from "./families/llama.ts";
 import type { ModelHandle } from "./model.ts";
+import { checkContext, type ContextRequest } from "./validate.ts";
 import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots, validateSampler } from "./sampling.ts";
 
 export type { SamplerParams } from "./sampling.ts";
 
 export interface DriverOptions {
-  /** KV capacity in positions (default: the model's context length, at most 2048). */
+  /**
+   * KV capacity in positions (default: the model's context length, at most 2048). Above the trained length
+   * it is refused unless `allowLongContext`; one whose KV cache cannot fit the device is always refused.
+   */
   ctx?: number;
+  /** Allow `ctx` above the length the model was trained for (quality may degrade past it). */
+  allowLongContext?: boolean;
   /** Prefill row shapes prepared up front (default [32, 8]; 1 is always there: the decode step). */
   prefill?: number[];
 }
@@ -54,8 +60,7 @@ export class Driver {
   private readonly hiddenRows = new Set<number>();
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, opts: DriverOptions) {
-    this.ctx = opts.ctx ?? Math.min(model.contextLength ?? 2048, 2048);
-    if (!(this.ctx >= 2)) throw new LlmError(`context of ${this.ctx} positions is too small`);
+    this.ctx = checkContext(contextRequest(model, exec, opts));
     this.prefillRows = [...new Set((opts.prefill ?? [32, 8]).filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
   }
 
@@ -241,6 +246,27 @@ export class Driver {
     const r = await this.exec.step(id, { token: tokens, pos: new Int32Array([0]) });
     return (r.outputs.hidden as Float32Array).slice(0, ids.length * this.model.config.dim);
   }
+}
+
+/**
+ * What sizes the context on the device, for checkContext: f32 K and V of every layer per position, plus the
+ * attention scores of the widest prefill chunk (rows x heads per position, counted twice for the softmax).
+ */
+function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
+  const c = model.config;
+  const rows = Math.max(1, ...(opts.prefill ?? [32, 8]));
+  let fixed = 0;
+  for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
+  return {
+    requested: opts.ctx,
+    trained: model.contextLength,
+    trainedKey: `${model.arch}.context_length`,
+    allowLonger: opts.allowLongContext,
+    bytesPerPosition: 2 * c.layers * c.kvHeads * c.headDim * 4 + 2 * rows * c.heads * 4,
+    bufferBytesPerPosition: c.kvHeads * c.headDim * 4,
+    fixedBytes: fixed,
+    target: exec.targetSet(),
+  };
 }
 
 /** The normed hidden state the logits projection reads. */

@@ -1,10 +1,40 @@
 // Typed errors of the LLM layer. Each message is one line that names what was wrong (a file, a field, a tensor,
 // an offset), so the command line can print it as is without a stack trace.
+//
+// Strings that come from a model file or an argument (keys, tensor names, an architecture, a path) may hold
+// anything: `shown` escapes control characters and caps the length where such a string enters a message, and
+// every LlmError escapes its whole message once more, so no file can split the one error line or send a
+// terminal escape sequence (ESC[2J) to the user's terminal.
+
+/** Longest piece of an untrusted string `shown` keeps (in UTF-16 units). */
+export const SHOWN_MAX = 120;
+
+// C0 controls, DEL, C1 controls, and the Unicode line/paragraph separators and bidi overrides that reorder
+// or break a terminal line.
+// deno-lint-ignore no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** `s` with control characters written as escapes (`\n`, `\x1b`, `\u2028`). */
+export function escapeControls(s: string): string {
+  return s.replace(CONTROL, (c) => {
+    if (c === "\n") return "\\n";
+    if (c === "\r") return "\\r";
+    if (c === "\t") return "\\t";
+    const n = c.charCodeAt(0);
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
+  });
+}
+
+/** An untrusted string as it may appear in an error message: escaped, and cut to `max` units with a count. */
+export function shown(s: string, max = SHOWN_MAX): string {
+  const cut = s.length > max ? `${s.slice(0, max)}... (${s.length - max} more)` : s;
+  return escapeControls(cut);
+}
 
 /** Base class of every error the LLM layer throws on bad input. */
 export class LlmError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(escapeControls(message), options);
     this.name = new.target.name;
   }
 }
@@ -13,7 +43,7 @@ export class LlmError extends Error {
 export class ModelNotFoundError extends LlmError {
   readonly path: string;
   constructor(path: string, reason: string, options?: { cause?: unknown }) {
-    super(`${path}: cannot read model file: ${reason}`, options);
+    super(`${shown(path, 400)}: cannot read model file: ${reason}`, options);
     this.path = path;
   }
 }
@@ -34,7 +64,7 @@ export class ModelFormatError extends LlmError implements FormatLocation {
   readonly field: string;
   readonly offset: number;
   constructor(loc: FormatLocation, problem: string) {
-    super(`${loc.file}: ${loc.field} at offset ${loc.offset}: ${problem}`);
+    super(`${shown(loc.file, 400)}: ${loc.field} at offset ${loc.offset}: ${problem}`);
     this.file = loc.file;
     this.field = loc.field;
     this.offset = loc.offset;
@@ -51,7 +81,7 @@ export class UnsupportedTensorTypeError extends UnsupportedFormatError {
   constructor(loc: FormatLocation, tensor: string, typeId: number, typeName?: string) {
     super(
       loc,
-      `tensor '${tensor}' has ${typeName ? `ggml type ${typeName} (id ${typeId}), which is not supported` : `unknown ggml type id ${typeId}`}`,
+      `tensor '${shown(tensor)}' has ${typeName ? `ggml type ${typeName} (id ${typeId}), which is not supported` : `unknown ggml type id ${typeId}`}`,
     );
     this.tensor = tensor;
     this.typeId = typeId;
@@ -62,7 +92,7 @@ export class UnsupportedTensorTypeError extends UnsupportedFormatError {
 export class MetadataError extends LlmError {
   readonly key: string;
   constructor(file: string, key: string, problem: string) {
-    super(`${file}: metadata '${key}': ${problem}`);
+    super(`${shown(file, 400)}: metadata '${shown(key)}': ${problem}`);
     this.key = key;
   }
 }
@@ -75,7 +105,7 @@ export class UnknownArchitectureError extends LlmError {
   readonly architecture: string;
   constructor(architecture: string, known: readonly string[] = []) {
     super(
-      `unknown architecture '${architecture}'` + (known.length ? ` (supported: ${known.join(", ")})` : ""),
+      `unknown architecture '${shown(architecture)}'` + (known.length ? ` (supported: ${known.join(", ")})` : ""),
     );
     this.architecture = architecture;
   }
@@ -88,6 +118,35 @@ export class ContextOverflowError extends LlmError {
   constructor(tokens: number, context: number, what = "prompt") {
     super(`${what} has ${tokens} tokens, more than the context of ${context}`);
     this.tokens = tokens;
+    this.context = context;
+  }
+}
+
+/** Metadata arrays nested deeper than the reader allows (a real file nests one level at most). */
+export class NestingLimitError extends ModelFormatError {
+  readonly depth: number;
+  constructor(loc: FormatLocation, depth: number) {
+    super(loc, `arrays nested more than ${depth} deep`);
+    this.depth = depth;
+  }
+}
+
+/** A tensor that is missing, or whose shape or dtype differs from what the model's config implies. */
+export class TensorMismatchError extends LlmError {
+  readonly file: string;
+  readonly tensor: string;
+  constructor(file: string, tensor: string, problem: string) {
+    super(`${shown(file, 400)}: tensor '${shown(tensor)}': ${problem}`);
+    this.file = file;
+    this.tensor = tensor;
+  }
+}
+
+/** A context length the model was not trained for or the device cannot hold; says how to override when one can. */
+export class ContextLengthError extends LlmError {
+  readonly context: number;
+  constructor(context: number, problem: string) {
+    super(`context of ${context} positions: ${problem}`);
     this.context = context;
   }
 }

@@ -2,7 +2,8 @@
 // context and chat. What the Driver needs to compile and run it; nothing here touches a device.
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { familyOf, type Family } from "./registry.ts";
-import { type LlamaConfig, weightMap } from "./families/llama.ts";
+import { type LlamaConfig, llamaWeights, tensorName, weightMap } from "./families/llama.ts";
+import { checkTensors, type ExpectedTensor, matrixDTypes } from "./validate.ts";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { type Tokenizer, tokenizerFromGGUF } from "./tokenizer/mod.ts";
 
@@ -21,12 +22,37 @@ export interface ModelHandle {
   gguf: GGUFFile;
 }
 
-/** Loads a GGUF model file. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
+/**
+ * Opens a GGUF model file: reads its header, checks its config and that every tensor the family reads has the
+ * shape and dtype the config implies, and builds the tokenizer. Tensor bytes stay in the file until the
+ * executor loads them. Errors are typed (llm/errors.ts) and name the file and what was wrong; on an error
+ * the file is closed.
+ */
 export function loadModel(path: string): ModelHandle {
-  const gguf = openGGUF(path); // a missing file or a directory is a ModelNotFoundError
+  const gguf = openGGUF(path); // a missing file, a directory or a FIFO is a ModelNotFoundError
+  try {
+    return handle(path, gguf);
+  } catch (e) {
+    gguf.close();
+    throw e;
+  }
+}
+
+/** The tensors the Llama step reads from a GGUF file: matrices in any float or block type, vectors in f32. */
+export function llamaExpected(config: LlamaConfig): ExpectedTensor[] {
+  const matrix = matrixDTypes();
+  return llamaWeights(config).map(({ role, shape }) => ({
+    name: tensorName("gguf", role)!,
+    shape,
+    dtypes: shape.length === 1 ? ["f32"] : matrix,
+  }));
+}
+
+function handle(path: string, gguf: GGUFFile): ModelHandle {
   const arch = gguf.optString("general.architecture");
   const family = familyOf(arch);
   const config = family.config(gguf);
+  checkTensors(gguf.file, llamaExpected(config), gguf);
   const map = weightMap(config, "gguf", [...gguf.tensors()].map((t) => t.name));
   return {
     path,

@@ -2,17 +2,21 @@
 // Q8_0/Q4_0 tensors, v2, custom alignment), and bad input that must raise a typed error naming what is wrong.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   LlmError,
   MetadataError,
   ModelFormatError,
   ModelNotFoundError,
+  NestingLimitError,
   UnsupportedFormatError,
   UnsupportedTensorTypeError,
 } from "../../llm/errors.ts";
-import { type GGUFValue, openGGUF, parseGGUF } from "../../llm/formats/gguf.ts";
+import { type GGUFArray, type GGUFValue, openGGUF, parseGGUF } from "../../llm/formats/gguf.ts";
 import { meta, writeGGUF } from "../../llm/formats/gguf-write.ts";
 import { dequantize, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, quantize } from "../../llm/formats/quant.ts";
 
@@ -76,9 +80,11 @@ test("stories260K.gguf: header, metadata values, 48 F32 tensors with row-major s
     assert.deepEqual(shape(`blk.${l}.attn_norm.weight`), [64]);
     assert.deepEqual(shape(`blk.${l}.ffn_norm.weight`), [64]);
   }
-  // Views into the one file buffer, aligned so that a Float32Array view works.
+  // Read from the file when asked: a fresh buffer of exactly the tensor, aligned so that a Float32Array view works.
   const emb = g.bytes("token_embd.weight");
-  assert.equal(emb.buffer, g.data.buffer);
+  assert.equal(emb.byteOffset, 0);
+  assert.equal(emb.buffer.byteLength, 512 * 64 * 4);
+  assert.deepEqual(emb, storiesBytes.subarray(g.info("token_embd.weight")!.offset, g.info("token_embd.weight")!.offset + 512 * 64 * 4));
   assert.equal(emb.byteLength, 512 * 64 * 4);
   assert.equal(emb.byteOffset % 4, 0);
   // output.weight equals token_embd.weight (tied embedding, per SOURCE.md).
@@ -402,4 +408,43 @@ test("other corruption: version, big-endian, counts, dims, alignment, offsets, d
   const arr = writeGGUF({ metadata: { "a": meta.strings(["x"]) } });
   new DataView(arr.buffer).setBigUint64(24 + 9 + 4 + 4, 1n << 40n, true);
   expectFormat(arr, /metadata\[0\] 'a' count/, /cannot fit/);
+});
+
+test("openGGUF reads tensors on demand from the open file; after close() they are refused, metadata stays", () => {
+  const g = openGGUF(STORIES);
+  const info = g.info("blk.2.ffn_up.weight")!;
+  assert.deepEqual(g.bytes(info.name), storiesBytes.subarray(info.offset, info.offset + info.byteLength));
+  g.close();
+  g.close(); // twice is harmless
+  assert.equal(g.getU32("llama.block_count"), 5);
+  const e = thrown(() => g.bytes(info.name));
+  assert.ok(e instanceof ModelFormatError);
+  assert.match(e.message, /tensor 'blk\.2\.ffn_up\.weight' data at offset \d+: the file was already closed/);
+});
+
+test("a FIFO or a character device is refused before it is opened (open() on a FIFO would block)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "poot-gguf-"));
+  try {
+    const fifo = join(dir, "m.gguf");
+    execFileSync("mkfifo", [fifo]);
+    for (const path of [fifo, "/dev/null"]) {
+      const e = thrown(() => openGGUF(path));
+      assert.ok(e instanceof ModelNotFoundError, path);
+      assert.match(e.message, /: cannot read model file: is not a regular file$/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("metadata arrays nested past the bound are a NestingLimitError, not a stack overflow", () => {
+  const deep = (depth: number) => {
+    let a: GGUFArray = { type: "u8", value: new Uint8Array(0) };
+    for (let i = 0; i < depth; i++) a = { type: "array", value: [a] };
+    return writeGGUF({ metadata: { deep: meta.array(a) } });
+  };
+  assert.equal(parseGGUF(deep(7)).getArray("deep").type, "array");
+  const e = thrown(() => parseGGUF(deep(8), "bad.gguf"));
+  assert.ok(e instanceof NestingLimitError);
+  assert.match(e.message, /^bad\.gguf: metadata\[0\] 'deep'(\[0\]){8} at offset \d+: arrays nested more than 8 deep$/);
 });
