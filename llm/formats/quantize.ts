@@ -10,8 +10,9 @@
 // - q4_k_m / q5_k_m: attn_v.weight and ffn_down.weight get q6_k in the layers use_more_bits picks (the first
 //   and last eighth of the layers and every third one between); attn_qkv.weight gets q5_k / q6_k;
 // - a row that is not whole blocks of the chosen type falls back: q4_k to q5_0, q5_k to q5_1, q6_k to q8_0,
-//   and to f16 when even that does not divide it. llama.cpp refuses such a tensor outright under q8_0/q4_0
-//   (no fallback); poot writes it as f16 instead and says so (the one place it differs).
+//   and to f16 when even that does not divide it (q8_0/q4_0 rows that are not whole blocks: f16 too).
+// tests/quant/llamacpp-quantize.test.ts checks types and bytes of every tensor against llama.cpp's own
+// llama_model_quantize.
 // Not reproduced: rules for model sizes/architectures llama.cpp special-cases (70B attn_v, 8-expert MoE,
 // Falcon), and the importance matrix (--imatrix).
 import { closeSync, openSync, writeSync } from "node:fs";
@@ -78,8 +79,7 @@ export function quantPlan(tensors: readonly TensorInfo[], ftype: QuantFtype): Qu
     if (nx % BLOCK[to].elems === 0) return { ...keep, to };
     const fb = FALLBACK[to];
     if (fb && nx % BLOCK[fb].elems === 0) return { ...keep, to: fb, note: `${nx} columns are not whole ${to} blocks: ${fb} (llama.cpp's fallback)` };
-    const why = fb ? `llama.cpp's fallback` : `llama.cpp refuses this tensor under ${ftype}`;
-    return { ...keep, to: "f16", note: `${nx} columns are not whole ${fb ?? to} blocks: f16 (${why})` };
+    return { ...keep, to: "f16", note: `${nx} columns are not whole ${fb ?? to} blocks: f16 (llama.cpp's fallback)` };
   });
 }
 
