@@ -145,11 +145,6 @@ export function teamReduce(b: KernelBuilder, t: Team, op: ReduceOp, v: Val): Val
   return r;
 }
 
-/** Sign-extends byte `k` (0 or 1) of a 16-bit word held in a u32 to i32. */
-export function sbyte(word: Val, k: 0 | 1): Val {
-  return word.shl(k === 0 ? 24 : 16).bitcast("i32").shr(24);
-}
-
 /** Largest vector width (elements, power of two, <= 16 bytes) whose alignment `count` elements keep. */
 export function vecWidth(esize: number, count: number): number {
   let v = Math.max(1, Math.floor(16 / esize));

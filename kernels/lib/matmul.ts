@@ -4,7 +4,7 @@
 // subgroup's loads cover contiguous memory, up to 8 batch rows sharing every weight load, one reduction at
 // the end. GGUF blocks are dequantized in registers (dequant.ts): lanes stride over the row's block chunks, so
 // neighbouring lanes read neighbouring bytes, and every batch row shares each chunk's decode.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { elemOf, gridFor, pairwise, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
 import { chunkDot, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";

@@ -2,7 +2,7 @@
 // scatter (rows through an index buffer, e.g. a paged WriteMap), gather (embedding rows by token id).
 // Every index read from a buffer is checked, so a bad slot faults with a distinct code instead of writing
 // somewhere else.
-import { type EType, type Kernel, KernelBuilder, KernelError, un, type Val } from "../ir.ts";
+import { type EType, type Kernel, KernelBuilder, KernelError, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { elemOf, gridFor, type IType, wgIndex, type WType } from "./common.ts";
