@@ -5,9 +5,10 @@
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { existsSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { z } from "zod";
 import { openGGUF } from "../llm/formats/gguf.ts";
-import { QUANT_FTYPES, quantizeToGGUF } from "../llm/formats/quantize.ts";
+import { QUANT_FTYPES, QuantizeError, quantizeToGGUF } from "../llm/formats/quantize.ts";
 
 export const QUANTIZE_USAGE = `usage: poot quantize IN OUT --type ${QUANT_FTYPES.join("|")} [--allow-requantize] [--quiet]
   IN is a GGUF file (f32/f16/bf16 tensors; quantized ones only with --allow-requantize).`;
@@ -44,11 +45,13 @@ export function quantizeMain(args: string[]): number {
   }
   const opts = Options.safeParse(parsed.values);
   if (!opts.success) throw new QuantizeUsageError(`quantize: ${opts.error.issues[0].message}`);
-  if (parsed.positionals.length !== 2) throw new QuantizeUsageError(`quantize: expected IN and OUT, got ${parsed.positionals.length} paths`);
+  if (parsed.positionals.length !== 2) throw new QuantizeUsageError(`quantize: expected IN and OUT, got ${parsed.positionals.length} path${parsed.positionals.length === 1 ? "" : "s"}`);
   const [input, output] = parsed.positionals;
   if (existsSync(input) && statSync(input).isDirectory()) {
-    throw new QuantizeUsageError(`quantize: ${input} is a folder; poot quantize reads GGUF files (Hugging Face folders are not supported yet)`);
+    throw new QuantizeError(`${input} is a folder: poot quantize reads GGUF files (Hugging Face folders are not supported yet)`);
   }
+  const outDir = dirname(output);
+  if (!existsSync(outDir) || !statSync(outDir).isDirectory()) throw new QuantizeError(`cannot write ${output}: ${outDir} is not a folder`);
   if (existsSync(output) && existsSync(input) && realpathSync(output) === realpathSync(input)) {
     throw new QuantizeUsageError("quantize: OUT is the same file as IN");
   }
