@@ -22,7 +22,7 @@ import type { Graph } from "../graph/ir.ts";
 import type { DType } from "../graph/dtype.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { type LlamaConfig, traceLlama } from "../llm/families/llama.ts";
-import { type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
 import { bytes, count, formatTable, pct } from "./table.ts";
 import { type DeviceTimes, TimedDevice } from "./timed.ts";
@@ -49,8 +49,10 @@ export interface BenchOptions {
   deepTokens?: number;
   /** KV capacity (default 2048). */
   cap?: number;
-  /** Weight dtype (default bf16). */
+  /** Weight dtype or quantization mix (default bf16). */
   dtype?: SyntheticDtype;
+  /** Several: one row per shape and dtype (overrides dtype). */
+  dtypes?: SyntheticDtype[];
   /** KV State dtype (default f16: 2 bytes as a bf16 cache). */
   kvDtype?: "f16" | "f32";
   /** Bytes per second the roofline assumes (default H200_BANDWIDTH). */
@@ -182,10 +184,12 @@ export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
   const rows: BenchRow[] = [];
   let backend = "", device = "";
   for (const shape of shapes) {
-    const dev = opts.open ? await opts.open() : await openBackend(opts.backend ?? "auto");
-    backend = dev.target.backend;
-    device = dev.target.device;
-    rows.push(await benchShape(shape, dev, opts, bandwidth, log));
+    for (const dtype of opts.dtypes ?? [opts.dtype ?? "bf16"]) {
+      const dev = opts.open ? await opts.open() : await openBackend(opts.backend ?? "auto");
+      backend = dev.target.backend;
+      device = dev.target.device;
+      rows.push(await benchShape(shape, dev, { ...opts, dtype }, bandwidth, log));
+    }
   }
   const result = { backend, device, runtime: runtimeName(), bandwidth, rows, table: "" };
   result.table = formatTable(result);
@@ -299,9 +303,11 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
 // ---- command line ----------------------------------------------------------------------------------------
 
 const USAGE = `usage: bench/decode.ts [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
-  [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype bf16|f16|f32|q8_0] [--kv f16|f32]
+  [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
-shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)`;
+shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
+dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
+  and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
 
 /** Parses the command line into BenchOptions (plus output flags). Throws RangeError on a bad flag. */
 export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; out?: string; help: boolean } {
@@ -326,8 +332,8 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   const shapes: (string | Shape)[] = names.flatMap((n): (string | Shape)[] =>
     n === "all" ? [...REAL_SHAPES] : n === "custom" ? [{ name: "custom", config: parseCustom(values.custom ?? "") }] : [n]
   );
-  const dtype = values.dtype ?? "bf16";
-  if (!["bf16", "f16", "f32", "q8_0"].includes(dtype)) throw new RangeError(`--dtype must be bf16, f16, f32 or q8_0`);
+  const dtypes = (values.dtype ?? "bf16").split(",").map((s) => s.trim().toLowerCase());
+  for (const d of dtypes) if (!(SYNTHETIC_DTYPES as readonly string[]).includes(d)) throw new RangeError(`--dtype: "${d}" is not one of ${SYNTHETIC_DTYPES.join(", ")}`);
   const kv = values.kv ?? "f16";
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv must be f16 or f32`);
   const bandwidth = values.bandwidth === undefined ? undefined : Number(values.bandwidth);
@@ -336,7 +342,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), deep: int("deep", values.deep, 0),
     deepTokens: int("deep-tokens", values["deep-tokens"], 1), cap: int("cap", values.cap, 2),
-    dtype: dtype as SyntheticDtype, kvDtype: kv, bandwidth, seed: int("seed", values.seed, 0),
+    dtype: dtypes[0] as SyntheticDtype, dtypes: dtypes as SyntheticDtype[], kvDtype: kv, bandwidth, seed: int("seed", values.seed, 0),
     eager: !values["no-eager"], timeoutMs: int("timeout-ms", values["timeout-ms"], 1),
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };

@@ -31,6 +31,7 @@ usage:
              [--allow-long-context: a --ctx above the model's trained length]
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
+  poot quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]
   poot serve (not built yet)
 --model defaults to the stories260K model shipped with poot.`;
 
@@ -75,6 +76,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (cmd === "quantize") return (await import("./quantize.ts")).quantizeMain(rest);
   let values: Record<string, string | string[] | boolean | undefined>;
   try {
     values = parseArgs({ args: rest, options: OPTIONS, allowPositionals: false, strict: true }).values;
@@ -224,6 +226,7 @@ try {
 } catch (e) {
   const err = e as Error;
   // Escaped here too: an argument or a lower layer's message must not split the one line or drive the terminal.
-  console.error(escapeControls(`poot: ${err instanceof UsageError ? "" : `${err.name}: `}${err.message}`));
-  exit(err instanceof UsageError ? 2 : 1);
+  const usage = err instanceof UsageError || (err as { usage?: boolean }).usage === true; // cli/quantize.ts's too
+  console.error(escapeControls(`poot: ${usage ? "" : `${err.name}: `}${err.message}`));
+  exit(usage ? 2 : 1);
 }

@@ -7,14 +7,18 @@
 /** Plain element types a kernel can compute with or store. */
 export type ScalarDType = "f32" | "f16" | "bf16" | "i32" | "u32" | "i8" | "u8" | "bool";
 /** GGUF block-quantized types: bytes laid out in blocks along the innermost dimension. */
-export type BlockDType = "q8_0" | "q4_0" | "q4_k" | "q6_k";
+export type BlockDType = "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k";
 export type DType = ScalarDType | BlockDType;
 
 /** Block geometry of each packed type: elements per block and bytes per block (GGUF's definitions). */
 export const BLOCK: Record<BlockDType, { elems: number; bytes: number }> = {
   q8_0: { elems: 32, bytes: 34 },
   q4_0: { elems: 32, bytes: 18 },
+  q4_1: { elems: 32, bytes: 20 },
+  q5_0: { elems: 32, bytes: 22 },
+  q5_1: { elems: 32, bytes: 24 },
   q4_k: { elems: 256, bytes: 144 },
+  q5_k: { elems: 256, bytes: 176 },
   q6_k: { elems: 256, bytes: 210 },
 };
 
@@ -210,6 +214,39 @@ function dequantQ4_0(b: Uint8Array, nb: number, y: Float32Array): void {
   }
 }
 
+function dequantQ4_1(b: Uint8Array, nb: number, y: Float32Array): void {
+  const fr = Math.fround;
+  for (let i = 0, o = 0; i < nb; i++, o += 20) {
+    const d = halfAt(b, o), m = halfAt(b, o + 2);
+    for (let j = 0; j < 16; j++) {
+      const q = b[o + 4 + j];
+      y[i * 32 + j] = fr((q & 0x0f) * d) + m;
+      y[i * 32 + j + 16] = fr((q >> 4) * d) + m;
+    }
+  }
+}
+
+// q5_0 / q5_1: the fifth bit of element j is bit j of the 32-bit qh (elements j + 16: bit j + 16).
+function dequantQ5(b: Uint8Array, nb: number, y: Float32Array, withMin: boolean): void {
+  const fr = Math.fround, size = withMin ? 24 : 22, hAt = withMin ? 4 : 2;
+  for (let i = 0, o = 0; i < nb; i++, o += size) {
+    const d = halfAt(b, o), m = withMin ? halfAt(b, o + 2) : 0;
+    const qh = (b[o + hAt] | (b[o + hAt + 1] << 8) | (b[o + hAt + 2] << 16) | (b[o + hAt + 3] << 24)) >>> 0;
+    for (let j = 0; j < 16; j++) {
+      const q = b[o + hAt + 4 + j];
+      const x0 = (q & 0x0f) | (((qh >>> j) << 4) & 0x10);
+      const x1 = (q >> 4) | ((qh >>> (j + 12)) & 0x10);
+      if (withMin) {
+        y[i * 32 + j] = fr(x0 * d) + m;
+        y[i * 32 + j + 16] = fr(x1 * d) + m;
+      } else {
+        y[i * 32 + j] = (x0 - 16) * d;
+        y[i * 32 + j + 16] = (x1 - 16) * d;
+      }
+    }
+  }
+}
+
 // 6-bit scale and min of sub-block j of a q4_k block (ggml's get_scale_min_k4).
 function scaleMinK4(b: Uint8Array, s: number, j: number): [number, number] {
   if (j < 4) return [b[s + j] & 63, b[s + j + 4] & 63];
@@ -235,6 +272,27 @@ function dequantQ4_K(b: Uint8Array, nb: number, y: Float32Array): void {
       for (let l = 0; l < 32; l++) y[yi++] = fr(d1 * (b[q + l] & 0x0f)) - m1;
       for (let l = 0; l < 32; l++) y[yi++] = fr(d2 * (b[q + l] >> 4)) - m2;
       q += 32;
+    }
+  }
+}
+
+function dequantQ5_K(b: Uint8Array, nb: number, y: Float32Array): void {
+  const fr = Math.fround;
+  for (let i = 0, o = 0; i < nb; i++, o += 176) {
+    const d = halfAt(b, o);
+    const dmin = halfAt(b, o + 2);
+    const s = o + 4, qh = o + 16; // scales[12], qh[32]
+    let ql = o + 48; // qs[128]
+    let yi = i * 256;
+    for (let j = 0, is = 0; j < 4; j++, is += 2) {
+      const [sc1, m1q] = scaleMinK4(b, s, is);
+      const [sc2, m2q] = scaleMinK4(b, s, is + 1);
+      const d1 = fr(d * sc1), m1 = fr(dmin * m1q);
+      const d2 = fr(d * sc2), m2 = fr(dmin * m2q);
+      const u1 = 1 << (2 * j), u2 = 2 << (2 * j);
+      for (let l = 0; l < 32; l++) y[yi++] = fr(d1 * ((b[ql + l] & 0x0f) + (b[qh + l] & u1 ? 16 : 0))) - m1;
+      for (let l = 0; l < 32; l++) y[yi++] = fr(d2 * ((b[ql + l] >> 4) + (b[qh + l] & u2 ? 16 : 0))) - m2;
+      ql += 32;
     }
   }
 }
@@ -269,7 +327,11 @@ function dequantQ6_K(b: Uint8Array, nb: number, y: Float32Array): void {
 const DEQUANT: Record<BlockDType, (b: Uint8Array, nb: number, y: Float32Array) => void> = {
   q8_0: dequantQ8_0,
   q4_0: dequantQ4_0,
+  q4_1: dequantQ4_1,
+  q5_0: (b, nb, y) => dequantQ5(b, nb, y, false),
+  q5_1: (b, nb, y) => dequantQ5(b, nb, y, true),
   q4_k: dequantQ4_K,
+  q5_k: dequantQ5_K,
   q6_k: dequantQ6_K,
 };
 

@@ -326,10 +326,10 @@ export function describeUnit(g: Graph, u: Unit): string {
 
 // ---- gemv units ------------------------------------------------------------------------------------------
 
-const GEMV_WEIGHTS = new Set(["f32", "f16", "bf16"]);
+const GEMV_WEIGHTS = new Set(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]);
 
 /**
- * Finds gemv units: batch-1 matmuls (f32 x of numel K, a float const [N, K] weight) grouped by input (an
+ * Finds gemv units: batch-1 matmuls (f32 x of numel K, a float or block const [N, K] weight) grouped by input (an
  * rmsnorm whose every use is such a matmul is folded: the group reads its input), weight dtype and K, each
  * with its epilogue chain. A unit runs where its last node is; it is kept only when nothing outside it reads
  * one of its nodes before that point (else its matmuls are left to the other units and planning repeats).

@@ -329,7 +329,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       bindings.push(bind(pp.out));
       return part;
     });
-    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.FType, norm, parts, tune: opts.gemvTune });
+    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, tune: opts.gemvTune });
     const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
     const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
     kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });

@@ -11,15 +11,22 @@
 //
 // Speed: one xorshift32 step yields two 16-bit indices into a 65536-entry table of ready-encoded values, so a
 // bf16/f16 matrix costs one table lookup per element and no float conversion.
-import { BLOCK, type DType, f32ToBf16, f32ToF16 } from "../graph/dtype.ts";
+import { BLOCK, type BlockDType, type DType, f32ToBf16, f32ToF16, isBlock } from "../graph/dtype.ts";
 import { roleKey, type TensorInfo, type WeightMap, type WeightRole, type WeightStore } from "../graph/weights.ts";
 import { type LlamaConfig, llamaWeights, tensorName } from "./families/llama.ts";
+import { quantizeBlocks } from "./formats/ggml-quants.ts";
+import { QUANT_FTYPES, type QuantFtype, quantPlan } from "./formats/quantize.ts";
 
-/** Element type of the synthetic matrices. */
-export type SyntheticDtype = "bf16" | "f16" | "f32" | "q8_0";
+/**
+ * Element type of the synthetic matrices, or a llama-quantize file type (q8_0, q4_0, q4_k_m, q5_k_m, q6_k):
+ * each matrix then gets the type llama-quantize would give it (llm/formats/quantize.ts quantPlan, f16 where
+ * it falls back), filled with blocks drawn from a pool that ggml's reference quantizer made in process.
+ */
+export type SyntheticDtype = "bf16" | "f16" | "f32" | QuantFtype;
+export const SYNTHETIC_DTYPES: readonly SyntheticDtype[] = ["bf16", "f16", "f32", ...QUANT_FTYPES];
 
 export interface SyntheticOptions {
-  /** Matrix dtype (default bf16). q8_0 falls back to f16 for a matrix whose rows are not whole blocks. */
+  /** Matrix dtype or quantization file type (default bf16); see SyntheticDtype. */
   dtype?: SyntheticDtype;
   /** Standard deviation of matrix entries (default 0.02). */
   std?: number;
@@ -70,11 +77,15 @@ export function syntheticLlama(config: LlamaConfig, opts: SyntheticOptions = {})
   const map: WeightMap = new Map();
   const dtypes = new Map<string, DType>();
   let total = 0;
-  for (const { role, shape } of llamaWeights(config)) {
+  const weights = llamaWeights(config);
+  const quantized = (QUANT_FTYPES as readonly string[]).includes(dtype)
+    ? quantPlan(weights.map(({ role, shape }) => ({ name: tensorName("gguf", role)!, dtype: "f16", shape, byteLength: 0 })), dtype as QuantFtype)
+    : undefined;
+  for (const [i, { role, shape }] of weights.entries()) {
     const name = tensorName("gguf", role)!;
     const count = shape.reduce((a, b) => a * b, 1);
     let d: DType = "f32";
-    if (shape.length > 1) d = dtype === "q8_0" && shape[shape.length - 1] % BLOCK.q8_0.elems !== 0 ? "f16" : dtype;
+    if (shape.length > 1) d = quantized ? quantized[i].to : dtype as DType;
     const isNorm = role.role.endsWith("norm");
     const fill: Fill = isNorm ? { kind: "ones" } : role.role === "rope_freqs" ? { kind: "ones" } : { kind: "normal", std };
     const byteLength = tensorBytes(d, count);
@@ -125,8 +136,9 @@ function tensorBytes(d: DType, count: number): number {
   switch (d) {
     case "f32": return count * 4;
     case "bf16": case "f16": return count * 2;
-    case "q8_0": return (count / BLOCK.q8_0.elems) * BLOCK.q8_0.bytes;
-    default: throw new RangeError(`synthetic weights cannot be ${d}`);
+    default:
+      if (isBlock(d)) return (count / BLOCK[d].elems) * BLOCK[d].bytes;
+      throw new RangeError(`synthetic weights cannot be ${d}`);
   }
 }
 
@@ -212,7 +224,9 @@ function buildTensor(s: Spec, out: Uint8Array): Uint8Array {
     case "bf16": case "f16": fillPairs(new Int32Array(out.buffer, 0, count >>> 1), halfTable(s.dtype, std), s.seed, count, out); break;
     case "f32": fillF32(new Float32Array(out.buffer, 0, count), f32Table(std), s.seed); break;
     case "q8_0": fillQ8(out, count / BLOCK.q8_0.elems, f32ToF16(std * Q8_RANGE / 127), q8Table(), s.seed); break;
-    default: throw new RangeError(`synthetic weights cannot be ${s.dtype}`);
+    default:
+      if (!isBlock(s.dtype)) throw new RangeError(`synthetic weights cannot be ${s.dtype}`);
+      fillBlocks(out, count / BLOCK[s.dtype].elems, BLOCK[s.dtype].bytes, blockPool(s.dtype, std), s.seed);
   }
   return out;
 }
@@ -275,5 +289,32 @@ function fillQ8(out: Uint8Array, blocks: number, d: number, t: Int8Array, seed: 
       q[o + 2] = t[(x >> 16) & 0xff];
       q[o + 3] = t[(x >> 24) & 0xff];
     }
+  }
+}
+
+const POOL = 256;
+const pools = new Map<string, Uint8Array>();
+/** POOL blocks of type d quantized by ggml's reference algorithm from normal-ish values of the given std. */
+function blockPool(d: BlockDType, std: number): Uint8Array {
+  const key = `${d}:${std}`;
+  let p = pools.get(key);
+  if (!p) {
+    const t = f32Table(std), n = POOL * BLOCK[d].elems;
+    const x = new Float32Array(n);
+    for (let i = 0; i < n; i++) x[i] = t[fmix(Math.imul(i + 7, 0x2545f491)) & 0xffff];
+    pools.set(key, p = quantizeBlocks(d, x));
+  }
+  return p;
+}
+
+/** Blocks copied from the pool in xorshift order (a tensor of real quantized blocks at memcpy speed). */
+function fillBlocks(out: Uint8Array, blocks: number, size: number, pool: Uint8Array, seed: number): void {
+  let x = seed | 0;
+  for (let b = 0, o = 0; b < blocks; b++, o += size) {
+    x ^= x << 13;
+    x ^= (x >> 17) & 0x7fff;
+    x ^= x << 5;
+    const k = (x & (POOL - 1)) * size;
+    out.set(pool.subarray(k, k + size), o);
   }
 }

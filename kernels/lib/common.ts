@@ -1,27 +1,27 @@
 // Shared pieces of the kernel library: how invocations are grouped onto rows for each target, grids that
 // respect the per-dimension workgroup limits, cross-lane reductions (subgroup or shared-memory tree), and
-// reading elements of every weight layout (f32/f16/bf16 and GGUF q8_0/q4_0 blocks).
+// and the weight layouts (f32/f16/bf16 and GGUF blocks, dequantized by dequant.ts).
 import { type EType, type KernelBuilder, type ReduceOp, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
+import { isQType, QLAYOUT, type QType } from "./dequant.ts";
 
 /** Float storage types a kernel reads or writes as f32. */
 export type FType = "f32" | "f16" | "bf16";
-/** Weight layouts a matmul/gather reads: plain floats or GGUF blocks (q8_0: f16 scale + 32 i8; q4_0: f16 scale + 16 bytes of nibbles). */
-export type WType = FType | "q8_0" | "q4_0";
+/** Weight layouts a matmul/gemv/gather reads: plain floats or GGUF blocks (dequant.ts). */
+export type WType = FType | QType;
 /** Integer types of device-side indices (token ids, positions, slot map entries). */
 export type IType = "u32" | "i32";
 
-export const QBLOCK = { q8_0: { elems: 32, bytes: 34, words: 17 }, q4_0: { elems: 32, bytes: 18, words: 9 } } as const;
-
 /** Storage element type a binding of this layout is declared with (block types are raw bytes). */
 export function elemOf(w: WType): EType {
-  return w === "q8_0" || w === "q4_0" ? "u8" : w;
+  return isQType(w) ? "u8" : w;
 }
 /** Bytes of a [rows, cols] tensor in layout w. */
 export function bytesOf(w: WType, rows: number, cols: number): number {
-  if (w === "q8_0" || w === "q4_0") {
-    if (cols % 32 !== 0) throw new RangeError(`${w} rows need a multiple of 32 columns, got ${cols}`);
-    return rows * (cols / 32) * QBLOCK[w].bytes;
+  if (isQType(w)) {
+    const l = QLAYOUT[w];
+    if (cols % l.elems !== 0) throw new RangeError(`${w} rows need a multiple of ${l.elems} columns, got ${cols}`);
+    return rows * (cols / l.elems) * l.bytes;
   }
   return rows * cols * (w === "f32" ? 4 : 2);
 }
@@ -143,11 +143,6 @@ export function teamReduce(b: KernelBuilder, t: Team, op: ReduceOp, v: Val): Val
   const r = b.let(b.sload(s, 0), s.t, "red");
   b.barrier(); // the next reduction may overwrite the scratch
   return r;
-}
-
-/** Sign-extends byte `k` (0 or 1) of a 16-bit word held in a u32 to i32. */
-export function sbyte(word: Val, k: 0 | 1): Val {
-  return word.shl(k === 0 ? 24 : 16).bitcast("i32").shr(24);
 }
 
 /** Largest vector width (elements, power of two, <= 16 bytes) whose alignment `count` elements keep. */

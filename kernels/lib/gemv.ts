@@ -12,13 +12,16 @@
 // - Epilogues: + bias[n] per weight, + residual[n], rounding to f16/bf16 on store, and storing at row pos of a
 //   [cap, n] State (the K/V cache write, faulting FAULT.UPDATE_POS past cap).
 // Lanes stride over k with 16-byte loads (a subgroup's loads cover contiguous memory), the loop unrolled so a
-// lane keeps several loads in flight; one reduction per dot at the end.
+// lane keeps several loads in flight; one reduction per dot at the end. GGUF block weights (dequant.ts): lanes
+// stride over the rows' block chunks instead, each chunk decoded in registers (16-byte loads of q4_k/q5_k
+// quants, scales decoded once per chunk's sub-blocks) and dotted as scale·Σq·x + bias·Σx.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
-import { type FType, gridFor, type IType, pairwise, team, teamReduce, vecWidth, wgIndex } from "./common.ts";
+import { elemOf, type FType, gridFor, type IType, pairwise, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+import { chunkDot, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";
 
 export interface GemvPart {
   /** Output rows (rows of each weight). */
@@ -52,7 +55,8 @@ export interface GemvTune {
 export interface GemvShape {
   /** Width of x and of every weight row. */
   k: number;
-  w: FType;
+  /** Weight layout (a block type: k a whole number of blocks). */
+  w: WType;
   /** rmsnorm of x folded in: g [k] of this type. */
   norm?: { eps: number; weight: FType };
   parts: GemvPart[];
@@ -81,7 +85,7 @@ export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): G
   const plain = s.parts.every((p) => (p.kind ?? "dot") === "dot");
   const rows = !plain || s.parts.reduce((a, p) => a + p.n, 0) >= 32768 ? 2 : 1;
   const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
-  const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
+  const vec = isQType(s.w) ? QLAYOUT[s.w].per : vecWidth(s.w === "f32" ? 4 : 2, s.k);
   let sgs = 1;
   if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec / 2) sgs *= 2;
   const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
@@ -124,7 +128,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const bufs: PartBufs[] = s.parts.map((p, i) => {
     const kind = p.kind ?? "dot";
     const nw = kind === "silu_mul" ? 2 : 1;
-    const ws = Array.from({ length: nw }, (_, j) => b.buffer(`w${i}_${j}`, w, "r"));
+    const ws = Array.from({ length: nw }, (_, j) => b.buffer(`w${i}_${j}`, elemOf(w), "r"));
     const bias = p.bias ? Array.from({ length: nw }, (_, j) => b.buffer(`bias${i}_${j}`, "f32", "r")) : [];
     const res = p.residual ? b.buffer(`res${i}`, "f32", "r") : undefined;
     const freqs = kind === "rope" ? b.buffer(`freqs${i}`, "f32", "r") : undefined;
@@ -140,7 +144,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const T = b.let(t.rows === 1 ? wgi : wgi.mul(t.rows).add(t.lanes === 1 ? b.lid.x : b.builtin("sgid")), "u32", "team");
   if (grid[0] * grid[1] * grid[2] * t.rows > total) b.if(T.ge(total), () => b.return());
 
-  const vec = vecWidth(w === "f32" ? 4 : 2, k);
+  const qt = isQType(w) ? w : undefined;
+  const vec = qt ? 4 : vecWidth(w === "f32" ? 4 : 2, k);
   const xv = Math.min(4, vec);
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), vec) : 1;
   // A one-lane team (a CPU) is latency-bound on the rounded add chain: one chain per vector element.
@@ -152,6 +157,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
    * weight loads are issued (work that overlaps them); returns the team-wide sums (and Σx²).
    */
   const dots = (rows: { buf: Buffer; row: Val }[], between?: () => void): { sums: Val[]; ss?: Val } => {
+    if (qt) return dotsQ(rows, between);
     const acc = rows.map(() => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
     const ssAcc = g ? Array.from({ length: chains }, () => b.let(f32(0), "f32", "ss")) : [];
     const bases = rows.map((r) => b.let(r.row.mul(k), "u32", "wrow"));
@@ -197,6 +203,31 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
     const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
     return { sums, ss };
+  };
+  /** `dots` over block weights: lanes stride over the row's chunks; x (and g) loads are shared by the rows. */
+  const dotsQ = (rows: { buf: Buffer; row: Val }[], between?: () => void): { sums: Val[]; ss?: Val } => {
+    const q = QLAYOUT[qt!], nb = k / q.elems, total = nb * q.chunks, cs = Math.log2(q.chunks);
+    const acc = rows.map(() => b.let(f32(0), "f32", "acc"));
+    const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
+    const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
+    between?.();
+    b.for(lane, u32(total), t.lanes, (gi) => {
+      const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
+      const chs = rows.map((r, d) => dequantChunk(b, r.buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c));
+      const xat = b.let(blk.mul(q.elems).add(chs[0].at), "u32", "xat");
+      const xs = chs[0].groups.map((grp) => {
+        const at = grp.off ? xat.add(grp.off) : xat, n = grp.q.length;
+        const v: Val[] = [];
+        for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
+        if (!g) return v;
+        const gs: Val[] = [];
+        for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
+        b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
+        return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
+      });
+      chs.forEach((ch, d) => b.set(acc[d], acc[d].add(chunkDot(ch, xs))));
+    }, { unroll: Math.min(2, Math.max(1, Math.ceil(total / t.lanes))) });
+    return { sums: acc.map((a) => teamReduce(b, t, "add", a)), ss: ssAcc ? teamReduce(b, t, "add", ssAcc) : undefined };
   };
   /** Each dot scaled by the norm's r, plus its bias. */
   const finish = (sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] => {

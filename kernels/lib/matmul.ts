@@ -2,16 +2,17 @@
 // The decode step is memory-bound on reading W, so the kernel is laid out for bandwidth: one team (a
 // subgroup, or a workgroup without subgroups) per output row, lanes striding over k with 16-byte loads so a
 // subgroup's loads cover contiguous memory, up to 8 batch rows sharing every weight load, one reduction at
-// the end. GGUF blocks are read as 16-bit words (their 34/18-byte blocks are only 2-byte aligned), with
-// several lanes splitting a block so neighbouring lanes read neighbouring words.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+// the end. GGUF blocks are dequantized in registers (dequant.ts): lanes stride over the row's block chunks, so
+// neighbouring lanes read neighbouring bytes, and every batch row shares each chunk's decode.
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { elemOf, gridFor, pairwise, QBLOCK, sbyte, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+import { elemOf, gridFor, pairwise, team, teamIds, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+import { chunkDot, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";
 
 export interface MatmulShape {
   /** Output features (rows of W). */
   n: number;
-  /** Input features (columns of W); a multiple of 32 for q8_0/q4_0. */
+  /** Input features (columns of W); a whole number of blocks for block types. */
   k: number;
   /** Rows of x (tokens); default 1 (gemv). */
   batch?: number;
@@ -31,7 +32,7 @@ export interface MatmulShape {
 export function matmulWide(caps: Caps, n: number, k: number, w: WType): number | undefined {
   const sg = caps.subgroupSize;
   if (!caps.subgroups || sg <= 1) return undefined;
-  const perLoad = w === "f32" ? 4 : w === "f16" || w === "bf16" ? 8 : 32; // elements a lane takes per step
+  const perLoad = w === "f32" ? 4 : w === "f16" || w === "bf16" ? 8 : QLAYOUT[w].per; // elements a lane takes per step
   let sgs = 1;
   while (sgs < 4 && n * sgs * 2 <= 8192 && k >= sg * sgs * 2 * perLoad * 2) sgs *= 2;
   return sgs > 1 ? sgs * sg : undefined;
@@ -41,14 +42,14 @@ export function matmulWide(caps: Caps, n: number, k: number, w: WType): number |
 export const MATMUL_BATCH_TILE = 8;
 
 /**
- * Bindings, in order: x f32 [batch, k] (r); W [n, k] in layout `w` (r; q8_0/q4_0 as raw GGUF block bytes,
- * declared u8); bias f32 [n] (r, when `bias`); residual f32 [batch, n] (r, when `residual`); y f32 [batch, n] (w).
+ * Bindings, in order: x f32 [batch, k] (r); W [n, k] in layout `w` (r; block types as raw GGUF block bytes,
+ * declared u8, 16-byte aligned); bias f32 [n] (r, when `bias`); residual f32 [batch, n] (r, when `residual`); y f32 [batch, n] (w).
  */
 export function matmul(caps: Caps, s: MatmulShape): Kernel {
   const { n, k, w } = s;
   const batch = s.batch ?? 1;
   if (!(n >= 1 && k >= 1 && batch >= 1)) throw new KernelError(`matmul: bad shape n=${n} k=${k} batch=${batch}`);
-  if ((w === "q8_0" || w === "q4_0") && k % 32 !== 0) throw new KernelError(`matmul ${w}: k=${k} is not a multiple of 32`);
+  if (isQType(w) && k % QLAYOUT[w].elems !== 0) throw new KernelError(`matmul ${w}: k=${k} is not a multiple of ${QLAYOUT[w].elems}`);
   if (n * k >= 2 ** 32 || batch * Math.max(n, k) >= 2 ** 32) throw new KernelError("matmul: indices exceed 32 bits");
   const bt = Math.min(batch, MATMUL_BATCH_TILE);
   const chunks = Math.ceil(batch / bt);
@@ -103,46 +104,18 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
       for (let j = 0; j < bt; j++) dot(j, ws, loadX(j, i, vec));
     }, { unroll: Math.min(4, trips) }); // unrolled, a GPU keeps several 16-byte loads in flight per lane
   } else {
-    const q = QBLOCK[w], nb = k / 32;
-    const sub = Math.min(4, t.lanes); // lanes sharing one block
-    const groups = t.lanes / sub;
-    const part = sub === 1 ? u32(0) : b.let(lane.mod(sub), "u32", "part");
-    const grp = sub === 1 ? lane : lane.div(sub);
-    const rowBlk = b.let(row.mul(nb), "u32", "rblk");
-    b.for(grp, u32(nb), groups, (blk) => {
-      const base = b.let(rowBlk.add(blk).mul(q.words), "u32", "blk");
-      const scale = b.let(un("f16bits", b.load(W, base, "u16")), "f32", "d");
-      const xat = blk.mul(32);
-      if (w === "q8_0") {
-        const nw = 16 / sub; // words per lane: 2 quants each
-        const w0 = base.add(1).add(part.mul(nw));
-        const qs: Val[] = [];
-        for (let m = 0; m < nw; m++) {
-          const word = b.load(W, w0.add(m), "u16");
-          const wv = b.let(word, "u32", "q");
-          qs.push(sbyte(wv, 0).cast("f32"), sbyte(wv, 1).cast("f32"));
-        }
-        for (let j = 0; j < bt; j++) {
-          const xs = loadX(j, xat.add(part.mul(32 / sub)), 32 / sub);
-          b.set(acc[j][0], acc[j][0].add(scale.mul(dot4(qs, xs))));
-        }
-      } else {
-        const nw = 8 / sub; // words per lane: 4 nibbles each (2 low = elements e, e+1; 2 high = e+16, e+17)
-        const w0 = base.add(1).add(part.mul(nw));
-        const lo: Val[] = [], hi: Val[] = [];
-        for (let m = 0; m < nw; m++) {
-          const wv = b.let(b.load(W, w0.add(m), "u16"), "u32", "q");
-          const nib = (sh: number) => wv.shr(sh).and(15).cast("f32").sub(8);
-          lo.push(nib(0), nib(8));
-          hi.push(nib(4), nib(12));
-        }
-        for (let j = 0; j < bt; j++) {
-          const xl = loadX(j, xat.add(part.mul(16 / sub)), 16 / sub);
-          const xh = loadX(j, xat.add(part.mul(16 / sub)).add(16), 16 / sub);
-          b.set(acc[j][0], acc[j][0].add(scale.mul(dot4([...lo, ...hi], [...xl, ...xh]))));
-        }
+    // Lanes stride over the row's chunks (block-major): chunk g is block g / chunks, piece g % chunks.
+    const q = QLAYOUT[w], nb = k / q.elems, total = nb * q.chunks, cs = Math.log2(q.chunks);
+    const rowBase = b.let(row.mul(nb), "u32", "rblk");
+    b.for(lane, u32(total), t.lanes, (gi) => {
+      const blk = b.let(gi.shr(cs), "u32", "blk");
+      const ch = dequantChunk(b, W, w, b.let(rowBase.add(blk).mul(qWords(w)), "u32", "base"), gi.and(q.chunks - 1));
+      const xat = b.let(blk.mul(q.elems).add(ch.at), "u32", "xat");
+      for (let j = 0; j < bt; j++) {
+        const xs = ch.groups.map((g) => loadX(j, g.off ? xat.add(g.off) : xat, g.q.length));
+        b.set(acc[j][0], acc[j][0].add(chunkDot(ch, xs)));
       }
-    }, { unroll: Math.min(2, Math.ceil(nb / groups)) });
+    }, { unroll: Math.min(2, Math.ceil(total / t.lanes)) });
   }
 
   const r = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
@@ -163,14 +136,4 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (t.lanes === 1) write();
   else b.if(lane.eq(u32(0)), write);
   return b.build();
-}
-
-/** Sum of pairwise products in four interleaved chains, added as a tree (a block's dot product). */
-function dot4(a: Val[], x: Val[]): Val {
-  const ch: Val[] = [];
-  for (let e = 0; e < a.length; e++) {
-    const p = a[e].mul(x[e]);
-    ch[e % 4] = ch[e % 4] ? ch[e % 4].add(p) : p;
-  }
-  return pairwise(ch);
 }

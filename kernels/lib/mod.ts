@@ -2,7 +2,7 @@
 // function of its shape and the target's Caps. Each factory's doc comment lists its bindings (order, element
 // type, shape); fault codes of its checks are in codes.ts.
 export { FAULT, type FaultCode } from "./codes.ts";
-export { bytesOf, elemOf, type FType, gridFor, type IType, QBLOCK, type Team, team, type WType } from "./common.ts";
+export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
 export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits } from "./attention.ts";
@@ -14,3 +14,4 @@ export {
 } from "./elementwise.ts";
 export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";
 export { sample, sampleLayout, type SampleLayout, type SampleShape } from "./sample.ts";
+export { chunkDot, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";

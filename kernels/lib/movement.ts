@@ -2,10 +2,11 @@
 // scatter (rows through an index buffer, e.g. a paged WriteMap), gather (embedding rows by token id).
 // Every index read from a buffer is checked, so a bad slot faults with a distinct code instead of writing
 // somewhere else.
-import { type EType, type Kernel, KernelBuilder, KernelError, un, type Val } from "../ir.ts";
+import { type EType, type Kernel, KernelBuilder, KernelError, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { elemOf, gridFor, type IType, QBLOCK, sbyte, wgIndex, type WType } from "./common.ts";
+import { elemOf, gridFor, type IType, wgIndex, type WType } from "./common.ts";
+import { chunkValues, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";
 
 const WG = 64;
 
@@ -110,46 +111,40 @@ export interface GatherShape {
   name?: string;
 }
 /**
- * out[r, :] = table[ids[r], :] as f32 (embedding lookup; q8_0/q4_0 rows are dequantized).
+ * out[r, :] = table[ids[r], :] as f32 (embedding lookup; block rows are dequantized in place, one invocation
+ * per chunk of a block, bit-exact with ggml's dequantization).
  * Bindings: table [vocab, width] in layout `table` (r); ids [rows] u32|i32 (r); out f32 [rows, width] (w).
  * Faults FAULT.GATHER_ID when an id is >= vocab (or negative).
  */
 export function gather(caps: Caps, s: GatherShape): Kernel {
   const { rows, width, vocab, table } = s;
   const it = s.ids ?? "u32";
-  const q = table === "q8_0" || table === "q4_0";
-  if (q && width % 32 !== 0) throw new KernelError(`gather ${table}: width ${width} not a multiple of 32`);
+  const q = isQType(table) ? QLAYOUT[table] : undefined;
+  if (q && width % q.elems !== 0) throw new KernelError(`gather ${table}: width ${width} not a multiple of ${q.elems}`);
   if (vocab * width >= 2 ** 32) throw new KernelError("gather: indices exceed 32 bits");
-  const total = rows * width, per = q ? 1 : perOf(width, [elemOf(table)]);
+  const perRow = q ? (width / q.elems) * q.chunks : width;
+  const total = rows * perRow, per = q ? 1 : perOf(width, [elemOf(table)]);
   const { wg, grid } = layout(caps, total, per);
   const b = new KernelBuilder(s.name ?? `gather_${table}_r${rows}_w${width}_v${vocab}_${it}`, { workgroup: wg, grid });
   const T = b.buffer("table", elemOf(table), "r");
   const I = b.buffer("ids", it, "r");
   const out = b.buffer("out", "f32", "w");
   const e = elements(b, total, per, grid, wg);
-  const r = e.div(width), j = b.let(e.mod(width), "u32", "j");
+  const r = e.div(perRow), j = b.let(e.mod(perRow), "u32", "j");
   const id = b.let(asIndex(b.load(I, r)), "u32", "id");
   b.check(id.lt(vocab), FAULT.GATHER_ID);
-  if (!q) {
+  if (!q || !isQType(table)) {
     const at = id.mul(width).add(j);
     if (per > 1) b.storev(out, e, b.loadv(T, at, per));
     else b.store(out, e, b.load(T, at));
   } else {
-    const blk = QBLOCK[table];
-    const base = b.let(id.mul(width / 32).add(j.div(32)).mul(blk.words), "u32", "blk");
-    const d = un("f16bits", b.load(T, base, "u16"));
-    const k = b.let(j.mod(32), "u32", "k");
-    let v: Val;
-    if (table === "q8_0") {
-      const word = b.let(b.load(T, base.add(1).add(k.div(2)), "u16"), "u32", "w");
-      v = k.and(1).eq(0).select(sbyte(word, 0), sbyte(word, 1)).cast("f32");
-    } else {
-      const byte = k.mod(16);
-      const word = b.let(b.load(T, base.add(1).add(byte.div(2)), "u16"), "u32", "w");
-      const bits = b.let(word.shr(byte.and(1).mul(8)).and(0xff), "u32", "byte");
-      v = k.lt(16).select(bits.and(15), bits.shr(4)).cast("f32").sub(8);
-    }
-    b.store(out, e, d.mul(v));
+    // j = block within the row * chunks + chunk
+    const nb = width / q.elems;
+    const blk = b.let(j.div(q.chunks), "u32", "blk");
+    const base = b.let(id.mul(nb).add(blk).mul(qWords(table)), "u32", "base");
+    const ch = dequantChunk(b, T, table, base, j.mod(q.chunks));
+    const o = b.let(r.mul(width).add(blk.mul(q.elems)).add(ch.at), "u32", "o");
+    for (const { off, v } of chunkValues(ch)) b.store(out, off ? o.add(off) : o, v);
   }
   return b.build();
 }

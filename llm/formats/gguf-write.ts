@@ -119,8 +119,14 @@ function writeArray(out: Bytes, a: GGUFArray): void {
   }
 }
 
-/** Serializes a GGUF file. */
-export function writeGGUF(opts: GGUFWriteOptions): Uint8Array {
+/** A tensor as the header describes it (its data written separately). */
+export type GGUFTensorHeader = Omit<GGUFWriteTensor, "data"> & { byteLength: number };
+
+/**
+ * The bytes before the data section (magic, metadata, tensor infos, padding to the alignment) and each
+ * tensor's offset in the data section (every tensor starts aligned; the gap after one is zero bytes).
+ */
+export function ggufHeader(opts: Omit<GGUFWriteOptions, "tensors"> & { tensors?: GGUFTensorHeader[] }): { header: Uint8Array; offsets: number[]; alignment: number } {
   const version = opts.version ?? 3;
   const alignment = opts.alignment ?? 32;
   const entries: [string, GGUFValue][] = opts.metadata === undefined
@@ -151,8 +157,8 @@ export function writeGGUF(opts: GGUFWriteOptions): Uint8Array {
     const count = t.shape.reduce((a, b) => a * b, 1);
     const ggml = t.ggmlType ?? DTYPE_TO_GGML.get(t.dtype);
     if (ggml === undefined) throw new TypeError(`writeGGUF: dtype ${t.dtype} has no ggml type`);
-    if (t.ggmlType === undefined && t.data.length !== byteSize(t.dtype, count)) {
-      throw new TypeError(`writeGGUF: tensor '${t.name}' has ${t.data.length} bytes, ${t.dtype}${JSON.stringify(t.shape)} needs ${byteSize(t.dtype, count)}`);
+    if (t.ggmlType === undefined && t.byteLength !== byteSize(t.dtype, count)) {
+      throw new TypeError(`writeGGUF: tensor '${t.name}' has ${t.byteLength} bytes, ${t.dtype}${JSON.stringify(t.shape)} needs ${byteSize(t.dtype, count)}`);
     }
     out.string(t.name);
     out.u32(t.shape.length);
@@ -160,17 +166,23 @@ export function writeGGUF(opts: GGUFWriteOptions): Uint8Array {
     out.u32(ggml);
     out.u64(rel);
     offsets.push(rel);
-    rel += Math.ceil(t.data.length / alignment) * alignment;
+    rel += Math.ceil(t.byteLength / alignment) * alignment;
   }
-  if (tensors.length > 0) {
-    const pad = (alignment - (out.length % alignment)) % alignment;
-    out.push(new Uint8Array(pad));
-    for (let i = 0; i < tensors.length; i++) {
-      const d = tensors[i].data;
-      out.push(d);
-      const end = i + 1 < tensors.length ? offsets[i + 1] : Math.ceil(d.length / alignment) * alignment + offsets[i];
-      out.push(new Uint8Array(end - offsets[i] - d.length));
-    }
+  if (tensors.length > 0) out.push(new Uint8Array((alignment - (out.length % alignment)) % alignment));
+  return { header: out.concat(), offsets, alignment };
+}
+
+/** Serializes a GGUF file. */
+export function writeGGUF(opts: GGUFWriteOptions): Uint8Array {
+  const tensors = opts.tensors ?? [];
+  const { header, offsets, alignment } = ggufHeader({ ...opts, tensors: tensors.map((t) => ({ ...t, byteLength: t.data.length })) });
+  const out = new Bytes();
+  out.push(header);
+  for (let i = 0; i < tensors.length; i++) {
+    const d = tensors[i].data;
+    out.push(d);
+    const end = i + 1 < tensors.length ? offsets[i + 1] : Math.ceil(d.length / alignment) * alignment + offsets[i];
+    out.push(new Uint8Array(end - offsets[i] - d.length));
   }
   return out.concat();
 }

@@ -1,6 +1,9 @@
-// CPU conversion between f32 and the storage types a GGUF writer or test needs: f16, bf16, q8_0, q4_0, with
-// ggml's rounding (quantize_row_q8_0_ref / quantize_row_q4_0_ref, GGML_FP32_TO_BF16). Not a kernel: it builds
+// CPU conversion between f32 and the storage types a GGUF writer or test needs: f16, bf16 and every block
+// type, with ggml's rounding (quantize_row_*_ref in ggml-quants.ts, GGML_FP32_TO_BF16). Not a kernel: it builds
 // synthetic checkpoints and checks what a reader returns.
+
+import { type BlockDType, dequantize as dequantBlocks, isBlock } from "../../graph/dtype.ts";
+import { quantizeBlocks } from "./ggml-quants.ts";
 
 const f32buf = new Float32Array(1);
 const u32buf = new Uint32Array(f32buf.buffer);
@@ -61,13 +64,13 @@ export function bf16BitsToF32(h: number): number {
   return f32buf[0];
 }
 
-/** The storage types this module converts. */
-export type QuantType = "f32" | "f16" | "bf16" | "q8_0" | "q4_0";
+/** The storage types this module converts (block types by ggml's reference quantizers, ggml-quants.ts). */
+export type QuantType = "f32" | "f16" | "bf16" | BlockDType;
 
 /** Encodes f32 values as `type` bytes (block types need a multiple of 32 values). */
 export function quantize(type: QuantType, x: ArrayLike<number>): Uint8Array {
   const n = x.length;
-  if ((type === "q8_0" || type === "q4_0") && n % 32 !== 0) throw new RangeError(`${type} needs a multiple of 32 values, got ${n}`);
+  if (isBlock(type)) return quantizeBlocks(type, x);
   switch (type) {
     case "f32": {
       const out = new Uint8Array(n * 4);
@@ -82,55 +85,12 @@ export function quantize(type: QuantType, x: ArrayLike<number>): Uint8Array {
       for (let i = 0; i < n; i++) h[i] = f(x[i]);
       return out;
     }
-    case "q8_0": {
-      const out = new Uint8Array((n / 32) * 34);
-      const dv = new DataView(out.buffer);
-      for (let b = 0; b < n / 32; b++) {
-        let amax = 0;
-        for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[b * 32 + j]));
-        const d = Math.fround(amax / 127);
-        const id = d ? Math.fround(1 / d) : 0;
-        dv.setUint16(b * 34, f32ToF16Bits(d), true);
-        for (let j = 0; j < 32; j++) dv.setInt8(b * 34 + 2 + j, roundAway(Math.fround(x[b * 32 + j] * id)));
-      }
-      return out;
-    }
-    case "q4_0": {
-      const out = new Uint8Array((n / 32) * 18);
-      const dv = new DataView(out.buffer);
-      for (let b = 0; b < n / 32; b++) {
-        let amax = 0;
-        let max = 0;
-        for (let j = 0; j < 32; j++) {
-          const v = x[b * 32 + j];
-          if (Math.abs(v) > amax) {
-            amax = Math.abs(v);
-            max = v;
-          }
-        }
-        const d = Math.fround(max / -8);
-        const id = d ? Math.fround(1 / d) : 0;
-        dv.setUint16(b * 18, f32ToF16Bits(d), true);
-        for (let j = 0; j < 16; j++) {
-          const x0 = Math.fround(x[b * 32 + j] * id);
-          const x1 = Math.fround(x[b * 32 + 16 + j] * id);
-          const q0 = Math.min(15, Math.trunc(Math.fround(x0 + 8.5)));
-          const q1 = Math.min(15, Math.trunc(Math.fround(x1 + 8.5)));
-          out[b * 18 + 2 + j] = q0 | (q1 << 4);
-        }
-      }
-      return out;
-    }
   }
 }
 
-/** C roundf: halves away from zero. */
-function roundAway(v: number): number {
-  return v < 0 ? -Math.round(-v) : Math.round(v);
-}
-
-/** Decodes `count` values of `type` from bytes into f32. */
+/** Decodes `count` values of `type` from bytes into f32 (block types: the oracle's ggml definitions). */
 export function dequantize(type: QuantType, bytes: Uint8Array, count: number): Float32Array {
+  if (isBlock(type)) return dequantBlocks(type, bytes, count);
   const out = new Float32Array(count);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   switch (type) {
@@ -142,22 +102,6 @@ export function dequantize(type: QuantType, bytes: Uint8Array, count: number): F
       break;
     case "bf16":
       for (let i = 0; i < count; i++) out[i] = bf16BitsToF32(dv.getUint16(i * 2, true));
-      break;
-    case "q8_0":
-      for (let b = 0; b < count / 32; b++) {
-        const d = f16BitsToF32(dv.getUint16(b * 34, true));
-        for (let j = 0; j < 32; j++) out[b * 32 + j] = d * dv.getInt8(b * 34 + 2 + j);
-      }
-      break;
-    case "q4_0":
-      for (let b = 0; b < count / 32; b++) {
-        const d = f16BitsToF32(dv.getUint16(b * 18, true));
-        for (let j = 0; j < 16; j++) {
-          const q = bytes[b * 18 + 2 + j];
-          out[b * 32 + j] = ((q & 15) - 8) * d;
-          out[b * 32 + 16 + j] = ((q >> 4) - 8) * d;
-        }
-      }
       break;
   }
   return out;

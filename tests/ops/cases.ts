@@ -5,6 +5,7 @@ import type { Graph } from "../../graph/ir.ts";
 import { type Tensor, toStorage, Tracer } from "../../graph/tracer.ts";
 import type { Storage } from "../../graph/dtype.ts";
 import { quantize } from "../../llm/formats/quant.ts";
+import { quantCases } from "./quant_cases.ts";
 import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
 import { blockF64, type BlockSpec, type BlockStep } from "./block_f64.ts";
 
@@ -38,7 +39,7 @@ export function rng(seed: number): (lo?: number, hi?: number) => number {
   };
 }
 
-class CaseBuilder {
+export class CaseBuilder {
   readonly t = new Tracer();
   readonly slots: Record<string, Storage> = {};
   readonly weights: OpCase["weights"] = [];
@@ -59,6 +60,12 @@ class CaseBuilder {
     const count = shape.reduce((a, b) => a * b, 1);
     const x = new Float32Array(count).map(() => this.r(-scale, scale));
     const bytes = quantize(dtype as "f32", x);
+    this.weights.push({ role, dtype, shape, bytes });
+    return this.t.const({ role }, dtype, shape);
+  }
+  /** A weight given as the bytes a file stores (crafted blocks). */
+  weightBytes(dtype: DType, shape: number[], bytes: Uint8Array): Tensor {
+    const role = `${this.name}.w${this.n++}`;
     this.weights.push({ role, dtype, shape, bytes });
     return this.t.const({ role }, dtype, shape);
   }
@@ -282,5 +289,6 @@ export function opCases(): OpCase[] {
     xs.fill(-Infinity, 2 * n, 3 * n);
     return b.done({ y: b.t.argmax(x, 1) });
   });
+  quantCases(add, decodeBlock);
   return cases;
 }

@@ -86,7 +86,7 @@ test(`op harness bounds: finite and at most ${MAX_BOUND_FRACTION} of the value's
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
-  test(`ops on ${backend}: ${cases.length} cases vs the oracle, capture == eager`, { skip }, async () => {
+  test(`ops on ${backend}: ${cases.length} cases vs the oracle, capture == eager`, { skip, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
     const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 60_000, ownsDevice: false });
     const failures: string[] = [];

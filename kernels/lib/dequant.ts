@@ -1,0 +1,247 @@
+// GGUF block dequantization in the kernel IR: one definition per block type, used by every kernel that reads
+// one (the embedding gather, the matmul, the fused decode gemv). A block is cut into `chunks` equal pieces;
+// a chunk is what one lane decodes at a time: its packed bytes come in with the widest loads the block's
+// alignment allows (16-byte loads for q4_k/q5_k, whose 144/176-byte blocks keep 16-byte alignment; 32-bit
+// words for q4_1/q5_1; 16-bit words for the 2-byte-aligned rest), and its scales are decoded once for the
+// groups of values that share them.
+//
+// A chunk's values come as groups: value = q·scale (+ bias), q a small integer held as f32, and for each group
+// the values sit at consecutive elements starting at `at + off`. Evaluated in that order (one rounding per
+// operation, no fused multiply-add) this is exactly ggml's dequantize_row_* (graph/dtype.ts, the oracle);
+// a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
+import { type Buffer, f32, type KernelBuilder, un, type Val } from "../ir.ts";
+import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
+
+export type QType = BlockDType;
+
+export interface QGroup {
+  scale: Val;
+  /** Added after the scale (K-quants: the negated min; q4_1/q5_1: the min). */
+  bias?: Val;
+  /** Element offset of q[0] from the chunk's `at`. */
+  off: number;
+  q: Val[];
+}
+export interface QChunk {
+  /** Element index within the block of offset 0. */
+  at: Val;
+  groups: QGroup[];
+}
+
+export interface QLayout {
+  elems: number;
+  bytes: number;
+  /** Chunks per block (a power of two). */
+  chunks: number;
+  /** Values per chunk. */
+  per: number;
+  /** The load view the block is read in (its alignment). */
+  view: "u16" | "u32";
+}
+
+export const QLAYOUT: Record<QType, QLayout> = {
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16" },
+  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16" },
+  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32" },
+  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16" },
+  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32" },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32" },
+  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32" },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16" },
+};
+
+export function isQType(t: string): t is QType {
+  return t in QLAYOUT;
+}
+
+/** Words (in the layout's view) per block. */
+export function qWords(t: QType): number {
+  const l = QLAYOUT[t];
+  return l.bytes / (l.view === "u32" ? 4 : 2);
+}
+
+/** Byte k (0..) of little-endian words of `bits` bits each, as u32. */
+function byteOf(words: Val[], k: number, bits: 16 | 32): Val {
+  const per = bits / 8;
+  const w = words[Math.floor(k / per)], sh = (k % per) * 8;
+  return (sh ? w.shr(sh) : w).and(0xff);
+}
+
+/** Loads `n` words of `view` at word index `at` (vector loads when aligned to 16 bytes). */
+function words(b: KernelBuilder, W: Buffer, view: "u16" | "u32", at: Val, n: number, wide: boolean): Val[] {
+  if (wide && view === "u32" && n % 4 === 0) {
+    const out: Val[] = [];
+    for (let i = 0; i < n; i += 4) out.push(...b.loadv(W, i ? at.add(i) : at, 4, "u32"));
+    return out;
+  }
+  return Array.from({ length: n }, (_, i) => b.let(b.load(W, i ? at.add(i) : at, view), "u32", "qw"));
+}
+
+const half = (w: Val, hi: boolean): Val => un("f16bits", hi ? w.shr(16) : w.and(0xffff));
+
+/** K-quant 6-bit scale and min of sub-block `is` (runtime, 0..7) from the 12 scale bytes in words s[0..2]. */
+function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
+  // byte k of the scales: word k>>2, shifted by (k&3)*8 (k is a runtime value)
+  const byte = (k: Val): Val => {
+    const w = k.lt(4).select(s[0], k.lt(8).select(s[1], s[2]));
+    return w.shr(k.and(3).mul(8)).and(0xff);
+  };
+  const lo = is.lt(4);
+  const a = b.let(byte(is), "u32", "sa"), c = b.let(byte(is.add(4)), "u32", "sc");
+  const e = b.let(byte(lo.select(is, is.sub(4))), "u32", "se"); // is - 4 (only read when is >= 4)
+  const sc = lo.select(a.and(63), c.and(0xf).or(e.shr(6).shl(4)));
+  const m = lo.select(c.and(63), c.shr(4).or(a.shr(6).shl(4)));
+  return [b.let(sc, "u32", "ksc"), b.let(m, "u32", "kmn")];
+}
+
+/**
+ * Decodes chunk `c` (0 .. chunks-1) of the block at word index `base` (in the layout's view) of `W`.
+ * `wide`: the tensor starts 16-byte aligned, so 16-byte vector loads are allowed.
+ */
+export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): QChunk {
+  const f = (v: Val) => v.cast("f32");
+  const qv = (v: Val) => b.let(f(v), "f32", "q");
+  switch (t) {
+    case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
+      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
+      const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
+      const q: Val[] = [];
+      for (let i = 0; i < 16; i++) q.push(qv(byteOf(ws, i, 16).shl(24).bitcast("i32").shr(24)));
+      return { at: c.mul(16), groups: [{ scale: d, off: 0, q }] };
+    }
+    case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
+      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
+      const q5 = t === "q5_0";
+      const ws = words(b, W, "u16", base.add(c.mul(4)).add(q5 ? 3 : 1), 4, false);
+      let qh: Val | undefined;
+      if (q5) qh = b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh");
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 8; l++) {
+        const byte = byteOf(ws, l, 16);
+        let a = byte.and(15), h = byte.shr(4);
+        if (qh) {
+          a = a.or(qh.shr(l).and(1).shl(4));
+          h = h.or(qh.shr(l + 16).and(1).shl(4));
+        }
+        const off = q5 ? 16 : 8;
+        lo.push(qv(a.cast("i32").sub(off)));
+        hi.push(qv(h.cast("i32").sub(off)));
+      }
+      return { at: c.mul(8), groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+    }
+    case "q4_1": case "q5_1": { // d, m, [qh u32], qs[16] (u32 words): chunk c = qs[8c .. 8c+7]
+      const dm = b.let(b.load(W, base, "u32"), "u32", "dm");
+      const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
+      const q5 = t === "q5_1";
+      const ws = words(b, W, "u32", base.add(c.mul(2)).add(q5 ? 2 : 1), 2, false);
+      const qh = q5 ? b.let(b.load(W, base.add(1), "u32").shr(c.mul(8)), "u32", "qh") : undefined;
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 8; l++) {
+        const byte = byteOf(ws, l, 32);
+        let a = byte.and(15), h = byte.shr(4);
+        if (qh) {
+          a = a.or(qh.shr(l).and(1).shl(4));
+          h = h.or(qh.shr(l + 16).and(1).shl(4));
+        }
+        lo.push(qv(a));
+        hi.push(qv(h));
+      }
+      return { at: c.mul(8), groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+    }
+    case "q4_k": case "q5_k": {
+      // d, dmin, scales[12], [qh[32]], qs[128] in u32 words; chunk c: j = c>>1 (64 elements), h = c&1 (half of
+      // its 32 quant bytes): low nibbles are elements 64j+16h+l (sub-block 2j), high ones +32 (sub-block 2j+1).
+      const hdr = words(b, W, "u32", base, 4, wide);
+      const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+      const j = b.let(c.shr(1), "u32", "j"), h = c.and(1);
+      const q5 = t === "q5_k";
+      const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
+      const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
+      const is = b.let(j.mul(2), "u32", "is");
+      const [sc0, m0] = scaleMinK4(b, hdr.slice(1), is);
+      const [sc1, m1] = scaleMinK4(b, hdr.slice(1), is.add(1));
+      const sh = qh ? b.let(j.mul(2), "u32", "hs") : undefined;
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 16; l++) {
+        const byte = byteOf(qs, l, 32);
+        let a = byte.and(15), e = byte.shr(4);
+        if (qh && sh) {
+          const hb = byteOf(qh, l, 32).shr(sh);
+          a = a.or(hb.and(1).shl(4));
+          e = e.or(hb.and(2).shl(3));
+        }
+        lo.push(qv(a));
+        hi.push(qv(e));
+      }
+      const g = (sc: Val, m: Val, off: number, q: Val[]): QGroup => ({
+        scale: b.let(d.mul(f(sc)), "f32", "ds"),
+        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
+        off,
+        q,
+      });
+      return { at: b.let(j.mul(64).add(h.mul(16)), "u32", "at"), groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+    }
+    case "q6_k": {
+      // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
+      // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
+      const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
+      const d = b.let(half(b.load(W, base.add(104), "u16"), false), "f32", "d");
+      const qlA = words(b, W, "u16", base.add(n.mul(32)).add(r.mul(4)), 4, false);
+      const qlB = words(b, W, "u16", base.add(n.mul(32)).add(16).add(r.mul(4)), 4, false);
+      const qhW = words(b, W, "u16", base.add(64).add(n.mul(16)).add(r.mul(4)), 4, false);
+      const scW = words(b, W, "u16", base.add(96).add(n.mul(4)), 4, false);
+      const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
+      const groups: QGroup[] = [];
+      for (let g = 0; g < 4; g++) {
+        const sc = scW[g].shr(odd).shl(24).bitcast("i32").shr(24);
+        const q: Val[] = [];
+        for (let l = 0; l < 8; l++) {
+          const ql = byteOf(g & 1 ? qlB : qlA, l, 16);
+          const low = g < 2 ? ql.and(15) : ql.shr(4);
+          const hb = byteOf(qhW, l, 16).shr(2 * g).and(3).shl(4);
+          q.push(qv(low.or(hb).cast("i32").sub(32)));
+        }
+        groups.push({ scale: b.let(d.mul(f(sc)), "f32", "ds"), off: 32 * g, q });
+      }
+      return { at: b.let(n.mul(128).add(r.mul(8)), "u32", "at"), groups };
+    }
+  }
+}
+
+/** The exact dequantized values of a chunk (ggml's order of operations), each with its element offset. */
+export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
+  const out: { off: number; v: Val }[] = [];
+  for (const g of ch.groups) {
+    g.q.forEach((q, i) => {
+      const y = q.mul(g.scale);
+      out.push({ off: g.off + i, v: g.bias ? y.add(g.bias) : y });
+    });
+  }
+  return out;
+}
+
+/**
+ * Σ over the chunk of value·x, as scale·Σq·x + bias·Σx per group; `x(off, n)` returns the n x values at
+ * chunk offset off.. (loaded once per group; the caller may share them across rows).
+ */
+export function chunkDot(ch: QChunk, xs: Val[][]): Val {
+  let acc: Val | undefined;
+  ch.groups.forEach((g, gi) => {
+    const x = xs[gi];
+    const prods = g.q.map((q, i) => q.mul(x[i]));
+    let s = tree(prods).mul(g.scale);
+    if (g.bias) s = s.add(tree(x).mul(g.bias));
+    acc = acc ? acc.add(s) : s;
+  });
+  return acc ?? f32(0);
+}
+
+function tree(v: Val[]): Val {
+  let xs = v;
+  while (xs.length > 1) {
+    const next: Val[] = [];
+    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? xs[i].add(xs[i + 1]) : xs[i]);
+    xs = next;
+  }
+  return xs[0];
+}

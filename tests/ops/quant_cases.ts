@@ -1,0 +1,67 @@
+// Op cases of GGUF block weights (issue 16), added to the one harness by cases.ts: for every block type the
+// embedding gather (bit-exact: dequantization is exact, tier-2 bound 0 for a movement of exact values), over
+// random blocks and crafted blocks with extreme scales (f16 max, the smallest subnormal, negative zero, NaN-free
+// random bytes) and all-zero blocks; the matmul (prefill batches, the batch-1 gemv unit and the batched
+// kernel's chunking past 8 rows) and a fused decode block with each type, within the tier-2 tolerance.
+import type { BlockDType, DType } from "../../graph/dtype.ts";
+import { BLOCK } from "../../graph/dtype.ts";
+import type { CaseBuilder, OpCase } from "./cases.ts";
+import { rng } from "./cases.ts";
+
+export const QTYPES: BlockDType[] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
+
+type Add = (name: string, f: (b: CaseBuilder) => OpCase) => void;
+type DecodeBlock = (name: string, o: { w: DType; D: number; H: number; KVH: number; hd: number; C: number; kv: "f16" | "f32"; style: "half" | "adjacent"; bias: boolean; ffn: number }) => void;
+
+/** Byte offsets of the f16 scale fields of a block (d, and dmin/m where the type has one). */
+const SCALES: Record<BlockDType, number[]> = {
+  q8_0: [0], q4_0: [0], q4_1: [0, 2], q5_0: [0], q5_1: [0, 2], q4_k: [0, 2], q5_k: [0, 2], q6_k: [208],
+};
+
+/**
+ * `rows` rows of `width` as raw blocks: random quant bytes, and per block a scale pattern: 0 random finite
+ * scales, 1 f16 max (65504), 2 the smallest f16 subnormal, 3 negative zero, 4 an all-zero block, 5 -65504.
+ */
+export function craftedBlocks(t: BlockDType, rows: number, width: number, seed: number): Uint8Array {
+  const r = rng(seed), bl = BLOCK[t], nb = (rows * width) / bl.elems;
+  const out = new Uint8Array(nb * bl.bytes);
+  for (let i = 0; i < out.length; i++) out[i] = Math.floor(r(0, 256));
+  for (let k = 0; k < nb; k++) {
+    const o = k * bl.bytes, kind = k % 6;
+    if (kind === 4) {
+      out.fill(0, o, o + bl.bytes);
+      continue;
+    }
+    for (const s of SCALES[t]) {
+      // random finite scales: a positive or negative f16 with exponent below 30 (no Inf/NaN)
+      const h = kind === 1 ? 0x7bff : kind === 2 ? 0x0001 : kind === 3 ? 0x8000 : kind === 5 ? 0xfbff
+        : (Math.floor(r(0, 2)) << 15) | (Math.floor(r(1, 30)) << 10) | Math.floor(r(0, 1024));
+      out[o + s] = h & 0xff;
+      out[o + s + 1] = h >> 8;
+    }
+  }
+  return out;
+}
+
+export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
+  for (const t of QTYPES) {
+    const k = BLOCK[t].elems === 256;
+    const W = k ? 512 : 96;
+    add(`gather ${t} random`, (b) => {
+      const ids = b.input("i32", [5], 0, 30);
+      return b.done({ y: b.t.gather(b.weight(t, [30, W]), ids) });
+    });
+    add(`gather ${t} extreme scales and zero blocks (bit-exact)`, (b) => {
+      const rows = 12;
+      b.slots.ids = Int32Array.from({ length: rows }, (_, i) => rows - 1 - i);
+      const ids = b.t.slot("ids", { kind: "Input", dtype: "i32", shape: [rows] });
+      return b.done({ y: b.t.gather(b.weightBytes(t, [rows, W], craftedBlocks(t, rows, W, 77 + W)), ids) });
+    });
+    for (const [batch, n, kk] of k ? [[1, 33, 256], [3, 17, 512], [11, 9, 256]] : [[1, 40, 64], [5, 17, 96], [11, 9, 64]]) {
+      add(`matmul ${t} ${batch}x${n}x${kk}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, kk]), b.weight(t, [n, kk])) }));
+    }
+    decodeBlock(`gemv units: llama-like block ${t}`, k
+      ? { w: t, D: 256, H: 4, KVH: 2, hd: 64, C: 6, kv: "f16", style: "half", bias: false, ffn: 512 }
+      : { w: t, D: 64, H: 4, KVH: 2, hd: 16, C: 6, kv: "f16", style: "half", bias: true, ffn: 96 });
+  }
+}

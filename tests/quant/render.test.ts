@@ -1,0 +1,118 @@
+// Every kernel that reads GGUF blocks renders for every target: the decode and prefill plans of Llama 3 8B
+// quantized as llama-quantize's q4_k_m, q5_k_m, q6_k, q8_0 and q4_0 mixes (quantPlan) and of stories260K with
+// its fallback mix, plus the quantized op-harness cases (every block type in gather, matmul and the fused gemv).
+// PTX assembles with `ptxas -arch=sm_90`; SPIR-V passes spirv-val (Vulkan 1.1) for an NVIDIA-like and
+// lavapipe's capabilities. Each check skips when its tool is missing.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Kernel } from "../../kernels/ir.ts";
+import type { Caps, TargetSet } from "../../kernels/target.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { renderPtx } from "../../kernels/render/ptx.ts";
+import { renderSpirv } from "../../kernels/render/spirv.ts";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import { type LlamaConfig, llamaWeights, tensorName, traceDecode, traceStep } from "../../llm/families/llama.ts";
+import { QUANT_FTYPES, type QuantFtype, quantPlan } from "../../llm/formats/quantize.ts";
+import { roleKey, type WeightRole } from "../../graph/weights.ts";
+import type { DType } from "../../graph/dtype.ts";
+import type { Graph } from "../../graph/ir.ts";
+import { assembleMany, findPtxas } from "../ptx/ptxas.ts";
+import { opCases } from "../ops/cases.ts";
+import { QTYPES } from "../ops/quant_cases.ts";
+
+const SHAPES: Record<string, LlamaConfig> = {
+  "llama-3-8b": { dim: 4096, hidden: 14336, layers: 32, heads: 32, kvHeads: 8, headDim: 128, vocab: 128256, rmsEps: 1e-5, ropeTheta: 500000, ropeStyle: "half", tiedEmbeddings: false },
+  "stories260K": { dim: 64, hidden: 172, layers: 5, heads: 8, kvHeads: 4, headDim: 8, vocab: 512, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "adjacent", tiedEmbeddings: false },
+};
+
+/** Role -> dtype of the model quantized as `ftype` from f16 (llama-quantize's choices). */
+function mixOf(cfg: LlamaConfig, ftype: QuantFtype): (r: WeightRole) => DType {
+  const ws = llamaWeights(cfg).map((w) => ({ name: tensorName("gguf", w.role)!, dtype: "f16" as DType, shape: w.shape, byteLength: 0, key: roleKey(w.role) }));
+  const plan = quantPlan(ws, ftype);
+  const by = new Map(ws.map((w, i) => [w.key, plan[i].to]));
+  return (r) => {
+    const d = by.get(roleKey(r))!;
+    return d === "f16" && (r.role.endsWith("norm") || r.role.endsWith(".bias")) ? "f32" : d;
+  };
+}
+
+function graphs(): { name: string; g: Graph }[] {
+  const out: { name: string; g: Graph }[] = [];
+  for (const [name, cfg] of Object.entries(SHAPES)) {
+    for (const ft of QUANT_FTYPES) {
+      const dtypeOf = mixOf(cfg, ft);
+      out.push({ name: `${name} ${ft} decode`, g: traceDecode(cfg, { cap: 2048 }, { dtypeOf }) });
+      out.push({ name: `${name} ${ft} prefill`, g: traceStep(cfg, { cap: 2048, rows: 7 }, { dtypeOf }) });
+    }
+  }
+  for (const c of opCases()) if (QTYPES.some((t) => c.name.includes(t))) out.push({ name: `op ${c.name}`, g: c.graph });
+  return out;
+}
+
+function kernelsFor(target: TargetSet): Map<string, Kernel> {
+  const ks = new Map<string, Kernel>();
+  for (const { g } of graphs()) {
+    for (const s of compileGraph(g, target).steps) if (s.k === "kernel" && !ks.has(s.kernel.name)) ks.set(s.kernel.name, s.kernel);
+  }
+  return ks;
+}
+
+const quantKernel = (name: string) => QTYPES.some((t) => name.includes(t));
+const ptxas = findPtxas();
+
+test("kernels reading blocks assemble with ptxas -arch=sm_90", { skip: ptxas ? false : "ptxas not found", timeout: 300_000 }, () => {
+  const target: TargetSet = { backend: "ptx", device: "sm_90 (no device)", caps: SM90_CAPS, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
+  const ks = [...kernelsFor(target).values()];
+  const mods = ks.map((k) => renderPtx(k, { sm: 90 }));
+  const q = ks.filter((k) => quantKernel(k.name)).length;
+  assert.ok(q >= 40, `only ${q} block-reading kernels`);
+  const bad = assembleMany(ptxas!, mods, "sm_90").flatMap((r, i) => (r.ok ? [] : [`${ks[i].name}: ${r.log.split("\n")[0]}`]));
+  assert.deepEqual(bad, []);
+  console.log(`ptx: ${mods.length} kernels (${q} read blocks) assembled`);
+});
+
+function hasTool(name: string): boolean {
+  try {
+    execFileSync(name, ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const FULL: Caps = {
+  subgroups: true, subgroupSize: 8, f16: true, storage16: true, storage8: true, trap: false, maxWorkgroupSize: 1024,
+  maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 32768, maxBindingBytes: 1 << 27, bindingAlign: 16,
+};
+const NV: Caps = { ...FULL, subgroupSize: 32, maxBindingBytes: 2 ** 32 - 1, maxSharedBytes: 49152 };
+
+test("kernels reading blocks pass spirv-val (NVIDIA-like and lavapipe capabilities)", { skip: hasTool("spirv-val") ? false : "spirv-val is not installed", timeout: 300_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "poot-qspv-"));
+  const bad: string[] = [];
+  let n = 0;
+  try {
+    for (const [label, caps] of [["nvidia-like", NV], ["lavapipe", FULL]] as const) {
+      const target: TargetSet = { backend: "vulkan", device: label, caps, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
+      for (const k of kernelsFor(target).values()) {
+        if (!quantKernel(k.name)) continue;
+        const words = renderSpirv(k, caps).words;
+        const f = join(dir, `k${n++}.spv`);
+        writeFileSync(f, new Uint8Array(words.buffer, words.byteOffset, words.byteLength));
+        try {
+          execFileSync("spirv-val", ["--target-env", "vulkan1.1", f], { stdio: "pipe" });
+        } catch (e) {
+          bad.push(`${label} ${k.name}: ${String((e as { stderr?: Uint8Array }).stderr ?? e).split("\n")[0]}`);
+        }
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  assert.ok(n >= 40, `only ${n} block-reading kernels`);
+  assert.deepEqual(bad, []);
+  console.log(`spirv: ${n} block-reading kernels validated`);
+});
