@@ -75,12 +75,14 @@ export function expandRope(g: Tracer, [x, pos, factors]: Tensor[], a: Attrs): Te
   return dims < D ? g.concat([y, g.slice(x, 2, dims, D)], 2) : y;
 }
 
-/** bool[rows, cap]: t <= pos + r. */
+/** bool[rows, cap]: t <= pos + r, and t + window > pos + r with a window. */
 export function expandCausalMask(g: Tracer, [pos]: Tensor[], a: Attrs): Tensor {
   const R = a.rows!, C = a.cap!;
   const dt = pos.dtype as "i32" | "u32";
   const p = g.broadcast(g.reshape(pos, [1, 1]), [R, C]);
-  return g.le(g.iota([R, C], 1, dt), g.add(p, g.iota([R, C], 0, dt)));
+  const t = g.iota([R, C], 1, dt), last = g.add(p, g.iota([R, C], 0, dt));
+  const causal = g.le(t, last);
+  return a.window === undefined ? causal : g.and(causal, g.gt(g.add(t, a.window), last));
 }
 
 /**

@@ -75,6 +75,8 @@ export interface Attrs {
   /** causal_mask: result shape [rows, cap]. */
   rows?: number;
   cap?: number;
+  /** causal_mask: only the last `window` positions are visible (sliding-window attention). */
+  window?: number;
 }
 
 export interface Node {

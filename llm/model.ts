@@ -1,16 +1,28 @@
-// A loaded model: its file's weights (read once), config, weight map, tokenizer and what the metadata says of
-// context and chat. What the Driver needs to compile and run it; nothing here touches a device.
-import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
-import { familyOf, type Family } from "./registry.ts";
-import { type LlamaConfig, weightMap } from "./families/llama.ts";
+// A loaded model: its weights (a store read on demand), family, config, weight map, tokenizer and what the
+// files say of context and chat. What the Driver needs to compile and run it; nothing here touches a device.
+//
+// A model is a GGUF file or a Hugging Face folder (config.json, model.safetensors or sharded safetensors with
+// model.safetensors.index.json, tokenizer.json, tokenizer_config.json, chat template in tokenizer_config.json
+// or chat_template.jinja). Every weight the family reads is checked for shape and dtype before anything is
+// uploaded (family.ts checkTensors).
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
-import { type Tokenizer, tokenizerFromGGUF } from "./tokenizer/mod.ts";
+import { ConfigError, ModelNotFoundError } from "./errors.ts";
+import { checkTensors, type Family, type ModelConfig, type WeightFormat } from "./families/family.ts";
+import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
+import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
+import { familyOf, familyOfHF } from "./registry.ts";
+import { type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerFromHF } from "./tokenizer/mod.ts";
 
 export interface ModelHandle {
   path: string;
+  /** The file's own architecture name (GGUF general.architecture, HF architectures[0] or model_type). */
   arch: string;
   family: Family;
-  config: LlamaConfig;
+  config: ModelConfig;
+  format: WeightFormat;
   store: WeightStore;
   map: WeightMap;
   tokenizer: Tokenizer;
@@ -18,21 +30,33 @@ export interface ModelHandle {
   contextLength?: number;
   chatTemplate?: string;
   name?: string;
-  gguf: GGUFFile;
+  /** The GGUF file, for a GGUF model. */
+  gguf?: GGUFFile;
+  /** Releases the files the store reads from (the Driver has copied the weights by then). */
+  close(): void;
 }
 
-/** Loads a GGUF model file. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
+/** Loads a GGUF file or a Hugging Face folder. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
 export function loadModel(path: string): ModelHandle {
+  let dir = false;
+  try {
+    dir = statSync(path).isDirectory();
+  } catch { /* openGGUF reports the missing file */ }
+  return dir ? loadHFFolder(path) : loadGGUF(path);
+}
+
+function loadGGUF(path: string): ModelHandle {
   const gguf = openGGUF(path); // a missing file or a directory is a ModelNotFoundError
   const arch = gguf.optString("general.architecture");
   const family = familyOf(arch);
-  const config = family.config(gguf);
-  const map = weightMap(config, "gguf", [...gguf.tensors()].map((t) => t.name));
+  const config = family.fromGGUF(gguf, arch!);
+  const map = checkTensors(path, family, config, "gguf", gguf);
   return {
     path,
     arch: arch!,
     family,
     config,
+    format: "gguf",
     store: gguf,
     map,
     tokenizer: tokenizerFromGGUF(gguf),
@@ -40,5 +64,82 @@ export function loadModel(path: string): ModelHandle {
     chatTemplate: gguf.optString("tokenizer.chat_template"),
     name: gguf.optString("general.name"),
     gguf,
+    close() {},
   };
+}
+
+const Token = z.union([z.string(), z.object({ content: z.string() }).loose()]).nullish();
+const TokenizerConfigSchema = z.object({
+  add_bos_token: z.boolean().nullish(),
+  add_eos_token: z.boolean().nullish(),
+  bos_token: Token,
+  eos_token: Token,
+  pad_token: Token,
+  unk_token: Token,
+  chat_template: z.union([z.string(), z.array(z.object({ name: z.string(), template: z.string() }))]).nullish(),
+}).loose();
+
+const ArchSchema = z.object({
+  architectures: z.array(z.string()).nullish(),
+  model_type: z.string().optional(),
+  _name_or_path: z.string().optional(),
+}).loose();
+
+/** A JSON file of the folder, parsed (a missing file: ModelNotFoundError; bad JSON: ConfigError). */
+function readJson(path: string): unknown {
+  const text = openText(path);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(path, "", `not valid JSON (${(e as Error).message})`);
+  }
+}
+
+function zodParse<T extends z.ZodType>(file: string, schema: T, json: unknown): z.infer<T> {
+  const r = schema.safeParse(json);
+  if (!r.success) throw new ConfigError(file, r.error.issues[0].path.join("."), r.error.issues[0].message);
+  return r.data;
+}
+
+function loadHFFolder(dir: string): ModelHandle {
+  const cfgPath = join(dir, "config.json");
+  if (!existsSync(cfgPath)) throw new ModelNotFoundError(dir, "a Hugging Face folder needs config.json (none found)");
+  const json = readJson(cfgPath);
+  const a = zodParse(cfgPath, ArchSchema, json);
+  const family = familyOfHF(a.architectures ?? undefined, a.model_type);
+  const config = family.fromHF({ file: cfgPath, json });
+
+  const tokPath = join(dir, "tokenizer.json");
+  if (!existsSync(tokPath)) throw new ModelNotFoundError(dir, "no tokenizer.json in the folder");
+  const tcPath = join(dir, "tokenizer_config.json");
+  const tc = existsSync(tcPath) ? zodParse(tcPath, TokenizerConfigSchema, readJson(tcPath)) : {};
+  const tokenizer = tokenizerFromHF(openText(tokPath), tc as HFTokenizerConfig);
+  if (tokenizer.vocabSize > config.vocab) {
+    throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
+  }
+  const jinja = join(dir, "chat_template.jinja");
+  const t = tc.chat_template;
+  const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
+
+  const store = openSafetensorsFolder(dir);
+  try {
+    const map = checkTensors(cfgPath, family, config, "hf", store);
+    return {
+      path: dir,
+      arch: a.architectures?.[0] ?? a.model_type ?? family.name,
+      family,
+      config,
+      format: "hf",
+      store,
+      map,
+      tokenizer,
+      contextLength: config.contextLength,
+      chatTemplate,
+      name: a._name_or_path || undefined,
+      close: () => store.close(),
+    };
+  } catch (e) {
+    store.close();
+    throw e;
+  }
 }

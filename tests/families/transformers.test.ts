@@ -1,0 +1,103 @@
+// Tier 3 against transformers, for every family: the random-weight checkpoints in fixtures/ (written by
+// transformers 5.17 itself, see fixtures/SOURCE.md) load from their Hugging Face folders; prompt ids equal the
+// HF tokenizer's, chat prompt ids equal apply_chat_template(..., add_generation_prompt=True), the first
+// prompt's next-token logits are within a stated tolerance of transformers' fp32 ones, and 48 greedy tokens equal
+// transformers' except after a near tie (reference top-two margin below MARGIN at that step, after which the
+// sequences may part). On every backend present (POOT_BACKENDS selects; a missing device is a skip).
+// POOT_FAMILIES=llama,qwen2 limits the families.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { compileGraph, Driver, Engine, loadModel } from "../../mod.ts";
+import type { ModelHandle } from "../../llm/model.ts";
+import { chatTokens, type ChatMessage } from "../../llm/chat.ts";
+import { type BackendName, openDevice, selectedBackends } from "../devices/index.ts";
+import { constsFromStore, evaluate } from "../../graph/eval.ts";
+import { dtypesFromStore } from "../../llm/families/family.ts";
+
+export const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
+export const FAMILY_DIRS = ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"];
+/**
+ * A greedy flip is allowed only at a step where transformers' own top-two logits are closer than this: f32
+ * sums in another order differ by a few ulp of the logits' magnitude (|logit| < 40 here), far below 0.01.
+ */
+export const MARGIN = 0.01;
+/** Next-token logits: |ours - transformers| <= ATOL + RTOL·|ref| per element (fp32 both; 3 layers, width 64). */
+const ATOL = 2e-3, RTOL = 1e-3;
+
+interface Seq {
+  ids: number[];
+  greedy: number[];
+  margins: number[];
+  logits?: number[];
+}
+export interface Expected {
+  family: string;
+  steps: number;
+  prompts: (Seq & { text: string })[];
+  chats: (Seq & { messages: ChatMessage[]; text: string })[];
+}
+
+export function expected(family: string): Expected {
+  return JSON.parse(readFileSync(`${FIXTURES}${family}/expected.json`, "utf8"));
+}
+
+/** Where ours first differs from the reference; a difference is accepted only after a step of near tie. */
+export function compareGreedy(ours: number[], ref: Seq, what: string): void {
+  assert.equal(ours.length, ref.greedy.length, `${what}: generated ${ours.length} tokens, reference ${ref.greedy.length}`);
+  const at = ours.findIndex((t, i) => t !== ref.greedy[i]);
+  if (at < 0) return;
+  assert.ok(ref.margins[at] < MARGIN,
+    `${what}: token ${at} is ${ours[at]}, transformers ${ref.greedy[at]} (its top-two margin ${ref.margins[at].toFixed(4)} >= ${MARGIN})\n` +
+      `ours ${ours.join(",")}\nref  ${ref.greedy.join(",")}`);
+}
+
+const families = (process.env.POOT_FAMILIES?.split(",") ?? FAMILY_DIRS).filter((f) => FAMILY_DIRS.includes(f));
+const models = new Map<string, ModelHandle>(families.map((f) => [f, loadModel(`${FIXTURES}${f}`)]));
+
+for (const family of families) {
+  const model = models.get(family)!, exp = expected(family);
+  test(`${family}: prompt ids equal the HF tokenizer's, chat ids equal apply_chat_template`, () => {
+    for (const p of exp.prompts) assert.deepEqual(model.tokenizer.encode(p.text), p.ids, JSON.stringify(p.text));
+    for (const c of exp.chats) assert.deepEqual(chatTokens(model, c.messages), c.ids, JSON.stringify(c.text));
+  });
+  test(`${family}: the traced step's next-token logits (oracle) are within tolerance of transformers' fp32`, () => {
+    const first = exp.prompts[0], R = first.ids.length;
+    const { tracer, logits } = model.family.trace(model.config, { rows: R, cap: 64 }, { dtypeOf: dtypesFromStore(model.store, model.map) });
+    tracer.output("logits", tracer.slice(logits, 0, R - 1, R));
+    const got = evaluate(tracer.build(), {
+      consts: constsFromStore(model.store, model.map),
+      slots: { token: Int32Array.from(first.ids), pos: new Int32Array([0]) },
+    }).output.logits as Float32Array;
+    assert.equal(got.length, first.logits!.length);
+    for (let i = 0; i < got.length; i++) {
+      const want = first.logits![i], tol = ATOL + RTOL * Math.abs(want);
+      assert.ok(Number.isFinite(got[i]) && Math.abs(got[i] - want) <= tol, `logit ${i}: ${got[i]} vs transformers ${want} (tolerance ${tol})`);
+    }
+  });
+}
+
+for (const backend of selectedBackends()) {
+  let dev: Awaited<ReturnType<typeof openDevice>> | undefined = await openDevice(backend as BackendName);
+  const skip = typeof dev === "string" ? dev : false;
+  for (const family of families) {
+    test(`${family} on ${backend}: 48 greedy tokens of every prompt and chat equal transformers'`, { skip }, async () => {
+      // Unloading an engine ends its device: each family gets a fresh one (the probe serves the first).
+      const d = dev ?? await openDevice(backend as BackendName);
+      dev = undefined;
+      if (typeof d === "string") throw new Error(d);
+      const model = models.get(family)!, exp = expected(family);
+      const engine = new Engine(d, { compile: compileGraph });
+      try {
+        const driver = await Driver.open(model, engine, { ctx: 128, prefill: [8] });
+        for (const [i, seq] of [...exp.prompts, ...exp.chats].entries()) {
+          const r = await driver.generate(seq.ids, { maxTokens: exp.steps, ignoreEos: true });
+          compareGreedy(r.generatedIds, seq, `${family} ${backend} sequence ${i}`);
+        }
+      } finally {
+        await engine.unload();
+      }
+    });
+  }
+}
