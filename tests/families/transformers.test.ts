@@ -25,7 +25,7 @@ for (const family of families) {
     for (const p of exp.prompts) assert.deepEqual(model.tokenizer.encode(p.text), p.ids, JSON.stringify(p.text));
     for (const c of exp.chats) assert.deepEqual(chatTokens(model, c.messages), c.ids, JSON.stringify(c.text));
   });
-  test(`${family}: the traced step's next-token logits (oracle) are within tolerance of transformers' fp32`, () => {
+  test(`${family}: the traced step's next-token logits (oracle) are within tolerance of transformers' fp32`, { timeout: 120_000 }, () => {
     const first = exp.prompts[0], R = first.ids.length;
     const { tracer, logits } = model.family.trace(model.config, { rows: R, cap: 64 }, { dtypeOf: dtypesFromStore(model.store, model.map) });
     tracer.output("logits", tracer.slice(logits, 0, R - 1, R));
@@ -45,7 +45,7 @@ for (const backend of selectedBackends()) {
   let dev: Awaited<ReturnType<typeof openDevice>> | undefined = await openDevice(backend as BackendName);
   const skip = typeof dev === "string" ? dev : false;
   for (const family of families) {
-    test(`${family} on ${backend}: 48 greedy tokens of every prompt and chat equal transformers'`, { skip }, async () => {
+    test(`${family} on ${backend}: 48 greedy tokens of every prompt and chat equal transformers'`, { skip, timeout: 600_000 }, async () => {
       // Unloading an engine ends its device: each family gets a fresh one (the probe serves the first).
       const d = dev ?? await openDevice(backend as BackendName);
       dev = undefined;
