@@ -124,9 +124,10 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const end = b.let(pos.add(r).add(1), "u32", "end");
   // A sliding window starts the sweep at end - window (the positions before it are masked out).
   const w = s.window;
-  const first = w ? b.let(end.max(w).sub(w), "u32", "first") : u32(0);
-  const share = splits ? b.let(end.sub(first).add(S - 1).div(S), "u32", "share") : undefined;
-  const start = share ? b.let(first.add(trow.mod(S).mul(share)).min(end), "u32", "start") : first;
+  const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
+  const share = splits ? b.let((first ? end.sub(first) : end).add(S - 1).div(S), "u32", "share") : undefined;
+  const chunk = share ? trow.mod(S).mul(share) : undefined;
+  const start = chunk ? b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start") : first ?? u32(0);
   const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
   // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th

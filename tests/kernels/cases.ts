@@ -182,10 +182,10 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
 }
 
 // ---- attention ---------------------------------------------------------------------------------------
-export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
+export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32"; window?: number }
 export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   const kv = c.kv ?? "f32", pt = c.pt ?? "u32";
-  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${fault ? " (fault)" : ""}`;
+  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${c.window ? ` window=${c.window}` : ""}${fault ? " (fault)" : ""}`;
   let kvals: Float64Array, vvals: Float64Array;
   const inputs = memo(() => {
     const rng = new Rng(name);
@@ -198,7 +198,7 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   return {
     name,
     fault: fault ? lib.FAULT.ATTENTION_POS : undefined,
-    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt }),
+    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt, window: c.window }),
     inputs,
     expect(ins) {
       if (fault) return [];
@@ -214,7 +214,7 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
           for (let p = 0; p < cap; p++) { // the whole [cap] sweep with the mask, as the graph defines it
             let s = 0;
             for (let d = 0; d < hd; d++) s += q[qo + d] * kvals[(p * kvHeads + g) * hd + d];
-            sc[p] = p <= pos + r ? s * scale : -Infinity;
+            sc[p] = p <= pos + r && !(c.window && p <= pos + r - c.window) ? s * scale : -Infinity;
             mx = Math.max(mx, sc[p]);
           }
           let sum = 0;
@@ -239,11 +239,11 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
 /** Split-K phase 1: the partial [m, l, acc] of each chunk, against the same masked scores. */
 function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
   const full = attentionCase(c);
-  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}`;
+  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}`;
   const kv = c.kv ?? "f32";
   return {
     name,
-    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits }),
+    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window }),
     inputs: () => {
       const ins = full.inputs();
       ins[4] = bytes(new Float32Array(c.rows * c.heads * splits * (c.hd + 2)).fill(NaN));
@@ -260,8 +260,9 @@ function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
           for (let sp = 0; sp < splits; sp++) {
             const o = ((r * heads + h) * splits + sp) * st;
             // Row r sees positions 0 .. pos + r, in `splits` shares of ceil((pos + r + 1) / splits).
-            const end = pos + r + 1, share = Math.ceil(end / splits);
-            const lo = Math.min(end, sp * share), hi = Math.min(end, lo + share);
+            // With a window the sweep starts at end - window.
+            const end = pos + r + 1, first = c.window ? Math.max(0, end - c.window) : 0, share = Math.ceil((end - first) / splits);
+            const lo = Math.min(end, first + sp * share), hi = Math.min(end, lo + share);
             const sc: number[] = [], sm: number[] = [];
             for (let p = lo; p < hi; p++) {
               let d = 0, a = 0;
@@ -686,9 +687,14 @@ export const cases: KernelCase[] = [
   attentionCase({ rows: 5, heads: 4, kvHeads: 1, hd: 8, cap: 16, pos: 2 }),
   attentionCase({ rows: 3, heads: 2, kvHeads: 2, hd: 33, cap: 9, pos: 6, pt: "i32" }),
   attentionCase({ rows: 2, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: 7 }, true),
+  // Sliding windows (Mistral, Gemma): a window shorter than the history, one longer, prefill rows across it.
+  attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 20, window: 5 }),
+  attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 16, pos: 3, window: 8 }),
+  attentionCase({ rows: 6, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 9, window: 4, kv: "f16", pt: "i32" }),
   attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: -1, pt: "i32" }, true),
   attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4),
   attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5),
+  attentionPartialCase({ rows: 2, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 30, window: 7 }, 3),
   attentionCombineCase(5, 16, 4),
   attentionCombineCase(3, 9, 7),
   rmsnormCase(1, 64, "f32"),

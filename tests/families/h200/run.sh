@@ -8,7 +8,8 @@ set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
 large=/tmp/poot-large
 export NO_COLOR=1
-for what in "${@:-tier3 large}"; do
+[ $# -eq 0 ] && set -- tier3 large
+for what in "$@"; do
   case "$what" in
     tier3)
       POOT_BACKENDS=ptx,vulkan,wgpu timeout 400 deno test -A --no-check tests/families/transformers.test.ts > "$out/families-tier3.txt" 2>&1
