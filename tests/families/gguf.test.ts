@@ -1,7 +1,8 @@
-// GGUF and safetensors of the same checkpoint give the same tokens: the llama and qwen2 transformers fixtures
-// converted to GGUF here the way llama.cpp's convert_hf_to_gguf.py does it (llama q/k rows permuted for GGML's
-// adjacent-pair rope, the llama3 rope scaling as a `rope_freqs` weight, the tokenizer as tokenizer.ggml.*,
-// qwen2 kept in bf16 and NEOX order), then both run greedy on the JS device: identical tokens (a difference is
+// GGUF and safetensors of the same checkpoint give the same tokens: the llama, qwen2, qwen3 and phi3 transformers
+// fixtures converted to GGUF here the way llama.cpp's convert_hf_to_gguf.py does it (llama q/k rows permuted for
+// GGML's adjacent-pair rope, the llama3 rope scaling as a `rope_freqs` weight, the tokenizer as tokenizer.ggml.*,
+// qwen2 kept in bf16, qwen3's q/k norms, phi3's fused qkv and gate|up as attn_qkv / ffn_up; NEOX order for all
+// but llama), then both run greedy on the JS device: identical tokens (a difference is
 // allowed only after a step where transformers' top-two margin is below MARGIN, see fixtures.ts), identical
 // prompt ids from the two tokenizers, and the same chat template.
 import { test } from "node:test";
@@ -34,7 +35,7 @@ function permute(data: Uint8Array, rows: number, cols: number, heads: number, el
 
 /** The GGUF a converter would write for an HF fixture of the llama or qwen2 family. */
 export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
-  const c = m.config, arch = m.family.name === "qwen2" ? "qwen2" : "llama";
+  const c = m.config, arch = m.family.name;
   const tensors: GGUFWriteTensor[] = [];
   for (const { role } of m.family.weights({ ...c, ropeFreqFactors: false })) {
     const info = m.store.info(m.map.get(roleKey(role))!)!;
@@ -60,6 +61,8 @@ export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
     [k("block_count")]: meta.u32(c.layers),
     [k("attention.head_count")]: meta.u32(c.heads),
     [k("attention.head_count_kv")]: meta.u32(c.kvHeads),
+    [k("attention.key_length")]: meta.u32(c.headDim),
+    [k("attention.value_length")]: meta.u32(c.headDim),
     [k("rope.freq_base")]: meta.f32(c.ropeTheta),
     [k("attention.layer_norm_rms_epsilon")]: meta.f32(c.rmsEps),
     [k("context_length")]: meta.u32(c.contextLength ?? 256),
@@ -76,7 +79,7 @@ export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
   return writeGGUF({ metadata: md, tensors });
 }
 
-for (const family of ["llama", "qwen2"]) {
+for (const family of ["llama", "qwen2", "qwen3", "phi3"]) {
   test(`${family}: the GGUF conversion and the safetensors folder give the same prompt ids and greedy tokens (js)`, { timeout: 300_000 }, async () => {
     const dir = `${FIXTURES}${family}`, hf = loadModel(dir);
     const tmp = mkdtempSync(join(tmpdir(), "poot-gguf-"));
