@@ -86,9 +86,13 @@ export async function chatSession(driver: Driver, io: ChatIO, opts: GenerateOpti
       let reply = "";
       try {
         const it = driver.chatStream(history, opts);
+        let n = 0;
         for (let r = await it.next(); !r.done; r = await it.next()) {
           reply += r.value.text;
           io.write(r.value.text);
+          // A device that resolves without leaving the microtask queue would hold off the SIGINT handler
+          // until the reply ends: let the event loop run now and then.
+          if (++n % 4 === 0) await new Promise((ok) => setTimeout(ok, 0));
           if (stopped) {
             await it.return(undefined as never);
             break;
