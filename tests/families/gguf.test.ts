@@ -15,6 +15,9 @@ import { compileGraph, Driver, Engine, loadModel } from "../../mod.ts";
 import type { ModelHandle } from "../../llm/model.ts";
 import { meta, writeGGUF, type GGUFWriteTensor } from "../../llm/formats/gguf-write.ts";
 import { roleKey } from "../../graph/weights.ts";
+import { decodeHalf } from "../../graph/dtype.ts";
+import { constsFromStore, evaluate } from "../../graph/eval.ts";
+import { dtypesFromStore } from "../../llm/families/family.ts";
 import { compareGreedy, expected, FIXTURES } from "./fixtures.ts";
 import { readFileSync } from "node:fs";
 
@@ -43,6 +46,12 @@ export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
     const elem = info.dtype === "f32" ? 4 : 2;
     if (arch === "llama" && (role.role === "attn.q" || role.role === "attn.k")) {
       data = permute(data, info.shape[0], info.shape[1], role.role === "attn.q" ? c.heads : c.kvHeads, elem);
+    }
+    if (c.normOffset && /norm/.test(role.role)) {
+      // Gemma's converter stores norm weights as 1 + w, in f32.
+      const w = info.dtype === "f32" ? new Float32Array(data.slice().buffer) : decodeHalf(info.dtype as "f16" | "bf16", new Uint16Array(data.slice().buffer));
+      tensors.push({ name: m.family.tensorName("gguf", role)!, dtype: "f32", shape: info.shape, data: new Uint8Array(w.map((x) => x + c.normOffset!).buffer) });
+      continue;
     }
     tensors.push({ name: m.family.tensorName("gguf", role)!, dtype: info.dtype, shape: info.shape, data });
   }
@@ -76,6 +85,10 @@ export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
   };
   if (tok.bos !== undefined) md["tokenizer.ggml.bos_token_id"] = meta.u32(tok.bos);
   if (tok.eos !== undefined) md["tokenizer.ggml.eos_token_id"] = meta.u32(tok.eos);
+  if (c.attnSoftcap) md[k("attn_logit_softcapping")] = meta.f32(c.attnSoftcap);
+  if (c.finalSoftcap) md[k("final_logit_softcapping")] = meta.f32(c.finalSoftcap);
+  if (c.slidingWindow) md[k("attention.sliding_window")] = meta.u32(c.slidingWindow);
+  if (c.ropeLocal && c.ropeFactors) md[k("rope.scaling.factor")] = meta.f32(c.ropeFactors[0]);
   return writeGGUF({ metadata: md, tensors });
 }
 
@@ -110,6 +123,41 @@ for (const family of ["llama", "qwen2", "qwen3", "phi3"]) {
         compareGreedy(b[i], s, `${family} gguf sequence ${i}`);
       });
       assert.deepEqual(b, a, "GGUF and safetensors tokens");
+    } finally {
+      hf.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+}
+
+// GGUF cannot state what these fixtures set (query_pre_attn_scalar 24 != head_dim; three layers, fewer than
+// Gemma 3's fixed pattern of six), so the GGUF model runs under the HF config's attention scale and layer
+// pattern: what this checks is the GGUF side of the family (names, 1 + w norms, soft-capping, window and rope
+// metadata) giving the oracle the same logits as the safetensors folder.
+for (const family of ["gemma2", "gemma3"]) {
+  test(`${family}: the GGUF conversion reads back to the same weights, metadata and (oracle) logits`, { timeout: 120_000 }, () => {
+    const dir = `${FIXTURES}${family}`, hf = loadModel(dir);
+    const tmp = mkdtempSync(join(tmpdir(), "poot-gguf-"));
+    try {
+      const path = join(tmp, `${family}.gguf`);
+      writeFileSync(path, toGGUF(hf, dir));
+      const gg = loadModel(path);
+      assert.equal(gg.family, hf.family);
+      const a = hf.config, b = gg.config;
+      for (const f of ["dim", "hidden", "layers", "heads", "kvHeads", "headDim", "vocab", "ropeTheta", "ropeStyle", "tiedEmbeddings", "qkNorm", "embedScale", "act", "attnSoftcap", "finalSoftcap", "slidingWindow"] as const) {
+        assert.deepEqual(b[f], a[f], f);
+      }
+      assert.equal(b.normOffset, undefined, "GGUF norms hold 1 + w already");
+      const ids = expected(family).prompts[0].ids, R = ids.length;
+      const logits = (m: ModelHandle, c: typeof a) => {
+        const { tracer, logits } = m.family.trace(c, { rows: R, cap: 64 }, { dtypeOf: dtypesFromStore(m.store, m.map) });
+        tracer.output("l", logits);
+        return evaluate(tracer.build(), { consts: constsFromStore(m.store, m.map), slots: { token: Int32Array.from(ids), pos: new Int32Array([0]) } }).output.l as Float32Array;
+      };
+      const want = logits(hf, a), got = logits(gg, { ...b, attnScale: a.attnScale, slidingLayers: a.slidingLayers, ropeLocal: a.ropeLocal, ropeFactors: a.ropeFactors });
+      let worst = 0;
+      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) / (1e-4 + 1e-4 * Math.abs(want[i])));
+      assert.ok(worst <= 1, `logits differ by up to ${worst.toFixed(2)}x the tolerance 1e-4 + 1e-4|x| (only 1 + w rounds differently)`);
     } finally {
       hf.close();
       rmSync(tmp, { recursive: true, force: true });
