@@ -8,7 +8,8 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import type { WeightMap, WeightStore } from "../graph/weights.ts";
+import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
+import { decodeHalf } from "../graph/dtype.ts";
 import { ConfigError, ModelNotFoundError } from "./errors.ts";
 import { checkTensors, type Family, type ModelConfig, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
@@ -57,7 +58,7 @@ function loadGGUF(path: string): ModelHandle {
     family,
     config,
     format: "gguf",
-    store: gguf,
+    store: widenVectors(gguf),
     map,
     tokenizer: tokenizerFromGGUF(gguf),
     contextLength: config.contextLength,
@@ -130,7 +131,7 @@ function loadHFFolder(dir: string): ModelHandle {
       family,
       config,
       format: "hf",
-      store,
+      store: widenVectors(store),
       map,
       tokenizer,
       contextLength: config.contextLength,
@@ -142,4 +143,27 @@ function loadHFFolder(dir: string): ModelHandle {
     store.close();
     throw e;
   }
+}
+
+/**
+ * The store with every 1-D half-precision tensor (norm weights, biases: a bf16 Hugging Face checkpoint has
+ * them in bf16) read as f32, as GGUF files store them: the step then traces the same for both formats and the
+ * planner's fused units (gemv with the norm, with the bias) apply. Matrices stay as they are.
+ */
+export function widenVectors(store: WeightStore): WeightStore {
+  const wide = (t: TensorInfo): boolean => t.shape.length === 1 && (t.dtype === "f16" || t.dtype === "bf16");
+  const info = (t: TensorInfo): TensorInfo => (wide(t) ? { ...t, dtype: "f32", byteLength: t.byteLength * 2 } : t);
+  return {
+    tensors: () => [...store.tensors()].map(info),
+    info: (name) => {
+      const t = store.info(name);
+      return t && info(t);
+    },
+    bytes(name) {
+      const t = store.info(name), b = store.bytes(name);
+      if (!t || !wide(t)) return b;
+      const half = new Uint16Array(b.slice().buffer);
+      return new Uint8Array(decodeHalf(t.dtype as "f16" | "bf16", half).buffer);
+    },
+  };
 }

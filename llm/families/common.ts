@@ -69,6 +69,8 @@ export function weightFn(g: Tracer, o: TraceOptions): WeightFn {
 
 /** RMSNorm with the weight applied as (offset + w) (Gemma's Hugging Face weights store w around 0). */
 export function norm(g: Tracer, x: Tensor, w: Tensor, c: ModelConfig): Tensor {
+  // rmsnorm takes an f32 weight: a half one (a bf16 Hugging Face checkpoint) is widened once per step, which
+  // the planner still folds into the gemv that reads the norm.
   const wf = w.dtype === "f32" ? w : g.cast(w, "f32");
   return g.rmsnorm(x, c.normOffset ? g.add(wf, c.normOffset) : wf, c.rmsEps);
 }
