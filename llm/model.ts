@@ -11,7 +11,7 @@ import { z } from "zod";
 import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
 import { decodeHalf } from "../graph/dtype.ts";
 import { ConfigError, ModelNotFoundError } from "./errors.ts";
-import { checkTensors, type Family, type ModelConfig, type WeightFormat } from "./families/family.ts";
+import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
 import { familyOf, familyOfHF } from "./registry.ts";
@@ -51,14 +51,15 @@ function loadGGUF(path: string): ModelHandle {
   const arch = gguf.optString("general.architecture");
   const family = familyOf(arch);
   const config = family.fromGGUF(gguf, arch!);
-  const map = checkTensors(path, family, config, "gguf", gguf);
+  const store = rowSlices(widenVectors(gguf));
+  const map = checkTensors(path, family, config, "gguf", store);
   return {
     path,
     arch: arch!,
     family,
     config,
     format: "gguf",
-    store: widenVectors(gguf),
+    store,
     map,
     tokenizer: tokenizerFromGGUF(gguf),
     contextLength: config.contextLength,
@@ -122,7 +123,8 @@ function loadHFFolder(dir: string): ModelHandle {
   const t = tc.chat_template;
   const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
 
-  const store = openSafetensorsFolder(dir);
+  const files = openSafetensorsFolder(dir);
+  const store = rowSlices(widenVectors(files));
   try {
     const map = checkTensors(cfgPath, family, config, "hf", store);
     return {
@@ -131,16 +133,16 @@ function loadHFFolder(dir: string): ModelHandle {
       family,
       config,
       format: "hf",
-      store: widenVectors(store),
+      store,
       map,
       tokenizer,
       contextLength: config.contextLength,
       chatTemplate,
       name: a._name_or_path || undefined,
-      close: () => store.close(),
+      close: () => files.close(),
     };
   } catch (e) {
-    store.close();
+    files.close();
     throw e;
   }
 }

@@ -9,7 +9,7 @@ import type { DType } from "../../graph/dtype.ts";
 import { isBlock, isFloat } from "../../graph/dtype.ts";
 import type { RopeStyle } from "../../graph/ir.ts";
 import type { Tensor, Tracer } from "../../graph/tracer.ts";
-import { roleKey, type WeightMap, type WeightRole, type WeightStore } from "../../graph/weights.ts";
+import { roleKey, type TensorInfo, type WeightMap, type WeightRole, type WeightStore } from "../../graph/weights.ts";
 import { ModelFormatError } from "../errors.ts";
 import type { GGUFFile } from "../formats/gguf.ts";
 
@@ -114,14 +114,17 @@ export interface Family {
   fromHF(src: HFConfigSource): ModelConfig;
   /** Every weight the step reads under this config, with its shape. */
   weights(c: ModelConfig): WeightSpec[];
-  /** The tensor name of a role in a file format (undefined when the format has no such tensor). */
-  tensorName(format: WeightFormat, role: WeightRole): string | undefined;
+  /**
+   * The tensor name of a role in a file format (undefined when the format has no such tensor). A role stored as
+   * rows of a fused tensor is named `NAME#rows=FROM:TO:OF` (rows FROM..TO of a tensor of OF rows; see rowSlices).
+   */
+  tensorName(format: WeightFormat, role: WeightRole, c: ModelConfig): string | undefined;
   /** Traces one step. */
   trace(c: ModelConfig, s: StepShape, o?: TraceOptions): Traced;
 }
 
 /** Tensor names for a family from per-format tables; per-layer names get the format's layer prefix. */
-export function namesFrom(tables: Partial<Record<WeightFormat, Record<string, string>>>): Family["tensorName"] {
+export function namesFrom(tables: Partial<Record<WeightFormat, Record<string, string>>>): (format: WeightFormat, r: WeightRole) => string | undefined {
   return (format, r) => {
     const n = tables[format]?.[r.role];
     if (n === undefined) return undefined;
@@ -140,7 +143,7 @@ export function namesFrom(tables: Partial<Record<WeightFormat, Record<string, st
 export function checkTensors(file: string, family: Family, c: ModelConfig, format: WeightFormat, store: WeightStore): WeightMap {
   const map: WeightMap = new Map();
   for (const { role, shape } of family.weights(c)) {
-    const name = family.tensorName(format, role);
+    const name = family.tensorName(format, role, c);
     const info = name === undefined ? undefined : store.info(name);
     const where = { file, field: `tensor '${name ?? roleKey(role)}'`, offset: 0 };
     if (!info) throw new ModelFormatError(where, `missing (the ${family.name} step reads it as ${roleKey(role)}, shape [${shape}])`);
@@ -153,6 +156,39 @@ export function checkTensors(file: string, family: Family, c: ModelConfig, forma
     map.set(roleKey(role), name!);
   }
   return map;
+}
+
+/**
+ * The store with row ranges of fused tensors as tensors of their own: `NAME#rows=FROM:TO:OF` is rows FROM..TO of
+ * tensor NAME, which must have OF rows (else its info reports the whole tensor's shape, and checkTensors says
+ * the shape is wrong). Rows are contiguous in a row-major [out, in] matrix (quantized blocks run along a row),
+ * so a slice is a byte range: Phi-3's fused q|k|v and gate|up upload as separate weights, and its step traces
+ * like Llama's with every fused decode unit.
+ */
+export function rowSlices(store: WeightStore): WeightStore {
+  const parse = (name: string) => {
+    const m = /^(.*)#rows=(\d+):(\d+):(\d+)$/.exec(name);
+    return m ? { base: m[1], from: +m[2], to: +m[3], of: +m[4] } : undefined;
+  };
+  const info = (name: string): TensorInfo | undefined => {
+    const s = parse(name);
+    if (!s) return store.info(name);
+    const t = store.info(s.base);
+    if (!t) return undefined;
+    if (t.shape[0] !== s.of || !(s.from < s.to && s.to <= s.of)) return { ...t, name };
+    const rowBytes = t.byteLength / s.of;
+    return { ...t, name, shape: [s.to - s.from, ...t.shape.slice(1)], byteLength: rowBytes * (s.to - s.from) };
+  };
+  return {
+    tensors: () => store.tensors(),
+    info,
+    bytes(name) {
+      const s = parse(name);
+      if (!s) return store.bytes(name);
+      const t = store.info(s.base)!, rowBytes = t.byteLength / t.shape[0];
+      return store.bytes(s.base).slice(s.from * rowBytes, s.to * rowBytes);
+    },
+  };
 }
 
 /** dtype of each role as the store holds it (for tracing quantized or half-precision models). */

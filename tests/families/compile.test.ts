@@ -101,8 +101,8 @@ for (const c of CASES) {
   }
 }
 
-test("llama and qwen2 keep every fused decode unit (norm, rope, K/V write, silu·mul in a gemv)", () => {
-  for (const name of ["llama", "qwen2", "llama-gguf-rope_freqs"]) {
+test("llama, qwen2, mistral and phi3 keep every fused decode unit (norm, rope, K/V write, silu·mul in a gemv)", () => {
+  for (const name of ["llama", "qwen2", "mistral", "phi3", "llama-gguf-rope_freqs"]) {
     const c = CASES.find((x) => x.name === name)!;
     const [, prog] = programs(c, "ptx")[0];
     const f = fusions(prog), L = c.config.layers;

@@ -40,9 +40,17 @@ function permute(data: Uint8Array, rows: number, cols: number, heads: number, el
 export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
   const c = m.config, arch = m.family.name;
   const tensors: GGUFWriteTensor[] = [];
+  const written = new Set<string>();
   for (const { role } of m.family.weights({ ...c, ropeFreqFactors: false })) {
-    const info = m.store.info(m.map.get(roleKey(role))!)!;
-    let data = m.store.bytes(info.name);
+    let hfName = m.map.get(roleKey(role))!, name = m.family.tensorName("gguf", role, c)!;
+    // A row range of a fused tensor (phi3's qkv, gate|up): the GGUF holds the fused tensor once.
+    if (name.includes("#rows=")) {
+      [name, hfName] = [name.split("#")[0], hfName.split("#")[0]];
+      if (written.has(name)) continue;
+      written.add(name);
+    }
+    const info = m.store.info(hfName)!;
+    let data = m.store.bytes(hfName);
     const elem = info.dtype === "f32" ? 4 : 2;
     if (arch === "llama" && (role.role === "attn.q" || role.role === "attn.k")) {
       data = permute(data, info.shape[0], info.shape[1], role.role === "attn.q" ? c.heads : c.kvHeads, elem);
@@ -50,10 +58,10 @@ export function toGGUF(m: ModelHandle, dir: string): Uint8Array {
     if (c.normOffset && /norm/.test(role.role)) {
       // Gemma's converter stores norm weights as 1 + w, in f32.
       const w = info.dtype === "f32" ? new Float32Array(data.slice().buffer) : decodeHalf(info.dtype as "f16" | "bf16", new Uint16Array(data.slice().buffer));
-      tensors.push({ name: m.family.tensorName("gguf", role)!, dtype: "f32", shape: info.shape, data: new Uint8Array(w.map((x) => x + c.normOffset!).buffer) });
+      tensors.push({ name, dtype: "f32", shape: info.shape, data: new Uint8Array(w.map((x) => x + c.normOffset!).buffer) });
       continue;
     }
-    tensors.push({ name: m.family.tensorName("gguf", role)!, dtype: info.dtype, shape: info.shape, data });
+    tensors.push({ name, dtype: info.dtype, shape: info.shape, data });
   }
   if (c.ropeFactors) {
     tensors.push({ name: "rope_freqs.weight", dtype: "f32", shape: [c.ropeFactors.length], data: new Uint8Array(Float32Array.from(c.ropeFactors).buffer) });
