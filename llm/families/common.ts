@@ -33,6 +33,8 @@ export interface StepInputs {
   writeMap?: Tensor;
   /** Masks with a sliding window, by window width (made once per width). */
   windows: Map<number, Tensor>;
+  /** Literal rope frequency factors, by the config's array (one node per table, not per layer). */
+  factors: Map<readonly number[], Tensor>;
 }
 
 /** Declares the step's slots: token i32[rows], pos i32[1], and when paged slot_map i32[cap], write_map i32[rows]. */
@@ -44,7 +46,7 @@ export function stepInputs(g: Tracer, s: StepShape): StepInputs {
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
   const positions = R === 1 ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
   const mask = g.label(g.causalMask(pos, R, C), "mask");
-  return { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map() };
+  return { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map(), factors: new Map() };
 }
 
 /** The causal mask limited to the last `w` positions: t <= pos + r and t > pos + r - w (made once per width). */
@@ -95,7 +97,11 @@ export function ropeOf(inp: StepInputs, c: ModelConfig, layer: number, x: Tensor
   const theta = local ? local.theta : c.ropeTheta;
   const table = local ? local.factors : c.ropeFactors;
   const dims = c.ropeDims ?? c.headDim;
-  const factors = table ? g.tensor(table, "f32", [dims / 2]) : freqs;
+  let factors = freqs;
+  if (table) {
+    factors = inp.factors.get(table) ?? g.tensor(table, "f32", [dims / 2]);
+    inp.factors.set(table, factors);
+  }
   return g.rope(x, inp.positions, { theta, style: c.ropeStyle, dims: c.ropeDims, factors });
 }
 
