@@ -15,7 +15,7 @@ import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightForm
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
 import { familyOf, familyOfHF } from "./registry.ts";
-import { type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerFromHF } from "./tokenizer/mod.ts";
+import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
 export interface ModelHandle {
   path: string;
@@ -81,6 +81,8 @@ const TokenizerConfigSchema = z.object({
   chat_template: z.union([z.string(), z.array(z.object({ name: z.string(), template: z.string() }))]).nullish(),
 }).loose();
 
+const GenerationSchema = z.object({ eos_token_id: z.union([z.number().int().nonnegative(), z.array(z.number().int().nonnegative())]).nullish() }).loose();
+
 const ArchSchema = z.object({
   architectures: z.array(z.string()).nullish(),
   model_type: z.string().optional(),
@@ -115,7 +117,11 @@ function loadHFFolder(dir: string): ModelHandle {
   if (!existsSync(tokPath)) throw new ModelNotFoundError(dir, "no tokenizer.json in the folder");
   const tcPath = join(dir, "tokenizer_config.json");
   const tc = existsSync(tcPath) ? zodParse(tcPath, TokenizerConfigSchema, readJson(tcPath)) : {};
-  const tokenizer = tokenizerFromHF(openText(tokPath), tc as HFTokenizerConfig);
+  // transformers' generate stops at generation_config.json's eos ids too (Phi-3: <|end|> and <|assistant|>).
+  const genPath = join(dir, "generation_config.json");
+  const gen = existsSync(genPath) ? zodParse(genPath, GenerationSchema, readJson(genPath)) : {};
+  const eos = gen.eos_token_id;
+  const tokenizer = createTokenizer({ ...tokenizerSpecFromHF(openText(tokPath), tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
   if (tokenizer.vocabSize > config.vocab) {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
   }

@@ -4,6 +4,9 @@
 // and not the session, and an interrupt at the prompt ends it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { copyFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { loadModel } from "../../llm/model.ts";
 import { type ChatMessage, renderChat } from "../../llm/chat.ts";
 import { ChatTemplateError } from "../../llm/errors.ts";
@@ -77,4 +80,21 @@ test("chat session: an interrupt stops the reply, not the session; the history c
   assert.deepEqual(seen[1].map((m) => m.role), ["system", "user", "assistant", "user"]);
   assert.match(seen[1][2].content as string, /^abcde/);
   assert.match(out, /^> abcde.* \[stopped\]\n> abcde.* \[stopped\]\n> $/s);
+});
+
+test("generation_config.json's eos_token_id list joins the end-of-generation set (as transformers' generate stops there)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "poot-gen-"));
+  try {
+    for (const f of readdirSync(`${FIXTURES}phi3`)) copyFileSync(`${FIXTURES}phi3/${f}`, join(dir, f));
+    const before = loadModel(dir);
+    const assistant = before.tokenizer.tokenId("<|assistant|>")!;
+    assert.equal(before.tokenizer.isEog(assistant), false);
+    before.close();
+    writeFileSync(join(dir, "generation_config.json"), JSON.stringify({ eos_token_id: [before.tokenizer.eos, assistant] }));
+    const m = loadModel(dir);
+    assert.ok(m.tokenizer.isEog(assistant) && m.tokenizer.isEog(m.tokenizer.tokenId("<|end|>")!));
+    m.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
