@@ -60,6 +60,8 @@ export interface GemvPartPlan {
   bias?: number[];
   residual?: number;
   act?: number;
+  /** The two-weight part's activation is the tanh GELU (mul(gelu(a), b): GeGLU) rather than silu_mul's silu. */
+  gelu?: boolean;
   rope?: number;
   cast?: number;
   update?: number;
@@ -377,6 +379,16 @@ function planGemv(
       if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape) || n.dtype !== "f32") continue;
       taken.add(a).add(b);
       addPart(a, { matmuls: [a, b], act: n.id, out: n.id, nodes: [a, b, n.id] });
+    }
+    for (const n of nodes) { // mul(gelu(a), b) of two candidates of one key (GeGLU): the same part with gelu
+      if (n.op !== "mul" || n.dtype !== "f32" || n.inputs[0] === n.inputs[1]) continue;
+      const gi = n.inputs.findIndex((i) => nodes[i].op === "gelu");
+      if (gi < 0) continue;
+      const gn = nodes[n.inputs[gi]], a = gn.inputs[0], b = n.inputs[1 - gi];
+      if (a === b || !single(gn.id) || taken.has(a) || taken.has(b) || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
+      if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape)) continue;
+      taken.add(a).add(b);
+      addPart(a, { matmuls: [a, b], act: n.id, gelu: true, out: n.id, nodes: [a, b, gn.id, n.id] });
     }
     for (const n of nodes) if (isCand(n.id) && !taken.has(n.id)) addPart(n.id, gemvChain(g, n.id, uses, single, inPlaceUpdate));
 

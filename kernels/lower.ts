@@ -313,6 +313,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     const parts: lib.GemvPart[] = u.parts.map((pp) => {
       const N = numel(nodes[pp.matmuls[0]].shape);
       const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
+      if (pp.gelu) part.gelu = true;
       for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
       reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
       if (pp.bias) {

@@ -59,7 +59,7 @@ export function fusions(p: Program): { norm: number; rope: number; kv: number; s
     if (n.includes("_norm_")) f.norm++;
     f.rope += (n.match(/_rope\d+/g) ?? []).length;
     f.kv += (n.match(/_(?:n|rope)\d+b?r?(?:f16|bf16)?c(?=_)/g) ?? []).length;
-    f.siluMul += (n.match(/_sm\d+/g) ?? []).length;
+    f.siluMul += (n.match(/_[sg]m\d+/g) ?? []).length;
   }
   return f;
 }

@@ -99,8 +99,8 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
  * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
  * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
  */
-function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune> }): KernelCase {
-  const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, silu_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
+function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
+  const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, ${o.gelu ? "gelu" : "silu"}_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
   const nr = o.heads * o.hd;
   const freqs = Float32Array.from({ length: o.rot / 2 }, (_, i) => Math.fround(Math.pow(10000, -(2 * i) / o.rot)));
   const vals: Float64Array[] = [];
@@ -123,7 +123,7 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
       parts: [
         { n: nr, kind: "rope", bias: true, rope: { hd: o.hd, rot: o.rot, style: o.style }, out: "f16", cap: o.cap },
         { n: o.n, residual: true },
-        { n: o.ffn, kind: "silu_mul" },
+        { n: o.ffn, kind: "silu_mul", gelu: o.gelu },
       ],
     }),
     inputs,
@@ -168,9 +168,10 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
       const sw = new Float64Array(o.ffn), sm = new Float64Array(o.ffn);
       for (let i = 0; i < o.ffn; i++) {
         const [a, ma] = dot(2, i), [b, mb] = dot(3, i);
-        const sg = 1 / (1 + Math.exp(-a));
+        // silu(a) = a·sigmoid(a); GeGLU's tanh GELU = a·(1 + tanh(√(2/π)(a + 0.044715a³)))/2. Both slopes stay below 1.2.
+        const sg = o.gelu ? (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (a + 0.044715 * a * a * a))) / 2 : 1 / (1 + Math.exp(-a));
         sw[i] = a * sg * b;
-        sm[i] = (ma * Math.abs(b) + mb * Math.abs(a * sg)) * 2 + Math.abs(sw[i]) * 16 * EPS;
+        sm[i] = (1.2 * ma * Math.abs(b) + mb * Math.abs(a * sg)) * 2 + Math.abs(sw[i]) * 16 * EPS;
       }
       return [
         { binding: 6, type: "f16", want: cache, mag: cmag, tol: { abs: 1e-5, rel: tol.rel + 2 ** -11 } },
@@ -730,6 +731,8 @@ export const cases: KernelCase[] = [
   gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3 }),
   gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 } }),
   gemvCase("f32", 300, { hd: 8, heads: 1, rot: 6, style: "half", n: 9, ffn: 3, cap: 3, pos: 2, tune: { lanes: 64 } }),
+  gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3, gelu: true }),
+  gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 }, gelu: true }),
   updateSliceCase(1, 32, 16, 5, "f32", "u32"),
   updateSliceCase(3, 12, 8, 5, "f16", "i32"),
   updateSliceCase(2, 7, 9, 0, "bf16", "u32"),
