@@ -417,6 +417,7 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       if (H % KVH !== 0) fail("shape", ref, `${H} heads are not a multiple of ${KVH} kv heads`);
       if (m.dtype !== "bool" || !sameShape(m.shape, [R, C])) fail("shape", ref, `mask ${fmt(m)} must be bool[${R},${C}]`);
       if (typeof a.scale !== "number") fail("attr", ref, "attention needs a scale");
+      if (a.softcap !== undefined && !(a.softcap > 0)) fail("attr", ref, `attention softcap ${a.softcap} must be positive`);
       return { dtype: "f32", shape: [R, H, v.shape[2]], attrs: a };
     }
     case "causal_mask": {

@@ -137,7 +137,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
         const kv = nodes[k].dtype;
         if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
-        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window };
+        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
         const splits = attentionSplitCount(caps, C, R * H);
         if (splits <= 1) {

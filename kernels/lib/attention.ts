@@ -27,6 +27,8 @@ export interface AttentionShape {
   scale?: number;
   /** Sliding window: row r sees only positions pos + r - window < p <= pos + r. */
   window?: number;
+  /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
+  softcap?: number;
   name?: string;
 }
 
@@ -103,7 +105,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const teams = items * S;
   const t = team(caps, { rows: teams });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
-  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}`;
+  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}`;
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -185,6 +187,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
     const ks = loadRow(K, kb, vk);
     const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
     let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+    if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
     if (inRange) sc = b.let(inRange.select(sc, f32(-Infinity)), "f32", "s");
     const mn = b.let(m.max(sc), "f32", "mn");
     // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)

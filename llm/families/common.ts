@@ -129,29 +129,13 @@ export function attend(inp: StepInputs, c: ModelConfig, l: number, q: Tensor, k:
   const kc = cache("k", k), vc = cache("v", v);
   const mask = isSliding(c, l) && c.slidingWindow! < C ? windowMask(inp, c.slidingWindow!) : inp.mask;
   const scale = c.attnScale ?? 1 / Math.sqrt(c.headDim);
-  const att = c.attnSoftcap ? softcappedAttention(g, q, kc, vc, mask, scale, c.attnSoftcap) : g.attention(q, kc, vc, mask, scale);
+  const att = g.attention(q, kc, vc, mask, scale, c.attnSoftcap);
   return g.reshape(att, [R, c.heads * c.headDim]);
 }
 
 /** cap · tanh(x / cap). */
 export function softcap(g: Tracer, x: Tensor, cap: number): Tensor {
   return g.mul(g.tanh(g.div(x, cap)), cap);
-}
-
-/**
- * Grouped-query attention with soft-capped scores, from primitives (the fused attention kernels have no cap):
- * the same order of operations as graph/composites.ts expandAttention with cap · tanh(s / cap) after the scale.
- */
-function softcappedAttention(g: Tracer, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: number, cap: number): Tensor {
-  const [R, H, D] = q.shape, [C, KVH] = k.shape, Dv = v.shape[2];
-  const G = H / KVH;
-  const f32 = (t: Tensor) => (t.dtype === "f32" ? t : g.cast(t, "f32"));
-  const qh = g.reshape(g.permute(g.reshape(q, [R, KVH, G, D]), [1, 0, 2, 3]), [KVH, R * G, D]);
-  const sc = softcap(g, g.mul(g.matmul(qh, g.permute(f32(k), [1, 0, 2])), scale), cap); // [KVH, R*G, C]
-  const m = g.reshape(g.broadcast(g.reshape(mask, [1, R, 1, C]), [KVH, R, G, C]), [KVH, R * G, C]);
-  const p = g.softmax(g.select(m, sc, -Infinity), 2);
-  const o = g.matmul(p, g.permute(f32(v), [1, 2, 0])); // [KVH, R*G, Dv]
-  return g.reshape(g.permute(g.reshape(o, [KVH, R, G, Dv]), [1, 0, 2, 3]), [R, H, Dv]);
 }
 
 /** Gated FFN: down(act(gate) · up), SwiGLU or GeGLU. */

@@ -183,10 +183,10 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
 }
 
 // ---- attention ---------------------------------------------------------------------------------------
-export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32"; window?: number }
+export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32"; window?: number; softcap?: number }
 export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   const kv = c.kv ?? "f32", pt = c.pt ?? "u32";
-  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${c.window ? ` window=${c.window}` : ""}${fault ? " (fault)" : ""}`;
+  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${c.window ? ` window=${c.window}` : ""}${c.softcap ? ` softcap=${c.softcap}` : ""}${fault ? " (fault)" : ""}`;
   let kvals: Float64Array, vvals: Float64Array;
   const inputs = memo(() => {
     const rng = new Rng(name);
@@ -199,7 +199,7 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   return {
     name,
     fault: fault ? lib.FAULT.ATTENTION_POS : undefined,
-    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt, window: c.window }),
+    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt, window: c.window, softcap: c.softcap }),
     inputs,
     expect(ins) {
       if (fault) return [];
@@ -215,7 +215,8 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
           for (let p = 0; p < cap; p++) { // the whole [cap] sweep with the mask, as the graph defines it
             let s = 0;
             for (let d = 0; d < hd; d++) s += q[qo + d] * kvals[(p * kvHeads + g) * hd + d];
-            sc[p] = p <= pos + r && !(c.window && p <= pos + r - c.window) ? s * scale : -Infinity;
+            const capped = c.softcap ? c.softcap * Math.tanh((s * scale) / c.softcap) : s * scale;
+            sc[p] = p <= pos + r && !(c.window && p <= pos + r - c.window) ? capped : -Infinity;
             mx = Math.max(mx, sc[p]);
           }
           let sum = 0;
@@ -692,6 +693,9 @@ export const cases: KernelCase[] = [
   attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 20, window: 5 }),
   attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 16, pos: 3, window: 8 }),
   attentionCase({ rows: 6, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 9, window: 4, kv: "f16", pt: "i32" }),
+  // Soft-capped scores (Gemma 2), with and without a window.
+  attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 20, pos: 13, softcap: 2.5 }),
+  attentionCase({ rows: 4, heads: 2, kvHeads: 1, hd: 8, cap: 16, pos: 6, softcap: 1, window: 5 }),
   attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: -1, pt: "i32" }, true),
   attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4),
   attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5),
