@@ -21,7 +21,8 @@ import type { TargetSet } from "../kernels/target.ts";
 import type { Graph } from "../graph/ir.ts";
 import type { DType } from "../graph/dtype.ts";
 import type { WeightRole } from "../graph/weights.ts";
-import { type LlamaConfig, traceLlama } from "../llm/families/llama.ts";
+import type { LlamaConfig } from "../llm/families/llama.ts";
+import { familyOf } from "../llm/registry.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
 import { bytes, count, formatTable, pct } from "./table.ts";
@@ -155,7 +156,8 @@ function runtimeName(): string {
 }
 
 function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType): Graph {
-  const { tracer, logits } = traceLlama(c, { rows: 1, cap, kvDtype }, { dtypeOf });
+  // The synthetic shapes are Llama-shaped configs (Qwen2.5's biases are a config flag of the same step).
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
   return tracer.build();
 }

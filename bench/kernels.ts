@@ -17,7 +17,7 @@ import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
 import type { Program, Step } from "../kernels/program.ts";
 import { KernelBuilder } from "../kernels/ir.ts";
 import type { GemvTune } from "../kernels/lib/mod.ts";
-import { traceLlama } from "../llm/families/llama.ts";
+import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
@@ -33,7 +33,7 @@ export interface KernelTime {
 export function decodeProgram(shape: string, dev: Device, opts: CompileOptions): Program {
   const c = SHAPES[shape as keyof typeof SHAPES];
   const dtypeOf = (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16");
-  const { tracer, logits } = traceLlama(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf });
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
   return compileGraph(tracer.build(), dev.target, opts);
 }

@@ -10,6 +10,7 @@ import {
 } from "../mod.ts";
 import { renderKernel, TARGETS, type RenderTarget } from "./render.ts";
 import { escapeControls } from "../llm/errors.ts";
+import { backendLines, chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
 
 // Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir; give it a private one.
 const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
@@ -26,14 +27,16 @@ const argv = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
 
 const USAGE = `poot ${VERSION}
 usage:
-  poot run   [--model FILE] [--prompt TEXT]... [--max-tokens N] [--backend auto|ptx|rocm|vulkan|wgpu|js]
+  poot run   [--model FILE|DIR] [--prompt TEXT]... [--messages FILE.json] [--max-tokens N]
+             [--backend auto|ptx|rocm|vulkan|wgpu|js]
              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
              [--allow-long-context: a --ctx above the model's trained length]
+  poot chat  [--model FILE|DIR] [--system TEXT] [sampling flags]   (interactive; /exit ends, Ctrl-C stops a reply)
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
   poot quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]
   poot serve (not built yet)
---model defaults to the stories260K model shipped with poot.`;
+--model is a GGUF file or a Hugging Face folder; it defaults to the stories260K model shipped with poot.`;
 
 class UsageError extends Error {}
 
@@ -53,6 +56,8 @@ function num(v: string | undefined, name: string, int = false): number | undefin
 const OPTIONS = {
   model: { type: "string" },
   prompt: { type: "string", multiple: true },
+  messages: { type: "string" },
+  system: { type: "string" },
   "max-tokens": { type: "string" },
   backend: { type: "string" },
   temperature: { type: "string" },
@@ -91,7 +96,8 @@ async function main(): Promise<number> {
   if (!["auto", "ptx", "rocm", "vulkan", "wgpu", "js"].includes(backend)) throw new UsageError(`--backend: unknown backend "${backend}"`);
   switch (cmd) {
     case "run":
-      return await run(values, backend);
+    case "chat":
+      return await run(values, backend, cmd === "chat");
     case "info":
       return await info(values, backend);
     case "bench": {
@@ -108,8 +114,12 @@ async function main(): Promise<number> {
   }
 }
 
-async function run(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice): Promise<number> {
+async function run(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice, chat = false): Promise<number> {
+  if (v.messages !== undefined && v.prompt !== undefined) throw new UsageError("--messages and --prompt: give one or the other");
   const model = loadModel((v.model as string | undefined) ?? defaultModel());
+  // Bad messages or a template that fails to render end here, before a device is opened.
+  const chatIds = v.messages !== undefined ? messagesPrompt(model, v.messages as string) : undefined;
+  if (chat && !model.chatTemplate) throw new UsageError(`chat: ${model.path} has no chat template`);
   const sampler: SamplerParams = {
     temperature: num(v.temperature as string, "temperature") ?? 0,
     topK: num(v["top-k"] as string, "top-k", true),
@@ -125,14 +135,19 @@ async function run(v: Record<string, string | string[] | boolean | undefined>, b
     const t0 = performance.now();
     const driver = await Driver.open(model, engine, { ctx, allowLongContext: v["allow-long-context"] === true });
     const loadMs = performance.now() - t0;
+    model.close();
+    if (chat) {
+      await chatSession(driver, stdio((s) => writeStdout(new TextEncoder().encode(s))), { maxTokens, sampler, system: v.system as string | undefined });
+      return 0;
+    }
     // Several --prompt flags run one after another on the same loaded model (one JSON line each).
-    const prompts = (v.prompt as string[] | undefined) ?? [""];
+    const prompts: (string | number[])[] = chatIds ? [chatIds] : (v.prompt as string[] | undefined) ?? [""];
     const json = v.json === true;
     const enc = new TextEncoder();
     const write = (s: string) => writeStdout(enc.encode(s));
     for (const prompt of prompts) {
       const stream = driver.stream(prompt, { maxTokens, sampler });
-      if (!json) write(prompt);
+      if (!json && typeof prompt === "string") write(prompt);
       let r = await stream.next();
       while (!r.done) {
         if (!json) write(r.value.text);
@@ -162,6 +177,7 @@ async function run(v: Record<string, string | string[] | boolean | undefined>, b
       }
     }
   } finally {
+    model.close();
     await engine.unload();
   }
   return 0;
@@ -173,10 +189,8 @@ async function info(v: Record<string, string | string[] | boolean | undefined>, 
   const target = (v.target as string | undefined) as RenderTarget | undefined;
   if (dir && !target) throw new UsageError(`--dump-kernels needs --target ${TARGETS.join("|")}`);
   if (target && !TARGETS.includes(target)) throw new UsageError(`--target: unknown target "${target}" (${TARGETS.join(", ")})`);
-  const c = model.config;
-  console.log(`model ${model.path}`);
-  console.log(`  ${model.name ?? "(unnamed)"}: ${model.arch}, dim ${c.dim}, ${c.layers} layers, ${c.heads} heads / ${c.kvHeads} kv, ` +
-    `ffn ${c.hidden}, vocab ${c.vocab}, context ${model.contextLength ?? "?"}, rope ${c.ropeStyle} theta ${c.ropeTheta}`);
+  for (const l of modelLines(model)) console.log(l);
+  if (!dir) for (const l of await backendLines()) console.log(l);
   const device = await openBackend(dir ? "js" : backend).catch((e) => e as Error);
   if (device instanceof Error) console.log(`backend ${backend}: ${device.message}`);
   else {

@@ -1,7 +1,6 @@
 // `poot info --dump-kernels`: the decode plan's kernels rendered for a target, with that target's capabilities
 // (the device's own when it is present, else those of a typical device of the kind).
 import type { ModelHandle } from "../llm/model.ts";
-import { traceLlama } from "../llm/families/llama.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import type { Kernel } from "../kernels/ir.ts";
 import { type Caps, JS_CAPS, type TargetSet } from "../kernels/target.ts";
@@ -33,7 +32,7 @@ export function targetFor(t: RenderTarget): TargetSet {
 
 /** The decode step of a model (greedy suffix) lowered for a target. */
 export function decodeProgram(model: ModelHandle, t: RenderTarget, cap = 256): Program {
-  const { tracer, logits } = traceLlama(model.config, { rows: 1, cap });
+  const { tracer, logits } = model.family.trace(model.config, { rows: 1, cap });
   tracer.output("token", tracer.argmax(logits, 1));
   return compileGraph(tracer.build(), targetFor(t));
 }

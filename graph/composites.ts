@@ -75,24 +75,28 @@ export function expandRope(g: Tracer, [x, pos, factors]: Tensor[], a: Attrs): Te
   return dims < D ? g.concat([y, g.slice(x, 2, dims, D)], 2) : y;
 }
 
-/** bool[rows, cap]: t <= pos + r. */
+/** bool[rows, cap]: t <= pos + r, and t + window > pos + r with a window. */
 export function expandCausalMask(g: Tracer, [pos]: Tensor[], a: Attrs): Tensor {
   const R = a.rows!, C = a.cap!;
   const dt = pos.dtype as "i32" | "u32";
   const p = g.broadcast(g.reshape(pos, [1, 1]), [R, C]);
-  return g.le(g.iota([R, C], 1, dt), g.add(p, g.iota([R, C], 0, dt)));
+  const t = g.iota([R, C], 1, dt), last = g.add(p, g.iota([R, C], 0, dt));
+  const causal = g.le(t, last);
+  return a.window === undefined ? causal : g.and(causal, g.gt(g.add(t, a.window), last));
 }
 
 /**
  * Grouped-query attention over the whole [C] of k and v: for query head h (kv head ⌊h/G⌋, G = H/KVH),
- * p = softmax(select(mask, scale · q·kᵀ, -inf)) and out = p·v. Masked positions contribute exactly 0·v, so
+ * p = softmax(select(mask, scale · q·kᵀ, -inf)) and out = p·v; with a softcap the scores are
+ * softcap · tanh(scale · q·kᵀ / softcap). Masked positions contribute exactly 0·v, so
  * their k/v rows must be finite (State starts zeroed; paged reads must point at real rows).
  */
 export function expandAttention(g: Tracer, [q, k, v, mask]: Tensor[], a: Attrs): Tensor {
   const [R, H, D] = q.shape, [C, KVH] = k.shape, Dv = v.shape[2];
   const G = H / KVH;
   const qh = g.reshape(g.permute(g.reshape(q, [R, KVH, G, D]), [1, 0, 2, 3]), [KVH, R * G, D]);
-  const s = g.mul(g.matmul(qh, g.permute(k, [1, 0, 2])), a.scale!); // [KVH, R*G, C]
+  let s = g.mul(g.matmul(qh, g.permute(k, [1, 0, 2])), a.scale!); // [KVH, R*G, C]
+  if (a.softcap !== undefined) s = g.mul(g.tanh(g.div(s, a.softcap)), a.softcap);
   const m = g.reshape(g.broadcast(g.reshape(mask, [1, R, 1, C]), [KVH, R, G, C]), [KVH, R * G, C]);
   const p = expandSoftmax(g, [g.select(m, s, -Infinity)], { axis: 2 });
   const o = g.matmul(p, g.permute(v, [1, 2, 0])); // [KVH, R*G, Dv]

@@ -72,9 +72,13 @@ export interface Attrs {
   dims?: number;
   /** attention: the factor applied to q·k. */
   scale?: number;
+  /** attention: scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
+  softcap?: number;
   /** causal_mask: result shape [rows, cap]. */
   rows?: number;
   cap?: number;
+  /** causal_mask: only the last `window` positions are visible (sliding-window attention). */
+  window?: number;
 }
 
 export interface Node {

@@ -73,7 +73,7 @@ export const OP_DOC: Record<Op, string> = {
   rope: "[x[R, H, D], pos[R] int, factors?[dims/2]] attrs.theta, style, dims",
   softmax: "along attrs.axis",
   attention: "[q[R, H, D], k[C, KVH, D], v[C, KVH, Dv], mask[R, C] bool] attrs.scale -> [R, H, Dv]",
-  causal_mask: "[pos(1 int)] attrs.rows, cap -> bool [rows, cap]: t <= pos + r",
+  causal_mask: "[pos(1 int)] attrs.rows, cap, window? -> bool [rows, cap]: t <= pos + r (and t > pos + r - window)",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
 };
@@ -417,6 +417,7 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       if (H % KVH !== 0) fail("shape", ref, `${H} heads are not a multiple of ${KVH} kv heads`);
       if (m.dtype !== "bool" || !sameShape(m.shape, [R, C])) fail("shape", ref, `mask ${fmt(m)} must be bool[${R},${C}]`);
       if (typeof a.scale !== "number") fail("attr", ref, "attention needs a scale");
+      if (a.softcap !== undefined && !(a.softcap > 0)) fail("attr", ref, `attention softcap ${a.softcap} must be positive`);
       return { dtype: "f32", shape: [R, H, v.shape[2]], attrs: a };
     }
     case "causal_mask": {
@@ -425,6 +426,7 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       if (numel(ins[0].shape) !== 1) fail("shape", ref, `pos must hold one element, got ${fmt(ins[0])}`);
       const rows = a.rows, cap = a.cap;
       if (!Number.isInteger(rows) || !Number.isInteger(cap) || rows! < 1 || cap! < 1) fail("attr", ref, "causal_mask needs rows and cap");
+      if (a.window !== undefined && !(Number.isInteger(a.window) && a.window >= 1)) fail("attr", ref, `causal_mask window ${a.window} must be a positive integer`);
       return { dtype: "bool", shape: [rows!, cap!], attrs: a };
     }
     case "silu":

@@ -41,8 +41,8 @@ export type Unit =
    * that every part's dot folds in (its value is never stored).
    */
   | { k: "gemv"; x: number; norm?: number; parts: GemvPartPlan[] }
-  /** attention whose mask is causal_mask(pos): the kernel masks from pos itself. */
-  | { k: "attention"; node: number; pos: number }
+  /** attention whose mask is causal_mask(pos) (with its window, if any): the kernel masks from pos itself. */
+  | { k: "attention"; node: number; pos: number; window?: number }
   /**
    * In-place State update: `node` (dynamic_update_slice / scatter_update) writes into its target's home; `src`,
    * when set, is read instead of the update row (the row was a float cast of it, done by the store).
@@ -60,6 +60,8 @@ export interface GemvPartPlan {
   bias?: number[];
   residual?: number;
   act?: number;
+  /** The two-weight part's activation is the tanh GELU (mul(gelu(a), b): GeGLU) rather than silu_mul's silu. */
+  gelu?: boolean;
   rope?: number;
   cast?: number;
   update?: number;
@@ -168,7 +170,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     if (n.op === "attention") {
       const mask = nodes[n.inputs[3]];
       if (mask.op === "causal_mask" && mask.attrs.rows === n.shape[0] && mask.attrs.cap === nodes[n.inputs[1]].shape[0]) {
-        unitOf.set(n.id, { k: "attention", node: n.id, pos: mask.inputs[0] });
+        unitOf.set(n.id, { k: "attention", node: n.id, pos: mask.inputs[0], window: mask.attrs.window });
         continue;
       }
     }
@@ -378,6 +380,16 @@ function planGemv(
       taken.add(a).add(b);
       addPart(a, { matmuls: [a, b], act: n.id, out: n.id, nodes: [a, b, n.id] });
     }
+    for (const n of nodes) { // mul(gelu(a), b) of two candidates of one key (GeGLU): the same part with gelu
+      if (n.op !== "mul" || n.dtype !== "f32" || n.inputs[0] === n.inputs[1]) continue;
+      const gi = n.inputs.findIndex((i) => nodes[i].op === "gelu");
+      if (gi < 0) continue;
+      const gn = nodes[n.inputs[gi]], a = gn.inputs[0], b = n.inputs[1 - gi];
+      if (a === b || !single(gn.id) || taken.has(a) || taken.has(b) || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
+      if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape)) continue;
+      taken.add(a).add(b);
+      addPart(a, { matmuls: [a, b], act: n.id, gelu: true, out: n.id, nodes: [a, b, gn.id, n.id] });
+    }
     for (const n of nodes) if (isCand(n.id) && !taken.has(n.id)) addPart(n.id, gemvChain(g, n.id, uses, single, inPlaceUpdate));
 
     const out: { unit: Unit; nodes: number[]; at: number }[] = [];
@@ -427,14 +439,15 @@ function gemvChain(
     }
   }
   if (p.residual !== undefined) return p;
-  // A reshape to heads, then rope (one row, no frequency factors), a float cast, an in-place update at pos.
+  // A reshape to heads, then rope (one row; frequency factors are folded or divided before the unit), a float
+  // cast, an in-place update at pos.
   const tail: number[] = [];
   let pos: number | undefined;
   let at = next(cur);
   if (at?.op === "reshape") {
     tail.push(at.id);
     const r = next(at.id);
-    if (r?.op === "rope" && r.inputs.length === 2 && r.inputs[0] === at.id && r.shape[0] === 1 && numel(nodes[r.inputs[1]].shape) === 1) {
+    if (r?.op === "rope" && r.inputs[0] === at.id && r.shape[0] === 1 && numel(nodes[r.inputs[1]].shape) === 1) {
       p.rope = r.id;
       pos = r.inputs[1];
       p.nodes.push(...tail, r.id);

@@ -308,12 +308,12 @@ export class Tracer {
     return this.node("softmax", [x], { axis });
   }
   /** softmax(scale · q·kᵀ, masked) · v with grouped-query heads: q head h reads kv head ⌊h / (H/KVH)⌋. */
-  attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: number): Tensor {
-    return this.node("attention", [q, k, v, mask], { scale });
+  attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: number, softcap?: number): Tensor {
+    return this.node("attention", [q, k, v, mask], softcap === undefined ? { scale } : { scale, softcap });
   }
-  /** bool[rows, cap]: position t is visible to row r when t <= pos + r. */
-  causalMask(pos: Tensor, rows: number, cap: number): Tensor {
-    return this.node("causal_mask", [pos], { rows, cap });
+  /** bool[rows, cap]: position t is visible to row r when t <= pos + r (and, with a window, t > pos + r - window). */
+  causalMask(pos: Tensor, rows: number, cap: number, window?: number): Tensor {
+    return this.node("causal_mask", [pos], window === undefined ? { rows, cap } : { rows, cap, window });
   }
   silu(x: Tensor): Tensor { return this.node("silu", [x]); }
   gelu(x: Tensor): Tensor { return this.node("gelu", [x]); }

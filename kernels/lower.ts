@@ -137,7 +137,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
         const kv = nodes[k].dtype;
         if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
-        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale };
+        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
         const splits = attentionSplitCount(caps, C, R * H);
         if (splits <= 1) {
@@ -210,9 +210,8 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         return kernel(lib.softmax(caps, { rows: rowsOf(i0), n: last(i0) }), [bind(ins[0]), out], work);
       }
       case "rope": {
-        if (ins.length > 2) throw new LoweringError("rope with frequency factors");
         const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
-        const tb = ropeTable(n.attrs.theta!, dims);
+        const tb = ropeTable(n.attrs.theta!, dims, ins[2]);
         const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
         return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
       }
@@ -236,7 +235,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       case "iota":
         return kernel(iota(caps, { shape: n.shape, axis: n.attrs.axis ?? 0, elem: etype(n.dtype) }), [out], work);
       case "causal_mask":
-        return kernel(causalMask(caps, { rows: n.attrs.rows!, cap: n.attrs.cap!, pos: itype(i0.dtype) }), [bind(ins[0]), out], work);
+        return kernel(causalMask(caps, { rows: n.attrs.rows!, cap: n.attrs.cap!, pos: itype(i0.dtype), window: n.attrs.window }), [bind(ins[0]), out], work);
       case "permute": {
         const st = stridesOf(i0.shape), perm = n.attrs.perm!;
         return movement(ins[0], n, { offset: 0, strides: perm.map((a) => st[a]) }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
@@ -275,9 +274,28 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     throw new LoweringError(`no kernel for ${n.op}`);
   }
 
-  function ropeTable(theta: number, dims: number): Binding {
+  /**
+   * The frequencies rope reads: 1/theta^(2i/dims), divided by the frequency factors when given. Literal factors
+   * (a config's rope scaling) fold on the host; factors that are a weight (GGUF rope_freqs) are divided on the
+   * device by a small kernel that runs before the first reader.
+   */
+  function ropeTable(theta: number, dims: number, factors?: number): Binding {
+    const fn = factors === undefined ? undefined : nodes[factors];
+    if (fn && fn.op === "literal") {
+      const table = ropeFreqs(theta, dims, fn);
+      return { buffer: buf("literal", `rope:${theta}:${dims}:#${factors}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+    }
     const table = ropeFreqs(theta, dims);
-    return { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+    const base: Binding = { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+    if (!fn) return base;
+    const key = `rope-freqs:${theta}:${dims}:#${factors}`;
+    const done = byName.has(`arena:${key}`);
+    const scaled: Binding = { buffer: buf("arena", key, table.byteLength), offset: 0, bytes: table.byteLength };
+    if (!done) {
+      const k = lib.elementwise(caps, { n: dims / 2, inputs: [{ type: "f32" }, { type: etype(fn.dtype) }], out: "f32", expr: { op: "div", args: [{ in: 0 }, { in: 1 }] } });
+      kernel(k, [base, bind(factors!), scaled], { bytes: 3 * table.byteLength, flops: dims / 2 });
+    }
+    return scaled;
   }
 
   function lowerGemv(u: Extract<Unit, { k: "gemv" }>): void {
@@ -295,6 +313,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     const parts: lib.GemvPart[] = u.parts.map((pp) => {
       const N = numel(nodes[pp.matmuls[0]].shape);
       const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
+      if (pp.gelu) part.gelu = true;
       for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
       reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
       if (pp.bias) {
@@ -312,7 +331,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const r = nodes[pp.rope];
         const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
         part.rope = { hd, rot: dims, style: r.attrs.style! };
-        bindings.push(ropeTable(r.attrs.theta!, dims));
+        bindings.push(ropeTable(r.attrs.theta!, dims, r.inputs[2]));
         pos = r.inputs[1];
       }
       if (pp.update !== undefined) {
@@ -429,10 +448,12 @@ function literalBytes(n: Node): Uint8Array {
 }
 
 /** rope's frequency table computed by the oracle itself (graph/composites expandRope), so every target agrees. */
-function ropeFreqs(theta: number, dims: number): Uint8Array {
+/** The oracle's own frequencies (graph/composites.ts expandRope), so a folded table rounds the same way. */
+function ropeFreqs(theta: number, dims: number, factors?: Node): Uint8Array {
   const t = new Tracer();
   const n = dims / 2;
-  const f = t.recip(t.pow(t.literal(theta, "f32", [n]), t.div(t.mul(t.iota([n], 0, "f32"), 2), dims)));
+  let f = t.recip(t.pow(t.literal(theta, "f32", [n]), t.div(t.mul(t.iota([n], 0, "f32"), 2), dims)));
+  if (factors) f = t.div(f, t.node("literal", [], factors.attrs, { dtype: factors.dtype, shape: factors.shape }));
   t.output("f", f);
   const v = evaluate(t.build()).output.f;
   return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));

@@ -5,11 +5,10 @@
 // sampler value is a slot value, never part of a key, so generation never compiles after `open`
 // (prepareEncode prepares the prefill row shapes up front).
 import type { EntryId, Executor } from "../backends/executor.ts";
-import type { Tensor, Tracer } from "../graph/tracer.ts";
 import { ContextOverflowError, LlmError } from "./errors.ts";
-import { traceLlama } from "./families/llama.ts";
 import type { ModelHandle } from "./model.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
+import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots, validateSampler } from "./sampling.ts";
 
 export type { SamplerParams } from "./sampling.ts";
@@ -33,6 +32,8 @@ export interface GenerateOptions {
   sampler?: SamplerParams;
   /** Prepend BOS (default: the tokenizer's rule from the model metadata). */
   addBos?: boolean;
+  /** Keep generating past end-of-generation tokens (llama.cpp --ignore-eos): they are emitted like any other. */
+  ignoreEos?: boolean;
 }
 
 export type FinishReason = "eos" | "length" | "stop" | "context";
@@ -95,13 +96,13 @@ export class Driver {
     const key = this.key(kind, rows);
     let id = this.entries.get(key);
     if (id !== undefined) return id;
-    const { tracer, logits } = traceLlama(this.model.config, { rows, cap: this.ctx }, { dtypeOf: this.dtypeOf });
+    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position.
       const last = rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows);
       appendSampler(tracer, last);
     } else {
-      tracer.output("hidden", hiddenOf(tracer, logits));
+      tracer.output("hidden", hidden);
     }
     id = this.exec.addEntry(key, tracer.build());
     this.entries.set(key, id);
@@ -174,7 +175,7 @@ export class Driver {
     let pos = ids.length;
     while (generated.length < maxTokens) {
       if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
-      if (tok.isEog(next.token)) {
+      if (!opts.ignoreEos && tok.isEog(next.token)) {
         finish = "eos";
         break;
       }
@@ -221,6 +222,23 @@ export class Driver {
     };
   }
 
+  /**
+   * Streams the assistant's reply to a conversation rendered with the model's chat template (ends at the
+   * template's end-of-turn token, which the tokenizer counts as end of generation).
+   */
+  chatStream(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): AsyncGenerator<TokenEvent, GenerateResult> {
+    return this.stream(chatTokens(this.model, messages, opts), opts);
+  }
+
+  /** The assistant's whole reply to a conversation (see chatStream). */
+  async chat(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): Promise<GenerateResult> {
+    const it = this.chatStream(messages, opts);
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return r.value;
+    }
+  }
+
   /** Generates to the end and returns the whole result. */
   async generate(prompt: string | number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
     const it = this.stream(prompt, opts);
@@ -260,19 +278,13 @@ function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions)
   return {
     requested: opts.ctx,
     trained: model.contextLength,
-    trainedKey: `${model.arch}.context_length`,
+    trainedKey: model.format === "gguf" ? `${model.arch}.context_length` : "config.json max_position_embeddings",
     allowLonger: opts.allowLongContext,
     bytesPerPosition: 2 * c.layers * c.kvHeads * c.headDim * 4 + 2 * rows * c.heads * 4,
     bufferBytesPerPosition: c.kvHeads * c.headDim * 4,
     fixedBytes: fixed,
     target: exec.targetSet(),
   };
-}
-
-/** The normed hidden state the logits projection reads. */
-function hiddenOf(t: Tracer, logits: Tensor): Tensor {
-  const mm = t.nodes[logits.id];
-  return t.nodes[mm.inputs[0]];
 }
 
 /** Length of the longest suffix of `text` that is a proper prefix of `stop`. */

@@ -150,3 +150,17 @@ export class ContextLengthError extends LlmError {
     this.context = context;
   }
 }
+
+/** A JSON file of a Hugging Face model folder (config.json, tokenizer_config.json, the shard index) with a bad field. */
+export class ConfigError extends LlmError {
+  readonly file: string;
+  readonly field: string;
+  constructor(file: string, field: string, problem: string) {
+    super(`${file}: ${field ? `field '${field}'` : "top level"}: ${problem}`);
+    this.file = file;
+    this.field = field;
+  }
+}
+
+/** A chat template that is missing or fails to render for the given messages. */
+export class ChatTemplateError extends LlmError {}

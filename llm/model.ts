@@ -1,17 +1,30 @@
-// A loaded model: its file's weights (read once), config, weight map, tokenizer and what the metadata says of
-// context and chat. What the Driver needs to compile and run it; nothing here touches a device.
+// A loaded model: its weights (a store read on demand), family, config, weight map, tokenizer and what the
+// files say of context and chat. What the Driver needs to compile and run it; nothing here touches a device.
+//
+// A model is a GGUF file or a Hugging Face folder (config.json, model.safetensors or sharded safetensors with
+// model.safetensors.index.json, tokenizer.json, tokenizer_config.json, chat template in tokenizer_config.json
+// or chat_template.jinja). Every weight the family reads is checked for shape and dtype before anything is
+// uploaded (family.ts checkTensors).
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
+import { decodeHalf } from "../graph/dtype.ts";
+import { ConfigError, ModelNotFoundError } from "./errors.ts";
+import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
-import { familyOf, type Family } from "./registry.ts";
-import { type LlamaConfig, llamaWeights, tensorName, weightMap } from "./families/llama.ts";
-import { checkTensors, type ExpectedTensor, matrixDTypes } from "./validate.ts";
-import type { WeightMap, WeightStore } from "../graph/weights.ts";
-import { type Tokenizer, tokenizerFromGGUF } from "./tokenizer/mod.ts";
+import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
+import { familyOf, familyOfHF } from "./registry.ts";
+import { checkGGUFConfig } from "./validate.ts";
+import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
 export interface ModelHandle {
   path: string;
+  /** The file's own architecture name (GGUF general.architecture, HF architectures[0] or model_type). */
   arch: string;
   family: Family;
-  config: LlamaConfig;
+  config: ModelConfig;
+  format: WeightFormat;
   store: WeightStore;
   map: WeightMap;
   tokenizer: Tokenizer;
@@ -19,52 +32,153 @@ export interface ModelHandle {
   contextLength?: number;
   chatTemplate?: string;
   name?: string;
-  gguf: GGUFFile;
+  /** The GGUF file, for a GGUF model. */
+  gguf?: GGUFFile;
+  /** Releases the files the store reads from (the Driver has copied the weights by then). */
+  close(): void;
 }
 
-/**
- * Opens a GGUF model file: reads its header, checks its config and that every tensor the family reads has the
- * shape and dtype the config implies, and builds the tokenizer. Tensor bytes stay in the file until the
- * executor loads them. Errors are typed (llm/errors.ts) and name the file and what was wrong; on an error
- * the file is closed.
- */
+/** Loads a GGUF file or a Hugging Face folder. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
 export function loadModel(path: string): ModelHandle {
+  let dir = false;
+  try {
+    dir = statSync(path).isDirectory();
+  } catch { /* openGGUF reports the missing file */ }
+  return dir ? loadHFFolder(path) : loadGGUF(path);
+}
+
+function loadGGUF(path: string): ModelHandle {
   const gguf = openGGUF(path); // a missing file, a directory or a FIFO is a ModelNotFoundError
   try {
-    return handle(path, gguf);
+    const arch = gguf.optString("general.architecture");
+    const family = familyOf(arch);
+    checkGGUFConfig(gguf, arch!); // counts and dims bounded before the family sizes anything from them
+    const config = family.fromGGUF(gguf, arch!);
+    const store = rowSlices(widenVectors(gguf));
+    const map = checkTensors(path, family, config, "gguf", store);
+    return {
+      path,
+      arch: arch!,
+      family,
+      config,
+      format: "gguf",
+      store,
+      map,
+      tokenizer: tokenizerFromGGUF(gguf),
+      contextLength: config.contextLength,
+      chatTemplate: gguf.optString("tokenizer.chat_template"),
+      name: gguf.optString("general.name"),
+      gguf,
+      close: () => gguf.close(),
+    };
   } catch (e) {
     gguf.close();
     throw e;
   }
 }
 
-/** The tensors the Llama step reads from a GGUF file: matrices in any float or block type, vectors in f32. */
-export function llamaExpected(config: LlamaConfig): ExpectedTensor[] {
-  const matrix = matrixDTypes();
-  return llamaWeights(config).map(({ role, shape }) => ({
-    name: tensorName("gguf", role)!,
-    shape,
-    dtypes: shape.length === 1 ? ["f32"] : matrix,
-  }));
+const Token = z.union([z.string(), z.object({ content: z.string() }).loose()]).nullish();
+const TokenizerConfigSchema = z.object({
+  add_bos_token: z.boolean().nullish(),
+  add_eos_token: z.boolean().nullish(),
+  bos_token: Token,
+  eos_token: Token,
+  pad_token: Token,
+  unk_token: Token,
+  chat_template: z.union([z.string(), z.array(z.object({ name: z.string(), template: z.string() }))]).nullish(),
+}).loose();
+
+const GenerationSchema = z.object({ eos_token_id: z.union([z.number().int().nonnegative(), z.array(z.number().int().nonnegative())]).nullish() }).loose();
+
+const ArchSchema = z.object({
+  architectures: z.array(z.string()).nullish(),
+  model_type: z.string().optional(),
+  _name_or_path: z.string().optional(),
+}).loose();
+
+/** A JSON file of the folder, parsed (a missing file: ModelNotFoundError; bad JSON: ConfigError). */
+function readJson(path: string): unknown {
+  const text = openText(path);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(path, "", `not valid JSON (${(e as Error).message})`);
+  }
 }
 
-function handle(path: string, gguf: GGUFFile): ModelHandle {
-  const arch = gguf.optString("general.architecture");
-  const family = familyOf(arch);
-  const config = family.config(gguf);
-  checkTensors(gguf.file, llamaExpected(config), gguf);
-  const map = weightMap(config, "gguf", [...gguf.tensors()].map((t) => t.name));
+function zodParse<T extends z.ZodType>(file: string, schema: T, json: unknown): z.infer<T> {
+  const r = schema.safeParse(json);
+  if (!r.success) throw new ConfigError(file, r.error.issues[0].path.join("."), r.error.issues[0].message);
+  return r.data;
+}
+
+function loadHFFolder(dir: string): ModelHandle {
+  const cfgPath = join(dir, "config.json");
+  if (!existsSync(cfgPath)) throw new ModelNotFoundError(dir, "a Hugging Face folder needs config.json (none found)");
+  const json = readJson(cfgPath);
+  const a = zodParse(cfgPath, ArchSchema, json);
+  const family = familyOfHF(a.architectures ?? undefined, a.model_type);
+  const config = family.fromHF({ file: cfgPath, json });
+
+  const tokPath = join(dir, "tokenizer.json");
+  if (!existsSync(tokPath)) throw new ModelNotFoundError(dir, "no tokenizer.json in the folder");
+  const tcPath = join(dir, "tokenizer_config.json");
+  const tc = existsSync(tcPath) ? zodParse(tcPath, TokenizerConfigSchema, readJson(tcPath)) : {};
+  // transformers' generate stops at generation_config.json's eos ids too (Phi-3: <|end|> and <|assistant|>).
+  const genPath = join(dir, "generation_config.json");
+  const gen = existsSync(genPath) ? zodParse(genPath, GenerationSchema, readJson(genPath)) : {};
+  const eos = gen.eos_token_id;
+  const tokenizer = createTokenizer({ ...tokenizerSpecFromHF(openText(tokPath), tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
+  if (tokenizer.vocabSize > config.vocab) {
+    throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
+  }
+  const jinja = join(dir, "chat_template.jinja");
+  const t = tc.chat_template;
+  const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
+
+  const files = openSafetensorsFolder(dir);
+  const store = rowSlices(widenVectors(files));
+  try {
+    const map = checkTensors(cfgPath, family, config, "hf", store);
+    return {
+      path: dir,
+      arch: a.architectures?.[0] ?? a.model_type ?? family.name,
+      family,
+      config,
+      format: "hf",
+      store,
+      map,
+      tokenizer,
+      contextLength: config.contextLength,
+      chatTemplate,
+      name: a._name_or_path || undefined,
+      close: () => files.close(),
+    };
+  } catch (e) {
+    files.close();
+    throw e;
+  }
+}
+
+/**
+ * The store with every 1-D half-precision tensor (norm weights, biases: a bf16 Hugging Face checkpoint has
+ * them in bf16) read as f32, as GGUF files store them: the step then traces the same for both formats and the
+ * planner's fused units (gemv with the norm, with the bias) apply. Matrices stay as they are.
+ */
+export function widenVectors(store: WeightStore): WeightStore {
+  const wide = (t: TensorInfo): boolean => t.shape.length === 1 && (t.dtype === "f16" || t.dtype === "bf16");
+  const info = (t: TensorInfo): TensorInfo => (wide(t) ? { ...t, dtype: "f32", byteLength: t.byteLength * 2 } : t);
   return {
-    path,
-    arch: arch!,
-    family,
-    config,
-    store: gguf,
-    map,
-    tokenizer: tokenizerFromGGUF(gguf),
-    contextLength: config.contextLength,
-    chatTemplate: gguf.optString("tokenizer.chat_template"),
-    name: gguf.optString("general.name"),
-    gguf,
+    tensors: () => [...store.tensors()].map(info),
+    info: (name) => {
+      const t = store.info(name);
+      return t && info(t);
+    },
+    bytes(name) {
+      const t = store.info(name), b = store.bytes(name);
+      if (!t || !wide(t)) return b;
+      const half = new Uint16Array(b.slice().buffer);
+      return new Uint8Array(decodeHalf(t.dtype as "f16" | "bf16", half).buffer);
+    },
   };
 }

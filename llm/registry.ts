@@ -1,87 +1,42 @@
-// Architecture name (GGUF `general.architecture`) -> the family that traces it and reads its config.
+// Architecture name -> the family that reads its config and traces its step. GGUF files name it in
+// `general.architecture`, Hugging Face folders in config.json `architectures[0]` (or `model_type`).
 // llm/ never branches on a backend; it only branches here, on what the model file says it is.
-import type { GGUFFile } from "./formats/gguf.ts";
-import { MetadataError, UnknownArchitectureError } from "./errors.ts";
-import type { LlamaConfig } from "./families/llama.ts";
-import { checkCount, checkDivides, checkEven, checkPositive } from "./validate.ts";
+// Adding a family: its file under llm/families/ and one entry in FAMILIES.
+import { UnknownArchitectureError } from "./errors.ts";
+import type { Family } from "./families/family.ts";
+import { gemma2, gemma3 } from "./families/gemma.ts";
+import { llama } from "./families/llama.ts";
+import { phi3 } from "./families/phi3.ts";
+import { qwen2, qwen3 } from "./families/qwen.ts";
 
-export interface Family {
-  /** The family module that traces the step (only "llama" so far: Llama 2/3, Mistral, Qwen2, stories). */
-  family: "llama";
-  /** The model's config from its GGUF metadata and tensors. */
-  config(g: GGUFFile): LlamaConfig;
-}
+export type { Family } from "./families/family.ts";
 
-/** A Llama-shaped architecture whose GGUF keys are `${arch}.*`; `rope` is GGML's rope mode for it. */
-function llamaLike(arch: string, rope: "adjacent" | "half", qkvBias: boolean): Family {
-  return {
-    family: "llama",
-    config(g) {
-      // Every count and dim is checked before anything is sized from it (llm/validate.ts): a layer needs
-      // tensors, so block_count is bounded by the file's tensor count; widths by what they must divide.
-      const f = g.file;
-      const k = (s: string) => `${arch}.${s}`;
-      const count = (key: string, v: number, max = 2 ** 24) => checkCount(f, k(key), v, 1, max);
-      const dim = count("embedding_length", g.getU32(k("embedding_length")));
-      const heads = count("attention.head_count", g.getU32(k("attention.head_count")), dim);
-      const kvHeads = count("attention.head_count_kv", g.optU32(k("attention.head_count_kv")) ?? heads, heads);
-      checkDivides(f, k("attention.head_count"), heads, k("attention.head_count_kv"), kvHeads);
-      const keyLength = g.optU32(k("attention.key_length"));
-      const headDim = keyLength !== undefined
-        ? count("attention.key_length", keyLength)
-        : checkDivides(f, k("embedding_length"), dim, k("attention.head_count"), heads);
-      const layers = checkCount(f, k("block_count"), g.getU32(k("block_count")), 1, g.tensorCount, `the file has ${g.tensorCount} tensors`);
-      const hidden = count("feed_forward_length", g.getU32(k("feed_forward_length")));
-      const tokens = g.optStrings("tokenizer.ggml.tokens");
-      const embd = g.info("token_embd.weight");
-      if (!embd) throw new MetadataError(f, "token_embd.weight", `${arch} model has no token_embd.weight tensor`);
-      if (embd.shape.length !== 2) {
-        throw new MetadataError(f, "token_embd.weight", `expected a 2-D [vocab, ${dim}] tensor, found shape [${embd.shape.join(", ")}]`);
-      }
-      const vocab = checkCount(f, "token_embd.weight rows (vocabulary size)", embd.shape[0], 1, 2 ** 24);
-      if (tokens && tokens.length !== vocab) {
-        throw new MetadataError(f, "tokenizer.ggml.tokens", `${tokens.length} tokens but token_embd.weight has ${vocab} rows`);
-      }
-      const ropeDims = g.optU32(k("rope.dimension_count"));
-      if (ropeDims !== undefined) checkEven(f, k("rope.dimension_count"), checkCount(f, k("rope.dimension_count"), ropeDims, 2, headDim, `${k("attention.key_length")} (head dim) = ${headDim}`));
-      checkEven(f, keyLength !== undefined ? k("attention.key_length") : k("embedding_length"), headDim);
-      const eps = g.optF32(k("attention.layer_norm_rms_epsilon"));
-      const theta = g.optF32(k("rope.freq_base"));
-      const ctx = g.optU32(k("context_length"));
-      return {
-        dim,
-        hidden,
-        layers,
-        heads,
-        kvHeads,
-        headDim,
-        vocab,
-        rmsEps: eps === undefined ? 1e-5 : checkPositive(f, k("attention.layer_norm_rms_epsilon"), eps),
-        ropeTheta: theta === undefined ? 10000 : checkPositive(f, k("rope.freq_base"), theta),
-        ropeStyle: rope,
-        ropeDims: ropeDims !== undefined && ropeDims !== headDim ? ropeDims : undefined,
-        ropeFreqFactors: g.info("rope_freqs.weight") !== undefined,
-        tiedEmbeddings: g.info("output.weight") === undefined,
-        qkvBias: qkvBias && g.info("blk.0.attn_q.bias") !== undefined,
-        contextLength: ctx === undefined ? undefined : checkCount(f, k("context_length"), ctx, 2, 0x7fffffff),
-      };
-    },
-  };
-}
+const FAMILIES: readonly Family[] = [llama, qwen2, qwen3, gemma2, gemma3, phi3];
 
-// GGML rope modes: LLAMA-arch files store Q/K permuted for the adjacent-pair rotation (NORM); Qwen2 uses NEOX.
-// A Map, so that a file naming its architecture "constructor" or "__proto__" finds nothing, not Object's.
-const FAMILIES = new Map<string, Family>([
-  ["llama", llamaLike("llama", "adjacent", false)],
-  ["mistral", llamaLike("mistral", "adjacent", false)],
-  ["qwen2", llamaLike("qwen2", "half", true)],
-]);
+// Maps, not objects: a name such as "constructor" or "__proto__" must not find anything.
+const BY_GGUF = new Map(FAMILIES.flatMap((f) => f.gguf.map((a) => [a, f] as const)));
+const BY_HF = new Map(FAMILIES.flatMap((f) => f.hf.map((a) => [a, f] as const)));
 
-export const ARCHITECTURES: readonly string[] = [...FAMILIES.keys()];
+/** GGUF architecture names that have a family. */
+export const ARCHITECTURES: readonly string[] = [...BY_GGUF.keys()];
+/** Hugging Face architecture / model_type names that have a family. */
+export const HF_ARCHITECTURES: readonly string[] = [...BY_HF.keys()];
+/** Every family, in registry order. */
+export const ALL_FAMILIES: readonly Family[] = FAMILIES;
 
-/** The family of an architecture name; an unknown one is a typed error listing the known ones. */
+/** The family of a GGUF architecture name; an unknown one is a typed error listing the known ones. */
 export function familyOf(arch: string | undefined): Family {
-  const f = arch === undefined ? undefined : FAMILIES.get(arch);
+  const f = typeof arch === "string" ? BY_GGUF.get(arch) : undefined;
   if (!f) throw new UnknownArchitectureError(arch ?? "(none: general.architecture is missing)", [...ARCHITECTURES]);
   return f;
+}
+
+/** The family of a Hugging Face config's `architectures` (first that is known) or, failing that, `model_type`. */
+export function familyOfHF(architectures: readonly string[] | undefined, modelType: string | undefined): Family {
+  for (const a of [...(architectures ?? []), ...(modelType === undefined ? [] : [modelType])]) {
+    const f = BY_HF.get(a);
+    if (f) return f;
+  }
+  const name = architectures?.[0] ?? modelType ?? "(none: config.json has neither architectures nor model_type)";
+  throw new UnknownArchitectureError(name, [...HF_ARCHITECTURES.filter((a) => /ForCausalLM$/.test(a))]);
 }

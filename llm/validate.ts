@@ -10,6 +10,7 @@ import { BLOCK, byteSize, type DType, isBlock } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { WeightStore } from "../graph/weights.ts";
 import { ContextLengthError, MetadataError, TensorMismatchError } from "./errors.ts";
+import type { GGUFFile } from "./formats/gguf.ts";
 
 /** `value` of metadata `key` as a whole number in [min, max]; `maxWhy` says where the upper bound comes from. */
 export function checkCount(file: string, key: string, value: number, min: number, max: number, maxWhy?: string): number {
@@ -36,6 +37,48 @@ export function checkDivides(file: string, key: string, value: number, byKey: st
 export function checkEven(file: string, key: string, value: number): number {
   if (value % 2 !== 0) throw new MetadataError(file, key, `${value} must be even (rotary dims come in pairs)`);
   return value;
+}
+
+/**
+ * The counts and dims every GGUF architecture states under `${arch}.*`, checked before a family's config reader
+ * sizes anything from them: a layer needs tensors, so block_count is bounded by the file's tensor count; widths
+ * by what they must divide. Absent optional keys are the family's to default.
+ */
+export function checkGGUFConfig(g: GGUFFile, arch: string): void {
+  const f = g.file;
+  const k = (s: string) => `${arch}.${s}`;
+  const count = (key: string, v: number, max = 2 ** 24) => checkCount(f, k(key), v, 1, max);
+  const dim = count("embedding_length", g.getU32(k("embedding_length")));
+  const heads = count("attention.head_count", g.getU32(k("attention.head_count")), dim);
+  const kvHeads = count("attention.head_count_kv", g.optU32(k("attention.head_count_kv")) ?? heads, heads);
+  checkDivides(f, k("attention.head_count"), heads, k("attention.head_count_kv"), kvHeads);
+  const keyLength = g.optU32(k("attention.key_length"));
+  const headDim = keyLength !== undefined
+    ? count("attention.key_length", keyLength)
+    : checkDivides(f, k("embedding_length"), dim, k("attention.head_count"), heads);
+  checkCount(f, k("block_count"), g.getU32(k("block_count")), 1, g.tensorCount, `the file has ${g.tensorCount} tensors`);
+  count("feed_forward_length", g.getU32(k("feed_forward_length")));
+  const embd = g.info("token_embd.weight");
+  if (!embd) throw new MetadataError(f, "token_embd.weight", `${arch} model has no token_embd.weight tensor`);
+  if (embd.shape.length !== 2) {
+    throw new MetadataError(f, "token_embd.weight", `expected a 2-D [vocab, ${dim}] tensor, found shape [${embd.shape.join(", ")}]`);
+  }
+  const vocab = checkCount(f, "token_embd.weight rows (vocabulary size)", embd.shape[0], 1, 2 ** 24);
+  const tokens = g.optStrings("tokenizer.ggml.tokens");
+  if (tokens && tokens.length !== vocab) {
+    throw new MetadataError(f, "tokenizer.ggml.tokens", `${tokens.length} tokens but token_embd.weight has ${vocab} rows`);
+  }
+  const ropeDims = g.optU32(k("rope.dimension_count"));
+  if (ropeDims !== undefined) {
+    checkEven(f, k("rope.dimension_count"), checkCount(f, k("rope.dimension_count"), ropeDims, 2, headDim, `${k("attention.key_length")} (head dim) = ${headDim}`));
+  }
+  checkEven(f, keyLength !== undefined ? k("attention.key_length") : k("embedding_length"), headDim);
+  const eps = g.optF32(k("attention.layer_norm_rms_epsilon"));
+  if (eps !== undefined) checkPositive(f, k("attention.layer_norm_rms_epsilon"), eps);
+  const theta = g.optF32(k("rope.freq_base"));
+  if (theta !== undefined) checkPositive(f, k("rope.freq_base"), theta);
+  const ctx = g.optU32(k("context_length"));
+  if (ctx !== undefined) checkCount(f, k("context_length"), ctx, 2, 0x7fffffff);
 }
 
 /** A tensor a family reads: its name in the store, the shape the config implies, the dtypes it can run. */

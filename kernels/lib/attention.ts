@@ -25,6 +25,10 @@ export interface AttentionShape {
   pos?: IType;
   /** Score scale, default 1/sqrt(hd). */
   scale?: number;
+  /** Sliding window: row r sees only positions pos + r - window < p <= pos + r. */
+  window?: number;
+  /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
+  softcap?: number;
   name?: string;
 }
 
@@ -101,7 +105,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const teams = items * S;
   const t = team(caps, { rows: teams });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
-  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}`;
+  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}`;
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -120,8 +124,12 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const r = item.div(heads), h = item.mod(heads);
   const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
   const end = b.let(pos.add(r).add(1), "u32", "end");
-  const share = splits ? b.let(end.add(S - 1).div(S), "u32", "share") : undefined;
-  const start = share ? b.let(trow.mod(S).mul(share).min(end), "u32", "start") : u32(0);
+  // A sliding window starts the sweep at end - window (the positions before it are masked out).
+  const w = s.window;
+  const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
+  const share = splits ? b.let((first ? end.sub(first) : end).add(S - 1).div(S), "u32", "share") : undefined;
+  const chunk = share ? trow.mod(S).mul(share) : undefined;
+  const start = chunk ? b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start") : first ?? u32(0);
   const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
   // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th
@@ -179,6 +187,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
     const ks = loadRow(K, kb, vk);
     const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
     let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+    if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
     if (inRange) sc = b.let(inRange.select(sc, f32(-Infinity)), "f32", "s");
     const mn = b.let(m.max(sc), "f32", "mn");
     // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)

@@ -28,6 +28,8 @@ export interface GemvPart {
   n: number;
   /** "dot" (default): y = x·W; "silu_mul": two weights, y = silu(x·Wa)·(x·Wb); "rope": y = rope(x·W) by heads of rope.hd. */
   kind?: "dot" | "silu_mul" | "rope";
+  /** A "silu_mul" part with the tanh GELU in place of silu: y = gelu(x·Wa)·(x·Wb) (GeGLU). */
+  gelu?: boolean;
   /** A bias f32 [n] added to each weight's dot. */
   bias?: boolean;
   /** ("dot") adds residual f32 [n] (may be bound to the same bytes as y). */
@@ -118,7 +120,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const total = counts.reduce((a, b) => a + b, 0);
   const t = team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const grid = gridFor(caps, Math.ceil(total / t.rows));
-  const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? "sm" : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
+  const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
   const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${rowsPer}u${tune.unroll}t${t.rows}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
@@ -256,7 +258,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const row = tl;
       const { sums, ss } = dots([{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }]);
       const [gt, up] = finish(sums, ss, pb.bias, [row, row]);
-      once(() => b.store(pb.y, outAt(p, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
+      once(() => b.store(pb.y, outAt(p, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: p.gelu ? "gelu" : "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
       return;
     }
     if (kind === "rope") {

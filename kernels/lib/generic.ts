@@ -185,14 +185,17 @@ export function iota(caps: Caps, s: { shape: number[]; axis: number; elem: EType
 }
 
 /** out[r, t] = (t <= pos + r) as 0/1 bytes. Bindings: pos [1] (r); out u8 [rows, cap] (w). */
-export function causalMask(caps: Caps, s: { rows: number; cap: number; pos: IType; name?: string }): Kernel {
+export function causalMask(caps: Caps, s: { rows: number; cap: number; pos: IType; window?: number; name?: string }): Kernel {
   let P!: ReturnType<KernelBuilder["buffer"]>, Y!: ReturnType<KernelBuilder["buffer"]>;
-  return perElement(caps, s.name ?? `causal_mask_${s.rows}x${s.cap}_${s.pos}`, s.rows * s.cap, (b) => {
+  const w = s.window;
+  return perElement(caps, s.name ?? `causal_mask_${s.rows}x${s.cap}_${s.pos}${w ? `_w${w}` : ""}`, s.rows * s.cap, (b) => {
     P = b.buffer("pos", s.pos, "r");
     Y = b.buffer("out", "u8", "w");
   }, (b, i) => {
     const p = b.load(P, 0).cast("i32");
     const r = i.div(s.cap).cast("i32"), t = i.mod(s.cap).cast("i32");
-    b.store(Y, i, t.le(p.add(r)).select(u32(1), u32(0)));
+    const last = p.add(r), seen = t.le(last);
+    const inside = w ? t.add(w).gt(last).select(u32(1), u32(0)) : u32(1);
+    b.store(Y, i, seen.select(inside, u32(0)));
   });
 }

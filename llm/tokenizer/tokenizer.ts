@@ -152,7 +152,7 @@ class VocabTokenizer implements Tokenizer {
     this.specialTokens = specials;
 
     const eog = new Set<number>();
-    for (const v of [this.eos, id(spec.eot), id(spec.eom)]) if (v !== undefined) eog.add(v);
+    for (const v of [this.eos, id(spec.eot), id(spec.eom), ...(spec.eog ?? []).map(id)]) if (v !== undefined) eog.add(v);
     for (const [text, i] of specials) if (EOG_TEXTS.has(text)) eog.add(i);
     this.eog = eog;
 

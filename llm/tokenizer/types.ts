@@ -91,6 +91,8 @@ export interface TokenizerSpec {
   pad?: number;
   eot?: number;
   eom?: number;
+  /** More end-of-generation ids (a Hugging Face generation_config.json's eos_token_id list). */
+  eog?: readonly number[];
   addBos?: boolean;
   addEos?: boolean;
   /**

@@ -24,6 +24,7 @@ function valuesOf(dtype: SyntheticDtype, bytes: Uint8Array, count: number): Floa
     case "f32": return new Float32Array(bytes.slice().buffer);
     case "bf16": case "f16": return decodeHalf(dtype, new Uint16Array(bytes.slice().buffer));
     case "q8_0": return dequantize("q8_0", bytes, count);
+    default: throw new Error(`valuesOf: ${dtype} mixes block types per tensor`);
   }
 }
 

@@ -41,7 +41,7 @@ async function thrownBy(args: string[]): Promise<unknown> {
       await Driver.open(model, engine, { ctx: Number(flag("--ctx")), allowLongContext: args.includes("--allow-long-context") });
     } finally {
       await engine.unload();
-      model.gguf.close();
+      model.close();
     }
   } catch (e) {
     return e;

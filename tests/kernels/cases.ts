@@ -57,7 +57,7 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
       wb = bytes(q.bytes);
       wv = q.values;
     } else {
-      const f = floats(rng, w, n * k);
+      const f = floats(rng, w as "f32" | "f16" | "bf16", n * k); // the cases here use float or q8_0/q4_0 weights
       wb = f.bytes;
       wv = f.values;
     }
@@ -99,8 +99,8 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
  * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
  * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
  */
-function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune> }): KernelCase {
-  const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, silu_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
+function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
+  const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, ${o.gelu ? "gelu" : "silu"}_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
   const nr = o.heads * o.hd;
   const freqs = Float32Array.from({ length: o.rot / 2 }, (_, i) => Math.fround(Math.pow(10000, -(2 * i) / o.rot)));
   const vals: Float64Array[] = [];
@@ -123,7 +123,7 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
       parts: [
         { n: nr, kind: "rope", bias: true, rope: { hd: o.hd, rot: o.rot, style: o.style }, out: "f16", cap: o.cap },
         { n: o.n, residual: true },
-        { n: o.ffn, kind: "silu_mul" },
+        { n: o.ffn, kind: "silu_mul", gelu: o.gelu },
       ],
     }),
     inputs,
@@ -168,9 +168,10 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
       const sw = new Float64Array(o.ffn), sm = new Float64Array(o.ffn);
       for (let i = 0; i < o.ffn; i++) {
         const [a, ma] = dot(2, i), [b, mb] = dot(3, i);
-        const sg = 1 / (1 + Math.exp(-a));
+        // silu(a) = a·sigmoid(a); GeGLU's tanh GELU = a·(1 + tanh(√(2/π)(a + 0.044715a³)))/2. Both slopes stay below 1.2.
+        const sg = o.gelu ? (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (a + 0.044715 * a * a * a))) / 2 : 1 / (1 + Math.exp(-a));
         sw[i] = a * sg * b;
-        sm[i] = (ma * Math.abs(b) + mb * Math.abs(a * sg)) * 2 + Math.abs(sw[i]) * 16 * EPS;
+        sm[i] = (1.2 * ma * Math.abs(b) + mb * Math.abs(a * sg)) * 2 + Math.abs(sw[i]) * 16 * EPS;
       }
       return [
         { binding: 6, type: "f16", want: cache, mag: cmag, tol: { abs: 1e-5, rel: tol.rel + 2 ** -11 } },
@@ -182,10 +183,10 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
 }
 
 // ---- attention ---------------------------------------------------------------------------------------
-export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32" }
+export interface AttnCfg { rows: number; heads: number; kvHeads: number; hd: number; cap: number; pos: number; kv?: "f32" | "f16" | "bf16"; pt?: "u32" | "i32"; window?: number; softcap?: number }
 export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   const kv = c.kv ?? "f32", pt = c.pt ?? "u32";
-  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${fault ? " (fault)" : ""}`;
+  const name = `attention rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} ${kv} ${pt}${c.window ? ` window=${c.window}` : ""}${c.softcap ? ` softcap=${c.softcap}` : ""}${fault ? " (fault)" : ""}`;
   let kvals: Float64Array, vvals: Float64Array;
   const inputs = memo(() => {
     const rng = new Rng(name);
@@ -198,7 +199,7 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
   return {
     name,
     fault: fault ? lib.FAULT.ATTENTION_POS : undefined,
-    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt }),
+    make: (caps) => lib.attention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: pt, window: c.window, softcap: c.softcap }),
     inputs,
     expect(ins) {
       if (fault) return [];
@@ -214,7 +215,8 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
           for (let p = 0; p < cap; p++) { // the whole [cap] sweep with the mask, as the graph defines it
             let s = 0;
             for (let d = 0; d < hd; d++) s += q[qo + d] * kvals[(p * kvHeads + g) * hd + d];
-            sc[p] = p <= pos + r ? s * scale : -Infinity;
+            const capped = c.softcap ? c.softcap * Math.tanh((s * scale) / c.softcap) : s * scale;
+            sc[p] = p <= pos + r && !(c.window && p <= pos + r - c.window) ? capped : -Infinity;
             mx = Math.max(mx, sc[p]);
           }
           let sum = 0;
@@ -239,11 +241,11 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
 /** Split-K phase 1: the partial [m, l, acc] of each chunk, against the same masked scores. */
 function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
   const full = attentionCase(c);
-  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}`;
+  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}`;
   const kv = c.kv ?? "f32";
   return {
     name,
-    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits }),
+    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window }),
     inputs: () => {
       const ins = full.inputs();
       ins[4] = bytes(new Float32Array(c.rows * c.heads * splits * (c.hd + 2)).fill(NaN));
@@ -260,8 +262,9 @@ function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
           for (let sp = 0; sp < splits; sp++) {
             const o = ((r * heads + h) * splits + sp) * st;
             // Row r sees positions 0 .. pos + r, in `splits` shares of ceil((pos + r + 1) / splits).
-            const end = pos + r + 1, share = Math.ceil(end / splits);
-            const lo = Math.min(end, sp * share), hi = Math.min(end, lo + share);
+            // With a window the sweep starts at end - window.
+            const end = pos + r + 1, first = c.window ? Math.max(0, end - c.window) : 0, share = Math.ceil((end - first) / splits);
+            const lo = Math.min(end, first + sp * share), hi = Math.min(end, lo + share);
             const sc: number[] = [], sm: number[] = [];
             for (let p = lo; p < hi; p++) {
               let d = 0, a = 0;
@@ -636,7 +639,7 @@ function gatherCase(table: lib.WType, rows: number, width: number, vocab: number
       tb = bytes(q.bytes);
       tv = q.values;
     } else {
-      const f = floats(rng, table, vocab * width);
+      const f = floats(rng, table as "f32" | "f16" | "bf16", vocab * width);
       tb = f.bytes;
       tv = f.values;
     }
@@ -686,9 +689,17 @@ export const cases: KernelCase[] = [
   attentionCase({ rows: 5, heads: 4, kvHeads: 1, hd: 8, cap: 16, pos: 2 }),
   attentionCase({ rows: 3, heads: 2, kvHeads: 2, hd: 33, cap: 9, pos: 6, pt: "i32" }),
   attentionCase({ rows: 2, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: 7 }, true),
+  // Sliding windows (Mistral, Gemma): a window shorter than the history, one longer, prefill rows across it.
+  attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 20, window: 5 }),
+  attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 16, pos: 3, window: 8 }),
+  attentionCase({ rows: 6, heads: 4, kvHeads: 2, hd: 16, cap: 24, pos: 9, window: 4, kv: "f16", pt: "i32" }),
+  // Soft-capped scores (Gemma 2), with and without a window.
+  attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 20, pos: 13, softcap: 2.5 }),
+  attentionCase({ rows: 4, heads: 2, kvHeads: 1, hd: 8, cap: 16, pos: 6, softcap: 1, window: 5 }),
   attentionCase({ rows: 1, heads: 2, kvHeads: 1, hd: 8, cap: 8, pos: -1, pt: "i32" }, true),
   attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4),
   attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5),
+  attentionPartialCase({ rows: 2, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 30, window: 7 }, 3),
   attentionCombineCase(5, 16, 4),
   attentionCombineCase(3, 9, 7),
   rmsnormCase(1, 64, "f32"),
@@ -724,6 +735,8 @@ export const cases: KernelCase[] = [
   gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3 }),
   gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 } }),
   gemvCase("f32", 300, { hd: 8, heads: 1, rot: 6, style: "half", n: 9, ffn: 3, cap: 3, pos: 2, tune: { lanes: 64 } }),
+  gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3, gelu: true }),
+  gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 }, gelu: true }),
   updateSliceCase(1, 32, 16, 5, "f32", "u32"),
   updateSliceCase(3, 12, 8, 5, "f16", "i32"),
   updateSliceCase(2, 7, 9, 0, "bf16", "u32"),

@@ -1,0 +1,80 @@
+// Chat templates: OpenAI-style messages rendered with the model's own Jinja template (GGUF
+// tokenizer.chat_template, or tokenizer_config.json `chat_template` / chat_template.jinja of a Hugging Face
+// folder) by @huggingface/jinja, with the variables transformers' apply_chat_template passes: messages,
+// bos_token, eos_token, add_generation_prompt (raise_exception is @huggingface/jinja's own). The rendered text is tokenized as transformers
+// does (special tokens in the text are parsed, none added).
+import { Template } from "@huggingface/jinja";
+import { z } from "zod";
+import { ChatTemplateError } from "./errors.ts";
+import type { ModelHandle } from "./model.ts";
+
+export type ChatContent = string | null | { type: "text"; text: string }[];
+export interface ChatMessage {
+  role: string;
+  content: ChatContent;
+  name?: string;
+}
+
+export interface ChatOptions {
+  /** End with the header of an assistant turn (default true). */
+  addGenerationPrompt?: boolean;
+}
+
+/** zod schema of an OpenAI-style messages array (for --messages files and server requests). */
+export const ChatMessagesSchema = z.array(z.object({
+  role: z.string().min(1),
+  content: z.union([z.string(), z.null(), z.array(z.object({ type: z.literal("text"), text: z.string() }).loose())]),
+  name: z.string().optional(),
+}).loose()).min(1);
+
+const compiled = new WeakMap<ModelHandle, { src: string; t: Template }>();
+
+function templateOf(model: ModelHandle): Template {
+  const src = model.chatTemplate;
+  if (!src) throw new ChatTemplateError(`${model.path}: the model has no chat template (GGUF tokenizer.chat_template, tokenizer_config.json chat_template or chat_template.jinja)`);
+  const known = compiled.get(model);
+  if (known && known.src === src) return known.t;
+  let t: Template;
+  try {
+    t = new Template(src);
+  } catch (e) {
+    throw new ChatTemplateError(`${model.path}: chat template does not parse: ${oneLine(e)}`);
+  }
+  compiled.set(model, { src, t });
+  return t;
+}
+
+function oneLine(e: unknown): string {
+  return String((e as Error)?.message ?? e).split("\n")[0];
+}
+
+/** Text parts joined; null content is empty (an assistant turn that only called tools). */
+function text(c: ChatContent): string {
+  if (c === null) return "";
+  if (typeof c === "string") return c;
+  return c.map((p) => p.text).join("");
+}
+
+/** The conversation as the model's template renders it (a string ready to tokenize). */
+export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: ChatOptions = {}): string {
+  const t = templateOf(model);
+  const tok = model.tokenizer;
+  const name = (id: number | undefined) => (id === undefined ? "" : tok.tokenText(id));
+  try {
+    return t.render({
+      messages: messages.map((m) => ({ ...m, content: text(m.content) })),
+      bos_token: name(tok.bos),
+      eos_token: name(tok.eos),
+      unk_token: name(tok.unk),
+      pad_token: name(tok.pad),
+      add_generation_prompt: opts.addGenerationPrompt ?? true,
+    });
+  } catch (e) {
+    throw new ChatTemplateError(`${model.path}: chat template failed to render: ${oneLine(e)}`);
+  }
+}
+
+/** Token ids of a rendered conversation, as transformers' apply_chat_template(tokenize=True) gives them. */
+export function chatTokens(model: ModelHandle, messages: ChatMessage[], opts: ChatOptions = {}): number[] {
+  return model.tokenizer.encode(renderChat(model, messages, opts), { addBos: false, addEos: false, parseSpecial: true });
+}
