@@ -189,7 +189,7 @@ cases.push({
 });
 cases.push({
   name: "gguf/path/directory", cls: C5, exit: 1, error: "ModelNotFoundError",
-  message: /ModelNotFoundError: .*: cannot read model file: is a directory/,
+  message: /ModelNotFoundError: .*: cannot read model file: a Hugging Face folder needs config\.json/,
   setup(dir) {
     mkdirSync(join(dir, "m.gguf"));
     return runArgs(join(dir, "m.gguf"));
