@@ -1,6 +1,6 @@
 # The larger check of issue 13, on the GPU machine: each family at a realistic width (hidden 2048, 4 layers, GQA,
 # the real vocabulary size), random weights stored in bf16, written by transformers; the reference is
-# transformers' greedy continuation of a fixed 8-token prompt for 64 steps, computed in fp32 (TF32 off) on
+# transformers' greedy continuation of a fixed 8-token prompt for 64 steps, computed in float64 on
 # exactly the stored bf16 weights, with the full logits of every step (teacher-forced comparison in compare.ts).
 # Also, with --8b, a Llama-3-8B-shaped bf16 checkpoint (16 GB, sharded) for the peak-host-memory measurement.
 # Usage: python3 make_large.py OUTDIR [--8b] [families...]
@@ -58,7 +58,7 @@ def make(family):
     model.to(torch.bfloat16).save_pretrained(d, max_shard_size="2GB")
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(FIX, family, f), d)
-    model = model.float().cuda()
+    model = model.double().cuda()  # the reference in float64: the truth both fp32 paths are compared to
     ids = [int(x) for x in torch.randint(3, 300, (8,), generator=torch.Generator().manual_seed(11))]
     logits = []
     with torch.no_grad():
