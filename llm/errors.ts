@@ -1,5 +1,6 @@
 // Typed errors of the LLM layer. Each message is one line that names what was wrong (a file, a field, a tensor,
 // an offset), so the command line can print it as is without a stack trace.
+import type { GenerateResult } from "./driver.ts";
 
 /** Base class of every error the LLM layer throws on bad input. */
 export class LlmError extends Error {
@@ -89,5 +90,35 @@ export class ContextOverflowError extends LlmError {
     super(`${what} has ${tokens} tokens, more than the context of ${context}`);
     this.tokens = tokens;
     this.context = context;
+  }
+}
+
+/** A library call given an argument it cannot use (wrong type, out of range); `argument` names it. */
+export class InvalidArgumentError extends LlmError {
+  readonly argument: string;
+  constructor(argument: string, problem: string) {
+    super(`${argument}: ${problem}`);
+    this.argument = argument;
+  }
+}
+
+/**
+ * A generation stopped by its AbortSignal (or by leaving a `for await` loop over its stream). `name` is
+ * "AbortError", as fetch and node-llama-cpp use; `partial` holds what was generated before the abort
+ * (absent when the call was aborted while still queued).
+ */
+export class AbortError extends LlmError {
+  readonly partial?: GenerateResult;
+  constructor(message: string, partial?: GenerateResult) {
+    super(message);
+    this.name = "AbortError";
+    this.partial = partial;
+  }
+}
+
+/** A call on a Driver after `close()`. */
+export class DriverClosedError extends LlmError {
+  constructor() {
+    super("the driver is closed");
   }
 }
