@@ -347,9 +347,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
  * The command line: prints the table (or JSON) on stdout; returns the exit code. A bad flag is one line on
  * stderr prefixed with `prog` (exit 2); a failure to run is one line too (exit 1).
  */
-export async function main(args: string[], opts: { prog?: string } = {}): Promise<number> {
+export async function main(args: string[], opts: { prog?: string; prefix?: string } = {}): Promise<number> {
   const prog = opts.prog ?? "bench/decode.ts";
-  const fail = (msg: string) => console.error(`${prog}: ${msg.split("\n")[0].replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)}`);
+  const fail = (msg: string) => console.error(`${opts.prefix ?? prog}: ${msg.split("\n")[0].replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)}`);
   let o: ReturnType<typeof parseBenchArgs>;
   try {
     o = parseBenchArgs(args);

@@ -47,8 +47,9 @@ function ensureRuntimeDir(backend: BackendChoice): void {
   if (backend === "js") return;
   const get = (k: string) => g.Deno ? g.Deno.env.get(k) : g.process?.env[k];
   if (get("XDG_RUNTIME_DIR")) return;
-  const dir = join(tmpdir(), `poot-xdg-${g.process?.getuid?.() ?? 0}`);
+  let dir: string;
   try {
+    dir = join(tmpdir(), `poot-xdg-${g.process?.getuid?.() ?? "user"}`);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch {
     return; // leave it unset: Mesa only warns
@@ -97,7 +98,7 @@ async function dispatch(args: string[]): Promise<number> {
     }
     case "bench": {
       const { main: bench } = await import("../bench/decode.ts");
-      return await bench(rest, { prog: "poot bench" });
+      return await bench(rest, { prog: "poot bench", prefix: "poot: bench" });
     }
     case "serve":
       throw new UsageError("serve: the OpenAI-compatible server is not built yet");
