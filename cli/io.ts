@@ -15,7 +15,7 @@ type ProcessLike = {
   stdin?: { isTTY?: boolean };
   stderr?: { isTTY?: boolean };
 };
-const g = globalThis as { Deno?: DenoLike; process?: ProcessLike };
+const g = globalThis as unknown as { Deno?: DenoLike; process?: ProcessLike };
 
 /** stdout was closed by its reader (`| head`): the command stops quietly with exit 0. */
 export class StdoutClosed extends Error {

@@ -28,7 +28,7 @@ usage:
 MODEL defaults to the stories260K model shipped with poot; B is auto (default) or one of ${BACKEND_ORDER.join(", ")}.`;
 
 type Env = Record<string, string | undefined>;
-const g = globalThis as {
+const g = globalThis as unknown as {
   Deno?: { args: string[]; env: { get(k: string): string | undefined; set(k: string, v: string): void } };
   process?: { argv: string[]; env: Env; getuid?(): number };
 };
