@@ -9,25 +9,23 @@
  * console.log((await s.result).finish);
  * ```
  *
+ * The engine underneath (devices, executors, the compiler) is `@poot/poot/engine`.
+ *
  * @module
  */
 
 /** The package version. */
 export const VERSION = "0.1.0";
 
-export { open, type OpenOptions } from "./llm/open.ts";
+export { open, type Model, type OpenOptions } from "./llm/open.ts";
 export {
   DEFAULT_MAX_TOKENS, Driver, type DriverOptions, type FinishReason, type GenerateOptions, type GenerateResult, type LoadProgress,
   type TokenEvent, type TokenStream,
 } from "./llm/driver.ts";
 export { GREEDY, type SamplerParams } from "./llm/sampling.ts";
-export { loadModel, type ModelHandle } from "./llm/model.ts";
 export {
-  AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelFormatError, ModelNotFoundError,
-  UnknownArchitectureError,
+  AbortError, ContextOverflowError, DriverClosedError, type FormatLocation, InvalidArgumentError, LlmError, ModelFormatError,
+  ModelNotFoundError, UnknownArchitectureError,
 } from "./llm/errors.ts";
-export { Engine, type EngineOptions, type Executor, type ExecutorStats, type LoadOptions, type StepResult } from "./backends/executor.ts";
-export type { Device } from "./backends/device.ts";
-export { type BackendChoice, type BackendName, openBackend } from "./backends/open.ts";
+export type { BackendChoice, BackendName } from "./backends/open.ts";
 export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";
-export { compileGraph } from "./kernels/lower.ts";

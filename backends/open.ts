@@ -8,6 +8,7 @@ import type { PtxDeviceOptions } from "./ptx/mod.ts";
 import type { VulkanOptions } from "./vulkan/mod.ts";
 import type { WgpuOptions } from "./wgpu/mod.ts";
 
+/** A backend by name. */
 export type BackendName = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
 /** What a caller may ask for: one backend, or the best present. */
 export type BackendChoice = BackendName | "auto";

@@ -63,7 +63,9 @@ export interface GenerateResult {
   generatedIds: number[];
   /** The generated text (equal to all streamed events' text joined). */
   text: string;
+  /** Why generation ended. */
   finish: FinishReason;
+  /** Wall times (ms) of the prompt and of generation, token counts, and decode tokens per second. */
   timings: { promptMs: number; generateMs: number; promptTokens: number; generatedTokens: number; tokensPerSecond: number };
 }
 
@@ -85,7 +87,14 @@ export class Driver {
   /** Aborted by close(): every queued or running call listens to it. */
   private readonly closing = new AbortController();
 
-  private constructor(readonly model: ModelHandle, readonly exec: Executor, opts: DriverOptions) {
+  /** @ignore The loaded model (engine-level). */
+  readonly model: ModelHandle;
+  /** @ignore The executor it runs on (engine-level). */
+  readonly exec: Executor;
+
+  private constructor(model: ModelHandle, exec: Executor, opts: DriverOptions) {
+    this.model = model;
+    this.exec = exec;
     const trained = model.contextLength;
     if (opts.ctx !== undefined) {
       if (!isInt(opts.ctx) || opts.ctx < 2) throw new InvalidArgumentError("ctx", `${String(opts.ctx)} is not an integer >= 2`);
@@ -104,7 +113,8 @@ export class Driver {
 
   /**
    * Loads the model's weights once and prepares the decode step and the prefill shapes. The driver owns
-   * `exec` from here on: close() unloads it.
+   * `exec` from here on: close() unloads it. (open() does this for you; this is the engine-level door.)
+   * @ignore
    */
   static async open(model: ModelHandle, exec: Executor, opts: DriverOptions = {}): Promise<Driver> {
     const d = new Driver(model, exec, opts);
@@ -163,10 +173,12 @@ export class Driver {
     }
   }
 
+  /** The entry key of a step shape. */
   private key(kind: Kind, rows: number): string {
     return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${kind === "step" ? "sampler" : "hidden"}`;
   }
 
+  /** The entry of a step shape, added (compiled) the first time. */
   private entry(kind: Kind, rows: number): EntryId {
     const key = this.key(kind, rows);
     let id = this.entries.get(key);
@@ -221,6 +233,7 @@ export class Driver {
     return last;
   }
 
+  /** One step: writes the slots, replays, reads back the sampled token. */
   private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams): Promise<{ token: number; nonFinite: boolean }> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
     const r = await this.exec.step(id, {
@@ -270,6 +283,7 @@ export class Driver {
     }
   }
 
+  /** The generation itself, run from the queue. */
   private async generateNow(
     ids: number[], maxTokens: number, sampler: SamplerParams, stops: string[], signal: AbortSignal, sink: StreamSink,
   ): Promise<GenerateResult> {
@@ -370,6 +384,7 @@ export class Driver {
     }
   }
 
+  /** The encode itself, run from the queue. */
   private async encodeNow(ids: number[]): Promise<Float32Array> {
     const fits = [...this.hiddenRows].filter((r) => r >= ids.length);
     const shape = fits.length ? Math.min(...fits) : ids.length;

@@ -4,6 +4,7 @@ import type { GenerateResult } from "./driver.ts";
 
 /** Base class of every error the LLM layer throws on bad input. */
 export class LlmError extends Error {
+  /** Builds the error and its one-line message. */
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
@@ -12,7 +13,9 @@ export class LlmError extends Error {
 
 /** A model file that does not exist or cannot be read. */
 export class ModelNotFoundError extends LlmError {
+  /** The file path. */
   readonly path: string;
+  /** Builds the error and its one-line message. */
   constructor(path: string, reason: string, options?: { cause?: unknown }) {
     super(`${path}: cannot read model file: ${reason}`, options);
     this.path = path;
@@ -31,9 +34,13 @@ export interface FormatLocation {
 
 /** A truncated or corrupt model file. */
 export class ModelFormatError extends LlmError implements FormatLocation {
+  /** The file. */
   readonly file: string;
+  /** The field. */
   readonly field: string;
+  /** The byte offset. */
   readonly offset: number;
+  /** Builds the error and its one-line message. */
   constructor(loc: FormatLocation, problem: string) {
     super(`${loc.file}: ${loc.field} at offset ${loc.offset}: ${problem}`);
     this.file = loc.file;
@@ -47,8 +54,11 @@ export class UnsupportedFormatError extends ModelFormatError {}
 
 /** A tensor whose ggml type id is unknown or not supported. */
 export class UnsupportedTensorTypeError extends UnsupportedFormatError {
+  /** The tensor name. */
   readonly tensor: string;
+  /** The ggml type id. */
   readonly typeId: number;
+  /** Builds the error and its one-line message. */
   constructor(loc: FormatLocation, tensor: string, typeId: number, typeName?: string) {
     super(
       loc,
@@ -61,7 +71,9 @@ export class UnsupportedTensorTypeError extends UnsupportedFormatError {
 
 /** A metadata key that is missing or holds a value of the wrong type. */
 export class MetadataError extends LlmError {
+  /** The metadata key. */
   readonly key: string;
+  /** Builds the error and its one-line message. */
   constructor(file: string, key: string, problem: string) {
     super(`${file}: metadata '${key}': ${problem}`);
     this.key = key;
@@ -73,7 +85,9 @@ export class TokenizerError extends LlmError {}
 
 /** An architecture name (general.architecture) that no model family handles. */
 export class UnknownArchitectureError extends LlmError {
+  /** The architecture name. */
   readonly architecture: string;
+  /** Builds the error and its one-line message. */
   constructor(architecture: string, known: readonly string[] = []) {
     super(
       `unknown architecture '${architecture}'` + (known.length ? ` (supported: ${known.join(", ")})` : ""),
@@ -84,8 +98,11 @@ export class UnknownArchitectureError extends LlmError {
 
 /** A prompt (or prompt plus requested tokens) longer than the context the model was loaded with. */
 export class ContextOverflowError extends LlmError {
+  /** Tokens given. */
   readonly tokens: number;
+  /** The context size. */
   readonly context: number;
+  /** Builds the error and its one-line message. */
   constructor(tokens: number, context: number, what = "prompt") {
     super(`${what} has ${tokens} tokens, more than the context of ${context}`);
     this.tokens = tokens;
@@ -95,7 +112,9 @@ export class ContextOverflowError extends LlmError {
 
 /** A library call given an argument it cannot use (wrong type, out of range); `argument` names it. */
 export class InvalidArgumentError extends LlmError {
+  /** The argument that was wrong. */
   readonly argument: string;
+  /** Builds the error and its one-line message. */
   constructor(argument: string, problem: string) {
     super(`${argument}: ${problem}`);
     this.argument = argument;
@@ -108,7 +127,9 @@ export class InvalidArgumentError extends LlmError {
  * (absent when the call was aborted while still queued).
  */
 export class AbortError extends LlmError {
+  /** What was generated before the abort. */
   readonly partial?: GenerateResult;
+  /** Builds the error and its one-line message. */
   constructor(message: string, partial?: GenerateResult) {
     super(message);
     this.name = "AbortError";
@@ -118,6 +139,7 @@ export class AbortError extends LlmError {
 
 /** A call on a Driver after `close()`. */
 export class DriverClosedError extends LlmError {
+  /** Builds the error and its one-line message. */
   constructor() {
     super("the driver is closed");
   }

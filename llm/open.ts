@@ -8,10 +8,18 @@ import { Driver, type DriverOptions } from "./driver.ts";
 import { InvalidArgumentError } from "./errors.ts";
 import { loadModel, type ModelHandle } from "./model.ts";
 
+/** A model already loaded (engine's loadModel gives one): open() takes it in place of a path. */
+export interface Model {
+  /** The file it was loaded from. */
+  readonly path: string;
+  /** Its architecture (GGUF general.architecture). */
+  readonly arch: string;
+}
+
 /** What open() needs: a model and a backend, plus the Driver's options. */
 export interface OpenOptions extends DriverOptions {
-  /** A model file path, or a model already loaded with loadModel. */
-  model: string | ModelHandle;
+  /** A model file path, or a model already loaded. */
+  model: string | Model;
   /** The backend to run on (default "auto": the fastest present). */
   backend?: BackendChoice;
   /** Bound on every wait for the device, in milliseconds (default 600 s). */
@@ -31,7 +39,7 @@ export async function open(opts: OpenOptions): Promise<Driver> {
   if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
     throw new InvalidArgumentError("timeoutMs", `${String(timeoutMs)} is not a positive number of milliseconds`);
   }
-  const handle = typeof model === "string" ? loadModel(model) : model;
+  const handle = typeof model === "string" ? loadModel(model) : model as ModelHandle;
   const engine = new Engine(await openBackend(backend), { compile: compileGraph, timeoutMs });
   try {
     return await Driver.open(handle, engine, driverOpts);

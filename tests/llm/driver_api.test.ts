@@ -6,9 +6,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import {
-  AbortError, ContextOverflowError, DEFAULT_MAX_TOKENS, Driver, DriverClosedError, Engine, InvalidArgumentError, type LoadProgress,
-  loadModel, open,
+  AbortError, ContextOverflowError, DEFAULT_MAX_TOKENS, Driver, DriverClosedError, InvalidArgumentError, type LoadProgress, open,
 } from "../../mod.ts";
+import { type Engine, loadModel } from "../../engine.ts";
 import type { JsDevice } from "../../backends/js/device.ts";
 
 const PATH = fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url));
