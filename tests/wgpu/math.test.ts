@@ -13,7 +13,7 @@ import { KernelBuilder, un, type UnOp } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { f2bf, f2h, H2F } from "../../kernels/render/js_runtime.ts";
 import { Rng } from "../kernels/data.ts";
-import { bytesOf, flushed, isSubnormal, probe, runKernel, ulps } from "./util.ts";
+import { bytesOf, flushed, isSubnormal, lacking, probe, runKernel, ulps } from "./util.ts";
 
 const dev = await probe();
 const skip = typeof dev === "string" ? dev : false;
@@ -104,7 +104,7 @@ test("wgpu math: every f16 pattern decodes exactly (as f32 and through f16bits)"
   }
 });
 
-test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip }, async () => {
+test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip: lacking(dev, { f16: true }) }, async () => {
   const n = 1 << 16;
   const r = new Rng("rne"), bits = new Uint32Array(n);
   for (let i = 0; i < n; i++) {
