@@ -75,8 +75,8 @@ export async function main(args: string[]): Promise<number> {
 }
 
 async function dispatch(args: string[]): Promise<number> {
-  const first = args[0];
-  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
+  const first = args[0] ?? "run"; // bare `poot` generates from the default model, as it always has
+  if (first === "--help" || first === "-h" || first === "help") {
     out(USAGE + "\n");
     return 0;
   }
