@@ -90,12 +90,16 @@ export function stdinIsTerminal(): boolean {
 }
 
 /** A progress line on stderr when it is a terminal (rewritten in place); nothing otherwise. */
-export function progressLine(): { show(s: string): void; done(): void } {
+export function progressLine(): { show(s: string, force?: boolean): void; done(): void } {
   const on = stderrIsTerminal();
-  let shown = false;
+  let shown = false, last = 0;
   return {
-    show(s) {
+    /** Redraws at most every 100 ms unless `force` (the last step of a phase). */
+    show(s, force = false) {
       if (!on) return;
+      const now = performance.now();
+      if (!force && now - last < 100) return;
+      last = now;
       err(`\r\x1b[2K${escapeControl(s)}`);
       shown = true;
     },

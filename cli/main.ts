@@ -136,7 +136,7 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
   let driver: Driver | undefined;
   try {
     const t0 = performance.now();
-    driver = await Driver.open(model, engine, { ctx, onProgress: (p) => bar.show(progressText(p)) });
+    driver = await Driver.open(model, engine, { ctx, onProgress: (p) => bar.show(progressText(p), p.phase === "compile" || p.tensors === p.totalTensors) });
     bar.done();
     const loadMs = performance.now() - t0;
     // Every prompt is checked before anything is printed.
