@@ -36,6 +36,8 @@ const g = globalThis as unknown as {
 function defaultModel(): string {
   const embedded = (globalThis as { POOT_DEFAULT_MODEL?: string }).POOT_DEFAULT_MODEL; // dist/poot carries its own
   if (embedded) return embedded;
+  // Run from a registry (jsr:@poot/poot/cli) the shipped model is a URL, not a file this process can open.
+  if (!import.meta.url.startsWith("file:")) throw new UsageError("no default model here: give one with -m FILE");
   return join(dirname(fileURLToPath(import.meta.url)), "..", "models", "stories260K", "stories260K.gguf");
 }
 
