@@ -4,7 +4,7 @@
 // and `info --dump-kernels` on the JS target. stories260K on the JS backend.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
@@ -91,4 +91,29 @@ test("cli: info --json describes the model and every backend; --dump-kernels wri
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+const isDeno = "Deno" in globalThis;
+test("cli: without -A, one line names the missing permission (Deno); a missing --allow-ffi refuses the backend", { skip: isDeno ? false : "Deno permissions only" }, () => {
+  // Deno adds its own permissions (-A) to a child command line that runs its own binary; named through an
+  // environment variable, the binary is out of its sight.
+  // (It rewrites `bash -c` command strings too, so the command is a script file.)
+  const dir = mkdtempSync(join(tmpdir(), "poot-perm-"));
+  const script = join(dir, "deno.sh");
+  writeFileSync(script, 'exec "$POOT_TEST_DENO" run --no-check "$@"\n');
+  const run = (perms: string[], args: string[]) =>
+    spawnSync("bash", [script, ...perms, MAIN, ...args], { encoding: "utf8", input: "", env: { ...process.env, POOT_TEST_DENO: process.execPath } });
+  const noEnv = run(["--allow-read"], ["run", "-p", "x", "-n", "1"]);
+  assert.equal(noEnv.status, 1);
+  assert.deepEqual(noEnv.stdout, "");
+  const lines = noEnv.stderr.trim().split("\n");
+  assert.equal(lines.length, 1, noEnv.stderr);
+  assert.match(lines[0], /^poot: .*--allow-env/);
+  const noRead = run([], ["info"]);
+  assert.equal(noRead.stderr.trim().split("\n").length, 1, noRead.stderr);
+  assert.match(noRead.stderr, /^poot: .*--allow-read/);
+  const noFfi = run(["--allow-read", "--allow-env", "--allow-sys"], ["run", "-p", "x", "-n", "1", "--backend", "ptx"]);
+  assert.equal(noFfi.status, 1);
+  assert.match(noFfi.stderr.trim(), /^poot: .*ptx: refused: no permission \(run with --allow-ffi, or -A\)$/);
+  rmSync(dir, { recursive: true, force: true });
 });
