@@ -14,7 +14,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
-import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import type { Program } from "../kernels/program.ts";
 import type { TargetSet } from "../kernels/target.ts";
@@ -305,8 +305,19 @@ shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=1
 
 /** Parses the command line into BenchOptions (plus output flags). Throws RangeError on a bad flag. */
 export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; out?: string; help: boolean } {
+  // A value that starts with "-" (`--tokens -3`) is joined to its flag so that the range check, not the
+  // parser, answers it.
+  const flagsTakingNoValue = new Set(["--no-eager", "--json", "--help", "-h"]);
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i], next = args[i + 1];
+    if (a.startsWith("--") && !a.includes("=") && !flagsTakingNoValue.has(a) && next !== undefined && next.startsWith("-") && next !== "-") {
+      joined.push(`${a}=${next}`);
+      i++;
+    } else joined.push(a);
+  }
   const { values } = parseArgs({
-    args,
+    args: joined,
     options: {
       shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, warmup: { type: "string" },
       deep: { type: "string" }, "deep-tokens": { type: "string" }, cap: { type: "string" }, dtype: { type: "string" },
@@ -322,6 +333,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     if (!Number.isInteger(n) || n < min) throw new RangeError(`--${k} must be an integer >= ${min}, got ${v}`);
     return n;
   };
+  if (values.backend !== undefined && values.backend !== "auto" && !isBackendName(values.backend)) {
+    throw new RangeError(`--backend: unknown backend ${JSON.stringify(values.backend)} (auto, ptx, rocm, vulkan, wgpu, js)`);
+  }
   const names = (values.shape ?? (values.custom ? "custom" : "all")).split(",").map((s) => s.trim()).filter(Boolean);
   if (names.length === 0) throw new RangeError(`--shape ${JSON.stringify(values.shape)} names no shape (${Object.keys(SHAPES).join(", ")}, all, custom)`);
   const shapes: (string | Shape)[] = names.flatMap((n): (string | Shape)[] =>

@@ -53,6 +53,9 @@ export const cases: FuzzCase[] = [
   { name: "cli/bench/shape-commas", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --shape ",,," names no shape/, setup: () => ["bench", "--shape", ",,,"] },
   { name: "cli/bench/unknown-flag", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: Unknown option '--bogus'/, setup: () => ["bench", "--bogus"] },
   { name: "cli/bench/bad-int", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --tokens must be an integer/, setup: () => ["bench", "--tokens", "x"] },
+  { name: "cli/bench/negative", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --tokens must be an integer >= 1, got -3/, setup: () => ["bench", "--tokens", "-3"] },
+  { name: "cli/bench/backend", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --backend: unknown backend "nope"/, setup: () => ["bench", "--backend", "nope"] },
+  { name: "cli/bench/unknown-shape", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: unknown shape foo/, setup: () => ["bench", "--shape", "foo", "--backend", "js"] },
   // 12.9 control characters from arguments and paths are escaped on the one line
   flag("cli/escape/backend", "12.9 terminal injection", ["--backend", "x\x1b[2Jy\nz"], /--backend: unknown value "x\\u001b\[2Jy\\nz"/),
   {
