@@ -30,6 +30,8 @@ export function selectedBackends(): BackendName[] {
 export function slowDevice(dev: Device | string): string | false {
   if (typeof dev === "string") return dev;
   const t = dev.target;
-  const soft = t.backend === "wgpu" && !t.caps.subgroups && /llvmpipe|lavapipe|swiftshader|software/i.test(t.device);
+  const info = (dev as { gpu?: { adapterInfo?: { isFallbackAdapter?: boolean } } }).gpu?.adapterInfo;
+  const soft = t.backend === "wgpu" && !t.caps.subgroups &&
+    (info?.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|software|fallback/i.test(t.device));
   return soft ? `heavy case skipped on ${t.device}, a software fallback adapter without subgroups (slow)` : false;
 }
