@@ -138,10 +138,10 @@ const seed = z.string().transform((s, ctx) => {
   return Number(BigInt.asUintN(32, BigInt(t)));
 });
 
-function oneOf<const T extends readonly string[]>(names: T) {
+function oneOf<const T extends readonly string[]>(names: T, what: string) {
   return z.string().transform((s, ctx) => {
     if (!(names as readonly string[]).includes(s)) {
-      ctx.addIssue({ code: "custom", message: `unknown value ${JSON.stringify(s)} (expected ${names.join(", ")})` });
+      ctx.addIssue({ code: "custom", message: `unknown ${what} ${JSON.stringify(s)} (expected ${names.join(", ")})` });
       return z.NEVER;
     }
     return s as T[number];
@@ -156,7 +156,7 @@ export const RunFlags = z.object({
   "max-tokens": intIn(0, 2 ** 31 - 1, "an integer from 0 to 2^31-1").optional(),
   ctx: intIn(2, 2 ** 31 - 1, "an integer >= 2").optional(),
   seed: seed.optional(),
-  backend: oneOf(BACKENDS).optional(),
+  backend: oneOf(BACKENDS, "backend").optional(),
   temperature: numIn(0, Number.MAX_VALUE, "a number >= 0").optional(),
   "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
   "top-p": numIn(0, 1, "a number from 0 to 1").optional(),
@@ -168,9 +168,9 @@ export const RunFlags = z.object({
 
 export const InfoFlags = z.object({
   model: path.optional(),
-  backend: oneOf(BACKENDS).optional(),
+  backend: oneOf(BACKENDS, "backend").optional(),
   "dump-kernels": path.optional(),
-  target: oneOf(TARGETS).optional(),
+  target: oneOf(TARGETS, "target").optional(),
   json: z.boolean().optional(),
   help: z.boolean().optional(),
 }).strict();

@@ -12,6 +12,7 @@ import { Engine, type Executor } from "../backends/executor.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
+import { ContextOverflowError } from "../llm/errors.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { VERSION } from "../mod.ts";
 import { checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
@@ -132,7 +133,6 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
   const backend = f.backend ?? "auto";
   ensureRuntimeDir(backend);
   const { device, passedOver } = await chooseBackend(backend);
-  if (backend === "auto") err(`[auto: ${device.target.backend} on ${device.target.device}${passedOver.length ? `; passed over ${passedOver.map((r) => r.split(": ").slice(0, 2).join(": ")).join("; ")}` : ""}]\n`);
   const engine = new Engine(device, { compile: compileGraph });
   const bar = progressLine();
   let driver: Driver | undefined;
@@ -143,6 +143,11 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
     const loadMs = performance.now() - t0;
     // Every prompt is checked before anything is printed.
     const ids = texts.map((p) => driver!.tokenize(p));
+    for (const t of ids) if (t.length >= driver.ctx) throw new ContextOverflowError(t.length, driver.ctx);
+    if (backend === "auto") {
+      const over = passedOver.map((r) => r.split(": ").slice(0, 2).join(": ")).join("; ");
+      err(`[auto: ${device.target.backend} on ${device.target.device}${over ? `; passed over ${over}` : ""}]\n`);
+    }
     const json = f.json === true;
     const maxTokens = f["max-tokens"];
     for (let i = 0; i < texts.length; i++) {

@@ -46,7 +46,7 @@ export const cases: FuzzCase[] = [
     setup: (dir) => ["info", "-m", NONE(dir), "--dump-kernels", "", "--target", "js"],
   },
   { name: "cli/dump-kernels/no-target", cls: "12.7 dump-kernels empty", exit: 2, message: /--dump-kernels needs --target/, setup: (dir) => ["info", "--dump-kernels", join(dir, "k")] },
-  { name: "cli/dump-kernels/bad-target", cls: "12.7 dump-kernels empty", exit: 2, message: /--target: unknown value "cuda"/, setup: (dir) => ["info", "--dump-kernels", join(dir, "k"), "--target", "cuda"] },
+  { name: "cli/dump-kernels/bad-target", cls: "12.7 dump-kernels empty", exit: 2, message: /--target: unknown target "cuda"/, setup: (dir) => ["info", "--dump-kernels", join(dir, "k"), "--target", "cuda"] },
   { name: "cli/dump-kernels/target-alone", cls: "12.7 dump-kernels empty", exit: 2, message: /--target goes with --dump-kernels/, setup: () => ["info", "--target", "js"] },
   // 12.8 bench: empty shape lists, one prefixed line, no advertised-but-refused flags
   { name: "cli/bench/shape-empty", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --shape "" names no shape/, setup: () => ["bench", "--shape", ""] },
@@ -57,7 +57,7 @@ export const cases: FuzzCase[] = [
   { name: "cli/bench/backend", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: --backend: unknown backend "nope"/, setup: () => ["bench", "--backend", "nope"] },
   { name: "cli/bench/unknown-shape", cls: "12.8 bench errors", exit: 2, message: /^poot: bench: unknown shape foo/, setup: () => ["bench", "--shape", "foo", "--backend", "js"] },
   // 12.9 control characters from arguments and paths are escaped on the one line
-  flag("cli/escape/backend", "12.9 terminal injection", ["--backend", "x\x1b[2Jy\nz"], /--backend: unknown value "x\\u001b\[2Jy\\nz"/),
+  flag("cli/escape/backend", "12.9 terminal injection", ["--backend", "x\x1b[2Jy\nz"], /--backend: unknown backend "x\\u001b\[2Jy\\nz"/),
   {
     name: "cli/escape/model-path", cls: "12.9 terminal injection", exit: 1, message: /no\\x1b\[2Jsuch\\nmodel\.gguf: cannot read model file/,
     setup: (dir) => ["run", "-m", join(dir, "no\x1b[2Jsuch\nmodel.gguf"), "-p", "x"],
@@ -78,7 +78,7 @@ export const cases: FuzzCase[] = [
   flag("cli/range/ctx-one", "12.14 sampler ranges", ["--ctx", "1"], /--ctx: "1" is not an integer >= 2/),
   flag("cli/range/ctx-fraction", "12.14 sampler ranges", ["-c", "16.5"], /--ctx: "16.5" is not an integer >= 2/),
   flag("cli/range/ctx-1e9", "12.14 sampler ranges", ["--ctx", "1e9"], /--ctx: "1e9" is not an integer >= 2/),
-  flag("cli/range/backend", "12.14 sampler ranges", ["--backend", "cuda"], /--backend: unknown value "cuda"/),
+  flag("cli/range/backend", "12.14 sampler ranges", ["--backend", "cuda"], /--backend: unknown backend "cuda"/),
   // --ctx above what the model was trained for: the model is read (the shipped one), nothing is allocated.
   { name: "cli/range/ctx-above-model", cls: "12.3 ctx beyond reason", exit: 2, message: /--ctx: 5000000 is above the 2048 positions/, setup: () => ["run", "--ctx", "5000000", "-p", "x", "--backend", "js"] },
   // 11: flag conventions

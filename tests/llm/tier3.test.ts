@@ -75,7 +75,8 @@ for (const backend of ["js", "vulkan", "wgpu"] as const) {
     for (const p of PROMPTS) args.push("--prompt", p);
     const r = poot(args);
     assert.equal(r.status, 0, r.stderr);
-    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    // JSON lines: one per token, then each prompt's summary (the line with generated_token_ids).
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((o) => "generated_token_ids" in o);
     assert.equal(lines.length, PROMPTS.length);
     for (let i = 0; i < PROMPTS.length; i++) {
       assert.equal(lines[i].backend, backend);
