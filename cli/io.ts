@@ -5,6 +5,8 @@
 import { writeSync } from "node:fs";
 
 type DenoLike = {
+  addSignalListener(s: "SIGINT", h: () => void): void;
+  removeSignalListener(s: "SIGINT", h: () => void): void;
   stdout: { writeSync(b: Uint8Array): number };
   stderr: { writeSync(b: Uint8Array): number; isTerminal(): boolean };
   stdin: { isTerminal(): boolean };
@@ -12,6 +14,8 @@ type DenoLike = {
 };
 type ProcessLike = {
   exit(code: number): never;
+  on(s: "SIGINT", h: () => void): void;
+  off(s: "SIGINT", h: () => void): void;
   stdin?: { isTTY?: boolean };
   stderr?: { isTTY?: boolean };
 };
@@ -113,4 +117,29 @@ export function progressLine(): { show(s: string, force?: boolean): void; done()
 export function exit(code: number): never {
   if (g.Deno) return g.Deno.exit(code);
   return g.process!.exit(code);
+}
+
+/**
+ * Ctrl-C: the first calls `stop` (the command ends what it is doing and says so), a second exits at once
+ * (130). Returns the function that removes the handler.
+ */
+export function onInterrupt(stop: () => void): () => void {
+  let pressed = false;
+  const h = () => {
+    if (pressed) exit(130);
+    pressed = true;
+    stop();
+  };
+  try {
+    if (g.Deno) g.Deno.addSignalListener("SIGINT", h);
+    else g.process?.on("SIGINT", h);
+  } catch {
+    return () => {}; // no signals here (Windows without SIGINT support): Ctrl-C keeps its default
+  }
+  return () => {
+    try {
+      if (g.Deno) g.Deno.removeSignalListener("SIGINT", h);
+      else g.process?.off("SIGINT", h);
+    } catch { /* already gone */ }
+  };
 }

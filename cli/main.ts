@@ -12,11 +12,11 @@ import { Engine, type Executor } from "../backends/executor.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
-import { ContextOverflowError } from "../llm/errors.ts";
+import { AbortError, ContextOverflowError } from "../llm/errors.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { VERSION } from "../mod.ts";
 import { checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
-import { err, escapeControl, exit, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
+import { err, escapeControl, exit, onInterrupt, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
 import { backendOf, decodeProgram, renderKernel, type RenderTarget, targetFor } from "./render.ts";
 
 const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
@@ -136,6 +136,9 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
   const engine = new Engine(device, { compile: compileGraph });
   const bar = progressLine();
   let driver: Driver | undefined;
+  // Ctrl-C stops the generation before its next token; what was generated stays printed.
+  const interrupt = new AbortController();
+  const offInterrupt = onInterrupt(() => interrupt.abort());
   try {
     const t0 = performance.now();
     driver = await Driver.open(model, engine, { ctx, onProgress: (p) => bar.show(progressText(p), p.phase === "compile" || p.tensors === p.totalTensors) });
@@ -151,10 +154,18 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
     const json = f.json === true;
     const maxTokens = f["max-tokens"];
     for (let i = 0; i < texts.length; i++) {
-      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop });
+      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal });
       if (!json) out(texts[i]);
-      for await (const e of stream) out(json ? JSON.stringify({ token: e.id, text: e.text }) + "\n" : e.text);
-      const res = await stream.result;
+      let res: GenerateResult;
+      try {
+        for await (const e of stream) out(json ? JSON.stringify({ token: e.id, text: e.text }) + "\n" : e.text);
+        res = await stream.result;
+      } catch (e) {
+        if (!(e instanceof AbortError && interrupt.signal.aborted)) throw e;
+        if (!json) out("\n");
+        err(`[interrupted after ${e.partial?.generatedIds.length ?? 0} tokens]\n`);
+        return 130;
+      }
       if (json) out(JSON.stringify(summary(res, engine, loadMs)) + "\n");
       else {
         out("\n");
@@ -164,6 +175,7 @@ async function run(f: ReturnType<typeof RunFlags.parse>, positionals: string[]):
       }
     }
   } finally {
+    offInterrupt();
     bar.done();
     if (driver) await driver.close();
     else await engine.unload();

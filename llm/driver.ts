@@ -339,7 +339,14 @@ export class Driver {
       if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit });
       return false;
     };
+    let yielded = performance.now();
     for (;;) {
+      // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
+      // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
+      if (performance.now() - yielded > 25) {
+        await new Promise((r) => setTimeout(r, 0));
+        yielded = performance.now();
+      }
       aborted();
       if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
       if (tok.isEog(next.token)) {

@@ -117,3 +117,25 @@ test("cli: without -A, one line names the missing permission (Deno); a missing -
   assert.match(noFfi.stderr.trim(), /^poot: .*ptx: refused: no permission \(run with --allow-ffi, or -A\)$/);
   rmSync(dir, { recursive: true, force: true });
 });
+
+test("cli: Ctrl-C stops the generation, keeps what was printed, and exits 130", async () => {
+  const { spawn } = await import("node:child_process");
+  const args = ["run", "-n", "2000", "-c", "2048", "-p", "Once upon a time", "--backend", "js"];
+  const child = spawn(process.execPath, isDeno ? ["run", "-A", "--no-check", MAIN, ...args] : [MAIN, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "", errs = "", sent = false;
+  child.stdout!.on("data", (d) => {
+    out += d;
+    if (!sent && out.length > 60) {
+      sent = true;
+      child.kill("SIGINT");
+    }
+  });
+  child.stderr!.on("data", (d) => (errs += d));
+  const code = await new Promise((r) => child.on("close", (c, sig) => r(c ?? sig)));
+  // Deno's node:child_process reports the signal it sent rather than the exit status (130 from a shell).
+  assert.ok(code === 130 || (isDeno && code === "SIGINT"), `exit ${String(code)}: ${errs}`);
+  assert.ok(sent, "output came before the end");
+  assert.match(errs, /\[interrupted after \d+ tokens\]/);
+  assert.ok(out.startsWith("Once upon a time, there was"), out.slice(0, 80));
+  assert.doesNotMatch(errs, /^poot: /m);
+});

@@ -127,6 +127,14 @@ test("driver: an AbortSignal stops within one token; leaving a for-await loop ab
   assert.deepEqual(err.partial.generatedIds, full.generatedIds.slice(0, err.partial.generatedIds.length));
   assert.ok(full.text.startsWith(text));
 
+  // A timer's signal fires although the JS device's steps never wait on I/O (the driver yields to timers).
+  const long = await open({ model, backend: "js", ctx: 2048 });
+  const t0 = performance.now();
+  const timed = await long.generate(PROMPT, { maxTokens: 2000, signal: AbortSignal.timeout(100) }).catch((e) => e);
+  await long.close();
+  assert.ok(timed instanceof AbortError && timed.partial!.generatedIds.length < 2000, "AbortSignal.timeout stopped it");
+  assert.ok(performance.now() - t0 < 5000, "soon after the timeout");
+
   // Already aborted: never runs.
   await assert.rejects(d.generate(PROMPT, { signal: AbortSignal.abort() }), (e) => e instanceof AbortError && e.partial === undefined);
 
