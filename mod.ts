@@ -2,12 +2,14 @@
  * poot: an LLM inference runtime for Deno and Bun that drives GPUs through their driver libraries by FFI.
  *
  * ```ts
- * import { compileGraph, Driver, Engine, loadModel, openBackend } from "@poot/poot";
- * const model = loadModel("stories260K.gguf");
- * const engine = new Engine(await openBackend("auto"), { compile: compileGraph });
- * const driver = await Driver.open(model, engine);
- * console.log((await driver.generate("Once upon a time", { maxTokens: 32 })).text);
+ * import { open } from "@poot/poot";
+ * await using llm = await open({ model: "stories260K.gguf", backend: "auto" });
+ * const s = llm.stream("Once upon a time", { maxTokens: 32 });
+ * for await (const e of s) console.log(e.text);
+ * console.log((await s.result).finish);
  * ```
+ *
+ * The engine underneath (devices, executors, the compiler) is `@poot/poot/engine`.
  *
  * @module
  */
@@ -15,12 +17,17 @@
 /** The package version. */
 export const VERSION = "0.1.0";
 
-export { Engine, type EngineOptions, type Executor, type ExecutorStats, type StepResult } from "./backends/executor.ts";
-export type { Device } from "./backends/device.ts";
-export { type BackendChoice, openBackend } from "./backends/open.ts";
-export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";
-export { compileGraph } from "./kernels/lower.ts";
-export { loadModel, type ModelHandle } from "./llm/model.ts";
-export { Driver, type DriverOptions, type GenerateOptions, type GenerateResult } from "./llm/driver.ts";
+export { open, type Model, type OpenOptions } from "./llm/open.ts";
+export {
+  DEFAULT_MAX_TOKENS, Driver, type DriverOptions, type FinishReason, type GenerateOptions, type GenerateResult, type LoadProgress,
+  type TokenEvent, type TokenStream,
+} from "./llm/driver.ts";
 export { GREEDY, type SamplerParams } from "./llm/sampling.ts";
-export { ContextOverflowError, LlmError, ModelFormatError, ModelNotFoundError, UnknownArchitectureError } from "./llm/errors.ts";
+export {
+  AbortError, ChatTemplateError, ConfigError, ContextLengthError, ContextOverflowError, DriverClosedError, type FormatLocation,
+  InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelNotFoundError, NestingLimitError, TensorMismatchError,
+  UnknownArchitectureError,
+} from "./llm/errors.ts";
+export type { ChatContent, ChatMessage, ChatOptions } from "./llm/chat.ts";
+export type { BackendChoice, BackendName } from "./backends/open.ts";
+export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";

@@ -51,13 +51,19 @@ export interface ExecutorStats {
 
 export interface Executor {
   targetSet(): TargetSet;
-  loadWeights(store: WeightStore, map: WeightMap): Promise<void>;
+  loadWeights(store: WeightStore, map: WeightMap, opts?: LoadOptions): Promise<void>;
   addEntry(key: EntryKey, graph: Graph): EntryId;
   step(entry: EntryId, slots: SlotValues, opts?: { eager?: boolean }): Promise<StepResult>;
   resetState(entry?: EntryId): void;
   removeEntry(entry: EntryId): void;
   stats(): ExecutorStats;
   unload(): Promise<void>;
+}
+
+/** Options of Executor.loadWeights. */
+export interface LoadOptions {
+  /** Called after each tensor reaches the device: counts and bytes so far, and the totals. */
+  onTensor?: (tensors: number, totalTensors: number, bytes: number, totalBytes: number) => void;
 }
 
 /** Turns a graph into a Program for a target (optimize, plan, lower). Injected so the engine stays generic. */
@@ -168,17 +174,25 @@ export class Engine<D extends Device> implements Executor {
     return this.device.target;
   }
 
-  async loadWeights(store: WeightStore, map: WeightMap): Promise<void> {
+  async loadWeights(store: WeightStore, map: WeightMap, opts: LoadOptions = {}): Promise<void> {
     this.live();
-    for (const [role, tensor] of map) {
-      if (this.weights.has(role)) continue;
+    const roles = [...map].filter(([role]) => !this.weights.has(role));
+    let totalBytes = 0;
+    for (const [role, tensor] of roles) {
       const info = store.info(tensor);
       if (!info) throw new Unsupported(`weight map binds ${role} to ${tensor}, which the model file lacks`);
+      totalBytes += info.byteLength;
+    }
+    let done = 0, doneBytes = 0;
+    // One tensor at a time: the store reads it (from the file, on demand), the device takes it, it is dropped.
+    for (const [role, tensor] of roles) {
       const bytes = store.bytes(tensor);
       const buf = this.device.alloc(bytes.byteLength, "device");
       this.device.write(buf, 0, bytes);
       this.weights.set(role, buf);
       this.weightBytes += bytes.byteLength;
+      doneBytes += bytes.byteLength;
+      opts.onTensor?.(++done, roles.length, doneBytes, totalBytes);
     }
     await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
   }

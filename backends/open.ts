@@ -8,6 +8,7 @@ import type { PtxDeviceOptions } from "./ptx/mod.ts";
 import type { VulkanOptions } from "./vulkan/mod.ts";
 import type { WgpuOptions } from "./wgpu/mod.ts";
 
+/** A backend by name. */
 export type BackendName = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
 /** What a caller may ask for: one backend, or the best present. */
 export type BackendChoice = BackendName | "auto";
@@ -25,8 +26,15 @@ export function isBackendName(s: string): s is BackendName {
   return (BACKEND_ORDER as readonly string[]).includes(s);
 }
 
-/** Opens one backend's device, or returns why it is absent. Never throws. */
+/** Opens one backend's device, or returns why it is absent (or refused: a missing permission). Never throws. */
 export async function probeBackend(name: BackendName, opts: OpenOptions = {}): Promise<Device | string> {
+  const r = await probe(name, opts);
+  // Deno without --allow-ffi says "Requires ffi access to ..."; that is a refusal, not a missing library.
+  const perm = typeof r === "string" ? /Requires (\w+) access/.exec(r) : null;
+  return perm ? `refused: no permission (run with --allow-${perm[1]}, or -A)` : r;
+}
+
+async function probe(name: BackendName, opts: OpenOptions): Promise<Device | string> {
   try {
     switch (name) {
       case "ptx": {
@@ -53,11 +61,16 @@ export async function probeBackend(name: BackendName, opts: OpenOptions = {}): P
   }
 }
 
+/** What "auto" would pass over: a software rasterizer (Mesa's llvmpipe under Vulkan or WebGPU) is slower than js. */
+export function passOverReason(d: Device): string | undefined {
+  return /llvmpipe|lavapipe|swiftshader/i.test(d.target.device) ? `${d.target.device} is a CPU rasterizer (js is faster)` : undefined;
+}
+
 /**
- * Opens `name`'s device, or with "auto" the first of BACKEND_ORDER present. Throws Unsupported naming each
- * backend tried and why it is absent.
+ * Opens `name`'s device, or with "auto" the first of BACKEND_ORDER present, and says what it passed over
+ * and why. Throws Unsupported naming each backend tried and why it is absent.
  */
-export async function openBackend(name: BackendChoice, opts: OpenOptions = {}): Promise<Device> {
+export async function chooseBackend(name: BackendChoice, opts: OpenOptions = {}): Promise<{ device: Device; passedOver: string[] }> {
   if (name !== "auto" && !isBackendName(name)) {
     throw new Unsupported(`unknown backend ${name}: expected auto or one of ${BACKEND_ORDER.join(", ")}`);
   }
@@ -68,13 +81,18 @@ export async function openBackend(name: BackendChoice, opts: OpenOptions = {}): 
       tried.push(`${b}: ${d}`);
       continue;
     }
-    // "auto" passes over a software rasterizer (Mesa's llvmpipe under Vulkan or WebGPU): the JS device is faster.
-    if (name === "auto" && b !== "js" && /llvmpipe|lavapipe|swiftshader/i.test(d.target.device)) {
+    const why = name === "auto" && b !== "js" ? passOverReason(d) : undefined;
+    if (why) {
       await d.destroy();
-      tried.push(`${b}: ${d.target.device} is a CPU rasterizer`);
+      tried.push(`${b}: ${why}`);
       continue;
     }
-    return d;
+    return { device: d, passedOver: tried };
   }
   throw new Unsupported(`no ${name === "auto" ? "" : `${name} `}device: ${tried.join("; ")}`);
+}
+
+/** Opens `name`'s device, or with "auto" the first of BACKEND_ORDER present (see chooseBackend). */
+export async function openBackend(name: BackendChoice, opts: OpenOptions = {}): Promise<Device> {
+  return (await chooseBackend(name, opts)).device;
 }

@@ -14,7 +14,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
-import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import type { Program } from "../kernels/program.ts";
 import type { TargetSet } from "../kernels/target.ts";
@@ -304,7 +304,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
 
 // ---- command line ----------------------------------------------------------------------------------------
 
-const USAGE = `usage: bench/decode.ts [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
+const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
   [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
@@ -313,8 +313,19 @@ dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype
 
 /** Parses the command line into BenchOptions (plus output flags). Throws RangeError on a bad flag. */
 export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; out?: string; help: boolean } {
+  // A value that starts with "-" (`--tokens -3`) is joined to its flag so that the range check, not the
+  // parser, answers it.
+  const flagsTakingNoValue = new Set(["--no-eager", "--json", "--help", "-h"]);
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i], next = args[i + 1];
+    if (a.startsWith("--") && !a.includes("=") && !flagsTakingNoValue.has(a) && next !== undefined && next.startsWith("-") && next !== "-") {
+      joined.push(`${a}=${next}`);
+      i++;
+    } else joined.push(a);
+  }
   const { values } = parseArgs({
-    args,
+    args: joined,
     options: {
       shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, warmup: { type: "string" },
       deep: { type: "string" }, "deep-tokens": { type: "string" }, cap: { type: "string" }, dtype: { type: "string" },
@@ -330,7 +341,11 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     if (!Number.isInteger(n) || n < min) throw new RangeError(`--${k} must be an integer >= ${min}, got ${v}`);
     return n;
   };
+  if (values.backend !== undefined && values.backend !== "auto" && !isBackendName(values.backend)) {
+    throw new RangeError(`--backend: unknown backend ${JSON.stringify(values.backend)} (auto, ptx, rocm, vulkan, wgpu, js)`);
+  }
   const names = (values.shape ?? (values.custom ? "custom" : "all")).split(",").map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0) throw new RangeError(`--shape ${JSON.stringify(values.shape)} names no shape (${Object.keys(SHAPES).join(", ")}, all, custom)`);
   const shapes: (string | Shape)[] = names.flatMap((n): (string | Shape)[] =>
     n === "all" ? [...REAL_SHAPES] : n === "custom" ? [{ name: "custom", config: parseCustom(values.custom ?? "") }] : [n]
   );
@@ -350,17 +365,22 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   };
 }
 
-/** The command line: prints the table (or JSON) on stdout; returns the exit code. */
-export async function main(args: string[]): Promise<number> {
+/**
+ * The command line: prints the table (or JSON) on stdout; returns the exit code. A bad flag is one line on
+ * stderr prefixed with `prog` (exit 2); a failure to run is one line too (exit 1).
+ */
+export async function main(args: string[], opts: { prog?: string; prefix?: string } = {}): Promise<number> {
+  const prog = opts.prog ?? "bench/decode.ts";
+  const fail = (msg: string) => console.error(`${opts.prefix ?? prog}: ${msg.split("\n")[0].replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)}`);
   let o: ReturnType<typeof parseBenchArgs>;
   try {
     o = parseBenchArgs(args);
   } catch (e) {
-    console.error(`${(e as Error).message}\n${USAGE}`);
+    fail(`${(e as Error).message.replace(/\. To specify .*$/, "")} (${prog} --help lists the flags)`);
     return 2;
   }
   if (o.help) {
-    console.log(USAGE);
+    console.log(usage(prog));
     return 0;
   }
   let res: BenchResult;
@@ -368,8 +388,7 @@ export async function main(args: string[]): Promise<number> {
     res = await runBench(o);
   } catch (e) {
     // A bad option, or no device: say so without a stack (shape failures are reported in their rows).
-    if (e instanceof RangeError) console.error(`${e.message}\n${USAGE}`);
-    else console.error(`${(e as Error).name}: ${(e as Error).message}`);
+    fail(e instanceof RangeError ? `${e.message} (${prog} --help lists the flags)` : `${(e as Error).name}: ${(e as Error).message}`);
     return e instanceof RangeError ? 2 : 1;
   }
   const { table, ...data } = res;

@@ -4,4 +4,5 @@
 import model from "../models/stories260K/stories260K.gguf" with { type: "file" };
 
 (globalThis as { POOT_DEFAULT_MODEL?: string }).POOT_DEFAULT_MODEL = model;
-await import("../cli/main.ts");
+const { main } = await import("../cli/main.ts");
+process.exit(await main(process.argv.slice(2)));

@@ -94,7 +94,7 @@ export async function chatSession(driver: Driver, io: ChatIO, opts: GenerateOpti
           // until the reply ends: let the event loop run now and then.
           if (++n % 4 === 0) await new Promise((ok) => setTimeout(ok, 0));
           if (stopped) {
-            await it.return(undefined as never);
+            await it.return?.(undefined as never);
             break;
           }
         }

@@ -1,246 +1,317 @@
-// poot command line: run | info | bench | serve. Bad input ends with one clear error line and exit code 1
-// (2 for a bad command line), never a stack trace.
-import { parseArgs } from "node:util";
-import { mkdirSync, writeFileSync } from "node:fs";
+// poot command line: run | chat | info | bench | quantize | serve. `main(args)` returns the exit code: 0, 1 for bad input (a
+// model, a device), 2 for a bad command line. Every flag is checked before anything is loaded; an error is
+// one line on stderr (`poot: ...`, control characters escaped) and nothing on stdout before it; a reader
+// that closes stdout ends the command quietly with 0. Importing this module runs nothing (JSR `./cli`);
+// run as the entry point (deno run, bun, the compiled dist/poot) it runs main() and exits.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
-import {
-  type BackendChoice, compileGraph, Driver, Engine, loadModel, openBackend, type SamplerParams, VERSION,
-} from "../mod.ts";
-import { renderKernel, TARGETS, type RenderTarget } from "./render.ts";
-import { escapeControls } from "../llm/errors.ts";
-import { backendLines, chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
+import { BACKEND_ORDER, type BackendChoice, chooseBackend, passOverReason, probeBackend } from "../backends/open.ts";
+import { Engine, type Executor } from "../backends/executor.ts";
+import { compileGraph } from "../kernels/lower.ts";
+import { Driver, type GenerateResult, type LoadProgress } from "../llm/driver.ts";
+import { loadModel, type ModelHandle } from "../llm/model.ts";
+import { AbortError, ContextOverflowError } from "../llm/errors.ts";
+import type { SamplerParams } from "../llm/sampling.ts";
+import { VERSION } from "../mod.ts";
+import { ChatFlags, checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
+import { chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
+import { err, escapeControl, exit, onInterrupt, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
+import { backendOf, decodeProgram, renderKernel, type RenderTarget, targetFor } from "./render.ts";
 
-// Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir; give it a private one.
-const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
-if (env && !env.XDG_RUNTIME_DIR) {
-  const dir = join(tmpdir(), `poot-xdg-${(globalThis as { process?: { getuid?(): number } }).process?.getuid?.() ?? 0}`);
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    env.XDG_RUNTIME_DIR = dir;
-  } catch { /* leave it unset */ }
-}
-
-const argv = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
-  (globalThis as { process?: { argv: string[] } }).process?.argv.slice(2) ?? [];
-
-const USAGE = `poot ${VERSION}
+const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
 usage:
-  poot run   [--model FILE|DIR] [--prompt TEXT]... [--messages FILE.json] [--max-tokens N]
-             [--backend auto|ptx|rocm|vulkan|wgpu|js]
-             [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
-             [--allow-long-context: a --ctx above the model's trained length]
-  poot chat  [--model FILE|DIR] [--system TEXT] [sampling flags]   (interactive; /exit ends, Ctrl-C stops a reply)
-  poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
-  poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
+  poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B]
+             [sampler flags] [--json]
+  poot chat  [-m MODEL] [--system TEXT] [-n N] [-c CTX] [--backend B] [sampler flags]
+  poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
+  poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
   poot quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]
   poot serve (not built yet)
---model is a GGUF file or a Hugging Face folder; it defaults to the stories260K model shipped with poot.`;
+  poot --version | --help | COMMAND --help (every flag and its default)
+MODEL is a GGUF file or a Hugging Face folder (default: the stories260K model shipped with poot);
+B is auto (default) or one of ${BACKEND_ORDER.join(", ")}.`;
 
-class UsageError extends Error {}
+type Env = Record<string, string | undefined>;
+const g = globalThis as unknown as {
+  Deno?: { args: string[]; env: { get(k: string): string | undefined; set(k: string, v: string): void } };
+  process?: { argv: string[]; env: Env; getuid?(): number };
+};
 
 function defaultModel(): string {
   const embedded = (globalThis as { POOT_DEFAULT_MODEL?: string }).POOT_DEFAULT_MODEL; // dist/poot carries its own
   if (embedded) return embedded;
+  // Run from a registry (jsr:@poot/poot/cli) the shipped model is a URL, not a file this process can open.
+  if (!import.meta.url.startsWith("file:")) throw new UsageError("no default model here: give one with -m FILE");
   return join(dirname(fileURLToPath(import.meta.url)), "..", "models", "stories260K", "stories260K.gguf");
 }
 
-function num(v: string | undefined, name: string, int = false): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n) || (int && !Number.isInteger(n))) throw new UsageError(`--${name}: "${v}" is not ${int ? "an integer" : "a number"}`);
-  return n;
+/**
+ * Mesa's Vulkan/WebGPU probe complains on stderr without a runtime dir: give it a private one (mode 0700),
+ * made only when a backend that probes Mesa is about to be opened.
+ */
+function ensureRuntimeDir(backend: BackendChoice): void {
+  if (backend === "js") return;
+  const get = (k: string) => g.Deno ? g.Deno.env.get(k) : g.process?.env[k];
+  if (get("XDG_RUNTIME_DIR")) return;
+  let dir: string;
+  try {
+    dir = join(tmpdir(), `poot-xdg-${g.process?.getuid?.() ?? "user"}`);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch {
+    return; // leave it unset: Mesa only warns
+  }
+  if (g.Deno) g.Deno.env.set("XDG_RUNTIME_DIR", dir);
+  else if (g.process) g.process.env.XDG_RUNTIME_DIR = dir;
 }
 
-const OPTIONS = {
-  model: { type: "string" },
-  prompt: { type: "string", multiple: true },
-  messages: { type: "string" },
-  system: { type: "string" },
-  "max-tokens": { type: "string" },
-  backend: { type: "string" },
-  temperature: { type: "string" },
-  "top-k": { type: "string" },
-  "top-p": { type: "string" },
-  "min-p": { type: "string" },
-  seed: { type: "string" },
-  ctx: { type: "string" },
-  "allow-long-context": { type: "boolean" },
-  json: { type: "boolean" },
-  "dump-kernels": { type: "string" },
-  target: { type: "string" },
-  shape: { type: "string" },
-  tokens: { type: "string" },
-  help: { type: "boolean", short: "h" },
-} as const;
-
-async function main(): Promise<number> {
-  const [cmd = "run", ...rest] = argv;
-  if (cmd === "--help" || cmd === "-h" || cmd === "help") {
-    console.log(USAGE);
-    return 0;
-  }
-  if (cmd === "quantize") return (await import("./quantize.ts")).quantizeMain(rest);
-  let values: Record<string, string | string[] | boolean | undefined>;
+/** Runs the command line `args` (without the program name); returns the exit code. Never throws. */
+export async function main(args: string[]): Promise<number> {
   try {
-    values = parseArgs({ args: rest, options: OPTIONS, allowPositionals: false, strict: true }).values;
+    return await dispatch(args);
   } catch (e) {
-    throw new UsageError((e as Error).message.split("\n")[0]);
+    if (e instanceof StdoutClosed) return 0;
+    const error = e as Error;
+    if (e instanceof UsageError || (e as { usage?: boolean }).usage === true) { // cli/quantize.ts's usage errors too
+      printError(error.message);
+      return 2;
+    }
+    printError(e instanceof OutputError ? error.message : `${error?.name ?? "Error"}: ${error?.message ?? String(e)}`);
+    return 1;
   }
-  if (values.help) {
-    console.log(USAGE);
+}
+
+async function dispatch(args: string[]): Promise<number> {
+  const first = args[0] ?? "run"; // bare `poot` generates from the default model, as it always has
+  if (first === "--help" || first === "-h" || first === "help") {
+    out(USAGE + "\n");
     return 0;
   }
-  const backend = (values.backend as string | undefined ?? "auto") as BackendChoice;
-  if (!["auto", "ptx", "rocm", "vulkan", "wgpu", "js"].includes(backend)) throw new UsageError(`--backend: unknown backend "${backend}"`);
+  if (first === "--version" || first === "-V") {
+    out(`poot ${VERSION}\n`);
+    return 0;
+  }
+  // `poot -p hi` is `poot run -p hi`, as llama-cli takes flags without a command.
+  const [cmd, rest] = first.startsWith("-") ? ["run", args] : [first, args.slice(1)];
   switch (cmd) {
     case "run":
     case "chat":
-      return await run(values, backend, cmd === "chat");
-    case "info":
-      return await info(values, backend);
+    case "info": {
+      const { values, positionals } = splitArgs(cmd, rest);
+      if (values.help) {
+        out(commandHelp(cmd as CommandName) + "\n");
+        return 0;
+      }
+      if (cmd === "run") return await run(checkFlags(RunFlags, values), positionals);
+      if (cmd === "info") return await info(checkFlags(InfoFlags, values), positionals);
+      if (positionals.length) throw new UsageError(`chat: unexpected argument ${JSON.stringify(positionals[0])} (the conversation is typed on stdin)`);
+      return await run({ ...checkFlags(ChatFlags, values) }, [], true);
+    }
+    case "quantize":
+      return (await import("./quantize.ts")).quantizeMain(rest);
     case "bench": {
-      const mod = await import("../bench/decode.ts").catch(() => undefined) as
-        | { main?: (args: string[]) => Promise<number> }
-        | undefined;
-      if (!mod?.main) throw new UsageError("bench: the benchmark is not available in this build");
-      return await mod.main(rest);
+      const { main: bench } = await import("../bench/decode.ts");
+      return await bench(rest, { prog: "poot bench", prefix: "poot: bench" });
     }
     case "serve":
       throw new UsageError("serve: the OpenAI-compatible server is not built yet");
     default:
-      throw new UsageError(`unknown command "${cmd}" (poot --help lists them)`);
+      throw new UsageError(`unknown command ${JSON.stringify(cmd)} (${Object.keys(COMMANDS).join(", ")}, bench, quantize, serve; poot --help)`);
   }
 }
 
-async function run(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice, chat = false): Promise<number> {
-  if (v.messages !== undefined && v.prompt !== undefined) throw new UsageError("--messages and --prompt: give one or the other");
-  const model = loadModel((v.model as string | undefined) ?? defaultModel());
-  // Bad messages or a template that fails to render end here, before a device is opened.
-  const chatIds = v.messages !== undefined ? messagesPrompt(model, v.messages as string) : undefined;
-  if (chat && !model.chatTemplate) throw new UsageError(`chat: ${model.path} has no chat template`);
+/** The prompts of `run`: -p flags, or the positionals joined, or stdin (piped, or `-`), else the empty prompt. */
+function prompts(flags: string[] | undefined, positionals: string[]): string[] {
+  if (flags && positionals.length) throw new UsageError("run: give the prompt either with -p or as an argument, not both");
+  const fromStdin = () => readFileSync(0, "utf8").replace(/\r?\n$/, "");
+  if (flags) return flags.map((p) => (p === "-" ? fromStdin() : p));
+  if (positionals.length === 1 && positionals[0] === "-") return [fromStdin()];
+  if (positionals.length) return [positionals.join(" ")];
+  return stdinIsTerminal() ? [""] : [fromStdin()];
+}
+
+type RunOptions = Partial<ReturnType<typeof RunFlags.parse>> & { system?: string };
+
+/** `run` (and `chat`, the interactive session on the same loading path). */
+async function run(f: RunOptions, positionals: string[], chat = false): Promise<number> {
   const sampler: SamplerParams = {
-    temperature: num(v.temperature as string, "temperature") ?? 0,
-    topK: num(v["top-k"] as string, "top-k", true),
-    topP: num(v["top-p"] as string, "top-p"),
-    minP: num(v["min-p"] as string, "min-p"),
-    seed: num(v.seed as string, "seed", true),
+    temperature: f.temperature ?? 0, topK: f["top-k"], topP: f["top-p"], minP: f["min-p"], seed: f.seed,
   };
-  const maxTokens = num(v["max-tokens"] as string, "max-tokens", true) ?? 128;
-  const ctx = num(v.ctx as string, "ctx", true);
-  const device = await openBackend(backend);
+  if (f.messages !== undefined && (f.prompt || positionals.length)) throw new UsageError("run: give --messages or a prompt, not both");
+  const texts = chat || f.messages !== undefined ? [] : prompts(f.prompt, positionals);
+  const model = loadModel(f.model ?? defaultModel());
+  // Bad messages or a template that fails to render end here, before a device is opened.
+  const chatIds = f.messages !== undefined ? messagesPrompt(model, f.messages) : undefined;
+  if (chat && !model.chatTemplate) throw new UsageError(`chat: ${model.path} has no chat template (run takes plain prompts)`);
+  const ctx = f.ctx;
+  const backend = f.backend ?? "auto";
+  ensureRuntimeDir(backend);
+  const { device, passedOver } = await chooseBackend(backend);
   const engine = new Engine(device, { compile: compileGraph });
+  const bar = progressLine();
+  let driver: Driver | undefined;
+  // Ctrl-C stops the generation before its next token; what was generated stays printed.
+  const interrupt = new AbortController();
+  const offInterrupt = onInterrupt(() => interrupt.abort());
   try {
     const t0 = performance.now();
-    const driver = await Driver.open(model, engine, { ctx, allowLongContext: v["allow-long-context"] === true });
+    driver = await Driver.open(model, engine, {
+      ctx, allowLongContext: f["allow-long-context"],
+      onProgress: (p) => bar.show(progressText(p), p.phase === "compile" || p.tensors === p.totalTensors),
+    });
+    bar.done();
+    model.close(); // the weights are on the device
     const loadMs = performance.now() - t0;
-    model.close();
     if (chat) {
-      await chatSession(driver, stdio((s) => writeStdout(new TextEncoder().encode(s))), { maxTokens, sampler, system: v.system as string | undefined });
+      offInterrupt(); // the session takes Ctrl-C: it stops a reply, not the session
+      await chatSession(driver, stdio(out), { maxTokens: f["max-tokens"], sampler, system: f.system });
       return 0;
     }
-    // Several --prompt flags run one after another on the same loaded model (one JSON line each).
-    const prompts: (string | number[])[] = chatIds ? [chatIds] : (v.prompt as string[] | undefined) ?? [""];
-    const json = v.json === true;
-    const enc = new TextEncoder();
-    const write = (s: string) => writeStdout(enc.encode(s));
-    for (const prompt of prompts) {
-      const stream = driver.stream(prompt, { maxTokens, sampler });
-      if (!json && typeof prompt === "string") write(prompt);
-      let r = await stream.next();
-      while (!r.done) {
-        if (!json) write(r.value.text);
-        r = await stream.next();
+    // Every prompt is checked before anything is printed.
+    const ids = chatIds ? [chatIds] : texts.map((p) => driver!.tokenize(p));
+    if (chatIds) texts.push("");
+    for (const t of ids) if (t.length >= driver.ctx) throw new ContextOverflowError(t.length, driver.ctx);
+    if (backend === "auto") {
+      const over = passedOver.map((r) => r.split(": ").slice(0, 2).join(": ")).join("; ");
+      err(`[auto: ${device.target.backend} on ${device.target.device}${over ? `; passed over ${over}` : ""}]\n`);
+    }
+    const json = f.json === true;
+    const maxTokens = f["max-tokens"];
+    for (let i = 0; i < texts.length; i++) {
+      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal });
+      if (!json) out(texts[i]);
+      let res: GenerateResult;
+      try {
+        for await (const e of stream) out(json ? JSON.stringify({ token: e.id, text: e.text }) + "\n" : e.text);
+        res = await stream.result;
+      } catch (e) {
+        if (!(e instanceof AbortError && interrupt.signal.aborted)) throw e;
+        if (!json) out("\n");
+        err(`[interrupted after ${e.partial?.generatedIds.length ?? 0} tokens]\n`);
+        return 130;
       }
-      const res = r.value;
-      const stats = engine.stats();
-      if (json) {
-        console.log(JSON.stringify({
-          backend: device.target.backend,
-          device: device.target.device,
-          prompt_token_ids: res.promptIds,
-          generated_token_ids: res.generatedIds,
-          text: res.text,
-          finish_reason: res.finish,
-          timings: {
-            load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
-            prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
-            tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(stats.hostMicrosPerStep),
-          },
-        }));
-      } else {
-        write("\n");
-        console.error(`[${device.target.backend} on ${device.target.device}: ${res.timings.generatedTokens} tokens, ` +
+      if (json) out(JSON.stringify(summary(res, engine, loadMs)) + "\n");
+      else {
+        out("\n");
+        err(`[${device.target.backend} on ${device.target.device}: ${res.timings.generatedTokens} tokens, ` +
           `${res.timings.tokensPerSecond.toFixed(1)} tok/s, prompt ${res.timings.promptTokens} tokens in ${res.timings.promptMs.toFixed(1)} ms, ` +
-          `finish: ${res.finish}]`);
+          `finish: ${res.finish}]\n`);
       }
     }
   } finally {
-    model.close();
-    await engine.unload();
+    offInterrupt();
+    bar.done();
+    if (driver) await driver.close();
+    else await engine.unload();
   }
   return 0;
 }
 
-async function info(v: Record<string, string | string[] | boolean | undefined>, backend: BackendChoice): Promise<number> {
-  const model = loadModel((v.model as string | undefined) ?? defaultModel());
-  const dir = v["dump-kernels"] as string | undefined;
-  const target = (v.target as string | undefined) as RenderTarget | undefined;
-  if (dir && !target) throw new UsageError(`--dump-kernels needs --target ${TARGETS.join("|")}`);
-  if (target && !TARGETS.includes(target)) throw new UsageError(`--target: unknown target "${target}" (${TARGETS.join(", ")})`);
-  for (const l of modelLines(model)) console.log(l);
-  if (!dir) for (const l of await backendLines()) console.log(l);
-  const device = await openBackend(dir ? "js" : backend).catch((e) => e as Error);
-  if (device instanceof Error) console.log(`backend ${backend}: ${device.message}`);
-  else {
-    const t = device.target;
-    console.log(`backend ${t.backend}: ${t.device} (subgroups ${t.caps.subgroups ? t.caps.subgroupSize : "no"}, f16 ${t.caps.f16}, ` +
-      `memory ${(t.memory.totalBytes / 2 ** 30).toFixed(1)} GiB)`);
+function progressText(p: LoadProgress): string {
+  const mb = (n: number) => (n / 2 ** 20).toFixed(1);
+  return p.phase === "load"
+    ? `loading weights: ${p.tensors}/${p.totalTensors} tensors, ${mb(p.bytes)}/${mb(p.totalBytes)} MiB`
+    : `compiling: ${p.entries}/${p.totalEntries} step shapes`;
+}
+
+/** The summary object of `run --json` (DESIGN.md's shape). */
+function summary(res: GenerateResult, engine: Executor, loadMs: number) {
+  const t = engine.targetSet();
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return {
+    backend: t.backend,
+    device: t.device,
+    prompt_token_ids: res.promptIds,
+    generated_token_ids: res.generatedIds,
+    text: res.text,
+    finish_reason: res.finish,
+    timings: {
+      load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
+      prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
+      tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(engine.stats().hostMicrosPerStep),
+    },
+  };
+}
+
+async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]): Promise<number> {
+  if (positionals.length) throw new UsageError(`info: unexpected argument ${JSON.stringify(positionals[0])} (the model is -m FILE)`);
+  const dir = f["dump-kernels"];
+  const target = f.target;
+  if (dir !== undefined && !target) throw new UsageError("--dump-kernels needs --target ptx|spirv|wgsl|js");
+  if (target && dir === undefined) throw new UsageError("--target goes with --dump-kernels DIR");
+  if (dir !== undefined && f.json) throw new UsageError("--json and --dump-kernels go separately");
+  // The same loader (and so the same checks of the file) as `run`.
+  const model = loadModel(f.model ?? defaultModel());
+  const backend = f.backend ?? "auto";
+  ensureRuntimeDir(backend);
+  if (dir !== undefined && target) return await dumpKernels(model, dir, target);
+  interface BackendInfo {
+    backend: string;
+    status: "present" | "absent" | "refused";
+    why?: string;
+    device?: string;
+    caps?: { subgroups: number | false; f16: boolean };
+    memoryBytes?: number;
   }
-  if (dir && target && !(device instanceof Error)) {
-    // The kernels of the decode plan, rendered for `target` with that target's usual capabilities.
-    const { decodeProgram } = await import("./render.ts");
-    const program = decodeProgram(model, target);
-    mkdirSync(dir, { recursive: true });
-    const seen = new Set<string>();
-    let n = 0;
-    for (const s of program.steps) {
-      if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
-      seen.add(s.kernel.name);
-      const r = renderKernel(s.kernel, target);
-      writeFileSync(join(dir, `${String(n++).padStart(3, "0")}_${s.kernel.name}.${r.ext}`), r.data);
+  const backends: BackendInfo[] = [];
+  let auto: string | undefined;
+  for (const b of backend === "auto" ? BACKEND_ORDER : [backend]) {
+    const d = await probeBackend(b);
+    if (typeof d === "string") {
+      backends.push({ backend: b, status: d.startsWith("refused") ? "refused" : "absent", why: d });
+      continue;
     }
-    console.log(`wrote ${n} kernels of the decode plan to ${dir} (${target})`);
-    await device.destroy();
-  } else if (!(device instanceof Error)) await device.destroy();
+    const t = d.target;
+    const over = b !== "js" ? passOverReason(d) : undefined;
+    if (!over && !auto) auto = b;
+    backends.push({
+      backend: b, status: "present", device: t.device, why: over ? `auto passes over it: ${over}` : undefined,
+      caps: { subgroups: t.caps.subgroups ? t.caps.subgroupSize : false, f16: t.caps.f16 }, memoryBytes: t.memory.totalBytes,
+    });
+    await d.destroy();
+  }
+  const c = model.config;
+  if (f.json) {
+    out(JSON.stringify({
+      model: { path: model.path, name: model.name, format: model.format, arch: model.arch, family: model.family.name, config: c, contextLength: model.contextLength, chatTemplate: model.chatTemplate !== undefined },
+      backends, auto: backend === "auto" ? auto : undefined,
+    }) + "\n");
+    return 0;
+  }
+  const lines = [
+    ...modelLines(model),
+    "backends:",
+    ...backends.map((b) => `  ${b.backend.padEnd(6)} ${b.status}` + (b.caps
+      ? `: ${b.device} (subgroups ${b.caps.subgroups || "no"}, f16 ${b.caps.f16}, memory ${((b.memoryBytes ?? 0) / 2 ** 30).toFixed(1)} GiB)${b.why ? `; ${b.why}` : ""}`
+      : `: ${b.why}`)),
+  ];
+  if (backend === "auto") lines.push(`auto takes ${auto ?? "nothing (no backend present)"}`);
+  out(lines.map(escapeControl).join("\n") + "\n");
   return 0;
 }
 
-function round(x: number): number {
-  return Math.round(x * 100) / 100;
+/** Writes the decode plan's kernels for `target`, with the present device's capabilities when it is here. */
+async function dumpKernels(model: ModelHandle, dir: string, target: RenderTarget): Promise<number> {
+  const d = await probeBackend(backendOf(target));
+  const set = typeof d === "string" ? targetFor(target) : d.target;
+  if (typeof d !== "string") await d.destroy();
+  const program = decodeProgram(model, set);
+  mkdirSync(dir, { recursive: true });
+  const seen = new Set<string>();
+  let n = 0;
+  for (const s of program.steps) {
+    if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
+    seen.add(s.kernel.name);
+    const r = renderKernel(s.kernel, target, set.caps);
+    writeFileSync(join(dir, `${String(n++).padStart(3, "0")}_${s.kernel.name}.${r.ext}`), r.data);
+  }
+  const c = set.caps;
+  out(`wrote ${n} kernels of the decode plan to ${dir} (${target} for ${set.device}: subgroups ${c.subgroups ? c.subgroupSize : "no"}, ` +
+    `f16 ${c.f16}, max workgroup ${c.maxWorkgroupSize}, shared ${c.maxSharedBytes} B)\n`);
+  return 0;
 }
 
-function writeStdout(b: Uint8Array): void {
-  const D = (globalThis as { Deno?: { stdout: { writeSync(b: Uint8Array): number } } }).Deno;
-  if (D) {
-    let off = 0;
-    while (off < b.length) off += D.stdout.writeSync(b.subarray(off));
-  } else (globalThis as unknown as { process: { stdout: { write(b: Uint8Array): void } } }).process.stdout.write(b);
-}
-
-function exit(code: number): never {
-  const g = globalThis as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
-  if (g.Deno) g.Deno.exit(code);
-  return g.process!.exit(code);
-}
-
-try {
-  exit(await main());
-} catch (e) {
-  const err = e as Error;
-  // Escaped here too: an argument or a lower layer's message must not split the one line or drive the terminal.
-  const usage = err instanceof UsageError || (err as { usage?: boolean }).usage === true; // cli/quantize.ts's too
-  console.error(escapeControls(`poot: ${usage ? "" : `${err.name}: `}${err.message}`));
-  exit(usage ? 2 : 1);
+if (import.meta.main) {
+  exit(await main(g.Deno?.args ?? g.process?.argv.slice(2) ?? []));
 }

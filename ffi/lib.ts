@@ -252,6 +252,8 @@ function openDeno<S extends SymbolTable>(label: string, names: readonly string[]
     try {
       lib = Deno.dlopen(n, defs);
     } catch (e) {
+      // A missing --allow-ffi is a permission to name, not a missing library.
+      if (e instanceof Error && (e.name === "NotCapable" || e.name === "PermissionDenied")) throw e;
       errors.push(e instanceof Error ? e.message : String(e));
       continue;
     }

@@ -8,13 +8,19 @@ import { z } from "zod";
 import { ChatTemplateError } from "./errors.ts";
 import type { ModelHandle } from "./model.ts";
 
+/** A message's content as OpenAI sends it: text, null, or text parts. */
 export type ChatContent = string | null | { type: "text"; text: string }[];
+/** One OpenAI-style chat message. */
 export interface ChatMessage {
+  /** "system", "user", "assistant" (or any role the template knows). */
   role: string;
+  /** The message text. */
   content: ChatContent;
+  /** An optional participant name, passed to the template. */
   name?: string;
 }
 
+/** How a conversation is rendered. */
 export interface ChatOptions {
   /** End with the header of an assistant turn (default true). */
   addGenerationPrompt?: boolean;

@@ -4,81 +4,169 @@
 // Entries are keyed by (program, step shape, sampling suffix, carried inputs): a token, a position or a
 // sampler value is a slot value, never part of a key, so generation never compiles after `open`
 // (prepareEncode prepares the prefill row shapes up front).
+//
+// One driver runs one call at a time: generate, stream and encode are queued in call order (the executor
+// holds one KV state). Arguments are checked when the call is made, before it is queued; a bad one is an
+// InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
+// the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
-import { ContextOverflowError, LlmError } from "./errors.ts";
-import type { ModelHandle } from "./model.ts";
-import { checkContext, type ContextRequest } from "./validate.ts";
+import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
+import type { ModelHandle } from "./model.ts";
 import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots, validateSampler } from "./sampling.ts";
+import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
+import { checkContext, type ContextRequest } from "./validate.ts";
 
 export type { SamplerParams } from "./sampling.ts";
+export type { TokenEvent, TokenStream } from "./stream.ts";
 
+/** Tokens generated when a call does not say: the library's and the CLI's default. */
+export const DEFAULT_MAX_TOKENS = 256;
+
+/** Progress of loading and compiling, for a caller that shows it (the CLI prints it on a terminal). */
+export type LoadProgress =
+  | { phase: "load"; tensors: number; totalTensors: number; bytes: number; totalBytes: number }
+  | { phase: "compile"; entries: number; totalEntries: number };
+
+/** How a Driver is set up. */
 export interface DriverOptions {
   /**
    * KV capacity in positions (default: the model's context length, at most 2048). Above the trained length
    * it is refused unless `allowLongContext`; one whose KV cache cannot fit the device is always refused.
    */
   ctx?: number;
-  /** Allow `ctx` above the length the model was trained for (quality may degrade past it). */
+  /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
   /** Prefill row shapes prepared up front (default [32, 8]; 1 is always there: the decode step). */
   prefill?: number[];
+  /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
+  onProgress?: (p: LoadProgress) => void;
 }
 
+/** Options of one generation. */
 export interface GenerateOptions {
+  /** Tokens to generate at most (default DEFAULT_MAX_TOKENS; 0 generates nothing). */
   maxTokens?: number;
   /** Generation ends before any of these strings would be emitted. */
   stop?: string[];
+  /** Sampling parameters (default greedy). */
   sampler?: SamplerParams;
   /** Prepend BOS (default: the tokenizer's rule from the model metadata). */
   addBos?: boolean;
+  /** Aborts the generation before its next token, or while it waits in the queue: AbortError. */
+  signal?: AbortSignal;
   /** Keep generating past end-of-generation tokens (llama.cpp --ignore-eos): they are emitted like any other. */
   ignoreEos?: boolean;
 }
 
+/** Why generation ended. */
 export type FinishReason = "eos" | "length" | "stop" | "context";
 
+/** The whole result of one generation. */
 export interface GenerateResult {
+  /** The prompt's token ids (BOS included when added). */
   promptIds: number[];
+  /** The generated ids (an end-of-generation token is not included). */
   generatedIds: number[];
+  /** The generated text (equal to all streamed events' text joined). */
   text: string;
+  /** Why generation ended. */
   finish: FinishReason;
+  /** Wall times (ms) of the prompt and of generation, token counts, and decode tokens per second. */
   timings: { promptMs: number; generateMs: number; promptTokens: number; generatedTokens: number; tokensPerSecond: number };
-}
-
-/** One streamed piece: the token and the text it completes (may be "" while UTF-8 bytes are pending). */
-export interface TokenEvent {
-  id: number;
-  text: string;
 }
 
 type Kind = "step" | "hidden";
 
+function isInt(x: unknown): x is number {
+  return typeof x === "number" && Number.isInteger(x);
+}
+
+/** Runs one model on one executor; see the top of llm/driver.ts for the queue, abort and close rules. */
 export class Driver {
   private readonly entries = new Map<string, EntryId>();
+  /** KV capacity in positions. */
   readonly ctx: number;
   private readonly prefillRows: number[];
   private readonly hiddenRows = new Set<number>();
+  private tail: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  /** Aborted by close(): every queued or running call listens to it. */
+  private readonly closing = new AbortController();
 
-  private constructor(readonly model: ModelHandle, readonly exec: Executor, opts: DriverOptions) {
+  /** @ignore The loaded model (engine-level). */
+  readonly model: ModelHandle;
+  /** @ignore The executor it runs on (engine-level). */
+  readonly exec: Executor;
+
+  private constructor(model: ModelHandle, exec: Executor, opts: DriverOptions) {
+    this.model = model;
+    this.exec = exec;
+    if (opts.ctx !== undefined && (!isInt(opts.ctx) || opts.ctx < 2)) {
+      throw new InvalidArgumentError("ctx", `${String(opts.ctx)} is not an integer >= 2`);
+    }
+    const prefill = opts.prefill ?? [32, 8];
+    if (!Array.isArray(prefill) || !prefill.every((r) => isInt(r) && r >= 1)) {
+      throw new InvalidArgumentError("prefill", "must be an array of positive integers");
+    }
+    // The trained limit (with its override) and the device's memory, before anything is allocated.
     this.ctx = checkContext(contextRequest(model, exec, opts));
-    this.prefillRows = [...new Set((opts.prefill ?? [32, 8]).filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
-  }
-
-  /** Loads the model's weights once and prepares the decode step and the prefill shapes. */
-  static async open(model: ModelHandle, exec: Executor, opts: DriverOptions = {}): Promise<Driver> {
-    const d = new Driver(model, exec, opts);
-    await exec.loadWeights(model.store, model.map);
-    d.entry("step", 1);
-    d.prepareEncode(d.prefillRows);
-    return d;
+    this.prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
   }
 
   /**
-   * Adds the entries for prompt chunks of these row counts (a step never compiles one later); with
+   * Loads the model's weights once and prepares the decode step and the prefill shapes. The driver owns
+   * `exec` from here on: close() unloads it. (open() does this for you; this is the engine-level door.)
+   * @ignore
+   */
+  static async open(model: ModelHandle, exec: Executor, opts: DriverOptions = {}): Promise<Driver> {
+    const d = new Driver(model, exec, opts);
+    const progress = opts.onProgress;
+    await exec.loadWeights(model.store, model.map, {
+      onTensor: progress && ((tensors, totalTensors, bytes, totalBytes) =>
+        progress({ phase: "load", tensors, totalTensors, bytes, totalBytes })),
+    });
+    const shapes = [1, ...d.prefillRows];
+    shapes.forEach((rows, i) => {
+      d.entry("step", rows);
+      progress?.({ phase: "compile", entries: i + 1, totalEntries: shapes.length });
+    });
+    return d;
+  }
+
+  /** Aborts what runs or waits in the queue, then unloads the executor (frees the device). Idempotent. */
+  async close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.closing.abort();
+      this.tail = this.tail.then(() => {}, () => {}).then(() => this.exec.unload());
+    }
+    await this.tail;
+  }
+
+  /** `await using driver = await open(...)` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** Runs `job` after every call made before it; refused once closed, skipped if aborted while waiting. */
+  private enqueue<T>(signal: AbortSignal, job: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new DriverClosedError());
+    const run = this.tail.then(() => {
+      if (this.closed) throw new DriverClosedError();
+      if (signal.aborted) throw new AbortError("aborted while waiting in the driver's queue");
+      return job();
+    });
+    this.tail = run.then(() => {}, () => {});
+    return run;
+  }
+
+  /** Adds the entries for prompt chunks of these row counts (a step never compiles one later); with
    * `hidden`, also encode entries of these row counts (encode pads a shorter input up to the next one).
    */
   prepareEncode(rows: number[], opts: { hidden?: boolean } = {}): void {
+    if (this.closed) throw new DriverClosedError();
+    if (!Array.isArray(rows) || !rows.every((r) => isInt(r) && r >= 1)) throw new InvalidArgumentError("rows", "must be an array of positive integers");
     for (const r of rows) {
       if (r > 1) this.entry("step", r);
       if (opts.hidden && r >= 1 && r <= this.ctx) {
@@ -88,10 +176,12 @@ export class Driver {
     }
   }
 
+  /** The entry key of a step shape. */
   private key(kind: Kind, rows: number): string {
     return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${kind === "step" ? "sampler" : "hidden"}`;
   }
 
+  /** The entry of a step shape, added (compiled) the first time. */
   private entry(kind: Kind, rows: number): EntryId {
     const key = this.key(kind, rows);
     let id = this.entries.get(key);
@@ -118,7 +208,18 @@ export class Driver {
 
   /** Tokenizes a prompt (BOS by the model's rule unless told). */
   tokenize(prompt: string, addBos?: boolean): number[] {
+    if (typeof prompt !== "string") throw new InvalidArgumentError("prompt", `must be a string, got ${describe(prompt)}`);
     return this.model.tokenizer.encode(prompt, { addBos });
+  }
+
+  /** Checks token ids: integers inside the vocabulary. */
+  private checkIds(ids: unknown, what: string): number[] {
+    if (!Array.isArray(ids)) throw new InvalidArgumentError(what, `must be a string or an array of token ids, got ${describe(ids)}`);
+    const vocab = this.model.config.vocab;
+    ids.forEach((t, i) => {
+      if (!isInt(t) || t < 0 || t >= vocab) throw new InvalidArgumentError(`${what}[${i}]`, `${describe(t)} is not a token id of this model (0 to ${vocab - 1})`);
+    });
+    return [...ids];
   }
 
   /** Runs prompt ids through the prepared shapes from position 0; returns the token sampled after the last. */
@@ -135,6 +236,7 @@ export class Driver {
     return last;
   }
 
+  /** One step: writes the slots, replays, reads back the sampled token. */
   private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams): Promise<{ token: number; nonFinite: boolean }> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
     const r = await this.exec.step(id, {
@@ -146,115 +248,173 @@ export class Driver {
     return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1 };
   }
 
-  /** Streams generated tokens; the generator's return value is the whole result. */
-  async *stream(prompt: string | number[], opts: GenerateOptions = {}): AsyncGenerator<TokenEvent, GenerateResult> {
-    const tok = this.model.tokenizer;
-    const ids = typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : [...prompt];
-    if (ids.length === 0) throw new LlmError("empty prompt: nothing to condition on (the model adds no BOS)");
+  /**
+   * Streams a generation: iterate it with `for await` for the tokens as they come, and await `.result` for
+   * the whole result (also after the loop). Queued behind earlier calls; leaving the loop early aborts it.
+   */
+  stream(prompt: string | number[], opts: GenerateOptions = {}): TokenStream<GenerateResult> {
+    if (this.closed) throw new DriverClosedError();
+    if (opts === null || typeof opts !== "object") throw new InvalidArgumentError("options", `must be an object, got ${describe(opts)}`);
+    const ids = typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : this.checkIds(prompt, "prompt");
+    if (ids.length === 0) throw new InvalidArgumentError("prompt", "is empty: nothing to condition on (the model adds no BOS)");
     if (ids.length >= this.ctx) throw new ContextOverflowError(ids.length, this.ctx);
-    for (const t of ids) if (!(t >= 0 && t < this.model.config.vocab)) throw new LlmError(`token id ${t} is outside the vocabulary of ${this.model.config.vocab}`);
-    const maxTokens = opts.maxTokens ?? 256;
+    const maxTokens = opts.maxTokens ?? DEFAULT_MAX_TOKENS;
+    if (!isInt(maxTokens) || maxTokens < 0) throw new InvalidArgumentError("maxTokens", `${describe(maxTokens)} is not an integer >= 0`);
     const sampler = opts.sampler ?? GREEDY;
     try {
       validateSampler(sampler);
     } catch (e) {
-      throw new LlmError(`sampler: ${(e as Error).message}`);
+      throw new InvalidArgumentError("sampler", (e as Error).message);
     }
-    const stops = (opts.stop ?? []).filter((s) => s.length > 0);
-    this.exec.resetState();
+    const stop = opts.stop ?? [];
+    if (!Array.isArray(stop) || !stop.every((s) => typeof s === "string")) throw new InvalidArgumentError("stop", "must be an array of strings");
+    if (opts.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new InvalidArgumentError("signal", "must be an AbortSignal");
+    const mine = new AbortController();
+    const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
+    return tokenStream(
+      (sink) => this.enqueue(signal, () => this.generateNow(ids, maxTokens, sampler, stop.filter((s) => s.length > 0), signal, sink, opts.ignoreEos === true)),
+      () => mine.abort(),
+    );
+  }
 
-    const t0 = performance.now();
-    let next = await this.prefill(ids, sampler);
-    const t1 = performance.now();
-    const decoder = tok.decoder();
-    // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
-    for (const t of ids) decoder.push(t);
-    const generated: number[] = [];
-    let text = "", pending = "";
-    let finish: FinishReason = "length";
-    let pos = ids.length;
-    while (generated.length < maxTokens) {
-      if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
-      if (!opts.ignoreEos && tok.isEog(next.token)) {
-        finish = "eos";
-        break;
-      }
-      generated.push(next.token);
-      pending += decoder.push(next.token);
-      // Hold back text that could still become a stop string.
-      const hit = stops.map((s) => (text + pending).indexOf(s, Math.max(0, text.length - s.length))).filter((i) => i >= 0);
-      if (hit.length) {
-        const cut = Math.min(...hit);
-        const piece = (text + pending).slice(text.length, cut);
-        if (piece) yield { id: next.token, text: piece };
-        text = (text + pending).slice(0, cut);
-        pending = "";
-        finish = "stop";
-        break;
-      }
-      const hold = Math.max(0, ...stops.map((s) => overlap(text + pending, s)));
-      const emit = pending.slice(0, pending.length - hold);
-      text += emit;
-      pending = pending.slice(emit.length);
-      yield { id: next.token, text: emit };
-      if (generated.length >= maxTokens) break;
-      if (pos >= this.ctx) {
-        finish = "context";
-        break;
-      }
-      next = await this.run(this.entry("step", 1), [next.token], pos, sampler);
-      pos++;
+  /** Generates to the end and returns the whole result (queued behind earlier calls). */
+  generate(prompt: string | number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
+    try {
+      return this.stream(prompt, opts).result;
+    } catch (e) {
+      return Promise.reject(e);
     }
-    if (finish !== "stop") text += pending + decoder.flush();
-    const t2 = performance.now();
-    return {
-      promptIds: ids,
-      generatedIds: generated,
-      text,
-      finish,
-      timings: {
-        promptMs: t1 - t0,
-        generateMs: t2 - t1,
-        promptTokens: ids.length,
-        generatedTokens: generated.length,
-        tokensPerSecond: generated.length > 1 ? (generated.length - 1) / ((t2 - t1) / 1000) : 0,
-      },
-    };
   }
 
   /**
    * Streams the assistant's reply to a conversation rendered with the model's chat template (ends at the
    * template's end-of-turn token, which the tokenizer counts as end of generation).
    */
-  chatStream(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): AsyncGenerator<TokenEvent, GenerateResult> {
+  chatStream(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): TokenStream<GenerateResult> {
+    if (this.closed) throw new DriverClosedError();
     return this.stream(chatTokens(this.model, messages, opts), opts);
   }
 
   /** The assistant's whole reply to a conversation (see chatStream). */
-  async chat(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): Promise<GenerateResult> {
-    const it = this.chatStream(messages, opts);
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return r.value;
+  chat(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): Promise<GenerateResult> {
+    try {
+      return this.chatStream(messages, opts).result;
+    } catch (e) {
+      return Promise.reject(e);
     }
   }
 
-  /** Generates to the end and returns the whole result. */
-  async generate(prompt: string | number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
-    const it = this.stream(prompt, opts);
+  /** The generation itself, run from the queue. */
+  private async generateNow(
+    ids: number[], maxTokens: number, sampler: SamplerParams, stops: string[], signal: AbortSignal, sink: StreamSink,
+    ignoreEos: boolean,
+  ): Promise<GenerateResult> {
+    const tok = this.model.tokenizer;
+    const generated: number[] = [];
+    let text = "", pending = "";
+    let finish: FinishReason = "length";
+    const t0 = performance.now();
+    let t1 = t0;
+    const result = (): GenerateResult => {
+      const t2 = performance.now();
+      return {
+        promptIds: ids,
+        generatedIds: [...generated],
+        text,
+        finish,
+        timings: {
+          promptMs: t1 - t0,
+          generateMs: t2 - t1,
+          promptTokens: ids.length,
+          generatedTokens: generated.length,
+          tokensPerSecond: generated.length > 1 ? (generated.length - 1) / ((t2 - t1) / 1000) : 0,
+        },
+      };
+    };
+    const aborted = () => {
+      if (signal.aborted) throw new AbortError(this.closed ? "aborted: the driver was closed" : "generation aborted", result());
+    };
+    if (maxTokens === 0) return result();
+    this.exec.resetState();
+    let next = await this.prefill(ids, sampler);
+    t1 = performance.now();
+    const decoder = tok.decoder();
+    // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
+    for (const t of ids) decoder.push(t);
+    let pos = ids.length;
+    // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
+    const release = (id: number, last: boolean): boolean => {
+      const all = text + pending;
+      const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
+      if (hits.length) {
+        const cut = Math.min(...hits);
+        const piece = all.slice(text.length, cut);
+        text = all.slice(0, cut);
+        pending = "";
+        if (piece) sink.push({ id, text: piece });
+        return true;
+      }
+      const hold = last ? 0 : Math.max(0, ...stops.map((s) => overlap(all, s)));
+      const emit = pending.slice(0, pending.length - hold);
+      text += emit;
+      pending = pending.slice(emit.length);
+      if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit });
+      return false;
+    };
+    let yielded = performance.now();
     for (;;) {
-      const r = await it.next();
-      if (r.done) return r.value;
+      // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
+      // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
+      if (performance.now() - yielded > 25) {
+        await new Promise((r) => setTimeout(r, 0));
+        yielded = performance.now();
+      }
+      aborted();
+      if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
+      if (!ignoreEos && tok.isEog(next.token)) {
+        // Text held back as a possible stop-string prefix, and the decoder's last bytes, still belong to the output.
+        pending += decoder.flush();
+        finish = release(next.token, true) ? "stop" : "eos";
+        break;
+      }
+      generated.push(next.token);
+      pending += decoder.push(next.token);
+      const last = generated.length >= maxTokens || pos >= this.ctx;
+      if (last) pending += decoder.flush();
+      if (release(next.token, last)) {
+        finish = "stop";
+        break;
+      }
+      if (last) {
+        finish = generated.length >= maxTokens ? "length" : "context";
+        break;
+      }
+      next = await this.run(this.entry("step", 1), [next.token], pos, sampler);
+      pos++;
     }
+    return result();
   }
 
   /**
    * Final hidden states (after the output norm) of a sequence of ids from position 0: [ids.length, dim].
    * Runs on the smallest prepared encode shape that fits (rows past the input are padding the causal mask
-   * keeps out of the real rows), or compiles the exact shape when none was prepared.
+   * keeps out of the real rows), or compiles the exact shape when none was prepared. Queued like generate.
    */
-  async encode(ids: number[]): Promise<Float32Array> {
-    if (ids.length === 0 || ids.length > this.ctx) throw new ContextOverflowError(ids.length, this.ctx, "input");
+  encode(ids: number[], opts: { signal?: AbortSignal } = {}): Promise<Float32Array> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      const checked = this.checkIds(ids, "ids");
+      if (checked.length === 0) throw new InvalidArgumentError("ids", "is empty: nothing to encode");
+      if (checked.length > this.ctx) throw new ContextOverflowError(checked.length, this.ctx, "input");
+      const signal = AbortSignal.any([this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
+      return this.enqueue(signal, () => this.encodeNow(checked));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** The encode itself, run from the queue. */
+  private async encodeNow(ids: number[]): Promise<Float32Array> {
     const fits = [...this.hiddenRows].filter((r) => r >= ids.length);
     const shape = fits.length ? Math.min(...fits) : ids.length;
     const id = this.entry("hidden", shape);
@@ -264,6 +424,15 @@ export class Driver {
     const r = await this.exec.step(id, { token: tokens, pos: new Int32Array([0]) });
     return (r.outputs.hidden as Float32Array).slice(0, ids.length * this.model.config.dim);
   }
+}
+
+/** A value for an error message: its type, or the value itself when short. */
+function describe(v: unknown): string {
+  if (typeof v === "number") return String(v);
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "..." : v);
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  return typeof v === "object" ? "an object" : typeof v;
 }
 
 /**

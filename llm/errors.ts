@@ -30,9 +30,11 @@ export function shown(s: string, max = SHOWN_MAX): string {
   const cut = s.length > max ? `${s.slice(0, max)}... (${s.length - max} more)` : s;
   return escapeControls(cut);
 }
+import type { GenerateResult } from "./driver.ts";
 
 /** Base class of every error the LLM layer throws on bad input. */
 export class LlmError extends Error {
+  /** Builds the error and its one-line message. */
   constructor(message: string, options?: { cause?: unknown }) {
     super(escapeControls(message), options);
     this.name = new.target.name;
@@ -41,7 +43,9 @@ export class LlmError extends Error {
 
 /** A model file that does not exist or cannot be read. */
 export class ModelNotFoundError extends LlmError {
+  /** The file path. */
   readonly path: string;
+  /** Builds the error and its one-line message. */
   constructor(path: string, reason: string, options?: { cause?: unknown }) {
     super(`${shown(path, 400)}: cannot read model file: ${reason}`, options);
     this.path = path;
@@ -60,9 +64,13 @@ export interface FormatLocation {
 
 /** A truncated or corrupt model file. */
 export class ModelFormatError extends LlmError implements FormatLocation {
+  /** The file. */
   readonly file: string;
+  /** The field. */
   readonly field: string;
+  /** The byte offset. */
   readonly offset: number;
+  /** Builds the error and its one-line message. */
   constructor(loc: FormatLocation, problem: string) {
     super(`${shown(loc.file, 400)}: ${loc.field} at offset ${loc.offset}: ${problem}`);
     this.file = loc.file;
@@ -76,8 +84,11 @@ export class UnsupportedFormatError extends ModelFormatError {}
 
 /** A tensor whose ggml type id is unknown or not supported. */
 export class UnsupportedTensorTypeError extends UnsupportedFormatError {
+  /** The tensor name. */
   readonly tensor: string;
+  /** The ggml type id. */
   readonly typeId: number;
+  /** Builds the error and its one-line message. */
   constructor(loc: FormatLocation, tensor: string, typeId: number, typeName?: string) {
     super(
       loc,
@@ -90,7 +101,9 @@ export class UnsupportedTensorTypeError extends UnsupportedFormatError {
 
 /** A metadata key that is missing or holds a value of the wrong type. */
 export class MetadataError extends LlmError {
+  /** The metadata key. */
   readonly key: string;
+  /** Builds the error and its one-line message. */
   constructor(file: string, key: string, problem: string) {
     super(`${shown(file, 400)}: metadata '${shown(key)}': ${problem}`);
     this.key = key;
@@ -102,7 +115,9 @@ export class TokenizerError extends LlmError {}
 
 /** An architecture name (general.architecture) that no model family handles. */
 export class UnknownArchitectureError extends LlmError {
+  /** The architecture name. */
   readonly architecture: string;
+  /** Builds the error and its one-line message. */
   constructor(architecture: string, known: readonly string[] = []) {
     super(
       `unknown architecture '${shown(architecture)}'` + (known.length ? ` (supported: ${known.join(", ")})` : ""),
@@ -113,8 +128,11 @@ export class UnknownArchitectureError extends LlmError {
 
 /** A prompt (or prompt plus requested tokens) longer than the context the model was loaded with. */
 export class ContextOverflowError extends LlmError {
+  /** Tokens given. */
   readonly tokens: number;
+  /** The context size. */
   readonly context: number;
+  /** Builds the error and its one-line message. */
   constructor(tokens: number, context: number, what = "prompt") {
     super(`${what} has ${tokens} tokens, more than the context of ${context}`);
     this.tokens = tokens;
@@ -124,7 +142,9 @@ export class ContextOverflowError extends LlmError {
 
 /** Metadata arrays nested deeper than the reader allows (a real file nests one level at most). */
 export class NestingLimitError extends ModelFormatError {
+  /** The deepest nesting allowed. */
   readonly depth: number;
+  /** Builds the error and its one-line message. */
   constructor(loc: FormatLocation, depth: number) {
     super(loc, `arrays nested more than ${depth} deep`);
     this.depth = depth;
@@ -133,8 +153,11 @@ export class NestingLimitError extends ModelFormatError {
 
 /** A tensor that is missing, or whose shape or dtype differs from what the model's config implies. */
 export class TensorMismatchError extends LlmError {
+  /** The model file (or config.json of a folder). */
   readonly file: string;
+  /** The tensor's name in the file. */
   readonly tensor: string;
+  /** Builds the error and its one-line message. */
   constructor(file: string, tensor: string, problem: string) {
     super(`${shown(file, 400)}: tensor '${shown(tensor)}': ${problem}`);
     this.file = file;
@@ -144,7 +167,9 @@ export class TensorMismatchError extends LlmError {
 
 /** A context length the model was not trained for or the device cannot hold; says how to override when one can. */
 export class ContextLengthError extends LlmError {
+  /** The context asked for, in positions. */
   readonly context: number;
+  /** Builds the error and its one-line message. */
   constructor(context: number, problem: string) {
     super(`context of ${context} positions: ${problem}`);
     this.context = context;
@@ -153,8 +178,11 @@ export class ContextLengthError extends LlmError {
 
 /** A JSON file of a Hugging Face model folder (config.json, tokenizer_config.json, the shard index) with a bad field. */
 export class ConfigError extends LlmError {
+  /** The JSON file. */
   readonly file: string;
+  /** The field's path ("" for the top level). */
   readonly field: string;
+  /** Builds the error and its one-line message. */
   constructor(file: string, field: string, problem: string) {
     super(`${file}: ${field ? `field '${field}'` : "top level"}: ${problem}`);
     this.file = file;
@@ -164,3 +192,37 @@ export class ConfigError extends LlmError {
 
 /** A chat template that is missing or fails to render for the given messages. */
 export class ChatTemplateError extends LlmError {}
+/** A library call given an argument it cannot use (wrong type, out of range); `argument` names it. */
+export class InvalidArgumentError extends LlmError {
+  /** The argument that was wrong. */
+  readonly argument: string;
+  /** Builds the error and its one-line message. */
+  constructor(argument: string, problem: string) {
+    super(`${argument}: ${problem}`);
+    this.argument = argument;
+  }
+}
+
+/**
+ * A generation stopped by its AbortSignal (or by leaving a `for await` loop over its stream). `name` is
+ * "AbortError", as fetch and node-llama-cpp use; `partial` holds what was generated before the abort
+ * (absent when the call was aborted while still queued).
+ */
+export class AbortError extends LlmError {
+  /** What was generated before the abort. */
+  readonly partial?: GenerateResult;
+  /** Builds the error and its one-line message. */
+  constructor(message: string, partial?: GenerateResult) {
+    super(message);
+    this.name = "AbortError";
+    this.partial = partial;
+  }
+}
+
+/** A call on a Driver after `close()`. */
+export class DriverClosedError extends LlmError {
+  /** Builds the error and its one-line message. */
+  constructor() {
+    super("the driver is closed");
+  }
+}

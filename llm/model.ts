@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
 import { decodeHalf } from "../graph/dtype.ts";
-import { ConfigError, ModelNotFoundError } from "./errors.ts";
+import { ConfigError, InvalidArgumentError, ModelNotFoundError } from "./errors.ts";
 import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
@@ -40,6 +40,7 @@ export interface ModelHandle {
 
 /** Loads a GGUF file or a Hugging Face folder. Errors are typed (llm/errors.ts) and name the file and what was wrong. */
 export function loadModel(path: string): ModelHandle {
+  if (typeof path !== "string" || path === "") throw new InvalidArgumentError("path", `must be a non-empty file path string, got ${path === "" ? "\"\"" : typeof path}`);
   let dir = false;
   try {
     dir = statSync(path).isDirectory();

@@ -27,6 +27,7 @@ export interface SamplerParams {
   seed?: number;
 }
 
+/** Greedy decoding: the most likely token every step. */
 export const GREEDY: Readonly<SamplerParams> = Object.freeze({ temperature: 0 });
 /** Default names of the Sampler slot and of the sampled output. */
 export const SAMPLER_SLOT = "sampler";

@@ -254,7 +254,9 @@ export class WgpuDevice implements Device {
     w.writes++;
     if (data.byteLength === 0) return;
     if (offset % 4 === 0 && data.byteLength % 4 === 0) {
-      this.gpu.queue.writeBuffer(w.gpu, offset, data);
+      // A view over a plain ArrayBuffer (device writes never come from shared memory); typed as such for
+      // the default lib (outside this repo's deno.json), whose writeBuffer takes ArrayBuffer-backed views only.
+      this.gpu.queue.writeBuffer(w.gpu, offset, data as Uint8Array<ArrayBuffer>);
       return;
     }
     // Unaligned: stage the bytes in a scratch buffer at the same phase and copy them in with a byte kernel.

@@ -309,7 +309,8 @@ class Wgsl {
     const at = a.t;
     switch (op) {
       case "neg": return t === "u32" ? `(0u - ${x})` : `(-${x})`;
-      case "abs": return `abs(${x})`;
+      // abs of a u32 is the value itself; saying so keeps it off backends that translate abs(u32) as signed (wgpu GL).
+      case "abs": return t === "u32" ? x : `abs(${x})`;
       case "exp": return this.f32fn("p_exp", x, t);
       case "exp2": return `exp2(${x})`;
       case "log": return this.f32fn("p_log", x, t);

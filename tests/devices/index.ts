@@ -21,3 +21,17 @@ export function selectedBackends(): BackendName[] {
   if (!env) return [...BACKENDS];
   return env.split(",").map((s) => s.trim()).filter((s): s is BackendName => (BACKENDS as readonly string[]).includes(s));
 }
+
+/**
+ * Why a device skips the heavy cases (a skip reason), or false: Deno's WebGPU on a software fallback adapter
+ * (llvmpipe through GL, no Vulkan driver, no subgroups) runs the big kernels for minutes, where lavapipe
+ * through Vulkan takes seconds; the same kernels run on the other devices and on the small cases there.
+ */
+export function slowDevice(dev: Device | string): string | false {
+  if (typeof dev === "string") return dev;
+  const t = dev.target;
+  const info = (dev as { gpu?: { adapterInfo?: { isFallbackAdapter?: boolean } } }).gpu?.adapterInfo;
+  const soft = t.backend === "wgpu" && !t.caps.subgroups &&
+    (info?.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|software|fallback/i.test(t.device));
+  return soft ? `heavy case skipped on ${t.device}, a software fallback adapter without subgroups (slow)` : false;
+}

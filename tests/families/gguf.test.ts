@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { JsDevice } from "../../backends/js/device.ts";
-import { compileGraph, Driver, Engine, loadModel } from "../../mod.ts";
+import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { ModelHandle } from "../../llm/model.ts";
 import { meta, writeGGUF, type GGUFWriteTensor } from "../../llm/formats/gguf-write.ts";
 import { roleKey } from "../../graph/weights.ts";

@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { compileGraph, Driver, Engine, loadModel } from "../../mod.ts";
+import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { ModelHandle } from "../../llm/model.ts";
 import { chatTokens } from "../../llm/chat.ts";
 import { type BackendName, openDevice, selectedBackends } from "../devices/index.ts";

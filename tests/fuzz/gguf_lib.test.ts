@@ -12,7 +12,7 @@ import { loadModel } from "../../llm/model.ts";
 import { Driver } from "../../llm/driver.ts";
 import { Engine } from "../../backends/executor.ts";
 import { openBackend } from "../../backends/open.ts";
-import { compileGraph } from "../../mod.ts";
+import { compileGraph } from "../../kernels/lower.ts";
 import { checkContext, checkTensors } from "../../llm/validate.ts";
 import { caseRng, fuzzSeed } from "./case.ts";
 import { cases } from "./gguf_cases.ts";

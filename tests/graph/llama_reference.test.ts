@@ -69,7 +69,7 @@ test("case 2 (\"Once upon a time\", 64 steps): prompt as one prefill step, then 
 });
 
 test("the same step from stories260K.gguf through the GGUF weight map gives bit-identical logits", () => {
-  const gguf = parseGGUF(new Uint8Array(readFileSync(new URL("../../../shared/models/stories260K/stories260K.gguf", import.meta.url))));
+  const gguf = parseGGUF(new Uint8Array(readFileSync(new URL("../../models/stories260K/stories260K.gguf", import.meta.url))));
   const names = [...gguf.tensors()].map((t) => t.name);
   const config = { ...model.config, tiedEmbeddings: !names.includes("output.weight") };
   const map = weightMap(config, "gguf", names);

@@ -6,7 +6,7 @@ import type { Storage } from "../../graph/dtype.ts";
 import { type Llama2cModel, readLlama2c, readLlama2cTokenizer } from "../../llm/formats/llama2c.ts";
 import { weightMap } from "../../llm/families/llama.ts";
 
-const DIR = new URL("../../../shared/models/stories260K/", import.meta.url);
+const DIR = new URL("../../models/stories260K/", import.meta.url);
 
 export interface ReferenceCase {
   prompt: string;

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { compileGraph, Driver, Engine, loadModel } from "../../mod.ts";
+import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { ContextOverflowError, LlmError } from "../../llm/errors.ts";
 import { traceLlama } from "../../llm/families/llama.ts";

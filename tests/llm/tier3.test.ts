@@ -24,7 +24,7 @@ import {
 
 /** The poot CLI under the runtime running this test. */
 function poot(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const D = (globalThis as { Deno?: { execPath(): string } }).Deno;
+  const D = (globalThis as unknown as { Deno?: { execPath(): string } }).Deno;
   const cmd = D ? D.execPath() : process.execPath;
   const pre = D ? ["run", "-A", "--no-check", `${root}cli/main.ts`] : [`${root}cli/main.ts`];
   const r = spawnSync(cmd, [...pre, ...args], { encoding: "utf8", timeout: 600_000, maxBuffer: 1 << 24 });

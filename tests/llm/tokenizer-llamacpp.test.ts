@@ -12,8 +12,8 @@ import { tokenizerFromGGUF } from "../../llm/tokenizer/gguf.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const MODELS: Record<string, string> = {
-  spm: fileURLToPath(new URL("../../../shared/models/llama2-tokenizer/ggml-vocab-llama-spm.gguf", import.meta.url)),
-  gpt2: fileURLToPath(new URL("../../../shared/models/gpt2-tokenizer/ggml-vocab-gpt-2.gguf", import.meta.url)),
+  spm: fileURLToPath(new URL("../fixtures/llama2-tokenizer/ggml-vocab-llama-spm.gguf", import.meta.url)),
+  gpt2: fileURLToPath(new URL("../fixtures/gpt2-tokenizer/ggml-vocab-gpt-2.gguf", import.meta.url)),
   stories: fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url)),
 };
 

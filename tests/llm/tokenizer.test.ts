@@ -15,9 +15,9 @@ import { preTokenize, preTokenizerByName, translatePattern } from "../../llm/tok
 import { createTokenizer } from "../../llm/tokenizer/tokenizer.ts";
 import { type Tokenizer, TokenType } from "../../llm/tokenizer/types.ts";
 
-const shared = (p: string) => fileURLToPath(new URL(`../../../shared/models/${p}`, import.meta.url));
-const LLAMA = shared("llama2-tokenizer/ggml-vocab-llama-spm.gguf");
-const GPT2 = shared("gpt2-tokenizer/ggml-vocab-gpt-2.gguf");
+const fixture = (p: string) => fileURLToPath(new URL(`../fixtures/${p}`, import.meta.url));
+const LLAMA = fixture("llama2-tokenizer/ggml-vocab-llama-spm.gguf");
+const GPT2 = fixture("gpt2-tokenizer/ggml-vocab-gpt-2.gguf");
 const STORIES = fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url));
 
 /** llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n", one line of ids each. */
@@ -120,7 +120,7 @@ test("stories260K.gguf: embedded tokenizer encodes 'Once upon a time' with BOS t
   assert.deepEqual(tok.encode("Once upon a time"), [1, 403, 407, 261, 378]);
   assert.equal(tok.decode([1, 403, 407, 261, 378]), "Once upon a time");
   // The reference generations decode to the reference texts (run.c strips the space after BOS).
-  const ref = JSON.parse(readFileSync(shared("stories260K/reference_greedy.json"), "utf8"));
+  const ref = JSON.parse(readFileSync(fileURLToPath(new URL("../../models/stories260K/reference_greedy.json", import.meta.url)), "utf8"));
   for (const c of ref.cases) {
     assert.deepEqual(tok.encode(c.prompt), c.prompt_ids);
     const text = tok.decode([...c.prompt_ids, ...c.generated_ids]);
@@ -204,8 +204,8 @@ test("out-of-range ids and bad vocab descriptions give TokenizerError", () => {
 // ---- Hugging Face tokenizer.json ----
 
 test("tokenizer.json (GPT-2 encoder.json + vocab.bpe as a ByteLevel BPE) reproduces the gpt-2 vectors", () => {
-  const vocab = JSON.parse(readFileSync(shared("gpt2-tokenizer/encoder.json"), "utf8"));
-  const merges = readFileSync(shared("gpt2-tokenizer/vocab.bpe"), "utf8").split("\n").slice(1).filter((l) => l);
+  const vocab = JSON.parse(readFileSync(fixture("gpt2-tokenizer/encoder.json"), "utf8"));
+  const merges = readFileSync(fixture("gpt2-tokenizer/vocab.bpe"), "utf8").split("\n").slice(1).filter((l) => l);
   const tj: HFTokenizerJson = {
     added_tokens: [{ id: 50256, content: "<|endoftext|>", special: true }],
     normalizer: null,

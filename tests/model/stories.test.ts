@@ -13,7 +13,7 @@ import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../../llm/model.ts";
 import { kvState, traceLlama } from "../../llm/families/llama.ts";
-import { openDevice, selectedBackends } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 
 // The GGUF shipped in the repo (its tensors equal the llama2.c checkpoint's; tests/graph checks that bit for bit).
 const DIR = new URL("../../models/stories260K/", import.meta.url);
@@ -34,7 +34,7 @@ function decodeGraph(cap: number, withLogits: boolean) {
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
-  const skip = typeof dev === "string" ? dev : false;
+  const skip = slowDevice(dev);
 
   test(`stories260K on ${backend}: greedy tokens equal the reference (both cases)`, { skip }, async () => {
     const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });

@@ -18,7 +18,8 @@ import { assertClose, assertMeaningful, boundStats, floats, MAX_BOUND_FRACTION }
 import type { DType } from "../../graph/dtype.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
-import { openDevice, selectedBackends } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { Unsupported } from "../../backends/errors.ts";
 import { opCases } from "./cases.ts";
 
 const cases = opCases();
@@ -96,7 +97,14 @@ for (const backend of selectedBackends()) {
         try {
           checked += await runCase(eng, c);
         } catch (e) {
-          failures.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
+          const msg = (e as Error).message.split("\n")[0];
+          // A software fallback adapter (Deno WebGPU without Vulkan) binds 16 storage buffers per stage; a
+          // fused kernel with more is refused as Unsupported there: that case is skipped on it, and said.
+          if (e instanceof Unsupported && /storage bindings, the adapter allows/.test(msg) && slowDevice(dev)) {
+            console.log(`ops on ${backend}: skipped ${c.name}: ${msg}`);
+            continue;
+          }
+          failures.push(`${c.name}: ${msg}`);
           if (dev.poisoned) break;
         }
       }

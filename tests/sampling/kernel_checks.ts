@@ -13,6 +13,7 @@ import type { Device } from "../../backends/device.ts";
 import { planRow, rowParams, sampleRows } from "../../graph/sample.ts";
 import { sampleLayout, type SampleShape } from "../../kernels/lib/sample.ts";
 import { lmLogits, type Params, paramWords, runKernel } from "./run.ts";
+import { slowDevice } from "../devices/index.ts";
 
 const CONFIGS: Params[] = [
   { invTemp: 0 },
@@ -88,7 +89,7 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
       }
     });
     if (!quick) {
-      test(`sample kernel on ${name}: a real vocabulary (32000)`, { skip }, async () => {
+      test(`sample kernel on ${name}: a real vocabulary (32000)`, { skip: skip || slowDevice(dev) }, async () => {
         await check(dev as Device, { rows: 6, vocab: 32000 }, 6);
       });
     }

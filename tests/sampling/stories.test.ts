@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { loadModel } from "../../llm/model.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots } from "../../llm/sampling.ts";
-import { openDevice, selectedBackends } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 
 // The GGUF shipped in the repo (its tensors equal the llama2.c checkpoint's), so the test runs where only the repo travels.
 const DIR = new URL("../../models/stories260K/", import.meta.url);
@@ -48,7 +48,7 @@ async function decode(eng: Engine<Device>, id: EntryId, prompt: number[], steps:
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
-  const skip = typeof dev === "string" ? dev : false;
+  const skip = slowDevice(dev);
   test(`stories260K + sampler on ${backend}: greedy equals the reference; seeded draws repeat; one entry`, { skip }, async () => {
     const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000 });
     try {

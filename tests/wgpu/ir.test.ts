@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { fma, type Kernel, KernelBuilder, un, type Val } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { Rng } from "../kernels/data.ts";
-import { bytesOf, flushed, halfDiffs, jsLike, probe, runKernel, ulps, wordDiffs } from "./util.ts";
+import { bytesOf, flushed, halfDiffs, jsLike, lacking, probe, runKernel, ulps, wordDiffs } from "./util.ts";
 
 const dev = await probe();
 const skip = typeof dev === "string" ? dev : false;
@@ -127,7 +127,7 @@ test("wgpu ir: f32 arithmetic, compares, classification (IEEE exact), mod/pow (c
     { 2: (g, w) => f32Diffs(g, w, exact), 4: (g, w) => f32Diffs(g, w, close) });
 });
 
-test("wgpu ir: casts and bitcasts between f32/f16/i32/u32/bool, f16bits/bf16bits", { skip }, async () => {
+test("wgpu ir: casts and bitcasts between f32/f16/i32/u32/bool, f16bits/bf16bits", { skip: lacking(dev, { f16: true }) }, async () => {
   const N = 64;
   const k = new KernelBuilder("casts", { workgroup: 64, grid: 1 });
   const F = k.buffer("f", "f32", "r"), I = k.buffer("i", "i32", "r");
@@ -148,7 +148,7 @@ test("wgpu ir: casts and bitcasts between f32/f16/i32/u32/bool, f16bits/bf16bits
   await same(k.build(), [bytesOf(f0), bytesOf(n0), zeros(N * io.length * 4), zeros(N * fo.length * 4)], { 3: 0 });
 });
 
-test("wgpu ir: loads through every element view (8/16/32-bit, f16 as f16)", { skip }, async () => {
+test("wgpu ir: loads through every element view (8/16/32-bit, f16 as f16)", { skip: lacking(dev, { f16: true }) }, async () => {
   const bytes = 256;
   const k = new KernelBuilder("views_load", { workgroup: 64, grid: 2 });
   const D = k.buffer("d", "u8", "r");
@@ -198,7 +198,7 @@ test("wgpu ir: narrow stores from concurrent invocations (atomic words), RNE to 
     { 5: f16, 6: bf16, 7: f16 });
 });
 
-test("wgpu ir: vector loads/stores of 1..16 bytes in every view, wide and mixed declarations", { skip }, async () => {
+test("wgpu ir: vector loads/stores of 1..16 bytes in every view, wide and mixed declarations", { skip: lacking(dev, { storageBuffers: 26 }) }, async () => {
   const combos = [["f32", 4], ["u32", 2], ["i32", 1], ["f16", 8], ["f16", 2], ["bf16", 4], ["u16", 8], ["i16", 2],
     ["u8", 16], ["u8", 4], ["u8", 2], ["i8", 8]] as const;
   const T = 16;
@@ -275,7 +275,7 @@ test("wgpu ir: a loop holding a barrier, with invocations returning inside it", 
   await same(k.build(), [zeros(64 * 4)], {}, jsLenient);
 });
 
-test("wgpu ir: subgroup reductions, shuffles (xor/idx/down, out-of-range lanes), lane/sgsize/sgid", { skip }, async () => {
+test("wgpu ir: subgroup reductions, shuffles (xor/idx/down, out-of-range lanes), lane/sgsize/sgid", { skip: lacking(dev, { subgroups: true }) }, async () => {
   const d = dev as WgpuDevice;
   if (!d.target.caps.subgroups) return assert.fail("the lavapipe adapter offers subgroups; this device did not");
   const k = new KernelBuilder("subgroups", { workgroup: 32, grid: 2 });
@@ -328,7 +328,7 @@ test("wgpu ir: loops (u32/i32, steps), nested if/else, return inside a loop, let
   await same(k.build(), [zeros(64 * 4)]);
 });
 
-test("wgpu ir: f16 arithmetic (shader-f16)", { skip }, async () => {
+test("wgpu ir: f16 arithmetic (shader-f16)", { skip: lacking(dev, { f16: true }) }, async () => {
   const d = dev as WgpuDevice;
   if (!d.target.caps.f16) return assert.fail("the lavapipe adapter offers shader-f16; this device did not");
   const k = new KernelBuilder("f16_math", { workgroup: 64, grid: 1 });

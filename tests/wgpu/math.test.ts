@@ -15,7 +15,7 @@ import { KernelBuilder, un, type UnOp } from "../../kernels/ir.ts";
 import type { WgpuDevice } from "../../backends/wgpu/mod.ts";
 import { f32ToBf16 } from "../../graph/dtype.ts";
 import { Rng } from "../kernels/data.ts";
-import { bytesOf, flushed, isSubnormal, probe, runKernel, ulps } from "./util.ts";
+import { bytesOf, flushed, isSubnormal, lacking, probe, runKernel, ulps } from "./util.ts";
 
 const dev = await probe();
 
@@ -119,7 +119,7 @@ test("wgpu math: every f16 pattern decodes exactly (as f32 and through f16bits)"
   }
 });
 
-test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip: skip || noF16 }, async () => {
+test("wgpu math: f32 -> f16 / bf16 stores and the f16 cast round to nearest even", { skip: noF16 || lacking(dev, { f16: true }) }, async () => {
   const n = 1 << 16;
   const r = new Rng("rne"), bits = new Uint32Array(n);
   for (let i = 0; i < n; i++) {

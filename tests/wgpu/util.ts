@@ -11,6 +11,33 @@ export async function probe(opts: WgpuOptions = {}): Promise<WgpuDevice | string
   return await WgpuDevice.open(opts);
 }
 
+/** What a test needs of the adapter beyond core WebGPU. */
+export interface Needs {
+  f16?: boolean;
+  subgroups?: boolean;
+  /** Storage buffers bound in one shader stage. */
+  storageBuffers?: number;
+}
+
+/**
+ * Why a test cannot run on this adapter (its skip reason), or false. A software fallback adapter (Deno's
+ * WebGPU without a Vulkan driver: llvmpipe through GL) lacks shader-f16, subgroups and has 16 storage
+ * buffers per stage; those tests skip there, naming what is missing. Under lavapipe chosen through Vulkan
+ * (VK_DRIVER_FILES, as .ci/test does) nothing is skipped: that adapter has them all, and a test that finds
+ * one missing fails.
+ */
+export function lacking(dev: WgpuDevice | string, need: Needs): string | false {
+  if (typeof dev === "string") return dev;
+  const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
+  if (/lvp_icd/.test(env.VK_DRIVER_FILES ?? "")) return false;
+  const caps = dev.target.caps, why: string[] = [];
+  if (need.f16 && !caps.f16) why.push("shader-f16");
+  if (need.subgroups && !caps.subgroups) why.push("subgroups");
+  const lim = dev.gpu.limits.maxStorageBuffersPerShaderStage;
+  if (need.storageBuffers && need.storageBuffers > lim) why.push(`${need.storageBuffers} storage buffers per stage (it allows ${lim})`);
+  return why.length ? `the adapter (${dev.target.device}) lacks ${why.join(", ")}` : false;
+}
+
 /** A JS device with the wgpu device's subgroup size, so subgroup kernels mean the same on both. */
 export function jsLike(dev: WgpuDevice | string, debug = true): JsDevice {
   const sg = typeof dev === "string" ? 8 : dev.target.caps.subgroupSize || 8;

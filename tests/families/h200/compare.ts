@@ -8,8 +8,8 @@
 // Usage: deno run -A tests/families/h200/compare.ts OUTDIR ptx,vulkan,wgpu [families...]
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { compileGraph, Engine, loadModel, openBackend } from "../../../mod.ts";
-import type { BackendChoice } from "../../../mod.ts";
+import { compileGraph, Engine, loadModel, openBackend } from "../../../engine.ts";
+import type { BackendChoice } from "../../../engine.ts";
 import type { WeightStore } from "../../../graph/weights.ts";
 import { dtypesFromStore } from "../../../llm/families/family.ts";
 

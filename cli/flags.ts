@@ -1,0 +1,212 @@
+// The command line's flags: one table per subcommand (names, short forms, defaults, help text), parsed with
+// node:util parseArgs and then validated by a zod schema per subcommand, so every value is checked (empty,
+// out of range, wrong kind) before anything is loaded, and every error names the flag. Values that start
+// with "-" (`--temperature -1`) are taken as values so that they reach the range check.
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { DEFAULT_MAX_TOKENS } from "../llm/driver.ts";
+import { BACKEND_ORDER } from "../backends/open.ts";
+import { TARGETS } from "./render.ts";
+
+/** A bad command line: exit code 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+export interface Flag {
+  name: string;
+  short?: string;
+  /** Boolean flags take no value. */
+  bool?: boolean;
+  multiple?: boolean;
+  /** Placeholder of the value in --help. */
+  arg?: string;
+  help: string;
+}
+
+const BACKENDS = ["auto", ...BACKEND_ORDER] as const;
+const backend: Flag = { name: "backend", arg: "NAME", help: `${BACKENDS.join("|")} (default auto: the fastest present)` };
+const model: Flag = { name: "model", short: "m", arg: "PATH", help: "GGUF file or Hugging Face folder (default: the stories260K model shipped with poot)" };
+const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
+const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
+
+export const COMMANDS = {
+  run: {
+    summary: "generate text from a prompt (PROMPT, -p, or stdin when piped or given as -)",
+    positionals: "[PROMPT...]",
+    flags: [
+      model,
+      { name: "prompt", short: "p", arg: "TEXT", multiple: true, help: "prompt; repeat to run several prompts on one loaded model" },
+      { name: "max-tokens", short: "n", arg: "N", help: `tokens to generate at most (default ${DEFAULT_MAX_TOKENS})` },
+      { name: "messages", arg: "FILE", help: "an OpenAI-style messages array (JSON), rendered with the model's chat template" },
+      { name: "ctx", short: "c", arg: "N", help: "context size in positions (default: the model's, at most 2048)" },
+      longContext,
+      { name: "seed", short: "s", arg: "S", help: "sampling seed, 0 to 2^64-1 (default 0)" },
+      backend,
+      { name: "temperature", arg: "T", help: "sampling temperature >= 0 (default 0: greedy)" },
+      { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
+      { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
+      { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+      { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
+      { name: "json", bool: true, help: "print JSON lines: one per token, then the summary object (default off)" },
+      help,
+    ],
+  },
+  chat: {
+    summary: "an interactive multi-turn chat with the model's template (/exit ends; Ctrl-C stops a reply)",
+    positionals: "",
+    flags: [
+      model,
+      { name: "system", arg: "TEXT", help: "a system message that opens the conversation (default none)" },
+      { name: "max-tokens", short: "n", arg: "N", help: `tokens per reply at most (default ${DEFAULT_MAX_TOKENS})` },
+      { name: "ctx", short: "c", arg: "N", help: "context size in positions (default: the model's, at most 2048)" },
+      longContext,
+      { name: "seed", short: "s", arg: "S", help: "sampling seed, 0 to 2^64-1 (default 0)" },
+      backend,
+      { name: "temperature", arg: "T", help: "sampling temperature >= 0 (default 0: greedy)" },
+      { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
+      { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
+      { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+      help,
+    ],
+  },
+  info: {
+    summary: "describe a model and every backend (present, absent or passed over, and why)",
+    positionals: "",
+    flags: [
+      model,
+      backend,
+      { name: "dump-kernels", arg: "DIR", help: "write the decode plan's kernels to DIR (needs --target)" },
+      { name: "target", arg: "T", help: `${TARGETS.join("|")}: the kernels' target (for the present device of it, else a typical one)` },
+      { name: "json", bool: true, help: "print one JSON object (default off)" },
+      help,
+    ],
+  },
+} satisfies Record<string, { summary: string; positionals: string; flags: Flag[] }>;
+
+export type CommandName = keyof typeof COMMANDS;
+
+/** The help text of one subcommand, every default stated. */
+export function commandHelp(cmd: CommandName): string {
+  const c = COMMANDS[cmd];
+  const lines = c.flags.map((f) => {
+    const left = `${f.short ? `-${f.short}, ` : "    "}--${f.name}${f.arg ? ` ${f.arg}` : ""}`;
+    return `  ${left.padEnd(24)} ${f.help}`;
+  });
+  return `usage: poot ${cmd} [flags] ${c.positionals}\n${c.summary}\n\n${lines.join("\n")}`;
+}
+
+/** Splits `args` into flag values and positionals by the subcommand's table (unknown flags: UsageError). */
+export function splitArgs(cmd: CommandName, args: string[]): { values: Record<string, string | string[] | boolean | undefined>; positionals: string[] } {
+  const flags: readonly Flag[] = COMMANDS[cmd].flags;
+  const options: Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }> = {};
+  for (const f of flags) {
+    options[f.name] = { type: f.bool ? "boolean" : "string", ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true } : {}) };
+  }
+  // parseArgs refuses a value that starts with "-"; join such a value to its flag so the range check sees it.
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const f = a.startsWith("--") ? flags.find((x) => `--${x.name}` === a) : flags.find((x) => x.short && `-${x.short}` === a);
+    if (f && !f.bool && i + 1 < args.length && args[i + 1].startsWith("-") && args[i + 1] !== "-") {
+      joined.push(`--${f.name}=${args[++i]}`);
+    } else joined.push(a);
+  }
+  try {
+    const r = parseArgs({ args: joined, options, allowPositionals: true, strict: true });
+    return { values: r.values as Record<string, string | string[] | boolean | undefined>, positionals: r.positionals };
+  } catch (e) {
+    // "Unknown option '--dump-kernels'. To specify a positional argument starting with a '-', ..." -> first sentence.
+    const msg = (e as Error).message.split("\n")[0].replace(/\. To specify .*$/, "");
+    throw new UsageError(`${cmd}: ${msg} (poot ${cmd} --help lists its flags)`);
+  }
+}
+
+// --- value schemas: each takes the flag's raw string and names the flag in its message -------------------------
+
+function intIn(min: number, max: number, what = `an integer from ${min} to ${max}`) {
+  return z.string().transform((s, ctx) => {
+    const t = s.trim();
+    const n = /^[+-]?\d+$/.test(t) ? Number(t) : NaN;
+    if (!(Number.isSafeInteger(n) && n >= min && n <= max)) {
+      ctx.addIssue({ code: "custom", message: `${JSON.stringify(s)} is not ${what}` });
+      return z.NEVER;
+    }
+    return n;
+  });
+}
+
+function numIn(min: number, max: number, what: string) {
+  return z.string().transform((s, ctx) => {
+    const t = s.trim();
+    const n = t === "" ? NaN : Number(t);
+    if (!(Number.isFinite(n) && n >= min && n <= max)) {
+      ctx.addIssue({ code: "custom", message: `${JSON.stringify(s)} is not ${what}` });
+      return z.NEVER;
+    }
+    return n;
+  });
+}
+
+const U64_MAX = 2n ** 64n - 1n;
+/** A seed from 0 to 2^64-1, as llama.cpp takes it; the sampler uses it mod 2^32. */
+const seed = z.string().transform((s, ctx) => {
+  const t = s.trim();
+  if (!/^\d+$/.test(t) || BigInt(t) > U64_MAX) {
+    ctx.addIssue({ code: "custom", message: `${JSON.stringify(s)} is not an integer from 0 to 2^64-1` });
+    return z.NEVER;
+  }
+  return Number(BigInt.asUintN(32, BigInt(t)));
+});
+
+function oneOf<const T extends readonly string[]>(names: T, what: string) {
+  return z.string().transform((s, ctx) => {
+    if (!(names as readonly string[]).includes(s)) {
+      ctx.addIssue({ code: "custom", message: `unknown ${what} ${JSON.stringify(s)} (expected ${names.join(", ")})` });
+      return z.NEVER;
+    }
+    return s as T[number];
+  });
+}
+
+const path = z.string().refine((s) => s.trim() !== "", { message: "is empty: give a path" });
+
+export const RunFlags = z.object({
+  model: path.optional(),
+  prompt: z.array(z.string()).optional(),
+  messages: path.optional(),
+  "allow-long-context": z.boolean().optional(),
+  "max-tokens": intIn(0, 2 ** 31 - 1, "an integer from 0 to 2^31-1").optional(),
+  ctx: intIn(2, 2 ** 31 - 1, "an integer >= 2").optional(),
+  seed: seed.optional(),
+  backend: oneOf(BACKENDS, "backend").optional(),
+  temperature: numIn(0, Number.MAX_VALUE, "a number >= 0").optional(),
+  "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
+  "top-p": numIn(0, 1, "a number from 0 to 1").optional(),
+  "min-p": numIn(0, 1, "a number from 0 to 1").optional(),
+  stop: z.array(z.string().refine((s) => s !== "", { message: "is empty" })).optional(),
+  json: z.boolean().optional(),
+  help: z.boolean().optional(),
+}).strict();
+
+export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true }).extend({
+  system: z.string().optional(),
+}).strict();
+
+export const InfoFlags = z.object({
+  model: path.optional(),
+  backend: oneOf(BACKENDS, "backend").optional(),
+  "dump-kernels": path.optional(),
+  target: oneOf(TARGETS, "target").optional(),
+  json: z.boolean().optional(),
+  help: z.boolean().optional(),
+}).strict();
+
+/** Validates split flag values with a schema; the first problem is a UsageError naming the flag. */
+export function checkFlags<S extends z.ZodType>(schema: S, values: Record<string, unknown>): z.output<S> {
+  const r = schema.safeParse(values);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  const flag = issue.path.length ? `--${String(issue.path[0])}` : "flags";
+  throw new UsageError(`${flag}: ${issue.message}`);
+}
