@@ -19,8 +19,8 @@ export function openModelFile(path: string): ModelFile {
   let st;
   try {
     st = statSync(path);
-  } catch {
-    throw new ModelNotFoundError(path, "no such file");
+  } catch (e) {
+    throw new ModelNotFoundError(path, fsReason(e), { cause: e });
   }
   if (st.isDirectory()) throw new ModelNotFoundError(path, "is a directory");
   if (!st.isFile()) throw new ModelNotFoundError(path, "is not a regular file");
@@ -28,7 +28,7 @@ export function openModelFile(path: string): ModelFile {
   try {
     fd = openSync(path, "r");
   } catch (e) {
-    throw new ModelNotFoundError(path, (e as Error).message);
+    throw new ModelNotFoundError(path, fsReason(e), { cause: e });
   }
   const size = fstatSync(fd).size;
   let open = true;
@@ -82,4 +82,12 @@ export function fileStore(file: ModelFile, entries: readonly TensorEntry[]): Wei
       return file.readAt(e.offset, e.byteLength, `tensor ${e.name}`);
     },
   };
+}
+
+/** Why a path cannot be read, in a few words; anything else (Deno's missing --allow-read) in its own words. */
+function fsReason(e: unknown): string {
+  const code = (e as { code?: string })?.code;
+  if (code === "ENOENT" || code === "ENOTDIR") return "no such file";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  return e instanceof Error ? e.message.split("\n")[0] : String(e);
 }

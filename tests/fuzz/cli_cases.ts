@@ -93,7 +93,7 @@ export const cases: FuzzCase[] = [
   // Bad inputs named on the command line: exit 1, one line naming the file.
   { name: "cli/model/missing", cls: "11 model path", exit: 1, message: /no-such-model\.gguf: cannot read model file: no such file/, setup: (dir) => ["run", "-m", NONE(dir), "-p", "x"] },
   {
-    name: "cli/model/directory", cls: "11 model path", exit: 1, message: /cannot read model file: is a directory/,
+    name: "cli/model/directory", cls: "11 model path", exit: 1, message: /cannot read model file: a Hugging Face folder needs config\.json/,
     setup: (dir) => (mkdirSync(join(dir, "m.gguf")), ["run", "-m", join(dir, "m.gguf"), "-p", "x"]),
   },
   {
