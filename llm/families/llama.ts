@@ -6,6 +6,9 @@
 // DynamicUpdateSlice; paged KV scatters them to physical rows `write_map[r]` and reads the logical sequence
 // back through `slot_map[t]` (physical row of logical position t). Attention sweeps all of [cap] under the
 // causal mask t <= pos + r, computed in the graph from Slot `pos` against an iota.
+// Batched (serving): each row carries its own position (`pos` i32[rows]), block-table row (`block_table`
+// i32[rows, maxBlocks]) and pool row to write (`write_slot` i32[rows]); K/V State is a
+// pool [blocks * block, kv_heads, head_dim] and attention reads it through each row's table (paged_attention).
 import type { DType } from "../../graph/dtype.ts";
 import type { Graph, RopeStyle } from "../../graph/ir.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
@@ -44,7 +47,9 @@ export type LlamaRole =
   | "ffn_norm" | "ffn.gate" | "ffn.up" | "ffn.down";
 
 /** Slot names of the step. */
-export const SLOTS = { token: "token", pos: "pos", slotMap: "slot_map", writeMap: "write_map" } as const;
+export const SLOTS = {
+  token: "token", pos: "pos", slotMap: "slot_map", writeMap: "write_map", blockTable: "block_table", writeSlot: "write_slot",
+} as const;
 
 /** State buffer name of layer `layer`'s K or V cache. */
 export function kvState(kind: "k" | "v", layer: number): string {
@@ -143,6 +148,15 @@ export interface StepShape {
   paged?: boolean;
   /** Element type of the K/V State (default f32). */
   kvDtype?: "f32" | "f16";
+  /** Batched rows over a paged KV pool (cap is then unused): see the header. */
+  batch?: BatchShape;
+}
+
+/** The paged KV pool a batched step reads: `blocks` blocks of `block` positions; tables of `maxBlocks` entries. */
+export interface BatchShape {
+  block: number;
+  blocks: number;
+  maxBlocks: number;
 }
 
 export interface TraceOptions {
@@ -166,11 +180,14 @@ export function traceLlama(c: LlamaConfig, s: StepShape, o: TraceOptions = {}): 
   const q = c.heads * hd, kv = c.kvHeads * hd;
 
   const token = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
-  const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [1] });
+  const bt = s.batch;
+  const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [bt ? R : 1] });
+  const table = bt && g.slot(SLOTS.blockTable, { kind: "SlotMap", dtype: "i32", shape: [R, bt.maxBlocks] });
+  const writeSlot = bt && g.slot(SLOTS.writeSlot, { kind: "WriteMap", dtype: "i32", shape: [R] });
   const slotMap = s.paged ? g.slot(SLOTS.slotMap, { kind: "SlotMap", dtype: "i32", shape: [C] }) : undefined;
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
-  const positions = R === 1 ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
-  const mask = g.label(g.causalMask(pos, R, C), "mask");
+  const positions = R === 1 || bt ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
+  const mask = bt ? undefined : g.label(g.causalMask(pos, R, C), "mask");
   const factors = c.ropeFreqFactors ? w("rope_freqs", [(c.ropeDims ?? hd) / 2]) : undefined;
   const rope = (x: Tensor) => g.rope(x, positions, { theta: c.ropeTheta, style: c.ropeStyle, dims: c.ropeDims, factors });
   const tok = w("tok_embd", [c.vocab, D]);
@@ -194,12 +211,16 @@ export function traceLlama(c: LlamaConfig, s: StepShape, o: TraceOptions = {}): 
       }
       const cache = (kind: "k" | "v", row: Tensor) => {
         const name = kvState(kind, l);
-        const st = g.state(name, kvDt, [C, c.kvHeads, hd]);
-        const next = writeMap ? g.scatter(st, row, writeMap) : g.updateSlice(st, row, pos, 0);
+        const st = g.state(name, kvDt, [bt ? bt.blocks * bt.block : C, c.kvHeads, hd]);
+        const at = writeSlot ?? writeMap;
+        const next = at ? g.scatter(st, row, at) : g.updateSlice(st, row, pos, 0);
         g.writeState(name, next);
         return slotMap ? g.gather(next, slotMap) : next;
       };
-      const att = g.attention(qh, cache("k", kh), cache("v", vh), mask, 1 / Math.sqrt(hd));
+      const scale = 1 / Math.sqrt(hd);
+      const att = bt && table
+        ? g.pagedAttention(qh, cache("k", kh), cache("v", vh), table, pos, { scale, block: bt.block })
+        : g.attention(qh, cache("k", kh), cache("v", vh), mask!, scale);
       const y = g.add(x, g.label(g.matmul(g.reshape(att, [R, q]), w("attn.o", [D, q], l)), "attn.o"));
       const h2 = g.rmsnorm(y, w("ffn_norm", [D], l), c.rmsEps);
       const gate = g.label(g.matmul(h2, w("ffn.gate", [c.hidden, D], l)), "ffn.gate");
