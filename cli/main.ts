@@ -29,7 +29,8 @@ usage:
              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--ctx N] [--json]
   poot info  [--model FILE] [--backend ...] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape llama-3.2-1b|qwen2.5-0.5b|llama-3-8b|stories260K] [--backend ...] [--tokens N]
-  poot serve (not built yet)
+  poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend ...] [--slots N] [--ctx N]
+             [--kv-memory F] [--chunk N] [--api-key K] [--drain S]   (poot serve --help)
 --model defaults to the stories260K model shipped with poot.`;
 
 class UsageError extends Error {}
@@ -72,6 +73,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (cmd === "serve") return await (await import("./serve.ts")).main(rest, defaultModel());
   let values: Record<string, string | string[] | boolean | undefined>;
   try {
     values = parseArgs({ args: rest, options: OPTIONS, allowPositionals: false, strict: true }).values;
@@ -96,8 +98,6 @@ async function main(): Promise<number> {
       if (!mod?.main) throw new UsageError("bench: the benchmark is not available in this build");
       return await mod.main(rest);
     }
-    case "serve":
-      throw new UsageError("serve: the OpenAI-compatible server is not built yet");
     default:
       throw new UsageError(`unknown command "${cmd}" (poot --help lists them)`);
   }

@@ -74,6 +74,8 @@ class Sequence implements SequenceHandle {
   cancel(): void {
     if (this.cancelled || this.finished) return;
     this.cancelled = true;
+    // A terminal event, so that whoever still iterates ends instead of waiting for tokens that never come.
+    this.emit({ type: "error", error: new CancelledError("the request was cancelled") });
     this.onCancel();
   }
 
