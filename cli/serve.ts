@@ -9,11 +9,12 @@ import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
 
 export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
-                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--api-key KEY] [--drain 30]
+                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
   --chunk      prompt tokens per prefill chunk (interleaved with decoding)
+  --kv-type    element type of the KV pool (f16 halves its memory and what attention reads)
   --api-key    require "Authorization: Bearer KEY" (or set POOT_API_KEY)
   --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them`;
 
@@ -29,6 +30,7 @@ const Flags = z.object({
   ctx: int("ctx", 2, 1 << 20).optional(),
   "kv-memory": z.string().transform(Number).pipe(z.number().gt(0, "--kv-memory must be in (0, 1]").max(1, "--kv-memory must be in (0, 1]")).optional(),
   chunk: int("chunk", 1, 4096).default(32),
+  "kv-type": z.enum(["f32", "f16"]).default("f32"),
   "api-key": z.string().min(1, "--api-key must not be empty").optional(),
   drain: int("drain", 0, 3600).default(30),
 });
@@ -40,7 +42,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "api-key", "drain"].map((k) => [k, { type: "string" as const }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain"].map((k) => [k, { type: "string" as const }])),
       allowPositionals: false,
       strict: true,
     }).values;
@@ -81,7 +83,7 @@ export async function main(args: string[], defaultModel: string): Promise<number
   const apiKey = f["api-key"] ?? (env?.POOT_API_KEY || undefined);
   const model = loadModel(f.model ?? defaultModel);
   const exec = new Engine(await openBackend(f.backend as BackendChoice), { compile: servingCompile });
-  const server = await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, apiKey });
+  const server = await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey });
   const l = await listen(server.handler, { hostname: f.host, port: f.port }).catch(async (e) => {
     await server.shutdown(0);
     throw e;

@@ -15,6 +15,9 @@ import type { ModelHandle } from "../model.ts";
 import { appendSampler, readSample, type SamplerParams, samplerSlot } from "../sampling.ts";
 import type { PoolPlan } from "./pool.ts";
 
+/** Slot naming the rows whose logits are sampled. */
+export const SAMPLE_ROWS = "sample_rows";
+
 /** Compiles serving entries: no fused batch-1 gemv, so a row computes the same bits at every batch size. */
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false });
 
@@ -38,6 +41,8 @@ export interface BatchOptions {
   /** Rows of one prefill chunk. */
   chunk: number;
   pool: PoolPlan;
+  /** Element type of the K/V pool (default f32; f16 halves what attention reads). */
+  kvDtype?: "f32" | "f16";
 }
 
 /** Padded sizes: 1, 2, 4, ... up to slots (slots itself included), then slots + chunk. */
@@ -73,7 +78,7 @@ export class BatchRunner {
     let id = this.ids.get(rows);
     if (id !== undefined) return id;
     const { block, blocks, maxBlocks } = this.opts.pool;
-    const { tracer, logits } = traceLlama(this.model.config, { rows, cap: maxBlocks * block, batch: { block, blocks, maxBlocks } }, {
+    const { tracer, logits } = traceLlama(this.model.config, { rows, cap: maxBlocks * block, kvDtype: this.opts.kvDtype, batch: { block, blocks, maxBlocks } }, {
       dtypeOf: (role) => {
         const name = this.model.map.get(role.layer === undefined ? role.role : `${role.role}@${role.layer}`);
         const info = name === undefined ? undefined : this.model.store.info(name);
@@ -81,8 +86,15 @@ export class BatchRunner {
         return info.dtype;
       },
     });
-    appendSampler(tracer, logits);
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:sampler`;
+    // Only rows that end a sequence's part of the step are sampled (at most one per running sequence, so at
+    // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
+    // not over every prefill row. The unused full-width logits are dropped by DCE.
+    const S = Math.min(rows, this.opts.slots);
+    const lm = tracer.nodes[logits.id];
+    const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
+    const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
+    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"));
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler`;
     id = this.exec.addEntry(key, tracer.build());
     this.ids.set(rows, id);
     return id;
@@ -95,13 +107,22 @@ export class BatchRunner {
     return s;
   }
 
-  /** Runs one step over these rows (padded to the next size); returns each row's sample. */
-  async step(rows: readonly BatchRow[]): Promise<RowSample[]> {
+  /** The rows sampled per step in the entry of n rows. */
+  sampledRows(n: number): number {
+    return Math.min(this.sizeFor(n), this.opts.slots);
+  }
+
+  /**
+   * Runs one step over these rows (padded to the next size); returns the samples of rows `sampleAt` (indices
+   * into `rows`, at most `slots` of them), in that order.
+   */
+  async step(rows: readonly BatchRow[], sampleAt: readonly number[]): Promise<RowSample[]> {
     const N = this.sizeFor(rows.length);
+    const S = Math.min(N, this.opts.slots);
+    if (sampleAt.length > S) throw new RangeError(`${sampleAt.length} sampled rows exceed the ${S} a step of ${N} rows samples`);
     const { block, maxBlocks } = this.opts.pool;
     const token = new Int32Array(N), pos = new Int32Array(N), write = new Int32Array(N);
     const table = new Int32Array(N * maxBlocks); // block 0 everywhere unused
-    const params: SamplerParams[] = [], counters: number[] = [];
     rows.forEach((r, i) => {
       const b = Math.floor(r.pos / block);
       if (!(r.pos >= 0 && b < maxBlocks && b < r.table.length)) throw new RangeError(`row ${i}: position ${r.pos} has no block`);
@@ -109,22 +130,30 @@ export class BatchRunner {
       pos[i] = r.pos;
       for (let j = 0; j <= b; j++) table[i * maxBlocks + j] = r.table[j];
       write[i] = r.table[b] * block + (r.pos % block);
-      params.push(r.sampler);
-      counters.push(r.pos); // the draw's counter is the position it samples at, as the Driver does
     });
-    for (let i = rows.length; i < N; i++) {
-      write[i] = i % block; // the trash block
-      params.push({});
-      counters.push(0);
+    for (let i = rows.length; i < N; i++) write[i] = i % block; // the trash block
+    const pick = new Int32Array(S), params: SamplerParams[] = [], counters: number[] = [];
+    for (let j = 0; j < S; j++) {
+      const i = sampleAt[j];
+      if (i === undefined) {
+        params.push({});
+        counters.push(0);
+        continue;
+      }
+      if (!(i >= 0 && i < rows.length)) throw new RangeError(`sampled row ${i} is not one of the ${rows.length} rows`);
+      pick[j] = i;
+      params.push(rows[i].sampler);
+      counters.push(rows[i].pos); // the draw's counter is the position it samples at, as the Driver does
     }
     const out = await this.exec.step(this.entry(N), {
       [SLOTS.token]: token,
       [SLOTS.pos]: pos,
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
-      sampler: samplerSlot(params, counters, N),
+      [SAMPLE_ROWS]: pick,
+      sampler: samplerSlot(params, counters, S),
     });
     const s = readSample(out.outputs);
-    return rows.map((_, i) => ({ token: s.tokens[i], nonFinite: s.nonFinite[i] === 1 }));
+    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1 }));
   }
 }

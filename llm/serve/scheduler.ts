@@ -238,7 +238,10 @@ export class Scheduler {
     if (rows.length === 0) return;
     let out;
     try {
-      out = await this.runner.step(rows);
+      const ends: number[] = [];
+      let end = 0;
+      for (const p of plan) ends.push(end += p.rows);
+      out = await this.runner.step(rows, ends.map((e) => e - 1));
     } catch (e) {
       // A failed step leaves the pool suspect: fail what ran, clear the state, keep serving.
       for (const { seq } of plan) {
@@ -253,11 +256,9 @@ export class Scheduler {
       return;
     }
     this.metrics.steps++;
-    let at = 0;
     const now = performance.now();
-    for (const { seq, rows: n } of plan) {
-      const last = out[at + n - 1];
-      at += n;
+    for (const [k, { seq, rows: n }] of plan.entries()) {
+      const last = out[k];
       seq.computed += n;
       if (seq.cancelled || seq.computed < seq.tokens.length) continue; // a prefill chunk short of the end
       this.accept(seq, last.token, last.nonFinite, now);

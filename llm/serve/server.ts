@@ -26,6 +26,8 @@ export interface ServeOptions {
   kvMemory?: number;
   /** Positions per KV block (default 16). */
   block?: number;
+  /** Element type of the K/V pool (default f32). */
+  kvDtype?: "f32" | "f16";
   /** An exact KV block count (overrides kvMemory; tests). */
   kvBlocks?: number;
   /** Requests waiting for a slot before a 429 (default 4 * slots... at least 64). */
@@ -69,7 +71,7 @@ export class Server {
       const c = model.config;
       let plan: PoolPlan;
       try {
-        plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: 4 }, {
+        plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
           ctx, slots, block, fraction: kvMemory, memory: { totalBytes: free, freeBytes: free }, maxBufferBytes: t.caps.maxBindingBytes,
           blocks: o.kvBlocks,
         });
@@ -77,7 +79,7 @@ export class Server {
         if (e instanceof PoolSizeError) throw new LlmError(`serve: ${e.message}`);
         throw e;
       }
-      const runner = await BatchRunner.open(model, exec, { slots, chunk, pool: plan });
+      const runner = await BatchRunner.open(model, exec, { slots, chunk, pool: plan, kvDtype: o.kvDtype });
       const pool = new BlockPool(plan.blocks);
       const metrics = new Metrics();
       const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, ctx, maxQueue: o.maxQueue ?? Math.max(64, 4 * slots) });
