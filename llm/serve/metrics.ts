@@ -38,6 +38,8 @@ export class Metrics {
   promptTokens = 0;
   generatedTokens = 0;
   preemptions = 0;
+  /** KV blocks a sequence took from the prefix cache instead of computing. */
+  prefixHits = 0;
   steps = 0;
   readonly ttft = new Histogram(TTFT_BUCKETS);
   readonly itl = new Histogram(ITL_BUCKETS);
@@ -55,6 +57,7 @@ export class Metrics {
     metric("poot_prompt_tokens_total", "counter", "Prompt tokens admitted", this.promptTokens);
     metric("poot_generation_tokens_total", "counter", "Tokens generated", this.generatedTokens);
     metric("poot_preemptions_total", "counter", "Sequences preempted for KV blocks (recomputed later)", this.preemptions);
+    metric("poot_prefix_cache_hit_blocks_total", "counter", "KV blocks reused from the prefix cache", this.prefixHits);
     metric("poot_steps_total", "counter", "Batched steps replayed", this.steps);
     metric("poot_queue_depth", "gauge", "Requests waiting for a slot", g.queue);
     metric("poot_running_sequences", "gauge", "Sequences in the running batch", g.running);

@@ -64,30 +64,100 @@ export function planPool(kv: KvLayout, s: PoolSizing): PoolPlan {
   return { block: s.block, blocks, maxBlocks, bytes: blocks * blockBytes };
 }
 
-/** Free-list of pool blocks (block 0 reserved). */
+/**
+ * Pool blocks (block 0 reserved) with reference counts and a prefix cache. A full block of K/V is published
+ * under a key that names every token up to its end (prefixKey); a sequence whose prompt starts with the same
+ * tokens shares it instead of recomputing (the values are the same bits: a row's K/V depends only on the
+ * tokens and positions before it). A cached block nobody holds stays cached until an allocation needs it
+ * (least recently released first). Shared blocks are never written: only positions past a sequence's shared
+ * prefix are, and only full blocks are published.
+ */
 export class BlockPool {
   #free: number[] = [];
+  #refs: Int32Array;
+  #keyOf = new Map<number, string>();
+  #byKey = new Map<string, number>();
+  /** Cached blocks with no holder, oldest release first (Map keeps insertion order). */
+  #idle = new Map<number, true>();
 
   constructor(readonly blocks: number) {
     for (let b = blocks - 1; b >= 1; b--) this.#free.push(b);
+    this.#refs = new Int32Array(blocks);
   }
 
+  /** Blocks an allocation can get (free, or cached and held by nobody). */
   get free(): number {
-    return this.#free.length;
+    return this.#free.length + this.#idle.size;
   }
+  /** Blocks held by sequences. */
   get used(): number {
-    return this.blocks - 1 - this.#free.length;
+    return this.blocks - 1 - this.free;
+  }
+  /** Blocks holding a published prefix (held or idle). */
+  get cached(): number {
+    return this.#byKey.size;
   }
 
-  /** A free block, or undefined when none is left. */
+  /** A block for one holder, or undefined when none is left (evicts the oldest idle cached block). */
   alloc(): number | undefined {
-    return this.#free.pop();
+    let b = this.#free.pop();
+    if (b === undefined) {
+      const first = this.#idle.keys().next();
+      if (first.done) return undefined;
+      b = first.value;
+      this.#idle.delete(b);
+      this.#byKey.delete(this.#keyOf.get(b)!);
+      this.#keyOf.delete(b);
+    }
+    this.#refs[b] = 1;
+    return b;
+  }
+
+  /** The cached block of this prefix key, now also held by the caller; undefined when not cached. */
+  share(key: string): number | undefined {
+    const b = this.#byKey.get(key);
+    if (b === undefined) return undefined;
+    if (this.#refs[b]++ === 0) this.#idle.delete(b);
+    return b;
+  }
+
+  /** Publishes a full block the caller holds under its prefix key (a key already cached keeps its block). */
+  publish(block: number, key: string): void {
+    if (this.#byKey.has(key) || this.#keyOf.has(block)) return;
+    this.#byKey.set(key, block);
+    this.#keyOf.set(block, key);
+  }
+
+  /** Drops the whole prefix cache (the pool's contents were reset): idle cached blocks become free. */
+  forget(): void {
+    for (const b of this.#idle.keys()) this.#free.push(b);
+    this.#idle.clear();
+    this.#byKey.clear();
+    this.#keyOf.clear();
   }
 
   release(ids: readonly number[]): void {
     for (const b of ids) {
-      if (!(b >= 1 && b < this.blocks)) throw new RangeError(`block ${b} is not a pool block`);
-      this.#free.push(b);
+      if (!(b >= 1 && b < this.blocks) || this.#refs[b] <= 0) throw new RangeError(`block ${b} is not held`);
+      if (--this.#refs[b] > 0) continue;
+      if (this.#keyOf.has(b)) this.#idle.set(b, true);
+      else this.#free.push(b);
     }
   }
+}
+
+/**
+ * The cache key of logical block k of a token sequence: a 64-bit hash of every token before the block (chained
+ * through `parent`, the key of block k - 1) and the block's own tokens spelled out.
+ */
+export function prefixKey(parent: string | undefined, tokens: readonly number[]): string {
+  let h1 = 0x811c9dc5, h2 = 0x9747b28c;
+  const mix = (x: number) => {
+    h1 = Math.imul(h1 ^ x, 0x01000193) >>> 0;
+    h2 = Math.imul(h2 ^ (x >>> 16 | x << 16), 0x5bd1e995) >>> 0;
+    h2 ^= h2 >>> 13;
+  };
+  if (parent) for (let i = 0; i < parent.length; i++) mix(parent.charCodeAt(i));
+  for (const t of tokens) mix(t);
+  return `${h1.toString(36)}.${h2.toString(36)}:${tokens.join(",")}`;
 }

@@ -10,7 +10,7 @@ import type { ModelHandle } from "../model.ts";
 import type { SamplerParams } from "../sampling.ts";
 import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
-import type { BlockPool } from "./pool.ts";
+import { type BlockPool, prefixKey } from "./pool.ts";
 import { TextStream } from "./text.ts";
 
 export type FinishReason = "stop" | "length";
@@ -50,6 +50,8 @@ class Sequence implements SequenceHandle {
   readonly generated: number[] = [];
   computed = 0;
   blocks: number[] = [];
+  /** Prefix-cache keys of the full blocks computed so far (block k's key at k). */
+  keys: string[] = [];
   cancelled = false;
   finished = false;
   readonly text: TextStream;
@@ -102,6 +104,8 @@ export interface SchedulerOptions {
   /** Most requests waiting for a slot; past it submit throws QueueFullError. */
   maxQueue: number;
   ctx: number;
+  /** Share full prompt blocks between sequences with the same prefix (default true). */
+  prefixCache?: boolean;
 }
 
 export class Scheduler {
@@ -163,7 +167,7 @@ export class Scheduler {
   private async run(): Promise<void> {
     while (!this.stopping) {
       this.dropCancelled();
-      while (this.waiting.length && this.running.length < this.opts.slots) this.running.push(this.waiting.shift()!);
+      while (this.waiting.length && this.running.length < this.opts.slots) this.admit(this.waiting.shift()!);
       if (this.running.length === 0) {
         await new Promise<void>((r) => this.wake = r);
         this.wake = undefined;
@@ -189,6 +193,35 @@ export class Scheduler {
   private release(s: Sequence): void {
     this.pool.release(s.blocks);
     s.blocks = [];
+    s.keys = [];
+  }
+
+  /** Into the batch, starting from the longest cached prefix of its tokens (whole blocks before its last token). */
+  private admit(s: Sequence): void {
+    this.running.push(s);
+    if (this.opts.prefixCache === false || s.blocks.length) return;
+    const B = this.runner.opts.pool.block;
+    const full = Math.floor((s.tokens.length - 1) / B);
+    for (let k = 0; k < full; k++) {
+      const key = prefixKey(s.keys[k - 1], s.tokens.slice(k * B, (k + 1) * B));
+      const b = this.pool.share(key);
+      if (b === undefined) break;
+      s.blocks.push(b);
+      s.keys.push(key);
+    }
+    s.computed = s.blocks.length * B;
+    this.metrics.prefixHits += s.blocks.length;
+  }
+
+  /** Publishes the blocks a step filled, so later sequences with the same prefix share them. */
+  private publish(s: Sequence): void {
+    if (this.opts.prefixCache === false) return;
+    const B = this.runner.opts.pool.block;
+    for (let k = s.keys.length; k < Math.floor(s.computed / B); k++) {
+      const key = prefixKey(s.keys[k - 1], s.tokens.slice(k * B, (k + 1) * B));
+      this.pool.publish(s.blocks[k], key);
+      s.keys.push(key);
+    }
   }
 
   /** Frees the newest running sequence's blocks and puts it back in the queue (recomputed when readmitted). */
@@ -252,6 +285,7 @@ export class Scheduler {
       try {
         this.runner.exec.resetState();
         for (const s of this.running) s.computed = 0, this.release(s);
+        this.pool.forget();
       } catch { /* a poisoned device: later steps fail the same way */ }
       return;
     }
@@ -260,6 +294,7 @@ export class Scheduler {
     for (const [k, { seq, rows: n }] of plan.entries()) {
       const last = out[k];
       seq.computed += n;
+      this.publish(seq);
       if (seq.cancelled || seq.computed < seq.tokens.length) continue; // a prefill chunk short of the end
       this.accept(seq, last.token, last.nonFinite, now);
     }

@@ -20,7 +20,7 @@ export interface Rig {
   sched: Scheduler;
 }
 
-export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?: number; blocks?: number; block?: number; maxQueue?: number } = {}): Promise<Rig> {
+export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?: number; blocks?: number; block?: number; maxQueue?: number; prefixCache?: boolean } = {}): Promise<Rig> {
   const engine = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
   const slots = o.slots ?? 16, chunk = o.chunk ?? 16, ctx = o.ctx ?? 256;
   const plan = planPool({ layers: model.config.layers, kvHeads: model.config.kvHeads, headDim: model.config.headDim, elemBytes: 4 }, {
@@ -29,7 +29,7 @@ export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?
   const runner = await BatchRunner.open(model, engine, { slots, chunk, pool: plan });
   const pool = new BlockPool(plan.blocks);
   const metrics = new Metrics();
-  const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, maxQueue: o.maxQueue ?? 256, ctx });
+  const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, maxQueue: o.maxQueue ?? 256, ctx, prefixCache: o.prefixCache });
   return { engine, runner, pool, metrics, sched };
 }
 
