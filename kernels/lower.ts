@@ -263,17 +263,26 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       }
       case "reshape":
         return; // a view
-      case "paged_attention": { // never split: a row's reduction order must not depend on the batch
+      case "paged_attention": {
         const [q, k, v, tb, ps] = ins;
         const [R, H, D] = n.shape, [P, KVH] = nodes[k].shape;
         if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
         const kv = nodes[k].dtype;
         if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);
-        const k2 = lib.pagedAttention(caps, {
+        const T = nodes[tb].shape[1] * n.attrs.block!;
+        const shape = {
           rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
           kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale,
-        });
-        return kernel(k2, [bind(q), bind(k), bind(v), bind(tb), bind(ps), out], { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * nodes[tb].shape[1] * n.attrs.block! * KVH * D * 4, flops: 4 * R * H * nodes[tb].shape[1] * n.attrs.block! * D });
+        } as const;
+        const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
+        const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
+        // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
+        const splits = lib.attentionSplits(caps, T);
+        if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
+        const bytes = R * H * splits * (D + 2) * 4;
+        const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+        kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
+        return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
       }
       case "sample": { // one workgroup per row: a few passes over the row, the rest over candidates
         const [R, V] = i0.shape;

@@ -66,6 +66,17 @@ export function pagedAttention(caps: Caps, s: PagedAttentionShape): Kernel {
 }
 
 /**
+ * Split-K phase 1 of pagedAttention: like attentionPartial, each row's positions 0..pos[r] in `splits` chunks
+ * (bindings q, k, v, table, pos, part). With a split count fixed by the table length (never by the row count),
+ * a row's reduction order still does not depend on the batch. Combine with attentionCombine.
+ */
+export function pagedAttentionPartial(caps: Caps, s: PagedAttentionShape & { splits: number }): Kernel {
+  if (s.poolRows % s.block !== 0) throw new KernelError(`paged attention: block ${s.block} does not divide ${s.poolRows} rows`);
+  if (!(s.splits >= 1 && s.splits <= s.maxBlocks * s.block)) throw new KernelError(`paged attention: ${s.splits} splits of ${s.maxBlocks * s.block} positions`);
+  return attentionKernel(caps, { ...s, cap: s.poolRows }, s.splits, s);
+}
+
+/**
  * Split-K (flash-decoding) phase 1: the positions a query row sees (0 .. pos + r) split into `splits` chunks
  * of ceil((pos + r + 1) / splits), sized from the slot's position so every team has a share at any context
  * length; each (row, head, chunk) team writes its chunk's unnormalized partial: [m, l, acc[hd]] (running max,

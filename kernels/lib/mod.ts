@@ -6,7 +6,8 @@ export { bytesOf, elemOf, type FType, gridFor, type IType, QBLOCK, type Team, te
 export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export {
-  attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, type PagedAttentionShape,
+  attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, pagedAttentionPartial,
+  type PagedAttentionShape,
 } from "./attention.ts";
 export { argmaxChunks, argmaxCombine, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";

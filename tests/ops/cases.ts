@@ -156,6 +156,8 @@ export function opCases(): OpCase[] {
   // a table with consecutive positions (a prefill chunk), the others are decode rows of other sequences.
   for (const [R, H, KVH, D, B, MB, NB, kv] of [
     [1, 4, 2, 8, 4, 3, 5, "f32"], [4, 8, 4, 16, 4, 5, 12, "f32"], [3, 6, 6, 64, 16, 2, 4, "f32"], [5, 4, 2, 32, 8, 4, 9, "f16"],
+    [3, 4, 2, 16, 16, 40, 48, "f32"], // 640 positions: split into chunks where the target splits
+
   ] as const) {
     add(`paged_attention ${R}x${H}/${KVH}x${D} block ${B}x${MB} of ${NB} ${kv}`, (b) => {
       const q = b.input("f32", [R, H, D]), k = b.input(kv, [NB * B, KVH, D]), v = b.input(kv, [NB * B, KVH, D]);

@@ -13,7 +13,7 @@ import { servingCompile } from "../../llm/serve/batch.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { model } from "./setup.ts";
 
-const B = 8, BLOCKS = 12, MB = 4, V = model.config.vocab;
+const B = 8, BLOCKS = 12, MB = 40, V = model.config.vocab; // 320 positions a table: split attention where targets split
 const batch = { block: B, blocks: BLOCKS, maxBlocks: MB };
 
 function graph(rows: number) {
