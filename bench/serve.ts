@@ -6,13 +6,14 @@
 //
 //   deno run -A bench/serve.ts --shape llama-3.2-1b,llama-3-8b --backend ptx            (the H200 table)
 //   deno run -A bench/serve.ts --shape stories260K --backend js --prompt 32 --gen 8 --concurrency 1,4
+//   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import type { ModelHandle } from "../llm/model.ts";
-import { BatchRunner, servingCompile } from "../llm/serve/batch.ts";
+import { BatchRunner, servingCompileWith } from "../llm/serve/batch.ts";
 import { Metrics } from "../llm/serve/metrics.ts";
 import { BlockPool, planPool } from "../llm/serve/pool.ts";
 import { Scheduler } from "../llm/serve/scheduler.ts";
@@ -30,6 +31,8 @@ export interface ServeBenchOptions {
   kvDtype: "f16" | "f32";
   /** Timed reps of the batch-1 and batch-32 decode step. */
   stepReps: number;
+  /** Batch rows per matmul pass (default the kernel library's 8: W is read ceil(rows / tile) times a step). */
+  matmulTile?: number;
   log: (s: string) => void;
 }
 
@@ -89,7 +92,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     const model = { arch: "llama", config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompile });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -171,6 +174,7 @@ export async function main(args: string[]): Promise<number> {
       chunk: { type: "string", default: "128" },
       "kv-type": { type: "string", default: "f16" },
       "step-reps": { type: "string", default: "20" },
+      "matmul-tile": { type: "string" },
       out: { type: "string" },
     },
   });
@@ -186,6 +190,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
     stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s),
+    matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(
     ["shape", "backend", "concurrency", "tok/s", "TTFT mean ms", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms"],

@@ -51,6 +51,8 @@ function itype(d: DType): "u32" | "i32" {
 export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
+  /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
+  matmulTile?: number;
 }
 
 /** Optimize, plan and lower a graph for a target. */
@@ -127,7 +129,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
         const extra = u.residual ?? u.bias!;
-        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined });
+        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
         kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
         return;
       }
@@ -183,7 +185,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const K = last(xn);
         if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
           const N = wn.shape[0];
-          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType });
+          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
           return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
         }
         const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];

@@ -21,6 +21,11 @@ export const SAMPLE_ROWS = "sample_rows";
 /** Compiles serving entries: no fused batch-1 gemv, so a row computes the same bits at every batch size. */
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false });
 
+/** servingCompile with matmuls carrying `tile` batch rows per pass (W read once per `tile` rows; tuning runs). */
+export function servingCompileWith(o: { matmulTile?: number }): ProgramCompiler {
+  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile });
+}
+
 export interface BatchRow {
   token: number;
   /** Position of this token in its sequence. */

@@ -1,7 +1,7 @@
 // Batch invariance of the serving step, bit for bit, on every device present: the logits of one sequence's
 // rows are identical whether its tokens run one per step in the 1-row entry, or as one prefill chunk mixed with
 // another sequence's rows and padding in the 32-row entry (the server's paths: decode alone, prefill chunk in a
-// full batch). And against the oracle (graph/eval) within the tier-2 bound, so "identical" is also "right".
+// full batch), also with 32-row matmul passes. And against the oracle (graph/eval) within the tier-2 bound, so "identical" is also "right".
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
@@ -9,7 +9,7 @@ import { Engine } from "../../backends/executor.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { assertClose } from "../../graph/tolerance.ts";
 import { SLOTS, traceLlama } from "../../llm/families/llama.ts";
-import { servingCompile } from "../../llm/serve/batch.ts";
+import { servingCompile, servingCompileWith } from "../../llm/serve/batch.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { model } from "./setup.ts";
 
@@ -65,6 +65,15 @@ for (const backend of selectedBackends()) {
       for (let p = 0; p < A.length; p++) {
         const got = new Uint32Array(all.slice((5 + p) * V, (6 + p) * V).buffer), want = new Uint32Array(alone[p].buffer);
         assert.deepEqual(got, want, `logits of position ${p} differ between batch 1 and batch 32`);
+      }
+      // A matmul tile of 32 rows (W read once a step) gives the same bits as the default tile.
+      const eng32 = new Engine(dev as Device, { compile: servingCompileWith({ matmulTile: 32 }), timeoutMs: 120_000, ownsDevice: false });
+      try {
+        await eng32.loadWeights(model.store, model.map);
+        const t32 = await eng32.step(eng32.addEntry("inv:32:t32", g32), slots(rows, 32));
+        assert.deepEqual(new Uint32Array((t32.outputs.logits as Float32Array).slice().buffer), new Uint32Array(all.slice().buffer), "tile 32 differs");
+      } finally {
+        await eng32.unload();
       }
       // And the batched step against the oracle.
       const ev = evaluate(g32, { consts: constsFromStore(model.store, model.map), slots: slots(rows, 32) }, { bounds: "expected" });

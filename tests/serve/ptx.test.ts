@@ -1,5 +1,5 @@
 // The serving step's kernels for the H200 without a GPU: every kernel of the batched entries (1, 32 and 48 rows,
-// f16 paged pool, bf16 weights) at the 1B and 8B shapes renders to PTX and assembles with `ptxas -arch=sm_90`.
+// f16 paged pool, bf16 weights; also 32-row matmul passes) at the 1B and 8B shapes renders to PTX and assembles with `ptxas -arch=sm_90`.
 // Skips when ptxas is absent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -7,7 +7,7 @@ import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { servingCompile } from "../../llm/serve/batch.ts";
+import { servingCompile, servingCompileWith } from "../../llm/serve/batch.ts";
 import { appendSampler } from "../../llm/sampling.ts";
 import { SHAPES } from "../../bench/shapes.ts";
 import { assembleMany, findPtxas } from "../ptx/ptxas.ts";
@@ -24,8 +24,10 @@ test("serving step kernels (batched, paged f16 pool) assemble for sm_90 at the 1
     for (const rows of [1, 32, 48]) {
       const { tracer, logits } = traceLlama(cfg, { rows, cap: 1024, kvDtype: "f16", batch: { block: 16, blocks: 2049, maxBlocks: 64 } }, { dtypeOf });
       appendSampler(tracer, logits);
-      const prog = servingCompile(tracer.build(), TARGET);
-      for (const s of prog.steps) {
+      const g = tracer.build();
+      // The default matmul tile, and 32 rows a pass (bench/serve.ts --matmul-tile 32) for the batch of 32.
+      const progs = [servingCompile(g, TARGET), ...(rows === 32 ? [servingCompileWith({ matmulTile: 32 })(g, TARGET)] : [])];
+      for (const s of progs.flatMap((p) => p.steps)) {
         if (s.k !== "kernel" || [...mods.values()].some((m) => m.kernel.name === s.kernel.name)) continue;
         const m = renderPtx(s.kernel, { sm: 90 });
         mods.set(m.ptx, m);
