@@ -160,11 +160,9 @@ export function createHandler(o: HttpOptions): Handler {
     const promptTokens = j.prompts.reduce((a, p) => a + p.length * j.n, 0);
     if (!j.stream) {
       const results = await Promise.all(hs.map(async (h) => {
-        let text = "";
         for await (const e of h) {
-          if (e.type === "token") text += e.text;
-          else if (e.type === "error") return e.error;
-          else return { text, finish: e.finish, completion: e.completionTokens };
+          if (e.type === "error") return e.error;
+          if (e.type === "done") return { text: e.text, finish: e.finish, completion: e.completionTokens };
         }
         return new CancelledError("the request was cancelled");
       }));
@@ -199,6 +197,7 @@ export function createHandler(o: HttpOptions): Handler {
           if (e.text) yield `data: ${JSON.stringify(chunk(index, { text: e.text }, null))}\n\n`;
         } else if (e.type === "done") {
           completionTokens += e.completionTokens;
+          if (e.tail) yield `data: ${JSON.stringify(chunk(index, { text: e.tail }, null))}\n\n`;
           yield `data: ${JSON.stringify(chunk(index, {}, e.finish))}\n\n`;
         } else {
           const f = failure(e.error);

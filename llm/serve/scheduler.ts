@@ -17,7 +17,8 @@ export type FinishReason = "stop" | "length";
 
 export type SeqEvent =
   | { type: "token"; id: number; text: string }
-  | { type: "done"; finish: FinishReason; promptTokens: number; completionTokens: number; text: string; tokenIds: number[] }
+  /** The end: `tail` is text held back until now (an incomplete character, a stop-string prefix); `text` all of it. */
+  | { type: "done"; finish: FinishReason; promptTokens: number; completionTokens: number; tail: string; text: string; tokenIds: number[] }
   | { type: "error"; error: Error };
 
 export interface SubmitOptions {
@@ -321,10 +322,9 @@ export class Scheduler {
       else if (s.generated.length >= s.opts.maxTokens || s.tokens.length > this.opts.ctx) finish = "length";
     }
     if (!finish) return;
-    const rest = s.text.flush();
-    if (rest) s.emit({ type: "token", id: -1, text: rest });
+    const tail = s.text.flush();
     s.emit({
-      type: "done", finish, promptTokens: s.promptLen, completionTokens: s.generated.length, text: s.text.text,
+      type: "done", finish, promptTokens: s.promptLen, completionTokens: s.generated.length, tail, text: s.text.text,
       tokenIds: [...s.generated],
     });
     this.retire(s);

@@ -1,5 +1,6 @@
 // Shared set-up of the server tests: stories260K on a test device, the serving engine, runner, pool and
 // scheduler, and a list of prompts of mixed lengths.
+import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type { Device } from "../../backends/device.ts";
 import { Engine } from "../../backends/executor.ts";
@@ -39,7 +40,10 @@ export async function collect(h: SequenceHandle): Promise<{ ids: number[]; text:
   for await (const e of h) {
     if (e.type === "token") text += e.text;
     else if (e.type === "error") throw e.error;
-    else return { ids: e.tokenIds, text, finish: e.finish };
+    else {
+      assert.equal(text + e.tail, e.text, "streamed pieces add up to the text");
+      return { ids: e.tokenIds, text: e.text, finish: e.finish };
+    }
   }
   throw new Error("sequence ended without a done event");
 }
