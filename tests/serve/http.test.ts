@@ -90,6 +90,19 @@ for (const backend of selectedBackends()) {
       assert.ok(pieces > 0);
       assert.ok(finish === "length" || finish === "stop");
 
+      // n = 2 streamed: each choice index streams its own text and finishes once
+      const two = await client.completions.create({ model: s.server.modelId, prompt: "The little dog", max_tokens: 8, temperature: 0, n: 2, stream: true });
+      const texts = ["", ""], finishes = [0, 0];
+      for await (const ch of two) {
+        for (const c of ch.choices) {
+          texts[c.index] += c.text;
+          if (c.finish_reason) finishes[c.index]++;
+        }
+      }
+      assert.deepEqual(finishes, [1, 1]);
+      assert.equal(texts[0], texts[1], "greedy choices agree");
+      assert.ok(texts[0].length > 0);
+
       // stop strings cut the text before them
       const st = await client.completions.create({ model: s.server.modelId, prompt: "Once upon a time", max_tokens: 40, temperature: 0, stop: ["girl"] });
       assert.equal(st.choices[0].finish_reason, "stop");
@@ -149,6 +162,10 @@ for (const backend of selectedBackends()) {
       const m = await (await fetch(`${s.base}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
       assert.match(m, /poot_requests_total\{status="400"\} \d+/);
       assert.match(m, /poot_kv_blocks_used 0/);
+      assert.match(m, /poot_generation_tokens_total [1-9]\d*/);
+      assert.match(m, /poot_time_to_first_token_seconds_count [1-9]\d*/);
+      assert.match(m, /poot_inter_token_latency_seconds_bucket\{le="\+Inf"\} [1-9]\d*/);
+      assert.match(m, /poot_queue_depth 0/);
     } finally {
       await s.stop();
     }
