@@ -6,6 +6,9 @@
 //   const server = await Server.open(loadModel(path), exec, { slots: 16 });
 //   const l = await listen(server.handler, { hostname: "127.0.0.1", port: 8080 });
 //   ... await l.close(); await server.shutdown(10_000);
+//
+// The executor must compile with servingCompile (no fused batch-1 gemv): with the default compiler, a request
+// alone (1-row entry) and in a batch would run different matmul kernels and could differ in the last bit.
 import type { Executor } from "../../backends/executor.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
