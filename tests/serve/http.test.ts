@@ -171,6 +171,35 @@ for (const backend of selectedBackends()) {
     }
   });
 
+  test(`serve over HTTP on ${backend}: clients leaving non-streamed requests are dropped and their blocks freed`, { skip }, async () => {
+    const s = await start(dev as Device, { slots: 4 });
+    try {
+      const gauge = async (name: string) => {
+        const m = await (await fetch(`${s.base}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
+        return Number(m.split("\n").find((l) => l.startsWith(`${name} `))!.split(" ")[1]);
+      };
+      const acs = Array.from({ length: 6 }, () => new AbortController());
+      const reqs = acs.map((ac) =>
+        fetch(`${s.base}/v1/completions`, {
+          method: "POST", signal: ac.signal, headers: { authorization: `Bearer ${KEY}` },
+          body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 120, temperature: 0 }),
+        }).catch((e) => e as Error)
+      );
+      while (await gauge("poot_generation_tokens_total") < 4) await new Promise((r) => setTimeout(r, 5));
+      acs.forEach((ac) => ac.abort());
+      for (const r of await Promise.all(reqs)) assert.ok(r instanceof Error, "the client aborted");
+      for (let k = 0; k < 300 && (await gauge("poot_running_sequences") > 0 || await gauge("poot_queue_depth") > 0); k++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(await gauge("poot_running_sequences"), 0);
+      assert.equal(await gauge("poot_queue_depth"), 0);
+      assert.equal(await gauge("poot_kv_blocks_used"), 0);
+      assert.ok(await gauge("poot_generation_tokens_total") < 6 * 120, "generation stopped early");
+    } finally {
+      await s.stop();
+    }
+  });
+
   test(`serve over HTTP on ${backend}: a full queue answers 429 with Retry-After; shutdown ends streams within its bound`, { skip }, async () => {
     const s = await start(dev as Device, { slots: 1, maxQueue: 1 });
     try {
