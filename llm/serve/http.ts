@@ -23,6 +23,8 @@ export interface HttpOptions {
   apiKey?: string;
   /** Largest request body in bytes. */
   bodyLimit: number;
+  /** Time the whole body may take to arrive, ms (default 30 s). */
+  bodyTimeoutMs?: number;
 }
 
 type Handler = (req: Request) => Promise<Response>;
@@ -44,15 +46,30 @@ function sameSecret(a: string, b: string): boolean {
   return d === 0;
 }
 
-async function readBody(req: Request, limit: number): Promise<unknown> {
+/** The whole body as JSON: at most `limit` bytes, all of it within `timeoutMs` (a trickling client is cut off). */
+async function readBody(req: Request, limit: number, timeoutMs: number): Promise<unknown> {
   const declared = Number(req.headers.get("content-length") ?? "NaN");
   if (declared > limit) throw new RequestError(413, `request body of ${declared} bytes exceeds the limit of ${limit}`, "body", "body_too_large");
   const parts: Uint8Array[] = [];
   let size = 0;
   if (req.body) {
     const reader = req.body.getReader();
+    const deadline = performance.now() + timeoutMs;
     for (;;) {
-      const { value, done } = await reader.read();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<never>((_, rej) => {
+        timer = setTimeout(() => rej(new RequestError(408, `the request body did not arrive within ${timeoutMs / 1000} s`, "body", "body_timeout")), Math.max(0, deadline - performance.now()));
+      });
+      let r: ReadableStreamReadResult<Uint8Array>;
+      try {
+        r = await Promise.race([reader.read(), late]);
+      } catch (e) {
+        await reader.cancel().catch(() => {});
+        throw e;
+      } finally {
+        clearTimeout(timer);
+      }
+      const { value, done } = r;
       if (done) break;
       size += value.byteLength;
       if (size > limit) {
@@ -256,7 +273,7 @@ export function createHandler(o: HttpOptions): Handler {
           data: [{ id: o.modelId, object: "model", created, owned_by: "poot", max_model_len: o.ctx }],
         });
       case "/v1/chat/completions": {
-        const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit));
+        const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         const messages = r.messages.map((m) => ({
           role: m.role,
           content: m.content === null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
@@ -270,7 +287,7 @@ export function createHandler(o: HttpOptions): Handler {
         return await generate("chat", job(r, [tok.encode(text)]), req.signal);
       }
       case "/v1/completions": {
-        const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit));
+        const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         const p = r.prompt;
         const prompts = typeof p === "string" ? [tok.encode(p)]
           : typeof p[0] === "string" ? (p as string[]).map((s) => tok.encode(s))

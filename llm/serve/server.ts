@@ -38,6 +38,8 @@ export interface ServeOptions {
   apiKey?: string;
   /** Largest request body in bytes (default 4 MiB). */
   bodyLimit?: number;
+  /** Time a request body may take to arrive, ms (default 30 s; then 408). */
+  bodyTimeoutMs?: number;
   /** The model id the API shows (default: the file's general.name, else the file name). */
   modelId?: string;
 }
@@ -88,7 +90,7 @@ export class Server {
       const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, ctx, maxQueue: o.maxQueue ?? Math.max(64, 4 * slots) });
       const modelId = o.modelId ?? model.name ?? model.path.split(/[\\/]/).pop()!.replace(/\.gguf$/i, "");
       const handler = createHandler({
-        model, modelId, sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20,
+        model, modelId, sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
       });
       return new Server(model, exec, pool, plan, sched, metrics, handler, modelId, ctx);
     } catch (e) {

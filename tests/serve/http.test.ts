@@ -17,7 +17,7 @@ const KEY = "test-key-123";
 
 async function start(dev: Device, o: ServeOptions = {}) {
   const exec = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
-  const server = await Server.open(model, exec, { ctx: 128, slots: 8, chunk: 16, kvBlocks: 8 * 8 + 1, apiKey: KEY, bodyLimit: 64 * 1024, ...o });
+  const server = await Server.open(model, exec, { ctx: 128, slots: 8, chunk: 16, kvBlocks: 8 * 8 + 1, apiKey: KEY, bodyLimit: 64 * 1024, bodyTimeoutMs: 1000, ...o });
   const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${l.port}`;
   return {
@@ -157,6 +157,23 @@ for (const backend of selectedBackends()) {
         assert.equal(ok.status, 200, `after ${name}`);
         assert.equal((await ok.json() as { usage: { completion_tokens: number } }).usage.completion_tokens, 4);
       }
+      // A body that starts and never ends: 408 once the body timeout passes, and still serving.
+      let hold: ReadableStreamDefaultController<Uint8Array> | undefined;
+      const trickle = new ReadableStream<Uint8Array>({ start: (c) => {
+        hold = c;
+        c.enqueue(new TextEncoder().encode("{\"prompt\": "));
+      } });
+      const t0 = performance.now();
+      const slow = await fetch(`${s.base}/v1/completions`, {
+        method: "POST", body: trickle, headers: { authorization: `Bearer ${KEY}` }, duplex: "half",
+      } as RequestInit);
+      assert.equal(slow.status, 408);
+      assert.equal((await slow.json() as { error: { code: string } }).error.code, "body_timeout");
+      assert.ok(performance.now() - t0 < 10_000);
+      try {
+        hold?.close();
+      } catch { /* the server cancelled it */ }
+      assert.equal((await s.post("/v1/completions", good)).status, 200);
       const h = await fetch(`${s.base}/health`);
       assert.deepEqual(await h.json(), { status: "ok" });
       const m = await (await fetch(`${s.base}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
