@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # One batch of GPU-machine work (the device tool): tests of the GPU backends, then stories260K speed per backend.
-# Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench] ...  (logs go to $OUT)
 #
 # Every run of `all`, `tests` and `ptx` checks PTX against the independent reference: tests/llm/tier3.test.ts
 # (greedy tokens of `poot run --json` and the log-softmax at 18 positions vs llama.cpp) reads the llama.cpp
@@ -13,6 +12,8 @@
 # launches do; on vulkan, eager is the same recording split into one submission per step, so it proves the
 # barriers inside a recording match those between submissions; on js and wgpu, replay and eager run the same
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
+# Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
+# serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
 set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
 export NO_COLOR=1
@@ -52,6 +53,14 @@ for what in "$@"; do
       timeout ${KERNELS_TIMEOUT:-300} deno run -A --no-check bench/kernels.ts --shape ${SHAPES:-llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} ${KERNELS_ARGS:-} \
         > "$k" 2>&1; echo "kernels exit $?" >> "$k"
       grep -v "^\s*$" "$k" | grep -v "^  gemv" | tail -${KERNELS_TAIL:-60} ;;
+    serve-tests)
+      POOT_BACKENDS=ptx timeout ${SERVE_TIMEOUT:-400} deno test -A --no-check tests/serve/ tests/ops/ > "$out/tests-serve.txt" 2>&1; echo "tests exit $?" >> "$out/tests-serve.txt"
+      grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||round|tests exit" "$out/tests-serve.txt" | head -40
+      grep -A12 "ERRORS" "$out/tests-serve.txt" | head -40 ;;
+    serve)
+      timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/serve.ts --shape ${SHAPES:-llama-3.2-1b,llama-3-8b} --backend ptx \
+        ${SERVE_ARGS:-} --out "$out/serve-ptx${SERVE_TAG:-}.json" > "$out/serve-ptx${SERVE_TAG:-}.txt" 2>&1; echo "bench exit $?" >> "$out/serve-ptx${SERVE_TAG:-}.txt"
+      grep -v "^\s*$" "$out/serve-ptx${SERVE_TAG:-}.txt" | tail -24 ;;
     bench)
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"

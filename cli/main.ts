@@ -25,10 +25,11 @@ usage:
   poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B]
              [sampler flags] [--json]
   poot chat  [-m MODEL] [--system TEXT] [-n N] [-c CTX] [--backend B] [sampler flags]
+  poot serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--backend B] [--slots N] [--ctx N]
+             [--kv-memory F] [--chunk N] [--api-key K] [--drain S]
   poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
   poot quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]
-  poot serve (not built yet)
   poot --version | --help | COMMAND --help (every flag and its default)
 MODEL is a GGUF file or a Hugging Face folder (default: the stories260K model shipped with poot);
 B is auto (default) or one of ${BACKEND_ORDER.join(", ")}.`;
@@ -110,12 +111,12 @@ async function dispatch(args: string[]): Promise<number> {
     }
     case "quantize":
       return (await import("./quantize.ts")).quantizeMain(rest);
+    case "serve":
+      return await (await import("./serve.ts")).main(rest, defaultModel());
     case "bench": {
       const { main: bench } = await import("../bench/decode.ts");
       return await bench(rest, { prog: "poot bench", prefix: "poot: bench" });
     }
-    case "serve":
-      throw new UsageError("serve: the OpenAI-compatible server is not built yet");
     default:
       throw new UsageError(`unknown command ${JSON.stringify(cmd)} (${Object.keys(COMMANDS).join(", ")}, bench, quantize, serve; poot --help)`);
   }

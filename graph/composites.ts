@@ -103,6 +103,32 @@ export function expandAttention(g: Tracer, [q, k, v, mask]: Tensor[], a: Attrs):
   return g.reshape(g.permute(g.reshape(o, [KVH, R, G, Dv]), [1, 0, 2, 3]), [R, H, Dv]);
 }
 
+/**
+ * Attention of each row through its own block table: row r (position pos[r]) sees logical positions
+ * 0..pos[r], and logical position t lives at pool row table[r, ⌊t/B⌋]·B + t mod B. The whole table is swept
+ * (MB·B positions) under the mask, so every table entry must name a real block whose rows are finite (a
+ * server points unused entries at a reserved block).
+ */
+export function expandPagedAttention(g: Tracer, [q, kp, vp, table, pos]: Tensor[], a: Attrs): Tensor {
+  const [R, H, D] = q.shape, KVH = kp.shape[1], Dv = vp.shape[2];
+  const MB = table.shape[1], B = a.block!, T = MB * B, G = H / KVH;
+  const dt = table.dtype as "i32" | "u32";
+  const blk = g.broadcast(g.reshape(g.mul(table, B), [R, MB, 1]), [R, MB, B]);
+  const phys = g.reshape(g.add(blk, g.iota([R, MB, B], 2, dt)), [R, T]);
+  const rows = (pool: Tensor) => {
+    const x = g.gather(pool, phys); // [R, T, KVH, D]
+    return x.dtype === "f32" ? x : g.cast(x, "f32");
+  };
+  const k = g.permute(rows(kp), [0, 2, 1, 3]); // [R, KVH, T, D]
+  const v = g.permute(rows(vp), [0, 2, 3, 1]); // [R, KVH, Dv, T]
+  const s = g.mul(g.matmul(g.reshape(q, [R, KVH, G, D]), k), a.scale!); // [R, KVH, G, T]
+  const p = pos.dtype === dt ? pos : g.cast(pos, dt);
+  const mask = g.le(g.iota([R, T], 1, dt), g.broadcast(g.reshape(p, [R, 1]), [R, T]));
+  const m = g.broadcast(g.reshape(mask, [R, 1, 1, T]), [R, KVH, G, T]);
+  const w = expandSoftmax(g, [g.select(m, s, -Infinity)], { axis: 3 });
+  return g.reshape(g.matmul(w, v), [R, H, Dv]); // [R, KVH, G, Dv]
+}
+
 /** Expansions by op; `sample` has none (its meaning is graph/sample.ts, which the oracle runs directly). */
 export const EXPAND: Record<Exclude<CompositeOp, "sample">, Expander> = {
   rmsnorm: expandRmsnorm,
@@ -110,6 +136,7 @@ export const EXPAND: Record<Exclude<CompositeOp, "sample">, Expander> = {
   rope: expandRope,
   softmax: expandSoftmax,
   attention: expandAttention,
+  paged_attention: expandPagedAttention,
   causal_mask: expandCausalMask,
   silu: expandSilu,
   gelu: expandGelu,

@@ -27,8 +27,8 @@ export type OtherOp =
 export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
 /** Composite ops: single nodes for the planner, expanded to primitives (graph/composites.ts) for the oracle. */
 export type CompositeOp =
-  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "causal_mask" | "silu" | "gelu" | "silu_mul"
-  | "sample"; // no expansion: graph/sample.ts is its oracle
+  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "paged_attention" | "causal_mask" | "silu" | "gelu"
+  | "silu_mul" | "sample"; // no expansion: graph/sample.ts is its oracle
 export type Op = PrimitiveOp | CompositeOp;
 
 /** Per-step inputs at stable device addresses. */
@@ -74,6 +74,8 @@ export interface Attrs {
   scale?: number;
   /** attention: scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
+  /** paged_attention: positions per KV block (the pool's rows are numBlocks * block). */
+  block?: number;
   /** causal_mask: result shape [rows, cap]. */
   rows?: number;
   cap?: number;

@@ -23,7 +23,8 @@ export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>([
 ]);
 export const COMPARE: ReadonlySet<Op> = new Set<CompareOp>(["eq", "ne", "lt", "le", "gt", "ge"]);
 export const COMPOSITE: ReadonlySet<Op> = new Set<CompositeOp>([
-  "rmsnorm", "layernorm", "rope", "softmax", "attention", "causal_mask", "silu", "gelu", "silu_mul", "sample",
+  "rmsnorm", "layernorm", "rope", "softmax", "attention", "paged_attention", "causal_mask", "silu", "gelu", "silu_mul",
+  "sample",
 ]);
 export const LEAF: ReadonlySet<Op> = new Set<Op>(["const", "slot", "state", "literal", "iota"]);
 /** Ops whose two inputs may be swapped without changing a bit of the result. */
@@ -73,6 +74,8 @@ export const OP_DOC: Record<Op, string> = {
   rope: "[x[R, H, D], pos[R] int, factors?[dims/2]] attrs.theta, style, dims",
   softmax: "along attrs.axis",
   attention: "[q[R, H, D], k[C, KVH, D], v[C, KVH, Dv], mask[R, C] bool] attrs.scale -> [R, H, Dv]",
+  paged_attention:
+    "[q[R, H, D], k[P, KVH, D], v[P, KVH, Dv], table[R, MB] int, pos[R] int] attrs.scale, block -> [R, H, Dv]: row r sees logical positions 0..pos[r], position t at pool row table[r, t / block] * block + t % block",
   causal_mask: "[pos(1 int)] attrs.rows, cap, window? -> bool [rows, cap]: t <= pos + r (and t > pos + r - window)",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
@@ -418,6 +421,24 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       if (m.dtype !== "bool" || !sameShape(m.shape, [R, C])) fail("shape", ref, `mask ${fmt(m)} must be bool[${R},${C}]`);
       if (typeof a.scale !== "number") fail("attr", ref, "attention needs a scale");
       if (a.softcap !== undefined && !(a.softcap > 0)) fail("attr", ref, `attention softcap ${a.softcap} must be positive`);
+      return { dtype: "f32", shape: [R, H, v.shape[2]], attrs: a };
+    }
+    case "paged_attention": {
+      arity(ins, 5, 5, ref);
+      const [q, k, v, tb, pos] = ins;
+      if (q.dtype !== "f32" || q.shape.length !== 3) fail("shape", ref, `q must be f32[rows, heads, head_dim], got ${fmt(q)}`);
+      needFloat(k, ref, "k pool");
+      needFloat(v, ref, "v pool");
+      if (k.shape.length !== 3 || v.shape.length !== 3) fail("shape", ref, `k ${fmt(k)} and v ${fmt(v)} must be [pool rows, kv_heads, dim]`);
+      const [R, H, D] = q.shape, [P, KVH] = k.shape;
+      if (k.shape[2] !== D || v.shape[0] !== P || v.shape[1] !== KVH) fail("shape", ref, `q ${fmt(q)}, k ${fmt(k)}, v ${fmt(v)}`);
+      if (H % KVH !== 0) fail("shape", ref, `${H} heads are not a multiple of ${KVH} kv heads`);
+      needIndex(tb, ref, "block table");
+      needIndex(pos, ref, "positions");
+      if (tb.shape.length !== 2 || tb.shape[0] !== R) fail("shape", ref, `block table ${fmt(tb)} must be [${R}, max_blocks]`);
+      if (!sameShape(pos.shape, [R])) fail("shape", ref, `positions ${fmt(pos)} must be [${R}]`);
+      if (!Number.isInteger(a.block) || a.block! < 1 || P % a.block! !== 0) fail("attr", ref, `block size ${a.block} must divide the pool's ${P} rows`);
+      if (typeof a.scale !== "number") fail("attr", ref, "paged_attention needs a scale");
       return { dtype: "f32", shape: [R, H, v.shape[2]], attrs: a };
     }
     case "causal_mask": {

@@ -311,6 +311,13 @@ export class Tracer {
   attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: number, softcap?: number): Tensor {
     return this.node("attention", [q, k, v, mask], softcap === undefined ? { scale } : { scale, softcap });
   }
+  /**
+   * Attention of each row r through its own block table row: positions 0..pos[r], position t at pool row
+   * table[r, t / block] * block + t % block (graph/composites.ts expandPagedAttention).
+   */
+  pagedAttention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, pos: Tensor, o: { scale: number; block: number }): Tensor {
+    return this.node("paged_attention", [q, k, v, table, pos], { scale: o.scale, block: o.block });
+  }
   /** bool[rows, cap]: position t is visible to row r when t <= pos + r (and, with a window, t > pos + r - window). */
   causalMask(pos: Tensor, rows: number, cap: number, window?: number): Tensor {
     return this.node("causal_mask", [pos], window === undefined ? { rows, cap } : { rows, cap, window });

@@ -51,6 +51,8 @@ function itype(d: DType): "u32" | "i32" {
 export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
+  /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
+  matmulTile?: number;
 }
 
 /** Optimize, plan and lower a graph for a target. */
@@ -127,7 +129,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
         const extra = u.residual ?? u.bias!;
-        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined });
+        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
         kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
         return;
       }
@@ -183,7 +185,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const K = last(xn);
         if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
           const N = wn.shape[0];
-          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType });
+          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
           return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
         }
         const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
@@ -262,6 +264,27 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       }
       case "reshape":
         return; // a view
+      case "paged_attention": {
+        const [q, k, v, tb, ps] = ins;
+        const [R, H, D] = n.shape, [P, KVH] = nodes[k].shape;
+        if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
+        const kv = nodes[k].dtype;
+        if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);
+        const T = nodes[tb].shape[1] * n.attrs.block!;
+        const shape = {
+          rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
+          kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale,
+        } as const;
+        const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
+        const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
+        // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
+        const splits = lib.attentionSplits(caps, T);
+        if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
+        const bytes = R * H * splits * (D + 2) * 4;
+        const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+        kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
+        return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
+      }
       case "sample": { // one workgroup per row: a few passes over the row, the rest over candidates
         const [R, V] = i0.shape;
         const k = lib.sample(caps, { rows: R, vocab: V });

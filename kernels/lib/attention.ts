@@ -32,6 +32,18 @@ export interface AttentionShape {
   name?: string;
 }
 
+/** A KV pool read through per-row block tables (see pagedAttention). */
+export interface PagedAttentionShape extends Omit<AttentionShape, "cap"> {
+  /** Rows of the K/V pool (numBlocks * block). */
+  poolRows: number;
+  /** Positions per block. */
+  block: number;
+  /** Entries of each row's block table. */
+  maxBlocks: number;
+  /** Type of the block table (default i32). */
+  table?: IType;
+}
+
 /**
  * out[r, h, :] = softmax_p(scale * q[r, h, :] . K[p, h / (heads / kvHeads), :] masked to p <= pos + r) @ V.
  * Bindings, in order: q f32 [rows, heads, hd] (r); k [cap, kvHeads, hd] (r); v [cap, kvHeads, hd] (r);
@@ -40,6 +52,32 @@ export interface AttentionShape {
  */
 export function attention(caps: Caps, s: AttentionShape): Kernel {
   return attentionKernel(caps, s, 0);
+}
+
+/**
+ * out[r, h, :] = softmax_t(scale * q[r, h, :] . K[phys(r, t), kvh, :]) @ V over t = 0..pos[r], where
+ * phys(r, t) = table[r, t / block] * block + t % block. Each row carries its own position and block table, so one
+ * step serves decode rows of many sequences and prefill rows of one (same table, consecutive positions). A row's
+ * loop, lanes and reduction order do not depend on the other rows: its result is the same in any batch.
+ * Bindings, in order: q f32 [rows, heads, hd] (r); k [poolRows, kvHeads, hd] (r); v likewise (r);
+ * table [rows, maxBlocks] (r); pos [rows] (r); out f32 [rows, heads, hd] (w).
+ * Faults FAULT.ATTENTION_POS when pos[r] >= maxBlocks * block (or negative), FAULT.PAGED_BLOCK when a table entry
+ * it reads is >= poolRows / block (or negative).
+ */
+export function pagedAttention(caps: Caps, s: PagedAttentionShape): Kernel {
+  if (s.poolRows % s.block !== 0) throw new KernelError(`paged attention: block ${s.block} does not divide ${s.poolRows} rows`);
+  return attentionKernel(caps, { ...s, cap: s.poolRows }, 0, s);
+}
+
+/**
+ * Split-K phase 1 of pagedAttention: like attentionPartial, each row's positions 0..pos[r] in `splits` chunks
+ * (bindings q, k, v, table, pos, part). With a split count fixed by the table length (never by the row count),
+ * a row's reduction order still does not depend on the batch. Combine with attentionCombine.
+ */
+export function pagedAttentionPartial(caps: Caps, s: PagedAttentionShape & { splits: number }): Kernel {
+  if (s.poolRows % s.block !== 0) throw new KernelError(`paged attention: block ${s.block} does not divide ${s.poolRows} rows`);
+  if (!(s.splits >= 1 && s.splits <= s.maxBlocks * s.block)) throw new KernelError(`paged attention: ${s.splits} splits of ${s.maxBlocks * s.block} positions`);
+  return attentionKernel(caps, { ...s, cap: s.poolRows }, s.splits, s);
 }
 
 /**
@@ -92,11 +130,12 @@ export function attentionSplits(caps: Caps, cap: number): number {
   return Math.max(1, Math.min(64, Math.ceil(cap / 256)));
 }
 
-function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel {
+function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape): Kernel {
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
   if (heads % kvHeads !== 0) throw new KernelError(`attention: ${heads} heads over ${kvHeads} kv heads`);
-  if (rows > cap) throw new KernelError(`attention: ${rows} rows exceed cap ${cap}`);
+  if (!paged && rows > cap) throw new KernelError(`attention: ${rows} rows exceed cap ${cap}`);
+  if (paged && paged.maxBlocks * paged.block * rows >= 2 ** 32) throw new KernelError("paged attention: table indices exceed 32 bits");
   if (cap * kvHeads * hd >= 2 ** 32) throw new KernelError("attention: KV indices exceed 32 bits");
   const group = heads / kvHeads;
   const scale = s.scale ?? 1 / Math.sqrt(hd);
@@ -105,25 +144,45 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
   const teams = items * S;
   const t = team(caps, { rows: teams });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
-  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}`;
-  const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : `attention_${base}`);
+  const tt = paged?.table ?? "i32";
+  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "");
+  const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
   const V = b.buffer("v", kv, "r");
+  const TB = paged ? b.buffer("table", tt, "r") : undefined;
   const P = b.buffer("pos", pt, "r");
   const out = b.buffer(splits ? "part" : "out", "f32", "w");
 
   const { lane, row: trow } = teamRow(b, t, grid);
-  const posv = b.load(P, 0);
-  const pos = b.let(pt === "i32" ? posv.bitcast("u32") : posv, "u32", "pos"); // negative i32 -> huge u32
-  b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
+  const asU32 = (v: Val, ty: IType) => ty === "i32" ? v.bitcast("u32") : v; // negative i32 -> huge u32
+  let pos: Val = u32(0);
+  if (!paged) {
+    pos = b.let(asU32(b.load(P, 0), pt), "u32", "pos");
+    b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
+  }
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
   const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
   const r = item.div(heads), h = item.mod(heads);
   const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
-  const end = b.let(pos.add(r).add(1), "u32", "end");
+  let end: Val;
+  if (paged) {
+    // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
+    pos = b.let(asU32(b.load(P, r), pt), "u32", "pos");
+    b.check(pos.lt(paged.maxBlocks * paged.block), FAULT.ATTENTION_POS);
+    end = b.let(pos.add(1), "u32", "end");
+  } else end = b.let(pos.add(r).add(1), "u32", "end");
+  const tbase = paged ? b.let(r.mul(paged.maxBlocks), "u32", "tb") : undefined;
+  /** Pool row of logical position p (the identity without paging). */
+  const physRow = (p: Val): Val => {
+    if (!paged || !TB || !tbase) return p;
+    const blk = b.let(asU32(b.load(TB, tbase.add(p.div(paged.block))), tt), "u32", "blk");
+    b.check(blk.lt(cap / paged.block), FAULT.PAGED_BLOCK);
+    return blk.mul(paged.block).add(p.mod(paged.block));
+  };
   // A sliding window starts the sweep at end - window (the positions before it are masked out).
   const w = s.window;
   const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
@@ -183,7 +242,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number): Kernel 
     // the step's first row and contributes nothing.
     const inRange = G > 1 ? b.let(p0.add(gi).lt(stop), "bool", "in") : undefined;
     const p = inRange ? b.let(inRange.select(p0.add(gi), p0), "u32", "p") : p0;
-    const kb = b.let(p.mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
+    const kb = b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
     const ks = loadRow(K, kb, vk);
     const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
     let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");

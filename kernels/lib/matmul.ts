@@ -23,6 +23,11 @@ export interface MatmulShape {
   name?: string;
   /** Lanes per output row (several subgroups split k, combined in shared memory); default matmulWide(). */
   wide?: number;
+  /**
+   * Batch rows one pass carries (default MATMUL_BATCH_TILE): W is read ceil(batch / tile) times. A row's sums
+   * run in the same order at any tile, so the tile never changes a result.
+   */
+  tile?: number;
 }
 
 /**
@@ -51,13 +56,15 @@ export function matmul(caps: Caps, s: MatmulShape): Kernel {
   if (!(n >= 1 && k >= 1 && batch >= 1)) throw new KernelError(`matmul: bad shape n=${n} k=${k} batch=${batch}`);
   if (isQType(w) && k % QLAYOUT[w].elems !== 0) throw new KernelError(`matmul ${w}: k=${k} is not a multiple of ${QLAYOUT[w].elems}`);
   if (n * k >= 2 ** 32 || batch * Math.max(n, k) >= 2 ** 32) throw new KernelError("matmul: indices exceed 32 bits");
-  const bt = Math.min(batch, MATMUL_BATCH_TILE);
+  const tile = s.tile ?? MATMUL_BATCH_TILE;
+  if (!(Number.isInteger(tile) && tile >= 1 && tile <= 64)) throw new KernelError(`matmul: batch tile ${tile} is not in 1..64`);
+  const bt = Math.min(batch, tile);
   const chunks = Math.ceil(batch / bt);
   const t = team(caps, { rows: n, wide: s.wide ?? matmulWide(caps, n, k, w) });
   const rowWgs = Math.ceil(n / t.rows);
   const total = rowWgs * chunks;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `matmul_${w}_n${n}_k${k}_b${batch}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `matmul_${w}_n${n}_k${k}_b${batch}${bt !== Math.min(batch, MATMUL_BATCH_TILE) ? `_t${bt}` : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const x = b.buffer("x", "f32", "r");
   const W = b.buffer("w", elemOf(w), "r");

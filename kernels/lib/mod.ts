@@ -5,7 +5,10 @@ export { FAULT, type FaultCode } from "./codes.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
 export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
-export { attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits } from "./attention.ts";
+export {
+  attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, pagedAttentionPartial,
+  type PagedAttentionShape,
+} from "./attention.ts";
 export { argmaxChunks, argmaxCombine, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
 export { rope, type RopeShape } from "./rope.ts";

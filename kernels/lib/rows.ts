@@ -13,8 +13,9 @@ interface RowKernel {
 }
 function rowKernel(caps: Caps, name: string, rows: number, n: number, declare: (b: KernelBuilder) => void): RowKernel {
   if (!(rows >= 1 && n >= 1) || rows * n >= 2 ** 32) throw new KernelError(`${name}: bad shape ${rows}x${n}`);
-  // few long rows (decode: one row of a vocab): a wide team of several subgroups, about 8 elements a lane
-  const t = team(caps, { rows, wide: rows <= 16 ? Math.min(1024, Math.ceil(n / 8)) : undefined });
+  // Long rows get a wide team of several subgroups, about 8 elements a lane. The team depends on n alone, never
+  // on the row count: a row's reduction order must be the same in a batch of 1 and of 64 (batch invariance).
+  const t = team(caps, { rows, wide: Math.min(1024, Math.ceil(n / 8)) });
   const grid = gridFor(caps, Math.ceil(rows / t.rows));
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   declare(b);

@@ -6,13 +6,20 @@
 // DynamicUpdateSlice; paged KV scatters them to physical rows `write_map[r]` and reads the logical sequence
 // back through `slot_map[t]` (physical row of logical position t). Attention sweeps all of [cap] under the
 // causal mask t <= pos + r (and t > pos + r - window on sliding layers), computed in the graph from Slot `pos`.
+// Batched (serving, `s.batch`): each row carries its own position (`pos` i32[rows]), block-table row
+// (`block_table` i32[rows, maxBlocks]) and pool row to write (`write_slot` i32[rows]); K/V State is a pool
+// [blocks * block, kv_heads, head_dim] and attention reads it through each row's table (paged_attention), so
+// a row's result does not depend on the other rows of the step.
 import type { DType } from "../../graph/dtype.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
 import type { WeightRole } from "../../graph/weights.ts";
+import { LlmError } from "../errors.ts";
 import type { ModelConfig, StepShape, TraceOptions } from "./family.ts";
 
 /** Slot names of the step. */
-export const SLOTS = { token: "token", pos: "pos", slotMap: "slot_map", writeMap: "write_map" } as const;
+export const SLOTS = {
+  token: "token", pos: "pos", slotMap: "slot_map", writeMap: "write_map", blockTable: "block_table", writeSlot: "write_slot",
+} as const;
 
 /** State buffer name of layer `layer`'s K or V cache. */
 export function kvState(kind: "k" | "v", layer: number): string {
@@ -27,10 +34,13 @@ export interface StepInputs {
   pos: Tensor;
   /** Position of each row: i32[rows]. */
   positions: Tensor;
-  /** bool[rows, cap]: t <= pos + r. */
-  mask: Tensor;
+  /** bool[rows, cap]: t <= pos + r (absent in a batched step: each row's table and position bound it). */
+  mask?: Tensor;
   slotMap?: Tensor;
   writeMap?: Tensor;
+  /** Batched: i32[rows, maxBlocks] block tables and i32[rows] pool rows to write. */
+  blockTable?: Tensor;
+  writeSlot?: Tensor;
   /** Masks with a sliding window, by window width (made once per width). */
   windows: Map<number, Tensor>;
   /** Literal rope frequency factors, by the config's array (one node per table, not per layer). */
@@ -41,6 +51,13 @@ export interface StepInputs {
 export function stepInputs(g: Tracer, s: StepShape): StepInputs {
   const R = s.rows, C = s.cap;
   const token = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
+  const bt = s.batch;
+  if (bt) {
+    const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [R] });
+    const blockTable = g.slot(SLOTS.blockTable, { kind: "SlotMap", dtype: "i32", shape: [R, bt.maxBlocks] });
+    const writeSlot = g.slot(SLOTS.writeSlot, { kind: "WriteMap", dtype: "i32", shape: [R] });
+    return { g, s, token, pos, positions: pos, blockTable, writeSlot, windows: new Map(), factors: new Map() };
+  }
   const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [1] });
   const slotMap = s.paged ? g.slot(SLOTS.slotMap, { kind: "SlotMap", dtype: "i32", shape: [C] }) : undefined;
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
@@ -53,6 +70,7 @@ export function stepInputs(g: Tracer, s: StepShape): StepInputs {
 export function windowMask(inp: StepInputs, w: number): Tensor {
   const known = inp.windows.get(w);
   if (known) return known;
+  if (inp.s.batch) throw new LlmError("a batched (serving) step has no sliding-window attention yet");
   const m = inp.g.label(inp.g.causalMask(inp.pos, inp.s.rows, inp.s.cap, w), `mask.window${w}`);
   inp.windows.set(w, m);
   return m;
@@ -117,18 +135,23 @@ export function isSliding(c: ModelConfig, l: number): boolean {
  */
 export function attend(inp: StepInputs, c: ModelConfig, l: number, q: Tensor, k: Tensor, v: Tensor): Tensor {
   const { g, s } = inp;
-  const R = s.rows, C = s.cap, kvDt = s.kvDtype ?? "f32";
+  const R = s.rows, C = s.cap, kvDt = s.kvDtype ?? "f32", bt = s.batch;
   const cache = (kind: "k" | "v", row: Tensor) => {
     const name = kvState(kind, l);
-    const st = g.state(name, kvDt, [C, c.kvHeads, c.headDim]);
+    const st = g.state(name, kvDt, [bt ? bt.blocks * bt.block : C, c.kvHeads, c.headDim]);
     const val = kvDt === "f32" ? row : g.cast(row, kvDt);
-    const next = inp.writeMap ? g.scatter(st, val, inp.writeMap) : g.updateSlice(st, val, inp.pos, 0);
+    const at = inp.writeSlot ?? inp.writeMap;
+    const next = at ? g.scatter(st, val, at) : g.updateSlice(st, val, inp.pos, 0);
     g.writeState(name, next);
     return inp.slotMap ? g.gather(next, inp.slotMap) : next;
   };
   const kc = cache("k", k), vc = cache("v", v);
-  const mask = isSliding(c, l) && c.slidingWindow! < C ? windowMask(inp, c.slidingWindow!) : inp.mask;
   const scale = c.attnScale ?? 1 / Math.sqrt(c.headDim);
+  if (bt && inp.blockTable) {
+    if (c.attnSoftcap || (isSliding(c, l) && c.slidingWindow! < C)) throw new LlmError("a batched (serving) step has no soft-capped or sliding-window attention yet");
+    return g.reshape(g.pagedAttention(q, kc, vc, inp.blockTable, inp.pos, { scale, block: bt.block }), [R, c.heads * c.headDim]);
+  }
+  const mask = isSliding(c, l) && c.slidingWindow! < C ? windowMask(inp, c.slidingWindow!) : inp.mask!;
   const att = g.attention(q, kc, vc, mask, scale, c.attnSoftcap);
   return g.reshape(att, [R, c.heads * c.headDim]);
 }

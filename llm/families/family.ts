@@ -71,6 +71,15 @@ export interface StepShape {
   paged?: boolean;
   /** Element type of the K/V State (default f32). */
   kvDtype?: "f32" | "f16";
+  /** Batched rows over a paged KV pool (serving; `cap` is then the longest sequence): see common.ts. */
+  batch?: BatchShape;
+}
+
+/** The paged KV pool a batched step reads: `blocks` blocks of `block` positions; tables of `maxBlocks` entries. */
+export interface BatchShape {
+  block: number;
+  blocks: number;
+  maxBlocks: number;
 }
 
 export interface TraceOptions {

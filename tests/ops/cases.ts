@@ -167,6 +167,33 @@ export function opCases(): OpCase[] {
       return b.done({ y: b.t.attention(q, k, v, b.t.causalMask(pos, R, C), 1 / Math.sqrt(D)) });
     });
   }
+  // Paged attention: each row with its own position and block table row over a shuffled pool; rows 0..1 share
+  // a table with consecutive positions (a prefill chunk), the others are decode rows of other sequences.
+  for (const [R, H, KVH, D, B, MB, NB, kv] of [
+    [1, 4, 2, 8, 4, 3, 5, "f32"], [4, 8, 4, 16, 4, 5, 12, "f32"], [3, 6, 6, 64, 16, 2, 4, "f32"], [5, 4, 2, 32, 8, 4, 9, "f16"],
+    [3, 4, 2, 16, 16, 40, 48, "f32"], // 640 positions: split into chunks where the target splits
+
+  ] as const) {
+    add(`paged_attention ${R}x${H}/${KVH}x${D} block ${B}x${MB} of ${NB} ${kv}`, (b) => {
+      const q = b.input("f32", [R, H, D]), k = b.input(kv, [NB * B, KVH, D]), v = b.input(kv, [NB * B, KVH, D]);
+      const r = rng(R * 131 + D);
+      const table = new Int32Array(R * MB), pos = new Int32Array(R);
+      for (let i = 0; i < R; i++) {
+        for (let j = 0; j < MB; j++) table[i * MB + j] = Math.floor(r(0, NB));
+        pos[i] = Math.floor(r(0, MB * B));
+      }
+      if (R > 1) {
+        table.copyWithin(MB, 0, MB);
+        pos[0] = Math.min(pos[0], MB * B - 2);
+        pos[1] = pos[0] + 1;
+      }
+      b.slots.table = table;
+      b.slots.pos = pos;
+      const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [R, MB] });
+      const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [R] });
+      return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 1 / Math.sqrt(D), block: B }) });
+    });
+  }
   add("causal_mask", (b) => {
     const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
     b.slots.pos = new Int32Array([5]);

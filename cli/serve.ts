@@ -1,0 +1,108 @@
+// poot serve: an OpenAI-compatible HTTP server over one model (llm/serve). Binds 127.0.0.1 unless told;
+// SIGINT/SIGTERM stop admitting, finish or cancel in-flight requests within --drain seconds, free the device
+// and exit 0. Bad flags exit 2 and bad models 1, each with one `poot:` line on stderr.
+import { parseArgs } from "node:util";
+import { z } from "zod";
+import { type BackendChoice, Engine, loadModel, openBackend } from "../engine.ts";
+import { servingCompile } from "../llm/serve/batch.ts";
+import { listen } from "../llm/serve/listen.ts";
+import { Server } from "../llm/serve/server.ts";
+
+export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
+                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30]
+  --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
+  --ctx        positions per sequence (default: the model's context, at most 4096)
+  --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
+  --chunk      prompt tokens per prefill chunk (interleaved with decoding)
+  --kv-type    element type of the KV pool (f16 halves its memory and what attention reads)
+  --api-key    require "Authorization: Bearer KEY" (or set POOT_API_KEY)
+  --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them`;
+
+const int = (name: string, lo: number, hi: number) =>
+  z.string().regex(/^\d+$/, `--${name} must be an integer`).transform(Number).pipe(z.number().min(lo, `--${name} must be >= ${lo}`).max(hi, `--${name} must be <= ${hi}`));
+
+const Flags = z.object({
+  model: z.string().min(1).optional(),
+  host: z.string().min(1).default("127.0.0.1"),
+  port: int("port", 0, 65535).default(8080),
+  backend: z.enum(["auto", "ptx", "rocm", "vulkan", "wgpu", "js"]).default("auto"),
+  slots: int("slots", 1, 1024).default(16),
+  ctx: int("ctx", 2, 1 << 20).optional(),
+  "kv-memory": z.string().transform(Number).pipe(z.number().gt(0, "--kv-memory must be in (0, 1]").max(1, "--kv-memory must be in (0, 1]")).optional(),
+  chunk: int("chunk", 1, 4096).default(32),
+  "kv-type": z.enum(["f32", "f16"]).default("f32"),
+  "api-key": z.string().min(1, "--api-key must not be empty").optional(),
+  drain: int("drain", 0, 3600).default(30),
+});
+
+class UsageError extends Error {}
+
+function parse(args: string[]): z.infer<typeof Flags> {
+  let values: Record<string, unknown>;
+  try {
+    values = parseArgs({
+      args,
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain"].map((k) => [k, { type: "string" as const }])),
+      allowPositionals: false,
+      strict: true,
+    }).values;
+  } catch (e) {
+    throw new UsageError((e as Error).message.split("\n")[0]);
+  }
+  const r = Flags.safeParse(values);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    const flag = `--${String(i.path[0])}`;
+    throw new UsageError(i.message.startsWith("--") ? i.message : `${flag}: ${i.message}`);
+  }
+  return r.data;
+}
+
+function onSignals(f: () => void): void {
+  const g = globalThis as { Deno?: { addSignalListener(s: string, f: () => void): void }; process?: { on(s: string, f: () => void): void } };
+  for (const s of ["SIGINT", "SIGTERM"]) {
+    if (g.Deno) g.Deno.addSignalListener(s, f);
+    else g.process?.on(s, f);
+  }
+}
+
+/** Runs the server until a signal; returns the exit code. `defaultModel` is the CLI's shipped model. */
+export async function main(args: string[], defaultModel: string): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(SERVE_USAGE);
+    return 0;
+  }
+  let f: z.infer<typeof Flags>;
+  try {
+    f = parse(args);
+  } catch (e) {
+    console.error(`poot: serve: ${(e as Error).message}`);
+    return 2;
+  }
+  const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
+  const apiKey = f["api-key"] ?? (env?.POOT_API_KEY || undefined);
+  const model = loadModel(f.model ?? defaultModel);
+  const exec = new Engine(await openBackend(f.backend as BackendChoice), { compile: servingCompile });
+  const server = await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey });
+  const l = await listen(server.handler, { hostname: f.host, port: f.port }).catch(async (e) => {
+    await server.shutdown(0);
+    throw e;
+  });
+  const t = exec.targetSet();
+  console.error(`poot serve: ${server.modelId} on ${t.backend} (${t.device}), http://${f.host}:${l.port}/v1 — ${f.slots} slots, ` +
+    `context ${server.ctx}, KV pool ${server.plan.blocks} blocks of ${server.plan.block} (${(server.plan.bytes / 2 ** 20).toFixed(1)} MiB)` +
+    (apiKey ? ", API key required" : ""));
+  await new Promise<void>((resolve) => {
+    let once = false;
+    onSignals(() => {
+      if (once) return;
+      once = true;
+      console.error(`poot serve: stopping (draining for up to ${f.drain} s)`);
+      resolve();
+    });
+  });
+  await server.shutdown(f.drain * 1000);
+  await l.close();
+  console.error("poot serve: stopped");
+  return 0;
+}

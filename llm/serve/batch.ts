@@ -1,0 +1,159 @@
+// The batched step the server replays: N token rows, each with its own position, block-table row and sampler
+// parameters, over the paged KV pool. One entry per padded size (1, 2, 4, ... slots, and slots + chunk: a full
+// decode batch plus one prefill chunk), each recorded once; every per-request value is a slot value.
+//
+// Batch invariance: a row's result must not depend on the other rows or on N. The family's step is traced in
+// its batched mode (per-row positions, paged_attention, which never splits a row), and the entries are compiled
+// without the fused batch-1 gemv units (`servingCompile`), so every matmul, norm and attention row runs the
+// same kernel code, in the same order, at every N. Padding rows write into block 0, the reserved trash block that
+// no sequence owns (unused table entries point there too; the kernel never reads past a row's position).
+import type { EntryId, Executor, ProgramCompiler } from "../../backends/executor.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { LlmError } from "../errors.ts";
+import { SLOTS } from "../families/common.ts";
+import { dtypesFromStore } from "../families/family.ts";
+import type { ModelHandle } from "../model.ts";
+import { appendSampler, readSample, type SamplerParams, samplerSlot } from "../sampling.ts";
+import type { PoolPlan } from "./pool.ts";
+
+/** Slot naming the rows whose logits are sampled. */
+export const SAMPLE_ROWS = "sample_rows";
+
+/** Compiles serving entries: no fused batch-1 gemv, so a row computes the same bits at every batch size. */
+export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false });
+
+/** servingCompile with matmuls carrying `tile` batch rows per pass (W read once per `tile` rows; tuning runs). */
+export function servingCompileWith(o: { matmulTile?: number }): ProgramCompiler {
+  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile });
+}
+
+export interface BatchRow {
+  token: number;
+  /** Position of this token in its sequence. */
+  pos: number;
+  /** The sequence's block table (pool block of each logical block), at least pos / block + 1 long. */
+  table: readonly number[];
+  sampler: SamplerParams;
+}
+
+export interface RowSample {
+  token: number;
+  nonFinite: boolean;
+}
+
+export interface BatchOptions {
+  /** Most decode rows per step (running sequences). */
+  slots: number;
+  /** Rows of one prefill chunk. */
+  chunk: number;
+  pool: PoolPlan;
+  /** Element type of the K/V pool (default f32; f16 halves what attention reads). */
+  kvDtype?: "f32" | "f16";
+}
+
+/** Padded sizes: 1, 2, 4, ... up to slots (slots itself included), then slots + chunk. */
+export function paddedSizes(slots: number, chunk: number): number[] {
+  const s = new Set<number>();
+  for (let n = 1; n < slots; n *= 2) s.add(n);
+  s.add(slots);
+  s.add(slots + chunk);
+  return [...s].sort((a, b) => a - b);
+}
+
+export class BatchRunner {
+  readonly sizes: number[];
+  readonly maxRows: number;
+  private readonly ids = new Map<number, EntryId>();
+
+  private constructor(readonly model: ModelHandle, readonly exec: Executor, readonly opts: BatchOptions) {
+    this.sizes = paddedSizes(opts.slots, opts.chunk);
+    this.maxRows = this.sizes[this.sizes.length - 1];
+  }
+
+  /** Loads the weights (once per executor) and records every padded size up front. */
+  static async open(model: ModelHandle, exec: Executor, opts: BatchOptions): Promise<BatchRunner> {
+    if (!(Number.isInteger(opts.slots) && opts.slots >= 1)) throw new LlmError(`slots must be a positive integer, got ${opts.slots}`);
+    if (!(Number.isInteger(opts.chunk) && opts.chunk >= 1)) throw new LlmError(`prefill chunk must be a positive integer, got ${opts.chunk}`);
+    const r = new BatchRunner(model, exec, opts);
+    await exec.loadWeights(model.store, model.map);
+    for (const n of r.sizes) r.entry(n);
+    return r;
+  }
+
+  private entry(rows: number): EntryId {
+    let id = this.ids.get(rows);
+    if (id !== undefined) return id;
+    const { block, blocks, maxBlocks } = this.opts.pool;
+    const shape = { rows, cap: maxBlocks * block, kvDtype: this.opts.kvDtype, batch: { block, blocks, maxBlocks } };
+    const { tracer, logits } = this.model.family.trace(this.model.config, shape, { dtypeOf: dtypesFromStore(this.model.store, this.model.map) });
+    // Only rows that end a sequence's part of the step are sampled (at most one per running sequence, so at
+    // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
+    // not over every prefill row. The unused full-width logits are dropped by DCE.
+    const S = Math.min(rows, this.opts.slots);
+    const lm = tracer.nodes[logits.id];
+    const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
+    const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
+    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"));
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler`;
+    id = this.exec.addEntry(key, tracer.build());
+    this.ids.set(rows, id);
+    return id;
+  }
+
+  /** The smallest padded size holding n rows. */
+  sizeFor(n: number): number {
+    const s = this.sizes.find((x) => x >= n);
+    if (s === undefined) throw new RangeError(`${n} rows exceed the largest step of ${this.maxRows}`);
+    return s;
+  }
+
+  /** The rows sampled per step in the entry of n rows. */
+  sampledRows(n: number): number {
+    return Math.min(this.sizeFor(n), this.opts.slots);
+  }
+
+  /**
+   * Runs one step over these rows (padded to the next size); returns the samples of rows `sampleAt` (indices
+   * into `rows`, at most `slots` of them), in that order.
+   */
+  async step(rows: readonly BatchRow[], sampleAt: readonly number[]): Promise<RowSample[]> {
+    const N = this.sizeFor(rows.length);
+    const S = Math.min(N, this.opts.slots);
+    if (sampleAt.length > S) throw new RangeError(`${sampleAt.length} sampled rows exceed the ${S} a step of ${N} rows samples`);
+    const { block, maxBlocks } = this.opts.pool;
+    const token = new Int32Array(N), pos = new Int32Array(N), write = new Int32Array(N);
+    const table = new Int32Array(N * maxBlocks); // block 0 everywhere unused
+    rows.forEach((r, i) => {
+      const b = Math.floor(r.pos / block);
+      if (!(r.pos >= 0 && b < maxBlocks && b < r.table.length)) throw new RangeError(`row ${i}: position ${r.pos} has no block`);
+      token[i] = r.token;
+      pos[i] = r.pos;
+      for (let j = 0; j <= b; j++) table[i * maxBlocks + j] = r.table[j];
+      write[i] = r.table[b] * block + (r.pos % block);
+    });
+    for (let i = rows.length; i < N; i++) write[i] = i % block; // the trash block
+    const pick = new Int32Array(S), params: SamplerParams[] = [], counters: number[] = [];
+    for (let j = 0; j < S; j++) {
+      const i = sampleAt[j];
+      if (i === undefined) {
+        params.push({});
+        counters.push(0);
+        continue;
+      }
+      if (!(i >= 0 && i < rows.length)) throw new RangeError(`sampled row ${i} is not one of the ${rows.length} rows`);
+      pick[j] = i;
+      params.push(rows[i].sampler);
+      counters.push(rows[i].pos); // the draw's counter is the position it samples at, as the Driver does
+    }
+    const out = await this.exec.step(this.entry(N), {
+      [SLOTS.token]: token,
+      [SLOTS.pos]: pos,
+      [SLOTS.blockTable]: table,
+      [SLOTS.writeSlot]: write,
+      [SAMPLE_ROWS]: pick,
+      sampler: samplerSlot(params, counters, S),
+    });
+    const s = readSample(out.outputs);
+    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1 }));
+  }
+}

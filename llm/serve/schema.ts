@@ -1,0 +1,103 @@
+// Request bodies of the OpenAI routes, validated with zod. A failure names the field (`messages[0].content`)
+// in the 400. Parameters that arrive with the sampler issue (logprobs, logit_bias, penalties, response_format)
+// and tool calling are refused with a 400 naming them, never silently ignored; unknown fields are ignored, as
+// OpenAI's own API does.
+import { z } from "zod";
+
+const stop = z.union([z.string(), z.array(z.string()).max(4, "at most 4 stop sequences")]).nullish();
+
+/** Fields every generation request shares. */
+const common = {
+  model: z.string().nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().min(-1).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  seed: z.number().int().nullish(),
+  stop,
+  n: z.number().int().min(1).max(16).nullish(),
+  user: z.string().nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+};
+
+const textPart = z.object({ type: z.literal("text"), text: z.string() });
+const message = z.object({
+  role: z.enum(["system", "developer", "user", "assistant"]),
+  content: z.union([z.string(), z.array(textPart).min(1)]).nullable(),
+  name: z.string().nullish(),
+});
+
+export const ChatRequest = z.object({ ...common, messages: z.array(message).min(1, "needs at least one message") });
+export type ChatRequest = z.infer<typeof ChatRequest>;
+
+export const CompletionRequest = z.object({
+  ...common,
+  prompt: z.union([
+    z.string(),
+    z.array(z.string()).min(1).max(16),
+    z.array(z.number().int().min(0)).min(1),
+    z.array(z.array(z.number().int().min(0)).min(1)).min(1).max(16),
+  ]),
+});
+export type CompletionRequest = z.infer<typeof CompletionRequest>;
+
+/** A request the server refuses: HTTP status, OpenAI error type and code, and the field it is about. */
+export class RequestError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly type = status === 401 ? "authentication_error" : status === 404 ? "not_found_error" : status === 429
+      ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error",
+  ) {
+    super(message);
+    this.name = "RequestError";
+  }
+}
+
+/** `messages[0].content` from a zod issue path. */
+function fieldOf(path: readonly PropertyKey[]): string {
+  let s = "";
+  for (const p of path) s += typeof p === "number" ? `[${p}]` : `${s ? "." : ""}${String(p)}`;
+  return s || "body";
+}
+
+/** Parameters not supported yet: present with a non-default value is a 400 naming them. */
+const NOT_YET: [string, (v: unknown) => boolean][] = [
+  ["logprobs", (v) => v !== false && v !== 0],
+  ["top_logprobs", () => true],
+  ["logit_bias", (v) => typeof v !== "object" || Object.keys(v as object).length > 0],
+  ["presence_penalty", (v) => v !== 0],
+  ["frequency_penalty", (v) => v !== 0],
+  ["repetition_penalty", (v) => v !== 1],
+  ["response_format", (v) => !(typeof v === "object" && (v as { type?: unknown }).type === "text")],
+  ["tools", () => true],
+  ["tool_choice", (v) => v !== "none"],
+  ["functions", () => true],
+  ["function_call", () => true],
+  ["echo", (v) => v !== false],
+  ["best_of", (v) => v !== 1],
+  ["suffix", () => true],
+];
+
+/** Validates a parsed JSON body against a schema; throws a RequestError naming the first bad field. */
+export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new RequestError(400, "the request body must be a JSON object", "body");
+  for (const [name, bad] of NOT_YET) {
+    const v = (body as Record<string, unknown>)[name];
+    if (v !== undefined && v !== null && bad(v)) {
+      throw new RequestError(400, `'${name}' is not supported by this server yet`, name, "unsupported_parameter");
+    }
+  }
+  const r = schema.safeParse(body);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const field = fieldOf(issue.path);
+    throw new RequestError(400, `invalid '${field}': ${issue.message}`, field, "invalid_value");
+  }
+  return r.data;
+}

@@ -1,0 +1,62 @@
+// `poot serve` as a process: bad flags exit 2 and a bad model 1, each with one `poot:` line; a real server
+// answers on loopback (127.0.0.1 by default) and SIGTERM drains it and exits 0 within a bound.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const isBun = "Bun" in globalThis;
+const runtime = isBun ? process.execPath : (globalThis as { Deno?: { execPath(): string } }).Deno!.execPath();
+const cmd = (args: string[]) => isBun ? ["cli/main.ts", ...args] : ["run", "-A", "--no-check", "cli/main.ts", ...args];
+
+test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", { timeout: 120_000 }, () => {
+  const cases: [string[], number, RegExp][] = [
+    [["serve", "--port", "http"], 2, /--port must be an integer/],
+    [["serve", "--slots", "0"], 2, /--slots must be >= 1/],
+    [["serve", "--kv-memory", "2"], 2, /--kv-memory must be in \(0, 1\]/],
+    [["serve", "--backend", "tpu"], 2, /backend/],
+    [["serve", "--bogus"], 2, /bogus/],
+    [["serve", "--model", "/nonexistent/model.gguf", "--backend", "js"], 1, /nonexistent/],
+  ];
+  for (const [args, code, msg] of cases) {
+    const r = spawnSync(runtime, cmd(args), { cwd: ROOT, encoding: "utf8", timeout: 60_000, env: { ...process.env, NO_COLOR: "1" } });
+    const lines = r.stderr.trim().split("\n").filter((l) => l && !l.startsWith("Deno.serve"));
+    assert.equal(r.status, code, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(lines[0], /^poot: /);
+    assert.match(lines[0], msg);
+    assert.equal(r.stdout, "");
+  }
+});
+
+test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 120_000 }, async () => {
+  const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "128", "--slots", "4", "--drain", "5"]), {
+    cwd: ROOT, env: { ...process.env, NO_COLOR: "1" },
+  });
+  let err = "";
+  const exited = new Promise<string>((res) => p.on("exit", (c, s) => res(`${c}/${s}`)));
+  try {
+    const url = await new Promise<string>((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`no listen line: ${err}`)), 60_000);
+      p.stderr.on("data", (d: Uint8Array) => {
+        err += new TextDecoder().decode(d);
+        const m = err.match(/(http:\/\/127\.0\.0\.1:\d+)\/v1/);
+        if (m) {
+          clearTimeout(t);
+          res(m[1]);
+        }
+      });
+    });
+    const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 8, temperature: 0 }) });
+    assert.equal(r.status, 200);
+    assert.equal((await r.json() as { usage: { completion_tokens: number } }).usage.completion_tokens, 8);
+    const t0 = performance.now();
+    process.kill(p.pid!, "SIGTERM"); // not p.kill: Deno's node:child_process then reports the signal, not the exit code
+    assert.equal(await exited, "0/null", err);
+    assert.ok(performance.now() - t0 < 30_000);
+    assert.match(err, /stopped/);
+  } finally {
+    p.kill("SIGKILL");
+  }
+});

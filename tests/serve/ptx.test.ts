@@ -1,0 +1,41 @@
+// The serving step's kernels for the H200 without a GPU: every kernel of the batched entries (1, 32 and 48 rows,
+// f16 paged pool, bf16 weights; also 32-row matmul passes) at the 1B and 8B shapes renders to PTX and assembles with `ptxas -arch=sm_90`.
+// Skips when ptxas is absent.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
+import { traceLlama } from "../../llm/families/llama.ts";
+import { servingCompile, servingCompileWith } from "../../llm/serve/batch.ts";
+import { appendSampler } from "../../llm/sampling.ts";
+import { SHAPES } from "../../bench/shapes.ts";
+import { assembleMany, findPtxas } from "../ptx/ptxas.ts";
+
+const ptxas = findPtxas();
+const skip = ptxas ? false : "ptxas not found (set PTXAS or install the CUDA toolkit)";
+const TARGET: TargetSet = { backend: "ptx", device: "sm_90 (no device)", caps: SM90_CAPS, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
+
+test("serving step kernels (batched, paged f16 pool) assemble for sm_90 at the 1B and 8B shapes", { skip, timeout: 300_000 }, () => {
+  const mods = new Map<string, PtxModule>();
+  for (const name of ["llama-3.2-1b", "llama-3-8b"] as const) {
+    const cfg = SHAPES[name];
+    const dtypeOf = (r: { role: string }) => (!r.role.endsWith("norm") && r.role !== "tok_embd" ? "bf16" : "f32");
+    for (const rows of [1, 32, 48]) {
+      const { tracer, logits } = traceLlama(cfg, { rows, cap: 1024, kvDtype: "f16", batch: { block: 16, blocks: 2049, maxBlocks: 64 } }, { dtypeOf });
+      appendSampler(tracer, logits);
+      const g = tracer.build();
+      // The default matmul tile, and 32 rows a pass (bench/serve.ts --matmul-tile 32) for the batch of 32.
+      const progs = [servingCompile(g, TARGET), ...(rows === 32 ? [servingCompileWith({ matmulTile: 32 })(g, TARGET)] : [])];
+      for (const s of progs.flatMap((p) => p.steps)) {
+        if (s.k !== "kernel" || [...mods.values()].some((m) => m.kernel.name === s.kernel.name)) continue;
+        const m = renderPtx(s.kernel, { sm: 90 });
+        mods.set(m.ptx, m);
+      }
+    }
+  }
+  assert.ok([...mods.values()].some((m) => /attention_.*_b16_m64_i32/.test(m.kernel.name)), "the paged attention kernel is in the plan");
+  const results = assembleMany(ptxas!, [...mods.values()], "sm_90");
+  const bad = results.flatMap((r, i) => (r.ok ? [] : [`${[...mods.values()][i].kernel.name}: ${r.log.split("\n").slice(0, 4).join(" | ")}`]));
+  assert.deepEqual(bad, []);
+});

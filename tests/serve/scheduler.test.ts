@@ -1,0 +1,116 @@
+// The scheduler and the batched step on stories260K, on every device present: greedy tokens equal llama2.c's
+// reference; a request's tokens are bit-identical alone and in a batch of 16 (mixed prompt lengths, prefill
+// chunks interleaved with decode); a pool too small for everyone preempts and recomputes without changing any
+// request's tokens; a shared prompt prefix is reused from the cache with the same tokens; cancelling frees
+// every block.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import type { Device } from "../../backends/device.ts";
+import { openDevice, selectedBackends } from "../devices/index.ts";
+import { collect, model, prompt, rig } from "./setup.ts";
+
+const ref = JSON.parse(readFileSync(new URL("../../models/stories260K/reference_greedy.json", import.meta.url), "utf8")) as {
+  cases: { prompt_ids: number[]; generated_ids: number[] }[];
+};
+const GREEDY = { temperature: 0 };
+
+for (const backend of selectedBackends()) {
+  const dev = await openDevice(backend);
+  const skip = typeof dev === "string" ? dev : false;
+
+  test(`serve scheduler on ${backend}: greedy tokens equal the llama2.c reference`, { skip }, async () => {
+    const r = await rig(dev as Device);
+    try {
+      for (const c of ref.cases) {
+        const n = Math.min(48, c.generated_ids.length);
+        const got = await collect(r.sched.submit({ promptIds: c.prompt_ids, maxTokens: n, sampler: GREEDY }));
+        assert.deepEqual(got.ids, c.generated_ids.slice(0, n));
+      }
+    } finally {
+      await r.sched.shutdown(0);
+      await r.engine.unload();
+    }
+  });
+
+  test(`serve scheduler on ${backend}: tokens alone == tokens in a batch of 16; preemption recomputes the same`, { skip }, async () => {
+    const r = await rig(dev as Device, { prefixCache: false }); // every prompt row computed, in every batch
+    const reqs = Array.from({ length: 16 }, (_, i) => ({
+      promptIds: model.tokenizer.encode(prompt(i)),
+      maxTokens: 12 + (i % 4) * 6,
+      sampler: i % 3 === 2 ? { temperature: 0.8, topK: 20, seed: i } : GREEDY,
+    }));
+    try {
+      const alone = [];
+      for (const q of reqs) alone.push(await collect(r.sched.submit(q)));
+      const together = await Promise.all(reqs.map((q) => collect(r.sched.submit(q))));
+      for (let i = 0; i < reqs.length; i++) assert.deepEqual(together[i].ids, alone[i].ids, `request ${i}: batch changed its tokens`);
+      assert.ok(alone.some((a) => a.ids.length >= 12));
+      assert.equal(r.pool.used, 0, "every block is free again");
+    } finally {
+      await r.sched.shutdown(0);
+      await r.engine.unload();
+    }
+    // A pool of one context plus a block: sequences must be preempted and recomputed, with the same tokens.
+    const small = await rig(dev as Device, { ctx: 64, blocks: 64 / 16 + 2, prefixCache: false });
+    try {
+      const want = [];
+      for (const q of reqs.slice(0, 6)) want.push(await collect(small.sched.submit({ ...q, maxTokens: 20 })));
+      const got = await Promise.all(reqs.slice(0, 6).map((q) => collect(small.sched.submit({ ...q, maxTokens: 20 }))));
+      for (let i = 0; i < want.length; i++) assert.deepEqual(got[i].ids, want[i].ids, `request ${i}: preemption changed its tokens`);
+      assert.ok(small.metrics.preemptions > 0, "the small pool preempted");
+      assert.equal(small.pool.used, 0);
+    } finally {
+      await small.sched.shutdown(0);
+      await small.engine.unload();
+    }
+  });
+
+  test(`serve scheduler on ${backend}: a shared prompt prefix comes from the cache and gives the same tokens`, { skip }, async () => {
+    const system = model.tokenizer.encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.");
+    const ask = (tail: string) => ({ promptIds: [...system, ...model.tokenizer.encode(tail, { addBos: false })], maxTokens: 16, sampler: GREEDY });
+    const cold = await rig(dev as Device, { block: 8, prefixCache: false });
+    const warm = await rig(dev as Device, { block: 8, blocks: 40 });
+    try {
+      const want = [];
+      for (const t of [" One day", " The dog", " One day"]) want.push(await collect(cold.sched.submit(ask(t))));
+      const full = Math.floor((system.length + 1) / 8); // blocks wholly inside the shared prefix
+      assert.ok(full >= 2);
+      const first = await collect(warm.sched.submit(ask(" One day")));
+      assert.equal(warm.metrics.prefixHits, 0);
+      const rest = await Promise.all([" The dog", " One day"].map((t) => collect(warm.sched.submit(ask(t)))));
+      assert.deepEqual([first, ...rest].map((x) => x.ids), want.map((x) => x.ids));
+      assert.ok(warm.metrics.prefixHits >= 2 * full, `prefix hits ${warm.metrics.prefixHits}`);
+      assert.equal(warm.pool.used, 0);
+      assert.ok(warm.pool.cached > 0);
+      // Filling the pool with other prompts evicts idle cached blocks instead of failing.
+      await Promise.all(Array.from({ length: 6 }, (_, i) => collect(warm.sched.submit({ promptIds: model.tokenizer.encode(prompt(i + 20)), maxTokens: 24, sampler: GREEDY }))));
+      assert.deepEqual((await collect(warm.sched.submit(ask(" The dog")))).ids, want[1].ids);
+    } finally {
+      for (const r of [cold, warm]) {
+        await r.sched.shutdown(0);
+        await r.engine.unload();
+      }
+    }
+  });
+
+  test(`serve scheduler on ${backend}: a cancelled sequence is dropped and frees its blocks`, { skip }, async () => {
+    const r = await rig(dev as Device);
+    try {
+      const h = r.sched.submit({ promptIds: model.tokenizer.encode(prompt(4)), maxTokens: 200, sampler: GREEDY });
+      const other = r.sched.submit({ promptIds: model.tokenizer.encode(prompt(1)), maxTokens: 30, sampler: GREEDY });
+      let n = 0;
+      for await (const e of h) {
+        if (e.type === "token" && ++n === 3) break; // leaving the loop cancels
+      }
+      const o = await collect(other);
+      assert.equal(o.ids.length > 0, true);
+      for (let i = 0; i < 50 && r.pool.used > 0; i++) await new Promise((res) => setTimeout(res, 10));
+      assert.equal(r.pool.used, 0);
+      assert.equal(r.sched.runningCount, 0);
+    } finally {
+      await r.sched.shutdown(0);
+      await r.engine.unload();
+    }
+  });
+}
