@@ -18,6 +18,7 @@ import { Metrics } from "../llm/serve/metrics.ts";
 import { BlockPool, planPool } from "../llm/serve/pool.ts";
 import { Scheduler } from "../llm/serve/scheduler.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
+import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
@@ -89,7 +90,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     if (!isShapeName(name)) throw new RangeError(`unknown shape ${name}: ${Object.keys(SHAPES).join(", ")}`);
     const c = SHAPES[name];
     const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
-    const model = { arch: "llama", config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
+    const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
     const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile }) });

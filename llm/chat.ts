@@ -24,7 +24,14 @@ export interface ChatMessage {
 export interface ChatOptions {
   /** End with the header of an assistant turn (default true). */
   addGenerationPrompt?: boolean;
+  /** A template for a model that has none (default: none, a ChatTemplateError); the server passes CHATML. */
+  fallback?: string;
 }
+
+/** ChatML, the template llama.cpp's server uses for a model that brings none. */
+export const CHATML =
+  "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 /** zod schema of an OpenAI-style messages array (for --messages files and server requests). */
 export const ChatMessagesSchema = z.array(z.object({
@@ -35,8 +42,8 @@ export const ChatMessagesSchema = z.array(z.object({
 
 const compiled = new WeakMap<ModelHandle, { src: string; t: Template }>();
 
-function templateOf(model: ModelHandle): Template {
-  const src = model.chatTemplate;
+function templateOf(model: ModelHandle, fallback?: string): Template {
+  const src = model.chatTemplate ?? fallback;
   if (!src) throw new ChatTemplateError(`${model.path}: the model has no chat template (GGUF tokenizer.chat_template, tokenizer_config.json chat_template or chat_template.jinja)`);
   const known = compiled.get(model);
   if (known && known.src === src) return known.t;
@@ -63,7 +70,7 @@ function text(c: ChatContent): string {
 
 /** The conversation as the model's template renders it (a string ready to tokenize). */
 export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: ChatOptions = {}): string {
-  const t = templateOf(model);
+  const t = templateOf(model, opts.fallback);
   const tok = model.tokenizer;
   const name = (id: number | undefined) => (id === undefined ? "" : tok.tokenText(id));
   try {

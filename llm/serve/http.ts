@@ -2,7 +2,7 @@
 // Routes: POST /v1/chat/completions and /v1/completions (JSON, or SSE ending in `data: [DONE]`), GET /v1/models,
 // /health and /metrics (Prometheus text). Every error is OpenAI's error JSON {error: {message, type, param,
 // code}}; the handler never throws, so one bad request never touches another.
-import { renderChat } from "../chat.ts";
+import { CHATML, renderChat } from "../chat.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
 import type { SamplerParams } from "../sampling.ts";
@@ -280,7 +280,8 @@ export function createHandler(o: HttpOptions): Handler {
         }));
         let text: string;
         try {
-          text = renderChat(o.model, messages, { addGenerationPrompt: true });
+          // A model without a template is served with ChatML, as llama.cpp's server does.
+          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML });
         } catch (e) {
           throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
         }
