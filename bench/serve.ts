@@ -208,7 +208,7 @@ export async function main(args: string[]): Promise<number> {
 
 if (import.meta.main) {
   try {
-    exit(await main((globalThis as { Deno?: { args: string[] } }).Deno?.args ?? (await import("node:process")).argv.slice(2)));
+    exit(await main((globalThis as unknown as { Deno?: { args: string[] } }).Deno?.args ?? (await import("node:process")).argv.slice(2)));
   } catch (e) {
     console.error(`serve bench: ${(e as Error).message}`);
     exit(1);

@@ -59,7 +59,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
 }
 
 function onSignals(f: () => void): void {
-  const g = globalThis as { Deno?: { addSignalListener(s: string, f: () => void): void }; process?: { on(s: string, f: () => void): void } };
+  const g = globalThis as unknown as { Deno?: { addSignalListener(s: string, f: () => void): void }; process?: { on(s: string, f: () => void): void } };
   for (const s of ["SIGINT", "SIGTERM"]) {
     if (g.Deno) g.Deno.addSignalListener(s, f);
     else g.process?.on(s, f);

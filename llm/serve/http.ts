@@ -60,7 +60,7 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
       const late = new Promise<never>((_, rej) => {
         timer = setTimeout(() => rej(new RequestError(408, `the request body did not arrive within ${timeoutMs / 1000} s`, "body", "body_timeout")), Math.max(0, deadline - performance.now()));
       });
-      let r: ReadableStreamReadResult<Uint8Array>;
+      let r: Awaited<ReturnType<typeof reader.read>>;
       try {
         r = await Promise.race([reader.read(), late]);
       } catch (e) {

@@ -24,7 +24,7 @@ type BunServe = (o: { hostname: string; port: number; fetch: (r: Request) => Pro
 };
 
 export function listen(handler: (req: Request) => Promise<Response>, o: ListenOptions): Promise<Listener> {
-  const g = globalThis as { Deno?: { serve: DenoServe }; Bun?: { serve: BunServe } };
+  const g = globalThis as unknown as { Deno?: { serve: DenoServe }; Bun?: { serve: BunServe } };
   if (g.Deno) {
     // The handler reads request.signal to drop a non-streamed request whose client left. Deno warns once that
     // the signal also fires after a successful response (legacy behaviour); harmless here (the request is done

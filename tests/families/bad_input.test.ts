@@ -53,7 +53,7 @@ for (const c of cases) {
   });
 }
 
-const deno = (globalThis as { Deno?: { execPath(): string } }).Deno;
+const deno = (globalThis as unknown as { Deno?: { execPath(): string } }).Deno;
 const main = fileURLToPath(new URL("../../cli/main.ts", import.meta.url));
 test("the same cases through the CLI: exit 1, one 'poot:' line on stderr, nothing on stdout", { skip: deno ? false : "runs the CLI under deno (the fuzz runner covers bun)", timeout: 600_000 }, async () => {
   for (const c of cases) {

@@ -89,7 +89,7 @@ export const cases: FuzzCase[] = [
   { name: "cli/flags/info-positional", cls: "11 flags", exit: 2, message: /info: unexpected argument "model\.gguf"/, setup: () => ["info", "model.gguf"] },
   { name: "cli/flags/info-prompt", cls: "11 flags", exit: 2, message: /info: Unknown option '-p'/, setup: () => ["info", "-p", "x"] },
   { name: "cli/flags/unknown-command", cls: "11 flags", exit: 2, message: /unknown command "runn"/, setup: () => ["runn"] },
-  { name: "cli/flags/serve", cls: "11 flags", exit: 2, message: /serve: the OpenAI-compatible server is not built yet/, setup: () => ["serve"] },
+  { name: "cli/flags/serve-port", cls: "11 flags", exit: 2, message: /serve: --port must be <= 65535/, setup: () => ["serve", "--port", "99999"] },
   // Bad inputs named on the command line: exit 1, one line naming the file.
   { name: "cli/model/missing", cls: "11 model path", exit: 1, message: /no-such-model\.gguf: cannot read model file: no such file/, setup: (dir) => ["run", "-m", NONE(dir), "-p", "x"] },
   {

@@ -32,7 +32,7 @@ export function cliPath(): string {
 
 /** The runtime's binary: the one running this test when it is that runtime, else node_modules/.bin, else PATH. */
 export function runtimeBinary(rt: Runtime): string | undefined {
-  const g = globalThis as { Deno?: { execPath(): string }; Bun?: unknown; process?: { execPath: string } };
+  const g = globalThis as unknown as { Deno?: { execPath(): string }; Bun?: unknown; process?: { execPath: string } };
   if (rt === "deno" && g.Deno) return g.Deno.execPath();
   if (rt === "bun" && g.Bun) return g.process!.execPath;
   for (const bin of [join(REPO, "node_modules", ".bin", rt), rt]) {

@@ -6,7 +6,7 @@ import { pathToFileURL } from "node:url";
 import { type FuzzCase, fuzzSeed } from "./case.ts";
 import { caseFiles, cliPath, report, runAll, type Runtime, runtimeBinary, selected } from "./runner.ts";
 
-const args = (globalThis as { Deno?: { args: string[] } }).Deno?.args ??
+const args = (globalThis as unknown as { Deno?: { args: string[] } }).Deno?.args ??
   (globalThis as unknown as { process: { argv: string[] } }).process.argv.slice(2);
 const rt = (args.find((a) => a === "deno" || a === "bun") ?? "deno") as Runtime;
 const bin = runtimeBinary(rt);

@@ -43,7 +43,7 @@ function params(ftype: number): Uint8Array {
 }
 
 function poot(args: string[]): { status: number | null; stderr: string } {
-  const D = (globalThis as { Deno?: { execPath(): string } }).Deno;
+  const D = (globalThis as unknown as { Deno?: { execPath(): string } }).Deno;
   const cmd = D ? D.execPath() : process.execPath;
   const pre = D ? ["run", "-A", "--no-check", `${root}cli/main.ts`] : [`${root}cli/main.ts`];
   const r = spawnSync(cmd, [...pre, ...args], { encoding: "utf8", timeout: 300_000 });

@@ -51,7 +51,7 @@ const refSkip = !nodeOk ? "node is not installed"
   : !existsSync(`${root}node_modules/node-llama-cpp/package.json`) ? "node-llama-cpp is not installed (npm ci)" : false;
 
 function poot(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const D = (globalThis as { Deno?: { execPath(): string } }).Deno;
+  const D = (globalThis as unknown as { Deno?: { execPath(): string } }).Deno;
   const cmd = D ? D.execPath() : process.execPath;
   const pre = D ? ["run", "-A", "--no-check", `${root}cli/main.ts`] : [`${root}cli/main.ts`];
   const r = spawnSync(cmd, [...pre, ...args], { encoding: "utf8", timeout: 600_000, maxBuffer: 1 << 24 });

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const isBun = "Bun" in globalThis;
-const runtime = isBun ? process.execPath : (globalThis as { Deno?: { execPath(): string } }).Deno!.execPath();
+const runtime = isBun ? process.execPath : (globalThis as unknown as { Deno?: { execPath(): string } }).Deno!.execPath();
 const cmd = (args: string[]) => isBun ? ["cli/main.ts", ...args] : ["run", "-A", "--no-check", "cli/main.ts", ...args];
 
 test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", { timeout: 120_000 }, () => {
