@@ -25,6 +25,14 @@ const symbols = defineSymbols(Object.fromEntries(TYPES.flatMap(([, c]) => [
 const skip = process.platform !== "linux" || process.arch !== "x64" ? "ggml prebuilt for linux-x64 only"
   : !existsSync(LIB) ? "node-llama-cpp's libggml-base.so is not installed (npm ci)" : false;
 
+// ggml's static initializer asserts that its terminate handler is not installed yet: a second load of the same
+// library in one process (after a dlclose) aborts the whole process. So it is loaded once and never closed; a
+// later dlopen of the same path (tests/quant/llamacpp-quantize.test.ts) only counts a reference.
+let loaded: ReturnType<typeof dlopen<typeof symbols>> | undefined;
+function ggml() {
+  return loaded ??= dlopen(LIB, symbols);
+}
+
 function rng(seed: number): () => number {
   let s = seed >>> 0 || 1;
   return () => {
@@ -54,8 +62,8 @@ function inputs(): { name: string; x: Float32Array }[] {
 }
 
 test("quantize_row_*_ref and dequantize_row_* of ggml equal ours bit for bit", { skip }, () => {
-  const lib = dlopen(LIB, symbols);
-  try {
+  const lib = ggml();
+  {
     for (const [d, c] of TYPES) {
       for (const { name, x } of inputs()) {
         const n = x.length, bytes = (n / BLOCK[d].elems) * BLOCK[d].bytes;
@@ -72,14 +80,12 @@ test("quantize_row_*_ref and dequantize_row_* of ggml equal ours bit for bit", {
         assert.equal(k, -1, `${d} ${name}: dequantized element ${k}: ours ${got[k]}, ggml ${want[k]}`);
       }
     }
-  } finally {
-    lib.close();
   }
 });
 
 test("random block bytes (any scales, NaN included) dequantize as ggml does", { skip }, () => {
-  const lib = dlopen(LIB, symbols);
-  try {
+  const lib = ggml();
+  {
     const r = rng(99);
     for (const [d, c] of TYPES) {
       const n = 2048, bytes = Uint8Array.from({ length: (n / BLOCK[d].elems) * BLOCK[d].bytes }, () => Math.floor(r() * 256));
@@ -91,7 +97,5 @@ test("random block bytes (any scales, NaN included) dequantize as ggml does", { 
         else assert.ok(Object.is(got[i], want[i]), `${d} [${i}]: ours ${got[i]}, ggml ${want[i]}`);
       }
     }
-  } finally {
-    lib.close();
   }
 });

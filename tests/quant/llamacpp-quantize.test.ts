@@ -98,8 +98,8 @@ test("poot quantize writes the same tensors and metadata as llama.cpp's llama_mo
       }
     }
   } finally {
-    lib.close();
-    for (const d of deps) d.close();
+    // Never closed: reloading ggml in one process aborts it (see tests/quant/ggml.test.ts).
+    void lib, deps;
     rmSync(dir, { recursive: true, force: true });
   }
   assert.deepEqual(bad, []);
