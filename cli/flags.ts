@@ -27,6 +27,14 @@ export interface Flag {
 const BACKENDS = ["auto", ...BACKEND_ORDER] as const;
 const backend: Flag = { name: "backend", arg: "NAME", help: `${BACKENDS.join("|")} (default auto: the fastest present)` };
 const model: Flag = { name: "model", short: "m", arg: "PATH", help: "GGUF file or Hugging Face folder (default: the stories260K model shipped with poot)" };
+const ctxFlag: Flag = { name: "ctx", short: "c", arg: "N", help: "context size in positions (default: the model's, at most 2048)" };
+const seedFlag: Flag = { name: "seed", short: "s", arg: "S", help: "sampling seed, 0 to 2^64-1 (default 0)" };
+const sampling: Flag[] = [
+  { name: "temperature", arg: "T", help: "sampling temperature >= 0 (default 0: greedy)" },
+  { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
+  { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
+  { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+];
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 
@@ -39,14 +47,11 @@ export const COMMANDS = {
       { name: "prompt", short: "p", arg: "TEXT", multiple: true, help: "prompt; repeat to run several prompts on one loaded model" },
       { name: "max-tokens", short: "n", arg: "N", help: `tokens to generate at most (default ${DEFAULT_MAX_TOKENS})` },
       { name: "messages", arg: "FILE", help: "an OpenAI-style messages array (JSON), rendered with the model's chat template" },
-      { name: "ctx", short: "c", arg: "N", help: "context size in positions (default: the model's, at most 2048)" },
+      ctxFlag,
       longContext,
-      { name: "seed", short: "s", arg: "S", help: "sampling seed, 0 to 2^64-1 (default 0)" },
+      seedFlag,
       backend,
-      { name: "temperature", arg: "T", help: "sampling temperature >= 0 (default 0: greedy)" },
-      { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
-      { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
-      { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+      ...sampling,
       { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
       { name: "json", bool: true, help: "print JSON lines: one per token, then the summary object (default off)" },
       help,
@@ -59,14 +64,11 @@ export const COMMANDS = {
       model,
       { name: "system", arg: "TEXT", help: "a system message that opens the conversation (default none)" },
       { name: "max-tokens", short: "n", arg: "N", help: `tokens per reply at most (default ${DEFAULT_MAX_TOKENS})` },
-      { name: "ctx", short: "c", arg: "N", help: "context size in positions (default: the model's, at most 2048)" },
+      ctxFlag,
       longContext,
-      { name: "seed", short: "s", arg: "S", help: "sampling seed, 0 to 2^64-1 (default 0)" },
+      seedFlag,
       backend,
-      { name: "temperature", arg: "T", help: "sampling temperature >= 0 (default 0: greedy)" },
-      { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
-      { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
-      { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+      ...sampling,
       help,
     ],
   },

@@ -7,14 +7,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-export interface FuzzCase {
-  name: string;
-  cls: string;
-  setup(dir: string, rng: () => number): string[] | Promise<string[]>;
-  stdin?: string;
-  exit: number;
-  message: RegExp;
-}
+import type { FuzzCase } from "./case.ts";
 
 /** A model path that does not exist: reaching it would be a different (exit 1) error. */
 const NONE = (dir: string) => join(dir, "no-such-model.gguf");

@@ -6,14 +6,7 @@ import { copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export interface FuzzCase {
-  name: string;
-  cls: string;
-  setup(dir: string, rng: () => number): string[] | Promise<string[]>;
-  stdin?: string;
-  exit: number;
-  message: RegExp;
-}
+import type { FuzzCase } from "./case.ts";
 
 const SOURCE = fileURLToPath(new URL("../families/fixtures/qwen2/", import.meta.url));
 

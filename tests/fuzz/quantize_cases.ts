@@ -7,14 +7,7 @@ import { fileURLToPath } from "node:url";
 import { writeGGUF } from "../../llm/formats/gguf-write.ts";
 import { quantize } from "../../llm/formats/quant.ts";
 
-export interface FuzzCase {
-  name: string;
-  cls: string;
-  setup(dir: string, rng: () => number): string[] | Promise<string[]>;
-  stdin?: string;
-  exit: number;
-  message: RegExp;
-}
+import type { FuzzCase } from "./case.ts";
 
 const stories = fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url));
 const CLS = "16 poot quantize command line and input";
