@@ -11,7 +11,7 @@
 //   and last eighth of the layers and every third one between); attn_qkv.weight gets q5_k / q6_k;
 // - a row that is not whole blocks of the chosen type falls back: q4_k to q5_0, q5_k to q5_1, q6_k to q8_0,
 //   and to f16 when even that does not divide it (q8_0/q4_0 rows that are not whole blocks: f16 too).
-// tests/quant/llamacpp-quantize.test.ts checks types and bytes of every tensor against llama.cpp's own
+// tests/quant/llamacpp_quantize.ts (run by tests/quant/ggml.test.ts) checks types and bytes of every tensor against llama.cpp's own
 // llama_model_quantize.
 // Not reproduced: rules for model sizes/architectures llama.cpp special-cases (70B attn_v, 8-expert MoE,
 // Falcon), and the importance matrix (--imatrix).

@@ -27,7 +27,7 @@ const skip = process.platform !== "linux" || process.arch !== "x64" ? "ggml preb
 
 // ggml's static initializer asserts that its terminate handler is not installed yet: a second load of the same
 // library in one process (after a dlclose) aborts the whole process. So it is loaded once and never closed; a
-// later dlopen of the same path (tests/quant/llamacpp-quantize.test.ts) only counts a reference.
+// later dlopen of the same path (tests/quant/llamacpp_quantize.ts, imported below) only counts a reference.
 let loaded: ReturnType<typeof dlopen<typeof symbols>> | undefined;
 function ggml() {
   return loaded ??= dlopen(LIB, symbols);
@@ -99,3 +99,8 @@ test("random block bytes (any scales, NaN included) dequantize as ggml does", { 
     }
   }
 });
+
+// llama.cpp's own quantizer through libllama (it loads this same ggml): registered from this module, so that both
+// run while this file's handle keeps ggml loaded. A test file of its own would load ggml again after this one's
+// handle is dropped, and ggml's initializer aborts the process on such a reload.
+import "./llamacpp_quantize.ts";

@@ -1,3 +1,4 @@
+// Imported by tests/quant/ggml.test.ts (see there why it is not a test file of its own).
 // `poot quantize` against llama.cpp's own llama_model_quantize (libllama from node-llama-cpp's prebuilt
 // binaries, called through ffi/): for stories260K (64/172-wide rows: every fallback path) and a synthetic
 // 256-wide Llama (real q4_k/q5_k/q6_k blocks, use_more_bits layers), every tensor gets the same type and the
