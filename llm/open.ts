@@ -1,7 +1,7 @@
 // open(): one call from a model path to a ready Driver, the way a library user starts. It loads the model
 // file (header first, tensors on demand), opens the backend, compiles, and on any failure frees what it put
 // on the device before rethrowing, so nothing half-loaded stays there.
-import { Engine } from "../backends/executor.ts";
+import { Engine, type Executor } from "../backends/executor.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type DriverOptions } from "./driver.ts";
@@ -40,11 +40,16 @@ export async function open(opts: OpenOptions): Promise<Driver> {
     throw new InvalidArgumentError("timeoutMs", `${String(timeoutMs)} is not a positive number of milliseconds`);
   }
   const handle = typeof model === "string" ? loadModel(model) : model as ModelHandle;
-  const engine = new Engine(await openBackend(backend), { compile: compileGraph, timeoutMs });
+  // A model this call loaded is its to close once the weights are on the device (or on failure).
+  const owned = typeof model === "string";
+  let engine: Executor | undefined;
   try {
+    engine = new Engine(await openBackend(backend), { compile: compileGraph, timeoutMs });
     return await Driver.open(handle, engine, driverOpts);
   } catch (e) {
-    await engine.unload().catch(() => {});
+    await engine?.unload().catch(() => {});
     throw e;
+  } finally {
+    if (owned) handle.close();
   }
 }
