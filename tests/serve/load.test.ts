@@ -99,7 +99,9 @@ async function gauge(base: string, name: string): Promise<number> {
   return Number(line!.split(" ")[1]);
 }
 
-for (const backend of selectedBackends()) {
+// js and vulkan (lavapipe) carry the load test in CI; wgpu runs the same scheduler in tests/serve/scheduler.test.ts,
+// and on lavapipe a wgpu round costs more than the other two together. ptx runs it on the GPU machine.
+for (const backend of selectedBackends().filter((b) => b !== "wgpu")) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
   test(`serve load on ${backend}: 64 concurrent streams x 3 rounds, none lost, each equal to running alone, disconnects freed, RSS flat`, { skip }, async () => {
