@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import type { Device } from "../../backends/device.ts";
-import { openDevice, selectedBackends } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { collect, model, prompt, rig } from "./setup.ts";
 
 const ref = JSON.parse(readFileSync(new URL("../../models/stories260K/reference_greedy.json", import.meta.url), "utf8")) as {
@@ -18,6 +18,8 @@ const GREEDY = { temperature: 0 };
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
+  // The batch-of-16 and prefix cases run for a minute on a software fallback adapter: skipped there, said.
+  const heavy = skip || slowDevice(dev);
 
   test(`serve scheduler on ${backend}: greedy tokens equal the llama2.c reference`, { skip }, async () => {
     const r = await rig(dev as Device);
@@ -33,7 +35,7 @@ for (const backend of selectedBackends()) {
     }
   });
 
-  test(`serve scheduler on ${backend}: tokens alone == tokens in a batch of 16; preemption recomputes the same`, { skip }, async () => {
+  test(`serve scheduler on ${backend}: tokens alone == tokens in a batch of 16; preemption recomputes the same`, { skip: heavy }, async () => {
     const r = await rig(dev as Device, { prefixCache: false }); // every prompt row computed, in every batch
     const reqs = Array.from({ length: 16 }, (_, i) => ({
       promptIds: model.tokenizer.encode(prompt(i)),
@@ -66,7 +68,7 @@ for (const backend of selectedBackends()) {
     }
   });
 
-  test(`serve scheduler on ${backend}: a shared prompt prefix comes from the cache and gives the same tokens`, { skip }, async () => {
+  test(`serve scheduler on ${backend}: a shared prompt prefix comes from the cache and gives the same tokens`, { skip: heavy }, async () => {
     const system = model.tokenizer.encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.");
     const ask = (tail: string) => ({ promptIds: [...system, ...model.tokenizer.encode(tail, { addBos: false })], maxTokens: 16, sampler: GREEDY });
     const cold = await rig(dev as Device, { block: 8, prefixCache: false });
