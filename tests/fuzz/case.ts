@@ -18,17 +18,9 @@ export interface FuzzCase {
   error?: string;
 }
 
-/** mulberry32: a small, fast, seeded uniform [0,1) source (the same sequence on every runtime). */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32, the tests' seeded uniform [0,1) source (the same sequence on every runtime). */
+import { rng as seeded } from "../graph/random_graph.ts";
+export { seeded };
 
 /** The run's seed: POOT_FUZZ_SEED (a number, or "random"), else a fixed default so CI repeats itself. */
 export function fuzzSeed(): number {
