@@ -3,6 +3,7 @@
 // Storage in the oracle (and what `storageFor` allocates): f32 Float32Array; f16 and bf16 Uint16Array holding
 // the raw bits; i32 Int32Array; u32 Uint32Array; i8 Int8Array; u8 Uint8Array; bool Uint8Array (0 or 1);
 // block types Uint8Array holding the packed bytes.
+import { bf16ToF32, f16Lut, f16ToF32, f32Bits, f32FromBits, f32ToBf16, f32ToF16 } from "./half.ts";
 
 /** Plain element types a kernel can compute with or store. */
 export type ScalarDType = "f32" | "f16" | "bf16" | "i32" | "u32" | "i8" | "u8" | "bool";
@@ -83,86 +84,9 @@ export function storageFromBytes(d: DType, bytes: Uint8Array): Storage {
 }
 
 // ---------------------------------------------------------------- f16 / bf16 <-> f32 (round to nearest even)
+// Written once in graph/half.ts (the host's only copy); re-exported here, where the storage types are.
 
-const f32Box = new Float32Array(1);
-const u32Box = new Uint32Array(f32Box.buffer);
-
-/** Bits of the f32 nearest to `x` (x is first rounded to f32). */
-export function f32Bits(x: number): number {
-  f32Box[0] = x;
-  return u32Box[0];
-}
-
-/** The f32 value with the given bits. */
-export function f32FromBits(bits: number): number {
-  u32Box[0] = bits;
-  return f32Box[0];
-}
-
-/**
- * f16 bits of an f32 value, rounded to nearest, ties to even. `x` is rounded to f32 first, so a JS double is
- * converted exactly as its f32 would be. Overflow gives ±Inf, tiny values become f16 subnormals or ±0, NaN
- * stays NaN (quiet, top payload bits kept).
- */
-export function f32ToF16(x: number): number {
-  f32Box[0] = x;
-  const b = u32Box[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  const mant = b & 0x7fffff;
-  if (exp === 0xff) return mant ? sign | 0x7e00 | (mant >>> 13) : sign | 0x7c00;
-  const e = exp - 112; // rebias 127 -> 15
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    // f16 subnormal (or zero): value / 2^-24 = (mant | implicit) >> (14 - e)
-    const shift = 14 - e;
-    if (shift > 24) return sign;
-    const m = mant | 0x800000;
-    const half = 1 << (shift - 1);
-    const rem = m & ((1 << shift) - 1);
-    let r = m >>> shift;
-    if (rem > half || (rem === half && (r & 1))) r++;
-    return sign | r; // r may carry into the smallest normal: still the right encoding
-  }
-  let r = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (r & 1))) r++; // a carry into the exponent is right, up to Inf
-  return sign | r;
-}
-
-/** The f32 value of f16 bits (exact: every f16 is an f32). */
-export function f16ToF32(h: number): number {
-  const e = (h >>> 10) & 0x1f;
-  const m = h & 0x3ff;
-  const s = h & 0x8000 ? -1 : 1;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 0x1f) return m ? NaN : s * Infinity;
-  return s * (1024 + m) * 2 ** (e - 25);
-}
-
-/** bf16 bits of an f32 value, rounded to nearest, ties to even; NaN stays NaN (quieted). */
-export function f32ToBf16(x: number): number {
-  f32Box[0] = x;
-  const b = u32Box[0];
-  if ((b & 0x7f800000) === 0x7f800000 && (b & 0x7fffff)) return (b >>> 16) | 0x40;
-  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
-}
-
-/** The f32 value of bf16 bits (exact). */
-export function bf16ToF32(h: number): number {
-  u32Box[0] = (h & 0xffff) << 16;
-  return f32Box[0];
-}
-
-let f16Table: Float32Array | undefined;
-/** All 65536 f16 values as f32, built on first use (decoding by table is what makes f16 reads cheap). */
-function f16Lut(): Float32Array {
-  if (!f16Table) {
-    f16Table = new Float32Array(65536);
-    for (let h = 0; h < 65536; h++) f16Table[h] = f16ToF32(h);
-  }
-  return f16Table;
-}
+export { bf16ToF32, f16ToF32, f32Bits, f32FromBits, f32ToBf16, f32ToF16 };
 
 /** Decodes f16 or bf16 bits into f32 values. */
 export function decodeHalf(d: "f16" | "bf16", src: Uint16Array, dst = new Float32Array(src.length)): Float32Array {

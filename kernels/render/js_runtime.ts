@@ -1,5 +1,6 @@
 // Helpers the generated JavaScript kernels call: 16-bit float conversions, saturating casts, bit casts and the
 // typed errors a kernel raises. Kept apart from the code generator so they are plain, testable functions.
+import { bf16Lut, f16Lut, f32ToBf16 as f2bf, f32ToF16 as f2h } from "../../graph/half.ts";
 
 /** A kernel's `check` failed (code >= 1), or, in debug mode, it touched memory outside a binding (code 0). */
 export class JsKernelFault extends Error {
@@ -16,49 +17,11 @@ const U32S = new Uint32Array(F32S.buffer);
 const I32S = new Int32Array(F32S.buffer);
 
 /** f16 bits -> f32 value, for every 16-bit pattern (loads are one table lookup). */
-export const H2F: Float32Array = (() => {
-  const t = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) {
-    const s = h & 0x8000 ? -1 : 1, e = (h >>> 10) & 0x1f, m = h & 0x3ff;
-    t[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1024 + m) * 2 ** (e - 25);
-  }
-  return t;
-})();
+export const H2F: Float32Array = f16Lut();
 /** bf16 bits -> f32 value (the high half of the f32 bits). */
-export const BF2F: Float32Array = (() => {
-  const t = new Float32Array(65536);
-  const u = new Uint32Array(t.buffer);
-  for (let h = 0; h < 65536; h++) u[h] = h << 16;
-  return t;
-})();
-
-/** f32 (or any double) -> f16 bits, round to nearest even; NaN stays a quiet NaN, overflow goes to infinity. */
-export function f2h(x: number): number {
-  F32S[0] = x; // the value is already an f32 in kernels; for a double this rounds once more (callers pass f32)
-  const b = U32S[0];
-  const s = (b >>> 16) & 0x8000, e = (b >>> 23) & 0xff, m = b & 0x7fffff;
-  if (e === 0xff) return m ? s | 0x7e00 | (m >>> 13) : s | 0x7c00;
-  if (e > 142) return s | 0x7c00;
-  if (e >= 113) {
-    let h = ((e - 112) << 10) | (m >>> 13);
-    const rem = m & 0x1fff;
-    if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++; // a carry into the exponent is right, up to inf
-    return s | h;
-  }
-  if (e < 102) return s;
-  const mm = m | 0x800000, shift = 126 - e; // 14..24 bits dropped into a subnormal
-  let h = mm >>> shift;
-  const rem = mm & ((1 << shift) - 1), half = 1 << (shift - 1);
-  if (rem > half || (rem === half && (h & 1))) h++;
-  return s | h;
-}
-/** f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN. */
-export function f2bf(x: number): number {
-  F32S[0] = x;
-  const b = U32S[0];
-  if ((b & 0x7fffffff) > 0x7f800000) return (b >>> 16) | 0x40;
-  return (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
-}
+export const BF2F: Float32Array = bf16Lut();
+/** f32 -> f16 / bf16 bits, round to nearest even (graph/half.ts; kernels pass values that are already f32). */
+export { f2bf, f2h };
 /** Rounds to the nearest f16 value (ties to even). */
 export const h16: (x: number) => number = (Math as unknown as { f16round?: (x: number) => number }).f16round ??
   ((x: number) => H2F[f2h(Math.fround(x))]);

@@ -16,7 +16,7 @@
 // multiple of 32 the last warp is partial and its member mask is computed in the prologue.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
 import { KernelError } from "../../ir.ts";
-import { f2h } from "../js_runtime.ts";
+import { f32ToF16 } from "../../../graph/half.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
 import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
@@ -204,7 +204,7 @@ class Lowering {
       case "const":
         switch (e.t) {
           case "f32": return a.to("f", "mov.f32", f32imm(e.v));
-          case "f16": return a.to("h", "mov.b16", `0x${f2h(e.v).toString(16).padStart(4, "0")}`);
+          case "f16": return a.to("h", "mov.b16", `0x${f32ToF16(e.v).toString(16).padStart(4, "0")}`);
           case "bool": return a.to("p", "mov.pred", e.v ? "1" : "0");
           default: return a.to("r", "mov.b32", b32imm(e.v));
         }

@@ -5,34 +5,9 @@ import {
   AddressingLogical, ExecutionModeLocalSize, ExecutionModelGLCompute, MAGIC, MemoryModelGLSL450, Op, VERSION_1_3,
 } from "./spec.ts";
 
-const F32 = new Float32Array(1);
-const F32U = new Uint32Array(F32.buffer);
-
-/** IEEE single-precision bits of a number (rounded to f32). */
-export function f32Bits(v: number): number {
-  F32[0] = v;
-  return F32U[0];
-}
-
-/** IEEE half-precision bits of a number, rounded to nearest even (used for f16 constants). */
-export function f16Bits(v: number): number {
-  const b = f32Bits(v);
-  const sign = (b >>> 16) & 0x8000;
-  const a = b & 0x7fffffff;
-  if (a > 0x7f800000) return sign | 0x7e00 | ((a & 0x7fffff) >>> 13);
-  if (a >= 0x477ff000) return sign | 0x7c00;
-  if (a >= 0x38800000) {
-    const t = a - 0x38000000;
-    return sign | ((t + 0xfff + ((t >>> 13) & 1)) >>> 13);
-  }
-  const s = Math.min(126 - (a >>> 23), 31);
-  if (s > 24) return sign;
-  const m = (a & 0x7fffff) | 0x800000;
-  let h = m >>> s;
-  const rem = m & ((1 << s) - 1), half = 1 << (s - 1);
-  if (rem > half || (rem === half && (h & 1))) h++;
-  return sign | h;
-}
+// f32 bits and f16 constants round as the host does everywhere else (graph/half.ts).
+import { f32Bits, f32ToF16 as f16Bits } from "../../../graph/half.ts";
+export { f16Bits, f32Bits };
 
 function stringWords(s: string): number[] {
   const bytes = new TextEncoder().encode(s);
