@@ -18,7 +18,7 @@
 import type { Buffer, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, stmtExprs } from "../ir.ts";
 import * as rt from "./js_runtime.ts";
-import { fold } from "./fold.ts";
+import { fold } from "../decomp/fold.ts";
 export { JsKernelFault, OOB_CODE } from "./js_runtime.ts";
 
 export interface JsRenderOptions {

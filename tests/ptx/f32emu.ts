@@ -1,8 +1,8 @@
-// Exact f32 emulation of the MathOps vocabulary (kernels/render/ptx/math.ts), with PTX's semantics for the
+// Exact f32 emulation of the MathOps vocabulary (kernels/decomp/math.ts), with PTX's semantics for the
 // edge cases (NaN-propagating max.NaN/min.NaN, saturating cvt.rzi, min.f64 ignoring a NaN). Lets the math
 // routines' accuracy be measured on the CPU. Every op is bit-exact to the PTX instruction it stands for
 // (fma included: a*b+c is rounded once), so the GPU computes what these tests measure.
-import type { MathOps } from "../../kernels/render/ptx/math.ts";
+import type { MathOps } from "../../kernels/decomp/math.ts";
 
 const fr = Math.fround;
 const F = new Float32Array(1);

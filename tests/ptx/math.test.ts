@@ -1,9 +1,9 @@
-// The PTX renderer's f32 math routines (kernels/render/ptx/math.ts), run in exact f32 emulation of the very
+// The PTX renderer's f32 math routines (kernels/decomp/math.ts), run in exact f32 emulation of the very
 // instruction sequence the renderer emits, against Math.*: the ulp bounds stated in math.ts and the special
 // values JavaScript gives (what the JS device computes).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import * as M from "../../kernels/render/ptx/math.ts";
+import * as M from "../../kernels/decomp/math.ts";
 import { emu, ulps } from "./f32emu.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { featureCases } from "./features.ts";

@@ -20,7 +20,8 @@ import { f32ToF16 } from "../../../graph/half.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
 import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
-import * as math from "./math.ts";
+import * as math from "../../decomp/math.ts";
+import { PtxMath } from "./math.ts";
 
 export interface PtxOptions {
   /** SM architecture number: 80 (default), 86, 89, 90 ... */
@@ -74,7 +75,7 @@ type ForStmt = Extract<Stmt, { k: "for" }>;
 
 class Lowering {
   readonly a = new Asm();
-  readonly m: math.PtxMath;
+  readonly m: PtxMath;
   private readonly mem = new GlobalMemory(this);
   private readonly vars = new Map<string, { reg: string; t: CType }>();
   private memo = new Map<Expr, string>();
@@ -90,7 +91,7 @@ class Lowering {
   readonly sharedBytes: number;
 
   constructor(readonly k: Kernel) {
-    this.m = new math.PtxMath(this.a);
+    this.m = new PtxMath(this.a);
     this.total = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
     let off = 0;
     for (const s of k.shared) {
