@@ -1,19 +1,22 @@
 // Opens a Device by backend name, or the best one present ("auto": ptx, rocm, vulkan, wgpu, js in that order).
-// Each backend's module is imported only when tried, so asking for js never loads a driver binding, and a
-// backend that is absent (no library, no GPU, Bun without navigator.gpu) says why instead of throwing.
+// The one way to open a device: every backend folder's mod.ts exports `open(opts)`, which returns the Device or
+// says why it is absent (no library, no GPU, Bun without navigator.gpu) instead of throwing. Each backend's
+// module is imported only when tried, so asking for js never loads a driver binding. A new backend is its
+// folder plus one line in BACKEND_MODULES (and its name in kernels/target.ts BACKENDS).
 import type { Device } from "./device.ts";
 import { Unsupported } from "./errors.ts";
-import type { JsDeviceOptions } from "./js/device.ts";
+import type { JsDeviceOptions } from "./js/mod.ts";
 import type { PtxDeviceOptions } from "./ptx/mod.ts";
 import type { VulkanOptions } from "./vulkan/mod.ts";
 import type { WgpuOptions } from "./wgpu/mod.ts";
+import { type Backend, BACKENDS } from "../kernels/target.ts";
 
 /** A backend by name. */
-export type BackendName = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
+export type BackendName = Backend;
 /** What a caller may ask for: one backend, or the best present. */
 export type BackendChoice = BackendName | "auto";
-/** The order "auto" tries them in: fastest first. */
-export const BACKEND_ORDER: readonly BackendName[] = ["ptx", "rocm", "vulkan", "wgpu", "js"];
+/** The order "auto" tries them in: fastest first (kernels/target.ts BACKENDS). */
+export const BACKEND_ORDER: readonly BackendName[] = BACKENDS;
 
 export interface OpenOptions {
   ptx?: PtxDeviceOptions;
@@ -34,28 +37,28 @@ export async function probeBackend(name: BackendName, opts: OpenOptions = {}): P
   return perm ? `refused: no permission (run with --allow-${perm[1]}, or -A)` : r;
 }
 
+/** What each backend folder's mod.ts exports. */
+interface BackendModule {
+  open(opts?: unknown): Promise<Device | string>;
+}
+
+/** Each backend's module, imported when first tried, or why the build has none. */
+const BACKEND_MODULES: Record<BackendName, (() => Promise<BackendModule>) | string> = {
+  ptx: () => import("./ptx/mod.ts") as Promise<BackendModule>,
+  rocm: "no ROCm device in this build (backends/rocm is not written yet)",
+  vulkan: () => import("./vulkan/mod.ts") as Promise<BackendModule>,
+  wgpu: () => import("./wgpu/mod.ts") as Promise<BackendModule>,
+  js: () => import("./js/mod.ts") as Promise<BackendModule>,
+};
+
+/** The backends this build has a module for (in BACKEND_ORDER). */
+export const BUILT_BACKENDS: readonly BackendName[] = BACKEND_ORDER.filter((b) => typeof BACKEND_MODULES[b] !== "string");
+
 async function probe(name: BackendName, opts: OpenOptions): Promise<Device | string> {
+  const load = BACKEND_MODULES[name];
+  if (typeof load === "string") return load;
   try {
-    switch (name) {
-      case "ptx": {
-        const { probePtx } = await import("./ptx/mod.ts");
-        return probePtx(opts.ptx);
-      }
-      case "rocm":
-        return "no ROCm device in this build (backends/rocm is not written yet)";
-      case "vulkan": {
-        const { openVulkanDevice } = await import("./vulkan/mod.ts");
-        return openVulkanDevice(opts.vulkan);
-      }
-      case "wgpu": {
-        const { WgpuDevice } = await import("./wgpu/mod.ts");
-        return await WgpuDevice.open(opts.wgpu);
-      }
-      case "js": {
-        const { JsDevice } = await import("./js/device.ts");
-        return new JsDevice(opts.js);
-      }
-    }
+    return await (await load()).open(opts[name as keyof OpenOptions]);
   } catch (e) {
     return (e as Error).message.split("\n")[0];
   }

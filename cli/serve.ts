@@ -3,6 +3,7 @@
 // and exit 0. Bad flags exit 2 and bad models 1, each with one `poot:` line on stderr.
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { BACKENDS } from "../kernels/target.ts";
 import { type BackendChoice, Engine, loadModel, openBackend } from "../engine.ts";
 import { servingCompile } from "../llm/serve/batch.ts";
 import { listen } from "../llm/serve/listen.ts";
@@ -25,7 +26,7 @@ const Flags = z.object({
   model: z.string().min(1).optional(),
   host: z.string().min(1).default("127.0.0.1"),
   port: int("port", 0, 65535).default(8080),
-  backend: z.enum(["auto", "ptx", "rocm", "vulkan", "wgpu", "js"]).default("auto"),
+  backend: z.enum(["auto", ...BACKENDS]).default("auto"),
   slots: int("slots", 1, 1024).default(16),
   ctx: int("ctx", 2, 1 << 20).optional(),
   "kv-memory": z.string().transform(Number).pipe(z.number().gt(0, "--kv-memory must be in (0, 1]").max(1, "--kv-memory must be in (0, 1]")).optional(),

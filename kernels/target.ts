@@ -1,7 +1,12 @@
 // What a target can do. Backends report it (Executor.targetSet); the kernel library and renderers read it to
 // pick a variant (a subgroup reduction or a shared-memory one, 16-bit storage or 32-bit words).
 
-export type Backend = "ptx" | "rocm" | "vulkan" | "wgpu" | "js";
+/**
+ * Every backend, the one list (the CLI's choices, "auto"'s order, the test devices, the renderer registry all
+ * derive from it), fastest first: the order "auto" tries them in.
+ */
+export const BACKENDS = ["ptx", "rocm", "vulkan", "wgpu", "js"] as const;
+export type Backend = (typeof BACKENDS)[number];
 
 export interface Caps {
   /** Subgroup (warp/wave) arithmetic, shuffles and ballots are available, at this size (0 when absent). */

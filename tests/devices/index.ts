@@ -1,15 +1,18 @@
 // The devices tests run on, by backend name. Each backend's module opens its device or says why it cannot
 // (that string becomes the skip reason): js is always present; vulkan, wgpu, ptx depend on the machine.
 import type { Device } from "../../backends/device.ts";
+import { BUILT_BACKENDS } from "../../backends/open.ts";
+import type { Backend } from "../../kernels/target.ts";
 
-export const BACKENDS = ["js", "vulkan", "wgpu", "ptx"] as const;
-export type BackendName = (typeof BACKENDS)[number];
+/** Every backend the build has (backends/open.ts), cheapest first: js, wgpu, vulkan, ptx. */
+export const BACKENDS: readonly Backend[] = [...BUILT_BACKENDS].reverse();
+export type BackendName = Backend;
 
 /** Opens a backend's test device, or returns the reason it is absent. Never throws. */
 export async function openDevice(name: BackendName): Promise<Device | string> {
   try {
     const mod = await import(`./${name}.ts`) as { open(): Promise<Device | string> };
-    return await mod.open();
+    return await mod.open(); // each keeps one shared device per process, opened through backends/open.ts
   } catch (e) {
     return `${name}: ${(e as Error).message.split("\n")[0]}`;
   }
