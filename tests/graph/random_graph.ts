@@ -5,17 +5,9 @@ import type { Storage } from "../../graph/dtype.ts";
 import { GraphError, type Graph } from "../../graph/ir.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
 
-/** mulberry32: a small seeded PRNG. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The tests' one seeded generator (tests/rng.ts). */
+import { rng } from "../rng.ts";
+export { rng };
 
 export interface RandomGraph {
   graph: Graph;

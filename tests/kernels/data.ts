@@ -1,32 +1,9 @@
 // Test data helpers for kernel cases: a seeded generator, byte packing, and independent decoders/encoders of
 // f16, bf16 and GGUF q8_0/q4_0 blocks (written here from the formats, not imported from the code under test).
 
-export class Rng {
-  private s: number;
-  constructor(seed: number | string) {
-    let h = 2166136261;
-    for (const ch of String(seed)) h = Math.imul(h ^ ch.charCodeAt(0), 16777619);
-    this.s = h >>> 0;
-  }
-  /** Uniform in [0, 1). */
-  next(): number {
-    let t = (this.s = (this.s + 0x6d2b79f5) >>> 0);
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  uniform(lo: number, hi: number): number {
-    return lo + (hi - lo) * this.next();
-  }
-  int(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-  f32(n: number, lo = -1, hi = 1): Float32Array {
-    const a = new Float32Array(n);
-    for (let i = 0; i < n; i++) a[i] = this.uniform(lo, hi);
-    return a;
-  }
-}
+/** The tests' one seeded generator (tests/rng.ts). */
+import { Rng } from "../rng.ts";
+export { Rng };
 
 /** The bytes of a typed array, padded with zeros to a multiple of 16 (GPU bindings want 4-byte sizes). */
 export function bytes(a: ArrayBufferView): Uint8Array {

@@ -19,6 +19,7 @@ import {
 import { type GGUFArray, type GGUFValue, openGGUF, parseGGUF } from "../../llm/formats/gguf.ts";
 import { meta, writeGGUF } from "../../llm/formats/gguf-write.ts";
 import { dequantize, f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, quantize } from "../../llm/formats/quant.ts";
+import { rng as seeded } from "../rng.ts";
 
 const STORIES = fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url));
 const storiesBytes = new Uint8Array(readFileSync(STORIES));
@@ -118,12 +119,10 @@ test("typed accessors: optional variants, conversions and type errors name the k
 
 // ---- synthetic files ----
 
+/** Uniform in [-0.5, 0.5), from the tests' one seeded generator. */
 function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32 - 0.5;
-  };
+  const r = seeded(seed);
+  return () => r() - 0.5;
 }
 
 const ALL_TYPES: [string, GGUFValue][] = [

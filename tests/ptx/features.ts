@@ -2,6 +2,7 @@
 // compare their outputs across devices. tests/ptx/render.test.ts assembles them with ptxas; the device tests
 // run them on PtxDevice and on the JS device and compare.
 import { fma, type Kernel, KernelBuilder, u32, un, type Val } from "../../kernels/ir.ts";
+import { rng } from "../rng.ts";
 
 /** How one output binding is compared (elements of `as`; NaN equals NaN whatever its payload). */
 export interface OutputCheck {
@@ -24,15 +25,6 @@ export interface FeatureCase {
 
 // ---- data ---------------------------------------------------------------------------------------------
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const SPECIAL = [0, -0, 1, -1, 0.5, -2.5, Infinity, -Infinity, NaN, 1e-40, -1e-40, 3e38, -3e38, 88.5, -87.5, 1e5];
 
 function f32s(n: number, seed: number, lo: number, hi: number, specials = true): Float32Array {

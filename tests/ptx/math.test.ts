@@ -8,12 +8,9 @@ import { emu, ulps } from "./f32emu.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { featureCases } from "./features.ts";
 import { compareRuns, runFeature } from "./run.ts";
+import { rng } from "../rng.ts";
 
 const fr = Math.fround;
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
-}
 
 function worst(f: (x: number) => number, ref: (x: number) => number, gen: () => number, n = 20000): { ulps: number; at: number } {
   let w = 0, at = 0;

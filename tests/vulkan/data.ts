@@ -1,25 +1,8 @@
 // Data helpers of the Vulkan feature tests: a seeded generator, byte views, and f16/bf16/f32 bit conversions
 // written from their definitions (the platform's Float16Array for f16 rounding), never from a renderer.
 
-export class Rng {
-  private s: number;
-  constructor(seed: number) {
-    this.s = seed >>> 0 || 1;
-  }
-  u32(): number {
-    let x = this.s;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (this.s = x >>> 0);
-  }
-  float(lo: number, hi: number): number {
-    return Math.fround(lo + (hi - lo) * (this.u32() / 2 ** 32));
-  }
-  int(lo: number, hi: number): number {
-    return lo + (this.u32() % (hi - lo));
-  }
-}
+/** The tests' one seeded generator (tests/rng.ts). */
+export { Rng } from "../rng.ts";
 export const bytes = (a: ArrayBufferView): Uint8Array => new Uint8Array(a.buffer.slice(a.byteOffset, a.byteOffset + a.byteLength));
 export const pad16 = (n: number): number => Math.ceil(n / 16) * 16;
 export const zeros = (n: number): Uint8Array => new Uint8Array(pad16(n));
