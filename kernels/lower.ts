@@ -13,6 +13,7 @@ import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./progr
 import * as lib from "./lib/mod.ts";
 import { argmaxAxis, batchedMatmul, causalMask, gatherRows, iota, reduceAxis, stridedCopy } from "./lib/generic.ts";
 import type { EwExpr, EwInput } from "./lib/elementwise.ts";
+import { decomposeGraph } from "./decomp/graph.ts";
 
 export class LoweringError extends Error {
   override name = "LoweringError";
@@ -55,9 +56,9 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   matmulTile?: number;
 }
 
-/** Optimize, plan and lower a graph for a target. */
+/** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
-  const g = optimize(graph);
+  const g = optimize(decomposeGraph(graph));
   return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 
@@ -135,10 +136,10 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       }
       case "attention": {
         const n = nodes[u.node], [q, k, v] = n.inputs;
-        const [R, H, D] = n.shape, [C, KVH] = nodes[k].shape;
+        const [R, H, D] = nodes[q].shape, [C, KVH] = nodes[k].shape;
         if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
         const kv = nodes[k].dtype;
-        if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
+        if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
         const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
         const splits = attentionSplitCount(caps, C, R * H);
@@ -266,7 +267,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         return; // a view
       case "paged_attention": {
         const [q, k, v, tb, ps] = ins;
-        const [R, H, D] = n.shape, [P, KVH] = nodes[k].shape;
+        const [R, H, D] = nodes[q].shape, [P, KVH] = nodes[k].shape;
         if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
         const kv = nodes[k].dtype;
         if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);

@@ -343,6 +343,10 @@ class Emitter {
         case "or": return a.v(Op.LogicalOr, T, x, y);
         case "xor": case "ne": return a.v(Op.LogicalNotEqual, T, x, y);
         case "eq": return a.v(Op.LogicalEqual, T, x, y);
+        case "lt": case "le": case "gt": case "ge": { // false < true, as 0 < 1 (the JS and WGSL renderers agree)
+          const u = (v: number) => a.sel(a.u, v, a.cu(1), a.cu(0));
+          return this.binary(op, u(x), u(y), "u32");
+        }
       }
       this.fail(`${op} on bool`);
     }

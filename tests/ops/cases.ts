@@ -8,6 +8,7 @@ import { quantize } from "../../llm/formats/quant.ts";
 import { quantCases } from "./quant_cases.ts";
 import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
 import { blockF64, type BlockSpec, type BlockStep } from "./block_f64.ts";
+import { rng as seeded } from "../rng.ts";
 
 export interface OpCase {
   name: string;
@@ -28,15 +29,10 @@ export interface OpCase {
   exact?: () => BlockStep[];
 }
 
-/** Deterministic uniform numbers in [lo, hi). */
+/** Deterministic uniform numbers in [lo, hi), from the tests' one seeded generator (tests/rng.ts). */
 export function rng(seed: number): (lo?: number, hi?: number) => number {
-  let s = seed >>> 0 || 1;
-  return (lo = -1, hi = 1) => {
-    s ^= s << 13; s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5; s >>>= 0;
-    return lo + (hi - lo) * (s / 2 ** 32);
-  };
+  const r = seeded(seed);
+  return (lo = -1, hi = 1) => lo + (hi - lo) * r();
 }
 
 export class CaseBuilder {
@@ -193,6 +189,36 @@ export function opCases(): OpCase[] {
       const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [R] });
       return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 1 / Math.sqrt(D), block: B }) });
     });
+  }
+  // What no kernel computes directly, decomposed before planning (kernels/decomp/graph.ts): a composite becomes
+  // its expansion, an inner-axis update an axis-0 update between permutes.
+  add("attention under a general mask, value width 12 != head width 8, f16 K with f32 V (expanded)", (b) => {
+    const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [6, 2, 8]), v = b.input("f32", [6, 2, 12]);
+    const mask = b.t.or(b.input("bool", [2, 6]), b.t.lt(b.t.iota([2, 6], 1, "i32"), 1)); // every row sees something
+    return b.done({ y: b.t.attention(q, k, v, mask, 0.35) });
+  });
+  add("attention with a causal mask, value width 4 != head width 8 (expanded)", (b) => {
+    const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+    b.slots.pos = new Int32Array([3]);
+    const q = b.input("f32", [2, 4, 8]), k = b.input("f32", [7, 2, 8]), v = b.input("bf16", [7, 2, 4]);
+    return b.done({ y: b.t.attention(q, k, v, b.t.causalMask(pos, 2, 7), 0.35) });
+  });
+  add("paged_attention over f16 K and f32 V (expanded)", (b) => {
+    const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [12, 2, 8]), v = b.input("f32", [12, 2, 8]);
+    b.slots.table = new Int32Array([2, 0, 1, 2]);
+    b.slots.pos = new Int32Array([5, 7]);
+    const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
+    const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
+    return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4 }) });
+  });
+  add("softmax along axis 0 (expanded)", (b) => b.done({ y: b.t.softmax(b.input("f32", [5, 9], -8, 8), 0) }));
+  add("dynamic_update_slice along axis 1 (permuted to axis 0)", (b) => {
+    const off = b.t.slot("off", { kind: "Input", dtype: "i32", shape: [1] });
+    b.slots.off = new Int32Array([3]);
+    return b.done({ y: b.t.updateSlice(b.input("f32", [4, 9, 3]), b.input("f32", [4, 2, 3]), off, 1) });
+  });
+  for (const op of ["lt", "le", "gt", "ge"] as const) {
+    add(`${op} bool`, (b) => b.done({ y: b.t.binary(op, b.input("bool", [29]), b.input("bool", [29])) }));
   }
   add("causal_mask", (b) => {
     const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
