@@ -207,7 +207,9 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       for (const part of gu.parts) {
         if (part.update === undefined) continue;
         const target = nodes[part.update].inputs[0];
-        values[part.update] = { node: part.update, dtype: nodes[part.update].dtype, shape: nodes[part.update].shape, bytes: nodeBytes(nodes[part.update]), home: values[target].home };
+        // The target is a State read (in place), which a unit placed early may precede in node order.
+        const home: Home = values[target]?.home ?? { k: "state", name: nodes[target].attrs.name! };
+        values[part.update] = { node: part.update, dtype: nodes[part.update].dtype, shape: nodes[part.update].shape, bytes: nodeBytes(nodes[part.update]), home };
         inPlaceOf.set(part.update, target);
       }
       units.push(gu);
@@ -396,9 +398,13 @@ function planGemv(
     let failed = false;
     for (const grp of groups.values()) {
       const inside = new Set(grp.parts.flatMap((p) => p.nodes));
-      const at = Math.max(...inside);
       // Everything outside that reads a node of the unit must run after it.
-      const early = [...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at));
+      const readEarly = (at: number) => [...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at));
+      let at = Math.max(...inside);
+      // Else run it as soon as its inputs are ready: at its first own node after the last computed value it
+      // reads (a q projection read by a per-head q norm, qwen3 and gemma3, sits before the v cache write).
+      if (readEarly(at)) at = earliestAt(nodes, inside, grp.norm);
+      const early = readEarly(at);
       if (early) {
         for (const p of grp.parts) for (const m of p.matmuls) excluded.add(m);
         failed = true;
@@ -410,6 +416,19 @@ function planGemv(
     if (!failed) return out;
   }
 }
+
+/** A gemv unit's earliest position: its first node (or folded norm) after every computed value it reads. */
+function earliestAt(nodes: readonly Node[], inside: Set<number>, norm: number | undefined): number {
+  const own = norm === undefined ? [...inside] : [...inside, norm];
+  let ready = -1;
+  for (const id of own) {
+    for (const i of nodes[id].inputs) {
+      if (!inside.has(i) && i !== norm && !LEAVES.has(nodes[i].op)) ready = Math.max(ready, i);
+    }
+  }
+  return Math.min(...own.filter((id) => id >= ready));
+}
+const LEAVES = new Set(["const", "slot", "state", "literal"]);
 
 /** The epilogue chain of candidate matmul m (see GemvPartPlan). */
 function gemvChain(
