@@ -61,10 +61,31 @@ export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptio
   const g = optimize(decomposeGraph(graph));
   return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
+/**
+ * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
+ * helpers that add to it (a buffer by kind and name, a value's binding, a kernel or copy step, work estimates).
+ */
+export interface LowerContext {
+  p: Plan;
+  nodes: Node[];
+  caps: TargetSet["caps"];
+  opts: CompileOptions;
+  buffers: ProgramBuffer[];
+  steps: Step[];
+  /** Buffer id by `${kind}:${name}`. */
+  byName: Map<string, number>;
+  /** The buffer of that kind and name (made on first use, grown to the largest size asked). */
+  buf(kind: ProgramBuffer["kind"], name: string, bytes: number, init?: Uint8Array): number;
+  /** Where a node's value lives, as a binding. */
+  bind(id: number): Binding;
+  kernel(k: Kernel, bindings: Binding[], work: Work): void;
+  copy(src: Binding, dst: Binding): void;
+  bytesOfIds(ids: number[]): number;
+  simpleWork(u: Unit, ins: number[]): Work;
+}
 
-export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Program {
-  const caps = target.caps;
-  const g = p.graph, nodes = g.nodes;
+function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext {
+  const nodes = p.graph.nodes;
   const buffers: ProgramBuffer[] = [];
   const steps: Step[] = [];
   const byName = new Map<string, number>();
@@ -98,21 +119,28 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     const at = homeOf(v.home, v);
     return { buffer: at.buffer, offset: at.offset, bytes: Math.max(v.bytes, 4) };
   };
+  const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
+  return {
+    p, nodes, caps: target.caps, opts, buffers, steps, byName, buf, bind, bytesOfIds,
+    kernel: (k, bindings, work) => {
+      steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
+    },
+    copy: (src, dst) => {
+      steps.push({ k: "copy", src, dst, work: { bytes: 2 * src.bytes, flops: 0 } });
+    },
+    simpleWork: (u, ins) => ({ bytes: bytesOfIds(ins) + p.values[resultOf(u)].bytes, flops: numel(nodes[resultOf(u)].shape) }),
+  };
+}
+
+export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Program {
+  const cx = context(p, target, opts);
+  const { nodes, buf, bind, copy, byName } = cx;
   // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
   for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
 
-  const kernel = (k: Kernel, bindings: Binding[], work: Work): void => {
-    steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
-  };
-  const copy = (src: Binding, dst: Binding): void => {
-    steps.push({ k: "copy", src, dst, work: { bytes: 2 * src.bytes, flops: 0 } });
-  };
-  const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
-  const simpleWork = (u: Unit, ins: number[]) => ({ bytes: bytesOfIds(ins) + p.values[resultOf(u)].bytes, flops: numel(nodes[resultOf(u)].shape) });
-
   for (const u of p.units) {
     try {
-      lowerUnit(u);
+      (UNIT_LOWERERS[u.k] as (cx: LowerContext, u: Unit) => void)(cx, u);
     } catch (e) {
       if (e instanceof LoweringError || e instanceof RangeError || (e as Error).name === "KernelError") {
         const n = nodes[resultOf(u)];
@@ -120,305 +148,6 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       }
       throw e;
     }
-  }
-
-  function lowerUnit(u: Unit): void {
-    switch (u.k) {
-      case "group": return lowerGroup(u);
-      case "gemv": return lowerGemv(u);
-      case "matmul_residual": {
-        const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
-        const K = wn.shape[1], N = wn.shape[0];
-        const extra = u.residual ?? u.bias!;
-        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
-        kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
-        return;
-      }
-      case "attention": {
-        const n = nodes[u.node], [q, k, v] = n.inputs;
-        const [R, H, D] = nodes[q].shape, [C, KVH] = nodes[k].shape;
-        if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
-        const kv = nodes[k].dtype;
-        if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
-        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
-        const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
-        const splits = attentionSplitCount(caps, C, R * H);
-        if (splits <= 1) {
-          kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
-          return;
-        }
-        // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
-        const bytes = R * H * splits * (D + 2) * 4;
-        const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-        kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-        kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
-        return;
-      }
-      case "update": {
-        const n = nodes[u.node], [target, row, index] = n.inputs;
-        const update = u.src ?? row;
-        const t = nodes[target], up = nodes[update];
-        if (u.copyFirst) copy(bind(target), bind(n.id));
-        const rows = up.shape[0], width = numel(up.shape) / Math.max(rows, 1), cap = t.shape[0];
-        if (n.op === "dynamic_update_slice") {
-          if ((n.attrs.axis ?? 0) !== 0) throw new LoweringError("dynamic_update_slice along an axis other than 0");
-          const k = lib.updateSlice(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), pos: itype(nodes[index].dtype) });
-          kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
-        } else {
-          const k = lib.scatter(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), index: itype(nodes[index].dtype) });
-          kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
-        }
-        return;
-      }
-      case "node": return lowerNode(nodes[u.node], u);
-    }
-  }
-
-  function lowerNode(n: Node, u: Unit): void {
-    const ins = n.inputs, out = bind(n.id);
-    const i0 = nodes[ins[0]];
-    const work = simpleWork(u, ins);
-    const rowsOf = (x: Node) => numel(x.shape) / x.shape[x.shape.length - 1];
-    const last = (x: Node) => x.shape[x.shape.length - 1];
-    switch (n.op) {
-      case "matmul": {
-        const [x, w] = ins, wn = nodes[w], xn = nodes[x];
-        const K = last(xn);
-        if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
-          const N = wn.shape[0];
-          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
-          return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
-        }
-        const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
-        const batch = numel(xn.shape) / (M * K);
-        const k = batchedMatmul(caps, { batch, m: M, n: N, k: K, a: etype(xn.dtype), w: etype(wn.dtype), wBatchStride: wn.shape.length > 2 ? N * K : 0 });
-        return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
-      }
-      case "gather": {
-        const [t, idx] = ins, tn = nodes[t];
-        const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
-        if (n.dtype === "f32" && (isBlock(tn.dtype) || tn.dtype === "f32" || tn.dtype === "f16" || tn.dtype === "bf16")) {
-          const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
-          return kernel(k, [bind(t), bind(idx), out], work);
-        }
-        const k = gatherRows(caps, { count, width, rows: tn.shape[0], elem: etype(tn.dtype), index: itype(nodes[idx].dtype) });
-        return kernel(k, [bind(t), bind(idx), out], work);
-      }
-      case "rmsnorm":
-        return kernel(lib.rmsnorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]) }), [bind(ins[0]), bind(ins[1]), out], work);
-      case "layernorm":
-        return kernel(lib.layernorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]), bias: true }), [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], work);
-      case "softmax": {
-        if ((n.attrs.axis ?? n.shape.length - 1) !== n.shape.length - 1) throw new LoweringError("softmax along an inner axis");
-        return kernel(lib.softmax(caps, { rows: rowsOf(i0), n: last(i0) }), [bind(ins[0]), out], work);
-      }
-      case "rope": {
-        const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
-        const tb = ropeTable(n.attrs.theta!, dims, ins[2]);
-        const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
-        return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
-      }
-      case "argmax": {
-        const axis = n.attrs.axis!;
-        const [outer, len, inner] = around(i0.shape, axis);
-        if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
-          // Long rows (a vocab): chunks in parallel, then a merge.
-          const bytes = outer * lib.argmaxChunks(len).parts * 8;
-          const part: Binding = { buffer: buf("arena", "argmax-partials", bytes), offset: 0, bytes };
-          kernel(lib.argmaxPartial(caps, { rows: outer, n: len }), [bind(ins[0]), part], work);
-          return kernel(lib.argmaxCombine(caps, { rows: outer, n: len, out: "i32" }), [part, out], { bytes: bytes + 4 * outer, flops: bytes });
-        }
-        if (inner === 1 && i0.dtype === "f32") return kernel(lib.argmax(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), out], work);
-        return kernel(argmaxAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype) }), [bind(ins[0]), out], work);
-      }
-      case "reduce": {
-        const [outer, len, inner] = around(i0.shape, n.attrs.axis!);
-        return kernel(reduceAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype), fn: n.attrs.fn! }), [bind(ins[0]), out], work);
-      }
-      case "iota":
-        return kernel(iota(caps, { shape: n.shape, axis: n.attrs.axis ?? 0, elem: etype(n.dtype) }), [out], work);
-      case "causal_mask":
-        return kernel(causalMask(caps, { rows: n.attrs.rows!, cap: n.attrs.cap!, pos: itype(i0.dtype), window: n.attrs.window }), [bind(ins[0]), out], work);
-      case "permute": {
-        const st = stridesOf(i0.shape), perm = n.attrs.perm!;
-        return movement(ins[0], n, { offset: 0, strides: perm.map((a) => st[a]) }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
-      }
-      case "broadcast": {
-        const st = stridesOf(i0.shape), pad = n.shape.length - i0.shape.length;
-        const strides = n.shape.map((_, d) => (d < pad || i0.shape[d - pad] === 1 ? 0 : st[d - pad]));
-        return movement(ins[0], n, { offset: 0, strides }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
-      }
-      case "slice": {
-        const st = stridesOf(i0.shape), start = n.attrs.start!;
-        const offset = start.reduce((a, s, d) => a + s * st[d], 0);
-        return movement(ins[0], n, { offset, strides: st }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
-      }
-      case "concat": {
-        const axis = n.attrs.axis!, ost = stridesOf(n.shape);
-        let at = 0;
-        for (const id of ins) {
-          const x = nodes[id];
-          movement(id, n, { offset: 0, strides: stridesOf(x.shape) }, { offset: at * ost[axis], strides: ost }, x.shape);
-          at += x.shape[axis];
-        }
-        return;
-      }
-      case "reshape":
-        return; // a view
-      case "paged_attention": {
-        const [q, k, v, tb, ps] = ins;
-        const [R, H, D] = nodes[q].shape, [P, KVH] = nodes[k].shape;
-        if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
-        const kv = nodes[k].dtype;
-        if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);
-        const T = nodes[tb].shape[1] * n.attrs.block!;
-        const shape = {
-          rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
-          kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale,
-        } as const;
-        const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
-        const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
-        // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
-        const splits = lib.attentionSplits(caps, T);
-        if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
-        const bytes = R * H * splits * (D + 2) * 4;
-        const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-        kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
-        return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
-      }
-      case "sample": { // one workgroup per row: a few passes over the row, the rest over candidates
-        const [R, V] = i0.shape;
-        const k = lib.sample(caps, { rows: R, vocab: V });
-        return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
-      }
-    }
-    if (isEwOp(n.op)) {
-      return lowerGroup({ k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(ins)] } });
-    }
-    throw new LoweringError(`no kernel for ${n.op}`);
-  }
-
-  /**
-   * The frequencies rope reads: 1/theta^(2i/dims), divided by the frequency factors when given. Literal factors
-   * (a config's rope scaling) fold on the host; factors that are a weight (GGUF rope_freqs) are divided on the
-   * device by a small kernel that runs before the first reader.
-   */
-  function ropeTable(theta: number, dims: number, factors?: number): Binding {
-    const fn = factors === undefined ? undefined : nodes[factors];
-    if (fn && fn.op === "literal") {
-      const table = ropeFreqs(theta, dims, fn);
-      return { buffer: buf("literal", `rope:${theta}:${dims}:#${factors}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
-    }
-    const table = ropeFreqs(theta, dims);
-    const base: Binding = { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
-    if (!fn) return base;
-    const key = `rope-freqs:${theta}:${dims}:#${factors}`;
-    const done = byName.has(`arena:${key}`);
-    const scaled: Binding = { buffer: buf("arena", key, table.byteLength), offset: 0, bytes: table.byteLength };
-    if (!done) {
-      const k = lib.elementwise(caps, { n: dims / 2, inputs: [{ type: "f32" }, { type: etype(fn.dtype) }], out: "f32", expr: { op: "div", args: [{ in: 0 }, { in: 1 }] } });
-      kernel(k, [base, bind(factors!), scaled], { bytes: 3 * table.byteLength, flops: dims / 2 });
-    }
-    return scaled;
-  }
-
-  function lowerGemv(u: Extract<Unit, { k: "gemv" }>): void {
-    const first = nodes[u.parts[0].matmuls[0]], wn = nodes[first.inputs[1]];
-    const K = wn.shape[1];
-    const bindings: Binding[] = [bind(u.x)];
-    const reads: number[] = [u.x];
-    let norm: lib.GemvShape["norm"];
-    if (u.norm !== undefined) {
-      const nn = nodes[u.norm];
-      norm = { eps: nn.attrs.eps!, weight: floatOf(nodes[nn.inputs[1]]) };
-      bindings.push(bind(nn.inputs[1]));
-      reads.push(nn.inputs[1]);
-    }
-    const parts: lib.GemvPart[] = u.parts.map((pp) => {
-      const N = numel(nodes[pp.matmuls[0]].shape);
-      const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
-      if (pp.gelu) part.gelu = true;
-      for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
-      reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
-      if (pp.bias) {
-        part.bias = true;
-        for (const bi of pp.bias) bindings.push(bind(bi));
-        reads.push(...pp.bias);
-      }
-      if (pp.residual !== undefined) {
-        part.residual = true;
-        bindings.push(bind(pp.residual));
-        reads.push(pp.residual);
-      }
-      let pos: number | undefined;
-      if (pp.rope !== undefined) {
-        const r = nodes[pp.rope];
-        const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
-        part.rope = { hd, rot: dims, style: r.attrs.style! };
-        bindings.push(ropeTable(r.attrs.theta!, dims, r.inputs[2]));
-        pos = r.inputs[1];
-      }
-      if (pp.update !== undefined) {
-        pos = nodes[pp.update].inputs[2];
-        part.cap = nodes[pp.update].shape[0];
-      }
-      if (pos !== undefined) {
-        part.pos = itype(nodes[pos].dtype);
-        bindings.push(bind(pos));
-        reads.push(pos);
-      }
-      const outDt = nodes[pp.out].dtype;
-      if (outDt !== "f32") part.out = floatOf(nodes[pp.out]);
-      bindings.push(bind(pp.out));
-      return part;
-    });
-    const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, tune: opts.gemvTune });
-    const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
-    const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
-    kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
-  }
-
-  function movement(src: number, n: Node, s: { offset: number; strides: number[] }, d: { offset: number; strides: number[] }, shape: number[]): void {
-    const k = stridedCopy(caps, { shape, elem: etype(n.dtype), src: s, dst: d });
-    kernel(k, [bind(src), bind(n.id)], { bytes: 2 * numel(shape) * (p.values[n.id].bytes / Math.max(numel(n.shape), 1)), flops: 0 });
-  }
-
-  function lowerGroup(u: Extract<Unit, { k: "group" }>): void {
-    const root = nodes[u.group.root];
-    const n = numel(root.shape);
-    const inputs: EwInput[] = [];
-    const inputIds: number[] = [];
-    const inputIndex = new Map<number, number>();
-    const member = new Set(u.group.nodes);
-    const expr = (id: number): EwExpr => {
-      const x = nodes[id];
-      if (!member.has(id)) {
-        if (x.op === "literal" && x.attrs.data === undefined && x.dtype !== "bool") return { c: x.attrs.value!, t: ctype(x.dtype) };
-        let k = inputIndex.get(id);
-        if (k === undefined) {
-          k = inputs.length;
-          inputIndex.set(id, k);
-          inputs.push({ type: etype(x.dtype), len: numel(x.shape) });
-          inputIds.push(id);
-        }
-        const v: EwExpr = { in: k };
-        return x.dtype === "bool" ? { op: "ne", args: [v, { c: 0, t: "u32" }] } : v;
-      }
-      const a = x.inputs.map(expr);
-      switch (x.op) {
-        case "broadcast": return a[0];
-        case "cast": return { cast: ctype(x.dtype), a: a[0] };
-        case "silu": return { op: "silu", args: a };
-        case "gelu": return { op: "gelu", args: a };
-        case "silu_mul": return { op: "mul", args: [{ op: "silu", args: [a[0]] }, a[1]] };
-        case "select": return { op: "select", args: a };
-        default: return { op: x.op as "add", args: a };
-      }
-    };
-    let e = expr(root.id);
-    if (root.dtype === "bool") e = { op: "select", args: [e, { c: 1, t: "u32" }, { c: 0, t: "u32" }] };
-    const k = lib.elementwise(caps, { n, inputs, out: etype(root.dtype), expr: e });
-    kernel(k, [...inputIds.map(bind), bind(root.id)], { bytes: bytesOfIds(inputIds) + p.values[root.id].bytes, flops: n * u.group.nodes.length });
   }
 
   // State written by a non-in-place update, then outputs into readback buffers.
@@ -438,13 +167,347 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       name: name(n), buffer: byName.get(`${kind}:${name(n)}`)!, offset: 0, dtype: n.dtype, shape: n.shape,
     }));
   return {
-    buffers,
-    steps,
+    buffers: cx.buffers,
+    steps: cx.steps,
     slots: places("slot", "slot", (n) => n.attrs.name!),
     state: places("state", "state", (n) => n.attrs.name!),
     outputs,
     weights: places("weight", "const", (n) => (p.values[n.id].home as { role: string }).role),
   };
+}
+
+type UnitLowerer<K extends Unit["k"]> = (cx: LowerContext, u: Extract<Unit, { k: K }>) => void;
+
+/** One lowerer per plan unit kind; a "node" unit goes to its op's lowerer (NODE_LOWERERS). */
+export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
+  group: lowerGroup,
+  gemv: lowerGemv,
+  matmul_residual(cx, u) {
+    const { nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+    const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
+    const K = wn.shape[1], N = wn.shape[0];
+    const extra = u.residual ?? u.bias!;
+    const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
+    kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
+  },
+  attention(cx, u) {
+    const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
+    const n = nodes[u.node], [q, k, v] = n.inputs;
+    const [R, H, D] = nodes[q].shape, [C, KVH] = nodes[k].shape;
+    if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
+    const kv = nodes[k].dtype;
+    if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
+    const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
+    const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+    const splits = attentionSplitCount(caps, C, R * H);
+    if (splits <= 1) {
+      kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+      return;
+    }
+    // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
+    const bytes = R * H * splits * (D + 2) * 4;
+    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+    kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+  },
+  update(cx, u) {
+    const { nodes, caps, bind, kernel, copy, simpleWork } = cx;
+    const n = nodes[u.node], [target, row, index] = n.inputs;
+    const update = u.src ?? row;
+    const t = nodes[target], up = nodes[update];
+    if (u.copyFirst) copy(bind(target), bind(n.id));
+    const rows = up.shape[0], width = numel(up.shape) / Math.max(rows, 1), cap = t.shape[0];
+    if (n.op === "dynamic_update_slice") {
+      if ((n.attrs.axis ?? 0) !== 0) throw new LoweringError("dynamic_update_slice along an axis other than 0");
+      const k = lib.updateSlice(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), pos: itype(nodes[index].dtype) });
+      kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
+    } else {
+      const k = lib.scatter(caps, { rows, width, cap, src: etype(up.dtype), dst: etype(t.dtype), index: itype(nodes[index].dtype) });
+      kernel(k, [bind(update), bind(index), bind(n.id)], simpleWork(u, [update]));
+    }
+  },
+  node(cx, u) {
+    const n = cx.nodes[u.node];
+    cx.bind(n.id); // the result's buffer first, whatever the op (buffer ids follow first use)
+    const f = NODE_LOWERERS[n.op];
+    if (f) return f(cx, n, u);
+    if (isEwOp(n.op)) return lowerGroup(cx, { k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(n.inputs)] } });
+    throw new LoweringError(`no kernel for ${n.op}`);
+  },
+};
+
+/** A node's own kernel(s): its op's lowerer gets the context, the node, and the unit (for work estimates). */
+type NodeLowerer = (cx: LowerContext, n: Node, u: Unit) => void;
+
+const rowsOf = (x: Node) => numel(x.shape) / x.shape[x.shape.length - 1];
+const last = (x: Node) => x.shape[x.shape.length - 1];
+
+/** One lowerer per op that has a kernel of its own; elementwise ops without one lower as a one-node group. */
+export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
+  matmul(cx, n) {
+    const { nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+    const ins = n.inputs, out = bind(n.id);
+    const [x, w] = ins, wn = nodes[w], xn = nodes[x];
+    const K = last(xn);
+    if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
+      const N = wn.shape[0];
+      const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
+      return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+    }
+    const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
+    const batch = numel(xn.shape) / (M * K);
+    const k = batchedMatmul(caps, { batch, m: M, n: N, k: K, a: etype(xn.dtype), w: etype(wn.dtype), wBatchStride: wn.shape.length > 2 ? N * K : 0 });
+    return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+  },
+  gather(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, out = bind(n.id), work = simpleWork(u, ins);
+    const [t, idx] = ins, tn = nodes[t];
+    const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
+    if (n.dtype === "f32" && (isBlock(tn.dtype) || tn.dtype === "f32" || tn.dtype === "f16" || tn.dtype === "bf16")) {
+      const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
+      return kernel(k, [bind(t), bind(idx), out], work);
+    }
+    const k = gatherRows(caps, { count, width, rows: tn.shape[0], elem: etype(tn.dtype), index: itype(nodes[idx].dtype) });
+    return kernel(k, [bind(t), bind(idx), out], work);
+  },
+  rmsnorm(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    return kernel(lib.rmsnorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]) }), [bind(ins[0]), bind(ins[1]), out], simpleWork(u, ins));
+  },
+  layernorm(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    return kernel(lib.layernorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[ins[1]]), bias: true }), [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], simpleWork(u, ins));
+  },
+  softmax(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    if ((n.attrs.axis ?? n.shape.length - 1) !== n.shape.length - 1) throw new LoweringError("softmax along an inner axis");
+    return kernel(lib.softmax(caps, { rows: rowsOf(i0), n: last(i0) }), [bind(ins[0]), out], simpleWork(u, ins));
+  },
+  rope(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, out = bind(n.id), work = simpleWork(u, ins);
+    const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
+    const tb = ropeTable(cx, n.attrs.theta!, dims, ins[2]);
+    const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
+    return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
+  },
+  argmax(cx, n, u) {
+    const { nodes, caps, buf, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id), work = simpleWork(u, ins);
+    const axis = n.attrs.axis!;
+    const [outer, len, inner] = around(i0.shape, axis);
+    if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
+      // Long rows (a vocab): chunks in parallel, then a merge.
+      const bytes = outer * lib.argmaxChunks(len).parts * 8;
+      const part: Binding = { buffer: buf("arena", "argmax-partials", bytes), offset: 0, bytes };
+      kernel(lib.argmaxPartial(caps, { rows: outer, n: len }), [bind(ins[0]), part], work);
+      return kernel(lib.argmaxCombine(caps, { rows: outer, n: len, out: "i32" }), [part, out], { bytes: bytes + 4 * outer, flops: bytes });
+    }
+    if (inner === 1 && i0.dtype === "f32") return kernel(lib.argmax(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), out], work);
+    return kernel(argmaxAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype) }), [bind(ins[0]), out], work);
+  },
+  reduce(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    const [outer, len, inner] = around(i0.shape, n.attrs.axis!);
+    return kernel(reduceAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype), fn: n.attrs.fn! }), [bind(ins[0]), out], simpleWork(u, ins));
+  },
+  iota(cx, n, u) {
+    const out = cx.bind(n.id);
+    return cx.kernel(iota(cx.caps, { shape: n.shape, axis: n.attrs.axis ?? 0, elem: etype(n.dtype) }), [out], cx.simpleWork(u, n.inputs));
+  },
+  causal_mask(cx, n, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    return kernel(causalMask(caps, { rows: n.attrs.rows!, cap: n.attrs.cap!, pos: itype(i0.dtype), window: n.attrs.window }), [bind(ins[0]), out], simpleWork(u, ins));
+  },
+  permute(cx, n) {
+    const i0 = cx.nodes[n.inputs[0]];
+    const st = stridesOf(i0.shape), perm = n.attrs.perm!;
+    return movement(cx, n.inputs[0], n, { offset: 0, strides: perm.map((a) => st[a]) }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+  },
+  broadcast(cx, n) {
+    const i0 = cx.nodes[n.inputs[0]];
+    const st = stridesOf(i0.shape), pad = n.shape.length - i0.shape.length;
+    const strides = n.shape.map((_, d) => (d < pad || i0.shape[d - pad] === 1 ? 0 : st[d - pad]));
+    return movement(cx, n.inputs[0], n, { offset: 0, strides }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+  },
+  slice(cx, n) {
+    const i0 = cx.nodes[n.inputs[0]];
+    const st = stridesOf(i0.shape), start = n.attrs.start!;
+    const offset = start.reduce((a, s, d) => a + s * st[d], 0);
+    return movement(cx, n.inputs[0], n, { offset, strides: st }, { offset: 0, strides: stridesOf(n.shape) }, n.shape);
+  },
+  concat(cx, n) {
+    const axis = n.attrs.axis!, ost = stridesOf(n.shape);
+    let at = 0;
+    for (const id of n.inputs) {
+      const x = cx.nodes[id];
+      movement(cx, id, n, { offset: 0, strides: stridesOf(x.shape) }, { offset: at * ost[axis], strides: ost }, x.shape);
+      at += x.shape[axis];
+    }
+  },
+  reshape() {}, // a view
+  paged_attention(cx, n) {
+    const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
+    const ins = n.inputs, out = bind(n.id);
+    const [q, k, v, tb, ps] = ins;
+    const [R, H, D] = nodes[q].shape, [P, KVH] = nodes[k].shape;
+    if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
+    const kv = nodes[k].dtype;
+    if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);
+    const T = nodes[tb].shape[1] * n.attrs.block!;
+    const shape = {
+      rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
+      kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale,
+    } as const;
+    const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
+    const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
+    // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
+    const splits = lib.attentionSplits(caps, T);
+    if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
+    const bytes = R * H * splits * (D + 2) * 4;
+    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+    kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
+    return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
+  },
+  sample(cx, n) { // one workgroup per row: a few passes over the row, the rest over candidates
+    const { nodes, caps, bind, kernel } = cx;
+    const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
+    const [R, V] = i0.shape;
+    const k = lib.sample(caps, { rows: R, vocab: V });
+    return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+  },
+};
+
+/**
+ * The frequencies rope reads: 1/theta^(2i/dims), divided by the frequency factors when given. Literal factors
+ * (a config's rope scaling) fold on the host; factors that are a weight (GGUF rope_freqs) are divided on the
+ * device by a small kernel that runs before the first reader.
+ */
+function ropeTable(cx: LowerContext, theta: number, dims: number, factors?: number): Binding {
+  const { nodes, caps, buf, bind, kernel, byName } = cx;
+  const fn = factors === undefined ? undefined : nodes[factors];
+  if (fn && fn.op === "literal") {
+    const table = ropeFreqs(theta, dims, fn);
+    return { buffer: buf("literal", `rope:${theta}:${dims}:#${factors}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+  }
+  const table = ropeFreqs(theta, dims);
+  const base: Binding = { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+  if (!fn) return base;
+  const key = `rope-freqs:${theta}:${dims}:#${factors}`;
+  const done = byName.has(`arena:${key}`);
+  const scaled: Binding = { buffer: buf("arena", key, table.byteLength), offset: 0, bytes: table.byteLength };
+  if (!done) {
+    const k = lib.elementwise(caps, { n: dims / 2, inputs: [{ type: "f32" }, { type: etype(fn.dtype) }], out: "f32", expr: { op: "div", args: [{ in: 0 }, { in: 1 }] } });
+    kernel(k, [base, bind(factors!), scaled], { bytes: 3 * table.byteLength, flops: dims / 2 });
+  }
+  return scaled;
+}
+
+function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
+  const { p, nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+  const first = nodes[u.parts[0].matmuls[0]], wn = nodes[first.inputs[1]];
+  const K = wn.shape[1];
+  const bindings: Binding[] = [bind(u.x)];
+  const reads: number[] = [u.x];
+  let norm: lib.GemvShape["norm"];
+  if (u.norm !== undefined) {
+    const nn = nodes[u.norm];
+    norm = { eps: nn.attrs.eps!, weight: floatOf(nodes[nn.inputs[1]]) };
+    bindings.push(bind(nn.inputs[1]));
+    reads.push(nn.inputs[1]);
+  }
+  const parts: lib.GemvPart[] = u.parts.map((pp) => {
+    const N = numel(nodes[pp.matmuls[0]].shape);
+    const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
+    if (pp.gelu) part.gelu = true;
+    for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
+    reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
+    if (pp.bias) {
+      part.bias = true;
+      for (const bi of pp.bias) bindings.push(bind(bi));
+      reads.push(...pp.bias);
+    }
+    if (pp.residual !== undefined) {
+      part.residual = true;
+      bindings.push(bind(pp.residual));
+      reads.push(pp.residual);
+    }
+    let pos: number | undefined;
+    if (pp.rope !== undefined) {
+      const r = nodes[pp.rope];
+      const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
+      part.rope = { hd, rot: dims, style: r.attrs.style! };
+      bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
+      pos = r.inputs[1];
+    }
+    if (pp.update !== undefined) {
+      pos = nodes[pp.update].inputs[2];
+      part.cap = nodes[pp.update].shape[0];
+    }
+    if (pos !== undefined) {
+      part.pos = itype(nodes[pos].dtype);
+      bindings.push(bind(pos));
+      reads.push(pos);
+    }
+    const outDt = nodes[pp.out].dtype;
+    if (outDt !== "f32") part.out = floatOf(nodes[pp.out]);
+    bindings.push(bind(pp.out));
+    return part;
+  });
+  const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, tune: opts.gemvTune });
+  const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
+  const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
+  kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
+}
+
+function movement(cx: LowerContext, src: number, n: Node, s: { offset: number; strides: number[] }, d: { offset: number; strides: number[] }, shape: number[]): void {
+  const k = stridedCopy(cx.caps, { shape, elem: etype(n.dtype), src: s, dst: d });
+  cx.kernel(k, [cx.bind(src), cx.bind(n.id)], { bytes: 2 * numel(shape) * (cx.p.values[n.id].bytes / Math.max(numel(n.shape), 1)), flops: 0 });
+}
+
+function lowerGroup(cx: LowerContext, u: Extract<Unit, { k: "group" }>): void {
+  const { p, nodes, caps, bind, kernel, bytesOfIds } = cx;
+  const root = nodes[u.group.root];
+  const n = numel(root.shape);
+  const inputs: EwInput[] = [];
+  const inputIds: number[] = [];
+  const inputIndex = new Map<number, number>();
+  const member = new Set(u.group.nodes);
+  const expr = (id: number): EwExpr => {
+    const x = nodes[id];
+    if (!member.has(id)) {
+      if (x.op === "literal" && x.attrs.data === undefined && x.dtype !== "bool") return { c: x.attrs.value!, t: ctype(x.dtype) };
+      let k = inputIndex.get(id);
+      if (k === undefined) {
+        k = inputs.length;
+        inputIndex.set(id, k);
+        inputs.push({ type: etype(x.dtype), len: numel(x.shape) });
+        inputIds.push(id);
+      }
+      const v: EwExpr = { in: k };
+      return x.dtype === "bool" ? { op: "ne", args: [v, { c: 0, t: "u32" }] } : v;
+    }
+    const a = x.inputs.map(expr);
+    switch (x.op) {
+      case "broadcast": return a[0];
+      case "cast": return { cast: ctype(x.dtype), a: a[0] };
+      case "silu": return { op: "silu", args: a };
+      case "gelu": return { op: "gelu", args: a };
+      case "silu_mul": return { op: "mul", args: [{ op: "silu", args: [a[0]] }, a[1]] };
+      case "select": return { op: "select", args: a };
+      default: return { op: x.op as "add", args: a };
+    }
+  };
+  let e = expr(root.id);
+  if (root.dtype === "bool") e = { op: "select", args: [e, { c: 1, t: "u32" }, { c: 0, t: "u32" }] };
+  const k = lib.elementwise(caps, { n, inputs, out: etype(root.dtype), expr: e });
+  kernel(k, [...inputIds.map(bind), bind(root.id)], { bytes: bytesOfIds(inputIds) + p.values[root.id].bytes, flops: n * u.group.nodes.length });
 }
 
 const EW = new Set(["neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "not",
