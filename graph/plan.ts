@@ -7,8 +7,8 @@
 // State updates are planned in place: a dynamic_update_slice or scatter_update that is a State's write and
 // whose target is that State's read (read by nothing else) writes straight into the State buffer, so one
 // recording serves every step. Any other update first copies its target.
-import { byteSize, type DType, isBlock } from "./dtype.ts";
-import { describeNode, type FusionGroup, type Graph, GraphError, type Node, numel } from "./ir.ts";
+import { byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
+import { describeNode, type FusionGroup, type Graph, GraphError, type Node, numel, sameShape } from "./ir.ts";
 import { layoutArena } from "./arena.ts";
 import { roleKey } from "./weights.ts";
 
@@ -135,11 +135,11 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       const biasConst = rn.op === "broadcast" && single(r) && nodes[rn.inputs[0]].op === "const" &&
           numel(nodes[rn.inputs[0]].shape) === N && nodes[rn.inputs[0]].dtype === "f32"
         ? rn.inputs[0]
-        : rn.op === "const" && sameDims(rn.shape, n.shape) && mm.shape[0] === 1 ? r : undefined;
+        : rn.op === "const" && sameShape(rn.shape, n.shape) && mm.shape[0] === 1 ? r : undefined;
       if (biasConst !== undefined) {
         unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, bias: biasConst });
         if (rn.op === "broadcast") covered.add(r);
-      } else if (sameDims(rn.shape, n.shape)) {
+      } else if (sameShape(rn.shape, n.shape)) {
         unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
       } else continue;
       covered.add(m);
@@ -151,7 +151,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     const inPlace = inPlaceUpdate(n.id);
     // A float cast of the row (f32 -> f16 K/V) happens in the update kernel's store.
     const row = nodes[n.inputs[1]];
-    const src = row.op === "cast" && single(row.id) && isFloatType(row.dtype) && isFloatType(nodes[row.inputs[0]].dtype)
+    const src = row.op === "cast" && single(row.id) && isFloat(row.dtype) && isFloat(nodes[row.inputs[0]].dtype)
       ? row.inputs[0]
       : undefined;
     if (src !== undefined) covered.add(row.id);
@@ -276,13 +276,7 @@ export function suffixBroadcast(from: readonly number[], to: readonly number[]):
   return f.length <= to.length && f.every((d, i) => d === tail[i]);
 }
 
-function isFloatType(d: string): boolean {
-  return d === "f32" || d === "f16" || d === "bf16";
-}
 
-function sameDims(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 /** The node whose value a unit produces (a gemv unit's first part's). */
 export function resultOf(u: Unit): number {
@@ -378,7 +372,7 @@ function planGemv(
       if (n.op !== "silu_mul") continue;
       const [a, b] = n.inputs;
       if (a === b || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
-      if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape) || n.dtype !== "f32") continue;
+      if (!sameShape(nodes[a].shape, n.shape) || !sameShape(nodes[b].shape, n.shape) || n.dtype !== "f32") continue;
       taken.add(a).add(b);
       addPart(a, { matmuls: [a, b], act: n.id, out: n.id, nodes: [a, b, n.id] });
     }
@@ -388,7 +382,7 @@ function planGemv(
       if (gi < 0) continue;
       const gn = nodes[n.inputs[gi]], a = gn.inputs[0], b = n.inputs[1 - gi];
       if (a === b || !single(gn.id) || taken.has(a) || taken.has(b) || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
-      if (!sameDims(nodes[a].shape, n.shape) || !sameDims(nodes[b].shape, n.shape)) continue;
+      if (!sameShape(nodes[a].shape, n.shape) || !sameShape(nodes[b].shape, n.shape)) continue;
       taken.add(a).add(b);
       addPart(a, { matmuls: [a, b], act: n.id, gelu: true, out: n.id, nodes: [a, b, gn.id, n.id] });
     }
@@ -447,11 +441,11 @@ function gemvChain(
   if (add && add.op === "add" && add.dtype === "f32" && add.inputs[0] !== add.inputs[1]) {
     const r = add.inputs[0] === m ? add.inputs[1] : add.inputs[0], rn = nodes[r];
     const src = rn.op === "broadcast" && single(r) ? nodes[rn.inputs[0]] : rn;
-    if (src.op === "const" && src.dtype === "f32" && numel(src.shape) === N && sameDims(add.shape, nodes[m].shape)) {
+    if (src.op === "const" && src.dtype === "f32" && numel(src.shape) === N && sameShape(add.shape, nodes[m].shape)) {
       p.bias = [src.id];
       p.nodes.push(...(src.id === r ? [add.id] : [r, add.id]));
       cur = p.out = add.id;
-    } else if (rn.dtype === "f32" && sameDims(rn.shape, add.shape) && sameDims(add.shape, nodes[m].shape)) {
+    } else if (rn.dtype === "f32" && sameShape(rn.shape, add.shape) && sameShape(add.shape, nodes[m].shape)) {
       p.residual = r;
       p.nodes.push(add.id);
       cur = p.out = add.id;
@@ -475,7 +469,7 @@ function gemvChain(
       at = next(cur);
     } else at = r;
   }
-  if (at?.op === "cast" && isFloatType(at.dtype) && nodes[at.inputs[0]].dtype === "f32") {
+  if (at?.op === "cast" && isFloat(at.dtype) && nodes[at.inputs[0]].dtype === "f32") {
     tail.push(at.id);
     at = next(at.id);
     if (at?.op === "reshape") {

@@ -5,9 +5,10 @@ import { byteSize, type DType, isBlock } from "../graph/dtype.ts";
 import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
+import { isElementwise } from "../graph/ops.ts";
 import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, type Value } from "../graph/plan.ts";
 import { Tracer } from "../graph/tracer.ts";
-import type { CType, EType, Kernel } from "./ir.ts";
+import { computeOf, type CType, type EType, type Kernel, KernelError } from "./ir.ts";
 import type { TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
 import * as lib from "./lib/mod.ts";
@@ -35,13 +36,9 @@ function etype(d: DType): EType {
   return d;
 }
 function ctype(d: DType): CType {
-  switch (d) {
-    case "f32": case "f16": case "bf16": return "f32";
-    case "i32": case "i8": return "i32";
-    case "u32": case "u8": return "u32";
-    case "bool": return "bool";
-    default: throw new LoweringError(`${d} has no compute type`);
-  }
+  if (d === "bool") return "bool";
+  if (isBlock(d)) throw new LoweringError(`${d} has no compute type`);
+  return computeOf(d);
 }
 function itype(d: DType): "u32" | "i32" {
   if (d === "i32" || d === "u32") return d;
@@ -142,7 +139,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     try {
       (UNIT_LOWERERS[u.k] as (cx: LowerContext, u: Unit) => void)(cx, u);
     } catch (e) {
-      if (e instanceof LoweringError || e instanceof RangeError || (e as Error).name === "KernelError") {
+      if (e instanceof LoweringError || e instanceof RangeError || e instanceof KernelError) {
         const n = nodes[resultOf(u)];
         throw new GraphError("attr", `cannot lower for ${target.backend}: ${(e as Error).message}`, { id: n.id, op: n.op, label: n.label });
       }
@@ -231,7 +228,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     cx.bind(n.id); // the result's buffer first, whatever the op (buffer ids follow first use)
     const f = NODE_LOWERERS[n.op];
     if (f) return f(cx, n, u);
-    if (isEwOp(n.op)) return lowerGroup(cx, { k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(n.inputs)] } });
+    if (isElementwise(n.op)) return lowerGroup(cx, { k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(n.inputs)] } });
     throw new LoweringError(`no kernel for ${n.op}`);
   },
 };
@@ -508,13 +505,6 @@ function lowerGroup(cx: LowerContext, u: Extract<Unit, { k: "group" }>): void {
   if (root.dtype === "bool") e = { op: "select", args: [e, { c: 1, t: "u32" }, { c: 0, t: "u32" }] };
   const k = lib.elementwise(caps, { n, inputs, out: etype(root.dtype), expr: e });
   kernel(k, [...inputIds.map(bind), bind(root.id)], { bytes: bytesOfIds(inputIds) + p.values[root.id].bytes, flops: n * u.group.nodes.length });
-}
-
-const EW = new Set(["neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "not",
-  "add", "sub", "mul", "div", "mod", "max", "min", "pow", "and", "or", "eq", "ne", "lt", "le", "gt", "ge",
-  "select", "cast", "silu", "gelu", "silu_mul"]);
-function isEwOp(op: string): boolean {
-  return EW.has(op);
 }
 
 function floatOf(n: Node): "f32" | "f16" | "bf16" {
