@@ -55,7 +55,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
-  const g = optimize(decomposeGraph(graph));
+  const g = optimize(decomposeGraph(graph, hasLowerer));
   return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 /**
@@ -172,6 +172,9 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     weights: places("weight", "const", (n) => (p.values[n.id].home as { role: string }).role),
   };
 }
+
+/** Ops with a kernel of their own (a composite without one is expanded by decomp/graph.ts). */
+const hasLowerer = (op: Node["op"]): boolean => op in NODE_LOWERERS || isElementwise(op);
 
 type UnitLowerer<K extends Unit["k"]> = (cx: LowerContext, u: Extract<Unit, { k: K }>) => void;
 

@@ -11,42 +11,50 @@ import { type Tensor, Tracer } from "../../graph/tracer.ts";
 
 const isKv = (d: string) => d === "f32" || d === "f16" || d === "bf16";
 
+/** Whether the lowering has a kernel of its own for an op (kernels/lower.ts passes its table). */
+export type HasLowerer = (op: Node["op"]) => boolean;
+
 /**
  * Why a node has no direct kernel (kernels/lower.ts), or undefined when it has one. Composites the planner
- * fuses (attention with its causal mask) are judged by the same conditions graph/plan.ts uses.
+ * fuses (attention with its causal mask) are judged by the same conditions graph/plan.ts uses; any other
+ * composite without a lowerer of its own is expanded, so a new composite needs only its type rule
+ * (graph/ops.ts) and its expansion (graph/composites.ts) to run on every target.
  */
-export function undirect(n: Node, nodes: readonly Node[]): string | undefined {
+export function undirect(n: Node, nodes: readonly Node[], lowers: HasLowerer = () => true): string | undefined {
   switch (n.op) {
     case "softmax":
-      return n.attrs.axis === n.shape.length - 1 ? undefined : "softmax along an inner axis";
+      if (n.attrs.axis !== n.shape.length - 1) return "softmax along an inner axis";
+      break;
     case "attention": {
       const [q, k, v, m] = n.inputs.map((i) => nodes[i]);
       if (m.op !== "causal_mask" || m.attrs.rows !== n.shape[0] || m.attrs.cap !== k.shape[0]) return "attention under a mask other than causal_mask";
       if (v.shape[2] !== q.shape[2]) return "attention with a value width other than the head width";
       if (k.dtype !== v.dtype || !isKv(k.dtype)) return `attention over ${k.dtype} K and ${v.dtype} V`;
-      return undefined;
+      return undefined; // a plan unit of its own (graph/plan.ts), not a node lowerer
     }
     case "paged_attention": {
       const [q, k, v] = n.inputs.map((i) => nodes[i]);
       if (v.shape[2] !== q.shape[2]) return "paged attention with a value width other than the head width";
       if (k.dtype !== v.dtype || !isKv(k.dtype)) return `paged attention over ${k.dtype} K and ${v.dtype} V`;
-      return undefined;
+      break;
     }
     case "dynamic_update_slice":
       return (n.attrs.axis ?? 0) === 0 ? undefined : "dynamic_update_slice along an inner axis";
+    case "sample":
+      return undefined; // no expansion: graph/sample.ts is its oracle, kernels/lib/sample.ts its kernel
   }
-  return undefined;
+  return COMPOSITE.has(n.op) && !lowers(n.op) ? `no kernel of its own for ${n.op}` : undefined;
 }
 
 /** The graph with every node that has no direct kernel rewritten (see the top of the file). */
-export function decomposeGraph(src: Graph): Graph {
-  if (!src.nodes.some((n) => undirect(n, src.nodes) !== undefined)) return src;
+export function decomposeGraph(src: Graph, lowers?: HasLowerer): Graph {
+  if (!src.nodes.some((n) => undirect(n, src.nodes, lowers) !== undefined)) return src;
   const g = new Tracer();
   const map = new Array<number>(src.nodes.length);
   for (const n of src.nodes) {
     const ins = n.inputs.map((id) => g.nodes[map[id]]);
     let out: Tensor;
-    if (undirect(n, src.nodes) === undefined) {
+    if (undirect(n, src.nodes, lowers) === undefined) {
       out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;
     } else if (COMPOSITE.has(n.op)) {

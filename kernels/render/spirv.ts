@@ -13,6 +13,7 @@ import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
 import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
+import { decompose } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
 
@@ -52,7 +53,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(kernel, caps, opts).render();
+  return new Emitter(decompose(kernel), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };

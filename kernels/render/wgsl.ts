@@ -44,6 +44,7 @@
 import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
+import { decompose } from "../decomp/mod.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 
 export interface WgslOptions {
@@ -603,5 +604,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(kernel, opts).render();
+  return new Wgsl(decompose(kernel), opts).render();
 }

@@ -139,3 +139,29 @@ test("every op the graph accepts lowers and renders on every target (or the grap
   assert.ok(accepted > 400, `only ${accepted} probes accepted`);
   assert.deepEqual(bad, []);
 });
+
+test("a composite without a lowerer of its own is expanded before planning, with the oracle's exact values", async () => {
+  const { decomposeGraph } = await import("../../kernels/decomp/graph.ts");
+  const { evaluate } = await import("../../graph/eval.ts");
+  const { toStorage } = await import("../../graph/tracer.ts");
+  const x = Array.from({ length: 24 }, (_, i) => Math.sin(i) * 3);
+  const graphs: [Op, (t: Tracer, s: Tensor) => Tensor][] = [
+    ["rmsnorm", (t, s) => t.rmsnorm(s, t.literal(1.5, "f32", [8]), 1e-5)],
+    ["layernorm", (t, s) => t.layernorm(s, t.literal(1.5, "f32", [8]), t.literal(0.25, "f32", [8]), 1e-5)],
+    ["softmax", (t, s) => t.softmax(s)],
+    ["silu", (t, s) => t.silu(s)],
+    ["gelu", (t, s) => t.gelu(s)],
+    ["rope", (t, s) => t.rope(t.reshape(s, [3, 1, 8]), t.literal(5, "i32", [3]), { theta: 10000, style: "half" })],
+  ];
+  for (const [op, f] of graphs) {
+    const t = new Tracer();
+    t.output("y", f(t, t.slot("x", { kind: "Input", dtype: "f32", shape: [3, 8] })));
+    const g = t.build();
+    const d = decomposeGraph(g, (o) => o !== op);
+    assert.ok(!d.nodes.some((n) => n.op === op), `${op} expanded`);
+    const slots = { x: toStorage("f32", x) };
+    assert.deepEqual(evaluate(d, { slots }).output.y, evaluate(g, { slots }).output.y, op);
+    const r = RENDERERS.js;
+    compileGraph(d, { backend: r.backend, device: "typical js", caps: r.caps, memory: { totalBytes: 0 }, watchdogBudget: 0 });
+  }
+});

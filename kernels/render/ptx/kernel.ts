@@ -22,6 +22,7 @@ import { GlobalMemory } from "./memory.ts";
 import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
 import * as math from "../../decomp/math.ts";
 import { PtxMath } from "./math.ts";
+import { decompose } from "../../decomp/mod.ts";
 
 export interface PtxOptions {
   /** SM architecture number: 80 (default), 86, 89, 90 ... */
@@ -615,7 +616,7 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   if (total > 1024) throw new KernelError(`${k.name}: workgroup of ${total} invocations (CUDA allows 1024)`);
   if (k.workgroup[2] > 64) throw new KernelError(`${k.name}: workgroup z of ${k.workgroup[2]} (CUDA allows 64)`);
   const entry = entryName(k.name);
-  const L = new Lowering(k);
+  const L = new Lowering(decompose(k));
   const pdl = (opts.pdl ?? false) !== false && sm >= 90;
   L.prologue(entry);
   if (pdl) L.a.op("griddepcontrol.wait");
