@@ -45,8 +45,9 @@ async function runOnce(d: VulkanDevice, k: Kernel, inputs: Uint8Array[]): Promis
   }
 }
 
+// The native device runs the features in the IR feature suite of every device (tests/devices/features.test.ts).
 for (const f of features.filter((x) => x.fault === undefined)) {
-  for (const [label, get] of [["native", dev], ["fallbacks", wordDev]] as const) {
+  for (const [label, get] of [["fallbacks", wordDev]] as const) {
     // A feature the device lacks is a skip decided here (the renderer test covers the refusal), never a pass.
     const d0 = skip ? undefined : get() as VulkanDevice | string;
     const made = d0 === undefined || typeof d0 === "string" ? d0 : f.make(d0.target.caps);
