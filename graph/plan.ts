@@ -7,7 +7,7 @@
 // State updates are planned in place: a dynamic_update_slice or scatter_update that is a State's write and
 // whose target is that State's read (read by nothing else) writes straight into the State buffer, so one
 // recording serves every step. Any other update first copies its target.
-import { byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
+import { BLOCK, byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
 import { describeNode, type FusionGroup, type Graph, GraphError, type Node, numel, sameShape } from "./ir.ts";
 import { layoutArena } from "./arena.ts";
 import { roleKey } from "./weights.ts";
@@ -324,7 +324,8 @@ export function describeUnit(g: Graph, u: Unit): string {
 
 // ---- gemv units ------------------------------------------------------------------------------------------
 
-const GEMV_WEIGHTS = new Set(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]);
+/** Weight types a gemv reads: the float types and every block type (kernels/lib/dequant.ts decodes each). */
+const GEMV_WEIGHTS = new Set<string>(["f32", "f16", "bf16", ...Object.keys(BLOCK)]);
 
 /**
  * Finds gemv units: batch-1 matmuls (f32 x of numel K, a float or block const [N, K] weight) grouped by input (an
