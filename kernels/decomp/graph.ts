@@ -43,7 +43,8 @@ export function undirect(n: Node, nodes: readonly Node[], lowers: HasLowerer = (
     case "sample":
       return undefined; // no expansion: graph/sample.ts is its oracle, kernels/lib/sample.ts its kernel
   }
-  return COMPOSITE.has(n.op) && !lowers(n.op) ? `no kernel of its own for ${n.op}` : undefined;
+  // (A composite without an expansion, like sample, is its own oracle: it needs a kernel; lowering says so.)
+  return COMPOSITE.has(n.op) && n.op in EXPAND && !lowers(n.op) ? `no kernel of its own for ${n.op}` : undefined;
 }
 
 /** The graph with every node that has no direct kernel rewritten (see the top of the file). */
