@@ -2,7 +2,8 @@
 // wrap at 32 bits, f32 rounding). Float identities that are not exact for every input (x + 0 with x = -0,
 // x * 0 with NaN) are left alone. Any renderer may run it; the JS renderer does, because the library's index
 // arithmetic is full of `lane * 0 + 0` once lanes collapse to one.
-import type { CType, Expr, Kernel, Stmt } from "../ir.ts";
+import type { CType, Expr, Kernel } from "../ir.ts";
+import { mapStmts } from "./rewrite.ts";
 
 const memo = new WeakMap<Expr, Expr>();
 
@@ -140,54 +141,8 @@ function foldOnce(e: Expr): Expr {
   }
 }
 
-/** Every expression of a statement list folded; the same array when nothing changes. */
-export function foldStmts(body: Stmt[]): Stmt[] {
-  let changed = false;
-  const out = body.map((s) => {
-    const r = foldStmt(s);
-    if (r !== s) changed = true;
-    return r;
-  });
-  return changed ? out : body;
-}
-
-function foldStmt(s: Stmt): Stmt {
-  switch (s.k) {
-    case "let": case "assign": {
-      const e = fold(s.e);
-      return e === s.e ? s : { ...s, e };
-    }
-    case "store": case "sstore": {
-      const index = fold(s.index), e = fold(s.e);
-      return index === s.index && e === s.e ? s : { ...s, index, e };
-    }
-    case "loadv": {
-      const index = fold(s.index);
-      return index === s.index ? s : { ...s, index };
-    }
-    case "storev": {
-      const index = fold(s.index), es = s.es.map(fold);
-      return index === s.index && es.every((e, i) => e === s.es[i]) ? s : { ...s, index, es };
-    }
-    case "for": {
-      const start = fold(s.start), end = fold(s.end), body = foldStmts(s.body);
-      return start === s.start && end === s.end && body === s.body ? s : { ...s, start, end, body };
-    }
-    case "if": {
-      const c = fold(s.c), then = foldStmts(s.then), els = foldStmts(s.else);
-      return c === s.c && then === s.then && els === s.else ? s : { ...s, c, then, else: els };
-    }
-    case "check": {
-      const c = fold(s.c);
-      return c === s.c ? s : { ...s, c };
-    }
-    default:
-      return s;
-  }
-}
-
 /** The kernel with every expression folded (the same object when nothing folds). */
 export function foldKernel(k: Kernel): Kernel {
-  const body = foldStmts(k.body);
+  const body = mapStmts(k.body, fold);
   return body === k.body ? k : { ...k, body };
 }

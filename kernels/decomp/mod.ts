@@ -1,12 +1,24 @@
-// The decomposition layer every renderer runs first: an IR-to-IR pass over a Kernel that leaves only what the
-// renderer must write itself. Today it folds constants and integer identities (fold.ts: exact, keeps the IR's
-// wrap-around and f32 rounding); the target-neutral math library (math.ts) is written once over a vocabulary
-// each renderer implements. Graph-level decomposition (what no kernel computes directly) is graph.ts, run by
-// kernels/lower.ts before planning.
-import type { Kernel } from "../ir.ts";
+// The decomposition layer every renderer runs first: IR-to-IR passes over a Kernel that leave only what the
+// renderer must write itself. Constant folding (fold.ts: exact, keeps the IR's wrap-around and f32 rounding)
+// and the rewrites below, each over the shared walker (rewrite.ts). The target-neutral math library (math.ts)
+// is written once over a vocabulary each renderer implements. Graph-level decomposition (what no kernel
+// computes directly) is graph.ts, run by kernels/lower.ts before planning.
+import type { Expr, Kernel } from "../ir.ts";
 import { foldKernel } from "./fold.ts";
+import { rewriteKernel, type Rule } from "./rewrite.ts";
+
+/**
+ * A subgroup reduction of bool as one of u32 0/1: any (add, max) or all (min), as the JS device computes it.
+ * SPIR-V and WGSL have no boolean group arithmetic; PTX's u32 path is the same instructions.
+ */
+export const boolSubgroup: Rule = (e) => {
+  if (e.k !== "subgroup" || e.t !== "bool") return undefined;
+  const bits: Expr = { k: "select", t: "u32", c: e.a, a: { k: "const", t: "u32", v: 1 }, b: { k: "const", t: "u32", v: 0 } };
+  const r: Expr = { k: "subgroup", t: "u32", op: e.op === "min" ? "min" : "max", a: bits };
+  return { k: "bin", t: "bool", op: "ne", a: r, b: { k: "const", t: "u32", v: 0 } };
+};
 
 /** The kernel as every renderer sees it. */
 export function decompose(k: Kernel): Kernel {
-  return foldKernel(k);
+  return foldKernel(rewriteKernel(k, boolSubgroup));
 }

@@ -456,11 +456,7 @@ class Lowering {
 
   private subgroup(op: string, t: CType, x: string): string {
     const a = this.a;
-    if (t === "bool") {
-      // any (add, max) / all (min), as the JS device computes them over 0/1.
-      const u = a.to("r", "selp.u32", "1", "0", x);
-      return a.to("p", "setp.ne.u32", this.subgroup(op === "min" ? "min" : "max", "u32", u), "0");
-    }
+    if (t === "bool") throw new KernelError(`${this.k.name}: subgroup ${op} of bool (decomp/mod.ts rewrites it to u32)`);
     if (this.fullWarps) {
       if (t === "i32" || t === "u32") {
         const ty = op === "add" ? "u32" : SUF[t];
@@ -616,12 +612,13 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   if (total > 1024) throw new KernelError(`${k.name}: workgroup of ${total} invocations (CUDA allows 1024)`);
   if (k.workgroup[2] > 64) throw new KernelError(`${k.name}: workgroup z of ${k.workgroup[2]} (CUDA allows 64)`);
   const entry = entryName(k.name);
-  const L = new Lowering(decompose(k));
+  const dk = decompose(k);
+  const L = new Lowering(dk);
   const pdl = (opts.pdl ?? false) !== false && sm >= 90;
   L.prologue(entry);
   if (pdl) L.a.op("griddepcontrol.wait");
   if (pdl && opts.pdl !== "exit") L.a.op("griddepcontrol.launch_dependents");
-  L.block(k.body);
+  L.block(dk.body);
   L.a.op("ret");
 
   const faultParam = hasChecks(k);
