@@ -24,7 +24,7 @@ const CASES: { name: string; family: Family; config: ModelConfig }[] = FAMILY_DI
 const dtypeOf = (r: { role: string }) => (/norm|bias|rope_freqs/.test(r.role) ? "f32" : "bf16") as "f32" | "bf16";
 
 for (const c of CASES) {
-  test(`${c.name}: every declared fusion fires on the decode step (no near miss)`, () => {
+  test(`${c.name}: every declared fusion fires on the decode step (no near miss)`, { timeout: 120_000 }, () => {
     const { tracer, logits } = c.family.trace(c.config, { rows: 1, cap: 64 }, { dtypeOf });
     tracer.output("token", tracer.argmax(logits, 1));
     const p = plan(optimize(decomposeGraph(tracer.build())));

@@ -15,7 +15,7 @@ import { runCase } from "./harness.ts";
 
 const same = (a: Uint8Array[], b: Uint8Array[]) => a.length === b.length && a.every((x, i) => x.length === b[i].length && x.every((v, j) => v === b[i][j]));
 
-test("decomposed IR feature kernels give the same bytes on the JS device", async () => {
+test("decomposed IR feature kernels give the same bytes on the JS device", { timeout: 120_000 }, async () => {
   const js = new JsDevice({ caps: { subgroupSize: 32, f16: true } });
   const bad: string[] = [];
   let changed = 0;
@@ -30,7 +30,7 @@ test("decomposed IR feature kernels give the same bytes on the JS device", async
   assert.deepEqual(bad, []);
 });
 
-test("decomposed kernel-library cases give the same bytes on the JS device", async () => {
+test("decomposed kernel-library cases give the same bytes on the JS device", { timeout: 300_000 }, async () => {
   const js = new JsDevice({ caps: { subgroupSize: 32, f16: true } });
   const bad: string[] = [];
   for (const kc of cases.filter((x) => x.fault === undefined)) {

@@ -113,7 +113,7 @@ function build(p: Probe) {
   }
 }
 
-test("every op the graph accepts lowers and renders on every target (or the graph refuses it)", () => {
+test("every op the graph accepts lowers and renders on every target (or the graph refuses it)", { timeout: 300_000 }, () => {
   const all = probes();
   const covered = new Set(all.map((p) => p.op));
   const ops = [...UNARY, ...BINARY, ...COMPARE, ...COMPOSITE, "select", "cast", "reduce", "argmax", "matmul", "gather",
@@ -140,7 +140,7 @@ test("every op the graph accepts lowers and renders on every target (or the grap
   assert.deepEqual(bad, []);
 });
 
-test("a composite without a lowerer of its own is expanded before planning, with the oracle's exact values", async () => {
+test("a composite without a lowerer of its own is expanded before planning, with the oracle's exact values", { timeout: 120_000 }, async () => {
   const { decomposeGraph } = await import("../../kernels/decomp/graph.ts");
   const { evaluate } = await import("../../graph/eval.ts");
   const { toStorage } = await import("../../graph/tracer.ts");
