@@ -4,7 +4,7 @@ import type { Device } from "../../backends/device.ts";
 import { BUILT_BACKENDS } from "../../backends/open.ts";
 import type { Backend } from "../../kernels/target.ts";
 
-/** Every backend the build has (backends/open.ts), cheapest first: js, wgpu, vulkan, ptx. */
+/** Every backend the build has (backends/open.ts), in the reverse of "auto"'s order: js, wgpu, vulkan, ptx. */
 export const BACKENDS: readonly Backend[] = [...BUILT_BACKENDS].reverse();
 export type BackendName = Backend;
 
