@@ -8,8 +8,9 @@
 // multiply-add. Transcendentals (exp, log, sin, cos, tanh, pow) are the host's double Math functions rounded to
 // f32; rsqrt is f32(1/√x) and recip f32(1/x), each with one rounding.
 import { BLOCK, type BlockDType, decodeHalf, dequantize, type DType, encodeHalf, isBlock, type Storage, storageFor } from "./dtype.ts";
-import { GraphError, type Node, numel, stridesOf } from "./ir.ts";
+import { GraphError, type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
 import { BINARY, COMPARE, UNARY } from "./ops.ts";
+import { UNARY_OPS } from "./unary.ts";
 import { sampleRows } from "./sample.ts";
 
 const fr = Math.fround;
@@ -180,20 +181,8 @@ function unary(n: Node, x: Node, xs: Storage): Storage {
   const a = half ? decodeHalf(x.dtype as "f16", xs as Uint16Array) : xs;
   const o = half || x.dtype === "f32" ? new Float32Array(a.length) : storageFor(n.dtype, a.length);
   const len = a.length;
-  switch (n.op) {
-    case "neg": for (let i = 0; i < len; i++) o[i] = -a[i]; break;
-    case "abs": for (let i = 0; i < len; i++) o[i] = Math.abs(a[i]); break;
-    case "exp": for (let i = 0; i < len; i++) o[i] = Math.exp(a[i]); break;
-    case "log": for (let i = 0; i < len; i++) o[i] = Math.log(a[i]); break;
-    case "sqrt": for (let i = 0; i < len; i++) o[i] = Math.sqrt(a[i]); break;
-    case "rsqrt": for (let i = 0; i < len; i++) o[i] = 1 / Math.sqrt(a[i]); break;
-    case "recip": for (let i = 0; i < len; i++) o[i] = 1 / a[i]; break;
-    case "sin": for (let i = 0; i < len; i++) o[i] = Math.sin(a[i]); break;
-    case "cos": for (let i = 0; i < len; i++) o[i] = Math.cos(a[i]); break;
-    case "tanh": for (let i = 0; i < len; i++) o[i] = Math.tanh(a[i]); break;
-    case "floor": for (let i = 0; i < len; i++) o[i] = Math.floor(a[i]); break;
-    case "not": for (let i = 0; i < len; i++) o[i] = a[i] ? 0 : 1; break;
-  }
+  const f = UNARY_OPS[n.op as UnaryOp].f;
+  for (let i = 0; i < len; i++) o[i] = f(a[i]);
   return half ? fromF32(n.dtype, o as Float32Array) : o;
 }
 

@@ -2,6 +2,7 @@
 // validate() both go through inferNode, so a graph that validates is one the oracle and the planner can read.
 import { BLOCK, type DType, isBlock, isFloat, isInt, SIZE } from "./dtype.ts";
 import { SAMPLER_WORDS } from "./sample.ts";
+import { UNARY_OPS } from "./unary.ts";
 import {
   type Attrs,
   type BinaryOp,
@@ -15,9 +16,7 @@ import {
   type UnaryOp,
 } from "./ir.ts";
 
-export const UNARY: ReadonlySet<Op> = new Set<UnaryOp>([
-  "neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "not",
-]);
+export const UNARY: ReadonlySet<Op> = new Set<UnaryOp>(Object.keys(UNARY_OPS) as UnaryOp[]);
 export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>([
   "add", "sub", "mul", "div", "mod", "max", "min", "pow", "and", "or",
 ]);
@@ -40,9 +39,6 @@ export function isElementwise(op: Op): boolean {
     op === "silu" || op === "gelu" || op === "silu_mul";
 }
 
-const FLOAT_ONLY: ReadonlySet<Op> = new Set<Op>([
-  "exp", "log", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "pow",
-]);
 
 /**
  * What each op reads and produces (the documentation of the op set; eval.ts defines the arithmetic).
@@ -53,8 +49,7 @@ export const OP_DOC: Record<Op, string> = {
   state: "State buffer attrs.name as it is when the step begins",
   literal: "attrs.value splat, or attrs.data (dtype storage)",
   iota: "index along attrs.axis, any non-block non-bool dtype",
-  neg: "-x", abs: "|x|", exp: "e^x", log: "ln x", sqrt: "√x", rsqrt: "1/√x (one rounding)", recip: "1/x",
-  sin: "sin x", cos: "cos x", tanh: "tanh x", floor: "⌊x⌋", not: "!x (bool)",
+  ...(Object.fromEntries(Object.entries(UNARY_OPS).map(([k, r]) => [k, r.doc])) as Record<UnaryOp, string>),
   add: "a+b", sub: "a-b", mul: "a*b", div: "a/b (ints: truncating, x/0 = 0)",
   mod: "a%b, sign of a (ints: x%0 = 0)", max: "max (NaN wins; +0 > -0)", min: "min (NaN wins; -0 < +0)",
   pow: "a^b", and: "a&b (bool, ints)", or: "a|b (bool, ints)",
@@ -205,9 +200,10 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
     arity(ins, 1, 1, ref);
     const x = ins[0];
     noBlock(x, ref);
-    if (op === "not") {
-      if (x.dtype !== "bool") fail("dtype", ref, `not needs bool, got ${fmt(x)}`);
-    } else if (FLOAT_ONLY.has(op)) needFloat(x, ref);
+    const input = UNARY_OPS[op as UnaryOp].input;
+    if (input === "bool") {
+      if (x.dtype !== "bool") fail("dtype", ref, `${op} needs bool, got ${fmt(x)}`);
+    } else if (input === "float") needFloat(x, ref);
     else if (x.dtype === "bool") fail("dtype", ref, `${op} of bool`);
     return { dtype: x.dtype, shape: [...x.shape], attrs: a };
   }

@@ -29,7 +29,8 @@
 // non-finite oracle value needs the same non-finite value, integer and bool results must be equal.
 import { decodeHalf, type DType, isFloat, type Storage } from "./dtype.ts";
 import { asF32, runPrimitive, weightF32 } from "./eval_ops.ts";
-import { type Node, numel, stridesOf } from "./ir.ts";
+import { type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
+import { type Allowance, UNARY_OPS } from "./unary.ts";
 import { MOVEMENT } from "./ops.ts";
 
 /** Unit roundoff of f32. */
@@ -51,23 +52,12 @@ export function dotTolerance(K: number, absSum: number): number {
   return 2 * gamma(K) * absSum + FTZ;
 }
 
-/** A device's own error per elementwise op, beyond what its inputs carry. */
-export interface Allowance {
-  /** times u·|result| */
-  rel: number;
-  /** times u (absolute) */
-  abs?: number;
-  /** times u·|argument| (·|result| for exp and pow, absolute for sin and cos) */
-  arg?: number;
-}
-
+/** A device's own error per elementwise op: the binary ops' here, the unary ops' in their records (unary.ts). */
 export const ALLOW: Record<string, Allowance> = {
-  add: { rel: 2 }, sub: { rel: 2 }, mul: { rel: 2 },
-  div: { rel: 4 }, recip: { rel: 4 }, sqrt: { rel: 4 }, rsqrt: { rel: 4 },
-  exp: { rel: 4, arg: 2 }, log: { rel: 4, abs: 4 }, tanh: { rel: 4, abs: 4 },
-  sin: { rel: 0, abs: 4, arg: 2 }, cos: { rel: 0, abs: 4, arg: 2 },
-  pow: { rel: 8, arg: 2 },
+  add: { rel: 2 }, sub: { rel: 2 }, mul: { rel: 2 }, div: { rel: 4 }, pow: { rel: 8, arg: 2 },
+  ...Object.fromEntries(Object.entries(UNARY_OPS).flatMap(([k, r]) => (r.allow ? [[k, r.allow]] : []))),
 };
+export type { Allowance };
 
 /** The device's own error at one element. A non-finite oracle result must be matched exactly, so it needs none. */
 export function ownError(op: string, r: number, x: number): number {
@@ -89,13 +79,6 @@ function maxAbsDelta(f: (x: number) => number, x: number, e: number, r: number):
   return d === d ? d : Infinity;
 }
 
-const UNARY_F: Record<string, (x: number) => number> = {
-  neg: (x) => -x, abs: Math.abs, exp: Math.exp, log: Math.log, sqrt: Math.sqrt,
-  rsqrt: (x) => 1 / Math.sqrt(x), recip: (x) => 1 / x, tanh: Math.tanh,
-};
-
-// Functions with a pole or a domain edge at 0: an input interval reaching it gives an unbounded result.
-const POLE_AT_ZERO = new Set(["log", "sqrt", "rsqrt", "recip"]);
 
 /** A float storage's values as numbers (f16 / bf16 decoded). */
 export function floats(d: DType, s: Storage): ArrayLike<number> {
@@ -131,13 +114,13 @@ export function propagate(
   switch (op) {
     case "neg": case "abs": case "exp": case "log": case "sqrt": case "rsqrt": case "recip": case "tanh":
     case "sin": case "cos": case "floor": {
-      const x = floats(ins[0].dtype, v[0]), ex = e[0], f = UNARY_F[op];
+      const x = floats(ins[0].dtype, v[0]), ex = e[0], rec = UNARY_OPS[op as UnaryOp], f = rec.f;
       for (let i = 0; i < len; i++) {
         const ei = ex ? ex[i] : 0;
         let b: number;
         if (op === "floor") b = 0;
         else if (op === "sin" || op === "cos") b = Math.min(ei, 2);
-        else if (ei > 0 && POLE_AT_ZERO.has(op) && Math.abs(x[i]) <= ei) b = Infinity;
+        else if (ei > 0 && rec.poleAtZero && Math.abs(x[i]) <= ei) b = Infinity;
         else b = maxAbsDelta(f, x[i], ei, rv[i]);
         out[i] = comb(b, ownError(op, rv[i], x[i]));
       }
