@@ -8,9 +8,10 @@
 // multiply-add. Transcendentals (exp, log, sin, cos, tanh, pow) are the host's double Math functions rounded to
 // f32; rsqrt is f32(1/√x) and recip f32(1/x), each with one rounding.
 import { BLOCK, type BlockDType, decodeHalf, dequantize, type DType, encodeHalf, isBlock, type Storage, storageFor } from "./dtype.ts";
-import { GraphError, type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
+import { type BinaryOp, GraphError, type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
 import { BINARY, COMPARE, UNARY } from "./ops.ts";
 import { UNARY_OPS } from "./unary.ts";
+import { BINARY_OPS } from "./binary.ts";
 import { sampleRows } from "./sample.ts";
 
 const fr = Math.fround;
@@ -193,27 +194,8 @@ function binary(n: Node, x: Node, xs: Storage, ys: Storage): Storage {
   const float = half || d === "f32";
   const o = float ? new Float32Array(a.length) : storageFor(d, a.length);
   const len = a.length;
-  switch (n.op) {
-    case "add": for (let i = 0; i < len; i++) o[i] = a[i] + b[i]; break;
-    case "sub": for (let i = 0; i < len; i++) o[i] = a[i] - b[i]; break;
-    case "mul":
-      if (float) for (let i = 0; i < len; i++) o[i] = a[i] * b[i];
-      else for (let i = 0; i < len; i++) o[i] = Math.imul(a[i], b[i]);
-      break;
-    case "div":
-      if (float) for (let i = 0; i < len; i++) o[i] = a[i] / b[i];
-      else for (let i = 0; i < len; i++) o[i] = b[i] === 0 ? 0 : Math.trunc(a[i] / b[i]);
-      break;
-    case "mod":
-      if (float) for (let i = 0; i < len; i++) o[i] = a[i] % b[i];
-      else for (let i = 0; i < len; i++) o[i] = b[i] === 0 ? 0 : a[i] % b[i];
-      break;
-    case "max": for (let i = 0; i < len; i++) o[i] = Math.max(a[i], b[i]); break;
-    case "min": for (let i = 0; i < len; i++) o[i] = Math.min(a[i], b[i]); break;
-    case "pow": for (let i = 0; i < len; i++) o[i] = Math.pow(a[i], b[i]); break;
-    case "and": for (let i = 0; i < len; i++) o[i] = a[i] & b[i]; break;
-    case "or": for (let i = 0; i < len; i++) o[i] = a[i] | b[i]; break;
-  }
+  const r = BINARY_OPS[n.op as BinaryOp], f = float ? r.f : r.int ?? r.f;
+  for (let i = 0; i < len; i++) o[i] = f(a[i], b[i]);
   return half ? fromF32(d, o as Float32Array) : o;
 }
 

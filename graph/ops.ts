@@ -3,6 +3,7 @@
 import { BLOCK, type DType, isBlock, isFloat, isInt, SIZE } from "./dtype.ts";
 import { SAMPLER_WORDS } from "./sample.ts";
 import { UNARY_OPS } from "./unary.ts";
+import { BINARY_OPS } from "./binary.ts";
 import {
   type Attrs,
   type BinaryOp,
@@ -17,9 +18,7 @@ import {
 } from "./ir.ts";
 
 export const UNARY: ReadonlySet<Op> = new Set<UnaryOp>(Object.keys(UNARY_OPS) as UnaryOp[]);
-export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>([
-  "add", "sub", "mul", "div", "mod", "max", "min", "pow", "and", "or",
-]);
+export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>(Object.keys(BINARY_OPS) as BinaryOp[]);
 export const COMPARE: ReadonlySet<Op> = new Set<CompareOp>(["eq", "ne", "lt", "le", "gt", "ge"]);
 export const COMPOSITE: ReadonlySet<Op> = new Set<CompositeOp>([
   "rmsnorm", "layernorm", "rope", "softmax", "attention", "paged_attention", "causal_mask", "silu", "gelu", "silu_mul",
@@ -50,9 +49,7 @@ export const OP_DOC: Record<Op, string> = {
   literal: "attrs.value splat, or attrs.data (dtype storage)",
   iota: "index along attrs.axis, any non-block non-bool dtype",
   ...(Object.fromEntries(Object.entries(UNARY_OPS).map(([k, r]) => [k, r.doc])) as Record<UnaryOp, string>),
-  add: "a+b", sub: "a-b", mul: "a*b", div: "a/b (ints: truncating, x/0 = 0)",
-  mod: "a%b, sign of a (ints: x%0 = 0)", max: "max (NaN wins; +0 > -0)", min: "min (NaN wins; -0 < +0)",
-  pow: "a^b", and: "a&b (bool, ints)", or: "a|b (bool, ints)",
+  ...(Object.fromEntries(Object.entries(BINARY_OPS).map(([k, r]) => [k, r.doc])) as Record<BinaryOp, string>),
   eq: "a==b", ne: "a!=b", lt: "a<b", le: "a<=b", gt: "a>b", ge: "a>=b",
   select: "[cond, a, b] -> cond ? a : b",
   cast: "to attrs.to: float->int truncates and saturates (NaN->0), ->f16/bf16 rounds to nearest even",
@@ -212,9 +209,10 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
     const [x, y] = ins;
     noBlock(x, ref);
     same(x, y, ref, "operands");
-    if (op === "and" || op === "or") {
+    const input = BINARY_OPS[op as BinaryOp].input;
+    if (input === "logical") {
       if (x.dtype !== "bool" && !isInt(x.dtype)) fail("dtype", ref, `${op} needs bool or integers, got ${fmt(x)}`);
-    } else if (op === "pow") needFloat(x, ref);
+    } else if (input === "float") needFloat(x, ref);
     else if (x.dtype === "bool") fail("dtype", ref, `${op} of bool`);
     return { dtype: x.dtype, shape: [...x.shape], attrs: a };
   }

@@ -31,6 +31,7 @@ import { decodeHalf, type DType, isFloat, type Storage } from "./dtype.ts";
 import { asF32, runPrimitive, weightF32 } from "./eval_ops.ts";
 import { type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
 import { type Allowance, UNARY_OPS } from "./unary.ts";
+import { BINARY_OPS } from "./binary.ts";
 import { MOVEMENT } from "./ops.ts";
 
 /** Unit roundoff of f32. */
@@ -52,11 +53,10 @@ export function dotTolerance(K: number, absSum: number): number {
   return 2 * gamma(K) * absSum + FTZ;
 }
 
-/** A device's own error per elementwise op: the binary ops' here, the unary ops' in their records (unary.ts). */
-export const ALLOW: Record<string, Allowance> = {
-  add: { rel: 2 }, sub: { rel: 2 }, mul: { rel: 2 }, div: { rel: 4 }, pow: { rel: 8, arg: 2 },
-  ...Object.fromEntries(Object.entries(UNARY_OPS).flatMap(([k, r]) => (r.allow ? [[k, r.allow]] : []))),
-};
+/** A device's own error per elementwise op, from the ops' records (unary.ts, binary.ts). */
+export const ALLOW: Record<string, Allowance> = Object.fromEntries(
+  [...Object.entries(UNARY_OPS), ...Object.entries(BINARY_OPS)].flatMap(([k, r]) => (r.allow ? [[k, r.allow]] : [])),
+);
 export type { Allowance };
 
 /** The device's own error at one element. A non-finite oracle result must be matched exactly, so it needs none. */
