@@ -1,28 +1,29 @@
 // Helper for tests/quant/tier3.test.ts, run under Node: llama.cpp's greedy tokens (node-llama-cpp, CPU, F32 KV
 // cache, flash attention off, BOS prepended) with the top-two margin at each step: ln p1 − ln p2 of the
-// temperature-1 distribution, which is the top-two logit gap. Reads {model, prompts, tokens, ctx} on stdin;
+// temperature-1 distribution, which is the top-two logit gap. Reads {model, prompts, tokens, ctx} on stdin
+// (or `seqs`: prompt token ids used as given, no BOS added; `ignoreEog`: generate past end-of-generation tokens);
 // prints [{prompt_ids, generated_ids, margins, seconds}] (seconds: the runner-up token at each step).
 import { getLlama } from "node-llama-cpp";
 
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
-const { model: path, prompts, tokens, ctx } = JSON.parse(input);
+const { model: path, prompts, seqs, tokens, ctx, ignoreEog } = JSON.parse(input);
 const llama = await getLlama({ gpu: false, logLevel: "error", logger: () => {} });
 const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
 const out = [];
-for (const p of prompts) {
+for (const p of seqs ?? prompts) {
   const context = await model.createContext({
     contextSize: ctx, batchSize: ctx, flashAttention: false, threads: 2,
     experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
   });
   const seq = context.getSequence();
-  const ids = [model.tokens.bos, ...Array.from(model.tokenize(p, false))];
+  const ids = seqs ? p : [model.tokens.bos, ...Array.from(model.tokenize(p, false))];
   const gen = [], margins = [], seconds = [];
-  for await (const r of seq.evaluateWithMetadata(ids, { probabilities: true }, { temperature: 0 })) {
+  for await (const r of seq.evaluateWithMetadata(ids, { probabilities: true }, { temperature: 0, yieldEogToken: ignoreEog === true })) {
     const it = r.probabilities.entries();
     const [t1, p1] = it.next().value;
     const second = it.next().value;
-    if (model.isEogToken(t1)) break;
+    if (model.isEogToken(t1) && !ignoreEog) break;
     gen.push(t1);
     margins.push(second ? Math.log(p1) - Math.log(second[1]) : Infinity);
     seconds.push(second ? second[0] : -1);
