@@ -18,6 +18,7 @@ import { quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { roleKey } from "../../graph/weights.ts";
 import { tokenizerFromHF } from "../../llm/tokenizer/mod.ts";
 import { FAMILY_DIRS, FIXTURES } from "../families/fixtures.ts";
+import { poot } from "../cli/poot.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "poot-convert-"));
@@ -181,4 +182,23 @@ test("llama.cpp tokenizes with that 'llama' tokenizer as tokenizer.json does", {
   assert.equal(r.status, 0, r.stderr);
   const [{ tokenized }] = JSON.parse(r.stdout) as { tokenized: number[][] }[];
   spmTexts.forEach((s, i) => assert.deepEqual(tokenized[i], spmIds![i], `llama.cpp: ${JSON.stringify(s)}`));
+});
+
+test("poot quantize FOLDER OUT --type q8_0 converts and quantizes in one command, printing the notes", { timeout: 120_000 }, () => {
+  const out = join(dir, "gemma2-q8_0.gguf");
+  const r = poot(["quantize", `${FIXTURES}gemma2`, out, "--type", "q8_0"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /^note: gemma2: lm_head\.weight dropped .*\nnote: gemma2: query_pre_attn_scalar 24 cannot be stated in GGUF/);
+  assert.match(r.stdout, /\] blk\.0\.attn_q\.weight \[64, 64\] f16 -> q8_0\n/);
+  assert.match(r.stdout, /\] blk\.0\.attn_norm\.weight \[64\] f32 -> f32\n/);
+  assert.match(r.stdout, /as q8_0: \d+ of 35 tensors converted, 0 fallbacks\n$/);
+  const g = loadModel(out);
+  try {
+    assert.equal(g.arch, "gemma2");
+    assert.equal(g.gguf!.optU32("general.file_type"), 7);
+    assert.equal(g.store.info("blk.1.ffn_down.weight")!.dtype, "q8_0");
+    assert.equal(g.store.info("output.weight"), undefined, "tied as llama.cpp's gemma2 reads it");
+  } finally {
+    g.close();
+  }
 });
