@@ -3,7 +3,8 @@
 // untouched; gemma's norms as 1 + w in f32), the pre-tokenizer name found from tokenizer.json's regexes (gpt-2,
 // llama-bpe, qwen2; an unknown one is a ConvertError), and a SentencePiece-style tokenizer.json (U+2581, byte
 // fallback) written as tokenizer model `llama` with merge-rank scores that poot and llama.cpp (node-llama-cpp)
-// both tokenize as tokenizer.json does. tests/quant/families.test.ts runs the converted models.
+// both tokenize as tokenizer.json does; linear rope scaling as rope.scaling.* read back to the folder's factors and
+// logits; `poot quantize FOLDER` end to end. tests/quant/families.test.ts runs the converted models.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
@@ -19,6 +20,8 @@ import { roleKey } from "../../graph/weights.ts";
 import { tokenizerFromHF } from "../../llm/tokenizer/mod.ts";
 import { FAMILY_DIRS, FIXTURES } from "../families/fixtures.ts";
 import { poot } from "../cli/poot.ts";
+import { constsFromStore, evaluate } from "../../graph/eval.ts";
+import { dtypesFromStore } from "../../llm/families/family.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "poot-convert-"));
@@ -200,5 +203,40 @@ test("poot quantize FOLDER OUT --type q8_0 converts and quantizes in one command
     assert.equal(g.store.info("output.weight"), undefined, "tied as llama.cpp's gemma2 reads it");
   } finally {
     g.close();
+  }
+});
+
+test("linear rope scaling of a llama checkpoint is written as rope.scaling.* and read back to the folder's factors and logits", () => {
+  const d = join(dir, "llama-linear");
+  cpSync(`${FIXTURES}llama`, d, { recursive: true });
+  const cfgPath = join(d, "config.json"), cfg = JSON.parse(readFileSync(cfgPath, "utf8"));
+  cfg.rope_parameters = { rope_type: "linear", factor: 4, rope_theta: 10000 };
+  writeFileSync(cfgPath, JSON.stringify(cfg));
+  const hf = loadModel(d), out = join(dir, "llama-linear.gguf");
+  try {
+    const c = convertHF(hf);
+    assert.equal(c.metadata.get("llama.rope.scaling.type")?.value, "linear");
+    assert.equal(c.metadata.get("llama.rope.scaling.factor")?.value, 4);
+    assert.equal(c.store.info("rope_freqs.weight"), undefined);
+    quantizeToGGUF(c.store, c.metadata, out, "f32");
+    const gg = loadModel(out);
+    try {
+      assert.deepEqual(gg.config.ropeFactors, hf.config.ropeFactors);
+      assert.equal(gg.config.ropeStyle, "adjacent");
+      const ids = [1, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150], R = ids.length;
+      const logits = (m: typeof hf) => {
+        const { tracer, logits } = m.family.trace(m.config, { rows: R, cap: 16 }, { dtypeOf: dtypesFromStore(m.store, m.map) });
+        tracer.output("l", logits);
+        return evaluate(tracer.build(), { consts: constsFromStore(m.store, m.map), slots: { token: Int32Array.from(ids), pos: new Int32Array([0]) } }).output.l as Float32Array;
+      };
+      const want = logits(hf), got = logits(gg);
+      for (let i = 0; i < want.length; i++) {
+        assert.ok(Math.abs(got[i] - want[i]) <= 1e-4 + 1e-4 * Math.abs(want[i]), `logit ${i}: ${got[i]} vs the folder's ${want[i]} (adjacent vs half rope: only summation order differs)`);
+      }
+    } finally {
+      gg.close();
+    }
+  } finally {
+    hf.close();
   }
 });
