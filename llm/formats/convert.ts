@@ -226,7 +226,7 @@ function tokenizerMetadata(m: ModelHandle, dir: string): Map<string, GGUFValue> 
   const merges = (spec.merges ?? []).map((x) => (typeof x === "string" ? x : x.join(" ")));
   if (spec.byteLevel) {
     md.set("tokenizer.ggml.model", meta.string("gpt2"));
-    md.set("tokenizer.ggml.pre", meta.string("gpt-2"));
+    md.set("tokenizer.ggml.pre", meta.string("gpt-2")); // keeps llama.cpp's key order; preName sets the name below
   } else if (spec.escapeWhitespace && spec.byteFallback) {
     md.set("tokenizer.ggml.model", meta.string("llama"));
   } else {
