@@ -29,7 +29,7 @@ usage:
              [--kv-memory F] [--chunk N] [--api-key K] [--drain S]
   poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
-  poot quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]
+  poot quantize IN OUT --type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]   (IN: GGUF or HF folder)
   poot --version | --help | COMMAND --help (every flag and its default)
 MODEL is a GGUF file or a Hugging Face folder (default: the stories260K model shipped with poot);
 B is auto (default) or one of ${BACKEND_ORDER.join(", ")}.`;

@@ -149,7 +149,14 @@ function fromHF(src: HFConfigSource, gen: 2 | 3): ModelConfig {
   };
 }
 
-/** GGUF metadata of llama.cpp's gemma2/gemma3 converters (norm weights already hold 1 + w). */
+/**
+ * GGUF metadata of llama.cpp's gemma2/gemma3 converters (norm weights already hold 1 + w), read as llama.cpp's
+ * loader reads it: layer l slides when l % P < P - 1 for the period P of attention.sliding_window_pattern
+ * (default 2 / 6; gemma3 slides nowhere without a window), sliding layers rope with rope.freq_base_swa (gemma3
+ * default 10000; gemma2 default the global base) scaled as llama.cpp does (gemma2 as the global rope,
+ * gemma3 not at all), scores scale by 1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 27B models
+ * (46 / 62 layers), as llama.cpp decides by layer count.
+ */
 function fromGGUF(g: GGUFFile, arch: string, gen: 2 | 3): ModelConfig {
   const k = (s: string) => `${arch}.${s}`;
   const dim = g.getU32(k("embedding_length"));
@@ -159,6 +166,13 @@ function fromGGUF(g: GGUFFile, arch: string, gen: 2 | 3): ModelConfig {
   const embd = g.info("token_embd.weight");
   const theta = g.optF32(k("rope.freq_base")) ?? 10000;
   const scale = g.optF32(k("rope.scaling.factor"));
+  const window = g.optU32(k("attention.sliding_window")) || undefined;
+  const period = g.optU32(k("attention.sliding_window_pattern")) ?? (gen === 2 ? 2 : 6);
+  const localTheta = g.optF32(k("rope.freq_base_swa")) ?? (gen === 3 ? 10000 : theta);
+  const big = layers === (gen === 2 ? 46 : 62);
+  const factors = scale && scale !== 1 ? new Array(headDim / 2).fill(scale) : undefined;
+  // llama.cpp's gemma2 scales the sliding layers' rope as the global one; gemma3 does not scale them.
+  const localFactors = gen === 2 ? factors : undefined;
   return {
     dim,
     hidden: g.getU32(k("feed_forward_length")),
@@ -170,18 +184,17 @@ function fromGGUF(g: GGUFFile, arch: string, gen: 2 | 3): ModelConfig {
     rmsEps: g.optF32(k("attention.layer_norm_rms_epsilon")) ?? 1e-6,
     ropeTheta: theta,
     ropeStyle: "half",
-    ropeFactors: scale && scale !== 1 ? new Array(headDim / 2).fill(scale) : undefined,
-    // llama.cpp gives Gemma 3's local layers a base of 10000 (the GGUF has no key for it).
-    ropeLocal: gen === 3 ? { theta: 10000 } : undefined,
+    ropeFactors: factors,
+    ropeLocal: window && (localTheta !== theta || localFactors !== factors) ? { theta: localTheta, factors: localFactors } : undefined,
     tiedEmbeddings: g.info("output.weight") === undefined,
     qkNorm: gen === 3,
     embedScale: Math.sqrt(dim),
     act: "gelu",
-    attnScale: 1 / Math.sqrt(headDim),
+    attnScale: 1 / Math.sqrt(big ? dim / heads : headDim),
     attnSoftcap: g.optF32(k("attn_logit_softcapping")) || undefined,
     finalSoftcap: g.optF32(k("final_logit_softcapping")) || undefined,
-    slidingWindow: g.optU32(k("attention.sliding_window")) || undefined,
-    slidingLayers: pattern(layers, gen === 2 ? 2 : 6),
+    slidingWindow: window,
+    slidingLayers: window ? (period === 0 ? new Array(layers).fill(true) : pattern(layers, period)) : undefined,
     contextLength: g.optU32(k("context_length")),
   };
 }

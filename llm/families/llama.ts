@@ -129,6 +129,8 @@ export function llamaConfigFromGGUF(g: GGUFFile, arch: string, rope: "adjacent" 
   }
   const ropeDims = g.optU32(k("rope.dimension_count"));
   const window = g.optU32(k("attention.sliding_window"));
+  // Linear rope scaling (llama.cpp's rope.scaling.type "linear": positions divided by the factor).
+  const linear = g.optString(k("rope.scaling.type")) === "linear" ? g.optF32(k("rope.scaling.factor")) : undefined;
   return {
     dim,
     hidden: g.getU32(k("feed_forward_length")),
@@ -142,6 +144,7 @@ export function llamaConfigFromGGUF(g: GGUFFile, arch: string, rope: "adjacent" 
     ropeStyle: rope,
     ropeDims: ropeDims !== undefined && ropeDims !== headDim ? ropeDims : undefined,
     ropeFreqFactors: g.info("rope_freqs.weight") !== undefined,
+    ropeFactors: linear && linear !== 1 ? new Array((ropeDims ?? headDim) / 2).fill(linear) : undefined,
     tiedEmbeddings: g.info("output.weight") === undefined,
     qkvBias: g.info("blk.0.attn_q.bias") !== undefined,
     qkNorm: g.info("blk.0.attn_q_norm.weight") !== undefined,

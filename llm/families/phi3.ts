@@ -33,7 +33,8 @@ export const phi3: Family = {
     if (g.info("rope_factors_short.weight") || g.info("rope_factors_long.weight")) {
       throw new MetadataError(g.file, "rope_factors_short.weight", "long-context (longrope) Phi-3 is not supported");
     }
-    return { ...llamaConfigFromGGUF(g, arch, "half"), qkvBias: false, qkNorm: false };
+    // llama.cpp runs Phi-3 files without their sliding window (its loader turns Phi SWA off): so does poot.
+    return { ...llamaConfigFromGGUF(g, arch, "half"), qkvBias: false, qkNorm: false, slidingWindow: undefined };
   },
   fromHF: (src) => ({ ...llamaConfigFromHF(src), qkvBias: false }),
   weights: (c) => llamaWeights({ ...c, qkvBias: false, qkNorm: false, ropeFreqFactors: false }),

@@ -1,7 +1,8 @@
 // Model quantization as llama-quantize does it without an importance matrix: which type each tensor gets in a
 // file type (q8_0, q4_0, and the mixes q4_k_m, q5_k_m, q6_k), the fallbacks for rows that are not whole
 // blocks, and the streaming writer that reads one tensor at a time from any WeightStore, quantizes it with
-// ggml's reference algorithms (ggml-quants.ts) and writes a GGUF file.
+// ggml's reference algorithms (ggml-quants.ts) and writes a GGUF file. The plain float file types (f32, f16,
+// bf16) follow convert_hf_to_gguf.py's --outtype: 1-D tensors and norms f32, every other tensor the type.
 //
 // The per-tensor rules follow llama.cpp's llama_tensor_get_type for these file types (tensor names are GGUF's):
 // - only 2-D+ tensors named *.weight are quantized, never a norm (*_norm.weight); 1-D tensors keep their type;
@@ -16,7 +17,7 @@
 // Not reproduced: rules for model sizes/architectures llama.cpp special-cases (70B attn_v, 8-expert MoE,
 // Falcon), and the importance matrix (--imatrix).
 import { closeSync, openSync, writeSync } from "node:fs";
-import { type BlockDType, BLOCK, decodeHalf, dequantize, type DType, f32ToF16 as f16Of, isBlock, storageFromBytes } from "../../graph/dtype.ts";
+import { type BlockDType, BLOCK, decodeHalf, dequantize, type DType, encodeHalf, isBlock, storageFromBytes } from "../../graph/dtype.ts";
 import type { TensorInfo, WeightStore } from "../../graph/weights.ts";
 import { LlmError } from "../errors.ts";
 import type { GGUFValue } from "./gguf.ts";
@@ -25,9 +26,15 @@ import { quantizeBlocks } from "./ggml-quants.ts";
 
 export const QUANT_FTYPES = ["q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"] as const;
 export type QuantFtype = (typeof QUANT_FTYPES)[number];
+/** Plain conversions (convert_hf_to_gguf.py's --outtype). */
+export const FLOAT_FTYPES = ["f32", "f16", "bf16"] as const;
+export type FloatFtype = (typeof FLOAT_FTYPES)[number];
+/** Every file type `poot quantize --type` writes. */
+export const FILE_TYPES = [...FLOAT_FTYPES, ...QUANT_FTYPES] as const;
+export type FileType = FloatFtype | QuantFtype;
 
 /** llama_ftype ids written as general.file_type. */
-export const FTYPE_ID: Record<QuantFtype, number> = { q4_0: 2, q8_0: 7, q4_k_m: 15, q5_k_m: 17, q6_k: 18 };
+export const FTYPE_ID: Record<FileType, number> = { f32: 0, f16: 1, bf16: 32, q4_0: 2, q8_0: 7, q4_k_m: 15, q5_k_m: 17, q6_k: 18 };
 const BASE: Record<QuantFtype, BlockDType> = { q8_0: "q8_0", q4_0: "q4_0", q4_k_m: "q4_k", q5_k_m: "q5_k", q6_k: "q6_k" };
 const FALLBACK: Partial<Record<BlockDType, BlockDType>> = { q4_k: "q5_0", q5_k: "q5_1", q6_k: "q8_0" };
 
@@ -83,6 +90,21 @@ export function quantPlan(tensors: readonly TensorInfo[], ftype: QuantFtype): Qu
   });
 }
 
+/**
+ * The type each tensor gets in a plain float file (convert_hf_to_gguf.py): 1-D tensors and *_norm.weight in f32,
+ * every other tensor in `ftype`.
+ */
+export function floatPlan(tensors: readonly TensorInfo[], ftype: FloatFtype): QuantChoice[] {
+  return tensors.map((t) => ({
+    name: t.name, from: t.dtype, shape: t.shape, to: t.shape.length <= 1 || t.name.endsWith("_norm.weight") ? "f32" : ftype,
+  }));
+}
+
+/** The type of each tensor in a file type. */
+export function filePlan(tensors: readonly TensorInfo[], ftype: FileType): QuantChoice[] {
+  return (FLOAT_FTYPES as readonly string[]).includes(ftype) ? floatPlan(tensors, ftype as FloatFtype) : quantPlan(tensors, ftype as QuantFtype);
+}
+
 /** The tensor's values as f32 (from f32, f16, bf16 or a block type). */
 function toF32(t: TensorInfo, bytes: Uint8Array): Float32Array {
   const n = t.shape.reduce((a, b) => a * b, 1);
@@ -94,12 +116,7 @@ function toF32(t: TensorInfo, bytes: Uint8Array): Float32Array {
 
 function encode(to: DType, x: Float32Array): Uint8Array {
   if (isBlock(to)) return quantizeBlocks(to, x);
-  if (to === "f16") {
-    const out = new Uint8Array(x.length * 2);
-    const h = new Uint16Array(out.buffer);
-    for (let i = 0; i < x.length; i++) h[i] = f16Of(x[i]);
-    return out;
-  }
+  if (to === "f16" || to === "bf16") return new Uint8Array(encodeHalf(to, x).buffer);
   if (to === "f32") return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
   throw new QuantizeError(`cannot write ${to}`);
 }
@@ -112,7 +129,7 @@ export interface QuantizeOptions {
 }
 
 export interface QuantizeReport {
-  ftype: QuantFtype;
+  ftype: FileType;
   choices: QuantChoice[];
   bytesIn: number;
   bytesOut: number;
@@ -124,10 +141,10 @@ export interface QuantizeReport {
  * tensor at a time; a failure removes nothing it did not create (the caller owns `out`).
  */
 export function quantizeToGGUF(
-  store: WeightStore, metadata: Iterable<[string, GGUFValue]>, out: string, ftype: QuantFtype, opts: QuantizeOptions = {},
+  store: WeightStore, metadata: Iterable<[string, GGUFValue]>, out: string, ftype: FileType, opts: QuantizeOptions = {},
 ): QuantizeReport {
   const infos = [...store.tensors()];
-  const choices = quantPlan(infos, ftype);
+  const choices = filePlan(infos, ftype);
   if (!opts.allowRequantize) {
     const q = choices.find((c) => isBlock(c.from) && c.from !== c.to);
     if (q) throw new QuantizeError(`tensor '${q.name}' is already quantized (${q.from}); requantizing loses quality (pass --allow-requantize to do it anyway)`);
@@ -137,9 +154,9 @@ export function quantizeToGGUF(
   md.set("general.file_type", meta.u32(FTYPE_ID[ftype]));
   const align = md.get("general.alignment");
   const alignment = align && align.type === "u32" ? align.value as number : 32;
-  const sizes = choices.map((c) => {
+  const sizes = choices.map((c, i) => {
     const n = c.shape.reduce((a, b) => a * b, 1);
-    return c.to === c.from ? store.info(c.name)!.byteLength : isBlock(c.to) ? (n / BLOCK[c.to].elems) * BLOCK[c.to].bytes : n * (c.to === "f32" ? 4 : 2);
+    return c.to === c.from ? infos[i].byteLength : isBlock(c.to) ? (n / BLOCK[c.to].elems) * BLOCK[c.to].bytes : n * (c.to === "f32" ? 4 : 2);
   });
   const { header, offsets } = ggufHeader({
     metadata: md,

@@ -3,10 +3,27 @@ import { TokenizerError } from "../errors.ts";
 import type { GGUFFile } from "../formats/gguf.ts";
 import { preTokenizerByName } from "./pretokenize.ts";
 import { createTokenizer } from "./tokenizer.ts";
-import type { Tokenizer, TokenizerSpec } from "./types.ts";
+import { type Tokenizer, type TokenizerSpec, TokenType } from "./types.ts";
 
 /** The metadata-only view the builder needs (a GGUFFile satisfies it). */
 type Meta = Pick<GGUFFile, "file" | "getString" | "getStrings" | "optString" | "optStrings" | "optF32s" | "optI32s" | "optU32" | "optBool">;
+
+/**
+ * llama.cpp sets token attributes GGUF cannot store by the model's name: a Phi-3 (general.name containing "phi-3"
+ * or "phi3") strips whitespace right of every special token (its chat tokens are rstrip in tokenizer.json) and of
+ * </s>, but not of <unk>, <s>, <|endoftext|>.
+ */
+function stripByName(g: Meta, tokens: string[], types: ArrayLike<number> | undefined): Map<number, { rstrip: boolean }> | undefined {
+  const name = (g.optString("general.name") ?? "").toLowerCase();
+  if (!name.includes("phi-3") && !name.includes("phi3")) return undefined;
+  const strip = new Map<number, { rstrip: boolean }>();
+  tokens.forEach((t, i) => {
+    const ty = types?.[i];
+    const special = ty === TokenType.control || ty === TokenType.userDefined || ty === TokenType.unknown || t === "</s>";
+    if (special && t !== "<unk>" && t !== "<s>" && t !== "<|endoftext|>") strip.set(i, { rstrip: true });
+  });
+  return strip;
+}
 
 /** The GGUF description of a tokenizer, as plain data (useful to inspect or adjust before building). */
 export function tokenizerSpecFromGGUF(g: Meta): TokenizerSpec {
@@ -33,6 +50,7 @@ export function tokenizerSpecFromGGUF(g: Meta): TokenizerSpec {
     types,
     eot: idKey("eot_token_id", undefined),
     eom: idKey("eom_token_id", undefined),
+    strip: stripByName(g, tokens, types),
   };
 
   if (model === "llama") {

@@ -22,21 +22,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openDevice, slowDevice } from "../devices/index.ts";
 import { QUANT_FTYPES } from "../../llm/formats/quantize.ts";
-import { openGGUF } from "../../llm/formats/gguf.ts";
-import { writeGGUF } from "../../llm/formats/gguf-write.ts";
-import { decodeHalf, dequantize, isBlock, storageFromBytes } from "../../graph/dtype.ts";
-import { writeFileSync } from "node:fs";
-
-/** The file with every tensor as f32 (block and f16 tensors decoded exactly as the oracle does). */
-function dequantizedCopy(src: string, out: string): void {
-  const f = openGGUF(src);
-  const tensors = [...f.tensors()].map((t) => {
-    const b = f.bytes(t.name), n = t.shape.reduce((a, c) => a * c, 1);
-    const x = isBlock(t.dtype) ? dequantize(t.dtype, b, n) : t.dtype === "f16" ? decodeHalf("f16", storageFromBytes("f16", b) as Uint16Array) : Float32Array.from(storageFromBytes("f32", b) as Float32Array);
-    return { name: t.name, dtype: "f32" as const, shape: t.shape, data: new Uint8Array(x.buffer, x.byteOffset, x.byteLength) };
-  });
-  writeFileSync(out, writeGGUF({ metadata: f.metadata, tensors }));
-}
+import { dequantizedCopy } from "./dequantized.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const model = `${root}models/stories260K/stories260K.gguf`;

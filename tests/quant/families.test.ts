@@ -1,0 +1,242 @@
+// Tier 3 for converted checkpoints: each family fixture (tests/families/fixtures, a Hugging Face folder written by
+// transformers) converted by poot's converter (llm/formats/convert.ts, what `poot quantize FOLDER OUT` runs) to
+// GGUF as its stored type (f32; qwen2 bf16, gemma2 f16), f16, q8_0 and q4_k_m (the fixtures' 64- and 128-wide rows
+// are not whole 256-blocks, so q4_k_m takes llama.cpp's fallbacks: q5_0 for q4_k, q8_0 for q6_k), and a seeded
+// random-weight llama 256 wide (wideLlama, the fixture's tokenizer) to q4_k_m, q5_k_m and q6_k, whose rows take
+// real K-quant blocks (no transformers reference for that one: llama.cpp and poot only), then:
+// - llama.cpp (node-llama-cpp on the CPU) loads every file; its tokenizer, built from the metadata we wrote,
+//   tokenizes every prompt and chat text as poot's tokenizer built from the same file does, and plain prompts to
+//   transformers' ids;
+// - for the families GGUF states exactly (llama, qwen2, qwen3, phi3), llama.cpp on the stored-type file (bf16 qwen2:
+//   its exact f32 dequantization, the math transformers ran) generates transformers' 48 greedy tokens (the fixture
+//   margin rule of tests/families/fixtures.ts): the conversion is the
+//   model, checked by llama.cpp itself. mistral, gemma2, gemma3 differ from transformers by what GGUF cannot say
+//   (llama.cpp's llama has no sliding window; gemma's query_pre_attn_scalar; gemma2's untied lm_head): the
+//   converter's notes must name exactly that;
+// - poot (js, vulkan, wgpu: f16 and q8_0 only, see BACKEND_TYPES; POOT_BACKENDS selects) reading each file
+//   generates llama.cpp's greedy tokens for every prompt and chat (48 each). Exact: every f16/bf16/quantized file
+//   dequantized to f32 by the oracle (bit-exact with ggml's dequantize_row_*) runs in llama.cpp as plain f32 math,
+//   and poot on the file must give its tokens;
+//   a sequence may part only at a step where llama.cpp's own top-two gap is below EXACT_MARGIN (f32 sums in
+//   another order) and poot took its second choice; f32 files are held to the same rule directly. Same file:
+//   llama.cpp rounds the activations before a half or quantized dot (bf16/f16, q8_0), so where poot parts from
+//   llama.cpp on the file itself it must be a near tie (gap below MARGIN, poot took its second choice, as
+//   tests/quant/tier3.test.ts), or llama.cpp's run of the file must already have parted from its run of the exact
+//   dequantization at or before that step (its rounding, not poot, moved). The second kind is counted and printed.
+//   These random-weight fixtures have flat distributions where stories260K's are peaked: llama.cpp's rounding
+//   moves tokens here at gaps up to ~1.4 nats (measured), which is why that rule, not a wider MARGIN, is used.
+// - poot's tokenizer built from each file's metadata tokenizes every prompt and chat text as llama.cpp does (Phi-3
+//   included: both strip the whitespace after its special tokens by the model's name, which is llama.cpp's rule).
+// The poot-GGUF vs poot-folder bit-exact check is tests/families/gguf.test.ts. The reference runs here, never stored.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import process from "node:process";
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
+import { convertHF } from "../../llm/formats/convert.ts";
+import { type FileType, quantizeToGGUF } from "../../llm/formats/quantize.ts";
+import { roleKey } from "../../graph/weights.ts";
+import { dequantizedCopy } from "./dequantized.ts";
+import { llama } from "../../llm/families/llama.ts";
+import { rng } from "../graph/random_graph.ts";
+import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { expected, FAMILY_DIRS, FIXTURES, MARGIN as FIXTURE_MARGIN } from "../families/fixtures.ts";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+/** Largest llama.cpp top-two logit gap (nats) at which poot may take its second choice on the same file. */
+const MARGIN = 0.1;
+/** The same, against llama.cpp on the f32 dequantization (the same math; only summation order differs). */
+const EXACT_MARGIN = 0.01;
+/** Families whose GGUF is the folder's model exactly: llama.cpp must give transformers' tokens. */
+const EXACT = ["llama", "qwen2", "qwen3", "phi3"];
+/** What the converter must say it could not state, per family that GGUF cannot state exactly. */
+const NOTES: Record<string, RegExp[]> = {
+  mistral: [/sliding_window 8 dropped/],
+  gemma2: [/lm_head\.weight dropped/, /query_pre_attn_scalar 24/],
+  gemma3: [/query_pre_attn_scalar 24/],
+};
+/** The random-weight llama whose rows are whole 256-blocks (see wideLlama), and its K-quant file types. */
+const WIDE = "llama-wide";
+const WIDE_TYPES: FileType[] = ["q4_k_m", "q5_k_m", "q6_k"];
+/**
+ * WebGPU through lavapipe takes ~6 s a model here (js and Vulkan ~1.5 s): it runs the issue's minimum, f16 and
+ * q8_0, and the K-quant files, to keep CI bounded; js and vulkan run every file.
+ */
+const RUNS_ON: Partial<Record<string, (family: string, type: FileType) => boolean>> = {
+  wgpu: (family, type) => type === "f16" || type === "q8_0" || family === WIDE,
+};
+type Run = { prompt_ids: number[]; generated_ids: number[]; margins: number[]; seconds: number[] };
+
+const nodeOk = spawnSync("node", ["--version"], { encoding: "utf8" }).status === 0;
+const refSkip = !nodeOk ? "node is not installed"
+  : !existsSync(`${root}node_modules/node-llama-cpp/package.json`) ? "node-llama-cpp is not installed (npm ci)" : false;
+
+const dir = mkdtempSync(join(tmpdir(), "poot-convert-t3-"));
+
+/**
+ * A random-weight llama checkpoint (seeded) 256 wide with a 512-wide FFN, so every row is whole 256-blocks and
+ * q4_k_m / q5_k_m / q6_k write real K-quant blocks (the transformers fixtures are 64 wide: only fallbacks), with
+ * the llama fixture's tokenizer. Norm weights near 1, matrices uniform with a 1/sqrt(in) scale, a wider output
+ * head so the logits are not all near ties.
+ */
+function wideLlama(to: string): void {
+  mkdirSync(to);
+  for (const f of ["tokenizer.json", "tokenizer_config.json"]) copyFileSync(`${FIXTURES}llama/${f}`, join(to, f));
+  const cfg = {
+    architectures: ["LlamaForCausalLM"], model_type: "llama", hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2,
+    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 64, vocab_size: 384, rms_norm_eps: 1e-5, rope_theta: 10000,
+    max_position_embeddings: 256, tie_word_embeddings: false,
+  };
+  writeFileSync(join(to, "config.json"), JSON.stringify(cfg));
+  const c = llama.fromHF({ file: join(to, "config.json"), json: cfg }), r = rng(16);
+  const header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }> = {}, parts: Float32Array[] = [];
+  let off = 0;
+  for (const { role, shape } of llama.weights(c)) {
+    const x = new Float32Array(shape.reduce((a, b) => a * b, 1));
+    const scale = shape.length === 1 ? 0.2 : (role.role === "output" ? 8 : 2) / Math.sqrt(shape[1]);
+    for (let i = 0; i < x.length; i++) x[i] = (shape.length === 1 ? 1 : 0) + (r() - 0.5) * scale;
+    header[llama.tensorName("hf", role, c)!] = { dtype: "F32", shape, data_offsets: [off, off + x.byteLength] };
+    parts.push(x);
+    off += x.byteLength;
+  }
+  const h = new TextEncoder().encode(JSON.stringify(header)), out = new Uint8Array(8 + h.length + off);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  let at = 8 + h.length;
+  for (const x of parts) out.set(new Uint8Array(x.buffer), at), at += x.byteLength;
+  writeFileSync(join(to, "model.safetensors"), out);
+}
+process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+
+/** family -> [file type, path] of its converted files; (family, type) -> llama.cpp's runs. */
+const files = new Map<string, [FileType, string][]>();
+const reference = new Map<string, Run[]>();
+
+test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the wide llama to K-quants) and llama.cpp runs each as transformers does", { skip: refSkip, timeout: 600_000 }, () => {
+  const jobs: { model: string; seqs: number[][]; texts: string[]; family: string; type: FileType }[] = [];
+  wideLlama(join(dir, WIDE));
+  for (const family of [...FAMILY_DIRS, WIDE]) {
+    const m = loadModel(family === WIDE ? join(dir, WIDE) : `${FIXTURES}${family}`);
+    try {
+      const c = convertHF(m);
+      const want = NOTES[family] ?? [];
+      assert.equal(c.notes.length, want.length, `${family} notes: ${c.notes.join("; ")}`);
+      want.forEach((re, i) => assert.match(c.notes[i], re));
+      const stored = m.store.info(m.map.get(roleKey({ role: "tok_embd" }))!)!.dtype as FileType;
+      const types = family === WIDE ? WIDE_TYPES : [...new Set<FileType>([stored, "f16", "q8_0", "q4_k_m"])];
+      const list: [FileType, string][] = [];
+      for (const type of types) {
+        const path = join(dir, `${family}-${type}.gguf`);
+        const r = quantizeToGGUF(c.store, c.metadata, path, type);
+        if (family === WIDE) {
+          const used = new Set(r.choices.map((x) => x.to));
+          assert.ok(used.has(type === "q5_k_m" ? "q5_k" : type === "q6_k" ? "q6_k" : "q4_k") && used.has("q6_k"), `${type}: K-quant blocks written (${[...used]})`);
+        } else if (type === "q4_k_m") assert.ok(r.choices.some((x) => x.to === "q5_0"), `${family} q4_k_m: q4_k rows of 64 fall back to q5_0 as in llama.cpp`);
+        list.push([type, path]);
+        const exp = expected(family === WIDE ? "llama" : family), seqs = [...exp.prompts, ...exp.chats];
+        jobs.push({ model: path, seqs: seqs.map((s) => s.ids), texts: seqs.map((s) => s.text), family, type });
+        if (type !== "f32") {
+          dequantizedCopy(path, `${path}.f32`);
+          jobs.push({ model: `${path}.f32`, seqs: seqs.map((s) => s.ids), texts: [], family, type: `${type}.f32` as FileType });
+        }
+      }
+      files.set(family, list);
+    } finally {
+      m.close();
+    }
+  }
+  const r = spawnSync("node", [`${root}tests/quant/llamacpp-margins.mjs`], {
+    input: JSON.stringify({ jobs: jobs.map(({ model, seqs, texts }) => ({ model, seqs, texts })), tokens: 48, ctx: 128, ignoreEog: true, threads: 1 }),
+    encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26,
+  });
+  assert.equal(r.status, 0, `llama.cpp failed on a converted file: ${r.stderr}`);
+  const out = JSON.parse(r.stdout) as { runs: Run[]; tokenized: number[][] }[];
+  assert.equal(out.length, jobs.length);
+  jobs.forEach((j, k) => {
+    const exp = expected(j.family === WIDE ? "llama" : j.family), seqs = [...exp.prompts, ...exp.chats];
+    const { runs, tokenized } = out[k];
+    if (tokenized.length) {
+      const g = loadModel(j.model);
+      try {
+        tokenized.forEach((ids, i) => {
+          const s = seqs[i], ours = g.tokenizer.encode(s.text, { addBos: false, parseSpecial: true });
+          assert.deepEqual(ids, ours, `${j.family} ${j.type}: llama.cpp and poot tokenize ${JSON.stringify(s.text)} alike`);
+          // Plain prompts: also transformers' ids (which carry the BOS add_bos_token adds; these calls add none).
+          if (i < exp.prompts.length) assert.deepEqual(g.tokenizer.addBos ? [g.tokenizer.bos, ...ids] : ids, s.ids, `${j.family}: ${JSON.stringify(s.text)}`);
+        });
+      } finally {
+        g.close();
+      }
+    }
+    runs.forEach((r) => assert.equal(r.generated_ids.length, exp.steps, `${j.family} ${j.type}: llama.cpp generated ${r.generated_ids.length} tokens`));
+    reference.set(`${j.family}:${j.type}`, runs);
+  });
+  // The stored type's f32 math (bf16 qwen2: its exact f32 dequantization, as transformers ran it) in llama.cpp.
+  for (const family of EXACT) {
+    const stored = files.get(family)![0][0], exp = expected(family);
+    const runs = reference.get(stored === "f32" ? `${family}:f32` : `${family}:${stored}.f32`)!;
+    [...exp.prompts, ...exp.chats].forEach((s, i) => {
+      const got = runs[i].generated_ids, at = got.findIndex((t, k) => t !== s.greedy[k]);
+      assert.ok(at < 0 || s.margins[at] < FIXTURE_MARGIN,
+        `llama.cpp on the converted ${family} (${stored}) sequence ${i}: token ${at} is ${got[at]}, transformers ${s.greedy[at]} ` +
+          `(its top-two margin ${s.margins[at]?.toFixed(4)} >= ${FIXTURE_MARGIN})`);
+    });
+  }
+});
+
+for (const backend of selectedBackends()) {
+  let probe: Awaited<ReturnType<typeof openDevice>> | undefined = await openDevice(backend as BackendName);
+  // A software fallback adapter runs these for minutes: skipped there, said (lavapipe and the GPUs run them).
+  const skip = refSkip || (typeof probe === "string" ? probe : slowDevice(probe));
+  if (skip && typeof probe === "object") await probe.destroy();
+  test(`converted families on ${backend}: poot reading each GGUF generates llama.cpp's greedy tokens`, { skip, timeout: 600_000 }, async () => {
+    const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
+    for (const family of [...FAMILY_DIRS, WIDE]) {
+      for (const [type, path] of files.get(family) ?? []) {
+        if (RUNS_ON[backend] && !RUNS_ON[backend]!(family, type)) continue;
+        const ref = reference.get(`${family}:${type}`);
+        if (!ref) {
+          bad.push(`${family} ${type}: no llama.cpp reference (see the conversion test)`);
+          continue;
+        }
+        // Unloading an engine ends its device: each model gets a fresh one (the probe serves the first).
+        const d = probe ?? await openDevice(backend as BackendName);
+        probe = undefined;
+        if (typeof d === "string") throw new Error(d);
+        const t0 = performance.now();
+        const m = loadModel(path), engine = new Engine(d, { compile: compileGraph });
+        try {
+          const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
+          const exact = reference.get(`${family}:${type}.f32`);
+          for (const [i, want] of ref.entries()) {
+            const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
+            const fail = (r: Run, at: number, who: string) =>
+              `${family} ${type} sequence ${i}: token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
+            const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
+            const nearTie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
+            const e = exact?.[i] ?? want, ea = part(e);
+            if (ea >= 0) (nearTie(e, ea, EXACT_MARGIN) ? flips : bad).push(fail(e, ea, exact ? "llama.cpp on the f32 dequantization" : "llama.cpp"));
+            const at = part(want);
+            if (!exact || at < 0) continue;
+            const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
+            if (nearTie(want, at, MARGIN)) flips.push(fail(want, at, "llama.cpp"));
+            else if (own >= 0 && own <= at) rounded.push(`${family} ${type} #${i}@${at}`);
+            else bad.push(fail(want, at, "llama.cpp"));
+          }
+        } finally {
+          m.close();
+          await engine.unload();
+        }
+        if (process.env.POOT_TIMES) console.log(`${family} ${type} ${backend}: ${(performance.now() - t0).toFixed(0)} ms`);
+      }
+    }
+    if (typeof probe === "object") await probe.destroy();
+    assert.deepEqual(bad, []);
+    if (flips.length) console.log(`near-tie flips within the margin rule on ${backend}: ${flips.join("; ")}`);
+    if (rounded.length) console.log(`where llama.cpp's rounded activations left its own f32 math first (${rounded.length}): ${rounded.join(", ")}`);
+  });
+}
