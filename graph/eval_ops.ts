@@ -11,6 +11,7 @@ import { BLOCK, type BlockDType, decodeHalf, dequantize, type DType, encodeHalf,
 import { GraphError, type Node, numel, stridesOf } from "./ir.ts";
 import { BINARY, COMPARE, UNARY } from "./ops.ts";
 import { sampleRows } from "./sample.ts";
+import { logprobRows, processRows } from "./logits.ts";
 
 const fr = Math.fround;
 
@@ -64,6 +65,8 @@ export function runPrimitive(n: Node, ins: Node[], v: Storage[], order: Accumula
     case "reduce": return reduce(n, ins[0], v[0], order);
     case "argmax": return argmax(n, ins[0], v[0]);
     case "sample": return sampleRows(v[0] as Float32Array, v[1] as Uint32Array, ins[0].shape[0], ins[0].shape[1]);
+    case "logits_process": return processRows(v[0] as Float32Array, v[1] as Uint32Array, v[2] as Uint32Array, ins[0].shape[0], ins[0].shape[1]);
+    case "logprobs": return logprobRows(v[0] as Float32Array, v[1] as Int32Array, v[2] as Uint32Array, ins[0].shape[0], ins[0].shape[1], n.attrs.n!);
     case "matmul": return matmul(ins[0], ins[1], v[0], v[1], order);
     case "gather": return gather(n, ins[0], v[0], v[1]);
     case "reshape": return v[0];

@@ -11,7 +11,8 @@
 //   3 min_p    f32   off unless min_p > 0
 //   4 seed     u32
 //   5 counter  u32   a per-draw counter (the driver passes the position being sampled)
-//   6, 7       reserved, 0
+//   6 top_logprobs u32  top logprobs wanted (graph/logits.ts `logprobs`; at most its N)
+//   7 logprobs     u32  1: the row wants logprobs (the chosen token's, and top_logprobs more)
 // Per row, with x the logits and all arithmetic in f32 (every result rounded to f32):
 //  1. nonfinite = 1 when any x_i is NaN or ±Inf, else 0. The flag reads the logits as given (a later logit
 //     bias or guided mask may put -Inf in on purpose and must not raise it).
@@ -39,17 +40,14 @@
 //           x *= 0x31848bab; x ^= x>>>14 (products mod 2^32).
 // For one seed, distinct counters give distinct bits (mix32 is a bijection).
 //
-// TODO (later issues; the reserved words 6-7 and further optional inputs of the op leave room for them):
-// top-n logprobs (a second output: log(w_i / Z) of the n largest, from the same max and Z); logit bias (a
-// sparse [rows, n] (id, value) input added to x after step 1's flag, so a -Inf ban never raises it);
-// repetition/frequency/presence penalties (a per-row token-count State applied with the bias); guided masks
-// (a per-row bit mask input: masked tokens are -Inf before step 2).
+// Logit bias, bans, penalties and grammar masks run before this op (`logits_process`), logprobs after it
+// (`logprobs`); graph/logits.ts states both and the order of the whole sampler.
 import { f32FromBits } from "./dtype.ts";
 
 /** u32 words per row of a Sampler slot. */
 export const SAMPLER_WORDS = 8;
 /** Word offsets within a row of the Sampler slot. */
-export const SAMPLER = { invTemp: 0, topK: 1, topP: 2, minP: 3, seed: 4, counter: 5 } as const;
+export const SAMPLER = { invTemp: 0, topK: 1, topP: 2, minP: 3, seed: 4, counter: 5, topLogprobs: 6, logprobs: 7 } as const;
 
 const fr = Math.fround;
 

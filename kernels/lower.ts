@@ -290,6 +290,17 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const k = lib.sample(caps, { rows: R, vocab: V });
         return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
       }
+      case "logits_process": { // (row, chunk) workgroups: a copy with the mask, then the row's sparse entries
+        const [R, V] = i0.shape;
+        const entries = (nodes[ins[1]].shape[1] - 8) / 3;
+        const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries });
+        return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 8 * R * V + 12 * R * entries, flops: R * V });
+      }
+      case "logprobs": { // one workgroup per row; rows that want none read nothing
+        const [R, V] = i0.shape;
+        const k = lib.logprobs(caps, { rows: R, vocab: V, n: n.attrs.n! });
+        return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 4 * R * V * (2 + n.attrs.n!), flops: 8 * R * V });
+      }
     }
     if (isEwOp(n.op)) {
       return lowerGroup({ k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(ins)] } });
