@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { dirname } from "node:path";
 import { LlmError } from "./errors.ts";
 import { TokenType, type Tokenizer } from "./tokenizer/mod.ts";
+import { BYTE_TO_CHAR } from "./tokenizer/byte-level.ts";
 
 /** What the output must be. */
 export type ResponseFormat =
@@ -53,19 +54,24 @@ interface ModelGrammars {
 }
 const perTokenizer = new WeakMap<Tokenizer, Map<number, ModelGrammars>>();
 
-/** xgrammar's view of a vocabulary: the stored token strings; control and unused tokens are never text. */
+/**
+ * xgrammar's view of a vocabulary: each token's bytes (what it decodes to) in GPT-2's byte-to-unicode spelling,
+ * so one encoding serves SentencePiece byte-fallback, byte-level BPE and any other tokenizer exactly. Control,
+ * unknown and unused tokens, and embedding rows past the tokenizer, are never text ("").
+ */
 function tokenizerInfo(xg: XG, tok: Tokenizer, vocab: number): Promise<XG> {
   const encoded: string[] = [];
   for (let id = 0; id < vocab; id++) {
-    if (id >= tok.vocabSize) {
+    const ty = id < tok.vocabSize ? tok.tokenType(id) : TokenType.unused;
+    if (ty === TokenType.control || ty === TokenType.unknown || ty === TokenType.unused) {
       encoded.push("");
       continue;
     }
-    const ty = tok.tokenType(id);
-    encoded.push(ty === TokenType.control || ty === TokenType.unknown || ty === TokenType.unused ? "" : tok.tokenText(id));
+    let s = "";
+    for (const byte of tok.tokenBytes(id)) s += BYTE_TO_CHAR[byte];
+    encoded.push(s);
   }
-  const type = tok.model === "bpe" ? "byte_level" : "byte_fallback";
-  return xg.TokenizerInfo.createTokenizerInfo(encoded, type, false, vocab, [...tok.eog].filter((t) => t < vocab));
+  return xg.TokenizerInfo.createTokenizerInfo(encoded, "byte_level", false, vocab, [...tok.eog].filter((t) => t < vocab));
 }
 
 /** A format's cache key and checks (a GrammarError names what is wrong). */
@@ -100,7 +106,7 @@ export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFo
       const gc = await m.compiler;
       try {
         if (f.type === "json_object") return await gc.compileBuiltinJSONGrammar();
-        if (f.type === "json_schema") return await gc.compileJSONSchema(JSON.stringify(f.schema), false);
+        if (f.type === "json_schema") return await gc.compileGrammar(await schemaGrammar(xg, f.schema));
         return await gc.compileGrammar(f.grammar, "root");
       } catch (e) {
         throw new GrammarError(`${f.type === "grammar" ? "grammar" : "json_schema"}: ${(e as Error)?.message ?? String(e)}`);
@@ -110,6 +116,16 @@ export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFo
     c.catch(() => m.compiled.delete(key));
   }
   return await c;
+}
+
+/**
+ * The EBNF of a compiled JSON schema, with xgrammar 0.1.27's length-limited string rule (`[^"\\\r\n]{m,n}`, from
+ * minLength/maxLength) narrowed to what JSON allows in a string: it admits raw control characters, which
+ * JSON.parse rejects. Its unlimited string rule already excludes them.
+ */
+async function schemaGrammar(xg: XG, schema: unknown): Promise<XG> {
+  const ebnf: string = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false);
+  return await xg.Grammar.fromEBNF(ebnf.replaceAll(String.raw`[^"\\\r\n]`, String.raw`[^"\\\0-\x1f]`), "root");
 }
 
 /** One generation's grammar state: the mask for the next token, and the tokens accepted so far. */

@@ -1,0 +1,128 @@
+// What the full sampler costs per decode step at a real shape (default Llama 3.2 1B, 128k vocabulary, synthetic
+// weights): step time (host + device, replayed) of
+//   greedy    the plain `sample` suffix at temperature 0
+//   full      logits_process + sample + logprobs: repetition/frequency/presence penalties over a 512-token
+//             history, 50 logit-bias entries, temperature 0.8 / top-p 0.95, top-5 logprobs
+//   json      the full entry with a JSON-schema mask from xgrammar each step (host: the matcher's bitmask over
+//             the 128k vocabulary and its advance; device: the mask applied), temperature 0.8
+// each as a fraction of greedy (issue 17's goals: full under +5%, json under +10%). The vocabulary given to
+// xgrammar is synthetic (256 byte tokens and 128k deterministic strings of letters, digits, punctuation and
+// spaces): no 128k tokenizer travels with the repo.
+//
+//   deno run -A bench/sampler.ts --backend ptx --steps 64
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { compileGraph } from "../kernels/lower.ts";
+import { familyOf } from "../llm/registry.ts";
+import { syntheticLlama } from "../llm/synthetic.ts";
+import { appendSampler, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
+import { xgrammar } from "../llm/grammar.ts";
+import { BYTE_TO_CHAR } from "../llm/tokenizer/byte-level.ts";
+import { SHAPES, type ShapeName } from "./shapes.ts";
+
+const { values: o } = parseArgs({
+  options: {
+    shape: { type: "string", default: "llama-3.2-1b" },
+    backend: { type: "string", default: "auto" },
+    steps: { type: "string", default: "64" },
+    ctx: { type: "string", default: "1024" },
+  },
+});
+const c = SHAPES[o.shape as ShapeName];
+if (!c) throw new Error(`--shape ${o.shape}: not one of ${Object.keys(SHAPES).join(", ")}`);
+const steps = Number(o.steps), cap = Number(o.ctx);
+if (!(steps >= 4 && steps <= 4096 && cap >= 2 * steps + 600)) throw new Error(`--steps ${o.steps} / --ctx ${o.ctx}: need 4 <= steps <= 4096 and ctx >= 2·steps + 600`);
+
+const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
+const dev = await openBackend(o.backend as BackendChoice);
+const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
+const V = c.vocab, E = Math.min(V, cap) + MAX_LOGIT_BIAS + 8;
+console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries`);
+await eng.loadWeights(model.store, model.map);
+
+function entry(full: boolean) {
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap }, { dtypeOf: model.dtypeOf });
+  appendSampler(tracer, logits, full ? { process: { entries: E }, logprobs: true } : {});
+  return eng.addEntry(`sampler-bench:${full}`, tracer.build());
+}
+const greedyId = entry(false), fullId = entry(true);
+
+// A synthetic 128k vocabulary for xgrammar, and a schema with strings, numbers, an enum and an array.
+async function jsonMatcher() {
+  const xg = await xgrammar();
+  const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 {}[]\":,.-_";
+  const enc: string[] = [];
+  for (let b = 0; b < 256; b++) enc.push(BYTE_TO_CHAR[b]);
+  let s = 12345;
+  while (enc.length < V - 1) {
+    let t = "";
+    const n = 1 + (s % 7);
+    for (let k = 0; k < n; k++) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      t += alphabet[(s >>> 16) % alphabet.length];
+    }
+    enc.push([...new TextEncoder().encode(t)].map((b) => BYTE_TO_CHAR[b]).join(""));
+  }
+  enc.push(""); // the stop token
+  const ti = await xg.TokenizerInfo.createTokenizerInfo(enc, "byte_level", false, V, [V - 1]);
+  const gc = await xg.GrammarCompiler.createGrammarCompiler(ti);
+  const t0 = performance.now();
+  const cg = await gc.compileJSONSchema(JSON.stringify({
+    type: "object",
+    properties: { name: { type: "string" }, age: { type: "integer" }, tags: { type: "array", items: { type: "string" } }, kind: { enum: ["a", "b", "c"] } },
+    required: ["name", "age", "tags", "kind"],
+  }), false);
+  console.log(`xgrammar: schema compiled for ${V} tokens in ${(performance.now() - t0).toFixed(0)} ms`);
+  return { xg, cg, matcher: await xg.GrammarMatcher.createGrammarMatcher(cg) };
+}
+
+const history = new TokenHistory(Array.from({ length: 256 }, (_, i) => (i * 7919) % V));
+for (let i = 0; i < 256; i++) history.add((i * 104729) % V);
+const bias = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [(i * 2503) % V, (i % 5) - 2]));
+const fullParams: SamplerParams = { temperature: 0.8, topP: 0.95, repeatPenalty: 1.1, frequencyPenalty: 0.5, presencePenalty: 0.5, logitBias: bias, topLogprobs: 5, seed: 1 };
+
+async function run(kind: "greedy" | "full" | "json"): Promise<{ ms: number; hostMaskMs: number }> {
+  const slots = new SamplerSlots(1, V, E);
+  const plain = new SamplerSlots(1, V, 0);
+  const g = kind === "json" ? await jsonMatcher() : undefined;
+  let tok = 1, hostMask = 0, t0 = 0;
+  for (let i = 0; i < steps + 4; i++) {
+    if (i === 4) t0 = performance.now(), hostMask = 0;
+    const pos = 600 + i;
+    let sl: Record<string, Uint32Array>;
+    if (kind === "greedy") {
+      plain.set(0, { temperature: 0 }, pos);
+      sl = { sampler: plain.words };
+    } else {
+      let mask: Uint32Array | undefined;
+      if (g) {
+        const h0 = performance.now();
+        if (g.matcher.isTerminated()) g.matcher.reset();
+        const m: Int32Array = await g.matcher.getNextTokenBitmask();
+        mask = new Uint32Array(m.buffer, m.byteOffset, Math.ceil(V / 32));
+        hostMask += performance.now() - h0;
+      }
+      slots.set(0, g ? { temperature: 0.8, seed: 1 } : fullParams, pos, { history, eog: [V - 1], mask });
+      sl = slots.values();
+    }
+    const r = await eng.step(kind === "greedy" ? greedyId : fullId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
+    tok = readSample(r.outputs).tokens[0];
+    if (g) {
+      const h0 = performance.now();
+      if (!g.matcher.acceptToken(tok)) throw new Error(`json: token ${tok} outside the grammar (mask not applied?)`);
+      hostMask += performance.now() - h0;
+    }
+  }
+  return { ms: (performance.now() - t0) / steps, hostMaskMs: hostMask / steps };
+}
+
+const rows: string[] = [];
+const greedy = await run("greedy");
+for (const kind of ["greedy", "full", "json"] as const) {
+  const r = kind === "greedy" ? greedy : await run(kind);
+  const frac = r.ms / greedy.ms - 1;
+  rows.push(`${kind.padEnd(7)} ${r.ms.toFixed(3).padStart(8)} ms/step  ${(frac >= 0 ? "+" : "") + (100 * frac).toFixed(1)}%  host mask ${r.hostMaskMs.toFixed(3)} ms/step`);
+}
+console.log(["kind    step time       vs greedy", ...rows].join("\n"));
+await eng.unload();
