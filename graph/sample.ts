@@ -20,13 +20,16 @@
 //     When nonfinite = 1 or the row is greedy (inv_temp == 0 above), token = greedy and nothing else happens.
 //  3. m = max x. w_i = exp((x_i − m) · inv_temp): the unnormalised softmax at temperature, w = 1 at the max.
 //  4. top-k: when on, keep x_i >= θk, θk the k-th largest logit counting repeats (ties at θk are all kept).
-//  5. Z = Σ w over the top-k set. top-p: when on, keep x_i >= θp, θp the largest logit v of the top-k set
-//     with mass(v) = Σ{w_j : j in the top-k set, x_j >= v} >= top_p · Z: the smallest set of most probable
-//     tokens whose probability reaches top_p, ties included. (Stated on logits rather than probabilities:
-//     the two agree in exact arithmetic, and logit order has no rounding ties.) When no v qualifies (only
-//     by rounding, top_p near 1) every token of the top-k set is kept.
-//  6. min-p: when on, keep w_i >= min_p (p_i >= min_p · p_max, as p_max ∝ w = 1). The three filters
-//     intersect; then renormalise: total = Σ w over the kept set (0 only when min_p > 1: then greedy).
+//     min-p: when on, keep w_i >= min_p (p_i >= min_p · p_max, as p_max ∝ w = 1). Call the tokens both keep
+//     the candidate set C (min-p and top-k each keep a prefix of the tokens by logit, so their order does
+//     not matter).
+//  5. Z = Σ w over C. top-p: when on, keep x_i >= θp, θp the largest logit v of C with
+//     mass(v) = Σ{w_j : j in C, x_j >= v} >= top_p · Z: the smallest set of most probable candidates whose
+//     probability, renormalised over C, reaches top_p, ties included. (Stated on logits rather than
+//     probabilities: the two agree in exact arithmetic, and logit order has no rounding ties.) When no v
+//     qualifies (only by rounding, top_p near 1) every candidate is kept. This is vLLM's order (min-p, then
+//     top-k and top-p on what min-p left; graph/logits.ts states the whole sampler's order).
+//  6. The kept set is C ∩ {x_i >= θp}; renormalise: total = Σ w over it (0 only when min_p > 1: then greedy).
 //  7. u = uniform(seed, counter) in [0, 1) (below; no row index, so a request's draws do not depend on
 //     which batch row it occupies). token = the first kept index i in index order whose running sum
 //     cum_i = Σ{w_j : j kept, j <= i} exceeds u · total; when rounding leaves none, the last kept index
@@ -131,6 +134,7 @@ export function planRow(x: Float32Array, p: RowParams): RowPlan {
     const th = Float32Array.from(x).sort()[V - p.topK];
     for (let i = 0; i < V; i++) if (!(x[i] >= th)) kept[i] = 0;
   }
+  if (p.minP > 0) for (let i = 0; i < V; i++) if (!(w[i] >= p.minP)) kept[i] = 0;
   if (p.topP < 1) {
     let z = 0;
     for (let i = 0; i < V; i++) if (kept[i]) z = fr(z + w[i]);
@@ -149,7 +153,6 @@ export function planRow(x: Float32Array, p: RowParams): RowPlan {
     }
     for (let i = 0; i < V; i++) if (!(x[i] >= th)) kept[i] = 0;
   }
-  if (p.minP > 0) for (let i = 0; i < V; i++) if (!(w[i] >= p.minP)) kept[i] = 0;
   let total = 0;
   for (let i = 0; i < V; i++) if (kept[i]) total = fr(total + w[i]);
   if (!(total > 0)) return none;

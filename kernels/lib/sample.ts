@@ -6,7 +6,7 @@
 //  2. the candidate list. A row of V <= cap logits is copied whole into shared memory as (order key, w). A
 //     longer row is cut at a logit c found by bisection (one counting pass per step) such that at most `cap`
 //     logits are >= c and the kept set provably lies above c: c is at or below the k-th largest logit, or
-//     w(c) < min_p, or the mass above c already reaches top_p · Z (Z = Σ w of the whole row, one more
+//     w(c) < min_p, or the mass above c already reaches top_p · Z (Z = Σ w of the row min-p keeps, one more
 //     pass, needed only when top-k is off). Those logits are compacted, in index order, into shared memory.
 //     When no such c exists (a flat row with top-p near 1, no filter at all, ties wider than cap) the steps
 //     below run over the row itself in global memory instead: correct, just more passes.
@@ -307,7 +307,10 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   } else {
     const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
     const za = b.let(f32(0), "f32", "za");
-    overRow(needZ, (_, x) => b.set(za, za.add(wOf(x))));
+    overRow(needZ, (_, x) => {
+      const w = wOf(x);
+      b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+    });
     [zAll] = lanes.reduce("add", [za]);
     const zTarget = b.let(topP.mul(zAll), "f32", "zt");
     const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
@@ -403,14 +406,18 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const kth = b.let(kOn.select(kRaw, u32(0)), "u32", "kth");
 
   const zk = b.let(f32(0), "f32", "zk");
-  overList(pOn, (it) => b.if(it.key.ge(kth), () => b.set(zk, zk.add(it.w()))));
+  overList(pOn, (it) => b.if(it.key.ge(kth), () => {
+    const w = it.w();
+    b.set(zk, zk.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+  }));
   let [z] = lanes.reduce("add", [zk]);
   if (fast && zAll) z = b.let(fast.and(kOn.not()).select(zAll, z), "f32", "z");
   const pTarget = b.let(topP.mul(z), "f32", "pt");
   const pRaw = radix(pOn, (r) => r.map((x) => x.ge(pTarget)), (it, take, acc) => {
     b.if(it.key.ge(kth), () => {
       const w = it.w();
-      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(w, f32(0)))));
+      const wc = b.let(mOn.not().or(w.ge(minP)).select(w, f32(0)), "f32", "wc");
+      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(wc, f32(0)))));
     });
   });
   const thr = b.let(pOn.select(pRaw, u32(0)).max(kth), "u32", "thr");
