@@ -59,7 +59,7 @@ for (const backend of selectedBackends()) {
   const skip = typeof dev === "string" ? dev : false;
   for (const V of [512, 5000]) {
     const R = 16, E = 64;
-    test(`full sampler on ${backend}: ${R} rows x ${V}: processed logits, tokens, logprobs vs the oracle`, { skip: V > 512 ? slowDevice(dev) : skip }, async () => {
+    test(`full sampler on ${backend}: ${R} rows x ${V}: processed logits, tokens, logprobs vs the oracle`, { skip: V > 512 ? slowDevice(dev) : skip, timeout: 600_000 }, async () => {
       const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
       try {
         const g = graph(R, V, E);
@@ -106,7 +106,7 @@ for (const backend of selectedBackends()) {
     });
   }
 
-  test(`full sampler on ${backend}: 8,000 draws under bias and penalties match the oracle's distribution`, { skip }, async () => {
+  test(`full sampler on ${backend}: 8,000 draws under bias and penalties match the oracle's distribution`, { skip, timeout: 600_000 }, async () => {
     const V = 64, R = 1000, STEPS = 8, E = 32;
     const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
     try {

@@ -51,7 +51,7 @@ function validates(text: string, what: string, limited = true): void {
 
 const stories = loadModel(fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url)));
 
-test("structured output on stories260K: 100 seeds at T 1 all parse and validate; a one-string grammar yields it", async () => {
+test("structured output on stories260K: 100 seeds at T 1 all parse and validate; a one-string grammar yields it", { timeout: 600_000 }, async () => {
   const engine = new Engine(new JsDevice({}), { compile: compileGraph });
   const driver = await Driver.open(stories, engine, { ctx: 256, prefill: [16, 4] });
   try {
@@ -93,7 +93,7 @@ test("structured output on stories260K: 100 seeds at T 1 all parse and validate;
 });
 
 for (const family of FAMILY_DIRS) {
-  test(`structured output on the ${family} fixture: 10 seeds at T 1 validate against the schema`, async () => {
+  test(`structured output on the ${family} fixture: 10 seeds at T 1 validate against the schema`, { timeout: 600_000 }, async () => {
     const model = loadModel(`${FIXTURES}${family}`);
     const engine = new Engine(new JsDevice({}), { compile: compileGraph });
     const driver = await Driver.open(model, engine, { ctx: 192, prefill: [8] });

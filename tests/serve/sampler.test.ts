@@ -28,7 +28,7 @@ const SCHEMA = {
 };
 const Zod = z.object({ name: z.string().refine((s) => [...s].length <= 10), n: z.number().int().min(0).max(99), ok: z.boolean() }).strict();
 
-test("serve: logprobs, logit_bias, penalties, min_tokens, response_format and grammar over HTTP (js)", async () => {
+test("serve: logprobs, logit_bias, penalties, min_tokens, response_format and grammar over HTTP (js)", { timeout: 600_000 }, async () => {
   const exec = new Engine(new JsDevice({}), { compile: servingCompile, timeoutMs: 120_000 });
   const server = await Server.open(model, exec, { ctx: 256, slots: 8, chunk: 16, kvBlocks: 8 * 16 + 1 });
   const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
