@@ -1,6 +1,7 @@
 // What the full sampler costs per decode step at a real shape (default Llama 3.2 1B, 128k vocabulary, synthetic
 // weights): step time (host + device, replayed) of
 //   greedy    the plain `sample` suffix at temperature 0
+//   idle      the full entry (below) at temperature 0 with nothing asked: what the Driver pays for greedy
 //   full      logits_process + sample + logprobs: repetition/frequency/presence penalties over a 512-token
 //             history, 50 logit-bias entries, temperature 0.8 / top-p 0.95, top-5 logprobs
 //   json      the full entry with a JSON-schema mask from xgrammar each step (host: the matcher's bitmask over
@@ -82,7 +83,7 @@ for (let i = 0; i < 256; i++) history.add((i * 104729) % V);
 const bias = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [(i * 2503) % V, (i % 5) - 2]));
 const fullParams: SamplerParams = { temperature: 0.8, topP: 0.95, repeatPenalty: 1.1, frequencyPenalty: 0.5, presencePenalty: 0.5, logitBias: bias, topLogprobs: 5, seed: 1 };
 
-async function run(kind: "greedy" | "full" | "json"): Promise<{ ms: number; hostMaskMs: number }> {
+async function run(kind: "greedy" | "idle" | "full" | "json"): Promise<{ ms: number; hostMaskMs: number }> {
   const slots = new SamplerSlots(1, V, E);
   const plain = new SamplerSlots(1, V, 0);
   const g = kind === "json" ? await jsonMatcher() : undefined;
@@ -103,7 +104,8 @@ async function run(kind: "greedy" | "full" | "json"): Promise<{ ms: number; host
         mask = new Uint32Array(m.buffer, m.byteOffset, Math.ceil(V / 32));
         hostMask += performance.now() - h0;
       }
-      slots.set(0, g ? { temperature: 0.8, seed: 1 } : fullParams, pos, { history, eog: [V - 1], mask });
+      const p = g ? { temperature: 0.8, seed: 1 } : kind === "idle" ? { temperature: 0 } : fullParams;
+      slots.set(0, p, pos, { history, eog: [V - 1], mask });
       sl = slots.values();
     }
     const r = await eng.step(kind === "greedy" ? greedyId : fullId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
@@ -119,7 +121,7 @@ async function run(kind: "greedy" | "full" | "json"): Promise<{ ms: number; host
 
 const rows: string[] = [];
 const greedy = await run("greedy");
-for (const kind of ["greedy", "full", "json"] as const) {
+for (const kind of ["greedy", "idle", "full", "json"] as const) {
   const r = kind === "greedy" ? greedy : await run(kind);
   const frac = r.ms / greedy.ms - 1;
   rows.push(`${kind.padEnd(7)} ${r.ms.toFixed(3).padStart(8)} ms/step  ${(frac >= 0 ? "+" : "") + (100 * frac).toFixed(1)}%  host mask ${r.hostMaskMs.toFixed(3)} ms/step`);

@@ -35,7 +35,8 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
     throw new KernelError(`logits_process: bad shape ${R}x${V}, ${E} entries`);
   }
   if (R * V >= 2 ** 32) throw new KernelError(`logits_process: ${R}x${V} logits exceed the kernel's index range`);
-  const W = Math.min(256, caps.maxWorkgroupSize);
+  // One lane where subgroups are one lane wide (the JS device): no barrier, no lockstep emulation.
+  const W = caps.subgroups && caps.subgroupSize === 1 ? 1 : Math.min(256, caps.maxWorkgroupSize);
   const CH = Math.min(s.chunk ?? 4096, Math.ceil(V / W) * W);
   const chunks = Math.ceil(V / CH), EW = EXTRA_HEAD + EXTRA_ENTRY * E, MW = maskWords(V);
   const grid = gridFor(caps, R * chunks);
@@ -62,7 +63,7 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
     const x = b.let(b.load(X, base.add(i)), "f32", "x");
     b.store(OUT, base.add(i), x.isfinite().and(allowed(i).not()).select(banned, x));
   });
-  b.barrier();
+  if (W > 1) b.barrier();
   const rep = b.let(b.load(EX, eo.add(EXTRA.rep), "f32"), "f32", "rep");
   const freq = b.let(b.load(EX, eo.add(EXTRA.freq), "f32"), "f32", "freq");
   const pres = b.let(b.load(EX, eo.add(EXTRA.pres), "f32"), "f32", "pres");

@@ -20,6 +20,7 @@ import { samplerDistribution, rowParams } from "../../graph/sample.ts";
 import { BANNED, processRows } from "../../graph/logits.ts";
 import { appendSampler, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, SAMPLER_SLOT, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { JsDevice } from "../../backends/js/device.ts";
 import { chiSquare, lmLogits } from "./run.ts";
 
 const P_REJECT = 1e-3;
@@ -54,8 +55,12 @@ function rowCase(r: number, V: number, slots: SamplerSlots) {
   slots.set(r, { ...p, seed: 7 + r }, 100 + r, ctx);
 }
 
-for (const backend of selectedBackends()) {
-  const dev = await openDevice(backend);
+// Every device present, and the JS device in GPU code shapes (lanes in lockstep, subgroups of 8: the kernels'
+// multi-lane paths, barriers included, checked by the JS renderer).
+const devices: [string, Device | string][] = [];
+for (const backend of selectedBackends()) devices.push([backend, await openDevice(backend)]);
+devices.push(["js (lockstep, subgroups of 8)", new JsDevice({ caps: { subgroupSize: 8 } })]);
+for (const [backend, dev] of devices) {
   const skip = typeof dev === "string" ? dev : false;
   for (const V of [512, 5000]) {
     const R = 16, E = 64;
