@@ -7,14 +7,17 @@
 // logits as the model gave them), bias and bans (incl. min_tokens and the grammar mask), penalties (repetition,
 // then frequency, then presence), then `sample`: temperature, min-p / top-k / top-p, the draw.
 //
-// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)]) -> y f32[R, V]
+// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[R, V]]) -> y f32[R, V]
 // `extra` is a Slot of kind "Input": a header and E entries per row (f32 words hold the float's bits):
 //   0 rep    f32  repetition penalty (1 = off): a seen token's logit v > 0 becomes v / rep, else v · rep
 //   1 freq   f32  frequency penalty: v − freq · count
 //   2 pres   f32  presence penalty: v − pres when count > 0
 //   3 n      u32  entries used (at most E)
 //   4 masked u32  1: apply this row's mask; 0: the mask row is never read (an unconstrained row costs no read)
-//   5..7     reserved, 0
+//   5 dense  u32  1: every token's `seen` word is counts[r, i] (the optional fourth input: token counts in
+//                 device State, updated by the step itself; llm/sampling.ts appendSampler), entries then carry
+//                 bias only; 0: counts is never read, and only entries are seen
+//   6, 7     reserved, 0
 //   entry j at 8 + 3j: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
 // count is the token's occurrences among the generated tokens (vLLM: frequency and presence count the output);
 // "seen" (repetition) is count > 0 or the prompt bit (vLLM: prompt and output). Ids of a row must be distinct
@@ -25,6 +28,7 @@
 //   masked row and bit i clear: y = BANNED
 //   an entry for i: v = x; bias −Inf: y = BANNED; else v += bias, then the penalties above in that order,
 //     y = max(v, BANNED) (a finite result stays finite; it cannot exceed FLT_MAX: inputs are validated)
+//   else, dense row: y = the same with bias 0 and seen = counts[r, i]
 //   else y = x
 // BANNED is −FLT_MAX, not −Inf: `sample` reads a non-finite logit as a broken model, and exp((BANNED − m) · t)
 // is 0 at every temperature the host allows, so a banned token is never drawn while any other is possible.
@@ -38,7 +42,7 @@ import { SAMPLER, SAMPLER_WORDS } from "./sample.ts";
 import { f32FromBits } from "./dtype.ts";
 
 /** Header words of a row of the `extra` slot. */
-export const EXTRA = { rep: 0, freq: 1, pres: 2, count: 3, masked: 4 } as const;
+export const EXTRA = { rep: 0, freq: 1, pres: 2, count: 3, masked: 4, dense: 5 } as const;
 export const EXTRA_HEAD = 8;
 /** u32 words of one entry (id, bias, seen). */
 export const EXTRA_ENTRY = 3;
@@ -65,7 +69,7 @@ export function maskWords(vocab: number): number {
 const fr = Math.fround;
 
 /** The oracle of `logits_process`. */
-export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Array, rows: number, vocab: number): Float32Array {
+export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Array, rows: number, vocab: number, counts?: Uint32Array): Float32Array {
   const y = Float32Array.from(x);
   const EW = extra.length / rows, E = extraEntries(EW), MW = maskWords(vocab);
   for (let r = 0; r < rows; r++) {
@@ -74,6 +78,13 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
     const allowed = (i: number) => !masked || ((mask[r * MW + (i >>> 5)] >>> (i & 31)) & 1) === 1;
     for (let i = 0; i < vocab; i++) if (!allowed(i) && Number.isFinite(x[base + i])) y[base + i] = BANNED;
     const rep = f32FromBits(extra[o + EXTRA.rep]), freq = f32FromBits(extra[o + EXTRA.freq]), pres = f32FromBits(extra[o + EXTRA.pres]);
+    const dense = counts !== undefined && extra[o + EXTRA.dense] === 1;
+    if (dense) {
+      for (let i = 0; i < vocab; i++) {
+        const seen = counts[base + i];
+        if (seen !== 0 && Number.isFinite(x[base + i]) && allowed(i)) y[base + i] = adjust(x[base + i], 0, seen, rep, freq, pres);
+      }
+    }
     const n = Math.min(extra[o + EXTRA.count], E);
     for (let j = 0; j < n; j++) {
       const e = o + EXTRA_HEAD + EXTRA_ENTRY * j;
@@ -81,7 +92,7 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
       if (id >= vocab) continue;
       const v0 = x[base + id];
       if (!Number.isFinite(v0) || !allowed(id)) continue;
-      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), extra[e + 2], rep, freq, pres);
+      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), dense ? counts[base + id] : extra[e + 2], rep, freq, pres);
     }
   }
   return y;

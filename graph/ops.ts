@@ -80,7 +80,7 @@ export const OP_DOC: Record<Op, string> = {
   causal_mask: "[pos(1 int)] attrs.rows, cap, window? -> bool [rows, cap]: t <= pos + r (and t > pos + r - window)",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
-  logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
+  logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)], counts? u32[R, V]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
   logprobs: "[logits f32[R, V], sample i32[R, 2], params u32[R, SAMPLER_WORDS]] attrs.n -> f32[R, 1 + 2n]; graph/logits.ts",
 };
 
@@ -469,14 +469,15 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
       return { dtype: "i32", shape: [x.shape[0], 2], attrs: a };
     }
     case "logits_process": {
-      arity(ins, 3, 3, ref);
-      const [x, e, m] = ins;
+      arity(ins, 3, 4, ref);
+      const [x, e, m, c] = ins;
       if (x.dtype !== "f32" || x.shape.length !== 2) fail("shape", ref, `logits must be f32[rows, vocab], got ${fmt(x)}`);
       const [R, V] = x.shape;
       if (e.dtype !== "u32" || e.shape.length !== 2 || e.shape[0] !== R || e.shape[1] < EXTRA_HEAD || (e.shape[1] - EXTRA_HEAD) % EXTRA_ENTRY !== 0) {
         fail("shape", ref, `extra must be u32[${R}, ${EXTRA_HEAD} + ${EXTRA_ENTRY}·entries], got ${fmt(e)}`);
       }
       if (m.dtype !== "u32" || !sameShape(m.shape, [R, maskWords(V)])) fail("shape", ref, `mask must be u32[${R},${maskWords(V)}], got ${fmt(m)}`);
+      if (c && (c.dtype !== "u32" || !sameShape(c.shape, [R, V]))) fail("shape", ref, `counts must be u32[${R},${V}], got ${fmt(c)}`);
       return { dtype: "f32", shape: [R, V], attrs: a };
     }
     case "logprobs": {

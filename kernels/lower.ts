@@ -293,8 +293,9 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       case "logits_process": { // (row, chunk) workgroups: a copy with the mask, then the row's sparse entries
         const [R, V] = i0.shape;
         const entries = (nodes[ins[1]].shape[1] - 8) / 3;
-        const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries });
-        return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 8 * R * V + 12 * R * entries, flops: R * V });
+        const counts = ins.length > 3;
+        const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries, counts });
+        return kernel(k, [...ins.map(bind), out], { bytes: (counts ? 12 : 8) * R * V + 12 * R * entries, flops: R * V });
       }
       case "logprobs": { // one workgroup per row; rows that want none read nothing
         const [R, V] = i0.shape;

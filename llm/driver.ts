@@ -13,7 +13,7 @@ import type { EntryId, Executor } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
-import { appendSampler, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
+import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
@@ -204,7 +204,8 @@ export class Driver {
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position.
       const last = rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows);
-      appendSampler(tracer, last, { process: { entries: this.sampling.entries }, logprobs: true });
+      // Token counts live in device State, marked and counted by each step (the COUNT_SLOT below).
+      appendSampler(tracer, last, { process: { entries: this.sampling.entries, counts: true }, logprobs: true });
     } else {
       tracer.output("hidden", hidden);
     }
@@ -244,20 +245,22 @@ export class Driver {
       const left = ids.length - pos;
       const rows = this.prefillRows.find((r) => r <= left) ?? 1;
       const id = this.entry("step", rows);
-      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx);
+      // every chunk marks its tokens as prompt; only the last one's draw is a generated token
+      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, pos + rows >= ids.length ? 1 : 0, 1);
       pos += rows;
     }
     return last;
   }
 
   /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
-  private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext): Promise<Next> {
+  private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, count = 1, prompt = 0): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
-    this.sampling.set(0, sampler, pos + tokens.length - 1, ctx);
+    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, deviceCounts: true });
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
       ...this.sampling.values(),
+      [COUNT_SLOT]: new Int32Array([prompt, count]),
     });
     const s = readSample(r.outputs, undefined, this.sampling.words);
     return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1, logprobs: s.logprobs?.[0] };

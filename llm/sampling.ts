@@ -163,12 +163,22 @@ export interface AppendedSampler {
 export const EXTRA_SLOT = "sampler_extra";
 export const MASK_SLOT = "sampler_mask";
 export const LOGPROBS_OUTPUT = "logprobs";
+/** The token-count State of a one-row step (u32 [vocab + 1, 1]: count | PROMPT_BIT per token; row vocab is
+ * where writes that do not count go, as the scatter kernel faults on a negative index). */
+export const COUNTS_STATE = "sampler_counts";
+/** i32 [2]: [1 = mark this step's input tokens as prompt, 1 = count this step's draw]. */
+export const COUNT_SLOT = "sampler_count";
 
 export interface AppendOptions {
   output?: string;
   slot?: string;
-  /** Add `logits_process` before the draw, with room for `entries` (id, bias, count) entries per row. */
-  process?: { entries: number };
+  /**
+   * Add `logits_process` before the draw, with room for `entries` (id, bias, count) entries per row. With
+   * `counts` (one sampled row only), the penalties read token counts kept in device State and updated by the
+   * step itself: the step's input tokens (slot `tokens`, default "token") are marked as prompt and its draw is
+   * counted, as the COUNT_SLOT says; a reset of the executor's State clears them.
+   */
+  process?: { entries: number; counts?: boolean; tokens?: string };
   /** Add the `logprobs` output (f32 [rows, 1 + 2·20]). */
   logprobs?: boolean;
 }
@@ -184,18 +194,37 @@ export function appendSampler(t: Tracer, logits: Tensor, opts: AppendOptions = {
   const [R, V] = x.shape;
   const slot = t.slot(opts.slot ?? SAMPLER_SLOT, { kind: "Sampler", dtype: "u32", shape: [R, SAMPLER_WORDS] });
   let y = x;
+  let counted: { counts: Tensor; inc: Tensor } | undefined;
   if (opts.process) {
     const e = opts.process.entries;
     if (!(Number.isInteger(e) && e >= 0)) throw new RangeError(`appendSampler: entries ${e} must be an integer >= 0`);
     const extra = t.slot(EXTRA_SLOT, { kind: "Input", dtype: "u32", shape: [R, extraWords(e)] });
     const mask = t.slot(MASK_SLOT, { kind: "Input", dtype: "u32", shape: [R, maskWords(V)] });
-    y = t.logitsProcess(x, extra, mask);
+    counted = opts.process.counts ? markPrompt(t, V, R, opts.process.tokens ?? "token") : undefined;
+    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(t.slice(counted.counts, 0, 0, V), [1, V]) : undefined);
   }
   const sample = t.sample(y, slot);
   const output = opts.output ?? SAMPLE_OUTPUT;
   t.output(output, sample);
+  if (counted) { // the draw counts once it is made: the next step's penalties see it
+    const tok = t.reshape(t.slice(sample, 1, 0, 1), [1]);
+    const at = t.select(t.gt(counted.inc, 0), tok, V);
+    t.writeState(COUNTS_STATE, t.scatter(counted.counts, t.add(t.gather(counted.counts, tok), 1), at));
+  }
   if (opts.logprobs) t.output(LOGPROBS_OUTPUT, t.logprobs(x, sample, slot, MAX_TOP_LOGPROBS));
   return { sample, slot, output };
+}
+
+/** The counts State with this step's input tokens marked as prompt (when COUNT_SLOT[0] is 1). */
+function markPrompt(t: Tracer, V: number, R: number, tokenSlot: string): { counts: Tensor; inc: Tensor } {
+  if (R !== 1) throw new RangeError(`appendSampler: token counts in State need one sampled row, got ${R}`);
+  const c0 = t.state(COUNTS_STATE, "u32", [V + 1, 1]);
+  const ctl = t.slot(COUNT_SLOT, { kind: "Input", dtype: "i32", shape: [2] });
+  const tokens = t.slot(tokenSlot);
+  const n = tokens.shape[0];
+  const at = t.select(t.gt(t.broadcast(t.slice(ctl, 0, 0, 1), [n]), 0), tokens, V);
+  const counts = t.scatter(c0, t.or(t.gather(c0, tokens), PROMPT_BIT), at);
+  return { counts, inc: t.slice(ctl, 0, 1, 2) };
 }
 
 /** The prompt and generated tokens of one sequence, as the penalties count them. */
@@ -226,6 +255,8 @@ export interface RowContext {
   eog?: Iterable<number>;
   /** The grammar's token bitmask for this step (bit set = allowed), or none for an unconstrained row. */
   mask?: Uint32Array | Int32Array;
+  /** The penalties read the counts State (appendSampler's `counts`), not entries from `history`. */
+  deviceCounts?: boolean;
 }
 
 /**
@@ -263,7 +294,8 @@ export class SamplerSlots {
     if (h && h.generated < (p.minTokens ?? 0)) {
       for (const id of ctx.eog ?? []) if (id < this.vocab && room()) ent.set(id, { bias: -Infinity, seen: 0 });
     }
-    if (h && penaltiesOn(p)) {
+    if (ctx.deviceCounts && penaltiesOn(p)) this.extra[o + EXTRA.dense] = 1;
+    else if (h && penaltiesOn(p)) {
       const gen = [...h.counts.entries()].reverse();
       for (const [id, c] of gen) {
         const e = ent.get(id);

@@ -7,7 +7,7 @@
 // logprobs: one workgroup per row: a max pass, a Σ exp pass, then N rounds of "largest after the previous"
 // (one pass and two reductions each). A row that wants no logprobs runs zero iterations of every pass; rounds
 // past the row's top_logprobs do too (the reductions still run: loops holding barriers have constant trip counts).
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { c, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
@@ -23,11 +23,13 @@ export interface ProcessShape {
   entries: number;
   /** Elements per workgroup (default 4096). */
   chunk?: number;
+  /** A counts input u32 [rows, vocab] follows the mask (read only by rows whose `dense` word is 1). */
+  counts?: boolean;
 }
 
 /**
  * logits_process. Bindings: logits f32 [rows, vocab] (r), extra u32 [rows, 8 + 3·entries] (r),
- * mask u32 [rows, ceil(vocab/32)] (r), out f32 [rows, vocab] (w).
+ * mask u32 [rows, ceil(vocab/32)] (r), [counts u32 [rows, vocab] (r),] out f32 [rows, vocab] (w).
  */
 export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const { rows: R, vocab: V, entries: E } = s;
@@ -40,10 +42,11 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const CH = Math.min(s.chunk ?? 4096, Math.ceil(V / W) * W);
   const chunks = Math.ceil(V / CH), EW = EXTRA_HEAD + EXTRA_ENTRY * E, MW = maskWords(V);
   const grid = gridFor(caps, R * chunks);
-  const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}`, { workgroup: W, grid });
+  const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}${s.counts ? "_c" : ""}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
   const EX = b.buffer("extra", "u32", "r");
   const M = b.buffer("mask", "u32", "r");
+  const C = s.counts ? b.buffer("counts", "u32", "r") : undefined;
   const OUT = b.buffer("out", "f32", "w");
   const wg = b.let(wgIndex(b, grid), "u32", "wg");
   const inGrid = b.let(wg.lt(u32(R * chunks)), "bool", "ing");
@@ -59,14 +62,29 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
     return b.let(word.shr(i.and(u32(31))).and(u32(1)).eq(u32(1)), "bool", "ok");
   };
   const banned = u32(BANNED_BITS).bitcast("f32");
-  b.for(c0.add(lid), c1, W, (i) => {
-    const x = b.let(b.load(X, base.add(i)), "f32", "x");
-    b.store(OUT, base.add(i), x.isfinite().and(allowed(i).not()).select(banned, x));
-  });
-  if (W > 1) b.barrier();
   const rep = b.let(b.load(EX, eo.add(EXTRA.rep), "f32"), "f32", "rep");
   const freq = b.let(b.load(EX, eo.add(EXTRA.freq), "f32"), "f32", "freq");
   const pres = b.let(b.load(EX, eo.add(EXTRA.pres), "f32"), "f32", "pres");
+  const dense = b.let(C ? b.load(EX, eo.add(EXTRA.dense)).eq(u32(1)) : c(false), "bool", "dense");
+  // bias, then repetition, frequency, presence (graph/logits.ts adjust)
+  const adjust = (x: Val, bias: Val, seen: Val): Val => {
+    const count = b.let(seen.and(u32(0x7fffffff)), "u32", "cnt");
+    const v = b.let(x.add(bias), "f32", "v");
+    b.if(count.gt(u32(0)).or(seen.shr(31).eq(u32(1))), () => b.set(v, v.gt(f32(0)).select(v.div(rep), v.mul(rep))));
+    b.if(count.gt(u32(0)), () => b.set(v, v.sub(freq.mul(count.cast("f32"))).sub(pres)));
+    return bias.eq(f32(-Infinity)).select(banned, v.max(banned));
+  };
+  b.for(c0.add(lid), c1, W, (i) => {
+    const x = b.let(b.load(X, base.add(i)), "f32", "x");
+    const ok = b.let(allowed(i), "bool", "al");
+    const y = b.let(x.isfinite().and(ok.not()).select(banned, x), "f32", "y");
+    if (C) {
+      const seen = b.let(dense.select(b.load(C, base.add(i)), u32(0)), "u32", "seen");
+      b.if(seen.ne(u32(0)).and(x.isfinite()).and(ok), () => b.set(y, adjust(x, f32(0), seen)));
+    }
+    b.store(OUT, base.add(i), y);
+  });
+  if (W > 1) b.barrier();
   const n = b.let(inGrid.select(b.load(EX, eo.add(EXTRA.count)).min(u32(E)), u32(0)), "u32", "n");
   b.for(lid, n, W, (j) => {
     const e = b.let(eo.add(u32(EXTRA_HEAD)).add(j.mul(u32(EXTRA_ENTRY))), "u32", "e");
@@ -75,12 +93,9 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
       const x = b.let(b.load(X, base.add(id)), "f32", "x");
       b.if(x.isfinite().and(allowed(id)), () => {
         const bias = b.let(b.load(EX, e.add(1), "f32"), "f32", "bias");
-        const seen = b.let(b.load(EX, e.add(2)), "u32", "seen");
-        const count = b.let(seen.and(u32(0x7fffffff)), "u32", "cnt");
-        const v = b.let(x.add(bias), "f32", "v");
-        b.if(count.gt(u32(0)).or(seen.shr(31).eq(u32(1))), () => b.set(v, v.gt(f32(0)).select(v.div(rep), v.mul(rep))));
-        b.if(count.gt(u32(0)), () => b.set(v, v.sub(freq.mul(count.cast("f32"))).sub(pres)));
-        b.store(OUT, base.add(id), bias.eq(f32(-Infinity)).select(banned, v.max(banned)));
+        const own = b.let(b.load(EX, e.add(2)), "u32", "own");
+        const seen = C ? b.let(dense.select(b.load(C, base.add(id)), own), "u32", "seen") : own;
+        b.store(OUT, base.add(id), adjust(x, bias, seen));
       });
     });
   });

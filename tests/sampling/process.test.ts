@@ -8,7 +8,9 @@
 // - draws under bias, bans and penalties: 8,000 draws over one row whose distribution matches the oracle's exact
 //   probabilities (Pearson chi-square, cells pooled to expected >= 5, rejected at p < 1e-3; the same draws
 //   reject the distribution without the bias and penalties);
-// - a masked row only ever draws allowed tokens, and min_tokens bans end-of-generation tokens.
+// - a masked row only ever draws allowed tokens, and min_tokens bans end-of-generation tokens;
+// - token counts in device State (appendSampler's `counts`): 6 steps marking prompt tokens and counting draws,
+//   State and outputs equal to the oracle's after every step (integers bit-exact), capture == eager.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
@@ -18,7 +20,7 @@ import { Tracer } from "../../graph/tracer.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { samplerDistribution, rowParams } from "../../graph/sample.ts";
 import { BANNED, processRows } from "../../graph/logits.ts";
-import { appendSampler, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, SAMPLER_SLOT, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
+import { appendSampler, COUNT_SLOT, COUNTS_STATE, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, SAMPLER_SLOT, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { chiSquare, lmLogits } from "./run.ts";
@@ -137,6 +139,60 @@ for (const [backend, dev] of devices) {
       assert.ok(chi.p >= P_REJECT, `chi-square ${chi.stat.toFixed(2)} on ${chi.dof} dof: p = ${chi.p.toExponential(2)} < ${P_REJECT}`);
       const plain = chiSquare(counts, samplerDistribution(row, rowParams(slots.words, 0)));
       assert.ok(plain.p < P_REJECT, `without bias and penalties not rejected: p = ${plain.p}`);
+    } finally {
+      await eng.unload();
+    }
+  });
+
+  test(`full sampler on ${backend}: token counts in device State, marked and counted by the step itself`, { skip, timeout: 600_000 }, async () => {
+    const V = 300, E = 16, N = 3;
+    const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
+    try {
+      const t = new Tracer();
+      t.slot("token", { kind: "Token", dtype: "i32", shape: [N] });
+      const x = t.slot("logits", { kind: "Input", dtype: "f32", shape: [1, V] });
+      appendSampler(t, x, { process: { entries: E, counts: true }, logprobs: true });
+      const g = t.build();
+      const id = eng.addEntry("full-sampler-counts", g);
+      const slots = new SamplerSlots(1, V, E);
+      let state: Record<string, import("../../graph/dtype.ts").Storage> = {};
+      const steps = [
+        { token: [5, 9, 5], ctl: [1, 0], p: { temperature: 0, repeatPenalty: 1.5 } },
+        { token: [7, 1, 2], ctl: [1, 1], p: { temperature: 0, repeatPenalty: 1.5, frequencyPenalty: 1 } },
+        { token: [0, 0, 0], ctl: [0, 1], p: { temperature: 0, frequencyPenalty: 2, presencePenalty: 1 } },
+        { token: [0, 0, 0], ctl: [0, 1], p: { temperature: 1, seed: 3, frequencyPenalty: 2, logitBias: { 4: 9 } } },
+        { token: [0, 0, 0], ctl: [0, 1], p: { temperature: 0, repeatPenalty: 2 } },
+        { token: [3, 3, 3], ctl: [0, 0], p: { temperature: 0, presencePenalty: -2, topLogprobs: 4 } },
+      ];
+      const history = new TokenHistory();
+      const got: Uint8Array[] = [];
+      for (const [k, st] of steps.entries()) {
+        // a flat row with a few strong tokens, so that penalties move the draw
+        const logits = lmLogits(V, 900 + k, 0.2);
+        logits[5] = logits[9] = logits[7] = 3;
+        slots.set(0, st.p, k, { history, deviceCounts: true });
+        const values = { token: Int32Array.from(st.token), logits, [COUNT_SLOT]: Int32Array.from(st.ctl), ...slots.values() };
+        const want = evaluate(g, { consts: {}, slots: values, state }, {});
+        const r = await eng.step(id, values);
+        assert.deepEqual([...(r.outputs.sample as Int32Array)], [...(want.output.sample as Int32Array)], `step ${k} token`);
+        const have = new Uint32Array((await eng.readState(COUNTS_STATE)).slice().buffer);
+        assert.deepEqual([...have.subarray(0, V)], [...(want.state[COUNTS_STATE] as Uint32Array).subarray(0, V)], `step ${k} counts`);
+        got.push(new Uint8Array((r.outputs.sample as Int32Array).slice().buffer));
+        state = want.state;
+      }
+      const counts = state[COUNTS_STATE] as Uint32Array;
+      assert.equal(counts[5] >>> 31, 1, "prompt tokens are marked");
+      assert.equal(counts[0], 0, "tokens of steps that mark nothing stay unmarked");
+      assert.ok([...counts.subarray(0, V)].reduce((a, c) => a + (c & 0x7fffffff), 0) === 4, "4 counted draws");
+      // capture == eager from a reset State
+      eng.resetState(id);
+      for (const [k, st] of steps.entries()) {
+        const logits = lmLogits(V, 900 + k, 0.2);
+        logits[5] = logits[9] = logits[7] = 3;
+        slots.set(0, st.p, k, { history, deviceCounts: true });
+        const r = await eng.step(id, { token: Int32Array.from(st.token), logits, [COUNT_SLOT]: Int32Array.from(st.ctl), ...slots.values() }, { eager: true });
+        assert.deepEqual(new Uint8Array((r.outputs.sample as Int32Array).slice().buffer), got[k], `eager step ${k}`);
+      }
     } finally {
       await eng.unload();
     }

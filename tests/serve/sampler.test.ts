@@ -84,8 +84,26 @@ test("serve: logprobs, logit_bias, penalties, min_tokens, response_format and gr
     const plain = await client.completions.create({ model: id, prompt: "Once upon a time", max_tokens: 12, temperature: 0 });
     const biased = await client.completions.create({ model: id, prompt: "Once upon a time", max_tokens: 12, temperature: 0, logit_bias: { [first]: -100 } });
     assert.notEqual(biased.choices[0].text.slice(0, 6), plain.choices[0].text.slice(0, 6));
-    const pen = await client.completions.create({ model: id, prompt: "Once upon a time", max_tokens: 40, temperature: 0, frequency_penalty: 2, presence_penalty: 2 } as never);
-    assert.notEqual(pen.choices[0].text, (await client.completions.create({ model: id, prompt: "Once upon a time", max_tokens: 40, temperature: 0 })).choices[0].text);
+    // penalties: the server counts tokens on the host (sparse entries), the Driver in device State; both agree
+    const de = new Engine(new JsDevice({}), { compile: compileGraph });
+    const d = await Driver.open(model, de, { ctx: 128, prefill: [16, 4] });
+    try {
+      for (const [req, sampler] of [
+        [{ frequency_penalty: 2, presence_penalty: 2 }, { frequencyPenalty: 2, presencePenalty: 2 }],
+        [{ repetition_penalty: 1.8 }, { repeatPenalty: 1.8 }],
+        [{ frequency_penalty: 0.8, repetition_penalty: 1.3, seed: 5, temperature: 0.9 }, { frequencyPenalty: 0.8, repeatPenalty: 1.3, seed: 5, temperature: 0.9 }],
+      ] as const) {
+        const pen = await client.completions.create({ model: id, prompt: "Once upon a time", max_tokens: 40, temperature: 0, ...req } as never);
+        const mine = await d.generate("Once upon a time", { maxTokens: 40, sampler: { temperature: 0, ...sampler } });
+        assert.equal(pen.choices[0].text, mine.text, JSON.stringify(req));
+        assert.notEqual(pen.choices[0].text, plain.choices[0].text.slice(0, pen.choices[0].text.length) + "x");
+      }
+      const unpen = await d.generate("Once upon a time", { maxTokens: 40 });
+      const pen = await d.generate("Once upon a time", { maxTokens: 40, sampler: { frequencyPenalty: 2, presencePenalty: 2 } });
+      assert.notEqual(pen.text, unpen.text, "penalties change a greedy continuation");
+    } finally {
+      await d.close();
+    }
     const long = await client.completions.create({ model: id, prompt: "The end.", max_tokens: 30, temperature: 0, min_tokens: 30 } as never);
     assert.equal(long.usage!.completion_tokens, 30);
     assert.equal(long.choices[0].finish_reason, "length");
