@@ -2,8 +2,9 @@
 // weights): step time (host + device, replayed) of
 //   greedy    the plain `sample` suffix at temperature 0
 //   idle      the full entry (below) at temperature 0 with nothing asked: what the Driver pays for greedy
-//   full      logits_process + sample + logprobs: repetition/frequency/presence penalties over a 512-token
-//             history, 50 logit-bias entries, temperature 0.8 / top-p 0.95, top-5 logprobs
+//   full      logits_process + sample + logprobs, as the Driver records them: repetition/frequency/presence
+//             penalties over the token counts in device State (marked and counted by each step), 50 logit-bias
+//             entries, temperature 0.8 / top-p 0.95, top-5 logprobs
 //   json      the full entry with a JSON-schema mask from xgrammar each step (host: the matcher's bitmask over
 //             the 128k vocabulary and its advance; device: the mask applied), temperature 0.8
 // each as a fraction of greedy (issue 17's goals: full under +5%, json under +10%). The vocabulary given to
@@ -17,7 +18,7 @@ import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { familyOf } from "../llm/registry.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
-import { appendSampler, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
+import { appendSampler, COUNT_SLOT, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
 import { xgrammar } from "../llm/grammar.ts";
 import { BYTE_TO_CHAR } from "../llm/tokenizer/byte-level.ts";
 import { SHAPES, type ShapeName } from "./shapes.ts";
@@ -44,7 +45,7 @@ await eng.loadWeights(model.store, model.map);
 
 function entry(full: boolean) {
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap }, { dtypeOf: model.dtypeOf });
-  appendSampler(tracer, logits, full ? { process: { entries: E }, logprobs: true } : {});
+  appendSampler(tracer, logits, full ? { process: { entries: E, counts: true }, logprobs: true } : {});
   return eng.addEntry(`sampler-bench:${full}`, tracer.build());
 }
 const greedyId = entry(false), fullId = entry(true);
@@ -91,7 +92,7 @@ async function run(kind: "greedy" | "idle" | "full" | "json"): Promise<{ ms: num
   for (let i = 0; i < steps + 4; i++) {
     if (i === 4) t0 = performance.now(), hostMask = 0;
     const pos = 600 + i;
-    let sl: Record<string, Uint32Array>;
+    let sl: Record<string, Uint32Array | Int32Array>;
     if (kind === "greedy") {
       plain.set(0, { temperature: 0 }, pos);
       sl = { sampler: plain.words };
@@ -105,8 +106,8 @@ async function run(kind: "greedy" | "idle" | "full" | "json"): Promise<{ ms: num
         hostMask += performance.now() - h0;
       }
       const p = g ? { temperature: 0.8, seed: 1 } : kind === "idle" ? { temperature: 0 } : fullParams;
-      slots.set(0, p, pos, { history, eog: [V - 1], mask });
-      sl = slots.values();
+      slots.set(0, p, pos, { history, eog: [V - 1], mask, deviceCounts: true });
+      sl = { ...slots.values(), [COUNT_SLOT]: new Int32Array([i < 2 ? 1 : 0, 1]) };
     }
     const r = await eng.step(kind === "greedy" ? greedyId : fullId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
     tok = readSample(r.outputs).tokens[0];
