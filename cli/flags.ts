@@ -39,6 +39,8 @@ const sampling: Flag[] = [
   { name: "frequency-penalty", arg: "F", help: "subtract F per occurrence of a generated token, -2 to 2 (default 0: off)" },
   { name: "presence-penalty", arg: "P", help: "subtract P from every generated token, -2 to 2 (default 0: off)" },
   { name: "min-tokens", arg: "N", help: "ban end-of-generation until N tokens are generated (default 0)" },
+];
+const formats: Flag[] = [
   { name: "json-schema", arg: "FILE", help: "constrain the output to a JSON schema (a JSON file; xgrammar) (default none)" },
   { name: "grammar", arg: "FILE", help: "constrain the output to a GBNF/EBNF grammar (root rule `root`) (default none)" },
 ];
@@ -60,6 +62,7 @@ export const COMMANDS = {
       backend,
       ...sampling,
       { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
+      ...formats,
       { name: "top-logprobs", arg: "N", help: "with --json: each token line carries its logprob and the N most likely tokens, 0 to 20 (default 0)" },
       { name: "json", bool: true, help: "print JSON lines: one per token, then the summary object (default off)" },
       help,
@@ -225,7 +228,7 @@ export const RunFlags = z.object({
   help: z.boolean().optional(),
 }).strict();
 
-export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true, "top-logprobs": true }).extend({
+export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true, "top-logprobs": true, "json-schema": true, grammar: true }).extend({
   system: z.string().optional(),
 }).strict();
 

@@ -202,7 +202,6 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
     const loadMs = performance.now() - t0;
     if (chat) {
       offInterrupt(); // the session takes Ctrl-C: it stops a reply, not the session
-      if (format) throw new UsageError("chat: --json-schema and --grammar apply to run");
       await chatSession(driver, stdio(out), { maxTokens: f["max-tokens"], sampler, system: f.system });
       return 0;
     }
