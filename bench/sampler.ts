@@ -139,5 +139,7 @@ for (const kind of Object.keys(KINDS)) {
   const frac = r.ms / greedy.ms - 1;
   rows.push(`${kind.padEnd(7)} ${r.ms.toFixed(3).padStart(8)} ms  ${((frac >= 0 ? "+" : "") + (100 * frac).toFixed(1) + "%").padStart(8)}  ${r.hostMaskMs.toFixed(3)} ms  ${KINDS[kind].what}`);
 }
+const again = await run("greedy"); // the same entry again: how much the table moves by itself
+rows.push(`greedy  ${again.ms.toFixed(3).padStart(8)} ms  ${((again.ms / greedy.ms - 1) * 100).toFixed(1).padStart(7)}%  (again, at the end: the run-to-run noise)`);
 console.log(["kind    step time   vs greedy  host mask  what", ...rows].join("\n"));
 await eng.unload();

@@ -136,14 +136,19 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
   const lead = lane.eq(u32(0));
   const put = (k: number | Val, v: Val) => b.if(lead, () => b.store(OUT, row.mul(u32(OW)).add(k), v));
 
+  // Passes over the row read vw consecutive logits per lane and step: a lane's loads are independent, so a
+  // long row is not bound by one load's latency per element.
+  const vw = V % 4 === 0 ? 4 : V % 2 === 0 ? 2 : 1;
+  const overRow = (end: Val, f: (i: Val, x: Val) => void) =>
+    b.for(lane.mul(vw), end, t.lanes * vw, (i) => {
+      const xs = vw > 1 ? b.loadv(X, base.add(i), vw) : [b.load(X, base.add(i))];
+      xs.forEach((x, e) => f(e ? i.add(e) : i, x));
+    });
   const mx = b.let(f32(-Infinity), "f32", "mx");
-  b.for(lane, end, t.lanes, (i) => {
-    const x = b.let(b.load(X, base.add(i)), "f32", "x");
-    b.if(x.gt(mx), () => b.set(mx, x));
-  });
+  overRow(end, (_, x) => b.if(x.gt(mx), () => b.set(mx, x)));
   const m = teamReduce(b, t, "max", mx);
   const sm = b.let(f32(0), "f32", "sm");
-  b.for(lane, end, t.lanes, (i) => b.set(sm, sm.add(b.load(X, base.add(i)).sub(m).exp())));
+  overRow(end, (_, x) => b.set(sm, sm.add(x.sub(m).exp())));
   const ls = b.let(teamReduce(b, t, "add", sm).log(), "f32", "ls");
   const lp = (x: Val): Val => x.sub(m).sub(ls);
   const tok = b.let(b.load(S, row.mul(2)).bitcast("u32").min(u32(V - 1)), "u32", "tok");
@@ -152,8 +157,7 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
   const px = b.let(f32(Infinity), "f32", "px"), pi = b.let(f32(-1), "f32", "pi");
   for (let k = 0; k < N; k++) {
     const bx = b.let(f32(-Infinity), "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
-    b.for(lane, nTop.gt(u32(k)).select(end, u32(0)), t.lanes, (i) => {
-      const x = b.let(b.load(X, base.add(i)), "f32", "x");
+    overRow(b.let(nTop.gt(u32(k)).select(end, u32(0)), "u32", "en"), (i, x) => {
       const fi = b.let(i.cast("f32"), "f32", "fi");
       const after = x.lt(px).or(x.eq(px).and(fi.gt(pi)));
       b.if(after.and(x.eq(x)).and(x.gt(bx).or(bi.eq(f32(NONE)))), () => {

@@ -435,21 +435,30 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
    * walks its items in order (contiguous slices per lane, a subgroup scan for their starts). When rounding
    * leaves no crossing there, that segment's last kept index with w > 0 (the knife edge's neighbour).
    */
-  function drawBySegments(n: Val, get: (j: Val) => Item): { pick: Val } {
+  function drawBySegments(n: Val, get: (j: Val) => Item, row = false): { pick: Val } {
     const S = sg, G = W / S;
     const lane = b.builtin("lane"), sgid = b.builtin("sgid");
-    const seg = b.let(n.add(G - 1).div(G), "u32", "seg");
+    // The row itself is read 4 logits per lane and step (segments start at multiples of 4).
+    const rv = row && V % 4 === 0 ? 4 : 1;
+    const seg = b.let(n.add(G * rv - 1).div(G * rv).mul(rv), "u32", "seg");
     const s0 = b.let(sgid.mul(seg).min(n), "u32", "s0");
     const s1 = b.let(s0.add(seg).min(n), "u32", "s1");
     const acc = b.let(f32(0), "f32", "acc"), lastI = b.let(f32(-1), "f32", "lastI");
-    b.for(s0.add(lane), s1, S, (j) => {
-      const it = get(j);
+    const add = (it: Item) => {
       const w = it.w();
       b.if(keptMask(it, w), () => {
         b.set(acc, acc.add(w));
         b.if(w.gt(f32(0)), () => b.set(lastI, lastI.max(it.idx.cast("f32"))));
       });
-    });
+    };
+    if (rv > 1) {
+      b.for(s0.add(lane.mul(rv)), s1, S * rv, (j) => {
+        b.loadv(X, base.add(j), rv).forEach((x, e) => {
+          const xv = b.let(x, "f32", "xv");
+          add({ idx: e ? j.add(e) : j, key: orderKey(b, xv), w: () => wOf(xv) });
+        });
+      });
+    } else b.for(s0.add(lane), s1, S, (j) => add(get(j)));
     const segSum = b.let(b.subgroupReduce("add", acc), "f32", "segSum");
     const segLast = b.let(b.subgroupReduce("max", lastI), "f32", "segLast");
     const { excl, total } = lanes.scan(lane.eq(u32(0)).select(segSum, f32(0)));
@@ -497,7 +506,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
     // segment holding u · total is then walked in order. A list part that is empty runs zero iterations.
     const parts = [drawBySegments(nFast, fromShared)];
-    if (nSlow) parts.push(drawBySegments(nSlow, fromRow));
+    if (nSlow) parts.push(drawBySegments(nSlow, fromRow, true));
     const [p0, p1] = parts;
     const pick = p1 ? fast!.select(p0.pick, p1.pick) : p0.pick;
     tok = b.let(pick.cast("u32"), "u32", "tok");
