@@ -38,7 +38,7 @@ if (!(steps >= 4 && steps <= 4096 && cap >= 2 * steps + 600)) throw new Error(`-
 const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
 const dev = await openBackend(o.backend as BackendChoice);
 const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
-const V = c.vocab, E = Math.min(V, cap) + MAX_LOGIT_BIAS + 8;
+const V = c.vocab, E = MAX_LOGIT_BIAS + 8; // as the Driver: bias and bans (penalties read device State)
 console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries`);
 await eng.loadWeights(model.store, model.map);
 

@@ -14,7 +14,7 @@ import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentErr
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
-import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "./grammar.ts";
+import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
 
@@ -123,9 +123,8 @@ export class Driver {
     // The trained limit (with its override) and the device's memory, before anything is allocated.
     this.ctx = checkContext(contextRequest(model, exec, opts));
     this.prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
-    // Room for every distinct token of the context (penalties), the bias entries and the min_tokens bans.
-    const vocab = model.config.vocab;
-    this.sampling = new SamplerSlots(1, vocab, Math.min(vocab, this.ctx) + MAX_LOGIT_BIAS + model.tokenizer.eog.size);
+    // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
+    this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
   }
 
   /**
