@@ -30,21 +30,22 @@ export class GrammarError extends LlmError {
 type XG = any;
 let engine: Promise<XG> | undefined;
 
-/** The xgrammar module, loaded once. */
+/** The xgrammar module, loaded once (its WASM compiles on the first call that needs it). */
 export function xgrammar(): Promise<XG> {
-  engine ??= (async () => {
-    const url = import.meta.resolve("@mlc-ai/web-xgrammar");
-    const file = fileURLToPath(url);
-    const mod = { exports: {} as Record<string, unknown> };
+  engine ??= new Promise<XG>((resolve, reject) => {
+    let file = "@mlc-ai/web-xgrammar";
     try {
+      const url = import.meta.resolve("@mlc-ai/web-xgrammar");
+      file = fileURLToPath(url);
+      const mod = { exports: {} as Record<string, unknown> };
       new Function("exports", "module", "require", "__filename", "__dirname", readFileSync(file, "utf8"))(
         mod.exports, mod, createRequire(url), file, dirname(file),
       );
+      resolve(mod.exports);
     } catch (e) {
-      throw new GrammarError(`cannot load @mlc-ai/web-xgrammar from ${file}: ${(e as Error).message}`);
+      reject(new GrammarError(`cannot load @mlc-ai/web-xgrammar from ${file}: ${(e as Error).message}`));
     }
-    return mod.exports;
-  })();
+  });
   return engine;
 }
 

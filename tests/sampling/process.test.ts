@@ -20,7 +20,7 @@ import { Tracer } from "../../graph/tracer.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { samplerDistribution, rowParams } from "../../graph/sample.ts";
 import { BANNED, processRows } from "../../graph/logits.ts";
-import { appendSampler, COUNT_SLOT, COUNTS_STATE, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, SAMPLER_SLOT, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
+import { appendSampler, COUNT_SLOT, COUNTS_STATE, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { chiSquare, lmLogits } from "./run.ts";
