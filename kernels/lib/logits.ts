@@ -4,9 +4,10 @@
 // mask forbids (the mask is read only for a masked row), then, after a barrier (it orders the buffer writes of
 // the workgroup), its lanes walk the row's entries and rewrite the ones whose id falls in the chunk. An
 // unconstrained row with no entries costs one copy of the row (R·V reads and writes over the whole GPU).
-// logprobs: one workgroup per row: a max pass, a Σ exp pass, then N rounds of "largest after the previous"
-// (one pass and two reductions each). A row that wants no logprobs runs zero iterations of every pass; rounds
-// past the row's top_logprobs do too (the reductions still run: loops holding barriers have constant trip counts).
+// logprobs: one workgroup per row: one pass for the max, its first index (the first top entry) and Σ exp
+// against a running max, then N − 1 rounds of "largest after the previous" (one pass, two reductions each).
+// A row that wants no logprobs runs zero iterations of every pass; rounds past the row's top_logprobs do too
+// (the reductions still run: loops holding barriers have constant trip counts).
 import { c, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, wgIndex } from "./common.ts";
@@ -144,18 +145,37 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
       const xs = vw > 1 ? b.loadv(X, base.add(i), vw) : [b.load(X, base.add(i))];
       xs.forEach((x, e) => f(e ? i.add(e) : i, x));
     });
-  const mx = b.let(f32(-Infinity), "f32", "mx");
-  overRow(end, (_, x) => b.if(x.gt(mx), () => b.set(mx, x)));
-  const m = teamReduce(b, t, "max", mx);
-  const sm = b.let(f32(0), "f32", "sm");
-  overRow(end, (_, x) => b.set(sm, sm.add(x.sub(m).exp())));
-  const ls = b.let(teamReduce(b, t, "add", sm).log(), "f32", "ls");
+  // One pass: each lane's max (with its first index: the best token is the first top entry) and Σ exp(x − max)
+  // kept against a running max (rescaled when the max moves), combined across lanes after.
+  const NEG = f32(-Infinity);
+  const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi"), sm = b.let(f32(0), "f32", "sm");
+  overRow(end, (i, x) => {
+    const num = b.let(x.eq(x), "bool", "num");
+    b.if(num.and(x.gt(mx).or(mi.eq(f32(NONE)))), () => {
+      b.set(sm, mx.gt(NEG).select(sm.mul(mx.sub(x).exp()), sm));
+      b.set(mx, x);
+      b.set(mi, i.cast("f32"));
+    });
+    b.if(num.and(x.gt(NEG)), () => b.set(sm, sm.add(x.sub(mx).exp())));
+  });
+  const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
+  const ls = b.let(teamReduce(b, t, "add", mx.gt(NEG).select(sm.mul(mx.sub(m).exp()), f32(0))).log(), "f32", "ls");
+  const first = b.let(teamReduce(b, t, "min", mx.eq(m).select(mi, f32(NONE))), "f32", "first");
   const lp = (x: Val): Val => x.sub(m).sub(ls);
   const tok = b.let(b.load(S, row.mul(2)).bitcast("u32").min(u32(V - 1)), "u32", "tok");
   put(0, want.select(lp(b.load(X, base.add(tok))), f32(0)));
 
   const px = b.let(f32(Infinity), "f32", "px"), pi = b.let(f32(-1), "f32", "pi");
-  for (let k = 0; k < N; k++) {
+  const emit = (k: number, got: Val, M: Val, I: Val) => {
+    put(1 + 2 * k, want.select(got.select(I, f32(-1)), f32(0)));
+    put(2 + 2 * k, want.and(got).select(lp(M), f32(0)));
+    b.if(got, () => {
+      b.set(px, M);
+      b.set(pi, I);
+    });
+  };
+  if (N > 0) emit(0, b.let(nTop.gt(u32(0)).and(first.lt(f32(NONE))), "bool", "got"), m, first);
+  for (let k = 1; k < N; k++) {
     const bx = b.let(f32(-Infinity), "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
     overRow(b.let(nTop.gt(u32(k)).select(end, u32(0)), "u32", "en"), (i, x) => {
       const fi = b.let(i.cast("f32"), "f32", "fi");
@@ -167,13 +187,7 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
     });
     const M = b.let(teamReduce(b, t, "max", bi.lt(f32(NONE)).select(bx, f32(-Infinity))), "f32", "M");
     const I = b.let(teamReduce(b, t, "min", bx.eq(M).select(bi, f32(NONE))), "f32", "I");
-    const got = b.let(I.lt(f32(NONE)), "bool", "got");
-    put(1 + 2 * k, want.select(got.select(I, f32(-1)), f32(0)));
-    put(2 + 2 * k, want.and(got).select(lp(M), f32(0)));
-    b.if(got, () => {
-      b.set(px, M);
-      b.set(pi, I);
-    });
+    emit(k, b.let(I.lt(f32(NONE)), "bool", "got"), M, I);
   }
   return b.build();
 }
