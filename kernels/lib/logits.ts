@@ -22,7 +22,7 @@ export interface ProcessShape {
   vocab: number;
   /** Entries per row of the extra slot. */
   entries: number;
-  /** Elements per workgroup (default 4096). */
+  /** Elements per workgroup (default 1024: a 128k row spreads over ~128 workgroups, a few loads per lane). */
   chunk?: number;
   /** A counts input u32 [rows, vocab] follows the mask (read only by rows whose `dense` word is 1). */
   counts?: boolean;
@@ -40,7 +40,7 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   if (R * V >= 2 ** 32) throw new KernelError(`logits_process: ${R}x${V} logits exceed the kernel's index range`);
   // One lane where subgroups are one lane wide (the JS device): no barrier, no lockstep emulation.
   const W = caps.subgroups && caps.subgroupSize === 1 ? 1 : Math.min(256, caps.maxWorkgroupSize);
-  const CH = Math.min(s.chunk ?? 4096, Math.ceil(V / W) * W);
+  const CH = Math.min(s.chunk ?? 1024, Math.ceil(V / W) * W);
   const chunks = Math.ceil(V / CH), EW = EXTRA_HEAD + EXTRA_ENTRY * E, MW = maskWords(V);
   const grid = gridFor(caps, R * chunks);
   const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}${s.counts ? "_c" : ""}`, { workgroup: W, grid });
