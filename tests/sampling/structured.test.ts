@@ -5,7 +5,7 @@
 //   bound: stories260K often runs past 200 tokens; the count is printed);
 // - a grammar admitting one string yields exactly that string, also with a logit bias against its tokens;
 // - the family fixtures (tests/families/, tiny random-weight models of 7 families with their real tokenizers,
-//   SPM byte-fallback and GPT-2 byte-level): 10 seeds each under the schema with a `pattern` for the name in
+//   SPM byte-fallback and GPT-2 byte-level): 100 seeds each under the schema with a `pattern` for the name in
 //   place of maxLength, each output validates (random weights spell UTF-16 surrogates byte by byte, which
 //   xgrammar admits in free strings and which decode as 3 U+FFFD each; llm/grammar.ts says why);
 // - bad formats are GrammarErrors naming the part that is wrong.
@@ -93,12 +93,12 @@ test("structured output on stories260K: 100 seeds at T 1 all parse and validate;
 });
 
 for (const family of FAMILY_DIRS) {
-  test(`structured output on the ${family} fixture: 10 seeds at T 1 validate against the schema`, { timeout: 600_000 }, async () => {
+  test(`structured output on the ${family} fixture: 100 seeds at T 1 validate against the schema`, { timeout: 600_000 }, async () => {
     const model = loadModel(`${FIXTURES}${family}`);
     const engine = new Engine(new JsDevice({}), { compile: compileGraph });
     const driver = await Driver.open(model, engine, { ctx: 192, prefill: [8] });
     try {
-      for (let seed = 0; seed < 10; seed++) {
+      for (let seed = 0; seed < 100; seed++) {
         const r = await driver.generate("Hello", { maxTokens: 160, sampler: { temperature: 1, seed }, format: { type: "json_schema", schema: FIXTURE_SCHEMA } });
         assert.equal(r.finish, "eos", `seed ${seed}: ended by ${r.finish}: ${JSON.stringify(r.text)}`);
         validates(r.text, `${family} seed ${seed}`, false);
