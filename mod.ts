@@ -22,7 +22,8 @@ export {
   DEFAULT_MAX_TOKENS, Driver, type DriverOptions, type FinishReason, type GenerateOptions, type GenerateResult, type LoadProgress,
   type TokenEvent, type TokenStream,
 } from "./llm/driver.ts";
-export { GREEDY, type SamplerParams } from "./llm/sampling.ts";
+export { GREEDY, type RowLogprobs, type SamplerParams } from "./llm/sampling.ts";
+export { GrammarError, type ResponseFormat } from "./llm/grammar.ts";
 export {
   AbortError, ChatTemplateError, ConfigError, ContextLengthError, ContextOverflowError, DriverClosedError, type FormatLocation,
   InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelNotFoundError, NestingLimitError, TensorMismatchError,

@@ -34,6 +34,15 @@ const sampling: Flag[] = [
   { name: "top-k", arg: "K", help: "keep the K most likely tokens, 0 to 2^31-1 (default 0: off)" },
   { name: "top-p", arg: "P", help: "nucleus sampling, 0 to 1 (default 1: off)" },
   { name: "min-p", arg: "P", help: "drop tokens below P times the top probability, 0 to 1 (default 0: off)" },
+  { name: "logit-bias", arg: "ID=BIAS,...", help: "add BIAS (-100 to 100) to token ID's logit; comma-separated, at most 300 (default none)" },
+  { name: "repeat-penalty", arg: "R", help: "repetition penalty over prompt and output tokens, (0, 10] (default 1: off)" },
+  { name: "frequency-penalty", arg: "F", help: "subtract F per occurrence of a generated token, -2 to 2 (default 0: off)" },
+  { name: "presence-penalty", arg: "P", help: "subtract P from every generated token, -2 to 2 (default 0: off)" },
+  { name: "min-tokens", arg: "N", help: "ban end-of-generation until N tokens are generated (default 0)" },
+];
+const formats: Flag[] = [
+  { name: "json-schema", arg: "FILE", help: "constrain the output to a JSON schema (a JSON file; xgrammar) (default none)" },
+  { name: "grammar", arg: "FILE", help: "constrain the output to a GBNF/EBNF grammar (root rule `root`) (default none)" },
 ];
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
@@ -53,6 +62,8 @@ export const COMMANDS = {
       backend,
       ...sampling,
       { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
+      ...formats,
+      { name: "top-logprobs", arg: "N", help: "with --json: each token line carries its logprob and the N most likely tokens, 0 to 20 (default 0)" },
       { name: "json", bool: true, help: "print JSON lines: one per token, then the summary object (default off)" },
       help,
     ],
@@ -173,6 +184,24 @@ function oneOf<const T extends readonly string[]>(names: T, what: string) {
 
 const path = z.string().refine((s) => s.trim() !== "", { message: "is empty: give a path" });
 
+/** `ID=BIAS,...`: token ids with a bias each, as llama.cpp's --logit-bias takes them (comma-separated here). */
+const logitBias = z.string().transform((s, ctx) => {
+  const out: Record<number, number> = {};
+  const parts = s.split(",").map((p) => p.trim()).filter((p) => p !== "");
+  const bad = (m: string) => (ctx.addIssue({ code: "custom", message: m }), z.NEVER);
+  if (parts.length === 0) return bad(`${JSON.stringify(s)} has no ID=BIAS pair`);
+  if (parts.length > 300) return bad(`${parts.length} pairs: at most 300`);
+  for (const p of parts) {
+    const m = /^(\d+)\s*=\s*([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)$/.exec(p);
+    if (!m) return bad(`${JSON.stringify(p)} is not ID=BIAS (a token id and a number)`);
+    const id = Number(m[1]), b = Number(m[2]);
+    if (!Number.isSafeInteger(id)) return bad(`token id ${m[1]} is too large`);
+    if (!(b >= -100 && b <= 100)) return bad(`bias ${m[2]} of token ${id} is not in [-100, 100]`);
+    out[id] = b;
+  }
+  return out;
+});
+
 export const RunFlags = z.object({
   model: path.optional(),
   prompt: z.array(z.string()).optional(),
@@ -186,12 +215,20 @@ export const RunFlags = z.object({
   "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
   "top-p": numIn(0, 1, "a number from 0 to 1").optional(),
   "min-p": numIn(0, 1, "a number from 0 to 1").optional(),
+  "logit-bias": logitBias.optional(),
+  "repeat-penalty": numIn(Number.MIN_VALUE, 10, "a number in (0, 10]").optional(),
+  "frequency-penalty": numIn(-2, 2, "a number from -2 to 2").optional(),
+  "presence-penalty": numIn(-2, 2, "a number from -2 to 2").optional(),
+  "min-tokens": intIn(0, 2 ** 31 - 1, "an integer >= 0").optional(),
+  "json-schema": path.optional(),
+  grammar: path.optional(),
+  "top-logprobs": intIn(0, 20, "an integer from 0 to 20").optional(),
   stop: z.array(z.string().refine((s) => s !== "", { message: "is empty" })).optional(),
   json: z.boolean().optional(),
   help: z.boolean().optional(),
 }).strict();
 
-export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true }).extend({
+export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true, "top-logprobs": true, "json-schema": true, grammar: true }).extend({
   system: z.string().optional(),
 }).strict();
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { BACKEND_ORDER, type BackendChoice, chooseBackend, passOverReason, probeBackend } from "../backends/open.ts";
 import { Engine, type Executor } from "../backends/executor.ts";
 import { compileGraph } from "../kernels/lower.ts";
-import { Driver, type GenerateResult, type LoadProgress } from "../llm/driver.ts";
+import { Driver, type GenerateResult, type LoadProgress, type ResponseFormat, type TokenEvent } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
 import { AbortError, ContextOverflowError } from "../llm/errors.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
@@ -122,6 +122,37 @@ async function dispatch(args: string[]): Promise<number> {
   }
 }
 
+/** --json-schema FILE / --grammar FILE as a ResponseFormat (read and parsed before anything is loaded). */
+function responseFormat(schemaFile: string | undefined, grammarFile: string | undefined): ResponseFormat | undefined {
+  if (schemaFile !== undefined && grammarFile !== undefined) throw new UsageError("--json-schema and --grammar: give one");
+  const read = (flag: string, file: string) => {
+    try {
+      return readFileSync(file, "utf8");
+    } catch (e) {
+      throw new UsageError(`${flag}: cannot read ${file}: ${(e as Error).message}`);
+    }
+  };
+  if (grammarFile !== undefined) return { type: "grammar", grammar: read("--grammar", grammarFile) };
+  if (schemaFile === undefined) return undefined;
+  let schema: unknown;
+  try {
+    schema = JSON.parse(read("--json-schema", schemaFile));
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`--json-schema: ${schemaFile} is not JSON: ${(e as Error).message}`);
+  }
+  if (schema === null || typeof schema !== "object" || Array.isArray(schema)) throw new UsageError(`--json-schema: ${schemaFile} must hold a JSON object (a schema)`);
+  return { type: "json_schema", schema };
+}
+
+/** A `run --json` token line: id and text, and the logprobs when asked (top ones with their text). */
+function tokenLine(e: TokenEvent, driver: Driver): Record<string, unknown> {
+  const line: Record<string, unknown> = { token: e.id, text: e.text };
+  if (e.logprob !== undefined) line.logprob = e.logprob;
+  if (e.topLogprobs) line.top_logprobs = e.topLogprobs.map((t) => ({ token: t.id, text: driver.model.tokenizer.decode([t.id], { stripLeadingSpace: false }), logprob: t.logprob }));
+  return line;
+}
+
 /** The prompts of `run`: -p flags, or the positionals joined, or stdin (piped, or `-`), else the empty prompt. */
 function prompts(flags: string[] | undefined, positionals: string[]): string[] {
   if (flags && positionals.length) throw new UsageError("run: give the prompt either with -p or as an argument, not both");
@@ -138,7 +169,12 @@ type RunOptions = Partial<ReturnType<typeof RunFlags.parse>> & { system?: string
 async function run(f: RunOptions, positionals: string[], chat = false): Promise<number> {
   const sampler: SamplerParams = {
     temperature: f.temperature ?? 0, topK: f["top-k"], topP: f["top-p"], minP: f["min-p"], seed: f.seed,
+    logitBias: f["logit-bias"], repeatPenalty: f["repeat-penalty"], frequencyPenalty: f["frequency-penalty"],
+    presencePenalty: f["presence-penalty"], minTokens: f["min-tokens"],
+    ...(f.json && f["top-logprobs"] !== undefined ? { logprobs: true, topLogprobs: f["top-logprobs"] } : {}),
   };
+  if (f["top-logprobs"] !== undefined && !f.json) throw new UsageError("--top-logprobs: needs --json (the logprobs ride on the token lines)");
+  const format = responseFormat(f["json-schema"], f.grammar);
   if (f.messages !== undefined && (f.prompt || positionals.length)) throw new UsageError("run: give --messages or a prompt, not both");
   const texts = chat || f.messages !== undefined ? [] : prompts(f.prompt, positionals);
   const model = loadModel(f.model ?? defaultModel());
@@ -180,11 +216,11 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
     const json = f.json === true;
     const maxTokens = f["max-tokens"];
     for (let i = 0; i < texts.length; i++) {
-      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal });
+      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal, format });
       if (!json) out(texts[i]);
       let res: GenerateResult;
       try {
-        for await (const e of stream) out(json ? JSON.stringify({ token: e.id, text: e.text }) + "\n" : e.text);
+        for await (const e of stream) out(json ? JSON.stringify(tokenLine(e, driver)) + "\n" : e.text);
         res = await stream.result;
       } catch (e) {
         if (!(e instanceof AbortError && interrupt.signal.aborted)) throw e;

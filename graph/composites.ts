@@ -129,8 +129,12 @@ export function expandPagedAttention(g: Tracer, [q, kp, vp, table, pos]: Tensor[
   return g.reshape(g.matmul(w, v), [R, H, Dv]); // [R, KVH, G, Dv]
 }
 
+/** Composites with no expansion: their oracles run directly (graph/sample.ts, graph/logits.ts). */
+type Unexpanded = "sample" | "logits_process" | "logprobs";
+const UNEXPANDED: ReadonlySet<string> = new Set<Unexpanded>(["sample", "logits_process", "logprobs"]);
+
 /** Expansions by op; `sample` has none (its meaning is graph/sample.ts, which the oracle runs directly). */
-export const EXPAND: Record<Exclude<CompositeOp, "sample">, Expander> = {
+export const EXPAND: Record<Exclude<CompositeOp, Unexpanded>, Expander> = {
   rmsnorm: expandRmsnorm,
   layernorm: expandLayernorm,
   rope: expandRope,
@@ -161,8 +165,8 @@ export function expandComposites(src: Graph, keep?: (n: Node) => boolean): Expan
   for (const n of src.nodes) {
     const ins = n.inputs.map(t);
     let out: Tensor;
-    if (COMPOSITE.has(n.op) && n.op !== "sample" && !keep?.(n)) {
-      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as Exclude<CompositeOp, "sample">](g, ins, n.attrs));
+    if (COMPOSITE.has(n.op) && !UNEXPANDED.has(n.op) && !keep?.(n)) {
+      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as Exclude<CompositeOp, Unexpanded>](g, ins, n.attrs));
     } else {
       out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;

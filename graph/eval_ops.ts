@@ -13,6 +13,7 @@ import { BINARY, COMPARE, UNARY } from "./ops.ts";
 import { UNARY_OPS } from "./unary.ts";
 import { BINARY_OPS } from "./binary.ts";
 import { sampleRows } from "./sample.ts";
+import { logprobRows, processRows } from "./logits.ts";
 
 const fr = Math.fround;
 
@@ -66,6 +67,8 @@ export function runPrimitive(n: Node, ins: Node[], v: Storage[], order: Accumula
     case "reduce": return reduce(n, ins[0], v[0], order);
     case "argmax": return argmax(n, ins[0], v[0]);
     case "sample": return sampleRows(v[0] as Float32Array, v[1] as Uint32Array, ins[0].shape[0], ins[0].shape[1]);
+    case "logits_process": return processRows(v[0] as Float32Array, v[1] as Uint32Array, v[2] as Uint32Array, ins[0].shape[0], ins[0].shape[1], v[3] as Uint32Array | undefined);
+    case "logprobs": return logprobRows(v[0] as Float32Array, v[1] as Int32Array, v[2] as Uint32Array, ins[0].shape[0], ins[0].shape[1], n.attrs.n!);
     case "matmul": return matmul(ins[0], ins[1], v[0], v[1], order);
     case "gather": return gather(n, ins[0], v[0], v[1]);
     case "reshape": return v[0];

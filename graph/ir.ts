@@ -28,7 +28,7 @@ export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
 /** Composite ops: single nodes for the planner, expanded to primitives (graph/composites.ts) for the oracle. */
 export type CompositeOp =
   | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "paged_attention" | "causal_mask" | "silu" | "gelu"
-  | "silu_mul" | "sample"; // no expansion: graph/sample.ts is its oracle
+  | "silu_mul" | "sample" | "logits_process" | "logprobs"; // no expansion: graph/sample.ts, graph/logits.ts are their oracles
 export type Op = PrimitiveOp | CompositeOp;
 
 /** Per-step inputs at stable device addresses. */
@@ -55,6 +55,8 @@ export interface Attrs {
   axis?: number;
   /** reduce: the reduction. */
   fn?: ReduceFn;
+  /** logprobs: top logprobs per row (the most a row may ask for). */
+  n?: number;
   /** reshape, broadcast: the result shape. */
   shape?: number[];
   /** permute: result axis i is input axis perm[i]. */

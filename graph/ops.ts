@@ -4,6 +4,7 @@ import { BLOCK, type DType, isBlock, isFloat, isInt, SIZE } from "./dtype.ts";
 import { SAMPLER_WORDS } from "./sample.ts";
 import { UNARY_OPS } from "./unary.ts";
 import { BINARY_OPS } from "./binary.ts";
+import { EXTRA_ENTRY, EXTRA_HEAD, MAX_TOP_LOGPROBS, maskWords } from "./logits.ts";
 import {
   type Attrs,
   type BinaryOp,
@@ -22,7 +23,7 @@ export const BINARY: ReadonlySet<Op> = new Set<BinaryOp>(Object.keys(BINARY_OPS)
 export const COMPARE: ReadonlySet<Op> = new Set<CompareOp>(["eq", "ne", "lt", "le", "gt", "ge"]);
 export const COMPOSITE: ReadonlySet<Op> = new Set<CompositeOp>([
   "rmsnorm", "layernorm", "rope", "softmax", "attention", "paged_attention", "causal_mask", "silu", "gelu", "silu_mul",
-  "sample",
+  "sample", "logits_process", "logprobs",
 ]);
 export const LEAF: ReadonlySet<Op> = new Set<Op>(["const", "slot", "state", "literal", "iota"]);
 /** Ops whose two inputs may be swapped without changing a bit of the result. */
@@ -71,6 +72,8 @@ export const OP_DOC: Record<Op, string> = {
   causal_mask: "[pos(1 int)] attrs.rows, cap, window? -> bool [rows, cap]: t <= pos + r (and t > pos + r - window)",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
+  logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)], counts? u32[R, V]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
+  logprobs: "[logits f32[R, V], sample i32[R, 2], params u32[R, SAMPLER_WORDS]] attrs.n -> f32[R, 1 + 2n]; graph/logits.ts",
 };
 
 export interface TypeInfo {
@@ -458,6 +461,28 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
         fail("shape", ref, `sampler params must be u32[${x.shape[0]},${SAMPLER_WORDS}], got ${fmt(p)}`);
       }
       return { dtype: "i32", shape: [x.shape[0], 2], attrs: a };
+    }
+    case "logits_process": {
+      arity(ins, 3, 4, ref);
+      const [x, e, m, c] = ins;
+      if (x.dtype !== "f32" || x.shape.length !== 2) fail("shape", ref, `logits must be f32[rows, vocab], got ${fmt(x)}`);
+      const [R, V] = x.shape;
+      if (e.dtype !== "u32" || e.shape.length !== 2 || e.shape[0] !== R || e.shape[1] < EXTRA_HEAD || (e.shape[1] - EXTRA_HEAD) % EXTRA_ENTRY !== 0) {
+        fail("shape", ref, `extra must be u32[${R}, ${EXTRA_HEAD} + ${EXTRA_ENTRY}·entries], got ${fmt(e)}`);
+      }
+      if (m.dtype !== "u32" || !sameShape(m.shape, [R, maskWords(V)])) fail("shape", ref, `mask must be u32[${R},${maskWords(V)}], got ${fmt(m)}`);
+      if (c && (c.dtype !== "u32" || !sameShape(c.shape, [R, V]))) fail("shape", ref, `counts must be u32[${R},${V}], got ${fmt(c)}`);
+      return { dtype: "f32", shape: [R, V], attrs: a };
+    }
+    case "logprobs": {
+      arity(ins, 3, 3, ref);
+      const [x, s, p] = ins;
+      if (x.dtype !== "f32" || x.shape.length !== 2) fail("shape", ref, `logits must be f32[rows, vocab], got ${fmt(x)}`);
+      const R = x.shape[0];
+      if (s.dtype !== "i32" || !sameShape(s.shape, [R, 2])) fail("shape", ref, `sample must be i32[${R},2], got ${fmt(s)}`);
+      if (p.dtype !== "u32" || !sameShape(p.shape, [R, SAMPLER_WORDS])) fail("shape", ref, `sampler params must be u32[${R},${SAMPLER_WORDS}], got ${fmt(p)}`);
+      if (!(Number.isInteger(a.n) && a.n! >= 0 && a.n! <= MAX_TOP_LOGPROBS)) fail("attr", ref, `logprobs n ${a.n} must be an integer in [0, ${MAX_TOP_LOGPROBS}]`);
+      return { dtype: "f32", shape: [R, 1 + 2 * a.n!], attrs: a };
     }
     case "silu_mul": {
       arity(ins, 2, 2, ref);

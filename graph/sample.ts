@@ -11,7 +11,8 @@
 //   3 min_p    f32   off unless min_p > 0
 //   4 seed     u32
 //   5 counter  u32   a per-draw counter (the driver passes the position being sampled)
-//   6, 7       reserved, 0
+//   6 top_logprobs u32  top logprobs wanted (graph/logits.ts `logprobs`; at most its N)
+//   7 logprobs     u32  1: the row wants logprobs (the chosen token's, and top_logprobs more)
 // Per row, with x the logits and all arithmetic in f32 (every result rounded to f32):
 //  1. nonfinite = 1 when any x_i is NaN or ±Inf, else 0. The flag reads the logits as given (a later logit
 //     bias or guided mask may put -Inf in on purpose and must not raise it).
@@ -19,13 +20,16 @@
 //     When nonfinite = 1 or the row is greedy (inv_temp == 0 above), token = greedy and nothing else happens.
 //  3. m = max x. w_i = exp((x_i − m) · inv_temp): the unnormalised softmax at temperature, w = 1 at the max.
 //  4. top-k: when on, keep x_i >= θk, θk the k-th largest logit counting repeats (ties at θk are all kept).
-//  5. Z = Σ w over the top-k set. top-p: when on, keep x_i >= θp, θp the largest logit v of the top-k set
-//     with mass(v) = Σ{w_j : j in the top-k set, x_j >= v} >= top_p · Z: the smallest set of most probable
-//     tokens whose probability reaches top_p, ties included. (Stated on logits rather than probabilities:
-//     the two agree in exact arithmetic, and logit order has no rounding ties.) When no v qualifies (only
-//     by rounding, top_p near 1) every token of the top-k set is kept.
-//  6. min-p: when on, keep w_i >= min_p (p_i >= min_p · p_max, as p_max ∝ w = 1). The three filters
-//     intersect; then renormalise: total = Σ w over the kept set (0 only when min_p > 1: then greedy).
+//     min-p: when on, keep w_i >= min_p (p_i >= min_p · p_max, as p_max ∝ w = 1). Call the tokens both keep
+//     the candidate set C (min-p and top-k each keep a prefix of the tokens by logit, so their order does
+//     not matter).
+//  5. Z = Σ w over C. top-p: when on, keep x_i >= θp, θp the largest logit v of C with
+//     mass(v) = Σ{w_j : j in C, x_j >= v} >= top_p · Z: the smallest set of most probable candidates whose
+//     probability, renormalised over C, reaches top_p, ties included. (Stated on logits rather than
+//     probabilities: the two agree in exact arithmetic, and logit order has no rounding ties.) When no v
+//     qualifies (only by rounding, top_p near 1) every candidate is kept. This is vLLM's order (min-p, then
+//     top-k and top-p on what min-p left; graph/logits.ts states the whole sampler's order).
+//  6. The kept set is C ∩ {x_i >= θp}; renormalise: total = Σ w over it (0 only when min_p > 1: then greedy).
 //  7. u = uniform(seed, counter) in [0, 1) (below; no row index, so a request's draws do not depend on
 //     which batch row it occupies). token = the first kept index i in index order whose running sum
 //     cum_i = Σ{w_j : j kept, j <= i} exceeds u · total; when rounding leaves none, the last kept index
@@ -39,17 +43,14 @@
 //           x *= 0x31848bab; x ^= x>>>14 (products mod 2^32).
 // For one seed, distinct counters give distinct bits (mix32 is a bijection).
 //
-// TODO (later issues; the reserved words 6-7 and further optional inputs of the op leave room for them):
-// top-n logprobs (a second output: log(w_i / Z) of the n largest, from the same max and Z); logit bias (a
-// sparse [rows, n] (id, value) input added to x after step 1's flag, so a -Inf ban never raises it);
-// repetition/frequency/presence penalties (a per-row token-count State applied with the bias); guided masks
-// (a per-row bit mask input: masked tokens are -Inf before step 2).
+// Logit bias, bans, penalties and grammar masks run before this op (`logits_process`), logprobs after it
+// (`logprobs`); graph/logits.ts states both and the order of the whole sampler.
 import { f32FromBits } from "./dtype.ts";
 
 /** u32 words per row of a Sampler slot. */
 export const SAMPLER_WORDS = 8;
 /** Word offsets within a row of the Sampler slot. */
-export const SAMPLER = { invTemp: 0, topK: 1, topP: 2, minP: 3, seed: 4, counter: 5 } as const;
+export const SAMPLER = { invTemp: 0, topK: 1, topP: 2, minP: 3, seed: 4, counter: 5, topLogprobs: 6, logprobs: 7 } as const;
 
 const fr = Math.fround;
 
@@ -133,6 +134,7 @@ export function planRow(x: Float32Array, p: RowParams): RowPlan {
     const th = Float32Array.from(x).sort()[V - p.topK];
     for (let i = 0; i < V; i++) if (!(x[i] >= th)) kept[i] = 0;
   }
+  if (p.minP > 0) for (let i = 0; i < V; i++) if (!(w[i] >= p.minP)) kept[i] = 0;
   if (p.topP < 1) {
     let z = 0;
     for (let i = 0; i < V; i++) if (kept[i]) z = fr(z + w[i]);
@@ -151,7 +153,6 @@ export function planRow(x: Float32Array, p: RowParams): RowPlan {
     }
     for (let i = 0; i < V; i++) if (!(x[i] >= th)) kept[i] = 0;
   }
-  if (p.minP > 0) for (let i = 0; i < V; i++) if (!(w[i] >= p.minP)) kept[i] = 0;
   let total = 0;
   for (let i = 0; i < V; i++) if (kept[i]) total = fr(total + w[i]);
   if (!(total > 0)) return none;

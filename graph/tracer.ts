@@ -327,6 +327,12 @@ export class Tracer {
   siluMul(a: Tensor, b: Tensor): Tensor { return this.node("silu_mul", [a, b]); }
   /** (token, nonfinite) i32[rows, 2] drawn from logits f32[rows, V] under a Sampler slot u32[rows, 8]; graph/sample.ts. */
   sample(logits: Tensor, params: Tensor): Tensor { return this.node("sample", [logits, params]); }
+  /** Logits f32[rows, V] after bias, bans, penalties and a grammar mask (graph/logits.ts). */
+  logitsProcess(logits: Tensor, extra: Tensor, mask: Tensor, counts?: Tensor): Tensor {
+    return this.node("logits_process", counts ? [logits, extra, mask, counts] : [logits, extra, mask]);
+  }
+  /** The sampled token's logprob and the n best, f32[rows, 1 + 2n], from raw logits (graph/logits.ts). */
+  logprobs(logits: Tensor, sample: Tensor, params: Tensor, n: number): Tensor { return this.node("logprobs", [logits, sample, params], { n }); }
 
   // ------------------------------------------------------------ results
 

@@ -382,6 +382,22 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const k = lib.sample(caps, { rows: R, vocab: V });
     return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
   },
+  logits_process(cx, n) { // (row, chunk) workgroups: a copy with the mask, then the row's sparse entries
+    const { nodes, caps, bind, kernel } = cx;
+    const ins = n.inputs, out = bind(n.id);
+    const [R, V] = nodes[ins[0]].shape;
+    const entries = (nodes[ins[1]].shape[1] - 8) / 3;
+    const counts = ins.length > 3;
+    const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries, counts });
+    return kernel(k, [...ins.map(bind), out], { bytes: (counts ? 12 : 8) * R * V + 12 * R * entries, flops: R * V });
+  },
+  logprobs(cx, n) { // one workgroup per row; rows that want none read nothing
+    const { nodes, caps, bind, kernel } = cx;
+    const ins = n.inputs, out = bind(n.id);
+    const [R, V] = nodes[ins[0]].shape;
+    const k = lib.logprobs(caps, { rows: R, vocab: V, n: n.attrs.n! });
+    return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 4 * R * V * (2 + n.attrs.n!), flops: 8 * R * V });
+  },
 };
 
 /**

@@ -13,11 +13,13 @@ import type { EntryId, Executor } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
-import { appendSampler, GREEDY, readSample, type SamplerParams, samplerSlots, validateSampler } from "./sampling.ts";
+import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
+import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
 
-export type { SamplerParams } from "./sampling.ts";
+export type { RowLogprobs, SamplerParams } from "./sampling.ts";
+export type { ResponseFormat } from "./grammar.ts";
 export type { TokenEvent, TokenStream } from "./stream.ts";
 
 /** Tokens generated when a call does not say: the library's and the CLI's default. */
@@ -57,6 +59,11 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Keep generating past end-of-generation tokens (llama.cpp --ignore-eos): they are emitted like any other. */
   ignoreEos?: boolean;
+  /**
+   * Constrain the output: a JSON schema, any JSON object, or a GBNF/EBNF grammar (compiled by xgrammar; a bad
+   * one rejects with a GrammarError). Generation ends when the grammar is complete and the model ends it.
+   */
+  format?: ResponseFormat;
 }
 
 /** Why generation ended. */
@@ -72,6 +79,8 @@ export interface GenerateResult {
   text: string;
   /** Why generation ended. */
   finish: FinishReason;
+  /** Per generated token, when the sampler asked for logprobs (SamplerParams.logprobs / topLogprobs). */
+  logprobs?: RowLogprobs[];
   /** Wall times (ms) of the prompt and of generation, token counts, and decode tokens per second. */
   timings: { promptMs: number; generateMs: number; promptTokens: number; generatedTokens: number; tokensPerSecond: number };
 }
@@ -89,6 +98,8 @@ export class Driver {
   readonly ctx: number;
   private readonly prefillRows: number[];
   private readonly hiddenRows = new Set<number>();
+  /** The sampler's slots (one row), rewritten every step. */
+  private readonly sampling: SamplerSlots;
   private tail: Promise<unknown> = Promise.resolve();
   private closed = false;
   /** Aborted by close(): every queued or running call listens to it. */
@@ -112,6 +123,8 @@ export class Driver {
     // The trained limit (with its override) and the device's memory, before anything is allocated.
     this.ctx = checkContext(contextRequest(model, exec, opts));
     this.prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
+    // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
+    this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
   }
 
   /**
@@ -190,7 +203,8 @@ export class Driver {
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position.
       const last = rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows);
-      appendSampler(tracer, last);
+      // Token counts live in device State, marked and counted by each step (the COUNT_SLOT below).
+      appendSampler(tracer, last, { process: { entries: this.sampling.entries, counts: true }, logprobs: true });
     } else {
       tracer.output("hidden", hidden);
     }
@@ -223,29 +237,32 @@ export class Driver {
   }
 
   /** Runs prompt ids through the prepared shapes from position 0; returns the token sampled after the last. */
-  private async prefill(ids: number[], sampler: SamplerParams): Promise<{ token: number; nonFinite: boolean }> {
+  private async prefill(ids: number[], sampler: SamplerParams, ctx: RowContext): Promise<Next> {
     let pos = 0;
-    let last = { token: -1, nonFinite: false };
+    let last: Next = { token: -1, nonFinite: false };
     while (pos < ids.length) {
       const left = ids.length - pos;
       const rows = this.prefillRows.find((r) => r <= left) ?? 1;
       const id = this.entry("step", rows);
-      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler);
+      // every chunk marks its tokens as prompt; only the last one's draw is a generated token
+      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, pos + rows >= ids.length ? 1 : 0, 1);
       pos += rows;
     }
     return last;
   }
 
-  /** One step: writes the slots, replays, reads back the sampled token. */
-  private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams): Promise<{ token: number; nonFinite: boolean }> {
+  /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
+  private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, count = 1, prompt = 0): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
+    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, deviceCounts: true });
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
-      ...samplerSlots(sampler, pos + tokens.length - 1),
+      ...this.sampling.values(),
+      [COUNT_SLOT]: new Int32Array([prompt, count]),
     });
-    const s = readSample(r.outputs);
-    return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1 };
+    const s = readSample(r.outputs, undefined, this.sampling.words);
+    return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1, logprobs: s.logprobs?.[0] };
   }
 
   /**
@@ -266,13 +283,19 @@ export class Driver {
     } catch (e) {
       throw new InvalidArgumentError("sampler", (e as Error).message);
     }
+    const vocab = this.model.config.vocab;
+    const bias = sampler.logitBias instanceof Map ? [...sampler.logitBias.keys()] : Object.keys(sampler.logitBias ?? {}).map(Number);
+    const outside = bias.find((t) => t >= vocab);
+    if (outside !== undefined) throw new InvalidArgumentError("sampler", `logitBias token id ${outside} is outside the vocabulary (0 to ${vocab - 1})`);
+    const format = opts.format;
+    if (format !== undefined && (format === null || typeof format !== "object")) throw new InvalidArgumentError("format", `must be an object, got ${describe(format)}`);
     const stop = opts.stop ?? [];
     if (!Array.isArray(stop) || !stop.every((s) => typeof s === "string")) throw new InvalidArgumentError("stop", "must be an array of strings");
     if (opts.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new InvalidArgumentError("signal", "must be an AbortSignal");
     const mine = new AbortController();
     const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
     return tokenStream(
-      (sink) => this.enqueue(signal, () => this.generateNow(ids, maxTokens, sampler, stop.filter((s) => s.length > 0), signal, sink, opts.ignoreEos === true)),
+      (sink) => this.enqueue(signal, () => this.generateNow(ids, maxTokens, sampler, stop.filter((s) => s.length > 0), signal, sink, opts.ignoreEos === true, format)),
       () => mine.abort(),
     );
   }
@@ -307,10 +330,11 @@ export class Driver {
   /** The generation itself, run from the queue. */
   private async generateNow(
     ids: number[], maxTokens: number, sampler: SamplerParams, stops: string[], signal: AbortSignal, sink: StreamSink,
-    ignoreEos: boolean,
+    ignoreEos: boolean, format: ResponseFormat | undefined,
   ): Promise<GenerateResult> {
     const tok = this.model.tokenizer;
     const generated: number[] = [];
+    const logprobs: RowLogprobs[] = [];
     let text = "", pending = "";
     let finish: FinishReason = "length";
     const t0 = performance.now();
@@ -322,6 +346,7 @@ export class Driver {
         generatedIds: [...generated],
         text,
         finish,
+        ...(sampler.logprobs || sampler.topLogprobs ? { logprobs: [...logprobs] } : {}),
         timings: {
           promptMs: t1 - t0,
           generateMs: t2 - t1,
@@ -335,64 +360,77 @@ export class Driver {
       if (signal.aborted) throw new AbortError(this.closed ? "aborted: the driver was closed" : "generation aborted", result());
     };
     if (maxTokens === 0) return result();
-    this.exec.resetState();
-    let next = await this.prefill(ids, sampler);
-    t1 = performance.now();
-    const decoder = tok.decoder();
-    // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
-    for (const t of ids) decoder.push(t);
-    let pos = ids.length;
-    // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
-    const release = (id: number, last: boolean): boolean => {
-      const all = text + pending;
-      const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
-      if (hits.length) {
-        const cut = Math.min(...hits);
-        const piece = all.slice(text.length, cut);
-        text = all.slice(0, cut);
-        pending = "";
-        if (piece) sink.push({ id, text: piece });
-        return true;
+    // Penalties count the prompt and what is generated; a format's matcher masks every draw (grammar.ts).
+    const history = new TokenHistory(ids);
+    const constraint = format ? await Constraint.create(await compileFormat(tok, this.model.config.vocab, format), this.model.config.vocab) : undefined;
+    const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
+    try {
+      this.exec.resetState();
+      let next = await this.prefill(ids, sampler, await ctx());
+      t1 = performance.now();
+      const decoder = tok.decoder();
+      // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
+      for (const t of ids) decoder.push(t);
+      let pos = ids.length;
+      // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
+      const release = (id: number, last: boolean): boolean => {
+        const all = text + pending;
+        const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
+        if (hits.length) {
+          const cut = Math.min(...hits);
+          const piece = all.slice(text.length, cut);
+          text = all.slice(0, cut);
+          pending = "";
+          if (piece) sink.push({ id, text: piece, ...lp(id) });
+          return true;
+        }
+        const hold = last ? 0 : Math.max(0, ...stops.map((s) => overlap(all, s)));
+        const emit = pending.slice(0, pending.length - hold);
+        text += emit;
+        pending = pending.slice(emit.length);
+        if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
+        return false;
+      };
+      // A token's logprobs ride on its event (not on the end-of-generation event that flushes held text).
+      const lp = (id: number) => next.logprobs && generated.at(-1) === id ? { logprob: next.logprobs.logprob, topLogprobs: next.logprobs.top } : {};
+      let yielded = performance.now();
+      for (;;) {
+        // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
+        // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
+        if (performance.now() - yielded > 25) {
+          await new Promise((r) => setTimeout(r, 0));
+          yielded = performance.now();
+        }
+        aborted();
+        if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
+        if (!ignoreEos && tok.isEog(next.token)) {
+          // Text held back as a possible stop-string prefix, and the decoder's last bytes, still belong to the output.
+          pending += decoder.flush();
+          finish = release(next.token, true) ? "stop" : "eos";
+          break;
+        }
+        if (constraint && !constraint.accept(next.token)) throw new LlmError(`token ${next.token} at position ${pos} is outside the grammar`);
+        generated.push(next.token);
+        history.add(next.token);
+        if (next.logprobs) logprobs.push(next.logprobs);
+        pending += decoder.push(next.token);
+        const last = generated.length >= maxTokens || pos >= this.ctx;
+        if (last) pending += decoder.flush();
+        if (release(next.token, last)) {
+          finish = "stop";
+          break;
+        }
+        if (last) {
+          finish = generated.length >= maxTokens ? "length" : "context";
+          break;
+        }
+        next = await this.run(this.entry("step", 1), [next.token], pos, sampler, await ctx());
+        pos++;
       }
-      const hold = last ? 0 : Math.max(0, ...stops.map((s) => overlap(all, s)));
-      const emit = pending.slice(0, pending.length - hold);
-      text += emit;
-      pending = pending.slice(emit.length);
-      if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit });
-      return false;
-    };
-    let yielded = performance.now();
-    for (;;) {
-      // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
-      // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
-      if (performance.now() - yielded > 25) {
-        await new Promise((r) => setTimeout(r, 0));
-        yielded = performance.now();
-      }
-      aborted();
-      if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
-      if (!ignoreEos && tok.isEog(next.token)) {
-        // Text held back as a possible stop-string prefix, and the decoder's last bytes, still belong to the output.
-        pending += decoder.flush();
-        finish = release(next.token, true) ? "stop" : "eos";
-        break;
-      }
-      generated.push(next.token);
-      pending += decoder.push(next.token);
-      const last = generated.length >= maxTokens || pos >= this.ctx;
-      if (last) pending += decoder.flush();
-      if (release(next.token, last)) {
-        finish = "stop";
-        break;
-      }
-      if (last) {
-        finish = generated.length >= maxTokens ? "length" : "context";
-        break;
-      }
-      next = await this.run(this.entry("step", 1), [next.token], pos, sampler);
-      pos++;
+      return result();
+    } finally {
+      constraint?.dispose();
     }
-    return result();
   }
 
   /**
@@ -424,6 +462,13 @@ export class Driver {
     const r = await this.exec.step(id, { token: tokens, pos: new Int32Array([0]) });
     return (r.outputs.hidden as Float32Array).slice(0, ids.length * this.model.config.dim);
   }
+}
+
+/** A sampled token as the driver reads it back. */
+interface Next {
+  token: number;
+  nonFinite: boolean;
+  logprobs?: RowLogprobs;
 }
 
 /** A value for an error message: its type, or the value itself when short. */

@@ -9,7 +9,14 @@
 //   const { tokens, nonFinite } = readSample(r.outputs);
 //
 // Every sampler value is a slot value: changing it never makes a new entry.
+//
+// The full sampler (`appendSampler(t, logits, { process: { entries }, logprobs: true })`) adds two more slots and
+// one more output: `sampler_extra` (per row: penalties and up to `entries` (id, bias, count) entries) and
+// `sampler_mask` (per row: a grammar's token bitmask), read by `logits_process` before the draw, and the output
+// "logprobs" (graph/logits.ts). SamplerSlots writes all three slots per step from each row's parameters and
+// TokenHistory (the prompt and generated tokens the penalties count).
 import { SAMPLER, SAMPLER_WORDS } from "../graph/sample.ts";
+import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
 import { f32Bits } from "../graph/dtype.ts";
 import type { Tensor, Tracer } from "../graph/tracer.ts";
 
@@ -25,7 +32,36 @@ export interface SamplerParams {
   minP?: number;
   /** RNG seed (an integer, taken mod 2^32); 0 by default. Same seed and counter, same draw. */
   seed?: number;
+  /** Added to a token's logit before everything else, by token id (OpenAI's logit_bias: each in [-100, 100]). */
+  logitBias?: Readonly<Record<number, number>> | ReadonlyMap<number, number>;
+  /** Repetition penalty over prompt and generated tokens (vLLM repetition_penalty, llama.cpp repeat_penalty); 1 (default) is off. */
+  repeatPenalty?: number;
+  /** Subtracted once per occurrence of a token among the generated ones, in [-2, 2]; 0 (default) is off. */
+  frequencyPenalty?: number;
+  /** Subtracted once from every token already generated, in [-2, 2]; 0 (default) is off. */
+  presencePenalty?: number;
+  /** End-of-generation tokens are banned until this many tokens are generated; 0 (default). */
+  minTokens?: number;
+  /** Report the sampled token's logprob (raw: before bias, penalties, temperature). */
+  logprobs?: boolean;
+  /** Also report this many most likely tokens with their logprobs (0 to 20; implies logprobs). */
+  topLogprobs?: number;
 }
+
+/** True when a row needs `logits_process` (bias, penalties or min_tokens). */
+export function needsProcessing(p: SamplerParams): boolean {
+  return penaltiesOn(p) || (p.minTokens ?? 0) > 0 || biasEntries(p).length > 0;
+}
+function penaltiesOn(p: SamplerParams): boolean {
+  return (p.repeatPenalty ?? 1) !== 1 || (p.frequencyPenalty ?? 0) !== 0 || (p.presencePenalty ?? 0) !== 0;
+}
+function biasEntries(p: SamplerParams): [number, number][] {
+  const b = p.logitBias;
+  if (b === undefined) return [];
+  return b instanceof Map ? [...b.entries()] : Object.entries(b).map(([k, v]) => [Number(k), v as number]);
+}
+/** Most logit_bias entries a request may carry (OpenAI's limit). */
+export const MAX_LOGIT_BIAS = 300;
 
 /** Greedy decoding: the most likely token every step. */
 export const GREEDY: Readonly<SamplerParams> = Object.freeze({ temperature: 0 });
@@ -46,6 +82,23 @@ export function validateSampler(p: SamplerParams): void {
   if (!(mp >= 0 && mp <= 1)) throw bad("minP", mp, "must be in [0, 1] (0 = off)");
   const s = p.seed ?? 0;
   if (!Number.isSafeInteger(s)) throw bad("seed", s, "must be an integer");
+  const bias = biasEntries(p);
+  if (bias.length > MAX_LOGIT_BIAS) throw bad("logitBias", `${bias.length} entries`, `at most ${MAX_LOGIT_BIAS}`);
+  for (const [id, v] of bias) {
+    if (!(Number.isInteger(id) && id >= 0)) throw bad("logitBias", id, "keys must be token ids (integers >= 0)");
+    if (!(typeof v === "number" && v >= -100 && v <= 100)) throw bad(`logitBias[${id}]`, v, "must be a number in [-100, 100]");
+  }
+  const rp = p.repeatPenalty ?? 1;
+  if (!(rp > 0 && rp <= 10)) throw bad("repeatPenalty", rp, "must be in (0, 10] (1 = off)");
+  for (const k of ["frequencyPenalty", "presencePenalty"] as const) {
+    const v = p[k] ?? 0;
+    if (!(v >= -2 && v <= 2)) throw bad(k, v, "must be in [-2, 2] (0 = off)");
+  }
+  const mt = p.minTokens ?? 0;
+  if (!(Number.isSafeInteger(mt) && mt >= 0)) throw bad("minTokens", mt, "must be an integer >= 0");
+  const tl = p.topLogprobs ?? 0;
+  if (!(Number.isInteger(tl) && tl >= 0 && tl <= MAX_TOP_LOGPROBS)) throw bad("topLogprobs", tl, `must be an integer in [0, ${MAX_TOP_LOGPROBS}]`);
+  if (p.logprobs !== undefined && typeof p.logprobs !== "boolean") throw bad("logprobs", p.logprobs, "must be a boolean");
 }
 
 /** Writes one row of the Sampler slot (SAMPLER_WORDS u32 words at row `row`) for a draw at `counter`. */
@@ -63,6 +116,9 @@ export function encodeSampler(p: SamplerParams, counter: number, into: Uint32Arr
   into[o + SAMPLER.minP] = f32Bits(p.minP ?? 0);
   into[o + SAMPLER.seed] = Number(BigInt.asUintN(32, BigInt(p.seed ?? 0)));
   into[o + SAMPLER.counter] = Number(BigInt.asUintN(32, BigInt(counter)));
+  const top = p.topLogprobs ?? 0;
+  into[o + SAMPLER.topLogprobs] = top;
+  into[o + SAMPLER.logprobs] = p.logprobs || top > 0 ? 1 : 0;
 }
 
 /**
@@ -103,19 +159,182 @@ export interface AppendedSampler {
   output: string;
 }
 
+/** Slot and output names of the full sampler. */
+export const EXTRA_SLOT = "sampler_extra";
+export const MASK_SLOT = "sampler_mask";
+export const LOGPROBS_OUTPUT = "logprobs";
+/** The token-count State of a one-row step (u32 [vocab + 1, 1]: count | PROMPT_BIT per token; row vocab is
+ * where writes that do not count go, as the scatter kernel faults on a negative index). */
+export const COUNTS_STATE = "sampler_counts";
+/** i32 [2]: [1 = mark this step's input tokens as prompt, 1 = count this step's draw]. */
+export const COUNT_SLOT = "sampler_count";
+
+export interface AppendOptions {
+  output?: string;
+  slot?: string;
+  /**
+   * Add `logits_process` before the draw, with room for `entries` (id, bias, count) entries per row. With
+   * `counts` (one sampled row only), the penalties read token counts kept in device State and updated by the
+   * step itself: the step's input tokens (slot `tokens`, default "token") are marked as prompt and its draw is
+   * counted, as the COUNT_SLOT says; a reset of the executor's State clears them.
+   */
+  process?: { entries: number; counts?: boolean; tokens?: string };
+  /** Add the `logprobs` output (f32 [rows, 1 + 2·20]). */
+  logprobs?: boolean;
+}
+
 /**
  * Appends the sampling suffix to a traced step: a Sampler slot and a `sample` node over `logits`
  * (f32 [rows, vocab], or [vocab] for one row), returned as one output (default "sample"), so the host reads
- * back 8 bytes per row and never the logits.
+ * back 8 bytes per row and never the logits. With `process` and `logprobs`, the full sampler (see the top).
  */
-export function appendSampler(t: Tracer, logits: Tensor, opts: { output?: string; slot?: string } = {}): AppendedSampler {
+export function appendSampler(t: Tracer, logits: Tensor, opts: AppendOptions = {}): AppendedSampler {
   const x = logits.shape.length === 1 ? t.reshape(logits, [1, logits.shape[0]]) : logits;
   if (x.shape.length !== 2) throw new RangeError(`appendSampler: logits must be [rows, vocab], got [${logits.shape}]`);
-  const slot = t.slot(opts.slot ?? SAMPLER_SLOT, { kind: "Sampler", dtype: "u32", shape: [x.shape[0], SAMPLER_WORDS] });
-  const sample = t.sample(x, slot);
+  const [R, V] = x.shape;
+  const slot = t.slot(opts.slot ?? SAMPLER_SLOT, { kind: "Sampler", dtype: "u32", shape: [R, SAMPLER_WORDS] });
+  let y = x;
+  let counted: { counts: Tensor; inc: Tensor } | undefined;
+  if (opts.process) {
+    const e = opts.process.entries;
+    if (!(Number.isInteger(e) && e >= 0)) throw new RangeError(`appendSampler: entries ${e} must be an integer >= 0`);
+    const extra = t.slot(EXTRA_SLOT, { kind: "Input", dtype: "u32", shape: [R, extraWords(e)] });
+    const mask = t.slot(MASK_SLOT, { kind: "Input", dtype: "u32", shape: [R, maskWords(V)] });
+    counted = opts.process.counts ? markPrompt(t, V, R, opts.process.tokens ?? "token") : undefined;
+    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(t.slice(counted.counts, 0, 0, V), [1, V]) : undefined);
+  }
+  const sample = t.sample(y, slot);
   const output = opts.output ?? SAMPLE_OUTPUT;
   t.output(output, sample);
+  if (counted) { // the draw counts once it is made: the next step's penalties see it
+    const tok = t.reshape(t.slice(sample, 1, 0, 1), [1]);
+    const at = t.select(t.gt(counted.inc, 0), tok, V);
+    t.writeState(COUNTS_STATE, t.scatter(counted.counts, t.add(t.gather(counted.counts, tok), 1), at));
+  }
+  if (opts.logprobs) t.output(LOGPROBS_OUTPUT, t.logprobs(x, sample, slot, MAX_TOP_LOGPROBS));
   return { sample, slot, output };
+}
+
+/** The counts State with this step's input tokens marked as prompt (when COUNT_SLOT[0] is 1). */
+function markPrompt(t: Tracer, V: number, R: number, tokenSlot: string): { counts: Tensor; inc: Tensor } {
+  if (R !== 1) throw new RangeError(`appendSampler: token counts in State need one sampled row, got ${R}`);
+  const c0 = t.state(COUNTS_STATE, "u32", [V + 1, 1]);
+  const ctl = t.slot(COUNT_SLOT, { kind: "Input", dtype: "i32", shape: [2] });
+  const tokens = t.slot(tokenSlot);
+  const n = tokens.shape[0];
+  const at = t.select(t.gt(t.broadcast(t.slice(ctl, 0, 0, 1), [n]), 0), tokens, V);
+  const counts = t.scatter(c0, t.or(t.gather(c0, tokens), PROMPT_BIT), at);
+  return { counts, inc: t.slice(ctl, 0, 1, 2) };
+}
+
+/** The prompt and generated tokens of one sequence, as the penalties count them. */
+export class TokenHistory {
+  /** Distinct prompt tokens. */
+  readonly prompt = new Set<number>();
+  /** Occurrences of each generated token; Map order is the order of last occurrence (most recent last). */
+  readonly counts = new Map<number, number>();
+  /** Generated tokens so far. */
+  generated = 0;
+  constructor(prompt: Iterable<number> = []) {
+    for (const t of prompt) this.prompt.add(t);
+  }
+  /** Counts a generated token. */
+  add(token: number): void {
+    const c = this.counts.get(token) ?? 0;
+    this.counts.delete(token);
+    this.counts.set(token, c + 1);
+    this.generated++;
+  }
+}
+
+/** What a row's draw depends on besides its SamplerParams. */
+export interface RowContext {
+  /** The sequence's tokens (penalties, min_tokens); none: no penalties and no min_tokens apply. */
+  history?: TokenHistory;
+  /** End-of-generation ids banned until minTokens tokens are generated. */
+  eog?: Iterable<number>;
+  /** The grammar's token bitmask for this step (bit set = allowed), or none for an unconstrained row. */
+  mask?: Uint32Array | Int32Array;
+  /** The penalties read the counts State (appendSampler's `counts`), not entries from `history`. */
+  deviceCounts?: boolean;
+}
+
+/**
+ * The three slots of the full sampler for `rows` rows, rewritten per step: `set` encodes one row, `values`
+ * gives the slot values to spread into a step. When a row's entries outnumber `entries`, bias and min_tokens
+ * bans come first, then the generated tokens (most recent first), then prompt tokens: the penalty then counts
+ * only what fits (a window, as llama.cpp's repeat_last_n), never an error.
+ */
+export class SamplerSlots {
+  readonly words: Uint32Array;
+  readonly extra: Uint32Array;
+  readonly mask: Uint32Array;
+  private readonly ew: number;
+  private readonly mw: number;
+  constructor(readonly rows: number, readonly vocab: number, readonly entries: number) {
+    this.words = new Uint32Array(rows * SAMPLER_WORDS);
+    this.ew = extraWords(entries);
+    this.mw = maskWords(vocab);
+    this.extra = new Uint32Array(rows * this.ew);
+    this.mask = new Uint32Array(rows * this.mw);
+  }
+
+  /** Encodes row `row`: parameters, draw counter and context. Throws a RangeError naming a bad value. */
+  set(row: number, p: SamplerParams, counter: number, ctx: RowContext = {}): void {
+    encodeSampler(p, counter, this.words, row);
+    const o = row * this.ew;
+    this.extra.fill(0, o, o + this.ew);
+    this.extra[o + EXTRA.rep] = f32Bits(p.repeatPenalty ?? 1);
+    this.extra[o + EXTRA.freq] = f32Bits(p.frequencyPenalty ?? 0);
+    this.extra[o + EXTRA.pres] = f32Bits(p.presencePenalty ?? 0);
+    const ent = new Map<number, { bias: number; seen: number }>();
+    const room = () => ent.size < this.entries;
+    for (const [id, b] of biasEntries(p)) if (id < this.vocab && room()) ent.set(id, { bias: b, seen: 0 });
+    const h = ctx.history;
+    if (h && h.generated < (p.minTokens ?? 0)) {
+      for (const id of ctx.eog ?? []) if (id < this.vocab && room()) ent.set(id, { bias: -Infinity, seen: 0 });
+    }
+    if (ctx.deviceCounts && penaltiesOn(p)) this.extra[o + EXTRA.dense] = 1;
+    else if (h && penaltiesOn(p)) {
+      const gen = [...h.counts.entries()].reverse();
+      for (const [id, c] of gen) {
+        const e = ent.get(id);
+        if (e) e.seen = Math.min(c, 0x7fffffff) | (h.prompt.has(id) ? PROMPT_BIT : 0);
+        else if (room()) ent.set(id, { bias: 0, seen: Math.min(c, 0x7fffffff) | (h.prompt.has(id) ? PROMPT_BIT : 0) });
+      }
+      if ((p.repeatPenalty ?? 1) !== 1) {
+        for (const id of h.prompt) {
+          const e = ent.get(id);
+          if (e) e.seen = (e.seen | PROMPT_BIT) >>> 0;
+          else if (room()) ent.set(id, { bias: 0, seen: PROMPT_BIT });
+        }
+      }
+    }
+    let j = 0;
+    for (const [id, e] of ent) {
+      const at = o + EXTRA_HEAD + EXTRA_ENTRY * j++;
+      this.extra[at] = id;
+      this.extra[at + 1] = f32Bits(e.bias);
+      this.extra[at + 2] = e.seen >>> 0;
+    }
+    this.extra[o + EXTRA.count] = j;
+    if (ctx.mask) {
+      if (ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
+      this.mask.set(new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw), row * this.mw);
+      this.extra[o + EXTRA.masked] = 1;
+    }
+  }
+
+  /** Slot values of the step. */
+  values(slot = SAMPLER_SLOT): Record<string, Uint32Array> {
+    return { [slot]: this.words, [EXTRA_SLOT]: this.extra, [MASK_SLOT]: this.mask };
+  }
+}
+
+/** One row's logprobs as OpenAI reports them: the sampled token's, then the most likely ones. */
+export interface RowLogprobs {
+  logprob: number;
+  top: { id: number; logprob: number }[];
 }
 
 export interface Sampled {
@@ -123,10 +342,15 @@ export interface Sampled {
   tokens: Int32Array;
   /** 1 where the row's logits held a NaN or an infinity (its token is then the greedy one and suspect). */
   nonFinite: Uint8Array;
+  /** Per row, when the step has a logprobs output: the row's logprobs, or undefined where it asked for none. */
+  logprobs?: (RowLogprobs | undefined)[];
 }
 
-/** Splits the `sample` output of a step (i32 [rows, 2]) into tokens and non-finite flags. */
-export function readSample(outputs: Record<string, ArrayLike<number>>, output = SAMPLE_OUTPUT): Sampled {
+/**
+ * Splits the `sample` output of a step (i32 [rows, 2]) into tokens and non-finite flags, and, given the step's
+ * Sampler slot words, its "logprobs" output into rows.
+ */
+export function readSample(outputs: Record<string, ArrayLike<number>>, output = SAMPLE_OUTPUT, params?: Uint32Array): Sampled {
   const a = outputs[output];
   if (!a || a.length % 2 !== 0) throw new RangeError(`step has no sample output "${output}"`);
   const rows = a.length / 2;
@@ -135,5 +359,22 @@ export function readSample(outputs: Record<string, ArrayLike<number>>, output = 
     tokens[r] = a[2 * r];
     nonFinite[r] = a[2 * r + 1] ? 1 : 0;
   }
-  return { tokens, nonFinite };
+  const lp = outputs[LOGPROBS_OUTPUT];
+  if (!lp || !params) return { tokens, nonFinite };
+  const W = lp.length / rows;
+  const logprobs: (RowLogprobs | undefined)[] = [];
+  for (let r = 0; r < rows; r++) {
+    if (params[r * SAMPLER_WORDS + SAMPLER.logprobs] !== 1) {
+      logprobs.push(undefined);
+      continue;
+    }
+    const top: RowLogprobs["top"] = [];
+    const n = Math.min(params[r * SAMPLER_WORDS + SAMPLER.topLogprobs], (W - 1) / 2);
+    for (let k = 0; k < n; k++) {
+      const id = lp[r * W + 1 + 2 * k];
+      if (id >= 0) top.push({ id, logprob: lp[r * W + 2 + 2 * k] });
+    }
+    logprobs.push({ logprob: lp[r * W], top });
+  }
+  return { tokens, nonFinite, logprobs };
 }

@@ -13,6 +13,10 @@ export interface TokenEvent {
   id: number;
   /** Text this token releases; all events' text joined equals the result's text. */
   text: string;
+  /** The token's logprob (raw logits), when the sampler asked for logprobs. */
+  logprob?: number;
+  /** The most likely tokens at this step with their logprobs, when the sampler asked for topLogprobs. */
+  topLogprobs?: { id: number; logprob: number }[];
 }
 
 /** The streamed tokens of one generation, and its final result. */

@@ -41,7 +41,9 @@ export function undirect(n: Node, nodes: readonly Node[], lowers: HasLowerer = (
     case "dynamic_update_slice":
       return (n.attrs.axis ?? 0) === 0 ? undefined : "dynamic_update_slice along an inner axis";
     case "sample":
-      return undefined; // no expansion: graph/sample.ts is its oracle, kernels/lib/sample.ts its kernel
+    case "logits_process":
+    case "logprobs":
+      return undefined; // no expansion: graph/sample.ts and graph/logits.ts are their oracles, kernels/lib their kernels
   }
   // (A composite without an expansion, like sample, is its own oracle: it needs a kernel; lowering says so.)
   return COMPOSITE.has(n.op) && n.op in EXPAND && !lowers(n.op) ? `no kernel of its own for ${n.op}` : undefined;
@@ -59,7 +61,7 @@ export function decomposeGraph(src: Graph, lowers?: HasLowerer): Graph {
       out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;
     } else if (COMPOSITE.has(n.op)) {
-      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as Exclude<CompositeOp, "sample">](g, ins, n.attrs));
+      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as keyof typeof EXPAND](g, ins, n.attrs));
     } else {
       // dynamic_update_slice along axis a: bring a to the front, update along axis 0, put it back.
       const a = n.attrs.axis!, rank = n.shape.length;

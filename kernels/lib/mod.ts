@@ -17,4 +17,5 @@ export {
 } from "./elementwise.ts";
 export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";
 export { sample, sampleLayout, type SampleLayout, type SampleShape } from "./sample.ts";
+export { logitsProcess, logprobs, type LogprobsShape, type ProcessShape } from "./logits.ts";
 export { chunkDot, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";

@@ -6,7 +6,7 @@
 //  2. the candidate list. A row of V <= cap logits is copied whole into shared memory as (order key, w). A
 //     longer row is cut at a logit c found by bisection (one counting pass per step) such that at most `cap`
 //     logits are >= c and the kept set provably lies above c: c is at or below the k-th largest logit, or
-//     w(c) < min_p, or the mass above c already reaches top_p · Z (Z = Σ w of the whole row, one more
+//     w(c) < min_p, or the mass above c already reaches top_p · Z (Z = Σ w of the row min-p keeps, one more
 //     pass, needed only when top-k is off). Those logits are compacted, in index order, into shared memory.
 //     When no such c exists (a flat row with top-p near 1, no filter at all, ties wider than cap) the steps
 //     below run over the row itself in global memory instead: correct, just more passes.
@@ -307,15 +307,20 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   } else {
     const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
     const za = b.let(f32(0), "f32", "za");
-    overRow(needZ, (_, x) => b.set(za, za.add(wOf(x))));
+    overRow(needZ, (_, x) => {
+      const w = wOf(x);
+      b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+    });
     [zAll] = lanes.reduce("add", [za]);
     const zTarget = b.let(topP.mul(zAll), "f32", "zt");
     const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
     const found = b.let(u32(0), "u32", "found"), cut = b.let(m, "f32", "cut");
+    // With no filter on, no cut can cover the kept set: the search reads nothing (its reductions still run).
+    const search = b.let(kOn.or(pOn).or(mOn), "bool", "search");
     b.for(u32(0), u32(steps), 1, () => {
       const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
       const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
-      overRow(found.eq(u32(0)), (_, x) => {
+      overRow(found.eq(u32(0)).and(search), (_, x) => {
         b.if(x.ge(mid), () => {
           b.set(cnt, cnt.add(1));
           b.if(needZ, () => b.set(sm, sm.add(wOf(x))));
@@ -403,14 +408,18 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const kth = b.let(kOn.select(kRaw, u32(0)), "u32", "kth");
 
   const zk = b.let(f32(0), "f32", "zk");
-  overList(pOn, (it) => b.if(it.key.ge(kth), () => b.set(zk, zk.add(it.w()))));
+  overList(pOn, (it) => b.if(it.key.ge(kth), () => {
+    const w = it.w();
+    b.set(zk, zk.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+  }));
   let [z] = lanes.reduce("add", [zk]);
   if (fast && zAll) z = b.let(fast.and(kOn.not()).select(zAll, z), "f32", "z");
   const pTarget = b.let(topP.mul(z), "f32", "pt");
   const pRaw = radix(pOn, (r) => r.map((x) => x.ge(pTarget)), (it, take, acc) => {
     b.if(it.key.ge(kth), () => {
       const w = it.w();
-      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(w, f32(0)))));
+      const wc = b.let(mOn.not().or(w.ge(minP)).select(w, f32(0)), "f32", "wc");
+      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(wc, f32(0)))));
     });
   });
   const thr = b.let(pOn.select(pRaw, u32(0)).max(kth), "u32", "thr");
@@ -420,29 +429,105 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   };
   const keptMask = (it: Item, w: Val): Val => it.key.ge(thr).and(mOn.not().or(w.ge(minP)));
 
+  /**
+   * The draw over one list part of n items (subgroup mode): each subgroup sums the kept w of its segment
+   * (coalesced), a scan over segments gives each its start, the last segment starting at or below u · total
+   * walks its items in order (contiguous slices per lane, a subgroup scan for their starts). When rounding
+   * leaves no crossing there, that segment's last kept index with w > 0 (the knife edge's neighbour).
+   */
+  function drawBySegments(n: Val, get: (j: Val) => Item, row = false): { pick: Val } {
+    const S = sg, G = W / S;
+    const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+    // The row itself is read 4 logits per lane and step (segments start at multiples of 4).
+    const rv = row && V % 4 === 0 ? 4 : 1;
+    const seg = b.let(n.add(G * rv - 1).div(G * rv).mul(rv), "u32", "seg");
+    const s0 = b.let(sgid.mul(seg).min(n), "u32", "s0");
+    const s1 = b.let(s0.add(seg).min(n), "u32", "s1");
+    const acc = b.let(f32(0), "f32", "acc"), lastI = b.let(f32(-1), "f32", "lastI");
+    const add = (it: Item) => {
+      const w = it.w();
+      b.if(keptMask(it, w), () => {
+        b.set(acc, acc.add(w));
+        b.if(w.gt(f32(0)), () => b.set(lastI, lastI.max(it.idx.cast("f32"))));
+      });
+    };
+    if (rv > 1) {
+      b.for(s0.add(lane.mul(rv)), s1, S * rv, (j) => {
+        b.loadv(X, base.add(j), rv).forEach((x, e) => {
+          const xv = b.let(x, "f32", "xv");
+          add({ idx: e ? j.add(e) : j, key: orderKey(b, xv), w: () => wOf(xv) });
+        });
+      });
+    } else b.for(s0.add(lane), s1, S, (j) => add(get(j)));
+    const segSum = b.let(b.subgroupReduce("add", acc), "f32", "segSum");
+    const segLast = b.let(b.subgroupReduce("max", lastI), "f32", "segLast");
+    const { excl, total } = lanes.scan(lane.eq(u32(0)).select(segSum, f32(0)));
+    const start = b.let(b.shuffle("idx", excl, u32(0)), "f32", "start");
+    const target = b.let(u.mul(total), "f32", "target");
+    const claim = start.le(target).and(segSum.gt(f32(0))).select(sgid.cast("f32"), f32(-1));
+    const [chosen, lastAll] = lanes.reduce("max", [claim, segLast]);
+    const mine = b.let(sgid.cast("f32").eq(chosen), "bool", "mine");
+    const per = b.let(seg.add(S - 1).div(S), "u32", "per");
+    const t0 = b.let(s0.add(lane.mul(per)).min(s1), "u32", "t0");
+    const t1 = b.let(mine.select(t0.add(per).min(s1), t0), "u32", "t1");
+    const my = b.let(f32(0), "f32", "mys");
+    b.for(t0, t1, 1, (j) => {
+      const it = get(j);
+      const w = it.w();
+      b.if(keptMask(it, w), () => b.set(my, my.add(w)));
+    });
+    const x = b.let(my, "f32", "inc");
+    for (let d = 1; d < S; d *= 2) {
+      const up = lane.ge(d);
+      const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
+      b.set(x, x.add(up.select(y, f32(0))));
+    }
+    const cum = b.let(start.add(x.sub(my)), "f32", "cum");
+    const pick = b.let(f32(NONE), "f32", "pick");
+    b.for(t0, t1, 1, (j) => {
+      const it = get(j);
+      const w = it.w();
+      b.if(keptMask(it, w), () => {
+        b.set(cum, cum.add(w));
+        b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
+      });
+    });
+    const [negPick, near] = lanes.reduce("max", [pick.neg(), mine.select(segLast, f32(-1))]);
+    return { pick: fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total) };
+  }
+
   // 4. the draw.
-  const mySum = b.let(f32(0), "f32", "my");
-  overListInOrder((it) => b.set(mySum, mySum.add(keptW(it))));
-  const { excl, total } = lanes.scan(mySum);
   const bits = mix32(b, ctr.xor(mix32(b, seed)));
   const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
-  const target = b.let(u.mul(total), "f32", "target");
-  const cum = b.let(excl, "f32", "cum");
-  const pick = b.let(f32(NONE), "f32", "pick"), last = b.let(f32(-1), "f32", "last");
-  overListInOrder((it) => {
-    const w = it.w();
-    b.if(keptMask(it, w), () => {
-      b.set(cum, cum.add(w));
-      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
-      b.if(w.gt(f32(0)), () => b.set(last, it.idx.cast("f32")));
+  const fallback = (first: Val, near: Val, total: Val) =>
+    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
+  let tok: Val;
+  if (L.mode === "subgroup") {
+    // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
+    // segment holding u · total is then walked in order. A list part that is empty runs zero iterations.
+    const parts = [drawBySegments(nFast, fromShared)];
+    if (nSlow) parts.push(drawBySegments(nSlow, fromRow, true));
+    const [p0, p1] = parts;
+    const pick = p1 ? fast!.select(p0.pick, p1.pick) : p0.pick;
+    tok = b.let(pick.cast("u32"), "u32", "tok");
+  } else {
+    const mySum = b.let(f32(0), "f32", "my");
+    overListInOrder((it) => b.set(mySum, mySum.add(keptW(it))));
+    const { excl, total } = lanes.scan(mySum);
+    const target = b.let(u.mul(total), "f32", "target");
+    const cum = b.let(excl, "f32", "cum");
+    const pick = b.let(f32(NONE), "f32", "pick"), last = b.let(f32(-1), "f32", "last");
+    overListInOrder((it) => {
+      const w = it.w();
+      b.if(keptMask(it, w), () => {
+        b.set(cum, cum.add(w));
+        b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
+        b.if(w.gt(f32(0)), () => b.set(last, it.idx.cast("f32")));
+      });
     });
-  });
-  const [negPick, lastAll] = lanes.reduce("max", [pick.neg(), last]);
-  const first = negPick.neg();
-  const tok = b.let(
-    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, lastAll.ge(f32(0)).select(lastAll, greedy.cast("f32"))), greedy.cast("f32")).cast("u32"),
-    "u32", "tok",
-  );
+    const [negPick, lastAll] = lanes.reduce("max", [pick.neg(), last]);
+    tok = b.let(fallback(negPick.neg(), lastAll, total).cast("u32"), "u32", "tok");
+  }
   write(tok, i32(0));
   return b.build();
 }

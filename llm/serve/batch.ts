@@ -13,7 +13,7 @@ import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
 import type { ModelHandle } from "../model.ts";
-import { appendSampler, readSample, type SamplerParams, samplerSlot } from "../sampling.ts";
+import { appendSampler, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "../sampling.ts";
 import type { PoolPlan } from "./pool.ts";
 
 /** Slot naming the rows whose logits are sampled. */
@@ -34,11 +34,15 @@ export interface BatchRow {
   /** The sequence's block table (pool block of each logical block), at least pos / block + 1 long. */
   table: readonly number[];
   sampler: SamplerParams;
+  /** The sequence's tokens and grammar mask, for the row that is sampled (penalties, min_tokens, masks). */
+  ctx?: RowContext;
 }
 
 export interface RowSample {
   token: number;
   nonFinite: boolean;
+  /** When the row's sampler asked for logprobs. */
+  logprobs?: RowLogprobs;
 }
 
 export interface BatchOptions {
@@ -49,6 +53,11 @@ export interface BatchOptions {
   pool: PoolPlan;
   /** Element type of the K/V pool (default f32; f16 halves what attention reads). */
   kvDtype?: "f32" | "f16";
+  /**
+   * Sampler entries per sampled row (logit bias, min_tokens bans, and the tokens the penalties count; default
+   * 1024): past it the penalties count the most recent tokens only (llm/sampling.ts SamplerSlots).
+   */
+  samplerEntries?: number;
 }
 
 /** Padded sizes: 1, 2, 4, ... up to slots (slots itself included), then slots + chunk. */
@@ -64,6 +73,7 @@ export class BatchRunner {
   readonly sizes: number[];
   readonly maxRows: number;
   private readonly ids = new Map<number, EntryId>();
+  private readonly samplers = new Map<number, SamplerSlots>();
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, readonly opts: BatchOptions) {
     this.sizes = paddedSizes(opts.slots, opts.chunk);
@@ -93,8 +103,9 @@ export class BatchRunner {
     const lm = tracer.nodes[logits.id];
     const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
     const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
-    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"));
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler`;
+    const entries = this.opts.samplerEntries ?? 1024;
+    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries }, logprobs: true });
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler=${entries}`;
     id = this.exec.addEntry(key, tracer.build());
     this.ids.set(rows, id);
     return id;
@@ -132,18 +143,19 @@ export class BatchRunner {
       write[i] = r.table[b] * block + (r.pos % block);
     });
     for (let i = rows.length; i < N; i++) write[i] = i % block; // the trash block
-    const pick = new Int32Array(S), params: SamplerParams[] = [], counters: number[] = [];
+    const pick = new Int32Array(S);
+    let sampler = this.samplers.get(S);
+    if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.opts.samplerEntries ?? 1024));
     for (let j = 0; j < S; j++) {
       const i = sampleAt[j];
       if (i === undefined) {
-        params.push({});
-        counters.push(0);
+        sampler.set(j, {}, 0);
         continue;
       }
       if (!(i >= 0 && i < rows.length)) throw new RangeError(`sampled row ${i} is not one of the ${rows.length} rows`);
       pick[j] = i;
-      params.push(rows[i].sampler);
-      counters.push(rows[i].pos); // the draw's counter is the position it samples at, as the Driver does
+      // the draw's counter is the position it samples at, as the Driver does
+      sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
     const out = await this.exec.step(this.entry(N), {
       [SLOTS.token]: token,
@@ -151,9 +163,9 @@ export class BatchRunner {
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
-      sampler: samplerSlot(params, counters, S),
+      ...sampler.values(),
     });
-    const s = readSample(out.outputs);
-    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1 }));
+    const s = readSample(out.outputs, undefined, sampler.words);
+    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1, logprobs: s.logprobs?.[j] }));
   }
 }

@@ -5,7 +5,8 @@
 import { CHATML, renderChat } from "../chat.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
-import type { SamplerParams } from "../sampling.ts";
+import type { RowLogprobs, SamplerParams } from "../sampling.ts";
+import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "../grammar.ts";
 import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
@@ -104,6 +105,10 @@ interface Job {
   stop: string[];
   stream: boolean;
   includeUsage: boolean;
+  /** response_format json_object / json_schema, or the `grammar` extension. */
+  format?: { f: ResponseFormat; field: string };
+  /** Logprobs asked: the chosen token's, and `top` more. */
+  logprobs?: { top: number };
 }
 
 export function createHandler(o: HttpOptions): Handler {
@@ -131,11 +136,37 @@ export function createHandler(o: HttpOptions): Handler {
     });
     const temperature = r.temperature ?? 1;
     const topK = r.top_k ?? 0;
+    const vocab = o.model.config.vocab;
+    for (const k of Object.keys(r.logit_bias ?? {})) {
+      if (Number(k) >= vocab) throw new RequestError(400, `logit_bias token id ${k} is outside the vocabulary of ${vocab}`, "logit_bias", "invalid_value");
+    }
+    if (r.response_format && r.response_format.type !== "text" && r.grammar != null) {
+      throw new RequestError(400, "give either response_format or grammar, not both", "grammar", "invalid_value");
+    }
+    const rf = r.response_format;
+    const format: Job["format"] = r.grammar != null ? { f: { type: "grammar", grammar: r.grammar }, field: "grammar" }
+      : rf?.type === "json_object" ? { f: { type: "json_object" }, field: "response_format" }
+      : rf?.type === "json_schema" ? { f: { type: "json_schema", schema: rf.json_schema.schema }, field: "response_format" }
+      : undefined;
+    // Chat: logprobs (bool) and top_logprobs (0-20, needs logprobs); completions: logprobs N (0-5) = N top.
+    let logprobs: Job["logprobs"];
+    if ("messages" in r) {
+      const cr = r as ChatRequest;
+      if (cr.top_logprobs != null && cr.logprobs !== true) throw new RequestError(400, "top_logprobs needs logprobs: true", "top_logprobs", "invalid_value");
+      if (cr.logprobs) logprobs = { top: cr.top_logprobs ?? 0 };
+    } else if ((r as CompletionRequest).logprobs != null) logprobs = { top: (r as CompletionRequest).logprobs! };
     return {
       prompts,
       n: r.n ?? 1,
       maxTokens,
-      sampler: { temperature, topK: topK < 0 ? 0 : topK, topP: r.top_p ?? 1, minP: r.min_p ?? 0, seed: r.seed ?? undefined },
+      format,
+      logprobs,
+      sampler: {
+        temperature, topK: topK < 0 ? 0 : topK, topP: r.top_p ?? 1, minP: r.min_p ?? 0, seed: r.seed ?? undefined,
+        logitBias: r.logit_bias ?? undefined, presencePenalty: r.presence_penalty ?? 0, frequencyPenalty: r.frequency_penalty ?? 0,
+        repeatPenalty: r.repetition_penalty ?? 1, minTokens: r.min_tokens ?? 0,
+        ...(logprobs ? { logprobs: true, topLogprobs: logprobs.top } : {}),
+      },
       stop: r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop,
       stream: r.stream ?? false,
       includeUsage: r.stream_options?.include_usage ?? false,
@@ -143,16 +174,31 @@ export function createHandler(o: HttpOptions): Handler {
   }
 
   /** Submits every choice (prompt × n); on a refusal cancels those already queued. */
-  function submit(j: Job, signal: AbortSignal): SequenceHandle[] {
+  async function submit(j: Job, signal: AbortSignal): Promise<SequenceHandle[]> {
     const hs: SequenceHandle[] = [];
+    let compiled: unknown;
+    if (j.format) {
+      try {
+        compiled = await compileFormat(tok, o.model.config.vocab, j.format.f);
+      } catch (e) {
+        if (e instanceof GrammarError) throw new RequestError(400, e.message, j.format.field, "invalid_grammar");
+        throw e;
+      }
+    }
     try {
-      j.prompts.forEach((p, pi) => {
+      for (const [pi, p] of j.prompts.entries()) {
         for (let k = 0; k < j.n; k++) {
           // Choices of one request draw differently: seed + choice index (greedy ones are identical anyway).
           const seed = j.sampler.seed ?? (j.n > 1 ? Math.floor(Math.random() * 2 ** 31) : undefined);
-          hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop }));
+          const constraint = j.format ? await Constraint.create(compiled, o.model.config.vocab) : undefined;
+          try {
+            hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint }));
+          } catch (e) {
+            constraint?.dispose(); // not handed to a sequence
+            throw e;
+          }
         }
-      });
+      }
     } catch (e) {
       for (const h of hs) h.cancel();
       if (e instanceof QueueFullError) throw new RequestError(429, e.message, null, "queue_full");
@@ -171,27 +217,30 @@ export function createHandler(o: HttpOptions): Handler {
   }
 
   async function generate(kind: "chat" | "text", j: Job, signal: AbortSignal): Promise<Response> {
-    const hs = submit(j, signal);
+    const hs = await submit(j, signal);
+    const lp = j.logprobs ? logprobsFormat(kind) : undefined;
     const id = newId(kind === "chat" ? "chatcmpl" : "cmpl");
     const object = kind === "chat" ? "chat.completion" : "text_completion";
     const promptTokens = j.prompts.reduce((a, p) => a + p.length * j.n, 0);
     if (!j.stream) {
       const results = await Promise.all(hs.map(async (h) => {
+        const toks: { id: number; lp: RowLogprobs }[] = [];
         for await (const e of h) {
           if (e.type === "error") return e.error;
-          if (e.type === "done") return { text: e.text, finish: e.finish, completion: e.completionTokens };
+          if (e.type === "token" && e.logprobs) toks.push({ id: e.id, lp: e.logprobs });
+          if (e.type === "done") return { text: e.text, finish: e.finish, completion: e.completionTokens, logprobs: lp ? lp(toks) : null };
         }
         return new CancelledError("the request was cancelled");
       }));
       const bad = results.find((r) => r instanceof Error);
       if (bad) throw failure(bad as Error);
-      const ok = results as { text: string; finish: string; completion: number }[];
+      const ok = results as { text: string; finish: string; completion: number; logprobs: unknown }[];
       const completionTokens = ok.reduce((a, r) => a + r.completion, 0);
       return json(200, {
         id, object, created: Math.floor(Date.now() / 1000), model: o.modelId,
         choices: ok.map((r, index) => kind === "chat"
-          ? { index, message: { role: "assistant", content: r.text }, logprobs: null, finish_reason: r.finish }
-          : { index, text: r.text, logprobs: null, finish_reason: r.finish }),
+          ? { index, message: { role: "assistant", content: r.text }, logprobs: r.logprobs, finish_reason: r.finish }
+          : { index, text: r.text, logprobs: r.logprobs, finish_reason: r.finish }),
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
       });
     }
@@ -200,18 +249,19 @@ export function createHandler(o: HttpOptions): Handler {
     const enc = new TextEncoder();
     const events = merge(hs);
     let completionTokens = 0;
-    const chunk = (index: number, piece: { text?: string; role?: boolean }, finish: string | null) => ({
+    const chunk = (index: number, piece: { text?: string; role?: boolean; lp?: unknown }, finish: string | null) => ({
       id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: o.modelId,
       choices: [kind === "chat"
-        ? { index, delta: finish !== null ? {} : { ...(piece.role ? { role: "assistant" } : {}), content: piece.text ?? "" }, logprobs: null, finish_reason: finish }
-        : { index, text: piece.text ?? "", logprobs: null, finish_reason: finish }],
+        ? { index, delta: finish !== null ? {} : { ...(piece.role ? { role: "assistant" } : {}), content: piece.text ?? "" }, logprobs: piece.lp ?? null, finish_reason: finish }
+        : { index, text: piece.text ?? "", logprobs: piece.lp ?? null, finish_reason: finish }],
       ...(j.includeUsage ? { usage: null } : {}),
     });
     async function* sse(): AsyncGenerator<string> {
       if (kind === "chat") for (let i = 0; i < hs.length; i++) yield `data: ${JSON.stringify(chunk(i, { role: true, text: "" }, null))}\n\n`;
       for await (const { index, e } of events) {
         if (e.type === "token") {
-          if (e.text) yield `data: ${JSON.stringify(chunk(index, { text: e.text }, null))}\n\n`;
+          if (lp && e.logprobs) yield `data: ${JSON.stringify(chunk(index, { text: e.text, lp: lp([{ id: e.id, lp: e.logprobs }]) }, null))}\n\n`;
+          else if (e.text) yield `data: ${JSON.stringify(chunk(index, { text: e.text }, null))}\n\n`;
         } else if (e.type === "done") {
           completionTokens += e.completionTokens;
           if (e.tail) yield `data: ${JSON.stringify(chunk(index, { text: e.tail }, null))}\n\n`;
@@ -244,6 +294,34 @@ export function createHandler(o: HttpOptions): Handler {
       },
     });
     return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" } });
+  }
+
+  /** OpenAI's logprobs object of a choice (or of a stream chunk) from its tokens' logprobs. */
+  function logprobsFormat(kind: "chat" | "text"): (toks: { id: number; lp: RowLogprobs }[]) => unknown {
+    const text = (id: number) => tok.decode([id], { stripLeadingSpace: false });
+    const bytes = (id: number) => [...tok.tokenBytes(id)];
+    if (kind === "chat") {
+      return (toks) => ({
+        content: toks.map(({ id, lp }) => ({
+          token: text(id), logprob: lp.logprob, bytes: bytes(id),
+          top_logprobs: lp.top.map((t) => ({ token: text(t.id), logprob: t.logprob, bytes: bytes(t.id) })),
+        })),
+      });
+    }
+    return (toks) => {
+      let offset = 0;
+      const text_offset = toks.map(({ id }) => {
+        const at = offset;
+        offset += text(id).length;
+        return at;
+      });
+      return {
+        tokens: toks.map(({ id }) => text(id)),
+        token_logprobs: toks.map(({ lp }) => lp.logprob),
+        top_logprobs: toks.map(({ lp }) => Object.fromEntries(lp.top.map((t) => [text(t.id), t.logprob]))),
+        text_offset,
+      };
+    };
   }
 
   async function route(req: Request): Promise<Response> {

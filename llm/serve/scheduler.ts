@@ -7,7 +7,8 @@
 // A cancelled sequence (client gone, abort) is dropped before the next step and its blocks freed.
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
-import type { SamplerParams } from "../sampling.ts";
+import { type RowLogprobs, type SamplerParams, TokenHistory } from "../sampling.ts";
+import type { Constraint } from "../grammar.ts";
 import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
 import { type BlockPool, prefixKey } from "./pool.ts";
@@ -16,7 +17,7 @@ import { TextStream } from "./text.ts";
 export type FinishReason = "stop" | "length";
 
 export type SeqEvent =
-  | { type: "token"; id: number; text: string }
+  | { type: "token"; id: number; text: string; logprobs?: RowLogprobs }
   /** The end: `tail` is text held back until now (an incomplete character, a stop-string prefix); `text` all of it. */
   | { type: "done"; finish: FinishReason; promptTokens: number; completionTokens: number; tail: string; text: string; tokenIds: number[] }
   | { type: "error"; error: Error };
@@ -26,6 +27,8 @@ export interface SubmitOptions {
   maxTokens: number;
   sampler: SamplerParams;
   stop?: string[];
+  /** A grammar's matcher (llm/grammar.ts) that masks every draw; the sequence owns it (disposed at its end). */
+  constraint?: Constraint;
 }
 
 /** The waiting queue is full: retry later. */
@@ -49,6 +52,8 @@ class Sequence implements SequenceHandle {
   readonly tokens: number[];
   readonly promptLen: number;
   readonly generated: number[] = [];
+  /** What the penalties count: the prompt and the generated tokens. */
+  readonly history: TokenHistory;
   computed = 0;
   blocks: number[] = [];
   /** Prefix-cache keys of the full blocks computed so far (block k's key at k). */
@@ -63,13 +68,17 @@ class Sequence implements SequenceHandle {
 
   constructor(readonly id: number, readonly opts: SubmitOptions, model: ModelHandle, private readonly onCancel: () => void) {
     this.tokens = [...opts.promptIds];
+    this.history = new TokenHistory(opts.promptIds);
     this.promptLen = opts.promptIds.length;
     this.text = new TextStream(model.tokenizer, opts.promptIds, (opts.stop ?? []).filter((s) => s.length > 0));
   }
 
   emit(e: SeqEvent): void {
     if (this.finished) return;
-    if (e.type !== "token") this.finished = true;
+    if (e.type !== "token") {
+      this.finished = true;
+      this.opts.constraint?.dispose(); // the matcher's WASM memory, at the sequence's one terminal event
+    }
     this.queue.push(e);
     this.wake?.();
   }
@@ -267,6 +276,11 @@ export class Scheduler {
       if (pending > 1) prefillBudget -= n;
       const sampler = s.opts.sampler;
       for (let i = 0; i < n; i++) rows.push({ token: s.tokens[s.computed + i], pos: s.computed + i, table: s.blocks, sampler });
+      // The row that samples for real gets the sequence's tokens and, under a grammar, this step's mask.
+      if (s.computed + n === s.tokens.length) {
+        const mask = s.opts.constraint && !s.cancelled ? await s.opts.constraint.mask() : undefined;
+        rows[rows.length - 1].ctx = { history: s.history, eog: this.model.tokenizer.eog, mask };
+      }
       plan.push({ seq: s, rows: n });
     }
     if (rows.length === 0) return;
@@ -297,11 +311,11 @@ export class Scheduler {
       seq.computed += n;
       this.publish(seq);
       if (seq.cancelled || seq.computed < seq.tokens.length) continue; // a prefill chunk short of the end
-      this.accept(seq, last.token, last.nonFinite, now);
+      this.accept(seq, last.token, last.nonFinite, now, last.logprobs);
     }
   }
 
-  private accept(s: Sequence, token: number, nonFinite: boolean, now: number): void {
+  private accept(s: Sequence, token: number, nonFinite: boolean, now: number, logprobs?: RowLogprobs): void {
     if (nonFinite) {
       s.emit({ type: "error", error: new LlmError(`non-finite logits at position ${s.tokens.length - 1}`) });
       return this.retire(s);
@@ -309,7 +323,11 @@ export class Scheduler {
     const tok = this.model.tokenizer;
     let finish: FinishReason | undefined;
     if (tok.isEog(token)) finish = "stop";
-    else {
+    else if (s.opts.constraint && !s.opts.constraint.accept(token)) {
+      s.emit({ type: "error", error: new LlmError(`token ${token} at position ${s.tokens.length} is outside the grammar`) });
+      return this.retire(s);
+    } else {
+      s.history.add(token);
       s.tokens.push(token);
       s.generated.push(token);
       this.metrics.generatedTokens++;
@@ -317,7 +335,7 @@ export class Scheduler {
       else this.metrics.itl.observe((now - s.lastTokenAt) / 1000);
       s.lastTokenAt = now;
       const piece = s.text.push(token);
-      s.emit({ type: "token", id: token, text: piece });
+      s.emit({ type: "token", id: token, text: piece, ...(logprobs ? { logprobs } : {}) });
       if (s.text.stopped) finish = "stop";
       else if (s.generated.length >= s.opts.maxTokens || s.tokens.length > this.opts.ctx) finish = "length";
     }

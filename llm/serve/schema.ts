@@ -1,7 +1,9 @@
 // Request bodies of the OpenAI routes, validated with zod. A failure names the field (`messages[0].content`)
-// in the 400. Parameters that arrive with the sampler issue (logprobs, logit_bias, penalties, response_format)
-// and tool calling are refused with a 400 naming them, never silently ignored; unknown fields are ignored, as
-// OpenAI's own API does.
+// in the 400. The sampler's fields: logit_bias, presence/frequency penalties, logprobs / top_logprobs (chat) and
+// logprobs N (completions), response_format (text, json_object, json_schema), and the extensions of vLLM and
+// llama.cpp's server: repetition_penalty, min_tokens, grammar (GBNF/EBNF). Tool calling and the other
+// parameters this server does not implement are refused with a 400 naming them, never silently ignored;
+// unknown fields are ignored, as OpenAI's own API does.
 import { z } from "zod";
 
 const stop = z.union([z.string(), z.array(z.string()).max(4, "at most 4 stop sequences")]).nullish();
@@ -21,6 +23,21 @@ const common = {
   user: z.string().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  logit_bias: z.record(z.string().regex(/^\d+$/, "keys must be token ids"), z.number().min(-100).max(100))
+    .refine((b) => Object.keys(b).length <= 300, "at most 300 entries").nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  repetition_penalty: z.number().gt(0).max(10).nullish(),
+  min_tokens: z.number().int().min(0).nullish(),
+  response_format: z.discriminatedUnion("type", [
+    z.object({ type: z.literal("text") }),
+    z.object({ type: z.literal("json_object") }),
+    z.object({
+      type: z.literal("json_schema"),
+      json_schema: z.object({ name: z.string().nullish(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().nullish() }),
+    }),
+  ]).nullish(),
+  grammar: z.string().min(1).nullish(),
 };
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
@@ -30,7 +47,12 @@ const message = z.object({
   name: z.string().nullish(),
 });
 
-export const ChatRequest = z.object({ ...common, messages: z.array(message).min(1, "needs at least one message") });
+export const ChatRequest = z.object({
+  ...common,
+  messages: z.array(message).min(1, "needs at least one message"),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+});
 export type ChatRequest = z.infer<typeof ChatRequest>;
 
 export const CompletionRequest = z.object({
@@ -41,6 +63,7 @@ export const CompletionRequest = z.object({
     z.array(z.number().int().min(0)).min(1),
     z.array(z.array(z.number().int().min(0)).min(1)).min(1).max(16),
   ]),
+  logprobs: z.number().int().min(0).max(5).nullish(),
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
@@ -68,13 +91,6 @@ function fieldOf(path: readonly PropertyKey[]): string {
 
 /** Parameters not supported yet: present with a non-default value is a 400 naming them. */
 const NOT_YET: [string, (v: unknown) => boolean][] = [
-  ["logprobs", (v) => v !== false && v !== 0],
-  ["top_logprobs", () => true],
-  ["logit_bias", (v) => typeof v !== "object" || Object.keys(v as object).length > 0],
-  ["presence_penalty", (v) => v !== 0],
-  ["frequency_penalty", (v) => v !== 0],
-  ["repetition_penalty", (v) => v !== 1],
-  ["response_format", (v) => !(typeof v === "object" && (v as { type?: unknown }).type === "text")],
   ["tools", () => true],
   ["tool_choice", (v) => v !== "none"],
   ["functions", () => true],

@@ -139,3 +139,35 @@ test("cli: Ctrl-C stops the generation, keeps what was printed, and exits 130", 
   assert.ok(out.startsWith("Once upon a time, there was"), out.slice(0, 80));
   assert.doesNotMatch(errs, /^poot: /m);
 });
+
+test("cli: --top-logprobs with --json, --grammar and --json-schema constrain the output, --logit-bias steers it", () => {
+  const dir = mkdtempSync(join(tmpdir(), "poot-sampler-"));
+  try {
+    const lp = poot(["run", "-p", "Once upon a time", "-n", "4", "--json", "--top-logprobs", "3", ...JS]);
+    assert.equal(lp.code, 0, lp.stderr);
+    const lines = lp.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const tokens = lines.slice(0, -1);
+    assert.equal(tokens.length, 4);
+    for (const t of tokens) {
+      assert.equal(t.top_logprobs.length, 3);
+      assert.equal(t.top_logprobs[0].token, t.token, "greedy: the token is the most likely");
+      assert.equal(t.top_logprobs[0].logprob, t.logprob);
+      assert.ok(t.logprob <= 0 && t.top_logprobs[1].logprob <= t.logprob);
+    }
+    assert.equal(tokens.map((t: { text: string }) => t.text).join(""), STORY.slice(0, tokens.map((t: { text: string }) => t.text).join("").length));
+    writeFileSync(join(dir, "g.gbnf"), 'root ::= "The end."\n');
+    const g = poot(["run", "-p", "Once", "-n", "30", "--temperature", "1", "--grammar", join(dir, "g.gbnf"), ...JS]);
+    assert.equal(g.code, 0, g.stderr);
+    assert.equal(g.stdout, "OnceThe end.\n");
+    writeFileSync(join(dir, "s.json"), JSON.stringify({ type: "object", properties: { n: { type: "integer", minimum: 1, maximum: 9 } }, required: ["n"], additionalProperties: false }));
+    const s = poot(["run", "-p", "Once", "-n", "40", "--temperature", "1", "--seed", "4", "--json-schema", join(dir, "s.json"), "--json", ...JS]);
+    assert.equal(s.code, 0, s.stderr);
+    const v = JSON.parse(JSON.parse(s.stdout.trim().split("\n").at(-1)!).text);
+    assert.ok(Number.isInteger(v.n) && v.n >= 1 && v.n <= 9 && Object.keys(v).length === 1, JSON.stringify(v));
+    const first = JSON.parse(lp.stdout.split("\n")[0]).token;
+    const b = poot(["run", "-p", "Once upon a time", "-n", "4", "--logit-bias", `${first}=-100`, "--json", ...JS]);
+    assert.notEqual(JSON.parse(b.stdout.split("\n")[0]).token, first);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

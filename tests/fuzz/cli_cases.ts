@@ -62,6 +62,22 @@ export const cases: FuzzCase[] = [
   // 12.14 every flag checked before loading anything (the model here does not exist)
   flag("cli/range/top-p", "12.14 sampler ranges", ["--top-p", "2"], /--top-p: "2" is not a number from 0 to 1/),
   flag("cli/range/min-p", "12.14 sampler ranges", ["--min-p", "1.5"], /--min-p: "1.5" is not a number from 0 to 1/),
+  // issue 17: the sampler's other flags, checked before loading (files read and parsed too)
+  flag("cli/range/logit-bias-range", "17 sampler flags", ["--logit-bias", "5=300"], /--logit-bias: bias 300 of token 5 is not in \[-100, 100\]/),
+  flag("cli/range/logit-bias-form", "17 sampler flags", ["--logit-bias", "5:3"], /--logit-bias: "5:3" is not ID=BIAS/),
+  flag("cli/range/logit-bias-empty", "17 sampler flags", ["--logit-bias", ","], /--logit-bias: "," has no ID=BIAS pair/),
+  flag("cli/range/repeat-penalty", "17 sampler flags", ["--repeat-penalty", "0"], /--repeat-penalty: "0" is not a number in \(0, 10\]/),
+  flag("cli/range/frequency-penalty", "17 sampler flags", ["--frequency-penalty", "3"], /--frequency-penalty: "3" is not a number from -2 to 2/),
+  flag("cli/range/presence-penalty", "17 sampler flags", ["--presence-penalty", "-2.5"], /--presence-penalty: "-2.5" is not a number from -2 to 2/),
+  flag("cli/range/min-tokens", "17 sampler flags", ["--min-tokens", "-1"], /--min-tokens: "-1" is not an integer >= 0/),
+  flag("cli/range/top-logprobs", "17 sampler flags", ["--top-logprobs", "21", "--json"], /--top-logprobs: "21" is not an integer from 0 to 20/),
+  flag("cli/range/top-logprobs-no-json", "17 sampler flags", ["--top-logprobs", "2"], /--top-logprobs: needs --json/),
+  { name: "cli/format/schema-missing", cls: "17 sampler flags", exit: 2, message: /--json-schema: cannot read .*nope\.json/, setup: (dir) => ["run", "-m", NONE(dir), "-p", "x", "--json-schema", join(dir, "nope.json")] },
+  {
+    name: "cli/format/schema-not-json", cls: "17 sampler flags", exit: 2, message: /--json-schema: .*s\.json is not JSON/,
+    setup: (dir) => (writeFileSync(join(dir, "s.json"), "{type: object"), ["run", "-m", NONE(dir), "-p", "x", "--json-schema", join(dir, "s.json")]),
+  },
+  { name: "cli/format/both", cls: "17 sampler flags", exit: 2, message: /--json-schema and --grammar: give one/, setup: (dir) => ["run", "-m", NONE(dir), "-p", "x", "--json-schema", "a", "--grammar", "b"] },
   flag("cli/range/top-k", "12.14 sampler ranges", ["--top-k", "99999999999"], /--top-k: "99999999999" is not an integer/),
   flag("cli/range/top-k-fraction", "12.14 sampler ranges", ["--top-k", "2.5"], /--top-k: "2.5" is not an integer/),
   flag("cli/range/temperature-nan", "12.14 sampler ranges", ["--temperature", "NaN"], /--temperature: "NaN" is not a number/),

@@ -9,6 +9,7 @@ import { BLOCK, type DType, type ScalarDType } from "../../graph/dtype.ts";
 import { GraphError, type Op } from "../../graph/ir.ts";
 import { BINARY, COMPARE, COMPOSITE, UNARY } from "../../graph/ops.ts";
 import { SAMPLER_WORDS } from "../../graph/sample.ts";
+import { EXTRA_ENTRY, EXTRA_HEAD, maskWords } from "../../graph/logits.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { RENDER_TARGETS, RENDERERS, renderSource } from "../../kernels/render/mod.ts";
@@ -98,6 +99,17 @@ function probes(): Probe[] {
     add("causal_mask", `window ${w}`, (t) => t.node("causal_mask", [slot(t, "i32", [1])], { rows: 2, cap: 6, window: w }));
   }
   add("sample", "f32", (t) => t.sample(slot(t, "f32", [2, 40]), t.slot(`in${n++}`, { kind: "Sampler", dtype: "u32", shape: [2, SAMPLER_WORDS] })));
+  for (const counts of [false, true]) {
+    add("logits_process", counts ? "with counts" : "no counts", (t) =>
+      t.logitsProcess(slot(t, "f32", [2, 40]), slot(t, "u32", [2, EXTRA_HEAD + 2 * EXTRA_ENTRY]), slot(t, "u32", [2, maskWords(40)]), counts ? slot(t, "u32", [2, 40]) : undefined));
+  }
+  for (const k of [0, 3]) {
+    add("logprobs", `n ${k}`, (t) => {
+      const logits = slot(t, "f32", [2, 40]);
+      const params = t.slot(`in${n++}`, { kind: "Sampler", dtype: "u32", shape: [2, SAMPLER_WORDS] });
+      return t.logprobs(logits, t.sample(logits, params), params, k);
+    });
+  }
   return out;
 }
 

@@ -193,3 +193,12 @@ test("host API: parameters become slot words; bad values are refused; the output
   assert.deepEqual([...r.tokens], [5, 9]);
   assert.deepEqual([...r.nonFinite], [0, 1]);
 });
+
+test("vLLM's order: top-p renormalises over what min-p (and top-k) keep", () => {
+  // w = [1, 0.905, 0.135, 0.122]: min-p 0.2 keeps tokens 0 and 1 (Z = 1.905); top-p 0.5 then needs 0.95 of
+  // mass, which token 0 alone reaches. Over the whole row (Z = 2.16) it would need token 1 too.
+  const x = Float32Array.from([2, 1.9, 0, -0.1]);
+  const p = { invTemp: 1, topK: 0, topP: 0.5, minP: 0.2, seed: 1, counter: 0 };
+  assert.deepEqual([...planRow(x, p).kept], [1, 0, 0, 0]);
+  assert.deepEqual([...planRow(x, { ...p, minP: 0 }).kept], [1, 1, 0, 0]);
+});

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import { sample } from "../../kernels/lib/sample.ts";
+import { logitsProcess, logprobs } from "../../kernels/lib/logits.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const ptxas = findPtxas();
@@ -15,5 +16,15 @@ test("sample kernel: PTX for sm_90 assembles without spills", { skip: ptxas ? fa
     const r = assemble(ptxas!, m.ptx, "sm_90", true);
     assert.ok(r.ok, `${rows}x${vocab}: ${r.log}`);
     assert.match(r.log, /0 bytes spill stores/, `${rows}x${vocab}: ${r.log}`);
+  }
+});
+
+test("logits_process and logprobs kernels: PTX for sm_90 assembles without spills", { skip: ptxas ? false : "no ptxas on this machine" }, () => {
+  for (const [rows, vocab] of [[1, 128256], [16, 151936], [8, 512]]) {
+    for (const k of [logitsProcess(SM90_CAPS, { rows, vocab, entries: 1344 }), logprobs(SM90_CAPS, { rows, vocab, n: 20 })]) {
+      const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90", true);
+      assert.ok(r.ok, `${k.name}: ${r.log}`);
+      assert.match(r.log, /0 bytes spill stores/, `${k.name}: ${r.log}`);
+    }
   }
 });
