@@ -10,12 +10,16 @@ import { join } from "node:path";
 import { z } from "zod";
 import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
 import { decodeHalf } from "../graph/dtype.ts";
-import { ConfigError, InvalidArgumentError, ModelNotFoundError } from "./errors.ts";
+import { ConfigError, InvalidArgumentError, ModelNotFoundError, TokenizerError } from "./errors.ts";
 import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
 import { familyOf, familyOfHF } from "./registry.ts";
 import { checkGGUFConfig } from "./validate.ts";
+import { type PoolingConfig, readPooling } from "./pooling.ts";
+import { type InputTemplate, templateFromHF } from "./tokenizer/template.ts";
+import { isWordPiece, wordPieceFromHF } from "./tokenizer/wordpiece.ts";
+import type { HFTokenizerJson } from "./tokenizer/hf.ts";
 import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
 export interface ModelHandle {
@@ -34,6 +38,8 @@ export interface ModelHandle {
   name?: string;
   /** The GGUF file, for a GGUF model. */
   gguf?: GGUFFile;
+  /** An encoder (embedding / reranking model): its input framing and the pooling its files state. */
+  encoder?: { template: InputTemplate; pooling: PoolingConfig; maxTokens: number };
   /** Releases the files the store reads from (the Driver has copied the weights by then). */
   close(): void;
 }
@@ -113,6 +119,16 @@ function zodParse<T extends z.ZodType>(file: string, schema: T, json: unknown): 
   return r.data;
 }
 
+/** tokenizer.json, parsed (bad JSON: TokenizerError naming the file). */
+function parseTokenizerJson(path: string): HFTokenizerJson {
+  try {
+    return JSON.parse(openText(path));
+  } catch (e) {
+    if (e instanceof SyntaxError) throw new TokenizerError(`${path}: not valid JSON (${e.message})`);
+    throw e;
+  }
+}
+
 function loadHFFolder(dir: string): ModelHandle {
   const cfgPath = join(dir, "config.json");
   if (!existsSync(cfgPath)) throw new ModelNotFoundError(dir, "a Hugging Face folder needs config.json (none found)");
@@ -129,7 +145,10 @@ function loadHFFolder(dir: string): ModelHandle {
   const genPath = join(dir, "generation_config.json");
   const gen = existsSync(genPath) ? zodParse(genPath, GenerationSchema, readJson(genPath)) : {};
   const eos = gen.eos_token_id;
-  const tokenizer = createTokenizer({ ...tokenizerSpecFromHF(openText(tokPath), tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
+  const tokJson = parseTokenizerJson(tokPath);
+  const tokenizer = isWordPiece(tokJson)
+    ? wordPieceFromHF(tokJson)
+    : createTokenizer({ ...tokenizerSpecFromHF(tokJson, tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
   if (tokenizer.vocabSize > config.vocab) {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
   }
@@ -153,6 +172,11 @@ function loadHFFolder(dir: string): ModelHandle {
       contextLength: config.contextLength,
       chatTemplate,
       name: a._name_or_path || undefined,
+      encoder: config.encoder && {
+        template: templateFromHF(tokJson),
+        pooling: readPooling(dir),
+        maxTokens: config.encoder.positions - config.encoder.posOffset,
+      },
       close: () => files.close(),
     };
   } catch (e) {
