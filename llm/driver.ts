@@ -10,16 +10,18 @@
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
-import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
+import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
+import { checkEmbedOptions, checkTexts, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
 export type { ResponseFormat } from "./grammar.ts";
+export type { EmbedOptions, EncoderShapes } from "./encoder.ts";
 export type { TokenEvent, TokenStream } from "./stream.ts";
 
 /** Tokens generated when a call does not say: the library's and the CLI's default. */
@@ -43,6 +45,8 @@ export interface DriverOptions {
   prefill?: number[];
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
   onProgress?: (p: LoadProgress) => void;
+  /** An encoder model's (batch, seq) buckets compiled at open (default batches [1, 8, 32], seqs [32, 128, 512]). */
+  encoder?: EncoderShapes;
 }
 
 /** Options of one generation. */
@@ -109,6 +113,8 @@ export class Driver {
   readonly model: ModelHandle;
   /** @ignore The executor it runs on (engine-level). */
   readonly exec: Executor;
+  /** An encoder model's runner (embed, rerank); undefined for a generative model. */
+  private encoder?: EncoderRunner;
 
   private constructor(model: ModelHandle, exec: Executor, opts: DriverOptions) {
     this.model = model;
@@ -139,6 +145,11 @@ export class Driver {
       onTensor: progress && ((tensors, totalTensors, bytes, totalBytes) =>
         progress({ phase: "load", tensors, totalTensors, bytes, totalBytes })),
     });
+    if (model.config.encoder) {
+      d.encoder = new EncoderRunner(model, exec, opts.encoder);
+      d.encoder.prepare((entries, totalEntries) => progress?.({ phase: "compile", entries, totalEntries }));
+      return d;
+    }
     const shapes = [1, ...d.prefillRows];
     shapes.forEach((rows, i) => {
       d.entry("step", rows);
@@ -196,6 +207,7 @@ export class Driver {
 
   /** The entry of a step shape, added (compiled) the first time. */
   private entry(kind: Kind, rows: number): EntryId {
+    if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
     const key = this.key(kind, rows);
     let id = this.entries.get(key);
     if (id !== undefined) return id;
@@ -449,6 +461,54 @@ export class Driver {
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /**
+   * Embeddings of `texts` (one Float32Array of the model's width each, in order), pooled and L2-normalized as
+   * the model's sentence-transformers config says (mean + L2 without one) unless `opts` says otherwise. Many
+   * texts run per step, padded to the prepared buckets. A text longer than the model's positions is refused
+   * (ContextOverflowError naming it) unless `opts.truncate`.
+   */
+  embed(texts: string[], opts: EmbedOptions & { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      const enc = this.encoderOf("embed");
+      const list = checkTexts(texts, "texts");
+      const o = checkEmbedOptions(opts ?? {});
+      const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
+      return this.enqueue(signal, () => enc.embed(list, o));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Relevance scores of `documents` for `query` by a cross-encoder (raw logits of its one-label head, in
+   * document order; higher is more relevant). Over-long pairs are cut, the longer text first.
+   */
+  rerank(query: string, documents: string[], opts: { signal?: AbortSignal } = {}): Promise<number[]> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      const enc = this.encoderOf("rerank");
+      if (typeof query !== "string" || query === "") throw new InvalidArgumentError("query", `must be a non-empty string, got ${describe(query)}`);
+      const docs = checkTexts(documents, "documents");
+      const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
+      return this.enqueue(signal, () => enc.rerank(query, docs));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Whether the model is an encoder (embed, rerank) rather than a generative model. */
+  get isEncoder(): boolean {
+    return this.encoder !== undefined;
+  }
+
+  private encoderOf(call: string): EncoderRunner {
+    if (!this.encoder) {
+      throw new ModelKindError(this.model.arch, `is a generative model: ${call} needs an encoder (a BERT-style embedding model${call === "rerank" ? " with a one-label classification head" : ""})`);
+    }
+    return this.encoder;
   }
 
   /** The encode itself, run from the queue. */

@@ -10,7 +10,7 @@
 // Padding rows are computed and ignored; a padded key never reaches a real row.
 import { z } from "zod";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
-import { ConfigError, LlmError } from "../errors.ts";
+import { ConfigError, LlmError, ModelKindError } from "../errors.ts";
 import { parseConfig } from "../formats/hf-config.ts";
 import { weightFn } from "./common.ts";
 import type { Family, HFConfigSource, ModelConfig, TraceOptions, WeightFormat, WeightSpec } from "./family.ts";
@@ -242,17 +242,10 @@ function encoderFamily(name: string, hf: string[], roberta: boolean): Family {
     weights: encoderWeights,
     tensorName: encoderTensorName,
     trace: () => {
-      throw new NotGenerativeError(name);
+      throw new ModelKindError(name, "is an encoder: it embeds and reranks (poot embed, poot rerank, /v1/embeddings, /v1/rerank); it cannot generate text");
     },
     encode: traceEncoder,
   };
-}
-
-/** A generative call (generate, chat, a step trace) on an encoder-only model. */
-export class NotGenerativeError extends LlmError {
-  constructor(family: string) {
-    super(`${family} is an encoder: it embeds and reranks (poot embed, poot rerank, /v1/embeddings, /v1/rerank); it cannot generate text`);
-  }
 }
 
 export const bert: Family = encoderFamily("bert", ["BertModel", "BertForSequenceClassification", "bert"], false);

@@ -70,7 +70,7 @@ export function frame(t: InputTemplate, a: number[], b?: number[], max = Infinit
   if (A.length + B.length > budget) {
     let na = A.length, nb = B.length;
     while (na + nb > budget) {
-      if (na >= nb && na > 1) na--;
+      if (na > nb) na--;
       else nb--;
     }
     A = A.slice(0, na);
