@@ -17,6 +17,8 @@ import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type Row
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
+import { frame } from "./tokenizer/template.ts";
+import { l2Normalize } from "./pooling.ts";
 import { checkEmbedOptions, checkTexts, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
@@ -155,6 +157,13 @@ export class Driver {
       d.entry("step", rows);
       progress?.({ phase: "compile", entries: i + 1, totalEntries: shapes.length });
     });
+    // A decoder-based embedder: hidden-state entries for its texts, padded up to these row counts.
+    if (model.encoder) {
+      for (const r of [32, 128, 512].filter((r) => r <= d.ctx)) {
+        d.entry("hidden", r);
+        d.hiddenRows.add(r);
+      }
+    }
     return d;
   }
 
@@ -472,10 +481,11 @@ export class Driver {
   embed(texts: string[], opts: EmbedOptions & { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
     try {
       if (this.closed) throw new DriverClosedError();
-      const enc = this.encoderOf("embed");
       const list = checkTexts(texts, "texts");
       const o = checkEmbedOptions(opts ?? {});
       const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
+      if (!this.encoder && this.model.encoder) return this.enqueue(signal, () => this.embedDecoder(list, o));
+      const enc = this.encoderOf("embed");
       return this.enqueue(signal, () => enc.embed(list, o));
     } catch (e) {
       return Promise.reject(e);
@@ -497,6 +507,30 @@ export class Driver {
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /**
+   * A decoder-based embedder (Qwen3-Embedding): each text framed by the tokenizer's post-processor (its EOS
+   * appended), run through the causal step's final normed hidden state, pooled (last token by default) and
+   * normalized. One text per step: causal rows do not see the padding after them, so a padded shape is exact.
+   */
+  private async embedDecoder(texts: string[], o: EmbedOptions): Promise<Float32Array[]> {
+    const e = this.model.encoder!, D = this.model.config.dim;
+    const pooling = o.pooling ?? e.pooling.pooling, normalize = o.normalize ?? e.pooling.normalize;
+    const out: Float32Array[] = [];
+    for (const [i, t] of texts.entries()) {
+      let ids = frame(e.template, this.model.tokenizer.encode(t)).ids;
+      if (ids.length > this.ctx) {
+        if (!o.truncate) throw new ContextOverflowError(ids.length, this.ctx, `texts[${i}]`);
+        ids = frame(e.template, this.model.tokenizer.encode(t), undefined, this.ctx).ids;
+      }
+      const h = await this.encodeNow(ids), n = ids.length;
+      const v = new Float32Array(D);
+      if (pooling === "mean") for (let r = 0; r < n; r++) for (let j = 0; j < D; j++) v[j] += h[r * D + j] / n;
+      else v.set(h.subarray((pooling === "cls" ? 0 : n - 1) * D, (pooling === "cls" ? 1 : n) * D));
+      out.push(normalize ? l2Normalize(v, D) : v);
+    }
+    return out;
   }
 
   /** Whether the model is an encoder (embed, rerank) rather than a generative model. */

@@ -38,7 +38,11 @@ export interface ModelHandle {
   name?: string;
   /** The GGUF file, for a GGUF model. */
   gguf?: GGUFFile;
-  /** An encoder (embedding / reranking model): its input framing and the pooling its files state. */
+  /**
+   * An embedding or reranking model: its input framing and the pooling its files state. Every encoder model
+   * (config.encoder) has it; a decoder has it when its folder carries sentence-transformers files (a
+   * decoder-based embedder such as Qwen3-Embedding, pooled from the final normed hidden state).
+   */
   encoder?: { template: InputTemplate; pooling: PoolingConfig; maxTokens: number };
   /** Releases the files the store reads from (the Driver has copied the weights by then). */
   close(): void;
@@ -157,7 +161,7 @@ function loadHFFolder(dir: string): ModelHandle {
   const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
 
   const files = openSafetensorsFolder(dir);
-  const store = rowSlices(widenVectors(files));
+  const store = rowSlices(widenVectors(basePrefixed(files)));
   try {
     const map = checkTensors(cfgPath, family, config, "hf", store);
     return {
@@ -172,17 +176,35 @@ function loadHFFolder(dir: string): ModelHandle {
       contextLength: config.contextLength,
       chatTemplate,
       name: a._name_or_path || undefined,
-      encoder: config.encoder && {
-        template: templateFromHF(tokJson),
-        pooling: readPooling(dir),
-        maxTokens: config.encoder.positions - config.encoder.posOffset,
-      },
+      encoder: config.encoder
+        ? { template: templateFromHF(tokJson), pooling: readPooling(dir), maxTokens: config.encoder.positions - config.encoder.posOffset }
+        : existsSync(join(dir, "modules.json"))
+        ? { template: templateFromHF(tokJson), pooling: readPooling(dir, "last"), maxTokens: config.contextLength ?? 2048 }
+        : undefined,
       close: () => files.close(),
     };
   } catch (e) {
     files.close();
     throw e;
   }
+}
+
+/**
+ * A bare base-model checkpoint (Qwen3Model, LlamaModel: what sentence-transformers saves for a decoder
+ * embedder) names its tensors without the task model's "model." prefix: the store answers the prefixed names
+ * too, so the family's tensor names find them.
+ */
+function basePrefixed(store: WeightStore): WeightStore {
+  if (store.info("model.embed_tokens.weight") || !store.info("embed_tokens.weight")) return store;
+  const base = (name: string) => (name.startsWith("model.") && !store.info(name) ? name.slice(6) : name);
+  return {
+    tensors: () => [...store.tensors()].map((t) => (t.name.startsWith("lm_head") ? t : { ...t, name: `model.${t.name}` })),
+    info: (name: string) => {
+      const t = store.info(base(name));
+      return t && { ...t, name };
+    },
+    bytes: (name: string) => store.bytes(base(name)),
+  };
 }
 
 /**
