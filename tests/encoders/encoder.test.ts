@@ -4,11 +4,12 @@
 // cosine >= 0.9999, a text's embedding the same alone as in a padded batch), and the typed errors.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
-import { ContextOverflowError, InvalidArgumentError, ModelKindError } from "../../llm/errors.ts";
+import { ConfigError, ContextOverflowError, InvalidArgumentError, ModelKindError, TensorMismatchError, TokenizerError } from "../../llm/errors.ts";
 import { frame } from "../../llm/tokenizer/template.ts";
 import { poolWeights } from "../../llm/pooling.ts";
 import { type BackendName, openDevice, selectedBackends } from "../devices/index.ts";
@@ -131,6 +132,29 @@ for (const backend of selectedBackends()) {
     }
   });
 }
+
+test("bad encoder folders: typed errors naming the file and field", () => {
+  const edit = (file: string, f: (j: Record<string, unknown>) => void) => {
+    const d = writeBert({ pooling: "mean" }).dir;
+    const j = JSON.parse(readFileSync(join(d, file), "utf8"));
+    f(j);
+    writeFileSync(join(d, file), JSON.stringify(j));
+    return d;
+  };
+  const cases: [string, RegExp, new (...a: never[]) => Error][] = [
+    [edit("config.json", (j) => (j.hidden_act = "relu")), /config\.json: field 'hidden_act': 'relu' is not supported/, ConfigError],
+    [edit("config.json", (j) => (j.num_attention_heads = 3)), /field 'num_attention_heads': 3 does not divide hidden_size 16/, ConfigError],
+    [edit("config.json", (j) => (j.position_embedding_type = "relative_key")), /position_embedding_type/, ConfigError],
+    [edit("config.json", (j) => (j.intermediate_size = 31)), /intermediate\.dense\.weight/, TensorMismatchError],
+    [edit("1_Pooling/config.json", (j) => (j.pooling_mode_cls_token = true)), /exactly one pooling mode/, ConfigError],
+    [edit("1_Pooling/config.json", (j) => ((j.pooling_mode_mean_tokens = false), (j.pooling_mode_max_tokens = true))), /pooling_mode_max_tokens/, ConfigError],
+    [edit("tokenizer.json", (j) => ((j.pre_tokenizer as Record<string, unknown>).type = "ByteLevel")), /pre-tokenizer ByteLevel is not supported with WordPiece/, TokenizerError],
+  ];
+  for (const [dir, msg, cls] of cases) {
+    assert.throws(() => loadModel(dir), (e: Error) => e instanceof cls && msg.test(e.message), dir);
+    rmSync(dir, { recursive: true });
+  }
+});
 
 test("cleanup", () => {
   embModel.close();
