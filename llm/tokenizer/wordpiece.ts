@@ -5,8 +5,9 @@
 // ("[CLS]", "[MASK]", ...) are matched in the raw text first, as the tokenizers library does.
 // encode() returns the bare pieces: [CLS]/[SEP] and token types come from the post-processor (template.ts).
 import { TokenizerError } from "../errors.ts";
-import type { DecodeOptions, EncodeOptions, StreamDecoder, Tokenizer } from "./types.ts";
+import type { DecodeOptions, Tokenizer } from "./types.ts";
 import { TokenType } from "./types.ts";
+import { PieceTokenizer } from "./pieces.ts";
 import type { HFTokenizerJson } from "./hf.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -99,77 +100,22 @@ export function wordPieceFromHF(tj: HFTokenizerJson & { model: { max_input_chars
   return new WordPiece(tj, normalizerOf(tj.normalizer), m.continuing_subword_prefix ?? "##", m.max_input_chars_per_word ?? 100);
 }
 
-class WordPiece implements Tokenizer {
+class WordPiece extends PieceTokenizer {
   readonly model = "wordpiece" as const;
-  readonly vocabSize: number;
-  readonly bos: number | undefined;
-  readonly eos: number | undefined;
-  readonly unk: number | undefined;
-  readonly pad: number | undefined;
-  readonly eog: ReadonlySet<number> = new Set();
-  readonly addBos = false;
-  readonly addEos = false;
-  readonly specialTokens: ReadonlyMap<string, number>;
-  readonly #tokens: string[];
-  readonly #types: Uint8Array;
-  readonly #ids = new Map<string, number>();
-  /** Added tokens by content, longest first (matched in the raw text). */
-  readonly #added: [string, number][];
   readonly #norm: Normalizer;
   readonly #prefix: string;
   readonly #maxChars: number;
   readonly #cache = new Map<string, number[]>();
 
   constructor(tj: HFTokenizerJson, norm: Normalizer, prefix: string, maxChars: number) {
-    let size = 0;
-    for (const id of Object.values(tj.model.vocab)) size = Math.max(size, id + 1);
-    for (const a of tj.added_tokens ?? []) size = Math.max(size, a.id + 1);
-    this.vocabSize = size;
-    this.#tokens = new Array<string>(size).fill("");
-    this.#types = new Uint8Array(size).fill(TokenType.unused);
-    for (const [t, id] of Object.entries(tj.model.vocab)) {
-      this.#tokens[id] = t;
-      this.#types[id] = TokenType.normal;
-    }
-    const special = new Map<string, number>();
-    for (const a of tj.added_tokens ?? []) {
-      this.#tokens[a.id] = a.content;
-      this.#types[a.id] = a.special ? TokenType.control : TokenType.userDefined;
-      special.set(a.content, a.id);
-    }
-    this.#tokens.forEach((t, i) => t !== "" && !this.#ids.has(t) && this.#ids.set(t, i));
-    this.#added = [...special].sort((a, b) => b[0].length - a[0].length);
-    this.unk = tj.model.unk_token == null ? undefined : this.#ids.get(tj.model.unk_token);
-    if (this.unk !== undefined) {
-      this.#types[this.unk] = TokenType.unknown;
-      special.set(this.#tokens[this.unk], this.unk);
-    }
-    this.specialTokens = special;
-    this.bos = this.#ids.get("[CLS]") ?? this.#ids.get("<s>");
-    this.eos = this.#ids.get("[SEP]") ?? this.#ids.get("</s>");
-    this.pad = this.#ids.get("[PAD]") ?? this.#ids.get("<pad>");
+    super(tj, Object.entries(tj.model.vocab), tj.model.unk_token ?? undefined);
     this.#norm = norm;
     this.#prefix = prefix;
     this.#maxChars = maxChars;
   }
 
-  encode(text: string, _opts: EncodeOptions = {}): number[] {
-    if (typeof text !== "string") throw new TokenizerError(`encode needs a string, got ${typeof text}`);
-    const out: number[] = [];
-    let rest = text;
-    while (rest.length > 0) {
-      let at = -1, hit: [string, number] | undefined;
-      for (const a of this.#added) {
-        const i = rest.indexOf(a[0]);
-        if (i >= 0 && (at < 0 || i < at)) [at, hit] = [i, a];
-      }
-      const plain = at < 0 ? rest : rest.slice(0, at);
-      for (const w of preTokenize(normalize(plain, this.#norm))) out.push(...this.#word(w));
-      if (at < 0) break;
-      out.push(hit![1]);
-      rest = rest.slice(at + hit![0].length);
-    }
-    return out;
+  protected encodeText(text: string, out: number[]): void {
+    for (const w of preTokenize(normalize(text, this.#norm))) out.push(...this.#word(w));
   }
 
   /** Greedy longest-match-first pieces of one word (the unknown token for the whole word when none fits). */
@@ -185,8 +131,8 @@ class WordPiece implements Tokenizer {
         let end = chars.length, id: number | undefined;
         for (; end > start; end--) {
           const piece = (start > 0 ? this.#prefix : "") + chars.slice(start, end).join("");
-          id = this.#ids.get(piece);
-          if (id !== undefined && this.#types[id] === TokenType.normal) break;
+          id = this.idOf(piece);
+          if (id !== undefined && this.tokenType(id) === TokenType.normal) break;
           id = undefined;
         }
         if (id === undefined) {
@@ -201,49 +147,15 @@ class WordPiece implements Tokenizer {
     return out;
   }
 
-  #piece(id: number, first: boolean, special: boolean): string {
-    const t = this.#tokens[id];
-    if (t === undefined) throw new TokenizerError(`token id ${id} is outside the vocabulary of ${this.vocabSize}`);
-    if (this.#types[id] !== TokenType.normal && this.#types[id] !== TokenType.userDefined && !special) return "";
-    if (t.startsWith(this.#prefix) && this.#types[id] === TokenType.normal) return t.slice(this.#prefix.length);
+  protected piece(id: number, first: boolean, special: boolean): string {
+    const t = this.tokenText(id), type = this.tokenType(id);
+    if (type !== TokenType.normal && type !== TokenType.userDefined && !special) return "";
+    if (t.startsWith(this.#prefix) && type === TokenType.normal) return t.slice(this.#prefix.length);
     return first ? t : " " + t;
   }
 
-  decode(ids: ArrayLike<number>, opts: DecodeOptions = {}): string {
-    let s = "";
-    for (let i = 0; i < ids.length; i++) s += this.#piece(ids[i], s === "", opts.special ?? false);
+  override decode(ids: ArrayLike<number>, opts: DecodeOptions = {}): string {
     // The WordPiece decoder's cleanup: no space before punctuation and inside English contractions.
-    return s.replace(/ ([.?!,]|'s|'m|'ve|'re|n't)/g, "$1").replace(/ ' /g, "'");
-  }
-
-  decoder(opts: DecodeOptions = {}): StreamDecoder {
-    let first = true;
-    return {
-      push: (id) => {
-        const p = this.#piece(id, first, opts.special ?? false);
-        if (p) first = false;
-        return p;
-      },
-      flush: () => {
-        first = true;
-        return "";
-      },
-    };
-  }
-
-  tokenText(id: number): string {
-    return this.#tokens[id] ?? "";
-  }
-  tokenType(id: number): TokenType {
-    return (this.#types[id] ?? TokenType.undefined) as TokenType;
-  }
-  tokenBytes(id: number, special = false): Uint8Array {
-    return new TextEncoder().encode(this.#piece(id, true, special));
-  }
-  tokenId(text: string): number | undefined {
-    return this.#ids.get(text);
-  }
-  isEog(_id: number): boolean {
-    return false;
+    return super.decode(ids, opts).replace(/ ([.?!,]|'s|'m|'ve|'re|n't)/g, "$1").replace(/ ' /g, "'");
   }
 }
