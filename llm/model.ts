@@ -19,6 +19,7 @@ import { checkGGUFConfig } from "./validate.ts";
 import { type PoolingConfig, readPooling } from "./pooling.ts";
 import { type InputTemplate, templateFromHF } from "./tokenizer/template.ts";
 import { isWordPiece, wordPieceFromHF } from "./tokenizer/wordpiece.ts";
+import { isUnigram, unigramFromHF } from "./tokenizer/unigram.ts";
 import type { HFTokenizerJson } from "./tokenizer/hf.ts";
 import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
@@ -152,6 +153,8 @@ function loadHFFolder(dir: string): ModelHandle {
   const tokJson = parseTokenizerJson(tokPath);
   const tokenizer = isWordPiece(tokJson)
     ? wordPieceFromHF(tokJson)
+    : isUnigram(tokJson)
+    ? unigramFromHF(tokJson)
     : createTokenizer({ ...tokenizerSpecFromHF(tokJson, tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
   if (tokenizer.vocabSize > config.vocab) {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);

@@ -53,8 +53,8 @@ export abstract class PieceTokenizer implements Tokenizer {
     this.pad = this.#ids.get("[PAD]") ?? this.#ids.get("<pad>");
   }
 
-  /** Appends the ids of plain text (no added tokens in it). */
-  protected abstract encodeText(text: string, out: number[]): void;
+  /** Appends the ids of plain text (no added tokens in it); `first`: it starts the whole text. */
+  protected abstract encodeText(text: string, out: number[], first: boolean): void;
   /** The text of one id in a decode (`first`: nothing precedes it). */
   protected abstract piece(id: number, first: boolean, special: boolean): string;
 
@@ -66,14 +66,15 @@ export abstract class PieceTokenizer implements Tokenizer {
   encode(text: string, _opts: EncodeOptions = {}): number[] {
     if (typeof text !== "string") throw new TokenizerError(`encode needs a string, got ${typeof text}`);
     const out: number[] = [];
-    let rest = text;
+    let rest = text, first = true;
     while (rest.length > 0) {
       let at = -1, hit: [string, number] | undefined;
       for (const a of this.#added) {
         const i = rest.indexOf(a[0]);
         if (i >= 0 && (at < 0 || i < at)) [at, hit] = [i, a];
       }
-      this.encodeText(at < 0 ? rest : rest.slice(0, at), out);
+      if (at !== 0) this.encodeText(at < 0 ? rest : rest.slice(0, at), out, first);
+      first = false;
       if (at < 0) break;
       out.push(hit![1]);
       rest = rest.slice(at + hit![0].length);

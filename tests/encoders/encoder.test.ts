@@ -11,6 +11,7 @@ import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
 import { ConfigError, ContextOverflowError, InvalidArgumentError, ModelKindError, TensorMismatchError, TokenizerError } from "../../llm/errors.ts";
 import { frame } from "../../llm/tokenizer/template.ts";
+import { unigramFromHF } from "../../llm/tokenizer/unigram.ts";
 import { poolWeights } from "../../llm/pooling.ts";
 import { type BackendName, openDevice, selectedBackends } from "../devices/index.ts";
 import { DIMS, referenceHidden, referenceScore, writeBert } from "./synth.ts";
@@ -58,6 +59,23 @@ test("WordPiece: lowercase, accents, CJK, punctuation, ## pieces, [UNK], added t
   assert.deepEqual(f, { ids: [2, 5, 6, 3, 14, 10, 3], types: [0, 0, 0, 0, 1, 1, 1] });
   assert.deepEqual(frame(embModel.encoder!.template, [5, 6, 7, 8], [14, 10], 6).ids, [2, 5, 6, 3, 14, 3]);
   assert.deepEqual(embModel.encoder!.pooling, { pooling: "mean", normalize: true, source: embModel.encoder!.pooling.source });
+});
+
+test("Unigram (XLM-R): Metaspace words, Viterbi by score, unknown characters fused, added tokens, decode", () => {
+  const vocab: [string, number][] = [["<s>", 0], ["<pad>", 0], ["</s>", 0], ["<unk>", 0], ["\u2581", -2], ["\u2581the", -1], ["\u2581cat", -1.5],
+    ["\u2581c", -3], ["at", -2], ["a", -3], ["t", -3], ["\u2581dog", -1.2], ["s", -2.5], ["\u2581ca", -2.9], ["ts", -2.0]];
+  const t = unigramFromHF({
+    added_tokens: ["<s>", "<pad>", "</s>", "<unk>"].map((content, id) => ({ id, content, special: true })),
+    normalizer: { type: "Sequence", normalizers: [{ type: "Nmt" }, { type: "NFKC" }, { type: "Replace", pattern: { Regex: " {2,}" }, content: " " }] },
+    pre_tokenizer: { type: "Metaspace", replacement: "\u2581", prepend_scheme: "always", split: true },
+    model: { type: "Unigram", unk_id: 3, vocab },
+  } as never);
+  // "▁cat"+"s" (-4.0) beats "▁ca"+"ts" (-4.9) and "▁c"+"at"+"s" (-7.5).
+  assert.deepEqual(t.encode("the cats"), [5, 6, 12]);
+  // b and x are in no piece: one <unk> for "bx", then "at".
+  assert.deepEqual(t.encode("the   bxat"), [5, 4, 3, 8]);
+  assert.deepEqual(t.encode("</s>dog"), [2, 11]);
+  assert.equal(t.decode([5, 6, 12, 11]), "the cats dog");
 });
 
 test("the traced encode step (graph oracle) matches a float64 BERT on a padded batch: mean and CLS pooling, classifier", () => {
