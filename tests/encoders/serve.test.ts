@@ -77,3 +77,22 @@ test("encoder server: /v1/embeddings, /v1/rerank and their errors", { timeout: 1
     rmSync(rr.dir, { recursive: true });
   }
 });
+
+test("a generative model's server answers /v1/embeddings and /v1/rerank with a 400 model_kind", { timeout: 120_000 }, async () => {
+  const { model } = await import("../serve/setup.ts");
+  const { Server } = await import("../../llm/serve/server.ts");
+  const { servingCompile } = await import("../../llm/serve/batch.ts");
+  const dev = await openDevice("js") as Device;
+  const server = await Server.open(model, new Engine(dev, { compile: servingCompile, ownsDevice: false }), { ctx: 64, slots: 2, chunk: 8, kvBlocks: 2 * 4 + 1 });
+  try {
+    for (const [path, body] of [["/v1/embeddings", { input: "hi" }], ["/v1/rerank", { query: "q", documents: ["d"] }]] as const) {
+      const res = await server.handler(post(path, body));
+      assert.equal(res.status, 400, path);
+      const e = (await res.json()).error;
+      assert.equal(e.code, "model_kind");
+      assert.match(e.message, /generative model/);
+    }
+  } finally {
+    await server.shutdown(0);
+  }
+});
