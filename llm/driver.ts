@@ -17,9 +17,8 @@ import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type Row
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
-import { frame } from "./tokenizer/template.ts";
 import { l2Normalize } from "./pooling.ts";
-import { checkEmbedOptions, checkTexts, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
+import { checkEmbedOptions, checkTexts, frameInput, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
 export type { ResponseFormat } from "./grammar.ts";
@@ -519,11 +518,7 @@ export class Driver {
     const pooling = o.pooling ?? e.pooling.pooling, normalize = o.normalize ?? e.pooling.normalize;
     const out: Float32Array[] = [];
     for (const [i, t] of texts.entries()) {
-      let ids = frame(e.template, this.model.tokenizer.encode(t)).ids;
-      if (ids.length > this.ctx) {
-        if (!o.truncate) throw new ContextOverflowError(ids.length, this.ctx, `texts[${i}]`);
-        ids = frame(e.template, this.model.tokenizer.encode(t), undefined, this.ctx).ids;
-      }
+      const ids = frameInput(this.model, `texts[${i}]`, this.ctx, t, undefined, o.truncate).ids;
       const h = await this.encodeNow(ids), n = ids.length;
       const v = new Float32Array(D);
       if (pooling === "mean") for (let r = 0; r < n; r++) for (let j = 0; j < D; j++) v[j] += h[r * D + j] / n;

@@ -91,12 +91,7 @@ export class EncoderRunner {
 
   /** Frames one text (or a pair) by the tokenizer's post-processor; too long is refused unless `truncate`. */
   frame(what: string, text: string, pair?: string, truncate = false): FramedInput {
-    const tok = this.#model.tokenizer;
-    const a = tok.encode(text), b = pair === undefined ? undefined : tok.encode(pair);
-    const full = frame(this.#model.encoder!.template, a, b);
-    if (full.ids.length <= this.maxTokens) return full;
-    if (!truncate) throw new ContextOverflowError(full.ids.length, this.maxTokens, what);
-    return frame(this.#model.encoder!.template, a, b, this.maxTokens);
+    return frameInput(this.#model, what, this.maxTokens, text, pair, truncate);
   }
 
   /** Runs framed inputs in padded batches; pooled rows by `pooling`, and classifier scores when the model has them. */
@@ -165,6 +160,20 @@ export class EncoderRunner {
     const { scores } = await this.run(inputs, "cls");
     return scores.map((s) => s[0]);
   }
+}
+
+/**
+ * A text (or a pair) framed by the model's post-processor: the bare pieces (no BOS/EOS of the tokenizer's
+ * own: the template places them), then the template's tokens and types. Longer than `max` is a
+ * ContextOverflowError naming `what`, unless `truncate` (the longer text is cut first).
+ */
+export function frameInput(model: ModelHandle, what: string, max: number, text: string, pair?: string, truncate = false): FramedInput {
+  const bare = (s: string) => model.tokenizer.encode(s, { addBos: false, addEos: false });
+  const a = bare(text), b = pair === undefined ? undefined : bare(pair);
+  const full = frame(model.encoder!.template, a, b);
+  if (full.ids.length <= max) return full;
+  if (!truncate) throw new ContextOverflowError(full.ids.length, max, what);
+  return frame(model.encoder!.template, a, b, max);
 }
 
 /** Checks embed/rerank arguments (a typed error naming the argument). */

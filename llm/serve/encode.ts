@@ -8,7 +8,7 @@ import { Driver } from "../driver.ts";
 import { ContextOverflowError, InvalidArgumentError, LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
 import { ENCODER_ROUTES, errorResponse, json, readBody, sameSecret } from "./http.ts";
-import { frame } from "../tokenizer/template.ts";
+import { frameInput } from "../encoder.ts";
 import { EmbeddingsRequest, parseRequest, RequestError, RerankRequest } from "./schema.ts";
 
 export interface EncoderServeOptions {
@@ -65,7 +65,6 @@ export class EncoderServer {
 
   #handler(o: EncoderServeOptions): (req: Request) => Promise<Response> {
     const limit = o.bodyLimit ?? 4 * 2 ** 20, timeout = o.bodyTimeoutMs ?? 30_000, maxQueue = o.maxQueue ?? 64;
-    const tok = this.model.tokenizer, tpl = this.model.encoder!.template;
     const checkModel = (m: string | null | undefined) => {
       if (m != null && m !== this.modelId) throw new RequestError(404, `model '${m}' is not served here (this server has '${this.modelId}')`, "model", "model_not_found");
     };
@@ -93,7 +92,7 @@ export class EncoderServer {
         }
         const texts = typeof r.input === "string" ? [r.input] : r.input;
         const vecs = await this.#run(() => this.driver.embed(texts, { pooling: r.pooling ?? undefined, normalize: r.normalize ?? undefined, truncate: r.truncate ?? undefined }), maxQueue);
-        const tokens = texts.reduce((n, t) => n + Math.min(this.ctx, frame(tpl, tok.encode(t)).ids.length), 0);
+        const tokens = texts.reduce((n, t) => n + frameInput(this.model, "input", this.ctx, t, undefined, true).ids.length, 0);
         return json(200, {
           object: "list",
           model: this.modelId,
@@ -113,8 +112,7 @@ export class EncoderServer {
         throw e;
       });
       const order = scores.map((_, i) => i).sort((a, b) => scores[b] - scores[a]).slice(0, r.top_n ?? scores.length);
-      const q = tok.encode(r.query);
-      const tokens = docs.reduce((n, d) => n + Math.min(this.ctx, frame(tpl, q, tok.encode(d)).ids.length), 0);
+      const tokens = docs.reduce((n, d) => n + frameInput(this.model, "documents", this.ctx, r.query, d, true).ids.length, 0);
       return json(200, {
         model: this.modelId,
         object: "list",

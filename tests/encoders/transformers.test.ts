@@ -15,7 +15,7 @@ import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { ModelHandle } from "../../llm/model.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
-import { frame } from "../../llm/tokenizer/template.ts";
+import { frameInput } from "../../llm/encoder.ts";
 import { l2Normalize, poolWeights } from "../../llm/pooling.ts";
 import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 
@@ -56,7 +56,7 @@ for (const name of EMBEDDERS) {
     const m = models.get(name)!, exp = expected<EmbedExpected>(name);
     assert.equal(m.encoder!.pooling.pooling, exp.pooling === "lasttoken" ? "last" : exp.pooling);
     assert.equal(m.encoder!.pooling.normalize, exp.normalize);
-    const framed = exp.texts.map((t) => frame(m.encoder!.template, m.tokenizer.encode(t.text)));
+    const framed = exp.texts.map((t) => frameInput(m, "text", 1 << 20, t.text));
     exp.texts.forEach((t, i) => {
       assert.deepEqual(framed[i].ids, t.ids, JSON.stringify(t.text));
       if (t.type_ids) assert.deepEqual(framed[i].types, t.type_ids);
@@ -84,7 +84,7 @@ for (const name of RERANKERS) {
   test(`${name}: pair ids and token types equal the HF tokenizer's`, { skip }, () => {
     const m = models.get(name)!, exp = expected<RerankExpected>(name);
     for (const p of exp.pairs) {
-      const f = frame(m.encoder!.template, m.tokenizer.encode(exp.query), m.tokenizer.encode(p.document));
+      const f = frameInput(m, "pair", 1 << 20, exp.query, p.document);
       assert.deepEqual(f.ids, p.ids, p.document);
       assert.deepEqual(f.types, p.type_ids, p.document);
     }

@@ -167,14 +167,25 @@ def embedder(name, mt, ckw, tok, mode, normalize):
     sentence_transformers_files(d, mode, normalize, cfg.hidden_size)
     check_reload(d, exp)
     json.dump(exp, open(os.path.join(d, "expected.json"), "w"))
-    print(name, "files:", sorted(os.listdir(d)), flush=True)
+    print(name, "files:", sorted(os.listdir(d)), "reload_ok", exp.get("reload_ok"), flush=True)
     print(open(os.path.join(d, "config.json")).read(), flush=True)
+    print(name, "tensors:", sorted(model.state_dict().keys())[:8], flush=True)
 
 
 def check_reload(d, exp):
-    tok2 = AutoTokenizer.from_pretrained(d)
-    for t in exp["texts"]:
-        assert tok2(t["text"])["input_ids"] == t["ids"], (d, "reload changed ids", t["text"])
+    # A warning, not a failure: the ids recorded are those of the tokenizer object that wrote tokenizer.json.
+    try:
+        tok2 = AutoTokenizer.from_pretrained(d)
+        for t in exp["texts"]:
+            got = tok2(t["text"])["input_ids"]
+            if got != t["ids"]:
+                print("WARNING", d, "AutoTokenizer reload gives other ids for", repr(t["text"]), got, t["ids"], flush=True)
+                exp["reload_ok"] = False
+                return
+        exp["reload_ok"] = True
+    except Exception as e:
+        print("WARNING", d, "AutoTokenizer reload failed:", e, flush=True)
+        exp["reload_ok"] = False
 
 
 def reranker():
@@ -199,9 +210,13 @@ def reranker():
         print(name, "scores", [p["score"] for p in exp["pairs"]], "batched", exp["batched"], flush=True)
     model.save_pretrained(d)
     tok.save_pretrained(d)
-    tok2 = AutoTokenizer.from_pretrained(d)
-    for p in exp["pairs"]:
-        assert tok2(QUERY, p["document"])["input_ids"] == p["ids"], (name, "reload changed pair ids")
+    try:
+        tok2 = AutoTokenizer.from_pretrained(d)
+        exp["reload_ok"] = all(tok2(QUERY, p["document"])["input_ids"] == p["ids"] for p in exp["pairs"])
+    except Exception as e:
+        print("WARNING", name, "AutoTokenizer reload failed:", e, flush=True)
+        exp["reload_ok"] = False
+    print(name, "reload_ok", exp["reload_ok"], flush=True)
     json.dump(exp, open(os.path.join(d, "expected.json"), "w"))
     print(name, "files:", sorted(os.listdir(d)), flush=True)
     print(open(os.path.join(d, "config.json")).read(), flush=True)
