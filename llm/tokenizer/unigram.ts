@@ -19,7 +19,9 @@ export function isUnigram(json: HFTokenizerJson): boolean {
 }
 
 // SentencePiece's nmt normalization: drop C0 controls and DEL, space for the odd whitespace.
+// deno-lint-ignore no-control-regex
 const NMT_DROP = /[\u0001-\u0008\u000B\u000E-\u001F\u007F\u008F\u009F]/g;
+// deno-lint-ignore no-control-regex
 const NMT_SPACE = /[\u0009\u000A\u000C\u000D\u1680\u200B-\u200F\u2028\u2029\u2581\uFEFF\uFFFD]/g;
 
 function normalizerOf(node: Json): (s: string) => string {
