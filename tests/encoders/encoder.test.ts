@@ -100,6 +100,23 @@ test("the traced encode step (graph oracle) matches a float64 BERT on a padded b
       close(got.subarray(b * DIMS.dim, (b + 1) * DIMS.dim), want, `${pooling} text ${b}`);
     });
   }
+  // The classifier head on (query, document) pairs with token types 1 on the document.
+  const pairs = DOCS.map((d) => frame(rrModel.encoder!.template, rrModel.tokenizer.encode(QUERY), rrModel.tokenizer.encode(d)));
+  const { tracer, pooled, scores } = rrModel.family.encode!(rrModel.config, { batch: B, seq: S }, { dtypeOf: dtypesFromStore(rrModel.store, rrModel.map) });
+  tracer.output("pooled", pooled);
+  tracer.output("scores", scores!);
+  const token = new Int32Array(B * S), type = new Int32Array(B * S), position = new Int32Array(B * S), valid = new Uint8Array(B * S);
+  pairs.forEach((f, b) => {
+    token.set(f.ids, b * S);
+    type.set(f.types, b * S);
+    f.ids.forEach((_, i) => position[b * S + i] = i);
+    valid.fill(1, b * S, b * S + f.ids.length);
+  });
+  const out = evaluate(tracer.build(), {
+    consts: constsFromStore(rrModel.store, rrModel.map),
+    slots: { token, type, position, valid, pool: poolWeights(pairs.map((f) => f.ids.length), S, B, "cls") },
+  }).output.scores as Float32Array;
+  close(out, pairs.map((f) => referenceScore(rr.w, f.ids, f.types)), "classifier scores");
 });
 
 for (const backend of selectedBackends()) {
