@@ -50,8 +50,10 @@ def wordpiece_tokenizer():
     cls, sep = tk.token_to_id("[CLS]"), tk.token_to_id("[SEP]")
     tk.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    # transformers 5's generic fast tokenizer returns no token_type_ids unless named here (BERT's pairs need them).
     return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=128)
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=128,
+                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
 def unigram_tokenizer():
