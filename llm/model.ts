@@ -20,6 +20,7 @@ import { type PoolingConfig, readPooling } from "./pooling.ts";
 import { type InputTemplate, templateFromHF } from "./tokenizer/template.ts";
 import { isWordPiece, wordPieceFromHF } from "./tokenizer/wordpiece.ts";
 import { isUnigram, unigramFromHF } from "./tokenizer/unigram.ts";
+import { prefixInStore } from "./families/bert.ts";
 import type { HFTokenizerJson } from "./tokenizer/hf.ts";
 import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
@@ -165,6 +166,7 @@ function loadHFFolder(dir: string): ModelHandle {
 
   const files = openSafetensorsFolder(dir);
   const store = rowSlices(widenVectors(basePrefixed(files)));
+  if (config.encoder) config.encoder.prefix = prefixInStore(store.tensors(), config.encoder.prefix);
   try {
     const map = checkTensors(cfgPath, family, config, "hf", store);
     return {

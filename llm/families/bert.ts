@@ -171,6 +171,17 @@ export function encoderTensorName(format: WeightFormat, r: { role: string; layer
 }
 
 /**
+ * The encoder's tensor name prefix as the file has it ("", "bert.", "roberta.", ...): sentence-transformers
+ * and task checkpoints differ on it whatever `architectures` says. The config's guess stays when no word
+ * embedding is found (checkTensors then names the missing tensor).
+ */
+export function prefixInStore(names: Iterable<{ name: string }>, guess: string): string {
+  const suffix = "embeddings.word_embeddings.weight";
+  for (const { name } of names) if (name.endsWith(suffix)) return name.slice(0, -suffix.length);
+  return guess;
+}
+
+/**
  * GELU with the exact erf, from primitives: erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7, the
  * size of f32 rounding here), so every backend runs it without a new op. x·erf(x/√2) = |x|·erf(|x|/√2).
  */

@@ -168,6 +168,14 @@ for (const backend of selectedBackends()) {
   });
 }
 
+test("the encoder's tensor prefix is read from the file, whatever the architecture says", () => {
+  const b = writeBert({ pooling: "mean", prefix: "bert." });
+  const m = loadModel(b.dir);
+  assert.equal(m.map.get("tok_embd"), "bert.embeddings.word_embeddings.weight");
+  m.close();
+  rmSync(b.dir, { recursive: true });
+});
+
 test("bad encoder folders: typed errors naming the file and field", () => {
   const edit = (file: string, f: (j: Record<string, unknown>) => void) => {
     const d = writeBert({ pooling: "mean" }).dir;

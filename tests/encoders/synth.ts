@@ -16,6 +16,8 @@ export interface SynthOptions {
   /** sentence-transformers pooling mode written to 1_Pooling/config.json (none: no modules.json). */
   pooling?: "mean" | "cls" | "lasttoken";
   normalize?: boolean;
+  /** Tensor name prefix of the encoder (default "bert." under a head, "" without). */
+  prefix?: string;
 }
 
 export const DIMS = { dim: 16, heads: 2, hidden: 32, layers: 2, positions: 24, types: 2, eps: 1e-12 };
@@ -26,7 +28,7 @@ export function writeBert(o: SynthOptions = {}): { dir: string; w: Map<string, F
   const { dim: D, hidden: I, layers, positions, types } = DIMS, V = VOCAB.length;
   const rng = new Rng(`bert-${o.labels ?? 0}`);
   const w = new Map<string, Float32Array>();
-  const p = o.labels ? "bert." : "";
+  const p = o.prefix ?? (o.labels ? "bert." : "");
   const t = (name: string, shape: number[], scale: number, base = 0) => {
     const n = shape.reduce((a, b) => a * b, 1), a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = base + scale * (rng.next() * 2 - 1);
