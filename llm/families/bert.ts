@@ -1,6 +1,7 @@
 // BERT-style encoders (BERT, XLM-RoBERTa): absolute position + token type embeddings, post-LayerNorm blocks, the
 // exact (erf) GELU, bidirectional attention under a padding mask, and an optional sequence-classification head
-// (pooler dense + tanh on the first token, then a linear classifier: a cross-encoder reranker).
+// (dense + tanh on the first token, then a linear classifier: a cross-encoder reranker; BERT's pooler or
+// RoBERTa's classifier.dense / out_proj, the same computation under other tensor names).
 //
 // One encode step runs `batch` texts padded to `seq` tokens. Its slots (all host-written per call):
 //   token i32[B*S], type i32[B*S] (token_type_ids), position i32[B*S] (XLM-R counts from pad_token_id + 1),
@@ -26,8 +27,13 @@ export interface EncoderInfo {
   /** "erf": exact GELU (hidden_act "gelu"); "tanh": the tanh approximation (gelu_new, gelu_pytorch_tanh). */
   gelu: "erf" | "tanh";
   layerNormEps: number;
-  /** Number of classifier outputs (BertForSequenceClassification), or 0 for a bare encoder. */
+  /** Number of classifier outputs (a *ForSequenceClassification), or 0 for a bare encoder. */
   labels: number;
+  /**
+   * The classification head's tensors: BERT's pooler (`pooler.dense`) then `classifier`, or RoBERTa's
+   * `classifier.dense` then `classifier.out_proj`; both tanh a dense layer of the first token's row.
+   */
+  head: "bert" | "roberta";
   /** Tensor name prefix of the encoder in the file ("bert." under a task head, "" for a bare BertModel). */
   prefix: string;
 }
@@ -83,7 +89,6 @@ function encoderConfig(src: HFConfigSource, roberta: boolean): ModelConfig {
   }
   const arch = c.architectures?.[0] ?? "";
   const classifier = /ForSequenceClassification$/.test(arch);
-  if (classifier && roberta) fail("architectures", `${arch} (the RoBERTa classification head) is not supported; BertForSequenceClassification is`);
   const labels = classifier ? c.num_labels ?? (c.id2label ? Object.keys(c.id2label).length : 2) : 0;
   const posOffset = roberta ? (c.pad_token_id ?? 1) + 1 : 0;
   const encoder: EncoderInfo = {
@@ -93,7 +98,8 @@ function encoderConfig(src: HFConfigSource, roberta: boolean): ModelConfig {
     gelu,
     layerNormEps: c.layer_norm_eps ?? 1e-12,
     labels,
-    prefix: classifier ? "bert." : "",
+    head: roberta ? "roberta" : "bert",
+    prefix: classifier ? (roberta ? "roberta." : "bert.") : "",
   };
   return {
     dim: c.hidden_size,
@@ -163,9 +169,12 @@ const HF_LAYER: Record<string, string> = {
 /** Hugging Face tensor names (GGUF BERT files are not read yet). */
 export function encoderTensorName(format: WeightFormat, r: { role: string; layer?: number }, c: ModelConfig): string | undefined {
   if (format !== "hf") return undefined;
-  const p = info(c).prefix;
-  if (r.role === "cls") return "classifier.weight";
-  if (r.role === "cls_b") return "classifier.bias";
+  const { prefix: p, head } = info(c);
+  const rob = head === "roberta";
+  if (r.role === "cls") return rob ? "classifier.out_proj.weight" : "classifier.weight";
+  if (r.role === "cls_b") return rob ? "classifier.out_proj.bias" : "classifier.bias";
+  if (rob && r.role === "pooler") return "classifier.dense.weight";
+  if (rob && r.role === "pooler_b") return "classifier.dense.bias";
   if (r.layer !== undefined) return HF_LAYER[r.role] && `${p}encoder.layer.${r.layer}.${HF_LAYER[r.role]}`;
   return HF_GLOBAL[r.role] && `${p}${HF_GLOBAL[r.role]}`;
 }
@@ -260,4 +269,4 @@ function encoderFamily(name: string, hf: string[], roberta: boolean): Family {
 }
 
 export const bert: Family = encoderFamily("bert", ["BertModel", "BertForSequenceClassification", "bert"], false);
-export const xlmRoberta: Family = encoderFamily("xlm-roberta", ["XLMRobertaModel", "xlm-roberta"], true);
+export const xlmRoberta: Family = encoderFamily("xlm-roberta", ["XLMRobertaModel", "XLMRobertaForSequenceClassification", "xlm-roberta"], true);

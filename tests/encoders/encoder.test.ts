@@ -168,6 +168,26 @@ for (const backend of selectedBackends()) {
   });
 }
 
+test("js: an XLMRobertaForSequenceClassification reranker (classifier.dense / out_proj, positions from pad + 1) equals the reference", { timeout: 120_000 }, async () => {
+  const x = writeBert({ labels: 1, roberta: true });
+  const m = loadModel(x.dir);
+  const dev = await openDevice("js");
+  const driver = await Driver.open(m, new Engine(dev as Exclude<typeof dev, string>, { compile: compileGraph, ownsDevice: false }), { encoder: { batches: [4], seqs: [16] } });
+  try {
+    assert.equal(m.family.name, "xlm-roberta");
+    const scores = await driver.rerank(QUERY, DOCS);
+    const want = DOCS.map((d) => {
+      const f = frame(m.encoder!.template, m.tokenizer.encode(QUERY), m.tokenizer.encode(d));
+      return referenceScore(x.w, f.ids, f.types, true);
+    });
+    close(scores, want, "roberta rerank scores");
+  } finally {
+    await driver.close();
+    m.close();
+    rmSync(x.dir, { recursive: true });
+  }
+});
+
 test("the encoder's tensor prefix is read from the file, whatever the architecture says", () => {
   const b = writeBert({ pooling: "mean", prefix: "bert." });
   const m = loadModel(b.dir);

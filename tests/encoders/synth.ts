@@ -18,6 +18,8 @@ export interface SynthOptions {
   normalize?: boolean;
   /** Tensor name prefix of the encoder (default "bert." under a head, "" without). */
   prefix?: string;
+  /** An XLMRobertaForSequenceClassification: positions from pad_token_id + 1, RoBERTa's classifier tensors. */
+  roberta?: boolean;
 }
 
 export const DIMS = { dim: 16, heads: 2, hidden: 32, layers: 2, positions: 24, types: 2, eps: 1e-12 };
@@ -28,7 +30,7 @@ export function writeBert(o: SynthOptions = {}): { dir: string; w: Map<string, F
   const { dim: D, hidden: I, layers, positions, types } = DIMS, V = VOCAB.length;
   const rng = new Rng(`bert-${o.labels ?? 0}`);
   const w = new Map<string, Float32Array>();
-  const p = o.prefix ?? (o.labels ? "bert." : "");
+  const p = o.prefix ?? (o.labels ? (o.roberta ? "roberta." : "bert.") : "");
   const t = (name: string, shape: number[], scale: number, base = 0) => {
     const n = shape.reduce((a, b) => a * b, 1), a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = base + scale * (rng.next() * 2 - 1);
@@ -50,8 +52,13 @@ export function writeBert(o: SynthOptions = {}): { dir: string; w: Map<string, F
     shapes.push(t(`${L}output.dense.weight`, [D, I], 0.3), t(`${L}output.dense.bias`, [D], 0.2));
     shapes.push(t(`${L}output.LayerNorm.weight`, [D], 0.2, 1), t(`${L}output.LayerNorm.bias`, [D], 0.2));
   }
-  shapes.push(t(`${p}pooler.dense.weight`, [D, D], 0.4), t(`${p}pooler.dense.bias`, [D], 0.2));
-  if (o.labels) shapes.push(t("classifier.weight", [o.labels, D], 0.5), t("classifier.bias", [o.labels], 0.2));
+  if (o.roberta) {
+    shapes.push(t("classifier.dense.weight", [D, D], 0.4), t("classifier.dense.bias", [D], 0.2));
+    shapes.push(t("classifier.out_proj.weight", [o.labels!, D], 0.5), t("classifier.out_proj.bias", [o.labels!], 0.2));
+  } else {
+    shapes.push(t(`${p}pooler.dense.weight`, [D, D], 0.4), t(`${p}pooler.dense.bias`, [D], 0.2));
+    if (o.labels) shapes.push(t("classifier.weight", [o.labels, D], 0.5), t("classifier.bias", [o.labels], 0.2));
+  }
   // safetensors: header JSON then the raw little-endian f32 data.
   const header: Record<string, unknown> = {};
   let off = 0;
@@ -75,7 +82,8 @@ export function writeBert(o: SynthOptions = {}): { dir: string; w: Map<string, F
   }
   writeFileSync(join(dir, "model.safetensors"), file);
   writeFileSync(join(dir, "config.json"), JSON.stringify({
-    architectures: [o.labels ? "BertForSequenceClassification" : "BertModel"], model_type: "bert", vocab_size: V, hidden_size: D,
+    architectures: [o.roberta ? "XLMRobertaForSequenceClassification" : o.labels ? "BertForSequenceClassification" : "BertModel"],
+    model_type: o.roberta ? "xlm-roberta" : "bert", vocab_size: V, hidden_size: D,
     num_hidden_layers: layers, num_attention_heads: DIMS.heads, intermediate_size: I, max_position_embeddings: positions,
     type_vocab_size: types, layer_norm_eps: DIMS.eps, hidden_act: "gelu", pad_token_id: 0,
     ...(o.labels ? { id2label: Object.fromEntries(Array.from({ length: o.labels }, (_, i) => [String(i), `LABEL_${i}`])) } : {}),
@@ -129,7 +137,7 @@ function erf(x: number): number {
 }
 
 /** The last hidden state [len, D] of one text, in float64 loops straight from the BERT paper's equations. */
-export function referenceHidden(w: Map<string, Float32Array>, ids: number[], types: number[], prefix = ""): Float64Array[] {
+export function referenceHidden(w: Map<string, Float32Array>, ids: number[], types: number[], prefix = "", posOffset = 0): Float64Array[] {
   const { dim: D, heads: H, hidden: I, layers, eps } = DIMS, hd = D / H, n = ids.length;
   const g = (name: string) => w.get(prefix + name)!;
   const lin = (x: Float64Array, W: Float32Array, b: Float32Array, out: number) => {
@@ -148,7 +156,7 @@ export function referenceHidden(w: Map<string, Float32Array>, ids: number[], typ
   };
   let h = ids.map((t, r) => {
     const x = new Float64Array(D);
-    for (let i = 0; i < D; i++) x[i] = g("embeddings.word_embeddings.weight")[t * D + i] + g("embeddings.position_embeddings.weight")[r * D + i] + g("embeddings.token_type_embeddings.weight")[types[r] * D + i];
+    for (let i = 0; i < D; i++) x[i] = g("embeddings.word_embeddings.weight")[t * D + i] + g("embeddings.position_embeddings.weight")[(r + posOffset) * D + i] + g("embeddings.token_type_embeddings.weight")[types[r] * D + i];
     return ln(x, g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"));
   });
   for (let l = 0; l < layers; l++) {
@@ -178,11 +186,12 @@ export function referenceHidden(w: Map<string, Float32Array>, ids: number[], typ
   return h;
 }
 
-/** The reranker's logit: pooler tanh on the first row, then the classifier. */
-export function referenceScore(w: Map<string, Float32Array>, ids: number[], types: number[]): number {
-  const h = referenceHidden(w, ids, types, "bert.")[0], D = DIMS.dim;
-  const pw = w.get("bert.pooler.dense.weight")!, pb = w.get("bert.pooler.dense.bias")!;
+/** The reranker's logit: tanh of a dense layer on the first row, then the classifier (BERT's or RoBERTa's names). */
+export function referenceScore(w: Map<string, Float32Array>, ids: number[], types: number[], roberta = false): number {
+  // RoBERTa positions count from pad_token_id (0 here) + 1.
+  const h = referenceHidden(w, ids, types, roberta ? "roberta." : "bert.", roberta ? 1 : 0)[0], D = DIMS.dim;
+  const pw = w.get(roberta ? "classifier.dense.weight" : "bert.pooler.dense.weight")!, pb = w.get(roberta ? "classifier.dense.bias" : "bert.pooler.dense.bias")!;
   const p = Array.from({ length: D }, (_, o) => Math.tanh(pb[o] + h.reduce((a, x, i) => a + pw[o * D + i] * x, 0)));
-  const cw = w.get("classifier.weight")!, cb = w.get("classifier.bias")!;
+  const cw = w.get(roberta ? "classifier.out_proj.weight" : "classifier.weight")!, cb = w.get(roberta ? "classifier.out_proj.bias" : "classifier.bias")!;
   return cb[0] + p.reduce((a, x, i) => a + cw[i] * x, 0);
 }
