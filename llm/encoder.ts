@@ -153,7 +153,7 @@ export class EncoderRunner {
   async rerank(query: string, docs: readonly string[], opts: { truncate?: boolean } = {}): Promise<number[]> {
     if (this.#model.config.encoder!.labels !== 1) {
       throw new ModelKindError(this.#model.arch, this.#model.config.encoder!.labels === 0
-        ? "has no classification head: it embeds, it does not rerank (a reranker is a BertForSequenceClassification with one label)"
+        ? "has no classification head: it embeds, it does not rerank (a reranker is a BertForSequenceClassification or XLMRobertaForSequenceClassification with one label)"
         : `has ${this.#model.config.encoder!.labels} labels; a reranker has one`);
     }
     const inputs = docs.map((d, i) => this.frame(`documents[${i}]`, query, d, opts.truncate ?? true));

@@ -23,7 +23,7 @@ const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
 /** The families' tier-3 tolerance (fp32 both sides, width 64, 2 layers). */
 const ATOL = 2e-3, RTOL = 1e-3, COSINE = 0.9999;
 const EMBEDDERS = ["bert-embed", "bert-cls", "xlmr-embed", "qwen3-embed"];
-const RERANKERS = ["bert-rerank"];
+const RERANKERS = ["bert-rerank", "xlmr-rerank"];
 const NOT_YET: Record<string, string> = {};
 
 interface TextCase { text: string; ids: number[]; type_ids?: number[]; embedding: number[] }

@@ -6,6 +6,7 @@
 #   bert-embed   BertModel, WordPiece, sentence-transformers mean pooling + Normalize
 #   bert-cls     BertModel, WordPiece, sentence-transformers CLS pooling, no Normalize module
 #   bert-rerank  BertForSequenceClassification, one label (cross-encoder)
+#   xlmr-rerank  XLMRobertaForSequenceClassification, one label (the bge-reranker layout)
 #   xlmr-embed   XLMRobertaModel, Unigram tokenizer (SentencePiece-style), mean pooling + Normalize
 #   qwen3-embed  Qwen3Model, byte-level BPE with <|endoftext|> appended, last-token pooling + Normalize
 # `--bench OUTFILE` (anywhere in the arguments) also times PyTorch eager BertModel (BERT-base shape) at batch 1/32/256.
@@ -190,22 +191,20 @@ def check_reload(d, exp):
         exp["reload_ok"] = False
 
 
-def reranker():
-    name = "bert-rerank"
+def reranker(name, mt, ckw, tok):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
-    tok = wordpiece_tokenizer()
-    cfg = AutoConfig.for_model("bert", vocab_size=len(tok), pad_token_id=tok.pad_token_id, num_labels=1, **BERT)
+    cfg = AutoConfig.for_model(mt, vocab_size=len(tok), pad_token_id=tok.pad_token_id, num_labels=1, **ckw)
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(cfg, dtype=torch.float32, attn_implementation="eager").eval()
     scale_weights(model)
-    exp = {"name": name, "model_type": "bert", "query": QUERY, "pairs": []}
+    exp = {"name": name, "model_type": mt, "query": QUERY, "pairs": []}
     with torch.no_grad():
         for doc in DOCS:
             enc = tok(QUERY, doc, return_tensors="pt")
             logit = model(**enc).logits[0, 0]
-            exp["pairs"].append({"document": doc, "ids": enc["input_ids"][0].tolist(), "type_ids": enc["token_type_ids"][0].tolist(),
-                                 "score": round(float(logit), 6)})
+            types = enc["token_type_ids"][0].tolist() if "token_type_ids" in enc else [0] * enc["input_ids"].shape[1]
+            exp["pairs"].append({"document": doc, "ids": enc["input_ids"][0].tolist(), "type_ids": types, "score": round(float(logit), 6)})
         enc = tok([QUERY] * len(DOCS), DOCS, return_tensors="pt", padding=True)
         batched = model(**enc).logits[:, 0]
         exp["batched"] = r6(batched)
@@ -263,7 +262,8 @@ if __name__ == "__main__":
     JOBS = {
         "bert-embed": lambda: embedder("bert-embed", "bert", BERT, wordpiece_tokenizer(), "mean", True),
         "bert-cls": lambda: embedder("bert-cls", "bert", BERT, wordpiece_tokenizer(), "cls", False),
-        "bert-rerank": reranker,
+        "bert-rerank": lambda: reranker("bert-rerank", "bert", BERT, wordpiece_tokenizer()),
+        "xlmr-rerank": lambda: reranker("xlmr-rerank", "xlm-roberta", XLMR, unigram_tokenizer()),
         "xlmr-embed": lambda: embedder("xlmr-embed", "xlm-roberta", XLMR, unigram_tokenizer(), "mean", True),
         "qwen3-embed": lambda: embedder("qwen3-embed", "qwen3", QWEN3, bpe_eos_tokenizer(), "lasttoken", True),
     }
