@@ -3,8 +3,9 @@
 //
 // Shapes: one entry per (batch, seq) bucket, compiled up front by prepare() (the driver calls it at open), so
 // a call does not compile; a text longer than every prepared seq bucket (still within the model's positions)
-// compiles one entry of the model's full length at first use. Texts are grouped in order into batches of at
-// most the largest batch bucket; each batch pads to the smallest buckets that hold it.
+// compiles one entry of the model's full length at first use. Texts are grouped into batches of at
+// most the largest batch bucket, longest first (results come back in input order); each batch pads to the
+// smallest buckets that hold it.
 import type { EntryId, Executor } from "../backends/executor.ts";
 import { ContextOverflowError, InvalidArgumentError, ModelKindError } from "./errors.ts";
 import type { ModelHandle } from "./model.ts";
@@ -98,17 +99,19 @@ export class EncoderRunner {
   async run(inputs: FramedInput[], pooling: Pooling): Promise<Encoded> {
     const D = this.#model.config.dim, L = this.#model.config.encoder!.labels;
     const maxB = this.#batches[this.#batches.length - 1];
-    const out: Encoded = { pooled: [], scores: [] };
+    const out: Encoded = { pooled: new Array(inputs.length), scores: [] };
+    // Longest first, as sentence-transformers batches: a group pads to lengths close to its own.
+    const order = inputs.map((_, i) => i).sort((x, y) => inputs[y].ids.length - inputs[x].ids.length);
     for (let at = 0; at < inputs.length; at += maxB) {
-      const group = inputs.slice(at, at + maxB);
+      const idx = order.slice(at, at + maxB), group = idx.map((i) => inputs[i]);
       const longest = Math.max(...group.map((x) => x.ids.length));
       const B = this.#batches.find((b) => b >= group.length)!;
       const S = this.#seqs.find((s) => s >= longest) ?? this.maxTokens;
       const r = await this.#exec.step(this.#entry(B, S), this.#slots(group, B, S, pooling));
       const pooled = r.outputs.pooled as Float32Array, scores = r.outputs.scores as Float32Array | undefined;
-      group.forEach((_, i) => {
-        out.pooled.push(pooled.slice(i * D, (i + 1) * D));
-        if (scores) out.scores.push(scores.slice(i * L, (i + 1) * L));
+      idx.forEach((k, i) => {
+        out.pooled[k] = pooled.slice(i * D, (i + 1) * D);
+        if (scores) out.scores[k] = scores.slice(i * L, (i + 1) * L);
       });
     }
     return out;

@@ -134,6 +134,9 @@ for (const backend of selectedBackends()) {
         close(got[i], want, `embedding ${i}`);
         assert.ok(cosine(got[i], want) >= 0.9999, `cosine ${cosine(got[i], want)}`);
       });
+      // Five texts over batches of at most 4: two groups, longest first, back in input order.
+      const five = [TEXTS[3], ...TEXTS.slice(0, 3), "a little dog"];
+      (await driver.embed(five)).forEach((v, i) => close(v, refEmbedding(five[i]), `five[${i}]`));
       const alone = await driver.embed([TEXTS[2]]);
       close(alone[0], got[2], "alone vs batched");
       const raw = await driver.embed([TEXTS[0]], { pooling: "cls", normalize: false });
