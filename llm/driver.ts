@@ -17,8 +17,7 @@ import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type Row
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
-import { l2Normalize } from "./pooling.ts";
-import { checkEmbedOptions, checkTexts, frameInput, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
+import { checkEmbedOptions, checkTexts, embedWithDecoder, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
 export type { ResponseFormat } from "./grammar.ts";
@@ -483,7 +482,9 @@ export class Driver {
       const list = checkTexts(texts, "texts");
       const o = checkEmbedOptions(opts ?? {});
       const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
-      if (!this.encoder && this.model.encoder) return this.enqueue(signal, () => this.embedDecoder(list, o));
+      if (!this.encoder && this.model.encoder) {
+        return this.enqueue(signal, () => embedWithDecoder(this.model, this.ctx, list, o, (ids) => this.encodeNow(ids)));
+      }
       const enc = this.encoderOf("embed");
       return this.enqueue(signal, () => enc.embed(list, o));
     } catch (e) {
@@ -506,26 +507,6 @@ export class Driver {
     } catch (e) {
       return Promise.reject(e);
     }
-  }
-
-  /**
-   * A decoder-based embedder (Qwen3-Embedding): each text framed by the tokenizer's post-processor (its EOS
-   * appended), run through the causal step's final normed hidden state, pooled (last token by default) and
-   * normalized. One text per step: causal rows do not see the padding after them, so a padded shape is exact.
-   */
-  private async embedDecoder(texts: string[], o: EmbedOptions): Promise<Float32Array[]> {
-    const e = this.model.encoder!, D = this.model.config.dim;
-    const pooling = o.pooling ?? e.pooling.pooling, normalize = o.normalize ?? e.pooling.normalize;
-    const out: Float32Array[] = [];
-    for (const [i, t] of texts.entries()) {
-      const ids = frameInput(this.model, `texts[${i}]`, this.ctx, t, undefined, o.truncate).ids;
-      const h = await this.encodeNow(ids), n = ids.length;
-      const v = new Float32Array(D);
-      if (pooling === "mean") for (let r = 0; r < n; r++) for (let j = 0; j < D; j++) v[j] += h[r * D + j] / n;
-      else v.set(h.subarray((pooling === "cls" ? 0 : n - 1) * D, (pooling === "cls" ? 1 : n) * D));
-      out.push(normalize ? l2Normalize(v, D) : v);
-    }
-    return out;
   }
 
   /** Whether the model is an encoder (embed, rerank) rather than a generative model. */

@@ -179,6 +179,29 @@ export function frameInput(model: ModelHandle, what: string, max: number, text: 
   return frame(model.encoder!.template, a, b, max);
 }
 
+/**
+ * A decoder-based embedder (Qwen3-Embedding): each text framed by the tokenizer's post-processor (its EOS
+ * appended), run through the causal step's final normed hidden state (`hidden`: the driver's encode), pooled
+ * (last token by default) and normalized. One text per step: causal rows do not see the padding after them,
+ * so a padded shape is exact.
+ */
+export async function embedWithDecoder(
+  model: ModelHandle, ctx: number, texts: string[], o: EmbedOptions, hidden: (ids: number[]) => Promise<Float32Array>,
+): Promise<Float32Array[]> {
+  const e = model.encoder!, D = model.config.dim;
+  const pooling = o.pooling ?? e.pooling.pooling, normalize = o.normalize ?? e.pooling.normalize;
+  const out: Float32Array[] = [];
+  for (const [i, t] of texts.entries()) {
+    const ids = frameInput(model, `texts[${i}]`, ctx, t, undefined, o.truncate).ids;
+    const h = await hidden(ids), n = ids.length;
+    const v = new Float32Array(D);
+    if (pooling === "mean") for (let r = 0; r < n; r++) for (let j = 0; j < D; j++) v[j] += h[r * D + j] / n;
+    else v.set(h.subarray((pooling === "cls" ? 0 : n - 1) * D, (pooling === "cls" ? 1 : n) * D));
+    out.push(normalize ? l2Normalize(v, D) : v);
+  }
+  return out;
+}
+
 /** Checks embed/rerank arguments (a typed error naming the argument). */
 export function checkTexts(v: unknown, what: string): string[] {
   if (!Array.isArray(v) || v.length === 0) throw new InvalidArgumentError(what, "must be a non-empty array of strings");
