@@ -53,7 +53,19 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
   matmulTile?: number;
+  /**
+   * Tensor-core matmuls (kernels/lib/mma_matmul.ts) where the target has `caps.mma` and the weight is bf16/f16:
+   * "auto" (default) for matmuls of at least MMA_MIN_ROWS rows (prefill chunks), "all" for every row count
+   * (the server's entries: batch 1 runs the same kernel as a full batch, so a row's bits never depend on the
+   * batch), "off" never.
+   */
+  mma?: "auto" | "all" | "off";
+  /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
+  mmaSplit?: boolean;
 }
+
+/** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
+export const MMA_MIN_ROWS = 16;
 
 /** Optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
@@ -121,6 +133,16 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     }
   }
 
+  /** y = x W^T (+ bias / residual): on tensor cores where opts.mma and the target allow, else the FMA kernel. */
+  function matmulKernel(s: lib.MatmulShape & { batch: number }): Kernel {
+    const mode = opts.mma ?? "auto";
+    if (mode !== "off" && (s.w === "bf16" || s.w === "f16") && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
+      (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
+      return lib.mmaMatmul(caps, { n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split: opts.mmaSplit });
+    }
+    return lib.matmul(caps, { ...s, tile: opts.matmulTile });
+  }
+
   function lowerUnit(u: Unit): void {
     switch (u.k) {
       case "group": return lowerGroup(u);
@@ -129,7 +151,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
         const extra = u.residual ?? u.bias!;
-        const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
+        const k = matmulKernel({ n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined });
         kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
         return;
       }
@@ -185,7 +207,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const K = last(xn);
         if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
           const N = wn.shape[0];
-          const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
+          const k = matmulKernel({ n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType });
           return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
         }
         const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];

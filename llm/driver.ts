@@ -10,6 +10,7 @@
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
+import type { Caps } from "../kernels/target.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
@@ -37,7 +38,10 @@ export interface DriverOptions {
   ctx?: number;
   /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
-  /** Prefill row shapes prepared up front (default [32, 8]; 1 is always there: the decode step). */
+  /**
+   * Prefill row shapes prepared up front (default prefillDefault(): [256, 64, 16, 8] where the device has
+   * tensor-core tiles, else [32, 8]; 1 is always there: the decode step).
+   */
   prefill?: number[];
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
   onProgress?: (p: LoadProgress) => void;
@@ -105,7 +109,7 @@ export class Driver {
     if (opts.ctx !== undefined && (!isInt(opts.ctx) || opts.ctx < 2)) {
       throw new InvalidArgumentError("ctx", `${String(opts.ctx)} is not an integer >= 2`);
     }
-    const prefill = opts.prefill ?? [32, 8];
+    const prefill = opts.prefill ?? prefillDefault(exec.targetSet().caps);
     if (!Array.isArray(prefill) || !prefill.every((r) => isInt(r) && r >= 1)) {
       throw new InvalidArgumentError("prefill", "must be an array of positive integers");
     }
@@ -436,12 +440,20 @@ function describe(v: unknown): string {
 }
 
 /**
+ * Prefill chunk rows: wide chunks where matmuls run on tensor-core tiles (kernels/lib/mma_matmul.ts, a chunk of
+ * 256 rows reads each weight once for 256 tokens), the FMA kernel's sizes elsewhere.
+ */
+export function prefillDefault(caps: Caps): number[] {
+  return caps.mma ? [256, 64, 16, 8] : [32, 8];
+}
+
+/**
  * What sizes the context on the device, for checkContext: f32 K and V of every layer per position, plus the
  * attention scores of the widest prefill chunk (rows x heads per position, counted twice for the softmax).
  */
 function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
   const c = model.config;
-  const rows = Math.max(1, ...(opts.prefill ?? [32, 8]));
+  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(exec.targetSet().caps)));
   let fixed = 0;
   for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
   return {

@@ -23,7 +23,7 @@ for (const s of mmaShapes()) {
 test("js (emulated mma): a row alone and inside m=37 give identical bits", async () => {
   const run = async (kernel: ReturnType<typeof mmaMatmul>, ins: Uint8Array[]) => {
     const r = await runCase(dev, { name: kernel.name, make: () => kernel, inputs: () => ins, expect: () => [] });
-    assert.ok(r.outputs, r.fault?.message);
+    assert.ok(r.outputs, r.fault?.message ?? "no outputs");
     return r.outputs![r.outputs!.length - 1];
   };
   const base = { n: 24, k: 160, w: "bf16" as const, bias: true, residual: true };

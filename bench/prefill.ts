@@ -1,0 +1,130 @@
+// Prefill (time to first token) at real shapes with deterministic random bf16 weights: a prompt of N random
+// token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
+// the same length. Several variants in one run, so a table compares them on the same device:
+//   mma: tensor-core matmuls for chunks of >= 16 rows (the default where the device has them); fma: the FMA
+//   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
+//   rounded once to bf16.
+//
+//   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
+//   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
+import { exit } from "node:process";
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
+import { Driver } from "../llm/driver.ts";
+import type { ModelHandle } from "../llm/model.ts";
+import { familyOf } from "../llm/registry.ts";
+import { syntheticLlama } from "../llm/synthetic.ts";
+import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
+
+const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
+  mma: { compile: { mma: "auto" } },
+  unsplit: { compile: { mma: "auto", mmaSplit: false } },
+  fma: { compile: { mma: "off" }, prefill: [32, 8] },
+  "fma-wide": { compile: { mma: "off" } },
+};
+
+export interface PrefillRow {
+  shape: string;
+  variant: string;
+  prompt: number;
+  ms: number;
+  chunks: string;
+}
+
+/** A Markdown table. */
+function formatTable(head: string[], rows: string[][]): string {
+  const line = (xs: string[]) => `| ${xs.join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
+}
+
+const NO_TEXT = { decoder: () => ({ push: () => "", flush: () => "" }), isEog: () => false } as unknown as Tokenizer;
+
+export async function runPrefillBench(o: {
+  shapes: string[];
+  backend: BackendChoice;
+  prompts: number[];
+  variants: string[];
+  prefill?: number[];
+  reps: number;
+  log: (s: string) => void;
+}): Promise<PrefillRow[]> {
+  const rows: PrefillRow[] = [];
+  for (const name of o.shapes) {
+    if (!isShapeName(name)) throw new RangeError(`unknown shape ${name}: ${Object.keys(SHAPES).join(", ")}`);
+    const c = SHAPES[name];
+    const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
+    const ctx = Math.max(...o.prompts) + 16;
+    for (const v of o.variants) {
+      const spec = VARIANTS[v];
+      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}`);
+      const model = {
+        arch: "llama", family: familyOf("llama"), config: c, format: "hf", store: syn.store, map: syn.map, tokenizer: NO_TEXT,
+        path: name, contextLength: ctx, close() {},
+      } as unknown as ModelHandle;
+      const engine = new Engine(await openBackend(o.backend), { compile: (g, t) => compileGraph(g, t, spec.compile) });
+      const t0 = performance.now();
+      const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
+      const chunks = (driver as unknown as { prefillRows: number[] }).prefillRows.join(",");
+      o.log(`${name} ${v}: loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s, prefill chunks ${chunks}`);
+      try {
+        for (const p of o.prompts) {
+          const ids = Array.from({ length: p }, (_, i) => 1 + ((i * 7919) % (c.vocab - 1)));
+          await driver.generate(ids, { maxTokens: 1, ignoreEos: true }); // warm-up (first replays, lazy work)
+          const times: number[] = [];
+          for (let r = 0; r < o.reps; r++) {
+            const t = performance.now();
+            await driver.generate(ids, { maxTokens: 1, ignoreEos: true });
+            times.push(performance.now() - t);
+          }
+          const ms = Math.min(...times);
+          rows.push({ shape: name, variant: v, prompt: p, ms, chunks });
+          o.log(`  prompt ${p}: ${ms.toFixed(2)} ms (best of ${o.reps}: ${times.map((x) => x.toFixed(1)).join(" ")})`);
+        }
+      } finally {
+        await driver.close();
+      }
+    }
+  }
+  return rows;
+}
+
+export async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args, strict: true, allowPositionals: false,
+    options: {
+      shape: { type: "string", default: "llama-3.2-1b" },
+      backend: { type: "string", default: "auto" },
+      prompts: { type: "string", default: "512,2048" },
+      variants: { type: "string", default: "mma,fma" },
+      prefill: { type: "string" },
+      reps: { type: "string", default: "3" },
+    },
+  });
+  const ints = (v: string, what: string) => v.split(",").map((s) => {
+    const x = Number(s);
+    if (!Number.isInteger(x) || x < 1) throw new RangeError(`--${what}: ${s} is not a positive integer`);
+    return x;
+  });
+  const rows = await runPrefillBench({
+    shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
+    variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
+    reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
+  });
+  console.log(formatTable(
+    ["shape", "variant", "prompt", "TTFT ms", "tok/s", "chunks"],
+    rows.map((r) => [r.shape, r.variant, String(r.prompt), r.ms.toFixed(2), (r.prompt / (r.ms / 1000)).toFixed(0), r.chunks]),
+  ));
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    exit(await main((globalThis as unknown as { Deno?: { args: string[] } }).Deno?.args ?? (await import("node:process")).argv.slice(2)));
+  } catch (e) {
+    console.error(`prefill bench: ${(e as Error).message}`);
+    exit(1);
+  }
+}
