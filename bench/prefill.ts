@@ -1,7 +1,8 @@
 // Prefill (time to first token) at real shapes with deterministic random bf16 weights: a prompt of N random
 // token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
 // the same length. Several variants in one run, so a table compares them on the same device:
-//   mma: tensor-core matmuls for chunks of >= 16 rows (the default where the device has them); fma: the FMA
+//   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
+//   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
 //   rounded once to bf16.
 //
@@ -21,6 +22,7 @@ import { isShapeName, SHAPES } from "./shapes.ts";
 
 const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
   mma: { compile: { mma: "auto" } },
+  "mma-noflash": { compile: { mma: "auto", flash: false } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },

@@ -62,6 +62,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   mma?: "auto" | "all" | "off";
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
+  /**
+   * Prefill attention of chunks of >= MMA_MIN_ROWS rows on MMA tiles (kernels/lib/flash.ts) where the target
+   * has them and mma is not "off"; default true. Decode and serving (paged) attention never use it.
+   */
+  flash?: boolean;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -163,6 +168,10 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
         const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+        if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
+          kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+          return;
+        }
         const splits = attentionSplitCount(caps, C, R * H);
         if (splits <= 1) {
           kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);

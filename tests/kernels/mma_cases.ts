@@ -7,7 +7,8 @@
 // rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
 import type { Caps } from "../../kernels/target.ts";
 import { mmaMatmul, type MmaMatmulShape } from "../../kernels/lib/mma_matmul.ts";
-import type { KernelCase } from "./cases.ts";
+import { attentionCase, type KernelCase } from "./cases.ts";
+import { flashAttention } from "../../kernels/lib/flash.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
 export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
@@ -127,4 +128,42 @@ export async function checkInvariance(
     }
   }
   return { mismatches };
+}
+
+// ---- flash attention (kernels/lib/flash.ts) -----------------------------------------------------------
+
+export interface FlashCfg {
+  rows: number;
+  heads: number;
+  kvHeads: number;
+  hd: number;
+  cap: number;
+  pos: number;
+  kv?: "f32" | "f16" | "bf16";
+  pt?: "u32" | "i32";
+  split?: boolean;
+}
+
+/** attention()'s case (same inputs and reference) run through the MMA kernel; unsplit gets f16 tolerance. */
+export function flashCase(c: FlashCfg, emulate: boolean, fault = false): KernelCase {
+  const base = attentionCase(c, fault);
+  return {
+    ...base,
+    name: `flash ${base.name}${c.split === false ? " unsplit" : ""}`,
+    make: (caps) => flashAttention(mmaCaps(caps, emulate), { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split }),
+    expect(ins) {
+      const e = base.expect(ins);
+      return c.split === false ? e.map((x) => ({ ...x, tol: { abs: 1e-5, rel: 4e-3 } })) : e;
+    },
+  };
+}
+
+export function flashCfgs(): FlashCfg[] {
+  return [
+    { rows: 16, heads: 4, kvHeads: 1, hd: 16, cap: 40, pos: 0 },
+    { rows: 5, heads: 2, kvHeads: 2, hd: 32, cap: 24, pos: 9, kv: "f16" },
+    { rows: 37, heads: 4, kvHeads: 2, hd: 64, cap: 80, pos: 20, pt: "i32" },
+    { rows: 20, heads: 3, kvHeads: 1, hd: 16, cap: 64, pos: 30, kv: "bf16" },
+    { rows: 33, heads: 2, kvHeads: 1, hd: 32, cap: 48, pos: 0, split: false },
+  ];
 }

@@ -6,17 +6,27 @@ import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
+import { flashAttention } from "../../kernels/lib/flash.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
-import { checkInvariance, mmaCase, mmaShapes } from "./mma_cases.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
 
 for (const s of mmaShapes()) {
   const kc = mmaCase(s, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+for (const c of flashCfgs()) {
+  const kc = flashCase(c, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+{
+  const kc = flashCase({ rows: 4, heads: 2, kvHeads: 1, hd: 16, cap: 8, pos: 5, pt: "i32" }, true, true);
   test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
 }
 
@@ -44,6 +54,11 @@ test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas ins
     const m = renderPtx(k, { sm: 90 });
     assert.match(m.ptx, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.(bf16|f16)\.f32/);
     const r = assemble(ptxas!, m.ptx, "sm_90");
+    assert.ok(r.ok, `${k.name}: ${r.log}`);
+  }
+  for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 128, cap: 2048, pos: 0, pt: undefined }]) {
+    const k = flashAttention(SM90_CAPS, { ...c, pos: c.pt ?? "u32" });
+    const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90");
     assert.ok(r.ok, `${k.name}: ${r.log}`);
   }
 });
