@@ -192,8 +192,15 @@ export class Driver {
     if (id !== undefined) return id;
     const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
-      // Sample from the last row only: a prefill chunk continues from its final position.
-      const last = rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows);
+      // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
+      // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
+      // 256-row chunk would otherwise spend a quarter of a 1B model's prefill on logits nobody reads).
+      const lm = tracer.nodes[logits.id];
+      const x = lm.op === "matmul" ? tracer.nodes[lm.inputs[0]] : undefined;
+      const last = rows === 1 ? logits
+        : x && x.shape.length === 2 && x.shape[0] === rows
+        ? tracer.label(tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]), "logits.last")
+        : tracer.slice(logits, 0, rows - 1, rows);
       appendSampler(tracer, last);
     } else {
       tracer.output("hidden", hidden);
