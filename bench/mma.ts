@@ -15,15 +15,26 @@ import { mmaMatmul, mmaMatmulFits } from "../kernels/lib/mma_matmul.ts";
 
 const L2_DEFEAT = 256 << 20;
 
-/** A variant name -> its kernel: fma8, fma32, mma (defaults), mma:MTxNT, mma:MTxNT:ksK, unsplit. */
+/** A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:unsplit (any parts). */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
   if (!mmaMatmulFits(caps, "bf16", n, k)) return undefined;
   if (v === "unsplit") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", split: false });
-  const [, tiles, ks] = v.split(":");
-  const [mt, nt] = tiles ? tiles.split("x").map(Number) : [undefined, undefined];
-  return mmaMatmul(caps, { n, k, batch: m, w: "bf16", mt, nt, ks: ks ? Number(ks.slice(2)) : undefined });
+  // mma[:MTxNT][:ksK][:uU][:unsplit]
+  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean } = {};
+  for (const part of v.split(":").slice(1)) {
+    if (/^\d+x\d+$/.test(part)) [o.mt, o.nt] = part.split("x").map(Number);
+    else if (part.startsWith("ks")) o.ks = Number(part.slice(2));
+    else if (part.startsWith("u")) o.unroll = Number(part.slice(1));
+    else if (part === "unsplit") o.split = false;
+    else throw new RangeError(`variant ${v}: unknown part ${part}`);
+  }
+  try {
+    return mmaMatmul(caps, { n, k, batch: m, w: "bf16", ...o });
+  } catch {
+    return undefined; // a tiling that does not fit this shape
+  }
 }
 
 export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: number, k: number): Promise<number> {

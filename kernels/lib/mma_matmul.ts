@@ -39,6 +39,8 @@ export interface MmaMatmulShape {
   mt?: number;
   /** 8-column tiles per warp (default by batch). */
   nt?: number;
+  /** K chunks per main-loop trip (an unroll: more loads in flight per warp); default 1. */
+  unroll?: number;
 }
 
 /**
@@ -79,7 +81,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const bM = Math.ceil(m / (16 * mt)), bN = Math.ceil(n / (8 * nt * nw));
   const total = bM * bN;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${(s.unroll ?? 1) > 1 ? `_u${s.unroll}` : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: 32 * ks * nw, grid });
   const x = b.buffer("x", "f32", "r");
   const W = b.buffer("w", w, "r");
@@ -140,7 +142,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
         for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
       }
     }
-  }, { unroll: 1 });
+  }, { unroll: s.unroll ?? 1 });
 
   // Tail: the leftover chunks and the last k % 32 columns in masked k16 steps, all on warp kk == 0 after its
   // main loop (the same place at every row count).

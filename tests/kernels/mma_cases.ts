@@ -86,6 +86,7 @@ export function mmaShapes(): MmaCaseShape[] {
     { n: 19, k: 136, batch: 64, w: "bf16", ks: 2 },
     { n: 64, k: 256, batch: 130, w: "bf16" },
     { n: 33, k: 520, batch: 5, w: "bf16", ks: 4 },
+    { n: 24, k: 384, batch: 18, w: "bf16", unroll: 2 },
     { n: 16, k: 64, batch: 9, w: "bf16", split: false },
     { n: 16, k: 48, batch: 20, w: "f16", split: false, mt: 1, nt: 1 },
   ];
