@@ -54,7 +54,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
   matmulTile?: number;
   /**
-   * Tensor-core matmuls (kernels/lib/mma_matmul.ts) where the target has `caps.mma` and the weight is bf16/f16:
+   * Tensor-core matmuls (kernels/lib/mma_matmul.ts) where the target has `caps.mma` and the weight is bf16:
    * "auto" (default) for matmuls of at least MMA_MIN_ROWS rows (prefill chunks), "all" for every row count
    * (the server's entries: batch 1 runs the same kernel as a full batch, so a row's bits never depend on the
    * batch), "off" never.
@@ -141,7 +141,9 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
   /** y = x W^T (+ bias / residual): on tensor cores where opts.mma and the target allow, else the FMA kernel. */
   function matmulKernel(s: lib.MatmulShape & { batch: number }): Kernel {
     const mode = opts.mma ?? "auto";
-    if (mode !== "off" && (s.w === "bf16" || s.w === "f16") && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
+    // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
+    // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
+    if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
       (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
       return lib.mmaMatmul(caps, { n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split: opts.mmaSplit });
     }
