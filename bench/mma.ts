@@ -15,19 +15,24 @@ import { mmaMatmul, mmaMatmulFits } from "../kernels/lib/mma_matmul.ts";
 
 const L2_DEFEAT = 256 << 20;
 
-/** A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:unsplit (any parts). */
+/**
+ * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:unsplit:xw (any parts;
+ * xw: x as prepared MMA words, the prep kernel not timed).
+ */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
   if (!mmaMatmulFits(caps, "bf16", n, k)) return undefined;
   if (v === "unsplit") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", split: false });
+  if (v === "mma") return mmaMatmul(caps, { n, k, batch: m, w: "bf16" });
   // mma[:MTxNT][:ksK][:uU][:unsplit]
-  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean } = {};
+  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean } = {};
   for (const part of v.split(":").slice(1)) {
     if (/^\d+x\d+$/.test(part)) [o.mt, o.nt] = part.split("x").map(Number);
     else if (part.startsWith("ks")) o.ks = Number(part.slice(2));
     else if (part.startsWith("u")) o.unroll = Number(part.slice(1));
     else if (part === "unsplit") o.split = false;
+    else if (part === "xw") o.prepared = true;
     else throw new RangeError(`variant ${v}: unknown part ${part}`);
   }
   try {

@@ -19,6 +19,12 @@ import { familyOf } from "../llm/registry.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { TimedDevice } from "./timed.ts";
+import { distinct, timeProgram, timeStep } from "./kernels.ts";
+import type { Graph } from "../graph/ir.ts";
+import type { LlamaConfig } from "../llm/families/llama.ts";
+import { appendSampler } from "../llm/sampling.ts";
+import type { Device } from "../backends/device.ts";
 
 const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
   mma: { compile: { mma: "auto" } },
@@ -51,6 +57,8 @@ export async function runPrefillBench(o: {
   variants: string[];
   prefill?: number[];
   reps: number;
+  /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
+  profile?: { rows: number; at: number };
   log: (s: string) => void;
 }): Promise<PrefillRow[]> {
   const rows: PrefillRow[] = [];
@@ -66,7 +74,8 @@ export async function runPrefillBench(o: {
         arch: "llama", family: familyOf("llama"), config: c, format: "hf", store: syn.store, map: syn.map, tokenizer: NO_TEXT,
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
-      const engine = new Engine(await openBackend(o.backend), { compile: (g, t) => compileGraph(g, t, spec.compile) });
+      const dev = new TimedDevice(await openBackend(o.backend));
+      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, spec.compile) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
       const chunks = (driver as unknown as { prefillRows: number[] }).prefillRows.join(",");
@@ -75,22 +84,50 @@ export async function runPrefillBench(o: {
         for (const p of o.prompts) {
           const ids = Array.from({ length: p }, (_, i) => 1 + ((i * 7919) % (c.vocab - 1)));
           await driver.generate(ids, { maxTokens: 1, ignoreEos: true }); // warm-up (first replays, lazy work)
+          dev.take(); // count the timed runs only
           const times: number[] = [];
           for (let r = 0; r < o.reps; r++) {
             const t = performance.now();
             await driver.generate(ids, { maxTokens: 1, ignoreEos: true });
             times.push(performance.now() - t);
           }
+          const t = dev.take(), n = o.reps;
+          o.log(`    host per run: write ${(t.write / n).toFixed(1)} ms, issue ${(t.issue / n).toFixed(1)} ms, wait ${(t.wait / n).toFixed(1)} ms, ` +
+            `read ${(t.read / n).toFixed(1)} ms, compile ${(t.compile / n).toFixed(1)} ms, record ${(t.record / n).toFixed(1)} ms`);
           const ms = Math.min(...times);
           rows.push({ shape: name, variant: v, prompt: p, ms, chunks });
           o.log(`  prompt ${p}: ${ms.toFixed(2)} ms (best of ${o.reps}: ${times.map((x) => x.toFixed(1)).join(" ")})`);
         }
+        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, spec.compile, o.log);
       } finally {
         await driver.close();
       }
     }
   }
   return rows;
+}
+
+/** One chunk's step graph as the Driver builds it (last-row logits, sampler). */
+function chunkGraph(c: LlamaConfig, rows: number, cap: number): Graph {
+  const { tracer, logits } = familyOf("llama").trace(c, { rows, cap }, { dtypeOf: (r) => (r.role.endsWith("norm") ? "f32" : "bf16") });
+  const lm = tracer.nodes[logits.id];
+  const x = tracer.nodes[lm.inputs[0]];
+  appendSampler(tracer, rows === 1 ? logits : tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]));
+  return tracer.build();
+}
+
+/** Device time of one chunk's program (zeroed weights) and of its kernels, the costliest first. */
+async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, opts: CompileOptions, log: (s: string) => void): Promise<void> {
+  const cap = at + rows + 16;
+  const prog = compileGraph(chunkGraph(c, rows, cap), dev.target, opts);
+  const whole = await timeProgram(dev, prog, 5, at);
+  log(`  profile: a ${rows}-row chunk at position ${at}: ${whole.queued.toFixed(2)} ms queued, ${whole.synced.toFixed(2)} ms synced`);
+  const rowsOut: { name: string; count: number; us: number }[] = [];
+  for (const { step, count } of distinct(prog)) {
+    rowsOut.push({ name: step.kernel.name, count, us: await timeStep(dev, prog, step, Math.min(20, Math.max(3, count)), at) });
+  }
+  rowsOut.sort((a, b) => b.us * b.count - a.us * a.count);
+  for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -103,6 +140,8 @@ export async function main(args: string[]): Promise<number> {
       variants: { type: "string", default: "mma,fma" },
       prefill: { type: "string" },
       reps: { type: "string", default: "3" },
+      // ROWS@POS: time one chunk's program by kernel
+      profile: { type: "string" },
     },
   });
   const ints = (v: string, what: string) => v.split(",").map((s) => {
@@ -114,6 +153,7 @@ export async function main(args: string[]): Promise<number> {
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
     variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
+    profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
   });
   console.log(formatTable(
     ["shape", "variant", "prompt", "TTFT ms", "tok/s", "chunks"],

@@ -138,16 +138,27 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     }
   }
 
-  /** y = x W^T (+ bias / residual): on tensor cores where opts.mma and the target allow, else the FMA kernel. */
-  function matmulKernel(s: lib.MatmulShape & { batch: number }): Kernel {
+  /**
+   * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
+   * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
+   * reuses: steps run in order), else the FMA kernel.
+   */
+  function matmulSteps(s: lib.MatmulShape & { batch: number }, bindings: Binding[], work: Work): void {
     const mode = opts.mma ?? "auto";
     // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
     // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
     if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
       (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
-      return lib.mmaMatmul(caps, { n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split: opts.mmaSplit });
+      const split = opts.mmaSplit ?? true;
+      const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
+      const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
+      kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+      const k = lib.mmaMatmul(caps, { n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+      kernel(k, [xw, ...bindings.slice(1)], work);
+      return;
     }
-    return lib.matmul(caps, { ...s, tile: opts.matmulTile });
+    kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
   }
 
   function lowerUnit(u: Unit): void {
@@ -158,8 +169,8 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
         const K = wn.shape[1], N = wn.shape[0];
         const extra = u.residual ?? u.bias!;
-        const k = matmulKernel({ n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined });
-        kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
+        matmulSteps({ n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined },
+          [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
         return;
       }
       case "attention": {
@@ -218,8 +229,8 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const K = last(xn);
         if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
           const N = wn.shape[0];
-          const k = matmulKernel({ n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType });
-          return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+          return matmulSteps({ n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, [bind(x), bind(w), out],
+            { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
         }
         const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
         const batch = numel(xn.shape) / (M * K);

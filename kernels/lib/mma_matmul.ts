@@ -41,6 +41,39 @@ export interface MmaMatmulShape {
   nt?: number;
   /** K chunks per main-loop trip (an unroll: more loads in flight per warp); default 1. */
   unroll?: number;
+  /**
+   * x arrives as MMA words made once by mmaPrepX (binding 0 is u32 [parts, batch, k / 2]) instead of f32: the
+   * main loop then only loads, where otherwise every warp of a column group rounds and splits x again.
+   */
+  prepared?: boolean;
+}
+
+/**
+ * x f32 [m, k] -> MMA operand words u32 [parts, m, k / 2] (part 0: x rounded to `ab` in pairs, low half = the
+ * even k; part 1 with split: the rounding's remainder, rounded likewise), for mmaMatmul's `prepared` input.
+ * Bindings: x f32 [m, k] (r); xw u32 [parts * m * k / 2] (w). k must be a multiple of 8.
+ */
+export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean }): Kernel {
+  const { m, k, ab } = s, split = s.split ?? true;
+  if (!(k % 8 === 0 && m >= 1)) throw new KernelError(`mma prep: k=${k} is not a multiple of 8`);
+  if (m * k >= 2 ** 32) throw new KernelError("mma prep: indices exceed 32 bits");
+  const items = (m * k) / 8, wg = Math.min(256, caps.maxWorkgroupSize);
+  const grid = gridFor(caps, Math.ceil(items / wg));
+  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? "" : "_nosplit"}`, { workgroup: wg, grid });
+  const x = b.buffer("x", "f32", "r");
+  const xw = b.buffer("xw", "u32", "w");
+  const i = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "i");
+  b.if(i.lt(items), () => {
+    const v = [...b.loadv(x, i.mul(8), 4), ...b.loadv(x, i.mul(8).add(4), 4)];
+    const hi = [0, 2, 4, 6].map((j) => b.let(b.pack2(ab, v[j], v[j + 1]), "u32", "hw"));
+    b.storev(xw, i.mul(4), hi);
+    if (split) {
+      const half = (w: Val, upper: boolean) => un(ab === "bf16" ? "bf16bits" : "f16bits", upper ? w.shr(16) : w.and(0xffff));
+      const lo = [0, 2, 4, 6].map((j, q) => b.pack2(ab, v[j].sub(half(hi[q], false)), v[j + 1].sub(half(hi[q], true))));
+      b.storev(xw, i.mul(4).add((m * k) / 2), lo);
+    }
+  });
+  return b.build();
 }
 
 /**
@@ -72,8 +105,9 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
   const split = s.split ?? true;
   const ks = s.ks ?? mmaKSplit(n, k);
-  const mt = s.mt ?? (m <= 16 ? 1 : m <= 32 ? 2 : 4);
-  const nt = s.nt ?? (m <= 64 ? 2 : 4);
+  // measured on the H200 (bench/mma.ts): 2 x 4 tiles per warp beat 1 x 2 .. 8 x 2 from 32 to 256 rows
+  const mt = s.mt ?? (m <= 16 ? 1 : 2);
+  const nt = s.nt ?? (m <= 16 ? 2 : 4);
   const nw = Math.max(1, Math.floor(4 / ks)); // warps along N in a workgroup
   const chunks = Math.floor(k / 32);
   if (![1, 2, 4, 8].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
@@ -81,9 +115,10 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const bM = Math.ceil(m / (16 * mt)), bN = Math.ceil(n / (8 * nt * nw));
   const total = bM * bN;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${(s.unroll ?? 1) > 1 ? `_u${s.unroll}` : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${(s.unroll ?? 1) > 1 ? `_u${s.unroll}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: 32 * ks * nw, grid });
-  const x = b.buffer("x", "f32", "r");
+  const prepared = s.prepared ?? false;
+  const x = prepared ? b.buffer("xw", "u32", "r") : b.buffer("x", "f32", "r");
   const W = b.buffer("w", w, "r");
   const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
   const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
@@ -134,6 +169,17 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     const at = b.let(kb.add(t.mul(8)), "u32", "kat");
     const ws = wr.map((r) => b.loadv(W, r.add(at).shr(1), 4, "u32"));
     for (let i = 0; i < mt; i++) {
+      if (prepared) {
+        // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
+        const part = (p: number) => xr[i].map((r) => b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
+        const hw = part(0), lw = split ? part(1) : undefined;
+        for (let h = 0; h < 2; h++) {
+          const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
+          const A = { hi: pick(hw), lo: lw ? pick(lw) : undefined };
+          for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
+        }
+        continue;
+      }
       const xs = xr[i].map((r) => [...b.loadv(x, r.add(at), 4), ...b.loadv(x, r.add(at).add(4), 4)]);
       for (let h = 0; h < 2; h++) {
         // lane t's values 4h+{0,1} feed k slots (2t, 2t+1), 4h+{2,3} slots (2t+8, 2t+9) of MMA h
@@ -156,6 +202,15 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
         const wv = (r: Val, q: number) => ok[q].select(b.load(W, r.add(kAt[q].min(k - 1)), "u16"), u32(0));
         const bws = wr.map((r) => [wv(r, 0).or(wv(r, 1).shl(16)), wv(r, 2).or(wv(r, 3).shl(16))].map((v) => b.let(v, "u32", "bt")));
         for (let i = 0; i < mt; i++) {
+          if (prepared) {
+            // k % 8 == 0: a pair is wholly inside or past k; a word past k is zero
+            const word = (r: Val, q: number, p: number) =>
+              ok[q].select(b.load(x, r.add(kAt[q].min(k - 2)).shr(1).add((p * m * k) / 2)), u32(0));
+            const pick = (p: number) => [word(xr[i][0], 0, p), word(xr[i][1], 0, p), word(xr[i][0], 2, p), word(xr[i][1], 2, p)].map((v) => b.let(v, "u32", "aw"));
+            const A = { hi: pick(0), lo: split ? pick(1) : undefined };
+            for (let j = 0; j < nt; j++) mmaStep(A, bws[j], i, j);
+            continue;
+          }
           const pairs = xr[i].map((r) => [[xv(r, 0), xv(r, 1)], [xv(r, 2), xv(r, 3)]]);
           const A = aWords(pairs);
           for (let j = 0; j < nt; j++) mmaStep(A, bws[j], i, j);

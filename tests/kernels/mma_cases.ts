@@ -6,7 +6,9 @@
 // itself; products are exact and the sum is f32 (the hardware's order): |got - want| <= rel * sum |x w| with
 // rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
 import type { Caps } from "../../kernels/target.ts";
-import { mmaMatmul, type MmaMatmulShape } from "../../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, type MmaMatmulShape, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
+import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
@@ -167,4 +169,37 @@ export function flashCfgs(): FlashCfg[] {
     { rows: 20, heads: 3, kvHeads: 1, hd: 16, cap: 64, pos: 30, kv: "bf16" },
     { rows: 33, heads: 2, kvHeads: 1, hd: 32, cap: 48, pos: 0, split: false },
   ];
+}
+
+// ---- prepared x (mmaPrepX then mmaMatmul { prepared }) ------------------------------------------------
+
+/**
+ * Runs mmaPrepX and the prepared matmul over the case's inputs on `dev` and returns the case's problems (empty
+ * = pass): the same reference and tolerance as the one-kernel case.
+ */
+export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean): Promise<string[]> {
+  const kc = mmaCase(s, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const parts = s.split === false ? 1 : 2;
+  const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
+  const mm = mmaMatmul(caps, { ...s, prepared: true });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const xw = dev.alloc(parts * s.batch * s.k * 2, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
+      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), ...bufs.slice(1).map(bind)] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, xw]) dev.free(b);
+  }
 }

@@ -11,7 +11,7 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes } from "./mma_cases.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runPrepared } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
@@ -19,6 +19,10 @@ const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, sub
 for (const s of mmaShapes()) {
   const kc = mmaCase(s, true);
   test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
+  test(`js (emulated mma): prepared x: ${mmaCase(s, true).name}`, async () => assert.deepEqual(await runPrepared(dev, s, true), []));
 }
 
 for (const c of flashCfgs()) {

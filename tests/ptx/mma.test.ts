@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes } from "../kernels/mma_cases.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runPrepared } from "../kernels/mma_cases.ts";
 
 const probe = probePtx();
 const dev = typeof probe === "string" ? undefined : probe;
@@ -16,6 +16,10 @@ const opts = { skip, timeout: 300_000 };
 for (const s of [...mmaShapes(), { n: 256, k: 2048, batch: 70, w: "bf16" as const, residual: true }]) {
   const kc = mmaCase(s, false);
   test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+
+for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
+  test(`ptx: prepared x: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await runPrepared(dev!, s, false), []));
 }
 
 for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 64, cap: 600, pos: 300, kv: "f16" as const }]) {
