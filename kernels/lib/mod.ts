@@ -6,6 +6,7 @@ export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type
 export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";
+export { zeroFill } from "./fill.ts";
 export { mmaKSplit, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
 export {
   attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, pagedAttentionPartial,
