@@ -52,7 +52,8 @@ test("mma matmul is refused where the target has no MMA tile", () => {
 });
 
 const ptxas = findPtxas();
-test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas installed" }, () => {
+// bun's default per-test limit is 5 s; one ptxas run per kernel takes longer
+test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
   for (const s of [...mmaShapes(), { n: 2048, k: 2048, batch: 32, w: "bf16" as const }, { n: 8192, k: 2048, batch: 512, w: "bf16" as const, residual: true }]) {
     const k = mmaMatmul(SM90_CAPS, s);
     const m = renderPtx(k, { sm: 90 });

@@ -32,7 +32,7 @@ test("lowering picks the MMA matmul and flash attention for a 20-row chunk only 
   assert.ok(!decode.steps.some((s) => s.k === "kernel" && /^(mma_|flash_)/.test(s.kernel.name)), "batch-1 decode must keep its gemv kernels");
 });
 
-test("a 20-row Llama prefill on (emulated) MMA tiles equals the FMA path within the split MMA's precision", async () => {
+test("a 20-row Llama prefill on (emulated) MMA tiles equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
   const { store, map, graph } = step(ROWS);
   const run = async (mma: boolean) => {
     const eng = new Engine(new JsDevice({ caps: { ...caps, mma } }), { compile: compileGraph });
