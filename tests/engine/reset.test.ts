@@ -1,20 +1,22 @@
 // resetState zeroes every State buffer: the large ones on the device (a fill kernel), the small ones through a
-// host upload; the first step after it counts from zero again.
+// host upload; the first step after it counts from zero again. On every device present.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
-import { JsDevice } from "../../backends/js/device.ts";
+import { openDevice, selectedBackends } from "../devices/index.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { Tracer } from "../../graph/tracer.ts";
 
-test("resetState zeroes large (device fill) and small (upload) State buffers", async () => {
+for (const backend of selectedBackends()) {
+  const dev = await openDevice(backend);
+  test(`${backend}: resetState zeroes large (device fill) and small (upload) State buffers`, { skip: typeof dev === "string" ? dev : false, timeout: 120_000 }, async () => {
   const t = new Tracer();
   const big = t.state("big", "f32", [1030]), small = t.state("small", "f32", [3]);
   t.output("big", big);
   t.output("small", small);
   t.writeState("big", t.add(big, 1));
   t.writeState("small", t.add(small, 2));
-  const eng = new Engine(new JsDevice({}), { compile: compileGraph });
+  const eng = new Engine(dev as Exclude<typeof dev, string>, { compile: compileGraph });
   try {
     const id = eng.addEntry("count", t.build());
     for (let i = 0; i < 3; i++) await eng.step(id, {});
@@ -29,4 +31,5 @@ test("resetState zeroes large (device fill) and small (upload) State buffers", a
   } finally {
     await eng.unload();
   }
-});
+  });
+}
