@@ -6,7 +6,8 @@
 // W row (8 values) and 8 contiguous f32 of two x rows per chunk. That permutes k inside a chunk (lane t's 8
 // values feed the MMA's k slots 2t, 2t+1, 2t+8, 2t+9 of two k16 steps), the same permutation on both sides,
 // so the sum is unchanged while every load is one 16-byte vector. `ks` warps of a workgroup split the chunks
-// round-robin and meet in shared memory at the end, summed in a fixed order.
+// round-robin and meet in shared memory at the end, summed in a fixed order. The lowering passes x `prepared`:
+// mmaPrepX turns it into MMA words once, so warps load words instead of rounding x again per column group.
 //
 // Precision. x is f32 here; the MMA takes 16-bit inputs. With `split` (the default) x goes in as hi + lo, both
 // 16-bit (two MMAs per tile), which keeps ~16 bits of x's mantissa: close to the f32 FMA path at twice the
@@ -15,7 +16,8 @@
 //
 // Batch invariance (issue 14): a row's result depends on its x row, W, and the K schedule (chunk size, `ks`,
 // the split), never on how many rows there are. `ks` is a function of (n, k) alone; `mt`/`nt` only choose which
-// warp computes a row. Rows past m read the last row (clamped) and are not written; columns past n likewise.
+// warp computes a row (and `unroll` only the loop's shape). Rows past m read the last row (clamped) and are not
+// written; columns past n likewise.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
