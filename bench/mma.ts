@@ -16,8 +16,8 @@ import { mmaMatmul, mmaMatmulFits } from "../kernels/lib/mma_matmul.ts";
 const L2_DEFEAT = 256 << 20;
 
 /**
- * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:unsplit:xw (any parts;
- * xw: x as prepared MMA words, the prep kernel not timed).
+ * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:wNWxMW:unsplit:xw (any
+ * parts; wNWxMW: warps along N and M per workgroup; xw: x as prepared MMA words, the prep kernel not timed).
  */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
@@ -25,21 +25,26 @@ export function variantKernel(dev: Device, v: string, m: number, n: number, k: n
   if (!mmaMatmulFits(caps, "bf16", n, k)) return undefined;
   if (v === "unsplit") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", split: false });
   if (v === "mma") return mmaMatmul(caps, { n, k, batch: m, w: "bf16" });
-  // mma[:MTxNT][:ksK][:uU][:unsplit]
-  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean } = {};
-  for (const part of v.split(":").slice(1)) {
+  try {
+    return mmaMatmul(caps, { n, k, batch: m, w: "bf16", ...parseLayout(v.split(":").slice(1)) });
+  } catch {
+    return undefined; // a tiling that does not fit this shape
+  }
+}
+
+/** Layout parts: MTxNT, ksK, uU, wNWxMW, unsplit, xw. */
+export function parseLayout(parts: string[]): { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean; nw?: number; mw?: number } {
+  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean; nw?: number; mw?: number } = {};
+  for (const part of parts) {
     if (/^\d+x\d+$/.test(part)) [o.mt, o.nt] = part.split("x").map(Number);
     else if (part.startsWith("ks")) o.ks = Number(part.slice(2));
     else if (part.startsWith("u")) o.unroll = Number(part.slice(1));
     else if (part === "unsplit") o.split = false;
     else if (part === "xw") o.prepared = true;
-    else throw new RangeError(`variant ${v}: unknown part ${part}`);
+    else if (/^w\d+x\d+$/.test(part)) [o.nw, o.mw] = part.slice(1).split("x").map(Number);
+    else throw new RangeError(`layout: unknown part ${part}`);
   }
-  try {
-    return mmaMatmul(caps, { n, k, batch: m, w: "bf16", ...o });
-  } catch {
-    return undefined; // a tiling that does not fit this shape
-  }
+  return o;
 }
 
 export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: number, k: number): Promise<number> {

@@ -21,6 +21,7 @@ import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
+import { parseLayout } from "./mma.ts";
 import type { Graph } from "../graph/ir.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { appendSampler } from "../llm/sampling.ts";
@@ -56,6 +57,8 @@ export async function runPrefillBench(o: {
   prompts: number[];
   variants: string[];
   prefill?: number[];
+  /** Tiling of the prefill MMA matmuls (CompileOptions.mmaLayout), for the mma variants. */
+  layout?: CompileOptions["mmaLayout"];
   reps: number;
   /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
   profile?: { rows: number; at: number };
@@ -75,7 +78,8 @@ export async function runPrefillBench(o: {
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
-      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, spec.compile) });
+      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout };
+      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
       const chunks = (driver as unknown as { prefillRows: number[] }).prefillRows.join(",");
@@ -98,7 +102,7 @@ export async function runPrefillBench(o: {
           rows.push({ shape: name, variant: v, prompt: p, ms, chunks });
           o.log(`  prompt ${p}: ${ms.toFixed(2)} ms (best of ${o.reps}: ${times.map((x) => x.toFixed(1)).join(" ")})`);
         }
-        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, spec.compile, o.log);
+        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, copts, o.log);
       } finally {
         await driver.close();
       }
@@ -142,6 +146,8 @@ export async function main(args: string[]): Promise<number> {
       reps: { type: "string", default: "3" },
       // ROWS@POS: time one chunk's program by kernel
       profile: { type: "string" },
+      // tiling of the prefill MMA matmuls, as bench/mma.ts variants: e.g. 2x4:ks1:w4x2
+      "mma-layout": { type: "string" },
     },
   });
   const ints = (v: string, what: string) => v.split(",").map((s) => {
@@ -153,6 +159,7 @@ export async function main(args: string[]): Promise<number> {
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
     variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
+    layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
     profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
   });
   console.log(formatTable(

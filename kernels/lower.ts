@@ -67,6 +67,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * has them and mma is not "off"; default true. Decode and serving (paged) attention never use it.
    */
   flash?: boolean;
+  /**
+   * Tiling of the "auto" (prefill) MMA matmuls (tuning runs; kernels/lib/mma_matmul.ts): warps splitting K, along
+   * N and M, tiles per warp, unroll. Serving ("all") keeps the library's, whose K split is a function of the shape.
+   */
+  mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -154,7 +159,8 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
       const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
       kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
-      const k = lib.mmaMatmul(caps, { n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+      const layout = mode === "auto" ? opts.mmaLayout : undefined;
+      const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
       kernel(k, [xw, ...bindings.slice(1)], work);
       return;
     }

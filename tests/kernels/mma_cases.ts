@@ -21,7 +21,8 @@ export function mmaCaps(caps: Caps, emulate: boolean): Caps {
 }
 
 function caseName(s: MmaCaseShape): string {
-  const opt = [s.bias && "bias", s.residual && "residual", s.split === false && "unsplit", s.ks && `ks=${s.ks}`, s.mt && `mt=${s.mt}`, s.nt && `nt=${s.nt}`];
+  const opt = [s.bias && "bias", s.residual && "residual", s.split === false && "unsplit", s.ks && `ks=${s.ks}`, s.mt && `mt=${s.mt}`, s.nt && `nt=${s.nt}`,
+    (s.nw || s.mw) && `warps=${s.nw ?? "-"}x${s.mw ?? "-"}`, s.unroll && `unroll=${s.unroll}`];
   return `mma matmul ${s.w} n=${s.n} k=${s.k} m=${s.batch}${opt.filter(Boolean).map((x) => ` ${x}`).join("")}`;
 }
 
@@ -89,6 +90,8 @@ export function mmaShapes(): MmaCaseShape[] {
     { n: 64, k: 256, batch: 130, w: "bf16" },
     { n: 33, k: 520, batch: 5, w: "bf16", ks: 4 },
     { n: 24, k: 384, batch: 18, w: "bf16", unroll: 2 },
+    { n: 72, k: 96, batch: 70, w: "bf16", ks: 1, nw: 2, mw: 2, residual: true },
+    { n: 40, k: 256, batch: 45, w: "bf16", ks: 2, nw: 1, mw: 2 },
     { n: 16, k: 64, batch: 9, w: "bf16", split: false },
     { n: 16, k: 48, batch: 20, w: "f16", split: false, mt: 1, nt: 1 },
   ];
