@@ -72,6 +72,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * N and M, tiles per warp, unroll. Serving ("all") keeps the library's, whose K split is a function of the shape.
    */
   mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
+  /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
+  flashSplits?: number;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -188,7 +190,17 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
         if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
-          kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+          // a warp per (16 rows, head) is latency-bound: split the positions until ~4096 warps fill the GPU
+          const warps = Math.ceil(R / 16) * H;
+          const fs = opts.flashSplits ?? Math.max(1, Math.min(16, Math.ceil(4096 / warps), Math.ceil(C / 64)));
+          if (fs <= 1) {
+            kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+            return;
+          }
+          const bytes = R * H * fs * (D + 2) * 4;
+          const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+          kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+          kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
           return;
         }
         const splits = attentionSplitCount(caps, C, R * H);

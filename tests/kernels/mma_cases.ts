@@ -11,6 +11,7 @@ import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
+import { attentionCombine } from "../../kernels/lib/attention.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
 export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
@@ -204,5 +205,32 @@ export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean
     return checkCase(kc, { inputs: ins, outputs });
   } finally {
     for (const b of [...bufs, xw]) dev.free(b);
+  }
+}
+
+/** flashAttention with `splits` then attentionCombine over the case's inputs; the case's problems (empty = pass). */
+export async function runFlashSplit(dev: Device, c: FlashCfg, splits: number, emulate: boolean): Promise<string[]> {
+  const kc = flashCase(c, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const fk = flashAttention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split, splits });
+  const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const part = dev.alloc(c.rows * c.heads * splits * (c.hd + 2) * 4, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
+      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, part]) dev.free(b);
   }
 }

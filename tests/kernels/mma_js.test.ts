@@ -11,7 +11,7 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runPrepared } from "./mma_cases.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
@@ -32,6 +32,10 @@ for (const c of flashCfgs()) {
 {
   const kc = flashCase({ rows: 4, heads: 2, kvHeads: 1, hd: 16, cap: 8, pos: 5, pt: "i32" }, true, true);
   test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+for (const [c, splits] of [[flashCfgs()[2], 3], [flashCfgs()[0], 4], [{ rows: 40, heads: 4, kvHeads: 2, hd: 32, cap: 200, pos: 150, kv: "f16" }, 5]] as const) {
+  test(`js (emulated mma): split ${splits} ways: ${flashCase(c, true).name}`, async () => assert.deepEqual(await runFlashSplit(dev, c, splits, true), []));
 }
 
 test("js (emulated mma): a row alone and inside m=37 give identical bits", async () => {

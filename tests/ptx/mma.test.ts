@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runPrepared } from "../kernels/mma_cases.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "../kernels/mma_cases.ts";
 
 const probe = probePtx();
 const dev = typeof probe === "string" ? undefined : probe;
@@ -25,6 +25,10 @@ for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
 for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 64, cap: 600, pos: 300, kv: "f16" as const }]) {
   const kc = flashCase(c, false);
   test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+
+for (const [c, splits] of [[flashCfgs()[2], 3], [flashCfgs()[0], 4], [{ rows: 40, heads: 4, kvHeads: 2, hd: 32, cap: 200, pos: 150, kv: "f16" }, 5]] as const) {
+  test(`ptx: split ${splits} ways: ${flashCase(c, false).name}`, opts, async () => assert.deepEqual(await runFlashSplit(dev!, c, splits, false), []));
 }
 
 test("ptx: mma matmul rows alone equal the same rows inside batches of 37, 64 and 130", opts, async () => {
