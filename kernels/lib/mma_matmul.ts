@@ -124,7 +124,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     throw new KernelError(`mma matmul: ${ks} x ${nw} x ${mw} warps per workgroup`);
   }
   const chunks = Math.floor(k / 32);
-  if (![1, 2, 4, 8].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
+  if (![1, 2, 4, 8, 16].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
   if (!(mt >= 1 && mt <= 8 && nt >= 1 && nt <= 8)) throw new KernelError(`mma matmul: tiles ${mt}x${nt}`);
   const bM = Math.ceil(m / (16 * mt * mw)), bN = Math.ceil(n / (8 * nt * nw));
   const total = bM * bN;
