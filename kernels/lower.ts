@@ -161,7 +161,8 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
       const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
       const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
       kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
-      const layout = mode === "auto" ? opts.mmaLayout : undefined;
+      // serving entries: a K split for one row as much as for many (the same at every entry: invariance)
+      const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
       const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
       kernel(k, [xw, ...bindings.slice(1)], work);
       return;

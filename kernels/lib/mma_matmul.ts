@@ -94,6 +94,17 @@ export function mmaKSplit(n: number, k: number): number {
   return ks;
 }
 
+/**
+ * K split for a row count that is small at times (the server's entries, batch 1 included): ~8192 warps for a
+ * memory-bound step, up to 16 warps per column group, at least two chunks each. On the H200 a 1-row 8192 x
+ * 2048 matmul took 13.9 µs with 16 where mmaKSplit's 2 took 35.9 µs. Also a function of (n, k) only.
+ */
+export function mmaKSplitWide(n: number, k: number): number {
+  let ks = 1;
+  while (ks < 16 && Math.ceil(n / 16) * ks < 8192 && Math.floor(k / 32) >= ks * 4) ks *= 2;
+  return ks;
+}
+
 /** Whether the MMA matmul takes this shape on this target. */
 export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): boolean {
   return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
@@ -113,11 +124,14 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
   const split = s.split ?? true;
   const ks = s.ks ?? mmaKSplit(n, k);
-  // measured on the H200 (bench/mma.ts): 2 x 4 tiles per warp beat 1 x 2 .. 8 x 2 from 32 to 256 rows
+  // measured on the H200 (bench/mma.ts): 2 x 4 tiles per warp beat 1 x 2 .. 8 x 2 from 32 to 256 rows, and
+  // beat workgroups of warps along M (nw/mw) by 1.3-4x
+  // 1 x 1 at one row (more warps in flight: 5.2 against 6.5 µs for 2048 x 2048 at ks 16)
+  // A 16-warp K split keeps 2 x 2 tiles and no unroll: 16 warps of ~128 registers would fill the register file.
   const mt = s.mt ?? (m <= 16 ? 1 : 2);
-  const nt = s.nt ?? (m <= 16 ? 2 : 4);
+  const nt = s.nt ?? (m <= 16 ? 1 : ks >= 16 ? 2 : 4);
   // two chunks a trip keep more loads in flight: 25% faster at 32 rows on the H200; unmeasured past 64
-  const unroll = s.unroll ?? (m > 16 && m <= 64 ? 2 : 1);
+  const unroll = s.unroll ?? (m > 16 && m <= 64 && ks < 16 ? 2 : 1);
   const nw = s.nw ?? Math.max(1, Math.floor(4 / ks)); // warps along N in a workgroup
   const mw = s.mw ?? 1; // warps along M
   if (!(Number.isInteger(nw) && Number.isInteger(mw) && nw >= 1 && mw >= 1 && ks * nw * mw <= 32)) {

@@ -7,7 +7,7 @@ export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
-export { mmaKSplit, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
+export { mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
 export {
   attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, pagedAttentionPartial,
   type PagedAttentionShape,

@@ -47,6 +47,9 @@ test("js (emulated mma): a row alone and inside m=37 give identical bits", async
   const base = { n: 24, k: 160, w: "bf16" as const, bias: true, residual: true };
   const r = await checkInvariance(dev.target.caps, true, base, 37, [0, 5, 36], run);
   assert.deepEqual(r.mismatches, []);
+  // the serving entries' 16-warp K split, with its other tiles at 1 and at 37 rows
+  const wide = await checkInvariance(dev.target.caps, true, { n: 16, k: 2048, w: "bf16", ks: 16 }, 37, [0, 36], run);
+  assert.deepEqual(wide.mismatches, []);
 });
 
 test("mma matmul is refused where the target has no MMA tile", () => {
