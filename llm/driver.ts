@@ -461,7 +461,10 @@ export function prefillDefault(caps: Caps): number[] {
  */
 function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
   const c = model.config;
-  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(exec.targetSet().caps)));
+  // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
+  // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
+  const caps = exec.targetSet().caps;
+  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(caps)).map((r) => caps.mma && r >= 16 ? Math.min(r, 32) : r));
   let fixed = 0;
   for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
   return {
