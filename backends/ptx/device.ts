@@ -363,6 +363,7 @@ export class PtxDevice implements Device {
     const known = this.byKernel.get(kernel);
     if (known) return known;
     if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
+    if (kernel.uses.mma && !this.target.caps.mma) throw new Unsupported(`ptx: ${kernel.name} needs warp MMA tiles (sm_80+)`);
     let mod: PtxModule;
     try {
       mod = renderPtx(kernel, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });

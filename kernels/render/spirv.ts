@@ -76,6 +76,7 @@ class Emitter {
 
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
+    if (k.uses.mma) throw new KernelError(`${k.name}: spirv: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
@@ -238,6 +239,7 @@ class Emitter {
       case "subgroup": return this.reduce(e.op, this.expr(e.a), e.a.t);
       case "shuffle":
         return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane), e.lane.k === "const" ? e.lane.v : undefined);
+      case "pack2": return this.fail("pack2 is an MMA operand (PTX only)");
     }
   }
 

@@ -132,6 +132,7 @@ class Wgsl {
   private readonly mem: WordStorage;
 
   constructor(readonly k: Kernel, readonly opts: WgslOptions) {
+    if (k.uses.mma) throw new KernelError(`${k.name}: wgsl: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     this.analyse();
     this.mem = new WordStorage(k, this.bufs, this);
     this.flagMode = k.body.some(hasBarrier);
@@ -290,6 +291,7 @@ class Wgsl {
         return `${f}(${this.ex(e.a)})`;
       }
       case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
+      case "pack2": throw new KernelError(`${this.k.name}: wgsl: pack2 is an MMA operand (PTX only)`);
     }
   }
 
