@@ -19,12 +19,15 @@ export class LoweringError extends Error {
 }
 
 /**
- * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, chunks of at least 64
- * positions; none on one-lane targets (the JS device) or when rows x heads already fill it.
+ * Chunks for split-K attention: about 4096 (row, head, chunk) teams (a warp each: 132 SMs x ~32 resident warps
+ * on an H200), so each team's share of a long context is a few dozen positions and many K/V loads are in
+ * flight; chunks of at least 32 positions of the capacity, at most 128 chunks (the combine unrolls over them);
+ * none on one-lane targets (the JS device) or when rows x heads already fill the GPU. The share is sized from
+ * the slot's position, so at a short context most chunks are empty and cost a launch slot each.
  */
 function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
   if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
-  return Math.max(1, Math.min(Math.ceil(cap / 64), Math.ceil(1024 / items)));
+  return Math.max(1, Math.min(Math.ceil(cap / 32), Math.ceil(4096 / items), 128));
 }
 
 /** Storage element type of a graph dtype (bool is stored as bytes). */
@@ -53,6 +56,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
   matmulTile?: number;
+  /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
+  attentionSplits?: number;
+  /** Loop unroll of the attention kernels' position loop (AttentionShape.unroll); default the library's. */
+  attentionUnroll?: number;
 }
 
 /** Optimize, plan and lower a graph for a target. */
@@ -139,9 +146,9 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
         if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
         const kv = nodes[k].dtype;
         if (kv !== "f32" && kv !== "f16" && kv !== "bf16") throw new LoweringError(`attention over ${kv} K/V`);
-        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
+        const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
         const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
-        const splits = attentionSplitCount(caps, C, R * H);
+        const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
         if (splits <= 1) {
           kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
           return;

@@ -29,6 +29,8 @@ export interface AttentionShape {
   window?: number;
   /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
+  /** Unroll of the position loop on subgroup targets (default 2): more K/V loads in flight per lane. */
+  unroll?: number;
   name?: string;
 }
 
@@ -108,9 +110,9 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
-  // Both loops unrolled (up to 64 splits): their loads are independent, so a GPU issues them together
+  // Both loops unrolled (up to 128 splits): their loads are independent, so a GPU issues them together
   // instead of one L2 round trip per split.
-  const unroll = splits <= 64 ? splits : 1;
+  const unroll = splits <= 128 ? splits : 1;
   const M = b.let(f32(-Infinity), "f32", "M");
   b.for(u32(0), u32(splits), 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))), { unroll });
   const L = b.let(f32(0), "f32", "L"), o = b.let(f32(0), "f32", "o");
@@ -146,7 +148,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "");
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== 2 ? `_u${s.unroll}` : "");
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -256,7 +258,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     const vs = loadRow(V, kb, vk);
     for (let j = 0; j < nd; j++) b.set(acc[j], acc[j].mul(corr).add(pe.mul(vs[j])));
     b.set(m, mn);
-  }, { unroll: G > 1 ? 2 : 1 });
+  }, { unroll: G > 1 ? s.unroll ?? 2 : 1 });
   // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
   for (let off = lpp; off < t.lanes; off *= 2) {
     const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
