@@ -36,6 +36,8 @@ export interface StepResult {
   outputs: Record<string, HostArray>;
   /** Host time of this step in microseconds (slot writes, replay, wait, readback). */
   hostMicros: number;
+  /** Of hostMicros, the time spent waiting for the device (synchronize). */
+  waitMicros: number;
 }
 
 export interface ExecutorStats {
@@ -47,8 +49,10 @@ export interface ExecutorStats {
   bytes: { weights: number; state: number; entries: number };
   replays: number;
   steps: number;
-  /** Mean host microseconds per step over the last 64 steps. */
+  /** Mean host microseconds per step over the last 64 steps (the wait for the device included). */
   hostMicrosPerStep: number;
+  /** Of hostMicrosPerStep, the mean wait for the device: the rest is the host's own work per step. */
+  waitMicrosPerStep: number;
   poisoned?: string;
 }
 
@@ -135,6 +139,9 @@ export class Engine<D extends Device> implements Executor {
   private replays = 0;
   private steps = 0;
   private readonly recent: number[] = [];
+  private readonly recentWait: number[] = [];
+  /** Milliseconds the last collect spent in synchronize. */
+  private lastWait = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
   /** Open waits (deadline and how to give up on each) and the one timer that checks them. */
@@ -310,11 +317,15 @@ export class Engine<D extends Device> implements Executor {
       this.replays++;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
-      const hostMicros = (performance.now() - t0) * 1000;
+      const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
       this.steps++;
       this.recent.push(hostMicros);
-      if (this.recent.length > 64) this.recent.shift();
-      return { outputs, hostMicros };
+      this.recentWait.push(waitMicros);
+      if (this.recent.length > 64) {
+        this.recent.shift();
+        this.recentWait.shift();
+      }
+      return { outputs, hostMicros, waitMicros };
     } catch (err) {
       e.needsReset = true;
       for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
@@ -323,7 +334,9 @@ export class Engine<D extends Device> implements Executor {
   }
 
   private async collect(e: Entry): Promise<Record<string, HostArray>> {
+    const w0 = performance.now();
     await this.device.synchronize(this.timeoutMs);
+    this.lastWait = performance.now() - w0;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
@@ -379,7 +392,8 @@ export class Engine<D extends Device> implements Executor {
     let state = 0, entries = 0;
     for (const s of this.state.values()) state += s.bytes;
     for (const e of this.entries.values()) entries += e.bytes;
-    const mean = this.recent.length ? this.recent.reduce((a, b) => a + b, 0) / this.recent.length : 0;
+    const avg = (xs: number[]) => xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+    const mean = avg(this.recent);
     return {
       backend: this.device.target.backend,
       device: this.device.target.device,
@@ -389,6 +403,7 @@ export class Engine<D extends Device> implements Executor {
       replays: this.replays,
       steps: this.steps,
       hostMicrosPerStep: mean,
+      waitMicrosPerStep: avg(this.recentWait),
       poisoned: this.poisoned,
     };
   }
