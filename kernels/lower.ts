@@ -19,15 +19,14 @@ export class LoweringError extends Error {
 }
 
 /**
- * Chunks for split-K attention: about 4096 (row, head, chunk) teams (a warp each: 132 SMs x ~32 resident warps
- * on an H200), so each team's share of a long context is a few dozen positions and many K/V loads are in
- * flight; chunks of at least 32 positions of the capacity, at most 128 chunks (the combine unrolls over them);
- * none on one-lane targets (the JS device) or when rows x heads already fill the GPU. The share is sized from
- * the slot's position, so at a short context most chunks are empty and cost a launch slot each.
+ * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU (about 1024 warps), chunks
+ * of at least 64 positions of the capacity, at most 64 (the combine holds every chunk's (m, l) in registers);
+ * none on one-lane targets (the JS device) or when rows x heads already fill it. The share is sized from the
+ * slot's position, so at a short context most chunks are empty.
  */
 function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
   if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
-  return Math.max(1, Math.min(Math.ceil(cap / 32), Math.ceil(4096 / items), 128));
+  return Math.max(1, Math.min(Math.ceil(cap / 64), Math.ceil(1024 / items), 64));
 }
 
 /** Storage element type of a graph dtype (bool is stored as bytes). */
