@@ -7,7 +7,8 @@
 //   vulkan, wgpu  bench/decode.ts at the 1B shape on those backends
 //   bun      bench/decode.ts at the 1B shape under Bun (skipped, saying why, when `bun` is not on PATH)
 //
-//   deno run -A bench/suite.ts [--rows decode,deep,...] [--out FILE.json] [--baseline OLD.json] [--markdown]
+//   deno run -A bench/suite.ts [--rows decode,deep,...] [--shapes A,B (decode rows; default the three)]
+//     [--backend ptx] [--out FILE.json] [--baseline OLD.json]
 //
 // --baseline puts an earlier run's numbers (its --out file) beside the new ones. References are the H200
 // measurements quoted in issue 18 (PyTorch compiled / eager on the same card); they are not re-measured here.
@@ -57,7 +58,7 @@ function which(cmd: string): string | undefined {
   return r.status === 0 ? r.stdout.trim().split("\n")[0] : undefined;
 }
 
-function jobs(groups: Set<string>, backend: string): Job[] {
+function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
   const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
   const decodeRows = (tag: string) => (j: any) =>
     j.rows.map((r: any) => ({
@@ -71,8 +72,8 @@ function jobs(groups: Set<string>, backend: string): Job[] {
   const out: Job[] = [];
   if (groups.has("decode")) {
     out.push({
-      group: "decode", timeoutS: 150, names: Object.keys(SHAPE_GOALS), rows: decodeRows(""),
-      cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b", "--backend", backend, "--tokens", "128", "--deep", "0", "--no-eager", "--json"),
+      group: "decode", timeoutS: 150, names: shapes, rows: decodeRows(""),
+      cmd: deno("bench/decode.ts", "--shape", shapes.join(","), "--backend", backend, "--tokens", "128", "--deep", "0", "--no-eager", "--json"),
     });
   }
   if (groups.has("deep")) {
@@ -185,7 +186,7 @@ const ALL = ["decode", "deep", "prefill", "host", "vulkan", "wgpu", "bun"];
 if (import.meta.main) {
   const { values } = parseArgs({
     args: argv.slice(2),
-    options: { rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" } },
+    options: { rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" }, shapes: { type: "string" } },
   });
   const groups = new Set((values.rows ?? ALL.join(",")).split(",").map((s) => s.trim()));
   for (const g of groups) {
@@ -205,7 +206,8 @@ if (import.meta.main) {
   }
   const log = (s: string) => void stderr.write(s + "\n");
   const t0 = performance.now();
-  const rows = jobs(groups, values.backend ?? "ptx").flatMap((j) => runJob(j, log));
+  const shapes = (values.shapes ?? Object.keys(SHAPE_GOALS).join(",")).split(",").map((x) => x.trim());
+  const rows = jobs(groups, values.backend ?? "ptx", shapes).flatMap((j) => runJob(j, log));
   const table = formatSuite(rows, baseline);
   const head = `poot speed table (${new Date().toISOString()}), roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s, ` +
     `batch 1, greedy; ${((performance.now() - t0) / 1000).toFixed(0)} s`;
