@@ -344,6 +344,13 @@ export class Driver {
     let pos = ids.length;
     // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
     const release = (id: number, last: boolean): boolean => {
+      if (stops.length === 0) { // the common case, per token: everything decoded so far is final
+        const emit = pending;
+        text += emit;
+        pending = "";
+        if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit });
+        return false;
+      }
       const all = text + pending;
       const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
       if (hits.length) {
@@ -362,6 +369,7 @@ export class Driver {
       return false;
     };
     let yielded = performance.now();
+    const step = this.entry("step", 1); // looked up once, not per token
     for (;;) {
       // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
       // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
@@ -389,7 +397,7 @@ export class Driver {
         finish = generated.length >= maxTokens ? "length" : "context";
         break;
       }
-      next = await this.run(this.entry("step", 1), [next.token], pos, sampler);
+      next = await this.run(step, [next.token], pos, sampler);
       pos++;
     }
     return result();
