@@ -99,7 +99,6 @@ export type Stmt =
   | { k: "for"; v: Var; start: Expr; end: Expr; step: number; unroll: number; body: Stmt[] } // v < end
   | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
   | { k: "barrier" }                                     // workgroup execution + shared/buffer memory barrier
-  | { k: "depwait" }                                     // earlier dispatches' results visible from here (see dependencyWait)
   | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
   | { k: "return" };
 
@@ -360,15 +359,6 @@ export class KernelBuilder {
   }
   barrier(): void {
     this.emit({ k: "barrier" });
-  }
-  /**
-   * Marks where the kernel starts to read what earlier dispatches of the step wrote: before it, it reads only
-   * buffers no dispatch writes (weights). A target that overlaps a kernel's start with the previous one's end
-   * (PTX programmatic dependent launch) waits here instead of at entry, so those loads overlap the previous
-   * kernel's tail; elsewhere it is nothing. Every invocation that reads such data must pass one.
-   */
-  dependencyWait(): void {
-    this.emit({ k: "depwait" });
   }
   /** Faults the dispatch with `code` (a positive integer below 2^16) when cond is false. */
   check(cond: Val, code: number): void {

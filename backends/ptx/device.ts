@@ -139,8 +139,6 @@ export class PtxDevice implements Device {
   /** A replay or run may still be copying slot shadows (until the stream is seen idle). */
   private slotsBusy = false;
   private readonly slotSlabs: boolean;
-  /** Kernels wait for the previous one at their dependencyWait marks (PtxOptions.early; POOT_PTX_EARLY=0: at entry). */
-  private readonly early: boolean;
   private readonly spinMicros: number;
   private readonly timeoutMs: number;
   private readonly byKernel = new WeakMap<Kernel, PtxCompiled>();
@@ -196,7 +194,6 @@ export class PtxDevice implements Device {
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.slots = new SlotSlabs(cu, caps.bindingAlign);
     this.slotSlabs = opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0";
-    this.early = env.POOT_PTX_EARLY !== "0";
     this.newFaultChunk();
   }
 
@@ -409,7 +406,7 @@ export class PtxDevice implements Device {
     if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
     let mod: PtxModule;
     try {
-      mod = renderPtx(kernel, { sm: this.sm, pdl: this.launchEx ? this.pdl : false, early: this.early });
+      mod = renderPtx(kernel, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`ptx: ${e.message}`);
       throw e;

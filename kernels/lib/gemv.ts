@@ -192,26 +192,16 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const ws = issued ?? idx.map((i) => rows.map((_, d) => loadW(d, i)));
       idx.forEach((i, j) => consume(i, ws[j]));
     };
-    if (groups > 0) { // group 0 peeled: its loads first, before the wait for the previous dispatch's x
+    if (groups > 0) { // group 0 peeled: its loads first
       const idx0 = Array.from({ length: u }, (_, j) => (j === 0 ? start : start.add(j * step)));
       const ws0 = idx0.map((i) => rows.map((_, d) => loadW(d, i)));
-      b.dependencyWait();
       between?.();
       group(start, ws0);
       if (groups > 1) {
         b.for(u32(1), u32(groups), 1, (grp) => group(b.let(start.add(grp.mul(u * step)), "u32", "kg")), { unroll: groups <= 4 ? groups - 1 : 1 });
       }
-    } else if (k % vec === 0 && k < step) {
-      // A row shorter than the team's stride: one load per lane, issued (clamped in bounds) before the wait.
-      const ws0 = rows.map((_, d) => loadW(d, start.min(k - vec)));
-      b.dependencyWait();
-      between?.();
-      b.if(start.lt(k), () => consume(start, ws0));
-    } else {
-      b.dependencyWait();
-      between?.();
-    }
-    if (groups * u * step < k && !(groups === 0 && k % vec === 0 && k < step)) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
+    } else between?.();
+    if (groups * u * step < k) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
     const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
     const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
     return { sums, ss };
@@ -222,7 +212,6 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const acc = rows.map(() => b.let(f32(0), "f32", "acc"));
     const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
-    b.dependencyWait();
     between?.();
     b.for(lane, u32(total), t.lanes, (gi) => {
       const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");

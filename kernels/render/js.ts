@@ -423,8 +423,6 @@ class Gen {
       case "barrier":
         if (this.simt && this.debug) this.line(`bar(${this.mask});`);
         return;
-      case "depwait": // dispatches run one after another here
-        return;
       case "return":
         if (this.simt) this.line(`for (let l = 0; l < N; l++) if (${this.mask}[l]) { R[l] = 1; ${this.mask}[l] = 0; }`);
         else this.line("return;");

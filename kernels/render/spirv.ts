@@ -501,7 +501,6 @@ class Emitter {
         return;
       }
       case "check": return this.check(s.c, s.code);
-      case "depwait": return; // dispatches are ordered by the recording's barriers
       case "return":
         a.s(Op.Return);
         this.terminated = true;

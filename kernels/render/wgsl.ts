@@ -538,8 +538,6 @@ class Wgsl {
       case "barrier":
         this.barrier();
         return;
-      case "depwait": // dispatches of a pass are ordered by the pass's barriers
-        return;
       case "check":
         this.line(`if (!(${this.ex(s.c)})) { atomicOr(&${this.errName}[0], ${s.code >>> 0}u); ${this.stop(ctx)} }`);
         return;

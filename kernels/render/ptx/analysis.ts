@@ -37,7 +37,7 @@ export function invariant(e: Expr, body: Stmt[]): boolean {
       else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
       else if (s.k === "store" || s.k === "storev") bufs.add(s.buf.binding);
       else if (s.k === "sstore") mems.add(s.mem.name);
-      else if (s.k === "barrier" || s.k === "depwait") barrier = true;
+      else if (s.k === "barrier") barrier = true;
       else if (s.k === "for") {
         vars.add(s.v.name);
         scan(s.body);

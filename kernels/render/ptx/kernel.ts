@@ -15,7 +15,7 @@
 // every existing lane of a warp (warp-uniform control flow, as in CUDA); when the workgroup size is not a
 // multiple of 32 the last warp is partial and its member mask is computed in the prologue.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
-import { KernelError, walkStmts } from "../../ir.ts";
+import { KernelError } from "../../ir.ts";
 import { f2h } from "../js_runtime.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
@@ -37,11 +37,6 @@ export interface PtxOptions {
    * programmatic-stream-serialization attribute; harmless on plain launches.
    */
   pdl?: boolean | "exit";
-  /**
-   * With pdl: a kernel with dependencyWait marks waits there instead of at entry (its weight loads before the
-   * mark overlap the previous kernel's tail). Default true.
-   */
-  early?: boolean;
 }
 
 export interface PtxModule {
@@ -88,8 +83,6 @@ class Lowering {
   private readonly smem = new Map<Shared, number>(); // byte offset of each array in the shared block
   private smemBase = "";
   private fault = "";
-  /** The kernel waits for the previous grid at its dependencyWait marks (PtxOptions.early), not at entry. */
-  depWait = false;
   /** Warp member mask and shfl clamp operand (immediates for full warps, registers for a partial last warp). */
   private warpMask = "0xFFFFFFFF";
   private warpClamp = "31";
@@ -529,7 +522,6 @@ class Lowering {
       case "storev": return this.mem.storev(s.buf, s.view, s.index, s.es);
       case "sstore": return this.sstore(s.mem, s.index, s.e);
       case "barrier": return a.op("bar.sync 0");
-      case "depwait": return this.depWait ? a.op("griddepcontrol.wait") : undefined;
       case "return": return a.op("ret");
       case "check": {
         const ok = a.label();
@@ -624,11 +616,8 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   const entry = entryName(k.name);
   const L = new Lowering(k);
   const pdl = (opts.pdl ?? false) !== false && sm >= 90;
-  let marked = false;
-  walkStmts(k.body, (s) => (marked ||= s.k === "depwait"));
-  L.depWait = pdl && marked && opts.early !== false;
   L.prologue(entry);
-  if (pdl && !L.depWait) L.a.op("griddepcontrol.wait");
+  if (pdl) L.a.op("griddepcontrol.wait");
   if (pdl && opts.pdl !== "exit") L.a.op("griddepcontrol.launch_dependents");
   L.block(k.body);
   L.a.op("ret");
