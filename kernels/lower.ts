@@ -19,14 +19,15 @@ export class LoweringError extends Error {
 }
 
 /**
- * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU (about 1024 warps), chunks
- * of at least 64 positions of the capacity, at most 64 (the combine holds every chunk's (m, l) in registers);
- * none on one-lane targets (the JS device) or when rows x heads already fill it. The share is sized from the
- * slot's position, so at a short context most chunks are empty.
+ * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, about 1024 warps, and
+ * about cap / 2 for a long capacity (so a team's share of a full cache stays near 64-128 positions), at most
+ * 64 (the combine holds every chunk's (m, l) in registers) and chunks of at least 64 positions of the
+ * capacity; none on one-lane targets (the JS device) or when rows x heads already fill the GPU. Measured on
+ * the H200 (1B shape, cap 8192): 64 chunks against 32 cost ~40 µs per token at pos 0 and save ~110 at 4100.
  */
 function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
   if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
-  return Math.max(1, Math.min(Math.ceil(cap / 64), Math.ceil(1024 / items), 64));
+  return Math.max(1, Math.min(64, Math.ceil(cap / 64), Math.ceil(Math.max(1024, cap / 2) / items)));
 }
 
 /** Storage element type of a graph dtype (bool is stored as bytes). */

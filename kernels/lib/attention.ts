@@ -178,9 +178,23 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   }
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
-  const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
-  const r = item.div(heads), h = item.mod(heads);
-  const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
+  // Team order: the `group` query heads that share a K/V head (and the same chunk) are neighbouring teams, so
+  // one workgroup's warps read the same K/V rows together (an L1 hit for all but the first) instead of each
+  // head's teams fetching them from L2 on different multiprocessors. Paged rows keep (row, head, chunk).
+  let item: Val, chunkIdx: Val | undefined, kvh: Val;
+  if (!paged && group > 1) {
+    const rest = b.let(trow.div(group), "u32", "rest");
+    const kvItem = splits ? b.let(rest.div(S), "u32", "kvi") : rest;
+    chunkIdx = splits ? b.let(rest.mod(S), "u32", "ci") : undefined;
+    kvh = b.let(kvItem.mod(kvHeads), "u32", "kvh");
+    item = b.let(kvItem.div(kvHeads).mul(heads).add(kvh.mul(group)).add(trow.mod(group)), "u32", "item");
+  } else {
+    item = splits ? b.let(trow.div(S), "u32", "item") : trow;
+    chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
+    const h0 = item.mod(heads);
+    kvh = b.let(group === 1 ? h0 : h0.div(group), "u32", "kvh");
+  }
+  const r = item.div(heads);
   let end: Val;
   if (paged) {
     // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
@@ -200,7 +214,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const w = s.window;
   const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
   const share = splits ? b.let((first ? end.sub(first) : end).add(S - 1).div(S), "u32", "share") : undefined;
-  const chunk = share ? trow.mod(S).mul(share) : undefined;
+  const chunk = share && chunkIdx ? chunkIdx.mul(share) : undefined;
   const start = chunk ? b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start") : first ?? u32(0);
   const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
@@ -299,7 +313,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
     b.set(m, M);
   }
-  const obase = splits ? b.let(trow.mul(hd + 2), "u32", "ob") : qbase;
+  const obase = splits && chunkIdx ? b.let(item.mul(S).add(chunkIdx).mul(hd + 2), "u32", "ob") : qbase;
   const dims = splits ? obase.add(2) : obase;
   const writeDims = () => {
     for (let j = 0; j < nd; j++) {

@@ -24,6 +24,8 @@ const cfgs: (AttnCfg & { splits: number; unroll?: number })[] = [
   { rows: 1, heads: 4, kvHeads: 1, hd: 64, cap: 320, pos: 300, splits: 128, unroll: 4, kv: "f16" },
   { rows: 1, heads: 4, kvHeads: 1, hd: 64, cap: 320, pos: 5, splits: 128, unroll: 4, kv: "f16" },
   { rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 200, pos: 199, splits: 3, unroll: 4, kv: "bf16" },
+  // Several query rows over grouped heads: teams ordered (row, kv head, chunk, head of the group).
+  { rows: 3, heads: 6, kvHeads: 2, hd: 16, cap: 40, pos: 20, splits: 5, unroll: 2 },
 ];
 for (const [tag, dev] of Object.entries(devices)) {
   for (const c of cfgs) {
