@@ -207,7 +207,12 @@ if (import.meta.main) {
   const log = (s: string) => void stderr.write(s + "\n");
   const t0 = performance.now();
   const shapes = (values.shapes ?? Object.keys(SHAPE_GOALS).join(",")).split(",").map((x) => x.trim());
-  const rows = jobs(groups, values.backend ?? "ptx", shapes).flatMap((j) => runJob(j, log));
+  const rows: SuiteRow[] = [];
+  for (const j of jobs(groups, values.backend ?? "ptx", shapes)) {
+    rows.push(...runJob(j, log));
+    // The rows so far, so that a suite stopped from outside still leaves what it measured.
+    if (values.out) writeFileSync(values.out, JSON.stringify({ head: "partial", rows }, null, 1) + "\n");
+  }
   const table = formatSuite(rows, baseline);
   const head = `poot speed table (${new Date().toISOString()}), roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s, ` +
     `batch 1, greedy; ${((performance.now() - t0) / 1000).toFixed(0)} s`;
