@@ -10,6 +10,7 @@
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
+import { setImmediate } from "node:timers";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
@@ -368,13 +369,19 @@ export class Driver {
       if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit });
       return false;
     };
-    let yielded = performance.now();
+    let yielded = performance.now(), polled = yielded;
     const step = this.entry("step", 1); // looked up once, not per token
     for (;;) {
-      // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
-      // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
-      if (performance.now() - yielded > 25) {
-        await new Promise((r) => setTimeout(r, 0));
+      // A step may finish without ever returning to the event loop (a CPU device, a GPU wait that spins); let
+      // timers (AbortSignal.timeout) run at least every 25 ms and I/O and signal handlers (Ctrl-C) every 250 ms
+      // so that they can abort. setImmediate runs due timers; only a timer turn polls I/O in Deno, and Deno
+      // rounds setTimeout(0) up to 1-2 ms: every 25 ms that was 5% of a GPU generation's time.
+      const now = performance.now();
+      if (now - yielded > 25) {
+        if (now - polled > 250) {
+          await new Promise((r) => setTimeout(r, 0));
+          polled = performance.now();
+        } else await new Promise((r) => setImmediate(r));
         yielded = performance.now();
       }
       aborted();
