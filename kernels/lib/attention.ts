@@ -29,7 +29,7 @@ export interface AttentionShape {
   window?: number;
   /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
-  /** Positions per position group per loop trip on subgroup targets (default 4): K/V loads in flight per lane. */
+  /** Positions per position group per loop trip on subgroup targets (default 8): K/V loads in flight per lane. */
   unroll?: number;
   name?: string;
 }
@@ -159,7 +159,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== 4 ? `_u${s.unroll}` : "");
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== 8 ? `_u${s.unroll}` : "");
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -178,22 +178,10 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   }
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
-  // Team order: the `group` query heads that share a K/V head (and the same chunk) are neighbouring teams, so
-  // one workgroup's warps read the same K/V rows together (an L1 hit for all but the first) instead of each
-  // head's teams fetching them from L2 on different multiprocessors. Paged rows keep (row, head, chunk).
-  let item: Val, chunkIdx: Val | undefined, kvh: Val;
-  if (!paged && group > 1) {
-    const rest = b.let(trow.div(group), "u32", "rest");
-    const kvItem = splits ? b.let(rest.div(S), "u32", "kvi") : rest;
-    chunkIdx = splits ? b.let(rest.mod(S), "u32", "ci") : undefined;
-    kvh = b.let(kvItem.mod(kvHeads), "u32", "kvh");
-    item = b.let(kvItem.div(kvHeads).mul(heads).add(kvh.mul(group)).add(trow.mod(group)), "u32", "item");
-  } else {
-    item = splits ? b.let(trow.div(S), "u32", "item") : trow;
-    chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
-    const h0 = item.mod(heads);
-    kvh = b.let(group === 1 ? h0 : h0.div(group), "u32", "kvh");
-  }
+  const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
+  const chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
+  const h0 = item.mod(heads);
+  const kvh = b.let(group === 1 ? h0 : h0.div(group), "u32", "kvh");
   const r = item.div(heads);
   let end: Val;
   if (paged) {
@@ -267,7 +255,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // Each trip takes U positions per group (G * U per team): all their K and V loads are issued before the
   // first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each
   // load in turn; one max, one rescale and one sum per trip for the U scores.
-  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? 4) : 1;
+  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? 8) : 1;
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
     // reads the trip's first row and contributes nothing.
@@ -313,7 +301,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
     b.set(m, M);
   }
-  const obase = splits && chunkIdx ? b.let(item.mul(S).add(chunkIdx).mul(hd + 2), "u32", "ob") : qbase;
+  const obase = splits ? b.let(trow.mul(hd + 2), "u32", "ob") : qbase;
   const dims = splits ? obase.add(2) : obase;
   const writeDims = () => {
     for (let j = 0; j < nd; j++) {
