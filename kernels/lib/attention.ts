@@ -29,7 +29,7 @@ export interface AttentionShape {
   window?: number;
   /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
-  /** Positions per position group per loop trip on subgroup targets (default 8): K/V loads in flight per lane. */
+  /** Positions per position group per loop trip on subgroup targets (default 8, paged 2): K/V loads in flight per lane. */
   unroll?: number;
   name?: string;
 }
@@ -159,7 +159,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== 8 ? `_u${s.unroll}` : "");
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "");
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -255,7 +255,8 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // Each trip takes U positions per group (G * U per team): all their K and V loads are issued before the
   // first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each
   // load in turn; one max, one rescale and one sum per trip for the U scores.
-  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? 8) : 1;
+  // Paged rows default to 2 (a block-table lookup per position; the serving path was not measured with more).
+  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? (paged ? 2 : 8)) : 1;
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
     // reads the trip's first row and contributes nothing.
