@@ -58,7 +58,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   matmulTile?: number;
   /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
   attentionSplits?: number;
-  /** Loop unroll of the attention kernels' position loop (AttentionShape.unroll); default the library's. */
+  /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
 }
 
