@@ -6,8 +6,11 @@
 // recording. Zeroed weights and K/V (the memory traffic of a read does not depend on its values), the position
 // slot at --pos (default 0; attention's work follows it).
 //
-//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
+//     [--sequence-only] [--only REGEX] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+// --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
+// --only keeps the kernels whose name matches.
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -30,10 +33,10 @@ export interface KernelTime {
   bytes: number;
 }
 
-export function decodeProgram(shape: string, dev: Device, opts: CompileOptions): Program {
+export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048): Program {
   const c = SHAPES[shape as keyof typeof SHAPES];
   const dtypeOf = (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16");
-  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf });
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype: "f16" }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
   return compileGraph(tracer.build(), dev.target, opts);
 }
@@ -152,14 +155,21 @@ const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
-  const pos = Number(values.pos ?? 0);
+  const positions = (values.pos ?? "0").split(",").map(Number);
+  const cap = Number(values.cap ?? 2048);
+  for (const p of positions) if (!(Number.isInteger(p) && p >= 0 && p < cap)) throw new RangeError(`--pos ${p} outside the capacity ${cap}`);
+  // Variants of decode attention to compare in one run: split counts x unrolls (default: the library's).
+  const attn: CompileOptions[] = list(values.splits, [0]).flatMap((sp) =>
+    list(values["attn-unroll"], [0]).map((u) => ({ ...(sp ? { attentionSplits: sp } : {}), ...(u ? { attentionUnroll: u } : {}) }))
+  );
+  const only = values.only ? new RegExp(values.only) : undefined;
   const result: Record<string, unknown> = {};
   for (const pdl of modes) {
     const dev = PtxDevice.open({ pdl });
@@ -168,27 +178,29 @@ async function main(args: string[]): Promise<number> {
       const empty = await floor(dev);
       console.log(`\n== ${dev.target.device}, ${tag} launches: empty kernel ${empty.toFixed(2)} µs per launch`);
       result[`${tag}:empty`] = empty;
-      for (const shape of shapes) {
-        const prog = decodeProgram(shape, dev, {});
+      for (const shape of shapes) for (const variant of attn) for (const pos of positions) {
+        const vtag = Object.entries(variant).map(([k, v]) => `${k}=${v}`).join(" ") || "default";
+        const prog = decodeProgram(shape, dev, variant, cap);
         if (values.sequence) {
           const t = await timeProgram(dev, prog, 20, pos);
-          console.log(`${shape} (${tag}): the whole step at pos ${pos}, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
-          result[`${tag}:${shape}:sequence`] = t;
+          console.log(`${shape} (${tag}, cap ${cap}, ${vtag}): the whole step at pos ${pos}, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
+          result[`${tag}:${shape}:${cap}:${vtag}:${pos}:sequence`] = t;
           if (values["sequence-only"]) continue;
         }
         const rows: KernelTime[] = [];
         for (const { step, count } of distinct(prog)) {
+          if (only && !only.test(step.kernel.name)) continue;
           const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
           rows.push({ name: step.kernel.name, count, micros, bytes: step.work.bytes });
         }
         const total = rows.reduce((a, r) => a + r.count * r.micros, 0);
-        console.log(`\n${shape} (${tag}, pos ${pos}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
+        console.log(`\n${shape} (${tag}, cap ${cap}, ${vtag}, pos ${pos}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
         console.log(`${"kernel".padEnd(72)} ${"n".padStart(4)} ${"µs".padStart(9)} ${"GB/s".padStart(7)} ${"token%".padStart(7)}`);
         for (const r of rows) {
           console.log(`${r.name.slice(0, 72).padEnd(72)} ${String(r.count).padStart(4)} ${r.micros.toFixed(2).padStart(9)} ${(r.bytes / r.micros / 1000).toFixed(0).padStart(7)} ${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
         }
-        result[`${tag}:${shape}`] = { total, rows };
-        if (!values.sweep || pdl !== modes[modes.length - 1]) continue;
+        result[`${tag}:${shape}:${cap}:${vtag}:${pos}`] = { total, rows };
+        if (!values.sweep || pdl !== modes[modes.length - 1] || variant !== attn[0] || pos !== positions[0]) continue;
         // gemv tuning sweep: every variant of (lanes, rows, unroll) for each gemv kernel of the plan.
         const best = new Map<string, { tune: string; micros: number; def?: number }>();
         for (const r of rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${r.name.slice(role(r.name).length + 1)}`, micros: r.micros, def: r.micros });
@@ -197,7 +209,7 @@ async function main(args: string[]): Promise<number> {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) {
               const tune: Partial<GemvTune> = { lanes, rows: rw, unroll };
-              const p2 = decodeProgram(shape, dev, { gemvTune: tune });
+              const p2 = decodeProgram(shape, dev, { gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);

@@ -284,7 +284,8 @@ function summary(res: GenerateResult, engine: Executor, loadMs: number) {
     timings: {
       load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
       prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
-      tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(engine.stats().hostMicrosPerStep),
+      tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(engine.stats().hostMicrosPerStep - engine.stats().waitMicrosPerStep),
+      step_us_per_step: round(engine.stats().hostMicrosPerStep),
     },
   };
 }

@@ -10,6 +10,7 @@
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
+import { setImmediate } from "node:timers";
 import type { Caps } from "../kernels/target.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
@@ -404,6 +405,13 @@ export class Driver {
       let pos = ids.length;
       // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
       const release = (id: number, last: boolean): boolean => {
+        if (stops.length === 0) { // the common case, per token: everything decoded so far is final
+          const emit = pending;
+          text += emit;
+          pending = "";
+          if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
+          return false;
+        }
         const all = text + pending;
         const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
         if (hits.length) {
@@ -423,12 +431,19 @@ export class Driver {
       };
       // A token's logprobs ride on its event (not on the end-of-generation event that flushes held text).
       const lp = (id: number) => next.logprobs && generated.at(-1) === id ? { logprob: next.logprobs.logprob, topLogprobs: next.logprobs.top } : {};
-      let yielded = performance.now();
+      let yielded = performance.now(), polled = yielded;
+      const step = this.entry("step", 1); // looked up once, not per token
       for (;;) {
-        // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
-        // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
-        if (performance.now() - yielded > 25) {
-          await new Promise((r) => setTimeout(r, 0));
+        // A step may finish without ever returning to the event loop (a CPU device, a GPU wait that spins); let
+        // timers (AbortSignal.timeout) run at least every 25 ms and I/O and signal handlers (Ctrl-C) every 250 ms
+        // so that they can abort. setImmediate runs due timers; only a timer turn polls I/O in Deno, and Deno
+        // rounds setTimeout(0) up to 1-2 ms: every 25 ms that was 5% of a GPU generation's time.
+        const now = performance.now();
+        if (now - yielded > 25) {
+          if (now - polled > 250) {
+            await new Promise((r) => setTimeout(r, 0));
+            polled = performance.now();
+          } else await new Promise((r) => setImmediate(r));
           yielded = performance.now();
         }
         aborted();
@@ -454,7 +469,7 @@ export class Driver {
           finish = generated.length >= maxTokens ? "length" : "context";
           break;
         }
-        next = await this.run(this.entry("step", 1), [next.token], pos, sampler, await ctx());
+        next = await this.run(step, [next.token], pos, sampler, await ctx());
         pos++;
       }
       return result();
