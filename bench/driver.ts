@@ -51,6 +51,7 @@ export interface DriverBenchResult {
 const NO_TEXT = {
   decoder: () => ({ push: () => "", flush: () => "" }),
   isEog: () => false,
+  eog: new Set<number>(),
 } as unknown as Tokenizer;
 
 export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBenchResult> {

@@ -50,7 +50,7 @@ function formatTable(head: string[], rows: string[][]): string {
   return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
 }
 
-const NO_TEXT = { decoder: () => ({ push: () => "", flush: () => "" }), isEog: () => false } as unknown as Tokenizer;
+const NO_TEXT = { decoder: () => ({ push: () => "", flush: () => "" }), isEog: () => false, eog: new Set<number>() } as unknown as Tokenizer;
 
 export async function runPrefillBench(o: {
   shapes: string[];

@@ -67,6 +67,7 @@ export interface StepRow {
 const NO_TEXT = {
   decoder: () => ({ push: () => "", flush: () => "" }),
   isEog: () => false,
+  eog: new Set<number>(),
 } as unknown as Tokenizer;
 
 /** A Markdown table (pasteable into README). */

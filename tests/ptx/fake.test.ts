@@ -200,6 +200,9 @@ test("fake CUDA: Engine<PtxDevice> decodes a Llama step, replayed == eager, matc
     for (const s of p.steps) if (s.k === "kernel") cu.kernels.set(entryName(s.kernel.name), s.kernel);
     return p;
   };
+  // The engine's own kernels (resetState's zero fill) are compiled by the device directly: register those too.
+  const devCompile = dev.compile.bind(dev);
+  dev.compile = (k: Kernel) => (cu.kernels.set(entryName(k.name), k), devCompile(k));
   const eng = new Engine(dev as Device, { compile, timeoutMs: 10_000 });
   await eng.loadWeights(store, map);
   const id = eng.addEntry("decode", graph);
