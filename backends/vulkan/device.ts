@@ -12,9 +12,9 @@ import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import type { Device, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
-import { type Context, openContext, type VulkanOptions } from "./context.ts";
+import { type Context, type Enabled, openContext, type VulkanOptions } from "./context.ts";
 import { allZero, createBuf, destroyBuf, type VkBuf } from "./memory.ts";
 import { buildRecording, cmdHostBarrier, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
 
@@ -306,6 +306,7 @@ export class VulkanDevice implements Device {
         const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
         this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()), timeoutMs);
         this.#inflight = undefined;
+        if (s.cb === s.rec.cbs.length - 1) s.rec.timed = true;
         this.#fault(s);
         this.#next();
       }
@@ -343,6 +344,19 @@ export class VulkanDevice implements Device {
         releaseRecording(this.#ctx, this.#cmdPool, r);
       }
     }
+  }
+
+  /** Device µs of each step of the latest finished replay (VulkanOptions.timestamps), else undefined. */
+  stepTimes(rec: Recording): StepTime[] | undefined {
+    const r = rec as VkRecording, ts = this.#ctx.enabled.timestamps;
+    if (!ts || !r.queries || !r.timed || r.released || this.#poisoned !== undefined) return undefined;
+    const ticks = this.#vk("reading timestamps", () => this.#ctx.api.queryResults(this.#ctx.device, r.queries, 0, 2 * r.steps));
+    return stepTimesOf(ticks, ts.nsPerTick, ts.validBits);
+  }
+
+  /** What the device offers the renderer beyond Caps (subgroup operations and sizes, timestamps). */
+  get enabled(): Readonly<Enabled> {
+    return this.#ctx.enabled;
   }
 
   releaseRecording(rec: Recording): void {

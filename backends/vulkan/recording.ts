@@ -3,6 +3,10 @@
 // host-visible buffer, aligned to the device's storage offset alignment. Between commands sits a full memory
 // barrier; each command buffer ends with a barrier that makes its writes visible to the host.
 //
+// With timestamps enabled, each step is bracketed by two timestamps of the recording's query pool (start at
+// the top of the pipe after the barrier before it, end at the bottom after it); each command buffer resets its
+// own queries first.
+//
 // A watchdog budget cuts the steps into several command buffers by their work weights, so no single
 // submission runs past it; without a budget the whole recording is one command buffer.
 import * as vk from "../../ffi/vulkan.ts";
@@ -39,6 +43,10 @@ export interface VkRecording extends Recording {
   /** An eager run's one-off recording, released once its work is done. */
   readonly transient: boolean;
   released: boolean;
+  /** Timestamp query pool (2 per step) when the device times steps, else 0n. */
+  readonly queries: bigint;
+  /** A replay has finished since recording, so every query holds a value. */
+  timed: boolean;
 }
 
 /**
@@ -123,9 +131,10 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
   const checked = kernels.filter((s) => (s.compiled as VkKernel).errorBinding !== undefined).length;
   const strideBytes = caps.bindingAlign;
   let errors: VkBuf | undefined;
-  let pool = 0n;
+  let pool = 0n, queries = 0n;
   let cbs: bigint[] = [];
   try {
+    if (ctx.enabled.timestamps && steps.length) queries = api.createQueryPool(device, vk.VK_QUERY_TYPE_TIMESTAMP, 2 * steps.length);
     if (checked) {
       errors = createBuf(ctx, checked * strideBytes, "readback");
       if (!errors.host) throw new Unsupported("vulkan: no host-visible memory for error words");
@@ -162,8 +171,10 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       const cb = cbs[g];
       const first = slot;
       api.beginCommandBuffer(cb);
+      if (queries) api.cmdResetQueryPool(cb, queries, 2 * at, 2 * n);
       let bound = 0n;
-      for (const s of steps.slice(at, at + n)) {
+      for (const [j, s] of steps.slice(at, at + n).entries()) {
+        if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * (at + j));
         if (s.k === "kernel") {
           const k = s.compiled as VkKernel;
           if (k.pipeline !== bound) api.cmdBindPipeline(cb, bound = k.pipeline);
@@ -174,6 +185,7 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
         } else {
           api.cmdCopyBuffer(cb, asBuf(s.src).buffer, asBuf(s.dst).buffer, [{ srcOffset: s.src.offset, dstOffset: s.dst.offset, size: s.src.bytes }]);
         }
+        if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 2 * (at + j) + 1);
         api.cmdFullBarrier(cb);
       }
       cmdHostBarrier(api, cb);
@@ -193,8 +205,11 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       pool,
       transient: perStep,
       released: false,
+      queries,
+      timed: false,
     };
   } catch (e) {
+    if (queries) api.destroyQueryPool(device, queries);
     if (cbs.length) api.freeCommandBuffers(device, cmdPool, cbs);
     if (pool) api.destroyDescriptorPool(device, pool);
     if (errors) destroyBuf(ctx, errors);
@@ -207,5 +222,6 @@ export function releaseRecording(ctx: Context, cmdPool: bigint, rec: VkRecording
   rec.released = true;
   if (rec.cbs.length) ctx.api.freeCommandBuffers(ctx.device, cmdPool, rec.cbs);
   if (rec.pool) ctx.api.destroyDescriptorPool(ctx.device, rec.pool);
+  if (rec.queries) ctx.api.destroyQueryPool(ctx.device, rec.queries);
   if (rec.errors) destroyBuf(ctx, rec.errors);
 }

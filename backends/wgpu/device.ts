@@ -30,13 +30,13 @@ import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { renderWgsl, type WgslShader } from "../../kernels/render/wgsl.ts";
-import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, type ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { COPY_BYTES, COPY_GROUPS, COPY_WORDS } from "./copy.ts";
 import { openGpu, type Opened, type WgpuFeatures, type WgpuOpenOptions } from "./target.ts";
 
 // GPUBufferUsage / GPUMapMode / GPUShaderStage values (the globals do not exist under Bun; this module must load there).
-const MAP_READ = 0x1, COPY_SRC = 0x4, COPY_DST = 0x8, STORAGE = 0x80, COMPUTE = 0x4;
+const MAP_READ = 0x1, COPY_SRC = 0x4, COPY_DST = 0x8, STORAGE = 0x80, QUERY_RESOLVE = 0x200, COMPUTE = 0x4;
 const B = "wgpu";
 
 export interface WgpuOptions extends WgpuOpenOptions {
@@ -90,8 +90,11 @@ class WgpuCompiled implements CompiledKernel {
 }
 
 type Cmd =
-  | { k: "d"; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number, number] }
-  | { k: "c"; src: GPUBuffer; so: number; dst: GPUBuffer; dOff: number; n: number };
+  /** A dispatch; `q` is its timestamp pair (2q, 2q+1) in the tail's query set when the device times steps. */
+  | { k: "d"; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number, number]; q?: number }
+  | { k: "c"; src: GPUBuffer; so: number; dst: GPUBuffer; dOff: number; n: number }
+  /** Resolve `count` timestamps into a buffer (the tail's first command when timing). */
+  | { k: "r"; set: GPUQuerySet; count: number; dst: GPUBuffer };
 
 /**
  * What synchronize reads for one recording (or one eager run): its fault words (one per checked dispatch, and
@@ -105,6 +108,9 @@ interface Tail {
   at: number[];
   staging: GPUBuffer;
   copies: Cmd[];
+  /** Timestamps (device timing): the query set, the resolve buffer, where they land in the staging, which step
+   * each pair brackets, and the values of the latest synchronized submit. */
+  timing?: { set: GPUQuerySet; resolved: GPUBuffer; at: number; stepOf: number[]; steps: number; ticks?: BigUint64Array };
 }
 interface Pending {
   tail: Tail;
@@ -467,7 +473,7 @@ export class WgpuDevice implements Device {
   }
 
   /** Turns steps into commands: bind groups made here, fault words assigned in dispatch order. */
-  private build(steps: DeviceStep[], faults: { buf?: GPUBuffer; names: string[] }, readbacks: Set<WgpuBuffer>, owned: GPUBuffer[]): Cmd[] {
+  private build(steps: DeviceStep[], faults: { buf?: GPUBuffer; names: string[]; stepOf?: number[] }, readbacks: Set<WgpuBuffer>, owned: GPUBuffer[]): Cmd[] {
     const cmds: Cmd[] = [];
     for (const [si, s] of steps.entries()) {
       if (s.k === "copy") {
@@ -500,7 +506,8 @@ export class WgpuDevice implements Device {
         entries.push({ binding: v.shader.errorBinding, resource: { buffer: faults.buf!, offset: faults.names.length * this.faultStride, size: 4 } });
         faults.names.push(k.name);
       }
-      cmds.push({ k: "d", pipeline: v.pipeline, group: this.gpu.createBindGroup({ label: k.name, layout: v.layout, entries }), grid: s.grid });
+      const q = faults.stepOf ? faults.stepOf.push(si) - 1 : undefined;
+      cmds.push({ k: "d", pipeline: v.pipeline, group: this.gpu.createBindGroup({ label: k.name, layout: v.layout, entries }), grid: s.grid, q });
     }
     return cmds;
   }
@@ -548,7 +555,7 @@ export class WgpuDevice implements Device {
 
   /** Builds steps into commands plus their tail (fault words and readbacks copied into a staging buffer). */
   private prepare(steps: DeviceStep[], what: string): { cmds: Cmd[]; tail: Tail; owned: GPUBuffer[] } {
-    const faults = { buf: this.faultBuffer(steps), names: [] as string[] };
+    const faults = { buf: this.faultBuffer(steps), names: [] as string[], stepOf: this.features.timestamps ? [] as number[] : undefined };
     const readbacks = new Set<WgpuBuffer>();
     const owned: GPUBuffer[] = [];
     let cmds: Cmd[] = [];
@@ -567,15 +574,30 @@ export class WgpuDevice implements Device {
       at.push(size);
       size += r.size;
     }
+    let timing: Tail["timing"];
+    const stepOf = faults.stepOf ?? [];
+    if (stepOf.length) {
+      const bytes = ceil(16 * stepOf.length, 256);
+      const set = this.gpu.createQuerySet({ type: "timestamp", count: 2 * stepOf.length });
+      const resolved = this.gpu.createBuffer({ size: bytes, usage: QUERY_RESOLVE | COPY_SRC });
+      timing = { set, resolved, at: ceil(size, 8), stepOf, steps: steps.length };
+      size = timing.at + bytes;
+    }
     const staging = this.gpu.createBuffer({ size: Math.max(16, size), usage: MAP_READ | COPY_DST });
     const copies: Cmd[] = [];
     if (faults.buf) copies.push({ k: "c", src: faults.buf, so: 0, dst: staging, dOff: 0, n: faults.buf.size });
     rbs.forEach((r, i) => copies.push({ k: "c", src: r.gpu, so: 0, dst: staging, dOff: at[i], n: r.size }));
-    return { cmds, tail: { faults: faults.buf, names: faults.names, readbacks: rbs, at, staging, copies }, owned };
+    if (timing) {
+      copies.push({ k: "r", set: timing.set, count: 2 * stepOf.length, dst: timing.resolved });
+      copies.push({ k: "c", src: timing.resolved, so: 0, dst: staging, dOff: timing.at, n: 16 * stepOf.length });
+    }
+    return { cmds, tail: { faults: faults.buf, names: faults.names, readbacks: rbs, at, staging, copies, timing }, owned };
   }
 
-  private tailBuffers(t: Tail): GPUBuffer[] {
-    return t.faults ? [t.faults, t.staging] : [t.staging];
+  private tailBuffers(t: Tail): (GPUBuffer | GPUQuerySet)[] {
+    const out: (GPUBuffer | GPUQuerySet)[] = t.faults ? [t.faults, t.staging] : [t.staging];
+    if (t.timing) out.push(t.timing.set, t.timing.resolved);
+    return out;
   }
 
   record(steps: DeviceStep[]): Recording {
@@ -584,20 +606,26 @@ export class WgpuDevice implements Device {
     return new WgpuRecording([...cmds, ...tail.copies], tail, owned, steps.length);
   }
 
-  /** Encodes commands into one command buffer and submits it. */
-  private submit(cmds: Cmd[]): number {
+  /** Encodes commands into one command buffer and submits it (timing each dispatch with a `q` into `timing`). */
+  private submit(cmds: Cmd[], timing?: Tail["timing"]): number {
     const t0 = performance.now();
     const enc = this.gpu.createCommandEncoder();
     let pass: GPUComputePassEncoder | undefined;
     let last: GPUComputePipeline | undefined;
     for (const c of cmds) {
-      if (c.k === "c") {
+      if (c.k !== "d") {
         pass?.end();
         pass = undefined;
-        enc.copyBufferToBuffer(c.src, c.so, c.dst, c.dOff, c.n);
+        if (c.k === "c") enc.copyBufferToBuffer(c.src, c.so, c.dst, c.dOff, c.n);
+        else enc.resolveQuerySet(c.set, 0, c.count, c.dst, 0);
         continue;
       }
-      if (!pass) {
+      if (c.q !== undefined && timing) {
+        // Timed: each dispatch in its own pass, its timestamps written at the pass's start and end.
+        pass?.end();
+        pass = enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: 2 * c.q, endOfPassWriteIndex: 2 * c.q + 1 } });
+        last = undefined;
+      } else if (!pass) {
         pass = enc.beginComputePass();
         last = undefined;
       }
@@ -605,7 +633,7 @@ export class WgpuDevice implements Device {
       pass.setBindGroup(0, c.group);
       pass.dispatchWorkgroups(c.grid[0], c.grid[1], c.grid[2]);
       this.stats.dispatches++;
-      if (this.passPerDispatch) {
+      if (this.passPerDispatch || (c.q !== undefined && timing)) {
         pass.end();
         pass = undefined;
       }
@@ -634,7 +662,7 @@ export class WgpuDevice implements Device {
   replay(rec: Recording): void {
     this.live();
     if (!(rec instanceof WgpuRecording) || rec.released) throw new Unsupported(`${B}: not a live recording of this device`);
-    this.submit(rec.list);
+    this.submit(rec.list, rec.tail.timing);
     this.stats.replays++;
     this.enqueue(rec.tail, undefined);
   }
@@ -642,7 +670,7 @@ export class WgpuDevice implements Device {
   run(steps: DeviceStep[]): void {
     this.live();
     const { cmds, tail, owned } = this.prepare(steps, "run");
-    this.submit([...cmds, ...tail.copies]);
+    this.submit([...cmds, ...tail.copies], tail.timing);
     this.stats.eagerRuns++;
     this.enqueue(tail, owned);
   }
@@ -691,6 +719,7 @@ export class WgpuDevice implements Device {
         r.snapshot = bytes.slice(t.at[j], t.at[j] + r.bytes);
         r.dirty = false;
       });
+      if (t.timing) t.timing.ticks = new BigUint64Array(bytes.slice(t.timing.at, t.timing.at + 16 * t.timing.stepOf.length).buffer);
       if (!t.faults) return;
       const words = new Uint32Array(bytes.buffer, bytes.byteOffset, t.faults.size >> 2);
       let hit = false;
@@ -704,6 +733,23 @@ export class WgpuDevice implements Device {
       if (hit && !p.temp) this.gpu.queue.writeBuffer(t.faults, 0, new Uint8Array(t.faults.size));
     });
     if (fault) throw fault;
+  }
+
+  /**
+   * Device µs of each step of the recording's latest synchronized replay, from the timestamps written at the
+   * start and end of each kernel's compute pass (WgpuOptions.timestamps); copies are not timed (NaN). Undefined
+   * when the device does not time steps or no replay has been synchronized.
+   */
+  stepTimes(rec: Recording): StepTime[] | undefined {
+    if (!(rec instanceof WgpuRecording) || rec.released) return undefined;
+    const t = rec.tail.timing;
+    if (!t?.ticks) return undefined;
+    const times = stepTimesOf(t.ticks, 1);
+    const out: StepTime[] = Array.from({ length: t.steps }, () => ({ interval: NaN, busy: NaN }));
+    t.stepOf.forEach((si, q) => {
+      out[si] = times[q];
+    });
+    return out;
   }
 
   releaseRecording(rec: Recording): void {
