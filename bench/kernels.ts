@@ -6,8 +6,13 @@
 // recording. Zeroed weights and K/V (the memory traffic of a read does not depend on its values), the position
 // slot at --pos (default 0; attention's work follows it).
 //
+// --backend vulkan,wgpu (ptx among them or not) times a whole decode step on each of those devices instead,
+// from the timestamps they write around every dispatch (bench/profile.ts), prints each device's Caps, and
+// one table with every backend's µs and GB/s per kernel side by side (ptx's from the launches above).
+//
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--out FILE]
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -20,6 +25,8 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { isBackendName, probeBackend } from "../backends/open.ts";
+import { kernelTable, type Profile, profileProgram } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -149,13 +156,73 @@ export function floor(dev: Device): Promise<number> {
 /** The role of a gemv kernel across tunings: its name without the tuning suffix. */
 const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
 
+/** What a device's renderer gets: its Caps, and what the backend knows beyond them. */
+function describe(dev: Device): string {
+  const extra = dev as unknown as { enabled?: unknown; features?: unknown; gpu?: { limits: Record<string, number> } };
+  const out: Record<string, unknown> = { device: dev.target.device, caps: dev.target.caps };
+  if (extra.enabled) out.vulkan = extra.enabled;
+  if (extra.features) out.wgpu = extra.features;
+  if (extra.gpu) {
+    const l = extra.gpu.limits, keep: Record<string, number> = {};
+    for (const k in l) if (typeof l[k] === "number" && /Compute|Storage|Workgroup|Subgroup/.test(k)) keep[k] = l[k];
+    out.limits = keep;
+  }
+  return JSON.stringify(out);
+}
+
+/** ptx's per-kernel times (launches back to back, weights rotated past L2) in the profile's form. */
+async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Profile> {
+  const rows = [];
+  for (const { step, count } of distinct(prog)) {
+    const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
+    rows.push({ first: prog.steps.indexOf(step), name: step.kernel.name, count, micros, busy: micros, bytes: step.work.bytes });
+  }
+  const t = await timeProgram(dev, prog, 20, pos);
+  const deviceMs = rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000;
+  return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
+}
+
+/** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined): Promise<number> {
+  const result: Record<string, unknown> = {};
+  for (const shape of shapes) {
+    const profiles: Profile[] = [];
+    for (const b of backends) {
+      if (!isBackendName(b)) throw new RangeError(`--backend: unknown backend ${b}`);
+      const dev = await probeBackend(b, { vulkan: { timestamps: true }, wgpu: { timestamps: true } });
+      if (typeof dev === "string") {
+        console.log(`${b}: skipped: ${dev}`);
+        continue;
+      }
+      try {
+        console.log(`${b} caps: ${describe(dev)}`);
+        const prog = decodeProgram(shape, dev, {});
+        const p = b === "ptx" ? await ptxProfile(dev, prog, pos) : await profileProgram(dev, prog, 10, pos);
+        if (!p) {
+          console.log(`${b}: skipped: ${dev.target.device} writes no timestamps (Vulkan timestampValidBits 0, or no WebGPU timestamp-query)`);
+          continue;
+        }
+        console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by ${b === "ptx" ? "launches" : "timestamps"}, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+        profiles.push(p);
+        result[`${b}:${shape}`] = p;
+      } finally {
+        await dev.destroy();
+      }
+    }
+    console.log(`\n${shape} (pos ${pos}): µs per launch (start to next start) and planned bytes per µs\n${kernelTable(profiles)}\n`);
+  }
+  if (out) writeFileSync(out, JSON.stringify(result, null, 1) + "\n");
+  return 0;
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
+  if (values.backend && values.backend !== "ptx") return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out);
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);

@@ -1,0 +1,122 @@
+// Device time of every step of a whole decode step, from the timestamps a device writes around each step of a
+// replay (Device.stepTimes: Vulkan timestamp queries, WebGPU timestamp-query), summed per kernel, and a table
+// that puts several backends' figures for the same kernel side by side. Zeroed weights and K/V (the memory
+// traffic of a read does not depend on its values), the position slot at `pos`.
+import type { Device, DeviceStep, StepTime } from "../backends/device.ts";
+import type { Program } from "../kernels/program.ts";
+
+/** One kernel of a plan on one backend: its launches per token, mean µs per launch, and planned bytes. */
+export interface KernelRow {
+  /** Index of the kernel's first step in the plan (the key that lines backends up). */
+  first: number;
+  name: string;
+  count: number;
+  /** Mean µs from a launch's start to the next step's start (the launch gap included, as in a token). */
+  micros: number;
+  /** Mean µs from a launch's start to its end. */
+  busy: number;
+  bytes: number;
+}
+
+export interface Profile {
+  backend: string;
+  device: string;
+  steps: number;
+  /** Sum of every step's interval: device ms per token by the timestamps. */
+  deviceMs: number;
+  /** Wall ms per token with each replay synchronized (as a decode loop runs it). */
+  wallMs: number;
+  rows: KernelRow[];
+}
+
+/**
+ * Replays the whole program `reps` times (after warm-up), synchronizing each, and averages each step's
+ * timestamps; undefined when the device does not time steps (opened without timestamps, or unsupported).
+ */
+export async function profileProgram(dev: Device, prog: Program, reps = 10, pos = 0): Promise<Profile | undefined> {
+  if (!dev.stepTimes) return undefined;
+  const bufs = prog.buffers.map((pb) => {
+    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
+    if (pb.init) dev.write(b, 0, pb.init);
+    else if (pb.kind === "slot" || pb.kind === "state") dev.write(b, 0, new Uint8Array(pb.bytes)); // token 0, empty cache (memory is not zeroed)
+    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
+    return b;
+  });
+  try {
+    const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
+    const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
+      s.k === "kernel"
+        ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
+        : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
+    );
+    const rec = dev.record(steps);
+    try {
+      for (let i = 0; i < 3; i++) {
+        dev.replay(rec);
+        await dev.synchronize(60_000);
+      }
+      if (!dev.stepTimes(rec)) return undefined;
+      const sum: StepTime[] = steps.map(() => ({ interval: 0, busy: 0 }));
+      const t0 = performance.now();
+      for (let r = 0; r < reps; r++) {
+        dev.replay(rec);
+        await dev.synchronize(60_000);
+        dev.stepTimes(rec)!.forEach((t, i) => {
+          sum[i].interval += t.interval / reps;
+          sum[i].busy += t.busy / reps;
+        });
+      }
+      const wallMs = (performance.now() - t0) / reps;
+      const rows = new Map<string, KernelRow>();
+      prog.steps.forEach((s, i) => {
+        if (s.k !== "kernel") return;
+        const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
+        r.micros += sum[i].interval;
+        r.busy += sum[i].busy;
+        r.count++;
+        rows.set(s.kernel.name, r);
+      });
+      for (const r of rows.values()) {
+        r.micros /= r.count;
+        r.busy /= r.count;
+      }
+      const deviceMs = sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / 1000;
+      return { backend: dev.target.backend, device: dev.target.device, steps: steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+    } finally {
+      dev.releaseRecording(rec);
+    }
+  } finally {
+    for (const b of bufs) dev.free(b);
+  }
+}
+
+/**
+ * One table: a row per kernel of the first profile's plan (lined up with the others by the index of its first
+ * step), µs per launch and GB/s per backend, and each kernel's share of the first backend's token. A kernel
+ * whose name differs on another backend (another variant at the same place) gets a `*` there.
+ */
+export function kernelTable(profiles: Profile[]): string {
+  if (!profiles.length) return "";
+  const [base] = profiles;
+  const total = base.rows.reduce((a, r) => a + r.count * r.micros, 0);
+  const head = [`${"kernel".padEnd(56)} ${"n".padStart(4)}`];
+  for (const p of profiles) head.push(`${(p.backend + " µs").padStart(11)} ${"GB/s".padStart(6)}`);
+  head.push(`${"token%".padStart(7)}`);
+  const lines = [head.join(" ")];
+  const others = profiles.map((p) => new Map(p.rows.map((r) => [r.first, r])));
+  for (const r of base.rows) {
+    const cells = [`${r.name.slice(0, 56).padEnd(56)} ${String(r.count).padStart(4)}`];
+    others.forEach((m) => {
+      const o = m.get(r.first);
+      if (!o) return cells.push(`${"-".padStart(11)} ${"".padStart(6)}`);
+      const mark = o.name === r.name ? " " : "*";
+      cells.push(`${(o.micros.toFixed(2) + mark).padStart(11)} ${(o.bytes / o.micros / 1000).toFixed(0).padStart(6)}`);
+    });
+    cells.push(`${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
+    lines.push(cells.join(" "));
+  }
+  const sums = [`${"sum of kernels (ms per token)".padEnd(61)}`];
+  for (const p of profiles) sums.push(`${(p.rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000).toFixed(3).padStart(11)} ${"".padStart(6)}`);
+  lines.push(sums.join(" "));
+  return lines.join("\n");
+}
