@@ -205,6 +205,8 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
         console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by ${b === "ptx" ? "launches" : "timestamps"}, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
         profiles.push(p);
         result[`${b}:${shape}`] = p;
+      } catch (e) {
+        console.log(`${b}: ${shape} failed: ${(e as Error).message}`); // the other backends still run
       } finally {
         await dev.destroy();
       }
