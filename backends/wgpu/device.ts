@@ -1,7 +1,9 @@
 // The WebGPU device (Deno's built-in wgpu through navigator.gpu).
 //
 // Record once: pipelines (compile), bind groups and the dispatch list (record). Per step: the Engine writes
-// slots with queue.writeBuffer, replay encodes the cached list into one command encoder and submits once; the
+// slots with queue.writeBuffer, replay encodes the cached list into one command encoder and submits once (from
+// the second replay of a recording on, the command buffer was encoded right after the previous submit, while
+// the GPU ran it, so a step's host path is writes, one submit and one map); the
 // list ends with copies of the recording's fault words and of the readback buffers it writes into the
 // recording's own MAP_READ staging buffer, so synchronize only maps it (no further submit), and read() of a
 // readback buffer afterwards returns that snapshot. A decode step is one submit and one map. Deno resolves every
@@ -54,9 +56,12 @@ export interface WgpuStats {
   eagerRuns: number;
   dispatches: number;
   maps: number;
-  /** Host microseconds spent encoding command buffers in replay/run, up to finish() (total and last call). */
+  /** Host microseconds spent encoding command buffers in replay/run before their submit (total and last call;
+   * 0 for a replay whose command buffer was encoded ahead). */
   encodeMicros: number;
   lastEncodeMicros: number;
+  /** Host microseconds encoding a recording's next command buffer after a submit, while the GPU runs. */
+  preEncodeMicros: number;
   /** Host microseconds inside queue.submit for those (lavapipe runs the work there, so it is device time). */
   submitMicros: number;
   /** Host microseconds waiting in synchronize/read for maps. */
@@ -121,8 +126,18 @@ interface Pending {
   temp: GPUBuffer[] | undefined;
 }
 
+/** A finished command buffer and what it holds. */
+interface Encoded {
+  cb: GPUCommandBuffer;
+  dispatches: number;
+  micros: number;
+}
+
 class WgpuRecording implements Recording {
   released = false;
+  replays = 0;
+  /** The next replay's command buffer, encoded while the previous one ran. */
+  spare: Encoded | undefined;
   constructor(
     /** The dispatches and copies, then the tail's copies. */
     readonly list: Cmd[],
@@ -153,7 +168,7 @@ export class WgpuDevice implements Device {
   readonly gpu: GPUDevice;
   readonly stats: WgpuStats = {
     submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, submitMicros: 0,
-    mapMicros: 0, earlyMaps: 0, pipelines: 0,
+    mapMicros: 0, earlyMaps: 0, preEncodeMicros: 0, pipelines: 0,
   };
   poisoned: string | undefined;
   private lostUnreported = false;
@@ -607,8 +622,25 @@ export class WgpuDevice implements Device {
   }
 
   /** Encodes commands into one command buffer and submits it (timing each dispatch with a `q` into `timing`). */
-  private submit(cmds: Cmd[], timing?: Tail["timing"]): number {
+  private submit(cmds: Cmd[], timing?: Tail["timing"]): void {
+    const e = this.encode(cmds, timing);
+    this.stats.encodeMicros += e.micros;
+    this.stats.lastEncodeMicros = e.micros;
+    this.submitEncoded(e);
+  }
+
+  private submitEncoded(e: Encoded): void {
+    const t1 = performance.now();
+    this.gpu.queue.submit([e.cb]);
+    this.stats.submits++;
+    this.stats.dispatches += e.dispatches;
+    this.stats.submitMicros += (performance.now() - t1) * 1000;
+  }
+
+  /** One command buffer of the commands (timing each dispatch with a `q` into `timing`). */
+  private encode(cmds: Cmd[], timing?: Tail["timing"]): Encoded {
     const t0 = performance.now();
+    let dispatches = 0;
     const enc = this.gpu.createCommandEncoder();
     let pass: GPUComputePassEncoder | undefined;
     let last: GPUComputePipeline | undefined;
@@ -632,7 +664,7 @@ export class WgpuDevice implements Device {
       if (c.pipeline !== last) pass.setPipeline(last = c.pipeline);
       pass.setBindGroup(0, c.group);
       pass.dispatchWorkgroups(c.grid[0], c.grid[1], c.grid[2]);
-      this.stats.dispatches++;
+      dispatches++;
       if (this.passPerDispatch || (c.q !== undefined && timing)) {
         pass.end();
         pass = undefined;
@@ -640,14 +672,7 @@ export class WgpuDevice implements Device {
     }
     pass?.end();
     const cb = enc.finish();
-    const t1 = performance.now();
-    this.gpu.queue.submit([cb]);
-    this.stats.submits++;
-    const us = (t1 - t0) * 1000;
-    this.stats.encodeMicros += us;
-    this.stats.lastEncodeMicros = us;
-    this.stats.submitMicros += (performance.now() - t1) * 1000;
-    return us;
+    return { cb, dispatches, micros: (performance.now() - t0) * 1000 };
   }
 
   /** Notes a submitted tail for the next synchronize (once per tail: its staging holds the latest copy). */
@@ -662,8 +687,25 @@ export class WgpuDevice implements Device {
   replay(rec: Recording): void {
     this.live();
     if (!(rec instanceof WgpuRecording) || rec.released) throw new Unsupported(`${B}: not a live recording of this device`);
-    this.submit(rec.list, rec.tail.timing);
+    const spare = rec.spare;
+    rec.spare = undefined;
+    if (spare) {
+      this.stats.lastEncodeMicros = 0;
+      this.submitEncoded(spare);
+    } else this.submit(rec.list, rec.tail.timing);
     this.stats.replays++;
+    // A recording replayed again and again (a decode loop): encode its next command buffer now, while the GPU
+    // runs this one, so the next step only submits. The list does not change between replays (slots are
+    // queue writes, ordered before that submit).
+    if (++rec.replays >= 2) {
+      const t0 = performance.now();
+      try {
+        rec.spare = this.encode(rec.list, rec.tail.timing);
+      } catch {
+        rec.spare = undefined; // the next replay encodes, and reports what is wrong
+      }
+      this.stats.preEncodeMicros += (performance.now() - t0) * 1000;
+    }
     this.enqueue(rec.tail, undefined);
   }
 
@@ -755,6 +797,7 @@ export class WgpuDevice implements Device {
   releaseRecording(rec: Recording): void {
     if (!(rec instanceof WgpuRecording) || rec.released) return;
     rec.released = true;
+    rec.spare = undefined;
     // Work not yet synchronized may still use them: hand them to the next synchronize to free.
     const p = this.pending.find((x) => x.tail === rec.tail);
     if (p) p.temp = rec.owned;

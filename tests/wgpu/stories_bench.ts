@@ -63,6 +63,7 @@ if (typeof dev === "string") {
     submitsPerToken: (s.submits - s0.submits) / steps,
     mapsPerToken: (s.maps - s0.maps) / steps,
     encodeMicrosPerToken: +((s.encodeMicros - s0.encodeMicros) / steps).toFixed(1),
+    preEncodeMicrosPerToken: +((s.preEncodeMicros - s0.preEncodeMicros) / steps).toFixed(1),
     submitMicrosPerToken: +((s.submitMicros - s0.submitMicros) / steps).toFixed(1),
     mapMicrosPerToken: +((s.mapMicros - s0.mapMicros) / steps).toFixed(1),
     hostMicrosPerStep: +eng.stats().hostMicrosPerStep.toFixed(1),
