@@ -24,6 +24,8 @@ export interface VulkanOptions {
   stageDeviceMemory?: boolean;
   /** Write a timestamp around every step of a recording (stepTimes); refused where the queue has none. */
   timestamps?: boolean;
+  /** A full memory barrier before every step of a recording, not only where one step's bytes meet another's. */
+  allBarriers?: boolean;
 }
 
 /** Features the logical device was created with. */

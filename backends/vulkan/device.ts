@@ -34,6 +34,7 @@ export class VulkanDevice implements Device {
   readonly #ctx: Context;
   readonly #timeoutMs: number;
   readonly #mapDevice: boolean;
+  readonly #allBarriers: boolean;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -56,6 +57,7 @@ export class VulkanDevice implements Device {
     this.target = ctx.target;
     this.#timeoutMs = opts.timeoutMs ?? 600_000;
     this.#mapDevice = !opts.stageDeviceMemory;
+    this.#allBarriers = opts.allBarriers ?? false;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -266,7 +268,7 @@ export class VulkanDevice implements Device {
   }
   #record(steps: DeviceStep[], perStep: boolean): VkRecording {
     this.#live();
-    const rec = this.#vk("recording", () => buildRecording(this.#ctx, this.#cmdPool, steps, perStep));
+    const rec = this.#vk("recording", () => buildRecording(this.#ctx, this.#cmdPool, steps, perStep, this.#allBarriers));
     this.#recordings.add(rec);
     return rec;
   }
@@ -274,6 +276,11 @@ export class VulkanDevice implements Device {
   /** Command buffers of a recording (tests check that a budget cut the recording). */
   commandBuffers(rec: Recording): number {
     return (rec as VkRecording).cbs.length;
+  }
+
+  /** Barriers between a recording's steps (the hazards that needed one; every gap with allBarriers). */
+  barriers(rec: Recording): number {
+    return (rec as VkRecording).barriers;
   }
 
   replay(rec: Recording): void {

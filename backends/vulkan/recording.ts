@@ -1,7 +1,11 @@
 // Recording: a list of device steps baked into command buffers once. Each dispatch gets its own descriptor
 // set (written here, never again) and, when its kernel has checks, its own error word: a slot of one small
-// host-visible buffer, aligned to the device's storage offset alignment. Between commands sits a full memory
-// barrier; each command buffer ends with a barrier that makes its writes visible to the host.
+// host-visible buffer, aligned to the device's storage offset alignment. A barrier (compute and transfer
+// writes before it visible to compute and transfer after it) sits before a step only where the step touches
+// bytes that a step since the last barrier wrote (read after write, write after write) or reads bytes it
+// writes (write after read); steps with no such overlap run without one (allBarriers: before every step, as
+// a full memory barrier). Each command buffer ends with a full barrier and one that makes its writes visible
+// to the host.
 //
 // With timestamps enabled, each step is bracketed by two timestamps of the recording's query pool (start at
 // the top of the pipe after the barrier before it, end at the bottom after it); each command buffer resets its
@@ -47,6 +51,8 @@ export interface VkRecording extends Recording {
   readonly queries: bigint;
   /** A replay has finished since recording, so every query holds a value. */
   timed: boolean;
+  /** Barriers between steps inside its command buffers (the ones the hazards needed). */
+  readonly barriers: number;
 }
 
 /**
@@ -101,7 +107,45 @@ export function cmdHostBarrier(api: Context["api"], cb: bigint): void {
   });
 }
 
-export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[], perStep: boolean): VkRecording {
+/** Byte ranges one step reads and writes, by VkBuffer. */
+interface Access {
+  reads: { buffer: bigint; lo: number; hi: number }[];
+  writes: { buffer: bigint; lo: number; hi: number }[];
+}
+
+function accessOf(ctx: Context, s: DeviceStep): Access {
+  const span = (b: DeviceBinding, what: string) => {
+    const r = s.k === "copy" ? { buffer: asBuf(b).buffer, offset: b.offset, range: b.bytes } : range(ctx, b, what);
+    return { buffer: r.buffer, lo: r.offset, hi: r.offset + r.range };
+  };
+  if (s.k === "copy") return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
+  const k = (s.compiled as VkKernel).kernel;
+  const out: Access = { reads: [], writes: [] };
+  s.bindings.forEach((b, j) => {
+    const acc = k.buffers[j].access, r = span(b, `binding ${j}`);
+    if (acc !== "w") out.reads.push(r);
+    if (acc !== "r") out.writes.push(r);
+  });
+  return out; // the error word: each dispatch has its own
+}
+
+const overlaps = (a: Access["reads"], b: Access["reads"]) =>
+  a.some((x) => b.some((y) => x.buffer === y.buffer && x.lo < y.hi && y.lo < x.hi));
+
+/** Compute and transfer writes made available and visible to compute and transfer reads and writes. */
+function cmdStepBarrier(api: Context["api"], cb: bigint): void {
+  const stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT;
+  api.cmdPipelineBarrier(cb, {
+    srcStage: stages,
+    dstStage: stages,
+    memory: [{
+      srcAccessMask: vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+      dstAccessMask: vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+    }],
+  });
+}
+
+export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[], perStep: boolean, allBarriers = false): VkRecording {
   const { api, device, target } = ctx;
   const caps = target.caps;
   const kernels = steps.filter((s) => s.k === "kernel");
@@ -166,14 +210,25 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
 
     cbs = api.allocateCommandBuffers(device, cmdPool, groups.length);
     const slotRanges: [number, number][] = [];
-    let at = 0, kernelIndex = 0, slot = 0;
+    let at = 0, kernelIndex = 0, slot = 0, barriers = 0;
     groups.forEach((n, g) => {
       const cb = cbs[g];
       const first = slot;
       api.beginCommandBuffer(cb);
       if (queries) api.cmdResetQueryPool(cb, queries, 2 * at, 2 * n);
       let bound = 0n;
+      // Accesses since the last barrier (the command buffer starts after a full one, or a fence).
+      const since: Access = { reads: [], writes: [] };
       for (const [j, s] of steps.slice(at, at + n).entries()) {
+        const a = accessOf(ctx, s);
+        if (j > 0 && (allBarriers || overlaps([...a.reads, ...a.writes], since.writes) || overlaps(a.writes, since.reads))) {
+          if (allBarriers) api.cmdFullBarrier(cb);
+          else cmdStepBarrier(api, cb);
+          since.reads.length = since.writes.length = 0;
+          barriers++;
+        }
+        since.reads.push(...a.reads);
+        since.writes.push(...a.writes);
         if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * (at + j));
         if (s.k === "kernel") {
           const k = s.compiled as VkKernel;
@@ -186,8 +241,8 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
           api.cmdCopyBuffer(cb, asBuf(s.src).buffer, asBuf(s.dst).buffer, [{ srcOffset: s.src.offset, dstOffset: s.dst.offset, size: s.src.bytes }]);
         }
         if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 2 * (at + j) + 1);
-        api.cmdFullBarrier(cb);
       }
+      api.cmdFullBarrier(cb);
       cmdHostBarrier(api, cb);
       api.endCommandBuffer(cb);
       slotRanges.push([first, slot]);
@@ -207,6 +262,7 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       released: false,
       queries,
       timed: false,
+      barriers,
     };
   } catch (e) {
     if (queries) api.destroyQueryPool(device, queries);
