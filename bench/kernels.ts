@@ -26,7 +26,7 @@ import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { isBackendName, probeBackend } from "../backends/open.ts";
-import { kernelTable, type Profile, profileProgram } from "./profile.ts";
+import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -182,8 +182,42 @@ async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Prof
   return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
 }
 
+/**
+ * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
+ * buffers; each gemv role's default and best µs per launch by the timestamps, and the tuning that won.
+ */
+async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<Record<string, number>> {
+  const best = new Map<string, { tune: string; micros: number; def: number }>();
+  for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: "default " + r.name.slice(role(r.name).length + 1), micros: r.micros, def: r.micros });
+  const sweep: Record<string, number> = {};
+  for (const lanes of grid.lanes) {
+    for (const rows of grid.rows) {
+      for (const unroll of grid.unroll) {
+        let prog: Program;
+        try {
+          prog = decodeProgram(shape, dev, { gemvTune: { lanes, rows, unroll } });
+        } catch (e) {
+          console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
+          continue;
+        }
+        if (!sameBuffers(prog0, prog)) continue;
+        const p = await profileSteps(dev, prog, bufs, 5);
+        for (const r of p?.rows ?? []) {
+          if (!r.name.startsWith("gemv") || sweep[r.name] !== undefined) continue;
+          sweep[r.name] = r.micros;
+          const e = best.get(role(r.name));
+          if (e && r.micros < e.micros) Object.assign(e, { tune: r.name.slice(role(r.name).length + 1), micros: r.micros });
+        }
+      }
+    }
+  }
+  console.log(`${shape} on ${dev.target.backend}: gemv tuning sweep (${Object.keys(sweep).length} kernels, µs per launch by timestamps)`);
+  for (const [k, e] of best) console.log(`  ${k.slice(0, 60).padEnd(60)} default ${e.def.toFixed(2).padStart(8)}  best ${e.micros.toFixed(2).padStart(8)}  ${e.tune}`);
+  return sweep;
+}
+
 /** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
-async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined): Promise<number> {
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<number> {
   const result: Record<string, unknown> = {};
   for (const shape of shapes) {
     const profiles: Profile[] = [];
@@ -197,14 +231,27 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
       try {
         console.log(`${b} caps: ${describe(dev)}`);
         const prog = decodeProgram(shape, dev, {});
-        const p = b === "ptx" ? await ptxProfile(dev, prog, pos) : await profileProgram(dev, prog, 10, pos);
-        if (!p) {
-          console.log(`${b}: skipped: ${dev.target.device} writes no timestamps (Vulkan timestampValidBits 0, or no WebGPU timestamp-query)`);
+        if (b === "ptx") {
+          const p = await ptxProfile(dev, prog, pos);
+          console.log(`${shape} on ptx: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by launches, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
           continue;
         }
-        console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by ${b === "ptx" ? "launches" : "timestamps"}, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
-        profiles.push(p);
-        result[`${b}:${shape}`] = p;
+        const bufs = allocProgram(dev, prog, pos);
+        try {
+          const p = await profileSteps(dev, prog, bufs, 10);
+          if (!p) {
+            console.log(`${b}: skipped: ${dev.target.device} writes no timestamps (Vulkan timestampValidBits 0, or no WebGPU timestamp-query)`);
+            continue;
+          }
+          console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by timestamps, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
+          if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid);
+        } finally {
+          for (const x of bufs) dev.free(x);
+        }
       } catch (e) {
         console.log(`${b}: ${shape} failed: ${(e as Error).message}`); // the other backends still run
       } finally {
@@ -224,10 +271,13 @@ async function main(args: string[]): Promise<number> {
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
-  if (values.backend && values.backend !== "ptx") return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out);
+  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  if (values.backend && values.backend !== "ptx") {
+    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
+    return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out, grid);
+  }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
-  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
   const pos = Number(values.pos ?? 0);
   const result: Record<string, unknown> = {};
   for (const pdl of modes) {

@@ -2,7 +2,7 @@
 // replay (Device.stepTimes: Vulkan timestamp queries, WebGPU timestamp-query), summed per kernel, and a table
 // that puts several backends' figures for the same kernel side by side. Zeroed weights and K/V (the memory
 // traffic of a read does not depend on its values), the position slot at `pos`.
-import type { Device, DeviceStep, StepTime } from "../backends/device.ts";
+import type { Device, DeviceBuffer, DeviceStep, StepTime } from "../backends/device.ts";
 import type { Program } from "../kernels/program.ts";
 
 /** One kernel of a plan on one backend: its launches per token, mean µs per launch, and planned bytes. */
@@ -35,58 +35,81 @@ export interface Profile {
  */
 export async function profileProgram(dev: Device, prog: Program, reps = 10, pos = 0): Promise<Profile | undefined> {
   if (!dev.stepTimes) return undefined;
-  const bufs = prog.buffers.map((pb) => {
-    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
-    if (pb.init) dev.write(b, 0, pb.init);
-    else if (pb.kind === "slot" || pb.kind === "state") dev.write(b, 0, new Uint8Array(pb.bytes)); // token 0, empty cache (memory is not zeroed)
-    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
-    return b;
-  });
+  const bufs = allocProgram(dev, prog, pos);
   try {
-    const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
-    const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
-      s.k === "kernel"
-        ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
-        : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
-    );
-    const rec = dev.record(steps);
-    try {
-      for (let i = 0; i < 3; i++) {
-        dev.replay(rec);
-        await dev.synchronize(60_000);
-      }
-      if (!dev.stepTimes(rec)) return undefined;
-      const sum: StepTime[] = steps.map(() => ({ interval: 0, busy: 0 }));
-      const t0 = performance.now();
-      for (let r = 0; r < reps; r++) {
-        dev.replay(rec);
-        await dev.synchronize(60_000);
-        dev.stepTimes(rec)!.forEach((t, i) => {
-          sum[i].interval += t.interval / reps;
-          sum[i].busy += t.busy / reps;
-        });
-      }
-      const wallMs = (performance.now() - t0) / reps;
-      const rows = new Map<string, KernelRow>();
-      prog.steps.forEach((s, i) => {
-        if (s.k !== "kernel") return;
-        const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
-        r.micros += sum[i].interval;
-        r.busy += sum[i].busy;
-        r.count++;
-        rows.set(s.kernel.name, r);
-      });
-      for (const r of rows.values()) {
-        r.micros /= r.count;
-        r.busy /= r.count;
-      }
-      const deviceMs = sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / 1000;
-      return { backend: dev.target.backend, device: dev.target.device, steps: steps.length, deviceMs, wallMs, rows: [...rows.values()] };
-    } finally {
-      dev.releaseRecording(rec);
-    }
+    return await profileSteps(dev, prog, bufs, reps);
   } finally {
     for (const b of bufs) dev.free(b);
+  }
+}
+
+/** Every buffer of the program: literals written, slots and state zeroed (token 0, empty cache), pos set. */
+export function allocProgram(dev: Device, prog: Program, pos = 0): DeviceBuffer[] {
+  const bufs: DeviceBuffer[] = [];
+  try {
+    for (const pb of prog.buffers) {
+      const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
+      bufs.push(b);
+      if (pb.init) dev.write(b, 0, pb.init);
+      else if (pb.kind === "slot" || pb.kind === "state") dev.write(b, 0, new Uint8Array(pb.bytes)); // memory is not zeroed
+      if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
+    }
+    return bufs;
+  } catch (e) {
+    for (const b of bufs) dev.free(b);
+    throw e;
+  }
+}
+
+/** True when two programs lay out the same buffers (so one allocation serves both: another tuning of one graph). */
+export function sameBuffers(a: Program, b: Program): boolean {
+  return a.buffers.length === b.buffers.length && a.buffers.every((x, i) => x.bytes === b.buffers[i].bytes && x.kind === b.buffers[i].kind);
+}
+
+/** profileProgram over buffers already allocated for `prog` (allocProgram). */
+export async function profileSteps(dev: Device, prog: Program, bufs: DeviceBuffer[], reps = 10): Promise<Profile | undefined> {
+  if (!dev.stepTimes) return undefined;
+  const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
+  const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
+    s.k === "kernel"
+      ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
+      : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
+  );
+  const rec = dev.record(steps);
+  try {
+    for (let i = 0; i < 3; i++) {
+      dev.replay(rec);
+      await dev.synchronize(60_000);
+    }
+    if (!dev.stepTimes(rec)) return undefined;
+    const sum: StepTime[] = steps.map(() => ({ interval: 0, busy: 0 }));
+    const t0 = performance.now();
+    for (let r = 0; r < reps; r++) {
+      dev.replay(rec);
+      await dev.synchronize(60_000);
+      dev.stepTimes(rec)!.forEach((t, i) => {
+        sum[i].interval += t.interval / reps;
+        sum[i].busy += t.busy / reps;
+      });
+    }
+    const wallMs = (performance.now() - t0) / reps;
+    const rows = new Map<string, KernelRow>();
+    prog.steps.forEach((s, i) => {
+      if (s.k !== "kernel") return;
+      const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
+      r.micros += sum[i].interval;
+      r.busy += sum[i].busy;
+      r.count++;
+      rows.set(s.kernel.name, r);
+    });
+    for (const r of rows.values()) {
+      r.micros /= r.count;
+      r.busy /= r.count;
+    }
+    const deviceMs = sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / 1000;
+    return { backend: dev.target.backend, device: dev.target.device, steps: steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+  } finally {
+    dev.releaseRecording(rec);
   }
 }
 
