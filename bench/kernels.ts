@@ -26,7 +26,7 @@ import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { isBackendName, probeBackend } from "../backends/open.ts";
-import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers } from "./profile.ts";
+import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -216,6 +216,34 @@ async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: Dev
   return sweep;
 }
 
+/** GB/s of a pure 16-byte-load stream over 1 GiB (or the largest binding; 2, 4 and 8 loads in flight per invocation). */
+async function streamRates(dev: Device): Promise<string> {
+  let bytes = 1 << 30;
+  while (bytes > dev.target.caps.maxBindingBytes) bytes /= 2;
+  const out: string[] = [];
+  for (const unroll of [2, 4, 8]) {
+    const k = streamKernel(dev.target.caps, bytes, unroll);
+    const prog: Program = {
+      buffers: [{ id: 0, kind: "arena", name: "x", bytes }, { id: 1, kind: "arena", name: "y", bytes: 16 }],
+      steps: [{ k: "kernel", kernel: k, grid: k.grid, work: { bytes, flops: 0 }, bindings: [{ buffer: 0, offset: 0, bytes }, { buffer: 1, offset: 0, bytes: 16 }] }],
+      slots: [], state: [], outputs: [], weights: [],
+    };
+    const step = prog.steps[0] as Extract<Step, { k: "kernel" }>;
+    let us: number | undefined;
+    if (dev.target.backend === "ptx") us = await timeStep(dev, prog, step, 8);
+    else {
+      const bufs = allocProgram(dev, prog);
+      try {
+        us = (await profileSteps(dev, prog, bufs, 5))?.rows[0].micros;
+      } finally {
+        for (const x of bufs) dev.free(x);
+      }
+    }
+    out.push(us === undefined ? `u${unroll} untimed` : `u${unroll} ${(bytes / us / 1000).toFixed(0)} GB/s`);
+  }
+  return `${bytes >> 20} MiB stream read: ${out.join(", ")}`;
+}
+
 /** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
 async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<number> {
   const result: Record<string, unknown> = {};
@@ -230,6 +258,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
       }
       try {
         console.log(`${b} caps: ${describe(dev)}`);
+        if (shape === shapes[0]) console.log(`${b}: ${await streamRates(dev).catch((e) => `stream read failed: ${(e as Error).message}`)}`);
         const prog = decodeProgram(shape, dev, {});
         if (b === "ptx") {
           const p = await ptxProfile(dev, prog, pos);

@@ -4,6 +4,27 @@
 // traffic of a read does not depend on its values), the position slot at `pos`.
 import type { Device, DeviceBuffer, DeviceStep, StepTime } from "../backends/device.ts";
 import type { Program } from "../kernels/program.ts";
+import { type Kernel, KernelBuilder, u32 } from "../kernels/ir.ts";
+import type { Caps } from "../kernels/target.ts";
+import { gridFor, wgIndex } from "../kernels/lib/common.ts";
+
+/**
+ * A pure streaming read of `bytes` (16-byte loads, `unroll` per invocation in flight, 256 per workgroup,
+ * XOR-reduced, stored only on an impossible value): the bandwidth a backend's kernels can reach at all.
+ */
+export function streamKernel(caps: Caps, bytes: number, unroll = 4): Kernel {
+  const threads = bytes / (16 * unroll), wg = 256;
+  if (!Number.isInteger(threads / wg)) throw new RangeError(`stream: ${bytes} bytes is not a whole number of ${wg}x${unroll} 16-byte loads`);
+  const grid = gridFor(caps, threads / wg);
+  const b = new KernelBuilder(`stream_${bytes >> 20}MiB_u${unroll}`, { workgroup: wg, grid });
+  const x = b.buffer("x", "u32", "r"), y = b.buffer("y", "u32", "w");
+  const t = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "t");
+  const acc = b.let(u32(0), "u32", "acc");
+  const vs = Array.from({ length: unroll }, (_, j) => b.loadv(x, t.add(j * threads).mul(4), 4));
+  for (const v of vs) for (const e of v) b.set(acc, acc.xor(e));
+  b.if(acc.eq(0x9e3779b9), () => b.store(y, t, acc));
+  return b.build();
+}
 
 /** One kernel of a plan on one backend: its launches per token, mean µs per launch, and planned bytes. */
 export interface KernelRow {
