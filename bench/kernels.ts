@@ -12,7 +12,9 @@
 //
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
-//   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
+// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -25,7 +27,9 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
-import { isBackendName, probeBackend } from "../backends/open.ts";
+import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
+import type { VulkanOptions } from "../backends/vulkan/mod.ts";
+import type { WgpuOptions } from "../backends/wgpu/mod.ts";
 import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
@@ -91,12 +95,7 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
 export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0): Promise<{ queued: number; synced: number }> {
-  const bufs = prog.buffers.map((pb) => {
-    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
-    if (pb.init) dev.write(b, 0, pb.init);
-    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
-    return b;
-  });
+  const bufs = allocProgram(dev, prog, pos);
   try {
     const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
     const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
@@ -245,13 +244,56 @@ async function streamRates(dev: Device): Promise<string> {
 }
 
 /** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
+/**
+ * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
+ * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
+ */
+export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions } {
+  const [name, flags = ""] = entry.split(":");
+  if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
+  const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps };
+  for (const f of flags.split("+").filter(Boolean)) {
+    if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
+    else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
+    else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
+    else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin; wgpu: no-early-map, pass-per-dispatch)`);
+  }
+  return { name, opts: { vulkan, wgpu } };
+}
+
+/** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
+async function wallBackends(backends: string[], shapes: string[], pos: number): Promise<number> {
+  for (const shape of shapes) {
+    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, zeroed weights, ms per token`);
+    console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
+    for (const entry of backends) {
+      const { name, opts } = backendVariant(entry, false);
+      const dev = await probeBackend(name, opts);
+      if (typeof dev === "string") {
+        console.log(`${entry.padEnd(32)} skipped: ${dev}`);
+        continue;
+      }
+      try {
+        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos);
+        console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
+      } catch (e) {
+        console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
+      } finally {
+        await dev.destroy();
+      }
+    }
+  }
+  return 0;
+}
+
 async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<number> {
   const result: Record<string, unknown> = {};
   for (const shape of shapes) {
     const profiles: Profile[] = [];
     for (const b of backends) {
-      if (!isBackendName(b)) throw new RangeError(`--backend: unknown backend ${b}`);
-      const dev = await probeBackend(b, { vulkan: { timestamps: true }, wgpu: { timestamps: true } });
+      const { name, opts } = backendVariant(b, true);
+      const dev = await probeBackend(name, opts);
       if (typeof dev === "string") {
         console.log(`${b}: skipped: ${dev}`);
         continue;
@@ -260,7 +302,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
         console.log(`${b} caps: ${describe(dev)}`);
         if (shape === shapes[0]) console.log(`${b}: ${await streamRates(dev).catch((e) => `stream read failed: ${(e as Error).message}`)}`);
         const prog = decodeProgram(shape, dev, {});
-        if (b === "ptx") {
+        if (name === "ptx") {
           const p = await ptxProfile(dev, prog, pos);
           console.log(`${shape} on ptx: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by launches, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
           profiles.push(p);
@@ -275,6 +317,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
             continue;
           }
           console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by timestamps, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          p.backend = b;
           profiles.push(p);
           result[`${b}:${shape}`] = p;
           if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid);
@@ -296,11 +339,12 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number(values.pos ?? 0));
   if (values.backend && values.backend !== "ptx") {
     const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out, grid);

@@ -26,6 +26,8 @@ export interface VulkanOptions {
   timestamps?: boolean;
   /** A full memory barrier before every step of a recording, not only where one step's bytes meet another's. */
   allBarriers?: boolean;
+  /** Milliseconds a wait polls its fence before blocking in vkWaitForFences (default 20; 0 blocks at once). */
+  spinMs?: number;
 }
 
 /** Features the logical device was created with. */

@@ -35,6 +35,7 @@ export class VulkanDevice implements Device {
   readonly #timeoutMs: number;
   readonly #mapDevice: boolean;
   readonly #allBarriers: boolean;
+  readonly #spinMs: number;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -58,6 +59,7 @@ export class VulkanDevice implements Device {
     this.#timeoutMs = opts.timeoutMs ?? 600_000;
     this.#mapDevice = !opts.stageDeviceMemory;
     this.#allBarriers = opts.allBarriers ?? false;
+    this.#spinMs = opts.spinMs ?? 20;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -196,12 +198,18 @@ export class VulkanDevice implements Device {
       throw new DeviceLost("vulkan", `vkQueueSubmit (${what}) failed: ${detail}`);
     }
   }
-  /** Waits for the fence up to waitMs; `boundMs` is the caller's whole bound, for messages. */
+  /**
+   * Waits for the fence up to waitMs; `boundMs` is the caller's whole bound, for messages. It polls the fence
+   * for the first spinMs (a decode step's work is done within a few ms, and a blocking wait's wake-up costs
+   * tens of µs per step), then blocks.
+   */
   #wait(what: string, fences: BigUint64Array, waitMs: number, boundMs = waitMs): void {
     const { api, device } = this.#ctx;
-    let done: boolean;
+    let done = false;
     try {
-      done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(waitMs))) * NS_PER_MS);
+      const t0 = performance.now(), spin = Math.min(waitMs, this.#spinMs);
+      while (!(done = api.fenceSignaled(device, fences[0])) && performance.now() - t0 < spin);
+      if (!done) done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(waitMs - (performance.now() - t0)))) * NS_PER_MS);
     } catch (e) {
       const detail = e instanceof vk.VkError ? e.result : String(e);
       this.#poison(`vkWaitForFences (${what}) failed: ${detail}`);

@@ -387,10 +387,12 @@ test("vulkan: a failed submit or fence wait (device lost) poisons, raises Device
   for (const fn of ["queueSubmit", "waitForFences"] as const) {
     const ctx = openContext();
     let fail = false;
-    // The real driver, except that `fn` reports VK_ERROR_DEVICE_LOST once `fail` is set.
+    // The real driver, except that `fn` reports VK_ERROR_DEVICE_LOST once `fail` is set (a fence wait polls
+    // vkGetFenceStatus before it blocks: that one fails too).
     const api = new Proxy(ctx.api, {
       get(target, key) {
-        if (key === fn && fail) return () => { throw new vk.VkError(`vk${fn[0].toUpperCase()}${fn.slice(1)}`, vk.VK_ERROR_DEVICE_LOST); };
+        const hit = key === fn || (fn === "waitForFences" && key === "fenceSignaled");
+        if (hit && fail) return () => { throw new vk.VkError(`vk${fn[0].toUpperCase()}${fn.slice(1)}`, vk.VK_ERROR_DEVICE_LOST); };
         const v = Reflect.get(target, key, target);
         return typeof v === "function" ? v.bind(target) : v;
       },
