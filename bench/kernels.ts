@@ -255,9 +255,11 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
   for (const f of flags.split("+").filter(Boolean)) {
     if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
+    else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
+    else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin; wgpu: no-early-map, pass-per-dispatch)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, pass-per-dispatch)`);
   }
   return { name, opts: { vulkan, wgpu } };
 }

@@ -28,6 +28,8 @@ export interface VulkanOptions {
   allBarriers?: boolean;
   /** Milliseconds a wait polls its fence before blocking in vkWaitForFences (default 20; 0 blocks at once). */
   spinMs?: number;
+  /** Unroll the loops PTX unrolls before rendering SPIR-V (default true; false leaves the Unroll hint only). */
+  unroll?: boolean;
 }
 
 /** Features the logical device was created with. */

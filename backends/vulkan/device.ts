@@ -36,6 +36,7 @@ export class VulkanDevice implements Device {
   readonly #mapDevice: boolean;
   readonly #allBarriers: boolean;
   readonly #spinMs: number;
+  readonly #unroll: boolean;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -60,6 +61,7 @@ export class VulkanDevice implements Device {
     this.#mapDevice = !opts.stageDeviceMemory;
     this.#allBarriers = opts.allBarriers ?? false;
     this.#spinMs = opts.spinMs ?? 20;
+    this.#unroll = opts.unroll ?? true;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -236,7 +238,7 @@ export class VulkanDevice implements Device {
     }
     let shader;
     try {
-      shader = renderSpirv(kernel, this.target.caps);
+      shader = renderSpirv(kernel, this.target.caps, { unroll: this.#unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;

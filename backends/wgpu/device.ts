@@ -48,6 +48,8 @@ export interface WgpuOptions extends WgpuOpenOptions {
   timeoutMs?: number;
   /** Read a staging buffer as soon as its map has happened, before mapAsync's promise resolves (default true). */
   earlyMap?: boolean;
+  /** Unroll the loops PTX unrolls before rendering WGSL (default true). */
+  unroll?: boolean;
 }
 
 export interface WgpuStats {
@@ -191,6 +193,7 @@ export class WgpuDevice implements Device {
   /** Staging buffers mapped once by awaiting mapAsync (see mappedEarly). */
   private readonly mappedOnce = new WeakSet<GPUBuffer>();
   private readonly earlyMap: boolean;
+  private readonly unroll: boolean;
 
   private constructor(o: Opened, opts: WgpuOptions) {
     this.gpu = o.device;
@@ -199,6 +202,7 @@ export class WgpuDevice implements Device {
     this.passPerDispatch = opts.passPerDispatch ?? false;
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.earlyMap = opts.earlyMap ?? true;
+    this.unroll = opts.unroll ?? true;
     this.align = Math.max(4, this.gpu.limits.minStorageBufferOffsetAlignment);
     this.faultStride = this.align;
     this.gpu.lost.then((info) => {
@@ -418,7 +422,7 @@ export class WgpuDevice implements Device {
     if (x) return x;
     let shader: WgslShader;
     try {
-      shader = renderWgsl(c.kernel, { ...this.features, readWrite: v === "rw" });
+      shader = renderWgsl(c.kernel, { ...this.features, readWrite: v === "rw", unroll: this.unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`${B}: ${e.message}`);
       throw e;

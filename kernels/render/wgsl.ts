@@ -45,6 +45,7 @@ import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
+import { unrollLoops } from "./unroll.ts";
 
 export interface WgslOptions {
   /** The device has `shader-f16` enabled (kernels computing in f16 need it). */
@@ -59,6 +60,8 @@ export interface WgslOptions {
    * different ranges of one arena; the device renders this variant for such dispatches.
    */
   readWrite?: boolean;
+  /** Unroll the loops PTX unrolls (render/unroll.ts; default true): WGSL has no unroll hint at all. */
+  unroll?: boolean;
 }
 
 export interface WgslBinding {
@@ -603,5 +606,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(kernel, opts).render();
+  return new Wgsl(opts.unroll === false ? kernel : unrollLoops(kernel), opts).render();
 }
