@@ -132,15 +132,26 @@ function accessOf(ctx: Context, s: DeviceStep): Access {
 const overlaps = (a: Access["reads"], b: Access["reads"]) =>
   a.some((x) => b.some((y) => x.buffer === y.buffer && x.lo < y.hi && y.lo < x.hi));
 
-/** Compute and transfer writes made available and visible to compute and transfer reads and writes. */
-function cmdStepBarrier(api: Context["api"], cb: bigint): void {
-  const stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT;
+/** Whether compute and/or transfer work is on either side of a barrier. */
+interface Kinds {
+  compute: boolean;
+  transfer: boolean;
+}
+
+/**
+ * The writes of the steps before (of kinds `before`) made available and visible to the reads and writes of the
+ * step after (of kinds `after`), naming only the stages that run there (a compute-to-compute barrier is the
+ * common one, and the lightest).
+ */
+function cmdStepBarrier(api: Context["api"], cb: bigint, before: Kinds, after: Kinds): void {
+  const stage = (k: Kinds) => (k.compute ? vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : 0) | (k.transfer ? vk.VK_PIPELINE_STAGE_TRANSFER_BIT : 0);
   api.cmdPipelineBarrier(cb, {
-    srcStage: stages,
-    dstStage: stages,
+    srcStage: stage(before),
+    dstStage: stage(after),
     memory: [{
-      srcAccessMask: vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-      dstAccessMask: vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+      srcAccessMask: (before.compute ? vk.VK_ACCESS_SHADER_WRITE_BIT : 0) | (before.transfer ? vk.VK_ACCESS_TRANSFER_WRITE_BIT : 0),
+      dstAccessMask: (after.compute ? vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT : 0) |
+        (after.transfer ? vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT : 0),
     }],
   });
 }
@@ -217,18 +228,23 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       api.beginCommandBuffer(cb);
       if (queries) api.cmdResetQueryPool(cb, queries, 2 * at, 2 * n);
       let bound = 0n;
-      // Accesses since the last barrier (the command buffer starts after a full one, or a fence).
+      // Accesses since the last barrier (the command buffer starts after a full one, or a fence), and their kinds.
       const since: Access = { reads: [], writes: [] };
+      const kinds: Kinds = { compute: false, transfer: false };
       for (const [j, s] of steps.slice(at, at + n).entries()) {
         const a = accessOf(ctx, s);
+        const kind = { compute: s.k === "kernel", transfer: s.k === "copy" };
         if (j > 0 && (allBarriers || overlaps([...a.reads, ...a.writes], since.writes) || overlaps(a.writes, since.reads))) {
           if (allBarriers) api.cmdFullBarrier(cb);
-          else cmdStepBarrier(api, cb);
+          else cmdStepBarrier(api, cb, kinds, kind);
           since.reads.length = since.writes.length = 0;
+          kinds.compute = kinds.transfer = false;
           barriers++;
         }
         since.reads.push(...a.reads);
         since.writes.push(...a.writes);
+        kinds.compute ||= kind.compute;
+        kinds.transfer ||= kind.transfer;
         if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * (at + j));
         if (s.k === "kernel") {
           const k = s.compiled as VkKernel;
