@@ -35,6 +35,7 @@ import { renderWgsl, type WgslShader } from "../../kernels/render/wgsl.ts";
 import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, type ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { COPY_BYTES, COPY_GROUPS, COPY_WORDS } from "./copy.ts";
+import { type Cmd, type Encoded, encode, type Timing } from "./encode.ts";
 import { openGpu, type Opened, type WgpuFeatures, type WgpuOpenOptions } from "./target.ts";
 
 // GPUBufferUsage / GPUMapMode / GPUShaderStage values (the globals do not exist under Bun; this module must load there).
@@ -96,13 +97,6 @@ class WgpuCompiled implements CompiledKernel {
   constructor(readonly kernel: Kernel) {}
 }
 
-type Cmd =
-  /** A dispatch; `q` is its timestamp pair (2q, 2q+1) in the tail's query set when the device times steps. */
-  | { k: "d"; pipeline: GPUComputePipeline; group: GPUBindGroup; grid: [number, number, number]; q?: number }
-  | { k: "c"; src: GPUBuffer; so: number; dst: GPUBuffer; dOff: number; n: number }
-  /** Resolve `count` timestamps into a buffer (the tail's first command when timing). */
-  | { k: "r"; set: GPUQuerySet; count: number; dst: GPUBuffer };
-
 /**
  * What synchronize reads for one recording (or one eager run): its fault words (one per checked dispatch, and
  * which kernel owns each) and the readback buffers it writes, copied by the last commands of the same submit
@@ -117,7 +111,7 @@ interface Tail {
   copies: Cmd[];
   /** Timestamps (device timing): the query set, the resolve buffer, where they land in the staging, which step
    * each pair brackets, and the values of the latest synchronized submit. */
-  timing?: { set: GPUQuerySet; resolved: GPUBuffer; at: number; stepOf: number[]; steps: number; ticks?: BigUint64Array };
+  timing?: Timing;
 }
 interface Pending {
   tail: Tail;
@@ -126,13 +120,6 @@ interface Pending {
   writes: number[];
   /** Free the tail's buffers (and these) after synchronize: an eager run's, or a released recording's. */
   temp: GPUBuffer[] | undefined;
-}
-
-/** A finished command buffer and what it holds. */
-interface Encoded {
-  cb: GPUCommandBuffer;
-  dispatches: number;
-  micros: number;
 }
 
 class WgpuRecording implements Recording {
@@ -593,7 +580,7 @@ export class WgpuDevice implements Device {
       at.push(size);
       size += r.size;
     }
-    let timing: Tail["timing"];
+    let timing: Timing | undefined;
     const stepOf = faults.stepOf ?? [];
     if (stepOf.length) {
       const bytes = ceil(16 * stepOf.length, 256);
@@ -626,8 +613,8 @@ export class WgpuDevice implements Device {
   }
 
   /** Encodes commands into one command buffer and submits it (timing each dispatch with a `q` into `timing`). */
-  private submit(cmds: Cmd[], timing?: Tail["timing"]): void {
-    const e = this.encode(cmds, timing);
+  private submit(cmds: Cmd[], timing?: Timing): void {
+    const e = encode(this.gpu, cmds, timing, this.passPerDispatch);
     this.stats.encodeMicros += e.micros;
     this.stats.lastEncodeMicros = e.micros;
     this.submitEncoded(e);
@@ -641,43 +628,7 @@ export class WgpuDevice implements Device {
     this.stats.submitMicros += (performance.now() - t1) * 1000;
   }
 
-  /** One command buffer of the commands (timing each dispatch with a `q` into `timing`). */
-  private encode(cmds: Cmd[], timing?: Tail["timing"]): Encoded {
-    const t0 = performance.now();
-    let dispatches = 0;
-    const enc = this.gpu.createCommandEncoder();
-    let pass: GPUComputePassEncoder | undefined;
-    let last: GPUComputePipeline | undefined;
-    for (const c of cmds) {
-      if (c.k !== "d") {
-        pass?.end();
-        pass = undefined;
-        if (c.k === "c") enc.copyBufferToBuffer(c.src, c.so, c.dst, c.dOff, c.n);
-        else enc.resolveQuerySet(c.set, 0, c.count, c.dst, 0);
-        continue;
-      }
-      if (c.q !== undefined && timing) {
-        // Timed: each dispatch in its own pass, its timestamps written at the pass's start and end.
-        pass?.end();
-        pass = enc.beginComputePass({ timestampWrites: { querySet: timing.set, beginningOfPassWriteIndex: 2 * c.q, endOfPassWriteIndex: 2 * c.q + 1 } });
-        last = undefined;
-      } else if (!pass) {
-        pass = enc.beginComputePass();
-        last = undefined;
-      }
-      if (c.pipeline !== last) pass.setPipeline(last = c.pipeline);
-      pass.setBindGroup(0, c.group);
-      pass.dispatchWorkgroups(c.grid[0], c.grid[1], c.grid[2]);
-      dispatches++;
-      if (this.passPerDispatch || (c.q !== undefined && timing)) {
-        pass.end();
-        pass = undefined;
-      }
-    }
-    pass?.end();
-    const cb = enc.finish();
-    return { cb, dispatches, micros: (performance.now() - t0) * 1000 };
-  }
+
 
   /** Notes a submitted tail for the next synchronize (once per tail: its staging holds the latest copy). */
   private enqueue(tail: Tail, temp: GPUBuffer[] | undefined): void {
@@ -704,7 +655,7 @@ export class WgpuDevice implements Device {
     if (++rec.replays >= 2) {
       const t0 = performance.now();
       try {
-        rec.spare = this.encode(rec.list, rec.tail.timing);
+        rec.spare = encode(this.gpu, rec.list, rec.tail.timing, this.passPerDispatch);
       } catch {
         rec.spare = undefined; // the next replay encodes, and reports what is wrong
       }
