@@ -94,8 +94,8 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0): Promise<{ queued: number; synced: number }> {
-  const bufs = allocProgram(dev, prog, pos);
+export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero"): Promise<{ queued: number; synced: number }> {
+  const bufs = allocProgram(dev, prog, pos, weights);
   try {
     const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
     const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
@@ -265,9 +265,9 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
-async function wallBackends(backends: string[], shapes: string[], pos: number): Promise<number> {
+async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random"): Promise<number> {
   for (const shape of shapes) {
-    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, zeroed weights, ms per token`);
+    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, ${weights} weights, ms per token`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
       const { name, opts } = backendVariant(entry, false);
@@ -277,7 +277,7 @@ async function wallBackends(backends: string[], shapes: string[], pos: number): 
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos);
+        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos, weights);
         console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
         console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
@@ -289,7 +289,7 @@ async function wallBackends(backends: string[], shapes: string[], pos: number): 
   return 0;
 }
 
-async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<number> {
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }, weights: "zero" | "random" = "zero"): Promise<number> {
   const result: Record<string, unknown> = {};
   for (const shape of shapes) {
     const profiles: Profile[] = [];
@@ -311,7 +311,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
           result[`${b}:${shape}`] = p;
           continue;
         }
-        const bufs = allocProgram(dev, prog, pos);
+        const bufs = allocProgram(dev, prog, pos, weights);
         try {
           const p = await profileSteps(dev, prog, bufs, 10);
           if (!p) {
@@ -341,15 +341,17 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
-  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number(values.pos ?? 0));
+  const weights = values.weights ?? "zero";
+  if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), weights);
   if (values.backend && values.backend !== "ptx") {
     const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
-    return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out, grid);
+    return profileBackends(values.backend.split(","), shapes, Number(values.pos ?? 0), values.out, grid, weights);
   }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];

@@ -64,8 +64,26 @@ export async function profileProgram(dev: Device, prog: Program, reps = 10, pos 
   }
 }
 
-/** Every buffer of the program: literals written, slots and state zeroed (token 0, empty cache), pos set. */
-export function allocProgram(dev: Device, prog: Program, pos = 0): DeviceBuffer[] {
+/** 16 MiB of bf16 values, normal around 0 (std ~0.03) by a fixed LCG: random weights without a generator per byte. */
+let randomBlock: Uint8Array | undefined;
+function randomBytes(): Uint8Array {
+  if (randomBlock) return randomBlock;
+  const f = new Float32Array(1), u = new Uint32Array(f.buffer), out = new Uint16Array(8 << 20);
+  let s = 0x2545f491;
+  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  for (let i = 0; i < out.length; i++) {
+    f[0] = (next() + next() + next() - 1.5) * 0.06;
+    out[i] = u[0] >>> 16;
+  }
+  return randomBlock = new Uint8Array(out.buffer);
+}
+
+/**
+ * Every buffer of the program: literals written, slots and state zeroed (token 0, empty cache), pos set;
+ * weights zeroed by allocation, or with `weights: "random"` filled with random bf16 values (a repeated 16 MiB
+ * block; f32 tensors read them as small finite values), for kernels whose cost could depend on the data.
+ */
+export function allocProgram(dev: Device, prog: Program, pos = 0, weights: "zero" | "random" = "zero"): DeviceBuffer[] {
   const bufs: DeviceBuffer[] = [];
   try {
     for (const pb of prog.buffers) {
@@ -73,6 +91,10 @@ export function allocProgram(dev: Device, prog: Program, pos = 0): DeviceBuffer[
       bufs.push(b);
       if (pb.init) dev.write(b, 0, pb.init);
       else if (pb.kind === "slot" || pb.kind === "state") dev.write(b, 0, new Uint8Array(pb.bytes)); // memory is not zeroed
+      else if (pb.kind === "weight" && weights === "random") {
+        const r = randomBytes();
+        for (let at = 0; at < pb.bytes; at += r.byteLength) dev.write(b, at, r.subarray(0, Math.min(r.byteLength, pb.bytes - at)));
+      }
       if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
     }
     return bufs;
