@@ -257,9 +257,10 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
+    else if (name === "wgpu" && f === "all-rw") wgpu.allReadWrite = true;
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, pass-per-dispatch)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch)`);
   }
   return { name, opts: { vulkan, wgpu } };
 }

@@ -51,6 +51,8 @@ export interface WgpuOptions extends WgpuOpenOptions {
   earlyMap?: boolean;
   /** Unroll the loops PTX unrolls before rendering WGSL (default true). */
   unroll?: boolean;
+  /** A dispatch that reads and writes one buffer gets every binding declared read_write, not only those reads. */
+  allReadWrite?: boolean;
 }
 
 export interface WgpuStats {
@@ -93,7 +95,8 @@ interface Variant {
   layout: GPUBindGroupLayout;
 }
 class WgpuCompiled implements CompiledKernel {
-  readonly variants = new Map<"n" | "rw", Variant>();
+  /** "n" (as the kernel declares), "rw" (every binding read_write), or "rw:i,j" (those bindings read_write). */
+  readonly variants = new Map<string, Variant>();
   constructor(readonly kernel: Kernel) {}
 }
 
@@ -181,6 +184,7 @@ export class WgpuDevice implements Device {
   private readonly mappedOnce = new WeakSet<GPUBuffer>();
   private readonly earlyMap: boolean;
   private readonly unroll: boolean;
+  private readonly allReadWrite: boolean;
 
   private constructor(o: Opened, opts: WgpuOptions) {
     this.gpu = o.device;
@@ -190,6 +194,7 @@ export class WgpuDevice implements Device {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.earlyMap = opts.earlyMap ?? true;
     this.unroll = opts.unroll ?? true;
+    this.allReadWrite = opts.allReadWrite ?? false;
     this.align = Math.max(4, this.gpu.limits.minStorageBufferOffsetAlignment);
     this.faultStride = this.align;
     this.gpu.lost.then((info) => {
@@ -404,12 +409,13 @@ export class WgpuDevice implements Device {
     return c;
   }
 
-  private variant(c: WgpuCompiled, v: "n" | "rw"): Variant {
+  private variant(c: WgpuCompiled, v: string): Variant {
     let x = c.variants.get(v);
     if (x) return x;
     let shader: WgslShader;
+    const readWrite = v === "rw" ? true : v.startsWith("rw:") ? v.slice(3).split(",").map(Number) : false;
     try {
-      shader = renderWgsl(c.kernel, { ...this.features, readWrite: v === "rw", unroll: this.unroll });
+      shader = renderWgsl(c.kernel, { ...this.features, readWrite, unroll: this.unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`${B}: ${e.message}`);
       throw e;
@@ -499,11 +505,13 @@ export class WgpuDevice implements Device {
       }
       this.checkGrid(k.name, s.grid);
       const ranges = s.bindings.map((b, i) => this.range(b, `${k.name} binding ${i} (${k.buffers[i].name})`));
-      // One GPUBuffer bound read-only and writable in one dispatch is a usage conflict: use the read_write variant.
+      // One GPUBuffer bound read-only and writable in one dispatch is a usage conflict: those read bindings are
+      // declared read_write in a variant (the others, weights mostly, stay read-only: no usage barrier, and
+      // read-only loads for the driver).
       const base = this.variant(s.compiled, "n");
       const writable = new Set(ranges.filter((_, i) => base.shader.bindings[i].access === "read_write").map((r) => r.gpu));
-      const conflict = ranges.some((r, i) => base.shader.bindings[i].access === "read" && writable.has(r.gpu));
-      const v = conflict ? this.variant(s.compiled, "rw") : base;
+      const conflict = ranges.flatMap((r, i) => (base.shader.bindings[i].access === "read" && writable.has(r.gpu) ? [i] : []));
+      const v = conflict.length ? this.variant(s.compiled, this.allReadWrite ? "rw" : `rw:${conflict.join(",")}`) : base;
       ranges.forEach((r, i) => {
         if (v.shader.bindings[i].access === "read_write" && r.buf.usage === "readback") readbacks.add(r.buf);
       });

@@ -55,11 +55,12 @@ export interface WgslOptions {
   /** Emit `enable subgroups;` (the WGSL spec wants it; Naga in Deno 2.9 rejects it and needs none). */
   enableSubgroups?: boolean;
   /**
-   * Declare every binding read_write. WebGPU refuses a dispatch that binds one GPUBuffer both read-only and
-   * writable (wgpu tracks usage per buffer, not per range), which happens when a kernel reads and writes
-   * different ranges of one arena; the device renders this variant for such dispatches.
+   * Declare these bindings (true: every binding) read_write. WebGPU refuses a dispatch that binds one GPUBuffer
+   * both read-only and writable (wgpu tracks usage per buffer, not per range), which happens when a kernel reads
+   * and writes different ranges of one arena; the device renders such a dispatch with its arena reads declared
+   * read_write, the rest (the weights) still read-only.
    */
-  readWrite?: boolean;
+  readWrite?: boolean | readonly number[];
   /** Unroll the loops PTX unrolls (render/unroll.ts; default true): WGSL has no unroll hint at all. */
   unroll?: boolean;
 }
@@ -564,7 +565,8 @@ class Wgsl {
     const bindings: WgslBinding[] = [];
     for (const b of k.buffers) {
       const x = this.mem.info(b);
-      const rw = this.opts.readWrite || b.access !== "r" || x.atomic;
+      const rw = this.opts.readWrite === true || (Array.isArray(this.opts.readWrite) && this.opts.readWrite.includes(b.binding)) ||
+        b.access !== "r" || x.atomic;
       const elem = x.atomic ? "atomic<u32>" : x.words === 1 ? "u32" : `vec${x.words}<u32>`;
       head.push(`@group(0) @binding(${b.binding}) var<storage, ${rw ? "read_write" : "read"}> ${x.decl}: array<${elem}>;`);
       bindings.push({ binding: b.binding, name: b.name, access: rw ? "read_write" : "read", atomic: x.atomic, words: x.words });
