@@ -11,6 +11,15 @@
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
 // --only keeps the kernels whose name matches.
+// --backend vulkan,wgpu (ptx among them or not) times a whole decode step on each of those devices instead,
+// from the timestamps they write around every dispatch (bench/profile.ts), prints each device's Caps, and
+// one table with every backend's µs and GB/s per kernel side by side (ptx's from the launches above).
+//
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
+// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -23,6 +32,10 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
+import type { VulkanOptions } from "../backends/vulkan/mod.ts";
+import type { WgpuOptions } from "../backends/wgpu/mod.ts";
+import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -86,13 +99,8 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0): Promise<{ queued: number; synced: number }> {
-  const bufs = prog.buffers.map((pb) => {
-    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
-    if (pb.init) dev.write(b, 0, pb.init);
-    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
-    return b;
-  });
+export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero"): Promise<{ queued: number; synced: number }> {
+  const bufs = allocProgram(dev, prog, pos, weights);
   try {
     const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
     const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
@@ -152,16 +160,207 @@ export function floor(dev: Device): Promise<number> {
 /** The role of a gemv kernel across tunings: its name without the tuning suffix. */
 const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
 
+/** What a device's renderer gets: its Caps, and what the backend knows beyond them. */
+function describe(dev: Device): string {
+  const extra = dev as unknown as { enabled?: unknown; features?: unknown; gpu?: { limits: Record<string, number> } };
+  const out: Record<string, unknown> = { device: dev.target.device, caps: dev.target.caps };
+  if (extra.enabled) out.vulkan = extra.enabled;
+  if (extra.features) out.wgpu = extra.features;
+  if (extra.gpu) {
+    const l = extra.gpu.limits, keep: Record<string, number> = {};
+    for (const k in l) if (typeof l[k] === "number" && /Compute|Storage|Workgroup|Subgroup/.test(k)) keep[k] = l[k];
+    out.limits = keep;
+  }
+  return JSON.stringify(out);
+}
+
+/** ptx's per-kernel times (launches back to back, weights rotated past L2) in the profile's form. */
+async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Profile> {
+  const rows = [];
+  for (const { step, count } of distinct(prog)) {
+    const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
+    rows.push({ first: prog.steps.indexOf(step), name: step.kernel.name, count, micros, busy: micros, bytes: step.work.bytes });
+  }
+  const t = await timeProgram(dev, prog, 20, pos);
+  const deviceMs = rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000;
+  return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
+}
+
+/**
+ * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
+ * buffers; each gemv role's default and best µs per launch by the timestamps, and the tuning that won.
+ */
+async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<Record<string, number>> {
+  const best = new Map<string, { tune: string; micros: number; def: number }>();
+  for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: "default " + r.name.slice(role(r.name).length + 1), micros: r.micros, def: r.micros });
+  const sweep: Record<string, number> = {};
+  for (const lanes of grid.lanes) {
+    for (const rows of grid.rows) {
+      for (const unroll of grid.unroll) {
+        let prog: Program;
+        try {
+          prog = decodeProgram(shape, dev, { gemvTune: { lanes, rows, unroll } });
+        } catch (e) {
+          console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
+          continue;
+        }
+        if (!sameBuffers(prog0, prog)) continue;
+        const p = await profileSteps(dev, prog, bufs, 5);
+        for (const r of p?.rows ?? []) {
+          if (!r.name.startsWith("gemv") || sweep[r.name] !== undefined) continue;
+          sweep[r.name] = r.micros;
+          const e = best.get(role(r.name));
+          if (e && r.micros < e.micros) Object.assign(e, { tune: r.name.slice(role(r.name).length + 1), micros: r.micros });
+        }
+      }
+    }
+  }
+  console.log(`${shape} on ${dev.target.backend}: gemv tuning sweep (${Object.keys(sweep).length} kernels, µs per launch by timestamps)`);
+  for (const [k, e] of best) console.log(`  ${k.slice(0, 60).padEnd(60)} default ${e.def.toFixed(2).padStart(8)}  best ${e.micros.toFixed(2).padStart(8)}  ${e.tune}`);
+  return sweep;
+}
+
+/** GB/s of a pure 16-byte-load stream over 1 GiB (or the largest binding; 2, 4 and 8 loads in flight per invocation). */
+async function streamRates(dev: Device): Promise<string> {
+  let bytes = 1 << 30;
+  while (bytes > dev.target.caps.maxBindingBytes) bytes /= 2;
+  const out: string[] = [];
+  for (const unroll of [2, 4, 8]) {
+    const k = streamKernel(dev.target.caps, bytes, unroll);
+    const prog: Program = {
+      buffers: [{ id: 0, kind: "arena", name: "x", bytes }, { id: 1, kind: "arena", name: "y", bytes: 16 }],
+      steps: [{ k: "kernel", kernel: k, grid: k.grid, work: { bytes, flops: 0 }, bindings: [{ buffer: 0, offset: 0, bytes }, { buffer: 1, offset: 0, bytes: 16 }] }],
+      slots: [], state: [], outputs: [], weights: [],
+    };
+    const step = prog.steps[0] as Extract<Step, { k: "kernel" }>;
+    let us: number | undefined;
+    if (dev.target.backend === "ptx") us = await timeStep(dev, prog, step, 8);
+    else {
+      const bufs = allocProgram(dev, prog);
+      try {
+        us = (await profileSteps(dev, prog, bufs, 5))?.rows[0].micros;
+      } finally {
+        for (const x of bufs) dev.free(x);
+      }
+    }
+    out.push(us === undefined ? `u${unroll} untimed` : `u${unroll} ${(bytes / us / 1000).toFixed(0)} GB/s`);
+  }
+  return `${bytes >> 20} MiB stream read: ${out.join(", ")}`;
+}
+
+/** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
+/**
+ * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
+ * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
+ */
+export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions } {
+  const [name, flags = ""] = entry.split(":");
+  if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
+  const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps };
+  for (const f of flags.split("+").filter(Boolean)) {
+    if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
+    else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
+    else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
+    else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
+    else if (name === "wgpu" && f === "all-rw") wgpu.allReadWrite = true;
+    else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
+    else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch)`);
+  }
+  return { name, opts: { vulkan, wgpu } };
+}
+
+/** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
+async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random"): Promise<number> {
+  for (const shape of shapes) {
+    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, ${weights} weights, ms per token`);
+    console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
+    for (const entry of backends) {
+      const { name, opts } = backendVariant(entry, false);
+      const dev = await probeBackend(name, opts);
+      if (typeof dev === "string") {
+        console.log(`${entry.padEnd(32)} skipped: ${dev}`);
+        continue;
+      }
+      try {
+        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos, weights);
+        console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
+      } catch (e) {
+        console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
+      } finally {
+        await dev.destroy();
+      }
+    }
+  }
+  return 0;
+}
+
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }, weights: "zero" | "random" = "zero"): Promise<number> {
+  const result: Record<string, unknown> = {};
+  for (const shape of shapes) {
+    const profiles: Profile[] = [];
+    for (const b of backends) {
+      const { name, opts } = backendVariant(b, true);
+      const dev = await probeBackend(name, opts);
+      if (typeof dev === "string") {
+        console.log(`${b}: skipped: ${dev}`);
+        continue;
+      }
+      try {
+        console.log(`${b} caps: ${describe(dev)}`);
+        if (shape === shapes[0]) console.log(`${b}: ${await streamRates(dev).catch((e) => `stream read failed: ${(e as Error).message}`)}`);
+        const prog = decodeProgram(shape, dev, {});
+        if (name === "ptx") {
+          const p = await ptxProfile(dev, prog, pos);
+          console.log(`${shape} on ptx: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by launches, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
+          continue;
+        }
+        const bufs = allocProgram(dev, prog, pos, weights);
+        try {
+          const p = await profileSteps(dev, prog, bufs, 10);
+          if (!p) {
+            console.log(`${b}: skipped: ${dev.target.device} writes no timestamps (Vulkan timestampValidBits 0, or no WebGPU timestamp-query)`);
+            continue;
+          }
+          console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by timestamps, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          p.backend = b;
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
+          if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid);
+        } finally {
+          for (const x of bufs) dev.free(x);
+        }
+      } catch (e) {
+        console.log(`${b}: ${shape} failed: ${(e as Error).message}`); // the other backends still run
+      } finally {
+        await dev.destroy();
+      }
+    }
+    console.log(`\n${shape} (pos ${pos}): µs per launch (start to next start) and planned bytes per µs\n${kernelTable(profiles)}\n`);
+  }
+  if (out) writeFileSync(out, JSON.stringify(result, null, 1) + "\n");
+  return 0;
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
+  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  const weights = values.weights ?? "zero";
+  if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights);
+  if (values.backend && values.backend !== "ptx") {
+    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
+    return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);
+  }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
-  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
   const positions = (values.pos ?? "0").split(",").map(Number);
   const cap = Number(values.cap ?? 2048);
   for (const p of positions) if (!(Number.isInteger(p) && p >= 0 && p < cap)) throw new RangeError(`--pos ${p} outside the capacity ${cap}`);

@@ -16,8 +16,11 @@ import { Buffers } from "./spirv/memory.ts";
 import { decompose } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
+import { unrollLoops } from "./unroll.ts";
 
 export interface SpirvOptions {
+  /** Unroll the loops PTX unrolls (render/unroll.ts; default true), not only mark them with the Unroll hint. */
+  unroll?: boolean;
   /** Use 16-/8-bit storage access where the caps allow it (default true); false forces the u32-word path. */
   storage16?: boolean;
   storage8?: boolean;
@@ -53,7 +56,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(kernel), caps, opts).render();
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel)), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
