@@ -10,7 +10,7 @@
 import * as vk from "../../ffi/vulkan.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
-import { renderSpirv } from "../../kernels/render/spirv.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import type { Device, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
@@ -226,7 +226,7 @@ export class VulkanDevice implements Device {
     }
     let shader;
     try {
-      shader = renderSpirv(kernel, this.target.caps);
+      shader = RENDERERS.spirv.render(kernel, this.target.caps);
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;

@@ -28,7 +28,8 @@
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import { renderWgsl, type WgslShader } from "../../kernels/render/wgsl.ts";
+import type { WgslShader } from "../../kernels/render/wgsl.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, type ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { COPY_BYTES, COPY_GROUPS, COPY_WORDS } from "./copy.ts";
@@ -354,7 +355,7 @@ export class WgpuDevice implements Device {
     if (x) return x;
     let shader: WgslShader;
     try {
-      shader = renderWgsl(c.kernel, { ...this.features, readWrite: v === "rw" });
+      shader = RENDERERS.wgsl.render(c.kernel, this.target.caps, { enableSubgroups: this.features.enableSubgroups, readWrite: v === "rw" });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`${B}: ${e.message}`);
       throw e;
