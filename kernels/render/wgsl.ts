@@ -31,8 +31,8 @@
 //
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
-// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (tested on the bits:
-// a driver may assume no NaN, and Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
+// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (the last three by
+// decompose(), kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
 // exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
@@ -237,7 +237,7 @@ class Wgsl {
   /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
   conv(x: string, from: CType, t: CType): string {
     if (from === t) return x;
-    if (t === "bool") return from === "f32" || from === "f16" ? `${this.fcmp("ne", from)}(${x}, ${ZERO[from]})` : `(${x} != ${ZERO[from]})`;
+    if (t === "bool") return `(${x} != ${ZERO[from]})`; // a float's NaN test: decompose()
     if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
     const fromF = from === "f32" || from === "f16";
     switch (t) {
@@ -338,7 +338,6 @@ class Wgsl {
     const at = ea.t;
     const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
     if (op in CMP) {
-      if (at === "f32" || at === "f16") return `${this.fcmp(op, at)}(${a}, ${b})`;
       if (at === "bool" && op !== "eq" && op !== "ne") {
         a = this.conv(a, "bool", "u32");
         b = this.conv(b, "bool", "u32");
@@ -357,19 +356,14 @@ class Wgsl {
       case "add": return `(${a} + ${b})`;
       case "sub": return `(${a} - ${b})`;
       case "mul": return `(${a} * ${b})`;
-      case "max": case "min":
-        if (t === "f32" || t === "f16") return `${this.fmax(op, t)}(${a}, ${b})`;
-        return `${op}(${a}, ${b})`;
+      case "max": case "min": return `${op}(${a}, ${b})`;
       case "pow": return `pow(${a}, ${b})`;
       case "and": return `(${a} & ${b})`;
       case "or": return `(${a} | ${b})`;
       case "xor": return `(${a} ^ ${b})`;
-      case "div": case "mod": {
-        const sym = op === "div" ? "/" : "%";
-        if (t === "f32" || t === "f16") return `(${a} ${sym} ${b})`;
-        if (t === "u32" && eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
-        return `${this.need(`p_${op}${t === "i32" ? "i" : "u"}`)}(${a}, ${b})`;
-      }
+      // integer operands: u32 by a non-zero divisor, decompose() saw to it
+      case "div": return `(${a} / ${b})`;
+      case "mod": return `(${a} % ${b})`;
       case "shl": case "shr": {
         const sym = op === "shl" ? "<<" : ">>";
         if (eb.k === "const") return `(${a} ${sym} ${(eb.v & 31) >>> 0}u)`;
@@ -377,34 +371,6 @@ class Wgsl {
       }
     }
     throw new KernelError(`${this.k.name}: ${op} on ${t}`);
-  }
-
-  /**
-   * IEEE float compares whatever the driver assumes about NaN. Without SignedZeroInfNanPreserve (which Naga
-   * never declares) Vulkan lets an instruction that operates on a NaN not give a NaN: NVIDIA turns
-   * select(b, a, a < b) into a min that drops the NaN, and a compiler may fold a == a to true. The NaN
-   * tests are on the bits, which no such rule sees through, so any rewrite of the compare stays right.
-   * (Naga's own `!=` is ordered besides; IEEE says true for NaN.)
-   */
-  private fcmp(op: string, t: "f32" | "f16"): string {
-    const nan = this.need("p_isnan");
-    const w = (v: string) => t === "f16" ? `f32(${v})` : v;
-    const sym: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==" };
-    const name = `p_${op}${t}`;
-    return this.fn(name, () => {
-      const unordered = `(${nan}(${w("a")}) | ${nan}(${w("b")}))`;
-      const r = op === "ne" ? `!(a == b) | ${unordered}` : `(a ${sym[op]} b) & !${unordered}`;
-      return `fn ${name}(a: ${t}, b: ${t}) -> bool { return ${r}; }`;
-    });
-  }
-
-  /** NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN). */
-  private fmax(op: "max" | "min", t: CType): string {
-    // NaN tests on the bits: Mesa's NIR may fold a float `a == a` to true (it treats WGSL float ops as inexact).
-    const nan = this.need("p_isnan");
-    const arg = (v: string) => t === "f16" ? `f32(${v})` : v;
-    return this.fn(`p_${op}${t}`, () =>
-      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, ${nan}(${arg("a")}) || ${nan}(${arg("b")})); }`);
   }
 
   private sharedName(s: Shared): string {
@@ -604,5 +570,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(kernel), opts).render();
+  return new Wgsl(decompose(kernel, { nanSafe: true, intDivMod: true }), opts).render();
 }
