@@ -61,7 +61,9 @@ export const intDivMod: Rule = (e) => {
   const ax = magnitude(e.a, xneg), ay = magnitude(e.b, yneg);
   const zero = guard ? bin("eq", "bool", ay, u0) : undefined;
   const r = bin(e.op, "u32", ax, zero ? sel(zero, c("u32", 1), ay) : ay);
-  const neg = e.op === "div" ? bin("ne", "bool", xneg, yneg) : xneg;
+  // a constant divisor's sign is known: no `xneg != false` left for the renderer
+  const notX: Expr = { k: "un", t: "bool", op: "not", a: xneg };
+  const neg = e.op === "mod" ? xneg : e.b.k !== "const" ? bin("ne", "bool", xneg, yneg) : e.b.v < 0 ? notX : xneg;
   const signed = sel(neg, bin("sub", "u32", u0, r), r);
   return { k: "bitcast", t: "i32", a: zero ? sel(zero, u0, signed) : signed };
 };
