@@ -19,15 +19,16 @@ export const VERSION = "0.1.0";
 
 export { open, type Model, type OpenOptions } from "./llm/open.ts";
 export {
-  DEFAULT_MAX_TOKENS, Driver, type DriverOptions, type FinishReason, type GenerateOptions, type GenerateResult, type LoadProgress,
-  type TokenEvent, type TokenStream,
+  DEFAULT_MAX_TOKENS, Driver, type DriverOptions, type EmbedOptions, type EncoderShapes, type FinishReason, type GenerateOptions,
+  type GenerateResult, type LoadProgress, type TokenEvent, type TokenStream,
 } from "./llm/driver.ts";
+export type { Pooling } from "./llm/pooling.ts";
 export { GREEDY, type RowLogprobs, type SamplerParams } from "./llm/sampling.ts";
 export { GrammarError, type ResponseFormat } from "./llm/grammar.ts";
 export {
   AbortError, ChatTemplateError, ConfigError, ContextLengthError, ContextOverflowError, DriverClosedError, type FormatLocation,
-  InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelNotFoundError, NestingLimitError, TensorMismatchError,
-  UnknownArchitectureError,
+  InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelKindError, ModelNotFoundError, NestingLimitError,
+  TensorMismatchError, UnknownArchitectureError,
 } from "./llm/errors.ts";
 export type { ChatContent, ChatMessage, ChatOptions } from "./llm/chat.ts";
 export type { BackendChoice, BackendName } from "./backends/open.ts";

@@ -53,4 +53,29 @@ export interface Device {
   synchronize(timeoutMs: number): Promise<void>;
   releaseRecording(rec: Recording): void;
   destroy(): Promise<void>;
+  /**
+   * Device microseconds of each step of the recording's latest synchronized replay, from timestamps the
+   * device wrote around every step (start, end); undefined when the device was not opened to time steps.
+   */
+  stepTimes?(rec: Recording): StepTime[] | undefined;
+}
+
+/** One step's device time: its start after the previous step's (µs, the launch gap included) and its own span. */
+export interface StepTime {
+  /** From this step's start to the next step's start (or to this step's end, for the last). */
+  interval: number;
+  /** From this step's start to its end. */
+  busy: number;
+}
+
+/** StepTimes from 2 timestamps per step (start, end), in ticks of `nsPerTick`, masked to `validBits`. */
+export function stepTimesOf(ticks: BigUint64Array | bigint[], nsPerTick: number, validBits = 64): StepTime[] {
+  const mask = validBits >= 64 ? (1n << 64n) - 1n : (1n << BigInt(validBits)) - 1n;
+  const n = ticks.length >> 1;
+  const at = (i: number) => ticks[i] & mask;
+  const us = (a: bigint, b: bigint) => (Number((b - a) & mask) * nsPerTick) / 1000;
+  return Array.from({ length: n }, (_, i) => ({
+    interval: us(at(2 * i), i + 1 < n ? at(2 * i + 2) : at(2 * i + 1)),
+    busy: us(at(2 * i), at(2 * i + 1)),
+  }));
 }

@@ -6,7 +6,9 @@
 // - once the device reports itself poisoned, every later call throws Poisoned without touching the device;
 // - a step that fails after it replayed marks its entry NeedsReset until resetState;
 // - every wait is bounded by `timeoutMs` (600 s default), by the engine itself: each promise it awaits from the
-//   device races a timer, so a device whose wait never settles still yields DeviceTimeout on time. The engine
+//   device is watched by one interval timer per engine (ticking only while a wait is open: a timer armed and
+//   cleared per step costs microseconds of a token), so a device whose wait never settles still yields
+//   DeviceTimeout on time (within timeoutMs plus an eighth of it, at most 100 ms late). The engine
 //   then counts the device as poisoned (its pending work may still write its buffers) and never calls it
 //   again, not even to free or destroy. A device that blocks the thread inside a wait (a spin or a blocking
 //   fence wait) cannot be pre-empted by a timer: those backends bound their own waits with the same timeoutMs.
@@ -16,7 +18,10 @@ import { byteSize, type DType } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
 import type { CompiledKernel, Device, DeviceBuffer, DeviceStep, Recording } from "./device.ts";
+import type { Kernel } from "../kernels/ir.ts";
+import { zeroFill } from "../kernels/lib/fill.ts";
 import { DeviceTimeout, ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
+import { clearInterval, setInterval } from "node:timers";
 
 export type { Device } from "./device.ts";
 
@@ -33,6 +38,8 @@ export interface StepResult {
   outputs: Record<string, HostArray>;
   /** Host time of this step in microseconds (slot writes, replay, wait, readback). */
   hostMicros: number;
+  /** Of hostMicros, the time spent waiting for the device (synchronize). */
+  waitMicros: number;
 }
 
 export interface ExecutorStats {
@@ -44,8 +51,10 @@ export interface ExecutorStats {
   bytes: { weights: number; state: number; entries: number };
   replays: number;
   steps: number;
-  /** Mean host microseconds per step over the last 64 steps. */
+  /** Mean host microseconds per step over the last 64 steps (the wait for the device included). */
   hostMicrosPerStep: number;
+  /** Of hostMicrosPerStep, the mean wait for the device: the rest is the host's own work per step. */
+  waitMicrosPerStep: number;
   poisoned?: string;
 }
 
@@ -132,8 +141,14 @@ export class Engine<D extends Device> implements Executor {
   private replays = 0;
   private steps = 0;
   private readonly recent: number[] = [];
+  private readonly recentWait: number[] = [];
+  /** Milliseconds the last collect spent in synchronize. */
+  private lastWait = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
+  /** Open waits (deadline and how to give up on each) and the one timer that checks them. */
+  private readonly waits = new Set<{ deadline: number; expire: () => void }>();
+  private watchdog: ReturnType<typeof setInterval> | undefined;
 
   constructor(readonly device: D, opts: EngineOptions) {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
@@ -156,18 +171,43 @@ export class Engine<D extends Device> implements Executor {
   private bounded<T>(what: string, p: Promise<T>): Promise<T> {
     const ms = this.timeoutMs;
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.abandoned ??= `${what} did not finish within ${ms} ms`;
-        reject(new DeviceTimeout(this.device.target.backend, what, ms));
-      }, ms);
+      const w = {
+        deadline: performance.now() + ms,
+        expire: () => {
+          this.abandoned ??= `${what} did not finish within ${ms} ms`;
+          reject(new DeviceTimeout(this.device.target.backend, what, ms));
+        },
+      };
+      this.watch(w);
       p.then((v) => {
-        clearTimeout(timer);
+        this.unwatch(w);
         resolve(v);
       }, (e) => {
-        clearTimeout(timer);
+        this.unwatch(w);
         reject(e);
       });
     });
+  }
+
+  private watch(w: { deadline: number; expire: () => void }): void {
+    this.waits.add(w);
+    if (!this.watchdog) {
+      this.watchdog = setInterval(() => {
+        const now = performance.now();
+        for (const x of this.waits) {
+          if (now < x.deadline) continue;
+          this.waits.delete(x);
+          x.expire();
+        }
+        if (this.waits.size === 0) this.watchdog?.unref();
+      }, Math.max(1, Math.min(100, this.timeoutMs / 8)));
+    } else if (this.waits.size === 1) this.watchdog.ref();
+  }
+
+  private unwatch(w: { deadline: number; expire: () => void }): void {
+    this.waits.delete(w);
+    // Idle, the timer must not keep the process alive (and costs nothing while unreferenced).
+    if (this.waits.size === 0) this.watchdog?.unref();
   }
 
   targetSet(): TargetSet {
@@ -279,11 +319,15 @@ export class Engine<D extends Device> implements Executor {
       this.replays++;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
-      const hostMicros = (performance.now() - t0) * 1000;
+      const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
       this.steps++;
       this.recent.push(hostMicros);
-      if (this.recent.length > 64) this.recent.shift();
-      return { outputs, hostMicros };
+      this.recentWait.push(waitMicros);
+      if (this.recent.length > 64) {
+        this.recent.shift();
+        this.recentWait.shift();
+      }
+      return { outputs, hostMicros, waitMicros };
     } catch (err) {
       e.needsReset = true;
       for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
@@ -292,7 +336,9 @@ export class Engine<D extends Device> implements Executor {
   }
 
   private async collect(e: Entry): Promise<Record<string, HostArray>> {
+    const w0 = performance.now();
     await this.device.synchronize(this.timeoutMs);
+    this.lastWait = performance.now() - w0;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
@@ -313,6 +359,23 @@ export class Engine<D extends Device> implements Executor {
     return await this.bounded("synchronize", read());
   }
 
+  /**
+   * Zeroes a buffer's first `bytes` on the device (a fill kernel, compiled once per size) where the size is whole
+   * words; else through a host upload. K/V state is large (hundreds of MB at long contexts): uploading zeros
+   * cost ~80 ms before every prompt on the H200.
+   */
+  private zero(buf: DeviceBuffer, bytes: number): void {
+    if (bytes % 4 !== 0 || bytes < 1024) {
+      this.device.write(buf, 0, new Uint8Array(bytes));
+      return;
+    }
+    let c = this.zeroKernels.get(bytes);
+    if (!c) this.zeroKernels.set(bytes, c = { k: zeroFill(this.device.target.caps, bytes / 4), compiled: undefined });
+    c.compiled ??= this.device.compile(c.k);
+    this.device.run([{ k: "kernel", compiled: c.compiled, grid: c.k.grid, work: { bytes, flops: 0 }, bindings: [{ buffer: buf, offset: 0, bytes }] }]);
+  }
+  private zeroKernels = new Map<number, { k: Kernel; compiled: CompiledKernel | undefined }>();
+
   resetState(id?: EntryId): void {
     this.live();
     const targets = id === undefined ? [...this.entries.values()] : [this.entry(id)];
@@ -322,7 +385,7 @@ export class Engine<D extends Device> implements Executor {
     for (const n of names) {
       const s = this.state.get(n);
       if (!s) continue;
-      this.device.write(s.buf, 0, new Uint8Array(s.bytes));
+      this.zero(s.buf, s.bytes);
       for (const u of s.users) this.entries.get(u)!.needsReset = false;
     }
     for (const e of targets) e.needsReset = false;
@@ -348,7 +411,8 @@ export class Engine<D extends Device> implements Executor {
     let state = 0, entries = 0;
     for (const s of this.state.values()) state += s.bytes;
     for (const e of this.entries.values()) entries += e.bytes;
-    const mean = this.recent.length ? this.recent.reduce((a, b) => a + b, 0) / this.recent.length : 0;
+    const avg = (xs: number[]) => xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+    const mean = avg(this.recent);
     return {
       backend: this.device.target.backend,
       device: this.device.target.device,
@@ -358,6 +422,7 @@ export class Engine<D extends Device> implements Executor {
       replays: this.replays,
       steps: this.steps,
       hostMicrosPerStep: mean,
+      waitMicrosPerStep: avg(this.recentWait),
       poisoned: this.poisoned,
     };
   }
@@ -373,7 +438,12 @@ export class Engine<D extends Device> implements Executor {
     this.weights.clear();
     this.state.clear();
     // A device with a wait still outstanding is not destroyed: destroy would wait on that same work.
-    if (this.ownsDevice && !abandoned) await this.bounded("destroy", this.device.destroy());
+    try {
+      if (this.ownsDevice && !abandoned) await this.bounded("destroy", this.device.destroy());
+    } finally {
+      if (this.watchdog) clearInterval(this.watchdog);
+      this.watchdog = undefined;
+    }
   }
 }
 

@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
-import { compileGraph } from "../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
 import type { Program } from "../kernels/program.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Graph } from "../graph/ir.ts";
@@ -63,6 +63,8 @@ export interface BenchOptions {
   timeoutMs?: number;
   /** Progress lines (default: to stderr). */
   log?: (line: string) => void;
+  /** Lowering switches (kernels/lower.ts CompileOptions), for before/after comparisons of a kernel choice. */
+  compile?: CompileOptions;
 }
 
 /** One timed run of consecutive decode steps. */
@@ -218,7 +220,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   let planMs = 0;
   const compile = (g: Graph, t: TargetSet): Program => {
     const t0 = performance.now();
-    program = compileGraph(g, t);
+    program = compileGraph(g, t, opts.compile);
     planMs += performance.now() - t0;
     return program;
   };
@@ -307,6 +309,8 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
 const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
   [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
+  [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
+  loop trip; default the lowering's)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -331,6 +335,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       deep: { type: "string" }, "deep-tokens": { type: "string" }, cap: { type: "string" }, dtype: { type: "string" },
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
+      "attention-splits": { type: "string" }, "attention-unroll": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -361,6 +366,10 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     deepTokens: int("deep-tokens", values["deep-tokens"], 1), cap: int("cap", values.cap, 2),
     dtype: dtypes[0] as SyntheticDtype, dtypes: dtypes as SyntheticDtype[], kvDtype: kv, bandwidth, seed: int("seed", values.seed, 0),
     eager: !values["no-eager"], timeoutMs: int("timeout-ms", values["timeout-ms"], 1),
+    compile: {
+      attentionSplits: int("attention-splits", values["attention-splits"], 1),
+      attentionUnroll: int("attention-unroll", values["attention-unroll"], 1),
+    },
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };
 }

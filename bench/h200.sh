@@ -13,6 +13,7 @@
 # barriers inside a recording match those between submissions; on js and wgpu, replay and eager run the same
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
 # Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
+# table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
 # serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
 set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
@@ -61,6 +62,11 @@ for what in "$@"; do
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/serve.ts --shape ${SHAPES:-llama-3.2-1b,llama-3-8b} --backend ptx \
         ${SERVE_ARGS:-} --out "$out/serve-ptx${SERVE_TAG:-}.json" > "$out/serve-ptx${SERVE_TAG:-}.txt" 2>&1; echo "bench exit $?" >> "$out/serve-ptx${SERVE_TAG:-}.txt"
       grep -v "^\s*$" "$out/serve-ptx${SERVE_TAG:-}.txt" | tail -24 ;;
+    table)
+      # The whole speed table (bench/suite.ts): every row bounded; TABLE_ROWS picks groups, TABLE_BASELINE adds an old column.
+      timeout ${TABLE_TIMEOUT:-560} deno run -A --no-check bench/suite.ts ${TABLE_ROWS:+--rows $TABLE_ROWS} ${TABLE_BASELINE:+--baseline $TABLE_BASELINE} \
+        --out "$out/table${TABLE_TAG:-}.json" > "$out/table${TABLE_TAG:-}.md" 2> "$out/table${TABLE_TAG:-}.log"; echo "table exit $?" >> "$out/table${TABLE_TAG:-}.md"
+      cat "$out/table${TABLE_TAG:-}.md" ;;
     bench)
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"

@@ -6,8 +6,20 @@
 // recording. Zeroed weights and K/V (the memory traffic of a read does not depend on its values), the position
 // slot at --pos (default 0; attention's work follows it).
 //
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
+//     [--sequence-only] [--only REGEX] [--splits 32,128 --attn-unroll 2,4] [--sweep]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+// --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
+// --only keeps the kernels whose name matches.
+// --backend vulkan,wgpu (ptx among them or not) times a whole decode step on each of those devices instead,
+// from the timestamps they write around every dispatch (bench/profile.ts), prints each device's Caps, and
+// one table with every backend's µs and GB/s per kernel side by side (ptx's from the launches above).
+//
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64] [--sequence] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
+//   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
+// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -20,6 +32,10 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
+import type { VulkanOptions } from "../backends/vulkan/mod.ts";
+import type { WgpuOptions } from "../backends/wgpu/mod.ts";
+import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -30,10 +46,10 @@ export interface KernelTime {
   bytes: number;
 }
 
-export function decodeProgram(shape: string, dev: Device, opts: CompileOptions): Program {
+export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048): Program {
   const c = SHAPES[shape as keyof typeof SHAPES];
   const dtypeOf = (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16");
-  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf });
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype: "f16" }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
   return compileGraph(tracer.build(), dev.target, opts);
 }
@@ -83,13 +99,8 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0): Promise<{ queued: number; synced: number }> {
-  const bufs = prog.buffers.map((pb) => {
-    const b = dev.alloc(pb.bytes, pb.kind === "readback" ? "readback" : pb.kind === "slot" ? "upload" : "device");
-    if (pb.init) dev.write(b, 0, pb.init);
-    if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
-    return b;
-  });
+export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero"): Promise<{ queued: number; synced: number }> {
+  const bufs = allocProgram(dev, prog, pos, weights);
   try {
     const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
     const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
@@ -149,17 +160,215 @@ export function floor(dev: Device): Promise<number> {
 /** The role of a gemv kernel across tunings: its name without the tuning suffix. */
 const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
 
+/** What a device's renderer gets: its Caps, and what the backend knows beyond them. */
+function describe(dev: Device): string {
+  const extra = dev as unknown as { enabled?: unknown; features?: unknown; gpu?: { limits: Record<string, number> } };
+  const out: Record<string, unknown> = { device: dev.target.device, caps: dev.target.caps };
+  if (extra.enabled) out.vulkan = extra.enabled;
+  if (extra.features) out.wgpu = extra.features;
+  if (extra.gpu) {
+    const l = extra.gpu.limits, keep: Record<string, number> = {};
+    for (const k in l) if (typeof l[k] === "number" && /Compute|Storage|Workgroup|Subgroup/.test(k)) keep[k] = l[k];
+    out.limits = keep;
+  }
+  return JSON.stringify(out);
+}
+
+/** ptx's per-kernel times (launches back to back, weights rotated past L2) in the profile's form. */
+async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Profile> {
+  const rows = [];
+  for (const { step, count } of distinct(prog)) {
+    const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
+    rows.push({ first: prog.steps.indexOf(step), name: step.kernel.name, count, micros, busy: micros, bytes: step.work.bytes });
+  }
+  const t = await timeProgram(dev, prog, 20, pos);
+  const deviceMs = rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000;
+  return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
+}
+
+/**
+ * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
+ * buffers; each gemv role's default and best µs per launch by the timestamps, and the tuning that won.
+ */
+async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<Record<string, number>> {
+  const best = new Map<string, { tune: string; micros: number; def: number }>();
+  for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: "default " + r.name.slice(role(r.name).length + 1), micros: r.micros, def: r.micros });
+  const sweep: Record<string, number> = {};
+  for (const lanes of grid.lanes) {
+    for (const rows of grid.rows) {
+      for (const unroll of grid.unroll) {
+        let prog: Program;
+        try {
+          prog = decodeProgram(shape, dev, { gemvTune: { lanes, rows, unroll } });
+        } catch (e) {
+          console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
+          continue;
+        }
+        if (!sameBuffers(prog0, prog)) continue;
+        const p = await profileSteps(dev, prog, bufs, 5);
+        for (const r of p?.rows ?? []) {
+          if (!r.name.startsWith("gemv") || sweep[r.name] !== undefined) continue;
+          sweep[r.name] = r.micros;
+          const e = best.get(role(r.name));
+          if (e && r.micros < e.micros) Object.assign(e, { tune: r.name.slice(role(r.name).length + 1), micros: r.micros });
+        }
+      }
+    }
+  }
+  console.log(`${shape} on ${dev.target.backend}: gemv tuning sweep (${Object.keys(sweep).length} kernels, µs per launch by timestamps)`);
+  for (const [k, e] of best) console.log(`  ${k.slice(0, 60).padEnd(60)} default ${e.def.toFixed(2).padStart(8)}  best ${e.micros.toFixed(2).padStart(8)}  ${e.tune}`);
+  return sweep;
+}
+
+/** GB/s of a pure 16-byte-load stream over 1 GiB (or the largest binding; 2, 4 and 8 loads in flight per invocation). */
+async function streamRates(dev: Device): Promise<string> {
+  let bytes = 1 << 30;
+  while (bytes > dev.target.caps.maxBindingBytes) bytes /= 2;
+  const out: string[] = [];
+  for (const unroll of [2, 4, 8]) {
+    const k = streamKernel(dev.target.caps, bytes, unroll);
+    const prog: Program = {
+      buffers: [{ id: 0, kind: "arena", name: "x", bytes }, { id: 1, kind: "arena", name: "y", bytes: 16 }],
+      steps: [{ k: "kernel", kernel: k, grid: k.grid, work: { bytes, flops: 0 }, bindings: [{ buffer: 0, offset: 0, bytes }, { buffer: 1, offset: 0, bytes: 16 }] }],
+      slots: [], state: [], outputs: [], weights: [],
+    };
+    const step = prog.steps[0] as Extract<Step, { k: "kernel" }>;
+    let us: number | undefined;
+    if (dev.target.backend === "ptx") us = await timeStep(dev, prog, step, 8);
+    else {
+      const bufs = allocProgram(dev, prog);
+      try {
+        us = (await profileSteps(dev, prog, bufs, 5))?.rows[0].micros;
+      } finally {
+        for (const x of bufs) dev.free(x);
+      }
+    }
+    out.push(us === undefined ? `u${unroll} untimed` : `u${unroll} ${(bytes / us / 1000).toFixed(0)} GB/s`);
+  }
+  return `${bytes >> 20} MiB stream read: ${out.join(", ")}`;
+}
+
+/** --backend: each backend's Caps and whole-step profile per shape, then one table per shape. */
+/**
+ * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
+ * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
+ */
+export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions } {
+  const [name, flags = ""] = entry.split(":");
+  if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
+  const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps };
+  for (const f of flags.split("+").filter(Boolean)) {
+    if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
+    else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
+    else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
+    else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
+    else if (name === "wgpu" && f === "all-rw") wgpu.allReadWrite = true;
+    else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
+    else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch)`);
+  }
+  return { name, opts: { vulkan, wgpu } };
+}
+
+/** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
+async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random"): Promise<number> {
+  for (const shape of shapes) {
+    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, ${weights} weights, ms per token`);
+    console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
+    for (const entry of backends) {
+      const { name, opts } = backendVariant(entry, false);
+      const dev = await probeBackend(name, opts);
+      if (typeof dev === "string") {
+        console.log(`${entry.padEnd(32)} skipped: ${dev}`);
+        continue;
+      }
+      try {
+        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos, weights);
+        console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
+      } catch (e) {
+        console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
+      } finally {
+        await dev.destroy();
+      }
+    }
+  }
+  return 0;
+}
+
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }, weights: "zero" | "random" = "zero"): Promise<number> {
+  const result: Record<string, unknown> = {};
+  for (const shape of shapes) {
+    const profiles: Profile[] = [];
+    for (const b of backends) {
+      const { name, opts } = backendVariant(b, true);
+      const dev = await probeBackend(name, opts);
+      if (typeof dev === "string") {
+        console.log(`${b}: skipped: ${dev}`);
+        continue;
+      }
+      try {
+        console.log(`${b} caps: ${describe(dev)}`);
+        if (shape === shapes[0]) console.log(`${b}: ${await streamRates(dev).catch((e) => `stream read failed: ${(e as Error).message}`)}`);
+        const prog = decodeProgram(shape, dev, {});
+        if (name === "ptx") {
+          const p = await ptxProfile(dev, prog, pos);
+          console.log(`${shape} on ptx: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by launches, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
+          continue;
+        }
+        const bufs = allocProgram(dev, prog, pos, weights);
+        try {
+          const p = await profileSteps(dev, prog, bufs, 10);
+          if (!p) {
+            console.log(`${b}: skipped: ${dev.target.device} writes no timestamps (Vulkan timestampValidBits 0, or no WebGPU timestamp-query)`);
+            continue;
+          }
+          console.log(`${shape} on ${b}: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by timestamps, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);
+          p.backend = b;
+          profiles.push(p);
+          result[`${b}:${shape}`] = p;
+          if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid);
+        } finally {
+          for (const x of bufs) dev.free(x);
+        }
+      } catch (e) {
+        console.log(`${b}: ${shape} failed: ${(e as Error).message}`); // the other backends still run
+      } finally {
+        await dev.destroy();
+      }
+    }
+    console.log(`\n${shape} (pos ${pos}): µs per launch (start to next start) and planned bytes per µs\n${kernelTable(profiles)}\n`);
+  }
+  if (out) writeFileSync(out, JSON.stringify(result, null, 1) + "\n");
+  return 0;
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" } },
   });
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
+  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
+  const weights = values.weights ?? "zero";
+  if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights);
+  if (values.backend && values.backend !== "ptx") {
+    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
+    return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);
+  }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
     : [values.pdl === "off" ? false : values.pdl === "exit" ? "exit" : true];
-  const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
-  const pos = Number(values.pos ?? 0);
+  const positions = (values.pos ?? "0").split(",").map(Number);
+  const cap = Number(values.cap ?? 2048);
+  for (const p of positions) if (!(Number.isInteger(p) && p >= 0 && p < cap)) throw new RangeError(`--pos ${p} outside the capacity ${cap}`);
+  // Variants of decode attention to compare in one run: split counts x unrolls (default: the library's).
+  const attn: CompileOptions[] = list(values.splits, [0]).flatMap((sp) =>
+    list(values["attn-unroll"], [0]).map((u) => ({ ...(sp ? { attentionSplits: sp } : {}), ...(u ? { attentionUnroll: u } : {}) }))
+  );
+  const only = values.only ? new RegExp(values.only) : undefined;
   const result: Record<string, unknown> = {};
   for (const pdl of modes) {
     const dev = PtxDevice.open({ pdl });
@@ -168,27 +377,29 @@ async function main(args: string[]): Promise<number> {
       const empty = await floor(dev);
       console.log(`\n== ${dev.target.device}, ${tag} launches: empty kernel ${empty.toFixed(2)} µs per launch`);
       result[`${tag}:empty`] = empty;
-      for (const shape of shapes) {
-        const prog = decodeProgram(shape, dev, {});
+      for (const shape of shapes) for (const variant of attn) for (const pos of positions) {
+        const vtag = Object.entries(variant).map(([k, v]) => `${k}=${v}`).join(" ") || "default";
+        const prog = decodeProgram(shape, dev, variant, cap);
         if (values.sequence) {
           const t = await timeProgram(dev, prog, 20, pos);
-          console.log(`${shape} (${tag}): the whole step at pos ${pos}, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
-          result[`${tag}:${shape}:sequence`] = t;
+          console.log(`${shape} (${tag}, cap ${cap}, ${vtag}): the whole step at pos ${pos}, ${prog.steps.length} steps: ${t.queued.toFixed(3)} ms per token queued, ${t.synced.toFixed(3)} ms with a sync each`);
+          result[`${tag}:${shape}:${cap}:${vtag}:${pos}:sequence`] = t;
           if (values["sequence-only"]) continue;
         }
         const rows: KernelTime[] = [];
         for (const { step, count } of distinct(prog)) {
+          if (only && !only.test(step.kernel.name)) continue;
           const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
           rows.push({ name: step.kernel.name, count, micros, bytes: step.work.bytes });
         }
         const total = rows.reduce((a, r) => a + r.count * r.micros, 0);
-        console.log(`\n${shape} (${tag}, pos ${pos}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
+        console.log(`\n${shape} (${tag}, cap ${cap}, ${vtag}, pos ${pos}): ${prog.steps.length} steps, kernels sum to ${(total / 1000).toFixed(3)} ms per token`);
         console.log(`${"kernel".padEnd(72)} ${"n".padStart(4)} ${"µs".padStart(9)} ${"GB/s".padStart(7)} ${"token%".padStart(7)}`);
         for (const r of rows) {
           console.log(`${r.name.slice(0, 72).padEnd(72)} ${String(r.count).padStart(4)} ${r.micros.toFixed(2).padStart(9)} ${(r.bytes / r.micros / 1000).toFixed(0).padStart(7)} ${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
         }
-        result[`${tag}:${shape}`] = { total, rows };
-        if (!values.sweep || pdl !== modes[modes.length - 1]) continue;
+        result[`${tag}:${shape}:${cap}:${vtag}:${pos}`] = { total, rows };
+        if (!values.sweep || pdl !== modes[modes.length - 1] || variant !== attn[0] || pos !== positions[0]) continue;
         // gemv tuning sweep: every variant of (lanes, rows, unroll) for each gemv kernel of the plan.
         const best = new Map<string, { tune: string; micros: number; def?: number }>();
         for (const r of rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${r.name.slice(role(r.name).length + 1)}`, micros: r.micros, def: r.micros });
@@ -197,7 +408,7 @@ async function main(args: string[]): Promise<number> {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) {
               const tune: Partial<GemvTune> = { lanes, rows: rw, unroll };
-              const p2 = decodeProgram(shape, dev, { gemvTune: tune });
+              const p2 = decodeProgram(shape, dev, { gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);

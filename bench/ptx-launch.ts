@@ -52,6 +52,15 @@ await time("token: write slot, replay, sync, read 16 B", async () => {
   await dev.synchronize(60_000);
   await dev.read(out, 0, 16);
 });
-console.log(`per dispatch: eager ${(eager / n).toFixed(2)} µs, replayed ${(graph / n).toFixed(2)} µs`);
+// The host's share of a replay: the time inside replay() (cuGraphLaunch) alone, the device idle before it.
+let issue = 0;
+for (let i = 0; i < iters + 10; i++) {
+  const t0 = performance.now();
+  dev.replay(rec);
+  if (i >= 10) issue += performance.now() - t0;
+  await dev.synchronize(60_000);
+}
+console.log(`${"graph: replay() call alone".padEnd(44)} ${(issue * 1000 / iters).toFixed(1).padStart(9)} µs`);
+console.log(`per dispatch: eager ${(eager / n).toFixed(2)} µs, replayed ${(graph / n).toFixed(2)} µs, replay call ${(issue * 1000 / iters / n).toFixed(3)} µs`);
 dev.releaseRecording(rec);
 await dev.destroy();

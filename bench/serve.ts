@@ -7,6 +7,8 @@
 //   deno run -A bench/serve.ts --shape llama-3.2-1b,llama-3-8b --backend ptx            (the H200 table)
 //   deno run -A bench/serve.ts --shape stories260K --backend js --prompt 32 --gen 8 --concurrency 1,4
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
+//   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
+//   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
@@ -34,6 +36,9 @@ export interface ServeBenchOptions {
   stepReps: number;
   /** Batch rows per matmul pass (default the kernel library's 8: W is read ceil(rows / tile) times a step). */
   matmulTile?: number;
+  /** Tensor-core matmuls (default "all" where the device has them; servingCompile). */
+  mma?: "all" | "off";
+  mmaSplit?: boolean;
   log: (s: string) => void;
 }
 
@@ -62,6 +67,7 @@ export interface StepRow {
 const NO_TEXT = {
   decoder: () => ({ push: () => "", flush: () => "" }),
   isEog: () => false,
+  eog: new Set<number>(),
 } as unknown as Tokenizer;
 
 /** A Markdown table (pasteable into README). */
@@ -93,7 +99,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile }) });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -128,6 +134,10 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       exec.resetState();
 
       // Warm-up request, then each concurrency.
+      if (o.concurrency.length === 0) {
+        await sched.shutdown(0);
+        continue;
+      }
       for await (const _ of sched.submit({ promptIds: promptIds(), maxTokens: 4, sampler: { temperature: 0 } })) { /* drain */ }
       for (const conc of o.concurrency) {
         const ttft: number[] = [], itl: number[] = [];
@@ -176,6 +186,8 @@ export async function main(args: string[]): Promise<number> {
       "kv-type": { type: "string", default: "f16" },
       "step-reps": { type: "string", default: "20" },
       "matmul-tile": { type: "string" },
+      mma: { type: "string", default: "on" },
+      "mma-split": { type: "string", default: "on" },
       out: { type: "string" },
     },
   });
@@ -186,9 +198,14 @@ export async function main(args: string[]): Promise<number> {
   };
   const kv = values["kv-type"];
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv-type: ${kv} is not f16 or f32`);
+  const onOff = (v: string, what: string) => {
+    if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
+    return v === "on";
+  };
   const res = await runServeBench({
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice,
-    concurrency: values.concurrency!.split(",").map((c) => n(c, "concurrency")),
+    concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
+    mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
     stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),

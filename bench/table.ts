@@ -44,6 +44,8 @@ const COLUMNS: Column[] = [
   { head: "deep pos", cell: (r) => r.deep ? String(r.deep.pos) : "-" },
   { head: "deep tok/s", cell: (r) => num(r.deep?.tokPerSec, 1) },
   { head: "deep of roofline", cell: (r) => pct(r.deep?.rooflineFraction) },
+  // Per-token cost of context: the deep phase's ms per token over the replay phase's (issue 18: <= 1.10x).
+  { head: "deep/pos0", cell: (r) => r.deep && r.replay ? `${(r.deep.msPerToken / r.replay.msPerToken).toFixed(2)}x` : "-" },
   { head: "eager=replay", cell: (r) => r.eagerMatchesReplay === undefined ? "-" : r.eagerMatchesReplay ? "yes" : "NO" },
 ];
 

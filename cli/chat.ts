@@ -137,7 +137,11 @@ export function modelLines(model: ModelHandle): string[] {
     `model ${model.path}`,
     `  name ${model.name ?? "(unnamed)"}, format ${model.format}, architecture ${model.arch}, family ${model.family.name}`,
     `  dim ${c.dim}, ${c.layers} layers, ${c.heads} heads / ${c.kvHeads} kv, head_dim ${c.headDim}, ffn ${c.hidden}, vocab ${c.vocab}, ` +
-    `rope ${c.ropeStyle} theta ${c.ropeTheta}, rms_eps ${+c.rmsEps.toPrecision(6)}, ${c.tiedEmbeddings ? "tied" : "untied"} output`,
+    (c.encoder
+      ? `encoder: ${c.encoder.positions} absolute positions, ${c.encoder.typeVocab} token types, ${c.encoder.gelu} GELU, layernorm eps ${c.encoder.layerNormEps}, ` +
+        (c.encoder.labels ? `classifier of ${c.encoder.labels} label(s)` : "no head")
+      : `rope ${c.ropeStyle} theta ${c.ropeTheta}, rms_eps ${+c.rmsEps.toPrecision(6)}, ${c.tiedEmbeddings ? "tied" : "untied"} output`),
+    ...(model.encoder ? [`  embeddings: ${model.encoder.pooling.pooling} pooling, ${model.encoder.pooling.normalize ? "L2-normalized" : "not normalized"} (${model.encoder.pooling.source})`] : []),
     `  ${quirks.length ? `quirks: ${quirks.join(", ")}` : "quirks: none"}`,
     `  parameters ${fmt(params)} (${[...dtypes].map(([d, n]) => `${d} ${fmt(n)}`).join(", ")}), ${(bytes / 2 ** 20).toFixed(1)} MiB of weights`,
     `  context ${model.contextLength ?? "not stated"}, chat template ${model.chatTemplate ? "yes" : "no"}, ` +

@@ -95,6 +95,33 @@ export const COMMANDS = {
       help,
     ],
   },
+  embed: {
+    summary: "embed texts with an encoder model (BERT-style); one vector per --text",
+    positionals: "",
+    flags: [
+      { ...model, help: "Hugging Face folder of an encoder model (required)" },
+      { name: "text", short: "t", arg: "TEXT", multiple: true, help: "a text to embed; repeat for several (batched)" },
+      { name: "pooling", arg: "P", help: "mean|cls|last (default: the model's sentence-transformers config, else mean)" },
+      { name: "no-normalize", bool: true, help: "skip the L2 normalization (default: the model's config, else normalize)" },
+      { name: "normalize", bool: true, help: "L2-normalize even when the model's config does not" },
+      { name: "truncate", bool: true, help: "cut texts longer than the model's positions (default: refuse them)" },
+      backend,
+      { name: "json", bool: true, help: "print {\"embeddings\": [[...], ...]} (default: one line per text)" },
+      help,
+    ],
+  },
+  rerank: {
+    summary: "score documents against a query with a cross-encoder reranker (raw logits, document order)",
+    positionals: "",
+    flags: [
+      { ...model, help: "Hugging Face folder of a reranker (BertForSequenceClassification, one label) (required)" },
+      { name: "query", short: "q", arg: "TEXT", help: "the query (required)" },
+      { name: "document", short: "d", arg: "TEXT", multiple: true, help: "a document; repeat for several" },
+      backend,
+      { name: "json", bool: true, help: "print {\"scores\": [...]} (default: one line per document)" },
+      help,
+    ],
+  },
 } satisfies Record<string, { summary: string; positionals: string; flags: Flag[] }>;
 
 export type CommandName = keyof typeof COMMANDS;
@@ -242,6 +269,27 @@ export const InfoFlags = z.object({
 }).strict();
 
 /** Validates split flag values with a schema; the first problem is a UsageError naming the flag. */
+export const EmbedFlags = z.object({
+  model: path,
+  text: z.array(z.string()).min(1, { message: "give at least one --text" }),
+  pooling: oneOf(["mean", "cls", "last"] as const, "pooling").optional(),
+  "no-normalize": z.boolean().optional(),
+  normalize: z.boolean().optional(),
+  truncate: z.boolean().optional(),
+  backend: oneOf(BACKENDS, "backend").optional(),
+  json: z.boolean().optional(),
+  help: z.boolean().optional(),
+}).strict();
+
+export const RerankFlags = z.object({
+  model: path,
+  query: z.string().refine((s) => s !== "", { message: "is empty: give the query" }),
+  document: z.array(z.string()).min(1, { message: "give at least one --document" }),
+  backend: oneOf(BACKENDS, "backend").optional(),
+  json: z.boolean().optional(),
+  help: z.boolean().optional(),
+}).strict();
+
 export function checkFlags<S extends z.ZodType>(schema: S, values: Record<string, unknown>): z.output<S> {
   const r = schema.safeParse(values);
   if (r.success) return r.data;

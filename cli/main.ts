@@ -1,4 +1,4 @@
-// poot command line: run | chat | info | bench | quantize | serve. `main(args)` returns the exit code: 0, 1 for bad input (a
+// poot command line: run | chat | info | embed | rerank | bench | quantize | serve. `main(args)` returns the exit code: 0, 1 for bad input (a
 // model, a device), 2 for a bad command line. Every flag is checked before anything is loaded; an error is
 // one line on stderr (`poot: ...`, control characters escaped) and nothing on stdout before it; a reader
 // that closes stdout ends the command quietly with 0. Importing this module runs nothing (JSR `./cli`);
@@ -12,7 +12,7 @@ import { Engine, type Executor } from "../backends/executor.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress, type ResponseFormat, type TokenEvent } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
-import { AbortError, ContextOverflowError } from "../llm/errors.ts";
+import { AbortError, ContextOverflowError, ModelKindError } from "../llm/errors.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { VERSION } from "../mod.ts";
 import { ChatFlags, checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
@@ -27,6 +27,8 @@ usage:
   poot chat  [-m MODEL] [--system TEXT] [-n N] [-c CTX] [--backend B] [sampler flags]
   poot serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--backend B] [--slots N] [--ctx N]
              [--kv-memory F] [--chunk N] [--api-key K] [--drain S]
+  poot embed  -m MODEL --text T [--text T2 ...] [--pooling mean|cls|last] [--no-normalize] [--json]
+  poot rerank -m MODEL --query Q --document D [--document D2 ...] [--json]
   poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
   poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
   poot quantize IN OUT --type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]   (IN: GGUF or HF folder)
@@ -109,6 +111,18 @@ async function dispatch(args: string[]): Promise<number> {
       if (positionals.length) throw new UsageError(`chat: unexpected argument ${JSON.stringify(positionals[0])} (the conversation is typed on stdin)`);
       return await run({ ...checkFlags(ChatFlags, values) }, [], true);
     }
+    case "embed":
+    case "rerank": {
+      const { values, positionals } = splitArgs(cmd, rest);
+      if (values.help) {
+        out(commandHelp(cmd) + "\n");
+        return 0;
+      }
+      if (positionals.length) throw new UsageError(`${cmd}: unexpected argument ${JSON.stringify(positionals[0])} (give texts with --${cmd === "embed" ? "text" : "document"})`);
+      ensureRuntimeDir((values.backend as BackendChoice | undefined) ?? "auto");
+      const m = await import("./embed.ts");
+      return await (cmd === "embed" ? m.embedMain(values) : m.rerankMain(values));
+    }
     case "quantize":
       return (await import("./quantize.ts")).quantizeMain(rest);
     case "serve":
@@ -178,6 +192,10 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   if (f.messages !== undefined && (f.prompt || positionals.length)) throw new UsageError("run: give --messages or a prompt, not both");
   const texts = chat || f.messages !== undefined ? [] : prompts(f.prompt, positionals);
   const model = loadModel(f.model ?? defaultModel());
+  if (model.config.encoder) {
+    model.close();
+    throw new ModelKindError(model.arch, `is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot ${chat ? "chat" : "generate text"}`);
+  }
   // Bad messages or a template that fails to render end here, before a device is opened.
   const chatIds = f.messages !== undefined ? messagesPrompt(model, f.messages) : undefined;
   if (chat && !model.chatTemplate) throw new UsageError(`chat: ${model.path} has no chat template (run takes plain prompts)`);
@@ -266,7 +284,8 @@ function summary(res: GenerateResult, engine: Executor, loadMs: number) {
     timings: {
       load_ms: round(loadMs), prompt_ms: round(res.timings.promptMs), generate_ms: round(res.timings.generateMs),
       prompt_tokens: res.timings.promptTokens, generated_tokens: res.timings.generatedTokens,
-      tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(engine.stats().hostMicrosPerStep),
+      tokens_per_second: round(res.timings.tokensPerSecond), host_us_per_step: round(engine.stats().hostMicrosPerStep - engine.stats().waitMicrosPerStep),
+      step_us_per_step: round(engine.stats().hostMicrosPerStep),
     },
   };
 }

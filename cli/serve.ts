@@ -8,6 +8,7 @@ import { type BackendChoice, Engine, loadModel, openBackend } from "../engine.ts
 import { servingCompile } from "../llm/serve/batch.ts";
 import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
+import { EncoderServer } from "../llm/serve/encode.ts";
 
 export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
                   [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30]
@@ -84,14 +85,19 @@ export async function main(args: string[], defaultModel: string): Promise<number
   const apiKey = f["api-key"] ?? (env?.POOT_API_KEY || undefined);
   const model = loadModel(f.model ?? defaultModel);
   const exec = new Engine(await openBackend(f.backend as BackendChoice), { compile: servingCompile });
-  const server = await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey });
+  // An encoder model serves /v1/embeddings and /v1/rerank (llm/serve/encode.ts); the KV flags do not apply.
+  const server = model.config.encoder
+    ? await EncoderServer.open(model, exec, { apiKey })
+    : await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey });
   const l = await listen(server.handler, { hostname: f.host, port: f.port }).catch(async (e) => {
     await server.shutdown(0);
     throw e;
   });
   const t = exec.targetSet();
-  console.error(`poot serve: ${server.modelId} on ${t.backend} (${t.device}), http://${f.host}:${l.port}/v1 — ${f.slots} slots, ` +
-    `context ${server.ctx}, KV pool ${server.plan.blocks} blocks of ${server.plan.block} (${(server.plan.bytes / 2 ** 20).toFixed(1)} MiB)` +
+  console.error(`poot serve: ${server.modelId} on ${t.backend} (${t.device}), http://${f.host}:${l.port}/v1 — ` +
+    (server instanceof Server
+      ? `${f.slots} slots, context ${server.ctx}, KV pool ${server.plan.blocks} blocks of ${server.plan.block} (${(server.plan.bytes / 2 ** 20).toFixed(1)} MiB)`
+      : `encoder, ${server.ctx} tokens per text: /v1/embeddings, /v1/rerank`) +
     (apiKey ? ", API key required" : ""));
   await new Promise<void>((resolve) => {
     let once = false;

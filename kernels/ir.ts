@@ -87,7 +87,9 @@ export type Expr =
   | { k: "load"; t: CType; buf: Buffer; view: EType; index: Expr }
   | { k: "sload"; t: CType; mem: Shared; index: Expr }
   | { k: "subgroup"; t: CType; op: ReduceOp; a: Expr }   // reduce over the subgroup; every lane gets it
-  | { k: "shuffle"; t: CType; mode: "xor" | "idx" | "down"; a: Expr; lane: Expr };
+  | { k: "shuffle"; t: CType; mode: "xor" | "idx" | "down"; a: Expr; lane: Expr }
+  // two f32 rounded (to nearest even) to bf16/f16 in one u32, a in the low half: MMA operands (caps.mma only)
+  | { k: "pack2"; t: "u32"; ab: "bf16" | "f16"; a: Expr; b: Expr };
 
 export type Stmt =
   | { k: "let"; v: Var; e: Expr }                        // declare a mutable local with an initial value
@@ -100,7 +102,28 @@ export type Stmt =
   | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
   | { k: "barrier" }                                     // workgroup execution + shared/buffer memory barrier
   | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
-  | { k: "return" };
+  | { k: "return" }
+  | MmaStmt;
+
+/**
+ * A warp-level matrix multiply-accumulate, D[16x8] = A[16x16] B[16x8] + C (PTX mma.sync m16n8k16, row.col,
+ * f32 accumulate). Every lane of a full subgroup of 32 must reach it together (warp-uniform control flow);
+ * lane l holds, with g = l >> 2 and t = l & 3:
+ * - a: 4 u32 words of two `ab` values each (low half = the even k; `pack2` makes them from f32):
+ *   a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9];
+ * - b: 2 u32 words likewise: b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g];
+ * - c and d: 4 f32: [0..1] = C[g][2t, 2t+1], [2..3] = C[g+8][2t, 2t+1].
+ * The 16 products are exact; the order and internal precision of their sum with C is the hardware's (fixed for
+ * a given device, so a row's result never depends on the other rows). Needs the target's `mma` capability.
+ */
+export interface MmaStmt {
+  k: "mma";
+  ab: "bf16" | "f16";
+  d: Var[];
+  a: Expr[];
+  b: Expr[];
+  c: Expr[];
+}
 
 export interface Kernel {
   name: string;
@@ -112,7 +135,7 @@ export interface Kernel {
   shared: Shared[];
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
-  uses: { subgroups: boolean; f16: boolean; checks: boolean };
+  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean };
 }
 
 export class KernelError extends Error {
@@ -234,7 +257,7 @@ export class KernelBuilder {
   private readonly sharedMem: Shared[] = [];
   private blocks: Stmt[][] = [[]];
   private nvar = 0;
-  private readonly uses = { subgroups: false, f16: false, checks: false };
+  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
 
@@ -380,6 +403,25 @@ export class KernelBuilder {
     return new Val({ k: "shuffle", t: a.t, mode, a: a.e, lane: lift(lane, "u32").e });
   }
 
+  /** Two f32 rounded to `ab` and packed in a u32 (lo in the low half): an MMA operand word (caps.mma). */
+  pack2(ab: "bf16" | "f16", lo: Val, hi: Val): Val {
+    if (lo.t !== "f32" || hi.t !== "f32") throw new KernelError(`${this.name}: pack2 takes two f32`);
+    this.uses.mma = true;
+    return new Val({ k: "pack2", t: "u32", ab, a: lo.e, b: hi.e });
+  }
+  /** A warp MMA tile (see MmaStmt): returns the 4 accumulator values of this lane as fresh f32 locals. */
+  mma(ab: "bf16" | "f16", a: Val[], bw: Val[], cc: Val[]): Val[] {
+    const bad = (xs: Val[], n: number, t: CType) => xs.length !== n || xs.some((x) => x.t !== t);
+    if (bad(a, 4, "u32") || bad(bw, 2, "u32") || bad(cc, 4, "f32")) {
+      throw new KernelError(`${this.name}: mma takes 4 u32 a words, 2 u32 b words and 4 f32 c values`);
+    }
+    this.uses.mma = true;
+    this.uses.subgroups = true;
+    const d = Array.from({ length: 4 }, () => ({ name: `mm${this.nvar++}`, t: "f32" as CType }));
+    this.emit({ k: "mma", ab, d, a: a.map((x) => x.e), b: bw.map((x) => x.e), c: cc.map((x) => x.e) });
+    return d.map((v) => new Val({ k: "var", t: "f32", v }));
+  }
+
   build(): Kernel {
     if (this.blocks.length !== 1) throw new KernelError(`${this.name}: build inside a block`);
     return {
@@ -403,6 +445,7 @@ export function exprKids(e: Expr): Expr[] {
     case "select": return [e.c, e.a, e.b];
     case "load": case "sload": return [e.index];
     case "shuffle": return [e.a, e.lane];
+    case "pack2": return [e.a, e.b];
     default: return [];
   }
 }
@@ -416,6 +459,7 @@ export function stmtExprs(s: Stmt): Expr[] {
     case "storev": return [s.index, ...s.es];
     case "for": return [s.start, s.end];
     case "if": case "check": return [s.c];
+    case "mma": return [...s.a, ...s.b, ...s.c];
     default: return [];
   }
 }

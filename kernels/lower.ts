@@ -21,12 +21,15 @@ export class LoweringError extends Error {
 }
 
 /**
- * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, chunks of at least 64
- * positions; none on one-lane targets (the JS device) or when rows x heads already fill it.
+ * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, about 1024 warps, and
+ * about cap / 2 for a long capacity (so a team's share of a full cache stays near 64-128 positions), at most
+ * 64 (the combine holds every chunk's (m, l) in registers) and chunks of at least 64 positions of the
+ * capacity; none on one-lane targets (the JS device) or when rows x heads already fill the GPU. Measured on
+ * the H200 (1B shape, cap 8192): 64 chunks against 32 cost ~40 µs per token at pos 0 and save ~110 at 4100.
  */
 function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
   if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
-  return Math.max(1, Math.min(Math.ceil(cap / 64), Math.ceil(1024 / items)));
+  return Math.max(1, Math.min(64, Math.ceil(cap / 64), Math.ceil(Math.max(1024, cap / 2) / items)));
 }
 
 /** Storage element type of a graph dtype (bool is stored as bytes). */
@@ -51,7 +54,35 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
   matmulTile?: number;
+  /**
+   * Tensor-core matmuls (kernels/lib/mma_matmul.ts) where the target has `caps.mma` and the weight is bf16:
+   * "auto" (default) for matmuls of at least MMA_MIN_ROWS rows (prefill chunks), "all" for every row count
+   * (the server's entries: batch 1 runs the same kernel as a full batch, so a row's bits never depend on the
+   * batch), "off" never.
+   */
+  mma?: "auto" | "all" | "off";
+  /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
+  mmaSplit?: boolean;
+  /**
+   * Prefill attention of chunks of >= MMA_MIN_ROWS rows on MMA tiles (kernels/lib/flash.ts) where the target
+   * has them and mma is not "off"; default true. Decode and serving (paged) attention never use it.
+   */
+  flash?: boolean;
+  /**
+   * Tiling of the "auto" (prefill) MMA matmuls (tuning runs; kernels/lib/mma_matmul.ts): warps splitting K, along
+   * N and M, tiles per warp, unroll. Serving ("all") keeps the library's, whose K split is a function of the shape.
+   */
+  mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
+  /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
+  flashSplits?: number;
+  /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
+  attentionSplits?: number;
+  /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
+  attentionUnroll?: number;
 }
+
+/** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
+export const MMA_MIN_ROWS = 16;
 
 /** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
@@ -173,6 +204,32 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
   };
 }
 
+/**
+ * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
+ * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
+ * reuses: steps run in order), else the FMA kernel.
+ */
+function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, bindings: Binding[], work: Work): void {
+  const { caps, opts, buf, kernel } = cx;
+  const mode = opts.mma ?? "auto";
+  // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
+  // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
+  if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
+    (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
+    const split = opts.mmaSplit ?? true;
+    const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
+    const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
+    const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
+    kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+    // serving entries: a K split for one row as much as for many (the same at every entry: invariance)
+    const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
+    const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+    kernel(k, [xw, ...bindings.slice(1)], work);
+    return;
+  }
+  kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
+}
+
 /** Ops with a kernel of their own (a composite without one is expanded by decomp/graph.ts). */
 const hasLowerer = (op: Node["op"]): boolean => op in NODE_LOWERERS || isElementwise(op);
 
@@ -183,23 +240,37 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   group: lowerGroup,
   gemv: lowerGemv,
   matmul_residual(cx, u) {
-    const { nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+    const { nodes, bind, bytesOfIds } = cx;
     const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
     const K = wn.shape[1], N = wn.shape[0];
     const extra = u.residual ?? u.bias!;
-    const k = lib.matmul(caps, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined, tile: opts.matmulTile });
-    kernel(k, [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
+    matmulSteps(cx, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined },
+      [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
   },
   attention(cx, u) {
-    const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
+    const { nodes, caps, opts, buf, bind, kernel, bytesOfIds } = cx;
     const n = nodes[u.node], [q, k, v] = n.inputs;
     const [R, H, D] = nodes[q].shape, [C, KVH] = nodes[k].shape;
     if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
     const kv = nodes[k].dtype;
     if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
-    const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap };
+    const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
     const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
-    const splits = attentionSplitCount(caps, C, R * H);
+    if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
+      // a warp per (16 rows, head) is latency-bound: split the positions until ~4096 warps fill the GPU
+      const warps = Math.ceil(R / 16) * H;
+      const fs = opts.flashSplits ?? Math.max(1, Math.min(16, Math.ceil(4096 / warps), Math.ceil(C / 64)));
+      if (fs <= 1) {
+        kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+        return;
+      }
+      const bytes = R * H * fs * (D + 2) * 4;
+      const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+      kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+      kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+      return;
+    }
+    const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
     if (splits <= 1) {
       kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
       return;
@@ -245,14 +316,14 @@ const last = (x: Node) => x.shape[x.shape.length - 1];
 /** One lowerer per op that has a kernel of its own; elementwise ops without one lower as a one-node group. */
 export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
   matmul(cx, n) {
-    const { nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+    const { nodes, caps, bind, kernel, bytesOfIds } = cx;
     const ins = n.inputs, out = bind(n.id);
     const [x, w] = ins, wn = nodes[w], xn = nodes[x];
     const K = last(xn);
     if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
       const N = wn.shape[0];
-      const k = lib.matmul(caps, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType, tile: opts.matmulTile });
-      return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+      return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, [bind(x), bind(w), out],
+        { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
     }
     const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
     const batch = numel(xn.shape) / (M * K);

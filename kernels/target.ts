@@ -26,6 +26,11 @@ export interface Caps {
   maxBindingBytes: number;
   /** Byte alignment of a binding's offset into a buffer. */
   bindingAlign: number;
+  /**
+   * Warp matrix multiply-accumulate tiles (kernels/ir.ts MmaStmt: m16n8k16, bf16/f16 in, f32 accumulate) in
+   * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
+   */
+  mma?: boolean;
 }
 
 export interface TargetSet {

@@ -10,16 +10,20 @@
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
 import type { EntryId, Executor } from "../backends/executor.ts";
-import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError } from "./errors.ts";
+import { setImmediate } from "node:timers";
+import type { Caps } from "../kernels/target.ts";
+import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
+import { checkEmbedOptions, checkTexts, embedWithDecoder, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
 export type { ResponseFormat } from "./grammar.ts";
+export type { EmbedOptions, EncoderShapes } from "./encoder.ts";
 export type { TokenEvent, TokenStream } from "./stream.ts";
 
 /** Tokens generated when a call does not say: the library's and the CLI's default. */
@@ -39,10 +43,15 @@ export interface DriverOptions {
   ctx?: number;
   /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
-  /** Prefill row shapes prepared up front (default [32, 8]; 1 is always there: the decode step). */
+  /**
+   * Prefill row shapes prepared up front (default prefillDefault(): [512, 64, 16, 8] where the device has
+   * tensor-core tiles, else [32, 8]; 1 is always there: the decode step).
+   */
   prefill?: number[];
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
   onProgress?: (p: LoadProgress) => void;
+  /** An encoder model's (batch, seq) buckets compiled at open (default batches [1, 8, 32], seqs [32, 128, 512]). */
+  encoder?: EncoderShapes;
 }
 
 /** Options of one generation. */
@@ -109,6 +118,8 @@ export class Driver {
   readonly model: ModelHandle;
   /** @ignore The executor it runs on (engine-level). */
   readonly exec: Executor;
+  /** An encoder model's runner (embed, rerank); undefined for a generative model. */
+  private encoder?: EncoderRunner;
 
   private constructor(model: ModelHandle, exec: Executor, opts: DriverOptions) {
     this.model = model;
@@ -116,7 +127,7 @@ export class Driver {
     if (opts.ctx !== undefined && (!isInt(opts.ctx) || opts.ctx < 2)) {
       throw new InvalidArgumentError("ctx", `${String(opts.ctx)} is not an integer >= 2`);
     }
-    const prefill = opts.prefill ?? [32, 8];
+    const prefill = opts.prefill ?? prefillDefault(exec.targetSet().caps);
     if (!Array.isArray(prefill) || !prefill.every((r) => isInt(r) && r >= 1)) {
       throw new InvalidArgumentError("prefill", "must be an array of positive integers");
     }
@@ -139,11 +150,23 @@ export class Driver {
       onTensor: progress && ((tensors, totalTensors, bytes, totalBytes) =>
         progress({ phase: "load", tensors, totalTensors, bytes, totalBytes })),
     });
+    if (model.config.encoder) {
+      d.encoder = new EncoderRunner(model, exec, opts.encoder);
+      d.encoder.prepare((entries, totalEntries) => progress?.({ phase: "compile", entries, totalEntries }));
+      return d;
+    }
     const shapes = [1, ...d.prefillRows];
     shapes.forEach((rows, i) => {
       d.entry("step", rows);
       progress?.({ phase: "compile", entries: i + 1, totalEntries: shapes.length });
     });
+    // A decoder-based embedder: hidden-state entries for its texts, padded up to these row counts.
+    if (model.encoder) {
+      for (const r of [32, 128, 512].filter((r) => r <= d.ctx)) {
+        d.entry("hidden", r);
+        d.hiddenRows.add(r);
+      }
+    }
     return d;
   }
 
@@ -196,13 +219,21 @@ export class Driver {
 
   /** The entry of a step shape, added (compiled) the first time. */
   private entry(kind: Kind, rows: number): EntryId {
+    if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
     const key = this.key(kind, rows);
     let id = this.entries.get(key);
     if (id !== undefined) return id;
     const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
-      // Sample from the last row only: a prefill chunk continues from its final position.
-      const last = rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows);
+      // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
+      // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
+      // 256-row chunk would otherwise spend a quarter of a 1B model's prefill on logits nobody reads).
+      const lm = tracer.nodes[logits.id];
+      const x = lm.op === "matmul" ? tracer.nodes[lm.inputs[0]] : undefined;
+      const last = rows === 1 ? logits
+        : x && x.shape.length === 2 && x.shape[0] === rows
+        ? tracer.label(tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]), "logits.last")
+        : tracer.slice(logits, 0, rows - 1, rows);
       // Token counts live in device State, marked and counted by each step (the COUNT_SLOT below).
       appendSampler(tracer, last, { process: { entries: this.sampling.entries, counts: true }, logprobs: true });
     } else {
@@ -374,6 +405,13 @@ export class Driver {
       let pos = ids.length;
       // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
       const release = (id: number, last: boolean): boolean => {
+        if (stops.length === 0) { // the common case, per token: everything decoded so far is final
+          const emit = pending;
+          text += emit;
+          pending = "";
+          if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
+          return false;
+        }
         const all = text + pending;
         const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
         if (hits.length) {
@@ -393,12 +431,19 @@ export class Driver {
       };
       // A token's logprobs ride on its event (not on the end-of-generation event that flushes held text).
       const lp = (id: number) => next.logprobs && generated.at(-1) === id ? { logprob: next.logprobs.logprob, topLogprobs: next.logprobs.top } : {};
-      let yielded = performance.now();
+      let yielded = performance.now(), polled = yielded;
+      const step = this.entry("step", 1); // looked up once, not per token
       for (;;) {
-        // A step on a CPU device may finish without ever returning to the event loop; let timers and signal
-        // handlers (AbortSignal.timeout, Ctrl-C) run at least every 25 ms so that they can abort.
-        if (performance.now() - yielded > 25) {
-          await new Promise((r) => setTimeout(r, 0));
+        // A step may finish without ever returning to the event loop (a CPU device, a GPU wait that spins); let
+        // timers (AbortSignal.timeout) run at least every 25 ms and I/O and signal handlers (Ctrl-C) every 250 ms
+        // so that they can abort. setImmediate runs due timers; only a timer turn polls I/O in Deno, and Deno
+        // rounds setTimeout(0) up to 1-2 ms: every 25 ms that was 5% of a GPU generation's time.
+        const now = performance.now();
+        if (now - yielded > 25) {
+          if (now - polled > 250) {
+            await new Promise((r) => setTimeout(r, 0));
+            polled = performance.now();
+          } else await new Promise((r) => setImmediate(r));
           yielded = performance.now();
         }
         aborted();
@@ -424,7 +469,7 @@ export class Driver {
           finish = generated.length >= maxTokens ? "length" : "context";
           break;
         }
-        next = await this.run(this.entry("step", 1), [next.token], pos, sampler, await ctx());
+        next = await this.run(step, [next.token], pos, sampler, await ctx());
         pos++;
       }
       return result();
@@ -449,6 +494,57 @@ export class Driver {
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /**
+   * Embeddings of `texts` (one Float32Array of the model's width each, in order), pooled and L2-normalized as
+   * the model's sentence-transformers config says (mean + L2 without one) unless `opts` says otherwise. Many
+   * texts run per step, padded to the prepared buckets. A text longer than the model's positions is refused
+   * (ContextOverflowError naming it) unless `opts.truncate`.
+   */
+  embed(texts: string[], opts: EmbedOptions & { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      const list = checkTexts(texts, "texts");
+      const o = checkEmbedOptions(opts ?? {});
+      const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
+      if (!this.encoder && this.model.encoder) {
+        return this.enqueue(signal, () => embedWithDecoder(this.model, this.ctx, list, o, (ids) => this.encodeNow(ids)));
+      }
+      const enc = this.encoderOf("embed");
+      return this.enqueue(signal, () => enc.embed(list, o));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Relevance scores of `documents` for `query` by a cross-encoder (raw logits of its one-label head, in
+   * document order; higher is more relevant). Over-long pairs are cut, the longer text first.
+   */
+  rerank(query: string, documents: string[], opts: { signal?: AbortSignal } = {}): Promise<number[]> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      const enc = this.encoderOf("rerank");
+      if (typeof query !== "string" || query === "") throw new InvalidArgumentError("query", `must be a non-empty string, got ${describe(query)}`);
+      const docs = checkTexts(documents, "documents");
+      const signal = AbortSignal.any([this.closing.signal, ...(opts?.signal ? [opts.signal] : [])]);
+      return this.enqueue(signal, () => enc.rerank(query, docs));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Whether the model is an encoder (embed, rerank) rather than a generative model. */
+  get isEncoder(): boolean {
+    return this.encoder !== undefined;
+  }
+
+  private encoderOf(call: string): EncoderRunner {
+    if (!this.encoder) {
+      throw new ModelKindError(this.model.arch, `is a generative model: ${call} needs an encoder (a BERT-style embedding model${call === "rerank" ? " with a one-label classification head" : ""})`);
+    }
+    return this.encoder;
   }
 
   /** The encode itself, run from the queue. */
@@ -481,12 +577,24 @@ function describe(v: unknown): string {
 }
 
 /**
+ * Prefill chunk rows: wide chunks where matmuls run on tensor-core tiles (kernels/lib/mma_matmul.ts: a chunk of
+ * 512 rows reads each weight once for 512 tokens; on the H200 a 2048-token prompt of the 1B took 56.6 ms in
+ * 512-row chunks, 64.9 ms in 256-row ones), the FMA kernel's sizes elsewhere.
+ */
+export function prefillDefault(caps: Caps): number[] {
+  return caps.mma ? [512, 64, 16, 8] : [32, 8];
+}
+
+/**
  * What sizes the context on the device, for checkContext: f32 K and V of every layer per position, plus the
  * attention scores of the widest prefill chunk (rows x heads per position, counted twice for the softmax).
  */
 function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
   const c = model.config;
-  const rows = Math.max(1, ...(opts.prefill ?? [32, 8]));
+  // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
+  // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
+  const caps = exec.targetSet().caps;
+  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(caps)).map((r) => caps.mma && r >= 16 ? Math.min(r, 32) : r));
   let fixed = 0;
   for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
   return {

@@ -226,3 +226,14 @@ export class DriverClosedError extends LlmError {
     super("the driver is closed");
   }
 }
+
+/**
+ * A call the model's kind cannot serve: generating or chatting with an encoder-only model (BERT), or embedding
+ * or reranking with a model that has no encoder step or no classifier head.
+ */
+export class ModelKindError extends LlmError {
+  /** Builds the error and its one-line message. */
+  constructor(model: string, problem: string) {
+    super(`${model}: ${problem}`);
+  }
+}

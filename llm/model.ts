@@ -10,12 +10,18 @@ import { join } from "node:path";
 import { z } from "zod";
 import type { TensorInfo, WeightMap, WeightStore } from "../graph/weights.ts";
 import { decodeHalf } from "../graph/dtype.ts";
-import { ConfigError, InvalidArgumentError, ModelNotFoundError } from "./errors.ts";
+import { ConfigError, InvalidArgumentError, ModelNotFoundError, TokenizerError } from "./errors.ts";
 import { checkTensors, type Family, type ModelConfig, rowSlices, type WeightFormat } from "./families/family.ts";
 import { type GGUFFile, openGGUF } from "./formats/gguf.ts";
 import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
 import { familyOf, familyOfHF } from "./registry.ts";
 import { checkGGUFConfig } from "./validate.ts";
+import { type PoolingConfig, readPooling } from "./pooling.ts";
+import { type InputTemplate, templateFromHF } from "./tokenizer/template.ts";
+import { isWordPiece, wordPieceFromHF } from "./tokenizer/wordpiece.ts";
+import { isUnigram, unigramFromHF } from "./tokenizer/unigram.ts";
+import { prefixInStore } from "./families/bert.ts";
+import type { HFTokenizerJson } from "./tokenizer/hf.ts";
 import { createTokenizer, type HFTokenizerConfig, type Tokenizer, tokenizerFromGGUF, tokenizerSpecFromHF } from "./tokenizer/mod.ts";
 
 export interface ModelHandle {
@@ -34,6 +40,12 @@ export interface ModelHandle {
   name?: string;
   /** The GGUF file, for a GGUF model. */
   gguf?: GGUFFile;
+  /**
+   * An embedding or reranking model: its input framing and the pooling its files state. Every encoder model
+   * (config.encoder) has it; a decoder has it when its folder carries sentence-transformers files (a
+   * decoder-based embedder such as Qwen3-Embedding, pooled from the final normed hidden state).
+   */
+  encoder?: { template: InputTemplate; pooling: PoolingConfig; maxTokens: number };
   /** Releases the files the store reads from (the Driver has copied the weights by then). */
   close(): void;
 }
@@ -113,6 +125,16 @@ function zodParse<T extends z.ZodType>(file: string, schema: T, json: unknown): 
   return r.data;
 }
 
+/** tokenizer.json, parsed (bad JSON: TokenizerError naming the file). */
+function parseTokenizerJson(path: string): HFTokenizerJson {
+  try {
+    return JSON.parse(openText(path));
+  } catch (e) {
+    if (e instanceof SyntaxError) throw new TokenizerError(`${path}: not valid JSON (${e.message})`);
+    throw e;
+  }
+}
+
 function loadHFFolder(dir: string): ModelHandle {
   const cfgPath = join(dir, "config.json");
   if (!existsSync(cfgPath)) throw new ModelNotFoundError(dir, "a Hugging Face folder needs config.json (none found)");
@@ -129,7 +151,12 @@ function loadHFFolder(dir: string): ModelHandle {
   const genPath = join(dir, "generation_config.json");
   const gen = existsSync(genPath) ? zodParse(genPath, GenerationSchema, readJson(genPath)) : {};
   const eos = gen.eos_token_id;
-  const tokenizer = createTokenizer({ ...tokenizerSpecFromHF(openText(tokPath), tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
+  const tokJson = parseTokenizerJson(tokPath);
+  const tokenizer = isWordPiece(tokJson)
+    ? wordPieceFromHF(tokJson)
+    : isUnigram(tokJson)
+    ? unigramFromHF(tokJson)
+    : createTokenizer({ ...tokenizerSpecFromHF(tokJson, tc as HFTokenizerConfig), eog: eos === undefined || eos === null ? [] : [eos].flat() });
   if (tokenizer.vocabSize > config.vocab) {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
   }
@@ -138,7 +165,8 @@ function loadHFFolder(dir: string): ModelHandle {
   const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
 
   const files = openSafetensorsFolder(dir);
-  const store = rowSlices(widenVectors(files));
+  const store = rowSlices(widenVectors(basePrefixed(files)));
+  if (config.encoder) config.encoder.prefix = prefixInStore(store.tensors(), config.encoder.prefix);
   try {
     const map = checkTensors(cfgPath, family, config, "hf", store);
     return {
@@ -153,12 +181,35 @@ function loadHFFolder(dir: string): ModelHandle {
       contextLength: config.contextLength,
       chatTemplate,
       name: a._name_or_path || undefined,
+      encoder: config.encoder
+        ? { template: templateFromHF(tokJson), pooling: readPooling(dir), maxTokens: config.encoder.positions - config.encoder.posOffset }
+        : existsSync(join(dir, "modules.json"))
+        ? { template: templateFromHF(tokJson), pooling: readPooling(dir, "last"), maxTokens: config.contextLength ?? 2048 }
+        : undefined,
       close: () => files.close(),
     };
   } catch (e) {
     files.close();
     throw e;
   }
+}
+
+/**
+ * A bare base-model checkpoint (Qwen3Model, LlamaModel: what sentence-transformers saves for a decoder
+ * embedder) names its tensors without the task model's "model." prefix: the store answers the prefixed names
+ * too, so the family's tensor names find them.
+ */
+function basePrefixed(store: WeightStore): WeightStore {
+  if (store.info("model.embed_tokens.weight") || !store.info("embed_tokens.weight")) return store;
+  const base = (name: string) => (name.startsWith("model.") && !store.info(name) ? name.slice(6) : name);
+  return {
+    tensors: () => [...store.tensors()].map((t) => (t.name.startsWith("lm_head") ? t : { ...t, name: `model.${t.name}` })),
+    info: (name: string) => {
+      const t = store.info(base(name));
+      return t && { ...t, name };
+    },
+    bytes: (name: string) => store.bytes(base(name)),
+  };
 }
 
 /**

@@ -4,6 +4,7 @@
 // Adding a family: its file under llm/families/ and one entry in FAMILIES.
 import { UnknownArchitectureError } from "./errors.ts";
 import type { Family } from "./families/family.ts";
+import { bert, xlmRoberta } from "./families/bert.ts";
 import { gemma2, gemma3 } from "./families/gemma.ts";
 import { llama } from "./families/llama.ts";
 import { phi3 } from "./families/phi3.ts";
@@ -11,7 +12,7 @@ import { qwen2, qwen3 } from "./families/qwen.ts";
 
 export type { Family } from "./families/family.ts";
 
-const FAMILIES: readonly Family[] = [llama, qwen2, qwen3, gemma2, gemma3, phi3];
+const FAMILIES: readonly Family[] = [llama, qwen2, qwen3, gemma2, gemma3, phi3, bert, xlmRoberta];
 
 // Maps, not objects: a name such as "constructor" or "__proto__" must not find anything.
 const BY_GGUF = new Map(FAMILIES.flatMap((f) => f.gguf.map((a) => [a, f] as const)));

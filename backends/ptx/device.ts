@@ -2,7 +2,9 @@
 // everything the device does is ordered on that stream.
 //
 // - Memory: `device` and `upload` buffers are cuMemAlloc'd (zeroed). Host writes go through a pinned staging
-//   ring as async copies on the stream, so a slot write is ordered before the next replay without a wait.
+//   ring as async copies on the stream, so a write is ordered before the next replay without a wait. Small
+//   `upload` buffers (slots) live in slabs with a pinned host shadow instead (slots.ts): a write is a host
+//   memcpy, and each recording or eager run starts with one copy per slab it binds.
 //   `readback` buffers are mapped pinned host memory: kernels store into them directly and read() after a
 //   synchronize is a plain memcpy (no driver call on the per-token path).
 // - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
@@ -33,6 +35,7 @@ import type { PtxModule } from "../../kernels/render/ptx.ts";
 import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { StagingRing } from "./staging.ts";
+import { SLOT_MAX, slabSpans, type SlotPlace, SlotSlabs } from "./slots.ts";
 
 export interface PtxDeviceOptions {
   /** CUDA device ordinal (default 0). */
@@ -52,6 +55,11 @@ export interface PtxDeviceOptions {
    * on where available; the environment variable POOT_PTX_PDL (0, exit, start) overrides the default.
    */
   pdl?: boolean | "exit";
+  /**
+   * Small upload buffers in slab shadows (slots.ts; default on). Off, every upload buffer is a plain allocation
+   * written through the staging ring (a copy per write). The environment variable POOT_PTX_SLOTS=0 turns it off.
+   */
+  slotSlabs?: boolean;
 }
 
 const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
@@ -72,6 +80,8 @@ class PtxBuffer implements DeviceBuffer {
     /** Host view of mapped pinned memory (readback buffers), with its host address. */
     readonly host?: Uint8Array,
     readonly hostPtr = 0n,
+    /** A slot buffer's place in a slab (slots.ts): writes go to its host shadow. */
+    readonly slot?: SlotPlace,
   ) {}
 }
 class PtxCompiled implements CompiledKernel {
@@ -91,7 +101,8 @@ class PtxRecording implements Recording {
 }
 type Launch =
   | { k: "kernel"; c: PtxCompiled; grid: [number, number, number]; args: KernelArgs }
-  | { k: "copy"; dst: bigint; src: bigint; bytes: number };
+  | { k: "copy"; dst: bigint; src: bigint; bytes: number }
+  | { k: "upload"; dst: bigint; src: bigint; bytes: number };
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -125,6 +136,10 @@ export class PtxDevice implements Device {
   private readonly ctx: bigint;
   private readonly stream: bigint;
   private readonly ring: StagingRing;
+  private readonly slots: SlotSlabs;
+  /** A replay or run may still be copying slot shadows (until the stream is seen idle). */
+  private slotsBusy = false;
+  private readonly slotSlabs: boolean;
   private readonly spinMicros: number;
   private readonly timeoutMs: number;
   private readonly byKernel = new WeakMap<Kernel, PtxCompiled>();
@@ -178,6 +193,8 @@ export class PtxDevice implements Device {
     this.pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
     this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(cu) : undefined;
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
+    this.slots = new SlotSlabs(cu, caps.bindingAlign);
+    this.slotSlabs = opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0";
     this.newFaultChunk();
   }
 
@@ -239,9 +256,23 @@ export class PtxDevice implements Device {
       }
     }
   }
-  /** The stream ran dry: staged bytes and the in-flight list are free. */
+  /** Blocking, bounded wait for the stream to run dry (a slot write while a slot copy may be pending). */
+  private waitIdle(what: string): void {
+    const deadline = performance.now() + this.timeoutMs;
+    for (;;) {
+      const r = this.cu.fn.cuStreamQuery(this.stream);
+      if (r === 0) return this.idle();
+      if (r !== CUDA_ERROR_NOT_READY) this.checkCode("cuStreamQuery", r);
+      if (performance.now() > deadline) {
+        this.poisoned ??= `${what}: work did not finish within ${this.timeoutMs} ms`;
+        throw new DeviceTimeout("ptx", what, this.timeoutMs);
+      }
+    }
+  }
+  /** The stream ran dry: staged bytes, slot shadows and the in-flight list are free. */
   private idle(): void {
     this.ring.idle();
+    this.slotsBusy = false;
     this.inflight = [];
   }
 
@@ -270,6 +301,9 @@ export class PtxDevice implements Device {
         const view = new Uint8Array(ptrView(host, n));
         view.fill(0);
         b = new PtxBuffer(bytes, this.cu.memHostGetDevicePointer(host), view, host);
+      } else if (usage === "upload" && bytes <= SLOT_MAX && this.slotSlabs) {
+        const place = this.slots.alloc(bytes, (ptr, size) => this.cu.memsetD8Async(ptr, 0, size, this.stream));
+        b = new PtxBuffer(bytes, place.ptr, undefined, 0n, place);
       } else {
         const ptr = this.cu.memAlloc(n);
         this.cu.memsetD8Async(ptr, 0, n, this.stream);
@@ -288,7 +322,7 @@ export class PtxDevice implements Device {
     const pb = this.buf(b);
     this.buffers.delete(pb);
     pb.freed = true;
-    this.guard("free", () => (pb.host ? this.cu.memFreeHost(pb.hostPtr) : this.cu.memFree(pb.ptr)));
+    this.guard("free", () => (pb.slot ? this.slots.free(pb.slot) : pb.host ? this.cu.memFreeHost(pb.hostPtr) : this.cu.memFree(pb.ptr)));
   }
 
   write(b: DeviceBuffer, offset: number, data: Uint8Array): void {
@@ -296,6 +330,11 @@ export class PtxDevice implements Device {
     const pb = this.range(b, offset, data.byteLength);
     if (pb.host) {
       pb.host.set(data, offset);
+      return;
+    }
+    if (pb.slot) {
+      if (this.slotsBusy) this.guard("write", () => this.waitIdle("slot write"));
+      pb.slot.shadow.set(data, offset);
       return;
     }
     this.guard("write", () => {
@@ -322,6 +361,8 @@ export class PtxDevice implements Device {
       return Promise.reject(e);
     }
     if (pb.host) return Promise.resolve(pb.host.slice(offset, offset + bytes));
+    // Kernels only read slots: the shadow is what the device has (or gets at the next replay).
+    if (pb.slot) return Promise.resolve(pb.slot.shadow.slice(offset, offset + bytes));
     // Reads share one pinned staging buffer: each waits for the one before it.
     const r = this.reading.then(() => this.readDevice(pb, offset, bytes));
     this.reading = r.then(() => {}, () => {});
@@ -364,6 +405,7 @@ export class PtxDevice implements Device {
     const known = this.byKernel.get(kernel);
     if (known) return known;
     if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
+    if (kernel.uses.mma && !this.target.caps.mma) throw new Unsupported(`ptx: ${kernel.name} needs warp MMA tiles (sm_80+)`);
     let mod: PtxModule;
     try {
       mod = RENDERERS.ptx.render(kernel, this.target.caps, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
@@ -403,13 +445,21 @@ export class PtxDevice implements Device {
     return out;
   }
 
-  /** Checks steps and builds their launch arguments (device addresses with binding offsets applied). */
+  /**
+   * Checks steps and builds their launch arguments (device addresses with binding offsets applied), led by
+   * one shadow-to-device copy per slot slab the steps bind.
+   */
   private prepare(steps: DeviceStep[]): Launch[] {
     const caps = this.target.caps;
-    return steps.map((s): Launch => {
+    const places: SlotPlace[] = [];
+    const slotOf = (b: DeviceBinding) => {
+      if (b.buffer instanceof PtxBuffer && b.buffer.slot) places.push(b.buffer.slot);
+    };
+    const list = steps.map((s): Launch => {
       if (s.k === "copy") {
         const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
         if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`ptx: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
+        slotOf(s.src);
         return { k: "copy", src: src.ptr + BigInt(s.src.offset), dst: dst.ptr + BigInt(s.dst.offset), bytes: s.src.bytes };
       }
       const c = s.compiled;
@@ -426,15 +476,19 @@ export class PtxDevice implements Device {
         const pb = this.range(b.buffer, b.offset, b.bytes);
         if (b.offset % caps.bindingAlign !== 0) throw new Unsupported(`ptx: ${k.name} binding ${i} at offset ${b.offset} (needs ${caps.bindingAlign}-byte alignment)`);
         args.set(i, pb.ptr + BigInt(b.offset));
+        slotOf(b);
       });
       if (c.module.faultParam) args.set(n - 1, c.faultPtr);
       return { k: "kernel", c, grid: s.grid, args };
     });
+    const uploads = slabSpans(places).map(({ slab, lo, hi }): Launch => ({ k: "upload", dst: slab.dev + BigInt(lo), src: slab.hostPtr + BigInt(lo), bytes: hi - lo }));
+    return uploads.length ? [...uploads, ...list] : list;
   }
   /** Enqueues launches on the stream (captured when a capture is active). */
   private enqueue(list: Launch[]): void {
     for (const l of list) {
       if (l.k === "copy") this.cu.memcpyDtoDAsync(l.dst, l.src, l.bytes, this.stream);
+      else if (l.k === "upload") this.cu.memcpyHtoDAsync(l.dst, l.src, l.bytes, this.stream);
       else if (l.c.module.pdl && this.launchEx) {
         const r = this.launchEx.launch(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args.params);
         this.checkCode("cuLaunchKernelEx", r);
@@ -449,6 +503,7 @@ export class PtxDevice implements Device {
     this.alive();
     const list = this.prepare(steps);
     if (this.inflight.length < 4096) this.inflight.push(this.kernelsOf(list));
+    this.slotsBusy = true;
     this.guard("run", () => this.enqueue(list));
   }
 
@@ -472,7 +527,7 @@ export class PtxDevice implements Device {
       try {
         const exec = this.cu.graphInstantiate(graph, 0);
         this.cu.graphUpload(exec, this.stream);
-        return this.keep(new PtxRecording(exec, list.length, this.kernelsOf(list)));
+        return this.keep(new PtxRecording(exec, steps.length, this.kernelsOf(list)));
       } finally {
         this.cu.graphDestroy(graph);
       }
@@ -488,6 +543,7 @@ export class PtxDevice implements Device {
     if (!(rec instanceof PtxRecording) || !this.recordings.has(rec)) throw new Unsupported("ptx: not a live recording of this device");
     if (rec.exec === 0n) return;
     if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
+    this.slotsBusy = true;
     this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
   }
 
@@ -532,6 +588,7 @@ export class PtxDevice implements Device {
         for (const m of modules) this.cu.moduleUnload(m);
         this.byText.clear();
         this.ring.release();
+        this.slots.release();
         if (this.readStage) this.cu.memFreeHost(this.readStage.ptr);
         for (const ch of this.faultChunks) this.cu.memFreeHost(ch.host);
         this.cu.streamDestroy(this.stream);

@@ -22,6 +22,14 @@ export interface VulkanOptions {
   noFloat16?: boolean;
   /** Never map `device` buffers, even where device memory is host-visible (exercises the staged path of a discrete GPU). */
   stageDeviceMemory?: boolean;
+  /** Write a timestamp around every step of a recording (stepTimes); refused where the queue has none. */
+  timestamps?: boolean;
+  /** A full memory barrier before every step of a recording, not only where one step's bytes meet another's. */
+  allBarriers?: boolean;
+  /** Milliseconds a wait polls its fence before blocking in vkWaitForFences (default 20; 0 blocks at once). */
+  spinMs?: number;
+  /** Unroll the loops PTX unrolls before rendering SPIR-V (default true; false leaves the Unroll hint only). */
+  unroll?: boolean;
 }
 
 /** Features the logical device was created with. */
@@ -37,6 +45,11 @@ export interface Enabled {
   nonCoherentAtomSize: number;
   /** Storage-buffer descriptors one shader may use. */
   maxStorageBuffers: number;
+  /** Timestamps on the compute queue: ns per tick and valid bits (undefined: not asked for). */
+  timestamps: { nsPerTick: number; validBits: number } | undefined;
+  /** Subgroup operations the device supports in compute (VkSubgroupFeatureFlags) and its size range. */
+  subgroupOps: number;
+  subgroupSizes: [number, number];
 }
 
 export interface Context {
@@ -169,12 +182,24 @@ function createDevice(
     memory: { totalBytes: total },
     watchdogBudget: opts.watchdogBudget ?? 0,
   };
+  let timestamps: Enabled["timestamps"];
+  if (opts.timestamps) {
+    const validBits = api.queueFamilies(pd)[family].timestampValidBits;
+    if (!validBits || !lim.timestampPeriod) {
+      api.destroyDevice(device);
+      throw new Unsupported(`vulkan: ${name}: the compute queue writes no timestamps (timestampValidBits ${validBits})`);
+    }
+    timestamps = { nsPerTick: lim.timestampPeriod, validBits };
+  }
   const enabled: Enabled = {
     storage16, storage8, float16, subgroups, fullSubgroups,
     maxSubgroupSize: Math.max(sub.subgroupSize, fullSubgroups ? sgp.maxSubgroupSize : 0),
     maxWorkgroupDims: lim.maxComputeWorkGroupSize as [number, number, number],
     nonCoherentAtomSize: Number(lim.nonCoherentAtomSize),
     maxStorageBuffers: lim.maxPerStageDescriptorStorageBuffers,
+    timestamps,
+    subgroupOps: sub.supportedOperations,
+    subgroupSizes: [sgp.minSubgroupSize || sub.subgroupSize, sgp.maxSubgroupSize || sub.subgroupSize],
   };
   return { api, instance, pd, device, queue, family, target, enabled, memory };
 }

@@ -12,9 +12,9 @@ import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import { RENDERERS } from "../../kernels/render/mod.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import type { Device, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
-import { type Context, openContext, type VulkanOptions } from "./context.ts";
+import { type Context, type Enabled, openContext, type VulkanOptions } from "./context.ts";
 import { allZero, createBuf, destroyBuf, type VkBuf } from "./memory.ts";
 import { buildRecording, cmdHostBarrier, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
 
@@ -34,6 +34,9 @@ export class VulkanDevice implements Device {
   readonly #ctx: Context;
   readonly #timeoutMs: number;
   readonly #mapDevice: boolean;
+  readonly #allBarriers: boolean;
+  readonly #spinMs: number;
+  readonly #unroll: boolean;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -56,6 +59,9 @@ export class VulkanDevice implements Device {
     this.target = ctx.target;
     this.#timeoutMs = opts.timeoutMs ?? 600_000;
     this.#mapDevice = !opts.stageDeviceMemory;
+    this.#allBarriers = opts.allBarriers ?? false;
+    this.#spinMs = opts.spinMs ?? 20;
+    this.#unroll = opts.unroll ?? true;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -194,12 +200,18 @@ export class VulkanDevice implements Device {
       throw new DeviceLost("vulkan", `vkQueueSubmit (${what}) failed: ${detail}`);
     }
   }
-  /** Waits for the fence up to waitMs; `boundMs` is the caller's whole bound, for messages. */
+  /**
+   * Waits for the fence up to waitMs; `boundMs` is the caller's whole bound, for messages. It polls the fence
+   * for the first spinMs (a decode step's work is done within a few ms, and a blocking wait's wake-up costs
+   * tens of µs per step), then blocks.
+   */
   #wait(what: string, fences: BigUint64Array, waitMs: number, boundMs = waitMs): void {
     const { api, device } = this.#ctx;
-    let done: boolean;
+    let done = false;
     try {
-      done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(waitMs))) * NS_PER_MS);
+      const t0 = performance.now(), spin = Math.min(waitMs, this.#spinMs);
+      while (!(done = api.fenceSignaled(device, fences[0])) && performance.now() - t0 < spin);
+      if (!done) done = api.waitForFences(device, fences, BigInt(Math.max(0, Math.ceil(waitMs - (performance.now() - t0)))) * NS_PER_MS);
     } catch (e) {
       const detail = e instanceof vk.VkError ? e.result : String(e);
       this.#poison(`vkWaitForFences (${what}) failed: ${detail}`);
@@ -226,7 +238,7 @@ export class VulkanDevice implements Device {
     }
     let shader;
     try {
-      shader = RENDERERS.spirv.render(kernel, this.target.caps);
+      shader = RENDERERS.spirv.render(kernel, this.target.caps, { unroll: this.#unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;
@@ -266,7 +278,7 @@ export class VulkanDevice implements Device {
   }
   #record(steps: DeviceStep[], perStep: boolean): VkRecording {
     this.#live();
-    const rec = this.#vk("recording", () => buildRecording(this.#ctx, this.#cmdPool, steps, perStep));
+    const rec = this.#vk("recording", () => buildRecording(this.#ctx, this.#cmdPool, steps, perStep, this.#allBarriers));
     this.#recordings.add(rec);
     return rec;
   }
@@ -274,6 +286,11 @@ export class VulkanDevice implements Device {
   /** Command buffers of a recording (tests check that a budget cut the recording). */
   commandBuffers(rec: Recording): number {
     return (rec as VkRecording).cbs.length;
+  }
+
+  /** Barriers between a recording's steps (the hazards that needed one; every gap with allBarriers). */
+  barriers(rec: Recording): number {
+    return (rec as VkRecording).barriers;
   }
 
   replay(rec: Recording): void {
@@ -306,6 +323,7 @@ export class VulkanDevice implements Device {
         const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
         this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()), timeoutMs);
         this.#inflight = undefined;
+        if (s.cb === s.rec.cbs.length - 1) s.rec.timed = true;
         this.#fault(s);
         this.#next();
       }
@@ -343,6 +361,19 @@ export class VulkanDevice implements Device {
         releaseRecording(this.#ctx, this.#cmdPool, r);
       }
     }
+  }
+
+  /** Device µs of each step of the latest finished replay (VulkanOptions.timestamps), else undefined. */
+  stepTimes(rec: Recording): StepTime[] | undefined {
+    const r = rec as VkRecording, ts = this.#ctx.enabled.timestamps;
+    if (!ts || !r.queries || !r.timed || r.released || this.#poisoned !== undefined) return undefined;
+    const ticks = this.#vk("reading timestamps", () => this.#ctx.api.queryResults(this.#ctx.device, r.queries, 0, 2 * r.steps));
+    return stepTimesOf(ticks, ts.nsPerTick, ts.validBits);
+  }
+
+  /** What the device offers the renderer beyond Caps (subgroup operations and sizes, timestamps). */
+  get enabled(): Readonly<Enabled> {
+    return this.#ctx.enabled;
   }
 
   releaseRecording(rec: Recording): void {

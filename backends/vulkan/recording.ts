@@ -1,7 +1,15 @@
 // Recording: a list of device steps baked into command buffers once. Each dispatch gets its own descriptor
 // set (written here, never again) and, when its kernel has checks, its own error word: a slot of one small
-// host-visible buffer, aligned to the device's storage offset alignment. Between commands sits a full memory
-// barrier; each command buffer ends with a barrier that makes its writes visible to the host.
+// host-visible buffer, aligned to the device's storage offset alignment. A barrier (compute and transfer
+// writes before it visible to compute and transfer after it) sits before a step only where the step touches
+// bytes that a step since the last barrier wrote (read after write, write after write) or reads bytes it
+// writes (write after read); steps with no such overlap run without one (allBarriers: before every step, as
+// a full memory barrier). Each command buffer ends with a full barrier and one that makes its writes visible
+// to the host.
+//
+// With timestamps enabled, each step is bracketed by two timestamps of the recording's query pool (start at
+// the top of the pipe after the barrier before it, end at the bottom after it); each command buffer resets its
+// own queries first.
 //
 // A watchdog budget cuts the steps into several command buffers by their work weights, so no single
 // submission runs past it; without a budget the whole recording is one command buffer.
@@ -39,6 +47,12 @@ export interface VkRecording extends Recording {
   /** An eager run's one-off recording, released once its work is done. */
   readonly transient: boolean;
   released: boolean;
+  /** Timestamp query pool (2 per step) when the device times steps, else 0n. */
+  readonly queries: bigint;
+  /** A replay has finished since recording, so every query holds a value. */
+  timed: boolean;
+  /** Barriers between steps inside its command buffers (the ones the hazards needed). */
+  readonly barriers: number;
 }
 
 /**
@@ -93,7 +107,56 @@ export function cmdHostBarrier(api: Context["api"], cb: bigint): void {
   });
 }
 
-export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[], perStep: boolean): VkRecording {
+/** Byte ranges one step reads and writes, by VkBuffer. */
+interface Access {
+  reads: { buffer: bigint; lo: number; hi: number }[];
+  writes: { buffer: bigint; lo: number; hi: number }[];
+}
+
+function accessOf(ctx: Context, s: DeviceStep): Access {
+  const span = (b: DeviceBinding, what: string) => {
+    const r = s.k === "copy" ? { buffer: asBuf(b).buffer, offset: b.offset, range: b.bytes } : range(ctx, b, what);
+    return { buffer: r.buffer, lo: r.offset, hi: r.offset + r.range };
+  };
+  if (s.k === "copy") return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
+  const k = (s.compiled as VkKernel).kernel;
+  const out: Access = { reads: [], writes: [] };
+  s.bindings.forEach((b, j) => {
+    const acc = k.buffers[j].access, r = span(b, `binding ${j}`);
+    if (acc !== "w") out.reads.push(r);
+    if (acc !== "r") out.writes.push(r);
+  });
+  return out; // the error word: each dispatch has its own
+}
+
+const overlaps = (a: Access["reads"], b: Access["reads"]) =>
+  a.some((x) => b.some((y) => x.buffer === y.buffer && x.lo < y.hi && y.lo < x.hi));
+
+/** Whether compute and/or transfer work is on either side of a barrier. */
+interface Kinds {
+  compute: boolean;
+  transfer: boolean;
+}
+
+/**
+ * The writes of the steps before (of kinds `before`) made available and visible to the reads and writes of the
+ * step after (of kinds `after`), naming only the stages that run there (a compute-to-compute barrier is the
+ * common one, and the lightest).
+ */
+function cmdStepBarrier(api: Context["api"], cb: bigint, before: Kinds, after: Kinds): void {
+  const stage = (k: Kinds) => (k.compute ? vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : 0) | (k.transfer ? vk.VK_PIPELINE_STAGE_TRANSFER_BIT : 0);
+  api.cmdPipelineBarrier(cb, {
+    srcStage: stage(before),
+    dstStage: stage(after),
+    memory: [{
+      srcAccessMask: (before.compute ? vk.VK_ACCESS_SHADER_WRITE_BIT : 0) | (before.transfer ? vk.VK_ACCESS_TRANSFER_WRITE_BIT : 0),
+      dstAccessMask: (after.compute ? vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT : 0) |
+        (after.transfer ? vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT : 0),
+    }],
+  });
+}
+
+export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[], perStep: boolean, allBarriers = false): VkRecording {
   const { api, device, target } = ctx;
   const caps = target.caps;
   const kernels = steps.filter((s) => s.k === "kernel");
@@ -123,9 +186,10 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
   const checked = kernels.filter((s) => (s.compiled as VkKernel).errorBinding !== undefined).length;
   const strideBytes = caps.bindingAlign;
   let errors: VkBuf | undefined;
-  let pool = 0n;
+  let pool = 0n, queries = 0n;
   let cbs: bigint[] = [];
   try {
+    if (ctx.enabled.timestamps && steps.length) queries = api.createQueryPool(device, vk.VK_QUERY_TYPE_TIMESTAMP, 2 * steps.length);
     if (checked) {
       errors = createBuf(ctx, checked * strideBytes, "readback");
       if (!errors.host) throw new Unsupported("vulkan: no host-visible memory for error words");
@@ -157,13 +221,31 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
 
     cbs = api.allocateCommandBuffers(device, cmdPool, groups.length);
     const slotRanges: [number, number][] = [];
-    let at = 0, kernelIndex = 0, slot = 0;
+    let at = 0, kernelIndex = 0, slot = 0, barriers = 0;
     groups.forEach((n, g) => {
       const cb = cbs[g];
       const first = slot;
       api.beginCommandBuffer(cb);
+      if (queries) api.cmdResetQueryPool(cb, queries, 2 * at, 2 * n);
       let bound = 0n;
-      for (const s of steps.slice(at, at + n)) {
+      // Accesses since the last barrier (the command buffer starts after a full one, or a fence), and their kinds.
+      const since: Access = { reads: [], writes: [] };
+      const kinds: Kinds = { compute: false, transfer: false };
+      for (const [j, s] of steps.slice(at, at + n).entries()) {
+        const a = accessOf(ctx, s);
+        const kind = { compute: s.k === "kernel", transfer: s.k === "copy" };
+        if (j > 0 && (allBarriers || overlaps([...a.reads, ...a.writes], since.writes) || overlaps(a.writes, since.reads))) {
+          if (allBarriers) api.cmdFullBarrier(cb);
+          else cmdStepBarrier(api, cb, kinds, kind);
+          since.reads.length = since.writes.length = 0;
+          kinds.compute = kinds.transfer = false;
+          barriers++;
+        }
+        since.reads.push(...a.reads);
+        since.writes.push(...a.writes);
+        kinds.compute ||= kind.compute;
+        kinds.transfer ||= kind.transfer;
+        if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * (at + j));
         if (s.k === "kernel") {
           const k = s.compiled as VkKernel;
           if (k.pipeline !== bound) api.cmdBindPipeline(cb, bound = k.pipeline);
@@ -174,8 +256,9 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
         } else {
           api.cmdCopyBuffer(cb, asBuf(s.src).buffer, asBuf(s.dst).buffer, [{ srcOffset: s.src.offset, dstOffset: s.dst.offset, size: s.src.bytes }]);
         }
-        api.cmdFullBarrier(cb);
+        if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 2 * (at + j) + 1);
       }
+      api.cmdFullBarrier(cb);
       cmdHostBarrier(api, cb);
       api.endCommandBuffer(cb);
       slotRanges.push([first, slot]);
@@ -193,8 +276,12 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       pool,
       transient: perStep,
       released: false,
+      queries,
+      timed: false,
+      barriers,
     };
   } catch (e) {
+    if (queries) api.destroyQueryPool(device, queries);
     if (cbs.length) api.freeCommandBuffers(device, cmdPool, cbs);
     if (pool) api.destroyDescriptorPool(device, pool);
     if (errors) destroyBuf(ctx, errors);
@@ -207,5 +294,6 @@ export function releaseRecording(ctx: Context, cmdPool: bigint, rec: VkRecording
   rec.released = true;
   if (rec.cbs.length) ctx.api.freeCommandBuffers(ctx.device, cmdPool, rec.cbs);
   if (rec.pool) ctx.api.destroyDescriptorPool(ctx.device, rec.pool);
+  if (rec.queries) ctx.api.destroyQueryPool(ctx.device, rec.queries);
   if (rec.errors) destroyBuf(ctx, rec.errors);
 }

@@ -8,6 +8,8 @@ export interface WgpuFeatures {
   subgroups: boolean;
   /** `enable subgroups;` compiles (Naga in Deno 2.9 rejects the directive and needs none). */
   enableSubgroups: boolean;
+  /** timestamp-query was asked for and granted (the device times every dispatch of a recording). */
+  timestamps: boolean;
 }
 
 export interface WgpuOpenOptions {
@@ -15,6 +17,8 @@ export interface WgpuOpenOptions {
   /** Use subgroup ops / shader-f16 when the adapter offers them (default true); false tests the fallbacks. */
   subgroups?: boolean;
   f16?: boolean;
+  /** Ask for timestamp-query and time every dispatch (stepTimes); granted only where the adapter offers it. */
+  timestamps?: boolean;
   /** Device memory to report (WebGPU does not tell); defaults to host memory on a CPU adapter, else the largest buffer. */
   memoryBytes?: number;
 }
@@ -68,6 +72,7 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
   const wantSg = opts.subgroups ?? true;
   const tries: GPUFeatureName[][] = [];
   const base: GPUFeatureName[] = wantF16 ? ["shader-f16"] : [];
+  if (opts.timestamps && adapter.features.has("timestamp-query")) base.push("timestamp-query");
   if (wantSg) tries.push([...base, "subgroups" as GPUFeatureName]);
   tries.push(base);
   let device: GPUDevice | undefined;
@@ -115,7 +120,8 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
     memory: { totalBytes: opts.memoryBytes ?? (fallback ? totalmem() : dl.maxBufferSize) },
     watchdogBudget: 0,
   };
-  return { adapter, device, features: { f16, subgroups, enableSubgroups }, target };
+  const timestamps = device.features.has("timestamp-query");
+  return { adapter, device, features: { f16, subgroups, enableSubgroups, timestamps }, target };
 }
 
 async function directiveCompiles(device: GPUDevice): Promise<boolean> {

@@ -29,6 +29,8 @@ export interface AttentionShape {
   window?: number;
   /** Scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
+  /** Positions per position group per loop trip on subgroup targets (default 8, paged 2): K/V loads in flight per lane. */
+  unroll?: number;
   name?: string;
 }
 
@@ -96,9 +98,13 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
 /**
  * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
  * Bindings: part f32 [rows * heads, splits, hd + 2] (r); out f32 [rows, heads, hd] (w).
+ * One invocation per output element. Every split's (m, l) pair and, 32 splits at a time, its acc element are
+ * loaded before any is used (one round trip to L2 for up to 32 splits, where a loop over the splits paid one
+ * per split), and reduced as balanced trees in a fixed order.
  */
 export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; name?: string }): Kernel {
   const items = (s.rows ?? 1) * s.heads, { hd, splits } = s, stride = hd + 2;
+  if (!(splits >= 1 && splits <= 256)) throw new KernelError(`attention combine: ${splits} splits (1 to 256)`);
   const total = items * hd, wg = Math.min(64, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(total / wg));
   const b = new KernelBuilder(s.name ?? `attention_combine_i${items}_d${hd}_s${splits}`, { workgroup: wg, grid });
@@ -108,19 +114,26 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
-  // Both loops unrolled (up to 64 splits): their loads are independent, so a GPU issues them together
-  // instead of one L2 round trip per split.
-  const unroll = splits <= 64 ? splits : 1;
-  const M = b.let(f32(-Infinity), "f32", "M");
-  b.for(u32(0), u32(splits), 1, (sp) => b.set(M, M.max(b.load(part, base.add(sp.mul(stride))))), { unroll });
-  const L = b.let(f32(0), "f32", "L"), o = b.let(f32(0), "f32", "o");
-  b.for(u32(0), u32(splits), 1, (sp) => {
-    const at = b.let(base.add(sp.mul(stride)), "u32", "at");
-    const w = b.let(b.load(part, at).sub(M).exp(), "f32", "w"); // exp(-inf) = 0 for empty chunks
-    b.set(L, L.add(w.mul(b.load(part, at.add(1)))));
-    b.set(o, o.add(w.mul(b.load(part, at.add(d)))));
-  }, { unroll });
-  b.store(out, idx, o.div(L));
+  const at = (sp: number) => sp === 0 ? base : base.add(sp * stride);
+  // (m, l) of every split: one 8-byte load each where the stride keeps pairs aligned (hd even).
+  const ml = Array.from({ length: splits }, (_, sp) => stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))]);
+  const tree = (xs: Val[], f: (a: Val, c: Val) => Val): Val => {
+    while (xs.length > 1) {
+      const next: Val[] = [];
+      for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? f(xs[i], xs[i + 1]) : xs[i]);
+      xs = next;
+    }
+    return xs[0];
+  };
+  const M = b.let(tree(ml.map((v) => v[0]), (a, c) => a.max(c)), "f32", "M");
+  const w = ml.map((v) => b.let(v[0].sub(M).exp(), "f32", "w")); // exp(-inf) = 0 for empty chunks
+  const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
+  const parts: Val[] = [];
+  for (let s0 = 0; s0 < splits; s0 += 32) {
+    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => b.load(part, at(s0 + j).add(d)));
+    parts.push(b.let(pairwise(accs.map((a, j) => w[s0 + j].mul(a))), "f32", "o"));
+  }
+  b.store(out, idx, pairwise(parts).div(L));
   return b.build();
 }
 
@@ -146,7 +159,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "");
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "");
   const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -166,8 +179,10 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
   const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
-  const r = item.div(heads), h = item.mod(heads);
-  const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
+  const chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
+  const h0 = item.mod(heads);
+  const kvh = b.let(group === 1 ? h0 : h0.div(group), "u32", "kvh");
+  const r = item.div(heads);
   let end: Val;
   if (paged) {
     // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
@@ -187,7 +202,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const w = s.window;
   const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
   const share = splits ? b.let((first ? end.sub(first) : end).add(S - 1).div(S), "u32", "share") : undefined;
-  const chunk = share ? trow.mod(S).mul(share) : undefined;
+  const chunk = share && chunkIdx ? chunkIdx.mul(share) : undefined;
   const start = chunk ? b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start") : first ?? u32(0);
   const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
@@ -237,26 +252,45 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
     return x;
   };
-  b.for(start, stop, G, (p0) => {
-    // Every lane runs the same trips (shuffles need the whole subgroup): a group past the chunk's end reads
-    // the step's first row and contributes nothing.
-    const inRange = G > 1 ? b.let(p0.add(gi).lt(stop), "bool", "in") : undefined;
-    const p = inRange ? b.let(inRange.select(p0.add(gi), p0), "u32", "p") : p0;
-    const kb = b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
-    const ks = loadRow(K, kb, vk);
-    const part = pairwise(qs.map((qj, j) => qj.mul(ks[j]))); // a tree: short dependency chains
-    let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
-    if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
-    if (inRange) sc = b.let(inRange.select(sc, f32(-Infinity)), "f32", "s");
-    const mn = b.let(m.max(sc), "f32", "mn");
+  // Each trip takes U positions per group (G * U per team): all their K and V loads are issued before the
+  // first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each
+  // load in turn; one max, one rescale and one sum per trip for the U scores.
+  // Paged rows default to 2 (a block-table lookup per position; the serving path was not measured with more).
+  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? (paged ? 2 : 8)) : 1;
+  b.for(start, stop, G * U, (p0) => {
+    // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
+    // reads the trip's first row and contributes nothing.
+    const subs = Array.from({ length: U }, (_, j) => {
+      const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
+      const inRange = G > 1 || j > 0 ? b.let(pj.lt(stop), "bool", "in") : undefined;
+      const p = inRange ? b.let(inRange.select(pj, p0), "u32", "p") : p0;
+      return { inRange, kb: b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb") };
+    });
+    const ks = subs.map((x) => loadRow(K, x.kb, vk));
+    const vs = subs.map((x) => loadRow(V, x.kb, vk));
+    const scs = subs.map((x, j) => {
+      const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
+      let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+      if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
+      return x.inRange ? b.let(x.inRange.select(sc, f32(-Infinity)), "f32", "s") : sc;
+    });
+    let top = [m, ...scs];
+    while (top.length > 1) {
+      const next: Val[] = [];
+      for (let i = 0; i < top.length; i += 2) next.push(i + 1 < top.length ? top[i].max(top[i + 1]) : top[i]);
+      top = next;
+    }
+    const mn = b.let(top[0], "f32", "mn");
     // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
     const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
-    const pe = b.let(inRange ? inRange.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
-    b.set(l, l.mul(corr).add(pe));
-    const vs = loadRow(V, kb, vk);
-    for (let j = 0; j < nd; j++) b.set(acc[j], acc[j].mul(corr).add(pe.mul(vs[j])));
+    const pes = scs.map((sc, j) => {
+      const r = subs[j].inRange;
+      return b.let(r ? r.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
+    });
+    b.set(l, l.mul(corr).add(pairwise(pes)));
+    for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
     b.set(m, mn);
-  }, { unroll: G > 1 ? 2 : 1 });
+  });
   // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
   for (let off = lpp; off < t.lanes; off *= 2) {
     const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");

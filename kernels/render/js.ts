@@ -92,6 +92,7 @@ function exprUsesSubgroup(e: Expr): boolean {
     case "fma": case "select": return exprUsesSubgroup(e.a) || exprUsesSubgroup(e.b) ||
       exprUsesSubgroup(e.k === "fma" ? e.c : e.c);
     case "load": case "sload": return exprUsesSubgroup(e.index);
+    case "pack2": return exprUsesSubgroup(e.a) || exprUsesSubgroup(e.b);
     default: return false;
   }
 }
@@ -214,6 +215,7 @@ class Gen {
         return e.t === "bool" ? `(${s} !== 0)` : s;
       }
       case "subgroup": return this.subgroup(e.op, e.t, e.a);
+      case "pack2": return `pack2(${e.ab === "bf16"}, ${this.ex(e.a)}, ${this.ex(e.b)})`;
       case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
     }
   }
@@ -420,6 +422,21 @@ class Gen {
         this.perLane(`if (!${c}) fail(${s.code});`);
         return;
       }
+      case "mma": {
+        if (!this.simt || this.sg !== 32 || this.wgSize % 32 !== 0) {
+          throw new KernelError(`${this.k.name}: mma needs whole 32-lane subgroups run in lockstep`);
+        }
+        const vals = this.exprs([...s.a, ...s.b, ...s.c]);
+        const F = this.tmp("mf"), D = this.tmp("md");
+        this.head.push(`const ${F} = new Float64Array(N * 10), ${D} = new Float64Array(N * 4);`);
+        this.perLane(vals.map((v, j) => `${F}[l * 10 + ${j}] = ${v};`).join(" "));
+        // the whole warp must take part (the IR's rule); a partial warp is a kernel bug, not a result
+        this.line(`for (let w = 0; w < N; w += 32) { let n = 0; for (let l = w; l < w + 32; l++) n += ${this.mask}[l]; ` +
+          `if (n === 0) continue; if (n !== 32) throw new Fault(K, 0, "mma reached by " + n + " of 32 lanes"); ` +
+          `mma16816(${F}, w, ${s.ab === "bf16"}, ${D}); }`);
+        this.perLane(s.d.map((d, j) => `${this.at(this.varName(d))} = ${D}[l * 4 + ${j}];`).join(" "));
+        return;
+      }
       case "barrier":
         if (this.simt && this.debug) this.line(`bar(${this.mask});`);
         return;
@@ -527,7 +544,7 @@ export function pathOf(k: Kernel, subgroupSize: number): "scalar" | "simt" {
   scan(k.body, u);
   const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
   if (wg === 1) return "scalar";
-  if (u.barrier) return "simt";
+  if (u.barrier || k.uses.mma) return "simt";
   if (u.subgroup && subgroupSize > 1) return "simt";
   return "scalar";
 }
@@ -548,7 +565,7 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const src: string[] = [
     `"use strict";`,
     `const fr = Math.fround;
-const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, Fault } = RT;`,
+const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, pack2, Fault } = RT;`,
     `const K = ${JSON.stringify(k.name)};`,
     `function fail(code) { throw new Fault(K, code); }`,
     `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,

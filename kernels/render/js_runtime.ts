@@ -46,3 +46,40 @@ export function fromBits(x: number): number {
   U32S[0] = x >>> 0;
   return F32S[0];
 }
+
+/**
+ * One warp's m16n8k16 MMA (kernels/ir.ts MmaStmt) over lane-major operands: F holds, for each of 32 lanes from
+ * `lane0`, 10 numbers (a[4] and b[2] u32 words of two halves, c[4] f32); D gets 4 f32 per lane. The 16 exact
+ * products and C are summed in double and rounded once to f32 (the hardware's order is its own).
+ */
+export function mma16816(F: Float64Array, lane0: number, bf16: boolean, D: Float64Array): void {
+  const A = new Float64Array(256), B = new Float64Array(128); // A[r * 16 + k], B[k * 8 + n]
+  const half = (bits: number) => bf16 ? BF2F[bits & 0xffff] : H2F[bits & 0xffff];
+  for (let l = 0; l < 32; l++) {
+    const f = (lane0 + l) * 10, g = l >> 2, t = l & 3;
+    for (let j = 0; j < 4; j++) {
+      const w = F[f + j] >>> 0, r = g + (j & 1) * 8, k = 2 * t + (j >> 1) * 8;
+      A[r * 16 + k] = half(w);
+      A[r * 16 + k + 1] = half(w >>> 16);
+    }
+    for (let j = 0; j < 2; j++) {
+      const w = F[f + 4 + j] >>> 0, k = 2 * t + j * 8;
+      B[k * 8 + g] = half(w);
+      B[(k + 1) * 8 + g] = half(w >>> 16);
+    }
+  }
+  for (let l = 0; l < 32; l++) {
+    const f = (lane0 + l) * 10, g = l >> 2, t = l & 3;
+    for (let j = 0; j < 4; j++) {
+      const r = g + (j >> 1) * 8, n = 2 * t + (j & 1);
+      let s = F[f + 6 + j];
+      for (let k = 0; k < 16; k++) s += A[r * 16 + k] * B[k * 8 + n];
+      D[(lane0 + l) * 4 + j] = Math.fround(s);
+    }
+  }
+}
+
+/** Two numbers rounded to bf16 (or f16) and packed into a u32, lo in the low half (kernels/ir.ts pack2). */
+export function pack2(bf16: boolean, lo: number, hi: number): number {
+  return bf16 ? ((f2bf(hi) << 16) | f2bf(lo)) >>> 0 : ((f2h(hi) << 16) | f2h(lo)) >>> 0;
+}

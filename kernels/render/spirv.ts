@@ -17,8 +17,11 @@ import { Buffers } from "./spirv/memory.ts";
 import { decompose } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
+import { unrollLoops } from "./unroll.ts";
 
 export interface SpirvOptions {
+  /** Unroll the loops PTX unrolls (render/unroll.ts; default true), not only mark them with the Unroll hint. */
+  unroll?: boolean;
   /** Use 16-/8-bit storage access where the caps allow it (default true); false forces the u32-word path. */
   storage16?: boolean;
   storage8?: boolean;
@@ -54,7 +57,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(kernel, { nanSafe: true, intDivMod: true }), caps, opts).render();
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanSafe: true, intDivMod: true }), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
@@ -77,6 +80,7 @@ class Emitter {
 
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
+    if (k.uses.mma) throw new KernelError(`${k.name}: spirv: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
@@ -239,6 +243,7 @@ class Emitter {
       case "subgroup": return this.reduce(e.op, this.expr(e.a), e.a.t);
       case "shuffle":
         return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane), e.lane.k === "const" ? e.lane.v : undefined);
+      case "pack2": return this.fail("pack2 is an MMA operand (PTX only)");
     }
   }
 

@@ -46,6 +46,7 @@ import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
 import { decompose } from "../decomp/mod.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
+import { unrollLoops } from "./unroll.ts";
 
 export interface WgslOptions {
   /** The device has `shader-f16` enabled (kernels computing in f16 need it). */
@@ -55,11 +56,14 @@ export interface WgslOptions {
   /** Emit `enable subgroups;` (the WGSL spec wants it; Naga in Deno 2.9 rejects it and needs none). */
   enableSubgroups?: boolean;
   /**
-   * Declare every binding read_write. WebGPU refuses a dispatch that binds one GPUBuffer both read-only and
-   * writable (wgpu tracks usage per buffer, not per range), which happens when a kernel reads and writes
-   * different ranges of one arena; the device renders this variant for such dispatches.
+   * Declare these bindings (true: every binding) read_write. WebGPU refuses a dispatch that binds one GPUBuffer
+   * both read-only and writable (wgpu tracks usage per buffer, not per range), which happens when a kernel reads
+   * and writes different ranges of one arena; the device renders such a dispatch with its arena reads declared
+   * read_write, the rest (the weights) still read-only.
    */
-  readWrite?: boolean;
+  readWrite?: boolean | readonly number[];
+  /** Unroll the loops PTX unrolls (render/unroll.ts; default true): WGSL has no unroll hint at all. */
+  unroll?: boolean;
 }
 
 export interface WgslBinding {
@@ -132,6 +136,7 @@ class Wgsl {
   private readonly mem: WordStorage;
 
   constructor(readonly k: Kernel, readonly opts: WgslOptions) {
+    if (k.uses.mma) throw new KernelError(`${k.name}: wgsl: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     this.analyse();
     this.mem = new WordStorage(k, this.bufs, this);
     this.flagMode = k.body.some(hasBarrier);
@@ -290,6 +295,7 @@ class Wgsl {
         return `${f}(${this.ex(e.a)})`;
       }
       case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
+      case "pack2": throw new KernelError(`${this.k.name}: wgsl: pack2 is an MMA operand (PTX only)`);
     }
   }
 
@@ -528,7 +534,8 @@ class Wgsl {
     const bindings: WgslBinding[] = [];
     for (const b of k.buffers) {
       const x = this.mem.info(b);
-      const rw = this.opts.readWrite || b.access !== "r" || x.atomic;
+      const rw = this.opts.readWrite === true || (Array.isArray(this.opts.readWrite) && this.opts.readWrite.includes(b.binding)) ||
+        b.access !== "r" || x.atomic;
       const elem = x.atomic ? "atomic<u32>" : x.words === 1 ? "u32" : `vec${x.words}<u32>`;
       head.push(`@group(0) @binding(${b.binding}) var<storage, ${rw ? "read_write" : "read"}> ${x.decl}: array<${elem}>;`);
       bindings.push({ binding: b.binding, name: b.name, access: rw ? "read_write" : "read", atomic: x.atomic, words: x.words });
@@ -570,5 +577,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(kernel, { nanSafe: true, intDivMod: true }), opts).render();
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanSafe: true, intDivMod: true }), opts).render();
 }

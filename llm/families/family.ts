@@ -13,6 +13,7 @@ import { roleKey, type TensorInfo, type WeightMap, type WeightRole, type WeightS
 import { ModelFormatError } from "../errors.ts";
 import { checkTensors as validateTensors, type ExpectedTensor, matrixDTypes } from "../validate.ts";
 import type { GGUFFile } from "../formats/gguf.ts";
+import type { EncodeShape, EncoderInfo, EncoderTraced } from "./bert.ts";
 
 export interface ModelConfig {
   /** Model width (embedding length). */
@@ -60,6 +61,8 @@ export interface ModelConfig {
   slidingLayers?: boolean[];
   /** Trained context length, when the file states one. */
   contextLength?: number;
+  /** An encoder-only model (BERT-style): what its encode step reads (llm/families/bert.ts). */
+  encoder?: EncoderInfo;
 }
 
 export interface StepShape {
@@ -131,6 +134,8 @@ export interface Family {
   tensorName(format: WeightFormat, role: WeightRole, c: ModelConfig): string | undefined;
   /** Traces one step. */
   trace(c: ModelConfig, s: StepShape, o?: TraceOptions): Traced;
+  /** Traces one encode step of padded texts (encoder families only; see llm/families/bert.ts). */
+  encode?(c: ModelConfig, s: EncodeShape, o?: TraceOptions): EncoderTraced;
 }
 
 /** Tensor names for a family from per-format tables; per-layer names get the format's layer prefix. */

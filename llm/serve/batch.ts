@@ -19,12 +19,16 @@ import type { PoolPlan } from "./pool.ts";
 /** Slot naming the rows whose logits are sampled. */
 export const SAMPLE_ROWS = "sample_rows";
 
-/** Compiles serving entries: no fused batch-1 gemv, so a row computes the same bits at every batch size. */
-export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false });
+/**
+ * Compiles serving entries: no fused batch-1 gemv, and, where the target has tensor-core tiles, every bf16/f16
+ * matmul on them at every entry size (batch 1 included: W read once per step for all rows, and a row's K order
+ * fixed by the weight's shape alone), so a row computes the same bits at every batch size.
+ */
+export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all" });
 
-/** servingCompile with matmuls carrying `tile` batch rows per pass (W read once per `tile` rows; tuning runs). */
-export function servingCompileWith(o: { matmulTile?: number }): ProgramCompiler {
-  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile });
+/** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
+export function servingCompileWith(o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean }): ProgramCompiler {
+  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit });
 }
 
 export interface BatchRow {

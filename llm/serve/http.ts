@@ -30,25 +30,28 @@ export interface HttpOptions {
 
 type Handler = (req: Request) => Promise<Response>;
 
+/** The encoder routes (llm/serve/encode.ts serves them); a generative model answers them with a 400. */
+export const ENCODER_ROUTES: Record<string, string> = { "/v1/embeddings": "POST", "/v1/rerank": "POST", "/rerank": "POST", "/v1/reranking": "POST" };
+
 const JSON_HEADERS = { "content-type": "application/json" };
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
 }
 
-function errorResponse(e: RequestError, headers: Record<string, string> = {}): Response {
+export function errorResponse(e: RequestError, headers: Record<string, string> = {}): Response {
   return json(e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } }, headers);
 }
 
 /** Constant-time string comparison (the API key). */
-function sameSecret(a: string, b: string): boolean {
+export function sameSecret(a: string, b: string): boolean {
   let d = a.length ^ b.length;
   for (let i = 0; i < Math.max(a.length, b.length); i++) d |= (a.charCodeAt(i) | 0) ^ (b.charCodeAt(i) | 0);
   return d === 0;
 }
 
 /** The whole body as JSON: at most `limit` bytes, all of it within `timeoutMs` (a trickling client is cut off). */
-async function readBody(req: Request, limit: number, timeoutMs: number): Promise<unknown> {
+export async function readBody(req: Request, limit: number, timeoutMs: number): Promise<unknown> {
   const declared = Number(req.headers.get("content-length") ?? "NaN");
   if (declared > limit) throw new RequestError(413, `request body of ${declared} bytes exceeds the limit of ${limit}`, "body", "body_too_large");
   const parts: Uint8Array[] = [];
@@ -329,6 +332,7 @@ export function createHandler(o: HttpOptions): Handler {
     const path = url.pathname.replace(/\/+$/, "") || "/";
     const known: Record<string, string> = {
       "/health": "GET", "/metrics": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST", "/v1/completions": "POST",
+      ...ENCODER_ROUTES,
     };
     const method = known[path];
     if (!method) throw new RequestError(404, `no route ${req.method} ${path}`, null, "not_found");
@@ -339,6 +343,9 @@ export function createHandler(o: HttpOptions): Handler {
     if (o.apiKey !== undefined) {
       const auth = req.headers.get("authorization") ?? "";
       if (!sameSecret(auth, `Bearer ${o.apiKey}`)) throw new RequestError(401, "missing or wrong API key (Authorization: Bearer <key>)", null, "invalid_api_key");
+    }
+    if (path in ENCODER_ROUTES) {
+      throw new RequestError(400, `${o.modelId} is a generative model: ${path} needs an encoder (an embedding model or a reranker)`, "model", "model_kind");
     }
     switch (path) {
       case "/metrics":

@@ -100,6 +100,28 @@ const NOT_YET: [string, (v: unknown) => boolean][] = [
   ["suffix", () => true],
 ];
 
+/** POST /v1/embeddings (OpenAI): `input` is one text or a list of texts. */
+export const EmbeddingsRequest = z.object({
+  model: z.string().nullish(),
+  input: z.union([z.string().min(1, "is empty"), z.array(z.string().min(1, "is empty")).min(1, "is an empty list").max(2048, "at most 2048 texts")]),
+  encoding_format: z.enum(["float", "base64"]).nullish(),
+  dimensions: z.number().int().min(1).nullish(),
+  user: z.string().nullish(),
+  // Extensions (as vLLM / llama.cpp): pooling and normalization overrides, truncation.
+  pooling: z.enum(["mean", "cls", "last"]).nullish(),
+  normalize: z.boolean().nullish(),
+  truncate: z.boolean().nullish(),
+});
+
+/** POST /v1/rerank (llama.cpp's server and Jina): documents are strings or {text}. */
+export const RerankRequest = z.object({
+  model: z.string().nullish(),
+  query: z.string().min(1, "is empty"),
+  documents: z.array(z.union([z.string().min(1, "is empty"), z.object({ text: z.string().min(1, "is empty") })])).min(1, "is an empty list").max(2048, "at most 2048 documents"),
+  top_n: z.number().int().min(1).nullish(),
+  return_documents: z.boolean().nullish(),
+});
+
 /** Validates a parsed JSON body against a schema; throws a RequestError naming the first bad field. */
 export function parseRequest<T>(schema: z.ZodType<T>, body: unknown): T {
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw new RequestError(400, "the request body must be a JSON object", "body");

@@ -47,7 +47,7 @@ export interface StreamDecoder {
 
 export interface Tokenizer {
   /** "spm": SentencePiece BPE by piece score (llama.cpp "llama"); "bpe": BPE by merge rank ("gpt2", tokenizer.json). */
-  readonly model: "spm" | "bpe";
+  readonly model: "spm" | "bpe" | "wordpiece" | "unigram";
   readonly vocabSize: number;
   readonly bos: number | undefined;
   readonly eos: number | undefined;

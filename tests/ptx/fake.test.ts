@@ -200,6 +200,9 @@ test("fake CUDA: Engine<PtxDevice> decodes a Llama step, replayed == eager, matc
     for (const s of p.steps) if (s.k === "kernel") cu.kernels.set(entryName(s.kernel.name), s.kernel);
     return p;
   };
+  // The engine's own kernels (resetState's zero fill) are compiled by the device directly: register those too.
+  const devCompile = dev.compile.bind(dev);
+  dev.compile = (k: Kernel) => (cu.kernels.set(entryName(k.name), k), devCompile(k));
   const eng = new Engine(dev as Device, { compile, timeoutMs: 10_000 });
   await eng.loadWeights(store, map);
   const id = eng.addEntry("decode", graph);
@@ -223,4 +226,63 @@ test("fake CUDA: the fault-child protocol of the GPU tests (each phase in its ow
   for (const phase of ["eager", "graph", "engine", "timeout"] as const) expectPhase[phase](child(phase, env));
   const i = libraryCases.findIndex((kc) => kc.fault !== undefined);
   expectPhase.library(child(`library:${i}`, env));
+});
+
+test("fake CUDA: slots live in slab shadows: a write makes no driver call, each replay copies them in one go, a write while a copy may be pending waits for the stream", async () => {
+  const { cu, dev, reg } = fake();
+  const b = new KernelBuilder("add_slots", { workgroup: 32, grid: 1 });
+  const x = b.buffer("x", "u32", "r"), y = b.buffer("y", "u32", "r"), out = b.buffer("out", "u32", "w");
+  b.store(out, b.gid.x, b.load(x, b.gid.x).add(b.load(y, b.gid.x)));
+  const k = reg(b.build());
+  const sx = dev.alloc(128, "upload"), sy = dev.alloc(128, "upload"), r = dev.alloc(128, "readback");
+  const bind = (buffer: typeof sx) => ({ buffer, offset: 0, bytes: 128 });
+  const step = { k: "kernel" as const, compiled: dev.compile(k), grid: k.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(sx), bind(sy), bind(r)] };
+  const rec = dev.record([step]);
+  assert.equal(rec.steps, 1);
+  const u32 = (f: (i: number) => number) => new Uint8Array(Uint32Array.from({ length: 32 }, (_, i) => f(i)).buffer);
+  const result = async () => [...new Uint32Array((await dev.read(r, 0, 128)).buffer)];
+  for (const m of [1, 7]) {
+    const n = cu.calls.length;
+    dev.write(sx, 0, u32((i) => i * m));
+    dev.write(sy, 0, u32(() => m));
+    assert.equal(cu.calls.length, n, "slot writes make no driver call");
+    dev.replay(rec);
+    assert.deepEqual(cu.calls.slice(n), ["graphLaunch"]);
+    await dev.synchronize(1000);
+    assert.deepEqual(await result(), Array.from({ length: 32 }, (_, i) => i * m + m));
+  }
+  // Eager: one copy covers both slots of the slab.
+  dev.write(sy, 0, u32(() => 100));
+  let n = cu.calls.length;
+  dev.run([step]);
+  assert.deepEqual(cu.calls.slice(n), ["memcpyHtoDAsync", "launchKernel"]);
+  await dev.synchronize(1000);
+  assert.deepEqual(await result(), Array.from({ length: 32 }, (_, i) => i * 7 + 100));
+  assert.deepEqual(await dev.read(sy, 4, 8), u32(() => 100).subarray(4, 12), "a slot reads back what was written");
+  // While the stream is busy after a replay, a slot write waits for it (the pending copy reads the shadow).
+  cu.spinMs = 60;
+  const sb = new KernelBuilder("spin", { workgroup: 1, grid: 1 });
+  const z = sb.buffer("z", "u32", "w");
+  sb.if(sb.lid.x.eq(1000), () => sb.store(z, 0, 1));
+  const spin = reg(sb.build());
+  dev.run([{ k: "kernel", compiled: dev.compile(spin), grid: spin.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(sx)] }]);
+  const t0 = performance.now();
+  dev.write(sx, 0, u32(() => 5));
+  assert.ok(performance.now() - t0 >= 50, `the write waited ${(performance.now() - t0).toFixed(0)} ms for the busy stream`);
+  n = cu.calls.length;
+  dev.write(sx, 0, u32(() => 6));
+  assert.equal(cu.calls.length, n, "idle again: no wait, no call");
+  dev.replay(rec);
+  await dev.synchronize(1000);
+  assert.deepEqual(await result(), Array.from({ length: 32 }, () => 106));
+  // More slots than a slab holds: several slabs, each freed when its last slot goes.
+  const many = Array.from({ length: 200 }, () => dev.alloc(1000, "upload"));
+  many.forEach((s, i) => dev.write(s, 0, new Uint8Array(1000).fill(i & 255)));
+  for (const [i, s] of many.entries()) assert.equal((await dev.read(s, 999, 1))[0], i & 255);
+  const before = cu.liveAllocations;
+  for (const s of many) dev.free(s);
+  assert.ok(cu.liveAllocations < before, "emptied slabs are freed");
+  dev.releaseRecording(rec);
+  await dev.destroy();
+  assert.equal(cu.liveAllocations, 0, "destroy frees the slabs");
 });

@@ -237,6 +237,50 @@ test("vulkan: capture (record + replay) and eager (run) are bit-exact; per-repla
   for (const b of [...Object.values(cap), ...Object.values(eag)]) d.free(b);
 });
 
+test("vulkan: barriers only where steps' bytes meet (read after write, write after write, write after read); results exact", { skip, timeout: 120_000 }, async () => {
+  const d = dev();
+  // y[i] = x[i] + 1 over 64 u32s; the steps below bind windows of one buffer so that some overlap.
+  const b = new KernelBuilder("inc64", { workgroup: 64, grid: 1 });
+  const x = b.buffer("x", "u32", "r"), y = b.buffer("y", "u32", "w");
+  b.store(y, b.gid.x, b.load(x, b.gid.x).add(1));
+  const inc = d.compile(b.build());
+  const buf = d.alloc(6 * 256, "device"), rb = d.alloc(6 * 256, "readback");
+  const win = (i: number) => ({ buffer: buf, offset: i * 256, bytes: 256 });
+  const W = { bytes: 0, flops: 0 };
+  const step = (from: number, to: number): DeviceStep => ({ k: "kernel", compiled: inc, grid: [1, 1, 1], work: W, bindings: [win(from), win(to)] });
+  const cases: [string, DeviceStep[], number][] = [
+    ["independent", [step(0, 1), step(2, 3)], 0],
+    ["read after write", [step(0, 1), step(1, 2)], 1],
+    ["write after read", [step(0, 1), step(2, 0)], 1],
+    ["write after write", [step(0, 1), step(2, 1)], 1],
+    ["chain of 3 + independent", [step(0, 1), step(4, 5), step(1, 2), step(2, 3)], 2],
+  ];
+  for (const [what, steps, want] of cases) {
+    d.write(buf, 0, new Uint8Array(new Uint32Array(6 * 64).map((_, i) => i * 7).buffer));
+    const rec = d.record([...steps, { k: "copy", src: { buffer: buf, offset: 0, bytes: 6 * 256 }, dst: { buffer: rb, offset: 0, bytes: 6 * 256 }, work: W }]);
+    assert.equal(d.barriers(rec), want + 1, `${what}: barriers (the copy of everything needs one more)`);
+    d.replay(rec);
+    await d.synchronize(10_000);
+    const got = new Uint32Array((await d.read(rb, 0, 6 * 256)).buffer);
+    // The same steps on the host, in order.
+    const ref = new Uint32Array(6 * 64).map((_, i) => i * 7);
+    for (const s of steps) {
+      const [src, dst] = (s as Extract<DeviceStep, { k: "kernel" }>).bindings.map((bd) => bd.offset / 4);
+      for (let i = 0; i < 64; i++) ref[dst + i] = ref[src + i] + 1;
+    }
+    assert.deepEqual([...got], [...ref], what);
+    d.releaseRecording(rec);
+  }
+  const all = open({ allBarriers: true }) as VulkanDevice;
+  const k2 = all.compile(b.build()), a2 = all.alloc(4 * 256, "device");
+  const rec = all.record([0, 1].map((i): DeviceStep => ({ k: "kernel", compiled: k2, grid: [1, 1, 1], work: W, bindings: [{ buffer: a2, offset: 2 * i * 256, bytes: 256 }, { buffer: a2, offset: (2 * i + 1) * 256, bytes: 256 }] })));
+  assert.equal(all.barriers(rec), 1, "allBarriers: one between every two steps, hazard or not");
+  all.releaseRecording(rec);
+  await all.destroy();
+  d.free(buf);
+  d.free(rb);
+});
+
 test("vulkan: a watchdog budget cuts the recording into several command buffers, results bit-identical", { skip, timeout: 120_000 }, async () => {
   assert.deepEqual(splitByBudget([4, 4, 4, 4], 8), [2, 2]);
   assert.deepEqual(splitByBudget([4, 4, 4, 4], 0), [4]);
@@ -344,10 +388,12 @@ test("vulkan: a failed submit or fence wait (device lost) poisons, raises Device
   for (const fn of ["queueSubmit", "waitForFences"] as const) {
     const ctx = openContext();
     let fail = false;
-    // The real driver, except that `fn` reports VK_ERROR_DEVICE_LOST once `fail` is set.
+    // The real driver, except that `fn` reports VK_ERROR_DEVICE_LOST once `fail` is set (a fence wait polls
+    // vkGetFenceStatus before it blocks: that one fails too).
     const api = new Proxy(ctx.api, {
       get(target, key) {
-        if (key === fn && fail) return () => { throw new vk.VkError(`vk${fn[0].toUpperCase()}${fn.slice(1)}`, vk.VK_ERROR_DEVICE_LOST); };
+        const hit = key === fn || (fn === "waitForFences" && key === "fenceSignaled");
+        if (hit && fail) return () => { throw new vk.VkError(`vk${fn[0].toUpperCase()}${fn.slice(1)}`, vk.VK_ERROR_DEVICE_LOST); };
         const v = Reflect.get(target, key, target);
         return typeof v === "function" ? v.bind(target) : v;
       },

@@ -99,7 +99,7 @@ test("wgsl: constants are exact; non-finite ones avoid const-expressions", () =>
   assert.equal(Math.fround(3.4028235e+38), Math.fround(3.4028234663852886e38));
 });
 
-test("wgsl: helpers appear only when used; readWrite declares every binding read_write", () => {
+test("wgsl: helpers appear only when used; readWrite declares every binding, or the listed ones, read_write", () => {
   const k = new KernelBuilder("plainadd", { workgroup: 64, grid: 1 });
   const a = k.buffer("a", "f32", "r"), o = k.buffer("o", "f32", "w");
   k.store(o, k.gid.x, k.load(a, k.gid.x).add(1));
@@ -107,6 +107,14 @@ test("wgsl: helpers appear only when used; readWrite declares every binding read
   assert.doesNotMatch(s.code, /fn p_/);
   assert.match(s.code, /var<storage, read> b0_a/);
   assert.match(renderWgsl(k.build(), { ...NONE, readWrite: true }).code, /var<storage, read_write> b0_a/);
+  // A list names the bindings to declare read_write (the reads of an arena the dispatch also writes); the rest stay read-only.
+  const k3 = new KernelBuilder("add3", { workgroup: 64, grid: 1 });
+  const x3 = k3.buffer("x", "f32", "r"), w3 = k3.buffer("w", "f32", "r"), y3 = k3.buffer("y", "f32", "w");
+  k3.store(y3, k3.gid.x, k3.load(x3, k3.gid.x).add(k3.load(w3, k3.gid.x)));
+  const only = renderWgsl(k3.build(), { ...NONE, readWrite: [0] });
+  assert.match(only.code, /var<storage, read_write> b0_x/);
+  assert.match(only.code, /var<storage, read> b1_w/);
+  assert.deepEqual(only.bindings.map((b) => b.access), ["read_write", "read", "read_write"]);
   const e = new KernelBuilder("exp", { workgroup: 64, grid: 1 });
   e.store(e.buffer("o", "f32", "w"), e.gid.x, e.gid.x.cast("f32").exp());
   assert.match(renderWgsl(e.build(), NONE).code, /fn p_exp\(x: f32\)/);

@@ -1,6 +1,7 @@
 // stories260K greedy decode on the wgpu device: tokens per second, and per token the host microseconds spent
 // encoding the cached dispatch list, submits and maps. Not a test (run it by hand, also on the GPU machine):
-//   deno run -A tests/wgpu/stories_bench.ts [--tokens 200] [--eager] [--pass-per-dispatch]
+//   deno run -A tests/wgpu/stories_bench.ts [--tokens 200] [--eager] [--pass-per-dispatch] [--no-early-map]
+// (--no-early-map awaits every mapAsync promise, as before the early read: the before/after of that fix)
 // Prints one JSON line.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -16,11 +17,12 @@ const { values } = parseArgs({
     tokens: { type: "string", default: "200" },
     eager: { type: "boolean", default: false },
     "pass-per-dispatch": { type: "boolean", default: false },
+    "no-early-map": { type: "boolean", default: false },
     model: { type: "string", default: new URL("../../models/stories260K/stories260K.gguf", import.meta.url).pathname },
   },
 });
 const steps = Number(values.tokens);
-const dev = await WgpuDevice.open({ passPerDispatch: values["pass-per-dispatch"] });
+const dev = await WgpuDevice.open({ passPerDispatch: values["pass-per-dispatch"], earlyMap: !values["no-early-map"] });
 if (typeof dev === "string") {
   console.log(JSON.stringify({ skipped: dev }));
 } else {
@@ -52,6 +54,8 @@ if (typeof dev === "string") {
     device: dev.target.device,
     mode: values.eager ? "eager" : "capture",
     passPerDispatch: values["pass-per-dispatch"],
+    earlyMap: !values["no-early-map"],
+    earlyMapsPerToken: (s.earlyMaps - s0.earlyMaps) / steps,
     tokens: steps,
     tokPerSec: +(steps / (ms / 1000)).toFixed(1),
     msPerToken: +(ms / steps).toFixed(3),
@@ -59,6 +63,7 @@ if (typeof dev === "string") {
     submitsPerToken: (s.submits - s0.submits) / steps,
     mapsPerToken: (s.maps - s0.maps) / steps,
     encodeMicrosPerToken: +((s.encodeMicros - s0.encodeMicros) / steps).toFixed(1),
+    preEncodeMicrosPerToken: +((s.preEncodeMicros - s0.preEncodeMicros) / steps).toFixed(1),
     submitMicrosPerToken: +((s.submitMicros - s0.submitMicros) / steps).toFixed(1),
     mapMicrosPerToken: +((s.mapMicros - s0.mapMicros) / steps).toFixed(1),
     hostMicrosPerStep: +eng.stats().hostMicrosPerStep.toFixed(1),

@@ -91,7 +91,7 @@ class Lowering {
   readonly total: number;
   readonly sharedBytes: number;
 
-  constructor(readonly k: Kernel) {
+  constructor(readonly k: Kernel, readonly sm = 80) {
     this.m = new PtxMath(this.a);
     this.total = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
     let off = 0;
@@ -241,6 +241,8 @@ class Lowering {
       }
       case "subgroup": return this.subgroup(e.op, e.t, this.ex(e.a));
       case "shuffle": return this.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
+      case "pack2": // the first source lands in the upper half
+        return a.to("r", `cvt.rn.${e.ab}x2.f32`, this.reg("f32", this.ex(e.b)), this.reg("f32", this.ex(e.a)));
     }
   }
 
@@ -544,7 +546,21 @@ class Lowering {
         return;
       }
       case "for": return this.loop(s);
+      case "mma": return this.mma(s);
     }
+  }
+
+  /** mma.sync m16n8k16 (kernels/ir.ts MmaStmt), f32 accumulate. */
+  private mma(s: Extract<Stmt, { k: "mma" }>): void {
+    const a = this.a;
+    if (this.sm < 80) throw new KernelError(`${this.k.name}: mma needs sm_80 or newer`);
+    const pk = s.a.map((e) => this.reg("u32", this.ex(e)));
+    const bs = s.b.map((e) => this.reg("u32", this.ex(e)));
+    const cs = s.c.map((e) => this.reg("f32", this.ex(e)));
+    // fresh result registers: a c value may be the var a d overwrites
+    const ds = s.d.map(() => a.reg("f"));
+    a.op(`mma.sync.aligned.m16n8k16.row.col.f32.${s.ab}.${s.ab}.f32 {${ds.join(", ")}}, {${pk.join(", ")}}, {${bs.join(", ")}}, {${cs.join(", ")}}`);
+    s.d.forEach((v, j) => this.assign(v, ds[j]));
   }
 
   private loop(s: ForStmt): void {
@@ -613,7 +629,7 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   if (k.workgroup[2] > 64) throw new KernelError(`${k.name}: workgroup z of ${k.workgroup[2]} (CUDA allows 64)`);
   const entry = entryName(k.name);
   const dk = decompose(k);
-  const L = new Lowering(dk);
+  const L = new Lowering(dk, sm);
   const pdl = (opts.pdl ?? false) !== false && sm >= 90;
   L.prologue(entry);
   if (pdl) L.a.op("griddepcontrol.wait");

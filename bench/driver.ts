@@ -1,0 +1,137 @@
+// The Driver's own path at real shapes (llm/driver.ts over synthetic weights, llm/synthetic.ts): time to first
+// token of a prompt (its prefill chunks as the Driver picks them, then the first sampled token) and decode
+// through Driver.generate: tok/s, and host µs per token, the wall time per token less the time spent waiting
+// for the device (bench/timed.ts). What `poot run` costs per token, not what a hand-written loop costs.
+//
+//   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512,2048 --tokens 128
+//   deno run -A bench/driver.ts --shape stories260K --backend js --prompts 64 --tokens 32 --json
+import { argv, exit, stderr } from "node:process";
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
+import { compileGraph } from "../kernels/lower.ts";
+import { Driver } from "../llm/driver.ts";
+import type { ModelHandle } from "../llm/model.ts";
+import { familyOf } from "../llm/registry.ts";
+import { syntheticLlama } from "../llm/synthetic.ts";
+import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
+import { TimedDevice } from "./timed.ts";
+
+export interface DriverBenchOptions {
+  shape: string;
+  backend: BackendChoice;
+  /** Prompt lengths whose time to first token is measured (each below ctx). */
+  prompts: number[];
+  /** Decode tokens timed through generate (0 skips). */
+  tokens: number;
+  /** KV capacity; default the smallest power of two above the longest prompt + tokens (at least 512). */
+  ctx?: number;
+  /** The Driver's prefill row shapes (default: the Driver's own default). */
+  prefill?: number[];
+  /** Timed repeats of each prompt (the best is kept; default 2, after one untimed warm-up). */
+  reps?: number;
+  log?: (s: string) => void;
+}
+
+export interface DriverBenchResult {
+  shape: string;
+  backend: string;
+  device: string;
+  ctx: number;
+  loadSeconds: number;
+  /** Prompt length -> best time to first token, ms. */
+  ttftMs: Record<string, number>;
+  /** Decode through generate: tok/s, ms per token and host µs per token (wall less device wait). */
+  decode?: { tokens: number; tokPerSec: number; msPerToken: number; hostMicros: number; waitMicros: number };
+}
+
+// Random weights have no tokenizer: text is empty and nothing ends early (as bench/serve.ts).
+const NO_TEXT = {
+  decoder: () => ({ push: () => "", flush: () => "" }),
+  isEog: () => false,
+  eog: new Set<number>(),
+} as unknown as Tokenizer;
+
+export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBenchResult> {
+  if (!isShapeName(o.shape)) throw new RangeError(`unknown shape ${o.shape}: ${Object.keys(SHAPES).join(", ")}`);
+  const log = o.log ?? ((s: string) => void stderr.write(s + "\n"));
+  const c = SHAPES[o.shape];
+  const longest = Math.max(1, ...o.prompts);
+  let ctx = o.ctx ?? 512;
+  while (o.ctx === undefined && ctx <= longest + o.tokens + 1) ctx *= 2;
+  if (longest + o.tokens >= ctx) throw new RangeError(`a ${longest}-token prompt and ${o.tokens} tokens do not fit ctx ${ctx}`);
+  const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
+  const model = {
+    arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: o.shape,
+    format: "gguf", contextLength: ctx, close() {},
+  } as unknown as ModelHandle;
+  const dev = new TimedDevice(await openBackend(o.backend));
+  const exec = new Engine(dev, { compile: (g, t) => compileGraph(g, t) });
+  const t0 = performance.now();
+  const driver = await Driver.open(model, exec, { ctx, ...(o.prefill ? { prefill: o.prefill } : {}) });
+  const res: DriverBenchResult = {
+    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
+  };
+  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}`);
+  try {
+    let seed = 1;
+    const ids = (n: number) => Array.from({ length: n }, () => 1 + ((seed = (seed * 1103515245 + 12345) >>> 0) % (c.vocab - 1)));
+    for (const n of o.prompts) {
+      await driver.generate(ids(n), { maxTokens: 1 }); // warm-up: first use of each chunk shape
+      let best = Infinity;
+      for (let r = 0; r < (o.reps ?? 2); r++) best = Math.min(best, (await driver.generate(ids(n), { maxTokens: 1 })).timings.promptMs);
+      res.ttftMs[n] = best;
+      log(`${o.shape}: time to first token of a ${n}-token prompt ${best.toFixed(1)} ms (${(n / best * 1000).toFixed(0)} tok/s prefill)`);
+    }
+    if (o.tokens > 0) {
+      await driver.generate(ids(4), { maxTokens: 8, ignoreEos: true });
+      dev.take();
+      const r = await driver.generate(ids(4), { maxTokens: o.tokens + 1, ignoreEos: true });
+      const t = dev.take();
+      // generate's decode phase: tokens after the first (the first comes from the prefill).
+      const n = r.timings.generatedTokens - 1, ms = r.timings.generateMs / n;
+      const waitMicros = t.wait * 1000 / (n + 1);
+      res.decode = { tokens: n, tokPerSec: r.timings.tokensPerSecond, msPerToken: ms, hostMicros: ms * 1000 - waitMicros, waitMicros };
+      log(`${o.shape}: Driver decode ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
+    }
+  } finally {
+    await driver.close();
+  }
+  return res;
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: argv.slice(2),
+    options: {
+      shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
+      ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
+    },
+  });
+  const ints = (k: string, v: string | undefined, d: number[]): number[] => {
+    if (v === undefined) return d;
+    const xs = v.split(",").map(Number);
+    if (!xs.every((x) => Number.isInteger(x) && x >= 0)) throw new RangeError(`--${k} must be integers >= 0, got ${v}`);
+    return xs;
+  };
+  const backend = values.backend ?? "auto";
+  if (backend !== "auto" && !isBackendName(backend)) {
+    console.error(`bench/driver.ts: --backend: unknown backend ${JSON.stringify(backend)}`);
+    exit(2);
+  }
+  try {
+    const res = await runDriverBench({
+      shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
+      tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
+      prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,
+    });
+    if (values.out) writeFileSync(values.out, JSON.stringify(res, null, 2) + "\n");
+    console.log(values.json ? JSON.stringify(res, null, 2) : JSON.stringify(res));
+    exit(0);
+  } catch (e) {
+    console.error(`bench/driver.ts: ${e instanceof RangeError ? "" : `${(e as Error).name}: `}${(e as Error).message}`);
+    exit(e instanceof RangeError ? 2 : 1);
+  }
+}

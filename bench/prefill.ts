@@ -1,0 +1,180 @@
+// Prefill (time to first token) at real shapes with deterministic random bf16 weights: a prompt of N random
+// token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
+// the same length. Several variants in one run, so a table compares them on the same device:
+//   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
+//   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
+//   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
+//   rounded once to bf16.
+//
+//   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
+//   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
+import { exit } from "node:process";
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import { type BackendChoice, openBackend } from "../backends/open.ts";
+import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
+import { Driver } from "../llm/driver.ts";
+import type { ModelHandle } from "../llm/model.ts";
+import { familyOf } from "../llm/registry.ts";
+import { syntheticLlama } from "../llm/synthetic.ts";
+import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
+import { TimedDevice } from "./timed.ts";
+import { distinct, timeProgram, timeStep } from "./kernels.ts";
+import { parseLayout } from "./mma.ts";
+import type { Graph } from "../graph/ir.ts";
+import type { LlamaConfig } from "../llm/families/llama.ts";
+import { appendSampler } from "../llm/sampling.ts";
+import type { Device } from "../backends/device.ts";
+
+const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
+  mma: { compile: { mma: "auto" } },
+  "mma-noflash": { compile: { mma: "auto", flash: false } },
+  "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
+  unsplit: { compile: { mma: "auto", mmaSplit: false } },
+  fma: { compile: { mma: "off" }, prefill: [32, 8] },
+  "fma-wide": { compile: { mma: "off" } },
+};
+
+export interface PrefillRow {
+  shape: string;
+  variant: string;
+  prompt: number;
+  ms: number;
+  chunks: string;
+}
+
+/** A Markdown table. */
+function formatTable(head: string[], rows: string[][]): string {
+  const line = (xs: string[]) => `| ${xs.join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
+}
+
+const NO_TEXT = { decoder: () => ({ push: () => "", flush: () => "" }), isEog: () => false, eog: new Set<number>() } as unknown as Tokenizer;
+
+export async function runPrefillBench(o: {
+  shapes: string[];
+  backend: BackendChoice;
+  prompts: number[];
+  variants: string[];
+  prefill?: number[];
+  /** Tiling of the prefill MMA matmuls (CompileOptions.mmaLayout), for the mma variants. */
+  layout?: CompileOptions["mmaLayout"];
+  reps: number;
+  /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
+  profile?: { rows: number; at: number };
+  log: (s: string) => void;
+}): Promise<PrefillRow[]> {
+  const rows: PrefillRow[] = [];
+  for (const name of o.shapes) {
+    if (!isShapeName(name)) throw new RangeError(`unknown shape ${name}: ${Object.keys(SHAPES).join(", ")}`);
+    const c = SHAPES[name];
+    const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
+    const ctx = Math.max(...o.prompts) + 16;
+    for (const v of o.variants) {
+      const spec = VARIANTS[v];
+      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}`);
+      const model = {
+        arch: "llama", family: familyOf("llama"), config: c, format: "hf", store: syn.store, map: syn.map, tokenizer: NO_TEXT,
+        path: name, contextLength: ctx, close() {},
+      } as unknown as ModelHandle;
+      const dev = new TimedDevice(await openBackend(o.backend));
+      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout };
+      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
+      const t0 = performance.now();
+      const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
+      const chunks = (driver as unknown as { prefillRows: number[] }).prefillRows.join(",");
+      o.log(`${name} ${v}: loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s, prefill chunks ${chunks}`);
+      try {
+        for (const p of o.prompts) {
+          const ids = Array.from({ length: p }, (_, i) => 1 + ((i * 7919) % (c.vocab - 1)));
+          await driver.generate(ids, { maxTokens: 1, ignoreEos: true }); // warm-up (first replays, lazy work)
+          dev.take(); // count the timed runs only
+          const times: number[] = [];
+          for (let r = 0; r < o.reps; r++) {
+            const t = performance.now();
+            await driver.generate(ids, { maxTokens: 1, ignoreEos: true });
+            times.push(performance.now() - t);
+          }
+          const t = dev.take(), n = o.reps;
+          o.log(`    host per run: write ${(t.write / n).toFixed(1)} ms, issue ${(t.issue / n).toFixed(1)} ms, wait ${(t.wait / n).toFixed(1)} ms, ` +
+            `read ${(t.read / n).toFixed(1)} ms, compile ${(t.compile / n).toFixed(1)} ms, record ${(t.record / n).toFixed(1)} ms`);
+          const ms = Math.min(...times);
+          rows.push({ shape: name, variant: v, prompt: p, ms, chunks });
+          o.log(`  prompt ${p}: ${ms.toFixed(2)} ms (best of ${o.reps}: ${times.map((x) => x.toFixed(1)).join(" ")})`);
+        }
+        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, copts, o.log);
+      } finally {
+        await driver.close();
+      }
+    }
+  }
+  return rows;
+}
+
+/** One chunk's step graph as the Driver builds it (last-row logits, sampler). */
+function chunkGraph(c: LlamaConfig, rows: number, cap: number): Graph {
+  const { tracer, logits } = familyOf("llama").trace(c, { rows, cap }, { dtypeOf: (r) => (r.role.endsWith("norm") ? "f32" : "bf16") });
+  const lm = tracer.nodes[logits.id];
+  const x = tracer.nodes[lm.inputs[0]];
+  appendSampler(tracer, rows === 1 ? logits : tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]));
+  return tracer.build();
+}
+
+/** Device time of one chunk's program (zeroed weights) and of its kernels, the costliest first. */
+async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, opts: CompileOptions, log: (s: string) => void): Promise<void> {
+  const cap = at + rows + 16;
+  const prog = compileGraph(chunkGraph(c, rows, cap), dev.target, opts);
+  const whole = await timeProgram(dev, prog, 5, at);
+  log(`  profile: a ${rows}-row chunk at position ${at}: ${whole.queued.toFixed(2)} ms queued, ${whole.synced.toFixed(2)} ms synced`);
+  const rowsOut: { name: string; count: number; us: number }[] = [];
+  for (const { step, count } of distinct(prog)) {
+    rowsOut.push({ name: step.kernel.name, count, us: await timeStep(dev, prog, step, Math.min(20, Math.max(3, count)), at) });
+  }
+  rowsOut.sort((a, b) => b.us * b.count - a.us * a.count);
+  for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
+}
+
+export async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args, strict: true, allowPositionals: false,
+    options: {
+      shape: { type: "string", default: "llama-3.2-1b" },
+      backend: { type: "string", default: "auto" },
+      prompts: { type: "string", default: "512,2048" },
+      variants: { type: "string", default: "mma,fma" },
+      prefill: { type: "string" },
+      reps: { type: "string", default: "3" },
+      // ROWS@POS: time one chunk's program by kernel
+      profile: { type: "string" },
+      // tiling of the prefill MMA matmuls, as bench/mma.ts variants: e.g. 2x4:ks1:w4x2
+      "mma-layout": { type: "string" },
+    },
+  });
+  const ints = (v: string, what: string) => v.split(",").map((s) => {
+    const x = Number(s);
+    if (!Number.isInteger(x) || x < 1) throw new RangeError(`--${what}: ${s} is not a positive integer`);
+    return x;
+  });
+  const rows = await runPrefillBench({
+    shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
+    variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
+    reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
+    layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
+    profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
+  });
+  console.log(formatTable(
+    ["shape", "variant", "prompt", "TTFT ms", "tok/s", "chunks"],
+    rows.map((r) => [r.shape, r.variant, String(r.prompt), r.ms.toFixed(2), (r.prompt / (r.ms / 1000)).toFixed(0), r.chunks]),
+  ));
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    exit(await main((globalThis as unknown as { Deno?: { args: string[] } }).Deno?.args ?? (await import("node:process")).argv.slice(2)));
+  } catch (e) {
+    console.error(`prefill bench: ${(e as Error).message}`);
+    exit(1);
+  }
+}

@@ -1,0 +1,224 @@
+// The whole speed table in one command: every row of issue 18 beside its roofline or reference, each row a
+// bounded subprocess (a hang or crash costs that row, reported in it, never the table):
+//   decode   bench/decode.ts at the three real shapes (ptx, bf16, cap 2048), tok/s against the memory roofline
+//   deep     the 1B shape at cap 8192: ms per token at pos 4100 over pos 0 (attention's cost of context)
+//   prefill  bench/driver.ts: time to first token of 512- and 2048-token prompts through the Driver's own chunks
+//   host     host µs per token: bench/decode.ts and the Driver (bench/driver.ts) at stories260K
+//   vulkan, wgpu  bench/decode.ts at the 1B shape on those backends
+//   bun      bench/decode.ts at the 1B shape under Bun (skipped, saying why, when `bun` is not on PATH)
+//
+//   deno run -A bench/suite.ts [--rows decode,deep,...] [--shapes A,B (decode rows; default the three)]
+//     [--backend ptx] [--out FILE.json] [--baseline OLD.json]
+//
+// --baseline puts an earlier run's numbers (its --out file) beside the new ones. References are the H200
+// measurements quoted in issue 18 (PyTorch compiled / eager on the same card); they are not re-measured here.
+import { argv, env, execPath, exit, stderr } from "node:process";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { H200_BANDWIDTH } from "./decode.ts";
+
+/** One printed line of the table. `value` is what --baseline compares; `text` how it prints. */
+export interface SuiteRow {
+  group: string;
+  name: string;
+  value?: number;
+  unit: string;
+  /** The roofline or the reference it is read against, as text. */
+  against?: string;
+  /** value as a fraction of the roofline, when there is one. */
+  fraction?: number;
+  goal?: string;
+  note?: string;
+  seconds: number;
+}
+
+interface Job {
+  group: string;
+  /** Command (argv[0] "deno" means this runtime's executable) and its time bound. */
+  cmd: string[];
+  timeoutS: number;
+  /** Rows from the command's JSON output; `err` is the failure line when it produced none. */
+  rows(json: any): Omit<SuiteRow, "group" | "seconds">[];
+  /** The names its rows would have (printed with the failure when it fails). */
+  names: string[];
+  skip?: string;
+}
+
+const SHAPE_GOALS: Record<string, { goal: string; pytorch: number }> = {
+  "llama-3.2-1b": { goal: ">= 1380 tok/s (80%)", pytorch: 743 },
+  "qwen2.5-0.5b": { goal: ">= 2800 tok/s (65%)", pytorch: 856 },
+  "llama-3-8b": { goal: ">= 256 tok/s (91%)", pytorch: 186 },
+};
+// PyTorch eager (SDPA, cuBLAS) time to first token on the H200, from issue 18.
+const PREFILL_REF: Record<string, Record<number, number>> = { "llama-3.2-1b": { 512: 23.1, 2048: 25.7 }, "llama-3-8b": { 512: 50.8, 2048: 75.3 } };
+
+function which(cmd: string): string | undefined {
+  const r = spawnSync(cmd, ["--version"], { encoding: "utf8", timeout: 10_000 });
+  return r.status === 0 ? r.stdout.trim().split("\n")[0] : undefined;
+}
+
+function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
+  const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
+  // tag "" is the PTX decode row (the issue's goals and PyTorch reference); others carry their own goal.
+  const decodeRows = (tag: string, goal?: string) => (j: any) =>
+    j.rows.map((r: any) => ({
+      name: `${r.shape} ${tag}${r.backend} ${r.dtype}, cap ${r.cap}`,
+      value: r.replay?.tokPerSec, unit: "tok/s",
+      against: r.replay ? `roofline ${(1000 / r.replay.rooflineMs).toFixed(0)} tok/s` : undefined,
+      fraction: r.replay?.rooflineFraction,
+      goal: goal ?? (tag === "" ? SHAPE_GOALS[r.shape]?.goal : undefined),
+      note: r.error ?? (SHAPE_GOALS[r.shape] && tag === "" && !goal ? `PyTorch compiled ${SHAPE_GOALS[r.shape].pytorch} tok/s (issue)` : `${r.replay?.msPerToken.toFixed(3)} ms/token, host ${r.replay?.hostMicros.toFixed(0)} µs`),
+    }));
+  const out: Job[] = [];
+  if (groups.has("decode")) {
+    out.push({
+      group: "decode", timeoutS: 150, names: shapes, rows: decodeRows(""),
+      cmd: deno("bench/decode.ts", "--shape", shapes.join(","), "--backend", backend, "--tokens", "128", "--deep", "0", "--no-eager", "--json"),
+    });
+  }
+  if (groups.has("deep")) {
+    out.push({
+      group: "deep", timeoutS: 45, names: ["llama-3.2-1b cap 8192"],
+      cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b", "--backend", backend, "--cap", "8192", "--tokens", "32", "--deep", "4096", "--deep-tokens", "32", "--no-eager", "--json"),
+      rows: (j) => j.rows.map((r: any) => ({
+        name: `${r.shape} ${r.backend}, cap ${r.cap}: pos ${r.deep?.pos} over pos 0`,
+        value: r.deep && r.replay ? r.deep.msPerToken / r.replay.msPerToken : undefined, unit: "x per token",
+        against: r.deep ? `K/V adds ${(100 * (r.deep.bytesPerToken / r.replay.bytesPerToken - 1)).toFixed(1)}% bytes` : undefined,
+        goal: "<= 1.10x", note: r.error ?? (r.deep ? `${r.replay.msPerToken.toFixed(3)} -> ${r.deep.msPerToken.toFixed(3)} ms/token, deep ${(100 * r.deep.rooflineFraction).toFixed(1)}% of roofline` : undefined),
+      })),
+    });
+  }
+  if (groups.has("prefill")) {
+    for (const shape of ["llama-3.2-1b", "llama-3-8b"]) {
+      out.push({
+        group: "prefill", timeoutS: shape === "llama-3-8b" ? 80 : 45, names: [`${shape} prefill`],
+        cmd: deno("bench/driver.ts", "--shape", shape, "--backend", backend, "--prompts", "512,2048", "--tokens", "0"),
+        rows: (j) => Object.entries(j.ttftMs as Record<string, number>).map(([n, ms]) => ({
+          name: `${shape} ${j.backend}: time to first token, ${n}-token prompt (Driver)`, value: ms, unit: "ms",
+          against: PREFILL_REF[shape]?.[Number(n)] ? `PyTorch eager ${PREFILL_REF[shape][Number(n)]} ms (issue)` : undefined,
+          goal: PREFILL_REF[shape]?.[Number(n)] ? `<= ${PREFILL_REF[shape][Number(n)]} ms` : undefined,
+          note: `${(Number(n) / ms * 1000).toFixed(0)} prompt tok/s`,
+        })),
+      });
+    }
+  }
+  if (groups.has("host")) {
+    out.push({
+      group: "host", timeoutS: 30, names: ["stories260K bench"],
+      cmd: deno("bench/decode.ts", "--shape", "stories260K", "--backend", backend, "--tokens", "256", "--deep", "0", "--no-eager", "--json"),
+      rows: (j) => j.rows.map((r: any) => ({
+        name: `${r.shape} ${r.backend}: host µs per token, bench/decode.ts`, value: r.replay?.hostMicros, unit: "µs",
+        goal: "<= 15 µs", note: r.error ?? `${r.replay?.tokPerSec.toFixed(0)} tok/s, ${r.replay?.msPerToken.toFixed(3)} ms/token`,
+      })),
+    });
+    out.push({
+      group: "host", timeoutS: 30, names: ["stories260K Driver"],
+      cmd: deno("bench/driver.ts", "--shape", "stories260K", "--backend", backend, "--prompts", "64", "--tokens", "256"),
+      rows: (j) => [{
+        name: `stories260K ${j.backend}: host µs per token, Driver.generate`, value: j.decode?.hostMicros, unit: "µs",
+        goal: "<= 25 µs", note: j.decode ? `${j.decode.tokPerSec.toFixed(0)} tok/s, ${j.decode.msPerToken.toFixed(3)} ms/token` : undefined,
+      }],
+    });
+  }
+  for (const b of ["vulkan", "wgpu"]) {
+    if (!groups.has(b)) continue;
+    out.push({
+      group: b, timeoutS: 60, names: [`llama-3.2-1b ${b}`],
+      rows: decodeRows("", b === "vulkan" ? ">= 70% of the ptx row" : "<= 1 ms per step"),
+      cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b", "--backend", b, "--tokens", b === "wgpu" ? "32" : "128", "--deep", "0", "--no-eager", "--json"),
+    });
+  }
+  if (groups.has("bun")) {
+    const bun = which("bun");
+    out.push({
+      group: "bun", timeoutS: 45, names: ["llama-3.2-1b under Bun"], rows: decodeRows("bun, ", "the Deno row's tok/s"),
+      cmd: ["bun", "bench/decode.ts", "--shape", "llama-3.2-1b", "--backend", backend, "--tokens", "128", "--deep", "0", "--no-eager", "--json"],
+      skip: bun ? undefined : "bun is not on PATH (on the GPU machine: device-prep --bun packs it)",
+    });
+  }
+  return out;
+}
+
+function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
+  const fail = (note: string, seconds: number) => job.names.map((name) => ({ group: job.group, name, unit: "", note, seconds }));
+  if (job.skip) return fail(`skipped: ${job.skip}`, 0);
+  const [bin, ...args] = job.cmd;
+  log(`[${job.group}] ${job.cmd.join(" ")} (at most ${job.timeoutS} s)`);
+  const t0 = performance.now();
+  const r = spawnSync(bin === "deno" ? execPath : bin, args, {
+    encoding: "utf8", timeout: job.timeoutS * 1000, killSignal: "SIGKILL", maxBuffer: 64 << 20, env: { ...env, NO_COLOR: "1" },
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  const errTail = (r.stderr ?? "").trim().split("\n").slice(-3).join(" | ");
+  for (const line of (r.stderr ?? "").trim().split("\n")) if (line) log(`  ${line}`);
+  if (r.error && (r.error as NodeJS.ErrnoException).code === "ETIMEDOUT" || r.signal) return fail(`timed out after ${job.timeoutS} s: ${errTail}`, seconds);
+  if (r.error) return fail(`failed to start: ${r.error.message}`, seconds);
+  let json: unknown;
+  try {
+    const text = r.stdout.trim();
+    json = JSON.parse(text.slice(text.indexOf("{")));
+  } catch {
+    return fail(`exit ${r.status}, no JSON: ${errTail}`, seconds);
+  }
+  try {
+    return job.rows(json).map((x) => ({ ...x, group: job.group, seconds }));
+  } catch (e) {
+    return fail(`exit ${r.status}, unreadable result (${(e as Error).message}): ${errTail}`, seconds);
+  }
+}
+
+const fmt = (x: number | undefined, unit: string) =>
+  x === undefined || !Number.isFinite(x) ? "-" : unit.startsWith("x") ? `${x.toFixed(2)}x` : `${x >= 100 ? x.toFixed(0) : x.toFixed(1)} ${unit}`;
+
+/** The table: Markdown (pasteable into README) with an "old" column when a baseline is given. */
+export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
+  const old = new Map((baseline ?? []).map((r) => [r.name, r]));
+  const head = ["row", ...(baseline ? ["old"] : []), "poot", "roofline / reference", "of roofline", "goal", "notes"];
+  const body = rows.map((r) => [
+    r.name, ...(baseline ? [fmt(old.get(r.name)?.value, r.unit)] : []), fmt(r.value, r.unit), r.against ?? "",
+    r.fraction === undefined ? "" : `${(100 * r.fraction).toFixed(1)}%`, r.goal ?? "", r.note ?? "",
+  ]);
+  const line = (xs: string[]) => `| ${xs.join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...body.map(line)].join("\n");
+}
+
+const ALL = ["decode", "deep", "prefill", "host", "vulkan", "wgpu", "bun"];
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: argv.slice(2),
+    options: { rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" }, shapes: { type: "string" } },
+  });
+  const groups = new Set((values.rows ?? ALL.join(",")).split(",").map((s) => s.trim()));
+  for (const g of groups) {
+    if (!ALL.includes(g)) {
+      console.error(`bench/suite.ts: --rows: unknown row group ${JSON.stringify(g)} (${ALL.join(", ")})`);
+      exit(2);
+    }
+  }
+  let baseline: SuiteRow[] | undefined;
+  if (values.baseline) {
+    try {
+      baseline = JSON.parse(readFileSync(values.baseline, "utf8")).rows;
+    } catch (e) {
+      console.error(`bench/suite.ts: --baseline ${values.baseline}: ${(e as Error).message}`);
+      exit(2);
+    }
+  }
+  const log = (s: string) => void stderr.write(s + "\n");
+  const t0 = performance.now();
+  const shapes = (values.shapes ?? Object.keys(SHAPE_GOALS).join(",")).split(",").map((x) => x.trim());
+  const rows: SuiteRow[] = [];
+  for (const j of jobs(groups, values.backend ?? "ptx", shapes)) {
+    rows.push(...runJob(j, log));
+    // The rows so far, so that a suite stopped from outside still leaves what it measured.
+    if (values.out) writeFileSync(values.out, JSON.stringify({ head: "partial", rows }, null, 1) + "\n");
+  }
+  const table = formatSuite(rows, baseline);
+  const head = `poot speed table (${new Date().toISOString()}), roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s, ` +
+    `batch 1, greedy; ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+  if (values.out) writeFileSync(values.out, JSON.stringify({ head, rows }, null, 1) + "\n");
+  console.log(`${head}\n\n${table}`);
+  exit(0);
+}

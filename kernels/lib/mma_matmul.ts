@@ -1,0 +1,292 @@
+// Tensor-core matmul: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]) on warp MMA tiles
+// (kernels/ir.ts MmaStmt, m16n8k16, f32 accumulate), for targets with `caps.mma` and bf16/f16 weights.
+//
+// Layout. A warp owns `mt` tiles of 16 rows by `nt` tiles of 8 columns and walks K in chunks of 32. Operands go
+// straight from global memory to registers, no shared-memory staging: each lane loads 16 contiguous bytes of a
+// W row (8 values) and 8 contiguous f32 of two x rows per chunk. That permutes k inside a chunk (lane t's 8
+// values feed the MMA's k slots 2t, 2t+1, 2t+8, 2t+9 of two k16 steps), the same permutation on both sides,
+// so the sum is unchanged while every load is one 16-byte vector. `ks` warps of a workgroup split the chunks
+// round-robin and meet in shared memory at the end, summed in a fixed order. The lowering passes x `prepared`:
+// mmaPrepX turns it into MMA words once, so warps load words instead of rounding x again per column group.
+//
+// Precision. x is f32 here; the MMA takes 16-bit inputs. With `split` (the default) x goes in as hi + lo, both
+// 16-bit (two MMAs per tile), which keeps ~16 bits of x's mantissa: close to the f32 FMA path at twice the
+// tensor work, which decode and prefill at these shapes can afford. Without it x is rounded once, as cuBLAS'
+// bf16 GEMM sees it.
+//
+// Batch invariance (issue 14): a row's result depends on its x row, W, and the K schedule (chunk size, `ks`,
+// the split), never on how many rows there are. `ks` is a function of (n, k) alone; `mt`/`nt` only choose which
+// warp computes a row (and `unroll` only the loop's shape). Rows past m read the last row (clamped) and are not
+// written; columns past n likewise.
+import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { gridFor, wgIndex } from "./common.ts";
+
+export interface MmaMatmulShape {
+  /** Output features (rows of W). */
+  n: number;
+  /** Input features. */
+  k: number;
+  /** Rows of x. */
+  batch: number;
+  w: "bf16" | "f16";
+  bias?: boolean;
+  residual?: boolean;
+  name?: string;
+  /** x as hi + lo 16-bit parts (two MMAs); default true. */
+  split?: boolean;
+  /** Warps splitting K (default mmaKSplit(n, k)); part of every row's summation order. */
+  ks?: number;
+  /** 16-row tiles per warp (default by batch). */
+  mt?: number;
+  /** 8-column tiles per warp (default by batch). */
+  nt?: number;
+  /** K chunks per main-loop trip (an unroll: more loads in flight per warp); default 1. */
+  unroll?: number;
+  /**
+   * Warps of a workgroup along N and along M (default 4 / ks and 1): warps that share columns or rows share
+   * their W or x loads through L1, cutting L2 traffic at large batches. Changes no row's summation order.
+   */
+  nw?: number;
+  mw?: number;
+  /**
+   * x arrives as MMA words made once by mmaPrepX (binding 0 is u32 [parts, batch, k / 2]) instead of f32: the
+   * main loop then only loads, where otherwise every warp of a column group rounds and splits x again.
+   */
+  prepared?: boolean;
+}
+
+/**
+ * x f32 [m, k] -> MMA operand words u32 [parts, m, k / 2] (part 0: x rounded to `ab` in pairs, low half = the
+ * even k; part 1 with split: the rounding's remainder, rounded likewise), for mmaMatmul's `prepared` input.
+ * Bindings: x f32 [m, k] (r); xw u32 [parts * m * k / 2] (w). k must be a multiple of 8.
+ */
+export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean }): Kernel {
+  const { m, k, ab } = s, split = s.split ?? true;
+  if (!(k % 8 === 0 && m >= 1)) throw new KernelError(`mma prep: k=${k} is not a multiple of 8`);
+  if (m * k >= 2 ** 32) throw new KernelError("mma prep: indices exceed 32 bits");
+  const items = (m * k) / 8, wg = Math.min(256, caps.maxWorkgroupSize);
+  const grid = gridFor(caps, Math.ceil(items / wg));
+  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? "" : "_nosplit"}`, { workgroup: wg, grid });
+  const x = b.buffer("x", "f32", "r");
+  const xw = b.buffer("xw", "u32", "w");
+  const i = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "i");
+  b.if(i.lt(items), () => {
+    const v = [...b.loadv(x, i.mul(8), 4), ...b.loadv(x, i.mul(8).add(4), 4)];
+    const hi = [0, 2, 4, 6].map((j) => b.let(b.pack2(ab, v[j], v[j + 1]), "u32", "hw"));
+    b.storev(xw, i.mul(4), hi);
+    if (split) {
+      const half = (w: Val, upper: boolean) => un(ab === "bf16" ? "bf16bits" : "f16bits", upper ? w.shr(16) : w.and(0xffff));
+      const lo = [0, 2, 4, 6].map((j, q) => b.pack2(ab, v[j].sub(half(hi[q], false)), v[j + 1].sub(half(hi[q], true))));
+      b.storev(xw, i.mul(4).add((m * k) / 2), lo);
+    }
+  });
+  return b.build();
+}
+
+/**
+ * Warps splitting K: enough (column group, K slice) warps to keep a large GPU's loads in flight for a memory-
+ * bound small batch, at least two chunks of 32 per warp. A function of (n, k) only, so of no row count.
+ */
+export function mmaKSplit(n: number, k: number): number {
+  let ks = 1;
+  while (ks < 8 && Math.ceil(n / 16) * ks * 2 <= 1024 && Math.floor(k / 32) >= ks * 4) ks *= 2;
+  return ks;
+}
+
+/**
+ * K split for a row count that is small at times (the server's entries, batch 1 included): ~8192 warps for a
+ * memory-bound step, up to 16 warps per column group, at least two chunks each. On the H200 a 1-row 8192 x
+ * 2048 matmul took 13.9 µs with 16 where mmaKSplit's 2 took 35.9 µs. Also a function of (n, k) only.
+ */
+export function mmaKSplitWide(n: number, k: number): number {
+  let ks = 1;
+  while (ks < 16 && Math.ceil(n / 16) * ks < 8192 && Math.floor(k / 32) >= ks * 4) ks *= 2;
+  return ks;
+}
+
+/** Whether the MMA matmul takes this shape on this target. */
+export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): boolean {
+  return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
+    k % 8 === 0 && k >= 32 && n >= 8;
+}
+
+/**
+ * Bindings, in order: x f32 [batch, k] (r); W [n, k] bf16/f16 (r); bias f32 [n] (r, when `bias`); residual f32
+ * [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
+ */
+export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
+  const { n, k, batch: m, w } = s;
+  if (!mmaMatmulFits(caps, w, n, k)) {
+    throw new KernelError(`mma matmul: needs caps.mma, 32-lane subgroups, bf16/f16 weights, k a multiple of 8 (>= 32), n >= 8; got ${w} n=${n} k=${k}`);
+  }
+  if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`mma matmul: bad batch ${m}`);
+  if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
+  const split = s.split ?? true;
+  const ks = s.ks ?? mmaKSplit(n, k);
+  // measured on the H200 (bench/mma.ts): 2 x 4 tiles per warp beat 1 x 2 .. 8 x 2 from 32 to 256 rows, and
+  // beat workgroups of warps along M (nw/mw) by 1.3-4x
+  // 1 x 1 at one row (more warps in flight: 5.2 against 6.5 µs for 2048 x 2048 at ks 16)
+  // A 16-warp K split keeps 2 x 2 tiles and no unroll: 16 warps of ~128 registers would fill the register file.
+  const mt = s.mt ?? (m <= 16 ? 1 : 2);
+  const nt = s.nt ?? (m <= 16 ? 1 : ks >= 16 ? 2 : 4);
+  // two chunks a trip keep more loads in flight: 25% faster at 32 rows on the H200; unmeasured past 64
+  const unroll = s.unroll ?? (m > 16 && m <= 64 && ks < 16 ? 2 : 1);
+  const nw = s.nw ?? Math.max(1, Math.floor(4 / ks)); // warps along N in a workgroup
+  const mw = s.mw ?? 1; // warps along M
+  if (!(Number.isInteger(nw) && Number.isInteger(mw) && nw >= 1 && mw >= 1 && ks * nw * mw <= 32)) {
+    throw new KernelError(`mma matmul: ${ks} x ${nw} x ${mw} warps per workgroup`);
+  }
+  const chunks = Math.floor(k / 32);
+  if (![1, 2, 4, 8, 16].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
+  if (!(mt >= 1 && mt <= 8 && nt >= 1 && nt <= 8)) throw new KernelError(`mma matmul: tiles ${mt}x${nt}`);
+  const bM = Math.ceil(m / (16 * mt * mw)), bN = Math.ceil(n / (8 * nt * nw));
+  const total = bM * bN;
+  const grid = gridFor(caps, total);
+  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${nw !== Math.max(1, Math.floor(4 / ks)) || mw > 1 ? `_w${nw}x${mw}` : ""}${unroll > 1 ? `_u${unroll}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: 32 * ks * nw * mw, grid });
+  const prepared = s.prepared ?? false;
+  const x = prepared ? b.buffer("xw", "u32", "r") : b.buffer("x", "f32", "r");
+  const W = b.buffer("w", w, "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const E = mt * nt * 4; // accumulators per lane
+  const groups = nw * mw; // warps per K slice
+  const red = ks > 1 ? b.shared("mma_red", "f32", (ks - 1) * groups * E * 32) : undefined;
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups only
+  const warp = b.let(b.builtin("sgid"), "u32", "warp");
+  const lane = b.let(b.builtin("lane"), "u32", "lane");
+  const kk = ks > 1 ? b.let(warp.mod(ks), "u32", "kk") : u32(0);
+  const grp = ks > 1 ? b.let(warp.div(ks), "u32", "grp") : warp; // (wm, wn) of this warp
+  const wn = mw > 1 ? grp.mod(nw) : grp, wm = mw > 1 ? grp.div(nw) : u32(0);
+  const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
+  const m0 = b.let(L.mod(bM).mul(mw).add(wm).mul(16 * mt), "u32", "m0");
+  const n0 = b.let(L.div(bM).mul(nw).add(wn).mul(8 * nt), "u32", "n0");
+  // Row starts (element index of x) of this lane's two rows in each m tile, clamped into the batch.
+  const xr: Val[][] = [];
+  for (let i = 0; i < mt; i++) {
+    xr.push([0, 8].map((o) => b.let(m0.add(16 * i + o).add(g).min(m - 1).mul(k), "u32", "xr")));
+  }
+  // W row starts (element index) of this lane's column in each n tile, clamped.
+  const wr = Array.from({ length: nt }, (_, j) => b.let(n0.add(8 * j).add(g).min(n - 1).mul(k), "u32", "wr"));
+  const acc = Array.from({ length: mt }, () => Array.from({ length: nt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "acc"))));
+
+  /** Packs x pairs into A words (hi and, with split, lo) for one m tile: pairs[r][q] = [x0, x1]. */
+  const aWords = (pairs: Val[][][]): { hi: Val[]; lo?: Val[] } => {
+    // word order of MmaStmt a: (row g, k lo), (row g+8, k lo), (row g, k hi), (row g+8, k hi)
+    const order: [number, number][] = [[0, 0], [1, 0], [0, 1], [1, 1]];
+    const hi = order.map(([r, q]) => b.let(b.pack2(w, pairs[r][q][0], pairs[r][q][1]), "u32", "ah"));
+    if (!split) return { hi };
+    const unpack = (word: Val, upper: boolean): Val => {
+      return un(w === "bf16" ? "bf16bits" : "f16bits", upper ? word.shr(16) : word.and(0xffff));
+    };
+    const lo = order.map(([r, q], j) => b.pack2(w, pairs[r][q][0].sub(unpack(hi[j], false)), pairs[r][q][1].sub(unpack(hi[j], true))));
+    return { hi, lo: lo.map((v) => b.let(v, "u32", "al")) };
+  };
+  const mmaStep = (A: { hi: Val[]; lo?: Val[] }, bw: Val[], i: number, j: number): void => {
+    let c = acc[i][j];
+    if (A.lo) c = b.mma(w, A.lo, bw, c);
+    c = b.mma(w, A.hi, bw, c);
+    c.forEach((v, q) => b.set(acc[i][j][q], v));
+  };
+
+  // Main loop: chunks of 32, warp kk takes chunks kk, kk + ks, ...
+  const main = chunks - (chunks % ks); // every warp the same trip count (the rest go to the tail)
+  b.for(kk.mul(32), u32(main * 32), 32 * ks, (kb) => {
+    const at = b.let(kb.add(t.mul(8)), "u32", "kat");
+    const ws = wr.map((r) => b.loadv(W, r.add(at).shr(1), 4, "u32"));
+    for (let i = 0; i < mt; i++) {
+      if (prepared) {
+        // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
+        const part = (p: number) => xr[i].map((r) => b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
+        const hw = part(0), lw = split ? part(1) : undefined;
+        for (let h = 0; h < 2; h++) {
+          const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
+          const A = { hi: pick(hw), lo: lw ? pick(lw) : undefined };
+          for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
+        }
+        continue;
+      }
+      const xs = xr[i].map((r) => [...b.loadv(x, r.add(at), 4), ...b.loadv(x, r.add(at).add(4), 4)]);
+      for (let h = 0; h < 2; h++) {
+        // lane t's values 4h+{0,1} feed k slots (2t, 2t+1), 4h+{2,3} slots (2t+8, 2t+9) of MMA h
+        const pairs = xs.map((v) => [[v[4 * h], v[4 * h + 1]], [v[4 * h + 2], v[4 * h + 3]]]);
+        const A = aWords(pairs);
+        for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
+      }
+    }
+  }, { unroll });
+
+  // Tail: the leftover chunks and the last k % 32 columns in masked k16 steps, all on warp kk == 0 after its
+  // main loop (the same place at every row count).
+  const tailStart = main * 32;
+  if (tailStart < k) {
+    const tail = () => {
+      b.for(u32(tailStart), u32(k), 16, (kb) => {
+        const kAt = [0, 1, 8, 9].map((o) => b.let(kb.add(t.mul(2)).add(o), "u32", "kt"));
+        const ok = kAt.map((q) => q.lt(k));
+        const xv = (r: Val, q: number) => ok[q].select(b.load(x, r.add(kAt[q].min(k - 1))), f32(0));
+        const wv = (r: Val, q: number) => ok[q].select(b.load(W, r.add(kAt[q].min(k - 1)), "u16"), u32(0));
+        const bws = wr.map((r) => [wv(r, 0).or(wv(r, 1).shl(16)), wv(r, 2).or(wv(r, 3).shl(16))].map((v) => b.let(v, "u32", "bt")));
+        for (let i = 0; i < mt; i++) {
+          if (prepared) {
+            // k % 8 == 0: a pair is wholly inside or past k; a word past k is zero
+            const word = (r: Val, q: number, p: number) =>
+              ok[q].select(b.load(x, r.add(kAt[q].min(k - 2)).shr(1).add((p * m * k) / 2)), u32(0));
+            const pick = (p: number) => [word(xr[i][0], 0, p), word(xr[i][1], 0, p), word(xr[i][0], 2, p), word(xr[i][1], 2, p)].map((v) => b.let(v, "u32", "aw"));
+            const A = { hi: pick(0), lo: split ? pick(1) : undefined };
+            for (let j = 0; j < nt; j++) mmaStep(A, bws[j], i, j);
+            continue;
+          }
+          const pairs = xr[i].map((r) => [[xv(r, 0), xv(r, 1)], [xv(r, 2), xv(r, 3)]]);
+          const A = aWords(pairs);
+          for (let j = 0; j < nt; j++) mmaStep(A, bws[j], i, j);
+        }
+      });
+    };
+    if (ks > 1) b.if(kk.eq(0), tail);
+    else tail();
+  }
+
+  const flat = acc.flat(2);
+  if (red) {
+    // K slices meet: warps kk > 0 park their sums, warp kk == 0 adds them in order kk = 1, 2, ...
+    const slot = (kq: Val | number, e: number): Val => u32(0).add(kq).sub(1).mul(groups).add(grp).mul(E * 32).add(e * 32).add(lane);
+    b.if(kk.ne(0), () => flat.forEach((v, e) => b.sstore(red, slot(kk, e), v)));
+    b.barrier();
+    b.if(kk.ne(0), () => b.return());
+    for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(b.sload(red, slot(q, e)))));
+  }
+
+  // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile.
+  for (let i = 0; i < mt; i++) {
+    for (let j = 0; j < nt; j++) {
+      const col = b.let(n0.add(8 * j).add(t.mul(2)), "u32", "col");
+      for (const half of [0, 1]) {
+        const row = b.let(m0.add(16 * i + 8 * half).add(g), "u32", "row");
+        const vs = [acc[i][j][2 * half], acc[i][j][2 * half + 1]];
+        const emit = (c: number) => {
+          let v = vs[c];
+          const cc = c ? col.add(1) : col;
+          if (bias) v = v.add(b.load(bias, cc));
+          const at = b.let(row.mul(n).add(cc), "u32", "yi");
+          if (res) v = v.add(b.load(res, at));
+          b.store(y, at, v);
+        };
+        // n % 8 == 0: a tile is wholly inside or past n; else each column is checked
+        const whole = n % 8 === 0;
+        const inside = n % (8 * nt * nw) === 0 ? row.lt(m) : row.lt(m).and(whole ? col.lt(n) : u32(0).lt(1));
+        b.if(inside, () => {
+          for (const c of [0, 1]) {
+            if (whole) emit(c);
+            else b.if((c ? col.add(1) : col).lt(n), () => emit(c));
+          }
+        });
+      }
+    }
+  }
+  return b.build();
+}

@@ -1,0 +1,42 @@
+// bench/driver.ts on the JS device (time to first token through the Driver's chunks, decode through generate)
+// and bench/suite.ts's table: rows with and without a baseline, a failed row keeps its name and says why.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { runDriverBench } from "../../bench/driver.ts";
+import { formatSuite, type SuiteRow } from "../../bench/suite.ts";
+
+test("runDriverBench on the JS device: time to first token per prompt length and Driver decode, finite and positive", { timeout: 120_000 }, async () => {
+  const lines: string[] = [];
+  const r = await runDriverBench({ shape: "stories260K", backend: "js", prompts: [9, 40], tokens: 4, reps: 1, log: (l) => lines.push(l) });
+  assert.equal(r.backend, "js");
+  assert.equal(r.ctx, 512, "the smallest power of two >= 512 above the longest prompt and the tokens");
+  assert.deepEqual(Object.keys(r.ttftMs).sort(), ["40", "9"]);
+  for (const ms of Object.values(r.ttftMs)) assert.ok(Number.isFinite(ms) && ms > 0);
+  assert.ok(r.decode, "decode measured");
+  assert.equal(r.decode.tokens, 4);
+  for (const k of ["tokPerSec", "msPerToken", "hostMicros"] as const) assert.ok(Number.isFinite(r.decode[k]) && r.decode[k] > 0, `${k} = ${r.decode[k]}`);
+  assert.ok(r.decode.waitMicros >= 0 && r.decode.hostMicros <= r.decode.msPerToken * 1000 + 1e-6);
+  assert.ok(lines.some((l) => l.includes("time to first token of a 40-token prompt")));
+  await assert.rejects(runDriverBench({ shape: "nope", backend: "js", prompts: [4], tokens: 0 }), RangeError);
+  await assert.rejects(runDriverBench({ shape: "stories260K", backend: "js", prompts: [600], tokens: 0, ctx: 512 }), /do not fit ctx 512/);
+});
+
+test("formatSuite: one Markdown row per measurement, an old column from a baseline, failures named", () => {
+  const rows: SuiteRow[] = [
+    { group: "decode", name: "a ptx bf16, cap 2048", value: 1234.5, unit: "tok/s", against: "roofline 1700 tok/s", fraction: 0.726, goal: ">= 1380", seconds: 3 },
+    { group: "deep", name: "a deep", value: 1.084, unit: "x per token", goal: "<= 1.10x", seconds: 2 },
+    { group: "bun", name: "a under Bun", unit: "", note: "skipped: bun is not on PATH", seconds: 0 },
+  ];
+  const t = formatSuite(rows).split("\n");
+  assert.equal(t.length, 2 + rows.length);
+  assert.match(t[0], /^\| row \| poot \| roofline \/ reference \| of roofline \| goal \| notes \|$/);
+  assert.match(t[2], /\| a ptx bf16, cap 2048 \| 1235 tok\/s \| roofline 1700 tok\/s \| 72\.6% \| >= 1380 \|/);
+  assert.match(t[3], /\| 1\.08x \|/);
+  assert.match(t[4], /\| a under Bun \| - \|.*skipped: bun is not on PATH/);
+  const old: SuiteRow[] = [{ ...rows[0], value: 1168 }, { ...rows[1], value: 1.4 }];
+  const b = formatSuite(rows, old).split("\n");
+  assert.match(b[0], /^\| row \| old \| poot \|/);
+  assert.match(b[2], /\| a ptx bf16, cap 2048 \| 1168 tok\/s \| 1235 tok\/s \|/);
+  assert.match(b[3], /\| 1\.40x \| 1\.08x \|/);
+  assert.match(b[4], /\| a under Bun \| - \| - \|/);
+});

@@ -1,0 +1,236 @@
+// Conformance cases of the tensor-core matmul (kernels/lib/mma_matmul.ts) against a float64 reference, and its
+// batch-invariance check. Run on the JS device with the MMA emulated (mma_js.test.ts: caps.mma forced on, the
+// JS renderer's lockstep path emulates the warp tile) and on a real PTX device (tests/ptx/mma.test.ts).
+//
+// Tolerance: x enters the MMA as hi + lo 16-bit parts (split, the default), which keeps x to within 2^-17 of
+// itself; products are exact and the sum is f32 (the hardware's order): |got - want| <= rel * sum |x w| with
+// rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
+import type { Caps } from "../../kernels/target.ts";
+import { mmaMatmul, type MmaMatmulShape, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
+import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import { checkCase } from "./harness.ts";
+import { attentionCase, type KernelCase } from "./cases.ts";
+import { flashAttention } from "../../kernels/lib/flash.ts";
+import { attentionCombine } from "../../kernels/lib/attention.ts";
+import { asF32, bytes, floats, Rng } from "./data.ts";
+
+export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
+
+/** The caps a case builds with: the device's, with mma forced on where `emulate` (the JS device). */
+export function mmaCaps(caps: Caps, emulate: boolean): Caps {
+  return emulate ? { ...caps, mma: true, subgroups: true, subgroupSize: 32 } : caps;
+}
+
+function caseName(s: MmaCaseShape): string {
+  const opt = [s.bias && "bias", s.residual && "residual", s.split === false && "unsplit", s.ks && `ks=${s.ks}`, s.mt && `mt=${s.mt}`, s.nt && `nt=${s.nt}`,
+    (s.nw || s.mw) && `warps=${s.nw ?? "-"}x${s.mw ?? "-"}`, s.unroll && `unroll=${s.unroll}`];
+  return `mma matmul ${s.w} n=${s.n} k=${s.k} m=${s.batch}${opt.filter(Boolean).map((x) => ` ${x}`).join("")}`;
+}
+
+/** Inputs x [m, k] f32, W [n, k], bias, residual, y (NaN-filled). Deterministic per shape. */
+export function mmaInputs(s: MmaCaseShape, seed = caseName(s)): { ins: Uint8Array[]; w: Float64Array } {
+  const rng = new Rng(seed);
+  const x = rng.f32(s.batch * s.k);
+  const f = floats(rng, s.w, s.n * s.k);
+  const ins = [bytes(x), f.bytes];
+  if (s.bias) ins.push(bytes(rng.f32(s.n)));
+  if (s.residual) ins.push(bytes(rng.f32(s.batch * s.n)));
+  ins.push(bytes(new Float32Array(s.batch * s.n).fill(NaN)));
+  return { ins, w: f.values };
+}
+
+export function mmaCase(s: MmaCaseShape, emulate: boolean): KernelCase {
+  const name = caseName(s);
+  let w: Float64Array;
+  let cached: Uint8Array[] | undefined;
+  const inputs = () => {
+    if (!cached) {
+      const r = mmaInputs(s, name);
+      cached = r.ins;
+      w = r.w;
+    }
+    return cached.map((b) => b.slice());
+  };
+  return {
+    name,
+    make: (caps) => mmaMatmul(mmaCaps(caps, emulate), s),
+    inputs,
+    expect(ins) {
+      const { n, k, batch } = s;
+      const x = asF32(ins[0]);
+      const bi = s.bias ? asF32(ins[2]) : undefined, re = s.residual ? asF32(ins[s.bias ? 3 : 2]) : undefined;
+      const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
+      for (let b = 0; b < batch; b++) {
+        for (let r = 0; r < n; r++) {
+          let acc = 0, m = 0;
+          for (let i = 0; i < k; i++) {
+            const p = x[b * k + i] * w[r * k + i];
+            acc += p;
+            m += Math.abs(p);
+          }
+          if (bi) { acc += bi[r]; m += Math.abs(bi[r]); }
+          if (re) { acc += re[b * n + r]; m += Math.abs(re[b * n + r]); }
+          want[b * n + r] = acc;
+          mag[b * n + r] = m;
+        }
+      }
+      const xr = s.split === false ? (s.w === "bf16" ? 2 ** -7 : 2 ** -10) : 2 ** -15;
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: xr + k * 2 ** -23 } }];
+    },
+  };
+}
+
+/** The issue's shapes: M in {1, 3, 8, 17, 64, 130}, N and K off the tile, bias and residual, both splits. */
+export function mmaShapes(): MmaCaseShape[] {
+  return [
+    { n: 8, k: 32, batch: 1, w: "bf16" },
+    { n: 24, k: 64, batch: 3, w: "bf16", bias: true },
+    { n: 40, k: 96, batch: 8, w: "f16", residual: true },
+    { n: 37, k: 200, batch: 17, w: "bf16", bias: true, residual: true },
+    { n: 19, k: 136, batch: 64, w: "bf16", ks: 2 },
+    { n: 64, k: 256, batch: 130, w: "bf16" },
+    { n: 33, k: 520, batch: 5, w: "bf16", ks: 4 },
+    { n: 24, k: 384, batch: 18, w: "bf16", unroll: 2 },
+    { n: 72, k: 96, batch: 70, w: "bf16", ks: 1, nw: 2, mw: 2, residual: true },
+    { n: 40, k: 256, batch: 45, w: "bf16", ks: 2, nw: 1, mw: 2 },
+    { n: 16, k: 64, batch: 9, w: "bf16", split: false },
+    { n: 16, k: 48, batch: 20, w: "f16", split: false, mt: 1, nt: 1 },
+  ];
+}
+
+export interface InvarianceResult {
+  /** Rows whose bits differ between the batch-1 run and the same row inside the batch, with the first column. */
+  mismatches: string[];
+}
+
+/**
+ * Batch invariance: row r alone (m = 1) must give the same bits as row r inside a batch of `m` rows. `run`
+ * dispatches one kernel over given input bytes and returns y's bytes.
+ */
+export async function checkInvariance(
+  caps: Caps,
+  emulate: boolean,
+  base: Omit<MmaCaseShape, "batch">,
+  m: number,
+  rows: number[],
+  run: (kernel: ReturnType<typeof mmaMatmul>, ins: Uint8Array[]) => Promise<Uint8Array>,
+): Promise<InvarianceResult> {
+  const full = { ...base, batch: m };
+  const { ins } = mmaInputs(full, "invariance");
+  const all = new Uint32Array((await run(mmaMatmul(mmaCaps(caps, emulate), full), ins)).slice().buffer);
+  const mismatches: string[] = [];
+  const { n, k } = base;
+  for (const r of rows) {
+    const one: Uint8Array[] = [ins[0].slice(r * k * 4, (r + 1) * k * 4), ins[1]];
+    let i = 2;
+    if (base.bias) one.push(ins[i++]);
+    if (base.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
+    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const alone = new Uint32Array((await run(mmaMatmul(mmaCaps(caps, emulate), { ...base, batch: 1 }), one)).slice().buffer);
+    for (let c = 0; c < n; c++) {
+      if (alone[c] !== all[r * n + c]) {
+        mismatches.push(`row ${r} col ${c}: alone ${alone[c].toString(16)} vs in m=${m} ${all[r * n + c].toString(16)}`);
+        break;
+      }
+    }
+  }
+  return { mismatches };
+}
+
+// ---- flash attention (kernels/lib/flash.ts) -----------------------------------------------------------
+
+export interface FlashCfg {
+  rows: number;
+  heads: number;
+  kvHeads: number;
+  hd: number;
+  cap: number;
+  pos: number;
+  kv?: "f32" | "f16" | "bf16";
+  pt?: "u32" | "i32";
+  split?: boolean;
+}
+
+/** attention()'s case (same inputs and reference) run through the MMA kernel; unsplit gets f16 tolerance. */
+export function flashCase(c: FlashCfg, emulate: boolean, fault = false): KernelCase {
+  const base = attentionCase(c, fault);
+  return {
+    ...base,
+    name: `flash ${base.name}${c.split === false ? " unsplit" : ""}`,
+    make: (caps) => flashAttention(mmaCaps(caps, emulate), { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split }),
+    expect(ins) {
+      const e = base.expect(ins);
+      return c.split === false ? e.map((x) => ({ ...x, tol: { abs: 1e-5, rel: 4e-3 } })) : e;
+    },
+  };
+}
+
+export function flashCfgs(): FlashCfg[] {
+  return [
+    { rows: 16, heads: 4, kvHeads: 1, hd: 16, cap: 40, pos: 0 },
+    { rows: 5, heads: 2, kvHeads: 2, hd: 32, cap: 24, pos: 9, kv: "f16" },
+    { rows: 37, heads: 4, kvHeads: 2, hd: 64, cap: 80, pos: 20, pt: "i32" },
+    { rows: 20, heads: 3, kvHeads: 1, hd: 16, cap: 64, pos: 30, kv: "bf16" },
+    { rows: 33, heads: 2, kvHeads: 1, hd: 32, cap: 48, pos: 0, split: false },
+  ];
+}
+
+// ---- prepared x (mmaPrepX then mmaMatmul { prepared }) ------------------------------------------------
+
+/**
+ * Runs mmaPrepX and the prepared matmul over the case's inputs on `dev` and returns the case's problems (empty
+ * = pass): the same reference and tolerance as the one-kernel case.
+ */
+export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean): Promise<string[]> {
+  const kc = mmaCase(s, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const parts = s.split === false ? 1 : 2;
+  const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
+  const mm = mmaMatmul(caps, { ...s, prepared: true });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const xw = dev.alloc(parts * s.batch * s.k * 2, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
+      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), ...bufs.slice(1).map(bind)] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, xw]) dev.free(b);
+  }
+}
+
+/** flashAttention with `splits` then attentionCombine over the case's inputs; the case's problems (empty = pass). */
+export async function runFlashSplit(dev: Device, c: FlashCfg, splits: number, emulate: boolean): Promise<string[]> {
+  const kc = flashCase(c, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const fk = flashAttention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split, splits });
+  const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const part = dev.alloc(c.rows * c.heads * splits * (c.hd + 2) * 4, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
+      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, part]) dev.free(b);
+  }
+}

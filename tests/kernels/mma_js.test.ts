@@ -1,0 +1,76 @@
+// The tensor-core matmul on the JS device with the warp MMA emulated (32-lane subgroups in lockstep, caps.mma
+// forced on): its fragment indexing, K permutation, tails, split-K reduction and epilogue against the float64
+// reference, its batch invariance, and the PTX it renders for sm_90 (assembled by ptxas where installed).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JsDevice } from "../../backends/js/device.ts";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
+import { flashAttention } from "../../kernels/lib/flash.ts";
+import { renderPtx } from "../../kernels/render/ptx.ts";
+import { renderWgsl } from "../../kernels/render/wgsl.ts";
+import { JS_CAPS } from "../../kernels/target.ts";
+import { assertCase, runCase } from "./harness.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "./mma_cases.ts";
+import { assemble, findPtxas } from "../ptx/ptxas.ts";
+
+const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
+
+for (const s of mmaShapes()) {
+  const kc = mmaCase(s, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
+  test(`js (emulated mma): prepared x: ${mmaCase(s, true).name}`, async () => assert.deepEqual(await runPrepared(dev, s, true), []));
+}
+
+for (const c of flashCfgs()) {
+  const kc = flashCase(c, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+{
+  const kc = flashCase({ rows: 4, heads: 2, kvHeads: 1, hd: 16, cap: 8, pos: 5, pt: "i32" }, true, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+for (const [c, splits] of [[flashCfgs()[2], 3], [flashCfgs()[0], 4], [{ rows: 40, heads: 4, kvHeads: 2, hd: 32, cap: 200, pos: 150, kv: "f16" }, 5]] as const) {
+  test(`js (emulated mma): split ${splits} ways: ${flashCase(c, true).name}`, async () => assert.deepEqual(await runFlashSplit(dev, c, splits, true), []));
+}
+
+test("js (emulated mma): a row alone and inside m=37 give identical bits", async () => {
+  const run = async (kernel: ReturnType<typeof mmaMatmul>, ins: Uint8Array[]) => {
+    const r = await runCase(dev, { name: kernel.name, make: () => kernel, inputs: () => ins, expect: () => [] });
+    assert.ok(r.outputs, r.fault?.message ?? "no outputs");
+    return r.outputs![r.outputs!.length - 1];
+  };
+  const base = { n: 24, k: 160, w: "bf16" as const, bias: true, residual: true };
+  const r = await checkInvariance(dev.target.caps, true, base, 37, [0, 5, 36], run);
+  assert.deepEqual(r.mismatches, []);
+  // the serving entries' 16-warp K split, with its other tiles at 1 and at 37 rows
+  const wide = await checkInvariance(dev.target.caps, true, { n: 16, k: 2048, w: "bf16", ks: 16 }, 37, [0, 36], run);
+  assert.deepEqual(wide.mismatches, []);
+});
+
+test("mma matmul is refused where the target has no MMA tile", () => {
+  assert.throws(() => mmaMatmul(JS_CAPS, { n: 16, k: 64, batch: 2, w: "bf16" }), /caps\.mma/);
+  const k = mmaMatmul({ ...SM90_CAPS }, { n: 16, k: 64, batch: 2, w: "bf16" });
+  assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
+});
+
+const ptxas = findPtxas();
+// bun's default per-test limit is 5 s; one ptxas run per kernel takes longer
+test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
+  for (const s of [...mmaShapes(), { n: 2048, k: 2048, batch: 32, w: "bf16" as const }, { n: 8192, k: 2048, batch: 512, w: "bf16" as const, residual: true }]) {
+    const k = mmaMatmul(SM90_CAPS, s);
+    const m = renderPtx(k, { sm: 90 });
+    assert.match(m.ptx, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.(bf16|f16)\.f32/);
+    const r = assemble(ptxas!, m.ptx, "sm_90");
+    assert.ok(r.ok, `${k.name}: ${r.log}`);
+  }
+  for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 128, cap: 2048, pos: 0, pt: undefined }]) {
+    const k = flashAttention(SM90_CAPS, { ...c, pos: c.pt ?? "u32" });
+    const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90");
+    assert.ok(r.ok, `${k.name}: ${r.log}`);
+  }
+});

@@ -1,0 +1,48 @@
+// The tensor-core matmul (kernels/lib/mma_matmul.ts) on a real PTX device (skips without libcuda or a CUDA
+// device of sm_80+): the conformance cases against the float64 reference, a projection-sized case, and batch
+// invariance: a row alone gives the same bits as inside batches of 37, 64 and 130 rows.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { probePtx } from "../../backends/ptx/mod.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { assertCase, runCase } from "../kernels/harness.ts";
+import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "../kernels/mma_cases.ts";
+
+const probe = probePtx();
+const dev = typeof probe === "string" ? undefined : probe;
+const skip = typeof probe === "string" ? probe : !dev!.target.caps.mma ? `${dev!.target.device} has no MMA tiles` : false;
+const opts = { skip, timeout: 300_000 };
+
+for (const s of [...mmaShapes(), { n: 256, k: 2048, batch: 70, w: "bf16" as const, residual: true }]) {
+  const kc = mmaCase(s, false);
+  test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+
+for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
+  test(`ptx: prepared x: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await runPrepared(dev!, s, false), []));
+}
+
+for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 64, cap: 600, pos: 300, kv: "f16" as const }]) {
+  const kc = flashCase(c, false);
+  test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+
+for (const [c, splits] of [[flashCfgs()[2], 3], [flashCfgs()[0], 4], [{ rows: 40, heads: 4, kvHeads: 2, hd: 32, cap: 200, pos: 150, kv: "f16" }, 5]] as const) {
+  test(`ptx: split ${splits} ways: ${flashCase(c, false).name}`, opts, async () => assert.deepEqual(await runFlashSplit(dev!, c, splits, false), []));
+}
+
+test("ptx: mma matmul rows alone equal the same rows inside batches of 37, 64 and 130", opts, async () => {
+  const run = async (kernel: Kernel, ins: Uint8Array[]) => {
+    const r = await runCase(dev!, { name: kernel.name, make: () => kernel, inputs: () => ins, expect: () => [] });
+    assert.ok(r.outputs, r.fault?.message ?? "no outputs");
+    return r.outputs![r.outputs!.length - 1];
+  };
+  for (const [m, base] of [
+    [37, { n: 40, k: 520, w: "bf16" as const, bias: true, residual: true }],
+    [64, { n: 256, k: 2048, w: "bf16" as const, ks: 16 }], // the serving entries' K split (mmaKSplitWide)
+    [130, { n: 96, k: 264, w: "f16" as const }],
+  ] as const) {
+    const r = await checkInvariance(dev!.target.caps, false, base, m, [0, 17, m - 1], run);
+    assert.deepEqual(r.mismatches, [], `m=${m}`);
+  }
+});
