@@ -15,10 +15,17 @@
 import type { CType, Expr } from "../ir.ts";
 import type { Rule } from "./rewrite.ts";
 
-/** Decompositions a renderer's language needs (decompose() applies exactly these). */
+/**
+ * Decompositions a renderer's language needs (decompose() applies exactly these). Each repeats its operands
+ * in the tree (isnan(a), a + b, max(a, b)); a renderer that writes text without naming shared subtrees (WGSL)
+ * would repeat them in the text too, 3^depth times for a nested max/min or div/mod, so it asks only for the
+ * compares (whose bool result never feeds another compare's operands) and keeps helper functions for the rest.
+ */
 export interface Needs {
-  /** IEEE compares and NaN-propagating max/min on f32/f16. */
-  nanSafe?: boolean;
+  /** IEEE compares on f32/f16 (and a float cast to bool: NaN is true). */
+  nanCompare?: boolean;
+  /** NaN-propagating max/min on f32/f16. */
+  nanMinMax?: boolean;
   /** Integer div/mod with x / 0 = 0, i32 on the magnitudes (the renderer then sees only u32 div/mod). */
   intDivMod?: boolean;
 }
@@ -29,18 +36,23 @@ const sel = (cond: Expr, a: Expr, b: Expr): Expr => ({ k: "select", t: a.t, c: c
 const isFloat = (t: CType) => t === "f32" || t === "f16";
 const CMP = new Set(["lt", "le", "gt", "ge", "eq", "ne"]);
 
-/** Float compares false on NaN (ne true, so is NaN as a bool), float max/min NaN when either operand is. */
-export const nanSafe: Rule = (e) => {
+const unorderedOf = (a: Expr, b: Expr): Expr =>
+  bin("or", "bool", { k: "un", t: "bool", op: "isnan", a }, { k: "un", t: "bool", op: "isnan", a: b });
+
+/** Float compares false on NaN (ne true, and so is NaN cast to bool). */
+export const nanCompare: Rule = (e) => {
   if (e.k === "cast" && e.t === "bool" && isFloat(e.a.t)) {
     return bin("or", "bool", bin("ne", "bool", e.a, c(e.a.t, 0)), { k: "un", t: "bool", op: "isnan", a: e.a });
   }
-  if (e.k !== "bin" || !isFloat(e.a.t)) return undefined;
-  const cmp = CMP.has(e.op);
-  if (!cmp && e.op !== "max" && e.op !== "min") return undefined;
-  const unordered = bin("or", "bool", { k: "un", t: "bool", op: "isnan", a: e.a }, { k: "un", t: "bool", op: "isnan", a: e.b });
-  if (!cmp) return sel(unordered, bin("add", e.t, e.a, e.b), e);
-  if (e.op === "ne") return bin("or", "bool", e, unordered);
-  return bin("and", "bool", e, { k: "un", t: "bool", op: "not", a: unordered });
+  if (e.k !== "bin" || !isFloat(e.a.t) || !CMP.has(e.op)) return undefined;
+  if (e.op === "ne") return bin("or", "bool", e, unorderedOf(e.a, e.b));
+  return bin("and", "bool", e, { k: "un", t: "bool", op: "not", a: unorderedOf(e.a, e.b) });
+};
+
+/** Float max/min NaN when either operand is. */
+export const nanMinMax: Rule = (e) => {
+  if (e.k !== "bin" || !isFloat(e.t) || (e.op !== "max" && e.op !== "min")) return undefined;
+  return sel(unorderedOf(e.a, e.b), bin("add", e.t, e.a, e.b), e);
 };
 
 /** i32 / u32 div and mod with the IR's results for every operand pair, over u32 division by a non-zero value. */

@@ -4,7 +4,7 @@
 // is written once over a vocabulary each renderer implements. Graph-level decomposition (what no kernel
 // computes directly) is graph.ts, run by kernels/lower.ts before planning.
 import type { Expr, Kernel } from "../ir.ts";
-import { intDivMod, nanSafe, type Needs } from "./arith.ts";
+import { intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { foldKernel } from "./fold.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
 
@@ -24,7 +24,8 @@ export const boolSubgroup: Rule = (e) => {
 /** The kernel as a renderer whose language `needs` these decompositions sees it. */
 export function decompose(k: Kernel, needs: Needs = {}): Kernel {
   const rules: Rule[] = [boolSubgroup];
-  if (needs.nanSafe) rules.push(nanSafe);
+  if (needs.nanCompare) rules.push(nanCompare);
+  if (needs.nanMinMax) rules.push(nanMinMax);
   if (needs.intDivMod) rules.push(intDivMod);
   const rule: Rule = rules.length === 1 ? boolSubgroup : (e) => {
     for (const r of rules) {

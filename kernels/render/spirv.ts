@@ -57,7 +57,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanSafe: true, intDivMod: true }), caps, opts).render();
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true, nanMinMax: true, intDivMod: true }), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };

@@ -31,8 +31,8 @@
 //
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
-// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (the last three by
-// decompose(), kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
+// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (by decompose(),
+// kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
 // exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
@@ -362,14 +362,19 @@ class Wgsl {
       case "add": return `(${a} + ${b})`;
       case "sub": return `(${a} - ${b})`;
       case "mul": return `(${a} * ${b})`;
-      case "max": case "min": return `${op}(${a}, ${b})`;
+      case "max": case "min":
+        if (t === "f32" || t === "f16") return `${this.fmax(op, t)}(${a}, ${b})`;
+        return `${op}(${a}, ${b})`;
       case "pow": return `pow(${a}, ${b})`;
       case "and": return `(${a} & ${b})`;
       case "or": return `(${a} | ${b})`;
       case "xor": return `(${a} ^ ${b})`;
-      // integer operands: u32 by a non-zero divisor, decompose() saw to it
-      case "div": return `(${a} / ${b})`;
-      case "mod": return `(${a} % ${b})`;
+      case "div": case "mod": {
+        const sym = op === "div" ? "/" : "%";
+        if (t === "f32" || t === "f16") return `(${a} ${sym} ${b})`;
+        if (t === "u32" && eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
+        return `${this.need(`p_${op}${t === "i32" ? "i" : "u"}`)}(${a}, ${b})`;
+      }
       case "shl": case "shr": {
         const sym = op === "shl" ? "<<" : ">>";
         if (eb.k === "const") return `(${a} ${sym} ${(eb.v & 31) >>> 0}u)`;
@@ -377,6 +382,18 @@ class Wgsl {
       }
     }
     throw new KernelError(`${this.k.name}: ${op} on ${t}`);
+  }
+
+  /**
+   * NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN), as a helper
+   * function: decomp/arith.ts's nanMinMax would repeat nested operands in the text (see its Needs).
+   */
+  private fmax(op: "max" | "min", t: CType): string {
+    // NaN tests on the bits: Mesa's NIR may fold a float `a == a` to true (it treats WGSL float ops as inexact).
+    const nan = this.need("p_isnan");
+    const arg = (v: string) => t === "f16" ? `f32(${v})` : v;
+    return this.fn(`p_${op}${t}`, () =>
+      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, ${nan}(${arg("a")}) || ${nan}(${arg("b")})); }`);
   }
 
   private sharedName(s: Shared): string {
@@ -577,5 +594,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanSafe: true, intDivMod: true }), opts).render();
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true }), opts).render();
 }

@@ -63,6 +63,23 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
     `fn p_f2u(x: f32) -> u32 { return select(select(u32(x), 4294967295u, x >= 4294967296.0f), 0u, p_isnan(x)); }`,
     ["p_isnan"],
   ],
+  // x / 0 and x % 0 give 0 (WGSL gives x for the division).
+  // i32 / and % on u32 magnitudes, signs put back explicitly: Naga lowers i32 % to OpSRem, which Vulkan
+  // leaves undefined for negative operands (NVIDIA computes it unsigned: -19 % 3 gave 0). Truncating
+  // quotient, remainder with the dividend's sign, x / 0 = x % 0 = 0, INT_MIN / -1 = INT_MIN (as in JS).
+  p_absi: [`fn p_absi(a: i32) -> u32 { return select(bitcast<u32>(a), 0u - bitcast<u32>(a), a < 0i); }`, []],
+  p_divi: [
+    `fn p_divi(a: i32, b: i32) -> i32 { let d = p_absi(b); let q = p_absi(a) / select(d, 1u, d == 0u); ` +
+    `return bitcast<i32>(select(select(q, 0u - q, (a < 0i) != (b < 0i)), 0u, d == 0u)); }`,
+    ["p_absi"],
+  ],
+  p_divu: [`fn p_divu(a: u32, b: u32) -> u32 { return select(a / b, 0u, b == 0u); }`, []],
+  p_modi: [
+    `fn p_modi(a: i32, b: i32) -> i32 { let d = p_absi(b); let r = p_absi(a) % select(d, 1u, d == 0u); ` +
+    `return bitcast<i32>(select(select(r, 0u - r, a < 0i), 0u, d == 0u)); }`,
+    ["p_absi"],
+  ],
+  p_modu: [`fn p_modu(a: u32, b: u32) -> u32 { return select(a % b, 0u, b == 0u); }`, []],
 
   p_exp: [
     `fn p_exp(x: f32) -> f32 {

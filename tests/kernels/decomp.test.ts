@@ -15,7 +15,7 @@ import { runFeature } from "../ptx/run.ts";
 import { cases } from "./cases.ts";
 import { runCase } from "./harness.ts";
 
-const ALL: Needs = { nanSafe: true, intDivMod: true };
+const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true };
 /** Bytes equal, except that in an f32 output any NaN equals any NaN (the IR leaves a made NaN's sign and payload open). */
 function sameUpToNaN(a: Uint8Array[], b: Uint8Array[], f32: Set<number>): boolean {
   return a.length === b.length && a.every((x, i) => {
