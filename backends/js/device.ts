@@ -9,7 +9,8 @@ import type {
 import { DeviceLost, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { type Caps, JS_CAPS, type TargetSet } from "../../kernels/target.ts";
-import { type JsKernel, JsKernelFault, renderJs, type View } from "../../kernels/render/js.ts";
+import { type JsKernel, JsKernelFault, type View } from "../../kernels/render/js.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 
 /**
  * Capabilities the JS device reports. Subgroups of one lane make the kernel library choose one invocation per
@@ -120,7 +121,7 @@ export class JsDevice implements Device {
     if (!c) {
       const caps = this.target.caps;
       if (kernel.uses.subgroups && !caps.subgroups) throw new Unsupported(`js: ${kernel.name} needs subgroups`);
-      c = new JsCompiled(kernel, renderJs(kernel, { subgroupSize: Math.max(1, caps.subgroupSize), debug: this.debug }));
+      c = new JsCompiled(kernel, RENDERERS.js.render(kernel, caps, { debug: this.debug }));
       this.cache.set(kernel, c);
     }
     return c;

@@ -31,7 +31,8 @@ import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisone
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
+import type { PtxModule } from "../../kernels/render/ptx.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { StagingRing } from "./staging.ts";
 import { SLOT_MAX, slabSpans, type SlotPlace, SlotSlabs } from "./slots.ts";
@@ -407,7 +408,7 @@ export class PtxDevice implements Device {
     if (kernel.uses.mma && !this.target.caps.mma) throw new Unsupported(`ptx: ${kernel.name} needs warp MMA tiles (sm_80+)`);
     let mod: PtxModule;
     try {
-      mod = renderPtx(kernel, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
+      mod = RENDERERS.ptx.render(kernel, this.target.caps, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`ptx: ${e.message}`);
       throw e;

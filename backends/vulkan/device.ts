@@ -10,7 +10,7 @@
 import * as vk from "../../ffi/vulkan.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
-import { renderSpirv } from "../../kernels/render/spirv.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
@@ -238,7 +238,7 @@ export class VulkanDevice implements Device {
     }
     let shader;
     try {
-      shader = renderSpirv(kernel, this.target.caps, { unroll: this.#unroll });
+      shader = RENDERERS.spirv.render(kernel, this.target.caps, { unroll: this.#unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;

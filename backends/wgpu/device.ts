@@ -31,7 +31,8 @@
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import { renderWgsl, type WgslShader } from "../../kernels/render/wgsl.ts";
+import type { WgslShader } from "../../kernels/render/wgsl.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, type ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { COPY_BYTES, COPY_GROUPS, COPY_WORDS } from "./copy.ts";
@@ -415,7 +416,7 @@ export class WgpuDevice implements Device {
     let shader: WgslShader;
     const readWrite = v === "rw" ? true : v.startsWith("rw:") ? v.slice(3).split(",").map(Number) : false;
     try {
-      shader = renderWgsl(c.kernel, { ...this.features, readWrite, unroll: this.unroll });
+      shader = RENDERERS.wgsl.render(c.kernel, this.target.caps, { enableSubgroups: this.features.enableSubgroups, readWrite, unroll: this.unroll });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`${B}: ${e.message}`);
       throw e;

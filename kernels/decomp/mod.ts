@@ -4,8 +4,11 @@
 // is written once over a vocabulary each renderer implements. Graph-level decomposition (what no kernel
 // computes directly) is graph.ts, run by kernels/lower.ts before planning.
 import type { Expr, Kernel } from "../ir.ts";
+import { intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { foldKernel } from "./fold.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
+
+export type { Needs } from "./arith.ts";
 
 /**
  * A subgroup reduction of bool as one of u32 0/1: any (add, max) or all (min), as the JS device computes it.
@@ -18,7 +21,18 @@ export const boolSubgroup: Rule = (e) => {
   return { k: "bin", t: "bool", op: "ne", a: r, b: { k: "const", t: "u32", v: 0 } };
 };
 
-/** The kernel as every renderer sees it. */
-export function decompose(k: Kernel): Kernel {
-  return foldKernel(rewriteKernel(k, boolSubgroup));
+/** The kernel as a renderer whose language `needs` these decompositions sees it. */
+export function decompose(k: Kernel, needs: Needs = {}): Kernel {
+  const rules: Rule[] = [boolSubgroup];
+  if (needs.nanCompare) rules.push(nanCompare);
+  if (needs.nanMinMax) rules.push(nanMinMax);
+  if (needs.intDivMod) rules.push(intDivMod);
+  const rule: Rule = rules.length === 1 ? boolSubgroup : (e) => {
+    for (const r of rules) {
+      const out = r(e);
+      if (out) return out;
+    }
+    return undefined;
+  };
+  return foldKernel(rewriteKernel(k, rule));
 }

@@ -1,7 +1,8 @@
 // The renderer registry: one entry per kernel language, each with the one signature
 // `render(kernel, caps, opts?)`, the backend whose devices run its output, the file extension of its source,
 // and the capabilities of a typical device of its kind (for rendering without one: `poot info --dump-kernels`,
-// the render tests). A new target is its renderer, its backends/ folder, and one line here.
+// the render tests). Every device compiles through `RENDERERS[lang].render` with its own caps, so the
+// signature is the same for all of them. A new target is its renderer, its backends/ folder, and one line here.
 import type { Kernel } from "../ir.ts";
 import { type Backend, type Caps, JS_CAPS } from "../target.ts";
 import { type JsKernel, type JsRenderOptions, renderJs } from "./js.ts";

@@ -6,7 +6,8 @@
 // subtrees included), locals become Function variables, `for` is a structured loop (OpLoopMerge, condition
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
 // Float add/sub/mul are NoContraction; exp/log/sin/cos/tanh and 16-bit float conversions are expanded in
-// spirv/math.ts so every driver computes the same bits; storage access lives in spirv/memory.ts.
+// spirv/math.ts so every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe
+// float compares and max/min and integer div/mod arrive decomposed (kernels/decomp/arith.ts).
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
@@ -56,7 +57,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel)), caps, opts).render();
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true, nanMinMax: true, intDivMod: true }), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
@@ -222,7 +223,7 @@ class Emitter {
       }
       case "builtin": return this.builtin(e.b);
       case "un": return this.unary(e.op, this.expr(e.a), e.a.t);
-      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t, e.b.k === "const" && e.b.v !== 0);
+      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
       case "fma": {
         if (e.t !== "f32" && e.t !== "f16") this.fail("fma needs floats");
         return a.glsl(this.type(e.t), GLSL.Fma, this.expr(e.a), this.expr(e.b), this.expr(e.c));
@@ -265,7 +266,10 @@ class Emitter {
     const T = this.type(to);
     const isF = (t: CType) => t === "f32" || t === "f16";
     if (to === "bool") {
-      if (isF(from)) return this.fcmp("ne", id, this.constant(from, 0), from);
+      if (isF(from)) { // decompose() tests a cast's NaN; this serves the storage paths' own casts
+        const ne = a.v(Op.FUnordNotEqual, a.b, id, this.constant(from, 0));
+        return a.lor(ne, math.isNan(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id));
+      }
       return a.v(Op.INotEqual, a.b, id, this.constant(from, 0));
     }
     if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
@@ -287,23 +291,14 @@ class Emitter {
     return a.v(Op.CompositeExtract, half, a.v(Op.Bitcast, this.m.tVec(half, 2), math.f32ToF16(a, x)), 0);
   }
 
-  /**
-   * IEEE float compares whatever the driver assumes about NaN: without SignedZeroInfNanPreserve Vulkan lets an
-   * instruction that operates on a NaN not give a NaN, and NVIDIA turns select(a < b, a, b) into a min that
-   * drops the NaN (seen through Naga, which emits the same OpFOrdLessThan + OpSelect). The NaN tests are on
-   * the bits, which no such rule sees through, so any rewrite of the compare stays right.
-   */
+  /** A float compare as its instruction: decompose() added the NaN tests SPIR-V's compares may skip. */
   private fcmp(op: string, x: number, y: number, t: CType): number {
-    const { a } = this;
-    const wide = (v: number) => t === "f16" ? a.v(Op.FConvert, a.f, v) : v;
-    const unordered = a.lor(math.isNan(a, wide(x)), math.isNan(a, wide(y)));
     const code = {
       lt: Op.FOrdLessThan, le: Op.FOrdLessThanEqual, gt: Op.FOrdGreaterThan, ge: Op.FOrdGreaterThanEqual,
       eq: Op.FOrdEqual, ne: Op.FUnordNotEqual,
     }[op];
     if (code === undefined) this.fail(`${op} on ${t}`);
-    const c = a.v(code, a.b, x, y);
-    return op === "ne" ? a.lor(c, unordered) : a.land(c, a.v(Op.LogicalNot, a.b, unordered));
+    return this.a.v(code, this.a.b, x, y);
   }
 
   private unary(op: string, x: number, t: CType): number {
@@ -340,7 +335,7 @@ class Emitter {
     this.fail(`unary ${op}`);
   }
 
-  private binary(op: string, x: number, y: number, t: CType, constNonZero = false): number {
+  private binary(op: string, x: number, y: number, t: CType): number {
     const { a } = this;
     const T = this.type(t);
     if (t === "bool") {
@@ -377,15 +372,9 @@ class Emitter {
       case "add": return a.v(Op.IAdd, T, x, y);
       case "sub": return a.v(Op.ISub, T, x, y);
       case "mul": return a.v(Op.IMul, T, x, y);
-      case "div": case "mod": {
-        if (s) return this.signedDivMod(op, x, y, !constNonZero);
-        const code = op === "div" ? Op.UDiv : Op.UMod;
-        if (constNonZero) return a.v(code, T, x, y);
-        // x / 0 and x % 0 give 0 (as in the other renderers) instead of SPIR-V's undefined value
-        const zero = a.v(Op.IEqual, a.b, y, this.constant(t, 0));
-        const q = a.v(code, T, x, a.sel(T, zero, this.constant(t, 1), y));
-        return a.sel(T, zero, this.constant(t, 0), q);
-      }
+      case "div": case "mod": // decompose() leaves only u32 by a non-zero divisor (OpSDiv/OpSRem: arith.ts says why not)
+        if (s) this.fail(`i32 ${op} was not decomposed`);
+        return a.v(op === "div" ? Op.UDiv : Op.UMod, T, x, y);
       case "max": return a.glsl(T, s ? GLSL.SMax : GLSL.UMax, x, y);
       case "min": return a.glsl(T, s ? GLSL.SMin : GLSL.UMin, x, y);
       case "and": return a.v(Op.BitwiseAnd, T, x, y);
@@ -401,31 +390,6 @@ class Emitter {
       case "ne": return a.v(Op.INotEqual, a.b, x, y);
     }
     this.fail(`${op} on ${t}`);
-  }
-
-  /**
-   * i32 / and % on the magnitudes with OpUDiv / OpUMod, the signs put back explicitly: the quotient truncates,
-   * the remainder takes the dividend's sign, x / 0 = x % 0 = 0, INT_MIN / -1 wraps to INT_MIN (as in
-   * JavaScript). Never OpSRem / OpSMod: Vulkan leaves them undefined when an operand is negative, and NVIDIA's
-   * driver computes them unsigned (-19 % 3 gave 0); never OpSDiv, whose INT_MIN / -1 is undefined too.
-   */
-  private signedDivMod(op: "div" | "mod", x: number, y: number, zeroGuard: boolean): number {
-    const { a } = this;
-    const U = a.u, u0 = a.cu(0);
-    const xneg = a.v(Op.SLessThan, a.b, x, a.ci(0)), yneg = a.v(Op.SLessThan, a.b, y, a.ci(0));
-    const magnitude = (v: number, neg: number) => {
-      const bits = a.v(Op.Bitcast, U, v);
-      return a.sel(U, neg, a.isub(U, u0, bits), bits); // |INT_MIN| = 2^31 as u32
-    };
-    const ax = magnitude(x, xneg);
-    let ay = magnitude(y, yneg);
-    const zero = zeroGuard ? a.ieq(ay, u0) : 0;
-    if (zeroGuard) ay = a.sel(U, zero, a.cu(1), ay);
-    const r = a.v(op === "div" ? Op.UDiv : Op.UMod, U, ax, ay);
-    const neg = op === "div" ? a.v(Op.LogicalNotEqual, a.b, xneg, yneg) : xneg;
-    let out = a.sel(U, neg, a.isub(U, u0, r), r);
-    if (zeroGuard) out = a.sel(U, zero, u0, out);
-    return a.v(Op.Bitcast, a.i, out);
   }
 
   private subgroups(cap: number): void {

@@ -31,8 +31,8 @@
 //
 // Numerics (what the JS renderer does too): integer x/0 and x%0 give 0, float->int truncates and saturates
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
-// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (tested on the bits:
-// a driver may assume no NaN, and Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
+// caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (by decompose(),
+// kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
 // exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
@@ -242,7 +242,7 @@ class Wgsl {
   /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
   conv(x: string, from: CType, t: CType): string {
     if (from === t) return x;
-    if (t === "bool") return from === "f32" || from === "f16" ? `${this.fcmp("ne", from)}(${x}, ${ZERO[from]})` : `(${x} != ${ZERO[from]})`;
+    if (t === "bool") return `(${x} != ${ZERO[from]})`; // a float's NaN test: decompose()
     if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
     const fromF = from === "f32" || from === "f16";
     switch (t) {
@@ -344,7 +344,6 @@ class Wgsl {
     const at = ea.t;
     const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
     if (op in CMP) {
-      if (at === "f32" || at === "f16") return `${this.fcmp(op, at)}(${a}, ${b})`;
       if (at === "bool" && op !== "eq" && op !== "ne") {
         a = this.conv(a, "bool", "u32");
         b = this.conv(b, "bool", "u32");
@@ -386,25 +385,9 @@ class Wgsl {
   }
 
   /**
-   * IEEE float compares whatever the driver assumes about NaN. Without SignedZeroInfNanPreserve (which Naga
-   * never declares) Vulkan lets an instruction that operates on a NaN not give a NaN: NVIDIA turns
-   * select(b, a, a < b) into a min that drops the NaN, and a compiler may fold a == a to true. The NaN
-   * tests are on the bits, which no such rule sees through, so any rewrite of the compare stays right.
-   * (Naga's own `!=` is ordered besides; IEEE says true for NaN.)
+   * NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN), as a helper
+   * function: decomp/arith.ts's nanMinMax would repeat nested operands in the text (see its Needs).
    */
-  private fcmp(op: string, t: "f32" | "f16"): string {
-    const nan = this.need("p_isnan");
-    const w = (v: string) => t === "f16" ? `f32(${v})` : v;
-    const sym: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==" };
-    const name = `p_${op}${t}`;
-    return this.fn(name, () => {
-      const unordered = `(${nan}(${w("a")}) | ${nan}(${w("b")}))`;
-      const r = op === "ne" ? `!(a == b) | ${unordered}` : `(a ${sym[op]} b) & !${unordered}`;
-      return `fn ${name}(a: ${t}, b: ${t}) -> bool { return ${r}; }`;
-    });
-  }
-
-  /** NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN). */
   private fmax(op: "max" | "min", t: CType): string {
     // NaN tests on the bits: Mesa's NIR may fold a float `a == a` to true (it treats WGSL float ops as inexact).
     const nan = this.need("p_isnan");
@@ -611,5 +594,5 @@ interface Ctx {
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel)), opts).render();
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true }), opts).render();
 }

@@ -150,7 +150,7 @@ test("wgsl: i32 / and % work on u32 magnitudes (Naga's i32 % is OpSRem, unsigned
   assert.deepEqual(ops, ["(bitcast<u32>(v_v0) % 3u);", "p_absi(a) % select(d,", "p_absi(a) / select(d,", "select(a / b,"]);
 });
 
-test("wgsl: float compares test NaN on the bits (a driver may assume no NaN: select(b, a, a < b) became a min)", () => {
+test("wgsl: float compares (decompose) and max/min (helper) test NaN on the bits (a driver may assume no NaN, select(b, a, a < b) became a min)", () => {
   const k = new KernelBuilder("nan_cmp", { workgroup: 64, grid: 1 });
   const a = k.buffer("a", "f32", "r"), o = k.buffer("o", "f32", "w");
   const x = k.let(k.load(a, k.gid.x)), y = k.let(k.load(a, k.gid.x.add(64)));
@@ -159,14 +159,19 @@ test("wgsl: float compares test NaN on the bits (a driver may assume no NaN: sel
   k.store(o, k.gid.x.add(128), x.ne(y).cast("f32"));
   k.store(o, k.gid.x.add(192), x.cast("f16").ge(y.cast("f16")).cast("f32"));
   k.store(o, k.gid.x.add(256), x.cast("bool").cast("f32")); // NaN is true
+  k.store(o, k.gid.x.add(320), x.max(y));
   const code = renderWgsl(k.build(), ALL).code;
-  assert.match(code, /select\(v_\w+, v_\w+, p_ltf32\(v_\w+, v_\w+\)\)/);
-  assert.match(code, /fn p_ltf32\(a: f32, b: f32\) -> bool \{ return \(a < b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
-  assert.match(code, /fn p_eqf32\(a: f32, b: f32\) -> bool \{ return \(a == b\) & !\(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
-  assert.match(code, /fn p_nef32\(a: f32, b: f32\) -> bool \{ return !\(a == b\) \| \(p_isnan\(a\) \| p_isnan\(b\)\); \}/);
-  assert.match(code, /fn p_gef16\(a: f16, b: f16\) -> bool \{ return \(a >= b\) & !\(p_isnan\(f32\(a\)\) \| p_isnan\(f32\(b\)\)\); \}/);
-  assert.match(code, /p_nef32\(v_\w+, 0\.0f\)/);
-  assert.doesNotMatch(code, /v_\w+ [<>=!]=? (v_|0\.0)/, "no bare float compare");
+  const unordered = (p: string, q: string) => `(p_isnan(${p}) || p_isnan(${q}))`;
+  assert.ok(code.includes(`((v_v0 < v_v1) && (!${unordered("v_v0", "v_v1")}))`), code);
+  assert.ok(code.includes(`((v_v0 == v_v0) && (!${unordered("v_v0", "v_v0")}))`));
+  assert.ok(code.includes(`((v_v0 != v_v1) || ${unordered("v_v0", "v_v1")})`));
+  assert.ok(code.includes(`(!${unordered("f32(p_tof16(v_v0))", "f32(p_tof16(v_v1))")})`));
+  assert.ok(code.includes("((v_v0 != 0.0f) || p_isnan(v_v0))"));
+  assert.ok(code.includes("p_maxf32(v_v0, v_v1)"));
+  assert.match(code, /fn p_maxf32\(a: f32, b: f32\) -> f32 \{ return select\(max\(a, b\), a \+ b, p_isnan\(a\) \|\| p_isnan\(b\)\); \}/);
+  assert.match(code, /fn p_isnan\(x: f32\) -> bool \{ return \(bitcast<u32>\(x\) & 0x7fffffffu\) > 0x7f800000u; \}/);
+  const bare = [...code.matchAll(/\((v_v\d|p_tof16\(v_v\d\)) ([<>=!]=?) /g)].length;
+  assert.equal(bare, 5, "each float compare once, each wrapped");
 });
 
 test("wgsl: casts to f16 round in integer ops (NVIDIA dropped a round trip f32(f16(x)))", () => {
