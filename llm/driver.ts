@@ -545,6 +545,7 @@ export class Driver {
     return this.encoder !== undefined;
   }
 
+  /** The encoder runner, or a ModelKindError naming `call` for a generative model. */
   private encoderOf(call: string): EncoderRunner {
     if (!this.encoder) {
       throw new ModelKindError(this.model.arch, `is a generative model: ${call} needs an encoder (a BERT-style embedding model${call === "rerank" ? " with a one-label classification head" : ""})`);

@@ -15,7 +15,9 @@ import { frame, type FramedInput } from "./tokenizer/template.ts";
 
 /** Batch and sequence buckets prepared at open. */
 export interface EncoderShapes {
+  /** Texts per step (padded up to the next bucket). */
   batches?: number[];
+  /** Tokens per text (padded up to the next bucket). */
   seqs?: number[];
 }
 export const DEFAULT_BATCHES = [1, 8, 32];

@@ -23,6 +23,7 @@ export type ResponseFormat =
 
 /** A format that cannot be compiled (bad schema, bad grammar) or an engine that cannot load. */
 export class GrammarError extends LlmError {
+  /** The class name, as the other typed errors carry it. */
   override name = "GrammarError";
 }
 

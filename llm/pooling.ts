@@ -8,6 +8,7 @@ import { z } from "zod";
 import { ConfigError } from "./errors.ts";
 import { openText } from "./formats/safetensors.ts";
 
+/** How token states become one embedding: their mean, the first ([CLS]) token's, or the last token's. */
 export type Pooling = "mean" | "cls" | "last";
 export const POOLINGS: readonly Pooling[] = ["mean", "cls", "last"];
 

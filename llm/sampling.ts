@@ -333,7 +333,9 @@ export class SamplerSlots {
 
 /** One row's logprobs as OpenAI reports them: the sampled token's, then the most likely ones. */
 export interface RowLogprobs {
+  /** The sampled token's log-probability under the raw logits. */
   logprob: number;
+  /** The most likely tokens, best first, with their log-probabilities. */
   top: { id: number; logprob: number }[];
 }
 
