@@ -78,18 +78,7 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
     const steps: DeviceStep[] = Array.from({ length: launches }, (_, i) => ({
       k: "kernel", compiled, grid: step.grid, work: step.work, bindings: choices.map((c) => c[i % c.length]),
     }));
-    const rec = dev.record(steps);
-    try {
-      dev.replay(rec);
-      await dev.synchronize(60_000);
-      const reps = 4;
-      const t0 = performance.now();
-      for (let r = 0; r < reps; r++) dev.replay(rec);
-      await dev.synchronize(60_000);
-      return ((performance.now() - t0) * 1000) / (reps * launches);
-    } finally {
-      dev.releaseRecording(rec);
-    }
+    return await replayMicros(dev, steps, 4, launches);
   } finally {
     for (const b of bufs) dev.free(b);
   }
@@ -433,3 +422,18 @@ async function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) exit(await main(argv.slice(2)));
+
+/** µs per launch of `steps` recorded once, replayed `reps` times after one warm-up replay. */
+export async function replayMicros(dev: Device, steps: DeviceStep[], reps: number, launches: number): Promise<number> {
+  const rec = dev.record(steps);
+  try {
+    dev.replay(rec);
+    await dev.synchronize(60_000);
+    const t0 = performance.now();
+    for (let r = 0; r < reps; r++) dev.replay(rec);
+    await dev.synchronize(60_000);
+    return ((performance.now() - t0) * 1000) / (reps * launches);
+  } finally {
+    dev.releaseRecording(rec);
+  }
+}

@@ -5,6 +5,7 @@
 //
 //   deno run -A bench/mma.ts                                  (the Llama 1B / 8B projections at m = 1..2048)
 //   deno run -A bench/mma.ts --cases 32x2048x2048,512x8192x2048 --variants fma8,mma,mma:4x4
+import { replayMicros } from "./kernels.ts";
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { PtxDevice } from "../backends/ptx/mod.ts";
@@ -67,18 +68,7 @@ export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: numb
       k: "kernel", compiled, grid: kernel.grid, work: { bytes: wBytes, flops },
       bindings: [x, ws[i % copies], y].map((b) => ({ buffer: b, offset: 0, bytes: b.bytes })),
     }));
-    const rec = dev.record(steps);
-    try {
-      dev.replay(rec);
-      await dev.synchronize(60_000);
-      const reps = 5;
-      const t0 = performance.now();
-      for (let r = 0; r < reps; r++) dev.replay(rec);
-      await dev.synchronize(60_000);
-      return ((performance.now() - t0) * 1000) / (reps * launches);
-    } finally {
-      dev.releaseRecording(rec);
-    }
+    return await replayMicros(dev, steps, 5, launches);
   } finally {
     for (const b of bufs) dev.free(b);
   }
