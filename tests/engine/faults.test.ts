@@ -148,7 +148,8 @@ test("a wait that never ends: the engine raises DeviceTimeout within its bound a
   await assert.rejects(eng.step(id, slots(1)), (e: unknown) => e instanceof DeviceTimeout && e.ms === 200);
   const waited = performance.now() - t0;
   assert.ok(dev.hung, "the fake hung");
-  assert.ok(waited >= 190 && waited <= 400, `raised after ${waited.toFixed(0)} ms; the bound is 200 ms (allowed 190-400)`);
+  // The upper slack is wide: on a loaded 2-core CI machine the timer callback itself can come late.
+  assert.ok(waited >= 190 && waited <= 2000, `raised after ${waited.toFixed(0)} ms; the bound is 200 ms (allowed 190-2000)`);
   assert.equal(dev.poisoned, undefined, "the device itself never noticed");
   const before = dev.calls;
   await assert.rejects(eng.step(id, slots(2)), Poisoned);
