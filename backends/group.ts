@@ -1,0 +1,187 @@
+// A tensor-parallel group of executors that meet on the host: one Executor per rank (the JS device in CI, any
+// backend in principle), each holding its shard of the weights, and the collectives combined on the host between
+// them. It is itself an Executor, so the driver, the CLI and serve run a tp group exactly like one device.
+//
+// addEntry shards the graph (graph/passes/tp.ts), cuts it at its collectives (graph/stages.ts) and adds every
+// stage as an entry of every rank; step runs stage by stage, all ranks concurrently, combining in between. This
+// costs a readback and an upload per collective per rank per step: it is the simulated group that checks
+// sharded graphs without GPUs, not the fast path. On NVIDIA GPUs the collectives belong inside each GPU's
+// recording (NCCL calls are capturable into a CUDA graph: ffi/nccl.ts); that device path is not written yet.
+//
+// Errors: a rank's failure fails the step (the other ranks' entries are marked needing reset by their own
+// engines only if they failed; resetState resets every rank); unload unloads every rank even when one throws.
+import type { Graph } from "../graph/ir.ts";
+import type { WeightMap, WeightStore } from "../graph/weights.ts";
+import { shardGraph, type TpPlan } from "../graph/passes/tp.ts";
+import { rankWeights } from "../graph/shard.ts";
+import { runStages, type Staged, splitAtCollectives } from "../graph/stages.ts";
+import type { Storage } from "../graph/dtype.ts";
+import type { TargetSet } from "../kernels/target.ts";
+import { ExecError, Unsupported } from "./errors.ts";
+import {
+  Engine, type EntryId, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
+  type SlotValues, type StepResult,
+} from "./executor.ts";
+import type { Device } from "./device.ts";
+import { type BackendChoice, probeBackend } from "./open.ts";
+
+interface GroupEntry {
+  key: EntryKey;
+  staged: Staged;
+  /** ids[rank][stage] */
+  ids: EntryId[][];
+}
+
+/** Time spent in the collectives of the last steps (host combine, readback and upload of their values). */
+export interface GroupStats extends ExecutorStats {
+  tp: number;
+  /** Mean host microseconds per step spent combining collectives (the all-reduce cost of the simulated group). */
+  collectiveMicrosPerStep: number;
+  /** Stages per step of the last entry stepped (collective boundaries + 1). */
+  stagesPerStep: number;
+}
+
+export class RankGroup implements Executor {
+  private entries = new Map<EntryId, GroupEntry>();
+  private byKey = new Map<EntryKey, EntryId>();
+  private nextId = 1;
+  private recentCollective: number[] = [];
+  private lastStages = 0;
+
+  /** `ranks[r]` runs rank r; the group owns them (unload unloads each). */
+  constructor(readonly ranks: readonly Executor[], readonly plan: TpPlan) {
+    if (ranks.length !== plan.tp) throw new Unsupported(`a tp ${plan.tp} group needs ${plan.tp} executors, got ${ranks.length}`);
+  }
+
+  targetSet(): TargetSet {
+    return this.ranks[0].targetSet();
+  }
+
+  async loadWeights(store: WeightStore, map: WeightMap, opts: LoadOptions = {}): Promise<void> {
+    const tp = this.plan.tp;
+    await Promise.all(this.ranks.map((e, r) => {
+      const w = rankWeights(store, map, this.plan.roles, r, tp);
+      // Progress is rank 0's (every rank loads the same number of tensors).
+      return e.loadWeights(w.store, w.map, r === 0 ? opts : {});
+    }));
+  }
+
+  addEntry(key: EntryKey, graph: Graph): EntryId {
+    const known = this.byKey.get(key);
+    if (known !== undefined) return known;
+    const staged = splitAtCollectives(shardGraph(graph, this.plan));
+    const ids: EntryId[][] = this.ranks.map(() => []);
+    try {
+      for (let r = 0; r < this.ranks.length; r++) {
+        staged.stages.forEach((s, k) => ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}.${k}`, s.graph)));
+      }
+    } catch (e) {
+      ids.forEach((row, r) => row.forEach((id) => this.ranks[r].removeEntry(id)));
+      throw e;
+    }
+    const id = this.nextId++;
+    this.entries.set(id, { key, staged, ids });
+    this.byKey.set(key, id);
+    return id;
+  }
+
+  private entry(id: EntryId): GroupEntry {
+    const e = this.entries.get(id);
+    if (!e) throw new ExecError(`no entry ${id}`);
+    return e;
+  }
+
+  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+    const e = this.entry(id);
+    const t0 = performance.now();
+    let wait = 0;
+    const { outputs, combineMicros } = await runStages(e.staged, this.ranks.length, () => slots as Record<string, Storage>, async (r, k, s) => {
+      const res = await this.ranks[r].step(e.ids[r][k], s as SlotValues, opts);
+      if (r === 0) wait += res.waitMicros;
+      return res.outputs as Record<string, Storage>;
+    });
+    this.recentCollective.push(combineMicros);
+    if (this.recentCollective.length > 64) this.recentCollective.shift();
+    this.lastStages = e.staged.stages.length;
+    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros: (performance.now() - t0) * 1000, waitMicros: wait };
+  }
+
+  resetState(id?: EntryId): void {
+    if (id === undefined) {
+      for (const e of this.ranks) e.resetState();
+      return;
+    }
+    const g = this.entry(id);
+    g.ids.forEach((row, r) => row.forEach((x) => this.ranks[r].resetState(x)));
+  }
+
+  removeEntry(id: EntryId): void {
+    const g = this.entry(id);
+    this.entries.delete(id);
+    this.byKey.delete(g.key);
+    g.ids.forEach((row, r) => row.forEach((x) => this.ranks[r].removeEntry(x)));
+  }
+
+  /** One State buffer of the whole group: every rank's part joined along its split axis (for checks only). */
+  async readState(name: string): Promise<Uint8Array[]> {
+    return await Promise.all(this.ranks.map((e) => {
+      const read = (e as { readState?: (n: string) => Promise<Uint8Array> }).readState;
+      if (!read) throw new Unsupported(`rank executor cannot read state ${name}`);
+      return read.call(e, name);
+    }));
+  }
+
+  stats(): GroupStats {
+    const all = this.ranks.map((e) => e.stats());
+    const s0 = all[0];
+    const sum = (f: (s: ExecutorStats) => number) => all.reduce((a, s) => a + f(s), 0);
+    const avg = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+    return {
+      ...s0,
+      device: `${this.plan.tp} x ${s0.device}`,
+      entries: this.entries.size,
+      keys: [...this.entries.values()].map((e) => e.key),
+      bytes: { weights: sum((s) => s.bytes.weights), state: sum((s) => s.bytes.state), entries: sum((s) => s.bytes.entries) },
+      poisoned: all.find((s) => s.poisoned)?.poisoned,
+      tp: this.plan.tp,
+      collectiveMicrosPerStep: avg(this.recentCollective),
+      stagesPerStep: this.lastStages,
+    };
+  }
+
+  async unload(): Promise<void> {
+    this.entries.clear();
+    this.byKey.clear();
+    const rs = await Promise.allSettled(this.ranks.map((e) => e.unload()));
+    const bad = rs.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined;
+    if (bad) throw bad.reason;
+  }
+}
+
+/**
+ * Opens a tp group: on "js", `plan.tp` JS devices (the simulated group); on "ptx" (or "auto" with CUDA present),
+ * GPUs 0..tp-1, one CUDA context and stream each. Anything else, or fewer GPUs than tp, is Unsupported saying
+ * why; nothing opened stays open when it throws.
+ */
+export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: { compile: ProgramCompiler; timeoutMs?: number }): Promise<RankGroup> {
+  const tp = plan.tp;
+  if (backend !== "auto" && backend !== "ptx" && backend !== "js") {
+    throw new Unsupported(`tensor parallelism (tp ${tp}) runs on ptx (one GPU per rank) or js (a simulated group on the CPU), not ${backend}`);
+  }
+  const devices: Device[] = [];
+  try {
+    for (let r = 0; r < tp; r++) {
+      const name = backend === "auto" ? "ptx" : backend;
+      const d = await probeBackend(name, name === "ptx" ? { ptx: { ordinal: r } } : {});
+      if (typeof d === "string") {
+        const hint = backend === "auto" ? " (--backend js runs a simulated group on the CPU)" : "";
+        throw new Unsupported(`tp ${tp} needs ${tp} ${name === "ptx" ? "CUDA GPUs" : "devices"}; rank ${r}: ${d}${hint}`);
+      }
+      devices.push(d);
+    }
+  } catch (e) {
+    await Promise.allSettled(devices.map((d) => d.destroy()));
+    throw e;
+  }
+  return new RankGroup(devices.map((d) => new Engine(d, { compile: opts.compile, timeoutMs: opts.timeoutMs })), plan);
+}
