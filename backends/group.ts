@@ -53,9 +53,13 @@ export class RankGroup implements Executor {
     if (ranks.length !== plan.tp) throw new Unsupported(`a tp ${plan.tp} group needs ${plan.tp} executors, got ${ranks.length}`);
   }
 
+  /** Rank 0's target (every rank compiles for it; memory is one rank's), named as the group. */
   targetSet(): TargetSet {
-    return this.ranks[0].targetSet();
+    const t = this.ranks[0].targetSet();
+    if (this.target?.base !== t) this.target = { base: t, named: { ...t, device: `${this.plan.tp} x ${t.device}` } };
+    return this.target.named;
   }
+  private target?: { base: TargetSet; named: TargetSet };
 
   async loadWeights(store: WeightStore, map: WeightMap, opts: LoadOptions = {}): Promise<void> {
     const tp = this.plan.tp;

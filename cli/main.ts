@@ -9,6 +9,8 @@ import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { BACKEND_ORDER, type BackendChoice, chooseBackend, passOverReason, probeBackend } from "../backends/open.ts";
 import { Engine, type Executor } from "../backends/executor.ts";
+import { openRankGroup } from "../backends/group.ts";
+import { tpPlan } from "../llm/tp.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress, type ResponseFormat, type TokenEvent } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
@@ -22,7 +24,7 @@ import { backendOf, decodeProgram, renderKernel, type RenderTarget, targetFor } 
 
 const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
 usage:
-  poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B]
+  poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B] [--tp N]
              [sampler flags] [--json]
   poot chat  [-m MODEL] [--system TEXT] [-n N] [-c CTX] [--backend B] [sampler flags]
   poot serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--backend B] [--slots N] [--ctx N]
@@ -202,8 +204,19 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   const ctx = f.ctx;
   const backend = f.backend ?? "auto";
   ensureRuntimeDir(backend);
-  const { device, passedOver } = await chooseBackend(backend);
-  const engine = new Engine(device, { compile: compileGraph });
+  let engine: Executor, passedOver: string[] = [];
+  try {
+    if ((f.tp ?? 1) > 1) engine = await openRankGroup(backend, tpPlan(model.config, f.tp!), { compile: compileGraph });
+    else {
+      const c = await chooseBackend(backend);
+      engine = new Engine(c.device, { compile: compileGraph });
+      passedOver = c.passedOver;
+    }
+  } catch (e) {
+    model.close();
+    throw e;
+  }
+  const device = { target: { backend: engine.targetSet().backend, device: engine.stats().device } };
   const bar = progressLine();
   let driver: Driver | undefined;
   // Ctrl-C stops the generation before its next token; what was generated stays printed.
