@@ -61,13 +61,33 @@ export class RankGroup implements Executor {
   }
   private target?: { base: TargetSet; named: TargetSet };
 
+  /**
+   * Loads each rank's shard (graph/shard.ts rankWeights) tensor by tensor in lockstep: every rank takes its part
+   * of one model tensor before the next is read, so a store that builds or reads tensors on demand (a synthetic
+   * model, a file read lazily) produces each one once, not once per rank, and the host holds one at a time.
+   */
   async loadWeights(store: WeightStore, map: WeightMap, opts: LoadOptions = {}): Promise<void> {
     const tp = this.plan.tp;
-    await Promise.all(this.ranks.map((e, r) => {
-      const w = rankWeights(store, map, this.plan.roles, r, tp);
-      // Progress is rank 0's (every rank loads the same number of tensors).
-      return e.loadWeights(w.store, w.map, r === 0 ? opts : {});
-    }));
+    let last: { name: string; bytes: Uint8Array } | undefined;
+    const once: WeightStore = {
+      tensors: () => store.tensors(),
+      info: (n) => store.info(n),
+      bytes: (n) => (last?.name === n ? last.bytes : (last = { name: n, bytes: store.bytes(n) }).bytes),
+    };
+    const views = this.ranks.map((_, r) => rankWeights(once, map, this.plan.roles, r, tp));
+    const total = map.size;
+    let totalBytes = 0, done = 0, doneBytes = 0;
+    for (const t of new Set(map.values())) totalBytes += store.info(t)?.byteLength ?? 0;
+    for (const [key, tensor] of map) {
+      const bytes = store.info(tensor)?.byteLength ?? 0;
+      await Promise.all(this.ranks.map((e, r) => {
+        // This role's entries in the rank's map: the whole tensor and/or this rank's part of it.
+        const sub: WeightMap = new Map([...views[r].map].filter(([k]) => k === key || k.startsWith(`${key}/`)));
+        return e.loadWeights(views[r].store, sub);
+      }));
+      last = undefined;
+      opts.onTensor?.(++done, total, doneBytes += bytes, totalBytes);
+    }
   }
 
   addEntry(key: EntryKey, graph: Graph): EntryId {
