@@ -38,10 +38,7 @@ export function splitAtCollectives(g: Graph): Staged {
     if (LEAF.has(n.op)) continue;
     let l = 0;
     for (const i of n.inputs) l = Math.max(l, level[i]);
-    if (isCollective(n.op)) {
-      if (level[n.inputs[0]] < 0) throw new GraphError("order", "a collective of a leaf (nothing to combine per step)", n);
-      l += 1;
-    }
+    if (isCollective(n.op)) l += 1; // a leaf's value (a rank's own slot) leaves stage 0
     level[n.id] = l;
   }
   const top = Math.max(0, ...level);
@@ -93,14 +90,17 @@ export function splitAtCollectives(g: Graph): Staged {
       if (isCollective(g.nodes[id].op)) collectiveOutputs[name] = id;
       else if (level[id] === k || (level[id] < 0 && k === top)) outputs[name] = input(id);
     }
-    for (const i of needed) if (level[i] === k) outputs[carried(i)] = local.get(i)!;
+    for (const i of needed) {
+      if (level[i] === k) outputs[carried(i)] = local.get(i)!;
+      else if (level[i] < 0 && k === 0) outputs[carried(i)] = input(i);
+    }
     const states: Record<string, StateDecl> = {};
     for (const [name, s] of Object.entries(g.states)) {
       const at = stageOfState.get(name);
       if (at === k) states[name] = { ...s, read: input(s.read), write: local.get(s.write)! };
       else if (at === undefined && local.has(s.read)) states[name] = { ...s, read: local.get(s.read)!, write: local.get(s.read)! };
     }
-    const collectives = g.nodes.filter((n) => isCollective(n.op) && level[n.inputs[0]] === k).map((n) => ({
+    const collectives = g.nodes.filter((n) => isCollective(n.op) && Math.max(level[n.inputs[0]], 0) === k).map((n) => ({
       node: n.id, input: n.inputs[0], op: n.op as CollectiveOp, dtype: n.dtype, shape: [...g.nodes[n.inputs[0]].shape], attrs: n.attrs,
     }));
     if (Object.keys(outputs).length === 0 && collectives.length === 0 && Object.keys(states).length === 0) continue;
