@@ -13,7 +13,7 @@
 // per token, so tp > 1 is expected to be SLOWER than tp 1 on this path; the speed goal of issue 21 (tp 2 decode
 // >= 1.6x tp 1 at 8B) needs the collectives recorded inside each GPU's CUDA graph through NCCL (ffi/nccl.ts),
 // which is not written yet. The `collective` column is the host's combine time; `stages` the replays per token.
-import { stderr } from "node:process";
+import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Engine, type Executor } from "../backends/executor.ts";
@@ -130,22 +130,47 @@ export async function runTpBench(o: { backend: BackendChoice; tps: number[]; sha
   return rows;
 }
 
-if (import.meta.main) {
-  const { values } = parseArgs({
-    options: {
-      backend: { type: "string", default: "ptx" }, tp: { type: "string", default: "1,2" }, shape: { type: "string", default: "llama-3-8b" },
-      tokens: { type: "string", default: "64" }, cap: { type: "string", default: "512" }, big: { type: "boolean", default: false },
-      out: { type: "string" }, json: { type: "boolean", default: false },
-    },
-  });
-  const tps = values.tp!.split(",").map(Number);
-  if (!tps.every((t) => Number.isInteger(t) && t >= 1)) throw new RangeError(`--tp ${values.tp}: a comma list of positive integers`);
-  const shapes = values.shape!.split(",");
-  for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`--shape ${s}: expected one of ${Object.keys(SHAPES).join(", ")}`);
-  const rows = await runTpBench({
-    backend: values.backend as BackendChoice, tps, shapes, tokens: Number(values.tokens), cap: Number(values.cap), big: values.big!,
-  });
+const USAGE = `usage: PROG --tp 1,2[,4] [--shape llama-3-8b,...] [--backend ptx|js|auto] [--tokens 64] [--cap 512] [--big] [--json] [--out FILE]
+  --tp      group sizes to run (tp 1 is the baseline the others' greedy tokens are compared with)
+  --shape   ${Object.keys(SHAPES).join(", ")} (synthetic bf16 weights)
+  --big     also the Llama-3-70B shape at every tp above 1
+  --tokens  timed decode tokens per row (after 4 untimed)`;
+
+/** \`poot bench --tp ...\` and \`deno run -A bench/tp.ts ...\`: prints the table; exit 1 when a row failed, 2 on bad flags. */
+export async function main(args: string[], opts: { prog?: string; prefix?: string } = {}): Promise<number> {
+  const prog = opts.prog ?? "bench/tp.ts";
+  const fail = (m: string, code: number) => (console.error(`${opts.prefix ?? prog}: ${m.split("\n")[0]}`), code);
+  let o: { backend: BackendChoice; tps: number[]; shapes: string[]; tokens: number; cap: number; big: boolean; out?: string; json: boolean };
+  try {
+    const { values } = parseArgs({
+      args,
+      options: {
+        backend: { type: "string", default: "ptx" }, tp: { type: "string", default: "1,2" }, shape: { type: "string", default: "llama-3-8b" },
+        tokens: { type: "string", default: "64" }, cap: { type: "string", default: "512" }, big: { type: "boolean", default: false },
+        out: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
+      },
+    });
+    if (values.help) {
+      console.log(USAGE.replace("PROG", prog));
+      return 0;
+    }
+    const tps = values.tp!.split(",").map(Number);
+    if (!tps.every((t) => Number.isInteger(t) && t >= 1 && t <= 64)) throw new RangeError(`--tp ${values.tp}: a comma list of integers from 1 to 64`);
+    const shapes = values.shape!.split(",");
+    for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`--shape ${s}: expected one of ${Object.keys(SHAPES).join(", ")}`);
+    const tokens = Number(values.tokens), cap = Number(values.cap);
+    if (!Number.isInteger(tokens) || tokens < 1) throw new RangeError(`--tokens ${values.tokens}: a positive integer`);
+    if (!Number.isInteger(cap) || cap < tokens + 4) throw new RangeError(`--cap ${values.cap}: an integer >= tokens + 4`);
+    if (!["auto", "ptx", "js"].includes(values.backend!)) throw new RangeError(`--backend ${values.backend}: tp runs on ptx or js`);
+    o = { backend: values.backend as BackendChoice, tps, shapes, tokens, cap, big: values.big!, out: values.out, json: values.json! };
+  } catch (e) {
+    return fail(`${(e as Error).message} (${prog} --help lists the flags)`, 2);
+  }
+  const rows = await runTpBench(o);
   const t = table(rows);
-  console.log(values.json ? JSON.stringify(rows) : t);
-  if (values.out) writeFileSync(values.out, JSON.stringify({ rows, table: t }, null, 2));
+  console.log(o.json ? JSON.stringify(rows) : t);
+  if (o.out) writeFileSync(o.out, JSON.stringify({ rows, table: t }, null, 2));
+  return rows.some((r) => r.error) ? 1 : 0;
 }
+
+if (import.meta.main) exit(await main(argv.slice(2)));

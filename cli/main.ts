@@ -32,7 +32,7 @@ usage:
   poot embed  -m MODEL --text T [--text T2 ...] [--pooling mean|cls|last] [--no-normalize] [--json]
   poot rerank -m MODEL --query Q --document D [--document D2 ...] [--json]
   poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
-  poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
+  poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] [--tp 1,2,4 [--big]] ...
   poot quantize IN OUT --type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]   (IN: GGUF or HF folder)
   poot --version | --help | COMMAND --help (every flag and its default)
 MODEL is a GGUF file or a Hugging Face folder (default: the stories260K model shipped with poot);
@@ -130,6 +130,10 @@ async function dispatch(args: string[]): Promise<number> {
     case "serve":
       return await (await import("./serve.ts")).main(rest, defaultModel());
     case "bench": {
+      // --tp N,...: the tensor-parallel bench (bench/tp.ts); otherwise the decode bench.
+      if (rest.some((a) => a === "--tp" || a.startsWith("--tp="))) {
+        return await (await import("../bench/tp.ts")).main(rest, { prog: "poot bench", prefix: "poot: bench" });
+      }
       const { main: bench } = await import("../bench/decode.ts");
       return await bench(rest, { prog: "poot bench", prefix: "poot: bench" });
     }
