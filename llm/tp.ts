@@ -18,6 +18,7 @@ import type { ModelConfig } from "./families/family.ts";
 
 /** A group size that does not fit the model: names the dimension that does not divide. */
 export class TpError extends InvalidArgumentError {
+  /** Builds the error for argument `tp` and its one-line message. */
   constructor(problem: string) {
     super("tp", problem);
     this.name = "TpError";
