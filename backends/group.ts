@@ -45,7 +45,9 @@ export class RankGroup implements Executor {
   private entries = new Map<EntryId, GroupEntry>();
   private byKey = new Map<EntryKey, EntryId>();
   private nextId = 1;
-  private recentCollective: number[] = [];
+  /** Per group step (the last 64): host µs, of it the wait for rank 0's device, and the host's combine time. */
+  private recent: { host: number; wait: number; combine: number }[] = [];
+  private steps = 0;
   private lastStages = 0;
 
   /** `ranks[r]` runs rank r; the group owns them (unload unloads each). */
@@ -124,10 +126,12 @@ export class RankGroup implements Executor {
       if (r === 0) wait += res.waitMicros;
       return res.outputs as Record<string, Storage>;
     });
-    this.recentCollective.push(combineMicros);
-    if (this.recentCollective.length > 64) this.recentCollective.shift();
+    const hostMicros = (performance.now() - t0) * 1000;
+    this.recent.push({ host: hostMicros, wait, combine: combineMicros });
+    if (this.recent.length > 64) this.recent.shift();
+    this.steps++;
     this.lastStages = e.staged.stages.length;
-    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros: (performance.now() - t0) * 1000, waitMicros: wait };
+    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait };
   }
 
   resetState(id?: EntryId): void {
@@ -168,7 +172,11 @@ export class RankGroup implements Executor {
       bytes: { weights: sum((s) => s.bytes.weights), state: sum((s) => s.bytes.state), entries: sum((s) => s.bytes.entries) },
       poisoned: all.find((s) => s.poisoned)?.poisoned,
       tp: this.plan.tp,
-      collectiveMicrosPerStep: avg(this.recentCollective),
+      // Per group step, not per stage: what a caller of step() sees.
+      steps: this.steps,
+      hostMicrosPerStep: avg(this.recent.map((x) => x.host)),
+      waitMicrosPerStep: avg(this.recent.map((x) => x.wait)),
+      collectiveMicrosPerStep: avg(this.recent.map((x) => x.combine)),
       stagesPerStep: this.lastStages,
     };
   }

@@ -127,7 +127,8 @@ export async function runStages(
   let combineMicros = 0;
   for (let k = 0; k < st.stages.length; k++) {
     const { graph, collectives } = st.stages[k];
-    const results = await Promise.all(Array.from({ length: ranks }, (_, r) => {
+    // Every rank's stage settles before a failure is raised: no rank is left running into the next call.
+    const settled = await Promise.allSettled(Array.from({ length: ranks }, async (_, r) => {
       const base = slots(r);
       const s: Record<string, Storage | ArrayLike<number>> = {};
       for (const n of graph.nodes) {
@@ -137,8 +138,11 @@ export async function runStages(
         if (v === undefined) throw new GraphError("unbound", `stage ${k} of rank ${r}: no value for slot ${name}`, n);
         s[name] = v;
       }
-      return run(r, k, s);
+      return await run(r, k, s);
     }));
+    const failed = settled.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
+    if (failed) throw failed.reason;
+    const results = settled.map((x) => (x as PromiseFulfilledResult<Record<string, Storage>>).value);
     for (let r = 0; r < ranks; r++) {
       for (const [name, v] of Object.entries(results[r])) {
         if (name.startsWith("tp.")) values[r].set(name, v);

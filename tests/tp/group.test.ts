@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import { Engine } from "../../backends/executor.ts";
-import { Unsupported } from "../../backends/errors.ts";
+import { KernelFault, NeedsReset, Unsupported } from "../../backends/errors.ts";
 import { RankGroup } from "../../backends/group.ts";
 import { JsDevice } from "../../backends/js/mod.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
@@ -99,6 +99,40 @@ test("a group size the model does not split, a backend without tp, or a bad tp a
     assert.throws(() => tpPlan({ ...m.config, kvHeads: 3, heads: 6 }, 2), (e: unknown) => e instanceof TpError && /3 K\/V heads/.test((e as Error).message));
     assert.throws(() => tpPlan({ ...m.config, hidden: 130 }, 4), (e: unknown) => e instanceof TpError && /FFN width 130/.test((e as Error).message));
   } finally {
+    m.close();
+  }
+});
+
+/** A JS device whose next synchronize fails with a kernel fault once armed (a fault on one rank of a group). */
+class FaultOnce extends JsDevice {
+  armed = false;
+  override synchronize(t: number): Promise<void> {
+    if (this.armed) {
+      this.armed = false;
+      return Promise.reject(new KernelFault("js", "injected", 7));
+    }
+    return super.synchronize(t);
+  }
+}
+
+test("a fault on one rank fails the group's step with its typed error; the entry needs a reset, after which the group gives the same logits", { timeout: 120_000 }, async () => {
+  const m = fixture("llama");
+  const plan = tpPlan(m.config, 2);
+  const bad = new FaultOnce();
+  const group = new RankGroup([new Engine(new JsDevice(), { compile: compileGraph }), new Engine(bad, { compile: compileGraph })], plan);
+  try {
+    await group.loadWeights(m.store, m.map);
+    const id = group.addEntry("decode", stepGraph(m, 1, 16));
+    const slots = { token: new Int32Array([7]), pos: new Int32Array([0]) };
+    const first = (await group.step(id, slots)).outputs.logits.slice();
+    group.resetState();
+    bad.armed = true;
+    await assert.rejects(group.step(id, slots), (e: unknown) => e instanceof KernelFault && e.kernel === "injected");
+    await assert.rejects(group.step(id, slots), NeedsReset);
+    group.resetState();
+    assert.deepEqual((await group.step(id, slots)).outputs.logits, first);
+  } finally {
+    await group.unload();
     m.close();
   }
 });
