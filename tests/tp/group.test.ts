@@ -12,12 +12,11 @@ import { Engine } from "../../backends/executor.ts";
 import { KernelFault, NeedsReset, Unsupported } from "../../backends/errors.ts";
 import { RankGroup } from "../../backends/group.ts";
 import { JsDevice } from "../../backends/js/mod.ts";
-import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { InvalidArgumentError } from "../../llm/errors.ts";
 import { open } from "../../llm/open.ts";
 import { TpError, tpPlan } from "../../llm/tp.ts";
-import { assertStep, fixture, joinState, reference, STEPS, stepGraph } from "./helpers.ts";
+import { checkGroup, fixture, stepGraph } from "./helpers.ts";
 
 function jsGroup(tp: number, plan: ReturnType<typeof tpPlan>): RankGroup {
   return new RankGroup(Array.from({ length: tp }, () => new Engine(new JsDevice(), { compile: compileGraph })), plan);
@@ -25,38 +24,7 @@ function jsGroup(tp: number, plan: ReturnType<typeof tpPlan>): RankGroup {
 
 for (const family of ["llama", "qwen2", "gemma2"]) {
   test(`${family} on a simulated JS group at tp 2 and 4 equals the unsharded oracle within tier 2`, { timeout: 300_000 }, async () => {
-    const m = fixture(family);
-    try {
-      const graphs = STEPS.map((s) => stepGraph(m, s.rows, 16));
-      const ref = reference(m, graphs);
-      for (const tp of [2, 4]) {
-        const plan = tpPlan(m.config, tp);
-        const group = jsGroup(tp, plan);
-        try {
-          await group.loadWeights(m.store, m.map);
-          const ids = new Map<number, number>();
-          for (let i = 0; i < STEPS.length; i++) {
-            const s = STEPS[i];
-            if (!ids.has(s.rows)) ids.set(s.rows, group.addEntry(`step${s.rows}`, graphs[i]));
-            const r = await group.step(ids.get(s.rows)!, { token: Int32Array.from(s.tokens), pos: new Int32Array([s.pos]) });
-            const joined: Record<string, Storage> = {};
-            for (const [name, decl] of Object.entries(graphs[i].states)) {
-              const parts = (await group.readState(name)).map((b) => storageFromBytes("f32", b));
-              // [cap, kv_heads, head_dim], each rank holding some of the K/V heads (axis 1).
-              const local = [decl.shape[0], parts[0].length / (decl.shape[0] * decl.shape[2]), decl.shape[2]];
-              joined[name] = joinState(name, parts, local, 1, decl.shape[1] / local[1]);
-            }
-            assertStep(`${family} js tp ${tp} step ${i}`, r.outputs.logits, joined, ref[i]);
-          }
-          assert.equal(group.stats().entries, 2, "a position never makes a new entry");
-          assert.ok(group.stats().stagesPerStep > 2 * m.config.layers, "stages: one per collective boundary");
-        } finally {
-          await group.unload();
-        }
-      }
-    } finally {
-      m.close();
-    }
+    await checkGroup(family, [2, 4], (tp, plan) => Promise.resolve(jsGroup(tp, plan)));
   });
 }
 

@@ -11,6 +11,10 @@ import { partOf } from "../../graph/shard.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
 import { loadModel, type ModelHandle } from "../../llm/model.ts";
 import { FIXTURES } from "../families/fixtures.ts";
+import type { RankGroup } from "../../backends/group.ts";
+import { storageFromBytes } from "../../graph/dtype.ts";
+import { type TpPlan } from "../../graph/passes/tp.ts";
+import { tpPlan } from "../../llm/tp.ts";
 
 export function fixture(family: string): ModelHandle {
   return loadModel(`${FIXTURES}${family}`);
@@ -71,5 +75,43 @@ export function assertStep(what: string, logits: Storage, states: Record<string,
   for (const [name, v] of Object.entries(ref.state)) {
     assert.ok(states[name], `${what}: state ${name} missing`);
     assertClose(`${what}: state ${name}`, "f32", states[name], v, ref.stateBound[name]);
+  }
+}
+
+/**
+ * A family's fixture on groups of each size in `tps` (made by `group`): over STEPS, the logits and every K/V
+ * State (the ranks' parts joined) within the unsharded oracle's tier-2 bound; a position never makes an entry.
+ */
+export async function checkGroup(family: string, tps: number[], group: (tp: number, plan: TpPlan) => Promise<RankGroup>): Promise<void> {
+  const m = fixture(family);
+  try {
+    const graphs = STEPS.map((s) => stepGraph(m, s.rows, 16));
+    const ref = reference(m, graphs);
+    for (const tp of tps) {
+      const g = await group(tp, tpPlan(m.config, tp));
+      try {
+        await g.loadWeights(m.store, m.map);
+        const ids = new Map<number, number>();
+        for (let i = 0; i < STEPS.length; i++) {
+          const s = STEPS[i];
+          if (!ids.has(s.rows)) ids.set(s.rows, g.addEntry(`step${s.rows}`, graphs[i]));
+          const r = await g.step(ids.get(s.rows)!, { token: Int32Array.from(s.tokens), pos: new Int32Array([s.pos]) });
+          const joined: Record<string, Storage> = {};
+          for (const [name, decl] of Object.entries(graphs[i].states)) {
+            const parts = (await g.readState(name)).map((b) => storageFromBytes("f32", b));
+            // [cap, kv_heads, head_dim], each rank holding some of the K/V heads (axis 1).
+            const local = [decl.shape[0], parts[0].length / (decl.shape[0] * decl.shape[2]), decl.shape[2]];
+            joined[name] = joinState(name, parts, local, 1, decl.shape[1] / local[1]);
+          }
+          assertStep(`${family} ${g.targetSet().backend} tp ${tp} step ${i}`, r.outputs.logits, joined, ref[i]);
+        }
+        assert.equal(g.stats().entries, 2, "a position never makes a new entry");
+        assert.ok(g.stats().stagesPerStep > 2 * m.config.layers, "stages: one per collective boundary");
+      } finally {
+        await g.unload();
+      }
+    }
+  } finally {
+    m.close();
   }
 }
