@@ -7,6 +7,10 @@
 // costs a readback and an upload per collective per rank per step: it is the simulated group that checks
 // sharded graphs without GPUs, not the fast path. On NVIDIA GPUs the collectives belong inside each GPU's
 // recording (NCCL calls are capturable into a CUDA graph: ffi/nccl.ts); that device path is not written yet.
+// Its shape: the planner lowers a collective to a Program step of its own; since one thread driving several
+// GPUs must issue the ranks' NCCL calls inside one ncclGroupStart/End, the ranks' CUDA graphs are captured
+// together in lockstep (every rank's stream capturing, kernels issued rank by rank, each collective as one
+// group call over the ranks' communicators from ncclCommInitAll), then replayed with one cuGraphLaunch per GPU.
 //
 // Errors: a rank's failure fails the step (the other ranks' entries are marked needing reset by their own
 // engines only if they failed; resetState resets every rank); unload unloads every rank even when one throws.
