@@ -31,5 +31,6 @@ export {
   TensorMismatchError, UnknownArchitectureError,
 } from "./llm/errors.ts";
 export type { ChatContent, ChatMessage, ChatOptions } from "./llm/chat.ts";
+export { TpError } from "./llm/tp.ts";
 export type { BackendChoice, BackendName } from "./backends/open.ts";
 export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";

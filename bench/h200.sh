@@ -14,6 +14,10 @@
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
 # Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
+# tp: tensor parallelism on nvidia-h200-x2 / -x4 (issue 21): tests/tp/ptx.test.ts (fixtures vs the oracle, stories vs
+#     llama2.c, on 2 and 4 GPUs), stories260K greedy tokens of `poot run --tp N --backend ptx`
+#     vs tp 1, then bench/tp.ts (8B at tp 1/2[/4] with greedy-token agreement, and the 70B shape at tp > 1).
+#     TP_LIST=1,2 (x2) or 1,2,4 (x4). The collectives are host-staged today (backends/group.ts): expect tp > 1 slower.
 # serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
 set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
@@ -54,6 +58,16 @@ for what in "$@"; do
       timeout ${KERNELS_TIMEOUT:-300} deno run -A --no-check bench/kernels.ts --shape ${SHAPES:-llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} ${KERNELS_ARGS:-} \
         > "$k" 2>&1; echo "kernels exit $?" >> "$k"
       grep -v "^\s*$" "$k" | grep -v "^  gemv" | tail -${KERNELS_TAIL:-60} ;;
+    tp)
+      nvidia-smi -L > "$out/gpus.txt" 2>&1; cat "$out/gpus.txt"
+      POOT_BACKENDS=ptx timeout 300 deno test -A --no-check tests/tp/ptx.test.ts > "$out/tests-tp.txt" 2>&1; echo "tests exit $?" >> "$out/tests-tp.txt"
+      grep -E "\.\.\. |^(ok|FAILED) \||tests exit" "$out/tests-tp.txt"; grep -A12 "ERRORS" "$out/tests-tp.txt" | head -30
+      for n in $(echo "${TP_LIST:-1,2}" | tr , ' '); do
+        timeout 120 deno run -A --no-check cli/main.ts run --json --backend ptx --tp "$n" --max-tokens 64 --prompt "Once upon a time" \
+          > "$out/tp-run-$n.json" 2> "$out/tp-run-$n.err"; echo "run --tp $n exit $?: $(tail -1 "$out/tp-run-$n.json" | head -c 400) $(tail -1 "$out/tp-run-$n.err")"
+      done
+      timeout ${TP_TIMEOUT:-540} deno run -A --no-check bench/tp.ts --backend ptx --tp "${TP_LIST:-1,2}" --shape llama-3-8b --tokens 64 --big \
+        --out "$out/tp-bench.json" > "$out/tp-bench.txt" 2>&1; echo "bench exit $?" >> "$out/tp-bench.txt"; tail -12 "$out/tp-bench.txt" ;;
     serve-tests)
       POOT_BACKENDS=ptx timeout ${SERVE_TIMEOUT:-400} deno test -A --no-check tests/serve/ tests/ops/ > "$out/tests-serve.txt" 2>&1; echo "tests exit $?" >> "$out/tests-serve.txt"
       grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||round|tests exit" "$out/tests-serve.txt" | head -40

@@ -44,6 +44,7 @@ const formats: Flag[] = [
   { name: "json-schema", arg: "FILE", help: "constrain the output to a JSON schema (a JSON file; xgrammar) (default none)" },
   { name: "grammar", arg: "FILE", help: "constrain the output to a GBNF/EBNF grammar (root rule `root`) (default none)" },
 ];
+const tpFlag: Flag = { name: "tp", arg: "N", help: "tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group) (default 1)" };
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 
@@ -60,6 +61,7 @@ export const COMMANDS = {
       longContext,
       seedFlag,
       backend,
+      tpFlag,
       ...sampling,
       { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
       ...formats,
@@ -79,6 +81,7 @@ export const COMMANDS = {
       longContext,
       seedFlag,
       backend,
+      tpFlag,
       ...sampling,
       help,
     ],
@@ -238,6 +241,7 @@ export const RunFlags = z.object({
   ctx: intIn(2, 2 ** 31 - 1, "an integer >= 2").optional(),
   seed: seed.optional(),
   backend: oneOf(BACKENDS, "backend").optional(),
+  tp: intIn(1, 64, "an integer from 1 to 64").optional(),
   temperature: numIn(0, Number.MAX_VALUE, "a number >= 0").optional(),
   "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
   "top-p": numIn(0, 1, "a number from 0 to 1").optional(),

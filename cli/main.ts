@@ -9,6 +9,8 @@ import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { BACKEND_ORDER, type BackendChoice, chooseBackend, passOverReason, probeBackend } from "../backends/open.ts";
 import { Engine, type Executor } from "../backends/executor.ts";
+import { openRankGroup } from "../backends/group.ts";
+import { tpPlan } from "../llm/tp.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress, type ResponseFormat, type TokenEvent } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
@@ -22,7 +24,7 @@ import { backendOf, decodeProgram, renderKernel, type RenderTarget, targetFor } 
 
 const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
 usage:
-  poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B]
+  poot run   [-m MODEL] [-p TEXT | PROMPT | - | --messages FILE.json] [-n N] [-c CTX] [-s SEED] [--backend B] [--tp N]
              [sampler flags] [--json]
   poot chat  [-m MODEL] [--system TEXT] [-n N] [-c CTX] [--backend B] [sampler flags]
   poot serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--backend B] [--slots N] [--ctx N]
@@ -30,7 +32,7 @@ usage:
   poot embed  -m MODEL --text T [--text T2 ...] [--pooling mean|cls|last] [--no-normalize] [--json]
   poot rerank -m MODEL --query Q --document D [--document D2 ...] [--json]
   poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
-  poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] ...
+  poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] [--tp 1,2,4 [--big]] ...
   poot quantize IN OUT --type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]   (IN: GGUF or HF folder)
   poot --version | --help | COMMAND --help (every flag and its default)
 MODEL is a GGUF file or a Hugging Face folder (default: the stories260K model shipped with poot);
@@ -128,6 +130,10 @@ async function dispatch(args: string[]): Promise<number> {
     case "serve":
       return await (await import("./serve.ts")).main(rest, defaultModel());
     case "bench": {
+      // --tp N,...: the tensor-parallel bench (bench/tp.ts); otherwise the decode bench.
+      if (rest.some((a) => a === "--tp" || a.startsWith("--tp="))) {
+        return await (await import("../bench/tp.ts")).main(rest, { prog: "poot bench", prefix: "poot: bench" });
+      }
       const { main: bench } = await import("../bench/decode.ts");
       return await bench(rest, { prog: "poot bench", prefix: "poot: bench" });
     }
@@ -202,8 +208,19 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   const ctx = f.ctx;
   const backend = f.backend ?? "auto";
   ensureRuntimeDir(backend);
-  const { device, passedOver } = await chooseBackend(backend);
-  const engine = new Engine(device, { compile: compileGraph });
+  let engine: Executor, passedOver: string[] = [];
+  try {
+    if ((f.tp ?? 1) > 1) engine = await openRankGroup(backend, tpPlan(model.config, f.tp!), { compile: compileGraph });
+    else {
+      const c = await chooseBackend(backend);
+      engine = new Engine(c.device, { compile: compileGraph });
+      passedOver = c.passedOver;
+    }
+  } catch (e) {
+    model.close();
+    throw e;
+  }
+  const device = { target: { backend: engine.targetSet().backend, device: engine.stats().device } };
   const bar = progressLine();
   let driver: Driver | undefined;
   // Ctrl-C stops the generation before its next token; what was generated stays printed.

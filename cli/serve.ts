@@ -5,20 +5,24 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { BACKENDS } from "../kernels/target.ts";
 import { type BackendChoice, Engine, loadModel, openBackend } from "../engine.ts";
+import type { Executor } from "../backends/executor.ts";
+import { openRankGroup } from "../backends/group.ts";
+import { tpPlan } from "../llm/tp.ts";
 import { servingCompile } from "../llm/serve/batch.ts";
 import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
 import { EncoderServer } from "../llm/serve/encode.ts";
 
 export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
-                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30]
+                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
   --chunk      prompt tokens per prefill chunk (interleaved with decoding)
   --kv-type    element type of the KV pool (f16 halves its memory and what attention reads)
   --api-key    require "Authorization: Bearer KEY" (or set POOT_API_KEY)
-  --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them`;
+  --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them
+  --tp         tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group)`;
 
 const int = (name: string, lo: number, hi: number) =>
   z.string().regex(/^\d+$/, `--${name} must be an integer`).transform(Number).pipe(z.number().min(lo, `--${name} must be >= ${lo}`).max(hi, `--${name} must be <= ${hi}`));
@@ -35,6 +39,7 @@ const Flags = z.object({
   "kv-type": z.enum(["f32", "f16"]).default("f32"),
   "api-key": z.string().min(1, "--api-key must not be empty").optional(),
   drain: int("drain", 0, 3600).default(30),
+  tp: int("tp", 1, 64).default(1),
 });
 
 class UsageError extends Error {}
@@ -44,7 +49,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain"].map((k) => [k, { type: "string" as const }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp"].map((k) => [k, { type: "string" as const }])),
       allowPositionals: false,
       strict: true,
     }).values;
@@ -84,7 +89,15 @@ export async function main(args: string[], defaultModel: string): Promise<number
   const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
   const apiKey = f["api-key"] ?? (env?.POOT_API_KEY || undefined);
   const model = loadModel(f.model ?? defaultModel);
-  const exec = new Engine(await openBackend(f.backend as BackendChoice), { compile: servingCompile });
+  let exec: Executor;
+  try {
+    exec = f.tp > 1
+      ? await openRankGroup(f.backend as BackendChoice, tpPlan(model.config, f.tp), { compile: servingCompile })
+      : new Engine(await openBackend(f.backend as BackendChoice), { compile: servingCompile });
+  } catch (e) {
+    model.close();
+    throw e;
+  }
   // An encoder model serves /v1/embeddings and /v1/rerank (llm/serve/encode.ts); the KV flags do not apply.
   const server = model.config.encoder
     ? await EncoderServer.open(model, exec, { apiKey })

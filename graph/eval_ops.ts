@@ -125,6 +125,10 @@ export function runPrimitive(n: Node, ins: Node[], v: Storage[], order: Accumula
       return o;
     }
   }
+  if ((op === "all_reduce" || op === "all_gather") && n.attrs.ranks === 1) return v[0]; // a group of one
+  if (op === "all_reduce" || op === "all_gather") {
+    throw new GraphError("attr", `${op} over ${n.attrs.ranks} ranks needs the other ranks: evaluate the group (graph/stages.ts evalGroup)`, n);
+  }
   throw new GraphError("attr", `the oracle has no kernel for ${op} (composites are expanded first)`, n);
 }
 

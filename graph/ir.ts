@@ -29,7 +29,12 @@ export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
 export type CompositeOp =
   | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "paged_attention" | "causal_mask" | "silu" | "gelu"
   | "silu_mul" | "sample" | "logits_process" | "logprobs"; // no expansion: graph/sample.ts, graph/logits.ts are their oracles
-export type Op = PrimitiveOp | CompositeOp;
+/**
+ * Collectives over the ranks of a tensor-parallel group (graph/collective.ts): every rank runs the same graph on
+ * its shard of the weights, and these are the only nodes whose value depends on the other ranks.
+ */
+export type CollectiveOp = "all_reduce" | "all_gather";
+export type Op = PrimitiveOp | CompositeOp | CollectiveOp;
 
 /** Per-step inputs at stable device addresses. */
 export type SlotKind = "Token" | "Pos" | "SlotMap" | "WriteMap" | "Sampler" | "Input";
@@ -83,6 +88,8 @@ export interface Attrs {
   cap?: number;
   /** causal_mask: only the last `window` positions are visible (sliding-window attention). */
   window?: number;
+  /** all_reduce, all_gather: the number of ranks in the group. */
+  ranks?: number;
 }
 
 export interface Node {

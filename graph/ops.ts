@@ -4,6 +4,7 @@ import { BLOCK, type DType, isBlock, isFloat, isInt, SIZE } from "./dtype.ts";
 import { SAMPLER_WORDS } from "./sample.ts";
 import { UNARY_OPS } from "./unary.ts";
 import { BINARY_OPS } from "./binary.ts";
+import { COLLECTIVE_OPS, inferCollective, isCollective } from "./collective.ts";
 import { EXTRA_ENTRY, EXTRA_HEAD, MAX_TOP_LOGPROBS, maskWords } from "./logits.ts";
 import {
   type Attrs,
@@ -74,6 +75,8 @@ export const OP_DOC: Record<Op, string> = {
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
   logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)], counts? u32[R, V]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
   logprobs: "[logits f32[R, V], sample i32[R, 2], params u32[R, SAMPLER_WORDS]] attrs.n -> f32[R, 1 + 2n]; graph/logits.ts",
+  all_reduce: COLLECTIVE_OPS.all_reduce.doc,
+  all_gather: COLLECTIVE_OPS.all_gather.doc,
 };
 
 export interface TypeInfo {
@@ -195,6 +198,7 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
     return { dtype: leaf.dtype, shape: [...shape], attrs: a };
   }
   for (const t of ins) if (!t) fail("order", ref, "missing input");
+  if (isCollective(op)) return inferCollective(op, ins, a, ref);
 
   if (UNARY.has(op)) {
     arity(ins, 1, 1, ref);

@@ -21,11 +21,23 @@ export interface WeightStore {
 export interface WeightRole {
   role: string;
   layer?: number;
+  /**
+   * Tensor parallelism (graph/passes/tp.ts): this constant is one of `count` equal parts of the role's tensor
+   * along `axis`; rank r of a tp-rank group holds part floor(r·count/tp) (graph/shard.ts slices it at load).
+   */
+  shard?: Shard;
 }
 
-/** Canonical string key of a role: "attn.q@3", or "tok_embd" without a layer. */
+/** One of `count` equal parts along `axis` (count divides the group size; count < tp replicates parts). */
+export interface Shard {
+  axis: number;
+  count: number;
+}
+
+/** Canonical string key of a role: "attn.q@3", or "tok_embd" without a layer; a shard adds "/a0:2". */
 export function roleKey(r: WeightRole): string {
-  return r.layer === undefined ? r.role : `${r.role}@${r.layer}`;
+  const base = r.layer === undefined ? r.role : `${r.role}@${r.layer}`;
+  return r.shard ? `${base}/a${r.shard.axis}:${r.shard.count}` : base;
 }
 
 /** Binds roles (by roleKey) to store tensor names. A constant whose role the map does not name is unbound. */

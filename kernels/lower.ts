@@ -172,7 +172,9 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
     } catch (e) {
       if (e instanceof LoweringError || e instanceof RangeError || e instanceof KernelError) {
         const n = nodes[resultOf(u)];
-        throw new GraphError("attr", `cannot lower for ${target.backend}: ${(e as Error).message}`, { id: n.id, op: n.op, label: n.label });
+        // A sharded graph's collectives run between the ranks of a group, not in one device's kernels.
+        const why = n.op === "all_reduce" || n.op === "all_gather" ? " (a sharded graph runs on a tp group: backends/group.ts)" : "";
+        throw new GraphError("attr", `cannot lower for ${target.backend}: ${(e as Error).message}${why}`, { id: n.id, op: n.op, label: n.label });
       }
       throw e;
     }

@@ -105,6 +105,12 @@ type Launch =
   | { k: "upload"; dst: bigint; src: bigint; bytes: number };
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/**
+ * The context current on this thread. Several PtxDevices (one per GPU of a tensor-parallel group) share the
+ * thread: each makes its own context current before touching the driver, which costs one compare when only
+ * one device exists.
+ */
+let currentCtx: bigint | undefined;
 
 /** Opens the device, or says why it cannot (no libcuda, no GPU, a GPU older than sm_80) as a string. */
 export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
@@ -178,6 +184,7 @@ export class PtxDevice implements Device {
     });
     this.ctx = cu.primaryCtxRetain(this.dev);
     cu.ctxSetCurrent(this.ctx);
+    currentCtx = this.ctx;
     const mem = cu.memGetInfo();
     this.target = {
       backend: "ptx",
@@ -209,6 +216,13 @@ export class PtxDevice implements Device {
 
   private alive(): void {
     if (this.poisoned !== undefined) throw new Poisoned("ptx", this.poisoned);
+    this.bind();
+  }
+  /** Makes this device's context current (another device of a tp group may have run since). */
+  private bind(): void {
+    if (currentCtx === this.ctx) return;
+    this.cu.ctxSetCurrent(this.ctx);
+    currentCtx = this.ctx;
   }
   /** The kernel whose check wrote its fault word, preferring the work in flight (in launch order). */
   private findFault(): { kernel: string; code: number } | undefined {
@@ -319,6 +333,7 @@ export class PtxDevice implements Device {
 
   free(b: DeviceBuffer): void {
     if (this.poisoned !== undefined) return; // pending work may still reference it: leak rather than touch the driver
+    this.bind();
     const pb = this.buf(b);
     this.buffers.delete(pb);
     pb.freed = true;
@@ -376,6 +391,7 @@ export class PtxDevice implements Device {
       const stage = this.guard("read", () => this.stage(n));
       this.guard("read", () => this.cu.memcpyDtoHAsync(stage.ptr, pb.ptr + BigInt(offset + at), n, this.stream));
       await this.synchronize(this.timeoutMs);
+      this.bind();
       out.set(stage.view.subarray(0, n), at);
     }
     return out;
@@ -565,6 +581,7 @@ export class PtxDevice implements Device {
       }
       if (now > spinUntil) await sleep(1);
       if (this.poisoned !== undefined) throw new Poisoned("ptx", this.poisoned);
+      this.bind();
     }
   }
 
@@ -573,6 +590,7 @@ export class PtxDevice implements Device {
     rec.released = true;
     this.recordings.delete(rec);
     if (this.poisoned !== undefined || rec.exec === 0n) return;
+    this.bind();
     this.guard("releaseRecording", () => this.cu.graphExecDestroy(rec.exec));
   }
 
@@ -598,6 +616,7 @@ export class PtxDevice implements Device {
     }
     const faulted = this.poisoned !== undefined;
     this.poisoned ??= "destroyed";
+    if (currentCtx === this.ctx) currentCtx = undefined; // released: the next device sets its own
     try {
       this.cu.primaryCtxRelease(this.dev);
     } catch {

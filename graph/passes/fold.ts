@@ -8,6 +8,7 @@ import { bf16ToF32, f16ToF32, type Storage } from "../dtype.ts";
 import { evaluate } from "../eval.ts";
 import { type Graph, type Node, numel, sameShape } from "../ir.ts";
 import { COMPOSITE, LEAF } from "../ops.ts";
+import { isCollective } from "../collective.ts";
 import { runPrimitive } from "../eval_ops.ts";
 import { identity, rewrite } from "./rewrite.ts";
 
@@ -48,7 +49,7 @@ export function fold(g: Graph): Graph {
   };
   let changed = false;
   for (const n0 of g.nodes) {
-    if (LEAF.has(n0.op)) continue;
+    if (LEAF.has(n0.op) || isCollective(n0.op)) continue; // a collective's value depends on the other ranks
     const n: Node = { ...n0, inputs: n0.inputs.map((i) => resolve(alias, i)) };
     const ins = n.inputs.map(body);
     const same = (i: number) => {
