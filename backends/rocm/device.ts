@@ -1,0 +1,678 @@
+// The ROCm device: libhsa-runtime64 (ROCr) through ffi/hsa.ts. One GPU agent, one single-producer AQL queue;
+// everything the device does is a packet on that queue.
+//
+// - Memory (agent.ts): `device` buffers from the GPU's coarse-grained pool (zeroed at allocation);
+//   `upload` and `readback` buffers from a fine-grained host pool the GPU may access, so a slot write is a
+//   host memcpy and read() after a synchronize is a plain copy. Host writes into device buffers are staged
+//   in fine-grained memory and copied by a copy dispatch on the queue (copy.ts), so they are ordered like
+//   every other step.
+// - compile: the kernel is compiled to a code object for the agent's gfx target (the amdgpu renderer),
+//   loaded through a code object reader into a frozen executable; the kernel descriptor symbol gives the
+//   kernel object and the kernarg/group/private sizes, which must match the code object's metadata.
+// - record: a prebuilt packet list (packets.ts): one dispatch packet per step, its kernarg segment written
+//   once into kernarg memory, a barrier-AND packet before a step only where it depends on one since the last
+//   barrier (backends/hazards.ts), and a tail barrier-AND that releases to system scope and decrements the
+//   device's completion signal. replay: the list copied into the ring, one doorbell. run: the same list with
+//   a barrier before every step, built per call (eager).
+// - synchronize: waits for the completion signal to reach 0 (one count per submission), busy for
+//   `spinMicros`, then yielding every millisecond (so the runtime's callbacks reach the JS thread), up to the
+//   timeout; past it the device is poisoned (DeviceTimeout).
+// - Faults: a failing check stores its code into its kernel's fault word (fine-grained host memory) and
+//   traps; the queue error callback reports the queue error, and synchronize raises KernelFault naming the
+//   kernel whose word is set (DeviceLost when none is). A GPU memory fault (system event) raises DeviceLost.
+//   Both poison the device: later calls throw Poisoned without touching the runtime.
+import {
+  type Hsa, HSA_AMD_GPU_MEMORY_FAULT_EVENT, type HsaQueue, hsaStatusName, openHsa, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+} from "../../ffi/hsa.ts";
+import { type Callback, ptrView } from "../../ffi/lib.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
+import { barriersBefore, type StepAccess } from "../hazards.ts";
+import { describeAgent, gpuAgents, type RocmAgent } from "./agent.ts";
+import { COPY_GROUPS, copyKernel } from "./copy.ts";
+import { type AmdgpuCode, kernargLayout, type KernargLayout, writeKernargs } from "./kernarg.ts";
+import { AGENT, AqlRing, PacketList, STEP_BARRIER, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
+import { defaultCompiler } from "./render.ts";
+
+/** Compiles a kernel to a code object for the agent's target. */
+export type AmdgpuCompiler = (kernel: Kernel, agent: RocmAgent) => AmdgpuCode;
+
+export interface RocmDeviceOptions {
+  /** Index among the GPU agents that take kernel dispatches (default 0). */
+  agent?: number;
+  /** libhsa-runtime64 names to try. */
+  library?: string | readonly string[];
+  /** Bound on the waits inside write() and the ring (default 600 s). */
+  timeoutMs?: number;
+  /** How long synchronize busy-polls before it yields to the event loop (default 20 ms). */
+  spinMicros?: number;
+  /** Queue size in packets (a power of two; default the agent's maximum, at most 4096). */
+  ringPackets?: number;
+  /** Bytes of each half of the staging memory for host-to-device writes (default 4 MiB). */
+  stagingBytes?: number;
+  /** The kernel compiler (default: the amdgpu renderer through comgr). */
+  compile?: AmdgpuCompiler;
+}
+
+const FAULT_WORDS = 1024;
+const KERNARG_ALIGN = 64;
+
+class RocmBuffer implements DeviceBuffer {
+  freed = false;
+  constructor(readonly bytes: number, readonly ptr: bigint, readonly host?: Uint8Array) {}
+}
+class RocmCompiled implements CompiledKernel {
+  constructor(
+    readonly kernel: Kernel,
+    readonly exe: { executable: bigint; reader: bigint },
+    readonly kernelObject: bigint,
+    readonly groupBytes: number,
+    readonly privateBytes: number,
+    readonly layout: KernargLayout,
+    readonly fault?: { words: Uint32Array; index: number; ptr: bigint },
+  ) {}
+}
+class RocmRecording implements Recording {
+  released = false;
+  constructor(
+    readonly steps: number,
+    readonly list: PacketList,
+    /** Kernarg memory of the list's dispatches (0n when none). */
+    readonly kernarg: bigint,
+    readonly kernels: RocmCompiled[],
+    /** Barrier-AND packets between steps (the hazards), the tail not counted. */
+    readonly barriers: number,
+  ) {}
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
+
+/** Opens the device, or says why it cannot (no library, no ROCm agent) as a string. */
+export function probeRocm(opts: RocmDeviceOptions = {}): RocmDevice | string {
+  let hsa: Hsa;
+  try {
+    hsa = openHsa(opts.library);
+  } catch (e) {
+    return `libhsa-runtime64 is not available: ${(e as Error).message.split("\n")[0]}`;
+  }
+  const init = hsa.init();
+  if (!init.ok) {
+    // 0x1008 is what ROCr answers without /dev/kfd (no AMD GPU, or no access to it).
+    const why = init.code === HSA_STATUS_ERROR_OUT_OF_RESOURCES ? "no /dev/kfd or no access to it" : init.codeName;
+    return `no ROCm agent (hsa_init: ${why})`;
+  }
+  try {
+    return new RocmDevice(hsa, opts);
+  } catch (e) {
+    try {
+      hsa.shutDown();
+    } catch {
+      // The runtime is dropped either way.
+    }
+    return (e as Error).message.split("\n")[0];
+  }
+}
+
+export class RocmDevice implements Device {
+  readonly target: TargetSet;
+  poisoned: string | undefined;
+  readonly agent: RocmAgent;
+  private readonly timeoutMs: number;
+  private readonly spinMicros: number;
+  private readonly compiler: AmdgpuCompiler;
+  private readonly queue: HsaQueue;
+  /** The queue's ring (tests read its doorbell count). */
+  readonly ring: AqlRing;
+  /** Counts submissions not yet complete: +1 per submission, -1 by each tail packet. */
+  private readonly done: bigint;
+  private readonly events: Callback;
+  private queueError: number | undefined;
+  private memoryFault: string | undefined;
+  private readonly buffers = new Set<RocmBuffer>();
+  private readonly byKernel = new WeakMap<Kernel, RocmCompiled>();
+  private readonly executables = new Map<string, { executable: bigint; reader: bigint; kernel: RocmCompiled }>();
+  private readonly faultChunks: { ptr: bigint; words: Uint32Array; used: number }[] = [];
+  private readonly recordings = new Set<RocmRecording>();
+  /** Kernel lists submitted since the queue was last seen idle (to name a faulting one). */
+  private inflight: RocmCompiled[][] = [];
+  /** Kernarg memory of eager runs, freed once the queue is seen idle. */
+  private transient: bigint[] = [];
+  private submitted = 0;
+  private staging: { ptr: bigint; view: Uint8Array; half: number; cur: number; used: number[]; fence: number[] } | undefined;
+  private copies: { u32?: RocmCompiled; u8?: RocmCompiled } = {};
+  private readonly stagingHalf: number;
+  private destroyed = false;
+
+  /** Prefer `probeRocm`; this takes an opened, initialized runtime. */
+  constructor(readonly hsa: Hsa, opts: RocmDeviceOptions = {}) {
+    this.timeoutMs = opts.timeoutMs ?? 600_000;
+    this.spinMicros = opts.spinMicros ?? 20_000;
+    this.compiler = opts.compile ?? defaultCompiler;
+    const gpus = gpuAgents(hsa);
+    const index = opts.agent ?? 0;
+    if (gpus.length <= index) throw new Unsupported(gpus.length ? `no ROCm agent ${index} (${gpus.length} present)` : "no ROCm agent");
+    const agent = describeAgent(hsa, gpus[index]);
+    if (typeof agent === "string") throw new Unsupported(`rocm: ${agent}`);
+    this.agent = agent;
+    this.target = {
+      backend: "rocm",
+      device: `${agent.product} (${agent.gfx})`,
+      caps: agent.caps,
+      memory: { totalBytes: agent.deviceBytes },
+      watchdogBudget: 0,
+    };
+    const ringPackets = opts.ringPackets ?? Math.min(agent.queueMaxSize, 4096);
+    if (!Number.isInteger(ringPackets) || ringPackets < 2 || (ringPackets & (ringPackets - 1)) !== 0) {
+      throw new Unsupported(`rocm: ring of ${ringPackets} packets (a power of two is needed)`);
+    }
+    this.done = hsa.signalCreate(0n);
+    // Runtime threads report through these; they only record what happened, synchronize raises it.
+    this.events = hsa.registerSystemEventHandler((e) => {
+      if (this.destroyed || e.event_type !== HSA_AMD_GPU_MEMORY_FAULT_EVENT || e.memory_fault.agent !== agent.gpu) return;
+      this.memoryFault ??= `GPU memory fault at 0x${e.memory_fault.virtual_address.toString(16)} (reason 0x${e.memory_fault.fault_reason_mask.toString(16)})`;
+    });
+    this.queue = hsa.queueCreate(agent.gpu, ringPackets, { onError: (status) => void (this.queueError ??= status) });
+    this.ring = new AqlRing(hsa, this.queue);
+    this.stagingHalf = opts.stagingBytes ?? 4 << 20;
+    this.newFaultChunk();
+  }
+
+  // ---- errors ----------------------------------------------------------------------------------------
+
+  private alive(): void {
+    if (this.poisoned !== undefined) throw new Poisoned("rocm", this.poisoned);
+  }
+  /** The kernel whose check wrote its fault word, preferring the work in flight (in submission order). */
+  private findFault(): { kernel: string; code: number } | undefined {
+    for (const c of [...this.inflight.flat(), ...[...this.executables.values()].map((e) => e.kernel)]) {
+      const f = c.fault;
+      if (f && f.words[f.index] !== 0) return { kernel: c.kernel.name, code: f.words[f.index] };
+    }
+    return undefined;
+  }
+  /** A fault the runtime reported (queue error, memory fault) as the error to throw; it poisons. */
+  private reported(): ExecError | undefined {
+    if (this.memoryFault !== undefined) {
+      this.poisoned ??= this.memoryFault;
+      return new DeviceLost("rocm", this.memoryFault);
+    }
+    if (this.queueError === undefined) return undefined;
+    const f = this.findFault();
+    if (f) {
+      this.poisoned ??= `kernel ${f.kernel} failed check with code ${f.code} (${hsaStatusName(this.queueError)})`;
+      return new KernelFault("rocm", f.kernel, f.code);
+    }
+    const why = `queue error ${hsaStatusName(this.queueError)}`;
+    this.poisoned ??= why;
+    return new DeviceLost("rocm", why);
+  }
+  /** Runs a runtime call; an HsaError poisons unless it is an allocation failure or a bad argument. */
+  private guard<T>(what: string, f: () => T): T {
+    this.alive();
+    try {
+      return f();
+    } catch (e) {
+      if (e instanceof ExecError) throw e;
+      const msg = (e as Error).message;
+      this.poisoned ??= `${what}: ${msg}`;
+      throw new DeviceLost("rocm", `${what}: ${msg}`);
+    }
+  }
+  private timeout(what: string, ms: number): DeviceTimeout {
+    this.poisoned ??= `${what} did not finish within ${ms} ms`;
+    return new DeviceTimeout("rocm", what, ms);
+  }
+
+  // ---- completion ------------------------------------------------------------------------------------
+
+  /** Submissions still running (the completion signal's value). */
+  private pending(): number {
+    return Number(this.hsa.signalLoad(this.done));
+  }
+  /** The queue ran dry: kernel lists, eager kernargs and staging memory are free. */
+  private idle(): void {
+    this.inflight = [];
+    for (const p of this.transient) this.hsa.memoryPoolFree(p);
+    this.transient = [];
+    if (this.staging) {
+      this.staging.used.fill(0);
+      this.staging.fence.fill(0);
+    }
+  }
+  /** Blocking, bounded wait until at most `left` submissions are pending (write paths only). */
+  private waitPending(left: number, what: string): void {
+    const deadline = performance.now() + this.timeoutMs;
+    for (;;) {
+      const r = this.reported();
+      if (r) throw r;
+      const n = this.pending();
+      if (n <= left) {
+        if (n === 0) this.idle();
+        return;
+      }
+      if (performance.now() > deadline) throw this.timeout(what, this.timeoutMs);
+    }
+  }
+  private submit(list: PacketList, kernels: RocmCompiled[]): void {
+    this.hsa.signalAdd(this.done, 1);
+    this.submitted++;
+    if (this.inflight.length < 4096) this.inflight.push(kernels);
+    if (!this.ring.submit(list, this.timeoutMs)) throw this.timeout("a free queue slot", this.timeoutMs);
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------------
+
+  private buf(b: DeviceBuffer): RocmBuffer {
+    if (!(b instanceof RocmBuffer) || !this.buffers.has(b)) throw new Unsupported("rocm: not a live buffer of this device");
+    return b;
+  }
+  private range(b: DeviceBuffer, offset: number, bytes: number): RocmBuffer {
+    const rb = this.buf(b);
+    if (!Number.isInteger(offset) || !Number.isInteger(bytes) || offset < 0 || bytes < 0 || offset + bytes > rb.bytes) {
+      throw new Unsupported(`rocm: range ${offset}+${bytes} outside a ${rb.bytes}-byte buffer`);
+    }
+    return rb;
+  }
+  /** Fine-grained host memory the GPU may access, zeroed, with its host view. */
+  private hostAlloc(pool: bigint, n: number): { ptr: bigint; view: Uint8Array } {
+    const ptr = this.hsa.memoryPoolAllocate(pool, n);
+    try {
+      this.hsa.agentsAllowAccess([this.agent.gpu], ptr);
+    } catch (e) {
+      this.hsa.memoryPoolFree(ptr);
+      throw e;
+    }
+    const view = new Uint8Array(ptrView(ptr, n));
+    view.fill(0);
+    return { ptr, view };
+  }
+
+  alloc(bytes: number, usage: "device" | "upload" | "readback"): DeviceBuffer {
+    this.alive();
+    if (!Number.isInteger(bytes) || bytes < 0) throw new Unsupported(`rocm: cannot allocate ${bytes} bytes`);
+    const n = Math.max(16, alignUp(bytes, 16));
+    let b: RocmBuffer;
+    try {
+      if (usage === "device") {
+        const ptr = this.hsa.memoryPoolAllocate(this.agent.pools.device, n);
+        try {
+          this.hsa.memoryFill(ptr, 0, n / 4);
+        } catch (e) {
+          this.hsa.memoryPoolFree(ptr);
+          throw e;
+        }
+        b = new RocmBuffer(bytes, ptr);
+      } else {
+        const h = this.hostAlloc(this.agent.pools.host, n);
+        b = new RocmBuffer(bytes, h.ptr, h.view);
+      }
+    } catch (e) {
+      if (e instanceof ExecError) throw e;
+      // ROCr answers an exhausted pool with OUT_OF_RESOURCES or INVALID_ALLOCATION; neither poisons.
+      throw new OutOfMemory("rocm", bytes, (e as Error).message);
+    }
+    this.buffers.add(b);
+    return b;
+  }
+
+  free(b: DeviceBuffer): void {
+    if (b instanceof RocmBuffer && b.freed) return;
+    const rb = this.buf(b);
+    rb.freed = true;
+    this.buffers.delete(rb);
+    if (this.poisoned !== undefined) return; // pending work may still reference it
+    this.guard("free", () => this.hsa.memoryPoolFree(rb.ptr));
+  }
+
+  write(b: DeviceBuffer, offset: number, data: Uint8Array): void {
+    this.alive();
+    const rb = this.range(b, offset, data.byteLength);
+    if (rb.host) {
+      // A submitted step may still read the old bytes: host memory changes only once the queue is idle.
+      if (this.pending() > 0) this.waitPending(0, "write to a slot");
+      rb.host.set(data, offset);
+      return;
+    }
+    const step = this.stagingHalf - 4 * KERNARG_ALIGN;
+    for (let at = 0; at < data.byteLength; at += step) {
+      const chunk = data.subarray(at, Math.min(data.byteLength, at + step));
+      const words = chunk.byteLength % 4 === 0 && (offset + at) % 4 === 0;
+      const t = this.transfer(chunk.byteLength, words);
+      t.view.set(chunk);
+      t.copy(rb.ptr + BigInt(offset + at), t.ptr);
+    }
+  }
+
+  /**
+   * Room for `bytes` of data in the staging memory, with the copy's length word and kernargs beside it, and
+   * the copy dispatch to submit. A full half is left for the other, which is reused once the last copy that
+   * used it has run.
+   */
+  private transfer(bytes: number, words: boolean): { ptr: bigint; view: Uint8Array; copy: (dst: bigint, src: bigint) => void } {
+    const st = this.staging ??= this.newStaging();
+    const c = this.copyKernel(words ? "u32" : "u8");
+    const data = alignUp(bytes, KERNARG_ALIGN);
+    const need = data + KERNARG_ALIGN + alignUp(c.layout.bytes, KERNARG_ALIGN);
+    if (st.used[st.cur] + need > st.half) {
+      st.fence[st.cur] = this.submitted;
+      st.cur ^= 1;
+      if (st.fence[st.cur]) this.waitPending(this.submitted - st.fence[st.cur], "staging memory");
+      st.used[st.cur] = 0;
+    }
+    const base = st.cur * st.half + st.used[st.cur];
+    st.used[st.cur] += need;
+    const lenAt = base + data, argAt = lenAt + KERNARG_ALIGN;
+    const at = (o: number) => st.ptr + BigInt(o);
+    const copy = (dst: bigint, src: bigint) => {
+      const dv = new DataView(st.view.buffer, st.view.byteOffset);
+      dv.setUint32(lenAt, words ? bytes / 4 : bytes, true);
+      const list = new PacketList(2);
+      this.dispatchInto(list, c, [dst, src, at(lenAt)], [COPY_GROUPS, 1, 1], dv, argAt, at(argAt), SYSTEM_ACQUIRE);
+      list.barrierAnd(TAIL, [], this.done);
+      this.guard("copy", () => this.submit(list, [c]));
+    };
+    return { ptr: at(base), view: st.view.subarray(base, base + bytes), copy };
+  }
+
+  private newStaging(): NonNullable<RocmDevice["staging"]> {
+    const half = this.stagingHalf;
+    const h = this.allocating(2 * half, () => this.hostAlloc(this.agent.pools.kernarg, 2 * half));
+    return { ptr: h.ptr, view: h.view, half, cur: 0, used: [0, 0], fence: [0, 0] };
+  }
+  /** Runs an allocation; the runtime's refusal becomes OutOfMemory (which does not poison). */
+  private allocating<T>(bytes: number, f: () => T): T {
+    this.alive();
+    try {
+      return f();
+    } catch (e) {
+      if (e instanceof ExecError) throw e;
+      throw new OutOfMemory("rocm", bytes, (e as Error).message);
+    }
+  }
+
+  read(b: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    let rb: RocmBuffer;
+    try {
+      this.alive();
+      rb = this.range(b, offset, bytes);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (rb.host) return Promise.resolve(rb.host.slice(offset, offset + bytes));
+    const r = this.reading.then(() => this.readDevice(rb, offset, bytes));
+    this.reading = r.then(() => {}, () => {});
+    return r;
+  }
+  private reading: Promise<void> = Promise.resolve();
+  /** Device memory back to the host: word copies into staging memory, each synchronized, in chunks. */
+  private async readDevice(rb: RocmBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    const out = new Uint8Array(bytes);
+    const chunk = (this.stagingHalf - 4 * KERNARG_ALIGN) & ~3;
+    for (let at = 0; at < bytes;) {
+      // Whole words covering [lo, hi): allocations are rounded up to 16 bytes, so they stay inside.
+      const m = Math.min(chunk - 4, bytes - at);
+      const lo = offset + at, hi = lo + m, from = lo & ~3;
+      const n = alignUp(hi, 4) - from;
+      const t = this.transfer(n, true);
+      t.copy(t.ptr, rb.ptr + BigInt(from));
+      await this.synchronize(this.timeoutMs);
+      out.set(t.view.subarray(lo - from, hi - from), at);
+      at += m;
+    }
+    return out;
+  }
+
+  // ---- kernels ---------------------------------------------------------------------------------------
+
+  private newFaultChunk(): void {
+    const h = this.hostAlloc(this.agent.pools.host, FAULT_WORDS * 4);
+    this.faultChunks.push({ ptr: h.ptr, words: new Uint32Array(h.view.buffer, h.view.byteOffset, FAULT_WORDS), used: 0 });
+  }
+  private faultWord(): RocmCompiled["fault"] {
+    if (this.faultChunks[this.faultChunks.length - 1].used === FAULT_WORDS) this.newFaultChunk();
+    const ch = this.faultChunks[this.faultChunks.length - 1];
+    const index = ch.used++;
+    return { words: ch.words, index, ptr: ch.ptr + BigInt(index * 4) };
+  }
+
+  private copyKernel(elem: "u32" | "u8"): RocmCompiled {
+    return this.copies[elem] ??= this.compile(copyKernel(elem)) as RocmCompiled;
+  }
+
+  compile(kernel: Kernel): CompiledKernel {
+    this.alive();
+    const known = this.byKernel.get(kernel);
+    if (known) return known;
+    const caps = this.target.caps;
+    if (kernel.uses.mma) throw new Unsupported(`rocm: ${kernel.name} needs warp MMA tiles`);
+    const wg = kernel.workgroup[0] * kernel.workgroup[1] * kernel.workgroup[2];
+    if (wg > caps.maxWorkgroupSize) throw new Unsupported(`rocm: ${kernel.name}: workgroup of ${wg} exceeds ${caps.maxWorkgroupSize}`);
+    let code: AmdgpuCode;
+    try {
+      code = this.compiler(kernel, this.agent);
+    } catch (e) {
+      if (e instanceof ExecError) throw e;
+      throw new Unsupported(`rocm: compiling ${kernel.name} for ${this.agent.gfx} failed: ${(e as Error).message}`);
+    }
+    const m = code.meta;
+    if (m.wavefrontSize !== caps.subgroupSize) {
+      throw new Unsupported(`rocm: ${kernel.name}: code object is wave${m.wavefrontSize}, ${this.agent.gfx} runs wave${caps.subgroupSize}`);
+    }
+    if (m.workgroupSize.some((n) => n !== 0) && m.workgroupSize.some((n, i) => n !== kernel.workgroup[i])) {
+      throw new Unsupported(`rocm: ${kernel.name}: code object fixes workgroup ${m.workgroupSize.join("x")}, the kernel is ${kernel.workgroup.join("x")}`);
+    }
+    if (m.groupSegmentSize > caps.maxSharedBytes) {
+      throw new Unsupported(`rocm: ${kernel.name} needs ${m.groupSegmentSize} bytes of LDS (${caps.maxSharedBytes} available)`);
+    }
+    const pointers = m.args.filter((a) => !a.kind.startsWith("hidden_")).length;
+    const layout = kernargLayout(m, kernel.buffers.length, pointers === kernel.buffers.length + 1);
+    const key = `${m.symbol}:${hashBytes(code.codeObject)}`;
+    let shared = this.executables.get(key);
+    if (!shared) {
+      shared = this.guard(`load ${kernel.name}`, () => this.load(kernel, code, layout));
+      this.executables.set(key, shared);
+    }
+    const k = shared.kernel;
+    const out = k.kernel === kernel ? k : new RocmCompiled(kernel, k.exe, k.kernelObject, k.groupBytes, k.privateBytes, k.layout, k.fault);
+    this.byKernel.set(kernel, out);
+    return out;
+  }
+
+  /** Loads a code object into a frozen executable and reads its kernel's dispatch sizes. */
+  private load(kernel: Kernel, code: AmdgpuCode, layout: KernargLayout): { executable: bigint; reader: bigint; kernel: RocmCompiled } {
+    const hsa = this.hsa, gpu = this.agent.gpu, m = code.meta;
+    const reader = hsa.codeObjectReaderFromMemory(code.codeObject);
+    let executable = 0n;
+    try {
+      executable = hsa.executableCreate();
+      hsa.executableLoadAgentCodeObject(executable, gpu, reader);
+      hsa.executableFreeze(executable);
+      const info = hsa.kernelInfo(hsa.executableSymbol(executable, m.symbol, gpu));
+      const differ = [
+        ["kernarg size", m.kernargSize, info.kernargSize], ["group segment", m.groupSegmentSize, info.groupSize],
+        ["private segment", m.privateSegmentSize, info.privateSize],
+      ].filter(([, a, b]) => a !== b);
+      if (differ.length) {
+        throw new Unsupported(`rocm: ${kernel.name}: the metadata and the loaded kernel disagree: ${differ.map(([w, a, b]) => `${w} ${a} vs ${b}`).join(", ")}`);
+      }
+      const fault = layout.pointers.length > kernel.buffers.length ? this.faultWord() : undefined;
+      const exe = { executable, reader };
+      return { ...exe, kernel: new RocmCompiled(kernel, exe, info.kernelObject, info.groupSize, info.privateSize, layout, fault) };
+    } catch (e) {
+      if (executable) hsa.executableDestroy(executable);
+      hsa.codeObjectReaderDestroy(reader);
+      throw e;
+    }
+  }
+
+  /** Writes a dispatch's kernargs at `dv[at]` (device address `addr`) and its packet into `list`. */
+  private dispatchInto(list: PacketList, c: RocmCompiled, ptrs: bigint[], grid: readonly number[], dv: DataView, at: number, addr: bigint, f = AGENT): void {
+    if (c.fault) ptrs.push(c.fault.ptr);
+    writeKernargs(new DataView(dv.buffer, dv.byteOffset + at, c.layout.bytes), c.layout, ptrs, grid, c.kernel.workgroup);
+    list.dispatch({ kernelObject: c.kernelObject, kernarg: addr, workgroup: c.kernel.workgroup, grid, groupBytes: c.groupBytes, privateBytes: c.privateBytes }, f);
+  }
+
+  // ---- recordings ------------------------------------------------------------------------------------
+
+  /** Checks a step and says what it reads and writes (by allocation). */
+  private access(s: DeviceStep, i: number): StepAccess {
+    const span = (b: DeviceBinding, what: string) => {
+      const rb = this.range(b.buffer, b.offset, b.bytes);
+      if (b.offset % this.target.caps.bindingAlign !== 0) throw new Unsupported(`rocm: step ${i}: ${what} at offset ${b.offset} (needs ${this.target.caps.bindingAlign}-byte alignment)`);
+      return { buffer: rb, lo: b.offset, hi: b.offset + Math.max(b.bytes, 1) };
+    };
+    if (s.k === "copy") {
+      if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`rocm: step ${i}: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
+      return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
+    }
+    const c = s.compiled;
+    if (!(c instanceof RocmCompiled) || this.byKernel.get(c.kernel) !== c) throw new Unsupported(`rocm: step ${i}: kernel was not compiled by this device`);
+    const k = c.kernel;
+    if (s.bindings.length !== k.buffers.length) throw new Unsupported(`rocm: step ${i}: ${k.name} takes ${k.buffers.length} bindings, got ${s.bindings.length}`);
+    s.grid.forEach((g, d) => {
+      if (!Number.isInteger(g) || g < 1 || g > this.target.caps.maxWorkgroupsPerDim[d] || g * k.workgroup[d] > 0xffffffff) {
+        throw new Unsupported(`rocm: step ${i}: ${k.name}: grid ${s.grid.join("x")} out of range`);
+      }
+    });
+    const out: StepAccess = { reads: [], writes: [] };
+    s.bindings.forEach((b, j) => {
+      const r = span(b, `binding ${j}`), acc = k.buffers[j].access;
+      if (acc !== "w") out.reads.push(r);
+      if (acc !== "r") out.writes.push(r);
+    });
+    return out;
+  }
+
+  /**
+   * The packet list of `steps` with their kernargs in fresh kernarg memory: a barrier-AND before each step
+   * that depends on one since the last barrier (before every step when `allBarriers`), and the tail.
+   */
+  private build(steps: DeviceStep[], allBarriers: boolean): RocmRecording {
+    const need = barriersBefore(steps.map((s, i) => this.access(s, i)), allBarriers);
+    const plan = steps.map((s) => {
+      if (s.k === "kernel") return { c: s.compiled as RocmCompiled, extra: 0 };
+      const words = s.src.bytes % 4 === 0;
+      return { c: this.copyKernel(words ? "u32" : "u8"), extra: KERNARG_ALIGN }; // the length word
+    });
+    const bytes = plan.reduce((n, p) => n + alignUp(p.c.layout.bytes, KERNARG_ALIGN) + p.extra, 0);
+    const mem = bytes ? this.allocating(bytes, () => this.hostAlloc(this.agent.pools.kernarg, bytes)) : undefined;
+    const barriers = need.filter(Boolean).length;
+    const list = new PacketList(steps.length + barriers + 1);
+    const dv = mem ? new DataView(mem.view.buffer, mem.view.byteOffset, bytes) : new DataView(new ArrayBuffer(0));
+    let at = 0;
+    steps.forEach((s, i) => {
+      if (need[i]) list.barrierAnd(STEP_BARRIER);
+      const { c, extra } = plan[i];
+      const addr = (o: number) => mem!.ptr + BigInt(o);
+      const f = i === 0 ? SYSTEM_ACQUIRE : AGENT;
+      if (s.k === "kernel") {
+        const ptrs = s.bindings.map((b) => (b.buffer as RocmBuffer).ptr + BigInt(b.offset));
+        this.dispatchInto(list, c, ptrs, s.grid, dv, at, addr(at), f);
+      } else {
+        const words = c === this.copies.u32;
+        dv.setUint32(at, words ? s.src.bytes / 4 : s.src.bytes, true);
+        const ptrs = [(s.dst.buffer as RocmBuffer).ptr + BigInt(s.dst.offset), (s.src.buffer as RocmBuffer).ptr + BigInt(s.src.offset), addr(at)];
+        this.dispatchInto(list, c, ptrs, [COPY_GROUPS, 1, 1], dv, at + extra, addr(at + extra), f);
+      }
+      at += alignUp(c.layout.bytes, KERNARG_ALIGN) + extra;
+    });
+    list.barrierAnd(TAIL, [], this.done);
+    return new RocmRecording(steps.length, list, mem?.ptr ?? 0n, plan.map((p) => p.c), barriers);
+  }
+
+  record(steps: DeviceStep[]): Recording {
+    this.alive();
+    const rec = this.build(steps, false);
+    this.recordings.add(rec);
+    return rec;
+  }
+
+  replay(rec: Recording): void {
+    this.alive();
+    if (!(rec instanceof RocmRecording) || !this.recordings.has(rec)) throw new Unsupported("rocm: not a live recording of this device");
+    if (rec.steps === 0) return;
+    const r = this.reported();
+    if (r) throw r;
+    this.guard("replay", () => this.submit(rec.list, rec.kernels));
+  }
+
+  run(steps: DeviceStep[]): void {
+    this.alive();
+    if (steps.length === 0) return;
+    const rec = this.build(steps, true);
+    if (rec.kernarg) this.transient.push(rec.kernarg);
+    this.guard("run", () => this.submit(rec.list, rec.kernels));
+  }
+
+  async synchronize(timeoutMs: number): Promise<void> {
+    this.alive();
+    const t0 = performance.now();
+    const spinUntil = t0 + this.spinMicros / 1000, deadline = t0 + timeoutMs;
+    for (;;) {
+      const r = this.reported();
+      if (r) throw r;
+      if (this.pending() <= 0) {
+        this.idle();
+        return;
+      }
+      const now = performance.now();
+      if (now > deadline) throw this.timeout("synchronize", timeoutMs);
+      // The runtime's thread-safe callbacks (queue errors, memory faults) run only when the event loop turns.
+      if (now > spinUntil) await sleep(1);
+      this.alive();
+    }
+  }
+
+  releaseRecording(rec: Recording): void {
+    if (!(rec instanceof RocmRecording) || rec.released) return;
+    rec.released = true;
+    this.recordings.delete(rec);
+    if (this.poisoned !== undefined || rec.kernarg === 0n) return;
+    // Its packets may still be running: the kernarg memory is freed with the next idle queue.
+    if (this.pending() > 0) this.transient.push(rec.kernarg);
+    else this.guard("releaseRecording", () => this.hsa.memoryPoolFree(rec.kernarg));
+  }
+
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    const clean = this.poisoned === undefined;
+    if (clean) {
+      try {
+        await this.synchronize(this.timeoutMs);
+        for (const r of [...this.recordings]) this.releaseRecording(r);
+        for (const b of [...this.buffers]) this.free(b);
+        for (const e of this.executables.values()) {
+          this.hsa.executableDestroy(e.executable);
+          this.hsa.codeObjectReaderDestroy(e.reader);
+        }
+        this.executables.clear();
+        for (const ch of this.faultChunks) this.hsa.memoryPoolFree(ch.ptr);
+        if (this.staging) this.hsa.memoryPoolFree(this.staging.ptr);
+        this.idle();
+      } catch {
+        // Best effort: the queue and the runtime are released below either way.
+      }
+    }
+    this.destroyed = true;
+    this.poisoned ??= "destroyed";
+    try {
+      this.hsa.queueDestroy(this.queue);
+      this.hsa.signalDestroy(this.done);
+      // The system event handler stays registered (ROCr cannot remove one): `events` is never closed, and it
+      // ignores a destroyed device.
+      this.hsa.shutDown();
+    } catch {
+      // A runtime that faulted may refuse; nothing more to release.
+    }
+  }
+}
+
+/** FNV-1a of a code object: identical objects share one executable. */
+function hashBytes(b: Uint8Array): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 0x01000193);
+  return `${(h >>> 0).toString(16)}:${b.length}`;
+}
