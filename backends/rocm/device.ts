@@ -58,6 +58,8 @@ export interface RocmDeviceOptions {
 
 const FAULT_WORDS = 1024;
 const KERNARG_ALIGN = 64;
+/** Bytes of a staging half kept for a copy's length word and kernargs (a copy kernel's are under 512). */
+const STAGING_SLACK = 2048;
 
 class RocmBuffer implements DeviceBuffer {
   freed = false;
@@ -177,6 +179,7 @@ export class RocmDevice implements Device {
     this.queue = hsa.queueCreate(agent.gpu, ringPackets, { onError: (status) => void (this.queueError ??= status) });
     this.ring = new AqlRing(hsa, this.queue);
     this.stagingHalf = opts.stagingBytes ?? 4 << 20;
+    if (!(this.stagingHalf >= 4 * STAGING_SLACK && this.stagingHalf % 64 === 0)) throw new Unsupported(`rocm: staging of ${this.stagingHalf} bytes (at least ${4 * STAGING_SLACK}, a multiple of 64)`);
     this.newFaultChunk();
   }
 
@@ -336,7 +339,7 @@ export class RocmDevice implements Device {
       rb.host.set(data, offset);
       return;
     }
-    const step = this.stagingHalf - 4 * KERNARG_ALIGN;
+    const step = this.stagingHalf - STAGING_SLACK;
     for (let at = 0; at < data.byteLength; at += step) {
       const chunk = data.subarray(at, Math.min(data.byteLength, at + step));
       const words = chunk.byteLength % 4 === 0 && (offset + at) % 4 === 0;
@@ -356,6 +359,7 @@ export class RocmDevice implements Device {
     const c = this.copyKernel(words ? "u32" : "u8");
     const data = alignUp(bytes, KERNARG_ALIGN);
     const need = data + KERNARG_ALIGN + alignUp(c.layout.bytes, KERNARG_ALIGN);
+    if (need > st.half) throw new Unsupported(`rocm: a ${bytes}-byte copy and its ${c.layout.bytes} bytes of kernargs exceed a ${st.half}-byte staging half`);
     if (st.used[st.cur] + need > st.half) {
       st.fence[st.cur] = this.submitted;
       st.cur ^= 1;
@@ -410,7 +414,7 @@ export class RocmDevice implements Device {
   /** Device memory back to the host: word copies into staging memory, each synchronized, in chunks. */
   private async readDevice(rb: RocmBuffer, offset: number, bytes: number): Promise<Uint8Array> {
     const out = new Uint8Array(bytes);
-    const chunk = (this.stagingHalf - 4 * KERNARG_ALIGN) & ~3;
+    const chunk = (this.stagingHalf - STAGING_SLACK) & ~3;
     for (let at = 0; at < bytes;) {
       // Whole words covering [lo, hi): allocations are rounded up to 16 bytes, so they stay inside.
       const m = Math.min(chunk - 4, bytes - at);
