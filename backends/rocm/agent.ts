@@ -6,7 +6,7 @@
 // - `kernarg`: the CPU pool flagged KERNARG_INIT (fine-grained system memory) for kernarg segments.
 import {
   type Hsa, HSA_AGENT_FEATURE_KERNEL_DISPATCH, HSA_AGENT_INFO_DEVICE, HSA_AGENT_INFO_FEATURE, HSA_AGENT_INFO_GRID_MAX_DIM,
-  HSA_AGENT_INFO_QUEUE_MAX_SIZE, HSA_AGENT_INFO_WAVEFRONT_SIZE, HSA_AGENT_INFO_WORKGROUP_MAX_SIZE,
+  HSA_AGENT_INFO_PROFILE, HSA_AGENT_INFO_QUEUE_MAX_SIZE, HSA_AGENT_INFO_WAVEFRONT_SIZE, HSA_AGENT_INFO_WORKGROUP_MAX_SIZE,
   HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, HSA_AMD_AGENT_INFO_PRODUCT_NAME, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
   HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
   HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, HSA_AMD_MEMORY_POOL_INFO_SIZE,
@@ -30,6 +30,8 @@ export interface RocmAgent {
   product: string;
   computeUnits: number;
   queueMaxSize: number;
+  /** HSA_PROFILE_BASE (discrete GPUs) or HSA_PROFILE_FULL (APUs): executables must be created for it. */
+  profile: number;
   pools: { device: bigint; host: bigint; kernarg: bigint };
   deviceBytes: number;
   caps: Caps;
@@ -107,6 +109,7 @@ export function describeAgent(hsa: Hsa, gpu: bigint): RocmAgent | string {
     gpu, cpu, name, isa, gfx: gfxOf(isa), product,
     computeUnits: hsa.agentInfoU32(gpu, HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT),
     queueMaxSize: hsa.agentInfoU32(gpu, HSA_AGENT_INFO_QUEUE_MAX_SIZE),
+    profile: hsa.agentInfoU32(gpu, HSA_AGENT_INFO_PROFILE),
     pools: { device: device.pool, host: host.pool, kernarg: kernarg.pool },
     deviceBytes: device.size,
     caps: rocmCaps({ wave, maxWorkgroupSize: hsa.agentInfoU32(gpu, HSA_AGENT_INFO_WORKGROUP_MAX_SIZE), gridMax, ldsBytes: lds }),

@@ -491,7 +491,7 @@ export class RocmDevice implements Device {
     const reader = hsa.codeObjectReaderFromMemory(code.codeObject);
     let executable = 0n;
     try {
-      executable = hsa.executableCreate();
+      executable = hsa.executableCreate(this.agent.profile);
       hsa.executableLoadAgentCodeObject(executable, gpu, reader);
       hsa.executableFreeze(executable);
       const info = hsa.kernelInfo(hsa.executableSymbol(executable, m.symbol, gpu));

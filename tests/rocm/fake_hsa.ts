@@ -120,7 +120,7 @@ export class FakeHsa {
   agentInfoU32(agent: bigint, attr: number): number {
     const gpu = agent === GPU;
     const t: Record<number, number> = {
-      17: gpu ? 1 : 0, 2: gpu ? 1 : 0, 6: this.spec.wave, 8: 1024, 14: this.spec.queueMax, 0xa002: 304,
+      17: gpu ? 1 : 0, 2: gpu ? 1 : 0, 4: gpu ? 0 : 1, 6: this.spec.wave, 8: 1024, 14: this.spec.queueMax, 0xa002: 304,
     };
     if (!(attr in t)) throw new HsaError("hsa_agent_get_info", 0x1001);
     return t[attr];
@@ -374,7 +374,8 @@ export class FakeHsa {
   codeObjectReaderDestroy(r: bigint): void {
     if (!this.readers.delete(r)) throw new HsaError("hsa_code_object_reader_destroy", 0x1021);
   }
-  executableCreate(): bigint {
+  executableCreate(profile: number): bigint {
+    if (profile !== 0) this.violations.push(`executable created for profile ${profile}; the discrete GPU agent's is BASE (0)`);
     const h = this.handles++;
     this.exes.set(h, { symbols: [], frozen: false });
     return h;
