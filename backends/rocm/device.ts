@@ -34,10 +34,9 @@ import { describeAgent, gpuAgents, type RocmAgent } from "./agent.ts";
 import { COPY_GROUPS, copyKernel } from "./copy.ts";
 import { type AmdgpuCode, kernargLayout, type KernargLayout, writeKernargs } from "./kernarg.ts";
 import { AGENT, AqlRing, PacketList, STEP_BARRIER, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
-import { defaultCompiler } from "./render.ts";
+import { type AmdgpuCompiler, loadAmdgpuCompiler } from "./render.ts";
 
-/** Compiles a kernel to a code object for the agent's target. */
-export type AmdgpuCompiler = (kernel: Kernel, agent: RocmAgent) => AmdgpuCode;
+export type { AmdgpuCompiler } from "./render.ts";
 
 export interface RocmDeviceOptions {
   /** Index among the GPU agents that take kernel dispatches (default 0). */
@@ -52,7 +51,7 @@ export interface RocmDeviceOptions {
   ringPackets?: number;
   /** Bytes of each half of the staging memory for host-to-device writes (default 4 MiB). */
   stagingBytes?: number;
-  /** The kernel compiler (default: the amdgpu renderer through comgr). */
+  /** The kernel compiler (probeRocm's default: the amdgpu renderer through comgr; the constructor needs one). */
   compile?: AmdgpuCompiler;
 }
 
@@ -92,8 +91,11 @@ class RocmRecording implements Recording {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
-/** Opens the device, or says why it cannot (no library, no ROCm agent) as a string. */
-export function probeRocm(opts: RocmDeviceOptions = {}): RocmDevice | string {
+/**
+ * Opens the device, or says why it cannot (no library, no ROCm agent, no compiler for its target) as a
+ * string. The compiler is looked for only once an agent is there.
+ */
+export async function probeRocm(opts: RocmDeviceOptions = {}): Promise<RocmDevice | string> {
   let hsa: Hsa;
   try {
     hsa = openHsa(opts.library);
@@ -106,15 +108,21 @@ export function probeRocm(opts: RocmDeviceOptions = {}): RocmDevice | string {
     const why = init.code === HSA_STATUS_ERROR_OUT_OF_RESOURCES ? "no /dev/kfd or no access to it" : init.codeName;
     return `no ROCm agent (hsa_init: ${why})`;
   }
-  try {
-    return new RocmDevice(hsa, opts);
-  } catch (e) {
+  const fail = (why: string) => {
     try {
       hsa.shutDown();
     } catch {
       // The runtime is dropped either way.
     }
-    return (e as Error).message.split("\n")[0];
+    return why;
+  };
+  try {
+    if (gpuAgents(hsa).length <= (opts.agent ?? 0)) return fail(`no ROCm agent${opts.agent ? ` ${opts.agent}` : ""}`);
+    const compile = opts.compile ?? await loadAmdgpuCompiler();
+    if (typeof compile === "string") return fail(`rocm: ${compile}`);
+    return new RocmDevice(hsa, { ...opts, compile });
+  } catch (e) {
+    return fail((e as Error).message.split("\n")[0]);
   }
 }
 
@@ -152,7 +160,8 @@ export class RocmDevice implements Device {
   constructor(readonly hsa: Hsa, opts: RocmDeviceOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.spinMicros = opts.spinMicros ?? 20_000;
-    this.compiler = opts.compile ?? defaultCompiler;
+    if (!opts.compile) throw new Unsupported("rocm: RocmDevice needs a kernel compiler (probeRocm finds the amdgpu renderer's)");
+    this.compiler = opts.compile;
     const gpus = gpuAgents(hsa);
     const index = opts.agent ?? 0;
     if (gpus.length <= index) throw new Unsupported(gpus.length ? `no ROCm agent ${index} (${gpus.length} present)` : "no ROCm agent");
@@ -472,8 +481,8 @@ export class RocmDevice implements Device {
       throw new Unsupported(`rocm: ${kernel.name} needs ${m.groupSegmentSize} bytes of LDS (${caps.maxSharedBytes} available)`);
     }
     const pointers = m.args.filter((a) => !a.kind.startsWith("hidden_")).length;
-    const layout = kernargLayout(m, kernel.buffers.length, pointers === kernel.buffers.length + 1);
-    const key = `${m.symbol}:${hashBytes(code.codeObject)}`;
+    const layout = kernargLayout(m, kernel.buffers.length, m.args.some((a) => a.binding === "fault") || pointers === kernel.buffers.length + 1);
+    const key = `${m.symbol}:${hashBytes(code.elf)}`;
     let shared = this.executables.get(key);
     if (!shared) {
       shared = this.guard(`load ${kernel.name}`, () => this.load(kernel, code, layout));
@@ -488,7 +497,7 @@ export class RocmDevice implements Device {
   /** Loads a code object into a frozen executable and reads its kernel's dispatch sizes. */
   private load(kernel: Kernel, code: AmdgpuCode, layout: KernargLayout): { executable: bigint; reader: bigint; kernel: RocmCompiled } {
     const hsa = this.hsa, gpu = this.agent.gpu, m = code.meta;
-    const reader = hsa.codeObjectReaderFromMemory(code.codeObject);
+    const reader = hsa.codeObjectReaderFromMemory(code.elf);
     let executable = 0n;
     try {
       executable = hsa.executableCreate(this.agent.profile);

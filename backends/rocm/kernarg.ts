@@ -1,22 +1,24 @@
 // What the ROCm device needs from an AMDGPU code object, and the kernarg segment it builds from that.
 //
 // The renderer (kernels/render/amdgpu, the amdgpu half of issue 19) compiles a kernel to a code object and
-// reads its metadata back through comgr: `AmdgpuKernelMeta` is that plain description, the contract between
-// the two halves. Until the renderer's own type (kernels/render/amdgpu/meta.ts) lands, this file is where
-// the device states what it reads; the fields are the agreed ones.
+// reads its metadata back through comgr; its kernels/render/amdgpu/meta.ts (AmdKernelMeta, AmdCodeObject) is
+// the contract between the two halves. The types here are the subset the device reads, structurally the
+// same, so this backend builds without that renderer (and is tested with a stand-in compiler).
 //
 // Kernel arguments are laid out as on the other targets: one global pointer per kernel buffer in order, then
-// the fault word's pointer when the kernel has checks. LLVM may append hidden (implicit) arguments; the
-// device fills the ones a dispatch defines (block counts, group sizes, remainders, grid dims) and zeroes the
-// rest (offsets, printf/hostcall/heap pointers the renderer's kernels never use).
+// the fault word's pointer when the kernel has checks. LLVM appends hidden (implicit) arguments; the device
+// fills the ones a dispatch defines (block counts, group sizes, remainders, grid dims) and zeroes the rest
+// (offsets, printf/hostcall/heap pointers the renderer's kernels never use).
 import { Unsupported } from "../errors.ts";
 
 /** One argument of the kernarg segment, from the code object's metadata (.args). */
 export interface AmdgpuArg {
   offset: number;
   size: number;
-  /** `.value_kind`: "global_buffer" (or "buffer"/"fault" as the renderer names them), or a "hidden_*" kind. */
+  /** `.value_kind`: "global_buffer" (a binding or the fault word), or a "hidden_*" kind. */
   kind: string;
+  /** Which pointer it is, where the renderer says: a binding index, or "fault"; else pointers go in order. */
+  binding?: number | "fault";
 }
 
 /** One kernel of a code object, as its metadata describes it. */
@@ -38,11 +40,11 @@ export interface AmdgpuKernelMeta {
 
 /** A kernel compiled for one AMDGPU target: its code object (ELF) and that object's metadata. */
 export interface AmdgpuCode {
-  codeObject: Uint8Array;
+  elf: Uint8Array;
   meta: AmdgpuKernelMeta;
 }
 
-const POINTER_KINDS = new Set(["global_buffer", "buffer", "fault", "dynamic_shared_pointer"]);
+const POINTER_KINDS = new Set(["global_buffer"]);
 
 /** Where each kernarg value goes: pointer args by position, hidden ones by what fills them. */
 export interface KernargLayout {
@@ -60,7 +62,8 @@ export interface KernargLayout {
 export function kernargLayout(meta: AmdgpuKernelMeta, buffers: number, fault: boolean): KernargLayout {
   const pointers: number[] = [];
   const hidden: KernargLayout["hidden"] = [];
-  for (const a of meta.args) {
+  const args = meta.args.every((a) => a.binding === undefined) ? meta.args : [...meta.args].sort((a, b) => order(a, buffers) - order(b, buffers));
+  for (const a of args) {
     if (!(Number.isInteger(a.offset) && a.offset >= 0 && Number.isInteger(a.size) && a.size > 0 && a.offset + a.size <= meta.kernargSize)) {
       throw new Unsupported(`rocm: ${meta.name}: kernel argument ${a.kind} at ${a.offset}+${a.size} is outside the ${meta.kernargSize}-byte kernarg segment`);
     }
@@ -70,6 +73,11 @@ export function kernargLayout(meta: AmdgpuKernelMeta, buffers: number, fault: bo
     } else if (a.kind.startsWith("hidden_")) hidden.push(a);
     else throw new Unsupported(`rocm: ${meta.name}: kernel argument kind ${a.kind} is not one the device passes`);
   }
+  const named = args.filter((a) => a.binding !== undefined).map((a) => a.binding);
+  const expect = [...Array.from({ length: buffers }, (_, i) => i), ...(fault ? ["fault"] : [])];
+  if (named.length && named.join() !== expect.join()) {
+    throw new Unsupported(`rocm: ${meta.name}: code object's pointer arguments are [${named.join(", ")}], the device passes [${expect.join(", ")}]`);
+  }
   const want = buffers + (fault ? 1 : 0);
   if (pointers.length !== want) {
     throw new Unsupported(`rocm: ${meta.name}: code object takes ${pointers.length} pointer arguments, the device passes ${want} (${buffers} buffers${fault ? " + fault word" : ""})`);
@@ -77,6 +85,11 @@ export function kernargLayout(meta: AmdgpuKernelMeta, buffers: number, fault: bo
   const align = Math.max(16, meta.kernargAlign);
   if ((align & (align - 1)) !== 0) throw new Unsupported(`rocm: ${meta.name}: kernarg alignment ${meta.kernargAlign}`);
   return { bytes: meta.kernargSize, align, pointers, hidden };
+}
+
+/** Sort key of an argument: bindings in order, the fault word after them, hidden ones last. */
+function order(a: AmdgpuArg, buffers: number): number {
+  return a.binding === "fault" ? buffers : typeof a.binding === "number" ? a.binding : buffers + 1 + a.offset / 2 ** 20;
 }
 
 /**

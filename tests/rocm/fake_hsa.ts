@@ -70,7 +70,7 @@ export class FakeHsa {
   private readonly signals = new Map<bigint, { value: bigint }>();
   private handles = 0x100n;
   private readonly kernels = new Map<string, { kernel: Kernel; meta: AmdgpuKernelMeta }>();
-  private readonly readers = new Map<bigint, string>();
+  private readonly readers = new Map<bigint, string[]>();
   private readonly exes = new Map<bigint, { symbols: string[]; frozen: boolean }>();
   private readonly objects = new Map<bigint, string>();
   private queue: { q: HsaQueue; ring: ArrayBuffer; size: number; read: bigint; write: bigint; doorbell: bigint; onError?: (s: number, q: bigint) => void; error: boolean } | undefined;
@@ -86,7 +86,7 @@ export class FakeHsa {
   readonly compiler = (k: Kernel, agent: RocmAgent): AmdgpuCode => {
     const symbol = `${k.name}.kd`;
     const pointers = k.buffers.length + (k.uses.checks ? 1 : 0);
-    const args = Array.from({ length: pointers }, (_, i) => ({ offset: 8 * i, size: 8, kind: "global_buffer" }));
+    const args: AmdgpuKernelMeta["args"] = Array.from({ length: pointers }, (_, i) => ({ offset: 8 * i, size: 8, kind: "global_buffer", binding: i < k.buffers.length ? i : "fault" as const }));
     const h = 8 * pointers;
     for (const [i, a] of ["x", "y", "z"].entries()) {
       args.push({ offset: h + 4 * i, size: 4, kind: `hidden_block_count_${a}` });
@@ -102,7 +102,7 @@ export class FakeHsa {
       wavefrontSize: agent.caps.subgroupSize, workgroupSize: [...k.workgroup], args,
     };
     this.kernels.set(symbol, { kernel: k, meta });
-    return { codeObject: new TextEncoder().encode(`FAKE-ELF ${agent.isa} ${symbol} ${JSON.stringify(k.workgroup)}`), meta };
+    return { elf: new TextEncoder().encode(`FAKE-ELF ${agent.isa} ${symbol} ${JSON.stringify(k.workgroup)}`), meta };
   };
 
   // ---- runtime ------------------------------------------------------------------------------------------
@@ -363,12 +363,25 @@ export class FakeHsa {
 
   // ---- code objects -------------------------------------------------------------------------------------
 
+  /** Wraps a real compiler (the amdgpu renderer's): its code objects load here, and their kernels run as JS. */
+  wrap(compile: (k: Kernel, agent: RocmAgent) => AmdgpuCode): (k: Kernel, agent: RocmAgent) => AmdgpuCode {
+    return (k, agent) => {
+      const code = compile(k, agent);
+      this.kernels.set(code.meta.symbol, { kernel: k, meta: code.meta });
+      const known = this.elfSymbols.get(code.elf) ?? [];
+      this.elfSymbols.set(code.elf, [...known, code.meta.symbol]);
+      return code;
+    };
+  }
+  private readonly elfSymbols = new WeakMap<Uint8Array, string[]>();
+
   codeObjectReaderFromMemory(code: Uint8Array): bigint {
-    const text = new TextDecoder().decode(code);
-    const m = /^FAKE-ELF (\S+) (\S+)/.exec(text);
-    if (!m) throw new HsaError("hsa_code_object_reader_create_from_memory", 0x1010);
+    const real = this.elfSymbols.get(code);
+    const m = real ? undefined : /^FAKE-ELF (\S+) (\S+)/.exec(new TextDecoder().decode(code));
+    if (!real && !m) throw new HsaError("hsa_code_object_reader_create_from_memory", 0x1010);
+    if (real && !(code[0] === 0x7f && code[1] === 0x45 && code[18] === 224)) this.violations.push("a code object that is not an AMDGPU ELF");
     const h = this.handles++;
-    this.readers.set(h, m[2]);
+    this.readers.set(h, real ?? [m![2]]);
     return h;
   }
   codeObjectReaderDestroy(r: bigint): void {
@@ -383,7 +396,7 @@ export class FakeHsa {
   executableLoadAgentCodeObject(exe: bigint, agent: bigint, reader: bigint): void {
     const e = this.exes.get(exe), sym = this.readers.get(reader);
     if (!e || !sym || agent !== GPU || e.frozen) throw new HsaError("hsa_executable_load_agent_code_object", 0x1011);
-    e.symbols.push(sym);
+    e.symbols.push(...sym);
   }
   executableFreeze(exe: bigint): void {
     this.exes.get(exe)!.frozen = true;
