@@ -151,6 +151,8 @@ export class RocmDevice implements Device {
   /** Kernarg memory of eager runs, freed once the queue is seen idle. */
   private transient: bigint[] = [];
   private submitted = 0;
+  /** Something was submitted since the queue was last seen idle. */
+  private busy = false;
   private staging: { ptr: bigint; view: Uint8Array; half: number; cur: number; used: number[]; fence: number[] } | undefined;
   private copies: { u32?: RocmCompiled; u8?: RocmCompiled } = {};
   private readonly stagingHalf: number;
@@ -246,6 +248,7 @@ export class RocmDevice implements Device {
   }
   /** The queue ran dry: kernel lists, eager kernargs and staging memory are free. */
   private idle(): void {
+    this.busy = false;
     this.inflight = [];
     for (const p of this.transient) this.hsa.memoryPoolFree(p);
     this.transient = [];
@@ -271,6 +274,7 @@ export class RocmDevice implements Device {
   private submit(list: PacketList, kernels: RocmCompiled[]): void {
     this.hsa.signalAdd(this.done, 1);
     this.submitted++;
+    this.busy = true;
     if (this.inflight.length < 4096) this.inflight.push(kernels);
     if (!this.ring.submit(list, this.timeoutMs)) throw this.timeout("a free queue slot", this.timeoutMs);
   }
@@ -344,7 +348,7 @@ export class RocmDevice implements Device {
     const rb = this.range(b, offset, data.byteLength);
     if (rb.host) {
       // A submitted step may still read the old bytes: host memory changes only once the queue is idle.
-      if (this.pending() > 0) this.waitPending(0, "write to a slot");
+      if (this.busy && this.pending() > 0) this.waitPending(0, "write to a slot");
       rb.host.set(data, offset);
       return;
     }
@@ -627,7 +631,7 @@ export class RocmDevice implements Device {
     for (;;) {
       const r = this.reported();
       if (r) throw r;
-      if (this.pending() <= 0) {
+      if (!this.busy || this.pending() <= 0) {
         this.idle();
         return;
       }
@@ -645,7 +649,7 @@ export class RocmDevice implements Device {
     this.recordings.delete(rec);
     if (this.poisoned !== undefined || rec.kernarg === 0n) return;
     // Its packets may still be running: the kernarg memory is freed with the next idle queue.
-    if (this.pending() > 0) this.transient.push(rec.kernarg);
+    if (this.busy && this.pending() > 0) this.transient.push(rec.kernarg);
     else this.guard("releaseRecording", () => this.hsa.memoryPoolFree(rec.kernarg));
   }
 
