@@ -17,6 +17,8 @@ import { traceLlama } from "../../llm/families/llama.ts";
 import { checkCase, featureCases } from "../ptx/features.ts";
 import { compareRuns, runFeature, stepOf, upload } from "../ptx/run.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { expectPhase } from "../ptx/child.ts";
+import { child } from "./child.ts";
 import { FakeHsa, type FakeAgentSpec, type LoggedPacket, MI300X, RX7900 } from "./fake_hsa.ts";
 
 function fake(spec: FakeAgentSpec = MI300X, opts: RocmDeviceOptions = {}): { hsa: FakeHsa; dev: RocmDevice } {
@@ -412,4 +414,8 @@ test("fake HSA + the amdgpu renderer's code objects: a Llama decode's kernels lo
   const hsa = new FakeHsa({ ...MI300X, gfx: "gfx90a", product: "Fake MI250X" });
   const dev = new RocmDevice(hsa as unknown as Hsa, { compile: hsa.wrap(real as Exclude<typeof real, string>), spinMicros: 1000 });
   await decodeMatches(dev, hsa);
+});
+
+test("fake HSA: the fault-child protocol of the hardware tests (each phase in its own process)", { timeout: 120_000 }, () => {
+  for (const phase of ["eager", "graph", "timeout"] as const) expectPhase[phase](child(phase, { POOT_ROCM_FAKE: "1" }));
 });
