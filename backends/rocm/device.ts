@@ -32,7 +32,8 @@ import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisone
 import { barriersBefore, type StepAccess } from "../hazards.ts";
 import { describeAgent, gpuAgents, type RocmAgent } from "./agent.ts";
 import { COPY_GROUPS, copyKernel } from "./copy.ts";
-import { type AmdgpuCode, kernargLayout, type KernargLayout, writeKernargs } from "./kernarg.ts";
+import { CodeObjects, type FaultWord, RocmCompiled } from "./code.ts";
+import { writeKernargs } from "./kernarg.ts";
 import { AGENT, AqlRing, PacketList, STEP_BARRIER, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
 import { type AmdgpuCompiler, loadAmdgpuCompiler } from "./render.ts";
 
@@ -63,17 +64,6 @@ const STAGING_SLACK = 2048;
 class RocmBuffer implements DeviceBuffer {
   freed = false;
   constructor(readonly bytes: number, readonly ptr: bigint, readonly host?: Uint8Array) {}
-}
-class RocmCompiled implements CompiledKernel {
-  constructor(
-    readonly kernel: Kernel,
-    readonly exe: { executable: bigint; reader: bigint },
-    readonly kernelObject: bigint,
-    readonly groupBytes: number,
-    readonly privateBytes: number,
-    readonly layout: KernargLayout,
-    readonly fault?: { words: Uint32Array; index: number; ptr: bigint },
-  ) {}
 }
 class RocmRecording implements Recording {
   released = false;
@@ -132,7 +122,6 @@ export class RocmDevice implements Device {
   readonly agent: RocmAgent;
   private readonly timeoutMs: number;
   private readonly spinMicros: number;
-  private readonly compiler: AmdgpuCompiler;
   private readonly queue: HsaQueue;
   /** The queue's ring (tests read its doorbell count). */
   readonly ring: AqlRing;
@@ -142,8 +131,7 @@ export class RocmDevice implements Device {
   private queueError: number | undefined;
   private memoryFault: string | undefined;
   private readonly buffers = new Set<RocmBuffer>();
-  private readonly byKernel = new WeakMap<Kernel, RocmCompiled>();
-  private readonly executables = new Map<string, { executable: bigint; reader: bigint; kernel: RocmCompiled }>();
+  private readonly code: CodeObjects;
   private readonly faultChunks: { ptr: bigint; words: Uint32Array; used: number }[] = [];
   private readonly recordings = new Set<RocmRecording>();
   /** Kernel lists submitted since the queue was last seen idle (to name a faulting one). */
@@ -163,13 +151,14 @@ export class RocmDevice implements Device {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.spinMicros = opts.spinMicros ?? 20_000;
     if (!opts.compile) throw new Unsupported("rocm: RocmDevice needs a kernel compiler (probeRocm finds the amdgpu renderer's)");
-    this.compiler = opts.compile;
+    const compile = opts.compile;
     const gpus = gpuAgents(hsa);
     const index = opts.agent ?? 0;
     if (gpus.length <= index) throw new Unsupported(gpus.length ? `no ROCm agent ${index} (${gpus.length} present)` : "no ROCm agent");
     const agent = describeAgent(hsa, gpus[index]);
     if (typeof agent === "string") throw new Unsupported(`rocm: ${agent}`);
     this.agent = agent;
+    this.code = new CodeObjects(hsa, agent, compile, () => this.faultWord());
     this.target = {
       backend: "rocm",
       device: `${agent.product} (${agent.gfx})`,
@@ -201,7 +190,7 @@ export class RocmDevice implements Device {
   }
   /** The kernel whose check wrote its fault word, preferring the work in flight (in submission order). */
   private findFault(): { kernel: string; code: number } | undefined {
-    for (const c of [...this.inflight.flat(), ...[...this.executables.values()].map((e) => e.kernel)]) {
+    for (const c of [...this.inflight.flat(), ...this.code.loaded()]) {
       const f = c.fault;
       if (f && f.words[f.index] !== 0) return { kernel: c.kernel.name, code: f.words[f.index] };
     }
@@ -448,7 +437,7 @@ export class RocmDevice implements Device {
     const h = this.hostAlloc(this.agent.pools.host, FAULT_WORDS * 4);
     this.faultChunks.push({ ptr: h.ptr, words: new Uint32Array(h.view.buffer, h.view.byteOffset, FAULT_WORDS), used: 0 });
   }
-  private faultWord(): RocmCompiled["fault"] {
+  private faultWord(): FaultWord {
     if (this.faultChunks[this.faultChunks.length - 1].used === FAULT_WORDS) this.newFaultChunk();
     const ch = this.faultChunks[this.faultChunks.length - 1];
     const index = ch.used++;
@@ -461,68 +450,7 @@ export class RocmDevice implements Device {
 
   compile(kernel: Kernel): CompiledKernel {
     this.alive();
-    const known = this.byKernel.get(kernel);
-    if (known) return known;
-    const caps = this.target.caps;
-    if (kernel.uses.mma) throw new Unsupported(`rocm: ${kernel.name} needs warp MMA tiles`);
-    const wg = kernel.workgroup[0] * kernel.workgroup[1] * kernel.workgroup[2];
-    if (wg > caps.maxWorkgroupSize) throw new Unsupported(`rocm: ${kernel.name}: workgroup of ${wg} exceeds ${caps.maxWorkgroupSize}`);
-    let code: AmdgpuCode;
-    try {
-      code = this.compiler(kernel, this.agent);
-    } catch (e) {
-      if (e instanceof ExecError) throw e;
-      throw new Unsupported(`rocm: compiling ${kernel.name} for ${this.agent.gfx} failed: ${(e as Error).message}`);
-    }
-    const m = code.meta;
-    if (m.wavefrontSize !== caps.subgroupSize) {
-      throw new Unsupported(`rocm: ${kernel.name}: code object is wave${m.wavefrontSize}, ${this.agent.gfx} runs wave${caps.subgroupSize}`);
-    }
-    if (m.workgroupSize.some((n) => n !== 0) && m.workgroupSize.some((n, i) => n !== kernel.workgroup[i])) {
-      throw new Unsupported(`rocm: ${kernel.name}: code object fixes workgroup ${m.workgroupSize.join("x")}, the kernel is ${kernel.workgroup.join("x")}`);
-    }
-    if (m.groupSegmentSize > caps.maxSharedBytes) {
-      throw new Unsupported(`rocm: ${kernel.name} needs ${m.groupSegmentSize} bytes of LDS (${caps.maxSharedBytes} available)`);
-    }
-    const pointers = m.args.filter((a) => !a.kind.startsWith("hidden_")).length;
-    const layout = kernargLayout(m, kernel.buffers.length, m.args.some((a) => a.binding === "fault") || pointers === kernel.buffers.length + 1);
-    const key = `${m.symbol}:${hashBytes(code.elf)}`;
-    let shared = this.executables.get(key);
-    if (!shared) {
-      shared = this.guard(`load ${kernel.name}`, () => this.load(kernel, code, layout));
-      this.executables.set(key, shared);
-    }
-    const k = shared.kernel;
-    const out = k.kernel === kernel ? k : new RocmCompiled(kernel, k.exe, k.kernelObject, k.groupBytes, k.privateBytes, k.layout, k.fault);
-    this.byKernel.set(kernel, out);
-    return out;
-  }
-
-  /** Loads a code object into a frozen executable and reads its kernel's dispatch sizes. */
-  private load(kernel: Kernel, code: AmdgpuCode, layout: KernargLayout): { executable: bigint; reader: bigint; kernel: RocmCompiled } {
-    const hsa = this.hsa, gpu = this.agent.gpu, m = code.meta;
-    const reader = hsa.codeObjectReaderFromMemory(code.elf);
-    let executable = 0n;
-    try {
-      executable = hsa.executableCreate(this.agent.profile);
-      hsa.executableLoadAgentCodeObject(executable, gpu, reader);
-      hsa.executableFreeze(executable);
-      const info = hsa.kernelInfo(hsa.executableSymbol(executable, m.symbol, gpu));
-      const differ = [
-        ["kernarg size", m.kernargSize, info.kernargSize], ["group segment", m.groupSegmentSize, info.groupSize],
-        ["private segment", m.privateSegmentSize, info.privateSize],
-      ].filter(([, a, b]) => a !== b);
-      if (differ.length) {
-        throw new Unsupported(`rocm: ${kernel.name}: the metadata and the loaded kernel disagree: ${differ.map(([w, a, b]) => `${w} ${a} vs ${b}`).join(", ")}`);
-      }
-      const fault = layout.pointers.length > kernel.buffers.length ? this.faultWord() : undefined;
-      const exe = { executable, reader };
-      return { ...exe, kernel: new RocmCompiled(kernel, exe, info.kernelObject, info.groupSize, info.privateSize, layout, fault) };
-    } catch (e) {
-      if (executable) hsa.executableDestroy(executable);
-      hsa.codeObjectReaderDestroy(reader);
-      throw e;
-    }
+    return this.code.compile(kernel, (what, f) => this.guard(what, f));
   }
 
   /** Writes a dispatch's kernargs at `dv[at]` (device address `addr`) and its packet into `list`. */
@@ -546,7 +474,7 @@ export class RocmDevice implements Device {
       return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
     }
     const c = s.compiled;
-    if (!(c instanceof RocmCompiled) || this.byKernel.get(c.kernel) !== c) throw new Unsupported(`rocm: step ${i}: kernel was not compiled by this device`);
+    if (!(c instanceof RocmCompiled) || !this.code.owns(c)) throw new Unsupported(`rocm: step ${i}: kernel was not compiled by this device`);
     const k = c.kernel;
     if (s.bindings.length !== k.buffers.length) throw new Unsupported(`rocm: step ${i}: ${k.name} takes ${k.buffers.length} bindings, got ${s.bindings.length}`);
     s.grid.forEach((g, d) => {
@@ -661,11 +589,7 @@ export class RocmDevice implements Device {
         await this.synchronize(this.timeoutMs);
         for (const r of [...this.recordings]) this.releaseRecording(r);
         for (const b of [...this.buffers]) this.free(b);
-        for (const e of this.executables.values()) {
-          this.hsa.executableDestroy(e.executable);
-          this.hsa.codeObjectReaderDestroy(e.reader);
-        }
-        this.executables.clear();
+        this.code.release();
         for (const ch of this.faultChunks) this.hsa.memoryPoolFree(ch.ptr);
         if (this.staging) this.hsa.memoryPoolFree(this.staging.ptr);
         this.idle();
@@ -685,11 +609,4 @@ export class RocmDevice implements Device {
       // A runtime that faulted may refuse; nothing more to release.
     }
   }
-}
-
-/** FNV-1a of a code object: identical objects share one executable. */
-function hashBytes(b: Uint8Array): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 0x01000193);
-  return `${(h >>> 0).toString(16)}:${b.length}`;
 }
