@@ -15,7 +15,7 @@
 // - `mode`: "run" consumes at each doorbell; "hang" never consumes (a kernel that does not finish); "lazy"
 //   consumes only when the device reloads the read index (the GPU catching up while the host waits for room).
 import { HSA_AMD_GPU_MEMORY_FAULT_EVENT, HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_INVALID, HSA_PACKET_TYPE_KERNEL_DISPATCH, HsaError, type HsaQueue } from "../../ffi/hsa.ts";
-import { ptrOf, ptrView } from "../../ffi/lib.ts";
+import { ptrOf } from "../../ffi/lib.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { JsKernelFault, renderJs } from "../../kernels/render/js.ts";
 import type { RocmAgent } from "../../backends/rocm/agent.ts";
