@@ -492,6 +492,18 @@ export class Hsa {
     };
   }
 
+  // --- profiling -----------------------------------------------------------------------------------------
+  /** Makes the packet processor record start and end times of each dispatch that has a completion signal. */
+  profilingSetEnabled(q: HsaQueue, on: boolean): void {
+    this.check("hsa_amd_profiling_set_profiler_enabled", this.fn.hsa_amd_profiling_set_profiler_enabled(q.ptr, on ? 1 : 0));
+  }
+  /** A completed dispatch's start and end, in HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY ticks, by its completion signal. */
+  dispatchTime(agent: bigint, signal: bigint): { start: bigint; end: bigint } {
+    const out = new BigUint64Array(2);
+    this.check("hsa_amd_profiling_get_dispatch_time", this.fn.hsa_amd_profiling_get_dispatch_time(agent, signal, out));
+    return { start: out[0], end: out[1] };
+  }
+
   // --- faults --------------------------------------------------------------------------------------------
   /**
    * Registers `handler` for system events (GPU memory faults). It is called from a runtime thread, so it

@@ -22,12 +22,12 @@
 //   kernel whose word is set (DeviceLost when none is). A GPU memory fault (system event) raises DeviceLost.
 //   Both poison the device: later calls throw Poisoned without touching the runtime.
 import {
-  type Hsa, HSA_AMD_GPU_MEMORY_FAULT_EVENT, type HsaQueue, hsaStatusName, openHsa, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+  type Hsa, HSA_AMD_GPU_MEMORY_FAULT_EVENT, HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, type HsaQueue, hsaStatusName, openHsa, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
 } from "../../ffi/hsa.ts";
 import { type Callback, ptrView } from "../../ffi/lib.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { barriersBefore, type StepAccess } from "../hazards.ts";
 import { describeAgent, gpuAgents, type RocmAgent } from "./agent.ts";
@@ -52,6 +52,8 @@ export interface RocmDeviceOptions {
   ringPackets?: number;
   /** Bytes of each half of the staging memory for host-to-device writes (default 4 MiB). */
   stagingBytes?: number;
+  /** Stamp the start and end of every recorded step (stepTimes); costs a signal per step. */
+  timestamps?: boolean;
   /** The kernel compiler (probeRocm's default: the amdgpu renderer through comgr; the constructor needs one). */
   compile?: AmdgpuCompiler;
 }
@@ -75,7 +77,11 @@ class RocmRecording implements Recording {
     readonly kernels: RocmCompiled[],
     /** Barrier-AND packets between steps (the hazards), the tail not counted. */
     readonly barriers: number,
+    /** Each step's completion signal, which the profiler stamps (empty unless the device times steps). */
+    readonly signals: bigint[],
   ) {}
+  /** A replay of it has completed since recording, so every step has its times. */
+  timed = false;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -136,9 +142,13 @@ export class RocmDevice implements Device {
   private readonly recordings = new Set<RocmRecording>();
   /** Kernel lists submitted since the queue was last seen idle (to name a faulting one). */
   private inflight: RocmCompiled[][] = [];
-  /** Kernarg memory of eager runs, freed once the queue is seen idle. */
-  private transient: bigint[] = [];
+  /** Releases of what eager runs and released recordings used, run once the queue is seen idle. */
+  private transient: (() => void)[] = [];
   private submitted = 0;
+  /** Timed recordings replayed since the queue was last idle. */
+  private replayed: RocmRecording[] = [];
+  /** Nanoseconds per profiler tick when the device times steps, else 0. */
+  private readonly nsPerTick: number = 0;
   /** Something was submitted since the queue was last seen idle. */
   private busy = false;
   private staging: { ptr: bigint; view: Uint8Array; half: number; cur: number; used: number[]; fence: number[] } | undefined;
@@ -177,6 +187,10 @@ export class RocmDevice implements Device {
       this.memoryFault ??= `GPU memory fault at 0x${e.memory_fault.virtual_address.toString(16)} (reason 0x${e.memory_fault.fault_reason_mask.toString(16)})`;
     });
     this.queue = hsa.queueCreate(agent.gpu, ringPackets, { onError: (status) => void (this.queueError ??= status) });
+    if (opts.timestamps) {
+      hsa.profilingSetEnabled(this.queue, true);
+      this.nsPerTick = 1e9 / Number(hsa.systemInfoU64(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY));
+    }
     this.ring = new AqlRing(hsa, this.queue);
     this.stagingHalf = opts.stagingBytes ?? 4 << 20;
     if (!(this.stagingHalf >= 4 * STAGING_SLACK && this.stagingHalf % 64 === 0)) throw new Unsupported(`rocm: staging of ${this.stagingHalf} bytes (at least ${4 * STAGING_SLACK}, a multiple of 64)`);
@@ -238,8 +252,10 @@ export class RocmDevice implements Device {
   /** The queue ran dry: kernel lists, eager kernargs and staging memory are free. */
   private idle(): void {
     this.busy = false;
+    for (const r of this.replayed) r.timed = true;
+    this.replayed = [];
     this.inflight = [];
-    for (const p of this.transient) this.hsa.memoryPoolFree(p);
+    for (const release of this.transient) release();
     this.transient = [];
     if (this.staging) {
       this.staging.used.fill(0);
@@ -454,10 +470,10 @@ export class RocmDevice implements Device {
   }
 
   /** Writes a dispatch's kernargs at `dv[at]` (device address `addr`) and its packet into `list`. */
-  private dispatchInto(list: PacketList, c: RocmCompiled, ptrs: bigint[], grid: readonly number[], dv: DataView, at: number, addr: bigint, f = AGENT): void {
+  private dispatchInto(list: PacketList, c: RocmCompiled, ptrs: bigint[], grid: readonly number[], dv: DataView, at: number, addr: bigint, f = AGENT, completion = 0n): void {
     if (c.fault) ptrs.push(c.fault.ptr);
     writeKernargs(new DataView(dv.buffer, dv.byteOffset + at, c.layout.bytes), c.layout, ptrs, grid, c.kernel.workgroup);
-    list.dispatch({ kernelObject: c.kernelObject, kernarg: addr, workgroup: c.kernel.workgroup, grid, groupBytes: c.groupBytes, privateBytes: c.privateBytes }, f);
+    list.dispatch({ kernelObject: c.kernelObject, kernarg: addr, workgroup: c.kernel.workgroup, grid, groupBytes: c.groupBytes, privateBytes: c.privateBytes }, f, completion);
   }
 
   // ---- recordings ------------------------------------------------------------------------------------
@@ -506,6 +522,15 @@ export class RocmDevice implements Device {
     const mem = bytes ? this.allocating(bytes, () => this.hostAlloc(this.agent.pools.kernarg, bytes)) : undefined;
     const barriers = need.filter(Boolean).length;
     const list = new PacketList(steps.length + barriers + 1);
+    // Timed recordings give each step a completion signal: the profiler stamps its start and end there.
+    const signals: bigint[] = [];
+    try {
+      if (this.nsPerTick && !allBarriers) for (let i = 0; i < steps.length; i++) signals.push(this.guard("timestamps", () => this.hsa.signalCreate(1n)));
+    } catch (e) {
+      for (const sg of signals) this.hsa.signalDestroy(sg);
+      if (mem) this.hsa.memoryPoolFree(mem.ptr);
+      throw e;
+    }
     const dv = mem ? new DataView(mem.view.buffer, mem.view.byteOffset, bytes) : new DataView(new ArrayBuffer(0));
     let at = 0;
     steps.forEach((s, i) => {
@@ -515,17 +540,17 @@ export class RocmDevice implements Device {
       const f = i === 0 ? SYSTEM_ACQUIRE : AGENT;
       if (s.k === "kernel") {
         const ptrs = s.bindings.map((b) => (b.buffer as RocmBuffer).ptr + BigInt(b.offset));
-        this.dispatchInto(list, c, ptrs, s.grid, dv, at, addr(at), f);
+        this.dispatchInto(list, c, ptrs, s.grid, dv, at, addr(at), f, signals[i]);
       } else {
         const words = c === this.copies.u32;
         dv.setUint32(at, words ? s.src.bytes / 4 : s.src.bytes, true);
         const ptrs = [(s.dst.buffer as RocmBuffer).ptr + BigInt(s.dst.offset), (s.src.buffer as RocmBuffer).ptr + BigInt(s.src.offset), addr(at)];
-        this.dispatchInto(list, c, ptrs, [COPY_GROUPS, 1, 1], dv, at + extra, addr(at + extra), f);
+        this.dispatchInto(list, c, ptrs, [COPY_GROUPS, 1, 1], dv, at + extra, addr(at + extra), f, signals[i]);
       }
       at += alignUp(c.layout.bytes, KERNARG_ALIGN) + extra;
     });
     list.barrierAnd(TAIL, [], this.done);
-    return new RocmRecording(steps.length, list, mem?.ptr ?? 0n, plan.map((p) => p.c), barriers);
+    return new RocmRecording(steps.length, list, mem?.ptr ?? 0n, plan.map((p) => p.c), barriers, signals);
   }
 
   record(steps: DeviceStep[]): Recording {
@@ -542,13 +567,31 @@ export class RocmDevice implements Device {
     const r = this.reported();
     if (r) throw r;
     this.guard("replay", () => this.submit(rec.list, rec.kernels));
+    if (rec.signals.length) this.replayed.push(rec);
+  }
+
+  /**
+   * Device µs of each step of the recording's latest synchronized replay, from the start and end times the
+   * packet processor stamped on each step's completion signal (RocmDeviceOptions.timestamps); undefined when
+   * the device does not time steps or no replay of it has completed yet.
+   */
+  stepTimes(rec: Recording): StepTime[] | undefined {
+    if (!(rec instanceof RocmRecording) || !rec.signals.length || !rec.timed || !this.nsPerTick) return undefined;
+    this.alive();
+    const ticks = new BigUint64Array(2 * rec.signals.length);
+    rec.signals.forEach((sg, i) => {
+      const t = this.guard("stepTimes", () => this.hsa.dispatchTime(this.agent.gpu, sg));
+      ticks[2 * i] = t.start;
+      ticks[2 * i + 1] = t.end;
+    });
+    return stepTimesOf(ticks, this.nsPerTick);
   }
 
   run(steps: DeviceStep[]): void {
     this.alive();
     if (steps.length === 0) return;
     const rec = this.build(steps, true);
-    if (rec.kernarg) this.transient.push(rec.kernarg);
+    if (rec.kernarg) this.transient.push(() => this.hsa.memoryPoolFree(rec.kernarg));
     this.guard("run", () => this.submit(rec.list, rec.kernels));
   }
 
@@ -575,10 +618,14 @@ export class RocmDevice implements Device {
     if (!(rec instanceof RocmRecording) || rec.released) return;
     rec.released = true;
     this.recordings.delete(rec);
-    if (this.poisoned !== undefined || rec.kernarg === 0n) return;
-    // Its packets may still be running: the kernarg memory is freed with the next idle queue.
-    if (this.busy && this.pending() > 0) this.transient.push(rec.kernarg);
-    else this.guard("releaseRecording", () => this.hsa.memoryPoolFree(rec.kernarg));
+    if (this.poisoned !== undefined) return;
+    const release = () => {
+      for (const sg of rec.signals) this.hsa.signalDestroy(sg);
+      if (rec.kernarg) this.hsa.memoryPoolFree(rec.kernarg);
+    };
+    // Its packets may still be running: then its memory and signals are freed with the next idle queue.
+    if (this.busy && this.pending() > 0) this.transient.push(release);
+    else this.guard("releaseRecording", release);
   }
 
   async destroy(): Promise<void> {

@@ -55,8 +55,8 @@ export class PacketList {
     return i * PACKET_BYTES;
   }
 
-  /** hsa_kernel_dispatch_packet_t. */
-  dispatch(d: Dispatch, f: Fences): void {
+  /** hsa_kernel_dispatch_packet_t; `completion` is decremented when it is done (0n: none). */
+  dispatch(d: Dispatch, f: Fences, completion = 0n): void {
     const dims = d.grid[2] > 1 || d.workgroup[2] > 1 ? 3 : d.grid[1] > 1 || d.workgroup[1] > 1 ? 2 : 1;
     const o = this.next(aqlHeader(HSA_PACKET_TYPE_KERNEL_DISPATCH, f) | (dims << 16)), v = this.view;
     for (let i = 0; i < 3; i++) {
@@ -67,7 +67,7 @@ export class PacketList {
     v.setUint32(o + 28, d.groupBytes, true);
     v.setBigUint64(o + 32, d.kernelObject, true);
     v.setBigUint64(o + 40, d.kernarg, true);
-    v.setBigUint64(o + 56, 0n, true);
+    v.setBigUint64(o + 56, completion, true);
   }
 
   /** hsa_barrier_and_packet_t: waits for `deps` (at most 5) and, with the barrier bit, for every packet before it. */

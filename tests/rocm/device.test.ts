@@ -419,3 +419,30 @@ test("fake HSA + the amdgpu renderer's code objects: a Llama decode's kernels lo
 test("fake HSA: the fault-child protocol of the hardware tests (each phase in its own process)", { timeout: 120_000 }, () => {
   for (const phase of ["eager", "graph", "timeout"] as const) expectPhase[phase](child(phase, { POOT_ROCM_FAKE: "1" }));
 });
+
+test("fake HSA: with timestamps each recorded step has a completion signal the profiler stamps; stepTimes reads them", async () => {
+  const { hsa, dev } = fake(MI300X, { timestamps: true });
+  const k0 = scale("t0", 1), k1 = scale("t1", 2);
+  const x = dev.alloc(512, "device"), y = dev.alloc(512, "device"), z = dev.alloc(512, "device");
+  await dev.synchronize(1000);
+  const rec = dev.record([kstep(dev, k0, x, y), kstep(dev, k1, y, z)]);
+  assert.equal(dev.stepTimes(rec), undefined, "no replay has completed yet");
+  hsa.log.length = 0;
+  dev.replay(rec);
+  await dev.synchronize(1000);
+  const sigs = hsa.log.filter((p) => p.kernel).map((p) => fields(p).completion);
+  assert.equal(sigs.length, 2);
+  assert.ok(sigs.every((s) => s !== 0n) && sigs[0] !== sigs[1], "a signal of its own per step");
+  // Fake clock (100 MHz, 10 ns a tick): step 0 (packet 1) runs 1010 ticks, 100 ticks pass, then step 1 (packet 3,
+  // after the barrier its read of y needs) runs 1030.
+  assert.deepEqual(dev.stepTimes(rec), [{ interval: 11.1, busy: 10.1 }, { interval: 10.3, busy: 10.3 }]);
+  dev.releaseRecording(rec);
+  await dev.destroy();
+  assert.equal(hsa.liveAllocations, 0);
+  const plain = fake();
+  const r2 = plain.dev.record([kstep(plain.dev, scale("t2", 1), plain.dev.alloc(512, "device"), plain.dev.alloc(512, "device"))]);
+  plain.dev.replay(r2);
+  await plain.dev.synchronize(1000);
+  assert.equal(plain.dev.stepTimes(r2), undefined, "a device opened without timestamps times nothing");
+  await plain.dev.destroy();
+});

@@ -302,6 +302,12 @@ export class FakeHsa {
       if (q.error) return; // the queue stops at the faulting packet; its completion never fires
       const done = dv.getBigUint64(56, true);
       if (done !== 0n) this.sig(done).value -= 1n;
+      if (done !== 0n && this.profiling && type === HSA_PACKET_TYPE_KERNEL_DISPATCH) {
+        // A made-up clock: 100 ticks between dispatches, each taking 1000 ticks plus 10 per packet consumed so far.
+        const start = this.clock += 100n;
+        this.clock += 1000n + 10n * BigInt(this.log.length);
+        this.stamps.set(done, { start, end: this.clock });
+      }
       words[slot * 16] = HSA_PACKET_TYPE_INVALID; // the slot is free again
       q.read++;
     }
@@ -359,6 +365,25 @@ export class FakeHsa {
   registerSystemEventHandler(handler: (e: never) => void): { ptr: bigint; close(): void } {
     this.eventHandlers.push(handler);
     return { ptr: 1n, close: () => {} };
+  }
+
+  // ---- profiling ----------------------------------------------------------------------------------------
+
+  profiling = false;
+  private clock = 0n;
+  private readonly stamps = new Map<bigint, { start: bigint; end: bigint }>();
+  /** Ticks per second of the system timestamp (HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY): 100 MHz. */
+  systemInfoU64(attr: number): bigint {
+    if (attr !== 3) throw new HsaError("hsa_system_get_info", 0x1001);
+    return 100_000_000n;
+  }
+  profilingSetEnabled(_q: HsaQueue, on: boolean): void {
+    this.profiling = on;
+  }
+  dispatchTime(agent: bigint, signal: bigint): { start: bigint; end: bigint } {
+    const t = this.stamps.get(signal);
+    if (agent !== GPU || !t) throw new HsaError("hsa_amd_profiling_get_dispatch_time", 0x1006);
+    return t;
   }
 
   // ---- code objects -------------------------------------------------------------------------------------
