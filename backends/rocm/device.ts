@@ -52,6 +52,8 @@ export interface RocmDeviceOptions {
   ringPackets?: number;
   /** Bytes of each half of the staging memory for host-to-device writes (default 4 MiB). */
   stagingBytes?: number;
+  /** A barrier before every recorded step, not only where a hazard needs one (to rule the hazard analysis out). */
+  allBarriers?: boolean;
   /** Stamp the start and end of every recorded step (stepTimes); costs a signal per step. */
   timestamps?: boolean;
   /** The kernel compiler (probeRocm's default: the amdgpu renderer through comgr; the constructor needs one). */
@@ -154,6 +156,7 @@ export class RocmDevice implements Device {
   private staging: { ptr: bigint; view: Uint8Array; half: number; cur: number; used: number[]; fence: number[] } | undefined;
   private copies: { u32?: RocmCompiled; u8?: RocmCompiled } = {};
   private readonly stagingHalf: number;
+  private readonly allBarriers: boolean;
   private destroyed = false;
 
   /** Prefer `probeRocm`; this takes an opened, initialized runtime. */
@@ -193,6 +196,7 @@ export class RocmDevice implements Device {
     }
     this.ring = new AqlRing(hsa, this.queue);
     this.stagingHalf = opts.stagingBytes ?? 4 << 20;
+    this.allBarriers = opts.allBarriers ?? false;
     if (!(this.stagingHalf >= 4 * STAGING_SLACK && this.stagingHalf % 64 === 0)) throw new Unsupported(`rocm: staging of ${this.stagingHalf} bytes (at least ${4 * STAGING_SLACK}, a multiple of 64)`);
     this.newFaultChunk();
   }
@@ -511,7 +515,7 @@ export class RocmDevice implements Device {
    * The packet list of `steps` with their kernargs in fresh kernarg memory: a barrier-AND before each step
    * that depends on one since the last barrier (before every step when `allBarriers`), and the tail.
    */
-  private build(steps: DeviceStep[], allBarriers: boolean): RocmRecording {
+  private build(steps: DeviceStep[], allBarriers: boolean, timed = false): RocmRecording {
     const need = barriersBefore(steps.map((s, i) => this.access(s, i)), allBarriers);
     const plan = steps.map((s) => {
       if (s.k === "kernel") return { c: s.compiled as RocmCompiled, extra: 0 };
@@ -525,7 +529,7 @@ export class RocmDevice implements Device {
     // Timed recordings give each step a completion signal: the profiler stamps its start and end there.
     const signals: bigint[] = [];
     try {
-      if (this.nsPerTick && !allBarriers) for (let i = 0; i < steps.length; i++) signals.push(this.guard("timestamps", () => this.hsa.signalCreate(1n)));
+      if (timed) for (let i = 0; i < steps.length; i++) signals.push(this.guard("timestamps", () => this.hsa.signalCreate(1n)));
     } catch (e) {
       for (const sg of signals) this.hsa.signalDestroy(sg);
       if (mem) this.hsa.memoryPoolFree(mem.ptr);
@@ -555,7 +559,7 @@ export class RocmDevice implements Device {
 
   record(steps: DeviceStep[]): Recording {
     this.alive();
-    const rec = this.build(steps, false);
+    const rec = this.build(steps, this.allBarriers, this.nsPerTick > 0);
     this.recordings.add(rec);
     return rec;
   }

@@ -446,3 +446,25 @@ test("fake HSA: with timestamps each recorded step has a completion signal the p
   assert.equal(plain.dev.stepTimes(r2), undefined, "a device opened without timestamps times nothing");
   await plain.dev.destroy();
 });
+
+test("fake HSA: allBarriers puts a barrier-AND before every recorded step; eager runs always have them", async () => {
+  const { hsa, dev } = fake(MI300X, { allBarriers: true });
+  const x = dev.alloc(512, "device"), ys = [0, 1, 2].map(() => dev.alloc(512, "device"));
+  await dev.synchronize(1000);
+  const steps = ys.map((y, i) => kstep(dev, scale(`indep${i}`, i + 1), x, y)); // independent: no hazard
+  const rec = dev.record(steps);
+  hsa.log.length = 0;
+  dev.replay(rec);
+  await dev.synchronize(1000);
+  assert.deepEqual(hsa.log.map((p) => p.kernel ?? "barrier"), ["indep0", "barrier", "indep1", "barrier", "indep2", "barrier"]);
+  const plain = fake();
+  const px = plain.dev.alloc(512, "device"), pys = [0, 1, 2].map(() => plain.dev.alloc(512, "device"));
+  const psteps = pys.map((y, i) => kstep(plain.dev, scale(`indep${i}`, i + 1), px, y));
+  await plain.dev.synchronize(1000);
+  plain.hsa.log.length = 0;
+  plain.dev.replay(plain.dev.record(psteps));
+  plain.dev.run(psteps);
+  await plain.dev.synchronize(1000);
+  assert.deepEqual(plain.hsa.log.map((p) => p.kernel ?? "barrier"), ["indep0", "indep1", "indep2", "barrier", "indep0", "barrier", "indep1", "barrier", "indep2", "barrier"]);
+  await Promise.all([dev.destroy(), plain.dev.destroy()]);
+});
