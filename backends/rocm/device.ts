@@ -183,22 +183,38 @@ export class RocmDevice implements Device {
     if (!Number.isInteger(ringPackets) || ringPackets < 2 || (ringPackets & (ringPackets - 1)) !== 0) {
       throw new Unsupported(`rocm: ring of ${ringPackets} packets (a power of two is needed)`);
     }
-    this.done = hsa.signalCreate(0n);
+    this.stagingHalf = opts.stagingBytes ?? 4 << 20;
+    this.allBarriers = opts.allBarriers ?? false;
+    if (!(this.stagingHalf >= 4 * STAGING_SLACK && this.stagingHalf % 64 === 0)) throw new Unsupported(`rocm: staging of ${this.stagingHalf} bytes (at least ${4 * STAGING_SLACK}, a multiple of 64)`);
     // Runtime threads report through these; they only record what happened, synchronize raises it.
     this.events = hsa.registerSystemEventHandler((e) => {
       if (this.destroyed || e.event_type !== HSA_AMD_GPU_MEMORY_FAULT_EVENT || e.memory_fault.agent !== agent.gpu) return;
       this.memoryFault ??= `GPU memory fault at 0x${e.memory_fault.virtual_address.toString(16)} (reason 0x${e.memory_fault.fault_reason_mask.toString(16)})`;
     });
-    this.queue = hsa.queueCreate(agent.gpu, ringPackets, { onError: (status) => void (this.queueError ??= status) });
-    if (opts.timestamps) {
-      hsa.profilingSetEnabled(this.queue, true);
-      this.nsPerTick = 1e9 / Number(hsa.systemInfoU64(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY));
+    // What is created here is released again if a later step fails: nothing half-made stays behind.
+    const undo: (() => void)[] = [];
+    try {
+      this.done = hsa.signalCreate(0n);
+      undo.push(() => hsa.signalDestroy(this.done));
+      this.queue = hsa.queueCreate(agent.gpu, ringPackets, { onError: (status) => void (this.queueError ??= status) });
+      undo.push(() => hsa.queueDestroy(this.queue));
+      if (opts.timestamps) {
+        hsa.profilingSetEnabled(this.queue, true);
+        this.nsPerTick = 1e9 / Number(hsa.systemInfoU64(HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY));
+      }
+      this.ring = new AqlRing(hsa, this.queue);
+      this.newFaultChunk();
+    } catch (e) {
+      this.destroyed = true;
+      for (const u of undo.reverse()) {
+        try {
+          u();
+        } catch {
+          // Keep releasing the rest.
+        }
+      }
+      throw e;
     }
-    this.ring = new AqlRing(hsa, this.queue);
-    this.stagingHalf = opts.stagingBytes ?? 4 << 20;
-    this.allBarriers = opts.allBarriers ?? false;
-    if (!(this.stagingHalf >= 4 * STAGING_SLACK && this.stagingHalf % 64 === 0)) throw new Unsupported(`rocm: staging of ${this.stagingHalf} bytes (at least ${4 * STAGING_SLACK}, a multiple of 64)`);
-    this.newFaultChunk();
   }
 
   // ---- errors ----------------------------------------------------------------------------------------
@@ -230,7 +246,7 @@ export class RocmDevice implements Device {
     this.poisoned ??= why;
     return new DeviceLost("rocm", why);
   }
-  /** Runs a runtime call; an HsaError poisons unless it is an allocation failure or a bad argument. */
+  /** Runs runtime calls; a failure there (an HsaError) poisons the device and becomes DeviceLost. */
   private guard<T>(what: string, f: () => T): T {
     this.alive();
     try {

@@ -468,3 +468,12 @@ test("fake HSA: allBarriers puts a barrier-AND before every recorded step; eager
   assert.deepEqual(plain.hsa.log.map((p) => p.kernel ?? "barrier"), ["indep0", "indep1", "indep2", "barrier", "indep0", "barrier", "indep1", "barrier", "indep2", "barrier"]);
   await Promise.all([dev.destroy(), plain.dev.destroy()]);
 });
+
+test("fake HSA: a device that fails to open leaves no signal, queue or memory behind", () => {
+  const hsa = new FakeHsa({ ...MI300X, queueMax: 1024 });
+  assert.throws(() => new RocmDevice(hsa as unknown as Hsa, { compile: hsa.compiler, ringPackets: 2048 }), /hsa_queue_create/);
+  assert.deepEqual([hsa.liveSignals, hsa.liveAllocations], [0, 0]);
+  assert.throws(() => new RocmDevice(hsa as unknown as Hsa, { compile: hsa.compiler, ringPackets: 1000 }), /power of two/);
+  assert.throws(() => new RocmDevice(hsa as unknown as Hsa, {}), /needs a kernel compiler/);
+  assert.deepEqual([hsa.liveSignals, hsa.liveAllocations], [0, 0]);
+});

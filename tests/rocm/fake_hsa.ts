@@ -185,6 +185,9 @@ export class FakeHsa {
   get liveAllocations(): number {
     return this.allocs.length;
   }
+  get liveSignals(): number {
+    return this.signals.size;
+  }
   /** The allocation holding `addr`. */
   at(addr: bigint): { a: Alloc; off: number } {
     for (const a of this.allocs) if (addr >= a.base && addr < a.base + BigInt(a.bytes)) return { a, off: a.start + Number(addr - a.base) };
