@@ -25,6 +25,7 @@ import {
   type Hsa, HSA_AMD_GPU_MEMORY_FAULT_EVENT, HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY, type HsaQueue, hsaStatusName, openHsa, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
 } from "../../ffi/hsa.ts";
 import { type Callback, ptrView } from "../../ffi/lib.ts";
+import { existsSync } from "node:fs";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
@@ -86,6 +87,14 @@ class RocmRecording implements Recording {
   timed = false;
 }
 
+function kfdMayExist(): boolean {
+  try {
+    return existsSync("/dev/kfd");
+  } catch {
+    return true;
+  }
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
@@ -94,6 +103,9 @@ const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
  * string. The compiler is looked for only once an agent is there.
  */
 export async function probeRocm(opts: RocmDeviceOptions = {}): Promise<RocmDevice | string> {
+  // ROCr reaches the GPUs through /dev/kfd: without it no agent can exist, and loading the runtime (~0.1 s)
+  // is skipped. (Where the path cannot even be checked, the runtime decides.)
+  if (!opts.library && !kfdMayExist()) return "no ROCm agent (no /dev/kfd)";
   let hsa: Hsa;
   try {
     hsa = openHsa(opts.library);

@@ -4,7 +4,7 @@
 // submission, and the fault paths. Kernels run through the JS renderer, so results must equal the JS device's.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { Hsa } from "../../ffi/hsa.ts";
+import { type Hsa, HSA_LIBRARY } from "../../ffi/hsa.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../../backends/device.ts";
 import { DeviceLost, DeviceTimeout, KernelFault, Poisoned, Unsupported } from "../../backends/errors.ts";
 import { Engine } from "../../backends/executor.ts";
@@ -74,6 +74,10 @@ test("rocm: on a machine without an agent (or without the library) opening says 
     return;
   }
   assert.match(r, /no ROCm agent|libhsa-runtime64 is not available/);
+  // Naming the library skips the /dev/kfd shortcut: the runtime itself says there is no agent (or is absent).
+  const viaRuntime = await probeRocm({ library: HSA_LIBRARY });
+  assert.equal(typeof viaRuntime, "string");
+  assert.match(viaRuntime as string, /^no ROCm agent \(hsa_init: |^libhsa-runtime64 is not available/);
   await assert.rejects(chooseBackend("rocm"), (e: unknown) => e instanceof Unsupported && /rocm: (no ROCm agent|libhsa)/.test((e as Error).message));
 });
 
