@@ -13,7 +13,8 @@
 //   once into kernarg memory, a barrier-AND packet before a step only where it depends on one since the last
 //   barrier (backends/hazards.ts), and a tail barrier-AND that releases to system scope and decrements the
 //   device's completion signal. replay: the list copied into the ring, one doorbell. run: the same list with
-//   a barrier before every step, built per call (eager).
+//   a barrier before every step, built per call (eager). With `timestamps`, each recorded step has a
+//   completion signal the profiler stamps, which stepTimes reads.
 // - synchronize: waits for the completion signal to reach 0 (one count per submission), busy for
 //   `spinMicros`, then yielding every millisecond (so the runtime's callbacks reach the JS thread), up to the
 //   timeout; past it the device is poisoned (DeviceTimeout).
