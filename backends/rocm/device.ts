@@ -29,14 +29,13 @@ import { type Callback, ptrView } from "../../ffi/lib.ts";
 import { existsSync } from "node:fs";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import { type CompiledKernel, type Device, type DeviceBinding, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
+import { type CompiledKernel, type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
-import { barriersBefore, type StepAccess } from "../hazards.ts";
 import { describeAgent, gpuAgents, type RocmAgent } from "./agent.ts";
 import { COPY_GROUPS, copyKernel } from "./copy.ts";
-import { CodeObjects, type FaultWord, RocmCompiled } from "./code.ts";
-import { writeKernargs } from "./kernarg.ts";
-import { AGENT, AqlRing, PacketList, STEP_BARRIER, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
+import { CodeObjects, type FaultWord, type RocmCompiled } from "./code.ts";
+import { AqlRing, PacketList, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
+import { buildRecording, dispatchInto, KERNARG_ALIGN, RocmBuffer, RocmRecording, type RecordingContext } from "./recording.ts";
 import { type AmdgpuCompiler, loadAmdgpuCompiler } from "./render.ts";
 
 export type { AmdgpuCompiler } from "./render.ts";
@@ -63,30 +62,8 @@ export interface RocmDeviceOptions {
 }
 
 const FAULT_WORDS = 1024;
-const KERNARG_ALIGN = 64;
 /** Bytes of a staging half kept for a copy's length word and kernargs (a copy kernel's are under 512). */
 const STAGING_SLACK = 2048;
-
-class RocmBuffer implements DeviceBuffer {
-  freed = false;
-  constructor(readonly bytes: number, readonly ptr: bigint, readonly host?: Uint8Array) {}
-}
-class RocmRecording implements Recording {
-  released = false;
-  constructor(
-    readonly steps: number,
-    readonly list: PacketList,
-    /** Kernarg memory of the list's dispatches (0n when none). */
-    readonly kernarg: bigint,
-    readonly kernels: RocmCompiled[],
-    /** Barrier-AND packets between steps (the hazards), the tail not counted. */
-    readonly barriers: number,
-    /** Each step's completion signal, which the profiler stamps (empty unless the device times steps). */
-    readonly signals: bigint[],
-  ) {}
-  /** A replay of it has completed since recording, so every step has its times. */
-  timed = false;
-}
 
 function kfdMayExist(): boolean {
   try {
@@ -425,7 +402,7 @@ export class RocmDevice implements Device {
       const dv = new DataView(st.view.buffer, st.view.byteOffset);
       dv.setUint32(lenAt, words ? bytes / 4 : bytes, true);
       const list = new PacketList(2);
-      this.dispatchInto(list, c, [dst, src, at(lenAt)], [COPY_GROUPS, 1, 1], dv, argAt, at(argAt), SYSTEM_ACQUIRE);
+      dispatchInto(list, c, [dst, src, at(lenAt)], [COPY_GROUPS, 1, 1], dv, argAt, at(argAt), SYSTEM_ACQUIRE);
       list.barrierAnd(TAIL, [], this.done);
       this.guard("copy", () => this.submit(list, [c]));
     };
@@ -502,93 +479,22 @@ export class RocmDevice implements Device {
     return this.code.compile(kernel, (what, f) => this.guard(what, f));
   }
 
-  /** Writes a dispatch's kernargs at `dv[at]` (device address `addr`) and its packet into `list`. */
-  private dispatchInto(list: PacketList, c: RocmCompiled, ptrs: bigint[], grid: readonly number[], dv: DataView, at: number, addr: bigint, f = AGENT, completion = 0n): void {
-    if (c.fault) ptrs.push(c.fault.ptr);
-    writeKernargs(new DataView(dv.buffer, dv.byteOffset + at, c.layout.bytes), c.layout, ptrs, grid, c.kernel.workgroup);
-    list.dispatch({ kernelObject: c.kernelObject, kernarg: addr, workgroup: c.kernel.workgroup, grid, groupBytes: c.groupBytes, privateBytes: c.privateBytes }, f, completion);
-  }
-
-  // ---- recordings ------------------------------------------------------------------------------------
-
-  /** Checks a step and says what it reads and writes (by allocation). */
-  private access(s: DeviceStep, i: number): StepAccess {
-    const span = (b: DeviceBinding, what: string) => {
-      const rb = this.range(b.buffer, b.offset, b.bytes);
-      if (b.offset % this.target.caps.bindingAlign !== 0) throw new Unsupported(`rocm: step ${i}: ${what} at offset ${b.offset} (needs ${this.target.caps.bindingAlign}-byte alignment)`);
-      return { buffer: rb, lo: b.offset, hi: b.offset + Math.max(b.bytes, 1) };
-    };
-    if (s.k === "copy") {
-      if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`rocm: step ${i}: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
-      return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
-    }
-    const c = s.compiled;
-    if (!(c instanceof RocmCompiled) || !this.code.owns(c)) throw new Unsupported(`rocm: step ${i}: kernel was not compiled by this device`);
-    const k = c.kernel;
-    if (s.bindings.length !== k.buffers.length) throw new Unsupported(`rocm: step ${i}: ${k.name} takes ${k.buffers.length} bindings, got ${s.bindings.length}`);
-    s.grid.forEach((g, d) => {
-      if (!Number.isInteger(g) || g < 1 || g > this.target.caps.maxWorkgroupsPerDim[d] || g * k.workgroup[d] > 0xffffffff) {
-        throw new Unsupported(`rocm: step ${i}: ${k.name}: grid ${s.grid.join("x")} out of range`);
-      }
-    });
-    const out: StepAccess = { reads: [], writes: [] };
-    s.bindings.forEach((b, j) => {
-      const r = span(b, `binding ${j}`), acc = k.buffers[j].access;
-      if (acc !== "w") out.reads.push(r);
-      if (acc !== "r") out.writes.push(r);
-    });
-    return out;
-  }
-
-  /**
-   * The packet list of `steps` with their kernargs in fresh kernarg memory: a barrier-AND before each step
-   * that depends on one since the last barrier (before every step when `allBarriers`), and the tail.
-   */
-  private build(steps: DeviceStep[], allBarriers: boolean, timed = false): RocmRecording {
-    const need = barriersBefore(steps.map((s, i) => this.access(s, i)), allBarriers);
-    const plan = steps.map((s) => {
-      if (s.k === "kernel") return { c: s.compiled as RocmCompiled, extra: 0 };
-      const words = s.src.bytes % 4 === 0;
-      return { c: this.copyKernel(words ? "u32" : "u8"), extra: KERNARG_ALIGN }; // the length word
-    });
-    const bytes = plan.reduce((n, p) => n + alignUp(p.c.layout.bytes, KERNARG_ALIGN) + p.extra, 0);
-    const mem = bytes ? this.allocating(bytes, () => this.hostAlloc(this.agent.pools.kernarg, bytes)) : undefined;
-    const barriers = need.filter(Boolean).length;
-    const list = new PacketList(steps.length + barriers + 1);
-    // Timed recordings give each step a completion signal: the profiler stamps its start and end there.
-    const signals: bigint[] = [];
-    try {
-      if (timed) for (let i = 0; i < steps.length; i++) signals.push(this.guard("timestamps", () => this.hsa.signalCreate(1n)));
-    } catch (e) {
-      for (const sg of signals) this.hsa.signalDestroy(sg);
-      if (mem) this.hsa.memoryPoolFree(mem.ptr);
-      throw e;
-    }
-    const dv = mem ? new DataView(mem.view.buffer, mem.view.byteOffset, bytes) : new DataView(new ArrayBuffer(0));
-    let at = 0;
-    steps.forEach((s, i) => {
-      if (need[i]) list.barrierAnd(STEP_BARRIER);
-      const { c, extra } = plan[i];
-      const addr = (o: number) => mem!.ptr + BigInt(o);
-      const f = i === 0 ? SYSTEM_ACQUIRE : AGENT;
-      if (s.k === "kernel") {
-        const ptrs = s.bindings.map((b) => (b.buffer as RocmBuffer).ptr + BigInt(b.offset));
-        this.dispatchInto(list, c, ptrs, s.grid, dv, at, addr(at), f, signals[i]);
-      } else {
-        const words = c === this.copies.u32;
-        dv.setUint32(at, words ? s.src.bytes / 4 : s.src.bytes, true);
-        const ptrs = [(s.dst.buffer as RocmBuffer).ptr + BigInt(s.dst.offset), (s.src.buffer as RocmBuffer).ptr + BigInt(s.src.offset), addr(at)];
-        this.dispatchInto(list, c, ptrs, [COPY_GROUPS, 1, 1], dv, at + extra, addr(at + extra), f, signals[i]);
-      }
-      at += alignUp(c.layout.bytes, KERNARG_ALIGN) + extra;
-    });
-    list.barrierAnd(TAIL, [], this.done);
-    return new RocmRecording(steps.length, list, mem?.ptr ?? 0n, plan.map((p) => p.c), barriers, signals);
-  }
+  /** What building a packet list needs of the device. */
+  private readonly rec: RecordingContext = {
+    caps: () => this.target.caps,
+    range: (b, offset, bytes) => this.range(b, offset, bytes),
+    owns: (c) => this.code.owns(c),
+    copyKernel: (elem) => this.copyKernel(elem),
+    kernarg: (bytes) => this.allocating(bytes, () => this.hostAlloc(this.agent.pools.kernarg, bytes)),
+    freeKernarg: (ptr) => this.hsa.memoryPoolFree(ptr),
+    signal: () => this.guard("timestamps", () => this.hsa.signalCreate(1n)),
+    destroySignal: (sg) => this.hsa.signalDestroy(sg),
+    done: () => this.done,
+  };
 
   record(steps: DeviceStep[]): Recording {
     this.alive();
-    const rec = this.build(steps, this.allBarriers, this.nsPerTick > 0);
+    const rec = buildRecording(this.rec, steps, this.allBarriers, this.nsPerTick > 0);
     this.recordings.add(rec);
     return rec;
   }
@@ -623,7 +529,7 @@ export class RocmDevice implements Device {
   run(steps: DeviceStep[]): void {
     this.alive();
     if (steps.length === 0) return;
-    const rec = this.build(steps, true);
+    const rec = buildRecording(this.rec, steps, true, false);
     if (rec.kernarg) this.transient.push(() => this.hsa.memoryPoolFree(rec.kernarg));
     this.guard("run", () => this.submit(rec.list, rec.kernels));
   }
