@@ -45,6 +45,8 @@ export interface RocmDeviceOptions {
   agent?: number;
   /** libhsa-runtime64 names to try. */
   library?: string | readonly string[];
+  /** An opened runtime instead of the library (tests pass a stand-in); probeRocm initializes it. */
+  runtime?: Hsa;
   /** Bound on the waits inside write() and the ring (default 600 s). */
   timeoutMs?: number;
   /** How long synchronize busy-polls before it yields to the event loop (default 20 ms). */
@@ -83,10 +85,10 @@ const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 export async function probeRocm(opts: RocmDeviceOptions = {}): Promise<RocmDevice | string> {
   // ROCr reaches the GPUs through /dev/kfd: without it no agent can exist, and loading the runtime (~0.1 s)
   // is skipped. (Where the path cannot even be checked, the runtime decides.)
-  if (!opts.library && !kfdMayExist()) return "no ROCm agent (no /dev/kfd)";
+  if (!opts.library && !opts.runtime && !kfdMayExist()) return "no ROCm agent (no /dev/kfd)";
   let hsa: Hsa;
   try {
-    hsa = openHsa(opts.library);
+    hsa = opts.runtime ?? openHsa(opts.library);
   } catch (e) {
     return `libhsa-runtime64 is not available: ${(e as Error).message.split("\n")[0]}`;
   }
@@ -96,6 +98,7 @@ export async function probeRocm(opts: RocmDeviceOptions = {}): Promise<RocmDevic
     const why = init.code === HSA_STATUS_ERROR_OUT_OF_RESOURCES ? "no /dev/kfd or no access to it" : init.codeName;
     return `no ROCm agent (hsa_init: ${why})`;
   }
+  let dev: RocmDevice | undefined;
   const fail = (why: string) => {
     try {
       hsa.shutDown();
@@ -108,9 +111,16 @@ export async function probeRocm(opts: RocmDeviceOptions = {}): Promise<RocmDevic
     if (gpuAgents(hsa).length <= (opts.agent ?? 0)) return fail(`no ROCm agent${opts.agent ? ` ${opts.agent}` : ""}`);
     const compile = opts.compile ?? await loadAmdgpuCompiler();
     if (typeof compile === "string") return fail(`rocm: ${compile}`);
-    return new RocmDevice(hsa, { ...opts, compile });
+    dev = new RocmDevice(hsa, { ...opts, compile });
+    // The copy kernels every write needs: a target this build cannot compile for opens as absent (auto moves on).
+    dev.compile(copyKernel("u32"));
+    dev.compile(copyKernel("u8"));
+    return dev;
   } catch (e) {
-    return fail((e as Error).message.split("\n")[0]);
+    const why = (e as Error).message.split("\n")[0];
+    if (!dev) return fail(why);
+    await dev.destroy();
+    return why;
   }
 }
 

@@ -482,3 +482,18 @@ test("fake HSA: a device that fails to open leaves no signal, queue or memory be
   assert.throws(() => new RocmDevice(hsa as unknown as Hsa, {}), /needs a kernel compiler/);
   assert.deepEqual([hsa.liveSignals, hsa.liveAllocations], [0, 0]);
 });
+
+test("fake HSA: probeRocm opens a device whose compiler builds the copy kernels, and opens none (releasing all) where it cannot", async () => {
+  const hsa = new FakeHsa();
+  const dev = await probeRocm({ runtime: hsa as unknown as Hsa, compile: hsa.compiler });
+  assert.ok(dev instanceof RocmDevice);
+  assert.equal(hsa.initCount, 1);
+  await dev.destroy();
+  assert.deepEqual([hsa.initCount, hsa.liveSignals, hsa.liveAllocations], [0, 0, 0]);
+  const standIn = () => {
+    throw new Unsupported("rocm: this comgr builds gfx942 code only as gfx940, which the gfx942 agent cannot load");
+  };
+  const none = await probeRocm({ runtime: hsa as unknown as Hsa, compile: standIn });
+  assert.equal(none, "rocm: this comgr builds gfx942 code only as gfx940, which the gfx942 agent cannot load");
+  assert.deepEqual([hsa.initCount, hsa.liveSignals, hsa.liveAllocations], [0, 0, 0], "the runtime is shut down again, nothing left");
+});

@@ -254,6 +254,7 @@ export class FakeHsa {
     return q;
   }
   queueDestroy(): void {
+    if (this.queue) this.signals.delete(this.queue.doorbell);
     this.queue = undefined;
   }
   queueLoadReadIndex(): bigint {
