@@ -7,6 +7,7 @@ import type { Device } from "./device.ts";
 import { Unsupported } from "./errors.ts";
 import type { JsDeviceOptions } from "./js/mod.ts";
 import type { PtxDeviceOptions } from "./ptx/mod.ts";
+import type { RocmDeviceOptions } from "./rocm/mod.ts";
 import type { VulkanOptions } from "./vulkan/mod.ts";
 import type { WgpuOptions } from "./wgpu/mod.ts";
 import { type Backend, BACKENDS } from "../kernels/target.ts";
@@ -20,6 +21,7 @@ export const BACKEND_ORDER: readonly BackendName[] = BACKENDS;
 
 export interface OpenOptions {
   ptx?: PtxDeviceOptions;
+  rocm?: RocmDeviceOptions;
   vulkan?: VulkanOptions;
   wgpu?: WgpuOptions;
   js?: JsDeviceOptions;
@@ -45,7 +47,7 @@ interface BackendModule {
 /** Each backend's module, imported when first tried, or why the build has none. */
 const BACKEND_MODULES: Record<BackendName, (() => Promise<BackendModule>) | string> = {
   ptx: () => import("./ptx/mod.ts") as Promise<BackendModule>,
-  rocm: "no ROCm device in this build (backends/rocm is not written yet)",
+  rocm: () => import("./rocm/mod.ts") as Promise<BackendModule>,
   vulkan: () => import("./vulkan/mod.ts") as Promise<BackendModule>,
   wgpu: () => import("./wgpu/mod.ts") as Promise<BackendModule>,
   js: () => import("./js/mod.ts") as Promise<BackendModule>,

@@ -35,6 +35,7 @@ import { isShapeName, SHAPES } from "./shapes.ts";
 import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
+import type { RocmDeviceOptions } from "../backends/rocm/mod.ts";
 import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
@@ -245,18 +246,19 @@ async function streamRates(dev: Device): Promise<string> {
 export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions } {
   const [name, flags = ""] = entry.split(":");
   if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
-  const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps };
+  const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps }, rocm: RocmDeviceOptions = { timestamps };
   for (const f of flags.split("+").filter(Boolean)) {
     if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
+    else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
     else if (name === "wgpu" && f === "all-rw") wgpu.allReadWrite = true;
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch; rocm: all-barriers)`);
   }
-  return { name, opts: { vulkan, wgpu } };
+  return { name, opts: { vulkan, wgpu, rocm } };
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */

@@ -45,6 +45,7 @@ export const hsaSymbols = defineSymbols({
   hsa_signal_store_screlease: { args: [H, "i64"], result: "void" },
   hsa_signal_store_relaxed: { args: [H, "i64"], result: "void" },
   hsa_signal_silent_store_relaxed: { args: [H, "i64"], result: "void" },
+  hsa_signal_add_screlease: { args: [H, "i64"], result: "void" },
   hsa_signal_wait_scacquire: { args: [H, "u32", "i64", "u64", "u32"], result: "i64" },
   hsa_code_object_reader_create_from_memory: { args: [B, "usize", B], result: S },
   hsa_code_object_reader_destroy: { args: [H], result: S },
@@ -74,8 +75,12 @@ export const HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY = 3;
 export const HSA_AGENT_INFO_NAME = 0;
 export const HSA_AGENT_INFO_VENDOR_NAME = 1;
 export const HSA_AGENT_INFO_FEATURE = 2;
+export const HSA_AGENT_INFO_PROFILE = 4;
 export const HSA_AGENT_INFO_WAVEFRONT_SIZE = 6;
+export const HSA_AGENT_INFO_WORKGROUP_MAX_DIM = 7;
 export const HSA_AGENT_INFO_WORKGROUP_MAX_SIZE = 8;
+export const HSA_AGENT_INFO_GRID_MAX_DIM = 9;
+export const HSA_AGENT_INFO_GRID_MAX_SIZE = 10;
 export const HSA_AGENT_INFO_QUEUE_MAX_SIZE = 14;
 export const HSA_AGENT_INFO_DEVICE = 17;
 export const HSA_AGENT_INFO_ISA = 19;
@@ -95,6 +100,7 @@ export const HSA_REGION_GLOBAL_FLAG_KERNARG = 1;
 export const HSA_REGION_GLOBAL_FLAG_FINE_GRAINED = 2;
 export const HSA_REGION_GLOBAL_FLAG_COARSE_GRAINED = 4;
 export const HSA_AMD_SEGMENT_GLOBAL = 0;
+export const HSA_AMD_SEGMENT_GROUP = 3;
 export const HSA_AMD_MEMORY_POOL_INFO_SEGMENT = 0;
 export const HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS = 1;
 export const HSA_AMD_MEMORY_POOL_INFO_SIZE = 2;
@@ -383,7 +389,7 @@ export class Hsa {
    */
   queueCreate(agent: bigint, size: number, o: { type?: number; onError?: (status: number, queue: bigint) => void; privateSegmentSize?: number; groupSegmentSize?: number } = {}): HsaQueue {
     const onError = o.onError
-      ? callback({ args: ["u32", "pointer", "pointer"], result: "void" }, (status, queue) => o.onError!(status, queue), { threadSafe: true })
+      ? callback({ args: ["u32", "pointer", "pointer"], result: "void" }, (status, queue) => o.onError!(status, queue), { threadSafe: true, unref: true })
       : null;
     const r = this.fn.hsa_queue_create(agent, size, o.type ?? HSA_QUEUE_TYPE_SINGLE, onError?.ptr ?? 0n, 0n, o.privateSegmentSize ?? 0xffffffff, o.groupSegmentSize ?? 0xffffffff, this.#u64);
     if (r !== HSA_STATUS_SUCCESS) {
@@ -392,6 +398,17 @@ export class Hsa {
     }
     const ptr = this.#u64[0];
     return { ptr, info: decode(hsa_queue_t, ptrView(ptr, hsa_queue_t.size)), onError };
+  }
+  /** Packets the packet processor has consumed (acquire order): slots below it may be rewritten. */
+  queueLoadReadIndex(q: HsaQueue): bigint {
+    return this.fn.hsa_queue_load_read_index_scacquire(q.ptr);
+  }
+  queueLoadWriteIndex(q: HsaQueue): bigint {
+    return this.fn.hsa_queue_load_write_index_relaxed(q.ptr);
+  }
+  /** Publishes the write index (release order); a single-producer queue's owner stores it before the doorbell. */
+  queueStoreWriteIndex(q: HsaQueue, index: bigint): void {
+    this.fn.hsa_queue_store_write_index_screlease(q.ptr, index);
   }
   queueDestroy(q: HsaQueue): void {
     this.check("hsa_queue_destroy", this.fn.hsa_queue_destroy(q.ptr));
@@ -412,6 +429,10 @@ export class Hsa {
   }
   signalStore(signal: bigint, value: bigint | number): void {
     this.fn.hsa_signal_store_screlease(signal, value);
+  }
+  /** Atomically adds `delta` (release order), e.g. to count one more submission its packets will decrement. */
+  signalAdd(signal: bigint, delta: bigint | number): void {
+    this.fn.hsa_signal_add_screlease(signal, delta);
   }
   /**
    * Waits until `signal` `cond` `value` or `timeoutHint` (in HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY ticks) passes;
@@ -471,6 +492,18 @@ export class Hsa {
     };
   }
 
+  // --- profiling -----------------------------------------------------------------------------------------
+  /** Makes the packet processor record start and end times of each dispatch that has a completion signal. */
+  profilingSetEnabled(q: HsaQueue, on: boolean): void {
+    this.check("hsa_amd_profiling_set_profiler_enabled", this.fn.hsa_amd_profiling_set_profiler_enabled(q.ptr, on ? 1 : 0));
+  }
+  /** A completed dispatch's start and end, in HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY ticks, by its completion signal. */
+  dispatchTime(agent: bigint, signal: bigint): { start: bigint; end: bigint } {
+    const out = new BigUint64Array(2);
+    this.check("hsa_amd_profiling_get_dispatch_time", this.fn.hsa_amd_profiling_get_dispatch_time(agent, signal, out));
+    return { start: out[0], end: out[1] };
+  }
+
   // --- faults --------------------------------------------------------------------------------------------
   /**
    * Registers `handler` for system events (GPU memory faults). It is called from a runtime thread, so it
@@ -480,7 +513,7 @@ export class Hsa {
     const cb = callback({ args: ["pointer", "pointer"], result: "u32" }, (event) => {
       handler(decode(hsa_amd_event_t, ptrView(event, hsa_amd_event_t.size)));
       return HSA_STATUS_SUCCESS;
-    }, { threadSafe: true });
+    }, { threadSafe: true, unref: true });
     const r = this.fn.hsa_amd_register_system_event_handler(cb.ptr, 0n);
     if (r !== HSA_STATUS_SUCCESS) {
       cb.close();

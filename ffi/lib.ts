@@ -455,9 +455,10 @@ export interface Callback {
 
 /**
  * Makes a C-callable function. Callers from other native threads (the HSA queue error callback, the system
- * event handler) need `threadSafe: true`; such calls run on the JS thread when its event loop turns.
+ * event handler) need `threadSafe: true`; such calls run on the JS thread when its event loop turns. A thread-safe
+ * callback keeps the process alive until closed unless `unref` (it is still called while the loop runs).
  */
-export function callback<const D extends FnDef>(def: D, fn: CallbackFn<D>, opts: { threadSafe?: boolean } = {}): Callback {
+export function callback<const D extends FnDef>(def: D, fn: CallbackFn<D>, opts: { threadSafe?: boolean; unref?: boolean } = {}): Callback {
   checkDef("callback", def);
   if (def.args.includes("buffer")) throw new TypeError(`callback: "buffer" arguments are not supported; use "pointer"`);
   if (bun) {
@@ -475,5 +476,7 @@ export function callback<const D extends FnDef>(def: D, fn: CallbackFn<D>, opts:
   };
   const f = fn as unknown as Deno.UnsafeCallbackFunction<Deno.NativeType[], Deno.NativeResultType>;
   const cb = opts.threadSafe ? Deno.UnsafeCallback.threadSafe(ddef, f) : new Deno.UnsafeCallback(ddef, f);
+  // A callback that only reports faults (HSA's queue error callback) must not keep an idle process alive.
+  if (opts.threadSafe && opts.unref) cb.unref();
   return { ptr: BigInt(Deno.UnsafePointer.value(cb.pointer)), close: () => cb.close() };
 }

@@ -46,6 +46,8 @@ declare namespace Deno {
     constructor(definition: { parameters: readonly NativeType[]; result: NativeResultType }, callback: UnsafeCallbackFunction);
     static threadSafe(definition: { parameters: readonly NativeType[]; result: NativeResultType }, callback: UnsafeCallbackFunction): UnsafeCallback;
     readonly pointer: PointerObject;
+    ref(): number;
+    unref(): number;
     close(): void;
   }
 }
