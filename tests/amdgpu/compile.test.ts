@@ -11,7 +11,7 @@ import { fma, type Kernel, KernelBuilder, u32 } from "../../kernels/ir.ts";
 import { AmdCompiler, comgr } from "../../kernels/render/amdgpu/compile.ts";
 import { AMD_TARGET_NAMES, AMD_TARGETS, type AmdTarget } from "../../kernels/render/amdgpu/targets.ts";
 import type { AmdCodeObject } from "../../kernels/render/amdgpu/meta.ts";
-import type { AmdgpuModule } from "../../kernels/render/amdgpu/kernel.ts";
+import { type AmdgpuModule, renderAmdgpu } from "../../kernels/render/amdgpu/kernel.ts";
 import { oneBPlan, type PlanKernel, storiesPlan } from "./plans.ts";
 import { checkCase, featureCases } from "../ptx/features.ts";
 
@@ -51,14 +51,14 @@ function compilePlan(name: string, plan: (t: AmdTarget) => PlanKernel[]): void {
   for (const t of TARGETS) {
     const ks = plan(t);
     let scratch = 0;
-    for (const pk of ks) {
-      try {
-        const co = C!.compile(pk.kernel, t);
-        bad.push(...checkMeta(co, pk.kernel, pk.bindings, t));
+    const mods = ks.map((pk) => ({ module: renderAmdgpu(pk.kernel, { wave: t.wave }), kernel: pk.kernel }));
+    try {
+      C!.compileMany(mods, t).forEach((co, i) => {
+        bad.push(...checkMeta({ ...co, module: mods[i].module }, ks[i].kernel, ks[i].bindings, t));
         if (co.meta.privateSegmentSize > 0) scratch++;
-      } catch (e) {
-        bad.push(`${pk.kernel.name} on ${t.name}: ${(e as Error).message.split("\n").slice(0, 4).join(" | ")}`);
-      }
+      });
+    } catch (e) {
+      bad.push(`${name} on ${t.name}: ${(e as Error).message.split("\n").slice(0, 4).join(" | ")}`);
     }
     counts.push(`${t.name} ${ks.length} kernels (${ks.reduce((a, k) => a + k.dispatches, 0)} dispatches${scratch ? `, ${scratch} with scratch` : ""})`);
   }
@@ -82,14 +82,22 @@ test("the 1B decode plan's quantized kernels (q8_0, q4_k_m mixes) compile for ev
 });
 
 const features = [...featureCases(), checkCase(true)];
+const single = typeof cg === "string" ? undefined! : new AmdCompiler(cg);
 
-test(`IR feature kernels (${features.length}) compile for every target`, slow, () => {
+test(`IR feature kernels (${features.length}) compile for every target, alone and linked into one module`, slow, () => {
   const bad: string[] = [];
   for (const t of TARGETS) {
-    for (const c of features) {
+    const mods = features.map((c) => ({ module: renderAmdgpu(c.kernel, { wave: t.wave }), kernel: c.kernel }));
+    const many = C!.compileMany(mods, t);
+    const alone = single.compileMany(mods, t, 1);
+    for (const [i, c] of features.entries()) {
       try {
-        const co = C!.compile(c.kernel, t);
+        const co = C!.compile(c.kernel, t); // cached by the batch: the batch's metadata
+        assert.equal(co.meta, many[i].meta);
         bad.push(...checkMeta(co, c.kernel, c.kernel.buffers.length, t));
+        // the same kernel compiled alone has the same launch description
+        if (alone[i].elf === many[i].elf) bad.push(`${c.name}: not compiled alone`);
+        if (JSON.stringify(alone[i].meta) !== JSON.stringify(co.meta)) bad.push(`${c.name} on ${t.name}: alone ${JSON.stringify(alone[i].meta)} vs linked ${JSON.stringify(co.meta)}`);
       } catch (e) {
         bad.push(`${c.name} on ${t.name}: ${(e as Error).message.split("\n").slice(0, 4).join(" | ")}`);
       }

@@ -20,7 +20,7 @@ import {
   openComgr,
 } from "../../../ffi/comgr.ts";
 import { LibraryNotFound } from "../../../ffi/lib.ts";
-import { type AmdgpuModule, renderAmdgpu } from "./kernel.ts";
+import { type AmdgpuModule, linkModules, renderAmdgpu } from "./kernel.ts";
 import type { AmdCodeObject, AmdKernelArg, AmdKernelMeta } from "./meta.ts";
 import type { AmdTarget } from "./targets.ts";
 
@@ -65,21 +65,65 @@ export class AmdCompiler {
   }
 
   compileModule(m: AmdgpuModule, k: Kernel, t: AmdTarget): AmdCodeObject {
-    const key = `${t.name}\n${m.ll}`;
-    const got = this.cache.get(key);
-    if (got) {
-      this.stats.hits++;
-      return got;
+    return this.compileMany([{ module: m, kernel: k }], t)[0];
+  }
+
+  /**
+   * Many kernels for one target: the uncached ones linked into modules of up to `batch` kernels and compiled
+   * together (a comgr compile costs about the same for one kernel or fifty). A kernel compiled in a batch
+   * shares its `elf` with the batch's other kernels; its `meta.symbol` names it in there.
+   */
+  compileMany(items: { module: AmdgpuModule; kernel: Kernel }[], t: AmdTarget, batch = 48): AmdCodeObject[] {
+    const key = (m: AmdgpuModule) => `${t.name}\n${m.ll}`;
+    const todo: { module: AmdgpuModule; kernel: Kernel }[] = [];
+    const queued = new Set<string>();
+    for (const it of items) {
+      const kk = key(it.module);
+      if (this.cache.has(kk)) this.stats.hits++;
+      else if (!queued.has(kk)) {
+        queued.add(kk);
+        todo.push(it);
+      }
     }
+    while (todo.length) {
+      // entry names must differ within one module
+      const names = new Set<string>(), group: typeof todo = [], rest: typeof todo = [];
+      for (const it of todo) {
+        if (group.length < batch && !names.has(it.module.entry)) {
+          names.add(it.module.entry);
+          group.push(it);
+        } else rest.push(it);
+      }
+      todo.splice(0, todo.length, ...rest);
+      let cos: AmdCodeObject[];
+      try {
+        cos = this.compileGroup(group, t);
+      } catch (e) {
+        if (group.length === 1) throw e;
+        // one bad kernel fails the module: compile them one by one, so the error names the kernel
+        cos = group.map((g) => this.compileGroup([g], t)[0]);
+      }
+      cos.forEach((co, i) => this.cache.set(key(group[i].module), co));
+    }
+    return items.map((it) => this.cache.get(key(it.module))!);
+  }
+
+  private compileGroup(group: { module: AmdgpuModule; kernel: Kernel }[], t: AmdTarget): AmdCodeObject[] {
     const t0 = performance.now();
     const b = this.build(t);
-    const { elf, out } = this.cg.compileIr(m.ll, b.isa, b.options, (exe) => this.cg.dataMetadata(exe, wanted));
-    const meta = kernelMeta(out, m, k);
+    const text = group.length === 1 ? group[0].module.ll : linkModules(group.map((g) => g.module.parts));
+    const { elf, out } = this.cg.compileIr(text, b.isa, b.options, (exe) => this.cg.dataMetadata(exe, wanted));
+    const kernels = out && typeof out === "object" && !Array.isArray(out) ? out["amdhsa.kernels"] : undefined;
+    if (!Array.isArray(kernels) || kernels.length !== group.length) {
+      throw new KernelError(`${t.name}: code object describes ${Array.isArray(kernels) ? kernels.length : "no"} kernels, compiled ${group.length}`);
+    }
     this.stats.compiles++;
     this.stats.ms += performance.now() - t0;
-    const co: AmdCodeObject = { target: t.name, processor: b.processor, elf, meta };
-    this.cache.set(key, co);
-    return co;
+    return group.map(({ module: m, kernel: k }) => {
+      const km = kernels.find((x) => (x as { [k: string]: MetadataValue })[".name"] === m.entry);
+      if (!km) throw new KernelError(`${k.name} (amdgpu): not in the code object's metadata`);
+      return { target: t.name, processor: b.processor, elf, meta: kernelMeta(km as { [k: string]: MetadataValue }, m, k) };
+    });
   }
 
   /** Assembly of a compiled kernel: comgr's disassembly of the code object (its own codegen for a processor
@@ -142,12 +186,9 @@ function num(m: { [k: string]: MetadataValue }, key: string, what: string): numb
   return n;
 }
 
-/** The one kernel's launch description from the executable's metadata, checked against what was rendered. */
-function kernelMeta(md: MetadataValue, m: AmdgpuModule, k: Kernel): AmdKernelMeta {
+/** One kernel's launch description from the executable's metadata, checked against what was rendered. */
+function kernelMeta(km: { [k: string]: MetadataValue }, m: AmdgpuModule, k: Kernel): AmdKernelMeta {
   const what = `${k.name} (amdgpu)`;
-  const kernels = md && typeof md === "object" && !Array.isArray(md) ? md["amdhsa.kernels"] : undefined;
-  if (!Array.isArray(kernels) || kernels.length !== 1) throw new KernelError(`${what}: code object does not describe exactly one kernel`);
-  const km = kernels[0] as { [k: string]: MetadataValue };
   const wg = km[".reqd_workgroup_size"];
   const args = km[".args"];
   if (!Array.isArray(args)) throw new KernelError(`${what}: code-object metadata has no .args`);

@@ -44,6 +44,8 @@ export interface AmdgpuModule {
   /** Kernel arguments: the bindings, plus one when faultParam. */
   readonly params: number;
   readonly faultParam: boolean;
+  /** The module's pieces, for linking several kernels into one module (linkModules). */
+  readonly parts: LlParts;
   /** LDS bytes the kernel's shared arrays take. */
   readonly sharedBytes: number;
 }
@@ -391,7 +393,7 @@ class Lowering {
     const size = SHARED_SIZE[mem.t];
     const ll = this.ll;
     const byte = index.k === "const" ? String(off + index.v * size) : ll.v(`add i32 ${ll.v(`mul i32 ${this.ex(index)}, ${size}`)}, ${off}`);
-    return ll.v(`getelementptr inbounds i8, ptr addrspace(3) @smem, i32 ${byte}`);
+    return ll.v(`getelementptr inbounds i8, ptr addrspace(3) @smem.${entryName(this.k.name)}, i32 ${byte}`);
   }
   private sstore(mem: Shared, index: Expr, e: Expr): void {
     const p = this.sharedPtr(mem, index);
@@ -576,25 +578,55 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   });
   const params = k.buffers.map((b) => `${G} ${b.access === "r" ? "readonly " : ""}align ${ESIZE[b.elem]} %b${b.binding}`);
   if (faultParam) params.push(`${G} align 4 %fault`);
-  const out: string[] = [];
-  out.push(`; poot LLVM IR (amdgcn-amd-amdhsa, wave${wave}) for kernel ${k.name}${opts.comment ? `: ${opts.comment}` : ""}`);
-  for (const b of k.buffers) out.push(`; arg ${b.binding}: ${b.name} (${b.elem}, ${b.access})`);
-  if (faultParam) out.push(`; arg ${k.buffers.length}: fault word (u32, host-visible)`);
-  out.push(`target triple = "amdgcn-amd-amdhsa"`, "");
-  if (L.sharedBytes > 0) out.push(`@smem = internal addrspace(3) global [${L.sharedBytes} x i8] undef, align 16`, "");
+  const head: string[] = [];
+  head.push(`; poot LLVM IR (amdgcn-amd-amdhsa, wave${wave}) for kernel ${k.name}${opts.comment ? `: ${opts.comment}` : ""}`);
+  for (const b of k.buffers) head.push(`; arg ${b.binding}: ${b.name} (${b.elem}, ${b.access})`);
+  if (faultParam) head.push(`; arg ${k.buffers.length}: fault word (u32, host-visible)`);
+  const globals = L.sharedBytes > 0 ? [`@smem.${entry} = internal addrspace(3) global [${L.sharedBytes} x i8] undef, align 16`] : [];
   const wg = L.ll.node(`!{i32 ${k.workgroup[0]}, i32 ${k.workgroup[1]}, i32 ${k.workgroup[2]}}`);
-  out.push(`define amdgpu_kernel void @${entry}(${params.join(", ")}) #0 !reqd_work_group_size ${wg} {`);
-  out.push("entry:", ...L.ll.allocas, ...L.ll.lines, "}", "");
-  out.push(...L.ll.decls.values(), "");
-  out.push(
-    `attributes #0 = { nounwind "amdgpu-flat-work-group-size"="${total},${total}" "uniform-work-group-size"="true" ` +
-      `"denormal-fp-math-f32"="ieee,ieee" "denormal-fp-math"="ieee,ieee" "amdgpu-implicitarg-num-bytes"="0" }`,
-    `attributes #1 = { convergent nounwind readnone willreturn }`,
-    `attributes #2 = { convergent nounwind willreturn }`,
-    `attributes #3 = { cold noreturn nounwind }`,
-    "",
-  );
-  L.ll.meta.forEach((m, i) => out.push(`!${i} = ${m}`));
+  // Function attributes inline (no attribute group), so several kernels can share one module (linkModules).
+  const attrs = `nounwind "amdgpu-flat-work-group-size"="${total},${total}" "uniform-work-group-size"="true" ` +
+    `"denormal-fp-math-f32"="ieee,ieee" "denormal-fp-math"="ieee,ieee" "amdgpu-implicitarg-num-bytes"="0"`;
+  const fn = [`define amdgpu_kernel void @${entry}(${params.join(", ")}) ${attrs} !reqd_work_group_size ${wg} {`,
+    "entry:", ...L.ll.allocas, ...L.ll.lines, "}"];
+  const parts: LlParts = { head, globals, fn, decls: [...L.ll.decls.values()], meta: L.ll.meta };
+  return { kernel: k, ll: linkModules([parts]), parts, entry, wave, params: nparams, faultParam, sharedBytes: L.sharedBytes };
+}
+
+/** The pieces of one kernel's module, which linkModules puts together (one kernel or several). */
+export interface LlParts {
+  head: string[];
+  globals: string[];
+  fn: string[];
+  decls: string[];
+  /** Metadata nodes, numbered from 0 in `fn` and in themselves. */
+  meta: string[];
+}
+
+const INTRINSIC_ATTRS = [
+  `attributes #1 = { convergent nounwind readnone willreturn }`,
+  `attributes #2 = { convergent nounwind willreturn }`,
+  `attributes #3 = { cold noreturn nounwind }`,
+];
+
+/**
+ * One LLVM module holding the kernels of `parts` (their entry names must differ): globals and functions side by
+ * side, declarations once, metadata renumbered. One comgr compile of many kernels costs little more than one.
+ */
+export function linkModules(parts: LlParts[]): string {
+  const out: string[] = [];
+  if (parts.length === 1) out.push(...parts[0].head);
+  out.push(`target triple = "amdgcn-amd-amdhsa"`, "");
+  const decls = new Set<string>(), meta: string[] = [];
+  for (const p of parts) {
+    const base = meta.length;
+    const renumber = (line: string) => base ? line.replace(/!(\d+)\b/g, (_, n) => `!${Number(n) + base}`) : line;
+    out.push(...p.globals, ...p.fn.map(renumber), "");
+    p.meta.forEach((m) => meta.push(renumber(m)));
+    p.decls.forEach((d) => decls.add(d));
+  }
+  out.push(...decls, "", ...INTRINSIC_ATTRS, "");
+  meta.forEach((m, i) => out.push(`!${i} = ${m}`));
   out.push("");
-  return { kernel: k, ll: out.join("\n"), entry, wave, params: nparams, faultParam, sharedBytes: L.sharedBytes };
+  return out.join("\n");
 }
