@@ -1,16 +1,13 @@
-// Runs an AMDGPU kernel's LLVM IR on the CPU with LLVM's interpreter/JIT (lli, from llvm's runtime package):
-// the text the renderer emits, with the AMDGPU-only parts swapped for host ones (address spaces dropped, the
-// work-item and workgroup ids read from globals a driver loop sets, the fault word's trap an exit), and a
-// main() that runs every invocation of the grid one after another and writes every binding to stdout.
-// Only kernels without barriers or subgroup ops can run this way (one invocation at a time); that leaves the
-// arithmetic, math library, conversions, memory views, vectors and control flow, which is what it checks:
-// the instruction semantics of the text, not the GPU (never run on hardware).
+// Runs an AMDGPU kernel's LLVM IR on the CPU with LLVM's JIT (lli, from llvm's runtime package): the text
+// the renderer emits, with the AMDGPU-only parts swapped for host ones (address spaces dropped; work-item and
+// workgroup ids, s_barrier and ds_bpermute as calls into a pthread driver; the trap an exit that hands the
+// fault word back), and a main() that runs each workgroup's invocations as threads and writes every binding to
+// stdout. What it checks is the semantics of the emitted text; the AMDGPU backend's code and the hardware are
+// not involved (never run on hardware).
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Kernel } from "../../kernels/ir.ts";
-import { walkStmts } from "../../kernels/ir.ts";
 import type { AmdgpuModule } from "../../kernels/render/amdgpu/kernel.ts";
 
 /** The lli binary, or why there is none. */
@@ -22,69 +19,104 @@ export function findLli(): string | { reason: string } {
   return { reason: "lli not found (apt-get install llvm-14-runtime)" };
 }
 
-/** Whether a kernel can run one invocation at a time (no barrier, no subgroup op, no shared memory). */
-export function sequential(k: Kernel): boolean {
-  let ok = k.shared.length === 0 && !k.uses.subgroups;
-  walkStmts(k.body, (s) => {
-    if (s.k === "barrier") ok = false;
-  });
-  return ok;
-}
-
+const TRAP_STATUS = 101;
 const hex = (b: Uint8Array) => Array.from(b, (x) => `\\${x.toString(16).padStart(2, "0")}`).join("");
 
-/** The module rewritten for the host, with a driver. */
+/**
+ * The module rewritten for the host, with a driver: workgroups one after another, each invocation of a
+ * workgroup a thread (so barriers and wave ops wait for each other as on the GPU): the work-item id comes from
+ * pthread_getspecific, `s.barrier` is a pthread barrier of the workgroup, and `ds.bpermute` a pthread barrier
+ * of the invocation's wave around an exchange array (write own value, wait, read lane addr/4 mod W, wait).
+ */
 export function hostModule(m: AmdgpuModule, inputs: Uint8Array[]): string {
-  const k = m.kernel;
-  let ll = m.ll
+  const k = m.kernel, W = m.wave;
+  const [wx, wy, wz] = k.workgroup;
+  const total = wx * wy * wz;
+  const waves = Math.ceil(total / W);
+  const ll = m.ll
     .replace(/^target triple = .*$/m, "")
     .replace(/, addrspace\(5\)/g, "")
     .replace(/ addrspace\(\d\)/g, "")
     .replace(/amdgpu_kernel /g, "")
     .replace(/ readnone/g, "")
     .replace(/call (\w+) @llvm\.amdgcn\.(workitem|workgroup)\.id\.([xyz])\(\)/g, (_, t, kind, d) => `call ${t} @host.${kind}.${d}()`)
-    .replace(/^declare .*@llvm\.amdgcn\.(workitem|workgroup)\.id.*$/gm, "")
+    .replace(/call i32 @llvm\.amdgcn\.ds\.bpermute\(/g, "call i32 @host.bpermute(")
+    .replace(/call void @llvm\.amdgcn\.s\.barrier\(\)/g, "call void @host.barrier()")
+    .replace(/^declare .*@llvm\.amdgcn\.(workitem|workgroup|ds\.bpermute|s\.barrier).*$/gm, "")
     .replace(/call void @llvm\.trap\(\)/g, "call void @host.trap()");
-  const lines: string[] = [ll];
-  inputs.forEach((b, i) => lines.push(`@buf${i} = global [${b.byteLength} x i8] c"${hex(b)}", align 16`));
-  lines.push(`@fault = global i32 0, align 4`);
-  for (const kind of ["workitem", "workgroup"]) {
-    lines.push(`@host.${kind} = global [3 x i32] zeroinitializer`);
-    "xyz".split("").forEach((d, i) => {
-      lines.push(`define i32 @host.${kind}.${d}() {\n  %p = getelementptr [3 x i32], ptr @host.${kind}, i32 0, i32 ${i}\n  %v = load i32, ptr %p\n  ret i32 %v\n}`);
-    });
-  }
-  lines.push(`declare i64 @write(i32, ptr, i64)`, `declare void @exit(i32)`);
-  lines.push(`define void @host.trap() {\n  %c = load i32, ptr @fault\n  call void @exit(i32 %c)\n  ret void\n}`);
-  // main: for each workgroup and invocation, set the ids and call the kernel; then write every buffer out.
+  const L: string[] = [ll];
+  inputs.forEach((b, i) => L.push(`@buf${i} = global [${b.byteLength} x i8] c"${hex(b)}", align 16`));
+  L.push(
+    `@fault = global i32 0, align 4`,
+    `@host.wg = global [3 x i32] zeroinitializer`,
+    `@host.key = global i32 0`,
+    // glibc's pthread_barrier_t is 32 bytes; one for the workgroup, one per wave
+    `@host.wgbar = global [32 x i8] zeroinitializer, align 8`,
+    `@host.wavebar = global [${waves * 32} x i8] zeroinitializer, align 8`,
+    `@host.xch = global [${waves * W} x i32] zeroinitializer, align 4`,
+    `@host.threads = global [${total} x i64] zeroinitializer, align 8`,
+    `declare i64 @write(i32, ptr, i64)`, `declare void @exit(i32)`,
+    `declare i32 @pthread_create(ptr, ptr, ptr, ptr)`, `declare i32 @pthread_join(i64, ptr)`,
+    `declare i32 @pthread_key_create(ptr, ptr)`, `declare i32 @pthread_setspecific(i32, ptr)`, `declare ptr @pthread_getspecific(i32)`,
+    `declare i32 @pthread_barrier_init(ptr, ptr, i32)`, `declare i32 @pthread_barrier_wait(ptr)`, `declare i32 @pthread_barrier_destroy(ptr)`,
+    `define i32 @host.tid() {\n  %k = load i32, ptr @host.key\n  %p = call ptr @pthread_getspecific(i32 %k)\n  %i = ptrtoint ptr %p to i64\n  %t = trunc i64 %i to i32\n  %r = sub i32 %t, 1\n  ret i32 %r\n}`,
+    `define i32 @host.workitem.x() {\n  %t = call i32 @host.tid()\n  %r = urem i32 %t, ${wx}\n  ret i32 %r\n}`,
+    `define i32 @host.workitem.y() {\n  %t = call i32 @host.tid()\n  %q = udiv i32 %t, ${wx}\n  %r = urem i32 %q, ${wy}\n  ret i32 %r\n}`,
+    `define i32 @host.workitem.z() {\n  %t = call i32 @host.tid()\n  %r = udiv i32 %t, ${wx * wy}\n  ret i32 %r\n}`,
+    ...["x", "y", "z"].map((d, i) => `define i32 @host.workgroup.${d}() {\n  %p = getelementptr [3 x i32], ptr @host.wg, i32 0, i32 ${i}\n  %v = load i32, ptr %p\n  ret i32 %v\n}`),
+    `define void @host.barrier() {\n  call i32 @pthread_barrier_wait(ptr @host.wgbar)\n  ret void\n}`,
+    `define i32 @host.bpermute(i32 %addr, i32 %v) {
+  %t = call i32 @host.tid()
+  %wave = udiv i32 %t, ${W}
+  %woff = mul i32 %wave, 32
+  %bar = getelementptr i8, ptr @host.wavebar, i32 %woff
+  %own = getelementptr [${waves * W} x i32], ptr @host.xch, i32 0, i32 %t
+  store i32 %v, ptr %own
+  call i32 @pthread_barrier_wait(ptr %bar)
+  %word = lshr i32 %addr, 2
+  %lane = and i32 %word, ${W - 1}
+  %base = mul i32 %wave, ${W}
+  %src = add i32 %base, %lane
+  %sp = getelementptr [${waves * W} x i32], ptr @host.xch, i32 0, i32 %src
+  %r = load i32, ptr %sp
+  call i32 @pthread_barrier_wait(ptr %bar)
+  ret i32 %r
+}`,
+    // the fault word's 4 bytes on stderr, then an exit status of its own (status bytes are too narrow for a code)
+    `define void @host.trap() {\n  call i64 @write(i32 2, ptr @fault, i64 4)\n  call void @exit(i32 ${TRAP_STATUS})\n  ret void\n}`,
+  );
   const args = [...inputs.map((_, i) => `ptr @buf${i}`), ...(m.faultParam ? ["ptr @fault"] : [])].join(", ");
-  const body: string[] = [];
-  const dims = [...k.grid, ...k.workgroup];
-  const names = ["gz", "gy", "gx", "lz", "ly", "lx"];
-  const bound = [k.grid[2], k.grid[1], k.grid[0], k.workgroup[2], k.workgroup[1], k.workgroup[0]];
-  void dims;
-  body.push("entry:");
-  for (const n of names) body.push(`  %${n}.slot = alloca i32`, `  store i32 0, ptr %${n}.slot`);
-  body.push(`  br label %${names[0]}.head`);
-  names.forEach((n, i) => {
-    body.push(`${n}.head:`, `  %${n} = load i32, ptr %${n}.slot`, `  %${n}.ok = icmp ult i32 %${n}, ${bound[i]}`);
-    const inner = i + 1 < names.length ? `${names[i + 1]}.init` : "call";
-    body.push(`  br i1 %${n}.ok, label %${inner}, label %${i === 0 ? "done" : `${names[i - 1]}.next`}`);
-    if (i + 1 < names.length) body.push(`${names[i + 1]}.init:`, `  store i32 0, ptr %${names[i + 1]}.slot`, `  br label %${names[i + 1]}.head`);
-  });
-  body.push("call:");
-  ["x", "y", "z"].forEach((d, i) => {
-    body.push(`  %wg.${d} = getelementptr [3 x i32], ptr @host.workgroup, i32 0, i32 ${i}`, `  store i32 %g${d}, ptr %wg.${d}`);
-    body.push(`  %wi.${d} = getelementptr [3 x i32], ptr @host.workitem, i32 0, i32 ${i}`, `  store i32 %l${d}, ptr %wi.${d}`);
-  });
-  body.push(`  call void @${m.entry}(${args})`, `  br label %lx.next`);
-  names.forEach((n) => body.push(`${n}.next:`, `  %${n}.inc = add i32 %${n}, 1`, `  store i32 %${n}.inc, ptr %${n}.slot`, `  br label %${n}.head`));
-  body.push("done:");
+  L.push(`define ptr @host.thread(ptr %arg) {
+  %k = load i32, ptr @host.key
+  call i32 @pthread_setspecific(i32 %k, ptr %arg)
+  call void @${m.entry}(${args})
+  ret ptr null
+}`);
+  // main: per workgroup, set its id, init the barriers, start `total` threads (tid + 1 as their key value), join.
+  const body: string[] = ["entry:", "  call i32 @pthread_key_create(ptr @host.key, ptr null)", "  %g.slot = alloca i32", "  store i32 0, ptr %g.slot", "  br label %g.head"];
+  const nwg = k.grid[0] * k.grid[1] * k.grid[2];
+  body.push("g.head:", "  %g = load i32, ptr %g.slot", `  %g.ok = icmp ult i32 %g, ${nwg}`, "  br i1 %g.ok, label %g.body, label %done", "g.body:");
+  body.push(`  %gx = urem i32 %g, ${k.grid[0]}`, `  %gq = udiv i32 %g, ${k.grid[0]}`, `  %gy = urem i32 %gq, ${k.grid[1]}`, `  %gz = udiv i32 %g, ${k.grid[0] * k.grid[1]}`);
+  ["x", "y", "z"].forEach((d, i) => body.push(`  %wg.${d} = getelementptr [3 x i32], ptr @host.wg, i32 0, i32 ${i}`, `  store i32 %g${d}, ptr %wg.${d}`));
+  body.push(`  call i32 @pthread_barrier_init(ptr @host.wgbar, ptr null, i32 ${total})`);
+  for (let w = 0; w < waves; w++) {
+    body.push(`  %wb${w} = getelementptr i8, ptr @host.wavebar, i32 ${w * 32}`, `  call i32 @pthread_barrier_init(ptr %wb${w}, ptr null, i32 ${Math.min(W, total - w * W)})`);
+  }
+  body.push("  %t.slot = alloca i32", "  store i32 0, ptr %t.slot", "  br label %s.head");
+  body.push("s.head:", "  %s = load i32, ptr %t.slot", `  %s.ok = icmp ult i32 %s, ${total}`, "  br i1 %s.ok, label %s.body, label %j.init");
+  body.push("s.body:", `  %s.th = getelementptr [${total} x i64], ptr @host.threads, i32 0, i32 %s`, "  %s1 = add i32 %s, 1", "  %s64 = zext i32 %s1 to i64",
+    "  %s.arg = inttoptr i64 %s64 to ptr", "  call i32 @pthread_create(ptr %s.th, ptr null, ptr @host.thread, ptr %s.arg)", "  %s.n = add i32 %s, 1", "  store i32 %s.n, ptr %t.slot", "  br label %s.head");
+  body.push("j.init:", "  store i32 0, ptr %t.slot", "  br label %j.head");
+  body.push("j.head:", "  %j = load i32, ptr %t.slot", `  %j.ok = icmp ult i32 %j, ${total}`, "  br i1 %j.ok, label %j.body, label %g.next");
+  body.push("j.body:", `  %j.th = getelementptr [${total} x i64], ptr @host.threads, i32 0, i32 %j`, "  %j.id = load i64, ptr %j.th", "  call i32 @pthread_join(i64 %j.id, ptr null)",
+    "  %j.n = add i32 %j, 1", "  store i32 %j.n, ptr %t.slot", "  br label %j.head");
+  body.push("g.next:", "  call i32 @pthread_barrier_destroy(ptr @host.wgbar)");
+  for (let w = 0; w < waves; w++) body.push(`  call i32 @pthread_barrier_destroy(ptr %wb${w})`);
+  body.push("  %g.n = add i32 %g, 1", "  store i32 %g.n, ptr %g.slot", "  br label %g.head", "done:");
   inputs.forEach((b, i) => body.push(`  call i64 @write(i32 1, ptr @buf${i}, i64 ${b.byteLength})`));
   body.push("  ret i32 0");
-  lines.push(`define i32 @main() {\n${body.join("\n")}\n}`);
-  ll = lines.join("\n");
-  return ll;
+  L.push(`define i32 @main() {\n${body.join("\n")}\n}`);
+  return L.join("\n");
 }
 
 /** Runs the module on the host: every binding's bytes afterwards, or the exit status of a trap. */
@@ -93,8 +125,11 @@ export function runOnHost(lli: string, m: AmdgpuModule, inputs: Uint8Array[]): U
   try {
     const file = join(dir, "k.ll");
     writeFileSync(file, hostModule(m, inputs));
-    const r = spawnSync(lli, ["--opaque-pointers", file], { maxBuffer: 1 << 28, timeout: 120_000 });
-    if (r.status !== 0) return { trap: r.status ?? -1, stderr: String(r.stderr).slice(0, 2000) };
+    const r = spawnSync(lli, ["--opaque-pointers", "-O0", file], { maxBuffer: 1 << 28, timeout: 120_000 });
+    if (r.status === TRAP_STATUS && r.stderr.byteLength >= 4) {
+      return { trap: new DataView(new Uint8Array(r.stderr).buffer).getUint32(0, true), stderr: "" };
+    }
+    if (r.status !== 0) throw new Error(`lli failed (status ${r.status ?? r.signal}): ${String(r.stderr).slice(0, 2000)}`);
     const out = new Uint8Array(r.stdout);
     const bufs: Uint8Array[] = [];
     let off = 0;
