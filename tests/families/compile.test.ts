@@ -1,9 +1,9 @@
-// Every family's decode and prefill steps lower and render for every target without a GPU: js, spirv (and spirv-
-// val accepts each module when installed), wgsl, ptx (and ptxas -arch=sm_90 assembles each module when installed),
-// amdgpu (and comgr compiles every kernel for gfx942 when installed). The configs are the transformers fixtures'
-// (every family's quirks on) with bf16 matrices, plus a GGUF-style Llama 3.1 whose rope frequency factors are a
-// weight (rope_freqs). Also states which fused decode units fire: gemv with the norm, gemv with rope, gemv with
-// the K/V write, gemv with silu·mul, for each family.
+// Every family's decode and prefill steps lower and render for every target without a GPU: js, spirv (and
+// spirv-val accepts each module when installed), wgsl, ptx (and ptxas -arch=sm_90 assembles each module when
+// installed), amdgpu (and comgr compiles every kernel for gfx942 when installed). The configs are the transformers
+// fixtures' (every family's quirks on) with bf16 matrices, plus a GGUF-style Llama 3.1 whose rope frequency
+// factors are a weight (rope_freqs). Also states which fused decode units fire: gemv with the norm, gemv with
+// rope, gemv with the K/V write, gemv with silu·mul, for each family.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
