@@ -43,8 +43,8 @@ export function amdCaps(t: AmdTarget): Caps {
     storage8: true,
     trap: true,
     maxWorkgroupSize: 1024,
-    // HSA's grid size is a u32 count of work-items per dimension.
-    maxWorkgroupsPerDim: [2 ** 31 - 1, 65535, 65535],
+    // An AQL packet's grid size is a u32 count of work-items per dimension: 2^22 workgroups of up to 1024 fit.
+    maxWorkgroupsPerDim: [2 ** 22 - 1, 65535, 65535],
     maxSharedBytes: t.ldsBytes,
     maxBindingBytes: 2 ** 31,
     bindingAlign: 256,
