@@ -55,7 +55,7 @@ export function hostModule(m: AmdgpuModule, inputs: Uint8Array[]): string {
     `@host.wavebar = global [${waves * 32} x i8] zeroinitializer, align 8`,
     `@host.xch = global [${waves * W} x i32] zeroinitializer, align 4`,
     `@host.threads = global [${total} x i64] zeroinitializer, align 8`,
-    `declare i64 @write(i32, ptr, i64)`, `declare void @exit(i32)`,
+    `declare i64 @write(i32, ptr, i64)`, `declare void @_exit(i32)`,
     `declare i32 @pthread_create(ptr, ptr, ptr, ptr)`, `declare i32 @pthread_join(i64, ptr)`,
     `declare i32 @pthread_key_create(ptr, ptr)`, `declare i32 @pthread_setspecific(i32, ptr)`, `declare ptr @pthread_getspecific(i32)`,
     `declare i32 @pthread_barrier_init(ptr, ptr, i32)`, `declare i32 @pthread_barrier_wait(ptr)`, `declare i32 @pthread_barrier_destroy(ptr)`,
@@ -82,8 +82,9 @@ export function hostModule(m: AmdgpuModule, inputs: Uint8Array[]): string {
   call i32 @pthread_barrier_wait(ptr %bar)
   ret i32 %r
 }`,
-    // the fault word's 4 bytes on stderr, then an exit status of its own (status bytes are too narrow for a code)
-    `define void @host.trap() {\n  call i64 @write(i32 2, ptr @fault, i64 4)\n  call void @exit(i32 ${TRAP_STATUS})\n  ret void\n}`,
+    // the fault word's 4 bytes on stderr, then an exit status of its own (too narrow for a code); _exit, since
+    // exit() from a worker thread would run LLVM's static destructors under the JIT still running main
+    `define void @host.trap() {\n  call i64 @write(i32 2, ptr @fault, i64 4)\n  call void @_exit(i32 ${TRAP_STATUS})\n  ret void\n}`,
   );
   const args = [...inputs.map((_, i) => `ptr @buf${i}`), ...(m.faultParam ? ["ptr @fault"] : [])].join(", ");
   L.push(`define ptr @host.thread(ptr %arg) {

@@ -84,10 +84,14 @@ for (const name of ["gfx942", "gfx1100"] as const) {
     const bad: string[] = [];
     for (const kc of chosen) {
       const inputs = kc.inputs();
-      const got = runOnHost(lli as string, renderAmdgpu(kc.make(amdCaps(t)), { wave: t.wave }), inputs);
-      const run: CaseRun = Array.isArray(got) ? { inputs, outputs: got } : { inputs, fault: new KernelFault("rocm", kc.name, got.trap) };
-      const errs = checkLibraryCase(kc, run);
-      if (errs.length) bad.push(`${kc.name}: ${errs.slice(0, 3).join(" | ")}`);
+      try {
+        const got = runOnHost(lli as string, renderAmdgpu(kc.make(amdCaps(t)), { wave: t.wave }), inputs);
+        const run: CaseRun = Array.isArray(got) ? { inputs, outputs: got } : { inputs, fault: new KernelFault("rocm", kc.name, got.trap) };
+        const errs = checkLibraryCase(kc, run);
+        if (errs.length) bad.push(`${kc.name}: ${errs.slice(0, 3).join(" | ")}`);
+      } catch (e) {
+        bad.push(`${kc.name}: ${(e as Error).message.split("\n")[0]}`);
+      }
     }
     assert.deepEqual(bad, []);
   });
