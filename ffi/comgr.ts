@@ -2,7 +2,7 @@
 // link, disassemble). This is how the ROCm backend turns AMDGPU assembly or LLVM IR into a code object that
 // hsa_code_object_reader_create_from_memory loads. Handles (amd_comgr_data_t ...) are u64 by value.
 
-import { type Bound, cstr, defineSymbols, dlopen, type Library, ptrArray, readCString, cstringFrom } from "./lib.ts";
+import { type Bound, cstr, cstringFrom, defineSymbols, dlopen, type Library, pinLibrary, ptrArray, readCString } from "./lib.ts";
 
 const H = "u64" as const;
 const B = "buffer" as const;
@@ -98,8 +98,11 @@ export class ComgrError extends Error {
   }
 }
 
+/** Opens libamd_comgr, pinned for the life of the process (its LLVM options cannot be registered twice). */
 export function openComgr(names: string | readonly string[] = COMGR_LIBRARY): Comgr {
-  return new Comgr(dlopen(names, comgrSymbols));
+  const lib = dlopen(names, comgrSymbols);
+  pinLibrary(lib.path);
+  return new Comgr(lib);
 }
 
 /** libamd_comgr's functions (`fn`, raw) and thin checked wrappers. */
