@@ -28,8 +28,11 @@ const env = (globalThis as { process?: { env: Record<string, string | undefined>
 const all = env.POOT_AMDGPU_LLI === "all";
 const WAVES = [64, 32] as const;
 
+// Runtime-independent (lli does the work): the sweeps run once, under Deno.
+const sweepSkip = skip || ("Bun" in globalThis ? "runs under Deno (lli does the work)" : false);
+
 for (const wave of WAVES) {
-  test(`IR feature kernels run by lli at wave${wave} equal the JS device`, opts, async () => {
+  test(`IR feature kernels run by lli at wave${wave} equal the JS device`, { ...opts, skip: sweepSkip }, async () => {
     const js = new JsDevice({ caps: { subgroupSize: wave, f16: true } });
     const bad: string[] = [];
     for (const c of featureCases()) {
@@ -75,12 +78,10 @@ function sample(cs: KernelCase[]): KernelCase[] {
   });
 }
 
-// Runtime-independent (lli does the work): once, under Deno.
-const libSkip = skip || ("Bun" in globalThis ? "runs under Deno (lli does the work)" : false);
 for (const name of ["gfx942", "gfx1100"] as const) {
   const t = AMD_TARGETS[name];
   const chosen = all ? libraryCases : sample(libraryCases);
-  test(`kernel library conformance cases (${chosen.length}${all ? "" : ", one per kind"}) run by lli for ${name} (wave${t.wave}) match their references`, { ...opts, skip: libSkip }, () => {
+  test(`kernel library conformance cases (${chosen.length}${all ? "" : ", one per kind"}) run by lli for ${name} (wave${t.wave}) match their references`, { ...opts, skip: sweepSkip }, () => {
     const bad: string[] = [];
     for (const kc of chosen) {
       const inputs = kc.inputs();
