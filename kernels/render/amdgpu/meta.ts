@@ -54,3 +54,30 @@ export interface AmdCodeObject {
   elf: Uint8Array;
   meta: AmdKernelMeta;
 }
+
+/**
+ * The kernarg segment of one dispatch: each binding's address (its buffer's address plus the binding's byte
+ * offset) and the fault word's address written as u64 at the offsets the metadata gives; everything else
+ * (hidden arguments, padding) zero. `into` (kernargSize bytes) is reused when given.
+ */
+export function packKernargs(meta: AmdKernelMeta, bindings: readonly bigint[], fault = 0n, into?: Uint8Array): Uint8Array {
+  const out = into ?? new Uint8Array(meta.kernargSize);
+  if (out.byteLength < meta.kernargSize) throw new RangeError(`${meta.name}: kernarg buffer of ${out.byteLength} bytes, needs ${meta.kernargSize}`);
+  out.fill(0, 0, meta.kernargSize);
+  const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let used = 0;
+  for (const a of meta.args) {
+    if (a.binding === undefined) continue;
+    if (a.size !== 8) throw new RangeError(`${meta.name}: argument at ${a.offset} is ${a.size} bytes, not a pointer`);
+    if (a.binding === "fault") {
+      if (fault === 0n) throw new RangeError(`${meta.name}: the kernel has checks and needs a fault word address`);
+      dv.setBigUint64(a.offset, fault, true);
+      continue;
+    }
+    if (a.binding >= bindings.length) throw new RangeError(`${meta.name}: binding ${a.binding} not given (${bindings.length} given)`);
+    dv.setBigUint64(a.offset, bindings[a.binding], true);
+    used++;
+  }
+  if (used !== bindings.length) throw new RangeError(`${meta.name}: ${bindings.length} bindings given, the kernel takes ${used}`);
+  return out;
+}
