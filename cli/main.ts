@@ -18,6 +18,7 @@ import { VERSION } from "../mod.ts";
 import { ChatFlags, checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
 import { chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
 import { err, escapeControl, exit, onInterrupt, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
+import { amdCaps } from "../kernels/render/amdgpu/targets.ts";
 import { amdDumpTarget, backendOf, decodeProgram, dumpExtras, renderKernel, type RenderTarget, targetFor } from "./render.ts";
 
 const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
@@ -350,13 +351,15 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
 /** Writes the decode plan's kernels for `target`, with the present device's capabilities when it is here. */
 async function dumpKernels(model: ModelHandle, dir: string, target: RenderTarget): Promise<number> {
   const d = await probeBackend(backendOf(target));
-  const set = typeof d === "string" ? targetFor(target) : d.target;
+  let set = typeof d === "string" ? targetFor(target) : d.target;
   if (typeof d !== "string") await d.destroy();
+  const amd = amdDumpTarget(set);
+  // no AMD device: lower for the chosen processor's caps (its wave size shapes the kernels)
+  if (target === "amdgpu" && typeof d === "string") set = { ...set, device: `typical ${amd.name}`, caps: amdCaps(amd) };
   const program = decodeProgram(model, set);
   mkdirSync(dir, { recursive: true });
   const seen = new Set<string>();
   let n = 0;
-  const amd = amdDumpTarget(set);
   let note = "";
   for (const s of program.steps) {
     if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
@@ -369,7 +372,7 @@ async function dumpKernels(model: ModelHandle, dir: string, target: RenderTarget
     else for (const x of extras) writeFileSync(`${stem}.${x.ext}`, x.data);
   }
   const c = set.caps;
-  const device = target === "amdgpu" ? `${set.device}, ${amd.name}` : set.device;
+  const device = target === "amdgpu" && !set.device.includes(amd.name) ? `${set.device}, ${amd.name}` : set.device;
   out(`wrote ${n} kernels of the decode plan to ${dir} (${target} for ${device}: subgroups ${c.subgroups ? c.subgroupSize : "no"}, ` +
     `f16 ${c.f16}, max workgroup ${c.maxWorkgroupSize}, shared ${c.maxSharedBytes} B${note})\n`);
   return 0;

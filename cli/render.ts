@@ -36,12 +36,25 @@ export function renderKernel(k: Kernel, t: RenderTarget, caps: Caps = RENDERERS[
   return renderSource(k, t, caps);
 }
 
-/** The AMDGPU processor a dump compiles for: the present device's (its name carries "gfx..."), else by wave size. */
-export function amdDumpTarget(set: TargetSet): AmdTarget {
+/**
+ * The AMDGPU processor a dump compiles for: POOT_AMDGPU_TARGET (gfx90a, gfx942, gfx1100) when set, else the
+ * present device's (its name carries "gfx..."), else gfx942 (gfx1100 for wave32 caps).
+ */
+export function amdDumpTarget(set: TargetSet, env: Record<string, string | undefined> = processEnv()): AmdTarget {
+  const want = env.POOT_AMDGPU_TARGET;
+  if (want) {
+    const t = amdTarget(want);
+    if (!t) throw new RangeError(`POOT_AMDGPU_TARGET=${want}: not one of ${Object.keys(AMD_TARGETS).join(", ")}`);
+    return t;
+  }
   const named = /gfx[0-9a-f]+/.exec(set.device);
   const t = named ? amdTarget(named[0]) : undefined;
   if (t) return t;
   return set.caps.subgroupSize === 32 ? AMD_TARGETS.gfx1100 : AMD_TARGETS.gfx942;
+}
+
+function processEnv(): Record<string, string | undefined> {
+  return (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
 }
 
 let compiler: AmdCompiler | undefined;

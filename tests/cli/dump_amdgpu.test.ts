@@ -17,7 +17,7 @@ test("cli: info --dump-kernels --target amdgpu writes .ll, assembly and launch m
   try {
     const r = poot(["info", "--dump-kernels", dir, "--target", "amdgpu"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /amdgpu for typical amdgpu device, gfx942: subgroups 64/);
+    assert.match(r.stdout, /amdgpu for typical gfx942: subgroups 64/);
     const files = readdirSync(dir);
     const lls = files.filter((f) => f.endsWith(".ll"));
     assert.ok(lls.length >= 5, files.join());
@@ -32,6 +32,20 @@ test("cli: info --dump-kernels --target amdgpu writes .ll, assembly and launch m
       assert.match(meta.symbol, /\.kd$/);
       assert.ok(meta.args.length >= 1 && meta.kernargSize >= 8 * meta.args.filter((a: { kind: string }) => !a.kind.startsWith("hidden_")).length);
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("cli: POOT_AMDGPU_TARGET=gfx1100 dumps wave32 kernels lowered for its caps", { skip, timeout: 300_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "poot-amdgpu-"));
+  try {
+    const r = poot(["info", "--dump-kernels", dir, "--target", "amdgpu"], { env: { POOT_AMDGPU_TARGET: "gfx1100" } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /amdgpu for typical gfx1100: subgroups 32/);
+    const metas = readdirSync(dir).filter((f) => f.endsWith(".json")).map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")));
+    assert.ok(metas.length >= 5);
+    for (const m of metas) assert.deepEqual([m.target, m.wavefrontSize], ["gfx1100", 32]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
