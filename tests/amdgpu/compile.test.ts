@@ -7,7 +7,9 @@
 // Never run on hardware: these code objects were compiled and inspected, not executed.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { fma, type Kernel, KernelBuilder, u32 } from "../../kernels/ir.ts";
+import { fma, type Kernel, KernelBuilder, KernelError, u32 } from "../../kernels/ir.ts";
+import { ComgrError } from "../../ffi/comgr.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
 import { AmdCompiler, comgr } from "../../kernels/render/amdgpu/compile.ts";
 import { AMD_TARGET_NAMES, AMD_TARGETS, type AmdTarget } from "../../kernels/render/amdgpu/targets.ts";
 import { type AmdCodeObject, packKernargs } from "../../kernels/render/amdgpu/meta.ts";
@@ -181,4 +183,18 @@ test("packKernargs writes each binding's address and the fault word's at the met
   assert.equal(dv.getBigUint64(16, true), 0x3000n);
   assert.throws(() => packKernargs(co.meta, [0x1000n], 0x3000n), /1 bindings given|binding 1 not given/);
   assert.throws(() => packKernargs(co.meta, [0x1000n, 0x2000n]), /fault word/);
+});
+
+test("what the targets cannot run is a typed error: MMA kernels, odd wave sizes, text comgr rejects", { skip }, () => {
+  const b = new KernelBuilder("uses_mma", { workgroup: 32, grid: 1 });
+  const y = b.buffer("y", "f32", "w");
+  const w = b.pack2("bf16", b.load(y, 0), b.load(y, 1));
+  const d = b.mma("bf16", [w, w, w, w], [w, w], [b.load(y, 2), b.load(y, 3), b.load(y, 4), b.load(y, 5)]);
+  b.store(y, 0, d[0]);
+  assert.throws(() => renderAmdgpu(b.build(), { wave: 64 }), (e) => e instanceof KernelError && /mma/.test(e.message));
+  const plain = features[0].kernel;
+  assert.throws(() => RENDERERS.amdgpu.render(plain, { ...RENDERERS.amdgpu.caps, subgroupSize: 16 }), (e) => e instanceof KernelError && /16/.test(e.message));
+  const m = renderAmdgpu(plain, { wave: 64 });
+  const broken = { ...m, ll: m.ll.replace("ret void", "ret i32 0") };
+  assert.throws(() => C!.compileModule(broken, plain, AMD_TARGETS.gfx90a), (e) => e instanceof ComgrError && /ret/.test(e.message));
 });
