@@ -20,7 +20,8 @@ import {
   openComgr,
 } from "../../../ffi/comgr.ts";
 import { LibraryNotFound } from "../../../ffi/lib.ts";
-import { type AmdgpuModule, linkModules, renderAmdgpu } from "./kernel.ts";
+import { type AmdgpuModule, renderAmdgpu } from "./kernel.ts";
+import { linkModules } from "./ll.ts";
 import type { AmdCodeObject, AmdKernelArg, AmdKernelMeta } from "./meta.ts";
 import type { AmdTarget } from "./targets.ts";
 

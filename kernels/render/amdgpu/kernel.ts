@@ -24,7 +24,9 @@ import { ESIZE, KernelError } from "../../ir.ts";
 import * as math from "../../decomp/math.ts";
 import { decompose } from "../../decomp/mod.ts";
 import { forEachExpr, hasChecks, invariant } from "../ptx/analysis.ts";
-import { f16c, f32c, Ll, LT } from "./ll.ts";
+import { f16c, f32c, linkModules, Ll, type LlParts, LT } from "./ll.ts";
+
+export type { LlParts };
 import { LlMath } from "./math.ts";
 
 export interface AmdgpuOptions {
@@ -593,40 +595,3 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   return { kernel: k, ll: linkModules([parts]), parts, entry, wave, params: nparams, faultParam, sharedBytes: L.sharedBytes };
 }
 
-/** The pieces of one kernel's module, which linkModules puts together (one kernel or several). */
-export interface LlParts {
-  head: string[];
-  globals: string[];
-  fn: string[];
-  decls: string[];
-  /** Metadata nodes, numbered from 0 in `fn` and in themselves. */
-  meta: string[];
-}
-
-const INTRINSIC_ATTRS = [
-  `attributes #1 = { convergent nounwind readnone willreturn }`,
-  `attributes #2 = { convergent nounwind willreturn }`,
-  `attributes #3 = { cold noreturn nounwind }`,
-];
-
-/**
- * One LLVM module holding the kernels of `parts` (their entry names must differ): globals and functions side by
- * side, declarations once, metadata renumbered. One comgr compile of many kernels costs little more than one.
- */
-export function linkModules(parts: LlParts[]): string {
-  const out: string[] = [];
-  if (parts.length === 1) out.push(...parts[0].head);
-  out.push(`target triple = "amdgcn-amd-amdhsa"`, "");
-  const decls = new Set<string>(), meta: string[] = [];
-  for (const p of parts) {
-    const base = meta.length;
-    const renumber = (line: string) => base ? line.replace(/!(\d+)\b/g, (_, n) => `!${Number(n) + base}`) : line;
-    out.push(...p.globals, ...p.fn.map(renumber), "");
-    p.meta.forEach((m) => meta.push(renumber(m)));
-    p.decls.forEach((d) => decls.add(d));
-  }
-  out.push(...decls, "", ...INTRINSIC_ATTRS, "");
-  meta.forEach((m, i) => out.push(`!${i} = ${m}`));
-  out.push("");
-  return out.join("\n");
-}

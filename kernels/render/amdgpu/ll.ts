@@ -1,6 +1,7 @@
 // A small LLVM IR text builder for one function: fresh SSA names, basic blocks, exact constants and the
-// intrinsic declarations a body calls. Values are operand strings ("%t3", "0x3FF0000000000000", "true"); the
-// instruction that uses one names its type, as LLVM IR text requires.
+// intrinsic declarations a body calls; and linkModules, which puts one or many kernels' pieces into a module.
+// Values are operand strings ("%t3", "0x3FF0000000000000", "true"); the instruction that uses one names its
+// type, as LLVM IR text requires.
 import type { CType } from "../../ir.ts";
 import { f32ToF16 } from "../../../graph/half.ts";
 
@@ -63,4 +64,42 @@ export class Ll {
     this.meta.push(text);
     return `!${this.meta.length - 1}`;
   }
+}
+
+/** The pieces of one kernel's module, which linkModules puts together (one kernel or several). */
+export interface LlParts {
+  head: string[];
+  globals: string[];
+  fn: string[];
+  decls: string[];
+  /** Metadata nodes, numbered from 0 in `fn` and in themselves. */
+  meta: string[];
+}
+
+const INTRINSIC_ATTRS = [
+  `attributes #1 = { convergent nounwind readnone willreturn }`,
+  `attributes #2 = { convergent nounwind willreturn }`,
+  `attributes #3 = { cold noreturn nounwind }`,
+];
+
+/**
+ * One LLVM module holding the kernels of `parts` (their entry names must differ): globals and functions side by
+ * side, declarations once, metadata renumbered. One comgr compile of many kernels costs little more than one.
+ */
+export function linkModules(parts: LlParts[]): string {
+  const out: string[] = [];
+  if (parts.length === 1) out.push(...parts[0].head);
+  out.push(`target triple = "amdgcn-amd-amdhsa"`, "");
+  const decls = new Set<string>(), meta: string[] = [];
+  for (const p of parts) {
+    const base = meta.length;
+    const renumber = (line: string) => base ? line.replace(/!(\d+)\b/g, (_, n) => `!${Number(n) + base}`) : line;
+    out.push(...p.globals, ...p.fn.map(renumber), "");
+    p.meta.forEach((m) => meta.push(renumber(m)));
+    p.decls.forEach((d) => decls.add(d));
+  }
+  out.push(...decls, "", ...INTRINSIC_ATTRS, "");
+  meta.forEach((m, i) => out.push(`!${i} = ${m}`));
+  out.push("");
+  return out.join("\n");
 }
