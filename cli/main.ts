@@ -20,7 +20,8 @@ import { VERSION } from "../mod.ts";
 import { ChatFlags, checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
 import { chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
 import { err, escapeControl, exit, onInterrupt, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
-import { backendOf, decodeProgram, renderKernel, type RenderTarget, targetFor } from "./render.ts";
+import { amdCaps } from "../kernels/render/amdgpu/targets.ts";
+import { amdDumpTarget, backendOf, decodeProgram, dumpExtras, renderKernel, type RenderTarget, targetFor } from "./render.ts";
 
 const USAGE = `poot ${VERSION}: LLM inference in TypeScript on GPUs through their driver libraries
 usage:
@@ -31,7 +32,7 @@ usage:
              [--kv-memory F] [--chunk N] [--api-key K] [--drain S]
   poot embed  -m MODEL --text T [--text T2 ...] [--pooling mean|cls|last] [--no-normalize] [--json]
   poot rerank -m MODEL --query Q --document D [--document D2 ...] [--json]
-  poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|js]
+  poot info  [-m MODEL] [--backend B] [--json] [--dump-kernels DIR --target ptx|spirv|wgsl|amdgpu|js]
   poot bench [--shape NAME,...] [--backend B] [--tokens N] [--dtype D,...] [--tp 1,2,4 [--big]] ...
   poot quantize IN OUT --type f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--allow-requantize]   (IN: GGUF or HF folder)
   poot --version | --help | COMMAND --help (every flag and its default)
@@ -311,7 +312,7 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
   if (positionals.length) throw new UsageError(`info: unexpected argument ${JSON.stringify(positionals[0])} (the model is -m FILE)`);
   const dir = f["dump-kernels"];
   const target = f.target;
-  if (dir !== undefined && !target) throw new UsageError("--dump-kernels needs --target ptx|spirv|wgsl|js");
+  if (dir !== undefined && !target) throw new UsageError("--dump-kernels needs --target ptx|spirv|wgsl|amdgpu|js");
   if (target && dir === undefined) throw new UsageError("--target goes with --dump-kernels DIR");
   if (dir !== undefined && f.json) throw new UsageError("--json and --dump-kernels go separately");
   // The same loader (and so the same checks of the file) as `run`.
@@ -367,21 +368,30 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
 /** Writes the decode plan's kernels for `target`, with the present device's capabilities when it is here. */
 async function dumpKernels(model: ModelHandle, dir: string, target: RenderTarget): Promise<number> {
   const d = await probeBackend(backendOf(target));
-  const set = typeof d === "string" ? targetFor(target) : d.target;
+  let set = typeof d === "string" ? targetFor(target) : d.target;
   if (typeof d !== "string") await d.destroy();
+  const amd = amdDumpTarget(set);
+  // no AMD device: lower for the chosen processor's caps (its wave size shapes the kernels)
+  if (target === "amdgpu" && typeof d === "string") set = { ...set, device: `typical ${amd.name}`, caps: amdCaps(amd) };
   const program = decodeProgram(model, set);
   mkdirSync(dir, { recursive: true });
   const seen = new Set<string>();
   let n = 0;
+  let note = "";
   for (const s of program.steps) {
     if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
     seen.add(s.kernel.name);
     const r = renderKernel(s.kernel, target, set.caps);
-    writeFileSync(join(dir, `${String(n++).padStart(3, "0")}_${s.kernel.name}.${r.ext}`), r.data);
+    const stem = join(dir, `${String(n++).padStart(3, "0")}_${s.kernel.name}`);
+    writeFileSync(`${stem}.${r.ext}`, r.data);
+    const extras = dumpExtras(s.kernel, target, set.caps, amd);
+    if (typeof extras === "string") note = `; ${extras}`;
+    else for (const x of extras) writeFileSync(`${stem}.${x.ext}`, x.data);
   }
   const c = set.caps;
-  out(`wrote ${n} kernels of the decode plan to ${dir} (${target} for ${set.device}: subgroups ${c.subgroups ? c.subgroupSize : "no"}, ` +
-    `f16 ${c.f16}, max workgroup ${c.maxWorkgroupSize}, shared ${c.maxSharedBytes} B)\n`);
+  const device = target === "amdgpu" && !set.device.includes(amd.name) ? `${set.device}, ${amd.name}` : set.device;
+  out(`wrote ${n} kernels of the decode plan to ${dir} (${target} for ${device}: subgroups ${c.subgroups ? c.subgroupSize : "no"}, ` +
+    `f16 ${c.f16}, max workgroup ${c.maxWorkgroupSize}, shared ${c.maxSharedBytes} B${note})\n`);
   return 0;
 }
 

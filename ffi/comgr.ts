@@ -2,7 +2,7 @@
 // link, disassemble). This is how the ROCm backend turns AMDGPU assembly or LLVM IR into a code object that
 // hsa_code_object_reader_create_from_memory loads. Handles (amd_comgr_data_t ...) are u64 by value.
 
-import { type Bound, cstr, defineSymbols, dlopen, type Library, ptrArray, readCString, cstringFrom } from "./lib.ts";
+import { type Bound, cstr, cstringFrom, defineSymbols, dlopen, type Library, pinLibrary, ptrArray, readCString } from "./lib.ts";
 
 const H = "u64" as const;
 const B = "buffer" as const;
@@ -34,6 +34,13 @@ export const comgrSymbols = defineSymbols({
   amd_comgr_action_info_set_option_list: { args: [H, B, "usize"], result: S },
   amd_comgr_action_info_set_logging: { args: [H, "u8"], result: S },
   amd_comgr_do_action: { args: ["u32", H, H, H], result: S },
+  amd_comgr_get_data_metadata: { args: [H, B], result: S },
+  amd_comgr_destroy_metadata: { args: [H], result: S },
+  amd_comgr_get_metadata_kind: { args: [H, B], result: S },
+  amd_comgr_get_metadata_string: { args: [H, B, B], result: S },
+  amd_comgr_get_metadata_list_size: { args: [H, B], result: S },
+  amd_comgr_index_list_metadata: { args: [H, "usize", B], result: S },
+  amd_comgr_metadata_lookup: { args: [H, B, B], result: S },
 });
 export type ComgrSymbols = Bound<typeof comgrSymbols>;
 
@@ -65,6 +72,14 @@ export const AMD_COMGR_ACTION_DISASSEMBLE_RELOCATABLE_TO_SOURCE = 11;
 export const AMD_COMGR_ACTION_DISASSEMBLE_EXECUTABLE_TO_SOURCE = 12;
 export const AMD_COMGR_ACTION_COMPILE_SOURCE_WITH_DEVICE_LIBS_TO_BC = 15;
 
+export const AMD_COMGR_METADATA_KIND_NULL = 0;
+export const AMD_COMGR_METADATA_KIND_STRING = 1;
+export const AMD_COMGR_METADATA_KIND_MAP = 2;
+export const AMD_COMGR_METADATA_KIND_LIST = 3;
+
+/** A code object's metadata as plain data: strings (numbers stay strings, as comgr gives them), lists, maps. */
+export type MetadataValue = string | null | MetadataValue[] | { [key: string]: MetadataValue };
+
 export const COMGR_STATUS_NAMES: Readonly<Record<number, string>> = {
   0: "AMD_COMGR_STATUS_SUCCESS",
   1: "AMD_COMGR_STATUS_ERROR",
@@ -83,8 +98,11 @@ export class ComgrError extends Error {
   }
 }
 
+/** Opens libamd_comgr, pinned for the life of the process (its LLVM options cannot be registered twice). */
 export function openComgr(names: string | readonly string[] = COMGR_LIBRARY): Comgr {
-  return new Comgr(dlopen(names, comgrSymbols));
+  const lib = dlopen(names, comgrSymbols);
+  pinLibrary(lib.path);
+  return new Comgr(lib);
 }
 
 /** libamd_comgr's functions (`fn`, raw) and thin checked wrappers. */
@@ -222,6 +240,111 @@ export class Comgr {
       this.releaseData(d);
     }
     return text;
+  }
+
+  // --- metadata -------------------------------------------------------------------------------------------
+  /**
+   * The entries `keys` of a relocatable/executable's metadata map (the "amdhsa." note), each read recursively
+   * into plain data. Maps are read only at the keys `want(path)` names (comgr's map iteration needs a
+   * callback; lookups do not), so the caller says which keys it reads; a missing key is absent.
+   */
+  dataMetadata(data: bigint, want: (path: string) => readonly string[]): MetadataValue {
+    this.check("amd_comgr_get_data_metadata", this.fn.amd_comgr_get_data_metadata(data, this.#u64));
+    const root = this.#u64[0];
+    try {
+      return this.#readNode(root, "", want);
+    } finally {
+      this.fn.amd_comgr_destroy_metadata(root);
+    }
+  }
+  #readNode(node: bigint, path: string, want: (path: string) => readonly string[]): MetadataValue {
+    const k = new Uint32Array(1);
+    this.check("amd_comgr_get_metadata_kind", this.fn.amd_comgr_get_metadata_kind(node, k));
+    const size = new BigUint64Array(1);
+    const child = new BigUint64Array(1);
+    const sub = (c: bigint, p: string): MetadataValue => {
+      try {
+        return this.#readNode(c, p, want);
+      } finally {
+        this.fn.amd_comgr_destroy_metadata(c);
+      }
+    };
+    switch (k[0]) {
+      case AMD_COMGR_METADATA_KIND_STRING:
+        return this.#sizedString("amd_comgr_get_metadata_string", (sz, out) => this.fn.amd_comgr_get_metadata_string(node, sz, out));
+      case AMD_COMGR_METADATA_KIND_LIST: {
+        this.check("amd_comgr_get_metadata_list_size", this.fn.amd_comgr_get_metadata_list_size(node, size));
+        const out: MetadataValue[] = [];
+        for (let i = 0n; i < size[0]; i++) {
+          this.check("amd_comgr_index_list_metadata", this.fn.amd_comgr_index_list_metadata(node, i, child));
+          out.push(sub(child[0], `${path}[]`));
+        }
+        return out;
+      }
+      case AMD_COMGR_METADATA_KIND_MAP: {
+        const out: { [key: string]: MetadataValue } = {};
+        for (const key of want(path)) {
+          if (this.fn.amd_comgr_metadata_lookup(node, cstr(key), child) !== AMD_COMGR_STATUS_SUCCESS) continue;
+          out[key] = sub(child[0], path ? `${path}/${key}` : key);
+        }
+        return out;
+      }
+      default:
+        return null;
+    }
+  }
+
+  /**
+   * LLVM IR (text or bitcode) -> relocatable -> executable code object for `isa`; `options` go to the
+   * compiler (e.g. "-O3", "-mcpu=gfx1100" where the library's ISA table predates the target). Returns the
+   * ELF and the executable's data handle's metadata through `read` before everything is released.
+   */
+  compileIr<T>(ir: string, isa: string, options: readonly string[], read: (exe: bigint) => T): { elf: Uint8Array; out: T } {
+    const info = this.createActionInfo({ isa, options, logging: true });
+    const src = this.createDataSet();
+    const reloc = this.createDataSet();
+    const exe = this.createDataSet();
+    const data = this.createData(AMD_COMGR_DATA_KIND_BC, ir, "kernel.ll");
+    try {
+      this.dataSetAdd(src, data);
+      this.doAction(AMD_COMGR_ACTION_CODEGEN_BC_TO_RELOCATABLE, info, src, reloc);
+      this.doAction(AMD_COMGR_ACTION_LINK_RELOCATABLE_TO_EXECUTABLE, info, reloc, exe);
+      const d = this.actionDataGet(exe, AMD_COMGR_DATA_KIND_EXECUTABLE, 0);
+      try {
+        return { elf: this.getData(d), out: read(d) };
+      } finally {
+        this.releaseData(d);
+      }
+    } finally {
+      this.releaseData(data);
+      this.destroyDataSet(src);
+      this.destroyDataSet(reloc);
+      this.destroyDataSet(exe);
+      this.destroyActionInfo(info);
+    }
+  }
+
+  /** Runs one action on one input object of `kind` and returns the text of the first `outKind` output. */
+  actionText(action: number, kind: number, input: Uint8Array | string, outKind: number, isa: string, options: readonly string[] = []): string {
+    const info = this.createActionInfo({ isa, options, logging: true });
+    const src = this.createDataSet();
+    const out = this.createDataSet();
+    const data = this.createData(kind, input, kind === AMD_COMGR_DATA_KIND_BC ? "kernel.ll" : "kernel.co");
+    try {
+      this.dataSetAdd(src, data);
+      this.doAction(action, info, src, out);
+      const d = this.actionDataGet(out, outKind, 0);
+      try {
+        return new TextDecoder().decode(this.getData(d));
+      } finally {
+        this.releaseData(d);
+      }
+    } finally {
+      this.releaseData(data);
+      this.destroyDataSet(src);
+      this.destroyDataSet(out);
+      this.destroyActionInfo(info);
+    }
   }
 
   /**

@@ -280,6 +280,24 @@ export function dlopen<const S extends SymbolTable>(names: string | readonly str
   return runtime === "bun" ? openBun(list[0], list, symbols) : openDeno(list[0], list, symbols);
 }
 
+const RTLD_NODELETE = 0x1000; // glibc
+
+/**
+ * Keeps an opened library (by the name it was opened under) loaded until the process exits, whatever closes
+ * it later. Deno closes a worker's libraries when the worker ends (each test file is one): a library that
+ * registers process-wide state on load and cannot register it twice (libamd_comgr's LLVM command-line options
+ * abort the process with "Option registered more than once" when it is unloaded and loaded again while the
+ * libLLVM it registers into stays) must never be unloaded.
+ */
+export function pinLibrary(name: string): void {
+  const libc = dlopen(["libc.so.6", "libdl.so.2"], { dlopen: { args: ["buffer", "i32"], result: "pointer" } });
+  try {
+    if (libc.symbols.dlopen(cstr(name), RTLD_LAZY | RTLD_NODELETE) === 0n) throw new LibraryNotFound(name, [name], "dlopen(RTLD_NODELETE) failed");
+  } finally {
+    libc.close();
+  }
+}
+
 /** Binds a native function pointer (from vkGetDeviceProcAddr, cuGetProcAddress, an extension table...). */
 export function fnFromPointer<const D extends FnDef>(ptr: Pointer | number, def: D): NativeFn<D> {
   checkDef("fnFromPointer", def);

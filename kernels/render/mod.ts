@@ -3,10 +3,12 @@
 // and the capabilities of a typical device of its kind (for rendering without one: `poot info --dump-kernels`,
 // the render tests). Every device compiles through `RENDERERS[lang].render` with its own caps, so the
 // signature is the same for all of them. A new target is its renderer, its backends/ folder, and one line here.
-import type { Kernel } from "../ir.ts";
+import { type Kernel, KernelError } from "../ir.ts";
 import { type Backend, type Caps, JS_CAPS } from "../target.ts";
 import { type JsKernel, type JsRenderOptions, renderJs } from "./js.ts";
 import { type PtxModule, type PtxOptions, renderPtx } from "./ptx/kernel.ts";
+import { type AmdgpuModule, type AmdgpuOptions, renderAmdgpu } from "./amdgpu/kernel.ts";
+import { AMD_TARGETS, amdCaps } from "./amdgpu/targets.ts";
 import { renderSpirv, type SpirvOptions, type SpirvShader } from "./spirv.ts";
 import { renderWgsl, type WgslOptions, type WgslShader } from "./wgsl.ts";
 
@@ -48,6 +50,17 @@ export const RENDERERS = {
     render: (k: Kernel, caps: Caps, opts?: Partial<WgslOptions>) => renderWgsl(k, { f16: caps.f16, subgroups: caps.subgroups, ...opts }),
     source: (m: WgslShader) => m.code,
   } satisfies Renderer<Partial<WgslOptions>, WgslShader>,
+  amdgpu: {
+    // LLVM IR text; kernels/render/amdgpu/compile.ts turns it into a code object through comgr. The wave size
+    // comes from the caps (64 for gfx90a/gfx942, the typical device here; 32 for gfx1100).
+    backend: "rocm", ext: "ll", caps: amdCaps(AMD_TARGETS.gfx942),
+    render: (k: Kernel, caps: Caps, opts?: Partial<AmdgpuOptions>) => {
+      const wave = opts?.wave ?? caps.subgroupSize;
+      if (wave !== 32 && wave !== 64) throw new KernelError(`${k.name}: AMDGPU waves are 32 or 64 lanes, not ${wave}`);
+      return renderAmdgpu(k, { ...opts, wave });
+    },
+    source: (m: AmdgpuModule) => m.ll,
+  } satisfies Renderer<Partial<AmdgpuOptions>, AmdgpuModule>,
   js: {
     backend: "js", ext: "js", caps: { ...JS_CAPS, subgroupSize: 1 },
     render: (k: Kernel, caps: Caps, opts?: Partial<JsRenderOptions>) => renderJs(k, { subgroupSize: Math.max(1, caps.subgroupSize), ...opts }),
@@ -58,7 +71,7 @@ export const RENDERERS = {
 export type RenderTarget = keyof typeof RENDERERS;
 export const RENDER_TARGETS = Object.keys(RENDERERS) as RenderTarget[];
 
-/** The language a backend's devices run (undefined for a backend without a renderer yet, e.g. rocm). */
+/** The language a backend's devices run (undefined for a backend without a renderer). */
 export function rendererOf(b: Backend): RenderTarget | undefined {
   return RENDER_TARGETS.find((t) => RENDERERS[t].backend === b);
 }

@@ -1,8 +1,9 @@
 // Every family's decode and prefill steps lower and render for every target without a GPU: js, spirv (and
 // spirv-val accepts each module when installed), wgsl, ptx (and ptxas -arch=sm_90 assembles each module when
-// installed). The configs are the transformers fixtures' (every family's quirks on) with bf16 matrices, plus a
-// GGUF-style Llama 3.1 whose rope frequency factors are a weight (rope_freqs). Also states which fused decode
-// units fire: gemv with the norm, gemv with rope, gemv with the K/V write, gemv with silu·mul, for each family.
+// installed), amdgpu (and comgr compiles every kernel for gfx942 when installed). The configs are the transformers
+// fixtures' (every family's quirks on) with bf16 matrices, plus a GGUF-style Llama 3.1 whose rope frequency
+// factors are a weight (rope_freqs). Also states which fused decode units fire: gemv with the norm, gemv with
+// rope, gemv with the K/V write, gemv with silu·mul, for each family.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -12,6 +13,10 @@ import { join } from "node:path";
 import { compileGraph } from "../../kernels/lower.ts";
 import type { Program } from "../../kernels/program.ts";
 import { renderKernel, targetFor, TARGETS } from "../../cli/render.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { AmdCompiler, comgr } from "../../kernels/render/amdgpu/compile.ts";
+import { renderAmdgpu } from "../../kernels/render/amdgpu/kernel.ts";
+import { AMD_TARGETS } from "../../kernels/render/amdgpu/targets.ts";
 import { loadModel } from "../../llm/model.ts";
 import type { Family, ModelConfig } from "../../llm/families/family.ts";
 import { familyOf } from "../../llm/registry.ts";
@@ -27,6 +32,9 @@ function hasTool(t: string): boolean {
     return false;
   }
 }
+const cg = comgr();
+/** The AMDGPU compiler when libamd_comgr is installed (else its absence: amdgpu kernels are then only rendered). */
+const amd = typeof cg === "string" ? cg : new AmdCompiler(cg);
 const spirvVal = hasTool("spirv-val");
 const ptxas = findPtxas();
 
@@ -70,6 +78,7 @@ for (const c of CASES) {
       const dir = mkdtempSync(join(tmpdir(), "poot-fam-"));
       try {
         const seen = new Map<string, { ptx: string; entry: string }>();
+        const amdgpu: Kernel[] = [];
         let files = 0;
         for (const [kind, prog] of programs(c, t)) {
           const steps = prog.steps.filter((s) => s.k === "kernel");
@@ -78,6 +87,7 @@ for (const c of CASES) {
             if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
             const r = renderKernel(s.kernel, t);
             seen.set(s.kernel.name, t === "ptx" ? renderPtx(s.kernel, { sm: 90 }) : { ptx: "", entry: "" });
+            if (t === "amdgpu") amdgpu.push(s.kernel);
             if (t === "spirv" && spirvVal) {
               const f = join(dir, `k${files++}.spv`);
               writeFileSync(f, r.data as Uint8Array);
@@ -89,6 +99,11 @@ for (const c of CASES) {
             }
           }
           if (kind === "decode" && t === "ptx") console.log(`${c.name} decode fusions on ptx: ${JSON.stringify(fusions(prog))}`);
+        }
+        if (t === "amdgpu" && typeof amd !== "string") {
+          // comgr compiles every kernel for gfx942 (the typical caps' wave64); throws naming a failing kernel
+          const t942 = AMD_TARGETS.gfx942;
+          amd.compileMany(amdgpu.map((kernel) => ({ kernel, module: renderAmdgpu(kernel, { wave: t942.wave }) })), t942);
         }
         if (t === "ptx" && ptxas) {
           const bad = assembleMany(ptxas, [...seen.values()], "sm_90").flatMap((r, i) => (r.ok ? [] : [`${[...seen.keys()][i]}: ${r.log.split("\n")[0]}`]));
