@@ -11,7 +11,11 @@ import type { AmdgpuCode } from "./kernarg.ts";
 export type AmdgpuCompiler = (kernel: Kernel, agent: RocmAgent) => AmdgpuCode;
 
 /** The amdgpu renderer's compiler for this process, or why there is none (no libamd_comgr). */
-export async function loadAmdgpuCompiler(): Promise<AmdgpuCompiler | string> {
+export function loadAmdgpuCompiler(): Promise<AmdgpuCompiler | string> {
+  return Promise.resolve(amdgpuCompiler());
+}
+
+function amdgpuCompiler(): AmdgpuCompiler | string {
   const cg = comgr();
   if (typeof cg === "string") return `libamd_comgr is not available: ${cg}`;
   const compiler = new AmdCompiler(cg);
