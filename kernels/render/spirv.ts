@@ -5,16 +5,17 @@
 // Structure: expressions become SSA values (each statement's expression DAG evaluated once, shared
 // subtrees included), locals become Function variables, `for` is a structured loop (OpLoopMerge, condition
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
-// Float add/sub/mul are NoContraction; exp/log/sin/cos/tanh and 16-bit float conversions are expanded in
-// spirv/math.ts so every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe
-// float compares and max/min and integer div/mod arrive decomposed (kernels/decomp/arith.ts).
+// Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
+// every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe float compares and
+// max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
+// GLSL.std.450's are only loosely bounded) arrive decomposed.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
 import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
-import { decompose } from "../decomp/mod.ts";
+import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
 import { unrollLoops } from "./unroll.ts";
@@ -56,8 +57,13 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 };
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
+/** What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math. */
+const SPIRV_NEEDS: Needs = {
+  nanCompare: true, nanMinMax: true, intDivMod: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
+};
+
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true, nanMinMax: true, intDivMod: true }), caps, opts).render();
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), SPIRV_NEEDS), caps, opts).render();
 }
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
@@ -305,22 +311,12 @@ class Emitter {
     const { a } = this;
     const T = this.type(t);
     const isF = t === "f32" || t === "f16";
-    // f16 math goes through f32 (exact widening), then rounds back once
-    const viaF32 = (f: (x: number) => number) =>
-      t === "f16" ? this.toF16(f(a.v(Op.FConvert, a.f, x))) : f(x);
     switch (op) {
       case "neg":
         return isF ? a.v(Op.FNegate, T, x) : t === "bool" ? this.fail("neg of bool") : a.v(Op.SNegate, T, x);
       case "abs":
         if (isF) return a.glsl(T, GLSL.FAbs, x);
         return t === "i32" ? a.glsl(T, GLSL.SAbs, x) : x;
-      case "exp": return viaF32((v) => math.exp(a, v));
-      case "exp2": return viaF32((v) => math.exp2(a, v));
-      case "log": return viaF32((v) => math.log(a, v));
-      case "log2": return viaF32((v) => math.log2(a, v));
-      case "sin": return viaF32((v) => math.sin(a, v));
-      case "cos": return viaF32((v) => math.cos(a, v));
-      case "tanh": return viaF32((v) => math.tanh(a, v));
       case "sqrt": return a.glsl(T, GLSL.Sqrt, x);
       case "rsqrt": return a.glsl(T, GLSL.InverseSqrt, x);
       case "recip": return a.v(Op.FDiv, T, this.constant(t, 1), x);

@@ -33,7 +33,7 @@
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
 // caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (by decompose(),
 // kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
-// exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
+// exp/log/log2/sin/cos/tanh arrive as IR arithmetic (decompose's Needs.math); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
 //   products, and NVIDIA fuses a*b + c, so such sums may differ from the IR's rounding by an ulp;
@@ -44,7 +44,7 @@
 import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
-import { decompose } from "../decomp/mod.ts";
+import { decompose, type Needs } from "../decomp/mod.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 import { unrollLoops } from "./unroll.ts";
 
@@ -257,12 +257,6 @@ class Wgsl {
     }
   }
 
-  /** Applies a one-argument f32 helper to x of type t (f16 goes through f32). */
-  private f32fn(name: string, x: string, t: CType): string {
-    const f = this.need(name);
-    return t === "f16" ? `${this.toF16()}(${f}(f32(${x})))` : `${f}(${x})`;
-  }
-
   /**
    * f32 -> f16 rounded to nearest even in integer ops, then made an f16 exactly. WGSL's own f16(x) rounds
    * once, but NVIDIA's compiler drops a round trip f32(f16(x)) altogether (f16(70000) came back as 70000,
@@ -318,16 +312,10 @@ class Wgsl {
       case "neg": return t === "u32" ? `(0u - ${x})` : `(-${x})`;
       // abs of a u32 is the value itself; saying so keeps it off backends that translate abs(u32) as signed (wgpu GL).
       case "abs": return t === "u32" ? x : `abs(${x})`;
-      case "exp": return this.f32fn("p_exp", x, t);
       case "exp2": return `exp2(${x})`;
-      case "log": return this.f32fn("p_log", x, t);
-      case "log2": return this.f32fn("p_log2", x, t);
       case "sqrt": return `sqrt(${x})`;
       case "rsqrt": return `inverseSqrt(${x})`;
       case "recip": return `(${ONE[t]} / ${x})`;
-      case "sin": return this.f32fn("p_sin", x, t);
-      case "cos": return this.f32fn("p_cos", x, t);
-      case "tanh": return this.f32fn("p_tanh", x, t);
       case "floor": return `floor(${x})`;
       case "ceil": return `ceil(${x})`;
       case "not": return t === "bool" ? `(!${x})` : `(~${x})`;
@@ -592,7 +580,10 @@ interface Ctx {
   loop: boolean;
 }
 
+/** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
+const WGSL_NEEDS: Needs = { nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"] };
+
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true }), opts).render();
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), WGSL_NEEDS), opts).render();
 }
