@@ -452,6 +452,8 @@ class Emitter {
         return this.mem.store(s.buf, s.view, this.index(s.index), this.expr(s.e), s.e.t);
       case "storev":
         return this.mem.storev(s.buf, s.view, this.index(s.index), s.es.map((e) => this.expr(e)), s.es.map((e) => e.t));
+      case "atomic":
+        return this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
       case "loadv": {
         const vals = this.mem.loadv(s.buf, s.view, this.index(s.index), s.dst.length);
         s.dst.forEach((d, j) => a.s(Op.Store, this.local(d).id, vals[j]));

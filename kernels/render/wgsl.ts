@@ -161,6 +161,10 @@ class Wgsl {
         if (n * ESIZE[s.view] < 4) atomic.add(s.buf.binding);
         else noteVec(s.buf, n * ESIZE[s.view]);
       }
+      if (s.k === "atomic") {
+        stored.add(s.buf.binding);
+        atomic.add(s.buf.binding);
+      }
       if (s.k === "loadv") noteVec(s.buf, s.dst.length * ESIZE[s.view]);
     }, (e) => {
       f16(e.t);
@@ -484,6 +488,11 @@ class Wgsl {
           this.line(`let q = ${q};`);
           for (const l of this.mem.loadRun(s.buf, s.view, "q", dst)) this.line(l);
         });
+        return;
+      }
+      case "atomic": {
+        const decl = this.mem.info(s.buf).decl;
+        this.line(`atomic${s.op === "and" ? "And" : "Or"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)});`);
         return;
       }
       case "storev": {

@@ -3,7 +3,7 @@
 // a u32 view and a bitcast; 16- and 8-bit elements use 16/8-bit storage when the target has it, and
 // otherwise words (a load extracts the bits; a store clears and sets them with two atomics, so neighbours
 // written by other invocations survive). Vector accesses of 4, 8 or 16 bytes are one u32/uvec2/uvec4 access.
-import type { Buffer, CType, EType } from "../../ir.ts";
+import type { AtomicOp, Buffer, CType, EType } from "../../ir.ts";
 import { computeOf, ESIZE, KernelError } from "../../ir.ts";
 import { Asm } from "./asm.ts";
 import * as math from "./math.ts";
@@ -227,6 +227,13 @@ export class Buffers {
       a.v(Op.AtomicAnd, a.u, p, scope, sem, a.v(Op.Not, a.u, mask));
       a.v(Op.AtomicOr, a.u, p, scope, sem, a.shl(a.u, bits, shift));
     }
+  }
+
+  /** u32 word `index` of buf op= value, atomically (device scope, relaxed: the IR orders nothing by it). */
+  atomic(buf: Buffer, op: AtomicOp, index: number, value: number): void {
+    const a = this.a;
+    const p = this.ptr(this.view(buf, "u32"), index);
+    a.v(op === "and" ? Op.AtomicAnd : Op.AtomicOr, a.u, p, a.cu(Scope.Device), a.cu(Semantics.Relaxed), value);
   }
 
   // ---- vector access ----
