@@ -14,6 +14,7 @@
 //    the remainder takes the dividend's sign, INT_MIN / -1 wraps to INT_MIN (as in JavaScript).
 import type { CType, Expr, UnOp } from "../ir.ts";
 import type { Rule } from "./rewrite.ts";
+import type { NarrowNeeds } from "./narrow.ts";
 
 /**
  * Decompositions a renderer's language needs (decompose() applies exactly these). Each repeats its operands
@@ -34,6 +35,8 @@ export interface Needs {
    * library is accurate (JS's Math, PTX's math.ts routines over f64) leaves them out.
    */
   math?: readonly UnOp[];
+  /** 8- / 16-bit element loads and stores through u32 words (narrow.ts), where the target has none. */
+  narrow?: NarrowNeeds;
 }
 
 const c = (t: CType, v: number): Expr => ({ k: "const", t, v });

@@ -8,9 +8,11 @@ import type { Expr, Kernel } from "../ir.ts";
 import { intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { expandMath } from "./expand.ts";
 import { foldKernel } from "./fold.ts";
+import { narrowStorage } from "./narrow.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
 
 export type { Needs } from "./arith.ts";
+export type { NarrowNeeds } from "./narrow.ts";
 
 /**
  * A subgroup reduction of bool as one of u32 0/1: any (add, max) or all (min), as the JS device computes it.
@@ -37,5 +39,7 @@ export function decompose(k: Kernel, needs: Needs = {}): Kernel {
     return undefined;
   };
   // Math after the arithmetic rules: the routines test NaN on the bits themselves and need none of them.
-  return foldKernel(expandMath(rewriteKernel(k, rule), new Set(needs.math ?? [])));
+  let out = rewriteKernel(k, rule);
+  if (needs.narrow) out = narrowStorage(out, needs.narrow);
+  return foldKernel(expandMath(out, new Set(needs.math ?? [])));
 }

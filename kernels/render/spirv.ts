@@ -56,15 +56,18 @@ const BUILTINS: Record<Builtin, [number, number]> = {
   lane: [BuiltIn.SubgroupLocalInvocationId, -1], sgsize: [BuiltIn.SubgroupSize, -1], sgid: [BuiltIn.SubgroupId, -1],
 };
 
-/** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 /** What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math. */
 const SPIRV_NEEDS: Needs = {
   nanCompare: true, nanMinMax: true, intDivMod: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
 };
 
+/** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), SPIRV_NEEDS), caps, opts).render();
+  const narrow = { bits16: !native16(caps, opts), bits8: !native8(caps, opts) };
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { ...SPIRV_NEEDS, narrow }), caps, opts).render();
 }
+const native16 = (caps: Caps, opts: SpirvOptions) => (opts.storage16 ?? true) && caps.storage16;
+const native8 = (caps: Caps, opts: SpirvOptions) => (opts.storage8 ?? true) && caps.storage8;
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
 
@@ -87,7 +90,7 @@ class Emitter {
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
     if (k.uses.mma) throw new KernelError(`${k.name}: spirv: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
-    const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
+    const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
     this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half);

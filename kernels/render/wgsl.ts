@@ -2,20 +2,13 @@
 // lives in wgsl_storage.ts, the float helpers in wgsl_math.ts.
 //
 // Storage. WGSL storage only has 32-bit scalars (f16 needs `enable f16`), so every binding is declared as an
-// array of u32 words and each element view is decoded from its word: f32/i32 by bitcast, f16 by
-// unpack2x16float, bf16 by shifting into the high half, 8/16-bit integers by shift and mask (sign-extended
-// with an arithmetic shift). A binding that a vector access of 8 or 16 bytes touches is declared as
-// array<vec2<u32>> / array<vec4<u32>>, so such an access is one wide load or store; scalar accesses then
-// pick a component. Devices bind every range rounded up to 16 bytes so that no element falls off the end.
-// Stores: f32 -> f16/bf16 round to nearest even in bit arithmetic (pack2x16float's rounding and overflow are
-// left open by WGSL); narrower integers keep their low bits.
-//
-// Narrow stores. A store of fewer than 4 bytes (one u8/i8/u16/i16/f16/bf16 element, or a 2-byte vector of u8)
-// shares its word with neighbouring elements that other invocations may be storing at the same time. A plain
-// read-modify-write would lose one of the two, so such a binding is declared array<atomic<u32>>: the store
-// clears its bits with atomicAnd and sets them with atomicOr; every other access to that binding goes through
-// atomicLoad/atomicStore. Two invocations storing the same element is a race in the IR anyway. Vector stores
-// that cover whole words (2 x f16, 4 x u8, ...) are plain word stores.
+// array of u32 words, f32/i32 read and written by bitcast; 8- and 16-bit element accesses arrive as word
+// accesses plus bit arithmetic, and a narrow store as an atomic and/or pair (kernels/decomp/narrow.ts, asked
+// for through Needs.narrow). A binding that an atomic statement touches is declared array<atomic<u32>>, and
+// every other access to it goes through atomicLoad/atomicStore. A binding that a vector access of 8 or 16
+// bytes touches is declared as array<vec2<u32>> / array<vec4<u32>>, so such an access is one wide load or
+// store; scalar accesses then pick a component. Devices bind every range rounded up to 16 bytes so that no
+// element falls off the end.
 //
 // Control flow. WGSL wants barriers in uniform control flow, and an invocation that has returned must still
 // reach the workgroup's later barriers (Naga does not check this, but Vulkan leaves it undefined). A kernel
@@ -467,18 +460,8 @@ class Wgsl {
       case "store": {
         if (this.k.buffers[s.buf.binding]?.access === "r") throw new KernelError(`${this.k.name}: store to read-only ${s.buf.name}`);
         const q = this.idx(s.index), v = this.ex(s.e);
-        const sz = ESIZE[s.view];
-        if (sz === 4) {
-          this.line(this.mem.setWord(s.buf, q, this.mem.encode(s.view, v, s.e.t)));
-          return;
-        }
-        // narrow: a helper keeps the index expression evaluated once
-        const x = this.mem.info(s.buf);
-        const f = this.fn(`st_${x.decl}_${s.view}_${s.e.t}`, () => {
-          const lines = this.mem.storeRun(s.buf, s.view, "i", ["x"], [s.e.t]);
-          return `fn st_${x.decl}_${s.view}_${s.e.t}(i: u32, x: ${s.e.t === "bool" ? "bool" : s.e.t}) {\n  ${lines.join("\n  ")}\n}`;
-        });
-        this.line(`${f}(${q}, ${v});`);
+        // narrower views arrive as word accesses and atomics (kernels/decomp/narrow.ts)
+        this.line(this.mem.setWord(s.buf, q, this.mem.encode(s.view, v, s.e.t)));
         return;
       }
       case "loadv": {
@@ -590,7 +573,9 @@ interface Ctx {
 }
 
 /** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
-const WGSL_NEEDS: Needs = { nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"] };
+const WGSL_NEEDS: Needs = {
+  nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
+};
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {

@@ -37,15 +37,6 @@ export const WGSL_MATH: Record<string, [string, string[]]> = {
 }`,
     [],
   ],
-  // f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN.
-  p_f2bf: [
-    `fn p_f2bf(x: f32) -> u32 {
-  let u = bitcast<u32>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) { return (u >> 16u) | 0x40u; }
-  return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
-}`,
-    [],
-  ],
   // float -> int: truncate, saturate, NaN -> 0 (the JS renderer's and PTX cvt.rzi.sat's answer).
   // (WGSL's own conversion clamps to the largest f32 below 2^31 / 2^32, not to the integer maximum.)
   p_f2i: [
