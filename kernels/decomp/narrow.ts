@@ -10,7 +10,7 @@
 // f32 -> f16 / bf16 round to nearest even in integer arithmetic (overflow to infinity, NaN stays a quiet NaN
 // with its top payload bits), so every target rounds the same way whatever its float modes.
 import type { CType, EType, Expr, Kernel, Stmt } from "../ir.ts";
-import { computeOf, ESIZE } from "../ir.ts";
+import { ESIZE } from "../ir.ts";
 import { type Hoist, hoistKernel, leaf, materialize } from "./hoist.ts";
 
 /** Which element sizes go through words. */

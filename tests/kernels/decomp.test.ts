@@ -1,5 +1,5 @@
 // The decomposition every renderer runs first (kernels/decomp/mod.ts) keeps a kernel's meaning: each IR
-// feature kernel (tests/ptx/features.ts, bool subgroup reductions included) and each kernel-library case
+// feature kernel (tests/devices/feature_kernels.ts, bool subgroup reductions included) and each kernel-library case
 // (tests/kernels/cases.ts) gives bit-identical bindings on the JS device as written and decomposed, with
 // every rule a language may ask for (NaN-safe compares and max/min, integer div/mod, 8/16-bit storage through
 // u32 words and atomics: the JS device computes
@@ -11,8 +11,8 @@ import { JsDevice } from "../../backends/js/device.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { c, KernelBuilder } from "../../kernels/ir.ts";
 import { decompose, type Needs } from "../../kernels/decomp/mod.ts";
-import { featureCases } from "../ptx/features.ts";
-import { runFeature } from "../ptx/run.ts";
+import { featureCases } from "../devices/feature_kernels.ts";
+import { runFeature } from "../devices/run.ts";
 import { cases } from "./cases.ts";
 import { runCase } from "./harness.ts";
 

@@ -9,7 +9,7 @@ import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
-import { checkCase, featureCases } from "./features.ts";
+import { checkCase, featureCases } from "../devices/feature_kernels.ts";
 import { assembleMany, findPtxas } from "./ptxas.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 

@@ -3,7 +3,7 @@
 // driver's denormal and rounding-mode choices. (exp/log/sin/cos/tanh arrive expanded into IR by kernels/decomp:
 // GLSL.std.450's are only loosely bounded, Exp 3 + 2|x| ulp, Sin/Cos absolute on [-pi, pi], and NVIDIA
 // uses its fast hardware approximations.)
-import { Asm } from "./asm.ts";
+import type { Asm } from "./asm.ts";
 import { GLSL, Op } from "./spec.ts";
 
 /** x is NaN, from its bits (immune to any fast-math assumption a driver makes about IsNan). */

@@ -5,7 +5,7 @@
 // bytes are one u32/uvec2/uvec4 access.
 import type { AtomicOp, Buffer, CType, EType } from "../../ir.ts";
 import { computeOf, ESIZE, KernelError } from "../../ir.ts";
-import { Asm } from "./asm.ts";
+import type { Asm } from "./asm.ts";
 import * as math from "./math.ts";
 import { Cap, Dec, Op, Scope, Semantics, Storage } from "./spec.ts";
 

@@ -1,6 +1,7 @@
 // Kernels that together exercise every construct of the kernel IR, with deterministic inputs and how to
-// compare their outputs across devices. tests/ptx/render.test.ts assembles them with ptxas; the device tests
-// run them on PtxDevice and on the JS device and compare.
+// compare their outputs across devices. tests/ptx/render.test.ts assembles them with ptxas (on the CPU);
+// tests/devices/ir.test.ts runs them on every device and on the JS device and compares (PTX at its own,
+// tighter bounds; the cases whose bounds are only PTX's skip elsewhere, naming why).
 import { fma, type Kernel, KernelBuilder, u32, un, type Val } from "../../kernels/ir.ts";
 import { rng } from "../rng.ts";
 
