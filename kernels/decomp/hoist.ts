@@ -17,7 +17,10 @@ export interface Hoist {
 /** Fresh variable names that no variable of the kernel uses. */
 function namer(k: Kernel, prefix: string): (t: CType) => Var {
   const used = new Set<string>();
+  const seen = new Set<Expr>(); // expressions are DAGs: each shared subtree once
   const see = (e: Expr): void => {
+    if (seen.has(e)) return;
+    seen.add(e);
     if (e.k === "var") used.add(e.v.name);
     for (const x of exprKids(e)) see(x);
   };
