@@ -405,3 +405,16 @@ export function featureCases(): FeatureCase[] {
     subgroups(128), subgroups(48), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
   ];
 }
+
+/**
+ * 256 invocations over 8 words: each sets its own bit of word gid / 32 with an atomic or and clears it in the
+ * second buffer with an atomic and (every word is shared by 32 invocations, of several workgroups).
+ */
+export function atomicKernel(): Kernel {
+  const k = new KernelBuilder("atomic_bits", { workgroup: 64, grid: 4 });
+  const S = k.buffer("set", "u32", "rw"), C = k.buffer("cleared", "u32", "rw");
+  const g = k.gid.x, bit = k.let(u32(1).shl(g.mod(32)));
+  k.atomic(S, g.div(32), "or", bit);
+  k.atomic(C, g.div(32), "and", bit.not());
+  return k.build();
+}

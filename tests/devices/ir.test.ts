@@ -18,7 +18,7 @@ import { JS_CAPS } from "../../kernels/target.ts";
 import { Rng } from "../kernels/data.ts";
 import { bytesOf, flushed, halfDiffs, runKernel, ulps, wordDiffs } from "../wgpu/util.ts";
 import { openDevice, selectedBackends } from "./index.ts";
-import { type FeatureCase, featureCases } from "./feature_kernels.ts";
+import { atomicKernel, type FeatureCase, featureCases } from "./feature_kernels.ts";
 import { compareRuns, runFeature } from "./run.ts";
 
 /** Extra ulps the feature kernels' float outputs get off PTX (the IR's few-ulp math, 2-ulp div and sqrt). */
@@ -323,6 +323,12 @@ for (const backend of selectedBackends().filter((b) => b !== "js")) {
     const lane = k.builtin("lane");
     k.if(lane.mod(2).eq(0), () => k.store(O, k.gid.x, k.subgroupReduce("add", lane)));
     await same(k.build(), [zeros(64 * 4)]);
+  });
+
+  test(`IR vs js on ${backend}: atomic and/or on u32 words from concurrent invocations`, { skip }, async () => {
+    const k = atomicKernel();
+    const clear = new Uint32Array(8).fill(0xffffffff);
+    await same(k, [zeros(8 * 4), bytesOf(clear)]);
   });
 
   test(`IR vs js on ${backend}: 3-D builtins (gid/lid/wgid/nwg)`, { skip }, async () => {
