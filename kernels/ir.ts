@@ -56,6 +56,7 @@ export type BinOp =
   | "and" | "or" | "xor" | "shl" | "shr"
   | "lt" | "le" | "gt" | "ge" | "eq" | "ne";
 export type ReduceOp = "add" | "max" | "min";
+export type AtomicOp = "and" | "or";
 
 export interface Buffer {
   name: string;
@@ -98,6 +99,9 @@ export type Stmt =
   | { k: "loadv"; dst: Var[]; buf: Buffer; view: EType; index: Expr } // n = dst.length consecutive elements
   | { k: "storev"; buf: Buffer; view: EType; index: Expr; es: Expr[] }
   | { k: "sstore"; mem: Shared; index: Expr; e: Expr }
+  // word[index] = word[index] op e, atomically (u32 words of the buffer, whatever its element type): what a
+  // store narrower than a word becomes where the target has no narrow storage (kernels/decomp/narrow.ts)
+  | { k: "atomic"; op: AtomicOp; buf: Buffer; index: Expr; e: Expr }
   | { k: "for"; v: Var; start: Expr; end: Expr; step: number; unroll: number; body: Stmt[] } // v < end
   | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
   | { k: "barrier" }                                     // workgroup execution + shared/buffer memory barrier
@@ -356,6 +360,13 @@ export class KernelBuilder {
       throw new KernelError(`${this.name}: vector of ${n} x ${view} (max 16 bytes, power of two)`);
     }
   }
+  /** u32 word `index` of buf (in words, whatever its element type) = word op value, atomically. */
+  atomic(buf: Buffer, index: Like, op: AtomicOp, value: Like): void {
+    if (buf.access === "r") throw new KernelError(`${this.name}: atomic ${op} on read-only buffer ${buf.name}`);
+    const v = lift(value, "u32");
+    if (v.t !== "u32") throw new KernelError(`${this.name}: atomic ${op} of ${v.t} (u32 words only)`);
+    this.emit({ k: "atomic", op, buf, index: lift(index, "u32").e, e: v.e });
+  }
   sload(mem: Shared, index: Like): Val {
     return new Val({ k: "sload", t: mem.t, mem, index: lift(index, "u32").e });
   }
@@ -454,7 +465,7 @@ export function exprKids(e: Expr): Expr[] {
 export function stmtExprs(s: Stmt): Expr[] {
   switch (s.k) {
     case "let": case "assign": return [s.e];
-    case "store": case "sstore": return [s.index, s.e];
+    case "store": case "sstore": case "atomic": return [s.index, s.e];
     case "loadv": return [s.index];
     case "storev": return [s.index, ...s.es];
     case "for": return [s.start, s.end];

@@ -12,8 +12,9 @@
 //    the magnitudes with u32 division and the signs put back, since Vulkan leaves OpSRem/OpSMod undefined for
 //    negative operands (NVIDIA computed -19 % 3 = 0) and OpSDiv's INT_MIN / -1 too: the quotient truncates,
 //    the remainder takes the dividend's sign, INT_MIN / -1 wraps to INT_MIN (as in JavaScript).
-import type { CType, Expr } from "../ir.ts";
+import type { CType, Expr, UnOp } from "../ir.ts";
 import type { Rule } from "./rewrite.ts";
+import type { NarrowNeeds } from "./narrow.ts";
 
 /**
  * Decompositions a renderer's language needs (decompose() applies exactly these). Each repeats its operands
@@ -28,6 +29,14 @@ export interface Needs {
   nanMinMax?: boolean;
   /** Integer div/mod with x / 0 = 0, i32 on the magnitudes (the renderer then sees only u32 div/mod). */
   intDivMod?: boolean;
+  /**
+   * Float functions the language has no accurate-enough instruction for, expanded into IR arithmetic
+   * (math_f32.ts through expand.ts: exp, exp2, log, log2, sin, cos, tanh). A target whose own instruction or
+   * library is accurate (JS's Math, PTX's math.ts routines over f64) leaves them out.
+   */
+  math?: readonly UnOp[];
+  /** 8- / 16-bit element loads and stores through u32 words (narrow.ts), where the target has none. */
+  narrow?: NarrowNeeds;
 }
 
 const c = (t: CType, v: number): Expr => ({ k: "const", t, v });

@@ -5,7 +5,7 @@
 // along an inner axis becomes the same update along axis 0 between two permutes (movement only, bit-exact).
 // A graph that needs none of them is returned as it is (same object), so the usual programs do not change.
 import { EXPAND } from "../../graph/composites.ts";
-import type { CompositeOp, Graph, Node, StateDecl } from "../../graph/ir.ts";
+import type { Graph, Node, StateDecl } from "../../graph/ir.ts";
 import { COMPOSITE, LEAF } from "../../graph/ops.ts";
 import { type Tensor, Tracer } from "../../graph/tracer.ts";
 

@@ -9,26 +9,28 @@
 // FreeBSD's logf reduction), all fma-based. pow runs in f64 (the H200 has full-rate FP64), which makes it
 // nearly correctly rounded even when y*log2(x) is large.
 //
-// The vocabulary asks for a fused fma and f64 (pow, fmod and the exact large-argument sin/cos reduction): the
-// SPIR-V and WGSL renderers keep their own f32-only routines (spirv/math.ts, wgsl_math.ts) because WGSL has no
-// f64 and lavapipe's fma is not fused; their accuracy is tested per device (tests/vulkan, tests/wgpu/math).
+// The vocabulary asks for a fused fma and f64 (pow, fmod and the exact large-argument sin/cos reduction). A
+// target without them (WGSL has no f64, lavapipe's fma is not fused) takes math_f32.ts's routines instead, over
+// the f32 part of the same vocabulary, expanded into kernel IR by expand.ts; their accuracy is tested per
+// device (tests/vulkan/device.test.ts, tests/wgpu/math.test.ts) and in f32 emulation (tests/decomp/math.test.ts).
 //
 // Bounds measured by tests/ptx/math.test.ts: exp/exp2 <= 1 ulp, log/log2 <= 2 ulp, sin/cos <= 2 ulp over
 // all of f32, tanh <= 2 ulp, pow <= 1 ulp; fmod is exact while |a/b| < 2^53 (the IR's "mod" on floats).
 
-/** The instruction vocabulary the math routines are written in. F: f32, I: i32, P: predicate, D: f64. */
-export interface MathOps<F, I, P, D> {
+/**
+ * The f32 / i32 / predicate part of the vocabulary: all that math_f32.ts (the routines for targets without
+ * f64 or a guaranteed fused fma) needs besides floor and opaque. F: f32, I: i32, P: predicate.
+ */
+export interface F32Ops<F, I, P> {
   f(x: number): F;
   i(x: number): I;
   add(a: F, b: F): F;
   sub(a: F, b: F): F;
   mul(a: F, b: F): F;
+  /** a*b+c; fused (rounded once) in MathOps, possibly a rounded multiply and add in math_f32.ts. */
   fma(a: F, b: F, c: F): F;
-  /** Correctly rounded division. */
+  /** Correctly rounded division (math_f32.ts: within the IR's 2 ulp). */
   div(a: F, b: F): F;
-  /** Round to nearest even integer / toward zero, as floats (NaN and infinities pass through). */
-  rni(a: F): F;
-  trunc(a: F): F;
   /** NaN-propagating. */
   max(a: F, b: F): F;
   min(a: F, b: F): F;
@@ -46,13 +48,6 @@ export interface MathOps<F, I, P, D> {
   ishl(a: I, n: number): I;
   /** Arithmetic shift right. */
   ishr(a: I, n: number): I;
-  /** Shifts by a register amount, which must lie in [0, 31] (PTX clamps larger amounts, JavaScript wraps them). */
-  shlv(a: I, n: I): I;
-  /** Logical shift right by an amount in [0, 31]. */
-  ushrv(a: I, n: I): I;
-  /** The low / high 32 bits of the unsigned 64-bit product. */
-  imul(a: I, b: I): I;
-  umulhi(a: I, b: I): I;
   flt(a: F, b: F): P;
   fle(a: F, b: F): P;
   feq(a: F, b: F): P;
@@ -66,6 +61,22 @@ export interface MathOps<F, I, P, D> {
   pnot(a: P): P;
   sel(p: P, a: F, b: F): F;
   isel(p: P, a: I, b: I): I;
+}
+
+/** The instruction vocabulary the accurate routines are written in (fused fma, f64). D: f64. */
+export interface MathOps<F, I, P, D> extends F32Ops<F, I, P> {
+  /** Fused: rounded once. */
+  fma(a: F, b: F, c: F): F;
+  /** Round to nearest even integer / toward zero, as floats (NaN and infinities pass through). */
+  rni(a: F): F;
+  trunc(a: F): F;
+  /** Shifts by a register amount, which must lie in [0, 31] (PTX clamps larger amounts, JavaScript wraps them). */
+  shlv(a: I, n: I): I;
+  /** Logical shift right by an amount in [0, 31]. */
+  ushrv(a: I, n: I): I;
+  /** The low / high 32 bits of the unsigned 64-bit product. */
+  imul(a: I, b: I): I;
+  umulhi(a: I, b: I): I;
   d(x: number): D;
   dcvt(a: F): D;
   /** i32 / u32 -> f64 (exact). */
@@ -98,19 +109,19 @@ const LN2 = 0.6931471805599453;
 const INF = Infinity;
 const SIGN = 0x80000000 | 0;
 
-function copysign<F, I, P, D>(m: MathOps<F, I, P, D>, mag: F, sgn: F): F {
+export function copysign<F, I, P>(m: F32Ops<F, I, P>, mag: F, sgn: F): F {
   return m.float(m.ior(m.iand(m.bits(mag), m.i(0x7fffffff)), m.iand(m.bits(sgn), m.i(SIGN))));
 }
 
 /** p * 2^k for integer k in [-152, 130] and p in [0.5, 2]: two exact power-of-two factors, one rounding. */
-function scale2<F, I, P, D>(m: MathOps<F, I, P, D>, p: F, k: I): F {
+export function scale2<F, I, P>(m: F32Ops<F, I, P>, p: F, k: I): F {
   const k1 = m.ishr(k, 1), k2 = m.isub(k, k1);
   const s1 = m.float(m.ishl(m.iadd(k1, m.i(127)), 23)), s2 = m.float(m.ishl(m.iadd(k2, m.i(127)), 23));
   return m.mul(m.mul(p, s1), s2);
 }
 
 /** e^r for |r| <= ln2/2 (Cephes expf's minimax polynomial). */
-function expPoly<F, I, P, D>(m: MathOps<F, I, P, D>, r: F): F {
+export function expPoly<F, I, P>(m: F32Ops<F, I, P>, r: F): F {
   let p = m.fma(m.f(1.9875691500e-4), r, m.f(1.3981999507e-3));
   p = m.fma(p, r, m.f(8.3334519073e-3));
   p = m.fma(p, r, m.f(4.1665795894e-2));

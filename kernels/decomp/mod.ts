@@ -1,14 +1,18 @@
 // The decomposition layer every renderer runs first: IR-to-IR passes over a Kernel that leave only what the
 // renderer must write itself. Constant folding (fold.ts: exact, keeps the IR's wrap-around and f32 rounding)
-// and the rewrites below, each over the shared walker (rewrite.ts). The target-neutral math library (math.ts)
-// is written once over a vocabulary each renderer implements. Graph-level decomposition (what no kernel
+// and the rewrites below, each over the shared walker (rewrite.ts). The math library is written once over a
+// small vocabulary: math.ts (fused fma and f64; PTX implements the vocabulary) and math_f32.ts (f32 only, no
+// fusion assumed), which expand.ts expands into IR for the languages that ask for it (Needs.math). Graph-level decomposition (what no kernel
 // computes directly) is graph.ts, run by kernels/lower.ts before planning.
 import type { Expr, Kernel } from "../ir.ts";
 import { intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
+import { expandMath } from "./expand.ts";
 import { foldKernel } from "./fold.ts";
+import { narrowStorage } from "./narrow.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
 
 export type { Needs } from "./arith.ts";
+export type { NarrowNeeds } from "./narrow.ts";
 
 /**
  * A subgroup reduction of bool as one of u32 0/1: any (add, max) or all (min), as the JS device computes it.
@@ -34,5 +38,8 @@ export function decompose(k: Kernel, needs: Needs = {}): Kernel {
     }
     return undefined;
   };
-  return foldKernel(rewriteKernel(k, rule));
+  // Math after the arithmetic rules: the routines test NaN on the bits themselves and need none of them.
+  let out = rewriteKernel(k, rule);
+  if (needs.narrow) out = narrowStorage(out, needs.narrow);
+  return foldKernel(expandMath(out, new Set(needs.math ?? [])));
 }

@@ -64,7 +64,7 @@ function mapStmt(s: Stmt, f: (e: Expr) => Expr): Stmt {
       const e = f(s.e);
       return e === s.e ? s : { ...s, e };
     }
-    case "store": case "sstore": {
+    case "store": case "sstore": case "atomic": {
       const index = f(s.index), e = f(s.e);
       return index === s.index && e === s.e ? s : { ...s, index, e };
     }

@@ -394,6 +394,11 @@ class Gen {
         this.perLane(`${this.index(this.view(s.buf, s.view), i)} = ${this.storeValue(s.view, e, s.e.t)};`);
         return;
       }
+      case "atomic": { // invocations run one at a time here: a plain read-modify-write is atomic
+        const [i, e] = this.exprs([s.index, s.e]);
+        this.perLane(`${this.index(this.view(s.buf, "u32"), i)} ${s.op === "and" ? "&" : "|"}= ${e};`);
+        return;
+      }
       case "loadv": {
         const [i] = this.exprs([s.index]);
         const n = s.dst.length, arr = this.view(s.buf, s.view);

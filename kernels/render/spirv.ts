@@ -5,16 +5,17 @@
 // Structure: expressions become SSA values (each statement's expression DAG evaluated once, shared
 // subtrees included), locals become Function variables, `for` is a structured loop (OpLoopMerge, condition
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
-// Float add/sub/mul are NoContraction; exp/log/sin/cos/tanh and 16-bit float conversions are expanded in
-// spirv/math.ts so every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe
-// float compares and max/min and integer div/mod arrive decomposed (kernels/decomp/arith.ts).
+// Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
+// every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe float compares and
+// max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
+// GLSL.std.450's are only loosely bounded) arrive decomposed.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
 import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
-import { decompose } from "../decomp/mod.ts";
+import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
 import { unrollLoops } from "./unroll.ts";
@@ -55,10 +56,18 @@ const BUILTINS: Record<Builtin, [number, number]> = {
   lane: [BuiltIn.SubgroupLocalInvocationId, -1], sgsize: [BuiltIn.SubgroupSize, -1], sgid: [BuiltIn.SubgroupId, -1],
 };
 
+/** What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math. */
+const SPIRV_NEEDS: Needs = {
+  nanCompare: true, nanMinMax: true, intDivMod: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
+};
+
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true, nanMinMax: true, intDivMod: true }), caps, opts).render();
+  const narrow = { bits16: !native16(caps, opts), bits8: !native8(caps, opts) };
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { ...SPIRV_NEEDS, narrow }), caps, opts).render();
 }
+const native16 = (caps: Caps, opts: SpirvOptions) => (opts.storage16 ?? true) && caps.storage16;
+const native8 = (caps: Caps, opts: SpirvOptions) => (opts.storage8 ?? true) && caps.storage8;
 
 const CSIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 4 };
 
@@ -81,7 +90,7 @@ class Emitter {
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
     if (k.uses.mma) throw new KernelError(`${k.name}: spirv: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
-    const n16 = (opts.storage16 ?? true) && caps.storage16, n8 = (opts.storage8 ?? true) && caps.storage8;
+    const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
     this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half);
@@ -305,22 +314,12 @@ class Emitter {
     const { a } = this;
     const T = this.type(t);
     const isF = t === "f32" || t === "f16";
-    // f16 math goes through f32 (exact widening), then rounds back once
-    const viaF32 = (f: (x: number) => number) =>
-      t === "f16" ? this.toF16(f(a.v(Op.FConvert, a.f, x))) : f(x);
     switch (op) {
       case "neg":
         return isF ? a.v(Op.FNegate, T, x) : t === "bool" ? this.fail("neg of bool") : a.v(Op.SNegate, T, x);
       case "abs":
         if (isF) return a.glsl(T, GLSL.FAbs, x);
         return t === "i32" ? a.glsl(T, GLSL.SAbs, x) : x;
-      case "exp": return viaF32((v) => math.exp(a, v));
-      case "exp2": return viaF32((v) => math.exp2(a, v));
-      case "log": return viaF32((v) => math.log(a, v));
-      case "log2": return viaF32((v) => math.log2(a, v));
-      case "sin": return viaF32((v) => math.sin(a, v));
-      case "cos": return viaF32((v) => math.cos(a, v));
-      case "tanh": return viaF32((v) => math.tanh(a, v));
       case "sqrt": return a.glsl(T, GLSL.Sqrt, x);
       case "rsqrt": return a.glsl(T, GLSL.InverseSqrt, x);
       case "recip": return a.v(Op.FDiv, T, this.constant(t, 1), x);
@@ -456,6 +455,8 @@ class Emitter {
         return this.mem.store(s.buf, s.view, this.index(s.index), this.expr(s.e), s.e.t);
       case "storev":
         return this.mem.storev(s.buf, s.view, this.index(s.index), s.es.map((e) => this.expr(e)), s.es.map((e) => e.t));
+      case "atomic":
+        return this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
       case "loadv": {
         const vals = this.mem.loadv(s.buf, s.view, this.index(s.index), s.dst.length);
         s.dst.forEach((d, j) => a.s(Op.Store, this.local(d).id, vals[j]));

@@ -2,20 +2,13 @@
 // lives in wgsl_storage.ts, the float helpers in wgsl_math.ts.
 //
 // Storage. WGSL storage only has 32-bit scalars (f16 needs `enable f16`), so every binding is declared as an
-// array of u32 words and each element view is decoded from its word: f32/i32 by bitcast, f16 by
-// unpack2x16float, bf16 by shifting into the high half, 8/16-bit integers by shift and mask (sign-extended
-// with an arithmetic shift). A binding that a vector access of 8 or 16 bytes touches is declared as
-// array<vec2<u32>> / array<vec4<u32>>, so such an access is one wide load or store; scalar accesses then
-// pick a component. Devices bind every range rounded up to 16 bytes so that no element falls off the end.
-// Stores: f32 -> f16/bf16 round to nearest even in bit arithmetic (pack2x16float's rounding and overflow are
-// left open by WGSL); narrower integers keep their low bits.
-//
-// Narrow stores. A store of fewer than 4 bytes (one u8/i8/u16/i16/f16/bf16 element, or a 2-byte vector of u8)
-// shares its word with neighbouring elements that other invocations may be storing at the same time. A plain
-// read-modify-write would lose one of the two, so such a binding is declared array<atomic<u32>>: the store
-// clears its bits with atomicAnd and sets them with atomicOr; every other access to that binding goes through
-// atomicLoad/atomicStore. Two invocations storing the same element is a race in the IR anyway. Vector stores
-// that cover whole words (2 x f16, 4 x u8, ...) are plain word stores.
+// array of u32 words, f32/i32 read and written by bitcast; 8- and 16-bit element accesses arrive as word
+// accesses plus bit arithmetic, and a narrow store as an atomic and/or pair (kernels/decomp/narrow.ts, asked
+// for through Needs.narrow). A binding that an atomic statement touches is declared array<atomic<u32>>, and
+// every other access to it goes through atomicLoad/atomicStore. A binding that a vector access of 8 or 16
+// bytes touches is declared as array<vec2<u32>> / array<vec4<u32>>, so such an access is one wide load or
+// store; scalar accesses then pick a component. Devices bind every range rounded up to 16 bytes so that no
+// element falls off the end.
 //
 // Control flow. WGSL wants barriers in uniform control flow, and an invocation that has returned must still
 // reach the workgroup's later barriers (Naga does not check this, but Vulkan leaves it undefined). A kernel
@@ -33,7 +26,7 @@
 // with NaN -> 0, shift amounts are taken mod 32, a shuffle from a lane outside the subgroup returns the
 // caller's own value, float max/min propagate NaN, float compares follow IEEE for NaN (by decompose(),
 // kernels/decomp/arith.ts; Naga's own `!=` is ordered), a cast to f16 rounds to nearest even once.
-// exp/log/log2/sin/cos/tanh are software (wgsl_math.ts); sqrt, inverseSqrt, exp2, pow, division and
+// exp/log/log2/sin/cos/tanh arrive as IR arithmetic (decompose's Needs.math); sqrt, inverseSqrt, exp2, pow, division and
 // float % (x - y*trunc(x/y), not C's fmod) are the driver's. What WGSL cannot promise:
 // - no contraction: Naga emits no NoContraction; Mesa (lavapipe) fuses some patterns, e.g. a sum of two
 //   products, and NVIDIA fuses a*b + c, so such sums may differ from the IR's rounding by an ulp;
@@ -44,7 +37,7 @@
 import type { Buffer, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { ESIZE, exprKids, KernelError, stmtExprs } from "../ir.ts";
 import { wgslMath } from "./wgsl_math.ts";
-import { decompose } from "../decomp/mod.ts";
+import { decompose, type Needs } from "../decomp/mod.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 import { unrollLoops } from "./unroll.ts";
 
@@ -161,6 +154,10 @@ class Wgsl {
         if (n * ESIZE[s.view] < 4) atomic.add(s.buf.binding);
         else noteVec(s.buf, n * ESIZE[s.view]);
       }
+      if (s.k === "atomic") {
+        stored.add(s.buf.binding);
+        atomic.add(s.buf.binding);
+      }
       if (s.k === "loadv") noteVec(s.buf, s.dst.length * ESIZE[s.view]);
     }, (e) => {
       f16(e.t);
@@ -257,12 +254,6 @@ class Wgsl {
     }
   }
 
-  /** Applies a one-argument f32 helper to x of type t (f16 goes through f32). */
-  private f32fn(name: string, x: string, t: CType): string {
-    const f = this.need(name);
-    return t === "f16" ? `${this.toF16()}(${f}(f32(${x})))` : `${f}(${x})`;
-  }
-
   /**
    * f32 -> f16 rounded to nearest even in integer ops, then made an f16 exactly. WGSL's own f16(x) rounds
    * once, but NVIDIA's compiler drops a round trip f32(f16(x)) altogether (f16(70000) came back as 70000,
@@ -318,16 +309,10 @@ class Wgsl {
       case "neg": return t === "u32" ? `(0u - ${x})` : `(-${x})`;
       // abs of a u32 is the value itself; saying so keeps it off backends that translate abs(u32) as signed (wgpu GL).
       case "abs": return t === "u32" ? x : `abs(${x})`;
-      case "exp": return this.f32fn("p_exp", x, t);
       case "exp2": return `exp2(${x})`;
-      case "log": return this.f32fn("p_log", x, t);
-      case "log2": return this.f32fn("p_log2", x, t);
       case "sqrt": return `sqrt(${x})`;
       case "rsqrt": return `inverseSqrt(${x})`;
       case "recip": return `(${ONE[t]} / ${x})`;
-      case "sin": return this.f32fn("p_sin", x, t);
-      case "cos": return this.f32fn("p_cos", x, t);
-      case "tanh": return this.f32fn("p_tanh", x, t);
       case "floor": return `floor(${x})`;
       case "ceil": return `ceil(${x})`;
       case "not": return t === "bool" ? `(!${x})` : `(~${x})`;
@@ -475,18 +460,8 @@ class Wgsl {
       case "store": {
         if (this.k.buffers[s.buf.binding]?.access === "r") throw new KernelError(`${this.k.name}: store to read-only ${s.buf.name}`);
         const q = this.idx(s.index), v = this.ex(s.e);
-        const sz = ESIZE[s.view];
-        if (sz === 4) {
-          this.line(this.mem.setWord(s.buf, q, this.mem.encode(s.view, v, s.e.t)));
-          return;
-        }
-        // narrow: a helper keeps the index expression evaluated once
-        const x = this.mem.info(s.buf);
-        const f = this.fn(`st_${x.decl}_${s.view}_${s.e.t}`, () => {
-          const lines = this.mem.storeRun(s.buf, s.view, "i", ["x"], [s.e.t]);
-          return `fn st_${x.decl}_${s.view}_${s.e.t}(i: u32, x: ${s.e.t === "bool" ? "bool" : s.e.t}) {\n  ${lines.join("\n  ")}\n}`;
-        });
-        this.line(`${f}(${q}, ${v});`);
+        // narrower views arrive as word accesses and atomics (kernels/decomp/narrow.ts)
+        this.line(this.mem.setWord(s.buf, q, this.mem.encode(s.view, v, s.e.t)));
         return;
       }
       case "loadv": {
@@ -496,6 +471,11 @@ class Wgsl {
           this.line(`let q = ${q};`);
           for (const l of this.mem.loadRun(s.buf, s.view, "q", dst)) this.line(l);
         });
+        return;
+      }
+      case "atomic": {
+        const decl = this.mem.info(s.buf).decl;
+        this.line(`atomic${s.op === "and" ? "And" : "Or"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)});`);
         return;
       }
       case "storev": {
@@ -592,7 +572,12 @@ interface Ctx {
   loop: boolean;
 }
 
+/** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
+const WGSL_NEEDS: Needs = {
+  nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
+};
+
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { nanCompare: true }), opts).render();
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), WGSL_NEEDS), opts).render();
 }

@@ -2,7 +2,7 @@
 // each binding gets (plain words, vec2/vec4 words for wide vector access, atomic words for narrow stores), and
 // the WGSL that reads and writes any element view through it.
 import type { Buffer, CType, EType, Kernel } from "../ir.ts";
-import { computeOf, ESIZE, KernelError } from "../ir.ts";
+import { ESIZE, KernelError } from "../ir.ts";
 
 export interface BufInfo {
   decl: string;
@@ -57,111 +57,55 @@ export class WordStorage {
     return `${f}(${i}, ${v});`;
   }
 
-  // ---- element codecs ------------------------------------------------------------------------------
+  // ---- element codecs (32-bit views only: narrower ones arrive as words, kernels/decomp/narrow.ts) ----
 
-  /** The value of a `view` element held in word `w` at bit `sh` (a constant or an expression). */
-  decode(view: EType, w: string, sh: number | string, as: CType): string {
-    const c = typeof sh === "number";
-    const shifted = c && sh === 0 ? w : `(${w} >> ${c ? `${sh}u` : sh})`;
+  private narrow(view: EType): never {
+    throw new KernelError(`${this.k.name}: wgsl: a ${view} access was not decomposed into words (decomp/narrow.ts)`);
+  }
+  /** The value of a 32-bit `view` element held in word `w`. */
+  decode(view: EType, w: string): string {
     switch (view) {
       case "f32": return `bitcast<f32>(${w})`;
       case "i32": return `bitcast<i32>(${w})`;
       case "u32": return w;
-      case "f16":
-        if (as === "f16") return `f16(unpack2x16float(${shifted}).x)`; // exact; Naga mistypes bitcast<vec2<f16>>
-        return c ? `unpack2x16float(${w})[${(sh as number) >> 4}]` : `unpack2x16float(${shifted}).x`;
-      case "bf16":
-        if (c) return sh === 0 ? `bitcast<f32>(${w} << 16u)` : `bitcast<f32>(${w} & 0xffff0000u)`;
-        return `bitcast<f32>(${shifted} << 16u)`;
-      case "u16": return `(${shifted} & 0xffffu)`;
-      case "u8": return `(${shifted} & 0xffu)`;
-      case "i16": return `(bitcast<i32>(${w} << ${c ? `${16 - (sh as number)}u` : `(16u - ${sh})`}) >> 16u)`;
-      case "i8": return `(bitcast<i32>(${w} << ${c ? `${24 - (sh as number)}u` : `(24u - ${sh})`}) >> 24u)`;
     }
+    return this.narrow(view);
   }
-  /** u32 bits (masked to the element width) of value expression `v` (of type t) stored as `view`. */
+  /** u32 bits of value expression `v` (of type t) stored as a 32-bit `view`. */
   encode(view: EType, v: string, t: CType): string {
     switch (view) {
       case "f32": return `bitcast<u32>(${this.host.conv(v, t, "f32")})`;
       case "i32": return `bitcast<u32>(${this.host.conv(v, t, "i32")})`;
       case "u32": return this.host.conv(v, t, "u32");
-      case "f16":
-        if (t === "f16") return `(pack2x16float(vec2<f32>(f32(${v}), 0.0f)) & 0xffffu)`; // exact: the value is an f16
-        return `${this.host.need("p_f2h")}(${this.host.conv(v, t, "f32")})`;
-      case "bf16": return `${this.host.need("p_f2bf")}(${this.host.conv(v, t, "f32")})`;
-      case "u16": return `(${this.host.conv(v, t, "u32")} & 0xffffu)`;
-      case "u8": return `(${this.host.conv(v, t, "u32")} & 0xffu)`;
-      case "i16": return `(bitcast<u32>(${this.host.conv(v, t, "i32")}) & 0xffffu)`;
-      case "i8": return `(bitcast<u32>(${this.host.conv(v, t, "i32")}) & 0xffu)`;
     }
+    return this.narrow(view);
   }
 
-  load(b: Buffer, view: EType, i: string, as: CType): string {
-    const x = this.info(b);
-    const sz = ESIZE[view];
-    if (sz === 4) return this.decode(view, this.word(b, i), 0, as);
-    const f = this.host.fn(`ld_${x.decl}_${view}${as === "f16" ? "h" : ""}`, () => {
-      const per = 4 / sz;
-      const w = this.word(b, `i >> ${Math.log2(per)}u`);
-      const sh = `((i & ${per - 1}u) * ${sz * 8}u)`;
-      return `fn ld_${x.decl}_${view}${as === "f16" ? "h" : ""}(i: u32) -> ${as} { let w = ${w}; let sh = ${sh}; ` +
-        `return ${this.decode(view, "w", "sh", as)}; }`;
-    });
-    return `${f}(${i})`;
+  load(b: Buffer, view: EType, i: string, _as: CType): string {
+    return this.decode(view, this.word(b, i));
   }
 
-  /** Statements writing `vals` (value expressions of types ts) as consecutive `view` elements from q. */
+  /** Statements writing `vals` (value expressions of types ts) as consecutive 32-bit `view` elements from q. */
   storeRun(b: Buffer, view: EType, q: string, vals: string[], ts: CType[]): string[] {
     const x = this.info(b);
-    const sz = ESIZE[view];
-    const bytes = vals.length * sz;
-    const bits = vals.map((v, j) => this.encode(view, v, ts[j]));
-    if (bytes < 4) {
-      // Part of one word: clear and set our bits atomically (see the header).
-      const per = 4 / sz;
-      const mask = bytes === 1 ? 0xff : 0xffff;
-      let v = bits[0];
-      for (let j = 1; j < bits.length; j++) v = `(${v} | (${bits[j]} << ${j * sz * 8}u))`;
-      const wi = `(${q} >> ${Math.log2(per)}u)`;
-      const sh = `((${q} & ${per - 1}u) * ${sz * 8}u)`;
-      return [
-        `{ let wi = ${wi}; let sh = ${sh};`,
-        `  atomicAnd(&${x.decl}[wi], ~(${mask}u << sh)); atomicOr(&${x.decl}[wi], ${v} << sh); }`,
-      ];
-    }
-    const nw = bytes / 4, per = 4 / sz;
-    const words: string[] = [];
-    for (let w = 0; w < nw; w++) {
-      let v = bits[w * per];
-      for (let j = 1; j < per; j++) v = `(${v} | (${bits[w * per + j]} << ${j * sz * 8}u))`;
-      words.push(v);
-    }
-    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
+    if (ESIZE[view] !== 4) this.narrow(view);
+    const words = vals.map((v, j) => this.encode(view, v, ts[j]));
+    const nw = words.length;
     if (!x.atomic && nw === x.words && nw > 1) {
-      return [`${x.decl}[${wi} >> ${Math.log2(nw)}u] = vec${nw}<u32>(${words.join(", ")});`];
+      return [`${x.decl}[${q} >> ${Math.log2(nw)}u] = vec${nw}<u32>(${words.join(", ")});`];
     }
-    if (nw === 1) return [this.setWord(b, wi, words[0])];
-    return [`{ let wi = ${wi};`, ...words.map((v, j) => "  " + this.setWord(b, `wi + ${j}u`, v)), "}"];
+    if (nw === 1) return [this.setWord(b, q, words[0])];
+    return [`{ let wi = ${q};`, ...words.map((v, j) => "  " + this.setWord(b, `wi + ${j}u`, v)), "}"];
   }
 
-  /** Statements loading n consecutive `view` elements from q into `dst` variables. */
+  /** Statements loading n consecutive 32-bit `view` elements from q into `dst` variables. */
   loadRun(b: Buffer, view: EType, q: string, dst: string[]): string[] {
     const x = this.info(b);
-    const sz = ESIZE[view];
-    const bytes = dst.length * sz;
-    const as = computeOf(view);
-    const lines: string[] = [];
-    if (bytes < 4) {
-      const per = 4 / sz;
-      lines.push(`let w = ${this.word(b, `(${q} >> ${Math.log2(per)}u)`)}; let sh = ((${q} & ${per - 1}u) * ${sz * 8}u);`);
-      dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, "w", j ? `(sh + ${j * sz * 8}u)` : "sh", as)};`));
-      return lines;
-    }
-    const nw = bytes / 4, per = 4 / sz;
-    const wi = sz === 4 ? q : `(${q} >> ${Math.log2(per)}u)`;
+    if (ESIZE[view] !== 4) this.narrow(view);
+    const nw = dst.length;
+    const lines: string[] = [`let wi = ${q};`];
     const ws: string[] = [];
     if (!x.atomic && nw > 1 && x.words >= nw) {
-      lines.push(`let wi = ${wi};`);
       if (x.words === nw) {
         lines.push(`let wv = ${x.decl}[wi >> ${Math.log2(nw)}u];`);
         for (let j = 0; j < nw; j++) ws.push(`wv[${j}]`);
@@ -170,13 +114,12 @@ export class WordStorage {
         for (let j = 0; j < nw; j++) ws.push(`wv[wo + ${j}u]`);
       }
     } else {
-      lines.push(`let wi = ${wi};`);
       for (let j = 0; j < nw; j++) {
         lines.push(`let w${j} = ${this.word(b, j ? `wi + ${j}u` : "wi")};`);
         ws.push(`w${j}`);
       }
     }
-    dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, ws[Math.floor(j / per)], (j % per) * sz * 8, as)};`));
+    dst.forEach((d, j) => lines.push(`${d} = ${this.decode(view, ws[j])};`));
     return lines;
   }
 }

@@ -1,14 +1,14 @@
 // The IR feature suite on every device (tests/devices): kernels that together touch every construct of the
-// kernel IR (tests/vulkan/features.ts), each checked against references written without any renderer (plain JS
+// kernel IR (features.ts, with features_ieee.ts), each checked against references written without any renderer (plain JS
 // with Math.fround per f32 op, the platform's Float16Array for f16), so the same semantics are held on js,
 // vulkan, wgpu and ptx alike. A feature a device's caps cannot run, or an absent device, is a skip with the
 // reason, decided before the test is registered. (tests/vulkan/device.test.ts keeps the Vulkan-only fallback
-// device; tests/ptx/features.ts compares PTX with the JS device at PTX's own accuracy, past the IR's promises.)
+// device; ir.test.ts runs feature_kernels.ts against the JS device on every device, PTX at its own accuracy.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
 import type { Kernel } from "../../kernels/ir.ts";
-import { features } from "../vulkan/features.ts";
+import { features } from "./features.ts";
 import { openDevice, selectedBackends } from "./index.ts";
 
 /** Allocates and fills one buffer per input, runs the kernel once (eager) and reads everything back. */

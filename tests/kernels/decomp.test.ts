@@ -1,7 +1,8 @@
 // The decomposition every renderer runs first (kernels/decomp/mod.ts) keeps a kernel's meaning: each IR
-// feature kernel (tests/ptx/features.ts, bool subgroup reductions included) and each kernel-library case
+// feature kernel (tests/devices/feature_kernels.ts, bool subgroup reductions included) and each kernel-library case
 // (tests/kernels/cases.ts) gives bit-identical bindings on the JS device as written and decomposed, with
-// every rule a language may ask for (NaN-safe compares and max/min, integer div/mod: the JS device computes
+// every rule a language may ask for (NaN-safe compares and max/min, integer div/mod, 8/16-bit storage through
+// u32 words and atomics: the JS device computes
 // the plain instructions with the IR's meaning, so the rewritten kernel must give the same bits); the default
 // pass is idempotent, and a kernel it has nothing to do for comes back as the same object.
 import { test } from "node:test";
@@ -10,12 +11,12 @@ import { JsDevice } from "../../backends/js/device.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { c, KernelBuilder } from "../../kernels/ir.ts";
 import { decompose, type Needs } from "../../kernels/decomp/mod.ts";
-import { featureCases } from "../ptx/features.ts";
-import { runFeature } from "../ptx/run.ts";
+import { featureCases } from "../devices/feature_kernels.ts";
+import { runFeature } from "../devices/run.ts";
 import { cases } from "./cases.ts";
 import { runCase } from "./harness.ts";
 
-const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true };
+const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true, narrow: { bits8: true, bits16: true } };
 /** Bytes equal, except that in an f32 output any NaN equals any NaN (the IR leaves a made NaN's sign and payload open). */
 function sameUpToNaN(a: Uint8Array[], b: Uint8Array[], f32: Set<number>): boolean {
   return a.length === b.length && a.every((x, i) => {

@@ -7,16 +7,15 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
 import { Engine } from "../../backends/executor.ts";
-import { JsDevice } from "../../backends/js/device.ts";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
-import { type FeatureCase, featureCases } from "./features.ts";
+import { type FeatureCase, featureCases } from "../devices/feature_kernels.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
-import { compareRuns, readAll, runFeature, stepOf, upload } from "./run.ts";
+import { readAll, stepOf, upload } from "../devices/run.ts";
 import { child, expectPhase } from "./child.ts";
 
 const probe = probePtx();
@@ -38,20 +37,7 @@ test("PtxDevice reports its target", opts, () => {
 });
 
 const features = featureCases();
-test(`IR feature kernels (${features.length}) on PTX equal the JS device (ulp bounds per output)`, opts, async () => {
-  const js = new JsDevice({ caps: { subgroupSize: 32, f16: true } });
-  const bad: string[] = [];
-  for (const c of features) {
-    const want = await runFeature(js, c);
-    try {
-      bad.push(...compareRuns(c, want, await runFeature(dev!, c)));
-    } catch (e) {
-      bad.push(`${c.name}: ${(e as Error).message}`);
-      if (dev!.poisoned) break;
-    }
-  }
-  assert.deepEqual(bad, []);
-});
+// The feature kernels run on PTX against the JS device in tests/devices/ir.test.ts (every device, PTX's bounds here).
 
 const libOk = libraryCases.filter((kc) => kc.fault === undefined);
 test(`kernel library conformance cases (${libOk.length}) on PTX match their references`, opts, async () => {

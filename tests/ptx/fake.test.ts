@@ -13,10 +13,10 @@ import { type Kernel, KernelBuilder } from "../../kernels/ir.ts";
 import { entryName } from "../../kernels/render/ptx.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { checkCase, featureCases } from "./features.ts";
+import { checkCase, featureCases } from "../devices/feature_kernels.ts";
 import { FakeCuda } from "./fake_cuda.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
-import { compareRuns, readAll, runFeature, stepOf, upload } from "./run.ts";
+import { compareRuns, readAll, runFeature, stepOf, upload } from "../devices/run.ts";
 import { child, expectPhase } from "./child.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 

@@ -15,8 +15,8 @@ import type { Graph } from "../../graph/ir.ts";
 import { Tracer } from "../../graph/tracer.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 import { runCase } from "../kernels/harness.ts";
-import { checkCase } from "./features.ts";
-import { readAll, stepOf, upload } from "./run.ts";
+import { checkCase } from "../devices/feature_kernels.ts";
+import { readAll, stepOf, upload } from "../devices/run.ts";
 
 const out: Record<string, unknown> = {};
 const done = () => {

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import * as M from "../../kernels/decomp/math.ts";
 import { emu, ulps } from "./f32emu.ts";
 import { JsDevice } from "../../backends/js/device.ts";
-import { featureCases } from "./features.ts";
-import { compareRuns, runFeature } from "./run.ts";
+import { featureCases } from "../devices/feature_kernels.ts";
+import { compareRuns, runFeature } from "../devices/run.ts";
 import { rng } from "../rng.ts";
 
 const fr = Math.fround;

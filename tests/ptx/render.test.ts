@@ -9,7 +9,7 @@ import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
-import { checkCase, featureCases } from "./features.ts";
+import { atomicKernel, checkCase, featureCases } from "../devices/feature_kernels.ts";
 import { assembleMany, findPtxas } from "./ptxas.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 
@@ -105,6 +105,13 @@ test("f32 add/sub/mul carry .rn (never contracted into fma) and fma stays fma.rn
   }
   const bin = renderPtx(features.find((c) => c.name === "binary_f32")!.kernel, { sm: 90 }).ptx;
   assert.match(bin, /fma\.rn\.f32/);
+});
+
+test("atomic and/or statements are red.global reductions and assemble", slow, () => {
+  const m = renderPtx(atomicKernel(), { sm: 90 });
+  assert.match(m.ptx, /red\.global\.or\.b32/);
+  assert.match(m.ptx, /red\.global\.and\.b32/);
+  assembleAll([m]);
 });
 
 test("vector loads and stores use 16-byte accesses", () => {

@@ -13,7 +13,7 @@ import * as vk from "../../ffi/vulkan.ts";
 import type { Graph } from "../../graph/ir.ts";
 import { type Kernel, KernelBuilder, u32, un, type UnOp } from "../../kernels/ir.ts";
 import type { Program } from "../../kernels/program.ts";
-import { features, planted } from "./features.ts";
+import { features, planted } from "../devices/features.ts";
 
 function open(opts: VulkanOptions = {}): VulkanDevice | string {
   try {

@@ -15,7 +15,7 @@ import { cases } from "../kernels/cases.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
-import { features } from "./features.ts";
+import { features } from "../devices/features.ts";
 
 /** lavapipe's capabilities, and the same target without 16/8-bit storage, and a bare Vulkan 1.1 device. */
 const FULL: Caps = {

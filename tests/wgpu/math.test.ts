@@ -1,6 +1,6 @@
 // Accuracy of the WGSL renderer's float functions on the wgpu device against JavaScript's double-precision
 // Math (rounded to f32), and the 16-bit float conversions, exhaustively where that is cheap:
-// - exp/log/log2/sin/cos/tanh are software (kernels/render/wgsl_math.ts): a few ulp everywhere they are defined;
+// - exp/log/log2/sin/cos/tanh are IR arithmetic (kernels/decomp/math_f32.ts via expand.ts): a few ulp where defined;
 // - exp2, sqrt, rsqrt, recip are the driver's (lavapipe: exp2 <= 3 ulp, the others correctly rounded or 1 ulp;
 //   NVIDIA's sqrt and 1 / x are 1 ulp off at times): within the IR's 2 ulp for div and sqrt;
 // - every f16 bit pattern decodes exactly; f32 -> f16 and -> bf16 round to nearest even, ties included. The f16

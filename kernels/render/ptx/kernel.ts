@@ -520,6 +520,7 @@ class Lowering {
       case "store": return this.mem.store(s.buf, s.view, s.index, s.e);
       case "loadv": return this.mem.loadv(s.dst, s.buf, s.view, s.index);
       case "storev": return this.mem.storev(s.buf, s.view, s.index, s.es);
+      case "atomic": return this.mem.atomic(s.buf, s.op, s.index, s.e);
       case "sstore": return this.sstore(s.mem, s.index, s.e);
       case "barrier": return a.op("bar.sync 0");
       case "return": return a.op("ret");

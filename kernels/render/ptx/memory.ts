@@ -1,7 +1,7 @@
 // Global-memory lowering: element addresses (64-bit, binding base + index * view size), scalar loads and
 // stores with the IR's conversions, and vector loads/stores moved as 16/8/4/2-byte accesses then split or
 // packed per element. Read-only bindings load through the non-coherent path (ld.global.nc).
-import type { Buffer, CType, EType, Expr, Kernel, Var } from "../../ir.ts";
+import type { AtomicOp, Buffer, CType, EType, Expr, Kernel, Var } from "../../ir.ts";
 import { ESIZE, KernelError } from "../../ir.ts";
 import type { Asm } from "./asm.ts";
 
@@ -72,6 +72,12 @@ export class GlobalMemory {
     const addr = this.addr(buf, index, ESIZE[view]);
     const ty = { f32: "f32", f16: "b16", bf16: "b16", i32: "b32", u32: "b32", i8: "u8", u8: "u8", i16: "u16", u16: "u16" }[view];
     this.c.a.op(`st.global.${ty} ${addr}, ${bits}`);
+  }
+
+  /** u32 word `index` op= e, atomically (no result wanted: a reduction, red). */
+  atomic(buf: Buffer, op: AtomicOp, index: Expr, e: Expr): void {
+    const v = this.c.reg("u32", this.c.ex(e));
+    this.c.a.op(`red.global.${op}.b32 ${this.addr(buf, index, 4)}, ${v}`);
   }
 
   /** Vector load: n consecutive elements through the widest aligned accesses, then split per element. */

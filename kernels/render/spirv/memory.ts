@@ -1,11 +1,11 @@
 // Storage buffers: one descriptor binding per kernel buffer, seen through as many typed views (aliased
 // variables on the same set/binding) as the kernel's loads and stores need. Everything 32-bit goes through
 // a u32 view and a bitcast; 16- and 8-bit elements use 16/8-bit storage when the target has it, and
-// otherwise words (a load extracts the bits; a store clears and sets them with two atomics, so neighbours
-// written by other invocations survive). Vector accesses of 4, 8 or 16 bytes are one u32/uvec2/uvec4 access.
-import type { Buffer, CType, EType } from "../../ir.ts";
+// otherwise arrive as word accesses and atomics (kernels/decomp/narrow.ts). Vector accesses of 4, 8 or 16
+// bytes are one u32/uvec2/uvec4 access.
+import type { AtomicOp, Buffer, CType, EType } from "../../ir.ts";
 import { computeOf, ESIZE, KernelError } from "../../ir.ts";
-import { Asm } from "./asm.ts";
+import type { Asm } from "./asm.ts";
 import * as math from "./math.ts";
 import { Cap, Dec, Op, Scope, Semantics, Storage } from "./spec.ts";
 
@@ -171,6 +171,10 @@ export class Buffers {
     return ct === "u32" ? x : this.a.v(Op.Bitcast, this.a.u, x);
   }
 
+  private undecomposed(view: EType): never {
+    throw new KernelError(`spirv: a ${view} access without ${ESIZE[view] * 8}-bit storage was not decomposed into words (decomp/narrow.ts)`);
+  }
+
   // ---- scalar access ----
 
   /** Loads element `index` of `view` from `buf` as compute type t. */
@@ -178,10 +182,8 @@ export class Buffers {
     const a = this.a, m = a.m, size = ESIZE[view];
     if (t === "f16") {
       if (view !== "f16") throw new KernelError(`f16 load needs an f16 view, got ${view}`);
-      if (this.native16) return a.v(Op.Load, m.tFloat(16), this.ptr(this.view(buf, "f16"), index));
-      const word = a.v(Op.Load, a.u, this.ptr(this.view(buf, "u32"), a.shr(index, a.cu(1))));
-      const pair = a.v(Op.Bitcast, m.tVec(m.tFloat(16), 2), word);
-      return a.v(Op.VectorExtractDynamic, m.tFloat(16), pair, a.and(a.u, index, a.cu(1)));
+      if (!this.native16) this.undecomposed(view);
+      return a.v(Op.Load, m.tFloat(16), this.ptr(this.view(buf, "f16"), index));
     }
     if (view === "f16" && this.native16 && this.half) {
       const h = a.v(Op.Load, this.half(), this.ptr(this.view(buf, "f16"), index));
@@ -195,10 +197,7 @@ export class Buffers {
       const raw = a.v(Op.Load, v.elem, this.ptr(v, index));
       bits = view === "i8" || view === "i16" ? a.v(Op.SConvert, a.i, raw) : a.v(Op.UConvert, a.u, raw);
     } else {
-      const lg = size === 2 ? 1 : 2;
-      const word = a.v(Op.Load, a.u, this.ptr(this.view(buf, "u32"), a.shr(index, a.cu(lg))));
-      const shift = a.shl(a.u, a.and(a.u, index, a.cu((1 << lg) - 1)), a.cu(size === 2 ? 4 : 3));
-      bits = this.extract(word, view, shift);
+      this.undecomposed(view);
     }
     return this.convert(this.decode(bits, view), computeOf(view), t);
   }
@@ -217,16 +216,15 @@ export class Buffers {
       const v = this.view(buf, size === 2 ? "u16" : "u8");
       a.s(Op.Store, this.ptr(v, index), a.v(Op.UConvert, v.elem, bits));
     } else {
-      // Neighbouring elements of the same word may be stored by other invocations at the same time:
-      // clear our bits, then set them, each atomically.
-      const lg = size === 2 ? 1 : 2;
-      const p = this.ptr(this.view(buf, "u32"), a.shr(index, a.cu(lg)));
-      const shift = a.shl(a.u, a.and(a.u, index, a.cu((1 << lg) - 1)), a.cu(size === 2 ? 4 : 3));
-      const mask = a.shl(a.u, a.cu(size === 2 ? 0xffff : 0xff), shift);
-      const scope = a.cu(Scope.Device), sem = a.cu(Semantics.Relaxed);
-      a.v(Op.AtomicAnd, a.u, p, scope, sem, a.v(Op.Not, a.u, mask));
-      a.v(Op.AtomicOr, a.u, p, scope, sem, a.shl(a.u, bits, shift));
+      this.undecomposed(view);
     }
+  }
+
+  /** u32 word `index` of buf op= value, atomically (device scope, relaxed: the IR orders nothing by it). */
+  atomic(buf: Buffer, op: AtomicOp, index: number, value: number): void {
+    const a = this.a;
+    const p = this.ptr(this.view(buf, "u32"), index);
+    a.v(op === "and" ? Op.AtomicAnd : Op.AtomicOr, a.u, p, a.cu(Scope.Device), a.cu(Semantics.Relaxed), value);
   }
 
   // ---- vector access ----

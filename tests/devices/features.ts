@@ -3,7 +3,7 @@
 // spirv.test.ts renders them and runs spirv-val; device.test.ts runs them on a Vulkan device.
 import { bin, c, f32, fma, i32, type Kernel, KernelBuilder, u32, un } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
-import { F, I, Rng, U, U16, bitsOf, bytes, fr, fromBf16, fromBits, fromHalf, pad16, report, sameF, toBf16, toHalf, zeros } from "./data.ts";
+import { F, I, Rng, U, U16, bitsOf, bytes, fr, fromBf16, fromBits, fromHalf, pad16, report, sameF, toBf16, toHalf, zeros } from "../vulkan/data.ts";
 import { halfCasts, nanCompares } from "./features_ieee.ts";
 
 export interface Feature {

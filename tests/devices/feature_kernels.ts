@@ -1,6 +1,7 @@
 // Kernels that together exercise every construct of the kernel IR, with deterministic inputs and how to
-// compare their outputs across devices. tests/ptx/render.test.ts assembles them with ptxas; the device tests
-// run them on PtxDevice and on the JS device and compare.
+// compare their outputs across devices. tests/ptx/render.test.ts assembles them with ptxas (on the CPU);
+// tests/devices/ir.test.ts runs them on every device and on the JS device and compares (PTX at its own,
+// tighter bounds; the cases whose bounds are only PTX's skip elsewhere, naming why).
 import { fma, type Kernel, KernelBuilder, u32, un, type Val } from "../../kernels/ir.ts";
 import { rng } from "../rng.ts";
 
@@ -403,4 +404,17 @@ export function featureCases(): FeatureCase[] {
     unaryF32(), binaryF32(), intOps("i32"), intOps("u32"), casts(), views(), vectors(), sharedBarrier(),
     subgroups(128), subgroups(48), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
   ];
+}
+
+/**
+ * 256 invocations over 8 words: each sets its own bit of word gid / 32 with an atomic or and clears it in the
+ * second buffer with an atomic and (every word is shared by 32 invocations, of several workgroups).
+ */
+export function atomicKernel(): Kernel {
+  const k = new KernelBuilder("atomic_bits", { workgroup: 64, grid: 4 });
+  const S = k.buffer("set", "u32", "rw"), C = k.buffer("cleared", "u32", "rw");
+  const g = k.gid.x, bit = k.let(u32(1).shl(g.mod(32)));
+  k.atomic(S, g.div(32), "or", bit);
+  k.atomic(C, g.div(32), "and", bit.not());
+  return k.build();
 }

@@ -3,7 +3,7 @@
 // casts to f16, whose round trip f32 -> f16 -> f32 NVIDIA's compiler dropped. Checks in plain JS.
 import { KernelBuilder, u32 } from "../../kernels/ir.ts";
 import type { Feature } from "./features.ts";
-import { bytes, F, fr, I, report, sameF, U, zeros } from "./data.ts";
+import { bytes, F, fr, I, report, sameF, U, zeros } from "../vulkan/data.ts";
 
 const N = 256;
 const SPECIAL = [NaN, Infinity, -Infinity, 0, -0, 1, -1, 2.5, 1e-30, 3.4e38, -7, 0.5];

@@ -1,6 +1,6 @@
-// Running feature cases (features.ts) on a Device and comparing two devices' outputs.
+// Running feature cases (feature_kernels.ts) on a Device and comparing two devices' outputs.
 import type { Device, DeviceBuffer, DeviceStep } from "../../backends/device.ts";
-import type { FeatureCase, OutputCheck } from "./features.ts";
+import type { FeatureCase, OutputCheck } from "./feature_kernels.ts";
 
 /** Allocates and fills the case's bindings on `dev`. */
 export function upload(dev: Device, c: FeatureCase): DeviceBuffer[] {
