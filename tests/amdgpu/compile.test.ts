@@ -15,7 +15,7 @@ import { AMD_TARGET_NAMES, AMD_TARGETS, type AmdTarget } from "../../kernels/ren
 import { type AmdCodeObject, packKernargs } from "../../kernels/render/amdgpu/meta.ts";
 import { type AmdgpuModule, renderAmdgpu } from "../../kernels/render/amdgpu/kernel.ts";
 import { oneBPlan, type PlanKernel, storiesPlan } from "./plans.ts";
-import { checkCase, featureCases } from "../ptx/features.ts";
+import { atomicKernel, checkCase, featureCases } from "../devices/feature_kernels.ts";
 
 const cg = comgr();
 const skip = typeof cg === "string" ? cg : false;
@@ -125,6 +125,16 @@ test("a failing check stores its code to the fault word and traps (s_trap), on e
     const s = asm(k, t);
     assert.match(s, /s_trap 2/, `${t.name}: no s_trap`);
     assert.equal(co.meta.args.at(-1)?.binding ?? co.meta.args.filter((a) => a.binding !== undefined).at(-1)?.binding, "fault");
+  }
+});
+
+test("atomic and/or on u32 words are device-scope atomicrmw and compile to global atomics, on every target", { skip }, () => {
+  const k = atomicKernel();
+  for (const t of TARGETS) {
+    const co = C!.compile(k, t);
+    assert.match(co.module.ll, /atomicrmw and ptr addrspace\(1\)/);
+    assert.match(co.module.ll, /atomicrmw or ptr addrspace\(1\)/);
+    assert.match(asm(k, t), /global_atomic_and/, `${t.name}: no global_atomic_and`);
   }
 });
 

@@ -6,8 +6,8 @@ import process from "node:process";
 import type { Hsa } from "../../ffi/hsa.ts";
 import { probeRocm, RocmDevice } from "../../backends/rocm/mod.ts";
 import { type Kernel, KernelBuilder, u32 } from "../../kernels/ir.ts";
-import { checkCase } from "../ptx/features.ts";
-import { stepOf, upload } from "../ptx/run.ts";
+import { checkCase } from "../devices/feature_kernels.ts";
+import { stepOf, upload } from "../devices/run.ts";
 import { FakeHsa } from "./fake_hsa.ts";
 
 const out: Record<string, unknown> = {};

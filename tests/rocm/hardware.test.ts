@@ -14,9 +14,9 @@ import { compileGraph } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
-import { featureCases } from "../ptx/features.ts";
+import { featureCases } from "../devices/feature_kernels.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
-import { compareRuns, readAll, runFeature, stepOf, upload } from "../ptx/run.ts";
+import { compareRuns, readAll, runFeature, stepOf, upload } from "../devices/run.ts";
 import { expectPhase } from "../ptx/child.ts";
 import { child } from "./child.ts";
 

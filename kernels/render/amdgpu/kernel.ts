@@ -497,6 +497,11 @@ class Lowering {
       case "loadv": return this.loadv(s.dst, s.buf, s.view, s.index);
       case "storev": return this.storev(s.buf, s.view, s.index, s.es);
       case "sstore": return this.sstore(s.mem, s.index, s.e);
+      // Word-granular read-modify-write (decomp's narrow stores use and/or on u32 words): device scope, relaxed,
+      // like PTX's red.global.
+      case "atomic":
+        ll.op(`atomicrmw ${s.op} ${G} ${this.ptr(s.buf, s.index, 4)}, i32 ${this.ex(s.e)} syncscope("agent") monotonic, align 4`);
+        return;
       case "barrier":
         ll.op(`fence syncscope("workgroup") release`);
         ll.call("void", "llvm.amdgcn.s.barrier", [], "#2");
