@@ -20,7 +20,7 @@ import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
 import { checkEmbedOptions, checkTexts, embedWithDecoder, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
-import { expandImages, type ImageInput, type PromptInput, rowInputs, type RowInputs, VisionRunner } from "./vision.ts";
+import { expandImages, type ImageInput, type PromptInput, rowInputs, type RowInputs, tokenizeAround, VisionRunner } from "./vision.ts";
 import { SLOTS } from "./families/common.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
@@ -330,7 +330,10 @@ export class Driver {
   stream(prompt: string | number[], opts: GenerateOptions = {}): TokenStream<GenerateResult> {
     if (this.closed) throw new DriverClosedError();
     if (opts === null || typeof opts !== "object") throw new InvalidArgumentError("options", `must be an object, got ${describe(opts)}`);
-    let ids = typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : this.checkIds(prompt, "prompt");
+    // A text prompt's image placeholders are the placeholder token wherever its text appears (special or not).
+    const image = opts.images !== undefined && typeof prompt === "string" ? this.model.config.vision?.imageToken : undefined;
+    let ids = image !== undefined ? tokenizeAround(this.model.tokenizer, prompt as string, image, opts.addBos)
+      : typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : this.checkIds(prompt, "prompt");
     if (ids.length === 0) throw new InvalidArgumentError("prompt", "is empty: nothing to condition on (the model adds no BOS)");
     let given: (() => Promise<RowInputs>) | undefined;
     if (opts.images !== undefined) [ids, given] = this.withImages(ids, opts.images);

@@ -1,7 +1,7 @@
 // Image decoding to 8-bit RGB, as PIL's `Image.open(f).convert("RGB")` gives it to a transformers processor.
 //
 // PNG is decoded here (node:zlib inflates; every color type, bit depths 1-16, Adam7 interlace; alpha is
-// dropped as convert("RGB") drops it, 16-bit samples keep their high byte). JPEG is decoded by the jpeg-js
+// dropped as convert("RGB") drops it, 16-bit samples keep their high byte, 16-bit gray clips to 255 as PIL's). JPEG is decoded by the jpeg-js
 // package (pure JS), loaded on first use: without it a JPEG is an ImageError naming the package. Every
 // failure is an ImageError naming the image; a file over `maxPixels` is refused before its pixels are made.
 import { inflateSync } from "node:zlib";
@@ -78,7 +78,8 @@ export function decodePNG(b: Uint8Array, what = "image", maxPixels = MAX_PIXELS)
   // A sample as 8 bits: high byte of 16, low depths scaled to 0-255 (PIL's L mode); palette indices raw.
   const sample = (row: Uint8Array, i: number): number => {
     if (depth === 8) return row[i];
-    if (depth === 16) return row[2 * i];
+    // PIL opens 16-bit gray as 32-bit integers and clips them to 255 in convert("RGB"); other 16-bit types keep the high byte
+    if (depth === 16) return color === 0 ? Math.min(255, (row[2 * i] << 8) | row[2 * i + 1]) : row[2 * i];
     const per = 8 / depth, v = (row[Math.floor(i / per)] >> (8 - depth * (1 + (i % per)))) & ((1 << depth) - 1);
     return color === 3 ? v : Math.round((v * 255) / ((1 << depth) - 1));
   };

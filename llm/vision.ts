@@ -8,6 +8,7 @@
 import type { EntryId, Executor } from "../backends/executor.ts";
 import { ImageError, InvalidArgumentError, ModelKindError } from "./errors.ts";
 import type { ModelHandle } from "./model.ts";
+import type { Tokenizer } from "./tokenizer/mod.ts";
 import { decodeImage, type RGBImage } from "./image.ts";
 import { preprocess, unfoldPatches } from "./preprocess.ts";
 import { imageRows, VISION_SLOT, type VisionInfo } from "./families/vit.ts";
@@ -129,6 +130,18 @@ export function expandImages(ids: readonly number[], imageToken: number, images:
     }
   }
   return { ids: out, at };
+}
+
+/**
+ * Token ids of a text with `token`'s text (an image placeholder such as `<image>`) split out first and put back
+ * as that token, the rest tokenized as usual (special tokens in the user's text stay text).
+ */
+export function tokenizeAround(tok: Tokenizer, text: string, token: number, addBos?: boolean): number[] {
+  if (typeof text !== "string") throw new InvalidArgumentError("prompt", "must be a string or an array of token ids");
+  const [first, ...rest] = text.split(tok.tokenText(token));
+  const ids = tok.encode(first, { addBos });
+  for (const piece of rest) ids.push(token, ...(piece ? tok.encode(piece, { addBos: false }) : []));
+  return ids;
 }
 
 /** Checks given rows against a prompt of `n` ids and width `dim`, and lays them out flat. */
