@@ -467,9 +467,11 @@ export class Driver {
     const constraint = format ? await Constraint.create(await compileFormat(tok, this.model.config.vocab, format), this.model.config.vocab) : undefined;
     const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
     try {
+      // Images are decoded and run through the tower first: a bad one fails before the KV state is touched.
+      const rows = given && await given();
       this.exec.resetState();
       const full = needsFullSampler(sampler, format);
-      let next = await this.prefill(ids, sampler, await ctx(), full, given && await given());
+      let next = await this.prefill(ids, sampler, await ctx(), full, rows);
       t1 = performance.now();
       const decoder = tok.decoder();
       // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
