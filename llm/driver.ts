@@ -13,7 +13,7 @@ import type { EntryId, Executor } from "../backends/executor.ts";
 import { setImmediate } from "node:timers";
 import type { Caps } from "../kernels/target.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
-import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
+import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
@@ -417,7 +417,9 @@ export class Driver {
    */
   chatStream(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): TokenStream<GenerateResult> {
     if (this.closed) throw new DriverClosedError();
-    return this.stream(chatTokens(this.model, messages, opts), opts);
+    // Image parts render as the template's image markers; their bytes go in as the generation's images.
+    const images = chatImages(messages);
+    return this.stream(chatTokens(this.model, messages, opts), images.length ? { ...opts, images: [...images, ...(opts.images ?? [])] } : opts);
   }
 
   /** The assistant's whole reply to a conversation (see chatStream). */

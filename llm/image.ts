@@ -158,6 +158,31 @@ export async function decodeJPEG(b: Uint8Array, what = "image", maxPixels = MAX_
   return { width: img.width, height: img.height, data: new Uint8Array(img.data.buffer, img.data.byteOffset, img.data.length) };
 }
 
+/**
+ * The bytes of an image URL: a base64 `data:image/...` URL. Anything else (http, https, file) is refused with an
+ * ImageError: poot never downloads.
+ */
+export function imageFromUrl(url: unknown, what: string): Uint8Array {
+  if (typeof url !== "string" || url === "") throw new ImageError(what, "must be a data: URL string");
+  const m = /^data:(image\/[\w.+-]+)?(;[^,]*)?,/i.exec(url);
+  if (!m) {
+    const scheme = /^([a-z][\w+.-]*):/i.exec(url)?.[1] ?? "no scheme";
+    throw new ImageError(what, `only data: URLs are accepted (got ${scheme === "no scheme" ? "no scheme" : `a ${scheme}: URL`}); poot never downloads images`);
+  }
+  if (!/;base64$/i.test(m[2] ?? "")) throw new ImageError(what, "a data: URL of an image must be base64 (data:image/png;base64,...)");
+  const body = url.slice(m[0].length);
+  if (!/^[A-Za-z0-9+/=\s]*$/.test(body)) throw new ImageError(what, "the data: URL's base64 has characters outside base64");
+  let bin: string;
+  try {
+    bin = atob(body.replace(/\s+/g, ""));
+  } catch {
+    throw new ImageError(what, "the data: URL's base64 is malformed");
+  }
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
 /** Encodes RGB as a PNG (filter 0, one IDAT): for tests and fixtures that write images whose pixels they know. */
 export async function encodePNG(img: RGBImage): Promise<Uint8Array> {
   const { deflateSync } = await import("node:zlib");

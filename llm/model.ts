@@ -164,7 +164,8 @@ function loadHFFolder(dir: string): ModelHandle {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
   }
   const jinja = join(dir, "chat_template.jinja");
-  const t = tc.chat_template ?? processorTemplate(dir);
+  // A vision-language model is prompted through its processor's template (transformers' processor.apply_chat_template).
+  const t = config.vision ? processorTemplate(dir) ?? tc.chat_template : tc.chat_template ?? processorTemplate(dir);
   const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
 
   const files = openSafetensorsFolder(dir);
