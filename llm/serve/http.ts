@@ -3,7 +3,8 @@
 // /health and /metrics (Prometheus text). Every error is OpenAI's error JSON {error: {message, type, param,
 // code}}; the handler never throws, so one bad request never touches another.
 import { CHATML, renderChat } from "../chat.ts";
-import { LlmError } from "../errors.ts";
+import { ImageError, LlmError } from "../errors.ts";
+import { imageFromUrl } from "../image.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs, SamplerParams } from "../sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "../grammar.ts";
@@ -359,9 +360,10 @@ export function createHandler(o: HttpOptions): Handler {
         });
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
+        checkImages(r.messages, o.model);
         const messages = r.messages.map((m) => ({
           role: m.role,
-          content: m.content === null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+          content: m.content === null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
         }));
         let text: string;
         try {
@@ -421,4 +423,31 @@ async function* merge(hs: SequenceHandle[]): AsyncGenerator<{ index: number; e: 
   } finally {
     for (const it of its) await it.return?.();
   }
+}
+
+/**
+ * Image parts of a chat request: each must be a data: URL (poot never downloads: a remote URL is a 400), and the
+ * model must have a vision tower. Served generation runs on the batched scheduler, whose steps take no
+ * by-value rows yet: a valid image is refused with a 400 naming that (the library's driver.chat and
+ * `poot run --image` take images).
+ */
+function checkImages(messages: ChatRequest["messages"], model: ModelHandle): void {
+  let any = false;
+  messages.forEach((m, i) => {
+    if (!Array.isArray(m.content)) return;
+    m.content.forEach((p, j) => {
+      if (p.type !== "image_url") return;
+      const param = `messages[${i}].content[${j}].image_url`;
+      try {
+        imageFromUrl(typeof p.image_url === "string" ? p.image_url : p.image_url.url, param);
+      } catch (e) {
+        if (e instanceof ImageError) throw new RequestError(400, e.message, param, "invalid_image_url");
+        throw e;
+      }
+      any = true;
+    });
+  });
+  if (!any) return;
+  if (!model.config.vision) throw new RequestError(400, `${model.arch} has no vision tower: it reads text only`, "messages", "model_has_no_vision");
+  throw new RequestError(400, "images are not served yet: the server's batched steps take no image rows (use the library's driver.chat or poot run --image)", "messages", "images_not_served");
 }

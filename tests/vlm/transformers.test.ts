@@ -25,7 +25,7 @@ interface Expected {
   image_token: number;
   prompt: string;
   images: { file: string; pixel_values: number[]; frames: number[]; embeds: number[]; ids: number[]; greedy: number[]; margins: number[] }[];
-  chat: { text: string; ids: number[]; greedy: number[]; margins: number[]; image: string };
+  chat: { messages: { role: string; content: { type: string; text?: string }[] }[]; text: string; ids: number[]; greedy: number[]; margins: number[]; image: string };
 }
 
 function close(got: ArrayLike<number>, want: ArrayLike<number>, what: string, atol = ATOL, rtol = RTOL): void {
@@ -85,7 +85,9 @@ for (const name of MODELS) {
         }
         const c = exp!.chat;
         const png = new Uint8Array(readFileSync(join(IMAGES, c.image)));
-        const r = await driver.generate(c.text, { images: [png], maxTokens: c.greedy.length, ignoreEos: true, addBos: false });
+        // The conversation through poot's chat path: the image part renders as the template's <image>.
+        const messages = c.messages.map((m) => ({ role: m.role, content: m.content.map((p) => (p.type === "image" ? { type: "image" as const, image: png } : { type: "text" as const, text: p.text! })) }));
+        const r = await driver.chat(messages, { maxTokens: c.greedy.length, ignoreEos: true });
         assert.deepEqual(r.promptIds, c.ids, `${name} chat: prompt ids`);
         sameTokens(r.generatedIds, c.greedy, c.margins, `${name} chat`);
       } finally {

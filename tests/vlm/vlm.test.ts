@@ -12,7 +12,8 @@ import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
 import { ConfigError, ImageError, InvalidArgumentError, ModelKindError } from "../../llm/errors.ts";
-import { decodeImage, decodePNG, encodePNG } from "../../llm/image.ts";
+import { decodeImage, decodePNG, encodePNG, imageFromUrl } from "../../llm/image.ts";
+import { poot } from "../cli/poot.ts";
 import { preprocess, readPreprocess, resize, unfoldPatches } from "../../llm/preprocess.ts";
 import { imageRows } from "../../llm/families/vit.ts";
 import { expandImages } from "../../llm/vision.ts";
@@ -236,4 +237,58 @@ test("a text-only model refuses images (ModelKindError)", { timeout: 120_000 }, 
     await driver.close();
     m.close();
   }
+});
+
+test("data: URLs decode; remote and malformed ones are ImageErrors naming the part", () => {
+  const png = new Uint8Array(readFileSync(join(IMAGES, "rgb8.png")));
+  let b = "";
+  for (const x of png) b += String.fromCharCode(x);
+  assert.deepEqual(imageFromUrl(`data:image/png;base64,${btoa(b)}`, "u"), png);
+  assert.throws(() => imageFromUrl("https://example.com/a.png", "messages[0].content[1].image_url"), /messages\[0\]\.content\[1\]\.image_url: only data: URLs .*https: URL/);
+  assert.throws(() => imageFromUrl("data:image/png,abc", "u"), /must be base64/);
+  assert.throws(() => imageFromUrl("data:image/png;base64,@@@", "u"), /outside base64/);
+  assert.throws(() => imageFromUrl("data:image/png;base64,abcde", "u"), /malformed/);
+});
+
+test("js: chat with an image part = generate over the template's text; poot run --image and --messages image_url", { timeout: 300_000 }, async () => {
+  const dev = await openDevice("js");
+  if (typeof dev === "string") return;
+  const s = writeLlava({ tower: "siglip" });
+  writeFileSync(join(s.dir, "chat_template.json"), JSON.stringify({
+    chat_template: "{{ bos_token }}{% for m in messages %}USER: {% for c in m['content'] %}{% if c['type'] == 'image' %}" +
+      `${IMAGE_TEXT}\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endfor %} ASSISTANT:`,
+  }));
+  const m = loadModel(s.dir);
+  const png = new Uint8Array(readFileSync(join(IMAGES, "grid.png")));
+  const driver = await Driver.open(m, new Engine(dev, { compile: compileGraph, ownsDevice: false }), { ctx: 64, prefill: [8] });
+  try {
+    const chat = await driver.chat([{ role: "user", content: [{ type: "image", image: png }, { type: "text", text: "Once upon" }] }], { maxTokens: 5 });
+    const plain = await driver.generate(`${IMAGE_TEXT}\nOnce upon ASSISTANT:`, { images: [png], maxTokens: 5, addBos: true });
+    assert.equal(chat.promptIds.filter((t) => t === IMAGE_TOKEN).length, 16);
+    // The template's "USER: " prefix aside, the image rows and what follows are the same tokens.
+    assert.deepEqual(chat.promptIds.slice(chat.promptIds.indexOf(IMAGE_TOKEN), chat.promptIds.indexOf(IMAGE_TOKEN) + 16), plain.promptIds.slice(1, 17));
+    assert.equal(chat.generatedIds.length, 5);
+  } finally {
+    await driver.close();
+    m.close();
+  }
+  const cli = (args: string[]) => poot(["run", "-m", s.dir, "--backend", "js", "-n", "3", "--json", ...args]);
+  const a = cli(["--image", join(IMAGES, "cat.png"), "-p", "Once upon"]);
+  assert.equal(a.code, 0, a.stderr);
+  const sum = JSON.parse(a.stdout.trim().split("\n").at(-1)!);
+  assert.equal(sum.prompt_token_ids.filter((t: number) => t === IMAGE_TOKEN).length, 16);
+  assert.equal(sum.generated_token_ids.length, 3);
+  let b = "";
+  for (const x of readFileSync(join(IMAGES, "cat.png"))) b += String.fromCharCode(x);
+  const msgs = join(s.dir, "m.json");
+  writeFileSync(msgs, JSON.stringify([{ role: "user", content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${btoa(b)}` } }, { type: "text", text: "Once" }] }]));
+  const c = cli(["--messages", msgs]);
+  assert.equal(c.code, 0, c.stderr);
+  assert.equal(JSON.parse(c.stdout.trim().split("\n").at(-1)!).prompt_token_ids.filter((t: number) => t === IMAGE_TOKEN).length, 16);
+  const bad = cli(["--image", join(s.dir, "missing.png"), "-p", "x"]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /ImageError: .*missing\.png: cannot be read/);
+  const text = poot(["run", "--backend", "js", "-n", "1", "--image", join(IMAGES, "cat.png"), "-p", "x"]);
+  assert.match(text.stderr, /ModelKindError: .*no vision tower/);
+  rmSync(s.dir, { recursive: true });
 });
