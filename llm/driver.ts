@@ -170,9 +170,17 @@ export class Driver {
     }
     if (model.config.vision) d.vision = new VisionRunner(model, exec);
     const shapes = [1, ...d.prefillRows];
+    // A vision-language model's prompt chunks that hold image rows run steps that take rows by value: prepared
+    // too, so a generation compiles nothing but the tower (at its first image).
+    const byValue = model.config.vision ? shapes : [];
+    const total = shapes.length + byValue.length;
     shapes.forEach((rows, i) => {
       d.entry("step", rows);
-      progress?.({ phase: "compile", entries: i + 1, totalEntries: shapes.length });
+      progress?.({ phase: "compile", entries: i + 1, totalEntries: total });
+    });
+    byValue.forEach((rows, i) => {
+      d.entry("step", rows, false, true);
+      progress?.({ phase: "compile", entries: shapes.length + i + 1, totalEntries: total });
     });
     // A decoder-based embedder: hidden-state entries for its texts, padded up to these row counts.
     if (model.encoder) {
