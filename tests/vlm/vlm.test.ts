@@ -38,7 +38,7 @@ function close(got: ArrayLike<number>, want: ArrayLike<number>, what: string, at
 const flat = (rows: Float64Array[]) => Float64Array.from(rows.flatMap((r) => Array.from(r)));
 
 test("PNG decoding equals PIL's convert('RGB') for every color type, bit depth and interlacing PIL writes", async () => {
-  for (const [name, want] of Object.entries(PIL.decode)) {
+  for (const [name, want] of Object.entries(PIL.decode).filter(([n]) => n.endsWith(".png"))) {
     const img = await decodeImage(new Uint8Array(readFileSync(join(IMAGES, name))), name);
     assert.deepEqual([img.width, img.height], want.size, name);
     assert.deepEqual(Array.from(img.data), want.rgb, name);
@@ -46,6 +46,25 @@ test("PNG decoding equals PIL's convert('RGB') for every color type, bit depth a
   // Our own encoder round-trips (the fixtures' and tests' images are written with it).
   const img = await decodeImage(new Uint8Array(readFileSync(join(IMAGES, "noise.png"))));
   assert.deepEqual(decodePNG(await encodePNG(img)), img);
+});
+
+// jpeg-js is optional (llm/image.ts): without it a JPEG is an ImageError naming the package, checked here instead.
+const jpegJs = await import(["jpeg", "js"].join("-")).then(() => true, () => false);
+test("JPEG decoding with jpeg-js is within 3 steps of libjpeg's (PIL), mean under 1", { skip: jpegJs ? false : "jpeg-js is not installed (npm install jpeg-js@0.4.4)" }, async () => {
+  const want = PIL.decode["photo.jpg"];
+  const img = await decodeImage(new Uint8Array(readFileSync(join(IMAGES, "photo.jpg"))), "photo.jpg");
+  assert.deepEqual([img.width, img.height], want.size);
+  let sum = 0;
+  img.data.forEach((v, i) => {
+    const d = Math.abs(v - want.rgb[i]);
+    sum += d;
+    assert.ok(d <= 3, `photo.jpg byte ${i}: ${v} vs libjpeg ${want.rgb[i]}`);
+  });
+  assert.ok(sum / img.data.length < 1, `mean difference ${sum / img.data.length}`);
+});
+
+test("without jpeg-js a JPEG is an ImageError naming the package", { skip: jpegJs ? "jpeg-js is installed" : false }, async () => {
+  await assert.rejects(decodeImage(new Uint8Array(readFileSync(join(IMAGES, "photo.jpg"))), "photo.jpg"), /photo\.jpg: JPEG images need the jpeg-js package/);
 });
 
 test("resize equals PIL's Image.resize (bilinear, bicubic, lanczos; shrinking and enlarging), byte for byte", async () => {

@@ -53,6 +53,12 @@ open(os.path.join(D, "rgb16.png"), "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IH
                                                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 out["decode"]["rgb16.png"] = {"mode": "RGB;16", "size": [7, 5], "rgb": (rgb16 >> 8).astype(np.uint8).reshape(-1).tolist()}
 
+# A JPEG (baseline, 4:4:4) and libjpeg's decode of it: jpeg-js's IDCT differs from libjpeg's by up to 3 steps.
+# (At 4:2:0 jpeg-js replicates chroma where libjpeg's "fancy upsampling" interpolates: up to 88 steps at sharp
+# color edges of this image, mean 2.5; 4:4:4 keeps the check about the IDCT.)
+save("photo.jpg", Image.fromarray(cat, "RGB"), quality=90, subsampling=0)
+out["decode"]["photo.jpg"] = {"size": [53, 37], "rgb": np.asarray(Image.open(os.path.join(D, "photo.jpg")).convert("RGB")).reshape(-1).tolist()}
+
 src = Image.fromarray(cat, "RGB")
 for resample in (1, 2, 3):
     for size in ((16, 16), (24, 11), (53, 37), (80, 61), (53, 20), (7, 37)):
