@@ -55,21 +55,20 @@ export function stepInputs(g: Tracer, s: StepShape): StepInputs {
   const R = s.rows, C = s.cap;
   const token = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
   const bt = s.batch;
-  if (bt && s.inputRows) throw new LlmError("a batched (serving) step takes no embedding rows yet");
+  const inputUse = s.inputRows ? g.slot(SLOTS.inputUse, { kind: "Input", dtype: "bool", shape: [R] }) : undefined;
   if (bt) {
     const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [R] });
     const blockTable = g.slot(SLOTS.blockTable, { kind: "SlotMap", dtype: "i32", shape: [R, bt.maxBlocks] });
     const writeSlot = g.slot(SLOTS.writeSlot, { kind: "WriteMap", dtype: "i32", shape: [R] });
-    return { g, s, token, pos, positions: pos, blockTable, writeSlot, windows: new Map(), factors: new Map() };
+    return { g, s, token, pos, positions: pos, blockTable, writeSlot, windows: new Map(), factors: new Map(), inputUse };
   }
   const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [1] });
   const slotMap = s.paged ? g.slot(SLOTS.slotMap, { kind: "SlotMap", dtype: "i32", shape: [C] }) : undefined;
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
   const positions = R === 1 ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
   const mask = g.label(g.causalMask(pos, R, C), "mask");
-  const inp: StepInputs = { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map(), factors: new Map() };
   // The rows themselves are declared where their width is known (embed).
-  return s.inputRows ? { ...inp, inputUse: g.slot(SLOTS.inputUse, { kind: "Input", dtype: "bool", shape: [R] }) } : inp;
+  return { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map(), factors: new Map(), inputUse };
 }
 
 /** The causal mask limited to the last `w` positions: t <= pos + r and t > pos + r - w (made once per width). */
