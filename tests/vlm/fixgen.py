@@ -5,7 +5,8 @@
 # Run on the GPU machine (torch + transformers 5.x + Pillow), from the repo root, in one command:
 #     python3 tests/vlm/fixgen.py tests/vlm/fixtures
 # Each model gets OUT/<name>/: config.json, model.safetensors (f32), tokenizer.json, tokenizer_config.json,
-# preprocessor_config.json, the chat template, and expected.json. Then commit tests/vlm/fixtures/.
+# preprocessor_config.json, the chat template, and expected.json. Then commit tests/vlm/fixtures/ with a SOURCE.md
+# (transformers and torch versions, this command, the date), as tests/encoders/fixtures/SOURCE.md does.
 #   llava-siglip: SigLIP tower (patch bias, no class token, gelu_pytorch_tanh, eps 1e-6), strategy "full",
 #                 vision_feature_layer -2, bilinear resize to a square; llama text model (llama3 rope scaling).
 #   llava-clip:   CLIP tower (class token, pre_layrnorm, quick_gelu, no patch bias), strategy "default" (class row
@@ -14,8 +15,12 @@ import json, os, sys, traceback
 import torch
 from PIL import Image
 from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, processors, AddedToken
-from transformers import (AutoProcessor, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
-                          LlavaProcessor, PreTrainedTokenizerFast, SiglipImageProcessor, SiglipVisionConfig)
+from transformers import (AutoProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor,
+                          PreTrainedTokenizerFast, SiglipVisionConfig)
+try:  # the PIL ("slow") processors: what poot's preprocessing follows byte for byte
+    from transformers import CLIPImageProcessor, SiglipImageProcessor
+except ImportError:  # a transformers without them: the torchvision ones (pixels may differ from PIL's by a step)
+    from transformers import CLIPImageProcessorFast as CLIPImageProcessor, SiglipImageProcessorFast as SiglipImageProcessor
 
 OUT = sys.argv[1]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,7 +116,8 @@ def make(name):
     proc = LlavaProcessor(image_processor=ip, tokenizer=tok, patch_size=VISION["patch_size"], vision_feature_select_strategy=strategy,
                           num_additional_image_tokens=extra, chat_template=TEMPLATE)
     base = getattr(model, "model", model)
-    expected = {"name": name, "image_token": image_id, "steps": STEPS, "prompt": PROMPT, "images": [], "chat": None}
+    expected = {"name": name, "image_token": image_id, "steps": STEPS, "prompt": PROMPT, "images": [], "chat": None,
+                "image_processor": type(ip).__name__}
     for img_name in IMAGES:
         img = Image.open(os.path.join(HERE, "images", img_name)).convert("RGB")
         enc = proc(text=PROMPT, images=img, return_tensors="pt")
