@@ -1,10 +1,12 @@
 // Image decoding to 8-bit RGB, as PIL's `Image.open(f).convert("RGB")` gives it to a transformers processor.
 //
 // PNG is decoded here (node:zlib inflates; every color type, bit depths 1-16, Adam7 interlace; alpha is
-// dropped as convert("RGB") drops it, 16-bit samples keep their high byte, 16-bit gray clips to 255 as PIL's). JPEG is decoded by the jpeg-js
-// package (pure JS), loaded on first use: without it a JPEG is an ImageError naming the package. Every
+// dropped as convert("RGB") drops it, 16-bit samples keep their high byte, 16-bit gray clips to 255 as PIL's).
+// JPEG is decoded by the jpeg-js package (pure JS): within 3 steps of libjpeg at 4:4:4; at 4:2:0 it replicates
+// chroma where libjpeg interpolates, so sharp color edges differ more (tests/vlm/images/make.py). Every
 // failure is an ImageError naming the image; a file over `maxPixels` is refused before its pixels are made.
 import { inflateSync } from "node:zlib";
+import { decode as decodeJpeg } from "jpeg-js";
 import { ImageError } from "./errors.ts";
 
 /** An image as 8-bit RGB, row-major, 3 bytes per pixel. */
@@ -31,7 +33,7 @@ export async function decodeImage(bytes: Uint8Array, what = "image", maxPixels =
   if (!(bytes instanceof Uint8Array)) throw new ImageError(what, "must be the bytes of a PNG or JPEG file (a Uint8Array)");
   const f = imageFormat(bytes);
   if (f === "png") return decodePNG(bytes, what, maxPixels);
-  if (f === "jpeg") return await decodeJPEG(bytes, what, maxPixels);
+  if (f === "jpeg") return decodeJPEG(bytes, what, maxPixels);
   throw new ImageError(what, `not a PNG or JPEG file (starts with ${[...bytes.subarray(0, 4)].map((x) => x.toString(16).padStart(2, "0")).join(" ") || "nothing"})`);
 }
 
@@ -136,21 +138,11 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
-/** The jpeg-js module's decode, as far as it is used here. */
-type JpegDecode = (b: Uint8Array, o: Record<string, unknown>) => { width: number; height: number; data: Uint8Array };
-
-let jpeg: Promise<JpegDecode | undefined> | undefined;
-
-/** Decodes a JPEG with jpeg-js (an ImageError naming the package when it is not installed). */
-export async function decodeJPEG(b: Uint8Array, what = "image", maxPixels = MAX_PIXELS): Promise<RGBImage> {
-  // A computed specifier: the package is optional, and type checking must not need it.
-  const name = "jpeg-js";
-  jpeg ??= import(name).then((m) => (m.decode ?? m.default?.decode) as JpegDecode, () => undefined);
-  const decode = await jpeg;
-  if (!decode) throw new ImageError(what, "JPEG images need the jpeg-js package (npm install jpeg-js@0.4.4); PNG needs nothing");
+/** Decodes a JPEG with jpeg-js (pure JS; baseline and progressive, 4:2:0 chroma replicated, not interpolated). */
+export function decodeJPEG(b: Uint8Array, what = "image", maxPixels = MAX_PIXELS): RGBImage {
   let img;
   try {
-    img = decode(b, { useTArray: true, formatAsRGBA: false, maxResolutionInMP: maxPixels / 1e6, maxMemoryUsageInMB: 1024, tolerantDecoding: false });
+    img = decodeJpeg(b, { useTArray: true, formatAsRGBA: false, maxResolutionInMP: maxPixels / 1e6, maxMemoryUsageInMB: 1024, tolerantDecoding: false });
   } catch (e) {
     throw new ImageError(what, `JPEG: ${(e as Error).message ?? String(e)}`);
   }
