@@ -250,7 +250,7 @@ export class Driver {
     const key = this.key(kind, rows, full, inputs);
     let id = this.entries.get(key);
     if (id !== undefined) return id;
-    // A step that takes rows by value (an image's) is its own entry, compiled at its first use.
+    // A step that takes rows by value (an image's, generateWithInputs' rows) is its own entry (open prepares it for a VLM).
     const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
