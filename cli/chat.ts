@@ -7,6 +7,7 @@ import { ChatMessagesSchema, type ChatMessage, chatTokens } from "../llm/chat.ts
 import type { Driver, GenerateOptions } from "../llm/driver.ts";
 import { ConfigError, LlmError } from "../llm/errors.ts";
 import type { ModelHandle } from "../llm/model.ts";
+import { imageRows, type VisionInfo } from "../llm/families/vit.ts";
 import { BACKEND_ORDER, probeBackend } from "../backends/open.ts";
 
 /** Reads and validates a messages file (a ConfigError names the file and the bad field). */
@@ -142,11 +143,17 @@ export function modelLines(model: ModelHandle): string[] {
         (c.encoder.labels ? `classifier of ${c.encoder.labels} label(s)` : "no head")
       : `rope ${c.ropeStyle} theta ${c.ropeTheta}, rms_eps ${+c.rmsEps.toPrecision(6)}, ${c.tiedEmbeddings ? "tied" : "untied"} output`),
     ...(model.encoder ? [`  embeddings: ${model.encoder.pooling.pooling} pooling, ${model.encoder.pooling.normalize ? "L2-normalized" : "not normalized"} (${model.encoder.pooling.source})`] : []),
+    ...(c.vision ? [visionLine(c.vision)] : []),
     `  ${quirks.length ? `quirks: ${quirks.join(", ")}` : "quirks: none"}`,
     `  parameters ${fmt(params)} (${[...dtypes].map(([d, n]) => `${d} ${fmt(n)}`).join(", ")}), ${(bytes / 2 ** 20).toFixed(1)} MiB of weights`,
     `  context ${model.contextLength ?? "not stated"}, chat template ${model.chatTemplate ? "yes" : "no"}, ` +
     `tokenizer ${model.tokenizer.model} ${model.tokenizer.vocabSize} tokens (bos ${model.tokenizer.bos ?? "-"}, eos ${model.tokenizer.eos ?? "-"}, end of generation ${[...model.tokenizer.eog].join(" ")})`,
   ];
+}
+
+function visionLine(v: VisionInfo): string {
+  return `  vision: ${v.tower} tower ${v.dim} wide, ${v.featureLayer} of ${v.layers} layers run, ${v.heads} heads, ${v.imageSize}x${v.imageSize} images in ` +
+    `${v.patchSize}x${v.patchSize} patches, ${imageRows(v)} rows per image (placeholder id ${v.imageToken}), ${v.act} MLP, ${v.projectorAct} projector`;
 }
 
 /** Which backends are present to run the model here (every family lowers on all of them). */

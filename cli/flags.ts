@@ -57,6 +57,7 @@ export const COMMANDS = {
       { name: "prompt", short: "p", arg: "TEXT", multiple: true, help: "prompt; repeat to run several prompts on one loaded model" },
       { name: "max-tokens", short: "n", arg: "N", help: `tokens to generate at most (default ${DEFAULT_MAX_TOKENS})` },
       { name: "messages", arg: "FILE", help: "an OpenAI-style messages array (JSON), rendered with the model's chat template" },
+      { name: "image", arg: "FILE", multiple: true, help: "a PNG or JPEG for a vision-language model, in order of the prompt's <image> placeholders (prepended when it has none); repeatable" },
       ctxFlag,
       longContext,
       seedFlag,
@@ -255,11 +256,12 @@ export const RunFlags = z.object({
   grammar: path.optional(),
   "top-logprobs": intIn(0, 20, "an integer from 0 to 20").optional(),
   stop: z.array(z.string().refine((s) => s !== "", { message: "is empty" })).optional(),
+  image: z.array(path).optional(),
   json: z.boolean().optional(),
   help: z.boolean().optional(),
 }).strict();
 
-export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, json: true, "top-logprobs": true, "json-schema": true, grammar: true }).extend({
+export const ChatFlags = RunFlags.omit({ prompt: true, messages: true, stop: true, image: true, json: true, "top-logprobs": true, "json-schema": true, grammar: true }).extend({
   system: z.string().optional(),
 }).strict();
 

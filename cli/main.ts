@@ -14,11 +14,13 @@ import { tpPlan } from "../llm/tp.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver, type GenerateResult, type LoadProgress, type ResponseFormat, type TokenEvent } from "../llm/driver.ts";
 import { loadModel, type ModelHandle } from "../llm/model.ts";
-import { AbortError, ContextOverflowError, ModelKindError } from "../llm/errors.ts";
+import { AbortError, ContextOverflowError, ImageError, ModelKindError } from "../llm/errors.ts";
+import { chatImages } from "../llm/chat.ts";
+import { tokenizeAround } from "../llm/vision.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { VERSION } from "../mod.ts";
 import { ChatFlags, checkFlags, type CommandName, COMMANDS, commandHelp, InfoFlags, RunFlags, splitArgs, UsageError } from "./flags.ts";
-import { chatSession, messagesPrompt, modelLines, stdio } from "./chat.ts";
+import { chatSession, messagesPrompt, modelLines, readMessages, stdio } from "./chat.ts";
 import { err, escapeControl, exit, onInterrupt, out, OutputError, printError, progressLine, StdoutClosed, stdinIsTerminal } from "./io.ts";
 import { amdCaps } from "../kernels/render/amdgpu/targets.ts";
 import { amdDumpTarget, backendOf, decodeProgram, dumpExtras, renderKernel, type RenderTarget, targetFor } from "./render.ts";
@@ -187,6 +189,30 @@ function prompts(flags: string[] | undefined, positionals: string[]): string[] {
 type RunOptions = Partial<ReturnType<typeof RunFlags.parse>> & { system?: string };
 
 /** `run` (and `chat`, the interactive session on the same loading path). */
+/** The images of a run: those of --messages' image parts, then the --image files (a typed error for a text-only model). */
+function runImages(model: ModelHandle, files: string[], messages: string | undefined): Uint8Array[] {
+  const images = [...(messages !== undefined ? chatImages(readMessages(messages)) : []), ...files.map((f) => readImageFile(f))];
+  if (images.length && !model.config.vision) {
+    throw new ModelKindError(model.arch, "has no vision tower: --image needs a vision-language model (LLaVA)");
+  }
+  return images;
+}
+
+function readImageFile(file: string): Uint8Array {
+  try {
+    return new Uint8Array(readFileSync(file));
+  } catch (e) {
+    throw new ImageError(file, `cannot be read (${(e as { code?: string }).code ?? (e as Error).message})`);
+  }
+}
+
+/** A text prompt's ids with its image placeholders (one per image prepended, each on its own line, when it has none). */
+function withPlaceholders(model: ModelHandle, prompt: string, images: number): number[] {
+  const token = model.config.vision!.imageToken, mark = model.tokenizer.tokenText(token);
+  const text = prompt.includes(mark) ? prompt : `${mark}\n`.repeat(images) + prompt;
+  return tokenizeAround(model.tokenizer, text, token);
+}
+
 async function run(f: RunOptions, positionals: string[], chat = false): Promise<number> {
   const sampler: SamplerParams = {
     temperature: f.temperature ?? 0, topK: f["top-k"], topP: f["top-p"], minP: f["min-p"], seed: f.seed,
@@ -205,6 +231,7 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   }
   // Bad messages or a template that fails to render end here, before a device is opened.
   const chatIds = f.messages !== undefined ? messagesPrompt(model, f.messages) : undefined;
+  const images = runImages(model, f.image ?? [], f.messages);
   if (chat && !model.chatTemplate) throw new UsageError(`chat: ${model.path} has no chat template (run takes plain prompts)`);
   const ctx = f.ctx;
   const backend = f.backend ?? "auto";
@@ -242,7 +269,7 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
       return 0;
     }
     // Every prompt is checked before anything is printed.
-    const ids = chatIds ? [chatIds] : texts.map((p) => driver!.tokenize(p));
+    const ids = chatIds ? [chatIds] : texts.map((p) => images.length ? withPlaceholders(model, p, images.length) : driver!.tokenize(p));
     if (chatIds) texts.push("");
     for (const t of ids) if (t.length >= driver.ctx) throw new ContextOverflowError(t.length, driver.ctx);
     if (backend === "auto") {
@@ -252,7 +279,7 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
     const json = f.json === true;
     const maxTokens = f["max-tokens"];
     for (let i = 0; i < texts.length; i++) {
-      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal, format });
+      const stream = driver.stream(ids[i], { maxTokens, sampler, stop: f.stop, signal: interrupt.signal, format, ...(images.length ? { images } : {}) });
       if (!json) out(texts[i]);
       let res: GenerateResult;
       try {

@@ -6,10 +6,13 @@
 import { Template } from "@huggingface/jinja";
 import { z } from "zod";
 import { ChatTemplateError } from "./errors.ts";
+import { imageFromUrl } from "./image.ts";
 import type { ModelHandle } from "./model.ts";
 
-/** A message's content as OpenAI sends it: text, null, or text parts. */
-export type ChatContent = string | null | { type: "text"; text: string }[];
+/** An image part of a message: OpenAI's `image_url` (a data: URL; remote URLs are refused), or image bytes. */
+export type ImagePart = { type: "image_url"; image_url: { url: string } | string } | { type: "image"; image: Uint8Array };
+/** A message's content as OpenAI sends it: text, null, or parts (text, and images for a vision-language model). */
+export type ChatContent = string | null | ({ type: "text"; text: string } | ImagePart)[];
 /** One OpenAI-style chat message. */
 export interface ChatMessage {
   /** "system", "user", "assistant" (or any role the template knows). */
@@ -36,7 +39,10 @@ export const CHATML =
 /** zod schema of an OpenAI-style messages array (for --messages files and server requests). */
 export const ChatMessagesSchema = z.array(z.object({
   role: z.string().min(1),
-  content: z.union([z.string(), z.null(), z.array(z.object({ type: z.literal("text"), text: z.string() }).loose())]),
+  content: z.union([z.string(), z.null(), z.array(z.union([
+    z.object({ type: z.literal("text"), text: z.string() }).loose(),
+    z.object({ type: z.literal("image_url"), image_url: z.union([z.string(), z.object({ url: z.string() }).loose()]) }).loose(),
+  ]))]),
   name: z.string().optional(),
 }).loose()).min(1);
 
@@ -65,7 +71,29 @@ function oneLine(e: unknown): string {
 function text(c: ChatContent): string {
   if (c === null) return "";
   if (typeof c === "string") return c;
-  return c.map((p) => p.text).join("");
+  return c.map((p) => (p.type === "text" ? p.text : "")).join("");
+}
+
+/**
+ * Content as the template sees it: a string, or for a message with images the parts list that vision-language
+ * templates iterate (`{type: "image"}` where each image goes, as transformers' processors pass it).
+ */
+function templateContent(c: ChatContent): string | { type: string; text?: string }[] {
+  if (!Array.isArray(c) || c.every((p) => p.type === "text")) return text(c);
+  return c.map((p) => (p.type === "text" ? { type: "text", text: p.text } : { type: "image" }));
+}
+
+/** The images of a conversation's messages, in order: bytes, or the bytes of data: URLs. */
+export function chatImages(messages: ChatMessage[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  messages.forEach((m, i) => {
+    if (!Array.isArray(m.content)) return;
+    m.content.forEach((p, j) => {
+      if (p.type === "image") out.push(p.image);
+      else if (p.type === "image_url") out.push(imageFromUrl(typeof p.image_url === "string" ? p.image_url : p.image_url?.url, `messages[${i}].content[${j}].image_url`));
+    });
+  });
+  return out;
 }
 
 /** The conversation as the model's template renders it (a string ready to tokenize). */
@@ -75,7 +103,7 @@ export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: Ch
   const name = (id: number | undefined) => (id === undefined ? "" : tok.tokenText(id));
   try {
     return t.render({
-      messages: messages.map((m) => ({ ...m, content: text(m.content) })),
+      messages: messages.map((m) => ({ ...m, content: templateContent(m.content) })),
       bos_token: name(tok.bos),
       eos_token: name(tok.eos),
       unk_token: name(tok.unk),

@@ -13,17 +13,20 @@ import type { EntryId, Executor } from "../backends/executor.ts";
 import { setImmediate } from "node:timers";
 import type { Caps } from "../kernels/target.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
-import { type ChatMessage, type ChatOptions, chatTokens } from "./chat.ts";
+import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
 import { checkEmbedOptions, checkTexts, embedWithDecoder, type EmbedOptions, EncoderRunner, type EncoderShapes } from "./encoder.ts";
+import { expandImages, type ImageInput, type PromptInput, rowInputs, type RowInputs, tokenizeAround, VisionRunner } from "./vision.ts";
+import { SLOTS } from "./families/common.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
 export type { ResponseFormat } from "./grammar.ts";
 export type { EmbedOptions, EncoderShapes } from "./encoder.ts";
+export type { ImageInput, PromptInput } from "./vision.ts";
 export type { TokenEvent, TokenStream } from "./stream.ts";
 
 /** Tokens generated when a call does not say: the library's and the CLI's default. */
@@ -73,6 +76,14 @@ export interface GenerateOptions {
    * one rejects with a GrammarError). Generation ends when the grammar is complete and the model ends it.
    */
   format?: ResponseFormat;
+  /**
+   * Images of a vision-language model's prompt, in order: one per image placeholder token (`<image>`) in the
+   * prompt, which expands to the image's rows (LLaVA layout). Decoded, resized and normalized as the model's
+   * preprocessor config says; the projected rows replace the placeholders' embedding rows.
+   */
+  images?: ImageInput[];
+  /** Embedding rows given by value in place of some prompt tokens' rows (generateWithInputs). */
+  inputs?: PromptInput[];
 }
 
 /** Why generation ended. */
@@ -120,6 +131,8 @@ export class Driver {
   readonly exec: Executor;
   /** An encoder model's runner (embed, rerank); undefined for a generative model. */
   private encoder?: EncoderRunner;
+  /** A vision-language model's tower runner; undefined for a text-only model. */
+  private vision?: VisionRunner;
 
   private constructor(model: ModelHandle, exec: Executor, opts: DriverOptions) {
     this.model = model;
@@ -155,10 +168,19 @@ export class Driver {
       d.encoder.prepare((entries, totalEntries) => progress?.({ phase: "compile", entries, totalEntries }));
       return d;
     }
+    if (model.config.vision) d.vision = new VisionRunner(model, exec);
     const shapes = [1, ...d.prefillRows];
+    // A vision-language model's prompt chunks that hold image rows run steps that take rows by value: prepared
+    // too, so a generation compiles nothing but the tower (at its first image).
+    const byValue = model.config.vision ? shapes : [];
+    const total = shapes.length + byValue.length;
     shapes.forEach((rows, i) => {
       d.entry("step", rows);
-      progress?.({ phase: "compile", entries: i + 1, totalEntries: shapes.length });
+      progress?.({ phase: "compile", entries: i + 1, totalEntries: total });
+    });
+    byValue.forEach((rows, i) => {
+      d.entry("step", rows, false, true);
+      progress?.({ phase: "compile", entries: shapes.length + i + 1, totalEntries: total });
     });
     // A decoder-based embedder: hidden-state entries for its texts, padded up to these row counts.
     if (model.encoder) {
@@ -213,8 +235,9 @@ export class Driver {
   }
 
   /** The entry key of a step shape. */
-  private key(kind: Kind, rows: number, full: boolean): string {
-    return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${kind === "step" ? (full ? "sampler+full" : "sampler") : "hidden"}`;
+  private key(kind: Kind, rows: number, full: boolean, inputs: boolean): string {
+    const tail = kind === "step" ? (full ? "sampler+full" : "sampler") : "hidden";
+    return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${tail}${inputs ? ":input_rows" : ""}`;
   }
 
   /**
@@ -222,12 +245,13 @@ export class Driver {
    * with token counts in State, logprobs): a generation that asks for none of it runs the plain draw, which
    * is ~5% faster per step at the 1B shape (bench/sampler.ts) and uploads less per step.
    */
-  private entry(kind: Kind, rows: number, full = false): EntryId {
+  private entry(kind: Kind, rows: number, full = false, inputs = false): EntryId {
     if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
-    const key = this.key(kind, rows, full);
+    const key = this.key(kind, rows, full, inputs);
     let id = this.entries.get(key);
     if (id !== undefined) return id;
-    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx }, { dtypeOf: this.dtypeOf });
+    // A step that takes rows by value (an image's, generateWithInputs' rows) is its own entry (open prepares it for a VLM).
+    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
       // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
@@ -272,22 +296,28 @@ export class Driver {
   }
 
   /** Runs prompt ids through the prepared shapes from position 0; returns the token sampled after the last. */
-  private async prefill(ids: number[], sampler: SamplerParams, ctx: RowContext, full: boolean): Promise<Next> {
+  private async prefill(ids: number[], sampler: SamplerParams, ctx: RowContext, full: boolean, given?: RowInputs): Promise<Next> {
     let pos = 0;
     let last: Next = { token: -1, nonFinite: false };
+    const D = this.model.config.dim;
     while (pos < ids.length) {
       const left = ids.length - pos;
       const rows = this.prefillRows.find((r) => r <= left) ?? 1;
-      const id = this.entry("step", rows, full);
+      const use = given?.use.subarray(pos, pos + rows);
+      const byValue = use !== undefined && use.some((u) => u === 1);
+      const id = this.entry("step", rows, full, byValue);
+      const extra = byValue ? { [SLOTS.inputRows]: given!.rows.subarray(pos * D, (pos + rows) * D), [SLOTS.inputUse]: use } : undefined;
       // every chunk marks its tokens as prompt; only the last one's draw is a generated token
-      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, pos + rows >= ids.length ? 1 : 0, 1);
+      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, pos + rows >= ids.length ? 1 : 0, 1, extra);
       pos += rows;
     }
     return last;
   }
 
   /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
-  private async run(id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, count = 1, prompt = 0): Promise<Next> {
+  private async run(
+    id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, count = 1, prompt = 0, extra?: Record<string, ArrayBufferView>,
+  ): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
     this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, deviceCounts: true });
     const r = await this.exec.step(id, {
@@ -295,6 +325,7 @@ export class Driver {
       pos: new Int32Array([pos]),
       ...this.sampling.values(),
       [COUNT_SLOT]: new Int32Array([prompt, count]),
+      ...extra,
     });
     const s = readSample(r.outputs, undefined, this.sampling.words);
     return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1, logprobs: s.logprobs?.[0] };
@@ -307,8 +338,18 @@ export class Driver {
   stream(prompt: string | number[], opts: GenerateOptions = {}): TokenStream<GenerateResult> {
     if (this.closed) throw new DriverClosedError();
     if (opts === null || typeof opts !== "object") throw new InvalidArgumentError("options", `must be an object, got ${describe(opts)}`);
-    const ids = typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : this.checkIds(prompt, "prompt");
+    // A text prompt's image placeholders are the placeholder token wherever its text appears (special or not).
+    const image = opts.images !== undefined && typeof prompt === "string" ? this.model.config.vision?.imageToken : undefined;
+    let ids = image !== undefined ? tokenizeAround(this.model.tokenizer, prompt as string, image, opts.addBos)
+      : typeof prompt === "string" ? this.tokenize(prompt, opts.addBos) : this.checkIds(prompt, "prompt");
     if (ids.length === 0) throw new InvalidArgumentError("prompt", "is empty: nothing to condition on (the model adds no BOS)");
+    let given: (() => Promise<RowInputs>) | undefined;
+    if (opts.images !== undefined) [ids, given] = this.withImages(ids, opts.images);
+    if (opts.inputs !== undefined) {
+      if (given) throw new InvalidArgumentError("inputs", "cannot be given with images (images make their own rows)");
+      const rows = rowInputs(opts.inputs, ids.length, this.model.config.dim);
+      given = () => Promise.resolve(rows);
+    }
     if (ids.length >= this.ctx) throw new ContextOverflowError(ids.length, this.ctx);
     const maxTokens = opts.maxTokens ?? DEFAULT_MAX_TOKENS;
     if (!isInt(maxTokens) || maxTokens < 0) throw new InvalidArgumentError("maxTokens", `${describe(maxTokens)} is not an integer >= 0`);
@@ -330,9 +371,43 @@ export class Driver {
     const mine = new AbortController();
     const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
     return tokenStream(
-      (sink) => this.enqueue(signal, () => this.generateNow(ids, maxTokens, sampler, stop.filter((s) => s.length > 0), signal, sink, opts.ignoreEos === true, format)),
+      (sink) => this.enqueue(signal, () => this.generateNow(ids, maxTokens, sampler, stop.filter((s) => s.length > 0), signal, sink, opts.ignoreEos === true, format, given)),
       () => mine.abort(),
     );
+  }
+
+  /** The prompt with its image placeholders expanded, and the images' rows (made when the generation runs). */
+  private withImages(ids: number[], images: unknown): [number[], () => Promise<RowInputs>] {
+    if (!this.vision) throw new ModelKindError(this.model.arch, "has no vision tower: it reads text only (images need a vision-language model such as LLaVA)");
+    if (!Array.isArray(images)) throw new InvalidArgumentError("images", "must be an array of images");
+    const vision = this.vision, v = this.model.config.vision!;
+    const x = expandImages(ids, v.imageToken, images.length, vision.rowsPerImage);
+    return [x.ids, async () => {
+      const rows = await vision.embed(images);
+      return rowInputs(rows.map((r, i) => ({ at: x.at[i], rows: r })), x.ids.length, this.model.config.dim);
+    }];
+  }
+
+  /**
+   * Generates from a prompt in which some tokens' embedding rows are given by value (`inputs`: rows [n·dim]
+   * from prompt index `at`), the rest embedded as usual: the vision-language caption path's low-level door.
+   */
+  generateWithInputs(prompt: string | number[], inputs: PromptInput[], opts: GenerateOptions = {}): Promise<GenerateResult> {
+    return this.generate(prompt, { ...opts, inputs });
+  }
+
+  /** A vision-language model's projected rows of each image ([rows·dim] each, in order); queued like generate. */
+  imageEmbeddings(images: ImageInput[], opts: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
+    try {
+      if (this.closed) throw new DriverClosedError();
+      if (!this.vision) throw new ModelKindError(this.model.arch, "has no vision tower: it reads text only");
+      if (!Array.isArray(images) || images.length === 0) throw new InvalidArgumentError("images", "must be a non-empty array of images");
+      const vision = this.vision;
+      const signal = AbortSignal.any([this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
+      return this.enqueue(signal, () => vision.embed(images));
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /** Generates to the end and returns the whole result (queued behind earlier calls). */
@@ -350,7 +425,9 @@ export class Driver {
    */
   chatStream(messages: ChatMessage[], opts: GenerateOptions & ChatOptions = {}): TokenStream<GenerateResult> {
     if (this.closed) throw new DriverClosedError();
-    return this.stream(chatTokens(this.model, messages, opts), opts);
+    // Image parts render as the template's image markers; their bytes go in as the generation's images.
+    const images = chatImages(messages);
+    return this.stream(chatTokens(this.model, messages, opts), images.length ? { ...opts, images: [...images, ...(opts.images ?? [])] } : opts);
   }
 
   /** The assistant's whole reply to a conversation (see chatStream). */
@@ -365,7 +442,7 @@ export class Driver {
   /** The generation itself, run from the queue. */
   private async generateNow(
     ids: number[], maxTokens: number, sampler: SamplerParams, stops: string[], signal: AbortSignal, sink: StreamSink,
-    ignoreEos: boolean, format: ResponseFormat | undefined,
+    ignoreEos: boolean, format: ResponseFormat | undefined, given?: () => Promise<RowInputs>,
   ): Promise<GenerateResult> {
     const tok = this.model.tokenizer;
     const generated: number[] = [];
@@ -400,9 +477,11 @@ export class Driver {
     const constraint = format ? await Constraint.create(await compileFormat(tok, this.model.config.vocab, format), this.model.config.vocab) : undefined;
     const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
     try {
+      // Images are decoded and run through the tower first: a bad one fails before the KV state is touched.
+      const rows = given && await given();
       this.exec.resetState();
       const full = needsFullSampler(sampler, format);
-      let next = await this.prefill(ids, sampler, await ctx(), full);
+      let next = await this.prefill(ids, sampler, await ctx(), full, rows);
       t1 = performance.now();
       const decoder = tok.decoder();
       // Decode the prompt through the streaming decoder so a continuation's leading space is kept.

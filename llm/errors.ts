@@ -237,3 +237,11 @@ export class ModelKindError extends LlmError {
     super(`${model}: ${problem}`);
   }
 }
+
+/** An image that cannot be read: a format that is not PNG or JPEG, a truncated or malformed file, too many pixels. */
+export class ImageError extends LlmError {
+  /** Builds the error and its one-line message (`what` names the image: a file, an argument, a message part). */
+  constructor(what: string, problem: string) {
+    super(`${shown(what)}: ${problem}`);
+  }
+}

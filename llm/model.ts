@@ -17,6 +17,7 @@ import { openSafetensorsFolder, openText } from "./formats/safetensors.ts";
 import { familyOf, familyOfHF } from "./registry.ts";
 import { checkGGUFConfig } from "./validate.ts";
 import { type PoolingConfig, readPooling } from "./pooling.ts";
+import { type Preprocess, readPreprocess } from "./preprocess.ts";
 import { type InputTemplate, templateFromHF } from "./tokenizer/template.ts";
 import { isWordPiece, wordPieceFromHF } from "./tokenizer/wordpiece.ts";
 import { isUnigram, unigramFromHF } from "./tokenizer/unigram.ts";
@@ -46,6 +47,8 @@ export interface ModelHandle {
    * decoder-based embedder such as Qwen3-Embedding, pooled from the final normed hidden state).
    */
   encoder?: { template: InputTemplate; pooling: PoolingConfig; maxTokens: number };
+  /** A vision-language model's image processor (preprocessor_config.json, or the tower's defaults). */
+  preprocess?: Preprocess;
   /** Releases the files the store reads from (the Driver has copied the weights by then). */
   close(): void;
 }
@@ -161,11 +164,13 @@ function loadHFFolder(dir: string): ModelHandle {
     throw new ConfigError(tokPath, "model.vocab", `${tokenizer.vocabSize} tokens but config.json vocab_size is ${config.vocab}`);
   }
   const jinja = join(dir, "chat_template.jinja");
-  const t = tc.chat_template;
+  // A vision-language model is prompted through its processor's template (transformers' processor.apply_chat_template).
+  const t = config.vision ? processorTemplate(dir) ?? tc.chat_template : tc.chat_template ?? processorTemplate(dir);
   const chatTemplate = existsSync(jinja) ? openText(jinja) : typeof t === "string" ? t : t?.find((x) => x.name === "default")?.template;
 
   const files = openSafetensorsFolder(dir);
-  const store = rowSlices(widenVectors(basePrefixed(files)));
+  const widened = rowSlices(widenVectors(basePrefixed(files)));
+  const store = family.adaptStore ? family.adaptStore(widened, config) : widened;
   if (config.encoder) config.encoder.prefix = prefixInStore(store.tensors(), config.encoder.prefix);
   try {
     const map = checkTensors(cfgPath, family, config, "hf", store);
@@ -181,6 +186,7 @@ function loadHFFolder(dir: string): ModelHandle {
       contextLength: config.contextLength,
       chatTemplate,
       name: a._name_or_path || undefined,
+      preprocess: config.vision ? readPreprocess(dir, config.vision.tower, config.vision.imageSize) : undefined,
       encoder: config.encoder
         ? { template: templateFromHF(tokJson), pooling: readPooling(dir), maxTokens: config.encoder.positions - config.encoder.posOffset }
         : existsSync(join(dir, "modules.json"))
@@ -192,6 +198,13 @@ function loadHFFolder(dir: string): ModelHandle {
     files.close();
     throw e;
   }
+}
+
+/** A vision-language processor's template (chat_template.json, where transformers' processors save it). */
+function processorTemplate(dir: string): string | undefined {
+  const file = join(dir, "chat_template.json");
+  if (!existsSync(file)) return undefined;
+  return zodParse(file, z.object({ chat_template: z.string() }).loose(), readJson(file)).chat_template;
 }
 
 /**

@@ -7,12 +7,13 @@ import type { Family } from "./families/family.ts";
 import { bert, xlmRoberta } from "./families/bert.ts";
 import { gemma2, gemma3 } from "./families/gemma.ts";
 import { llama } from "./families/llama.ts";
+import { llava } from "./families/llava.ts";
 import { phi3 } from "./families/phi3.ts";
 import { qwen2, qwen3 } from "./families/qwen.ts";
 
 export type { Family } from "./families/family.ts";
 
-const FAMILIES: readonly Family[] = [llama, qwen2, qwen3, gemma2, gemma3, phi3, bert, xlmRoberta];
+const FAMILIES: readonly Family[] = [llama, qwen2, qwen3, gemma2, gemma3, phi3, bert, xlmRoberta, llava];
 
 // Maps, not objects: a name such as "constructor" or "__proto__" must not find anything.
 const BY_GGUF = new Map(FAMILIES.flatMap((f) => f.gguf.map((a) => [a, f] as const)));
@@ -39,5 +40,5 @@ export function familyOfHF(architectures: readonly string[] | undefined, modelTy
     if (f) return f;
   }
   const name = architectures?.[0] ?? modelType ?? "(none: config.json has neither architectures nor model_type)";
-  throw new UnknownArchitectureError(name, [...HF_ARCHITECTURES.filter((a) => /ForCausalLM$/.test(a))]);
+  throw new UnknownArchitectureError(name, [...HF_ARCHITECTURES.filter((a) => /For(CausalLM|ConditionalGeneration)$/.test(a))]);
 }

@@ -19,6 +19,7 @@ import type { ModelConfig, StepShape, TraceOptions } from "./family.ts";
 /** Slot names of the step. */
 export const SLOTS = {
   token: "token", pos: "pos", slotMap: "slot_map", writeMap: "write_map", blockTable: "block_table", writeSlot: "write_slot",
+  inputRows: "input_rows", inputUse: "input_use",
 } as const;
 
 /** State buffer name of layer `layer`'s K or V cache. */
@@ -45,6 +46,8 @@ export interface StepInputs {
   windows: Map<number, Tensor>;
   /** Literal rope frequency factors, by the config's array (one node per table, not per layer). */
   factors: Map<readonly number[], Tensor>;
+  /** With StepShape.inputRows: bool[rows], where the `input_rows` slot's row replaces the token's row. */
+  inputUse?: Tensor;
 }
 
 /** Declares the step's slots: token i32[rows], pos i32[1], and when paged slot_map i32[cap], write_map i32[rows]. */
@@ -52,18 +55,20 @@ export function stepInputs(g: Tracer, s: StepShape): StepInputs {
   const R = s.rows, C = s.cap;
   const token = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
   const bt = s.batch;
+  const inputUse = s.inputRows ? g.slot(SLOTS.inputUse, { kind: "Input", dtype: "bool", shape: [R] }) : undefined;
   if (bt) {
     const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [R] });
     const blockTable = g.slot(SLOTS.blockTable, { kind: "SlotMap", dtype: "i32", shape: [R, bt.maxBlocks] });
     const writeSlot = g.slot(SLOTS.writeSlot, { kind: "WriteMap", dtype: "i32", shape: [R] });
-    return { g, s, token, pos, positions: pos, blockTable, writeSlot, windows: new Map(), factors: new Map() };
+    return { g, s, token, pos, positions: pos, blockTable, writeSlot, windows: new Map(), factors: new Map(), inputUse };
   }
   const pos = g.slot(SLOTS.pos, { kind: "Pos", dtype: "i32", shape: [1] });
   const slotMap = s.paged ? g.slot(SLOTS.slotMap, { kind: "SlotMap", dtype: "i32", shape: [C] }) : undefined;
   const writeMap = s.paged ? g.slot(SLOTS.writeMap, { kind: "WriteMap", dtype: "i32", shape: [R] }) : undefined;
   const positions = R === 1 ? pos : g.label(g.add(g.broadcast(pos, [R]), g.iota([R])), "positions");
   const mask = g.label(g.causalMask(pos, R, C), "mask");
-  return { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map(), factors: new Map() };
+  // The rows themselves are declared where their width is known (embed).
+  return { g, s, token, pos, positions, mask, slotMap, writeMap, windows: new Map(), factors: new Map(), inputUse };
 }
 
 /** The causal mask limited to the last `w` positions: t <= pos + r and t > pos + r - w (made once per width). */
@@ -99,7 +104,14 @@ export function norm(g: Tracer, x: Tensor, w: Tensor, c: ModelConfig): Tensor {
 export function embed(g: Tracer, tok: Tensor, inp: StepInputs, c: ModelConfig): Tensor {
   const rows = g.gather(tok, inp.token);
   const x = rows.dtype === "f32" ? rows : g.cast(rows, "f32");
-  return g.label(c.embedScale ? g.mul(x, c.embedScale) : x, "embd");
+  const scaled = c.embedScale ? g.mul(x, c.embedScale) : x;
+  if (!inp.inputUse) return g.label(scaled, "embd");
+  // Rows given by value (a projected image) stand in for their tokens' rows unscaled, as transformers'
+  // masked_scatter writes them after the embedding (Gemma's scale lives in its embedding module).
+  const R = inp.s.rows, D = c.dim;
+  const given = g.slot(SLOTS.inputRows, { kind: "Input", dtype: "f32", shape: [R, D] });
+  const use = g.broadcast(g.reshape(inp.inputUse, [R, 1]), [R, D]);
+  return g.label(g.select(use, given, scaled), "embd");
 }
 
 /** A linear projection of x [R, in] by w [out, in], plus a bias when given. */

@@ -14,6 +14,7 @@ import { ModelFormatError } from "../errors.ts";
 import { checkTensors as validateTensors, type ExpectedTensor, matrixDTypes } from "../validate.ts";
 import type { GGUFFile } from "../formats/gguf.ts";
 import type { EncodeShape, EncoderInfo, EncoderTraced } from "./bert.ts";
+import type { VisionInfo, VisionShape, VisionTraced } from "./vit.ts";
 
 export interface ModelConfig {
   /** Model width (embedding length). */
@@ -63,6 +64,8 @@ export interface ModelConfig {
   contextLength?: number;
   /** An encoder-only model (BERT-style): what its encode step reads (llm/families/bert.ts). */
   encoder?: EncoderInfo;
+  /** A vision-language model's vision tower and projector (llm/families/vit.ts, llava.ts). */
+  vision?: VisionInfo;
 }
 
 export interface StepShape {
@@ -76,6 +79,11 @@ export interface StepShape {
   kvDtype?: "f32" | "f16";
   /** Batched rows over a paged KV pool (serving; `cap` is then the longest sequence): see common.ts. */
   batch?: BatchShape;
+  /**
+   * The step reads embedding rows in place of some tokens' rows (a vision-language prompt's image rows):
+   * slots `input_rows` f32[rows, dim] and `input_use` bool[rows] (see common.ts embed).
+   */
+  inputRows?: boolean;
 }
 
 /** The paged KV pool a batched step reads: `blocks` blocks of `block` positions; tables of `maxBlocks` entries. */
@@ -136,6 +144,10 @@ export interface Family {
   trace(c: ModelConfig, s: StepShape, o?: TraceOptions): Traced;
   /** Traces one encode step of padded texts (encoder families only; see llm/families/bert.ts). */
   encode?(c: ModelConfig, s: EncodeShape, o?: TraceOptions): EncoderTraced;
+  /** Traces the vision tower and projector over `s.images` images (vision-language families only; see vit.ts). */
+  vision?(c: ModelConfig, s: VisionShape, o?: TraceOptions): VisionTraced;
+  /** The store as the family reads it (a layout read from the file, tensors viewed in another shape); may set `c`'s layout fields. */
+  adaptStore?(store: WeightStore, c: ModelConfig): WeightStore;
 }
 
 /** Tensor names for a family from per-format tables; per-layer names get the format's layer prefix. */

@@ -40,6 +40,8 @@ export interface BatchRow {
   sampler: SamplerParams;
   /** The sequence's tokens and grammar mask, for the row that is sampled (penalties, min_tokens, masks). */
   ctx?: RowContext;
+  /** A row [dim] given by value in place of the token's embedding (an image's row; vision-language models). */
+  embedding?: Float32Array;
 }
 
 export interface RowSample {
@@ -98,7 +100,9 @@ export class BatchRunner {
     let id = this.ids.get(rows);
     if (id !== undefined) return id;
     const { block, blocks, maxBlocks } = this.opts.pool;
-    const shape = { rows, cap: maxBlocks * block, kvDtype: this.opts.kvDtype, batch: { block, blocks, maxBlocks } };
+    // A vision-language model's steps take rows by value (an image's rows in a prompt chunk; unused otherwise).
+    const inputRows = this.model.config.vision !== undefined;
+    const shape = { rows, cap: maxBlocks * block, kvDtype: this.opts.kvDtype, batch: { block, blocks, maxBlocks }, inputRows };
     const { tracer, logits } = this.model.family.trace(this.model.config, shape, { dtypeOf: dtypesFromStore(this.model.store, this.model.map) });
     // Only rows that end a sequence's part of the step are sampled (at most one per running sequence, so at
     // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
@@ -109,7 +113,7 @@ export class BatchRunner {
     const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
     const entries = this.opts.samplerEntries ?? 1024;
     appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries }, logprobs: true });
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler=${entries}`;
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler=${entries}${inputRows ? ":input_rows" : ""}`;
     id = this.exec.addEntry(key, tracer.build());
     this.ids.set(rows, id);
     return id;
@@ -147,6 +151,14 @@ export class BatchRunner {
       write[i] = r.table[b] * block + (r.pos % block);
     });
     for (let i = rows.length; i < N; i++) write[i] = i % block; // the trash block
+    const D = this.model.config.dim, byValue = this.model.config.vision !== undefined;
+    const given = byValue ? new Float32Array(N * D) : undefined, use = byValue ? new Uint8Array(N) : undefined;
+    rows.forEach((r, i) => {
+      if (!r.embedding) return;
+      if (!given || r.embedding.length !== D) throw new RangeError(`row ${i}: a row by value needs a vision-language model and ${D} values`);
+      given.set(r.embedding, i * D);
+      use![i] = 1;
+    });
     const pick = new Int32Array(S);
     let sampler = this.samplers.get(S);
     if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.opts.samplerEntries ?? 1024));
@@ -167,6 +179,7 @@ export class BatchRunner {
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
+      ...(given ? { [SLOTS.inputRows]: given, [SLOTS.inputUse]: use! } : {}),
       ...sampler.values(),
     });
     const s = readSample(out.outputs, undefined, sampler.words);

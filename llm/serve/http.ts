@@ -2,8 +2,10 @@
 // Routes: POST /v1/chat/completions and /v1/completions (JSON, or SSE ending in `data: [DONE]`), GET /v1/models,
 // /health and /metrics (Prometheus text). Every error is OpenAI's error JSON {error: {message, type, param,
 // code}}; the handler never throws, so one bad request never touches another.
-import { CHATML, renderChat } from "../chat.ts";
-import { LlmError } from "../errors.ts";
+import { type ChatMessage, CHATML, renderChat } from "../chat.ts";
+import { ImageError, InvalidArgumentError, LlmError } from "../errors.ts";
+import { expandImages, rowInputs, type RowInputs, VisionRunner } from "../vision.ts";
+import { imageFromUrl } from "../image.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs, SamplerParams } from "../sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "../grammar.ts";
@@ -112,6 +114,8 @@ interface Job {
   format?: { f: ResponseFormat; field: string };
   /** Logprobs asked: the chosen token's, and `top` more. */
   logprobs?: { top: number };
+  /** The prompt's image rows by value (a vision-language model's chat with images). */
+  rows?: RowInputs;
 }
 
 export function createHandler(o: HttpOptions): Handler {
@@ -195,7 +199,7 @@ export function createHandler(o: HttpOptions): Handler {
           const seed = j.sampler.seed ?? (j.n > 1 ? Math.floor(Math.random() * 2 ** 31) : undefined);
           const constraint = j.format ? await Constraint.create(compiled, o.model.config.vocab) : undefined;
           try {
-            hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint }));
+            hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint, rows: j.rows }));
           } catch (e) {
             constraint?.dispose(); // not handed to a sequence
             throw e;
@@ -212,6 +216,28 @@ export function createHandler(o: HttpOptions): Handler {
     // A streamed response learns of a gone client from its body's cancel; a plain one from the request signal.
     if (!j.stream) signal.addEventListener("abort", () => hs.forEach((h) => h.cancel()), { once: true });
     return hs;
+  }
+
+  let vision: VisionRunner | undefined;
+  /**
+   * A rendered chat with images: its ids (each image marker expanded to the image's rows) and the rows, made by
+   * the vision tower on the scheduler's executor between two batch steps.
+   */
+  async function imagePrompt(text: string, images: Uint8Array[]): Promise<{ ids: number[]; rows: RowInputs }> {
+    const v = o.model.config.vision!;
+    vision ??= new VisionRunner(o.model, o.sched.runner.exec);
+    const runner = vision;
+    try {
+      // as the Driver's chat and transformers' apply_chat_template: special tokens in the rendered text parsed, none added
+      const ids = tok.encode(text, { addBos: false, addEos: false, parseSpecial: true });
+      const x = expandImages(ids, v.imageToken, images.length, runner.rowsPerImage);
+      const embeds = await o.sched.exclusive(() => runner.embed(images));
+      return { ids: x.ids, rows: rowInputs(embeds.map((rows, i) => ({ at: x.at[i], rows })), x.ids.length, o.model.config.dim) };
+    } catch (e) {
+      if (e instanceof ShuttingDownError) throw new RequestError(503, e.message, null, "shutting_down");
+      if (e instanceof ImageError || e instanceof InvalidArgumentError) throw new RequestError(400, e.message, "messages", "invalid_image");
+      throw e;
+    }
   }
 
   function failure(e: Error): RequestError {
@@ -359,9 +385,13 @@ export function createHandler(o: HttpOptions): Handler {
         });
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
-        const messages = r.messages.map((m) => ({
+        const images = chatImages(r.messages, o.model);
+        const messages: ChatMessage[] = r.messages.map((m) => ({
           role: m.role,
-          content: m.content === null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+          // image parts stay parts: the template renders its image marker where each one is
+          content: m.content === null ? "" : typeof m.content === "string" ? m.content
+            : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
+            : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
         }));
         let text: string;
         try {
@@ -370,7 +400,9 @@ export function createHandler(o: HttpOptions): Handler {
         } catch (e) {
           throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
         }
-        return await generate("chat", job(r, [tok.encode(text)]), req.signal);
+        if (images.length === 0) return await generate("chat", job(r, [tok.encode(text)]), req.signal);
+        const { ids, rows } = await imagePrompt(text, images);
+        return await generate("chat", { ...job(r, [ids]), rows }, req.signal);
       }
       case "/v1/completions": {
         const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
@@ -421,4 +453,27 @@ async function* merge(hs: SequenceHandle[]): AsyncGenerator<{ index: number; e: 
   } finally {
     for (const it of its) await it.return?.();
   }
+}
+
+/**
+ * The images of a chat request's image parts, in order: each must be a data: URL (poot never downloads: a remote
+ * URL is a 400), and the model must have a vision tower.
+ */
+function chatImages(messages: ChatRequest["messages"], model: ModelHandle): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  messages.forEach((m, i) => {
+    if (!Array.isArray(m.content)) return;
+    m.content.forEach((p, j) => {
+      if (p.type !== "image_url") return;
+      const param = `messages[${i}].content[${j}].image_url`;
+      try {
+        out.push(imageFromUrl(typeof p.image_url === "string" ? p.image_url : p.image_url.url, param));
+      } catch (e) {
+        if (e instanceof ImageError) throw new RequestError(400, e.message, param, "invalid_image_url");
+        throw e;
+      }
+    });
+  });
+  if (out.length && !model.config.vision) throw new RequestError(400, `${model.arch} has no vision tower: it reads text only`, "messages", "model_has_no_vision");
+  return out;
 }

@@ -12,6 +12,7 @@ import type { Constraint } from "../grammar.ts";
 import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
 import { type BlockPool, prefixKey } from "./pool.ts";
+import type { RowInputs } from "../vision.ts";
 import { TextStream } from "./text.ts";
 
 export type FinishReason = "stop" | "length";
@@ -29,6 +30,8 @@ export interface SubmitOptions {
   stop?: string[];
   /** A grammar's matcher (llm/grammar.ts) that masks every draw; the sequence owns it (disposed at its end). */
   constraint?: Constraint;
+  /** Prompt rows given by value (an image's rows, llm/vision.ts): such a prompt shares no cached prefix blocks. */
+  rows?: RowInputs;
 }
 
 /** The waiting queue is full: retry later. */
@@ -126,6 +129,8 @@ export class Scheduler {
   private stopping = false;
   private loop?: Promise<void>;
   private wake?: () => void;
+  /** Work that needs the executor between steps (a vision tower's step), run by the loop in order. */
+  private jobs: { run: () => Promise<void>; fail: (e: Error) => void }[] = [];
 
   constructor(
     readonly model: ModelHandle,
@@ -161,6 +166,19 @@ export class Scheduler {
     return s;
   }
 
+  /**
+   * Runs `fn` on the executor between two steps: the loop owns the executor, so other work on it (a request's
+   * images through the vision tower) must not interleave with a batch step.
+   */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (!this.accepting) return Promise.reject(new ShuttingDownError("the server is shutting down"));
+    return new Promise<T>((resolve, reject) => {
+      this.jobs.push({ run: () => fn().then(resolve, reject), fail: reject });
+      this.kick();
+      this.start();
+    });
+  }
+
   private kick(): void {
     this.wake?.();
   }
@@ -171,14 +189,20 @@ export class Scheduler {
       for (const s of [...this.running, ...this.waiting]) s.emit({ type: "error", error: e as Error });
       this.running = [];
       this.waiting = [];
-    }).finally(() => this.loop = undefined);
+    }).finally(() => {
+      this.loop = undefined;
+      // The loop ended (shutdown): work still waiting for the executor will not run.
+      for (const j of this.jobs.splice(0)) j.fail(new ShuttingDownError("the server is shutting down"));
+    });
   }
 
   private async run(): Promise<void> {
     while (!this.stopping) {
       this.dropCancelled();
+      while (this.jobs.length) await this.jobs.shift()!.run();
       while (this.waiting.length && this.running.length < this.opts.slots) this.admit(this.waiting.shift()!);
       if (this.running.length === 0) {
+        if (this.jobs.length) continue;
         await new Promise<void>((r) => this.wake = r);
         this.wake = undefined;
         continue;
@@ -209,7 +233,8 @@ export class Scheduler {
   /** Into the batch, starting from the longest cached prefix of its tokens (whole blocks before its last token). */
   private admit(s: Sequence): void {
     this.running.push(s);
-    if (this.opts.prefixCache === false || s.blocks.length) return;
+    // Image rows are not in the tokens a prefix key hashes (every placeholder is the same id): never shared.
+    if (this.opts.prefixCache === false || s.blocks.length || s.opts.rows) return;
     const B = this.runner.opts.pool.block;
     const full = Math.floor((s.tokens.length - 1) / B);
     for (let k = 0; k < full; k++) {
@@ -225,7 +250,7 @@ export class Scheduler {
 
   /** Publishes the blocks a step filled, so later sequences with the same prefix share them. */
   private publish(s: Sequence): void {
-    if (this.opts.prefixCache === false) return;
+    if (this.opts.prefixCache === false || s.opts.rows) return;
     const B = this.runner.opts.pool.block;
     for (let k = s.keys.length; k < Math.floor(s.computed / B); k++) {
       const key = prefixKey(s.keys[k - 1], s.tokens.slice(k * B, (k + 1) * B));
@@ -275,7 +300,7 @@ export class Scheduler {
       if (!this.ensureBlocks(s, s.computed + n)) continue;
       if (pending > 1) prefillBudget -= n;
       const sampler = s.opts.sampler;
-      for (let i = 0; i < n; i++) rows.push({ token: s.tokens[s.computed + i], pos: s.computed + i, table: s.blocks, sampler });
+      for (let i = 0; i < n; i++) rows.push({ token: s.tokens[s.computed + i], pos: s.computed + i, table: s.blocks, sampler, embedding: rowOf(s.opts.rows, s.computed + i, this.model.config.dim) });
       // The row that samples for real gets the sequence's tokens and, under a grammar, this step's mask.
       if (s.computed + n === s.tokens.length) {
         const mask = s.opts.constraint && !s.cancelled ? await s.opts.constraint.mask() : undefined;
@@ -375,4 +400,9 @@ export class Scheduler {
     this.kick();
     await this.loop;
   }
+}
+
+/** The by-value row of prompt position `pos`, if the prompt gives one there. */
+function rowOf(rows: RowInputs | undefined, pos: number, dim: number): Float32Array | undefined {
+  return rows && pos < rows.use.length && rows.use[pos] === 1 ? rows.rows.subarray(pos * dim, (pos + 1) * dim) : undefined;
 }

@@ -41,9 +41,10 @@ const common = {
 };
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
+const imagePart = z.object({ type: z.literal("image_url"), image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().nullish() })]) });
 const message = z.object({
   role: z.enum(["system", "developer", "user", "assistant"]),
-  content: z.union([z.string(), z.array(textPart).min(1)]).nullable(),
+  content: z.union([z.string(), z.array(z.union([textPart, imagePart])).min(1)]).nullable(),
   name: z.string().nullish(),
 });
 

@@ -126,6 +126,8 @@ for (const backend of selectedBackends()) {
       ["chat past the context", () => s.post("/v1/chat/completions", { messages: [{ role: "user", content: "The dog ran. ".repeat(60) }] }), 400, /context/, "messages"],
       ["missing messages", () => s.post("/v1/chat/completions", { max_tokens: 3 }), 400, /messages/, "messages"],
       ["bad role", () => s.post("/v1/chat/completions", { messages: [{ role: "wizard", content: "x" }] }), 400, /role/, "messages[0].role"],
+      ["remote image URL", () => s.post("/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/cat.png" } }] }] }), 400, /only data: URLs.*never downloads/, "messages[0].content[0].image_url"],
+      ["image for a text-only model", () => s.post("/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "text", text: "hi" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] }] }), 400, /no vision tower/, "messages"],
       ["missing prompt", () => s.post("/v1/completions", { max_tokens: 3 }), 400, /prompt/, "prompt"],
       ["token id past the vocabulary", () => s.post("/v1/completions", { prompt: [1, 99999], max_tokens: 2 }), 400, /vocabulary/, "prompt"],
       ["n = 0", () => s.post("/v1/completions", { ...good, n: 0 }), 400, /'n'/, "n"],
