@@ -400,7 +400,11 @@ export function createHandler(o: HttpOptions): Handler {
         } catch (e) {
           throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
         }
-        if (images.length === 0) return await generate("chat", job(r, [tok.encode(text)]), req.signal);
+        // The model's own template writes its special tokens (BOS included) as text: they are parsed and none is
+        // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
+        // tokenizer adds to any prompt.
+        const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
+        if (images.length === 0) return await generate("chat", job(r, [tok.encode(text, chatEncode)]), req.signal);
         const { ids, rows } = await imagePrompt(text, images);
         return await generate("chat", { ...job(r, [ids]), rows }, req.signal);
       }

@@ -12,12 +12,15 @@ import { listen } from "../../llm/serve/listen.ts";
 import { Server, type ServeOptions } from "../../llm/serve/server.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { model } from "./setup.ts";
+import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
+import { loadModel } from "../../llm/model.ts";
 
 const KEY = "test-key-123";
 
-async function start(dev: Device, o: ServeOptions = {}) {
+async function start(dev: Device, o: ServeOptions = {}, m = model) {
   const exec = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
-  const server = await Server.open(model, exec, { ctx: 128, slots: 8, chunk: 16, kvBlocks: 8 * 8 + 1, apiKey: KEY, bodyLimit: 64 * 1024, bodyTimeoutMs: 1000, ...o });
+  const server = await Server.open(m, exec, { ctx: 128, slots: 8, chunk: 16, kvBlocks: 8 * 8 + 1, apiKey: KEY, bodyLimit: 64 * 1024, bodyTimeoutMs: 1000, ...o });
   const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${l.port}`;
   return {
@@ -262,3 +265,23 @@ for (const backend of selectedBackends()) {
     }
   });
 }
+
+// A chat template's special tokens (<|im_start|> ...) are tokens, not text: the prompt the server runs is the one
+// transformers' apply_chat_template gives (the qwen2 fixture's recorded ids), whatever device serves it.
+const qwenDir = fileURLToPath(new URL("../families/fixtures/qwen2/", import.meta.url));
+test("serve chat on js: the prompt is the chat template's tokens as transformers encodes them (special tokens parsed, no BOS added)", async () => {
+  const dev = await openDevice("js");
+  const s = await start(dev as Device, {}, loadModel(qwenDir));
+  try {
+    const exp = JSON.parse(readFileSync(qwenDir + "expected.json", "utf8")) as { chats: { messages: { role: string; content: string }[]; ids: number[] }[] };
+    for (const c of exp.chats) {
+      const res = await s.post("/v1/chat/completions", { model: s.server.modelId, messages: c.messages, max_tokens: 1, temperature: 0 });
+      assert.equal(res.status, 200, await res.clone().text());
+      const body = await res.json() as { usage: { prompt_tokens: number } };
+      assert.equal(body.usage.prompt_tokens, c.ids.length, `prompt of ${JSON.stringify(c.messages)}`);
+    }
+  } finally {
+    await s.stop();
+  }
+});
+
