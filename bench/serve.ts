@@ -53,6 +53,14 @@ export interface ServeRow {
   itlP50Ms: number;
   itlP99Ms: number;
   wallSeconds: number;
+  /** Batched steps the round took. */
+  steps: number;
+  /** Mean µs per step spent inside BatchRunner.step (slot encoding, the replay, the wait, readback). */
+  stepMicros: number;
+  /** Mean µs per step outside it: the scheduler loop (planning, yielding to I/O, events to the streams). */
+  loopMicros: number;
+  /** Mean slot bytes written to the device per step. */
+  uploadBytesPerStep: number;
 }
 
 export interface StepRow {
@@ -110,7 +118,19 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       o.log(`${name} on ${backend}: loaded and recorded ${runner.sizes.length} entries (${runner.sizes.join(", ")}) in ` +
         `${((performance.now() - t0) / 1000).toFixed(1)} s; KV pool ${plan.blocks} blocks (${(plan.bytes / 2 ** 30).toFixed(2)} GiB)`);
       const pool = new BlockPool(plan.blocks);
-      const sched = new Scheduler(model, runner, pool, new Metrics(), { slots, chunk: o.chunk, maxQueue: 1 << 20, ctx });
+      // Time inside the batched step, so the table can split a step into the step itself and the loop around it.
+      let inStep = 0;
+      const step = runner.step.bind(runner);
+      runner.step = async (rows, at) => {
+        const t = performance.now();
+        try {
+          return await step(rows, at);
+        } finally {
+          inStep += performance.now() - t;
+        }
+      };
+      const metrics = new Metrics();
+      const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk: o.chunk, maxQueue: 1 << 20, ctx });
       const r = rng(1);
       const promptIds = () => Array.from({ length: o.prompt }, () => 1 + Math.floor(r() * (c.vocab - 1)));
 
@@ -142,6 +162,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       for (const conc of o.concurrency) {
         const ttft: number[] = [], itl: number[] = [];
         let generated = 0;
+        const steps0 = metrics.steps, inStep0 = inStep, up0 = runner.uploaded.bytes, ups0 = runner.uploaded.steps;
         const start = performance.now();
         await Promise.all(Array.from({ length: conc }, async () => {
           const t = performance.now();
@@ -157,10 +178,13 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
           }
         }));
         const wall = (performance.now() - start) / 1000;
+        const nSteps = metrics.steps - steps0, stepMs = inStep - inStep0;
         const row: ServeRow = {
           shape: name, backend, concurrency: conc, tokPerSec: generated / wall,
           ttftMeanMs: ttft.reduce((a, b) => a + b, 0) / ttft.length, ttftP50Ms: pct(ttft, 0.5), ttftP99Ms: pct(ttft, 0.99),
-          itlP50Ms: pct(itl, 0.5), itlP99Ms: pct(itl, 0.99), wallSeconds: wall,
+          itlP50Ms: pct(itl, 0.5), itlP99Ms: pct(itl, 0.99), wallSeconds: wall, steps: nSteps,
+          stepMicros: (1000 * stepMs) / nSteps, loopMicros: (1000 * (wall * 1000 - stepMs)) / nSteps,
+          uploadBytesPerStep: (runner.uploaded.bytes - up0) / Math.max(1, runner.uploaded.steps - ups0),
         };
         rows.push(row);
         o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} ms, ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms`);
@@ -211,9 +235,10 @@ export async function main(args: string[]): Promise<number> {
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(
-    ["shape", "backend", "concurrency", "tok/s", "TTFT mean ms", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms"],
+    ["shape", "backend", "concurrency", "tok/s", "TTFT mean ms", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "step µs", "loop µs", "upload B/step"],
     res.rows.map((r) => [r.shape, r.backend, String(r.concurrency), r.tokPerSec.toFixed(1), r.ttftMeanMs.toFixed(1), r.ttftP50Ms.toFixed(1),
-      r.ttftP99Ms.toFixed(1), r.itlP50Ms.toFixed(2), r.itlP99Ms.toFixed(2)]),
+      r.ttftP99Ms.toFixed(1), r.itlP50Ms.toFixed(2), r.itlP99Ms.toFixed(2), r.stepMicros.toFixed(0), r.loopMicros.toFixed(0),
+      r.uploadBytesPerStep.toFixed(0)]),
   ));
   console.log(formatTable(
     ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1"],

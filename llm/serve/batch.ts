@@ -78,6 +78,8 @@ export class BatchRunner {
   readonly maxRows: number;
   private readonly ids = new Map<number, EntryId>();
   private readonly samplers = new Map<number, SamplerSlots>();
+  /** Slot bytes handed to the executor, and steps, since open (what a step uploads: bench/serve.ts). */
+  readonly uploaded = { bytes: 0, steps: 0 };
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, readonly opts: BatchOptions) {
     this.sizes = paddedSizes(opts.slots, opts.chunk);
@@ -161,14 +163,17 @@ export class BatchRunner {
       // the draw's counter is the position it samples at, as the Driver does
       sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
-    const out = await this.exec.step(this.entry(N), {
+    const slots = {
       [SLOTS.token]: token,
       [SLOTS.pos]: pos,
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
       ...sampler.values(),
-    });
+    };
+    for (const v of Object.values(slots)) this.uploaded.bytes += v.byteLength;
+    this.uploaded.steps++;
+    const out = await this.exec.step(this.entry(N), slots);
     const s = readSample(out.outputs, undefined, sampler.words);
     return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1, logprobs: s.logprobs?.[j] }));
   }

@@ -13,6 +13,7 @@ import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
 import { type BlockPool, prefixKey } from "./pool.ts";
 import { TextStream } from "./text.ts";
+import { IoTurns } from "./turn.ts";
 
 export type FinishReason = "stop" | "length";
 
@@ -116,6 +117,8 @@ export interface SchedulerOptions {
   ctx: number;
   /** Share full prompt blocks between sequences with the same prefix (default true). */
   prefixCache?: boolean;
+  /** Longest run of steps (ms) without a turn that lets the runtime poll sockets (default 5; turn.ts). */
+  ioEveryMs?: number;
 }
 
 export class Scheduler {
@@ -126,6 +129,7 @@ export class Scheduler {
   private stopping = false;
   private loop?: Promise<void>;
   private wake?: () => void;
+  private readonly io: IoTurns;
 
   constructor(
     readonly model: ModelHandle,
@@ -133,7 +137,9 @@ export class Scheduler {
     readonly pool: BlockPool,
     readonly metrics: Metrics,
     readonly opts: SchedulerOptions,
-  ) {}
+  ) {
+    this.io = new IoTurns(opts.ioEveryMs);
+  }
 
   get queueDepth(): number {
     return this.waiting.length;
@@ -184,8 +190,8 @@ export class Scheduler {
         continue;
       }
       await this.step();
-      // Let HTTP handlers run between steps (on the JS device a step never yields by itself).
-      await new Promise<void>((r) => setTimeout(r, 0));
+      // A step never lets sockets be polled by itself (a GPU spins on its fence, the JS device computes).
+      await this.io.between();
     }
   }
 
