@@ -7,16 +7,17 @@
 // logits as the model gave them), bias and bans (incl. min_tokens and the grammar mask), penalties (repetition,
 // then frequency, then presence), then `sample`: temperature, min-p / top-k / top-p, the draw.
 //
-// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[R, V]]) -> y f32[R, V]
+// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[Q, V]]) -> y f32[R, V]
 // `extra` is a Slot of kind "Input": a header and E entries per row (f32 words hold the float's bits):
 //   0 rep    f32  repetition penalty (1 = off): a seen token's logit v > 0 becomes v / rep, else v · rep
 //   1 freq   f32  frequency penalty: v − freq · count
 //   2 pres   f32  presence penalty: v − pres when count > 0
 //   3 n      u32  entries used (at most E)
 //   4 masked u32  1: apply this row's mask; 0: the mask row is never read (an unconstrained row costs no read)
-//   5 dense  u32  1: every token's `seen` word is counts[r, i] (the optional fourth input: token counts in
-//                 device State, updated by the step itself; llm/sampling.ts appendSampler), entries then carry
-//                 bias only; 0: counts is never read, and only entries are seen
+//   5 dense  u32  k in [1, Q]: every token's `seen` word is counts[k − 1, i] (the optional fourth input: Q rows of
+//                 token counts in device State; llm/sampling.ts appendSampler), entries then carry bias only;
+//                 0 (or k > Q): counts is never read, and only entries are seen. A one-sequence step has Q = 1
+//                 (dense 1); a batch keeps one counts row per sequence slot, which rows name by their k.
 //   6, 7     reserved, 0
 //   entry j at 8 + 3j: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
 // count is the token's occurrences among the generated tokens (vLLM: frequency and presence count the output);
@@ -78,10 +79,12 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
     const allowed = (i: number) => !masked || ((mask[r * MW + (i >>> 5)] >>> (i & 31)) & 1) === 1;
     for (let i = 0; i < vocab; i++) if (!allowed(i) && Number.isFinite(x[base + i])) y[base + i] = BANNED;
     const rep = f32FromBits(extra[o + EXTRA.rep]), freq = f32FromBits(extra[o + EXTRA.freq]), pres = f32FromBits(extra[o + EXTRA.pres]);
-    const dense = counts !== undefined && extra[o + EXTRA.dense] === 1;
+    const k = extra[o + EXTRA.dense];
+    const dense = counts !== undefined && k >= 1 && k <= counts.length / vocab;
+    const cb = (k - 1) * vocab; // the row's counts
     if (dense) {
       for (let i = 0; i < vocab; i++) {
-        const seen = counts[base + i];
+        const seen = counts[cb + i];
         if (seen !== 0 && Number.isFinite(x[base + i]) && allowed(i)) y[base + i] = adjust(x[base + i], 0, seen, rep, freq, pres);
       }
     }
@@ -92,7 +95,7 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
       if (id >= vocab) continue;
       const v0 = x[base + id];
       if (!Number.isFinite(v0) || !allowed(id)) continue;
-      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), dense ? counts[base + id] : extra[e + 2], rep, freq, pres);
+      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), dense ? counts[cb + id] : extra[e + 2], rep, freq, pres);
     }
   }
   return y;

@@ -13,7 +13,10 @@ import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
 import type { ModelHandle } from "../model.ts";
-import { appendSampler, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "../sampling.ts";
+import {
+  appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots,
+} from "../sampling.ts";
+import { CountRows } from "./counts.ts";
 import type { PoolPlan } from "./pool.ts";
 
 /** Slot naming the rows whose logits are sampled. */
@@ -38,7 +41,7 @@ export interface BatchRow {
   /** The sequence's block table (pool block of each logical block), at least pos / block + 1 long. */
   table: readonly number[];
   sampler: SamplerParams;
-  /** The sequence's tokens and grammar mask, for the row that is sampled (penalties, min_tokens, masks). */
+  /** For the row that is sampled: the sequence's tokens (min_tokens), counts row (penalties) and grammar mask. */
   ctx?: RowContext;
 }
 
@@ -58,10 +61,12 @@ export interface BatchOptions {
   /** Element type of the K/V pool (default f32; f16 halves what attention reads). */
   kvDtype?: "f32" | "f16";
   /**
-   * Sampler entries per sampled row (logit bias, min_tokens bans, and the tokens the penalties count; default
-   * 1024): past it the penalties count the most recent tokens only (llm/sampling.ts SamplerSlots).
+   * Sampler entries per sampled row: logit bias and min_tokens bans (default MAX_LOGIT_BIAS + the tokenizer's
+   * end-of-generation ids). The penalties read token counts in device State (counts.ts), never entries.
    */
   samplerEntries?: number;
+  /** Token-count words the host may set per step (admissions' resets and prompts, generated tokens; default 256). */
+  countWrites?: number;
 }
 
 /** Padded sizes: 1, 2, 4, ... up to slots (slots itself included), then slots + chunk. */
@@ -80,10 +85,15 @@ export class BatchRunner {
   private readonly samplers = new Map<number, SamplerSlots>();
   /** Slot bytes handed to the executor, and steps, since open (what a step uploads: bench/serve.ts). */
   readonly uploaded = { bytes: 0, steps: 0 };
+  /** The sequence slots' token counts on the device (one row per slot); the scheduler assigns the rows. */
+  readonly counts: CountRows;
+  private readonly entries: number;
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, readonly opts: BatchOptions) {
     this.sizes = paddedSizes(opts.slots, opts.chunk);
     this.maxRows = this.sizes[this.sizes.length - 1];
+    this.counts = new CountRows(opts.slots, model.config.vocab, opts.countWrites ?? 256);
+    this.entries = opts.samplerEntries ?? MAX_LOGIT_BIAS + model.tokenizer.eog.size;
   }
 
   /** Loads the weights (once per executor) and records every padded size up front. */
@@ -109,9 +119,10 @@ export class BatchRunner {
     const lm = tracer.nodes[logits.id];
     const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
     const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
-    const entries = this.opts.samplerEntries ?? 1024;
-    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries }, logprobs: true });
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler=${entries}`;
+    const entries = this.entries, counts = { rows: this.counts.rows, writes: this.counts.writes };
+    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}` +
+      `:sampler=${entries}:counts=${counts.rows}x${counts.writes}`;
     id = this.exec.addEntry(key, tracer.build());
     this.ids.set(rows, id);
     return id;
@@ -151,7 +162,7 @@ export class BatchRunner {
     for (let i = rows.length; i < N; i++) write[i] = i % block; // the trash block
     const pick = new Int32Array(S);
     let sampler = this.samplers.get(S);
-    if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.opts.samplerEntries ?? 1024));
+    if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.entries));
     for (let j = 0; j < S; j++) {
       const i = sampleAt[j];
       if (i === undefined) {
@@ -163,6 +174,7 @@ export class BatchRunner {
       // the draw's counter is the position it samples at, as the Driver does
       sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
+    this.counts.fill(); // the queued count writes go out with this step
     const slots = {
       [SLOTS.token]: token,
       [SLOTS.pos]: pos,
@@ -170,6 +182,8 @@ export class BatchRunner {
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
       ...sampler.values(),
+      [COUNT_AT_SLOT]: this.counts.at,
+      [COUNT_VALUE_SLOT]: this.counts.value,
     };
     for (const v of Object.values(slots)) this.uploaded.bytes += v.byteLength;
     this.uploaded.steps++;

@@ -7,7 +7,7 @@
 // A cancelled sequence (client gone, abort) is dropped before the next step and its blocks freed.
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
-import { type RowLogprobs, type SamplerParams, TokenHistory } from "../sampling.ts";
+import { penaltiesOn, type RowLogprobs, type SamplerParams, TokenHistory } from "../sampling.ts";
 import type { Constraint } from "../grammar.ts";
 import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
@@ -59,6 +59,8 @@ class Sequence implements SequenceHandle {
   blocks: number[] = [];
   /** Prefix-cache keys of the full blocks computed so far (block k's key at k). */
   keys: string[] = [];
+  /** Its row of token counts in device State (counts.ts), while it runs with a penalty. */
+  countRow?: number;
   cancelled = false;
   finished = false;
   readonly text: TextStream;
@@ -206,15 +208,20 @@ export class Scheduler {
     }
   }
 
+  /** Frees what a sequence holds: its KV blocks and its counts row. */
   private release(s: Sequence): void {
     this.pool.release(s.blocks);
     s.blocks = [];
     s.keys = [];
+    if (s.countRow !== undefined) this.runner.counts.release(s.countRow);
+    s.countRow = undefined;
   }
 
   /** Into the batch, starting from the longest cached prefix of its tokens (whole blocks before its last token). */
   private admit(s: Sequence): void {
     this.running.push(s);
+    // Running sequences never outnumber the rows (one per slot): a penalized one always gets one.
+    if (penaltiesOn(s.opts.sampler)) s.countRow = this.runner.counts.acquire(s.history);
     if (this.opts.prefixCache === false || s.blocks.length) return;
     const B = this.runner.opts.pool.block;
     const full = Math.floor((s.tokens.length - 1) / B);
@@ -278,6 +285,8 @@ export class Scheduler {
       const pending = s.tokens.length - s.computed;
       const n = pending === 1 ? 1 : Math.min(C, pending);
       if (pending > 1 && n > prefillBudget) continue;
+      // Sampled only once its counts row is written (a long prompt's marks may take more than one step).
+      if (s.computed + n === s.tokens.length && s.countRow !== undefined && !this.runner.counts.ready(s.countRow)) continue;
       if (!this.ensureBlocks(s, s.computed + n)) continue;
       if (pending > 1) prefillBudget -= n;
       const sampler = s.opts.sampler;
@@ -285,11 +294,11 @@ export class Scheduler {
       // The row that samples for real gets the sequence's tokens and, under a grammar, this step's mask.
       if (s.computed + n === s.tokens.length) {
         const mask = s.opts.constraint && !s.cancelled ? await s.opts.constraint.mask() : undefined;
-        rows[rows.length - 1].ctx = { history: s.history, eog: this.model.tokenizer.eog, mask };
+        rows[rows.length - 1].ctx = { history: s.history, eog: this.model.tokenizer.eog, mask, countsRow: s.countRow };
       }
       plan.push({ seq: s, rows: n });
     }
-    if (rows.length === 0) return;
+    if (rows.length === 0 && !this.runner.counts.pending) return; // (a step of padding alone sends count writes)
     let out;
     try {
       const ends: number[] = [];
@@ -307,6 +316,8 @@ export class Scheduler {
         this.runner.exec.resetState();
         for (const s of this.running) s.computed = 0, this.release(s);
         this.pool.forget();
+        this.runner.counts.reset(); // the State is zeroed: rows are taken again and rewritten
+        for (const s of this.running) if (penaltiesOn(s.opts.sampler)) s.countRow = this.runner.counts.acquire(s.history);
       } catch { /* a poisoned device: later steps fail the same way */ }
       return;
     }
@@ -334,6 +345,7 @@ export class Scheduler {
       return this.retire(s);
     } else {
       s.history.add(token);
+      if (s.countRow !== undefined) this.runner.counts.generated(s.countRow, s.history, token);
       s.tokens.push(token);
       s.generated.push(token);
       this.metrics.generatedTokens++;
