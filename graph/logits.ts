@@ -13,7 +13,9 @@
 //   1 freq   f32  frequency penalty: v − freq · count
 //   2 pres   f32  presence penalty: v − pres when count > 0
 //   3 n      u32  entries used (at most E)
-//   4 masked u32  1: apply this row's mask; 0: the mask row is never read (an unconstrained row costs no read)
+//   4 masked u32  k in [1, R]: apply mask row k − 1 (a batch packs its constrained rows' masks first, so a step
+//                 uploads only those: llm/sampling.ts SamplerSlots); 0 (or k > R): the mask is never read (an
+//                 unconstrained row costs no read)
 //   5 dense  u32  k in [1, Q]: every token's `seen` word is counts[k − 1, i] (the optional fourth input: Q rows of
 //                 token counts in device State; llm/sampling.ts appendSampler), entries then carry bias only;
 //                 0 (or k > Q): counts is never read, and only entries are seen. A one-sequence step has Q = 1
@@ -75,8 +77,8 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
   const EW = extra.length / rows, E = extraEntries(EW), MW = maskWords(vocab);
   for (let r = 0; r < rows; r++) {
     const o = r * EW, base = r * vocab;
-    const masked = extra[o + EXTRA.masked] === 1;
-    const allowed = (i: number) => !masked || ((mask[r * MW + (i >>> 5)] >>> (i & 31)) & 1) === 1;
+    const mk = extra[o + EXTRA.masked], masked = mk >= 1 && mk <= rows, mb = (mk - 1) * MW;
+    const allowed = (i: number) => !masked || ((mask[mb + (i >>> 5)] >>> (i & 31)) & 1) === 1;
     for (let i = 0; i < vocab; i++) if (!allowed(i) && Number.isFinite(x[base + i])) y[base + i] = BANNED;
     const rep = f32FromBits(extra[o + EXTRA.rep]), freq = f32FromBits(extra[o + EXTRA.freq]), pres = f32FromBits(extra[o + EXTRA.pres]);
     const k = extra[o + EXTRA.dense];

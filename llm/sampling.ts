@@ -20,6 +20,7 @@ import { SAMPLER, SAMPLER_WORDS } from "../graph/sample.ts";
 import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
 import { f32Bits } from "../graph/dtype.ts";
 import type { Tensor, Tracer } from "../graph/tracer.ts";
+import type { SlotPrefix } from "../backends/executor.ts";
 
 /** How to pick the next token. Every field is optional; the default is greedy decoding. */
 export interface SamplerParams {
@@ -307,6 +308,8 @@ export class SamplerSlots {
   readonly mask: Uint32Array;
   private readonly ew: number;
   private readonly mw: number;
+  /** Each row's mask as set (packed into `mask` by values()/uploads()). */
+  private readonly masks: (Uint32Array | undefined)[] = [];
   constructor(readonly rows: number, readonly vocab: number, readonly entries: number) {
     this.words = new Uint32Array(rows * SAMPLER_WORDS);
     this.ew = extraWords(entries);
@@ -357,16 +360,34 @@ export class SamplerSlots {
       this.extra[at + 2] = e.seen >>> 0;
     }
     this.extra[o + EXTRA.count] = j;
-    if (ctx.mask) {
-      if (ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
-      this.mask.set(new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw), row * this.mw);
-      this.extra[o + EXTRA.masked] = 1;
-    }
+    if (ctx.mask && ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
+    this.masks[row] = ctx.mask ? new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw) : undefined;
   }
 
-  /** Slot values of the step. */
+  /** Packs the masks of the rows that have one at the front of `mask` (row order); returns how many. */
+  private pack(): number {
+    let n = 0;
+    for (let r = 0; r < this.rows; r++) {
+      const m = this.masks[r];
+      if (m) this.mask.set(m, n++ * this.mw);
+      this.extra[r * this.ew + EXTRA.masked] = m ? n : 0;
+    }
+    return n;
+  }
+
+  /** Slot values of the step (whole slots: what the oracle reads too). */
   values(slot = SAMPLER_SLOT): Record<string, Uint32Array> {
+    this.pack();
     return { [slot]: this.words, [EXTRA_SLOT]: this.extra, [MASK_SLOT]: this.mask };
+  }
+
+  /**
+   * The same values for Executor.step, where the mask slot is only the masks of constrained rows (a prefix: the
+   * rest of the slot keeps older bytes that no row reads), so a step without a grammar uploads no mask at all.
+   */
+  uploads(slot = SAMPLER_SLOT): Record<string, Uint32Array | SlotPrefix> {
+    const n = this.pack();
+    return { [slot]: this.words, [EXTRA_SLOT]: this.extra, [MASK_SLOT]: { prefix: this.mask.subarray(0, n * this.mw) } };
   }
 }
 

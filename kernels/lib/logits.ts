@@ -58,11 +58,13 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const c0 = b.let(wg.mod(u32(chunks)).mul(u32(CH)), "u32", "c0");
   const c1 = b.let(inGrid.select(c0.add(u32(CH)).min(u32(V)), c0), "u32", "c1");
   const eo = b.let(row.mul(u32(EW)), "u32", "eo");
-  const masked = b.let(b.load(EX, eo.add(EXTRA.masked)).eq(u32(1)), "bool", "masked");
+  const mk = b.let(b.load(EX, eo.add(EXTRA.masked)), "u32", "mk");
+  const masked = b.let(mk.ge(u32(1)).and(mk.le(u32(R))), "bool", "masked");
+  const mrow = b.let(masked.select(mk.sub(u32(1)), u32(0)), "u32", "mrow"); // the row's mask (packed: graph/logits.ts)
   const base = b.let(row.mul(u32(V)), "u32", "base");
   const lid = b.lid.x;
   const allowed = (i: Val): Val => {
-    const word = b.let(masked.select(b.load(M, row.mul(u32(MW)).add(i.shr(5))), u32(0xffffffff)), "u32", "mw");
+    const word = b.let(masked.select(b.load(M, mrow.mul(u32(MW)).add(i.shr(5))), u32(0xffffffff)), "u32", "mw");
     return b.let(word.shr(i.and(u32(31))).and(u32(1)).eq(u32(1)), "bool", "ok");
   };
   const banned = u32(BANNED_BITS).bitcast("f32");

@@ -7,7 +7,7 @@
 // without the fused batch-1 gemv units (`servingCompile`), so every matmul, norm and attention row runs the
 // same kernel code, in the same order, at every N. Padding rows write into block 0, the reserved trash block that
 // no sequence owns (unused table entries point there too; the kernel never reads past a row's position).
-import type { EntryId, Executor, ProgramCompiler } from "../../backends/executor.ts";
+import type { EntryId, Executor, HostArray, ProgramCompiler, SlotPrefix } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
@@ -175,17 +175,17 @@ export class BatchRunner {
       sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
     this.counts.fill(); // the queued count writes go out with this step
-    const slots = {
+    const slots: Record<string, HostArray | SlotPrefix> = {
       [SLOTS.token]: token,
       [SLOTS.pos]: pos,
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
-      ...sampler.values(),
+      ...sampler.uploads(), // the mask slot: constrained rows' masks only
       [COUNT_AT_SLOT]: this.counts.at,
       [COUNT_VALUE_SLOT]: this.counts.value,
     };
-    for (const v of Object.values(slots)) this.uploaded.bytes += v.byteLength;
+    for (const v of Object.values(slots)) this.uploaded.bytes += ("prefix" in v ? v.prefix : v).byteLength;
     this.uploaded.steps++;
     const out = await this.exec.step(this.entry(N), slots);
     const s = readSample(out.outputs, undefined, sampler.words);
