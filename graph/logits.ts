@@ -8,7 +8,10 @@
 // then frequency, then presence), then `sample`: temperature, min-p / top-k / top-p, the draw.
 //
 // logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[Q, V]]) -> y f32[R, V]
-// `extra` is a Slot of kind "Input": a header and E entries per row (f32 words hold the float's bits):
+// `extra` is a Slot of kind "Input" of R·(8 + 3E) words: R headers of 8 words (row r's at 8r), then R blocks of E
+// entries (row r's entry j at 8R + 3(E·r + j)); for one row that is its header, then its entries. Headers come
+// first so that a batch whose rows with entries come first uploads the headers and those rows' entries only
+// (llm/sampling.ts SamplerSlots.uploads). f32 words hold the float's bits. A header:
 //   0 rep    f32  repetition penalty (1 = off): a seen token's logit v > 0 becomes v / rep, else v · rep
 //   1 freq   f32  frequency penalty: v − freq · count
 //   2 pres   f32  presence penalty: v − pres when count > 0
@@ -21,7 +24,7 @@
 //                 0 (or k > Q): counts is never read, and only entries are seen. A one-sequence step has Q = 1
 //                 (dense 1); a batch keeps one counts row per sequence slot, which rows name by their k.
 //   6, 7     reserved, 0
-//   entry j at 8 + 3j: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
+//   an entry: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
 // count is the token's occurrences among the generated tokens (vLLM: frequency and presence count the output);
 // "seen" (repetition) is count > 0 or the prompt bit (vLLM: prompt and output). Ids of a row must be distinct
 // (the host merges bias and counts per id); an id >= V is ignored.
@@ -60,6 +63,14 @@ export const MAX_TOP_LOGPROBS = 20;
 export function extraWords(entries: number): number {
   return EXTRA_HEAD + EXTRA_ENTRY * entries;
 }
+/** Word of row r's header in an `extra` slot of `rows` rows. */
+export function extraHead(r: number): number {
+  return r * EXTRA_HEAD;
+}
+/** Word of row r's first entry in an `extra` slot of `rows` rows of `entries` entries. */
+export function extraEntry(r: number, rows: number, entries: number): number {
+  return rows * EXTRA_HEAD + r * entries * EXTRA_ENTRY;
+}
 /** Entries a row of `words` words holds. */
 export function extraEntries(words: number): number {
   return (words - EXTRA_HEAD) / EXTRA_ENTRY;
@@ -76,7 +87,7 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
   const y = Float32Array.from(x);
   const EW = extra.length / rows, E = extraEntries(EW), MW = maskWords(vocab);
   for (let r = 0; r < rows; r++) {
-    const o = r * EW, base = r * vocab;
+    const o = r * EXTRA_HEAD, eb = rows * EXTRA_HEAD + r * E * EXTRA_ENTRY, base = r * vocab;
     const mk = extra[o + EXTRA.masked], masked = mk >= 1 && mk <= rows, mb = (mk - 1) * MW;
     const allowed = (i: number) => !masked || ((mask[mb + (i >>> 5)] >>> (i & 31)) & 1) === 1;
     for (let i = 0; i < vocab; i++) if (!allowed(i) && Number.isFinite(x[base + i])) y[base + i] = BANNED;
@@ -92,7 +103,7 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
     }
     const n = Math.min(extra[o + EXTRA.count], E);
     for (let j = 0; j < n; j++) {
-      const e = o + EXTRA_HEAD + EXTRA_ENTRY * j;
+      const e = eb + EXTRA_ENTRY * j;
       const id = extra[e];
       if (id >= vocab) continue;
       const v0 = x[base + id];

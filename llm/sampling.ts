@@ -17,7 +17,7 @@
 // TokenHistory (the prompt and generated tokens the penalties count), or, where token counts live in device
 // State (`counts`: the Driver's one sequence; `rows`: a batch's sequence slots), from the parameters alone.
 import { SAMPLER, SAMPLER_WORDS } from "../graph/sample.ts";
-import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
+import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraEntry, extraHead, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
 import { f32Bits } from "../graph/dtype.ts";
 import type { Tensor, Tracer } from "../graph/tracer.ts";
 import type { SlotPrefix } from "../backends/executor.ts";
@@ -321,8 +321,9 @@ export class SamplerSlots {
   /** Encodes row `row`: parameters, draw counter and context. Throws a RangeError naming a bad value. */
   set(row: number, p: SamplerParams, counter: number, ctx: RowContext = {}): void {
     encodeSampler(p, counter, this.words, row);
-    const o = row * this.ew;
-    this.extra.fill(0, o, o + this.ew);
+    if (!(Number.isInteger(row) && row >= 0 && row < this.rows)) throw new RangeError(`sampler row ${row} is outside a slot of ${this.rows} rows`);
+    const o = extraHead(row), eb = extraEntry(row, this.rows, this.entries);
+    this.extra.fill(0, o, o + EXTRA_HEAD);
     this.extra[o + EXTRA.rep] = f32Bits(p.repeatPenalty ?? 1);
     this.extra[o + EXTRA.freq] = f32Bits(p.frequencyPenalty ?? 0);
     this.extra[o + EXTRA.pres] = f32Bits(p.presencePenalty ?? 0);
@@ -354,7 +355,7 @@ export class SamplerSlots {
     }
     let j = 0;
     for (const [id, e] of ent) {
-      const at = o + EXTRA_HEAD + EXTRA_ENTRY * j++;
+      const at = eb + EXTRA_ENTRY * j++;
       this.extra[at] = id;
       this.extra[at + 1] = f32Bits(e.bias);
       this.extra[at + 2] = e.seen >>> 0;
@@ -370,7 +371,7 @@ export class SamplerSlots {
     for (let r = 0; r < this.rows; r++) {
       const m = this.masks[r];
       if (m) this.mask.set(m, n++ * this.mw);
-      this.extra[r * this.ew + EXTRA.masked] = m ? n : 0;
+      this.extra[extraHead(r) + EXTRA.masked] = m ? n : 0;
     }
     return n;
   }
@@ -382,12 +383,20 @@ export class SamplerSlots {
   }
 
   /**
-   * The same values for Executor.step, where the mask slot is only the masks of constrained rows (a prefix: the
-   * rest of the slot keeps older bytes that no row reads), so a step without a grammar uploads no mask at all.
+   * The same values for Executor.step, where two slots are prefixes (the rest keeps older bytes that no row
+   * reads): the mask slot holds only the masks of constrained rows, so a step without a grammar uploads no mask,
+   * and the extra slot stops after the entries of the last row that has any (the headers come first), so rows
+   * without bias or bans send their 8 header words only when they come after those that have them.
    */
   uploads(slot = SAMPLER_SLOT): Record<string, Uint32Array | SlotPrefix> {
     const n = this.pack();
-    return { [slot]: this.words, [EXTRA_SLOT]: this.extra, [MASK_SLOT]: { prefix: this.mask.subarray(0, n * this.mw) } };
+    let last = -1;
+    for (let r = 0; r < this.rows; r++) if (this.extra[extraHead(r) + EXTRA.count] > 0) last = r;
+    return {
+      [slot]: this.words,
+      [EXTRA_SLOT]: { prefix: this.extra.subarray(0, extraEntry(last + 1, this.rows, this.entries)) },
+      [MASK_SLOT]: { prefix: this.mask.subarray(0, n * this.mw) },
+    };
   }
 }
 

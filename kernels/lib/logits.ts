@@ -30,7 +30,7 @@ export interface ProcessShape {
 }
 
 /**
- * logits_process. Bindings: logits f32 [rows, vocab] (r), extra u32 [rows, 8 + 3·entries] (r),
+ * logits_process. Bindings: logits f32 [rows, vocab] (r), extra u32 [rows, 8 + 3·entries] (r; headers, then entries),
  * mask u32 [rows, ceil(vocab/32)] (r), [counts u32 [countRows, vocab] (r),] out f32 [rows, vocab] (w).
  */
 export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
@@ -44,7 +44,7 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   // One lane where subgroups are one lane wide (the JS device): no barrier, no lockstep emulation.
   const W = caps.subgroups && caps.subgroupSize === 1 ? 1 : Math.min(256, caps.maxWorkgroupSize);
   const CH = Math.min(s.chunk ?? 1024, Math.ceil(V / W) * W);
-  const chunks = Math.ceil(V / CH), EW = EXTRA_HEAD + EXTRA_ENTRY * E, MW = maskWords(V);
+  const chunks = Math.ceil(V / CH), MW = maskWords(V);
   const grid = gridFor(caps, R * chunks);
   const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}${Q ? `_c${Q}` : ""}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
@@ -57,7 +57,8 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const row = b.let(inGrid.select(wg.div(u32(chunks)), u32(0)), "u32", "row");
   const c0 = b.let(wg.mod(u32(chunks)).mul(u32(CH)), "u32", "c0");
   const c1 = b.let(inGrid.select(c0.add(u32(CH)).min(u32(V)), c0), "u32", "c1");
-  const eo = b.let(row.mul(u32(EW)), "u32", "eo");
+  const eo = b.let(row.mul(u32(EXTRA_HEAD)), "u32", "eo"); // the row's header; its entries after all R headers
+  const eb = b.let(row.mul(u32(E * EXTRA_ENTRY)).add(u32(R * EXTRA_HEAD)), "u32", "eb");
   const mk = b.let(b.load(EX, eo.add(EXTRA.masked)), "u32", "mk");
   const masked = b.let(mk.ge(u32(1)).and(mk.le(u32(R))), "bool", "masked");
   const mrow = b.let(masked.select(mk.sub(u32(1)), u32(0)), "u32", "mrow"); // the row's mask (packed: graph/logits.ts)
@@ -95,7 +96,7 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   if (W > 1) b.barrier();
   const n = b.let(inGrid.select(b.load(EX, eo.add(EXTRA.count)).min(u32(E)), u32(0)), "u32", "n");
   b.for(lid, n, W, (j) => {
-    const e = b.let(eo.add(u32(EXTRA_HEAD)).add(j.mul(u32(EXTRA_ENTRY))), "u32", "e");
+    const e = b.let(eb.add(j.mul(u32(EXTRA_ENTRY))), "u32", "e");
     const id = b.let(b.load(EX, e), "u32", "id");
     b.if(id.ge(c0).and(id.lt(c1)), () => {
       const x = b.let(b.load(X, base.add(id)), "f32", "x");

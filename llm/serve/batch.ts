@@ -163,16 +163,23 @@ export class BatchRunner {
     const pick = new Int32Array(S);
     let sampler = this.samplers.get(S);
     if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.entries));
-    for (let j = 0; j < S; j++) {
-      const i = sampleAt[j];
+    // Sampled rows with sampler entries (bias, min_tokens bans) take the first sampler rows, so the extra slot's
+    // upload ends after theirs (SamplerSlots.uploads); slotOf[j] is where sampleAt[j] is sampled.
+    const slotOf = sampleAt.map((_, j) => j);
+    const hasEntries = (j: number) => { const p = rows[sampleAt[j]]?.sampler; return p?.logitBias !== undefined || (p?.minTokens ?? 0) > 0; };
+    const order = [...slotOf].sort((a, b) => Number(hasEntries(b)) - Number(hasEntries(a)) || a - b);
+    order.forEach((j, k) => slotOf[j] = k);
+    for (let k = 0; k < S; k++) {
+      const j = order[k];
+      const i = j === undefined ? undefined : sampleAt[j];
       if (i === undefined) {
-        sampler.set(j, {}, 0);
+        sampler.set(k, {}, 0);
         continue;
       }
       if (!(i >= 0 && i < rows.length)) throw new RangeError(`sampled row ${i} is not one of the ${rows.length} rows`);
-      pick[j] = i;
+      pick[k] = i;
       // the draw's counter is the position it samples at, as the Driver does
-      sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
+      sampler.set(k, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
     this.counts.fill(); // the queued count writes go out with this step
     const slots: Record<string, HostArray | SlotPrefix> = {
@@ -189,6 +196,6 @@ export class BatchRunner {
     this.uploaded.steps++;
     const out = await this.exec.step(this.entry(N), slots);
     const s = readSample(out.outputs, undefined, sampler.words);
-    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1, logprobs: s.logprobs?.[j] }));
+    return slotOf.map((k) => ({ token: s.tokens[k], nonFinite: s.nonFinite[k] === 1, logprobs: s.logprobs?.[k] }));
   }
 }

@@ -3,7 +3,9 @@
 // present: over 3 steps (every row constrained; rows 1 and 3 only, with new masks, so stale masks of the first
 // step stay in the slot's tail; no row constrained: nothing uploaded) the processed logits equal the oracle's, fed
 // the whole packed slot, bit for bit (a mask only bans or keeps), constrained rows draw only allowed tokens, and
-// the uploaded mask bytes are exactly the constrained rows'. A prefix longer than its slot is a typed error.
+// the uploaded mask bytes are exactly the constrained rows'. The extra slot (headers first, then each row's
+// entries) is uploaded up to the last row with bias entries: stale entries past it are never read. A prefix
+// longer than its slot is a typed error.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
@@ -52,12 +54,15 @@ for (const [backend, dev] of devices) {
         [undefined, undefined, undefined, undefined],
       ];
       for (const [k, masks] of steps.entries()) {
-        for (let r = 0; r < R; r++) slots.set(r, { temperature: 1, seed: 3 + r }, 10 * k + r, { mask: masks[r] });
+        // row 0 has bias entries in the first two steps: the extra slot then carries its entries, later only headers
+        const bias = (r: number) => (r === 0 && k < 2 ? { logitBias: { [k + 1]: 50, 9: -100 } } : {});
+        for (let r = 0; r < R; r++) slots.set(r, { temperature: 1, seed: 3 + r, ...bias(r) }, 10 * k + r, { mask: masks[r] });
         const logits = new Float32Array(R * V);
         for (let r = 0; r < R; r++) logits.set(lmLogits(V, 7 * k + r, 1), r * V);
         const up = slots.uploads();
         const sent = (up[MASK_SLOT] as { prefix: Uint32Array }).prefix;
         assert.equal(sent.length, masks.filter((m) => m).length * MW, `step ${k}: mask words uploaded`);
+        assert.equal((up[EXTRA_SLOT] as { prefix: Uint32Array }).prefix.length, 8 * R + (k < 2 ? 3 * E : 0), `step ${k}: extra words uploaded`);
         const got = (await eng.step(id, { logits, ...up })).outputs;
         const want = evaluate(g, { consts: {}, slots: { logits, ...slots.values() }, state: {} }, {}).output;
         assert.deepEqual(got.processed, want.processed, `step ${k}: processed logits`);
