@@ -9,6 +9,10 @@
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
+//   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
+//   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
+// Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
+// slot bytes uploaded per step.
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
@@ -22,6 +26,7 @@ import { Scheduler } from "../llm/serve/scheduler.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import type { SamplerParams } from "../llm/sampling.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
 export interface ServeBenchOptions {
@@ -39,6 +44,8 @@ export interface ServeBenchOptions {
   /** Tensor-core matmuls (default "all" where the device has them; servingCompile). */
   mma?: "all" | "off";
   mmaSplit?: boolean;
+  /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
+  sampler?: "greedy" | "full";
   log: (s: string) => void;
 }
 
@@ -96,6 +103,12 @@ function rng(seed: number): () => number {
     s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
     return s / 2 ** 32;
   };
+}
+
+/** The "full" sampler of --sampler full (issue 17's full sampler, per request; counts in device State per slot). */
+function fullSampler(vocab: number): SamplerParams {
+  const logitBias = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [(i * 2503) % vocab, (i % 5) - 2]));
+  return { temperature: 0.8, topK: 40, seed: 1, repeatPenalty: 1.1, frequencyPenalty: 0.5, presencePenalty: 0.5, logitBias, topLogprobs: 5 };
 }
 
 export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: ServeRow[]; steps: StepRow[] }> {
@@ -167,7 +180,8 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
         await Promise.all(Array.from({ length: conc }, async () => {
           const t = performance.now();
           let last = 0;
-          for await (const e of sched.submit({ promptIds: promptIds(), maxTokens: o.gen, sampler: { temperature: 0 } })) {
+          const sampler = o.sampler === "full" ? fullSampler(c.vocab) : { temperature: 0 };
+          for await (const e of sched.submit({ promptIds: promptIds(), maxTokens: o.gen, sampler })) {
             if (e.type === "error") throw e.error;
             if (e.type !== "token") continue;
             const now = performance.now();
@@ -212,6 +226,7 @@ export async function main(args: string[]): Promise<number> {
       "matmul-tile": { type: "string" },
       mma: { type: "string", default: "on" },
       "mma-split": { type: "string", default: "on" },
+      sampler: { type: "string", default: "greedy" },
       out: { type: "string" },
     },
   });
@@ -222,6 +237,8 @@ export async function main(args: string[]): Promise<number> {
   };
   const kv = values["kv-type"];
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv-type: ${kv} is not f16 or f32`);
+  const sampler = values.sampler;
+  if (sampler !== "greedy" && sampler !== "full") throw new RangeError(`--sampler: ${sampler} is not greedy or full`);
   const onOff = (v: string, what: string) => {
     if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
     return v === "on";
@@ -231,7 +248,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s),
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler,
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(

@@ -26,6 +26,11 @@ export const SAMPLE_ROWS = "sample_rows";
  * Compiles serving entries: no fused batch-1 gemv, and, where the target has tensor-core tiles, every bf16/f16
  * matmul on them at every entry size (batch 1 included: W read once per step for all rows, and a row's K order
  * fixed by the weight's shape alone), so a row computes the same bits at every batch size.
+ * Not "auto" (MMA from MMA_MIN_ROWS rows), though the H200's batch-1 step was faster without MMA (1.78 vs
+ * 1.89 ms): the MMA and FMA matmuls reduce a row in different orders (tensor-core k-groups and a K split vs
+ * per-lane FMA chains), so a row's logits differ between them (316 of 320 logits of a tiny bf16 Llama at batch 1
+ * on the JS device's emulated MMA, by up to 8e-6), and a sequence decoding alone (entry 1) would not get the
+ * bits it gets in a full batch (entry 32): greedy tokens could flip, breaking batch invariance.
  */
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all" });
 
