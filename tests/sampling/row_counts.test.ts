@@ -8,7 +8,7 @@
 // - every held row equals the words its sequence's TokenHistory implies (count | prompt bit per token, 0 elsewhere);
 // - the oracle's processed logits through the counts row equal those of the entries path fed from the same
 //   TokenHistory (the penalties' meaning does not depend on where the counts live);
-// and a second pass from a reset State run eagerly gives the same bytes as the replayed one (capture == eager).
+// and, on GPU backends, a second pass from a reset State run eagerly gives the replayed bytes (capture == eager).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
@@ -26,7 +26,7 @@ import { openDevice, selectedBackends } from "../devices/index.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { lmLogits } from "./run.ts";
 
-const V = 300, R = 4, Q = 5, W = 16, E = 8, STEPS = 14;
+const V = 160, R = 4, Q = 5, W = 16, E = 8, STEPS = 14;
 
 function graph() {
   const t = new Tracer();
@@ -148,9 +148,11 @@ for (const [backend, dev] of devices) {
         return outs;
       };
       const replayed = await run(false);
-      eng.resetState(id);
-      const eager = await run(true);
-      assert.deepEqual(eager, replayed, "capture == eager");
+      // On the JS device replay and eager run the same code (the lockstep emulation is slow): checked elsewhere.
+      if (!backend.startsWith("js")) {
+        eng.resetState(id);
+        assert.deepEqual(await run(true), replayed, "capture == eager");
+      }
     } finally {
       await eng.unload();
     }
