@@ -20,7 +20,7 @@ const { values: o } = parseArgs({
     "step-ms": { type: "string", default: "3" },
     streams: { type: "string", default: "32" },
     gen: { type: "string", default: "200" },
-    "io-every": { type: "string", default: "0,8" },
+    "io-every": { type: "string", default: "0,5" },
   },
 });
 const stepMs = Number(o["step-ms"]), streams = Number(o.streams), gen = Number(o.gen);
