@@ -30,8 +30,15 @@ export type EntryKey = string;
 export type EntryId = number;
 
 export type HostArray = Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array | Int8Array;
+/**
+ * A value for the first bytes of a slot only: the rest keeps what earlier steps wrote (the graph must not read
+ * it; a batch's grammar masks: only constrained rows' masks are sent). Empty: nothing is written.
+ */
+export interface SlotPrefix {
+  prefix: HostArray;
+}
 /** Values of an entry's slots by slot name (Token, Pos, SlotMap, WriteMap, sampler parameters). */
-export type SlotValues = Record<string, HostArray | number>;
+export type SlotValues = Record<string, HostArray | number | SlotPrefix>;
 
 export interface StepResult {
   /** Each program output by name (only what the plan reads back: a token id, flags, small tensors). */
@@ -307,10 +314,13 @@ export class Engine<D extends Device> implements Executor {
     for (const p of e.program.slots) {
       const v = slots[p.name];
       if (v === undefined) throw new ExecError(`entry ${e.key}: slot ${p.name} has no value`);
-      const data = slotBytes(v, p.dtype, p.name);
+      const prefix = typeof v === "object" && "prefix" in v;
+      const data = slotBytes(prefix ? v.prefix : v as HostArray | number, p.dtype, p.name);
       const want = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
-      if (data.byteLength !== want) throw new ExecError(`entry ${e.key}: slot ${p.name} needs ${want} bytes, got ${data.byteLength}`);
-      this.device.write(e.bufs[p.buffer], p.offset, data);
+      if (prefix ? data.byteLength > want || data.byteLength % byteSize(p.dtype, 1) !== 0 : data.byteLength !== want) {
+        throw new ExecError(`entry ${e.key}: slot ${p.name} needs ${prefix ? "at most " : ""}${want} bytes, got ${data.byteLength}`);
+      }
+      if (data.byteLength) this.device.write(e.bufs[p.buffer], p.offset, data);
     }
     // From here on the device may have written State: any failure leaves the entry needing a reset.
     try {

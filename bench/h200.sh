@@ -19,6 +19,10 @@
 #     vs tp 1, then bench/tp.ts (8B at tp 1/2[/4] with greedy-token agreement, and the 70B shape at tp > 1).
 #     TP_LIST=1,2 (x2) or 1,2,4 (x4). The collectives are host-staged today (backends/group.ts): expect tp > 1 slower.
 # serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
+# goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
+#   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
+#   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
+#   JSON-schema mask vs greedy at 1B), and bench/serve_loop.ts (the scheduler loop's own µs per step). Logs: $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
 export NO_COLOR=1
@@ -76,6 +80,21 @@ for what in "$@"; do
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/serve.ts --shape ${SHAPES:-llama-3.2-1b,llama-3-8b} --backend ptx \
         ${SERVE_ARGS:-} --out "$out/serve-ptx${SERVE_TAG:-}.json" > "$out/serve-ptx${SERVE_TAG:-}.txt" 2>&1; echo "bench exit $?" >> "$out/serve-ptx${SERVE_TAG:-}.txt"
       grep -v "^\s*$" "$out/serve-ptx${SERVE_TAG:-}.txt" | tail -24 ;;
+    goals)
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+      for shape in llama-3-8b llama-3.2-1b; do
+        t=130; [ $shape = llama-3-8b ] && t=250
+        timeout $t deno run -A --no-check bench/serve.ts --shape $shape --backend ptx --concurrency 1,8,32,64 --prompt 512 --gen 128 \
+          --out "$out/serve-$shape.json" > "$out/serve-$shape.txt" 2>&1; echo "serve $shape exit $?" >> "$out/serve-$shape.txt"
+        grep -v "^\s*$" "$out/serve-$shape.txt" | tail -12
+      done
+      timeout 80 deno run -A --no-check bench/serve.ts --shape llama-3.2-1b --backend ptx --concurrency 1,32 --prompt 512 --gen 128 --sampler full \
+        --out "$out/serve-full.json" > "$out/serve-full.txt" 2>&1; echo "serve full sampler exit $?" >> "$out/serve-full.txt"
+      grep -v "^\s*$" "$out/serve-full.txt" | tail -8
+      timeout 80 deno run -A --no-check bench/sampler.ts --backend ptx --steps 64 > "$out/sampler.txt" 2>&1; echo "sampler exit $?" >> "$out/sampler.txt"
+      tail -14 "$out/sampler.txt"
+      timeout 30 deno run -A --no-check bench/serve_loop.ts --step-ms 3 --gen 100 --io-every 0,5 > "$out/serve-loop.txt" 2>&1
+      cat "$out/serve-loop.txt" ;;
     table)
       # The whole speed table (bench/suite.ts): every row bounded; TABLE_ROWS picks groups, TABLE_BASELINE adds an old column.
       timeout ${TABLE_TIMEOUT:-560} deno run -A --no-check bench/suite.ts ${TABLE_ROWS:+--rows $TABLE_ROWS} ${TABLE_BASELINE:+--baseline $TABLE_BASELINE} \

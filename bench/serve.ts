@@ -9,6 +9,10 @@
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
+//   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
+//   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
+// Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
+// slot bytes uploaded per step.
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { writeFileSync } from "node:fs";
@@ -22,6 +26,7 @@ import { Scheduler } from "../llm/serve/scheduler.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import type { SamplerParams } from "../llm/sampling.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
 export interface ServeBenchOptions {
@@ -39,6 +44,8 @@ export interface ServeBenchOptions {
   /** Tensor-core matmuls (default "all" where the device has them; servingCompile). */
   mma?: "all" | "off";
   mmaSplit?: boolean;
+  /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
+  sampler?: "greedy" | "full";
   log: (s: string) => void;
 }
 
@@ -53,6 +60,14 @@ export interface ServeRow {
   itlP50Ms: number;
   itlP99Ms: number;
   wallSeconds: number;
+  /** Batched steps the round took. */
+  steps: number;
+  /** Mean µs per step spent inside BatchRunner.step (slot encoding, the replay, the wait, readback). */
+  stepMicros: number;
+  /** Mean µs per step outside it: the scheduler loop (planning, yielding to I/O, events to the streams). */
+  loopMicros: number;
+  /** Mean slot bytes written to the device per step. */
+  uploadBytesPerStep: number;
 }
 
 export interface StepRow {
@@ -90,6 +105,12 @@ function rng(seed: number): () => number {
   };
 }
 
+/** The "full" sampler of --sampler full (issue 17's full sampler, per request; counts in device State per slot). */
+function fullSampler(vocab: number): SamplerParams {
+  const logitBias = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [(i * 2503) % vocab, (i % 5) - 2]));
+  return { temperature: 0.8, topK: 40, seed: 1, repeatPenalty: 1.1, frequencyPenalty: 0.5, presencePenalty: 0.5, logitBias, topLogprobs: 5 };
+}
+
 export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: ServeRow[]; steps: StepRow[] }> {
   const rows: ServeRow[] = [], steps: StepRow[] = [];
   for (const name of o.shapes) {
@@ -110,7 +131,19 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       o.log(`${name} on ${backend}: loaded and recorded ${runner.sizes.length} entries (${runner.sizes.join(", ")}) in ` +
         `${((performance.now() - t0) / 1000).toFixed(1)} s; KV pool ${plan.blocks} blocks (${(plan.bytes / 2 ** 30).toFixed(2)} GiB)`);
       const pool = new BlockPool(plan.blocks);
-      const sched = new Scheduler(model, runner, pool, new Metrics(), { slots, chunk: o.chunk, maxQueue: 1 << 20, ctx });
+      // Time inside the batched step, so the table can split a step into the step itself and the loop around it.
+      let inStep = 0;
+      const step = runner.step.bind(runner);
+      runner.step = async (rows, at) => {
+        const t = performance.now();
+        try {
+          return await step(rows, at);
+        } finally {
+          inStep += performance.now() - t;
+        }
+      };
+      const metrics = new Metrics();
+      const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk: o.chunk, maxQueue: 1 << 20, ctx });
       const r = rng(1);
       const promptIds = () => Array.from({ length: o.prompt }, () => 1 + Math.floor(r() * (c.vocab - 1)));
 
@@ -142,11 +175,13 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       for (const conc of o.concurrency) {
         const ttft: number[] = [], itl: number[] = [];
         let generated = 0;
+        const steps0 = metrics.steps, inStep0 = inStep, up0 = runner.uploaded.bytes, ups0 = runner.uploaded.steps;
         const start = performance.now();
         await Promise.all(Array.from({ length: conc }, async () => {
           const t = performance.now();
           let last = 0;
-          for await (const e of sched.submit({ promptIds: promptIds(), maxTokens: o.gen, sampler: { temperature: 0 } })) {
+          const sampler = o.sampler === "full" ? fullSampler(c.vocab) : { temperature: 0 };
+          for await (const e of sched.submit({ promptIds: promptIds(), maxTokens: o.gen, sampler })) {
             if (e.type === "error") throw e.error;
             if (e.type !== "token") continue;
             const now = performance.now();
@@ -157,10 +192,13 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
           }
         }));
         const wall = (performance.now() - start) / 1000;
+        const nSteps = metrics.steps - steps0, stepMs = inStep - inStep0;
         const row: ServeRow = {
           shape: name, backend, concurrency: conc, tokPerSec: generated / wall,
           ttftMeanMs: ttft.reduce((a, b) => a + b, 0) / ttft.length, ttftP50Ms: pct(ttft, 0.5), ttftP99Ms: pct(ttft, 0.99),
-          itlP50Ms: pct(itl, 0.5), itlP99Ms: pct(itl, 0.99), wallSeconds: wall,
+          itlP50Ms: pct(itl, 0.5), itlP99Ms: pct(itl, 0.99), wallSeconds: wall, steps: nSteps,
+          stepMicros: (1000 * stepMs) / nSteps, loopMicros: (1000 * (wall * 1000 - stepMs)) / nSteps,
+          uploadBytesPerStep: (runner.uploaded.bytes - up0) / Math.max(1, runner.uploaded.steps - ups0),
         };
         rows.push(row);
         o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} ms, ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms`);
@@ -188,6 +226,7 @@ export async function main(args: string[]): Promise<number> {
       "matmul-tile": { type: "string" },
       mma: { type: "string", default: "on" },
       "mma-split": { type: "string", default: "on" },
+      sampler: { type: "string", default: "greedy" },
       out: { type: "string" },
     },
   });
@@ -198,6 +237,8 @@ export async function main(args: string[]): Promise<number> {
   };
   const kv = values["kv-type"];
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv-type: ${kv} is not f16 or f32`);
+  const sampler = values.sampler;
+  if (sampler !== "greedy" && sampler !== "full") throw new RangeError(`--sampler: ${sampler} is not greedy or full`);
   const onOff = (v: string, what: string) => {
     if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
     return v === "on";
@@ -207,13 +248,14 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s),
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler,
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(
-    ["shape", "backend", "concurrency", "tok/s", "TTFT mean ms", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms"],
+    ["shape", "backend", "concurrency", "tok/s", "TTFT mean ms", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "step µs", "loop µs", "upload B/step"],
     res.rows.map((r) => [r.shape, r.backend, String(r.concurrency), r.tokPerSec.toFixed(1), r.ttftMeanMs.toFixed(1), r.ttftP50Ms.toFixed(1),
-      r.ttftP99Ms.toFixed(1), r.itlP50Ms.toFixed(2), r.itlP99Ms.toFixed(2)]),
+      r.ttftP99Ms.toFixed(1), r.itlP50Ms.toFixed(2), r.itlP99Ms.toFixed(2), r.stepMicros.toFixed(0), r.loopMicros.toFixed(0),
+      r.uploadBytesPerStep.toFixed(0)]),
   ));
   console.log(formatTable(
     ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1"],

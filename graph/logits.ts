@@ -7,18 +7,24 @@
 // logits as the model gave them), bias and bans (incl. min_tokens and the grammar mask), penalties (repetition,
 // then frequency, then presence), then `sample`: temperature, min-p / top-k / top-p, the draw.
 //
-// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[R, V]]) -> y f32[R, V]
-// `extra` is a Slot of kind "Input": a header and E entries per row (f32 words hold the float's bits):
+// logits_process(x f32[R, V], extra u32[R, extraWords(E)], mask u32[R, ceil(V/32)] [, counts u32[Q, V]]) -> y f32[R, V]
+// `extra` is a Slot of kind "Input" of R·(8 + 3E) words: R headers of 8 words (row r's at 8r), then R blocks of E
+// entries (row r's entry j at 8R + 3(E·r + j)); for one row that is its header, then its entries. Headers come
+// first so that a batch whose rows with entries come first uploads the headers and those rows' entries only
+// (llm/sampling.ts SamplerSlots.uploads). f32 words hold the float's bits. A header:
 //   0 rep    f32  repetition penalty (1 = off): a seen token's logit v > 0 becomes v / rep, else v · rep
 //   1 freq   f32  frequency penalty: v − freq · count
 //   2 pres   f32  presence penalty: v − pres when count > 0
 //   3 n      u32  entries used (at most E)
-//   4 masked u32  1: apply this row's mask; 0: the mask row is never read (an unconstrained row costs no read)
-//   5 dense  u32  1: every token's `seen` word is counts[r, i] (the optional fourth input: token counts in
-//                 device State, updated by the step itself; llm/sampling.ts appendSampler), entries then carry
-//                 bias only; 0: counts is never read, and only entries are seen
+//   4 masked u32  k in [1, R]: apply mask row k − 1 (a batch packs its constrained rows' masks first, so a step
+//                 uploads only those: llm/sampling.ts SamplerSlots); 0 (or k > R): the mask is never read (an
+//                 unconstrained row costs no read)
+//   5 dense  u32  k in [1, Q]: every token's `seen` word is counts[k − 1, i] (the optional fourth input: Q rows of
+//                 token counts in device State; llm/sampling.ts appendSampler), entries then carry bias only;
+//                 0 (or k > Q): counts is never read, and only entries are seen. A one-sequence step has Q = 1
+//                 (dense 1); a batch keeps one counts row per sequence slot, which rows name by their k.
 //   6, 7     reserved, 0
-//   entry j at 8 + 3j: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
+//   an entry: id u32, bias f32 (−Inf bans the token), seen u32 = count | PROMPT (bit 31: in the prompt)
 // count is the token's occurrences among the generated tokens (vLLM: frequency and presence count the output);
 // "seen" (repetition) is count > 0 or the prompt bit (vLLM: prompt and output). Ids of a row must be distinct
 // (the host merges bias and counts per id); an id >= V is ignored.
@@ -57,6 +63,14 @@ export const MAX_TOP_LOGPROBS = 20;
 export function extraWords(entries: number): number {
   return EXTRA_HEAD + EXTRA_ENTRY * entries;
 }
+/** Word of row r's header in an `extra` slot of `rows` rows. */
+export function extraHead(r: number): number {
+  return r * EXTRA_HEAD;
+}
+/** Word of row r's first entry in an `extra` slot of `rows` rows of `entries` entries. */
+export function extraEntry(r: number, rows: number, entries: number): number {
+  return rows * EXTRA_HEAD + r * entries * EXTRA_ENTRY;
+}
 /** Entries a row of `words` words holds. */
 export function extraEntries(words: number): number {
   return (words - EXTRA_HEAD) / EXTRA_ENTRY;
@@ -73,26 +87,28 @@ export function processRows(x: Float32Array, extra: Uint32Array, mask: Uint32Arr
   const y = Float32Array.from(x);
   const EW = extra.length / rows, E = extraEntries(EW), MW = maskWords(vocab);
   for (let r = 0; r < rows; r++) {
-    const o = r * EW, base = r * vocab;
-    const masked = extra[o + EXTRA.masked] === 1;
-    const allowed = (i: number) => !masked || ((mask[r * MW + (i >>> 5)] >>> (i & 31)) & 1) === 1;
+    const o = r * EXTRA_HEAD, eb = rows * EXTRA_HEAD + r * E * EXTRA_ENTRY, base = r * vocab;
+    const mk = extra[o + EXTRA.masked], masked = mk >= 1 && mk <= rows, mb = (mk - 1) * MW;
+    const allowed = (i: number) => !masked || ((mask[mb + (i >>> 5)] >>> (i & 31)) & 1) === 1;
     for (let i = 0; i < vocab; i++) if (!allowed(i) && Number.isFinite(x[base + i])) y[base + i] = BANNED;
     const rep = f32FromBits(extra[o + EXTRA.rep]), freq = f32FromBits(extra[o + EXTRA.freq]), pres = f32FromBits(extra[o + EXTRA.pres]);
-    const dense = counts !== undefined && extra[o + EXTRA.dense] === 1;
+    const k = extra[o + EXTRA.dense];
+    const dense = counts !== undefined && k >= 1 && k <= counts.length / vocab;
+    const cb = (k - 1) * vocab; // the row's counts
     if (dense) {
       for (let i = 0; i < vocab; i++) {
-        const seen = counts[base + i];
+        const seen = counts[cb + i];
         if (seen !== 0 && Number.isFinite(x[base + i]) && allowed(i)) y[base + i] = adjust(x[base + i], 0, seen, rep, freq, pres);
       }
     }
     const n = Math.min(extra[o + EXTRA.count], E);
     for (let j = 0; j < n; j++) {
-      const e = o + EXTRA_HEAD + EXTRA_ENTRY * j;
+      const e = eb + EXTRA_ENTRY * j;
       const id = extra[e];
       if (id >= vocab) continue;
       const v0 = x[base + id];
       if (!Number.isFinite(v0) || !allowed(id)) continue;
-      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), dense ? counts[base + id] : extra[e + 2], rep, freq, pres);
+      y[base + id] = adjust(v0, f32FromBits(extra[e + 1]), dense ? counts[cb + id] : extra[e + 2], rep, freq, pres);
     }
   }
   return y;

@@ -73,7 +73,7 @@ export const OP_DOC: Record<Op, string> = {
   causal_mask: "[pos(1 int)] attrs.rows, cap, window? -> bool [rows, cap]: t <= pos + r (and t > pos + r - window)",
   silu: "x·σ(x)", gelu: "tanh approximation", silu_mul: "[a, b] -> silu(a)·b",
   sample: "[logits f32[R, V], params u32[R, SAMPLER_WORDS] (Slot kind Sampler)] -> i32[R, 2] (token, nonfinite); graph/sample.ts",
-  logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)], counts? u32[R, V]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
+  logits_process: "[logits f32[R, V], extra u32[R, 8 + 3E], mask u32[R, ceil(V/32)], counts? u32[Q, V]] -> f32[R, V]: bias, bans, penalties, grammar mask; graph/logits.ts",
   logprobs: "[logits f32[R, V], sample i32[R, 2], params u32[R, SAMPLER_WORDS]] attrs.n -> f32[R, 1 + 2n]; graph/logits.ts",
   all_reduce: COLLECTIVE_OPS.all_reduce.doc,
   all_gather: COLLECTIVE_OPS.all_gather.doc,
@@ -475,7 +475,7 @@ export function inferNode(op: Op, ins: TypeInfo[], attrs: Attrs, ref: NodeRef, l
         fail("shape", ref, `extra must be u32[${R}, ${EXTRA_HEAD} + ${EXTRA_ENTRY}·entries], got ${fmt(e)}`);
       }
       if (m.dtype !== "u32" || !sameShape(m.shape, [R, maskWords(V)])) fail("shape", ref, `mask must be u32[${R},${maskWords(V)}], got ${fmt(m)}`);
-      if (c && (c.dtype !== "u32" || !sameShape(c.shape, [R, V]))) fail("shape", ref, `counts must be u32[${R},${V}], got ${fmt(c)}`);
+      if (c && (c.dtype !== "u32" || c.shape.length !== 2 || c.shape[0] < 1 || c.shape[1] !== V)) fail("shape", ref, `counts must be u32[rows >= 1, ${V}], got ${fmt(c)}`);
       return { dtype: "f32", shape: [R, V], attrs: a };
     }
     case "logprobs": {

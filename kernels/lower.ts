@@ -460,9 +460,9 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const ins = n.inputs, out = bind(n.id);
     const [R, V] = nodes[ins[0]].shape;
     const entries = (nodes[ins[1]].shape[1] - 8) / 3;
-    const counts = ins.length > 3;
-    const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries, counts });
-    return kernel(k, [...ins.map(bind), out], { bytes: (counts ? 12 : 8) * R * V + 12 * R * entries, flops: R * V });
+    const countRows = ins.length > 3 ? nodes[ins[3]].shape[0] : 0;
+    const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries, countRows });
+    return kernel(k, [...ins.map(bind), out], { bytes: (countRows ? 12 : 8) * R * V + 12 * R * entries, flops: R * V });
   },
   logprobs(cx, n) { // one workgroup per row; rows that want none read nothing
     const { nodes, caps, bind, kernel } = cx;

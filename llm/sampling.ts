@@ -14,11 +14,13 @@
 // one more output: `sampler_extra` (per row: penalties and up to `entries` (id, bias, count) entries) and
 // `sampler_mask` (per row: a grammar's token bitmask), read by `logits_process` before the draw, and the output
 // "logprobs" (graph/logits.ts). SamplerSlots writes all three slots per step from each row's parameters and
-// TokenHistory (the prompt and generated tokens the penalties count).
+// TokenHistory (the prompt and generated tokens the penalties count), or, where token counts live in device
+// State (`counts`: the Driver's one sequence; `rows`: a batch's sequence slots), from the parameters alone.
 import { SAMPLER, SAMPLER_WORDS } from "../graph/sample.ts";
-import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
+import { EXTRA, EXTRA_ENTRY, EXTRA_HEAD, extraEntry, extraHead, extraWords, MAX_TOP_LOGPROBS, maskWords, PROMPT_BIT } from "../graph/logits.ts";
 import { f32Bits } from "../graph/dtype.ts";
 import type { Tensor, Tracer } from "../graph/tracer.ts";
+import type { SlotPrefix } from "../backends/executor.ts";
 
 /** How to pick the next token. Every field is optional; the default is greedy decoding. */
 export interface SamplerParams {
@@ -52,7 +54,8 @@ export interface SamplerParams {
 export function needsProcessing(p: SamplerParams): boolean {
   return penaltiesOn(p) || (p.minTokens ?? 0) > 0 || biasEntries(p).length > 0;
 }
-function penaltiesOn(p: SamplerParams): boolean {
+/** True when a row's draw reads token counts (a repetition, frequency or presence penalty). */
+export function penaltiesOn(p: SamplerParams): boolean {
   return (p.repeatPenalty ?? 1) !== 1 || (p.frequencyPenalty ?? 0) !== 0 || (p.presencePenalty ?? 0) !== 0;
 }
 function biasEntries(p: SamplerParams): [number, number][] {
@@ -168,6 +171,15 @@ export const LOGPROBS_OUTPUT = "logprobs";
 export const COUNTS_STATE = "sampler_counts";
 /** i32 [2]: [1 = mark this step's input tokens as prompt, 1 = count this step's draw]. */
 export const COUNT_SLOT = "sampler_count";
+/**
+ * A batch's token counts: State u32 [(rows + 1)·vocab, 1], one row of counts per sequence slot (row q at q·vocab),
+ * then a spare row that unused writes go to (the scatter kernel faults on a negative index; no row names it).
+ */
+export const ROW_COUNTS_STATE = "sampler_row_counts";
+/** i32 [writes]: where each of this step's count writes goes in ROW_COUNTS_STATE (q·vocab + token; unused: rows·vocab). */
+export const COUNT_AT_SLOT = "sampler_count_at";
+/** u32 [writes, 1]: the word each count write sets (count | PROMPT_BIT). */
+export const COUNT_VALUE_SLOT = "sampler_count_value";
 
 export interface AppendOptions {
   output?: string;
@@ -177,8 +189,13 @@ export interface AppendOptions {
    * `counts` (one sampled row only), the penalties read token counts kept in device State and updated by the
    * step itself: the step's input tokens (slot `tokens`, default "token") are marked as prompt and its draw is
    * counted, as the COUNT_SLOT says; a reset of the executor's State clears them.
+   * With `rows` (a batch, any number of sampled rows), the counts are `rows.rows` rows in device State
+   * (ROW_COUNTS_STATE), one per sequence slot; a row's `dense` word names its counts row (SamplerSlots.set's
+   * `countsRow`). The host sets words of that State through up to `rows.writes` writes per step (COUNT_AT_SLOT,
+   * COUNT_VALUE_SLOT), applied in place before the sampler reads: a slot's reset and prompt when a sequence is
+   * admitted, then each generated token's new count (llm/serve/counts.ts).
    */
-  process?: { entries: number; counts?: boolean; tokens?: string };
+  process?: { entries: number; counts?: boolean; tokens?: string; rows?: { rows: number; writes: number } };
   /** Add the `logprobs` output (f32 [rows, 1 + 2·20]). */
   logprobs?: boolean;
 }
@@ -201,7 +218,8 @@ export function appendSampler(t: Tracer, logits: Tensor, opts: AppendOptions = {
     const extra = t.slot(EXTRA_SLOT, { kind: "Input", dtype: "u32", shape: [R, extraWords(e)] });
     const mask = t.slot(MASK_SLOT, { kind: "Input", dtype: "u32", shape: [R, maskWords(V)] });
     counted = opts.process.counts ? markPrompt(t, V, R, opts.process.tokens ?? "token") : undefined;
-    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(t.slice(counted.counts, 0, 0, V), [1, V]) : undefined);
+    const rows = opts.process.rows ? rowCounts(t, V, opts.process.rows) : undefined;
+    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(t.slice(counted.counts, 0, 0, V), [1, V]) : rows);
   }
   const sample = t.sample(y, slot);
   const output = opts.output ?? SAMPLE_OUTPUT;
@@ -213,6 +231,23 @@ export function appendSampler(t: Tracer, logits: Tensor, opts: AppendOptions = {
   }
   if (opts.logprobs) t.output(LOGPROBS_OUTPUT, t.logprobs(x, sample, slot, MAX_TOP_LOGPROBS));
   return { sample, slot, output };
+}
+
+/**
+ * A batch's counts State after this step's host writes, as [rows, V] for logits_process. The scatter is the
+ * State's write and its only reader is the State read, so it is planned in place: a step touches `writes` words,
+ * never the rows·V of the whole State.
+ */
+function rowCounts(t: Tracer, V: number, o: { rows: number; writes: number }): Tensor {
+  if (!(Number.isInteger(o.rows) && o.rows >= 1 && Number.isInteger(o.writes) && o.writes >= 1)) {
+    throw new RangeError(`appendSampler: count rows ${o.rows} and writes ${o.writes} must be positive integers`);
+  }
+  const c0 = t.state(ROW_COUNTS_STATE, "u32", [(o.rows + 1) * V, 1]);
+  const at = t.slot(COUNT_AT_SLOT, { kind: "Input", dtype: "i32", shape: [o.writes] });
+  const value = t.slot(COUNT_VALUE_SLOT, { kind: "Input", dtype: "u32", shape: [o.writes, 1] });
+  const c1 = t.scatter(c0, value, at);
+  t.writeState(ROW_COUNTS_STATE, c1);
+  return t.reshape(c1, [o.rows + 1, V]); // a view (a slice would copy); no `dense` word names the spare row
 }
 
 /** The counts State with this step's input tokens marked as prompt (when COUNT_SLOT[0] is 1). */
@@ -257,6 +292,8 @@ export interface RowContext {
   mask?: Uint32Array | Int32Array;
   /** The penalties read the counts State (appendSampler's `counts`), not entries from `history`. */
   deviceCounts?: boolean;
+  /** The penalties read this row of a batch's counts State (appendSampler's `rows`), not entries from `history`. */
+  countsRow?: number;
 }
 
 /**
@@ -271,6 +308,8 @@ export class SamplerSlots {
   readonly mask: Uint32Array;
   private readonly ew: number;
   private readonly mw: number;
+  /** Each row's mask as set (packed into `mask` by values()/uploads()). */
+  private readonly masks: (Uint32Array | undefined)[] = [];
   constructor(readonly rows: number, readonly vocab: number, readonly entries: number) {
     this.words = new Uint32Array(rows * SAMPLER_WORDS);
     this.ew = extraWords(entries);
@@ -282,8 +321,9 @@ export class SamplerSlots {
   /** Encodes row `row`: parameters, draw counter and context. Throws a RangeError naming a bad value. */
   set(row: number, p: SamplerParams, counter: number, ctx: RowContext = {}): void {
     encodeSampler(p, counter, this.words, row);
-    const o = row * this.ew;
-    this.extra.fill(0, o, o + this.ew);
+    if (!(Number.isInteger(row) && row >= 0 && row < this.rows)) throw new RangeError(`sampler row ${row} is outside a slot of ${this.rows} rows`);
+    const o = extraHead(row), eb = extraEntry(row, this.rows, this.entries);
+    this.extra.fill(0, o, o + EXTRA_HEAD);
     this.extra[o + EXTRA.rep] = f32Bits(p.repeatPenalty ?? 1);
     this.extra[o + EXTRA.freq] = f32Bits(p.frequencyPenalty ?? 0);
     this.extra[o + EXTRA.pres] = f32Bits(p.presencePenalty ?? 0);
@@ -294,7 +334,10 @@ export class SamplerSlots {
     if (h && h.generated < (p.minTokens ?? 0)) {
       for (const id of ctx.eog ?? []) if (id < this.vocab && room()) ent.set(id, { bias: -Infinity, seen: 0 });
     }
-    if (ctx.deviceCounts && penaltiesOn(p)) this.extra[o + EXTRA.dense] = 1;
+    if (ctx.countsRow !== undefined && penaltiesOn(p)) {
+      if (!(Number.isInteger(ctx.countsRow) && ctx.countsRow >= 0)) throw new RangeError(`counts row ${ctx.countsRow} is not an index`);
+      this.extra[o + EXTRA.dense] = ctx.countsRow + 1;
+    } else if (ctx.deviceCounts && penaltiesOn(p)) this.extra[o + EXTRA.dense] = 1;
     else if (h && penaltiesOn(p)) {
       const gen = [...h.counts.entries()].reverse();
       for (const [id, c] of gen) {
@@ -312,22 +355,48 @@ export class SamplerSlots {
     }
     let j = 0;
     for (const [id, e] of ent) {
-      const at = o + EXTRA_HEAD + EXTRA_ENTRY * j++;
+      const at = eb + EXTRA_ENTRY * j++;
       this.extra[at] = id;
       this.extra[at + 1] = f32Bits(e.bias);
       this.extra[at + 2] = e.seen >>> 0;
     }
     this.extra[o + EXTRA.count] = j;
-    if (ctx.mask) {
-      if (ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
-      this.mask.set(new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw), row * this.mw);
-      this.extra[o + EXTRA.masked] = 1;
-    }
+    if (ctx.mask && ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
+    this.masks[row] = ctx.mask ? new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw) : undefined;
   }
 
-  /** Slot values of the step. */
+  /** Packs the masks of the rows that have one at the front of `mask` (row order); returns how many. */
+  private pack(): number {
+    let n = 0;
+    for (let r = 0; r < this.rows; r++) {
+      const m = this.masks[r];
+      if (m) this.mask.set(m, n++ * this.mw);
+      this.extra[extraHead(r) + EXTRA.masked] = m ? n : 0;
+    }
+    return n;
+  }
+
+  /** Slot values of the step (whole slots: what the oracle reads too). */
   values(slot = SAMPLER_SLOT): Record<string, Uint32Array> {
+    this.pack();
     return { [slot]: this.words, [EXTRA_SLOT]: this.extra, [MASK_SLOT]: this.mask };
+  }
+
+  /**
+   * The same values for Executor.step, where two slots are prefixes (the rest keeps older bytes that no row
+   * reads): the mask slot holds only the masks of constrained rows, so a step without a grammar uploads no mask,
+   * and the extra slot stops after the entries of the last row that has any (the headers come first), so rows
+   * without bias or bans send their 8 header words only when they come after those that have them.
+   */
+  uploads(slot = SAMPLER_SLOT): Record<string, Uint32Array | SlotPrefix> {
+    const n = this.pack();
+    let last = -1;
+    for (let r = 0; r < this.rows; r++) if (this.extra[extraHead(r) + EXTRA.count] > 0) last = r;
+    return {
+      [slot]: this.words,
+      [EXTRA_SLOT]: { prefix: this.extra.subarray(0, extraEntry(last + 1, this.rows, this.entries)) },
+      [MASK_SLOT]: { prefix: this.mask.subarray(0, n * this.mw) },
+    };
   }
 }
 

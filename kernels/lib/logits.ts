@@ -8,7 +8,7 @@
 // against a running max, then N − 1 rounds of "largest after the previous" (one pass, two reductions each).
 // A row that wants no logprobs runs zero iterations of every pass; rounds past the row's top_logprobs do too
 // (the reductions still run: loops holding barriers have constant trip counts).
-import { c, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
@@ -24,49 +24,57 @@ export interface ProcessShape {
   entries: number;
   /** Elements per workgroup (default 1024: a 128k row spreads over ~128 workgroups, a few loads per lane). */
   chunk?: number;
-  /** A counts input u32 [rows, vocab] follows the mask (read only by rows whose `dense` word is 1). */
-  counts?: boolean;
+  /** Rows of a counts input u32 [countRows, vocab] after the mask (read by a row whose `dense` word k is in
+   * [1, countRows]: its row k − 1); 0 or absent: no counts input. */
+  countRows?: number;
 }
 
 /**
- * logits_process. Bindings: logits f32 [rows, vocab] (r), extra u32 [rows, 8 + 3·entries] (r),
- * mask u32 [rows, ceil(vocab/32)] (r), [counts u32 [rows, vocab] (r),] out f32 [rows, vocab] (w).
+ * logits_process. Bindings: logits f32 [rows, vocab] (r), extra u32 [rows, 8 + 3·entries] (r; headers, then entries),
+ * mask u32 [rows, ceil(vocab/32)] (r), [counts u32 [countRows, vocab] (r),] out f32 [rows, vocab] (w).
  */
 export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const { rows: R, vocab: V, entries: E } = s;
+  const Q = s.countRows ?? 0;
   if (!(Number.isInteger(R) && R >= 1 && Number.isInteger(V) && V >= 1 && Number.isInteger(E) && E >= 0)) {
     throw new KernelError(`logits_process: bad shape ${R}x${V}, ${E} entries`);
   }
-  if (R * V >= 2 ** 32) throw new KernelError(`logits_process: ${R}x${V} logits exceed the kernel's index range`);
+  if (!(Number.isInteger(Q) && Q >= 0)) throw new KernelError(`logits_process: bad count rows ${Q}`);
+  if (Math.max(R, Q) * V >= 2 ** 32) throw new KernelError(`logits_process: ${R}x${V} logits exceed the kernel's index range`);
   // One lane where subgroups are one lane wide (the JS device): no barrier, no lockstep emulation.
   const W = caps.subgroups && caps.subgroupSize === 1 ? 1 : Math.min(256, caps.maxWorkgroupSize);
   const CH = Math.min(s.chunk ?? 1024, Math.ceil(V / W) * W);
-  const chunks = Math.ceil(V / CH), EW = EXTRA_HEAD + EXTRA_ENTRY * E, MW = maskWords(V);
+  const chunks = Math.ceil(V / CH), MW = maskWords(V);
   const grid = gridFor(caps, R * chunks);
-  const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}${s.counts ? "_c" : ""}`, { workgroup: W, grid });
+  const b = new KernelBuilder(`logits_process_r${R}_v${V}_e${E}${Q ? `_c${Q}` : ""}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
   const EX = b.buffer("extra", "u32", "r");
   const M = b.buffer("mask", "u32", "r");
-  const C = s.counts ? b.buffer("counts", "u32", "r") : undefined;
+  const C = Q ? b.buffer("counts", "u32", "r") : undefined;
   const OUT = b.buffer("out", "f32", "w");
   const wg = b.let(wgIndex(b, grid), "u32", "wg");
   const inGrid = b.let(wg.lt(u32(R * chunks)), "bool", "ing");
   const row = b.let(inGrid.select(wg.div(u32(chunks)), u32(0)), "u32", "row");
   const c0 = b.let(wg.mod(u32(chunks)).mul(u32(CH)), "u32", "c0");
   const c1 = b.let(inGrid.select(c0.add(u32(CH)).min(u32(V)), c0), "u32", "c1");
-  const eo = b.let(row.mul(u32(EW)), "u32", "eo");
-  const masked = b.let(b.load(EX, eo.add(EXTRA.masked)).eq(u32(1)), "bool", "masked");
+  const eo = b.let(row.mul(u32(EXTRA_HEAD)), "u32", "eo"); // the row's header; its entries after all R headers
+  const eb = b.let(row.mul(u32(E * EXTRA_ENTRY)).add(u32(R * EXTRA_HEAD)), "u32", "eb");
+  const mk = b.let(b.load(EX, eo.add(EXTRA.masked)), "u32", "mk");
+  const masked = b.let(mk.ge(u32(1)).and(mk.le(u32(R))), "bool", "masked");
+  const mrow = b.let(masked.select(mk.sub(u32(1)), u32(0)), "u32", "mrow"); // the row's mask (packed: graph/logits.ts)
   const base = b.let(row.mul(u32(V)), "u32", "base");
   const lid = b.lid.x;
   const allowed = (i: Val): Val => {
-    const word = b.let(masked.select(b.load(M, row.mul(u32(MW)).add(i.shr(5))), u32(0xffffffff)), "u32", "mw");
+    const word = b.let(masked.select(b.load(M, mrow.mul(u32(MW)).add(i.shr(5))), u32(0xffffffff)), "u32", "mw");
     return b.let(word.shr(i.and(u32(31))).and(u32(1)).eq(u32(1)), "bool", "ok");
   };
   const banned = u32(BANNED_BITS).bitcast("f32");
   const rep = b.let(b.load(EX, eo.add(EXTRA.rep), "f32"), "f32", "rep");
   const freq = b.let(b.load(EX, eo.add(EXTRA.freq), "f32"), "f32", "freq");
   const pres = b.let(b.load(EX, eo.add(EXTRA.pres), "f32"), "f32", "pres");
-  const dense = b.let(C ? b.load(EX, eo.add(EXTRA.dense)).eq(u32(1)) : c(false), "bool", "dense");
+  const k = b.let(C ? b.load(EX, eo.add(EXTRA.dense)) : u32(0), "u32", "k");
+  const dense = b.let(k.ge(u32(1)).and(k.le(u32(Q))), "bool", "dense");
+  const cb = b.let(dense.select(k.sub(u32(1)).mul(u32(V)), u32(0)), "u32", "cb"); // the row's counts
   // bias, then repetition, frequency, presence (graph/logits.ts adjust)
   const adjust = (x: Val, bias: Val, seen: Val): Val => {
     const count = b.let(seen.and(u32(0x7fffffff)), "u32", "cnt");
@@ -80,7 +88,7 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
     const ok = b.let(allowed(i), "bool", "al");
     const y = b.let(x.isfinite().and(ok.not()).select(banned, x), "f32", "y");
     if (C) {
-      const seen = b.let(dense.select(b.load(C, base.add(i)), u32(0)), "u32", "seen");
+      const seen = b.let(dense.select(b.load(C, cb.add(i)), u32(0)), "u32", "seen");
       b.if(seen.ne(u32(0)).and(x.isfinite()).and(ok), () => b.set(y, adjust(x, f32(0), seen)));
     }
     b.store(OUT, base.add(i), y);
@@ -88,14 +96,14 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   if (W > 1) b.barrier();
   const n = b.let(inGrid.select(b.load(EX, eo.add(EXTRA.count)).min(u32(E)), u32(0)), "u32", "n");
   b.for(lid, n, W, (j) => {
-    const e = b.let(eo.add(u32(EXTRA_HEAD)).add(j.mul(u32(EXTRA_ENTRY))), "u32", "e");
+    const e = b.let(eb.add(j.mul(u32(EXTRA_ENTRY))), "u32", "e");
     const id = b.let(b.load(EX, e), "u32", "id");
     b.if(id.ge(c0).and(id.lt(c1)), () => {
       const x = b.let(b.load(X, base.add(id)), "f32", "x");
       b.if(x.isfinite().and(allowed(id)), () => {
         const bias = b.let(b.load(EX, e.add(1), "f32"), "f32", "bias");
         const own = b.let(b.load(EX, e.add(2)), "u32", "own");
-        const seen = C ? b.let(dense.select(b.load(C, base.add(id)), own), "u32", "seen") : own;
+        const seen = C ? b.let(dense.select(b.load(C, cb.add(id)), own), "u32", "seen") : own;
         b.store(OUT, base.add(id), adjust(x, bias, seen));
       });
     });

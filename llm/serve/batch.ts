@@ -7,13 +7,16 @@
 // without the fused batch-1 gemv units (`servingCompile`), so every matmul, norm and attention row runs the
 // same kernel code, in the same order, at every N. Padding rows write into block 0, the reserved trash block that
 // no sequence owns (unused table entries point there too; the kernel never reads past a row's position).
-import type { EntryId, Executor, ProgramCompiler } from "../../backends/executor.ts";
+import type { EntryId, Executor, HostArray, ProgramCompiler, SlotPrefix } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
 import type { ModelHandle } from "../model.ts";
-import { appendSampler, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "../sampling.ts";
+import {
+  appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots,
+} from "../sampling.ts";
+import { CountRows } from "./counts.ts";
 import type { PoolPlan } from "./pool.ts";
 
 /** Slot naming the rows whose logits are sampled. */
@@ -23,6 +26,11 @@ export const SAMPLE_ROWS = "sample_rows";
  * Compiles serving entries: no fused batch-1 gemv, and, where the target has tensor-core tiles, every bf16/f16
  * matmul on them at every entry size (batch 1 included: W read once per step for all rows, and a row's K order
  * fixed by the weight's shape alone), so a row computes the same bits at every batch size.
+ * Not "auto" (MMA from MMA_MIN_ROWS rows), though the H200's batch-1 step was faster without MMA (1.78 vs
+ * 1.89 ms): the MMA and FMA matmuls reduce a row in different orders (tensor-core k-groups and a K split vs
+ * per-lane FMA chains), so a row's logits differ between them (316 of 320 logits of a tiny bf16 Llama at batch 1
+ * on the JS device's emulated MMA, by up to 8e-6), and a sequence decoding alone (entry 1) would not get the
+ * bits it gets in a full batch (entry 32): greedy tokens could flip, breaking batch invariance.
  */
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all" });
 
@@ -38,7 +46,7 @@ export interface BatchRow {
   /** The sequence's block table (pool block of each logical block), at least pos / block + 1 long. */
   table: readonly number[];
   sampler: SamplerParams;
-  /** The sequence's tokens and grammar mask, for the row that is sampled (penalties, min_tokens, masks). */
+  /** For the row that is sampled: the sequence's tokens (min_tokens), counts row (penalties) and grammar mask. */
   ctx?: RowContext;
   /** A row [dim] given by value in place of the token's embedding (an image's row; vision-language models). */
   embedding?: Float32Array;
@@ -60,10 +68,12 @@ export interface BatchOptions {
   /** Element type of the K/V pool (default f32; f16 halves what attention reads). */
   kvDtype?: "f32" | "f16";
   /**
-   * Sampler entries per sampled row (logit bias, min_tokens bans, and the tokens the penalties count; default
-   * 1024): past it the penalties count the most recent tokens only (llm/sampling.ts SamplerSlots).
+   * Sampler entries per sampled row: logit bias and min_tokens bans (default MAX_LOGIT_BIAS + the tokenizer's
+   * end-of-generation ids). The penalties read token counts in device State (counts.ts), never entries.
    */
   samplerEntries?: number;
+  /** Token-count words the host may set per step (admissions' resets and prompts, generated tokens; default 256). */
+  countWrites?: number;
 }
 
 /** Padded sizes: 1, 2, 4, ... up to slots (slots itself included), then slots + chunk. */
@@ -80,10 +90,17 @@ export class BatchRunner {
   readonly maxRows: number;
   private readonly ids = new Map<number, EntryId>();
   private readonly samplers = new Map<number, SamplerSlots>();
+  /** Slot bytes handed to the executor, and steps, since open (what a step uploads: bench/serve.ts). */
+  readonly uploaded = { bytes: 0, steps: 0 };
+  /** The sequence slots' token counts on the device (one row per slot); the scheduler assigns the rows. */
+  readonly counts: CountRows;
+  private readonly entries: number;
 
   private constructor(readonly model: ModelHandle, readonly exec: Executor, readonly opts: BatchOptions) {
     this.sizes = paddedSizes(opts.slots, opts.chunk);
     this.maxRows = this.sizes[this.sizes.length - 1];
+    this.counts = new CountRows(opts.slots, model.config.vocab, opts.countWrites ?? 256);
+    this.entries = opts.samplerEntries ?? MAX_LOGIT_BIAS + model.tokenizer.eog.size;
   }
 
   /** Loads the weights (once per executor) and records every padded size up front. */
@@ -111,9 +128,10 @@ export class BatchRunner {
     const lm = tracer.nodes[logits.id];
     const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
     const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
-    const entries = this.opts.samplerEntries ?? 1024;
-    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries }, logprobs: true });
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}:sampler=${entries}${inputRows ? ":input_rows" : ""}`;
+    const entries = this.entries, counts = { rows: this.counts.rows, writes: this.counts.writes };
+    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
+    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}` +
+      `:sampler=${entries}:counts=${counts.rows}x${counts.writes}${inputRows ? ":input_rows" : ""}`;
     id = this.exec.addEntry(key, tracer.build());
     this.ids.set(rows, id);
     return id;
@@ -161,28 +179,41 @@ export class BatchRunner {
     });
     const pick = new Int32Array(S);
     let sampler = this.samplers.get(S);
-    if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.opts.samplerEntries ?? 1024));
-    for (let j = 0; j < S; j++) {
-      const i = sampleAt[j];
+    if (!sampler) this.samplers.set(S, sampler = new SamplerSlots(S, this.model.config.vocab, this.entries));
+    // Sampled rows with sampler entries (bias, min_tokens bans) take the first sampler rows, so the extra slot's
+    // upload ends after theirs (SamplerSlots.uploads); slotOf[j] is where sampleAt[j] is sampled.
+    const slotOf = sampleAt.map((_, j) => j);
+    const hasEntries = (j: number) => { const p = rows[sampleAt[j]]?.sampler; return p?.logitBias !== undefined || (p?.minTokens ?? 0) > 0; };
+    const order = [...slotOf].sort((a, b) => Number(hasEntries(b)) - Number(hasEntries(a)) || a - b);
+    order.forEach((j, k) => slotOf[j] = k);
+    for (let k = 0; k < S; k++) {
+      const j = order[k];
+      const i = j === undefined ? undefined : sampleAt[j];
       if (i === undefined) {
-        sampler.set(j, {}, 0);
+        sampler.set(k, {}, 0);
         continue;
       }
       if (!(i >= 0 && i < rows.length)) throw new RangeError(`sampled row ${i} is not one of the ${rows.length} rows`);
-      pick[j] = i;
+      pick[k] = i;
       // the draw's counter is the position it samples at, as the Driver does
-      sampler.set(j, rows[i].sampler, rows[i].pos, rows[i].ctx);
+      sampler.set(k, rows[i].sampler, rows[i].pos, rows[i].ctx);
     }
-    const out = await this.exec.step(this.entry(N), {
+    this.counts.fill(); // the queued count writes go out with this step
+    const slots: Record<string, HostArray | SlotPrefix> = {
       [SLOTS.token]: token,
       [SLOTS.pos]: pos,
       [SLOTS.blockTable]: table,
       [SLOTS.writeSlot]: write,
       [SAMPLE_ROWS]: pick,
       ...(given ? { [SLOTS.inputRows]: given, [SLOTS.inputUse]: use! } : {}),
-      ...sampler.values(),
-    });
+      ...sampler.uploads(), // the mask slot: constrained rows' masks only
+      [COUNT_AT_SLOT]: this.counts.at,
+      [COUNT_VALUE_SLOT]: this.counts.value,
+    };
+    for (const v of Object.values(slots)) this.uploaded.bytes += ("prefix" in v ? v.prefix : v).byteLength;
+    this.uploaded.steps++;
+    const out = await this.exec.step(this.entry(N), slots);
     const s = readSample(out.outputs, undefined, sampler.words);
-    return sampleAt.map((_, j) => ({ token: s.tokens[j], nonFinite: s.nonFinite[j] === 1, logprobs: s.logprobs?.[j] }));
+    return slotOf.map((k) => ({ token: s.tokens[k], nonFinite: s.nonFinite[k] === 1, logprobs: s.logprobs?.[k] }));
   }
 }

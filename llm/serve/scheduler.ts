@@ -7,13 +7,14 @@
 // A cancelled sequence (client gone, abort) is dropped before the next step and its blocks freed.
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
-import { type RowLogprobs, type SamplerParams, TokenHistory } from "../sampling.ts";
+import { penaltiesOn, type RowLogprobs, type SamplerParams, TokenHistory } from "../sampling.ts";
 import type { Constraint } from "../grammar.ts";
 import type { BatchRow, BatchRunner } from "./batch.ts";
 import type { Metrics } from "./metrics.ts";
 import { type BlockPool, prefixKey } from "./pool.ts";
 import type { RowInputs } from "../vision.ts";
 import { TextStream } from "./text.ts";
+import { IoTurns } from "./turn.ts";
 
 export type FinishReason = "stop" | "length";
 
@@ -61,6 +62,8 @@ class Sequence implements SequenceHandle {
   blocks: number[] = [];
   /** Prefix-cache keys of the full blocks computed so far (block k's key at k). */
   keys: string[] = [];
+  /** Its row of token counts in device State (counts.ts), while it runs with a penalty. */
+  countRow?: number;
   cancelled = false;
   finished = false;
   readonly text: TextStream;
@@ -119,6 +122,8 @@ export interface SchedulerOptions {
   ctx: number;
   /** Share full prompt blocks between sequences with the same prefix (default true). */
   prefixCache?: boolean;
+  /** Longest run of steps (ms) without a turn that lets the runtime poll sockets (default 5; turn.ts). */
+  ioEveryMs?: number;
 }
 
 export class Scheduler {
@@ -131,6 +136,7 @@ export class Scheduler {
   private wake?: () => void;
   /** Work that needs the executor between steps (a vision tower's step), run by the loop in order. */
   private jobs: { run: () => Promise<void>; fail: (e: Error) => void }[] = [];
+  private readonly io: IoTurns;
 
   constructor(
     readonly model: ModelHandle,
@@ -138,7 +144,9 @@ export class Scheduler {
     readonly pool: BlockPool,
     readonly metrics: Metrics,
     readonly opts: SchedulerOptions,
-  ) {}
+  ) {
+    this.io = new IoTurns(opts.ioEveryMs);
+  }
 
   get queueDepth(): number {
     return this.waiting.length;
@@ -208,8 +216,8 @@ export class Scheduler {
         continue;
       }
       await this.step();
-      // Let HTTP handlers run between steps (on the JS device a step never yields by itself).
-      await new Promise<void>((r) => setTimeout(r, 0));
+      // A step never lets sockets be polled by itself (a GPU spins on its fence, the JS device computes).
+      await this.io.between();
     }
   }
 
@@ -224,15 +232,20 @@ export class Scheduler {
     }
   }
 
+  /** Frees what a sequence holds: its KV blocks and its counts row. */
   private release(s: Sequence): void {
     this.pool.release(s.blocks);
     s.blocks = [];
     s.keys = [];
+    if (s.countRow !== undefined) this.runner.counts.release(s.countRow);
+    s.countRow = undefined;
   }
 
   /** Into the batch, starting from the longest cached prefix of its tokens (whole blocks before its last token). */
   private admit(s: Sequence): void {
     this.running.push(s);
+    // Running sequences never outnumber the rows (one per slot): a penalized one always gets one.
+    if (penaltiesOn(s.opts.sampler)) s.countRow = this.runner.counts.acquire(s.history);
     // Image rows are not in the tokens a prefix key hashes (every placeholder is the same id): never shared.
     if (this.opts.prefixCache === false || s.blocks.length || s.opts.rows) return;
     const B = this.runner.opts.pool.block;
@@ -297,6 +310,8 @@ export class Scheduler {
       const pending = s.tokens.length - s.computed;
       const n = pending === 1 ? 1 : Math.min(C, pending);
       if (pending > 1 && n > prefillBudget) continue;
+      // Sampled only once its counts row is written (a long prompt's marks may take more than one step).
+      if (s.computed + n === s.tokens.length && s.countRow !== undefined && !this.runner.counts.ready(s.countRow)) continue;
       if (!this.ensureBlocks(s, s.computed + n)) continue;
       if (pending > 1) prefillBudget -= n;
       const sampler = s.opts.sampler;
@@ -304,11 +319,11 @@ export class Scheduler {
       // The row that samples for real gets the sequence's tokens and, under a grammar, this step's mask.
       if (s.computed + n === s.tokens.length) {
         const mask = s.opts.constraint && !s.cancelled ? await s.opts.constraint.mask() : undefined;
-        rows[rows.length - 1].ctx = { history: s.history, eog: this.model.tokenizer.eog, mask };
+        rows[rows.length - 1].ctx = { history: s.history, eog: this.model.tokenizer.eog, mask, countsRow: s.countRow };
       }
       plan.push({ seq: s, rows: n });
     }
-    if (rows.length === 0) return;
+    if (rows.length === 0 && !this.runner.counts.pending) return; // (a step of padding alone sends count writes)
     let out;
     try {
       const ends: number[] = [];
@@ -326,6 +341,8 @@ export class Scheduler {
         this.runner.exec.resetState();
         for (const s of this.running) s.computed = 0, this.release(s);
         this.pool.forget();
+        this.runner.counts.reset(); // the State is zeroed: rows are taken again and rewritten
+        for (const s of this.running) if (penaltiesOn(s.opts.sampler)) s.countRow = this.runner.counts.acquire(s.history);
       } catch { /* a poisoned device: later steps fail the same way */ }
       return;
     }
@@ -353,6 +370,7 @@ export class Scheduler {
       return this.retire(s);
     } else {
       s.history.add(token);
+      if (s.countRow !== undefined) this.runner.counts.generated(s.countRow, s.history, token);
       s.tokens.push(token);
       s.generated.push(token);
       this.metrics.generatedTokens++;

@@ -132,7 +132,9 @@ for (const [backend, dev] of devices) {
         const { tokens } = readSample((await eng.step(id, { logits: row, ...slots.values() })).outputs);
         for (const tok of tokens) counts[tok]++;
       }
-      const processed = processRows(row, slots.extra.subarray(0, 8 + 3 * E), new Uint32Array(2), 1, V);
+      const one = new SamplerSlots(1, V, E); // the one row every row is (headers come before entries in a batch)
+      one.set(0, p, 0, { history: hist });
+      const processed = processRows(row, one.extra, new Uint32Array(2), 1, V);
       const probs = samplerDistribution(processed, rowParams(slots.words, 0));
       const chi = chiSquare(counts, probs);
       assert.equal(chi.impossible, 0, "draws of impossible tokens");

@@ -13,6 +13,9 @@ test("bench/serve.ts runs end to end at the stories260K shape on js", async () =
   for (const x of r.rows) {
     assert.ok(x.tokPerSec > 0 && Number.isFinite(x.tokPerSec));
     assert.ok(x.ttftP50Ms > 0 && x.itlP50Ms > 0 && x.itlP99Ms >= x.itlP50Ms);
+    assert.ok(x.steps > 0 && x.stepMicros > 0 && Number.isFinite(x.loopMicros), "µs in and around the step");
+    // greedy rows: token, position, tables, write slots, sampled rows, sampler words, 8 extra words a row, no mask
+    assert.ok(x.uploadBytesPerStep > 0 && x.uploadBytesPerStep < 8192, `${x.uploadBytesPerStep} slot bytes per step`);
   }
   assert.equal(r.steps.length, 1);
   assert.ok(r.steps[0].batch1Ms > 0 && r.steps[0].ratio > 0);

@@ -1,13 +1,18 @@
 // The scheduler and the batched step on stories260K, on every device present: greedy tokens equal llama2.c's
 // reference; a request's tokens are bit-identical alone and in a batch of 16 (mixed prompt lengths, prefill
 // chunks interleaved with decode); a pool too small for everyone preempts and recomputes without changing any
-// request's tokens; a shared prompt prefix is reused from the cache with the same tokens; cancelling frees
-// every block.
+// request's tokens (penalized requests included: their token counts live in device State per slot, rewritten
+// from the sequence's tokens when it is readmitted); penalized greedy requests give the Driver's tokens (its
+// counts live in State too, marked and counted by its step) with count writes spread over several steps;
+// a shared prompt prefix is reused from the cache with the same tokens; cancelling frees every block.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import type { Device } from "../../backends/device.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { Engine } from "../../backends/executor.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { Driver } from "../../llm/driver.ts";
 import { collect, model, prompt, rig } from "./setup.ts";
 
 const ref = JSON.parse(readFileSync(new URL("../../models/stories260K/reference_greedy.json", import.meta.url), "utf8")) as {
@@ -40,7 +45,9 @@ for (const backend of selectedBackends()) {
     const reqs = Array.from({ length: 16 }, (_, i) => ({
       promptIds: model.tokenizer.encode(prompt(i)),
       maxTokens: 12 + (i % 4) * 6,
-      sampler: i % 3 === 2 ? { temperature: 0.8, topK: 20, seed: i } : GREEDY,
+      sampler: i % 3 === 2
+        ? { temperature: 0.8, topK: 20, seed: i, ...(i % 2 ? { frequencyPenalty: 0.7 } : {}) }
+        : i % 3 === 1 ? { ...GREEDY, repeatPenalty: 1.3, frequencyPenalty: 0.5, presencePenalty: 0.4 } : GREEDY,
     }));
     try {
       const alone = [];
@@ -65,6 +72,40 @@ for (const backend of selectedBackends()) {
     } finally {
       await small.sched.shutdown(0);
       await small.engine.unload();
+    }
+  });
+
+  test(`serve scheduler on ${backend}: penalized greedy requests give the Driver's tokens`, { skip: heavy }, async () => {
+    const PEN = [
+      { temperature: 0, repeatPenalty: 1.5 },
+      { temperature: 0, frequencyPenalty: 1.2, presencePenalty: 0.6 },
+      { temperature: 0, repeatPenalty: 1.2, frequencyPenalty: -0.4, presencePenalty: 1.5 },
+    ];
+    const reqs = [0, 4, 9].flatMap((p, i) => PEN.map((sampler) => ({ promptIds: model.tokenizer.encode(prompt(p)), maxTokens: 24 + 4 * i, sampler })));
+    const want: number[][] = [];
+    const de = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
+    try {
+      const d = await Driver.open(model, de, { ctx: 128, prefill: [8] });
+      for (const q of reqs) want.push((await d.generate(q.promptIds, { maxTokens: q.maxTokens, sampler: q.sampler })).generatedIds);
+      await d.close();
+    } finally {
+      await de.unload();
+    }
+    // 8 count writes a step: a prompt's marks take several steps, and its first draw waits for them
+    const r = await rig(dev as Device, { countWrites: 8 });
+    try {
+      const got = await Promise.all(reqs.map((q) => collect(r.sched.submit(q))));
+      for (let i = 0; i < reqs.length; i++) assert.deepEqual(got[i].ids, want[i], `request ${i}: the batch's penalties differ from the Driver's`);
+      let changed = 0;
+      for (let i = 0; i < reqs.length; i++) {
+        const plain = await collect(r.sched.submit({ ...reqs[i], sampler: GREEDY }));
+        if (plain.ids.join() !== got[i].ids.join()) changed++;
+      }
+      assert.ok(changed >= 5, `the penalties change most continuations (${changed} of ${reqs.length})`);
+      assert.equal(r.runner.counts.used, 0, "every counts row is free again");
+    } finally {
+      await r.sched.shutdown(0);
+      await r.engine.unload();
     }
   });
 

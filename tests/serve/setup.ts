@@ -21,13 +21,13 @@ export interface Rig {
   sched: Scheduler;
 }
 
-export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?: number; blocks?: number; block?: number; maxQueue?: number; prefixCache?: boolean } = {}): Promise<Rig> {
+export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?: number; blocks?: number; block?: number; maxQueue?: number; prefixCache?: boolean; countWrites?: number } = {}): Promise<Rig> {
   const engine = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
   const slots = o.slots ?? 16, chunk = o.chunk ?? 16, ctx = o.ctx ?? 256;
   const plan = planPool({ layers: model.config.layers, kvHeads: model.config.kvHeads, headDim: model.config.headDim, elemBytes: 4 }, {
     ctx, slots, block: o.block ?? 16, fraction: 0.5, memory: dev.target.memory, blocks: o.blocks,
   });
-  const runner = await BatchRunner.open(model, engine, { slots, chunk, pool: plan });
+  const runner = await BatchRunner.open(model, engine, { slots, chunk, pool: plan, countWrites: o.countWrites });
   const pool = new BlockPool(plan.blocks);
   const metrics = new Metrics();
   const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, maxQueue: o.maxQueue ?? 256, ctx, prefixCache: o.prefixCache });
