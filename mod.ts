@@ -27,10 +27,12 @@ export { GREEDY, type RowLogprobs, type SamplerParams } from "./llm/sampling.ts"
 export { GrammarError, type ResponseFormat } from "./llm/grammar.ts";
 export {
   AbortError, ChatTemplateError, ConfigError, ContextLengthError, ContextOverflowError, DriverClosedError, type FormatLocation,
-  InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelKindError, ModelNotFoundError, NestingLimitError,
+  ImageError, InvalidArgumentError, LlmError, MetadataError, ModelFormatError, ModelKindError, ModelNotFoundError, NestingLimitError,
   TensorMismatchError, UnknownArchitectureError,
 } from "./llm/errors.ts";
-export type { ChatContent, ChatMessage, ChatOptions } from "./llm/chat.ts";
+export type { ChatContent, ChatMessage, ChatOptions, ImagePart } from "./llm/chat.ts";
+export type { ImageInput, PromptInput } from "./llm/vision.ts";
+export type { RGBImage } from "./llm/image.ts";
 export { TpError } from "./llm/tp.ts";
 export type { BackendChoice, BackendName } from "./backends/open.ts";
 export { DeviceLost, DeviceTimeout, ExecError, KernelFault, NeedsReset, OutOfMemory, Poisoned, Unsupported } from "./backends/errors.ts";

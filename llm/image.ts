@@ -11,8 +11,11 @@ import { ImageError } from "./errors.ts";
 
 /** An image as 8-bit RGB, row-major, 3 bytes per pixel. */
 export interface RGBImage {
+  /** Pixels per row. */
   width: number;
+  /** Rows. */
   height: number;
+  /** width·height·3 bytes: R, G, B per pixel, rows top to bottom. */
   data: Uint8Array;
 }
 

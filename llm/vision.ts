@@ -21,7 +21,9 @@ export type ImageInput = Uint8Array | RGBImage | { pixelValues: Float32Array };
 
 /** Rows given by value in place of some prompt tokens' rows: rows [n·dim] from prompt index `at` on. */
 export interface PromptInput {
+  /** The prompt index of the first token whose row is replaced. */
   at: number;
+  /** The rows, n·dim values (n rows of the model's width). */
   rows: Float32Array;
 }
 
