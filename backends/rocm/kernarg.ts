@@ -1,42 +1,23 @@
 // What the ROCm device needs from an AMDGPU code object, and the kernarg segment it builds from that.
 //
-// The renderer (kernels/render/amdgpu, the amdgpu half of issue 19) compiles a kernel to a code object and
-// reads its metadata back through comgr; its kernels/render/amdgpu/meta.ts (AmdKernelMeta, AmdCodeObject) is
-// the contract between the two halves. The types here are the subset the device reads, structurally the
-// same, so this backend builds without that renderer (and is tested with a stand-in compiler).
+// The launch metadata is the amdgpu renderer's (kernels/render/amdgpu/meta.ts): the device reads the subset
+// below (Pick), so a stand-in compiler in the tests need not invent register counts.
 //
 // Kernel arguments are laid out as on the other targets: one global pointer per kernel buffer in order, then
 // the fault word's pointer when the kernel has checks. LLVM appends hidden (implicit) arguments; the device
 // fills the ones a dispatch defines (block counts, group sizes, remainders, grid dims) and zeroes the rest
 // (offsets, printf/hostcall/heap pointers the renderer's kernels never use).
+import type { AmdKernelArg, AmdKernelMeta } from "../../kernels/render/amdgpu/meta.ts";
 import { Unsupported } from "../errors.ts";
 
 /** One argument of the kernarg segment, from the code object's metadata (.args). */
-export interface AmdgpuArg {
-  offset: number;
-  size: number;
-  /** `.value_kind`: "global_buffer" (a binding or the fault word), or a "hidden_*" kind. */
-  kind: string;
-  /** Which pointer it is, where the renderer says: a binding index, or "fault"; else pointers go in order. */
-  binding?: number | "fault";
-}
+export type AmdgpuArg = AmdKernelArg;
 
-/** One kernel of a code object, as its metadata describes it. */
-export interface AmdgpuKernelMeta {
-  name: string;
-  /** The kernel descriptor symbol (".kd") to look up in the loaded executable. */
-  symbol: string;
-  kernargSize: number;
-  kernargAlign: number;
-  /** Static LDS bytes (the dispatch packet's group_segment_size). */
-  groupSegmentSize: number;
-  /** Scratch bytes per work-item. */
-  privateSegmentSize: number;
-  wavefrontSize: number;
-  /** The required work-group size, when the code object fixes one ([0,0,0] when it does not). */
-  workgroupSize: [number, number, number];
-  args: AmdgpuArg[];
-}
+/** One kernel of a code object: what the device reads of the renderer's launch metadata. */
+export type AmdgpuKernelMeta = Pick<
+  AmdKernelMeta,
+  "name" | "symbol" | "kernargSize" | "kernargAlign" | "groupSegmentSize" | "privateSegmentSize" | "wavefrontSize" | "workgroupSize" | "args"
+>;
 
 /** A kernel compiled for one AMDGPU target: its code object (ELF) and that object's metadata. */
 export interface AmdgpuCode {
