@@ -7,7 +7,7 @@ import type { Device } from "./device.ts";
 import { Unsupported } from "./errors.ts";
 import type { JsDeviceOptions } from "./js/mod.ts";
 import type { PtxDeviceOptions } from "./ptx/mod.ts";
-import type { RocmDeviceOptions } from "./rocm/mod.ts";
+import type { RocmOptions } from "./rocm/options.ts";
 import type { VulkanOptions } from "./vulkan/mod.ts";
 import type { WgpuOptions } from "./wgpu/mod.ts";
 import { type Backend, BACKENDS } from "../kernels/target.ts";
@@ -21,7 +21,7 @@ export const BACKEND_ORDER: readonly BackendName[] = BACKENDS;
 
 export interface OpenOptions {
   ptx?: PtxDeviceOptions;
-  rocm?: RocmDeviceOptions;
+  rocm?: RocmOptions;
   vulkan?: VulkanOptions;
   wgpu?: WgpuOptions;
   js?: JsDeviceOptions;

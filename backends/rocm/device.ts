@@ -37,28 +37,14 @@ import { CodeObjects, type FaultWord, type RocmCompiled } from "./code.ts";
 import { AqlRing, PacketList, SYSTEM_ACQUIRE, TAIL } from "./packets.ts";
 import { buildRecording, dispatchInto, KERNARG_ALIGN, RocmBuffer, RocmRecording, type RecordingContext } from "./recording.ts";
 import { type AmdgpuCompiler, loadAmdgpuCompiler } from "./render.ts";
+import type { RocmOptions } from "./options.ts";
 
 export type { AmdgpuCompiler } from "./render.ts";
 
-export interface RocmDeviceOptions {
-  /** Index among the GPU agents that take kernel dispatches (default 0). */
-  agent?: number;
-  /** libhsa-runtime64 names to try. */
-  library?: string | readonly string[];
+/** What a caller of the ROCm device may set, plus the stand-ins the tests pass (a runtime, a compiler). */
+export interface RocmDeviceOptions extends RocmOptions {
   /** An opened runtime instead of the library (tests pass a stand-in); probeRocm initializes it. */
   runtime?: Hsa;
-  /** Bound on the waits inside write() and the ring (default 600 s). */
-  timeoutMs?: number;
-  /** How long synchronize busy-polls before it yields to the event loop (default 20 ms). */
-  spinMicros?: number;
-  /** Queue size in packets (a power of two; default the agent's maximum, at most 4096). */
-  ringPackets?: number;
-  /** Bytes of each half of the staging memory for host-to-device writes (default 4 MiB). */
-  stagingBytes?: number;
-  /** A barrier before every recorded step, not only where a hazard needs one (to rule the hazard analysis out). */
-  allBarriers?: boolean;
-  /** Stamp the start and end of every recorded step (stepTimes); costs a signal per step. */
-  timestamps?: boolean;
   /** The kernel compiler (probeRocm's default: the amdgpu renderer through comgr; the constructor needs one). */
   compile?: AmdgpuCompiler;
 }
