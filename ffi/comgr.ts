@@ -300,28 +300,7 @@ export class Comgr {
    * ELF and the executable's data handle's metadata through `read` before everything is released.
    */
   compileIr<T>(ir: string, isa: string, options: readonly string[], read: (exe: bigint) => T): { elf: Uint8Array; out: T } {
-    const info = this.createActionInfo({ isa, options, logging: true });
-    const src = this.createDataSet();
-    const reloc = this.createDataSet();
-    const exe = this.createDataSet();
-    const data = this.createData(AMD_COMGR_DATA_KIND_BC, ir, "kernel.ll");
-    try {
-      this.dataSetAdd(src, data);
-      this.doAction(AMD_COMGR_ACTION_CODEGEN_BC_TO_RELOCATABLE, info, src, reloc);
-      this.doAction(AMD_COMGR_ACTION_LINK_RELOCATABLE_TO_EXECUTABLE, info, reloc, exe);
-      const d = this.actionDataGet(exe, AMD_COMGR_DATA_KIND_EXECUTABLE, 0);
-      try {
-        return { elf: this.getData(d), out: read(d) };
-      } finally {
-        this.releaseData(d);
-      }
-    } finally {
-      this.releaseData(data);
-      this.destroyDataSet(src);
-      this.destroyDataSet(reloc);
-      this.destroyDataSet(exe);
-      this.destroyActionInfo(info);
-    }
+    return this.#toExecutable(AMD_COMGR_DATA_KIND_BC, AMD_COMGR_ACTION_CODEGEN_BC_TO_RELOCATABLE, ir, "kernel.ll", isa, options, read);
   }
 
   /** Runs one action on one input object of `kind` and returns the text of the first `outKind` output. */
@@ -352,20 +331,25 @@ export class Comgr {
    * Everything it creates is released, also on failure.
    */
   assembleExecutable(source: string, isa: string, options: readonly string[] = []): Uint8Array {
+    return this.#toExecutable(AMD_COMGR_DATA_KIND_SOURCE, AMD_COMGR_ACTION_ASSEMBLE_SOURCE_TO_RELOCATABLE, source, "kernel.s", isa, options, () => 0).elf;
+  }
+
+  /** One input of `kind` -> relocatable (by `toReloc`) -> linked executable; `read` sees the executable's handle. */
+  #toExecutable<T>(kind: number, toReloc: number, input: string, name: string, isa: string, options: readonly string[], read: (exe: bigint) => T): { elf: Uint8Array; out: T } {
     const info = this.createActionInfo({ isa, options, logging: true });
     const src = this.createDataSet();
     const reloc = this.createDataSet();
     const exe = this.createDataSet();
-    const data = this.createData(AMD_COMGR_DATA_KIND_SOURCE, source, "kernel.s");
+    const data = this.createData(kind, input, name);
     try {
       this.dataSetAdd(src, data);
-      this.doAction(AMD_COMGR_ACTION_ASSEMBLE_SOURCE_TO_RELOCATABLE, info, src, reloc);
+      this.doAction(toReloc, info, src, reloc);
       this.doAction(AMD_COMGR_ACTION_LINK_RELOCATABLE_TO_EXECUTABLE, info, reloc, exe);
-      const out = this.actionDataGet(exe, AMD_COMGR_DATA_KIND_EXECUTABLE, 0);
+      const d = this.actionDataGet(exe, AMD_COMGR_DATA_KIND_EXECUTABLE, 0);
       try {
-        return this.getData(out);
+        return { elf: this.getData(d), out: read(d) };
       } finally {
-        this.releaseData(out);
+        this.releaseData(d);
       }
     } finally {
       this.releaseData(data);
