@@ -158,7 +158,12 @@ for (const backend of selectedBackends().filter((b) => b !== "wgpu")) {
       }
       // Flat within allocator noise after a full GC (observed: 3 MiB on js and vulkan, 8 MiB on wgpu): a leak of
       // 90 kB a request shows.
-      assert.ok(rss[3] - rss[1] < 16 * 2 ** 20, `RSS grew ${((rss[3] - rss[1]) / 2 ** 20).toFixed(1)} MiB over rounds 1..3`);
+      // Under Bun, RSS after Bun.gc swings by tens of MiB between rounds with no leak (observed on vulkan: 1895,
+      // 1853, 1895, 1909 MiB), so there the last round is compared with the highest earlier one, within 24 MiB
+      // (a leak of ~330 kB a request still shows); Deno's RSS is steady and keeps the strict check.
+      const bun = "Bun" in globalThis;
+      const from = bun ? Math.max(rss[0], rss[1], rss[2]) : rss[1], bound = (bun ? 24 : 16) * 2 ** 20;
+      assert.ok(rss[3] - from < bound, `RSS grew ${((rss[3] - from) / 2 ** 20).toFixed(1)} MiB over rounds ${bun ? "0..3 (from the highest)" : "1..3"}`);
       assert.equal(await gauge(base, "poot_generation_tokens_total") > 0, true);
     } finally {
       await server.shutdown(0);
