@@ -7,7 +7,7 @@
 // slot at --pos (default 0; attention's work follows it).
 //
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
-//     [--sequence-only] [--only REGEX] [--splits 32,128 --attn-unroll 2,4] [--sweep]
+//     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
 // --only keeps the kernels whose name matches.
@@ -32,6 +32,7 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
@@ -47,9 +48,14 @@ export interface KernelTime {
   bytes: number;
 }
 
-export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048): Program {
+/** Weight dtype or llama-quantize mix of the decode plans (--dtype; default bf16). */
+let weightDtype: SyntheticDtype = "bf16";
+
+export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048, dtype = weightDtype): Program {
   const c = SHAPES[shape as keyof typeof SHAPES];
-  const dtypeOf = (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16");
+  const dtypeOf = dtype === "bf16"
+    ? (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16")
+    : syntheticLlama(c, { dtype }).dtypeOf;
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype: "f16" }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
   return compileGraph(tracer.build(), dev.target, opts);
@@ -338,8 +344,12 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" } },
   });
+  if (values.dtype) {
+    if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
+    weightDtype = values.dtype as SyntheticDtype;
+  }
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
