@@ -4,10 +4,11 @@
 //
 // Config: config.json with `vision_config` and `text_config`. transformers writes only the fields that differ
 // from the classes' defaults, so a missing field takes the default of its config class (SiglipVisionConfig,
-// CLIPVisionConfig, LlavaConfig). Tensors: transformers 5 saves `model.language_model.*`,
-// `model.vision_tower.*`, `model.multi_modal_projector.*` and `lm_head.*`; older checkpoints (llava-hf)
-// `language_model.model.*`, `vision_tower.*`, `multi_modal_projector.*` and `language_model.lm_head.*`. Which
-// one a file has is read from the file (adaptStore).
+// CLIPVisionConfig, LlavaConfig). Tensors: transformers 5 keeps `model.language_model.*`,
+// `model.vision_tower.vision_model.*`, `model.multi_modal_projector.*` and `lm_head.*` in memory; older
+// checkpoints (llava-hf) and what transformers 5.17 writes back to disk use `language_model.model.*`,
+// `vision_tower.[vision_model.]*`, `multi_modal_projector.*` and `language_model.lm_head.*`. The prefixes are
+// read from the file's names (llavaStore), so any of these loads.
 import { z } from "zod";
 import type { WeightStore } from "../../graph/weights.ts";
 import { ConfigError, LlmError } from "../errors.ts";
@@ -15,7 +16,7 @@ import { parseConfig } from "../formats/hf-config.ts";
 import type { Family, HFConfigSource, ModelConfig, WeightFormat } from "./family.ts";
 import { llama } from "./llama.ts";
 import { qwen2, qwen3 } from "./qwen.ts";
-import { ACTIVATIONS, traceVision, type VisionInfo, visionTensorName, visionWeights } from "./vit.ts";
+import { ACTIVATIONS, MODEL_PREFIXES, traceVision, type VisionInfo, visionTensorName, visionWeights } from "./vit.ts";
 
 /** Text families a LLaVA checkpoint may carry, by text_config.model_type. */
 const TEXT: Record<string, Family> = { llama, mistral: llama, qwen2, qwen3 };
@@ -106,7 +107,7 @@ export function llavaConfigFromHF(src: HFConfigSource): ModelConfig {
     projectorAct,
     projectorBias: c.multimodal_projector_bias ?? true,
     imageToken,
-    layout: "model",
+    prefixes: { ...MODEL_PREFIXES },
     text: textType,
   };
   return { ...text, vision };
@@ -122,9 +123,8 @@ export function llavaTensorName(format: WeightFormat, r: { role: string; layer?:
   if (r.role.startsWith("v.") || r.role.startsWith("mm.")) return visionTensorName(r, v);
   const name = textFamily(c).tensorName("hf", r, c);
   if (name === undefined) return undefined;
-  if (name.startsWith("lm_head.")) return v.layout === "model" ? name : `language_model.${name}`;
-  const rest = name.replace(/^model\./, "");
-  return v.layout === "model" ? `model.language_model.${rest}` : `language_model.model.${rest}`;
+  if (name.startsWith("lm_head.")) return `${v.prefixes.head}${name}`;
+  return `${v.prefixes.text}${name.replace(/^model\./, "")}`;
 }
 
 /**
@@ -134,7 +134,15 @@ export function llavaTensorName(format: WeightFormat, r: { role: string; layer?:
 export function llavaStore(store: WeightStore, c: ModelConfig): WeightStore {
   const v = c.vision!;
   const names = new Set([...store.tensors()].map((t) => t.name));
-  v.layout = names.has("vision_tower.vision_model.embeddings.patch_embedding.weight") ? "legacy" : "model";
+  const before = (suffix: string): string | undefined => {
+    for (const n of names) if (n.endsWith(suffix)) return n.slice(0, n.length - suffix.length);
+  };
+  v.prefixes = {
+    tower: before("embeddings.patch_embedding.weight") ?? MODEL_PREFIXES.tower,
+    projector: before("multi_modal_projector.linear_1.weight")?.concat("multi_modal_projector.") ?? MODEL_PREFIXES.projector,
+    text: before("embed_tokens.weight") ?? MODEL_PREFIXES.text,
+    head: before("lm_head.weight") ?? MODEL_PREFIXES.head,
+  };
   const conv = visionTensorName({ role: "v.patch" }, v)!;
   return {
     tensors: () => store.tensors(),

@@ -45,11 +45,27 @@ export interface VisionInfo {
   projectorBias: boolean;
   /** The placeholder token id one image row stands in for (LLaVA image_token_index). */
   imageToken: number;
-  /** Where the checkpoint keeps its tensors: transformers 5's `model.vision_tower.…` or the older `vision_tower.…`. */
-  layout: "model" | "legacy";
+  /**
+   * Where the checkpoint keeps its tensors, as name prefixes read from the file (llm/families/llava.ts
+   * llavaStore): the tower (before `embeddings.`), the projector (before `linear_1.`), the text model (before
+   * `embed_tokens.`) and the output head (before `lm_head.`).
+   */
+  prefixes: VisionPrefixes;
   /** The text family the model generates with (llm/families/llava.ts). */
   text: string;
 }
+
+export interface VisionPrefixes {
+  tower: string;
+  projector: string;
+  text: string;
+  head: string;
+}
+
+/** transformers 5's names (`model.vision_tower.vision_model.…`), the default before a file is read. */
+export const MODEL_PREFIXES: VisionPrefixes = {
+  tower: "model.vision_tower.vision_model.", projector: "model.multi_modal_projector.", text: "model.language_model.", head: "",
+};
 
 /** The shape of one vision step: `images` images of the config's size. */
 export interface VisionShape {
@@ -122,9 +138,8 @@ const PROJECTOR: Record<string, string> = {
 
 /** The Hugging Face tensor name of a tower or projector role (undefined for any other role). */
 export function visionTensorName(r: { role: string; layer?: number }, v: VisionInfo): string | undefined {
-  const base = v.layout === "model" ? "model." : "";
-  if (PROJECTOR[r.role]) return `${base}multi_modal_projector.${PROJECTOR[r.role]}`;
-  const tower = `${base}vision_tower.vision_model.`;
+  if (PROJECTOR[r.role]) return `${v.prefixes.projector}${PROJECTOR[r.role]}`;
+  const tower = v.prefixes.tower;
   if (r.layer !== undefined) return TOWER_LAYER[r.role] && `${tower}encoder.layers.${r.layer}.${TOWER_LAYER[r.role]}`;
   return TOWER_GLOBAL[r.role] && `${tower}${TOWER_GLOBAL[r.role]}`;
 }

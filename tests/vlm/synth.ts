@@ -17,8 +17,11 @@ export const V = { dim: 32, heads: 2, hidden: 64, layers: 3, image: 32, patch: 8
 
 export interface LlavaOptions {
   tower: "siglip" | "clip";
-  /** Tensor names as transformers 5 writes them ("model") or as older llava-hf checkpoints ("legacy"). */
-  layout?: "model" | "legacy";
+  /**
+   * Tensor names as transformers 5 keeps them in memory ("model"), as older llava-hf checkpoints have them
+   * ("legacy"), or as transformers 5.17 writes them to disk ("disk": legacy, the tower without `vision_model.`).
+   */
+  layout?: "model" | "legacy" | "disk";
   /** vision_feature_select_strategy (default: "full" for SigLIP, "default" for CLIP). */
   select?: "default" | "full";
   /** vision_feature_layer (default -2). */
@@ -68,7 +71,7 @@ export function writeLlava(o: LlavaOptions): { dir: string; w: Map<string, Float
   text.close();
   const { dim: D, hidden: I, layers, image, patch, channels: C, textDim: TD } = V;
   const clip = o.tower === "clip", P = (image / patch) ** 2, T = P + (clip ? 1 : 0);
-  const tower = `${layout === "model" ? "model." : ""}vision_tower.vision_model.`;
+  const tower = layout === "model" ? "model.vision_tower.vision_model." : layout === "legacy" ? "vision_tower.vision_model." : "vision_tower.";
   const proj = `${layout === "model" ? "model." : ""}multi_modal_projector.`;
   const t = (short: string, name: string, shape: number[], scale: number, base = 0) => {
     const n = shape.reduce((a, b) => a * b, 1), a = new Float32Array(n);

@@ -24,6 +24,8 @@ const ATOL = 2e-3, RTOL = 2e-3, MARGIN = 1e-2;
 interface Expected {
   image_token: number;
   prompt: string;
+  /** The token greedy decoding never picks (the image placeholder). */
+  suppressed: number;
   images: { file: string; pixel_values: number[]; frames: number[]; embeds: number[]; ids: number[]; greedy: number[]; margins: number[] }[];
   chat: { messages: { role: string; content: { type: string; text?: string }[] }[]; text: string; ids: number[]; greedy: number[]; margins: number[]; image: string };
 }
@@ -70,24 +72,26 @@ for (const name of MODELS) {
       if (typeof dev === "string") return;
       const m = loadModel(dir);
       const driver = await Driver.open(m, new Engine(dev, { compile: compileGraph, ownsDevice: false }), { ctx: 128 });
+      // fixgen.py never lets transformers pick the <image> placeholder; a -100 bias does the same here.
+      const sampler = { logitBias: { [exp!.suppressed]: -100 } };
       try {
         for (const e of exp!.images) {
           const pv = Float32Array.from(e.pixel_values);
           const [rows] = await driver.imageEmbeddings([{ pixelValues: pv }]);
           close(rows, e.embeds, `${name} ${e.file} projector rows`);
-          const r = await driver.generate(exp!.prompt, { images: [{ pixelValues: pv }], maxTokens: e.greedy.length, ignoreEos: true });
+          const r = await driver.generate(exp!.prompt, { images: [{ pixelValues: pv }], maxTokens: e.greedy.length, ignoreEos: true, sampler });
           assert.deepEqual(r.promptIds, e.ids, `${name} ${e.file}: prompt ids`);
           sameTokens(r.generatedIds, e.greedy, e.margins, `${name} ${e.file}`);
           // From the PNG through poot's own processor: the same tokens (pixels within one 8-bit step).
           const png = new Uint8Array(readFileSync(join(IMAGES, e.file)));
-          const viaPng = await driver.generate(exp!.prompt, { images: [png], maxTokens: e.greedy.length, ignoreEos: true });
+          const viaPng = await driver.generate(exp!.prompt, { images: [png], maxTokens: e.greedy.length, ignoreEos: true, sampler });
           sameTokens(viaPng.generatedIds, e.greedy, e.margins, `${name} ${e.file} from the PNG`);
         }
         const c = exp!.chat;
         const png = new Uint8Array(readFileSync(join(IMAGES, c.image)));
         // The conversation through poot's chat path: the image part renders as the template's <image>.
         const messages = c.messages.map((m) => ({ role: m.role, content: m.content.map((p) => (p.type === "image" ? { type: "image" as const, image: png } : { type: "text" as const, text: p.text! })) }));
-        const r = await driver.chat(messages, { maxTokens: c.greedy.length, ignoreEos: true });
+        const r = await driver.chat(messages, { maxTokens: c.greedy.length, ignoreEos: true, sampler });
         assert.deepEqual(r.promptIds, c.ids, `${name} chat: prompt ids`);
         sameTokens(r.generatedIds, c.greedy, c.margins, `${name} chat`);
       } finally {

@@ -100,9 +100,9 @@ test("patch unfold: rows in raster order, each (channel, y, x) as the convolutio
   assert.equal(u[row * K + 2 * p * p + 1 * p + 0], 2 * H * W + 3 * W + 4);
 });
 
-for (const tower of ["siglip", "clip"] as const) {
-  test(`${tower}: the traced tower and projector (graph oracle) equal a float64 tower, two images per step`, () => {
-    const s = writeLlava({ tower });
+for (const [tower, layout] of [["siglip", "model"], ["clip", "disk"]] as const) {
+  test(`${tower} (${layout} names): the traced tower and projector (graph oracle) equal a float64 tower, two images per step`, () => {
+    const s = writeLlava({ tower, layout });
     const m = loadModel(s.dir);
     try {
       assert.equal(m.family.name, "llava");
