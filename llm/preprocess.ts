@@ -47,12 +47,20 @@ const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
 const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
 
 /**
- * The folder's preprocessor_config.json; without one, the tower's own processor defaults at `imageSize`
- * (SigLIP: resize to the square, bicubic, mean = std = 0.5; CLIP: shortest edge, center crop, CLIP's mean/std).
+ * The folder's preprocessor_config.json, or the `image_processor` of its processor_config.json (where
+ * transformers 5 writes it); without either, the tower's own processor defaults at `imageSize` (SigLIP: resize
+ * to the square, bicubic, mean = std = 0.5; CLIP: shortest edge, center crop, CLIP's mean/std).
  */
 export function readPreprocess(dir: string, tower: "siglip" | "clip", imageSize: number): Preprocess {
-  const file = join(dir, "preprocessor_config.json");
-  const json = existsSync(file) ? parseJson(file) : {};
+  const pre = join(dir, "preprocessor_config.json"), proc = join(dir, "processor_config.json");
+  const file = existsSync(pre) || !existsSync(proc) ? pre : proc;
+  let json = existsSync(file) ? parseJson(file) : {};
+  if (file === proc) {
+    const inner = (json as { image_processor?: unknown }).image_processor;
+    if (inner === undefined) json = {};
+    else if (typeof inner !== "object" || inner === null || Array.isArray(inner)) throw new ConfigError(file, "image_processor", "must be an object");
+    else json = inner;
+  }
   const r = PreprocessSchema.safeParse(json);
   if (!r.success) throw new ConfigError(file, r.error.issues[0].path.join("."), r.error.issues[0].message);
   const c = r.data;
