@@ -4,7 +4,7 @@
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
 //   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
-//   rounded once to bf16.
+//   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once.
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
@@ -32,6 +32,7 @@ const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> 
   "mma-noflash": { compile: { mma: "auto", flash: false } },
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
+  "flash-unsplit": { compile: { mma: "auto", flashSplit: false } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },
 };

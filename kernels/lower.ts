@@ -63,6 +63,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   mma?: "auto" | "all" | "off";
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
+  /** The same for flash attention's operands (FlashShape.split); default mmaSplit. */
+  flashSplit?: boolean;
   /**
    * Prefill attention of chunks of >= MMA_MIN_ROWS rows on MMA tiles (kernels/lib/flash.ts) where the target
    * has them and mma is not "off"; default true. Decode and serving (paged) attention never use it.
@@ -263,12 +265,12 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
       const warps = Math.ceil(R / 16) * H;
       const fs = opts.flashSplits ?? Math.max(1, Math.min(16, Math.ceil(4096 / warps), Math.ceil(C / 64)));
       if (fs <= 1) {
-        kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+        kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
         return;
       }
       const bytes = R * H * fs * (D + 2) * 4;
       const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-      kernel(lib.flashAttention(caps, { ...shape, split: opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+      kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
       kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
       return;
     }

@@ -128,8 +128,13 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   // beat workgroups of warps along M (nw/mw) by 1.3-4x
   // 1 x 1 at one row (more warps in flight: 5.2 against 6.5 µs for 2048 x 2048 at ks 16)
   // A 16-warp K split keeps 2 x 2 tiles and no unroll: 16 warps of ~128 registers would fill the register file.
-  const mt = s.mt ?? (m <= 16 ? 1 : 2);
-  const nt = s.nt ?? (m <= 16 ? 1 : ks >= 16 ? 2 : 4);
+  // From 256 rows (the Driver's 512-row prefill chunks) wider warp tiles win (bench/mma.ts on the H200, session
+  // 5, m = 512): 4 x 8 at n <= 4096 and k <= 8192 (2048 x 2048: 38.2 against 53.9 µs; 4096 x 4096: 119.5 against
+  // 168.3), 2 x 8 past that (14336 x 4096: 421 against 686 µs; 4096 x 14336: 414 against 615); n >= 2048 only
+  // (narrower outputs were not measured).
+  const wide = m >= 256 && ks < 16 && n >= 2048;
+  const mt = s.mt ?? (m <= 16 ? 1 : wide ? (n <= 4096 && k <= 8192 ? 4 : 2) : 2);
+  const nt = s.nt ?? (m <= 16 ? 1 : ks >= 16 ? 2 : wide ? 8 : 4);
   // two chunks a trip keep more loads in flight: 25% faster at 32 rows on the H200; unmeasured past 64
   const unroll = s.unroll ?? (m > 16 && m <= 64 && ks < 16 ? 2 : 1);
   const nw = s.nw ?? Math.max(1, Math.floor(4 / ks)); // warps along N in a workgroup

@@ -95,6 +95,8 @@ export function mmaShapes(): MmaCaseShape[] {
     { n: 40, k: 256, batch: 45, w: "bf16", ks: 2, nw: 1, mw: 2 },
     { n: 16, k: 64, batch: 9, w: "bf16", split: false },
     { n: 16, k: 48, batch: 20, w: "f16", split: false, mt: 1, nt: 1 },
+    // the wide default tiles (m >= 256, n >= 2048: 4 x 8), rows and columns past a tile's edge
+    { n: 2056, k: 32, batch: 257, w: "bf16" },
   ];
 }
 
