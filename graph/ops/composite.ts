@@ -234,16 +234,21 @@ type Expanded = Exclude<CompositeOp, "sample" | "logits_process" | "logprobs">;
 const composite = (doc: string, infer: OpRecord["infer"], expand: OpRecord["expand"], tolerance: OpRecord["tolerance"], lower: OpRecord["lower"]): OpRecord =>
   ({ kind: "composite", doc, infer, expand, tolerance, lower });
 
+const ATTENTION: OpRecord = {
+  ...composite(
+    "[q[R, H, D], k[C, KVH, D], v[C, KVH, Dv], mask[R, C] bool] attrs.scale -> [R, H, Dv]",
+    attentionRule, expandAttention, boundAttention, "unit",
+  ),
+  unit: "attention",
+};
+
 export const COMPOSITE_OPS: Record<Expanded, OpRecord> = {
   rmsnorm: composite("[x[..., D], w[D]] attrs.eps", normRule, expandRmsnorm, boundRmsnorm, "kernel"),
   layernorm: composite("[x[..., D], w[D], b[D]] attrs.eps", normRule, expandLayernorm, "expansion", "kernel"),
   rope: composite("[x[R, H, D], pos[R] int, factors?[dims/2]] attrs.theta, style, dims", ropeRule, expandRope, "expansion", "kernel"),
   softmax: composite("along attrs.axis", softmaxRule, expandSoftmax, boundSoftmax, "kernel"),
   // Under its causal_mask: a plan unit masking from the position itself; other masks run the expansion.
-  attention: composite(
-    "[q[R, H, D], k[C, KVH, D], v[C, KVH, Dv], mask[R, C] bool] attrs.scale -> [R, H, Dv]",
-    attentionRule, expandAttention, boundAttention, "unit",
-  ),
+  attention: ATTENTION,
   paged_attention: composite(
     "[q[R, H, D], k[P, KVH, D], v[P, KVH, Dv], table[R, MB] int, pos[R] int] attrs.scale, block -> [R, H, Dv]: row r sees logical positions 0..pos[r], position t at pool row table[r, t / block] * block + t % block",
     pagedAttentionRule, expandPagedAttention, "expansion", "kernel",

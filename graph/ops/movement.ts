@@ -33,7 +33,7 @@ function gather(n: Node, [t]: Node[], [ts, idx]: Storage[]): Storage {
 }
 
 const move = (doc: string, lower: OpRecord["lower"], infer: OpRecord["infer"], evalFn: OpRecord["eval"]): OpRecord =>
-  ({ kind: "movement", doc, infer, eval: evalFn, tolerance: "exact", lower });
+  ({ kind: "movement", doc, infer, eval: evalFn, tolerance: "exact", lower, ...(lower === "unit" ? { unit: "update" as const } : {}) });
 
 export const MOVEMENT_OPS: Record<MovementOp, OpRecord> = {
   reshape: move("to attrs.shape", "view", (_op, ins, a, ref) => {

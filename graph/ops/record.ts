@@ -6,6 +6,7 @@
 import { type DType, isBlock, isFloat, type Storage } from "../dtype.ts";
 import { type Attrs, GraphError, type Node, type NodeRef, numel, type Op, sameShape } from "../ir.ts";
 import type { Tensor, Tracer } from "../tracer.ts";
+import type { Unit } from "../plan.ts";
 
 export interface TypeInfo {
   dtype: DType;
@@ -72,6 +73,8 @@ export interface OpRecord {
   expand?: Expander;
   tolerance: Tolerance;
   lower: Lowering;
+  /** With lower "unit": the plan unit kind (graph/plan.ts) that computes it, lowered by UNIT_LOWERERS. */
+  unit?: Unit["k"];
   /**
    * Targets (kernels/render/mod.ts names) where a graph holding this op does not lower, each with the reason.
    * A "group" op is not lowered on any one device; this lists exceptions beyond that.
