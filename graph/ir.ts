@@ -7,6 +7,7 @@
 // the node reading it and the node whose value it holds after the step (its `write`).
 import type { DType, Storage } from "./dtype.ts";
 import type { WeightRole } from "./weights.ts";
+import type { COMPOSITE_OPS } from "./ops/composite.ts";
 
 /** Leaves: storage classes, literals and index tensors. */
 export type LeafOp = "const" | "slot" | "state" | "literal" | "iota";
@@ -25,10 +26,12 @@ export type OtherOp =
   | "reshape" | "permute" | "broadcast" | "slice" | "concat"
   | "dynamic_update_slice" | "scatter_update";
 export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
-/** Composite ops: single nodes for the planner, expanded to primitives (graph/composites.ts) for the oracle. */
-export type CompositeOp =
-  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "paged_attention" | "causal_mask" | "silu" | "gelu"
-  | "silu_mul" | "sample" | "logits_process" | "logprobs"; // no expansion: graph/sample.ts, graph/logits.ts are their oracles
+/**
+ * Composite ops: single nodes for the planner, defined by their records (graph/ops/composite.ts: type rule,
+ * expansion over primitives, tolerance, lowering), so a new composite is its record alone; the sampler's
+ * composites have no expansion (graph/sample.ts, graph/logits.ts are their oracles).
+ */
+export type CompositeOp = keyof typeof COMPOSITE_OPS | "sample" | "logits_process" | "logprobs";
 /**
  * Collectives over the ranks of a tensor-parallel group (graph/collective.ts): every rank runs the same graph on
  * its shard of the weights, and these are the only nodes whose value depends on the other ranks.

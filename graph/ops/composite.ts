@@ -3,7 +3,7 @@
 // the order of every rounding: the oracle evaluates them (graph/composites.ts expandComposites), and a target
 // without a kernel of its own for one runs its expansion (kernels/decomp/graph.ts). Tier-2 bounds of the
 // composites bounded as wholes are graph/tolerance_composite.ts's.
-import type { Attrs, CompositeOp } from "../ir.ts";
+import type { Attrs } from "../ir.ts";
 import { numel, sameShape } from "../ir.ts";
 import type { Tensor, Tracer } from "../tracer.ts";
 import { boundAttention, boundRmsnorm, boundSilu, boundSiluMul, boundSoftmax } from "../tolerance_composite.ts";
@@ -229,8 +229,6 @@ const gatedRule: OpRecord["infer"] = (_op, ins, a, ref) => {
 
 // ---------------------------------------------------------------- the records
 
-type Expanded = Exclude<CompositeOp, "sample" | "logits_process" | "logprobs">;
-
 const composite = (doc: string, infer: OpRecord["infer"], expand: OpRecord["expand"], tolerance: OpRecord["tolerance"], lower: OpRecord["lower"]): OpRecord =>
   ({ kind: "composite", doc, infer, expand, tolerance, lower });
 
@@ -242,7 +240,7 @@ const ATTENTION: OpRecord = {
   unit: "attention",
 };
 
-export const COMPOSITE_OPS: Record<Expanded, OpRecord> = {
+export const COMPOSITE_OPS = {
   rmsnorm: composite("[x[..., D], w[D]] attrs.eps", normRule, expandRmsnorm, boundRmsnorm, "kernel"),
   layernorm: composite("[x[..., D], w[D], b[D]] attrs.eps", normRule, expandLayernorm, "expansion", "kernel"),
   rope: composite("[x[R, H, D], pos[R] int, factors?[dims/2]] attrs.theta, style, dims", ropeRule, expandRope, "expansion", "kernel"),
@@ -260,4 +258,4 @@ export const COMPOSITE_OPS: Record<Expanded, OpRecord> = {
   silu: composite("x·σ(x)", activationRule, expandSilu, boundSilu, "elementwise"),
   gelu: composite("tanh approximation", activationRule, expandGelu, "expansion", "elementwise"),
   silu_mul: composite("[a, b] -> silu(a)·b", gatedRule, expandSiluMul, boundSiluMul, "elementwise"),
-};
+} satisfies Record<string, OpRecord>;

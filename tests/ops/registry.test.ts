@@ -9,9 +9,13 @@ import { GraphError, type Op } from "../../graph/ir.ts";
 import { ALL_OPS, COMPOSITE, isElementwise, LEAF, OP_DOC, OPS } from "../../graph/ops.ts";
 import { EXPAND } from "../../graph/composites.ts";
 import { Tracer } from "../../graph/tracer.ts";
+import { COMPOSITE_OPS } from "../../graph/ops/composite.ts";
 import { NODE_LOWERERS, UNIT_LOWERERS } from "../../kernels/lower.ts";
 
-/** The op names graph/ir.ts declares in the string-literal unions that make up Op. */
+/**
+ * The op names graph/ir.ts declares in the unions that make up Op: string literals, plus the composite records'
+ * names where CompositeOp is declared as their keys (a composite is declared by its record).
+ */
 function unionNames(): Set<string> {
   const src = readFileSync(new URL("../../graph/ir.ts", import.meta.url), "utf8");
   const names = new Set<string>();
@@ -19,6 +23,7 @@ function unionNames(): Set<string> {
     const m = src.match(new RegExp(`export type ${t} =([^;]*);`));
     assert.ok(m, `graph/ir.ts declares ${t}`);
     for (const q of m[1].replace(/\/\/[^\n]*/g, "").matchAll(/"([a-z_0-9]+)"/g)) names.add(q[1]);
+    if (/keyof typeof COMPOSITE_OPS/.test(m[1])) for (const k of Object.keys(COMPOSITE_OPS)) names.add(k);
   }
   return names;
 }
