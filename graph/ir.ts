@@ -8,14 +8,18 @@
 import type { DType, Storage } from "./dtype.ts";
 import type { WeightRole } from "./weights.ts";
 import type { COMPOSITE_OPS } from "./ops/composite.ts";
+import type { UNARY_OPS } from "./unary.ts";
+import type { BINARY_OPS } from "./binary.ts";
 
 /** Leaves: storage classes, literals and index tensors. */
 export type LeafOp = "const" | "slot" | "state" | "literal" | "iota";
-/** Elementwise with one input. `not` is for bool; exp..floor are for floats. */
-export type UnaryOp =
-  | "neg" | "abs" | "exp" | "log" | "sqrt" | "rsqrt" | "recip" | "sin" | "cos" | "tanh" | "floor" | "not";
-/** Elementwise with two inputs of the same dtype and shape. `and`/`or` are for bool and integers (bitwise). */
-export type BinaryOp = "add" | "sub" | "mul" | "div" | "mod" | "max" | "min" | "pow" | "and" | "or";
+/** Elementwise with one input, declared by their records (graph/unary.ts). `not` is for bool; exp..floor for floats. */
+export type UnaryOp = keyof typeof UNARY_OPS;
+/**
+ * Elementwise with two inputs of the same dtype and shape, declared by their records (graph/binary.ts).
+ * `and`/`or` are for bool and integers (bitwise).
+ */
+export type BinaryOp = keyof typeof BINARY_OPS;
 /** Elementwise comparisons giving bool. */
 export type CompareOp = "eq" | "ne" | "lt" | "le" | "gt" | "ge";
 /** Everything else the oracle implements directly. */
@@ -45,7 +49,7 @@ export type RopeStyle = "adjacent" | "half";
 export type ReduceFn = "sum" | "max" | "min";
 
 /**
- * Attributes of a node: one plain record; which fields an op uses is listed in graph/ops.ts (OP_DOC).
+ * Attributes of a node: one plain record; which fields an op uses is in its record's doc (graph/ops/, OP_DOC).
  * Axes are stored non-negative. Shapes are row-major, outermost first.
  */
 export interface Attrs {

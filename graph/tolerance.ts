@@ -1,6 +1,6 @@
 // Tier 2: how far a device's float result may be from the oracle's. This file is the one place that states it.
 //
-// The oracle (eval_ops.ts) sums in index order with one f32 rounding per product and per addition. A device may
+// The oracle (the op records of graph/ops/, eval_ops.ts) sums in index order with one f32 rounding per product and per addition. A device may
 // sum in any order, split sums across threads, use fused multiply-add and approximate transcendentals. With
 // unit roundoff u = 2^-24, any-order summation of n terms t_i satisfies |fl(Σt) − Σt| ≤ γ(n)·Σ|t_i|,
 // γ(n) = n·u/(1 − n·u) (for a dot the n also covers the product roundings). Oracle and device each satisfy it:

@@ -154,7 +154,7 @@ function siluBound(ins: Node[], v: Storage[], e: Bound[], worst: boolean, mul: b
   return out;
 }
 
-// Grouped-query attention (graph/composites.ts expandAttention), bounded as three stages: the scores
+// Grouped-query attention (graph/ops/composite.ts expandAttention), bounded as three stages: the scores
 // scale·q·kᵀ (a dot of D terms), their masked softmax (softmaxRow), and p·v (a dot of C terms).
 function attentionBound(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
   const [R, H, D] = ins[0].shape, [C, KVH] = ins[1].shape, Dv = ins[2].shape[2], G = H / KVH;

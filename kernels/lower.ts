@@ -619,8 +619,7 @@ function literalBytes(n: Node): Uint8Array {
   return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
 }
 
-/** rope's frequency table computed by the oracle itself (graph/composites expandRope), so every target agrees. */
-/** The oracle's own frequencies (graph/composites.ts expandRope), so a folded table rounds the same way. */
+/** The oracle's own frequencies (graph/ops/composite.ts expandRope), so a folded table rounds the same way. */
 function ropeFreqs(theta: number, dims: number, factors?: Node): Uint8Array {
   const t = new Tracer();
   const n = dims / 2;

@@ -1,7 +1,7 @@
 // Graph-level decomposition, before planning: what the graph accepts but no kernel of the library computes
 // directly is rewritten into ops that have kernels, so that every graph that validates lowers on every target
 // (tests/ops/lowers.test.ts sweeps the op set). The rewrites keep the oracle's meaning exactly: a composite
-// becomes its own expansion (graph/composites.ts, the definition the oracle evaluates), a dynamic_update_slice
+// becomes its own expansion (its record's, graph/ops/composite.ts: the definition the oracle evaluates), a dynamic_update_slice
 // along an inner axis becomes the same update along axis 0 between two permutes (movement only, bit-exact).
 // A graph that needs none of them is returned as it is (same object), so the usual programs do not change.
 import { EXPAND } from "../../graph/composites.ts";

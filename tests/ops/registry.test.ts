@@ -10,11 +10,15 @@ import { ALL_OPS, COMPOSITE, isElementwise, LEAF, OP_DOC, OPS } from "../../grap
 import { EXPAND } from "../../graph/composites.ts";
 import { Tracer } from "../../graph/tracer.ts";
 import { COMPOSITE_OPS } from "../../graph/ops/composite.ts";
+import { UNARY_OPS } from "../../graph/unary.ts";
+import { BINARY_OPS } from "../../graph/binary.ts";
+
+const DECLARED: Record<string, object> = { COMPOSITE_OPS, UNARY_OPS, BINARY_OPS };
 import { NODE_LOWERERS, UNIT_LOWERERS } from "../../kernels/lower.ts";
 
 /**
- * The op names graph/ir.ts declares in the unions that make up Op: string literals, plus the composite records'
- * names where CompositeOp is declared as their keys (a composite is declared by its record).
+ * The op names graph/ir.ts declares in the unions that make up Op: string literals, plus the keys of the tables
+ * a union is declared as (`keyof typeof UNARY_OPS`: such an op is declared by its record).
  */
 function unionNames(): Set<string> {
   const src = readFileSync(new URL("../../graph/ir.ts", import.meta.url), "utf8");
@@ -23,7 +27,10 @@ function unionNames(): Set<string> {
     const m = src.match(new RegExp(`export type ${t} =([^;]*);`));
     assert.ok(m, `graph/ir.ts declares ${t}`);
     for (const q of m[1].replace(/\/\/[^\n]*/g, "").matchAll(/"([a-z_0-9]+)"/g)) names.add(q[1]);
-    if (/keyof typeof COMPOSITE_OPS/.test(m[1])) for (const k of Object.keys(COMPOSITE_OPS)) names.add(k);
+    for (const q of m[1].matchAll(/keyof typeof (\w+)/g)) {
+      assert.ok(q[1] in DECLARED, `${t} is the keys of ${q[1]}, which this test does not know`);
+      for (const k of Object.keys(DECLARED[q[1]])) names.add(k);
+    }
   }
   return names;
 }
