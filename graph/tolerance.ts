@@ -92,7 +92,8 @@ export function propagate(
   // Combines independent contributions: summed (worst) or in quadrature (expected).
   const comb = worst ? (a: number, b: number) => a + b : (a: number, b: number) => Math.sqrt(a * a + b * b);
 
-  if (recordOf(op)?.kind === "movement") {
+  const rule = recordOf(op);
+  if (rule?.kind === "movement") {
     if (e.every((b) => b === null)) return null;
     // Move the error arrays exactly as the values move (index inputs keep their values).
     const fnode: Node = { ...n, dtype: "f32" };
@@ -100,6 +101,8 @@ export function propagate(
     const args = v.map((x, i) => (fins[i].dtype === "f32" ? (e[i] ?? new Float32Array(numel(ins[i].shape))) : x));
     return runPrimitive(fnode, fins, args) as Float32Array;
   }
+  // Ops whose record says exact (the sampler's rewrites, collectives) add no error of their own.
+  if (rule?.tolerance !== "propagated") return null;
   const out = new Float32Array(len);
   const rv = floats(n.dtype, r);
   switch (op) {
@@ -180,7 +183,7 @@ export function propagate(
     }
     case "matmul": return matmulBound(ins, v, e, worst);
   }
-  return null;
+  throw new Error(`graph/tolerance.ts has no propagation rule for ${op}, whose record says "propagated"`);
 }
 
 // Typical size of the partial sums of K terms with sum `sum` and sum of squares `sq`: the running sum drifts
