@@ -1,8 +1,7 @@
 // The binary elementwise ops, one record each: what the type rule accepts, the oracle's function (and its
-// integer variant where integers differ), and the device error graph/tolerance.ts allows. graph/ops.ts (type
-// rule, docs), graph/eval_ops.ts (oracle) and graph/tolerance.ts (own error) read their binary facts from here;
+// integer variant where integers differ), and the device error graph/tolerance.ts allows. graph/ops/elementwise.ts
+// (their op records: type rule, docs, oracle) and graph/tolerance.ts (own error) read their binary facts from here;
 // how an input's error propagates through each op stays in tolerance.ts, next to the other propagation rules.
-import type { BinaryOp } from "./ir.ts";
 import type { Allowance } from "./unary.ts";
 
 export interface BinaryRecord {
@@ -18,7 +17,7 @@ export interface BinaryRecord {
   allow?: Allowance;
 }
 
-export const BINARY_OPS: Record<BinaryOp, BinaryRecord> = {
+const RECORDS = {
   add: { doc: "a+b", input: "number", f: (a, b) => a + b, allow: { rel: 2 } },
   sub: { doc: "a-b", input: "number", f: (a, b) => a - b, allow: { rel: 2 } },
   mul: { doc: "a*b", input: "number", f: (a, b) => a * b, int: Math.imul, allow: { rel: 2 } },
@@ -32,4 +31,6 @@ export const BINARY_OPS: Record<BinaryOp, BinaryRecord> = {
   pow: { doc: "a^b", input: "float", f: Math.pow, allow: { rel: 8, arg: 2 } },
   and: { doc: "a&b (bool, ints)", input: "logical", f: (a, b) => a & b },
   or: { doc: "a|b (bool, ints)", input: "logical", f: (a, b) => a | b },
-};
+} satisfies Record<string, BinaryRecord>;
+
+export const BINARY_OPS: Record<keyof typeof RECORDS, BinaryRecord> = RECORDS;

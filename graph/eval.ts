@@ -5,12 +5,12 @@
 // Composites are evaluated through their expansion (composites.ts), cached per graph object: do not mutate a
 // graph after evaluating it. Results may alias inputs (a reshape of a slot is the slot's array): treat every
 // array in and out as read-only.
-import { byteSize, type DType, isBlock, type Storage, storageFor, storageFromBytes } from "./dtype.ts";
+import { byteSize, type DType, isBlock, isFloat, type Storage, storageFor, storageFromBytes } from "./dtype.ts";
 import { type AccumulateOrder, runPrimitive } from "./eval_ops.ts";
 import { expandComposites } from "./composites.ts";
 import { type Graph, GraphError, type Node, numel } from "./ir.ts";
 import { type BoundMode, propagate, SIGMAS } from "./tolerance.ts";
-import { BOUNDED_COMPOSITES, compositeBound } from "./tolerance_composite.ts";
+import { recordOf } from "./ops/mod.ts";
 import { toStorage } from "./tracer.ts";
 import { roleKey, type WeightMap, type WeightRole, type WeightStore } from "./weights.ts";
 
@@ -53,6 +53,18 @@ interface Prepared {
 
 const prepared = new WeakMap<Graph, Prepared>();
 
+/** Whether a composite is bounded as a whole: its record's tolerance is a function (graph/tolerance_composite.ts). */
+function boundedAsWhole(op: string): boolean {
+  return typeof recordOf(op)?.tolerance === "function";
+}
+
+/** A composite's bound as a whole, from its inputs' nodes, values and bounds; undefined for any other node. */
+function compositeBound(n: Node, ins: Node[], v: Storage[], e: (Float32Array | null)[], mode: BoundMode): Float32Array | undefined {
+  const t = recordOf(n.op)?.tolerance;
+  if (typeof t !== "function" || !isFloat(n.dtype)) return undefined;
+  return t(n, ins, v, e, mode === "worst");
+}
+
 function prepare(g: Graph): Prepared {
   let p = prepared.get(g);
   if (p) return p;
@@ -63,7 +75,7 @@ function prepare(g: Graph): Prepared {
   for (const s of Object.values(graph.states)) lastUse[s.write] = graph.nodes.length;
   const composites = new Map<number, { node: Node; ins: number[] }>();
   for (const n of g.nodes) {
-    if (!BOUNDED_COMPOSITES.has(n.op)) continue;
+    if (!boundedAsWhole(n.op)) continue;
     const out = map[n.id], ins = n.inputs.map((i) => map[i]);
     if (ins.includes(out)) continue;
     composites.set(out, { node: n, ins });

@@ -7,14 +7,19 @@
 // the node reading it and the node whose value it holds after the step (its `write`).
 import type { DType, Storage } from "./dtype.ts";
 import type { WeightRole } from "./weights.ts";
+import type { COMPOSITE_OPS } from "./ops/composite.ts";
+import type { UNARY_OPS } from "./unary.ts";
+import type { BINARY_OPS } from "./binary.ts";
 
 /** Leaves: storage classes, literals and index tensors. */
 export type LeafOp = "const" | "slot" | "state" | "literal" | "iota";
-/** Elementwise with one input. `not` is for bool; exp..floor are for floats. */
-export type UnaryOp =
-  | "neg" | "abs" | "exp" | "log" | "sqrt" | "rsqrt" | "recip" | "sin" | "cos" | "tanh" | "floor" | "not";
-/** Elementwise with two inputs of the same dtype and shape. `and`/`or` are for bool and integers (bitwise). */
-export type BinaryOp = "add" | "sub" | "mul" | "div" | "mod" | "max" | "min" | "pow" | "and" | "or";
+/** Elementwise with one input, declared by their records (graph/unary.ts). `not` is for bool; exp..floor for floats. */
+export type UnaryOp = keyof typeof UNARY_OPS;
+/**
+ * Elementwise with two inputs of the same dtype and shape, declared by their records (graph/binary.ts).
+ * `and`/`or` are for bool and integers (bitwise).
+ */
+export type BinaryOp = keyof typeof BINARY_OPS;
 /** Elementwise comparisons giving bool. */
 export type CompareOp = "eq" | "ne" | "lt" | "le" | "gt" | "ge";
 /** Everything else the oracle implements directly. */
@@ -25,10 +30,12 @@ export type OtherOp =
   | "reshape" | "permute" | "broadcast" | "slice" | "concat"
   | "dynamic_update_slice" | "scatter_update";
 export type PrimitiveOp = LeafOp | UnaryOp | BinaryOp | CompareOp | OtherOp;
-/** Composite ops: single nodes for the planner, expanded to primitives (graph/composites.ts) for the oracle. */
-export type CompositeOp =
-  | "rmsnorm" | "layernorm" | "rope" | "softmax" | "attention" | "paged_attention" | "causal_mask" | "silu" | "gelu"
-  | "silu_mul" | "sample" | "logits_process" | "logprobs"; // no expansion: graph/sample.ts, graph/logits.ts are their oracles
+/**
+ * Composite ops: single nodes for the planner, defined by their records (graph/ops/composite.ts: type rule,
+ * expansion over primitives, tolerance, lowering), so a new composite is its record alone; the sampler's
+ * composites have no expansion (graph/sample.ts, graph/logits.ts are their oracles).
+ */
+export type CompositeOp = keyof typeof COMPOSITE_OPS | "sample" | "logits_process" | "logprobs";
 /**
  * Collectives over the ranks of a tensor-parallel group (graph/collective.ts): every rank runs the same graph on
  * its shard of the weights, and these are the only nodes whose value depends on the other ranks.
@@ -42,7 +49,7 @@ export type RopeStyle = "adjacent" | "half";
 export type ReduceFn = "sum" | "max" | "min";
 
 /**
- * Attributes of a node: one plain record; which fields an op uses is listed in graph/ops.ts (OP_DOC).
+ * Attributes of a node: one plain record; which fields an op uses is in its record's doc (graph/ops/, OP_DOC).
  * Axes are stored non-negative. Shapes are row-major, outermost first.
  */
 export interface Attrs {

@@ -1,6 +1,6 @@
 // Tier 2: how far a device's float result may be from the oracle's. This file is the one place that states it.
 //
-// The oracle (eval_ops.ts) sums in index order with one f32 rounding per product and per addition. A device may
+// The oracle (the op records of graph/ops/, eval_ops.ts) sums in index order with one f32 rounding per product and per addition. A device may
 // sum in any order, split sums across threads, use fused multiply-add and approximate transcendentals. With
 // unit roundoff u = 2^-24, any-order summation of n terms t_i satisfies |fl(Σt) − Σt| ≤ γ(n)·Σ|t_i|,
 // γ(n) = n·u/(1 − n·u) (for a dot the n also covers the product roundings). Oracle and device each satisfy it:
@@ -27,26 +27,21 @@
 // In both, incoming State may carry the bound of the previous step (EvalInputs.stateBounds), so multi-step
 // decodes propagate. checkClose applies the policy: NaN or Inf where the oracle is finite always fails, a
 // non-finite oracle value needs the same non-finite value, integer and bool results must be equal.
-import { decodeHalf, type DType, isFloat, type Storage } from "./dtype.ts";
-import { asF32, runPrimitive, weightF32 } from "./eval_ops.ts";
+import { type DType, isFloat, type Storage } from "./dtype.ts";
+import { runPrimitive } from "./eval_ops.ts";
+import { asF32, weightF32 } from "./ops/arith.ts";
+import { floats, FTZ, gamma, U } from "./ops/rounding.ts";
 import { type Node, numel, stridesOf, type UnaryOp } from "./ir.ts";
 import { type Allowance, UNARY_OPS } from "./unary.ts";
 import { BINARY_OPS } from "./binary.ts";
-import { MOVEMENT } from "./ops.ts";
+import { recordOf } from "./ops/mod.ts";
 
-/** Unit roundoff of f32. */
-export const U = 2 ** -24;
-/** Absolute allowance per float op for a device that flushes subnormals. */
-export const FTZ = 2 ** -125;
+export { floats, FTZ, gamma, U } from "./ops/rounding.ts";
 /** "expected" mode reports SIGMAS·σ. */
 export const SIGMAS = 8;
 
 export type BoundMode = "worst" | "expected";
 
-/** γ(n) = n·u / (1 − n·u). */
-export function gamma(n: number): number {
-  return n * U < 1 ? (n * U) / (1 - n * U) : Infinity;
-}
 
 /** The local rule: bound on |device − oracle| for a dot (or sum) of K terms whose |terms| sum to absSum. */
 export function dotTolerance(K: number, absSum: number): number {
@@ -80,10 +75,6 @@ function maxAbsDelta(f: (x: number) => number, x: number, e: number, r: number):
 }
 
 
-/** A float storage's values as numbers (f16 / bf16 decoded). */
-export function floats(d: DType, s: Storage): ArrayLike<number> {
-  return d === "f16" || d === "bf16" ? decodeHalf(d, s as Uint16Array) : s;
-}
 
 /**
  * Bound on |device − oracle| of every element of primitive node `n` ("expected" mode: its σ), from its inputs'
@@ -101,7 +92,8 @@ export function propagate(
   // Combines independent contributions: summed (worst) or in quadrature (expected).
   const comb = worst ? (a: number, b: number) => a + b : (a: number, b: number) => Math.sqrt(a * a + b * b);
 
-  if (MOVEMENT.has(op)) {
+  const rule = recordOf(op);
+  if (rule?.kind === "movement") {
     if (e.every((b) => b === null)) return null;
     // Move the error arrays exactly as the values move (index inputs keep their values).
     const fnode: Node = { ...n, dtype: "f32" };
@@ -109,6 +101,8 @@ export function propagate(
     const args = v.map((x, i) => (fins[i].dtype === "f32" ? (e[i] ?? new Float32Array(numel(ins[i].shape))) : x));
     return runPrimitive(fnode, fins, args) as Float32Array;
   }
+  // Ops whose record says exact (the sampler's rewrites, collectives) add no error of their own.
+  if (rule?.tolerance !== "propagated") return null;
   const out = new Float32Array(len);
   const rv = floats(n.dtype, r);
   switch (op) {
@@ -189,7 +183,7 @@ export function propagate(
     }
     case "matmul": return matmulBound(ins, v, e, worst);
   }
-  return null;
+  throw new Error(`graph/tolerance.ts has no propagation rule for ${op}, whose record says "propagated"`);
 }
 
 // Typical size of the partial sums of K terms with sum `sum` and sum of squares `sq`: the running sum drifts

@@ -8,16 +8,14 @@
 // its input bounds pushed through the composite's own sensitivity, plus the device's own rounding of the
 // composite (any order, fused or not), in the mode of tolerance.ts ("worst": absolute sums, rigorous to first
 // order, softmax rigorous outright; "expected": quadrature, an estimate). evaluate() uses these in place of the
-// expansion's bound at each composite's output; values still come from the expansion.
-import { isFloat, type Storage } from "./dtype.ts";
-import { weightF32 } from "./eval_ops.ts";
+// expansion's bound at each composite's output; values still come from the expansion. Each bounded composite's
+// record (graph/ops/composite.ts) names its function here as its tolerance.
+import type { Storage } from "./dtype.ts";
+import { weightF32 } from "./ops/arith.ts";
 import { type Node, numel } from "./ir.ts";
-import { type BoundMode, floats, FTZ, gamma, U } from "./tolerance.ts";
+import { floats, FTZ, gamma, U } from "./ops/rounding.ts";
 
 type Bound = Float32Array | null;
-
-/** The composites this file bounds. */
-export const BOUNDED_COMPOSITES = new Set(["softmax", "rmsnorm", "silu", "silu_mul", "attention"]);
 
 function vals(n: Node, s: Storage): ArrayLike<number> {
   return n.op === "const" ? weightF32(n.dtype, s, numel(n.shape)) : floats(n.dtype, s);
@@ -156,7 +154,7 @@ function siluBound(ins: Node[], v: Storage[], e: Bound[], worst: boolean, mul: b
   return out;
 }
 
-// Grouped-query attention (graph/composites.ts expandAttention), bounded as three stages: the scores
+// Grouped-query attention (graph/ops/composite.ts expandAttention), bounded as three stages: the scores
 // scale·q·kᵀ (a dot of D terms), their masked softmax (softmaxRow), and p·v (a dot of C terms).
 function attentionBound(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
   const [R, H, D] = ins[0].shape, [C, KVH] = ins[1].shape, Dv = ins[2].shape[2], G = H / KVH;
@@ -210,19 +208,20 @@ function attentionBound(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: b
   return out;
 }
 
-/**
- * Bound on |device − oracle| of composite `n` (a node of the unexpanded graph) from its inputs' nodes, values
- * and bounds; undefined for a composite this file does not bound (its expansion's bound stands).
- */
-export function compositeBound(n: Node, ins: Node[], v: Storage[], e: Bound[], mode: BoundMode): Float32Array | undefined {
-  if (!BOUNDED_COMPOSITES.has(n.op) || !isFloat(n.dtype)) return undefined;
-  const worst = mode === "worst";
-  switch (n.op) {
-    case "softmax": return softmaxBound(n, vals(ins[0], v[0]), e[0], worst);
-    case "rmsnorm": return rmsnormBound(n, ins, v, e, worst);
-    case "silu": return siluBound(ins, v, e, worst, false);
-    case "silu_mul": return siluBound(ins, v, e, worst, true);
-    case "attention": return attentionBound(n, ins, v, e, worst);
-  }
-  return undefined;
+// The records' tolerance functions (graph/ops/record.ts CompositeBound): function declarations, so that the
+// records may name them while this module and the registry load each other.
+export function boundSoftmax(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  return softmaxBound(n, vals(ins[0], v[0]), e[0], worst);
+}
+export function boundRmsnorm(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  return rmsnormBound(n, ins, v, e, worst);
+}
+export function boundSilu(_n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  return siluBound(ins, v, e, worst, false);
+}
+export function boundSiluMul(_n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  return siluBound(ins, v, e, worst, true);
+}
+export function boundAttention(n: Node, ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  return attentionBound(n, ins, v, e, worst);
 }

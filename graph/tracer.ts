@@ -291,7 +291,7 @@ export class Tracer {
     return this.node("scatter_update", [target, update, index]);
   }
 
-  // ------------------------------------------------------------ composites (single nodes; see composites.ts)
+  // ------------------------------------------------------------ composites (single nodes; see graph/ops/composite.ts)
 
   rmsnorm(x: Tensor, w: Tensor, eps: number): Tensor {
     return this.node("rmsnorm", [x, w], { eps });
@@ -313,7 +313,7 @@ export class Tracer {
   }
   /**
    * Attention of each row r through its own block table row: positions 0..pos[r], position t at pool row
-   * table[r, t / block] * block + t % block (graph/composites.ts expandPagedAttention).
+   * table[r, t / block] * block + t % block (graph/ops/composite.ts expandPagedAttention).
    */
   pagedAttention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, pos: Tensor, o: { scale: number; block: number }): Tensor {
     return this.node("paged_attention", [q, k, v, table, pos], { scale: o.scale, block: o.block });

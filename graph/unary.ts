@@ -1,8 +1,7 @@
 // The unary elementwise ops, one record each: what the type rule accepts, the oracle's function, and the
-// device error graph/tolerance.ts allows. graph/ops.ts (type rule, docs), graph/eval_ops.ts (oracle) and
-// graph/tolerance.ts (bounds) read their unary facts from here, so a new unary op is its record (plus its name
-// in graph/ir.ts and, for a kernel of its own, an IR op in kernels/lib/elementwise.ts).
-import type { UnaryOp } from "./ir.ts";
+// device error graph/tolerance.ts allows. graph/ops/elementwise.ts (their op records: type rule, docs, oracle) and
+// graph/tolerance.ts (bounds) read their unary facts from here, so a new unary op is its record here (graph/ir.ts
+// UnaryOp is these names) and its IR op in kernels/lib/elementwise.ts.
 
 /** A device's own error per elementwise op, beyond what its inputs carry (graph/tolerance.ts ownError). */
 export interface Allowance {
@@ -27,7 +26,7 @@ export interface UnaryRecord {
   poleAtZero?: true;
 }
 
-export const UNARY_OPS: Record<UnaryOp, UnaryRecord> = {
+const RECORDS = {
   neg: { doc: "-x", input: "number", f: (x) => -x },
   abs: { doc: "|x|", input: "number", f: Math.abs },
   exp: { doc: "e^x", input: "float", f: Math.exp, allow: { rel: 4, arg: 2 } },
@@ -40,4 +39,6 @@ export const UNARY_OPS: Record<UnaryOp, UnaryRecord> = {
   tanh: { doc: "tanh x", input: "float", f: Math.tanh, allow: { rel: 4, abs: 4 } },
   floor: { doc: "⌊x⌋", input: "float", f: Math.floor },
   not: { doc: "!x (bool)", input: "bool", f: (x) => (x ? 0 : 1) },
-};
+} satisfies Record<string, UnaryRecord>;
+
+export const UNARY_OPS: Record<keyof typeof RECORDS, UnaryRecord> = RECORDS;

@@ -5,7 +5,7 @@ import { byteSize, type DType, isBlock } from "../graph/dtype.ts";
 import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
-import { isElementwise } from "../graph/ops.ts";
+import { isElementwise, OPS } from "../graph/ops.ts";
 import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, type Value } from "../graph/plan.ts";
 import { Tracer } from "../graph/tracer.ts";
 import { computeOf, type CType, type EType, type Kernel, KernelError } from "./ir.ts";
@@ -234,8 +234,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
   kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
 }
 
-/** Ops with a kernel of their own (a composite without one is expanded by decomp/graph.ts). */
-const hasLowerer = (op: Node["op"]): boolean => op in NODE_LOWERERS || isElementwise(op);
+/**
+ * Ops with a kernel of their own, as their records say (graph/ops/: lower "kernel" is a NODE_LOWERERS entry,
+ * "elementwise" a fused group); a composite without one is expanded by decomp/graph.ts.
+ */
+const hasLowerer = (op: Node["op"]): boolean => OPS[op].lower === "kernel" || OPS[op].lower === "elementwise";
 
 type UnitLowerer<K extends Unit["k"]> = (cx: LowerContext, u: Extract<Unit, { k: K }>) => void;
 
@@ -618,8 +621,7 @@ function literalBytes(n: Node): Uint8Array {
   return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
 }
 
-/** rope's frequency table computed by the oracle itself (graph/composites expandRope), so every target agrees. */
-/** The oracle's own frequencies (graph/composites.ts expandRope), so a folded table rounds the same way. */
+/** The oracle's own frequencies (graph/ops/composite.ts expandRope), so a folded table rounds the same way. */
 function ropeFreqs(theta: number, dims: number, factors?: Node): Uint8Array {
   const t = new Tracer();
   const n = dims / 2;

@@ -1,7 +1,7 @@
 // Graph-level decomposition, before planning: what the graph accepts but no kernel of the library computes
 // directly is rewritten into ops that have kernels, so that every graph that validates lowers on every target
 // (tests/ops/lowers.test.ts sweeps the op set). The rewrites keep the oracle's meaning exactly: a composite
-// becomes its own expansion (graph/composites.ts, the definition the oracle evaluates), a dynamic_update_slice
+// becomes its own expansion (its record's, graph/ops/composite.ts: the definition the oracle evaluates), a dynamic_update_slice
 // along an inner axis becomes the same update along axis 0 between two permutes (movement only, bit-exact).
 // A graph that needs none of them is returned as it is (same object), so the usual programs do not change.
 import { EXPAND } from "../../graph/composites.ts";
@@ -17,8 +17,8 @@ export type HasLowerer = (op: Node["op"]) => boolean;
 /**
  * Why a node has no direct kernel (kernels/lower.ts), or undefined when it has one. Composites the planner
  * fuses (attention with its causal mask) are judged by the same conditions graph/plan.ts uses; any other
- * composite without a lowerer of its own is expanded, so a new composite needs only its type rule
- * (graph/ops.ts) and its expansion (graph/composites.ts) to run on every target.
+ * composite without a lowerer of its own is expanded, so a new composite needs only its record (graph/ops/:
+ * type rule and expansion) to run on every target.
  */
 export function undirect(n: Node, nodes: readonly Node[], lowers: HasLowerer = () => true): string | undefined {
   switch (n.op) {
@@ -61,7 +61,7 @@ export function decomposeGraph(src: Graph, lowers?: HasLowerer): Graph {
       out = g.node(n.op, ins, n.attrs, LEAF.has(n.op) ? { dtype: n.dtype, shape: n.shape } : undefined);
       if (n.label) g.nodes[out.id].label = n.label;
     } else if (COMPOSITE.has(n.op)) {
-      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op as keyof typeof EXPAND](g, ins, n.attrs));
+      out = g.scope(n.label ? `${n.label}/${n.op}` : n.op, () => EXPAND[n.op]!(g, ins, n.attrs));
     } else {
       // dynamic_update_slice along axis a: bring a to the front, update along axis 0, put it back.
       const a = n.attrs.axis!, rank = n.shape.length;
