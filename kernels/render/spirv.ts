@@ -421,10 +421,18 @@ class Emitter {
     const op = mode === "xor" ? Op.GroupNonUniformShuffleXor
       : mode === "idx" ? Op.GroupNonUniformShuffle : Op.GroupNonUniformShuffleDown;
     const got = a.v(op, this.type(t), a.cu(Scope.Subgroup), x, lane);
-    if (mode === "xor" && laneConst !== undefined && laneConst < this.caps.subgroupSize) return got;
+    const [wx, wy, wz] = this.k.workgroup, wg = wx * wy * wz, sgs = this.caps.subgroupSize;
+    const whole = sgs > 0 && wg % sgs === 0; // no partial subgroup at the workgroup's end
+    if (whole && mode === "xor" && laneConst !== undefined && laneConst < sgs) return got;
     // A source lane outside the subgroup yields the caller's own value (SPIR-V leaves it undefined; the
-    // other renderers define it so).
-    const size = this.builtin("sgsize");
+    // other renderers define it so). The last subgroup of a workgroup that is no multiple of the size has
+    // only wg - sgid*size invocations: its other lanes are inactive, and reading one is undefined too
+    // (NVIDIA gives 0), so the bound is that count there (subgroups laid out by linear index, as the IR says).
+    let size = this.builtin("sgsize");
+    if (!whole) {
+      const left = a.isub(a.u, a.cu(wg), a.v(Op.IMul, a.u, this.builtin("sgid"), size));
+      size = a.sel(a.u, a.ult(left, size), left, size);
+    }
     const src = mode === "idx" ? lane
       : mode === "down" ? a.iadd(a.u, this.builtin("lane"), lane)
       : a.xor(a.u, this.builtin("lane"), lane);

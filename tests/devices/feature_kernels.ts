@@ -402,7 +402,7 @@ export function checkCase(fail: boolean): FeatureCase {
 export function featureCases(): FeatureCase[] {
   return [
     unaryF32(), binaryF32(), intOps("i32"), intOps("u32"), casts(), views(), vectors(), sharedBarrier(),
-    subgroups(128), subgroups(48), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
+    subgroups(128), subgroups(48), subgroups(44), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
   ];
 }
 
