@@ -77,6 +77,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   flashSplits?: number;
   /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
   attentionSplits?: number;
+  /**
+   * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
+   * can; default on Vulkan and WebGPU, whose every dispatch after a barrier pays a launch and a drain (4-7 µs on
+   * the H200 where PTX's PDL launches overlap), off elsewhere.
+   */
+  attentionFuse?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
 }
@@ -97,6 +103,7 @@ export interface LowerContext {
   p: Plan;
   nodes: Node[];
   caps: TargetSet["caps"];
+  backend: TargetSet["backend"];
   opts: CompileOptions;
   buffers: ProgramBuffer[];
   steps: Step[];
@@ -149,7 +156,7 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext
   };
   const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
   return {
-    p, nodes, caps: target.caps, opts, buffers, steps, byName, buf, bind, bytesOfIds,
+    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds,
     kernel: (k, bindings, work) => {
       steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
     },
@@ -278,6 +285,15 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
       return;
     }
     // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
+    const fuse = opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu");
+    if (fuse && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
+      // the partials and the counters persist between steps (the counters are zero between dispatches): State,
+      // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
+      const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
+      const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
+      kernel(lib.attentionFused(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+      return;
+    }
     const bytes = R * H * splits * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
     kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);

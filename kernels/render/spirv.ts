@@ -93,9 +93,12 @@ class Emitter {
     const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
-    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half);
-    let checks = false;
-    walkStmts(k.body, (s) => { if (s.k === "check") checks = true; });
+    let checks = false, device = false;
+    walkStmts(k.body, (s) => {
+      if (s.k === "check") checks = true;
+      if (s.k === "barrier" && s.device) device = true;
+    });
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
 
@@ -463,8 +466,11 @@ class Emitter {
         return this.mem.store(s.buf, s.view, this.index(s.index), this.expr(s.e), s.e.t);
       case "storev":
         return this.mem.storev(s.buf, s.view, this.index(s.index), s.es.map((e) => this.expr(e)), s.es.map((e) => e.t));
-      case "atomic":
-        return this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
+      case "atomic": {
+        const old = this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
+        if (s.dst) a.s(Op.Store, this.local(s.dst).id, old);
+        return;
+      }
       case "loadv": {
         const vals = this.mem.loadv(s.buf, s.view, this.index(s.index), s.dst.length);
         s.dst.forEach((d, j) => a.s(Op.Store, this.local(d).id, vals[j]));
@@ -480,7 +486,7 @@ class Emitter {
       case "for": return this.forStmt(s);
       case "barrier": {
         const sem = Semantics.AcquireRelease | Semantics.WorkgroupMemory | Semantics.UniformMemory;
-        a.s(Op.ControlBarrier, a.cu(Scope.Workgroup), a.cu(Scope.Workgroup), a.cu(sem));
+        a.s(Op.ControlBarrier, a.cu(Scope.Workgroup), a.cu(s.device ? Scope.Device : Scope.Workgroup), a.cu(sem));
         return;
       }
       case "check": return this.check(s.c, s.code);

@@ -441,7 +441,7 @@ class Wgsl {
         continue;
       }
       flush();
-      if (s.k === "barrier") this.barrier();
+      if (s.k === "barrier") this.barrier(s.device);
       else if (s.k === "for") this.forLoop(s, () => this.maybe(s.body, { loop: false }));
       else if (s.k === "if") {
         this.block(`if (${this.ex(s.c)})`, () => this.maybe(s.then, ctx));
@@ -451,8 +451,9 @@ class Wgsl {
     flush();
   }
 
-  private barrier(): void {
-    this.line(this.storageBarrier ? "storageBarrier(); workgroupBarrier();" : "workgroupBarrier();");
+  /** device: ordering with other workgroups, which needs storageBarrier (Naga gives its memory semantics device scope). */
+  private barrier(device = false): void {
+    this.line(this.storageBarrier || device ? "storageBarrier(); workgroupBarrier();" : "workgroupBarrier();");
   }
 
   private forLoop(s: Stmt & { k: "for" }, body: () => void): void {
@@ -484,7 +485,8 @@ class Wgsl {
       }
       case "atomic": {
         const decl = this.mem.info(s.buf).decl;
-        this.line(`atomic${s.op === "and" ? "And" : "Or"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)});`);
+        const call = `atomic${s.op === "and" ? "And" : s.op === "or" ? "Or" : "Add"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)})`;
+        this.line(s.dst ? `${this.varName(s.dst)} = ${call};` : `${call};`);
         return;
       }
       case "storev": {
@@ -515,7 +517,7 @@ class Wgsl {
         if (s.else.length) this.block("else", () => this.active(s.else, ctx));
         return;
       case "barrier":
-        this.barrier();
+        this.barrier(s.device);
         return;
       case "check":
         this.line(`if (!(${this.ex(s.c)})) { atomicOr(&${this.errName}[0], ${s.code >>> 0}u); ${this.stop(ctx)} }`);
