@@ -79,8 +79,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionSplits?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
-   * can; default on Vulkan and WebGPU, whose every dispatch after a barrier pays a launch and a drain (4-7 µs on
-   * the H200 where PTX's PDL launches overlap), off elsewhere.
+   * can, and so does the long-row argmax (lib.argmaxFused); default on Vulkan and WebGPU, whose every dispatch
+   * after a barrier pays a launch and a drain (4-7 µs on the H200 where PTX's PDL launches overlap), off elsewhere.
    */
   attentionFuse?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
@@ -385,12 +385,18 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
   },
   argmax(cx, n, u) {
-    const { nodes, caps, buf, bind, kernel, simpleWork } = cx;
+    const { nodes, caps, opts, buf, bind, kernel, simpleWork } = cx;
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id), work = simpleWork(u, ins);
     const axis = n.attrs.axis!;
     const [outer, len, inner] = around(i0.shape, axis);
     if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
       // Long rows (a vocab): chunks in parallel, then a merge.
+      if ((opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu")) && !lib.argmaxFusable(caps, { rows: outer, n: len })) {
+        // one dispatch, as fused attention (the same switch): its candidates and counters are State
+        const bytes = lib.argmaxFusedBytes({ rows: outer, n: len });
+        const part: Binding = { buffer: buf("state", `argmax-partials:${bytes}`, bytes), offset: 0, bytes };
+        return kernel(lib.argmaxFused(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), part, out], work);
+      }
       const bytes = outer * lib.argmaxChunks(len).parts * 8;
       const part: Binding = { buffer: buf("arena", "argmax-partials", bytes), offset: 0, bytes };
       kernel(lib.argmaxPartial(caps, { rows: outer, n: len }), [bind(ins[0]), part], work);

@@ -12,7 +12,7 @@ export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
   attentionSplits, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
-export { argmaxChunks, argmaxCombine, argmaxPartial } from "./argmax.ts";
+export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
 export { rope, type RopeShape } from "./rope.ts";
 export {
