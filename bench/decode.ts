@@ -310,8 +310,8 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
   [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
-  loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention combined in its own last
-  team, one dispatch; default the lowering's: on for vulkan and wgpu)
+  loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention and the vocab argmax merged by
+  their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
