@@ -29,6 +29,9 @@ const cfgs: (AttnCfg & { splits: number; unroll?: number })[] = [
   { rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 200, pos: 199, splits: 3, unroll: 4, kv: "bf16" },
   // Several query rows over grouped heads: teams ordered (row, kv head, chunk, head of the group).
   { rows: 3, heads: 6, kvHeads: 2, hd: 16, cap: 40, pos: 20, splits: 5, unroll: 2 },
+  // The decode plans' layout on a warp-sized device: 32 chunks over f16 K/V (whole workgroups of teams, so
+  // the fused kernel takes it on every subgroup size here).
+  { rows: 1, heads: 8, kvHeads: 2, hd: 64, cap: 512, pos: 300, splits: 32, kv: "f16" },
 ];
 for (const [tag, dev] of Object.entries(devices)) {
   for (const c of cfgs) {
