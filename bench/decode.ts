@@ -310,7 +310,8 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   [--warmup N] [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
   [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
-  loop trip; default the lowering's)
+  loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention and the vocab argmax merged by
+  their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -335,7 +336,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       deep: { type: "string" }, "deep-tokens": { type: "string" }, cap: { type: "string" }, dtype: { type: "string" },
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
-      "attention-splits": { type: "string" }, "attention-unroll": { type: "string" },
+      "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -360,6 +361,8 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv must be f16 or f32`);
   const bandwidth = values.bandwidth === undefined ? undefined : Number(values.bandwidth);
   if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth must be positive bytes per second`);
+  const fuse = values["attention-fuse"];
+  if (fuse !== undefined && fuse !== "on" && fuse !== "off") throw new RangeError(`--attention-fuse must be on or off, got "${fuse}"`);
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), deep: int("deep", values.deep, 0),
@@ -369,6 +372,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     compile: {
       attentionSplits: int("attention-splits", values["attention-splits"], 1),
       attentionUnroll: int("attention-unroll", values["attention-unroll"], 1),
+      attentionFuse: fuse === undefined ? undefined : fuse === "on",
     },
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };

@@ -56,7 +56,7 @@ export type BinOp =
   | "and" | "or" | "xor" | "shl" | "shr"
   | "lt" | "le" | "gt" | "ge" | "eq" | "ne";
 export type ReduceOp = "add" | "max" | "min";
-export type AtomicOp = "and" | "or";
+export type AtomicOp = "and" | "or" | "add";
 
 export interface Buffer {
   name: string;
@@ -100,11 +100,15 @@ export type Stmt =
   | { k: "storev"; buf: Buffer; view: EType; index: Expr; es: Expr[] }
   | { k: "sstore"; mem: Shared; index: Expr; e: Expr }
   // word[index] = word[index] op e, atomically (u32 words of the buffer, whatever its element type): what a
-  // store narrower than a word becomes where the target has no narrow storage (kernels/decomp/narrow.ts)
-  | { k: "atomic"; op: AtomicOp; buf: Buffer; index: Expr; e: Expr }
+  // store narrower than a word becomes where the target has no narrow storage (kernels/decomp/narrow.ts).
+  // Relaxed, device scope; `dst` (a fresh u32 variable) receives the word's value before the operation.
+  | { k: "atomic"; op: AtomicOp; buf: Buffer; index: Expr; e: Expr; dst?: Var }
   | { k: "for"; v: Var; start: Expr; end: Expr; step: number; unroll: number; body: Stmt[] } // v < end
   | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
-  | { k: "barrier" }                                     // workgroup execution + shared/buffer memory barrier
+  // workgroup execution + shared/buffer memory barrier; `device`: its buffer-memory ordering reaches device
+  // scope (acquire-release with every workgroup: what orders a workgroup's writes before an atomic another
+  // workgroup reads, and that workgroup's reads after it). Like any barrier: the whole workgroup, uniform flow.
+  | { k: "barrier"; device?: boolean }
   | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
   | { k: "return" }
   | MmaStmt;
@@ -367,6 +371,15 @@ export class KernelBuilder {
     if (v.t !== "u32") throw new KernelError(`${this.name}: atomic ${op} of ${v.t} (u32 words only)`);
     this.emit({ k: "atomic", op, buf, index: lift(index, "u32").e, e: v.e });
   }
+  /** atomic() that returns the word's value from before the operation (atomicAdd's old value). */
+  atomicFetch(buf: Buffer, index: Like, op: AtomicOp, value: Like): Val {
+    if (buf.access === "r") throw new KernelError(`${this.name}: atomic ${op} on read-only buffer ${buf.name}`);
+    const v = lift(value, "u32");
+    if (v.t !== "u32") throw new KernelError(`${this.name}: atomic ${op} of ${v.t} (u32 words only)`);
+    const dst: Var = { name: `v${this.nvar++}`, t: "u32" };
+    this.emit({ k: "atomic", op, buf, index: lift(index, "u32").e, e: v.e, dst });
+    return new Val({ k: "var", t: "u32", v: dst });
+  }
   sload(mem: Shared, index: Like): Val {
     return new Val({ k: "sload", t: mem.t, mem, index: lift(index, "u32").e });
   }
@@ -391,8 +404,9 @@ export class KernelBuilder {
     const b = otherwise ? this.block(otherwise) : [];
     this.emit({ k: "if", c: cond.e, then: a, else: b });
   }
-  barrier(): void {
-    this.emit({ k: "barrier" });
+  /** A workgroup barrier; "device": one whose buffer-memory ordering reaches every workgroup (see Stmt). */
+  barrier(scope?: "device"): void {
+    this.emit(scope === "device" ? { k: "barrier", device: true } : { k: "barrier" });
   }
   /** Faults the dispatch with `code` (a positive integer below 2^16) when cond is false. */
   check(cond: Val, code: number): void {

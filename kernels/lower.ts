@@ -79,6 +79,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   flashSplits?: number;
   /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
   attentionSplits?: number;
+  /**
+   * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
+   * can, and so does the long-row argmax (lib.argmaxFused); default on Vulkan and WebGPU, whose every dispatch
+   * after a barrier pays a launch and a drain (4-7 µs on the H200 where PTX's PDL launches overlap), off elsewhere.
+   */
+  attentionFuse?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
 }
@@ -99,6 +105,7 @@ export interface LowerContext {
   p: Plan;
   nodes: Node[];
   caps: TargetSet["caps"];
+  backend: TargetSet["backend"];
   opts: CompileOptions;
   buffers: ProgramBuffer[];
   steps: Step[];
@@ -151,7 +158,7 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext
   };
   const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
   return {
-    p, nodes, caps: target.caps, opts, buffers, steps, byName, buf, bind, bytesOfIds,
+    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds,
     kernel: (k, bindings, work) => {
       steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
     },
@@ -283,6 +290,15 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
       return;
     }
     // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
+    const fuse = opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu");
+    if (fuse && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
+      // the partials and the counters persist between steps (the counters are zero between dispatches): State,
+      // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
+      const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
+      const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
+      kernel(lib.attentionFused(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+      return;
+    }
     const bytes = R * H * splits * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
     kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
@@ -374,12 +390,18 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
   },
   argmax(cx, n, u) {
-    const { nodes, caps, buf, bind, kernel, simpleWork } = cx;
+    const { nodes, caps, opts, buf, bind, kernel, simpleWork } = cx;
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id), work = simpleWork(u, ins);
     const axis = n.attrs.axis!;
     const [outer, len, inner] = around(i0.shape, axis);
     if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
       // Long rows (a vocab): chunks in parallel, then a merge.
+      if ((opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu")) && !lib.argmaxFusable(caps, { rows: outer, n: len })) {
+        // one dispatch, as fused attention (the same switch): its candidates and counters are State
+        const bytes = lib.argmaxFusedBytes({ rows: outer, n: len });
+        const part: Binding = { buffer: buf("state", `argmax-partials:${bytes}`, bytes), offset: 0, bytes };
+        return kernel(lib.argmaxFused(caps, { rows: outer, n: len, out: "i32" }), [bind(ins[0]), part, out], work);
+      }
       const bytes = outer * lib.argmaxChunks(len).parts * 8;
       const part: Binding = { buffer: buf("arena", "argmax-partials", bytes), offset: 0, bytes };
       kernel(lib.argmaxPartial(caps, { rows: outer, n: len }), [bind(ins[0]), part], work);

@@ -3,8 +3,8 @@
 // host-visible buffer, aligned to the device's storage offset alignment. A barrier (compute and transfer
 // writes before it visible to compute and transfer after it) sits before a step only where the step touches
 // bytes that a step since the last barrier wrote (read after write, write after write) or reads bytes it
-// writes (write after read); steps with no such overlap run without one (allBarriers: before every step, as
-// a full memory barrier). Each command buffer ends with a full barrier and one that makes its writes visible
+// writes (write after read): backends/hazards.ts, shared with ROCm; steps with no such overlap run without
+// one (allBarriers: before every step, as a full memory barrier). Each command buffer ends with a full barrier and one that makes its writes visible
 // to the host.
 //
 // With timestamps enabled, each step is bracketed by two timestamps of the recording's query pool (start at
@@ -17,6 +17,7 @@ import * as vk from "../../ffi/vulkan.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { CompiledKernel, DeviceBinding, DeviceStep, Recording } from "../device.ts";
 import { Unsupported } from "../errors.ts";
+import { barriersBefore, type StepAccess } from "../hazards.ts";
 import type { Context } from "./context.ts";
 import { createBuf, destroyBuf, type VkBuf } from "./memory.ts";
 
@@ -108,19 +109,14 @@ export function cmdHostBarrier(api: Context["api"], cb: bigint): void {
 }
 
 /** Byte ranges one step reads and writes, by VkBuffer. */
-interface Access {
-  reads: { buffer: bigint; lo: number; hi: number }[];
-  writes: { buffer: bigint; lo: number; hi: number }[];
-}
-
-function accessOf(ctx: Context, s: DeviceStep): Access {
+function accessOf(ctx: Context, s: DeviceStep): StepAccess {
   const span = (b: DeviceBinding, what: string) => {
     const r = s.k === "copy" ? { buffer: asBuf(b).buffer, offset: b.offset, range: b.bytes } : range(ctx, b, what);
     return { buffer: r.buffer, lo: r.offset, hi: r.offset + r.range };
   };
   if (s.k === "copy") return { reads: [span(s.src, "copy source")], writes: [span(s.dst, "copy destination")] };
   const k = (s.compiled as VkKernel).kernel;
-  const out: Access = { reads: [], writes: [] };
+  const out: StepAccess = { reads: [], writes: [] };
   s.bindings.forEach((b, j) => {
     const acc = k.buffers[j].access, r = span(b, `binding ${j}`);
     if (acc !== "w") out.reads.push(r);
@@ -128,9 +124,6 @@ function accessOf(ctx: Context, s: DeviceStep): Access {
   });
   return out; // the error word: each dispatch has its own
 }
-
-const overlaps = (a: Access["reads"], b: Access["reads"]) =>
-  a.some((x) => b.some((y) => x.buffer === y.buffer && x.lo < y.hi && y.lo < x.hi));
 
 /** Whether compute and/or transfer work is on either side of a barrier. */
 interface Kinds {
@@ -228,21 +221,19 @@ export function buildRecording(ctx: Context, cmdPool: bigint, steps: DeviceStep[
       api.beginCommandBuffer(cb);
       if (queries) api.cmdResetQueryPool(cb, queries, 2 * at, 2 * n);
       let bound = 0n;
-      // Accesses since the last barrier (the command buffer starts after a full one, or a fence), and their kinds.
-      const since: Access = { reads: [], writes: [] };
+      // The command buffer starts after a full barrier (or a fence): hazards count from its first step. Kinds of
+      // the steps since the last barrier name the stages the next barrier waits on.
+      const group = steps.slice(at, at + n);
+      const need = barriersBefore(group.map((s) => accessOf(ctx, s)), allBarriers);
       const kinds: Kinds = { compute: false, transfer: false };
-      for (const [j, s] of steps.slice(at, at + n).entries()) {
-        const a = accessOf(ctx, s);
+      for (const [j, s] of group.entries()) {
         const kind = { compute: s.k === "kernel", transfer: s.k === "copy" };
-        if (j > 0 && (allBarriers || overlaps([...a.reads, ...a.writes], since.writes) || overlaps(a.writes, since.reads))) {
+        if (need[j]) {
           if (allBarriers) api.cmdFullBarrier(cb);
           else cmdStepBarrier(api, cb, kinds, kind);
-          since.reads.length = since.writes.length = 0;
           kinds.compute = kinds.transfer = false;
           barriers++;
         }
-        since.reads.push(...a.reads);
-        since.writes.push(...a.writes);
         kinds.compute ||= kind.compute;
         kinds.transfer ||= kind.transfer;
         if (queries) api.cmdWriteTimestamp(cb, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * (at + j));

@@ -28,6 +28,7 @@ function namer(k: Kernel, prefix: string): (t: CType) => Var {
     for (const s of body) {
       if (s.k === "let" || s.k === "assign" || s.k === "for") used.add(s.v.name);
       if (s.k === "loadv") s.dst.forEach((v) => used.add(v.name));
+      if (s.k === "atomic" && s.dst) used.add(s.dst.name);
       if (s.k === "mma") s.d.forEach((v) => used.add(v.name));
       stmtExprs(s).forEach(see);
       if (s.k === "for") scan(s.body);

@@ -63,11 +63,16 @@ export function exp2<F, I, P>(m: M<F, I, P>, x: F): F {
   return m.sel(m.isnan(x), x, scale2(m, expPoly(m, r), m.cvti(k)));
 }
 
-/** x > 0 as 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)) (subnormals scaled first): [f, e as a float]. */
+/**
+ * x > 0 as 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)): [f, e as a float]. A subnormal x is mant * 2^-149,
+ * so its significand converted as an integer (exact, and a normal float) stands in for it; no float op
+ * touches the subnormal itself, which a flushing device (NVIDIA) would read as 0 and land a binade off.
+ */
 function logSplit<F, I, P>(m: M<F, I, P>, x: F): [F, F] {
-  const sub = m.iltu(m.bits(x), m.i(0x00800000));
-  const b = m.bits(m.sel(sub, m.mul(x, m.f(2 ** 23)), x));
-  const e0 = m.iadd(m.isub(m.iand(m.ishr(b, 23), m.i(0xff)), m.i(126)), m.isel(sub, m.i(-23), m.i(0)));
+  const bx = m.bits(x);
+  const sub = m.iltu(bx, m.i(0x00800000));
+  const b = m.isel(sub, m.bits(m.cvtf(bx)), bx);
+  const e0 = m.iadd(m.isub(m.iand(m.ishr(b, 23), m.i(0xff)), m.i(126)), m.isel(sub, m.i(-149), m.i(0)));
   const m0 = m.float(m.ior(m.iand(b, m.i(0x007fffff)), m.i(0x3f000000))); // [0.5, 1)
   const small = m.flt(m0, m.f(SQRT_HALF));
   const f = m.sub(m.sel(small, m.add(m0, m0), m0), m.f(1)); // exact

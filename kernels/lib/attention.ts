@@ -5,7 +5,7 @@
 // so this equals the masked full sweep up to float reassociation.
 // One team per (query row, head); lanes own contiguous slices of head_dim (vector loads), reduce the dot
 // product per position, and keep an online softmax (running max, sum and weighted V) in registers.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { type FType, gridFor, type IType, pairwise, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
@@ -96,6 +96,36 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
 }
 
 /**
+ * attentionPartial and attentionCombine in one dispatch, for targets where a dispatch costs more than the
+ * combine's work (Vulkan, WebGPU: each dispatch after a barrier pays a launch and a drain). Every team writes
+ * its partial as attentionPartial does; after a device barrier each of its lanes adds 1 to its item's counter;
+ * the team whose lane takes the count to splits * lanes is the item's last, and after a second device barrier
+ * (acquire) it combines the item's partials exactly as attentionCombine does (the same operations in the same
+ * order: the output is bit-identical to the two-kernel path) and zeroes the counter for the next dispatch.
+ * Bindings: q, k, v, pos as attention(); part f32 [rows * heads, splits, hd + 2] then u32 counters
+ * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
+ * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
+ */
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+  if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
+  const why = attentionFusable(caps, s);
+  if (why) throw new KernelError(`attention: no fused combine: ${why}`);
+  return attentionKernel(caps, s, s.splits, undefined, true);
+}
+/** Why attentionFused cannot serve the shape on these caps, or "" (it can). */
+export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number }): string {
+  const teams = (s.rows ?? 1) * s.heads * s.splits, t = team(caps, { rows: teams });
+  if (t.lanes <= 1 || t.shared || t.sgs !== 1) return "teams are not subgroups";
+  if (teams % t.rows !== 0) return `${teams} teams do not fill workgroups of ${t.rows}`;
+  return "";
+}
+/** Bytes of attentionFused's part binding: the partials, then a u32 counter per item. */
+export function attentionFusedBytes(s: { rows?: number; heads: number; hd: number; splits: number }): number {
+  const items = (s.rows ?? 1) * s.heads;
+  return (items * s.splits * (s.hd + 2) + items) * 4;
+}
+
+/**
  * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
  * Bindings: part f32 [rows * heads, splits, hd + 2] (r); out f32 [rows, heads, hd] (w).
  * One invocation per output element. Every split's (m, l) pair and, 32 splits at a time, its acc element are
@@ -114,6 +144,20 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
+  const ws = combineWeights(b, part, base, splits, stride);
+  b.store(out, idx, combineDim(b, part, base, d, ws));
+  return b.build();
+}
+
+interface CombineWeights {
+  at: (sp: number) => Val;
+  /** e^(m_s - M) per split. */
+  w: Val[];
+  /** sum_s w_s l_s */
+  L: Val;
+}
+/** The splits' weights for one item whose partials start at word `base` (the combine's first half). */
+function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: number, stride: number): CombineWeights {
   const at = (sp: number) => sp === 0 ? base : base.add(sp * stride);
   // (m, l) of every split: one 8-byte load each where the stride keeps pairs aligned (hd even).
   const ml = Array.from({ length: splits }, (_, sp) => stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))]);
@@ -128,13 +172,16 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   const M = b.let(tree(ml.map((v) => v[0]), (a, c) => a.max(c)), "f32", "M");
   const w = ml.map((v) => b.let(v[0].sub(M).exp(), "f32", "w")); // exp(-inf) = 0 for empty chunks
   const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
-  const parts: Val[] = [];
+  return { at, w, L };
+}
+/** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
+function combineDim(b: KernelBuilder, part: Buffer, base: Val, d: Val, { at, w, L }: CombineWeights): Val {
+  const splits = w.length, parts: Val[] = [];
   for (let s0 = 0; s0 < splits; s0 += 32) {
     const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => b.load(part, at(s0 + j).add(d)));
     parts.push(b.let(pairwise(accs.map((a, j) => w[s0 + j].mul(a))), "f32", "o"));
   }
-  b.store(out, idx, pairwise(parts).div(L));
-  return b.build();
+  return pairwise(parts).div(L);
 }
 
 /** A split count for attentionPartial on this target: chunks of about 256 positions on wide targets, none on one-lane ones. */
@@ -143,7 +190,7 @@ export function attentionSplits(caps: Caps, cap: number): number {
   return Math.max(1, Math.min(64, Math.ceil(cap / 256)));
 }
 
-function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape): Kernel {
+function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fused = false): Kernel {
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
   if (heads % kvHeads !== 0) throw new KernelError(`attention: ${heads} heads over ${kvHeads} kv heads`);
@@ -160,14 +207,15 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "");
-  const name = s.name ?? (splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
   const V = b.buffer("v", kv, "r");
   const TB = paged ? b.buffer("table", tt, "r") : undefined;
   const P = b.buffer("pos", pt, "r");
-  const out = b.buffer(splits ? "part" : "out", "f32", "w");
+  const out = b.buffer(splits ? "part" : "out", "f32", fused ? "rw" : "w");
+  const final = fused ? b.buffer("out", "f32", "w") : undefined;
 
   const { lane, row: trow } = teamRow(b, t, grid);
   const asU32 = (v: Val, ty: IType) => ty === "i32" ? v.bitcast("u32") : v; // negative i32 -> huge u32
@@ -176,6 +224,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     pos = b.let(asU32(b.load(P, 0), pt), "u32", "pos");
     b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
   }
+  // (never in a fused kernel: attentionFusable wants whole workgroups of teams, as its barriers do)
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
   const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
@@ -322,5 +371,31 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     if (t.lanes === 1) head();
     else b.if(lane.eq(u32(0)), head);
   }
+  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd });
   return b.build();
+}
+
+/** attentionFused's tail: count the item's finished teams; its last one combines (see attentionFused). */
+function fuseCombine(b: KernelBuilder, part: Buffer, out: Buffer, s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number }): void {
+  const { item, lane, lanes, items, splits, hd } = s, stride = hd + 2;
+  const counter = b.let(item.add(items * splits * stride), "u32", "ctr");
+  b.barrier("device"); // release: every lane's partial before any lane's count
+  const seen = b.atomicFetch(part, counter, "add", 1);
+  b.barrier("device"); // acquire: the last count's lane (and with it its workgroup) sees every partial
+  const last = b.let(b.subgroupReduce("max", seen.eq(splits * lanes - 1).select(u32(1), u32(0))), "u32", "last");
+  b.if(last.eq(u32(1)), () => {
+    const base = b.let(item.mul(splits * stride), "u32", "base");
+    const ws = combineWeights(b, part, base, splits, stride);
+    // a loop, not unrolled: the weights above are the bulk of the code (lavapipe's JIT time grows fast with it)
+    const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, part, base, d.add(2), ws));
+    if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));
+    else {
+      b.for(0, Math.ceil(hd / lanes), 1, (j) => {
+        const d = b.let(j.mul(lanes).add(lane), "u32", "d");
+        if (hd % lanes === 0) st(d);
+        else b.if(d.lt(hd), () => st(d));
+      });
+    }
+    b.if(lane.eq(u32(0)), () => b.atomic(part, counter, "and", 0));
+  });
 }

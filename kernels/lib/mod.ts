@@ -9,10 +9,10 @@ export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export { mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
 export {
-  attention, attentionCombine, attentionPartial, type AttentionShape, attentionSplits, pagedAttention, pagedAttentionPartial,
-  type PagedAttentionShape,
+  attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
+  attentionSplits, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
-export { argmaxChunks, argmaxCombine, argmaxPartial } from "./argmax.ts";
+export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
 export { rope, type RopeShape } from "./rope.ts";
 export {

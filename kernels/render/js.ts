@@ -396,7 +396,9 @@ class Gen {
       }
       case "atomic": { // invocations run one at a time here: a plain read-modify-write is atomic
         const [i, e] = this.exprs([s.index, s.e]);
-        this.perLane(`${this.index(this.view(s.buf, "u32"), i)} ${s.op === "and" ? "&" : "|"}= ${e};`);
+        const arr = this.view(s.buf, "u32"), op = s.op === "and" ? "&" : s.op === "or" ? "|" : "+";
+        if (!s.dst) this.perLane(`${this.index(arr, i)} ${op}= ${e};`);
+        else this.perLane(`{ const q = ${i}; ${this.at(this.varName(s.dst))} = ${this.index(arr, "q")}; ${this.index(arr, "q")} ${op}= ${e}; }`);
         return;
       }
       case "loadv": {

@@ -93,9 +93,12 @@ class Emitter {
     const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.halfFast = half;
-    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half);
-    let checks = false;
-    walkStmts(k.body, (s) => { if (s.k === "check") checks = true; });
+    let checks = false, device = false;
+    walkStmts(k.body, (s) => {
+      if (s.k === "check") checks = true;
+      if (s.k === "barrier" && s.device) device = true;
+    });
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
 
@@ -421,10 +424,18 @@ class Emitter {
     const op = mode === "xor" ? Op.GroupNonUniformShuffleXor
       : mode === "idx" ? Op.GroupNonUniformShuffle : Op.GroupNonUniformShuffleDown;
     const got = a.v(op, this.type(t), a.cu(Scope.Subgroup), x, lane);
-    if (mode === "xor" && laneConst !== undefined && laneConst < this.caps.subgroupSize) return got;
+    const [wx, wy, wz] = this.k.workgroup, wg = wx * wy * wz, sgs = this.caps.subgroupSize;
+    const whole = sgs > 0 && wg % sgs === 0; // no partial subgroup at the workgroup's end
+    if (whole && mode === "xor" && laneConst !== undefined && laneConst < sgs) return got;
     // A source lane outside the subgroup yields the caller's own value (SPIR-V leaves it undefined; the
-    // other renderers define it so).
-    const size = this.builtin("sgsize");
+    // other renderers define it so). The last subgroup of a workgroup that is no multiple of the size has
+    // only wg - sgid*size invocations: its other lanes are inactive, and reading one is undefined too
+    // (NVIDIA gives 0), so the bound is that count there (subgroups laid out by linear index, as the IR says).
+    let size = this.builtin("sgsize");
+    if (!whole) {
+      const left = a.isub(a.u, a.cu(wg), a.v(Op.IMul, a.u, this.builtin("sgid"), size));
+      size = a.sel(a.u, a.ult(left, size), left, size);
+    }
     const src = mode === "idx" ? lane
       : mode === "down" ? a.iadd(a.u, this.builtin("lane"), lane)
       : a.xor(a.u, this.builtin("lane"), lane);
@@ -455,8 +466,11 @@ class Emitter {
         return this.mem.store(s.buf, s.view, this.index(s.index), this.expr(s.e), s.e.t);
       case "storev":
         return this.mem.storev(s.buf, s.view, this.index(s.index), s.es.map((e) => this.expr(e)), s.es.map((e) => e.t));
-      case "atomic":
-        return this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
+      case "atomic": {
+        const old = this.mem.atomic(s.buf, s.op, this.index(s.index), this.expr(s.e));
+        if (s.dst) a.s(Op.Store, this.local(s.dst).id, old);
+        return;
+      }
       case "loadv": {
         const vals = this.mem.loadv(s.buf, s.view, this.index(s.index), s.dst.length);
         s.dst.forEach((d, j) => a.s(Op.Store, this.local(d).id, vals[j]));
@@ -472,7 +486,7 @@ class Emitter {
       case "for": return this.forStmt(s);
       case "barrier": {
         const sem = Semantics.AcquireRelease | Semantics.WorkgroupMemory | Semantics.UniformMemory;
-        a.s(Op.ControlBarrier, a.cu(Scope.Workgroup), a.cu(Scope.Workgroup), a.cu(sem));
+        a.s(Op.ControlBarrier, a.cu(Scope.Workgroup), a.cu(s.device ? Scope.Device : Scope.Workgroup), a.cu(sem));
         return;
       }
       case "check": return this.check(s.c, s.code);

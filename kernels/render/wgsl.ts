@@ -296,10 +296,19 @@ class Wgsl {
     this.fn(name, () => {
       const op = mode === "xor" ? "subgroupShuffleXor" : mode === "idx" ? "subgroupShuffle" : "subgroupShuffleDown";
       const src = mode === "xor" ? "(p_lane ^ l)" : mode === "idx" ? "l" : "(p_lane + l)";
-      return `fn ${name}(x: ${st}, l: u32) -> ${st} { let r = ${op}(x, l); return select(x, r, ${src} < p_sgsize); }`;
+      // The last subgroup of a workgroup that is no multiple of the size holds only the invocations left (its
+      // other lanes are inactive: reading one is indeterminate, NVIDIA gives 0), so they count as past the end.
+      // Subgroup sizes are powers of two up to 128, so a multiple of 128 never has such a subgroup.
+      const n = this.partialSubgroup() ? "p_sgn" : "p_sgsize";
+      return `fn ${name}(x: ${st}, l: u32) -> ${st} { let r = ${op}(x, l); return select(x, r, ${src} < ${n}); }`;
     });
     const x = this.ex(a), l = this.idx(lane);
     return t === "bool" ? `(${name}(select(0u, 1u, ${x}), ${l}) != 0u)` : `${name}(${x}, ${l})`;
+  }
+
+  private partialSubgroup(): boolean {
+    const [wx, wy, wz] = this.k.workgroup;
+    return (wx * wy * wz) % 128 !== 0;
   }
 
   private unary(op: string, t: CType, a: Expr): string {
@@ -432,7 +441,7 @@ class Wgsl {
         continue;
       }
       flush();
-      if (s.k === "barrier") this.barrier();
+      if (s.k === "barrier") this.barrier(s.device);
       else if (s.k === "for") this.forLoop(s, () => this.maybe(s.body, { loop: false }));
       else if (s.k === "if") {
         this.block(`if (${this.ex(s.c)})`, () => this.maybe(s.then, ctx));
@@ -442,8 +451,9 @@ class Wgsl {
     flush();
   }
 
-  private barrier(): void {
-    this.line(this.storageBarrier ? "storageBarrier(); workgroupBarrier();" : "workgroupBarrier();");
+  /** device: ordering with other workgroups, which needs storageBarrier (Naga gives its memory semantics device scope). */
+  private barrier(device = false): void {
+    this.line(this.storageBarrier || device ? "storageBarrier(); workgroupBarrier();" : "workgroupBarrier();");
   }
 
   private forLoop(s: Stmt & { k: "for" }, body: () => void): void {
@@ -475,7 +485,8 @@ class Wgsl {
       }
       case "atomic": {
         const decl = this.mem.info(s.buf).decl;
-        this.line(`atomic${s.op === "and" ? "And" : "Or"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)});`);
+        const call = `atomic${s.op === "and" ? "And" : s.op === "or" ? "Or" : "Add"}(&${decl}[${this.idx(s.index)}], ${this.ex(s.e)})`;
+        this.line(s.dst ? `${this.varName(s.dst)} = ${call};` : `${call};`);
         return;
       }
       case "storev": {
@@ -506,7 +517,7 @@ class Wgsl {
         if (s.else.length) this.block("else", () => this.active(s.else, ctx));
         return;
       case "barrier":
-        this.barrier();
+        this.barrier(s.device);
         return;
       case "check":
         this.line(`if (!(${this.ex(s.c)})) { atomicOr(&${this.errName}[0], ${s.code >>> 0}u); ${this.stop(ctx)} }`);
@@ -548,6 +559,8 @@ class Wgsl {
     });
     const sg = this.usesSubgroups;
     if (sg) head.push("var<private> p_lane: u32;", "var<private> p_sgsize: u32;");
+    const sgn = sg && this.partialSubgroup() && [...this.local.keys()].some((n) => n.startsWith("p_shf_"));
+    if (sgn) head.push("var<private> p_sgn: u32; // invocations in this one's subgroup");
     head.push(...wgslMath(this.helpers), ...this.local.values());
 
     const params = [
@@ -560,6 +573,7 @@ class Wgsl {
     if (sg) params.push("@builtin(subgroup_invocation_id) p_sgl: u32", "@builtin(subgroup_size) p_sgs: u32");
     const main = [`@compute @workgroup_size(${k.workgroup.join(", ")})`, `fn main(${params.join(", ")}) {`];
     if (sg) main.push("  p_lane = p_sgl;", "  p_sgsize = p_sgs;");
+    if (sgn) main.push(`  p_sgn = min(p_sgs, ${k.workgroup[0] * k.workgroup[1] * k.workgroup[2]}u - (p_lidx / p_sgs) * p_sgs);`);
     if (this.flagMode) main.push("  var p_on = true;");
     for (const [n, t] of this.vars) main.push(`  var v_${ident(n)}: ${t};`);
     main.push(...body, "}");

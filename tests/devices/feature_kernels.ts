@@ -398,11 +398,45 @@ export function checkCase(fail: boolean): FeatureCase {
   return { name: fail ? "checked_failing" : "checked", kernel: b.build(), inputs: [bytesOf(xs), zeros(N * 4)], checks: [{ binding: 1, as: "f32" }] };
 }
 
+/**
+ * Workgroups meeting through memory: every invocation writes a word and adds 1 to a counter between two device
+ * barriers; the workgroup whose invocation saw the count reach its end sums every workgroup's words (so it must
+ * see all of them) and zeroes the counter. Also stores whether each invocation's old count was in range.
+ */
+function lastBlock(): FeatureCase {
+  const W = 64, G = 8, n = W * G;
+  const b = new KernelBuilder("last_block", { workgroup: W, grid: G });
+  const x = b.buffer("x", "u32", "r"), part = b.buffer("part", "u32", "rw"), y = b.buffer("y", "u32", "w");
+  const S = b.shared("last", "u32", 1);
+  const l = b.lid.x, g = b.gid.x;
+  b.if(l.eq(0), () => b.sstore(S, 0, 0));
+  b.store(part, g, b.load(x, g).mul(3).add(1));
+  b.barrier("device");
+  const seen = b.atomicFetch(part, n, "add", 1);
+  b.barrier("device");
+  b.store(y, g.add(W), seen.lt(n).select(u32(1), u32(0)));
+  b.if(seen.eq(n - 1), () => b.sstore(S, 0, 1));
+  b.barrier();
+  b.if(b.sload(S, 0).eq(1), () => {
+    const acc = b.let(u32(0), "u32", "acc");
+    b.for(0, G, 1, (k) => b.set(acc, acc.add(b.load(part, k.mul(W).add(l)))));
+    b.store(y, l, acc);
+    b.if(l.eq(0), () => b.atomic(part, n, "and", 0));
+  });
+  return {
+    name: "last_block",
+    kernel: b.build(),
+    inputs: [bytesOf(u32s(n, 19)), zeros((n + 1) * 4), zeros((W + n) * 4)],
+    checks: [{ binding: 1, as: "u32" }, { binding: 2, as: "u32" }],
+  };
+}
+
 /** Every feature case (built fresh on each call: kernels are plain data). */
 export function featureCases(): FeatureCase[] {
   return [
     unaryF32(), binaryF32(), intOps("i32"), intOps("u32"), casts(), views(), vectors(), sharedBarrier(),
-    subgroups(128), subgroups(48), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
+    subgroups(128), subgroups(48), subgroups(44), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
+    lastBlock(),
   ];
 }
 

@@ -70,28 +70,54 @@ function elements(chk: OutputCheck, b: Uint8Array): { n: number; at: (i: number)
   }
 }
 
-/** Mismatches between a reference run (the JS device) and a device run, per the case's checks. */
-export function compareRuns(c: FeatureCase, want: Uint8Array[], got: Uint8Array[], max = 6): string[] {
+/**
+ * Mismatches between a reference run (the JS device) and a device run, per the case's checks. An element also
+ * passes where it matches `alt`, a second reference run (the same case with subnormal inputs flushed).
+ */
+export function compareRuns(c: FeatureCase, want: Uint8Array[], got: Uint8Array[], max = 6, alt?: Uint8Array[]): string[] {
   const bad: string[] = [];
   let count = 0;
   for (const chk of c.checks) {
     const w = elements(chk, want[chk.binding]), g = elements(chk, got[chk.binding]);
+    const w2 = alt && elements(chk, alt[chk.binding]);
     const [lo, hi] = chk.range ?? [0, w.n];
     for (let i = lo; i < hi; i++) {
-      const a = w.at(i), b = g.at(i);
-      let ok: boolean;
-      if (w.bits(i) === g.bits(i)) ok = true;
-      else if (chk.as !== "f32" && chk.as !== "f16" && chk.as !== "bf16") ok = false;
-      else if (Number.isNaN(a) || Number.isNaN(b)) ok = Number.isNaN(a) && Number.isNaN(b);
-      else if (!Number.isFinite(a) || !Number.isFinite(b)) ok = false;
-      else if (chk.abs !== undefined) ok = Math.abs(a - b) <= chk.abs;
-      else {
-        const u = chk.as === "f32" ? Math.abs(ord32(a) - ord32(b)) : Math.abs(ord16(w.bits(i)) - ord16(g.bits(i))); // f16/bf16 ulps
-        ok = u <= (chk.ulps ?? 0);
-      }
-      if (!ok && ++count <= max) bad.push(`${c.name} binding ${chk.binding}[${i}]: got ${b}, want ${a}`);
+      const ok = close(chk, w, g, i) || (w2 !== undefined && close(chk, w2, g, i));
+      if (!ok && ++count <= max) bad.push(`${c.name} binding ${chk.binding}[${i}]: got ${g.at(i)}, want ${w.at(i)}`);
     }
   }
   if (count > max) bad.push(`${c.name}: ${count} mismatches in all`);
   return bad;
+}
+
+type Elements = ReturnType<typeof elements>;
+function close(chk: OutputCheck, w: Elements, g: Elements, i: number): boolean {
+  const a = w.at(i), b = g.at(i);
+  if (w.bits(i) === g.bits(i)) return true;
+  if (chk.as !== "f32" && chk.as !== "f16" && chk.as !== "bf16") return false;
+  if (Number.isNaN(a) || Number.isNaN(b)) return Number.isNaN(a) && Number.isNaN(b);
+  if (!Number.isFinite(a) || !Number.isFinite(b)) return false;
+  if (chk.abs !== undefined) return Math.abs(a - b) <= chk.abs;
+  const u = chk.as === "f32" ? Math.abs(ord32(a) - ord32(b)) : Math.abs(ord16(w.bits(i)) - ord16(g.bits(i))); // f16/bf16 ulps
+  return u <= (chk.ulps ?? 0);
+}
+
+/**
+ * The case with every subnormal of its f32 input bindings replaced by a zero of its sign (what a device that
+ * flushes subnormal operands computes with), or undefined when it has none.
+ */
+export function flushedInputs(c: FeatureCase): FeatureCase | undefined {
+  let any = false;
+  const inputs = c.inputs.map((b, j) => {
+    if (c.kernel.buffers[j]?.elem !== "f32" || b.byteLength % 4) return b;
+    const out = b.slice(), u = new Uint32Array(out.buffer);
+    for (let i = 0; i < u.length; i++) {
+      if ((u[i] & 0x7f800000) === 0 && (u[i] & 0x007fffff) !== 0) {
+        u[i] &= 0x80000000;
+        any = true;
+      }
+    }
+    return out;
+  });
+  return any ? { ...c, inputs } : undefined;
 }

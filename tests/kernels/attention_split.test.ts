@@ -1,12 +1,15 @@
 // Split-K attention end to end: attentionPartial then attentionCombine equals the masked [cap] sweep (the
 // single-pass case's reference), for several positions (chunks past pos are empty), on one-lane and
-// 8-lane-subgroup targets.
+// 8-lane-subgroup targets. Then the fused kernel (one dispatch) against those two, bit for bit (see below).
 import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { Device } from "../../backends/device.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import * as lib from "../../kernels/lib/mod.ts";
 import { attentionCase, type AttnCfg } from "./cases.ts";
 import { assertCase } from "./harness.ts";
+import { openDevice } from "../devices/index.ts";
 
 const devices = {
   js: new JsDevice({ debug: true }),
@@ -26,6 +29,9 @@ const cfgs: (AttnCfg & { splits: number; unroll?: number })[] = [
   { rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 200, pos: 199, splits: 3, unroll: 4, kv: "bf16" },
   // Several query rows over grouped heads: teams ordered (row, kv head, chunk, head of the group).
   { rows: 3, heads: 6, kvHeads: 2, hd: 16, cap: 40, pos: 20, splits: 5, unroll: 2 },
+  // The decode plans' layout on a warp-sized device: 32 chunks over f16 K/V (whole workgroups of teams, so
+  // the fused kernel takes it on every subgroup size here).
+  { rows: 1, heads: 8, kvHeads: 2, hd: 64, cap: 512, pos: 300, splits: 32, kv: "f16" },
 ];
 for (const [tag, dev] of Object.entries(devices)) {
   for (const c of cfgs) {
@@ -50,6 +56,63 @@ for (const [tag, dev] of Object.entries(devices)) {
       await dev.synchronize(10_000);
       const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
       assertCase(kc, { inputs, outputs });
+    });
+  }
+}
+
+// The fused kernel (lib.attentionFused: partials, a device barrier, a count per item, the last team combines)
+// against the two-kernel path on the same device: bit-identical (the same operations in the same order), run
+// twice so the second dispatch finds the counters its first zeroed. On the JS devices here, and on Vulkan and
+// WebGPU where present (the targets that use it; the counters and barriers are theirs to honour).
+
+const gpus = await Promise.all((["vulkan", "wgpu"] as const).map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)]));
+const fusedOn: [string, Device | string][] = [["sg8", devices.sg8], ["sg32", devices.sg32], ...gpus];
+for (const [tag, dev] of fusedOn) {
+  for (const c of cfgs) {
+    const kc = attentionCase(c);
+    const caps = typeof dev === "string" ? undefined : dev.target.caps;
+    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll };
+    // (a GPU device skips the 128-chunk cases: past the planner's 64, and lavapipe's JIT takes ~10 s over them)
+    const skip = typeof dev === "string" ? dev : !caps!.subgroups ? `${tag}: no subgroups` : lib.attentionFusable(caps!, s) ||
+      (tag !== "sg8" && tag !== "sg32" && c.splits > 64 ? `${tag}: the planner never splits in more than 64` : false);
+    test(`${tag}: fused split-K ${kc.name} splits=${c.splits} == partial + combine, bit for bit, twice`, { skip }, async () => {
+      const d = dev as Device;
+      const p1 = lib.attentionPartial(caps!, s), p2 = lib.attentionCombine(caps!, s), f = lib.attentionFused(caps!, s);
+      const inputs = kc.inputs();
+      const bufs = inputs.map((b) => {
+        const x = d.alloc(b.byteLength, "device");
+        d.write(x, 0, b);
+        return x;
+      });
+      const outBytes = inputs[4].byteLength;
+      const part = d.alloc(c.rows * c.heads * c.splits * (c.hd + 2) * 4, "device");
+      const fpart = d.alloc(lib.attentionFusedBytes(s), "device"), fout = d.alloc(outBytes, "device");
+      d.write(fpart, 0, new Uint8Array(fpart.bytes));
+      const all = (xs: typeof bufs) => xs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes }));
+      const work = { bytes: 0, flops: 0 };
+      const fused = { k: "kernel" as const, compiled: d.compile(f), grid: f.grid, work, bindings: all([...bufs.slice(0, 4), fpart, fout]) };
+      try {
+        d.run([
+          { k: "kernel", compiled: d.compile(p1), grid: p1.grid, work, bindings: all([...bufs.slice(0, 4), part]) },
+          { k: "kernel", compiled: d.compile(p2), grid: p2.grid, work, bindings: all([part, bufs[4]]) },
+          fused,
+        ]);
+        await d.synchronize(60_000);
+        const want = await d.read(bufs[4], 0, outBytes);
+        for (const round of [1, 2]) {
+          const got = await d.read(fout, 0, outBytes);
+          assert.deepEqual(got, want, `round ${round}: fused output differs`);
+          const counters = new Uint32Array((await d.read(fpart, 0, fpart.bytes)).buffer).slice(-c.rows * c.heads);
+          assert.deepEqual([...counters], new Array(c.rows * c.heads).fill(0), `round ${round}: counters left non-zero`);
+          if (round === 1) {
+            d.write(fout, 0, new Uint8Array(outBytes));
+            d.run([fused]);
+            await d.synchronize(60_000);
+          }
+        }
+      } finally {
+        for (const b of [...bufs, part, fpart, fout]) d.free(b);
+      }
     });
   }
 }

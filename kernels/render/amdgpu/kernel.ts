@@ -499,14 +499,19 @@ class Lowering {
       case "sstore": return this.sstore(s.mem, s.index, s.e);
       // Word-granular read-modify-write (decomp's narrow stores use and/or on u32 words): device scope, relaxed,
       // like PTX's red.global.
-      case "atomic":
-        ll.op(`atomicrmw ${s.op} ${G} ${this.ptr(s.buf, s.index, 4)}, i32 ${this.ex(s.e)} syncscope("agent") monotonic, align 4`);
+      case "atomic": {
+        const rmw = `atomicrmw ${s.op} ${G} ${this.ptr(s.buf, s.index, 4)}, i32 ${this.ex(s.e)} syncscope("agent") monotonic, align 4`;
+        if (s.dst) this.assign(s.dst, ll.v(rmw));
+        else ll.op(rmw);
         return;
-      case "barrier":
-        ll.op(`fence syncscope("workgroup") release`);
+      }
+      case "barrier": { // a device barrier's fences reach the agent (every workgroup of the dispatch)
+        const scope = s.device ? "agent" : "workgroup";
+        ll.op(`fence syncscope("${scope}") release`);
         ll.call("void", "llvm.amdgcn.s.barrier", [], "#2");
-        ll.op(`fence syncscope("workgroup") acquire`);
+        ll.op(`fence syncscope("${scope}") acquire`);
         return;
+      }
       case "return": return this.endBlock("ret void", ll.label("dead"));
       case "check": {
         const ok = ll.label("ok"), fail = ll.label("fault");

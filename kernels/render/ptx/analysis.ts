@@ -33,10 +33,11 @@ export function invariant(e: Expr, body: Stmt[]): boolean {
   let barrier = false, sub = false;
   const scan = (b: Stmt[]): void => {
     for (const s of b) {
+      if (s.k === "atomic" && s.dst) vars.add(s.dst.name);
       if (s.k === "let" || s.k === "assign") vars.add(s.v.name);
       else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
       else if (s.k === "mma") s.d.forEach((d) => vars.add(d.name));
-      else if (s.k === "store" || s.k === "storev") bufs.add(s.buf.binding);
+      else if (s.k === "store" || s.k === "storev" || s.k === "atomic") bufs.add(s.buf.binding);
       else if (s.k === "sstore") mems.add(s.mem.name);
       else if (s.k === "barrier") barrier = true;
       else if (s.k === "for") {

@@ -520,9 +520,14 @@ class Lowering {
       case "store": return this.mem.store(s.buf, s.view, s.index, s.e);
       case "loadv": return this.mem.loadv(s.dst, s.buf, s.view, s.index);
       case "storev": return this.mem.storev(s.buf, s.view, s.index, s.es);
-      case "atomic": return this.mem.atomic(s.buf, s.op, s.index, s.e);
+      case "atomic": return this.mem.atomic(s.buf, s.op, s.index, s.e, s.dst);
       case "sstore": return this.sstore(s.mem, s.index, s.e);
-      case "barrier": return a.op("bar.sync 0");
+      case "barrier":
+        if (!s.device) return a.op("bar.sync 0");
+        // release this invocation's writes at gpu scope, meet, then acquire everyone else's
+        a.op("membar.gl");
+        a.op("bar.sync 0");
+        return a.op("membar.gl");
       case "return": return a.op("ret");
       case "check": {
         const ok = a.label();

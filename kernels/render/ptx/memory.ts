@@ -74,10 +74,12 @@ export class GlobalMemory {
     this.c.a.op(`st.global.${ty} ${addr}, ${bits}`);
   }
 
-  /** u32 word `index` op= e, atomically (no result wanted: a reduction, red). */
-  atomic(buf: Buffer, op: AtomicOp, index: Expr, e: Expr): void {
+  /** u32 word `index` op= e, atomically: a reduction (red), or atom when `dst` wants the old value. */
+  atomic(buf: Buffer, op: AtomicOp, index: Expr, e: Expr, dst?: Var): void {
     const v = this.c.reg("u32", this.c.ex(e));
-    this.c.a.op(`red.global.${op}.b32 ${this.addr(buf, index, 4)}, ${v}`);
+    const ty = op === "add" ? "u32" : "b32";
+    if (dst) this.c.a.op(`atom.global.${op}.${ty} ${this.c.varReg(dst)}, ${this.addr(buf, index, 4)}, ${v}`);
+    else this.c.a.op(`red.global.${op}.${ty} ${this.addr(buf, index, 4)}, ${v}`);
   }
 
   /** Vector load: n consecutive elements through the widest aligned accesses, then split per element. */

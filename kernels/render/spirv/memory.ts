@@ -39,6 +39,11 @@ export class Buffers {
     private readonly names: boolean,
     /** The f16 type (declaring Float16) when the target has f16 arithmetic: f16 then widens with one OpFConvert. */
     private readonly half: (() => number) | undefined,
+    /**
+     * Writable bindings are Coherent: the kernel reads what other workgroups wrote in the same dispatch (after a
+     * device-scope barrier), which a non-coherent cache of this one may still hold stale.
+     */
+    private readonly coherent = false,
   ) {}
 
   private elemType(kind: ViewKind): number {
@@ -83,6 +88,7 @@ export class Buffers {
     m.decorate(struct, Dec.Block);
     m.memberDecorate(struct, 0, Dec.Offset, 0);
     if (readonly) m.memberDecorate(struct, 0, Dec.NonWritable);
+    else if (this.coherent) m.memberDecorate(struct, 0, Dec.Coherent);
     const variable = m.id();
     m.global(Op.Variable, [m.tPtr(Storage.StorageBuffer, struct), variable, Storage.StorageBuffer]);
     m.decorate(variable, Dec.DescriptorSet, 0);
@@ -220,11 +226,12 @@ export class Buffers {
     }
   }
 
-  /** u32 word `index` of buf op= value, atomically (device scope, relaxed: the IR orders nothing by it). */
-  atomic(buf: Buffer, op: AtomicOp, index: number, value: number): void {
+  /** u32 word `index` of buf op= value, atomically (device scope, relaxed); returns the old value. */
+  atomic(buf: Buffer, op: AtomicOp, index: number, value: number): number {
     const a = this.a;
     const p = this.ptr(this.view(buf, "u32"), index);
-    a.v(op === "and" ? Op.AtomicAnd : Op.AtomicOr, a.u, p, a.cu(Scope.Device), a.cu(Semantics.Relaxed), value);
+    const code = op === "and" ? Op.AtomicAnd : op === "or" ? Op.AtomicOr : Op.AtomicIAdd;
+    return a.v(code, a.u, p, a.cu(Scope.Device), a.cu(Semantics.Relaxed), value);
   }
 
   // ---- vector access ----
