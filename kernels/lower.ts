@@ -61,6 +61,13 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * batch), "off" never.
    */
   mma?: "auto" | "all" | "off";
+  /**
+   * Matmuls of at least `tiledMinRows` (default TILED_MIN_ROWS) rows on the shared-memory tiled kernel
+   * (kernels/lib/tiled_matmul.ts) where the MMA path does not take them; default true. Serving entries turn it
+   * off: a row must run the same kernel at every entry size (batch invariance).
+   */
+  tiled?: boolean;
+  tiledMinRows?: number;
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
   /**
@@ -83,6 +90,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
+/** Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). */
+export const TILED_MIN_ROWS = 64;
 
 /** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
@@ -227,6 +236,10 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
     const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
     kernel(k, [xw, ...bindings.slice(1)], work);
+    return;
+  }
+  if ((opts.tiled ?? true) && s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch)) {
+    kernel(lib.tiledMatmul(caps, s), bindings, work);
     return;
   }
   kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);

@@ -1,0 +1,194 @@
+// Shared-memory tiled matmul for many rows: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]),
+// the bindings and epilogues of matmul.ts, for prefill chunks and encoder batches where matmul.ts (one team
+// per output row, at most 8 x rows per pass) would read W once per 8 rows.
+//
+// Layout (classic SGEMM). A workgroup owns a BM x BN tile of y; each invocation a TM x TN register block whose
+// rows are ty + i·(BM/TM) and columns tx + j·(BN/TN) (strided, so neighbouring invocations read neighbouring
+// shared words and write neighbouring y columns). K is walked in slices of BK: the workgroup stages the x slice
+// [BM, BK] and the W slice [BN, BK] in shared memory, k-major (W converted to f32 as it is staged: f16/bf16
+// widened, GGUF blocks dequantized with dequant.ts's chunk decoder, ggml's exact values), a barrier, then every
+// invocation runs the slice's outer products from shared memory into its registers. W is read once per BM
+// rows. Rows past m read the last row (clamped) and columns past n the last column; neither is written.
+// Columns of k past K (float weights only: block rows are whole slices) are staged as zeros.
+//
+// Summation order (batch invariance, issue 14): every y[m, n] is one fused multiply-add chain over k = 0, 1,
+// ..., K-1 in order (acc = fma(x[m, k], W[n, k], acc) from acc = 0), then + bias, then + residual. The tile
+// sizes, the slice width and the row's place in the batch only decide which invocation runs the chain and
+// when, never its order: a row's bits depend on its x row and W alone, at any M. (matmul.ts reduces in a
+// different order, so a row's bits differ between the two kernels: the lowering picks by row count.)
+import { f32, fma, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { elemOf, gridFor, vecWidth, wgIndex, type WType } from "./common.ts";
+import { chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import type { MatmulShape } from "./matmul.ts";
+
+/** Tile shape: BM x BN outputs per workgroup, TM x TN per invocation, K slices of BK. */
+export interface TiledLayout {
+  bm: number;
+  bn: number;
+  tm: number;
+  tn: number;
+  bk: number;
+}
+
+export interface TiledMatmulShape extends Omit<MatmulShape, "wide" | "tile"> {
+  batch: number;
+  /** Overrides the layout tiledLayout picks (tuning runs; must fit the target). */
+  layout?: TiledLayout;
+}
+
+/**
+ * Chunks of a block (dequant.ts) that cover one contiguous span of its elements: q4_k/q5_k chunk c holds
+ * elements of the 64-element sub-block c >> 1, q6_k chunk c those of the 128-element half c >> 2, the 32-element
+ * types' two chunks the whole block. A K slice of a block type is one such span.
+ */
+const SPAN_CHUNKS: Record<QType, number> = { q8_0: 2, q4_0: 2, q4_1: 2, q5_0: 2, q5_1: 2, q4_k: 2, q5_k: 2, q6_k: 4 };
+function spanOf(w: QType): number {
+  const q = QLAYOUT[w];
+  return (q.elems / q.chunks) * SPAN_CHUNKS[w];
+}
+
+/** Shared bytes a layout stages (x and W slices, f32). */
+function sharedBytes(l: TiledLayout): number {
+  return (l.bm + l.bn) * l.bk * 4;
+}
+
+/** Static shared memory every target here accepts without an opt-in (PTX's static limit). */
+const SHARED_CAP = 48 * 1024;
+
+/**
+ * The layout for this target, weight type and row count, or undefined where none fits its limits (a workgroup
+ * of (BM/TM)·(BN/TN) invocations, (BM + BN)·BK f32 of shared memory). Largest first: 128 x 64 tiles of 8 x 4
+ * for batches that fill them, 64 x 64 of 4 x 4, then smaller ones for small limits (wgpu's 16 KiB, 256
+ * invocations, or a block type's wide slice).
+ */
+export function tiledLayout(caps: Caps, w: WType, batch: number): TiledLayout | undefined {
+  const bk = isQType(w) ? spanOf(w) : 16;
+  const shared = Math.min(caps.maxSharedBytes, SHARED_CAP);
+  const cands: [number, number, number, number][] = [
+    ...(batch >= 256 ? [[128, 64, 8, 4] as [number, number, number, number]] : []),
+    [64, 64, 4, 4],
+    [32, 64, 2, 4],
+    [32, 32, 2, 2],
+    [16, 32, 2, 2],
+    [16, 16, 1, 1],
+  ];
+  for (const [bm, bn, tm, tn] of cands) {
+    const l = { bm, bn, tm, tn, bk };
+    if ((bm / tm) * (bn / tn) <= caps.maxWorkgroupSize && sharedBytes(l) <= shared) return l;
+  }
+  return undefined;
+}
+
+/**
+ * Bindings, in order (as matmul.ts): x f32 [batch, k] (r); W [n, k] in layout `w` (r; block types as raw GGUF
+ * block bytes, declared u8, 16-byte aligned); bias f32 [n] (r, when `bias`); residual f32 [batch, n] (r, when
+ * `residual`; may be the same bytes as y); y f32 [batch, n] (w).
+ */
+export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
+  const { n, k, w, batch: m } = s;
+  if (!(n >= 1 && k >= 1 && m >= 1)) throw new KernelError(`tiled matmul: bad shape n=${n} k=${k} batch=${m}`);
+  const q = isQType(w) ? QLAYOUT[w] : undefined;
+  if (isQType(w) && k % q!.elems !== 0) throw new KernelError(`tiled matmul ${w}: k=${k} is not a multiple of ${q!.elems}`);
+  if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("tiled matmul: indices exceed 32 bits");
+  const l = s.layout ?? tiledLayout(caps, w, m);
+  if (!l) throw new KernelError(`tiled matmul ${w}: no tile layout fits the target's limits`);
+  const { bm, bn, tm, tn, bk } = l;
+  if (bm % tm || bn % tn || (isQType(w) && bk !== spanOf(w))) throw new KernelError(`tiled matmul: bad layout ${JSON.stringify(l)}`);
+  const tx = bn / tn, ty = bm / tm, threads = tx * ty;
+  if (threads > caps.maxWorkgroupSize || sharedBytes(l) > caps.maxSharedBytes) {
+    throw new KernelError(`tiled matmul: layout ${JSON.stringify(l)} exceeds the target's limits`);
+  }
+  const mTiles = Math.ceil(m / bm), nTiles = Math.ceil(n / bn), total = mTiles * nTiles;
+  const grid = gridFor(caps, total);
+  const name = s.name ?? `tiled_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: threads, grid });
+  const x = b.buffer("x", "f32", "r");
+  const W = b.buffer("w", elemOf(w), "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const sx = b.shared("tx", "f32", bm * bk), sw = b.shared("tw", "f32", bn * bk);
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups: no barrier split
+  const mt = nTiles > 1 ? L.div(nTiles) : L, nt = nTiles > 1 ? L.mod(nTiles) : u32(0);
+  const m0 = b.let(mt.mul(bm), "u32", "m0"), n0 = b.let(nt.mul(bn), "u32", "n0");
+  const t = b.lid.x;
+  const cx = b.let(tx > 1 ? t.mod(tx) : u32(0), "u32", "tx"), cy = b.let(tx > 1 ? t.div(tx) : t, "u32", "ty");
+  const acc = Array.from({ length: tm * tn }, () => b.let(f32(0), "f32", "acc"));
+
+  // Cooperative loads: `count` items spread over the workgroup's invocations, item e = t + r·threads.
+  const each = (count: number, body: (e: Val) => void): void => {
+    for (let r = 0; r * threads < count; r++) {
+      const e = r ? t.add(r * threads) : t;
+      if ((r + 1) * threads > count) b.if(e.lt(count), () => body(e));
+      else body(e);
+    }
+  };
+  // A row-major [rows, K] float matrix's slice [rows, bk] at column k0 into shared memory, k-major.
+  const stageFloat = (buf: typeof x, mem: Shared, rows: number, r0: Val, limit: number, esize: number, k0: Val): void => {
+    const vw = Math.min(4, vecWidth(esize, k), bk);
+    const per = bk / vw;
+    each(rows * per, (e) => {
+      const row = per > 1 ? e.div(per) : e, kq = per > 1 ? e.mod(per).mul(vw) : u32(0);
+      const kk = b.let(k0.add(kq), "u32", "kk");
+      const at = b.let(r0.add(row).min(limit - 1).mul(k).add(kk), "u32", "at");
+      const vals = Array.from({ length: vw }, () => b.let(f32(0), "f32", "sv"));
+      // k % vw == 0, so a vector starting inside the row ends inside it
+      b.if(kk.lt(k), () => {
+        const got = vw > 1 ? b.loadv(buf, at, vw) : [b.load(buf, at)];
+        got.forEach((v, i) => b.set(vals[i], v));
+      });
+      vals.forEach((v, i) => b.sstore(mem, kq.add(i).mul(rows).add(row), v));
+    });
+  };
+  const stageBlocks = (k0: Val): void => {
+    const qt = w as QType, cps = SPAN_CHUNKS[qt], nb = k / q!.elems, spans = q!.elems / bk;
+    const blk = b.let(k0.div(q!.elems), "u32", "blk");
+    const c0 = b.let(spans > 1 ? k0.mod(q!.elems).div(bk).mul(cps) : u32(0), "u32", "c0");
+    const sb = b.let(spans > 1 ? k0.mod(q!.elems) : u32(0), "u32", "sb");
+    each(bn * cps, (e) => {
+      const col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
+      const row = n0.add(col).min(n - 1);
+      const base = b.let(row.mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
+      const ch = dequantChunk(b, W, qt, base, c0.add(ci));
+      const at = b.let(ch.at.sub(sb), "u32", "qat");
+      for (const v of chunkValues(ch)) b.sstore(sw, at.add(v.off).mul(bn).add(col), v.v);
+    });
+  };
+
+  b.for(u32(0), u32(k), bk, (k0) => {
+    stageFloat(x, sx, bm, m0, m, 4, k0);
+    if (isQType(w)) stageBlocks(k0);
+    else stageFloat(W, sw, bn, n0, n, w === "f32" ? 4 : 2, k0);
+    b.barrier();
+    b.for(u32(0), u32(bk), 1, (kk) => {
+      const xs = Array.from({ length: tm }, (_, i) => b.let(b.sload(sx, kk.mul(bm).add(cy).add(i * ty)), "f32", "a"));
+      const ws = Array.from({ length: tn }, (_, j) => b.let(b.sload(sw, kk.mul(bn).add(cx).add(j * tx)), "f32", "b"));
+      for (let i = 0; i < tm; i++) for (let j = 0; j < tn; j++) b.set(acc[i * tn + j], fma(xs[i], ws[j], acc[i * tn + j]));
+    }, { unroll: Math.min(bk, 16) });
+    b.barrier(); // the next slice overwrites the tiles
+  });
+
+  for (let i = 0; i < tm; i++) {
+    const row = b.let(m0.add(cy).add(i * ty), "u32", "ym");
+    const rowIn = () => {
+      for (let j = 0; j < tn; j++) {
+        const col = b.let(n0.add(cx).add(j * tx), "u32", "yn");
+        const emit = () => {
+          let v = acc[i * tn + j];
+          if (bias) v = v.add(b.load(bias, col));
+          const at = b.let(row.mul(n).add(col), "u32", "yi");
+          if (res) v = v.add(b.load(res, at));
+          b.store(y, at, v);
+        };
+        if (n % bn !== 0) b.if(col.lt(n), emit);
+        else emit();
+      }
+    };
+    if (m % bm !== 0) b.if(row.lt(m), rowIn);
+    else rowIn();
+  }
+  return b.build();
+}
