@@ -63,10 +63,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   mma?: "auto" | "all" | "off";
   /**
    * Matmuls of at least `tiledMinRows` (default TILED_MIN_ROWS) rows on the shared-memory tiled kernel
-   * (kernels/lib/tiled_matmul.ts) where the MMA path does not take them; default true. Serving entries turn it
-   * off: a row must run the same kernel at every entry size (batch invariance).
+   * (kernels/lib/tiled_matmul.ts) where the MMA path does not take them: "auto" (default) on GPU targets, true
+   * on every target (tests), false never. Serving entries turn it off: a row must run the same kernel at every
+   * entry size (batch invariance).
    */
-  tiled?: boolean;
+  tiled?: boolean | "auto";
   tiledMinRows?: number;
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
@@ -238,7 +239,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     kernel(k, [xw, ...bindings.slice(1)], work);
     return;
   }
-  if ((opts.tiled ?? true) && s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch)) {
+  // "auto" leaves one-lane targets (the JS device: a CPU running invocations one by one) on matmul.ts, which
+  // runs there without barriers, ~3x faster than the tiled kernel's lock-step emulation.
+  const tiled = opts.tiled ?? "auto";
+  if ((tiled === true || (tiled === "auto" && !(caps.subgroups && caps.subgroupSize <= 1))) &&
+    s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch)) {
     kernel(lib.tiledMatmul(caps, s), bindings, work);
     return;
   }
