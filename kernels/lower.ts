@@ -243,7 +243,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
   // runs there without barriers, ~3x faster than the tiled kernel's lock-step emulation.
   const tiled = opts.tiled ?? "auto";
   if ((tiled === true || (tiled === "auto" && !(caps.subgroups && caps.subgroupSize <= 1))) &&
-    s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch)) {
+    s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch, s.n)) {
     kernel(lib.tiledMatmul(caps, s), bindings, work);
     return;
   }

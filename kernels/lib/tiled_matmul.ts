@@ -56,28 +56,31 @@ function sharedBytes(l: TiledLayout): number {
 /** Static shared memory every target here accepts without an opt-in (PTX's static limit). */
 const SHARED_CAP = 48 * 1024;
 
+/** Workgroups that keep a large GPU busy (the H200 has 132 SMs): below, a smaller tile is worth its extra reads. */
+const WANT_TILES = 256;
+
 /**
- * The layout for this target, weight type and row count, or undefined where none fits its limits (a workgroup
- * of (BM/TM)·(BN/TN) invocations, (BM + BN)·BK f32 of shared memory). Largest first: 128 x 64 tiles of 8 x 4
- * for batches that fill them, 64 x 64 of 4 x 4, then smaller ones for small limits (wgpu's 16 KiB, 256
- * invocations, or a block type's wide slice).
+ * The layout for this target, weight type and shape, or undefined where none fits its limits (a workgroup of
+ * (BM/TM)·(BN/TN) invocations, (BM + BN)·BK f32 of shared memory). The largest tile (fewest reads of W and x
+ * per output) that still makes WANT_TILES workgroups, else the one with the most workgroups (then the most
+ * invocations): 128 x 64 tiles of 8 x 4 for large batches down to 16 x 16 of 1 x 1, of 256 invocations, and
+ * 64- or 16-invocation ones for small workgroup limits. Small shared memory (wgpu's 16 KiB, a block type's
+ * wide slice) leaves only the small tiles. The layout never changes a row's summation order.
  */
-export function tiledLayout(caps: Caps, w: WType, batch: number): TiledLayout | undefined {
+export function tiledLayout(caps: Caps, w: WType, batch: number, n: number): TiledLayout | undefined {
   const bk = isQType(w) ? spanOf(w) : 16;
   const shared = Math.min(caps.maxSharedBytes, SHARED_CAP);
   const cands: [number, number, number, number][] = [
-    ...(batch >= 256 ? [[128, 64, 8, 4] as [number, number, number, number]] : []),
-    [64, 64, 4, 4],
-    [32, 64, 2, 4],
-    [32, 32, 2, 2],
-    [16, 32, 2, 2],
-    [16, 16, 1, 1],
+    [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2], [16, 32, 1, 2], [16, 16, 1, 1], // 256 invocations
+    [32, 32, 4, 4], [16, 16, 2, 2], [16, 16, 4, 4], // 64 and 16, for small workgroup limits
   ];
-  for (const [bm, bn, tm, tn] of cands) {
-    const l = { bm, bn, tm, tn, bk };
-    if ((bm / tm) * (bn / tn) <= caps.maxWorkgroupSize && sharedBytes(l) <= shared) return l;
-  }
-  return undefined;
+  const threads = (l: TiledLayout) => (l.bm / l.tm) * (l.bn / l.tn);
+  const tiles = (l: TiledLayout) => Math.ceil(batch / l.bm) * Math.ceil(n / l.bn);
+  const fits = cands.map(([bm, bn, tm, tn]) => ({ bm, bn, tm, tn, bk }))
+    .filter((l) => threads(l) <= caps.maxWorkgroupSize && sharedBytes(l) <= shared);
+  if (!fits.length) return undefined;
+  return fits.find((l) => tiles(l) >= WANT_TILES) ??
+    fits.reduce((a, l) => tiles(l) > tiles(a) || (tiles(l) === tiles(a) && threads(l) > threads(a)) ? l : a);
 }
 
 /**
@@ -91,7 +94,7 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
   const q = isQType(w) ? QLAYOUT[w] : undefined;
   if (isQType(w) && k % q!.elems !== 0) throw new KernelError(`tiled matmul ${w}: k=${k} is not a multiple of ${q!.elems}`);
   if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("tiled matmul: indices exceed 32 bits");
-  const l = s.layout ?? tiledLayout(caps, w, m);
+  const l = s.layout ?? tiledLayout(caps, w, m, n);
   if (!l) throw new KernelError(`tiled matmul ${w}: no tile layout fits the target's limits`);
   const { bm, bn, tm, tn, bk } = l;
   if (bm % tm || bn % tn || (isQType(w) && bk !== spanOf(w))) throw new KernelError(`tiled matmul: bad layout ${JSON.stringify(l)}`);

@@ -88,14 +88,18 @@ test("tiled layouts fit the limits: wgpu's 16 KiB / 256 invocations take a small
   const wgpu = { ...JS_CAPS, maxWorkgroupSize: 256, maxSharedBytes: 16384 };
   for (const w of [...FLOATS, ...BLOCKS]) {
     for (const caps of [JS_CAPS, wgpu]) {
-      const l = tiledLayout(caps, w, 300)!;
+      const l = tiledLayout(caps, w, 300, 37)!;
       assert.ok(l, `${w}: a layout`);
       assert.ok((l.bm / l.tm) * (l.bn / l.tn) <= caps.maxWorkgroupSize);
       assert.ok((l.bm + l.bn) * l.bk * 4 <= caps.maxSharedBytes, `${w}: ${JSON.stringify(l)} within ${caps.maxSharedBytes} bytes`);
     }
   }
-  assert.deepEqual(tiledLayout(wgpu, "q6_k", 300), { bm: 16, bn: 16, tm: 1, tn: 1, bk: 128 });
-  assert.equal(tiledLayout({ ...JS_CAPS, maxSharedBytes: 1024 }, "q6_k", 300), undefined);
+  assert.deepEqual(tiledLayout(wgpu, "q6_k", 4096, 4096), { bm: 16, bn: 16, tm: 1, tn: 1, bk: 128 });
+  assert.equal(tiledLayout({ ...JS_CAPS, maxSharedBytes: 1024 }, "q6_k", 300, 37), undefined);
+  // large batches take the largest tile, small grids smaller ones
+  assert.deepEqual(tiledLayout(JS_CAPS, "f32", 32768, 768), { bm: 128, bn: 64, tm: 8, tn: 4, bk: 16 });
+  assert.deepEqual(tiledLayout(JS_CAPS, "f32", 512, 2048), { bm: 64, bn: 64, tm: 4, tn: 4, bk: 16 });
+  assert.deepEqual(tiledLayout(JS_CAPS, "f32", 128, 768), { bm: 16, bn: 16, tm: 1, tn: 1, bk: 16 });
 });
 
 test(`the default lowering takes the tiled kernel from ${TILED_MIN_ROWS} rows, matmul.ts below, MMA where it applies`, () => {
