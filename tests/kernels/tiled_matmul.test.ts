@@ -6,6 +6,7 @@
 // a batch of 300 are bit-identical. Layouts fit each target's limits; the default lowering picks the kernel
 // from TILED_MIN_ROWS rows and keeps matmul.ts below. A missing device reports a skip.
 import { test } from "node:test";
+import process from "node:process";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions, TILED_MIN_ROWS } from "../../kernels/lower.ts";
@@ -132,7 +133,9 @@ for (const backend of selectedBackends()) {
         const prog = compileGraph(c.graph, dev.target, FORCE);
         if (!prog.steps.some((s) => s.k === "kernel" && s.kernel.name.startsWith("tiled_matmul_"))) failures.push(`${c.name}: not lowered to the tiled kernel`);
         try {
+          const t0 = performance.now();
           await run(eng, c);
+          if (process.env.POOT_TIMES) console.log(`${backend} ${c.name}: ${(performance.now() - t0).toFixed(0)} ms`);
         } catch (e) {
           failures.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
           if (dev.poisoned) break;
