@@ -121,55 +121,93 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
   const cx = b.let(tx > 1 ? t.mod(tx) : u32(0), "u32", "tx"), cy = b.let(tx > 1 ? t.div(tx) : t, "u32", "ty");
   const acc = Array.from({ length: tm * tn }, () => b.let(f32(0), "f32", "acc"));
 
-  // Cooperative loads: `count` items spread over the workgroup's invocations, item e = t + r·threads.
-  const each = (count: number, body: (e: Val) => void): void => {
+  // Cooperative staging: `count` items spread over the workgroup's invocations, item e = t + r·threads. A
+  // slice is loaded into registers first (`load`) and written to shared memory later (`store`), so the next
+  // slice's global loads are in flight while the current one is multiplied.
+  const each = (count: number, body: (e: Val, r: number) => void): void => {
     for (let r = 0; r * threads < count; r++) {
       const e = r ? t.add(r * threads) : t;
-      if ((r + 1) * threads > count) b.if(e.lt(count), () => body(e));
-      else body(e);
+      if ((r + 1) * threads > count) b.if(e.lt(count), () => body(e, r));
+      else body(e, r);
     }
   };
-  // A row-major [rows, K] float matrix's slice [rows, bk] at column k0 into shared memory, k-major.
-  const stageFloat = (buf: typeof x, mem: Shared, rows: number, r0: Val, limit: number, esize: number, k0: Val): void => {
+  interface Stager {
+    load(k0: Val): void;
+    store(): void;
+  }
+  // A row-major [rows, K] float matrix's slice [rows, bk] at column k0, k-major in shared memory.
+  const floatStager = (buf: typeof x, mem: Shared, rows: number, r0: Val, limit: number, esize: number): Stager => {
     const vw = Math.min(4, vecWidth(esize, k), bk);
-    const per = bk / vw;
-    each(rows * per, (e) => {
-      const row = per > 1 ? e.div(per) : e, kq = per > 1 ? e.mod(per).mul(vw) : u32(0);
-      const kk = b.let(k0.add(kq), "u32", "kk");
-      const at = b.let(r0.add(row).min(limit - 1).mul(k).add(kk), "u32", "at");
-      const vals = Array.from({ length: vw }, () => b.let(f32(0), "f32", "sv"));
-      // k % vw == 0, so a vector starting inside the row ends inside it
-      b.if(kk.lt(k), () => {
-        const got = vw > 1 ? b.loadv(buf, at, vw) : [b.load(buf, at)];
-        got.forEach((v, i) => b.set(vals[i], v));
-      });
-      vals.forEach((v, i) => b.sstore(mem, kq.add(i).mul(rows).add(row), v));
-    });
+    const per = bk / vw, count = rows * per;
+    const regs = Array.from({ length: Math.ceil(count / threads) }, () => Array.from({ length: vw }, () => b.let(f32(0), "f32", "sv")));
+    const geom = (e: Val) => ({ row: per > 1 ? e.div(per) : e, kq: per > 1 ? e.mod(per).mul(vw) : u32(0) });
+    return {
+      load: (k0) => each(count, (e, r) => {
+        const { row, kq } = geom(e);
+        const kk = b.let(k0.add(kq), "u32", "kk");
+        const at = b.let(r0.add(row).min(limit - 1).mul(k).add(kk), "u32", "at");
+        // k % vw == 0, so a vector starting inside the row ends inside it; past k the slice holds zeros
+        b.if(kk.lt(k), () => {
+          const got = vw > 1 ? b.loadv(buf, at, vw) : [b.load(buf, at)];
+          got.forEach((v, i) => b.set(regs[r][i], v));
+        }, () => regs[r].forEach((v) => b.set(v, f32(0))));
+      }),
+      store: () => each(count, (e, r) => {
+        const { row, kq } = geom(e);
+        regs[r].forEach((v, i) => b.sstore(mem, kq.add(i).mul(rows).add(row), v));
+      }),
+    };
   };
-  const stageBlocks = (k0: Val): void => {
-    const qt = w as QType, cps = SPAN_CHUNKS[qt], nb = k / q!.elems, spans = q!.elems / bk;
-    const blk = b.let(k0.div(q!.elems), "u32", "blk");
-    const c0 = b.let(spans > 1 ? k0.mod(q!.elems).div(bk).mul(cps) : u32(0), "u32", "c0");
-    const sb = b.let(spans > 1 ? k0.mod(q!.elems) : u32(0), "u32", "sb");
-    each(bn * cps, (e) => {
-      const col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
-      const row = n0.add(col).min(n - 1);
-      const base = b.let(row.mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
-      const ch = dequantChunk(b, W, qt, base, c0.add(ci));
-      const at = b.let(ch.at.sub(sb), "u32", "qat");
-      for (const v of chunkValues(ch)) b.sstore(sw, at.add(v.off).mul(bn).add(col), v.v);
-    });
+  const blockStager = (): Stager => {
+    const qt = w as QType, cps = SPAN_CHUNKS[qt], nb = k / q!.elems, spans = q!.elems / bk, count = bn * cps;
+    // declared here, outside the loads' branches: the registers outlive them
+    const items = Array.from({ length: Math.ceil(count / threads) }, () => ({
+      at: b.let(u32(0), "u32", "qat"),
+      vals: Array.from({ length: q!.per }, () => b.let(f32(0), "f32", "qv")),
+    }));
+    let offs: number[] = []; // each value's element offset from the chunk's start: the same for every chunk
+    const geom = (e: Val) => ({ col: cps > 1 ? e.div(cps) : e, ci: cps > 1 ? e.mod(cps) : u32(0) });
+    return {
+      load: (k0) => {
+        const blk = b.let(k0.div(q!.elems), "u32", "blk");
+        const c0 = b.let(spans > 1 ? k0.mod(q!.elems).div(bk).mul(cps) : u32(0), "u32", "c0");
+        const sb = b.let(spans > 1 ? k0.mod(q!.elems) : u32(0), "u32", "sb");
+        each(count, (e, r) => {
+          const { col, ci } = geom(e);
+          const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
+          const ch = dequantChunk(b, W, qt, base, c0.add(ci));
+          b.set(items[r].at, ch.at.sub(sb));
+          const vals = chunkValues(ch);
+          if (vals.length !== q!.per) throw new KernelError(`tiled matmul ${w}: a chunk of ${vals.length} values`);
+          offs = vals.map((v) => v.off);
+          vals.forEach((v, i) => b.set(items[r].vals[i], v.v));
+        });
+      },
+      store: () => each(count, (e, r) => {
+        const { col } = geom(e);
+        items[r].vals.forEach((v, i) => b.sstore(sw, items[r].at.add(offs[i]).mul(bn).add(col), v));
+      }),
+    };
   };
 
+  const xs = floatStager(x, sx, bm, m0, m, 4);
+  const ws = isQType(w) ? blockStager() : floatStager(W, sw, bn, n0, n, w === "f32" ? 4 : 2);
+  xs.load(u32(0));
+  ws.load(u32(0));
   b.for(u32(0), u32(k), bk, (k0) => {
-    stageFloat(x, sx, bm, m0, m, 4, k0);
-    if (isQType(w)) stageBlocks(k0);
-    else stageFloat(W, sw, bn, n0, n, w === "f32" ? 4 : 2, k0);
+    xs.store();
+    ws.store();
     b.barrier();
+    if (k > bk) {
+      b.if(k0.add(bk).lt(k), () => {
+        xs.load(k0.add(bk));
+        ws.load(k0.add(bk));
+      });
+    }
     b.for(u32(0), u32(bk), 1, (kk) => {
-      const xs = Array.from({ length: tm }, (_, i) => b.let(b.sload(sx, kk.mul(bm).add(cy).add(i * ty)), "f32", "a"));
-      const ws = Array.from({ length: tn }, (_, j) => b.let(b.sload(sw, kk.mul(bn).add(cx).add(j * tx)), "f32", "b"));
-      for (let i = 0; i < tm; i++) for (let j = 0; j < tn; j++) b.set(acc[i * tn + j], fma(xs[i], ws[j], acc[i * tn + j]));
+      const xv = Array.from({ length: tm }, (_, i) => b.let(b.sload(sx, kk.mul(bm).add(cy).add(i * ty)), "f32", "a"));
+      const wv = Array.from({ length: tn }, (_, j) => b.let(b.sload(sw, kk.mul(bn).add(cx).add(j * tx)), "f32", "b"));
+      for (let i = 0; i < tm; i++) for (let j = 0; j < tn; j++) b.set(acc[i * tn + j], fma(xv[i], wv[j], acc[i * tn + j]));
     }, { unroll: Math.min(bk, 16) });
     b.barrier(); // the next slice overwrites the tiles
   });
