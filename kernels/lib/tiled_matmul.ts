@@ -7,8 +7,10 @@
 // shared words and write neighbouring y columns). K is walked in slices of BK: the workgroup stages the x slice
 // [BM, BK] and the W slice [BN, BK] in shared memory, k-major (W converted to f32 as it is staged: f16/bf16
 // widened, GGUF blocks dequantized with dequant.ts's chunk decoder, ggml's exact values), a barrier, then every
-// invocation runs the slice's outer products from shared memory into its registers. W is read once per BM
-// rows. Rows past m read the last row (clamped) and columns past n the last column; neither is written.
+// invocation runs the slice's outer products from shared memory into its registers; the next slice's global
+// loads (and block decodes) go into registers before that, so they are in flight during the products. W is read
+// once per BM rows, x once per BN columns. Rows past m read the last row (clamped) and columns past n the last
+// column; neither is written. The layout (tiledLayout) is chosen from the target's limits and the grid it makes.
 // Columns of k past K (float weights only: block rows are whole slices) are staged as zeros.
 //
 // Summation order (batch invariance, issue 14): every y[m, n] is one fused multiply-add chain over k = 0, 1,
