@@ -50,6 +50,11 @@ function spanOf(w: QType): number {
   return (q.elems / q.chunks) * SPAN_CHUNKS[w];
 }
 
+/** K slice of a weight type: 16 for floats, a block type's span. */
+export function tiledSlice(w: WType): number {
+  return isQType(w) ? spanOf(w) : 16;
+}
+
 /** Shared bytes a layout stages (x and W slices, f32). */
 function sharedBytes(l: TiledLayout): number {
   return (l.bm + l.bn) * l.bk * 4;
@@ -58,6 +63,12 @@ function sharedBytes(l: TiledLayout): number {
 /** Static shared memory every target here accepts without an opt-in (PTX's static limit). */
 const SHARED_CAP = 48 * 1024;
 
+/** Whether a layout fits the target: its invocations, its shared memory (within PTX's static 48 KiB). */
+export function tiledFits(caps: Caps, l: TiledLayout): boolean {
+  return l.bm % l.tm === 0 && l.bn % l.tn === 0 && (l.bm / l.tm) * (l.bn / l.tn) <= caps.maxWorkgroupSize &&
+    sharedBytes(l) <= Math.min(caps.maxSharedBytes, SHARED_CAP);
+}
+
 /** Workgroups that keep a large GPU busy (the H200 has 132 SMs): below, a smaller tile is worth its extra reads. */
 const WANT_TILES = 256;
 
@@ -65,21 +76,21 @@ const WANT_TILES = 256;
  * The layout for this target, weight type and shape, or undefined where none fits its limits (a workgroup of
  * (BM/TM)·(BN/TN) invocations, (BM + BN)·BK f32 of shared memory). The largest tile (fewest reads of W and x
  * per output) that still makes WANT_TILES workgroups, else the one with the most workgroups (then the most
- * invocations): 128 x 64 tiles of 8 x 4 for large batches down to 16 x 16 of 1 x 1, of 256 invocations, and
+ * invocations): 128 x 128 tiles of 8 x 8 (4 products per shared load) for large batches down to 16 x 16 of
+ * 1 x 1, of 256 invocations, and
  * 64- or 16-invocation ones for small workgroup limits. Small shared memory (wgpu's 16 KiB, a block type's
  * wide slice) leaves only the small tiles. The layout never changes a row's summation order.
  */
 export function tiledLayout(caps: Caps, w: WType, batch: number, n: number): TiledLayout | undefined {
-  const bk = isQType(w) ? spanOf(w) : 16;
-  const shared = Math.min(caps.maxSharedBytes, SHARED_CAP);
+  const bk = tiledSlice(w);
   const cands: [number, number, number, number][] = [
-    [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2], [16, 32, 1, 2], [16, 16, 1, 1], // 256 invocations
+    [128, 128, 8, 8], [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2], [16, 32, 1, 2], [16, 16, 1, 1], // 256 invocations
     [32, 32, 4, 4], [16, 16, 2, 2], [16, 16, 4, 4], // 64 and 16, for small workgroup limits
   ];
   const threads = (l: TiledLayout) => (l.bm / l.tm) * (l.bn / l.tn);
   const tiles = (l: TiledLayout) => Math.ceil(batch / l.bm) * Math.ceil(n / l.bn);
   const fits = cands.map(([bm, bn, tm, tn]) => ({ bm, bn, tm, tn, bk }))
-    .filter((l) => threads(l) <= caps.maxWorkgroupSize && sharedBytes(l) <= shared);
+    .filter((l) => tiledFits(caps, l));
   if (!fits.length) return undefined;
   return fits.find((l) => tiles(l) >= WANT_TILES) ??
     fits.reduce((a, l) => tiles(l) > tiles(a) || (tiles(l) === tiles(a) && threads(l) > threads(a)) ? l : a);
@@ -101,12 +112,12 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
   const { bm, bn, tm, tn, bk } = l;
   if (bm % tm || bn % tn || (isQType(w) && bk !== spanOf(w))) throw new KernelError(`tiled matmul: bad layout ${JSON.stringify(l)}`);
   const tx = bn / tn, ty = bm / tm, threads = tx * ty;
-  if (threads > caps.maxWorkgroupSize || sharedBytes(l) > caps.maxSharedBytes) {
+  if (!tiledFits(caps, l)) {
     throw new KernelError(`tiled matmul: layout ${JSON.stringify(l)} exceeds the target's limits`);
   }
   const mTiles = Math.ceil(m / bm), nTiles = Math.ceil(n / bn), total = mTiles * nTiles;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `tiled_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `tiled_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}_${tm}x${tn}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("x", "f32", "r");
   const W = b.buffer("w", elemOf(w), "r");

@@ -16,7 +16,7 @@ import { type DType, type Storage, storageFromBytes } from "../../graph/dtype.ts
 import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { CaseBuilder, type OpCase, rng } from "../ops/cases.ts";
-import { tiledLayout } from "../../kernels/lib/tiled_matmul.ts";
+import { tiledFits, tiledLayout, tiledSlice } from "../../kernels/lib/tiled_matmul.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import type { Device } from "../../backends/device.ts";
 
@@ -83,6 +83,32 @@ async function run(eng: Engine<Device>, c: OpCase): Promise<Record<string, Uint8
   }
 }
 
+/**
+ * Runs cases on a device under compile options, each first checked to lower as `lowered` says (by its kernel
+ * names); returns the failures.
+ */
+async function runCases(dev: Device, opts: CompileOptions, cs: OpCase[], lowered: (names: string[], c: OpCase) => boolean): Promise<string[]> {
+  const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, opts), timeoutMs: 60_000, ownsDevice: false });
+  const failures: string[] = [];
+  try {
+    for (const c of cs) {
+      const names = compileGraph(c.graph, dev.target, opts).steps.flatMap((st) => st.k === "kernel" ? [st.kernel.name] : []);
+      if (!lowered(names, c)) failures.push(`${c.name}: lowered to ${names.join(", ")}`);
+      try {
+        const t0 = performance.now();
+        await run(eng, c);
+        if (process.env.POOT_TIMES) console.log(`${dev.target.backend} ${c.name}: ${(performance.now() - t0).toFixed(0)} ms`);
+      } catch (e) {
+        failures.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
+        if (dev.poisoned) break;
+      }
+    }
+  } finally {
+    await eng.unload();
+  }
+  return failures;
+}
+
 const FORCE: CompileOptions = { gemv: false, tiled: true, tiledMinRows: 1, mma: "off" };
 
 test("tiled layouts fit the limits: wgpu's 16 KiB / 256 invocations take a smaller tile for wide block slices", () => {
@@ -98,7 +124,7 @@ test("tiled layouts fit the limits: wgpu's 16 KiB / 256 invocations take a small
   assert.deepEqual(tiledLayout(wgpu, "q6_k", 4096, 4096), { bm: 16, bn: 16, tm: 1, tn: 1, bk: 128 });
   assert.equal(tiledLayout({ ...JS_CAPS, maxSharedBytes: 1024 }, "q6_k", 300, 37), undefined);
   // large batches take the largest tile, small grids smaller ones
-  assert.deepEqual(tiledLayout(JS_CAPS, "f32", 32768, 768), { bm: 128, bn: 64, tm: 8, tn: 4, bk: 16 });
+  assert.deepEqual(tiledLayout(JS_CAPS, "f32", 32768, 768), { bm: 128, bn: 128, tm: 8, tn: 8, bk: 16 });
   assert.deepEqual(tiledLayout(JS_CAPS, "f32", 512, 2048), { bm: 64, bn: 64, tm: 4, tn: 4, bk: 16 });
   assert.deepEqual(tiledLayout(JS_CAPS, "f32", 128, 768), { bm: 16, bn: 16, tm: 1, tn: 1, bk: 16 });
 });
@@ -126,23 +152,25 @@ for (const backend of selectedBackends()) {
   const heavy = typeof dev !== "string" && !slowDevice(dev);
   test(`tiled matmul on ${backend}: rows ${heavy ? ROWS.join("/") : "1/63/64"}, every weight type, vs the oracle`, { skip, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
-    const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, FORCE), timeoutMs: 60_000, ownsDevice: false });
+    assert.deepEqual(await runCases(dev, FORCE, cases(heavy), (names) => names.some((nm) => nm.startsWith("tiled_matmul_"))), []);
+  });
+
+  test(`tiled matmul on ${backend}: every tile layout (128x128 of 8x8 down to 32x32 of 2x2) vs the oracle`, { skip, timeout: 600_000 }, async () => {
+    if (typeof dev === "string") return;
     const failures: string[] = [];
-    try {
-      for (const c of cases(heavy)) {
-        const prog = compileGraph(c.graph, dev.target, FORCE);
-        if (!prog.steps.some((s) => s.k === "kernel" && s.kernel.name.startsWith("tiled_matmul_"))) failures.push(`${c.name}: not lowered to the tiled kernel`);
-        try {
-          const t0 = performance.now();
-          await run(eng, c);
-          if (process.env.POOT_TIMES) console.log(`${backend} ${c.name}: ${(performance.now() - t0).toFixed(0)} ms`);
-        } catch (e) {
-          failures.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
-          if (dev.poisoned) break;
-        }
-      }
-    } finally {
-      await eng.unload();
+    for (const [bm, bn, tm, tn] of [[128, 128, 8, 8], [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2]]) {
+      let seed = bm * 7 + bn;
+      const add = (name: string, f: (b: CaseBuilder) => OpCase) => f(new CaseBuilder(name, rng(seed++)));
+      const cs = [
+        add(`${bm}x${bn} f32 200x67x131`, (b) => b.done({ y: b.t.matmul(b.input("f32", [200, 131]), b.weight("f32", [67, 131])) })),
+        add(`${bm}x${bn} bf16 150x130x96`, (b) => b.done({ y: b.t.matmul(b.input("f32", [150, 96]), b.weight("bf16", [130, 96])) })),
+        add(`${bm}x${bn} q4_k 140x70x256`, (b) => b.done({ y: b.t.matmul(b.input("f32", [140, 256]), b.weight("q4_k", [70, 256])) })),
+      ];
+      failures.push(...await runCases(dev, { ...FORCE, tiledTile: { bm, bn, tm, tn } }, cs, (names, c) => {
+        // q4_k's 64-wide slice: the large tiles exceed some targets' shared memory and fall back
+        const fits = tiledFits(dev.target.caps, { bm, bn, tm, tn, bk: tiledSlice(c.name.includes("q4_k") ? "q4_k" : "f32") });
+        return fits === names.some((nm) => nm.endsWith(`_${bm}x${bn}_${tm}x${tn}`));
+      }));
     }
     assert.deepEqual(failures, []);
   });
