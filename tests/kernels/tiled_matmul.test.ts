@@ -20,6 +20,7 @@ import { CaseBuilder, type OpCase, rng } from "../ops/cases.ts";
 import { tiledFits, tiledLayout, tiledSlice } from "../../kernels/lib/tiled_matmul.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import type { Device } from "../../backends/device.ts";
+import { prefillDefault } from "../../llm/driver.ts";
 
 const FLOATS = ["f32", "f16", "bf16"] as const;
 const BLOCKS = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"] as const;
@@ -143,6 +144,9 @@ test(`the default lowering takes the tiled kernel from ${TILED_MIN_ROWS} rows, m
   assert.ok(!names(300, "f32", {}, { ...JS_CAPS, subgroupSize: 1 }).some((n) => n.startsWith("tiled_matmul_")), "the JS device keeps matmul.ts");
   assert.ok(names(300, "f32", { tiled: true }, { ...JS_CAPS, subgroupSize: 1 }).some((n) => n.startsWith("tiled_matmul_")));
   assert.ok(!names(300, "f32", { tiled: false }, gpu).some((n) => n.startsWith("tiled_matmul_")));
+  // the Driver's prefill chunks follow: wide ones where the tiled kernel (or MMA) takes them
+  assert.deepEqual(prefillDefault(gpu), [512, 32, 8]);
+  assert.deepEqual(prefillDefault({ ...JS_CAPS, subgroupSize: 1 }), [32, 8]);
   const mma = names(300, "bf16", {}, { ...gpu, mma: true });
   assert.ok(mma.some((n) => n.startsWith("mma_")) && !mma.some((n) => n.startsWith("tiled_")), mma.join(", "));
 });
