@@ -4,10 +4,12 @@
 // (batch, seq); compare with PyTorch eager (tests/encoders/fixgen/make.py --bench).
 //
 //   deno run -A bench/embed.ts --backend ptx --batch 1,32,256 --seq 128 [--layers 12 --dim 768]
+//     [--tiled auto|on|off] [--tiled-min-rows N] [--tiled-tile BMxBNxTMxTN]   (the tiled matmul's choice and tile:
+//     CompileOptions.tiled / tiledMinRows / tiledTile)
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
-import { compileGraph } from "../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
 import type { TensorInfo, WeightStore } from "../graph/weights.ts";
 import { checkTensors } from "../llm/families/family.ts";
 import { bert } from "../llm/families/bert.ts";
@@ -18,6 +20,7 @@ const { values: a } = parseArgs({
   options: {
     backend: { type: "string", default: "auto" }, batch: { type: "string", default: "1,32,256" }, seq: { type: "string", default: "128" },
     layers: { type: "string", default: "12" }, dim: { type: "string", default: "768" }, seconds: { type: "string", default: "1" },
+    tiled: { type: "string", default: "auto" }, "tiled-min-rows": { type: "string" }, "tiled-tile": { type: "string" },
   },
 });
 const D = +a.dim!, layers = +a.layers!, heads = D / 64, V = 30522, P = 512;
@@ -48,9 +51,19 @@ const model = {
 } as unknown as ModelHandle;
 
 const batches = a.batch!.split(",").map(Number), seqs = a.seq!.split(",").map(Number);
-const exec = new Engine(await openBackend(a.backend as BackendChoice), { compile: compileGraph });
+if (!["auto", "on", "off"].includes(a.tiled!)) throw new RangeError(`--tiled: ${a.tiled} is not auto, on or off`);
+const copts: CompileOptions = {
+  tiled: a.tiled === "auto" ? "auto" : a.tiled === "on",
+  tiledMinRows: a["tiled-min-rows"] ? +a["tiled-min-rows"] : undefined,
+};
+if (a["tiled-tile"]) {
+  const t = a["tiled-tile"].split("x").map(Number);
+  if (t.length !== 4 || !t.every((v) => Number.isInteger(v) && v > 0)) throw new RangeError(`--tiled-tile: ${a["tiled-tile"]} is not BMxBNxTMxTN`);
+  copts.tiledTile = { bm: t[0], bn: t[1], tm: t[2], tn: t[3] };
+}
+const exec = new Engine(await openBackend(a.backend as BackendChoice), { compile: (g, t) => compileGraph(g, t, copts) });
 const t = exec.targetSet();
-console.log(`# poot embed, bert shape dim ${D} layers ${layers}, f32 weights, ${t.backend} on ${t.device}`);
+console.log(`# poot embed, bert shape dim ${D} layers ${layers}, f32 weights, ${t.backend} on ${t.device}, tiled ${a.tiled}${a["tiled-min-rows"] ? ` from ${a["tiled-min-rows"]} rows` : ""}${a["tiled-tile"] ? ` tile ${a["tiled-tile"]}` : ""}`);
 console.log("batch seq compile_s ms_per_batch texts_per_s");
 await exec.loadWeights(store, map);
 const runner = new EncoderRunner(model, exec, { batches, seqs });

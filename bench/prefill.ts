@@ -4,7 +4,8 @@
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
 //   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
-//   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once.
+//   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once; tiled: the shared-memory
+//   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
@@ -35,6 +36,9 @@ const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> 
   "flash-unsplit": { compile: { mma: "auto", flashSplit: false } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },
+  // the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts) in wide chunks, and matmul.ts in the same chunks
+  tiled: { compile: { mma: "off", tiled: true }, prefill: [512, 64, 16, 8] },
+  "untiled-wide": { compile: { mma: "off", tiled: false }, prefill: [512, 64, 16, 8] },
 };
 
 export interface PrefillRow {

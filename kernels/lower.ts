@@ -9,7 +9,7 @@ import { isElementwise, OPS } from "../graph/ops.ts";
 import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, type Value } from "../graph/plan.ts";
 import { Tracer } from "../graph/tracer.ts";
 import { computeOf, type CType, type EType, type Kernel, KernelError } from "./ir.ts";
-import type { TargetSet } from "./target.ts";
+import type { Caps, TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
 import * as lib from "./lib/mod.ts";
 import { argmaxAxis, batchedMatmul, causalMask, gatherRows, iota, reduceAxis, stridedCopy } from "./lib/generic.ts";
@@ -61,6 +61,16 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * batch), "off" never.
    */
   mma?: "auto" | "all" | "off";
+  /**
+   * Matmuls of at least `tiledMinRows` (default TILED_MIN_ROWS) rows on the shared-memory tiled kernel
+   * (kernels/lib/tiled_matmul.ts) where the MMA path does not take them: "auto" (default) on GPU targets, true
+   * on every target (tests), false never. Serving entries turn it off: a row must run the same kernel at every
+   * entry size (batch invariance).
+   */
+  tiled?: boolean | "auto";
+  tiledMinRows?: number;
+  /** The tiled matmul's tile (tuning runs; the K slice stays the weight type's), where it fits; default tiledLayout's. */
+  tiledTile?: Omit<lib.TiledLayout, "bk">;
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
   /** The same for flash attention's operands (FlashShape.split); default mmaSplit. */
@@ -91,6 +101,21 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
+/**
+ * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
+ * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
+ * only: 24 workgroups); a 512-row prefill chunk of the 1B on Vulkan took 58 ms tiled vs 175 ms in 32-row chunks.
+ */
+export const TILED_MIN_ROWS = 256;
+
+/**
+ * Whether "auto" takes the tiled matmul on this target: not where subgroups are one lane (the JS device, a CPU
+ * running invocations one by one: matmul.ts runs there without barriers, ~3x faster than the tiled kernel's
+ * lock-step emulation).
+ */
+export function tiledAuto(caps: Caps): boolean {
+  return !(caps.subgroups && caps.subgroupSize <= 1);
+}
 
 /** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
@@ -236,6 +261,14 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
     const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
     kernel(k, [xw, ...bindings.slice(1)], work);
+    return;
+  }
+  const tiled = opts.tiled ?? "auto";
+  if ((tiled === true || (tiled === "auto" && tiledAuto(caps))) &&
+    s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch, s.n)) {
+    const layout = opts.tiledTile && { ...opts.tiledTile, bk: lib.tiledSlice(s.w) };
+    const fits = layout && lib.tiledFits(caps, layout);
+    kernel(lib.tiledMatmul(caps, { ...s, layout: fits ? layout : undefined }), bindings, work);
     return;
   }
   kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);

@@ -12,6 +12,7 @@
 import type { EntryId, Executor } from "../backends/executor.ts";
 import { setImmediate } from "node:timers";
 import type { Caps } from "../kernels/target.ts";
+import { tiledAuto } from "../kernels/lower.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
@@ -48,7 +49,8 @@ export interface DriverOptions {
   allowLongContext?: boolean;
   /**
    * Prefill row shapes prepared up front (default prefillDefault(): [512, 64, 16, 8] where the device has
-   * tensor-core tiles, else [32, 8]; 1 is always there: the decode step).
+   * tensor-core tiles, [512, 32, 8] on other GPUs (the tiled matmul), [32, 8] on the JS device; 1 is always
+   * there: the decode step).
    */
   prefill?: number[];
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
@@ -664,10 +666,12 @@ function describe(v: unknown): string {
 /**
  * Prefill chunk rows: wide chunks where matmuls run on tensor-core tiles (kernels/lib/mma_matmul.ts: a chunk of
  * 512 rows reads each weight once for 512 tokens; on the H200 a 2048-token prompt of the 1B took 56.6 ms in
- * 512-row chunks, 64.9 ms in 256-row ones), the FMA kernel's sizes elsewhere.
+ * 512-row chunks, 64.9 ms in 256-row ones) or on the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts,
+ * GPU targets without MMA: a 512-token prompt of the 1B on Vulkan on the H200 took 58 ms in one 512-row chunk,
+ * 175 ms in 32-row chunks), the FMA kernel's sizes elsewhere (the JS device).
  */
 export function prefillDefault(caps: Caps): number[] {
-  return caps.mma ? [512, 64, 16, 8] : [32, 8];
+  return caps.mma ? [512, 64, 16, 8] : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
 }
 
 /**

@@ -5,6 +5,7 @@ export { FAULT, type FaultCode } from "./codes.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
 export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
+export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export { mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";

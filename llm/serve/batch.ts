@@ -30,13 +30,15 @@ export const SAMPLE_ROWS = "sample_rows";
  * 1.89 ms): the MMA and FMA matmuls reduce a row in different orders (tensor-core k-groups and a K split vs
  * per-lane FMA chains), so a row's logits differ between them (316 of 320 logits of a tiny bf16 Llama at batch 1
  * on the JS device's emulated MMA, by up to 8e-6), and a sequence decoding alone (entry 1) would not get the
- * bits it gets in a full batch (entry 32): greedy tokens could flip, breaking batch invariance.
+ * bits it gets in a full batch (entry 32): greedy tokens could flip, breaking batch invariance. The tiled matmul
+ * (kernels/lib/tiled_matmul.ts, taken from TILED_MIN_ROWS rows) is off for the same reason: an entry of 64 rows
+ * would reduce a row in another order than entry 1.
  */
-export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all" });
+export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all", tiled: false });
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
 export function servingCompileWith(o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean }): ProgramCompiler {
-  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit });
+  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, tiled: false });
 }
 
 export interface BatchRow {

@@ -15,6 +15,8 @@ import { AMD_TARGET_NAMES, AMD_TARGETS, type AmdTarget } from "../../kernels/ren
 import { type AmdCodeObject, packKernargs } from "../../kernels/render/amdgpu/meta.ts";
 import { type AmdgpuModule, renderAmdgpu } from "../../kernels/render/amdgpu/kernel.ts";
 import { oneBPlan, type PlanKernel, storiesPlan } from "./plans.ts";
+import { tiledMatmul } from "../../kernels/lib/tiled_matmul.ts";
+import { amdCaps } from "../../kernels/render/amdgpu/targets.ts";
 import { atomicKernel, checkCase, featureCases } from "../devices/feature_kernels.ts";
 
 const cg = comgr();
@@ -82,6 +84,16 @@ test("the 1B decode plan's quantized kernels (q8_0, q4_k_m mixes) compile for ev
   compilePlan("llama-3.2-1b q8_0/q4_k_m decode", (t) => {
     const seen = new Set<string>();
     return [...oneBPlan(t, "q8_0"), ...oneBPlan(t, "q4_k_m")].filter((pk) => !seen.has(pk.kernel.name) && !!seen.add(pk.kernel.name));
+  });
+});
+
+test("the tiled matmul (f32, bf16, q8_0, q4_k, q6_k; bias, residual) compiles for every target with its LDS in the metadata", { ...slow, skip: quantSkip }, () => {
+  compilePlan("tiled matmul", (t) => {
+    const caps = amdCaps(t);
+    return (["f32", "bf16", "q8_0", "q4_k", "q6_k"] as const).map((w, i) => {
+      const kernel = tiledMatmul(caps, { n: 2048, k: 2048, batch: 512, w, bias: i % 2 === 0, residual: i % 2 === 1 });
+      return { kernel, bindings: kernel.buffers.length, dispatches: 1 };
+    });
   });
 });
 

@@ -45,8 +45,9 @@ function memo(f: () => Uint8Array[]): () => Uint8Array[] {
 }
 
 // ---- matmul ------------------------------------------------------------------------------------------
-function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = false, residual = false): KernelCase {
-  const name = `matmul ${w} n=${n} k=${k} batch=${batch}${bias ? " bias" : ""}${residual ? " residual" : ""}`;
+/** lib.matmul, or with `tiled` lib.tiledMatmul (the same bindings and reference). */
+function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = false, residual = false, tiled = false): KernelCase {
+  const name = `${tiled ? "tiled " : ""}matmul ${w} n=${n} k=${k} batch=${batch}${bias ? " bias" : ""}${residual ? " residual" : ""}`;
   let wv: Float64Array;
   const inputs = memo(() => {
     const rng = new Rng(name);
@@ -69,7 +70,7 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
   });
   return {
     name,
-    make: (caps) => lib.matmul(caps, { n, k, batch, w, bias, residual }),
+    make: (caps) => tiled ? lib.tiledMatmul(caps, { n, k, batch, w, bias, residual }) : lib.matmul(caps, { n, k, batch, w, bias, residual }),
     inputs,
     expect(ins) {
       const x = asF32(ins[0]);
@@ -682,6 +683,12 @@ export const cases: KernelCase[] = [
     matmulCase(w, 17, 160, 1, false, true),
     matmulCase(w, 12, 96, 10, true, true),
   ]),
+  // the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts): partial tiles in m, n and k, every weight kind
+  matmulCase("f32", 67, 131, 70, true, true, true),
+  matmulCase("f16", 33, 96, 64, false, false, true),
+  matmulCase("bf16", 20, 64, 130, true, false, true),
+  matmulCase("q8_0", 17, 96, 65, false, true, true),
+  matmulCase("q4_0", 9, 64, 3, true, false, true),
   attentionCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 8, pos: 3 }),
   attentionCase({ rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 24, pos: 23 }),
   attentionCase({ rows: 1, heads: 3, kvHeads: 1, hd: 12, cap: 10, pos: 0, kv: "f16" }),

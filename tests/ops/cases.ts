@@ -111,7 +111,7 @@ export function opCases(): OpCase[] {
     add(`reduce ${fn} axis ${axis}`, (b) => b.done({ y: b.t.reduce(fn, b.input("f32", [3, 10, 7]), axis) }));
   }
   for (const axis of [1, 0]) add(`argmax axis ${axis}`, (b) => b.done({ y: b.t.argmax(b.input("f32", [5, 301]), axis) }));
-  for (const dt of ["f32", "f16", "bf16", "q8_0", "q4_0"] as const) for (const [batch, n, k] of [[1, 33, 64], [3, 17, 96], [1, 129, 256]]) {
+  for (const dt of ["f32", "f16", "bf16", "q8_0", "q4_0"] as const) for (const [batch, n, k] of [[1, 33, 64], [3, 17, 96], [1, 129, 256], [64, 33, 96], ...(dt.startsWith("q") ? [] : [[300, 67, 131]])]) {
     add(`matmul ${dt} ${batch}x${n}x${k}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, k]), b.weight(dt, [n, k])) }));
   }
   add("matmul + residual", (b) => {

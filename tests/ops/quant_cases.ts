@@ -57,7 +57,8 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
       const ids = b.t.slot("ids", { kind: "Input", dtype: "i32", shape: [rows] });
       return b.done({ y: b.t.gather(b.weightBytes(t, [rows, W], craftedBlocks(t, rows, W, 77 + W)), ids) });
     });
-    for (const [batch, n, kk] of k ? [[1, 33, 256], [3, 17, 512], [11, 9, 256]] : [[1, 40, 64], [5, 17, 96], [11, 9, 64]]) {
+    // 260 rows: the tiled matmul on GPU targets (kernels/lib/tiled_matmul.ts, from TILED_MIN_ROWS rows)
+    for (const [batch, n, kk] of k ? [[1, 33, 256], [3, 17, 512], [11, 9, 256], [260, 17, 256]] : [[1, 40, 64], [5, 17, 96], [11, 9, 64], [260, 17, 96]]) {
       add(`matmul ${t} ${batch}x${n}x${kk}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, kk]), b.weight(t, [n, kk])) }));
     }
     decodeBlock(`gemv units: llama-like block ${t}`, k

@@ -10,7 +10,8 @@ import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
 import { atomicKernel, checkCase, featureCases } from "../devices/feature_kernels.ts";
-import { assembleMany, findPtxas } from "./ptxas.ts";
+import { assemble, assembleMany, findPtxas } from "./ptxas.ts";
+import { tiledMatmul } from "../../kernels/lib/tiled_matmul.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 
 const ptxas = findPtxas();
@@ -153,4 +154,15 @@ test("the renderer refuses what CUDA cannot run", () => {
   assert.throws(() => renderPtx(k([2048, 1, 1])), KernelError);
   assert.throws(() => renderPtx(k([1, 1, 128])), KernelError);
   assert.throws(() => renderPtx(k([32, 1, 1]), { sm: 75 }), KernelError);
+});
+
+test("the tiled matmul at prefill/encoder shapes assembles for sm_90 without spills (ptxas -v)", slow, () => {
+  const bad: string[] = [];
+  for (const [w, k, m] of [["f32", 768, 32768], ["f32", 131, 300], ["f16", 768, 512], ["bf16", 2048, 512], ["q8_0", 2048, 512], ["q4_k", 2048, 512], ["q6_k", 2048, 512]] as const) {
+    const kernel = tiledMatmul(SM90_CAPS, { n: 2048, k, batch: m, w, bias: true, residual: true });
+    const r = assemble(ptxas!, renderPtx(kernel, { sm: 90 }).ptx, "sm_90", true);
+    if (!r.ok) bad.push(`${kernel.name}: ${r.log.split("\n").slice(0, 4).join(" | ")}`);
+    else if (!/0 bytes spill stores, 0 bytes spill loads/.test(r.log)) bad.push(`${kernel.name} spills: ${r.log.replace(/\s+/g, " ")}`);
+  }
+  assert.deepEqual(bad, []);
 });
