@@ -448,12 +448,21 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
     return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
   },
-  sample(cx, n) { // one workgroup per row: a few passes over the row, the rest over candidates
-    const { nodes, caps, bind, kernel } = cx;
+  sample(cx, n) { // a long row: stats and masses over many workgroups, then one per row; else one per row
+    const { nodes, caps, buf, bind, kernel } = cx;
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
     const [R, V] = i0.shape;
-    const k = lib.sample(caps, { rows: R, vocab: V });
-    return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+    const parts = lib.sampleParts(caps, V);
+    const k = lib.sample(caps, { rows: R, vocab: V, parts });
+    if (parts <= 1) return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+    const arena = (name: string, words: number): Binding => {
+      const bytes = R * parts * words * 4;
+      return { buffer: buf("arena", name, bytes), offset: 0, bytes };
+    };
+    const stats = arena("sample-stats", lib.STATS_WORDS), mass = arena("sample-mass", lib.MASS_WORDS);
+    kernel(lib.sampleStats(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), stats], { bytes: 4 * R * V, flops: 4 * R * V });
+    kernel(lib.sampleMass(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), bind(ins[1]), stats, mass], { bytes: 4 * R * V, flops: 4 * R * V });
+    return kernel(k, [bind(ins[0]), bind(ins[1]), stats, mass, out], { bytes: 12 * R * V, flops: 32 * R * V });
   },
   logits_process(cx, n) { // (row, chunk) workgroups: a copy with the mask, then the row's sparse entries
     const { nodes, caps, bind, kernel } = cx;

@@ -27,6 +27,7 @@ import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, ty
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
+import { MASS_WORDS, plainDraw, rowStats, sampleSplit } from "./sample_split.ts";
 
 export interface SampleShape {
   rows: number;
@@ -37,6 +38,8 @@ export interface SampleShape {
   wg?: number;
   /** Bisection steps of the cutoff search (default 16). */
   cutoffSteps?: number;
+  /** Parts per row of the split kernels (kernels/lib/sample_split.ts); 1 or absent: this kernel reads the row. */
+  parts?: number;
   name?: string;
 }
 
@@ -207,7 +210,8 @@ function mix32(b: KernelBuilder, v: Val): Val {
 /**
  * The `sample` op: (token, nonfinite) for each row, as graph/sample.ts defines them.
  * Bindings: logits f32 [rows, vocab] (r); params u32 [rows, SAMPLER_WORDS] (r, the Sampler slot);
- * out i32 [rows, 2] (w).
+ * out i32 [rows, 2] (w). With `parts` > 1, stats f32 [rows, parts, 4] (r) and mass f32 [rows, parts, 2] (r)
+ * (from sampleStats and sampleMass) sit between params and out.
  */
 export function sample(caps: Caps, s: SampleShape): Kernel {
   const { rows, vocab: V } = s;
@@ -217,9 +221,12 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const W = L.lanes, CAP = L.cap, NP = (1 << L.bits) - 1, steps = s.cutoffSteps ?? 16;
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const grid = gridFor(caps, rows);
-  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}`, { workgroup: W, grid });
+  const split = s.parts !== undefined && s.parts > 1 ? sampleSplit(V, s.parts) : undefined;
+  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}${split ? `_p${split.parts}` : ""}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
   const PRM = b.buffer("params", "u32", "r");
+  const ST = split && b.buffer("stats", "f32", "r");
+  const MS = split && b.buffer("mass", "f32", "r");
   const OUT = b.buffer("out", "i32", "w");
   const lanes = new Lanes(b, L, sg, Math.max(NP, 3));
   const lid = lanes.lid;
@@ -256,22 +263,29 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     b.for(st, b.let(en, "u32", "en"), vw, body);
   };
 
-  // 1. max, greedy index, non-finite flag, smallest finite logit.
-  const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
-  const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
-  overRow(null, (i, x) => {
-    const fin = b.let(x.isfinite(), "bool", "fin");
-    b.if(fin.not(), () => b.set(nf, f32(1)));
-    b.if(fin, () => b.set(lo, lo.min(x)));
-    const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
-    b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
-      b.set(bv, v);
-      b.set(bi, i);
+  // 1. max, greedy index, non-finite flag, smallest finite logit: one pass, or the parts' stats.
+  let m: Val, nfAll: Val, negMin: Val, greedy: Val;
+  if (split) {
+    const st = rowStats(b, ST!, row, split.parts);
+    [m, nfAll, negMin] = [st.m, st.nf, b.let(st.lo.neg(), "f32", "nmn")];
+    greedy = b.let(st.first.cast("u32"), "u32", "greedy");
+  } else {
+    const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
+    const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
+    overRow(null, (i, x) => {
+      const fin = b.let(x.isfinite(), "bool", "fin");
+      b.if(fin.not(), () => b.set(nf, f32(1)));
+      b.if(fin, () => b.set(lo, lo.min(x)));
+      const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
+      b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
+        b.set(bv, v);
+        b.set(bi, i);
+      });
     });
-  });
-  const [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
-  const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
-  const greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
+    [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
+    const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
+    greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
+  }
   const write = (tok: Val, flag: Val) => {
     const st = () => {
       b.store(OUT, row.mul(2), tok.bitcast("i32"));
@@ -290,6 +304,61 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const kF = topK.cast("f32");
   const pOn = b.let(topP.lt(f32(1)), "bool", "pOn");
   const mOn = b.let(minP.gt(f32(0)), "bool", "mOn");
+  const bits = mix32(b, ctr.xor(mix32(b, seed)));
+  const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
+  const fallback = (first: Val, near: Val, total: Val) =>
+    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
+  if (split) plainFromParts();
+
+  /**
+   * An unfiltered row with the parts' masses: the total and the part holding u · total come from the masses
+   * (every lane sums them in part order), then only that part's slice is walked, in index order (contiguous
+   * sub-slices per lane, a scan for their starts). Other rows walk nothing here (the scan and reduction
+   * still run: no barrier sits under data-dependent control flow) and go on to the filtered path.
+   */
+  function plainFromParts(): void {
+    const { parts: P, slice: SL } = split!;
+    const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
+    const total = b.let(f32(0), "f32", "ptot"), lastAll = b.let(f32(-1), "f32", "plast");
+    const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
+    b.for(u32(0), u32(P), 1, (p) => {
+      b.set(total, total.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
+      b.set(lastAll, lastAll.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
+    });
+    const target = b.let(u.mul(total), "f32", "ptgt");
+    const q = b.let(u32(0), "u32", "pq"), start = b.let(f32(0), "f32", "pst"), run = b.let(f32(0), "f32", "prun");
+    b.for(u32(0), u32(P), 1, (p) => {
+      const w = b.let(b.load(MS!, o.add(p.mul(u32(MASS_WORDS)))), "f32", "pw");
+      b.if(run.le(target).and(w.gt(f32(0))), () => {
+        b.set(q, p);
+        b.set(start, run);
+      });
+      b.set(run, run.add(w));
+    });
+    const s0 = b.let(q.mul(u32(SL)), "u32", "ps0");
+    const len = b.let(plain.select(s0.add(u32(SL)).min(u32(V)).sub(s0), u32(0)), "u32", "plen");
+    const per = b.let(len.add(W - 1).div(W), "u32", "pper");
+    const t0 = b.let(s0.add(lid.mul(per).min(len)), "u32", "pt0");
+    const t1 = b.let(s0.add(lid.mul(per).add(per).min(len)), "u32", "pt1");
+    const wAt = (j: Val) => b.let(b.load(X, base.add(j)).sub(m).mul(invT).exp(), "f32", "pw");
+    const my = b.let(f32(0), "f32", "pmy");
+    b.for(t0, t1, 1, (j) => b.set(my, my.add(wAt(j))));
+    const { excl } = lanes.scan(my);
+    const cum = b.let(start.add(excl), "f32", "pcum");
+    const pick = b.let(f32(NONE), "f32", "ppick"), last = b.let(f32(-1), "f32", "plst");
+    b.for(t0, t1, 1, (j) => {
+      const w = wAt(j);
+      b.set(cum, cum.add(w));
+      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, j.cast("f32")));
+      b.if(w.gt(f32(0)), () => b.set(last, j.cast("f32")));
+    });
+    const [negPick, near] = lanes.reduce("max", [pick.neg(), last]);
+    const tok = b.let(fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total).cast("u32"), "u32", "ptok");
+    b.if(plain, () => {
+      write(tok, i32(0));
+      b.return();
+    });
+  }
 
   // 2. the candidate list.
   const sKey = b.shared("ckey", "u32", L.small ? V : CAP);
@@ -497,10 +566,6 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   }
 
   // 4. the draw.
-  const bits = mix32(b, ctr.xor(mix32(b, seed)));
-  const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
-  const fallback = (first: Val, near: Val, total: Val) =>
-    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
   let tok: Val;
   if (L.mode === "subgroup") {
     // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
