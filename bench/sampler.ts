@@ -10,7 +10,7 @@
 // xgrammar is synthetic (256 byte tokens and 128k deterministic strings of letters, digits, punctuation and
 // spaces): no 128k tokenizer travels with the repo.
 //
-//   deno run -A bench/sampler.ts --backend ptx --steps 64
+//   deno run -A bench/sampler.ts --backend ptx --steps 64 [--sample-parts 1]
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
@@ -28,6 +28,8 @@ const { values: o } = parseArgs({
     backend: { type: "string", default: "auto" },
     steps: { type: "string", default: "64" },
     ctx: { type: "string", default: "1024" },
+    // parts per row of the split sample kernels (1: one workgroup per row; default the library's choice)
+    "sample-parts": { type: "string" },
   },
 });
 const c = SHAPES[o.shape as ShapeName];
@@ -37,9 +39,11 @@ if (!(steps >= 4 && steps <= 4096 && cap >= 2 * steps + 600)) throw new Error(`-
 
 const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
 const dev = await openBackend(o.backend as BackendChoice);
-const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
+const sampleParts = o["sample-parts"] === undefined ? undefined : Number(o["sample-parts"]);
+if (sampleParts !== undefined && !(Number.isInteger(sampleParts) && sampleParts >= 1)) throw new Error(`--sample-parts ${o["sample-parts"]}: want an integer >= 1`);
+const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { sampleParts }), timeoutMs: 120_000 });
 const V = c.vocab, E = MAX_LOGIT_BIAS + 8; // as the Driver: bias and bans (penalties read device State)
-console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries`);
+console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries, sample parts ${sampleParts ?? "default"}`);
 await eng.loadWeights(model.store, model.map);
 
 function entry(full: boolean) {

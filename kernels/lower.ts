@@ -79,6 +79,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionSplits?: number;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
+  /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */
+  sampleParts?: number;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -452,7 +454,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const { nodes, caps, buf, bind, kernel } = cx;
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
     const [R, V] = i0.shape;
-    const parts = lib.sampleParts(caps, V);
+    const parts = lib.sampleSplit(V, cx.opts.sampleParts ?? lib.sampleParts(caps, V)).parts;
     const k = lib.sample(caps, { rows: R, vocab: V, parts });
     if (parts <= 1) return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
     const arena = (name: string, words: number): Binding => {
