@@ -166,8 +166,9 @@ export interface AppendedSampler {
 export const EXTRA_SLOT = "sampler_extra";
 export const MASK_SLOT = "sampler_mask";
 export const LOGPROBS_OUTPUT = "logprobs";
-/** The token-count State of a one-row step (u32 [vocab + 1, 1]: count | PROMPT_BIT per token; row vocab is
- * where writes that do not count go, as the scatter kernel faults on a negative index). */
+/** The token-count State of a one-row step (u32 [2·vocab, 1]: count | PROMPT_BIT per token, then a spare row whose
+ * first word takes the writes that do not count, as the scatter kernel faults on a negative index; a whole spare
+ * row, so that logits_process reads the counts as a [2, vocab] view instead of a copy of a slice). */
 export const COUNTS_STATE = "sampler_counts";
 /** i32 [2]: [1 = mark this step's input tokens as prompt, 1 = count this step's draw]. */
 export const COUNT_SLOT = "sampler_count";
@@ -219,7 +220,7 @@ export function appendSampler(t: Tracer, logits: Tensor, opts: AppendOptions = {
     const mask = t.slot(MASK_SLOT, { kind: "Input", dtype: "u32", shape: [R, maskWords(V)] });
     counted = opts.process.counts ? markPrompt(t, V, R, opts.process.tokens ?? "token") : undefined;
     const rows = opts.process.rows ? rowCounts(t, V, opts.process.rows) : undefined;
-    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(t.slice(counted.counts, 0, 0, V), [1, V]) : rows);
+    y = t.logitsProcess(x, extra, mask, counted ? t.reshape(counted.counts, [2, V]) : rows); // `dense` 1 names row 0
   }
   const sample = t.sample(y, slot);
   const output = opts.output ?? SAMPLE_OUTPUT;
@@ -253,7 +254,7 @@ function rowCounts(t: Tracer, V: number, o: { rows: number; writes: number }): T
 /** The counts State with this step's input tokens marked as prompt (when COUNT_SLOT[0] is 1). */
 function markPrompt(t: Tracer, V: number, R: number, tokenSlot: string): { counts: Tensor; inc: Tensor } {
   if (R !== 1) throw new RangeError(`appendSampler: token counts in State need one sampled row, got ${R}`);
-  const c0 = t.state(COUNTS_STATE, "u32", [V + 1, 1]);
+  const c0 = t.state(COUNTS_STATE, "u32", [2 * V, 1]);
   const ctl = t.slot(COUNT_SLOT, { kind: "Input", dtype: "i32", shape: [2] });
   const tokens = t.slot(tokenSlot);
   const n = tokens.shape[0];
