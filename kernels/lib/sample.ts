@@ -266,7 +266,10 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   // 1. max, greedy index, non-finite flag, smallest finite logit: one pass, or the parts' stats.
   let m: Val, nfAll: Val, negMin: Val, greedy: Val;
   if (split) {
-    const st = rowStats(b, ST!, row, split.parts);
+    const st = rowStats(b, ST!, row, split.parts, lid, W, (op, v) => {
+      const [r] = lanes.reduce("max", [op === "max" ? v : v.neg()]);
+      return op === "max" ? r : r.neg();
+    });
     [m, nfAll, negMin] = [st.m, st.nf, b.let(st.lo.neg(), "f32", "nmn")];
     greedy = b.let(st.first.cast("u32"), "u32", "greedy");
   } else {
@@ -319,22 +322,33 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   function plainFromParts(): void {
     const { parts: P, slice: SL } = split!;
     const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
-    const total = b.let(f32(0), "f32", "ptot"), lastAll = b.let(f32(-1), "f32", "plast");
+    // Each lane takes a contiguous block of parts (one part per lane on a GPU); a scan gives each block its
+    // start, then the part holding u · total is the last one starting at or below it with mass > 0.
     const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
-    b.for(u32(0), u32(P), 1, (p) => {
-      b.set(total, total.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
-      b.set(lastAll, lastAll.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
+    const pPer = Math.ceil(P / W);
+    const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "pb0");
+    const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "pb1");
+    const mine = b.let(f32(0), "f32", "pmine"), lastMine = b.let(f32(-1), "f32", "plm");
+    b.for(b0, b1, 1, (p) => {
+      b.set(mine, mine.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
+      b.set(lastMine, lastMine.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
     });
+    const blk = lanes.scan(mine);
+    const total = blk.total;
     const target = b.let(u.mul(total), "f32", "ptgt");
-    const q = b.let(u32(0), "u32", "pq"), start = b.let(f32(0), "f32", "pst"), run = b.let(f32(0), "f32", "prun");
-    b.for(u32(0), u32(P), 1, (p) => {
+    const claim = b.let(f32(-1), "f32", "pclaim"), myStart = b.let(f32(0), "f32", "pms"), run = b.let(blk.excl, "f32", "prun");
+    b.for(b0, b1, 1, (p) => {
       const w = b.let(b.load(MS!, o.add(p.mul(u32(MASS_WORDS)))), "f32", "pw");
       b.if(run.le(target).and(w.gt(f32(0))), () => {
-        b.set(q, p);
-        b.set(start, run);
+        b.set(claim, p.cast("f32"));
+        b.set(myStart, run);
       });
       b.set(run, run.add(w));
     });
+    const [qf, lastAll] = lanes.reduce("max", [claim, lastMine]);
+    const [start0] = lanes.reduce("max", [claim.eq(qf).and(qf.ge(f32(0))).select(myStart, f32(-Infinity))]);
+    const q = b.let(qf.max(f32(0)).cast("u32"), "u32", "pq");
+    const start = b.let(start0.max(f32(0)), "f32", "pst");
     const s0 = b.let(q.mul(u32(SL)), "u32", "ps0");
     const len = b.let(plain.select(s0.add(u32(SL)).min(u32(V)).sub(s0), u32(0)), "u32", "plen");
     const per = b.let(len.add(W - 1).div(W), "u32", "pper");
