@@ -1,7 +1,7 @@
 // What the full sampler costs per decode step at a real shape (default Llama 3.2 1B, 128k vocabulary, synthetic
 // weights): step time (host + device, replayed) of
 // the plain `sample` suffix (greedy, T 0.8) and the full entry as the Driver records it (logits_process +
-// sample + logprobs, penalties over token counts in device State), with the parameters of each row of KINDS:
+// sample + logprobs, penalties over a counts row in device State that each step writes its token's word to), with the parameters of each row of KINDS:
 // the full sampler (repetition/frequency/presence penalties, 50 logit-bias entries, top-5 logprobs; with and
 // without top-p) and a JSON-schema mask from xgrammar each step (host: the matcher's bitmask over the 128k
 // vocabulary and its advance; device: the mask applied), each as a fraction of greedy (issue 17's goals: full
@@ -17,7 +17,7 @@ import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { familyOf } from "../llm/registry.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
-import { appendSampler, COUNT_SLOT, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
+import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
 import { xgrammar } from "../llm/grammar.ts";
 import { BYTE_TO_CHAR } from "../llm/tokenizer/byte-level.ts";
 import { SHAPES, type ShapeName } from "./shapes.ts";
@@ -48,7 +48,7 @@ await eng.loadWeights(model.store, model.map);
 
 function entry(full: boolean) {
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap }, { dtypeOf: model.dtypeOf });
-  appendSampler(tracer, logits, full ? { process: { entries: E, counts: true }, logprobs: true } : {});
+  appendSampler(tracer, logits, full ? { process: { entries: E, rows: { rows: 1, writes: 1 } }, logprobs: true } : {});
   return eng.addEntry(`sampler-bench:${full}`, tracer.build());
 }
 const greedyId = entry(false), fullId = entry(true);
@@ -121,8 +121,9 @@ async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: n
         mask = new Uint32Array(m.buffer, m.byteOffset, Math.ceil(V / 32));
         hostMask += performance.now() - h0;
       }
-      slots.set(0, k.p, pos, { history, eog: [V - 1], mask, deviceCounts: true });
-      sl = { ...slots.values(), [COUNT_SLOT]: new Int32Array([i < 2 ? 1 : 0, 1]) };
+      slots.set(0, k.p, pos, { history, eog: [V - 1], mask, countsRow: 0 });
+      // as the Driver: the step writes its input token's word of the counts row
+      sl = { ...slots.values(), [COUNT_AT_SLOT]: Int32Array.of(tok), [COUNT_VALUE_SLOT]: Uint32Array.of(countWord(history, tok)) };
     }
     const r = await eng.step(k.full ? fullId : greedyId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
     tok = readSample(r.outputs).tokens[0];

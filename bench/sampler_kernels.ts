@@ -5,8 +5,7 @@
 // and each kernel's µs per launch (launched `launches` times back to back in one recording, on the same
 // buffers: the gap between dependent launches included, as in a token).
 //
-// --rows R (a serving batch) repeats the row R times; the full entry then keeps no counts in State (those are
-// one row's), its penalties come from the entries.
+// --rows R (a serving batch) repeats the row R times, each with its own counts row.
 //
 //   deno run -A bench/sampler_kernels.ts --backend ptx [--vocab 128256] [--rows 1] [--sample-parts 1] [--flat]
 import { parseArgs } from "node:util";
@@ -14,7 +13,7 @@ import { type BackendChoice, openBackend } from "../backends/open.ts";
 import type { DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { Tracer } from "../graph/tracer.ts";
-import { appendSampler, COUNT_SLOT, MAX_LOGIT_BIAS, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
+import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
 import { allocProgram } from "./profile.ts";
 import { replayMicros } from "./kernels.ts";
 
@@ -51,7 +50,8 @@ function program(full: boolean) {
   const t = new Tracer();
   t.slot("token", { kind: "Input", dtype: "i32", shape: [1] });
   const x = t.slot("logits", { kind: "Input", dtype: "f32", shape: [1, V] });
-  appendSampler(t, R > 1 ? t.broadcast(x, [R, V]) : x, full ? { process: { entries: E, counts: R === 1 }, logprobs: true } : {});
+  // the full entry as the Driver (one counts row, one write per step) or the server (a row per sequence) records it
+  appendSampler(t, R > 1 ? t.broadcast(x, [R, V]) : x, full ? { process: { entries: E, rows: { rows: R, writes: R } }, logprobs: true } : {});
   return compileGraph(t.build(), dev.target, { sampleParts });
 }
 
@@ -75,8 +75,9 @@ const progs = { plain: program(false), full: program(true) };
 for (const [kind, k] of Object.entries(KINDS)) {
   const prog = k.full ? progs.full : progs.plain;
   const slots = new SamplerSlots(R, V, k.full ? E : 0);
-  for (let r = 0; r < R; r++) slots.set(r, { ...k.p, seed: r }, 700, k.full ? { history, eog: [V - 1], mask: k.mask ? mask : undefined, deviceCounts: R === 1 } : {});
-  const vals: Record<string, ArrayBufferView> = { ...slots.values(), logits, token: Int32Array.of(1), [COUNT_SLOT]: Int32Array.of(0, 1) };
+  for (let r = 0; r < R; r++) slots.set(r, { ...k.p, seed: r }, 700, k.full ? { history, eog: [V - 1], mask: k.mask ? mask : undefined, countsRow: r } : {});
+  const at = Int32Array.from({ length: R }, (_, r) => r * V + 7), value = Uint32Array.from({ length: R }, () => countWord(history, 7));
+  const vals: Record<string, ArrayBufferView> = { ...slots.values(), logits, token: Int32Array.of(1), [COUNT_AT_SLOT]: at, [COUNT_VALUE_SLOT]: value };
   const bufs = allocProgram(dev, prog);
   try {
     for (const pb of prog.buffers) {

@@ -263,6 +263,11 @@ function markPrompt(t: Tracer, V: number, R: number, tokenSlot: string): { count
   return { counts, inc: t.slice(ctl, 0, 1, 2) };
 }
 
+/** A token's word in a counts row: its count among the generated tokens | PROMPT_BIT when the prompt holds it. */
+export function countWord(h: TokenHistory, id: number): number {
+  return (Math.min(h.counts.get(id) ?? 0, 0x7fffffff) | (h.prompt.has(id) ? PROMPT_BIT : 0)) >>> 0;
+}
+
 /** The prompt and generated tokens of one sequence, as the penalties count them. */
 export class TokenHistory {
   /** Distinct prompt tokens. */
