@@ -266,10 +266,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   // 1. max, greedy index, non-finite flag, smallest finite logit: one pass, or the parts' stats.
   let m: Val, nfAll: Val, negMin: Val, greedy: Val;
   if (split) {
-    const st = rowStats(b, ST!, row, split.parts, lid, W, (op, v) => {
-      const [r] = lanes.reduce("max", [op === "max" ? v : v.neg()]);
-      return op === "max" ? r : r.neg();
-    });
+    const st = rowStats(b, ST!, row, split.parts, lid, W, (vs) => lanes.reduce("max", vs));
     [m, nfAll, negMin] = [st.m, st.nf, b.let(st.lo.neg(), "f32", "nmn")];
     greedy = b.let(st.first.cast("u32"), "u32", "greedy");
   } else {

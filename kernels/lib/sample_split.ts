@@ -99,8 +99,8 @@ export function sampleStats(caps: Caps, s: SplitShape): Kernel {
   return b.build();
 }
 
-/** A cross-lane reduction of one f32 value; every lane gets the result (every lane must call it). */
-export type Reduce = (op: "max" | "min", v: Val) => Val;
+/** Cross-lane maxima of f32 values (reduced together where the target can); every lane must call it. */
+export type ReduceMax = (vals: Val[]) => Val[];
 
 /**
  * The row's combined stats from the parts' records: lane l combines parts l, l + lanes, ... (one each on a
@@ -108,7 +108,7 @@ export type Reduce = (op: "max" | "min", v: Val) => Val;
  * in any order, and the first index of the max is the smallest index among parts holding it: every lane gets
  * the same bits as a sequential pass.
  */
-export function rowStats(b: KernelBuilder, ST: ReturnType<KernelBuilder["buffer"]>, row: Val, P: number, lane: Val, lanes: number, reduce: Reduce): { m: Val; first: Val; nf: Val; lo: Val } {
+export function rowStats(b: KernelBuilder, ST: ReturnType<KernelBuilder["buffer"]>, row: Val, P: number, lane: Val, lanes: number, reduce: ReduceMax): { m: Val; first: Val; nf: Val; lo: Val } {
   const m = b.let(f32(-Infinity), "f32", "rm"), first = b.let(f32(NONE), "f32", "rfirst");
   const nf = b.let(f32(0), "f32", "rnf"), lo = b.let(f32(Infinity), "f32", "rlo");
   const o = b.let(row.mul(u32(P * STATS_WORDS)), "u32", "ro");
@@ -123,13 +123,9 @@ export function rowStats(b: KernelBuilder, ST: ReturnType<KernelBuilder["buffer"
     b.set(nf, nf.max(b.load(ST, at.add(2))));
     b.set(lo, lo.min(b.load(ST, at.add(3))));
   });
-  const M = b.let(reduce("max", m), "f32", "rM");
-  return {
-    m: M,
-    first: b.let(reduce("min", m.eq(M).select(first, f32(NONE))), "f32", "rF"),
-    nf: b.let(reduce("max", nf), "f32", "rN"),
-    lo: b.let(reduce("min", lo), "f32", "rL"),
-  };
+  const [M, N, negLo] = reduce([m, nf, lo.neg()]);
+  const [negFirst] = reduce([m.eq(M).select(first, f32(NONE)).neg()]);
+  return { m: M, first: b.let(negFirst.neg(), "f32", "rF"), nf: N, lo: b.let(negLo.neg(), "f32", "rL") };
 }
 
 /** Whether a row samples with no filter: the rows whose draw the masses serve (sample.ts takes the same test). */
@@ -155,7 +151,7 @@ export function sampleMass(caps: Caps, s: SplitShape): Kernel {
   const row = b.let(wg.div(u32(P)), "u32", "row");
   const pw = (k: number) => row.mul(SAMPLER_WORDS).add(k);
   const invT = b.let(b.load(PRM, pw(SAMPLER.invTemp), "f32"), "f32", "invT");
-  const { m, nf } = rowStats(b, ST, row, P, lane, t.lanes, (op, v) => teamReduce(b, t, op, v));
+  const { m, nf } = rowStats(b, ST, row, P, lane, t.lanes, (vs) => vs.map((v) => teamReduce(b, t, "max", v)));
   const plain = b.let(plainDraw(V, nf, invT, b.load(PRM, pw(SAMPLER.topK), "i32"), b.load(PRM, pw(SAMPLER.topP), "f32"), b.load(PRM, pw(SAMPLER.minP), "f32")), "bool", "plain");
   const s0 = b.let(wg.mod(u32(P)).mul(u32(SL)), "u32", "s0");
   const s1 = b.let(plain.select(s0.add(u32(SL)).min(u32(V)), s0), "u32", "s1");
