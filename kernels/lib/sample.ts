@@ -21,8 +21,9 @@
 // workgroup reductions/scans over shared memory. A long row (V = 32k..152k): the first pass, one counting
 // pass per cutoff step until the cut is found (typically a few; the 16 steps' reductions always run), two
 // compaction passes, then the same work over <= cap candidates (39 reductions in all). Greedy rows cost the
-// first pass only. A long row uses one workgroup (one SM); splitting it over several would use more of a big
-// GPU for batch-1 decode (a later optimisation, with the H200 to measure it on).
+// first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide GPUs) the
+// first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
+// beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup.
 import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
