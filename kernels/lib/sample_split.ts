@@ -20,8 +20,16 @@ import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 const NONE = 1 << 24; // an index sentinel above every vocabulary index (as in sample.ts)
 /** f32 words per (row, part) of the stats buffer: max, first index of the max, non-finite flag, min. */
 export const STATS_WORDS = 4;
-/** f32 words per (row, part) of the mass buffer: Σ w of the slice, its last index with w > 0 (or −1). */
-export const MASS_WORDS = 2;
+/** Pivots per row at which the parts count a filtered row's logits (sample.ts starts its cutoff search there). */
+export const PIVOTS = 15;
+/**
+ * f32 words per (row, part) of the mass buffer: Σ w of the slice and its last index with w > 0 (or −1), for
+ * an unfiltered row; for a filtered one Σ w that min-p keeps, the count of logits >= each pivot, their Σ w,
+ * then the pivots (the same in every part).
+ */
+export const MASS_WORDS = 3 + 3 * PIVOTS;
+/** Word offsets within a mass record. */
+export const MASS = { sum: 0, last: 1, z: 2, count: 3, above: 3 + PIVOTS, pivot: 3 + 2 * PIVOTS } as const;
 
 /** How a row of `vocab` logits is cut into `parts` slices: slice length (a multiple of 4) and slice count. */
 export function sampleSplit(vocab: number, parts: number): { parts: number; slice: number } {
@@ -151,8 +159,11 @@ export function sampleMass(caps: Caps, s: SplitShape): Kernel {
   const row = b.let(wg.div(u32(P)), "u32", "row");
   const pw = (k: number) => row.mul(SAMPLER_WORDS).add(k);
   const invT = b.let(b.load(PRM, pw(SAMPLER.invTemp), "f32"), "f32", "invT");
-  const { m, nf } = rowStats(b, ST, row, P, lane, t.lanes, (vs) => vs.map((v) => teamReduce(b, t, "max", v)));
-  const plain = b.let(plainDraw(V, nf, invT, b.load(PRM, pw(SAMPLER.topK), "i32"), b.load(PRM, pw(SAMPLER.topP), "f32"), b.load(PRM, pw(SAMPLER.minP), "f32")), "bool", "plain");
+  const { m, nf, lo } = rowStats(b, ST, row, P, lane, t.lanes, (vs) => vs.map((v) => teamReduce(b, t, "max", v)));
+  const minP = b.let(b.load(PRM, pw(SAMPLER.minP), "f32"), "f32", "minP");
+  const plain = b.let(plainDraw(V, nf, invT, b.load(PRM, pw(SAMPLER.topK), "i32"), b.load(PRM, pw(SAMPLER.topP), "f32"), minP), "bool", "plain");
+  const sampling = b.let(nf.gt(f32(0)).not().and(invT.gt(f32(0))).and(invT.lt(f32(Infinity))), "bool", "smp");
+  const filtered = b.let(sampling.and(plain.not()), "bool", "filt");
   const s0 = b.let(wg.mod(u32(P)).mul(u32(SL)), "u32", "s0");
   const s1 = b.let(plain.select(s0.add(u32(SL)).min(u32(V)), s0), "u32", "s1");
   const base = b.let(row.mul(u32(V)), "u32", "base");
@@ -162,12 +173,51 @@ export function sampleMass(caps: Caps, s: SplitShape): Kernel {
     b.set(acc, acc.add(w));
     b.if(w.gt(f32(0)), () => b.set(last, last.max(i.cast("f32"))));
   });
+  // A filtered row: counts and Σ w (min-p not applied, as the cutoff search sums them) at pivots spread evenly
+  // between the row's smallest logit and its max, and Σ w that min-p keeps (top-p's Z without top-k).
+  const piv = Array.from({ length: PIVOTS }, (_, j) => b.let(lo.add(m.sub(lo).mul(f32((j + 1) / (PIVOTS + 1)))), "f32", "piv"));
+  const za = b.let(f32(0), "f32", "za");
+  const cnt = piv.map(() => b.let(f32(0), "f32", "pc")), above = piv.map(() => b.let(f32(0), "f32", "pa"));
+  const mOn = minP.gt(f32(0));
+  overSlice(b, X, t.lanes, lane, base, s0, b.let(filtered.select(s0.add(u32(SL)).min(u32(V)), s0), "u32", "f1"), vw, (_, x) => {
+    const w = b.let(x.sub(m).mul(invT).exp(), "f32", "w");
+    b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+    piv.forEach((pv, j) => b.if(x.ge(pv), () => {
+      b.set(cnt[j], cnt[j].add(f32(1)));
+      b.set(above[j], above[j].add(w));
+    }));
+  });
+  const o = b.let(wg.mul(u32(MASS_WORDS)), "u32", "o");
   const sum = b.let(teamReduce(b, t, "add", acc), "f32", "sum");
   const lastAll = b.let(teamReduce(b, t, "max", last), "f32", "lasta");
   b.if(lane.eq(u32(0)), () => {
-    const o = b.let(wg.mul(u32(MASS_WORDS)), "u32", "o");
-    b.store(MS, o, sum);
-    b.store(MS, o.add(1), lastAll);
+    b.store(MS, o.add(MASS.sum), sum);
+    b.store(MS, o.add(MASS.last), lastAll);
+    piv.forEach((pv, j) => b.store(MS, o.add(MASS.pivot + j), pv));
   });
+  sumAndStore(b, t, lane, [za, ...cnt, ...above], MS, o.add(MASS.z));
   return b.build();
+}
+
+/**
+ * Sums each value over the team and stores value k at word `at` + k (lane 0, or lane k). Where a team is
+ * several subgroups, one barrier for all the values (each subgroup's sums meet in shared memory, lane k adds
+ * value k's), not a team reduction (two barriers) per value.
+ */
+function sumAndStore(b: KernelBuilder, t: ReturnType<typeof team>, lane: Val, vals: Val[], buf: ReturnType<KernelBuilder["buffer"]>, at: Val): void {
+  if (t.sgs > 1 && !t.shared && vals.length <= t.size) {
+    const NS = t.sgs, sh = b.shared("msum", "f32", vals.length * NS);
+    const sl = b.builtin("lane"), sg = b.builtin("sgid");
+    const part = vals.map((v) => b.let(b.subgroupReduce("add", v), "f32", "ps"));
+    b.if(sl.eq(u32(0)), () => part.forEach((p, k) => b.sstore(sh, sg.add(k * NS), p)));
+    b.barrier();
+    b.if(lane.lt(u32(vals.length)), () => {
+      const acc = b.let(f32(0), "f32", "ms");
+      for (let g = 0; g < NS; g++) b.set(acc, acc.add(b.sload(sh, lane.mul(u32(NS)).add(g))));
+      b.store(buf, at.add(lane), acc);
+    });
+    return;
+  }
+  const sums = vals.map((v) => b.let(teamReduce(b, t, "add", v), "f32", "ms"));
+  b.if(lane.eq(u32(0)), () => sums.forEach((v, k) => b.store(buf, k ? at.add(k) : at, v)));
 }
