@@ -9,8 +9,8 @@
 //  2. logprobsCombine, one team per row: m and log Σ from the parts' (max, sum), then the row's top entries
 //     by merging the parts' sorted lists: each lane keeps a head into a few parts' lists, each round takes
 //     the best head over the team and advances it.
-// Every loop that holds a team reduction has a constant trip count (rounds past the row's top_logprobs read
-// nothing), so the kernels are valid where reductions need uniform control flow.
+// A team is a whole workgroup (one (row, part) or one row each), so a row that wants no logprobs returns at
+// once and rounds past the row's top_logprobs are not run: those exits are uniform over the workgroup.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, vecWidth } from "./common.ts";
@@ -81,6 +81,9 @@ export function logprobsPart(caps: Caps, s: LogprobsSplitShape): Kernel {
     });
   const rec = b.let(it.mul(u32(partWords(N))), "u32", "rec");
   const put = (k: number, v: Val) => b.if(lane.eq(u32(0)).and(live), () => b.store(OUT, k ? rec.add(k) : rec, v));
+  // A row that wants none is not read (the combine reads no record of it); the team is the whole workgroup,
+  // so the exit is uniform there.
+  b.if(want.not().or(live.not()), () => b.return());
 
   const NEG = f32(-Infinity);
   const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi"), sm = b.let(f32(0), "f32", "sm");
@@ -104,8 +107,9 @@ export function logprobsPart(caps: Caps, s: LogprobsSplitShape): Kernel {
     put(3, first);
   }
   for (let k = 1; k < N; k++) {
+    b.if(nTop.le(u32(k)), () => b.return()); // entries past the row's top_logprobs are never read
     const bx = b.let(NEG, "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
-    overSlice(nTop.gt(u32(k)).and(pi.lt(f32(NONE))), (i, x) => {
+    overSlice(pi.lt(f32(NONE)), (i, x) => {
       const fi = b.let(i.cast("f32"), "f32", "fi");
       const after = x.lt(px).or(x.eq(px).and(fi.gt(pi)));
       b.if(after.and(x.eq(x)).and(x.gt(bx).or(bi.eq(f32(NONE)))), () => {
@@ -149,6 +153,14 @@ export function logprobsCombine(caps: Caps, s: LogprobsSplitShape): Kernel {
   const recOf = (p: Val) => row.mul(u32(P * PW)).add(p.mul(u32(PW)));
   const put = (k: number | Val, v: Val) => b.if(lane.eq(u32(0)).and(live), () => b.store(OUT, row.mul(u32(OW)).add(k), v));
 
+  // Every pair's default ((−1, 0) for a row that wants logprobs, else (0, 0)); a row that wants none stops
+  // here, and the rounds stop past the row's top_logprobs (one row per workgroup: the exits are uniform).
+  b.if(want.not(), () => put(0, f32(0)));
+  for (let k = 0; k < N; k++) {
+    put(1 + 2 * k, want.select(f32(-1), f32(0)));
+    put(2 + 2 * k, f32(0));
+  }
+  b.if(want.not().or(live.not()), () => b.return());
   // the lanes' parts: p = lane + j · lanes (absent past P)
   const NEG = f32(-Infinity);
   const parts = Array.from({ length: J }, (_, j) => {
@@ -173,6 +185,7 @@ export function logprobsCombine(caps: Caps, s: LogprobsSplitShape): Kernel {
   put(0, want.select(lp(b.load(X, row.mul(u32(V)).add(tok))), f32(0)));
 
   for (let k = 0; k < N; k++) {
+    b.if(nTop.le(u32(k)), () => b.return());
     const on = b.let(nTop.gt(u32(k)), "bool", "on");
     // this lane's best head: value descending, index ascending; a part's list ends at its first NONE index
     const bx = b.let(NEG, "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
