@@ -12,7 +12,7 @@
 //
 //   deno run -A bench/sampler.ts --backend ptx --steps 64 [--sample-parts 1]
 import { parseArgs } from "node:util";
-import { Engine } from "../backends/executor.ts";
+import { Engine, type SlotValues } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { familyOf } from "../llm/registry.ts";
@@ -108,7 +108,7 @@ async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: n
   for (let i = 0; i < n + 4; i++) {
     if (i === 4) t0 = performance.now(), hostMask = 0;
     const pos = 600 + i;
-    let sl: Record<string, Uint32Array | Int32Array>;
+    let sl: SlotValues;
     if (!k.full) {
       plain.set(0, k.p, pos);
       sl = { sampler: plain.words };
@@ -123,7 +123,7 @@ async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: n
       }
       slots.set(0, k.p, pos, { history, eog: [V - 1], mask, countsRow: 0 });
       // as the Driver: the step writes its input token's word of the counts row
-      sl = { ...slots.values(), [COUNT_AT_SLOT]: Int32Array.of(tok), [COUNT_VALUE_SLOT]: Uint32Array.of(countWord(history, tok)) };
+      sl = { ...slots.uploads(), [COUNT_AT_SLOT]: Int32Array.of(tok), [COUNT_VALUE_SLOT]: Uint32Array.of(countWord(history, tok)) };
     }
     const r = await eng.step(k.full ? fullId : greedyId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
     tok = readSample(r.outputs).tokens[0];

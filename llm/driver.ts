@@ -331,7 +331,7 @@ export class Driver {
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
-      ...this.sampling.values(),
+      ...this.sampling.uploads(), // the mask slot only for a constrained row
       [COUNT_AT_SLOT]: at,
       [COUNT_VALUE_SLOT]: value,
       ...extra,
