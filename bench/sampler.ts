@@ -1,7 +1,7 @@
 // What the full sampler costs per decode step at a real shape (default Llama 3.2 1B, 128k vocabulary, synthetic
 // weights): step time (host + device, replayed) of
 // the plain `sample` suffix (greedy, T 0.8) and the full entry as the Driver records it (logits_process +
-// sample + logprobs, penalties over token counts in device State), with the parameters of each row of KINDS:
+// sample + logprobs, penalties over a counts row in device State that each step writes its token's word to), with the parameters of each row of KINDS:
 // the full sampler (repetition/frequency/presence penalties, 50 logit-bias entries, top-5 logprobs; with and
 // without top-p) and a JSON-schema mask from xgrammar each step (host: the matcher's bitmask over the 128k
 // vocabulary and its advance; device: the mask applied), each as a fraction of greedy (issue 17's goals: full
@@ -10,14 +10,14 @@
 // xgrammar is synthetic (256 byte tokens and 128k deterministic strings of letters, digits, punctuation and
 // spaces): no 128k tokenizer travels with the repo.
 //
-//   deno run -A bench/sampler.ts --backend ptx --steps 64
+//   deno run -A bench/sampler.ts --backend ptx --steps 64 [--sample-parts 1]
 import { parseArgs } from "node:util";
-import { Engine } from "../backends/executor.ts";
+import { Engine, type SlotValues } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
 import { familyOf } from "../llm/registry.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
-import { appendSampler, COUNT_SLOT, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
+import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../llm/sampling.ts";
 import { xgrammar } from "../llm/grammar.ts";
 import { BYTE_TO_CHAR } from "../llm/tokenizer/byte-level.ts";
 import { SHAPES, type ShapeName } from "./shapes.ts";
@@ -28,6 +28,8 @@ const { values: o } = parseArgs({
     backend: { type: "string", default: "auto" },
     steps: { type: "string", default: "64" },
     ctx: { type: "string", default: "1024" },
+    // parts per row of the split sample kernels (1: one workgroup per row; default the library's choice)
+    "sample-parts": { type: "string" },
   },
 });
 const c = SHAPES[o.shape as ShapeName];
@@ -37,14 +39,16 @@ if (!(steps >= 4 && steps <= 4096 && cap >= 2 * steps + 600)) throw new Error(`-
 
 const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
 const dev = await openBackend(o.backend as BackendChoice);
-const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
+const sampleParts = o["sample-parts"] === undefined ? undefined : Number(o["sample-parts"]);
+if (sampleParts !== undefined && !(Number.isInteger(sampleParts) && sampleParts >= 1)) throw new Error(`--sample-parts ${o["sample-parts"]}: want an integer >= 1`);
+const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { sampleParts }), timeoutMs: 120_000 });
 const V = c.vocab, E = MAX_LOGIT_BIAS + 8; // as the Driver: bias and bans (penalties read device State)
-console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries`);
+console.log(`sampler bench: ${o.shape} (vocab ${V}) on ${dev.target.backend} ${dev.target.device}, ${steps} steps, ctx ${cap}, ${E} entries, sample parts ${sampleParts ?? "default"}`);
 await eng.loadWeights(model.store, model.map);
 
 function entry(full: boolean) {
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap }, { dtypeOf: model.dtypeOf });
-  appendSampler(tracer, logits, full ? { process: { entries: E, counts: true }, logprobs: true } : {});
+  appendSampler(tracer, logits, full ? { process: { entries: E, rows: { rows: 1, writes: 1 } }, logprobs: true } : {});
   return eng.addEntry(`sampler-bench:${full}`, tracer.build());
 }
 const greedyId = entry(false), fullId = entry(true);
@@ -95,16 +99,16 @@ const KINDS: Record<string, { full: boolean; p: SamplerParams; json?: boolean; w
   json: { full: true, p: { temperature: 0.8, seed: 1 }, json: true, what: "T 0.8 + JSON-schema mask (host matcher included)" },
 };
 
-async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: number }> {
+async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: number; waitMs: number }> {
   const k = KINDS[kind];
   const slots = new SamplerSlots(1, V, E);
   const plain = new SamplerSlots(1, V, 0);
   const g = k.json ? await jsonMatcher() : undefined;
-  let tok = 1, hostMask = 0, t0 = 0;
+  let tok = 1, hostMask = 0, t0 = 0, wait = 0;
   for (let i = 0; i < n + 4; i++) {
-    if (i === 4) t0 = performance.now(), hostMask = 0;
+    if (i === 4) t0 = performance.now(), hostMask = 0, wait = 0;
     const pos = 600 + i;
-    let sl: Record<string, Uint32Array | Int32Array>;
+    let sl: SlotValues;
     if (!k.full) {
       plain.set(0, k.p, pos);
       sl = { sampler: plain.words };
@@ -117,10 +121,12 @@ async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: n
         mask = new Uint32Array(m.buffer, m.byteOffset, Math.ceil(V / 32));
         hostMask += performance.now() - h0;
       }
-      slots.set(0, k.p, pos, { history, eog: [V - 1], mask, deviceCounts: true });
-      sl = { ...slots.values(), [COUNT_SLOT]: new Int32Array([i < 2 ? 1 : 0, 1]) };
+      slots.set(0, k.p, pos, { history, eog: [V - 1], mask, countsRow: 0 });
+      // as the Driver: the step writes its input token's word of the counts row
+      sl = { ...slots.uploads(), [COUNT_AT_SLOT]: Int32Array.of(tok), [COUNT_VALUE_SLOT]: Uint32Array.of(countWord(history, tok)) };
     }
     const r = await eng.step(k.full ? fullId : greedyId, { token: new Int32Array([tok]), pos: new Int32Array([pos]), ...sl });
+    wait += r.waitMicros / 1000;
     tok = readSample(r.outputs).tokens[0];
     if (g) {
       const h0 = performance.now();
@@ -128,7 +134,7 @@ async function run(kind: string, n = steps): Promise<{ ms: number; hostMaskMs: n
       hostMask += performance.now() - h0;
     }
   }
-  return { ms: (performance.now() - t0) / n, hostMaskMs: hostMask / n };
+  return { ms: (performance.now() - t0) / n, hostMaskMs: hostMask / n, waitMs: wait / n };
 }
 
 for (const kind of Object.keys(KINDS)) await run(kind, 4); // warm-up: first uses compile and JIT host code
@@ -137,9 +143,11 @@ const greedy = await run("greedy");
 for (const kind of Object.keys(KINDS)) {
   const r = kind === "greedy" ? greedy : await run(kind);
   const frac = r.ms / greedy.ms - 1;
-  rows.push(`${kind.padEnd(7)} ${r.ms.toFixed(3).padStart(8)} ms  ${((frac >= 0 ? "+" : "") + (100 * frac).toFixed(1) + "%").padStart(8)}  ${r.hostMaskMs.toFixed(3)} ms  ${KINDS[kind].what}`);
+  rows.push(`${kind.padEnd(7)} ${r.ms.toFixed(3).padStart(8)} ms  ${((frac >= 0 ? "+" : "") + (100 * frac).toFixed(1) + "%").padStart(8)}  ${r.hostMaskMs.toFixed(3)} ms  ${r.waitMs.toFixed(3)} ms  ${(r.ms - r.waitMs).toFixed(3)} ms  ${KINDS[kind].what}`);
 }
 const again = await run("greedy"); // the same entry again: how much the table moves by itself
 rows.push(`greedy  ${again.ms.toFixed(3).padStart(8)} ms  ${((again.ms / greedy.ms - 1) * 100).toFixed(1).padStart(7)}%  (again, at the end: the run-to-run noise)`);
-console.log(["kind    step time   vs greedy  host mask  what", ...rows].join("\n"));
+// wait: the Engine's wait for the device per step (Executor StepResult.waitMicros); host: the rest of the step
+// time (slot encoding, uploads, the replay call, readbacks, the matcher), where the sampler's host cost shows.
+console.log(["kind    step time   vs greedy  host mask  wait       host       what", ...rows].join("\n"));
 await eng.unload();

@@ -97,6 +97,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionFuse?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
+  /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */
+  sampleParts?: number;
+  /** Parts per row of the split logprobs kernels (kernels/lib/logprobs_split.ts; 1 = one workgroup per row); default logprobsParts'. */
+  logprobsParts?: number;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -508,12 +512,21 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
     return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
   },
-  sample(cx, n) { // one workgroup per row: a few passes over the row, the rest over candidates
-    const { nodes, caps, bind, kernel } = cx;
+  sample(cx, n) { // a long row: stats and masses over many workgroups, then one per row; else one per row
+    const { nodes, caps, buf, bind, kernel } = cx;
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
     const [R, V] = i0.shape;
-    const k = lib.sample(caps, { rows: R, vocab: V });
-    return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+    const parts = lib.sampleSplit(V, cx.opts.sampleParts ?? lib.sampleParts(caps, V)).parts;
+    const k = lib.sample(caps, { rows: R, vocab: V, parts });
+    if (parts <= 1) return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
+    const arena = (name: string, words: number): Binding => {
+      const bytes = R * parts * words * 4;
+      return { buffer: buf("arena", name, bytes), offset: 0, bytes };
+    };
+    const stats = arena("sample-stats", lib.STATS_WORDS), mass = arena("sample-mass", lib.MASS_WORDS);
+    kernel(lib.sampleStats(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), stats], { bytes: 4 * R * V, flops: 4 * R * V });
+    kernel(lib.sampleMass(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), bind(ins[1]), stats, mass], { bytes: 4 * R * V, flops: 4 * R * V });
+    return kernel(k, [bind(ins[0]), bind(ins[1]), stats, mass, out], { bytes: 12 * R * V, flops: 32 * R * V });
   },
   logits_process(cx, n) { // (row, chunk) workgroups: a copy with the mask, then the row's sparse entries
     const { nodes, caps, bind, kernel } = cx;
@@ -524,12 +537,21 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const k = lib.logitsProcess(caps, { rows: R, vocab: V, entries, countRows });
     return kernel(k, [...ins.map(bind), out], { bytes: (countRows ? 12 : 8) * R * V + 12 * R * entries, flops: R * V });
   },
-  logprobs(cx, n) { // one workgroup per row; rows that want none read nothing
-    const { nodes, caps, bind, kernel } = cx;
+  logprobs(cx, n) { // a long row: per-part top lists over many teams, then a merge; else one workgroup per row
+    const { nodes, caps, buf, bind, kernel } = cx;
     const ins = n.inputs, out = bind(n.id);
     const [R, V] = nodes[ins[0]].shape;
-    const k = lib.logprobs(caps, { rows: R, vocab: V, n: n.attrs.n! });
-    return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 4 * R * V * (2 + n.attrs.n!), flops: 8 * R * V });
+    const N = n.attrs.n!;
+    const parts = lib.sampleSplit(V, cx.opts.logprobsParts ?? lib.logprobsParts(caps, V)).parts;
+    if (parts <= 1) {
+      const k = lib.logprobs(caps, { rows: R, vocab: V, n: N });
+      return kernel(k, [bind(ins[0]), bind(ins[1]), bind(ins[2]), out], { bytes: 4 * R * V * (2 + N), flops: 8 * R * V });
+    }
+    const bytes = R * parts * lib.logprobsPartWords(N) * 4;
+    const part: Binding = { buffer: buf("arena", "logprobs-parts", bytes), offset: 0, bytes };
+    const shape = { rows: R, vocab: V, n: N, parts };
+    kernel(lib.logprobsPart(caps, shape), [bind(ins[0]), bind(ins[2]), part], { bytes: 4 * R * V, flops: 8 * R * V });
+    return kernel(lib.logprobsCombine(caps, shape), [bind(ins[0]), bind(ins[1]), bind(ins[2]), part, out], { bytes: 2 * bytes, flops: bytes });
   },
 };
 

@@ -16,7 +16,7 @@ import { tiledAuto } from "../kernels/lower.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, LlmError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
-import { appendSampler, COUNT_SLOT, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
+import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, GREEDY, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots, TokenHistory, validateSampler } from "./sampling.ts";
 import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
 import { type StreamSink, type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext, type ContextRequest } from "./validate.ts";
@@ -264,8 +264,11 @@ export class Driver {
         : x && x.shape.length === 2 && x.shape[0] === rows
         ? tracer.label(tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]), "logits.last")
         : tracer.slice(logits, 0, rows - 1, rows);
-      // Token counts live in device State, marked and counted by each step (the COUNT_SLOT below).
-      appendSampler(tracer, last, full ? { process: { entries: this.sampling.entries, counts: true }, logprobs: true } : {});
+      // Token counts live in device State (one counts row); each step writes the words of its input tokens
+      // (run below): a prefill chunk's prompt marks, a decode step's input token (the previous draw) counted.
+      // One scatter planned in place, where counting on the device took a dozen small kernels and three copies
+      // of the State per step.
+      appendSampler(tracer, last, full ? { process: { entries: this.sampling.entries, rows: { rows: 1, writes: rows } }, logprobs: true } : {});
     } else {
       tracer.output("hidden", hidden);
     }
@@ -309,8 +312,8 @@ export class Driver {
       const byValue = use !== undefined && use.some((u) => u === 1);
       const id = this.entry("step", rows, full, byValue);
       const extra = byValue ? { [SLOTS.inputRows]: given!.rows.subarray(pos * D, (pos + rows) * D), [SLOTS.inputUse]: use } : undefined;
-      // every chunk marks its tokens as prompt; only the last one's draw is a generated token
-      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, pos + rows >= ids.length ? 1 : 0, 1, extra);
+      // every chunk writes its tokens' prompt marks; only the last one's draw is a generated token
+      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, extra);
       pos += rows;
     }
     return last;
@@ -318,15 +321,21 @@ export class Driver {
 
   /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
   private async run(
-    id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, count = 1, prompt = 0, extra?: Record<string, ArrayBufferView>,
+    id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, extra?: Record<string, ArrayBufferView>,
   ): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
-    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, deviceCounts: true });
+    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, countsRow: 0 });
+    // The counts row's words of this step's tokens, from the history (which already holds a decode step's
+    // input token): the State was zeroed when the generation began, and every token it holds came in as one.
+    const h = ctx.history;
+    const at = Int32Array.from(tokens, (t) => (h ? t : this.model.config.vocab));
+    const value = Uint32Array.from(tokens, (t) => (h ? countWord(h, t) : 0));
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
-      ...this.sampling.values(),
-      [COUNT_SLOT]: new Int32Array([prompt, count]),
+      ...this.sampling.uploads(), // the mask slot only for a constrained row
+      [COUNT_AT_SLOT]: at,
+      [COUNT_VALUE_SLOT]: value,
       ...extra,
     });
     const s = readSample(r.outputs, undefined, this.sampling.words);

@@ -4,7 +4,7 @@
 // mask forbids (the mask is read only for a masked row), then, after a barrier (it orders the buffer writes of
 // the workgroup), its lanes walk the row's entries and rewrite the ones whose id falls in the chunk. An
 // unconstrained row with no entries costs one copy of the row (R·V reads and writes over the whole GPU).
-// logprobs: one workgroup per row: one pass for the max, its first index (the first top entry) and Σ exp
+// logprobs (kernels/lib/logprobs_split.ts splits a long row over many teams instead): one workgroup per row: one pass for the max, its first index (the first top entry) and Σ exp
 // against a running max, then N − 1 rounds of "largest after the previous" (one pass, two reductions each).
 // A row that wants no logprobs runs zero iterations of every pass; rounds past the row's top_logprobs do too
 // (the reductions still run: loops holding barriers have constant trip counts).

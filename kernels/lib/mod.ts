@@ -21,5 +21,7 @@ export {
 } from "./elementwise.ts";
 export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";
 export { sample, sampleLayout, type SampleLayout, type SampleShape } from "./sample.ts";
+export { MASS_WORDS, sampleMass, sampleParts, sampleSplit, sampleStats, STATS_WORDS } from "./sample_split.ts";
+export { logprobsCombine, logprobsPart, logprobsParts, partWords as logprobsPartWords } from "./logprobs_split.ts";
 export { logitsProcess, logprobs, type LogprobsShape, type ProcessShape } from "./logits.ts";
 export { chunkDot, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";

@@ -21,12 +21,14 @@
 // workgroup reductions/scans over shared memory. A long row (V = 32k..152k): the first pass, one counting
 // pass per cutoff step until the cut is found (typically a few; the 16 steps' reductions always run), two
 // compaction passes, then the same work over <= cap candidates (39 reductions in all). Greedy rows cost the
-// first pass only. A long row uses one workgroup (one SM); splitting it over several would use more of a big
-// GPU for batch-1 decode (a later optimisation, with the H200 to measure it on).
+// first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide GPUs) the
+// first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
+// beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup.
 import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
+import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit } from "./sample_split.ts";
 
 export interface SampleShape {
   rows: number;
@@ -37,6 +39,8 @@ export interface SampleShape {
   wg?: number;
   /** Bisection steps of the cutoff search (default 16). */
   cutoffSteps?: number;
+  /** Parts per row of the split kernels (kernels/lib/sample_split.ts); 1 or absent: this kernel reads the row. */
+  parts?: number;
   name?: string;
 }
 
@@ -207,19 +211,25 @@ function mix32(b: KernelBuilder, v: Val): Val {
 /**
  * The `sample` op: (token, nonfinite) for each row, as graph/sample.ts defines them.
  * Bindings: logits f32 [rows, vocab] (r); params u32 [rows, SAMPLER_WORDS] (r, the Sampler slot);
- * out i32 [rows, 2] (w).
+ * out i32 [rows, 2] (w). With `parts` > 1, stats f32 [rows, parts, 4] (r) and mass f32 [rows, parts, 2] (r)
+ * (from sampleStats and sampleMass) sit between params and out.
  */
 export function sample(caps: Caps, s: SampleShape): Kernel {
   const { rows, vocab: V } = s;
   if (!(Number.isInteger(rows) && rows >= 1 && Number.isInteger(V) && V >= 1)) throw new KernelError(`sample: bad shape ${rows}x${V}`);
   if (V >= NONE || rows * V >= 2 ** 32) throw new KernelError(`sample: ${rows}x${V} logits exceed the kernel's index range`);
   const L = sampleLayout(caps, s);
-  const W = L.lanes, CAP = L.cap, NP = (1 << L.bits) - 1, steps = s.cutoffSteps ?? 16;
+  const W = L.lanes, CAP = L.cap, NP = (1 << L.bits) - 1;
+  // With the parts' pivot counts the search starts within 1/16 of the range: 4 steps fewer reach the same width.
+  const steps = s.cutoffSteps ?? (s.parts !== undefined && s.parts > 1 ? 12 : 16);
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const grid = gridFor(caps, rows);
-  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}`, { workgroup: W, grid });
+  const split = s.parts !== undefined && s.parts > 1 ? sampleSplit(V, s.parts) : undefined;
+  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}${split ? `_p${split.parts}` : ""}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
   const PRM = b.buffer("params", "u32", "r");
+  const ST = split && b.buffer("stats", "f32", "r");
+  const MS = split && b.buffer("mass", "f32", "r");
   const OUT = b.buffer("out", "i32", "w");
   const lanes = new Lanes(b, L, sg, Math.max(NP, 3));
   const lid = lanes.lid;
@@ -256,22 +266,29 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     b.for(st, b.let(en, "u32", "en"), vw, body);
   };
 
-  // 1. max, greedy index, non-finite flag, smallest finite logit.
-  const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
-  const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
-  overRow(null, (i, x) => {
-    const fin = b.let(x.isfinite(), "bool", "fin");
-    b.if(fin.not(), () => b.set(nf, f32(1)));
-    b.if(fin, () => b.set(lo, lo.min(x)));
-    const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
-    b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
-      b.set(bv, v);
-      b.set(bi, i);
+  // 1. max, greedy index, non-finite flag, smallest finite logit: one pass, or the parts' stats.
+  let m: Val, nfAll: Val, negMin: Val, greedy: Val;
+  if (split) {
+    const st = rowStats(b, ST!, row, split.parts, lid, W, (vs) => lanes.reduce("max", vs));
+    [m, nfAll, negMin] = [st.m, st.nf, b.let(st.lo.neg(), "f32", "nmn")];
+    greedy = b.let(st.first.cast("u32"), "u32", "greedy");
+  } else {
+    const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
+    const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
+    overRow(null, (i, x) => {
+      const fin = b.let(x.isfinite(), "bool", "fin");
+      b.if(fin.not(), () => b.set(nf, f32(1)));
+      b.if(fin, () => b.set(lo, lo.min(x)));
+      const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
+      b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
+        b.set(bv, v);
+        b.set(bi, i);
+      });
     });
-  });
-  const [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
-  const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
-  const greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
+    [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
+    const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
+    greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
+  }
   const write = (tok: Val, flag: Val) => {
     const st = () => {
       b.store(OUT, row.mul(2), tok.bitcast("i32"));
@@ -290,6 +307,90 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const kF = topK.cast("f32");
   const pOn = b.let(topP.lt(f32(1)), "bool", "pOn");
   const mOn = b.let(minP.gt(f32(0)), "bool", "mOn");
+  const bits = mix32(b, ctr.xor(mix32(b, seed)));
+  const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
+  const fallback = (first: Val, near: Val, total: Val) =>
+    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
+  if (split) plainFromParts();
+
+  /** Sums over the row's parts of these words of the mass records (every lane gets them). */
+  function partSums(words: number[]): Val[] {
+    const n = words.length;
+    const P = split!.parts;
+    const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "so");
+    const pPer = Math.ceil(P / W);
+    const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "sb0");
+    const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "sb1");
+    const acc = Array.from({ length: n }, () => b.let(f32(0), "f32", "sa"));
+    b.for(b0, b1, 1, (p) => {
+      const at = b.let(o.add(p.mul(u32(MASS_WORDS))), "u32", "sat");
+      acc.forEach((a, k) => b.set(a, a.add(b.load(MS!, at.add(words[k])))));
+    });
+    const nv = Math.max(NP, 3), out: Val[] = [];
+    for (let k = 0; k < n; k += nv) out.push(...lanes.reduce("add", acc.slice(k, k + nv)));
+    return out;
+  }
+
+  /**
+   * An unfiltered row with the parts' masses: the total and the part holding u · total come from the masses
+   * (every lane sums them in part order), then only that part's slice is walked, in index order (contiguous
+   * sub-slices per lane, a scan for their starts). Other rows walk nothing here (the scan and reduction
+   * still run: no barrier sits under data-dependent control flow) and go on to the filtered path.
+   */
+  function plainFromParts(): void {
+    const { parts: P, slice: SL } = split!;
+    const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
+    // Each lane takes a contiguous block of parts (one part per lane on a GPU); a scan gives each block its
+    // start, then the part holding u · total is the last one starting at or below it with mass > 0.
+    const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
+    const pPer = Math.ceil(P / W);
+    const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "pb0");
+    const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "pb1");
+    const mine = b.let(f32(0), "f32", "pmine"), lastMine = b.let(f32(-1), "f32", "plm");
+    b.for(b0, b1, 1, (p) => {
+      b.set(mine, mine.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
+      b.set(lastMine, lastMine.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
+    });
+    const blk = lanes.scan(mine);
+    const total = blk.total;
+    const target = b.let(u.mul(total), "f32", "ptgt");
+    const claim = b.let(f32(-1), "f32", "pclaim"), myStart = b.let(f32(0), "f32", "pms"), run = b.let(blk.excl, "f32", "prun");
+    b.for(b0, b1, 1, (p) => {
+      const w = b.let(b.load(MS!, o.add(p.mul(u32(MASS_WORDS)))), "f32", "pw");
+      b.if(run.le(target).and(w.gt(f32(0))), () => {
+        b.set(claim, p.cast("f32"));
+        b.set(myStart, run);
+      });
+      b.set(run, run.add(w));
+    });
+    const [qf, lastAll] = lanes.reduce("max", [claim, lastMine]);
+    const [start0] = lanes.reduce("max", [claim.eq(qf).and(qf.ge(f32(0))).select(myStart, f32(-Infinity))]);
+    const q = b.let(qf.max(f32(0)).cast("u32"), "u32", "pq");
+    const start = b.let(start0.max(f32(0)), "f32", "pst");
+    const s0 = b.let(q.mul(u32(SL)), "u32", "ps0");
+    const len = b.let(plain.select(s0.add(u32(SL)).min(u32(V)).sub(s0), u32(0)), "u32", "plen");
+    const per = b.let(len.add(W - 1).div(W), "u32", "pper");
+    const t0 = b.let(s0.add(lid.mul(per).min(len)), "u32", "pt0");
+    const t1 = b.let(s0.add(lid.mul(per).add(per).min(len)), "u32", "pt1");
+    const wAt = (j: Val) => b.let(b.load(X, base.add(j)).sub(m).mul(invT).exp(), "f32", "pw");
+    const my = b.let(f32(0), "f32", "pmy");
+    b.for(t0, t1, 1, (j) => b.set(my, my.add(wAt(j))));
+    const { excl } = lanes.scan(my);
+    const cum = b.let(start.add(excl), "f32", "pcum");
+    const pick = b.let(f32(NONE), "f32", "ppick"), last = b.let(f32(-1), "f32", "plst");
+    b.for(t0, t1, 1, (j) => {
+      const w = wAt(j);
+      b.set(cum, cum.add(w));
+      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, j.cast("f32")));
+      b.if(w.gt(f32(0)), () => b.set(last, j.cast("f32")));
+    });
+    const [negPick, near] = lanes.reduce("max", [pick.neg(), last]);
+    const tok = b.let(fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total).cast("u32"), "u32", "ptok");
+    b.if(plain, () => {
+      write(tok, i32(0));
+      b.return();
+    });
+  }
 
   // 2. the candidate list.
   const sKey = b.shared("ckey", "u32", L.small ? V : CAP);
@@ -306,15 +407,44 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     nFast = u32(V);
   } else {
     const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
-    const za = b.let(f32(0), "f32", "za");
-    overRow(needZ, (_, x) => {
-      const w = wOf(x);
-      b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
-    });
-    [zAll] = lanes.reduce("add", [za]);
-    const zTarget = b.let(topP.mul(zAll), "f32", "zt");
+    const cover = (count: Val, mass: Val, at: Val, zTarget: Val): Val =>
+      kOn.and(count.ge(kF)).or(mOn.and(wOf(at).lt(minP)).and(kOn.not().or(pOn.not()))).or(needZ.and(mass.ge(zTarget)));
     const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
     const found = b.let(u32(0), "u32", "found"), cut = b.let(m, "f32", "cut");
+    let zTarget: Val;
+    if (split) {
+      // Z, and the counts and masses at the pivots, from the parts: the cut is a pivot when one covers the
+      // kept set within `cap`; else the search starts between the two pivots around it.
+      [zAll] = partSums([MASS.z]);
+      zTarget = b.let(topP.mul(zAll), "f32", "zt");
+      const o0 = b.let(row.mul(u32(split.parts * MASS_WORDS)), "u32", "po0");
+      const pivot = (j: number) => (j < PIVOTS ? b.let(b.load(MS!, o0.add(MASS.pivot + j)), "f32", "piv") : m);
+      // a few pivots' (count, mass) per reduction, so that the sums held at once stay few (registers)
+      const per = Math.max(1, Math.floor(Math.max(NP, 3) / 2));
+      for (let j0 = 0; j0 < PIVOTS; j0 += per) {
+        const js = Array.from({ length: Math.min(per, PIVOTS - j0) }, (_, k) => j0 + k);
+        const sums = partSums(js.flatMap((j) => [MASS.count + j, MASS.above + j]));
+        js.forEach((j, k) => { // ascending pivots: the last that covers is the tightest
+          const cnt = sums[2 * k], mass = sums[2 * k + 1], pv = pivot(j);
+          b.if(cnt.gt(f32(CAP)), () => b.set(lo2, pv));
+          b.if(cover(cnt, mass, pv, zTarget), () => {
+            b.set(found, cnt.le(f32(CAP)).select(u32(1), u32(0)));
+            b.set(cut, pv);
+            b.set(hi, pivot(j + 1));
+          });
+        });
+      }
+      b.if(found.eq(u32(0)).and(cut.eq(m)), () => b.set(hi, pivot(0))); // no pivot covers: the cut is below them all
+      b.set(cut, found.eq(u32(1)).select(cut, m));
+    } else {
+      const za = b.let(f32(0), "f32", "za");
+      overRow(needZ, (_, x) => {
+        const w = wOf(x);
+        b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+      });
+      [zAll] = lanes.reduce("add", [za]);
+      zTarget = b.let(topP.mul(zAll), "f32", "zt");
+    }
     // With no filter on, no cut can cover the kept set: the search reads nothing (its reductions still run).
     const search = b.let(kOn.or(pOn).or(mOn), "bool", "search");
     b.for(u32(0), u32(steps), 1, () => {
@@ -327,13 +457,10 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
         });
       });
       const [rc, rs] = lanes.reduce("add", [cnt.cast("f32"), sm]);
-      const coverK = kOn.and(rc.ge(kF));
-      const coverM = mOn.and(wOf(mid).lt(minP)).and(kOn.not().or(pOn.not()));
-      const coverP = needZ.and(rs.ge(zTarget));
-      const cover = b.let(coverK.or(coverM).or(coverP), "bool", "cover");
+      const covers = b.let(cover(rc, rs, mid, zTarget), "bool", "cover");
       b.if(found.eq(u32(0)), () => {
         b.if(rc.gt(f32(CAP)), () => b.set(lo2, mid), () => {
-          b.if(cover, () => {
+          b.if(covers, () => {
             b.set(found, u32(1));
             b.set(cut, mid);
           }, () => b.set(hi, mid));
@@ -497,10 +624,6 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   }
 
   // 4. the draw.
-  const bits = mix32(b, ctr.xor(mix32(b, seed)));
-  const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
-  const fallback = (first: Val, near: Val, total: Val) =>
-    total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
   let tok: Val;
   if (L.mode === "subgroup") {
     // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the

@@ -30,12 +30,15 @@ const CONFIGS: Params[] = [
   { invTemp: 1, topK: 3, topP: 0.2, minP: 0.5 },
 ];
 
+// Rows that sample with no filter (the split kernels' fast path), mixed with a greedy and a filtered row.
+const PLAIN: Params[] = [{ invTemp: 1 }, { invTemp: 1 / 0.8 }, { invTemp: 0.3 }, { invTemp: 0 }, { invTemp: 2.5 }, { invTemp: 1, topK: 40 }];
+
 interface Batch {
   logits: Float32Array;
   params: Uint32Array;
 }
 
-function batch(rows: number, V: number, seed: number): Batch {
+function batch(rows: number, V: number, seed: number, configs = CONFIGS): Batch {
   const logits = new Float32Array(rows * V);
   for (let r = 0; r < rows; r++) logits.set(lmLogits(V, seed + r, r % 3 === 2 ? 0.3 : 3), r * V);
   // a row with a NaN, one with +Inf, one of all-equal logits, one with a tie at the top
@@ -45,7 +48,7 @@ function batch(rows: number, V: number, seed: number): Batch {
     logits.fill(0.25, 6 * V, 7 * V);
     logits[8 * V + 2] = logits[8 * V + V - 2] = 50;
   }
-  const params = paramWords(rows, (r) => ({ ...CONFIGS[r % CONFIGS.length], seed: seed * 31 + r, counter: r * 7 + 1 }));
+  const params = paramWords(rows, (r) => ({ ...configs[r % configs.length], seed: seed * 31 + r, counter: r * 7 + 1 }));
   return { logits, params };
 }
 
@@ -63,11 +66,11 @@ function compare(label: string, b: Batch, rows: number, V: number, got: Int32Arr
   assert.ok(off.length <= Math.floor(rows / 100), `${label}: ${off.length} of ${rows} rows differ: ${off.join("; ")}`);
 }
 
-async function check(dev: Device, shape: SampleShape, seed: number): Promise<void> {
-  const b = batch(shape.rows, shape.vocab, seed);
+async function check(dev: Device, shape: SampleShape, seed: number, configs = CONFIGS): Promise<void> {
+  const b = batch(shape.rows, shape.vocab, seed, configs);
   const got = await runKernel(dev, shape, b.logits, b.params);
   const L = sampleLayout(dev.target.caps, shape);
-  compare(`${shape.rows}x${shape.vocab} ${L.mode} lanes ${L.lanes} cap ${L.cap}${shape.cutoffSteps === 0 ? " no cut" : ""}`, b, shape.rows, shape.vocab, got);
+  compare(`${shape.rows}x${shape.vocab} ${L.mode} lanes ${L.lanes} cap ${L.cap}${shape.cutoffSteps === 0 ? " no cut" : ""}${shape.parts ? ` parts ${shape.parts}` : ""}`, b, shape.rows, shape.vocab, got);
   const again = await runKernel(dev, shape, b.logits, b.params);
   assert.deepEqual(again, got, "a second run gives the same bits");
 }
@@ -87,6 +90,11 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
         await check(dev as Device, { rows: 12, vocab: 700, cap: 64, cutoffSteps: 0 }, 4);
         await check(dev as Device, { rows: 12, vocab: 333, cap: 16 }, 5);
       }
+    });
+    test(`sample kernel on ${name}: long rows split over parts (stats, masses, pick)`, { skip }, async () => {
+      await check(dev as Device, { rows: 24, vocab: 2000, parts: 7 }, 7, PLAIN);
+      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5 }, 8);
+      await check(dev as Device, { rows: 6, vocab: 1001, parts: 3 }, 9, PLAIN);
     });
     if (!quick) {
       test(`sample kernel on ${name}: a real vocabulary (32000)`, { skip: skip || slowDevice(dev) }, async () => {

@@ -64,10 +64,13 @@ for (const backend of selectedBackends()) devices.push([backend, await openDevic
 devices.push(["js (lockstep, subgroups of 8)", new JsDevice({ caps: { subgroupSize: 8 } })]);
 for (const [backend, dev] of devices) {
   const skip = typeof dev === "string" ? dev : false;
-  for (const V of [512, 5000]) {
+  // each size also with the split sample and logprobs kernels forced (the default only on wide GPUs at V >= 16k)
+  for (const [V, split] of [[512, undefined], [5000, undefined], [5000, [7, 9]]] as const) {
     const R = 16, E = 64;
-    test(`full sampler on ${backend}: ${R} rows x ${V}: processed logits, tokens, logprobs vs the oracle`, { skip: V > 512 ? slowDevice(dev) : skip, timeout: 600_000 }, async () => {
-      const eng = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
+    const opts = split ? { sampleParts: split[0], logprobsParts: split[1] } : {};
+    const what = split ? ` (split: sample ${split[0]} parts, logprobs ${split[1]})` : "";
+    test(`full sampler on ${backend}: ${R} rows x ${V}${what}: processed logits, tokens, logprobs vs the oracle`, { skip: V > 512 ? slowDevice(dev) : skip, timeout: 600_000 }, async () => {
+      const eng = new Engine(dev as Device, { compile: (g, t) => compileGraph(g, t, opts), timeoutMs: 120_000, ownsDevice: false });
       try {
         const g = graph(R, V, E);
         const id = eng.addEntry(`full-sampler-${V}`, g);

@@ -2,6 +2,8 @@
 // chi-square test.
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { sample, type SampleShape } from "../../kernels/lib/sample.ts";
+import { MASS_WORDS, sampleMass, sampleSplit, sampleStats, STATS_WORDS } from "../../kernels/lib/sample_split.ts";
+import type { Kernel } from "../../kernels/ir.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { f32Bits } from "../../graph/dtype.ts";
 
@@ -47,26 +49,42 @@ export function lmLogits(vocab: number, seed: number, spread = 3): Float32Array 
   return x;
 }
 
-/** Runs the sample kernel once on a device: (token, nonfinite) per row. */
+/**
+ * Runs the sample kernel once on a device: (token, nonfinite) per row. With `parts` > 1, the split kernels
+ * (stats, masses, then the pick) run in order on scratch buffers, as the lowering chains them.
+ */
 export async function runKernel(dev: Device, shape: SampleShape, logits: Float32Array, params: Uint32Array): Promise<Int32Array> {
-  const k = sample(dev.target.caps, shape);
+  const caps = dev.target.caps;
   const mk = (bytes: Uint8Array): DeviceBuffer => {
     const d = dev.alloc(Math.max(bytes.byteLength, 16), "device");
     dev.write(d, 0, bytes);
     return d;
   };
   const u8 = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  const bufs = [mk(u8(logits)), mk(u8(params)), mk(new Uint8Array(shape.rows * 8))];
+  const split = shape.parts && shape.parts > 1 ? sampleSplit(shape.vocab, shape.parts) : undefined;
+  const P = split?.parts ?? 0, R = shape.rows;
+  const X = { buffer: mk(u8(logits)), bytes: logits.byteLength };
+  const PRM = { buffer: mk(u8(params)), bytes: params.byteLength };
+  const OUT = { buffer: mk(new Uint8Array(R * 8)), bytes: R * 8 };
+  const ST = { buffer: mk(new Uint8Array(R * P * STATS_WORDS * 4)), bytes: R * P * STATS_WORDS * 4 };
+  const MS = { buffer: mk(new Uint8Array(R * P * MASS_WORDS * 4)), bytes: R * P * MASS_WORDS * 4 };
+  const steps: [Kernel, typeof X[]][] = split
+    ? [
+      [sampleStats(caps, { ...shape, parts: P }), [X, ST]],
+      [sampleMass(caps, { ...shape, parts: P }), [X, PRM, ST, MS]],
+      [sample(caps, shape), [X, PRM, ST, MS, OUT]],
+    ]
+    : [[sample(caps, shape), [X, PRM, OUT]]];
   try {
-    dev.run([{
-      k: "kernel", compiled: dev.compile(k), grid: k.grid, work: { bytes: 0, flops: 0 },
-      bindings: bufs.map((buffer, i) => ({ buffer, offset: 0, bytes: i === 0 ? logits.byteLength : i === 1 ? params.byteLength : shape.rows * 8 })),
-    }]);
+    dev.run(steps.map(([k, bs]) => ({
+      k: "kernel" as const, compiled: dev.compile(k), grid: k.grid, work: { bytes: 0, flops: 0 },
+      bindings: bs.map(({ buffer, bytes }) => ({ buffer, offset: 0, bytes: Math.max(bytes, 4) })),
+    })));
     await dev.synchronize(120_000);
-    const out = await dev.read(bufs[2], 0, shape.rows * 8);
+    const out = await dev.read(OUT.buffer, 0, R * 8);
     return new Int32Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength));
   } finally {
-    for (const b of bufs) dev.free(b);
+    for (const b of [X, PRM, OUT, ST, MS]) dev.free(b.buffer);
   }
 }
 
