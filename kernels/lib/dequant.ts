@@ -79,6 +79,17 @@ function words(b: KernelBuilder, W: Buffer, view: "u16" | "u32", at: Val, n: num
 
 const half = (w: Val, hi: boolean): Val => un("f16bits", hi ? w.shr(16) : w.and(0xffff));
 
+/**
+ * v - off as f32 for a small unsigned v (< 2^23): 2^23 + v has v in its mantissa, so OR-ing the exponent in and
+ * subtracting 2^23 + off is exact, and costs one logic op and one float add at full rate instead of a
+ * quarter-rate integer-to-float conversion.
+ */
+function small(v: Val, off = 0): Val {
+  return v.or(0x4b000000).bitcast("f32").sub(f32(8388608 + off));
+}
+/** A signed byte held in the low 8 bits of `v` (higher bits zero) as f32, exactly. */
+const sbyte = (v: Val): Val => small(v.xor(0x80), 128);
+
 /** K-quant 6-bit scale and min of sub-block `is` (runtime, 0..7) from the 12 scale bytes in words s[0..2]. */
 function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
   // byte k of the scales: word k>>2, shifted by (k&3)*8 (k is a runtime value)
@@ -99,14 +110,14 @@ function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
  * `wide`: the tensor starts 16-byte aligned, so 16-byte vector loads are allowed.
  */
 export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): QChunk {
-  const f = (v: Val) => v.cast("f32");
-  const qv = (v: Val) => b.let(f(v), "f32", "q");
+  const f = (v: Val) => small(v);
+  const qv = (v: Val) => b.let(v, "f32", "q");
   switch (t) {
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
       const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
       const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
       const q: Val[] = [];
-      for (let i = 0; i < 16; i++) q.push(qv(byteOf(ws, i, 16).shl(24).bitcast("i32").shr(24)));
+      for (let i = 0; i < 16; i++) q.push(qv(sbyte(byteOf(ws, i, 16))));
       return { at: c.mul(16), groups: [{ scale: d, off: 0, q }] };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
@@ -124,8 +135,8 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
           h = h.or(qh.shr(l + 16).and(1).shl(4));
         }
         const off = q5 ? 16 : 8;
-        lo.push(qv(a.cast("i32").sub(off)));
-        hi.push(qv(h.cast("i32").sub(off)));
+        lo.push(qv(small(a, off)));
+        hi.push(qv(small(h, off)));
       }
       return { at: c.mul(8), groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
     }
@@ -143,8 +154,8 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
           a = a.or(qh.shr(l).and(1).shl(4));
           h = h.or(qh.shr(l + 16).and(1).shl(4));
         }
-        lo.push(qv(a));
-        hi.push(qv(h));
+        lo.push(qv(small(a)));
+        hi.push(qv(small(h)));
       }
       return { at: c.mul(8), groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
     }
@@ -170,8 +181,8 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
           a = a.or(hb.and(1).shl(4));
           e = e.or(hb.and(2).shl(3));
         }
-        lo.push(qv(a));
-        hi.push(qv(e));
+        lo.push(qv(small(a)));
+        hi.push(qv(small(e)));
       }
       const g = (sc: Val, m: Val, off: number, q: Val[]): QGroup => ({
         scale: b.let(d.mul(f(sc)), "f32", "ds"),
@@ -193,15 +204,15 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
       const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
       const groups: QGroup[] = [];
       for (let g = 0; g < 4; g++) {
-        const sc = scW[g].shr(odd).shl(24).bitcast("i32").shr(24);
+        const sc = scW[g].shr(odd).and(0xff);
         const q: Val[] = [];
         for (let l = 0; l < 8; l++) {
           const ql = byteOf(g & 1 ? qlB : qlA, l, 16);
           const low = g < 2 ? ql.and(15) : ql.shr(4);
           const hb = byteOf(qhW, l, 16).shr(2 * g).and(3).shl(4);
-          q.push(qv(low.or(hb).cast("i32").sub(32)));
+          q.push(qv(small(low.or(hb), 32)));
         }
-        groups.push({ scale: b.let(d.mul(f(sc)), "f32", "ds"), off: 32 * g, q });
+        groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q });
       }
       return { at: b.let(n.mul(128).add(r.mul(8)), "u32", "at"), groups };
     }
@@ -221,16 +232,16 @@ export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
 }
 
 /**
- * Σ over the chunk of value·x, as scale·Σq·x + bias·Σx per group; `x(off, n)` returns the n x values at
- * chunk offset off.. (loaded once per group; the caller may share them across rows).
+ * Σ over the chunk of value·x, as scale·Σq·x + bias·Σx per group; `xs[g]` holds the x values of group g
+ * (loaded once; the caller may share them across rows), `sx[g]` their sum when the caller computed it once.
  */
-export function chunkDot(ch: QChunk, xs: Val[][]): Val {
+export function chunkDot(ch: QChunk, xs: Val[][], sx?: Val[]): Val {
   let acc: Val | undefined;
   ch.groups.forEach((g, gi) => {
     const x = xs[gi];
     const prods = g.q.map((q, i) => q.mul(x[i]));
     let s = tree(prods).mul(g.scale);
-    if (g.bias) s = s.add(tree(x).mul(g.bias));
+    if (g.bias) s = s.add((sx?.[gi] ?? tree(x)).mul(g.bias));
     acc = acc ? acc.add(s) : s;
   });
   return acc ?? f32(0);
