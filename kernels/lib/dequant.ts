@@ -9,7 +9,7 @@
 // the values sit at consecutive elements starting at `at + off`. Evaluated in that order (one rounding per
 // operation, no fused multiply-add) this is exactly ggml's dequantize_row_* (graph/dtype.ts, the oracle);
 // a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
-import { type Buffer, f32, type KernelBuilder, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
 
 export type QType = BlockDType;
@@ -21,6 +21,11 @@ export interface QGroup {
   /** Element offset of q[0] from the chunk's `at`. */
   off: number;
   q: Val[];
+  /**
+   * q[i] holds the integer times 2^p[i]: a value masked in place out of its word (no shift; see `small`).
+   * Scaling by a power of two is exact, so a dot sums each power's products apart and scales the sums.
+   */
+  p?: number[];
 }
 export interface QChunk {
   /** Element index within the block of offset 0. */
@@ -90,19 +95,43 @@ function small(v: Val, off = 0): Val {
 /** A signed byte held in the low 8 bits of `v` (higher bits zero) as f32, exactly. */
 const sbyte = (v: Val): Val => small(v.xor(0x80), 128);
 
-/** K-quant 6-bit scale and min of sub-block `is` (runtime, 0..7) from the 12 scale bytes in words s[0..2]. */
-function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
-  // byte k of the scales: word k>>2, shifted by (k&3)*8 (k is a runtime value)
-  const byte = (k: Val): Val => {
-    const w = k.lt(4).select(s[0], k.lt(8).select(s[1], s[2]));
-    return w.shr(k.and(3).mul(8)).and(0xff);
-  };
-  const lo = is.lt(4);
-  const a = b.let(byte(is), "u32", "sa"), c = b.let(byte(is.add(4)), "u32", "sc");
-  const e = b.let(byte(lo.select(is, is.sub(4))), "u32", "se"); // is - 4 (only read when is >= 4)
-  const sc = lo.select(a.and(63), c.and(0xf).or(e.shr(6).shl(4)));
-  const m = lo.select(c.and(63), c.shr(4).or(a.shr(6).shl(4)));
-  return [b.let(sc, "u32", "ksc"), b.let(m, "u32", "kmn")];
+/**
+ * The values of 16-bit words (u32 holding 16 bits, or both halves of u32 words when `w32`) masked in place:
+ * per byte, `bits` wide fields at bit 0 (and, for 4-bit fields, at bit 4), each as (field - off)·2^p with p its
+ * bit position in the 16-bit half; a high half is shifted down once for its two bytes. Returns [low fields,
+ * high fields (4-bit only)] in byte order with their p.
+ */
+function inPlace(b: KernelBuilder, ws: Val[], w32: boolean, bits: 4 | 8, off: number, flip = 0): { v: Val[]; p: number[] }[] {
+  const lo = { v: [] as Val[], p: [] as number[] }, hi = { v: [] as Val[], p: [] as number[] };
+  const halves = w32 ? ws.flatMap((w) => [w, b.let(w.shr(16), "u32", "qhi")]) : ws;
+  for (const h0 of halves) {
+    const h = flip ? b.let(h0.xor(flip), "u32", "qx") : h0;
+    for (const sh of [0, 8]) {
+      const mask = (bits === 8 ? 0xff : 0xf) << sh;
+      lo.v.push(small(h.and(mask), off * 2 ** sh));
+      lo.p.push(sh);
+      if (bits === 4) {
+        hi.v.push(small(h.and(mask << 4), off * 2 ** (sh + 4)));
+        hi.p.push(sh + 4);
+      }
+    }
+  }
+  return bits === 4 ? [lo, hi] : [lo];
+}
+
+/**
+ * K-quant 6-bit scales and mins of sub-blocks 2j and 2j+1 (j = 0..3, runtime) from the 12 scale bytes in words
+ * s[0..2], as [sc0, m0, sc1, m1]. Both sub-blocks' bytes sit side by side in each word (shifted by 16·(j&1)),
+ * so each pair is decoded at once: for j < 2 the low 6 bits of bytes 2j.. and 2j+4..; for j >= 2 a nibble of
+ * bytes 2j+4.. with the top 2 bits of bytes 2j-4.. and 2j... The selects depend on the lane's chunk only.
+ */
+function scalesK4(b: KernelBuilder, s: Val[], j: Val): [Val, Val, Val, Val] {
+  const hi = j.ge(2), sh = j.and(1).mul(16);
+  const A = b.let(s[0].shr(sh), "u32", "ka"), B = b.let(s[1].shr(sh), "u32", "kb"), C = b.let(s[2].shr(sh), "u32", "kc");
+  const low = hi.select(u32(0x0f0f), u32(0x3f3f)), top = hi.select(u32(0x3030), u32(0));
+  const sc = b.let(hi.select(C, A).and(low).or(A.shr(2).and(top)), "u32", "ksc");
+  const m = b.let(hi.select(C.shr(4), B).and(low).or(B.shr(2).and(top)), "u32", "kmn");
+  return [sc.and(0xff), m.and(0xff), sc.shr(8), m.shr(8)];
 }
 
 /**
@@ -116,9 +145,8 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
       const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
       const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
-      const q: Val[] = [];
-      for (let i = 0; i < 16; i++) q.push(qv(sbyte(byteOf(ws, i, 16))));
-      return { at: c.mul(16), groups: [{ scale: d, off: 0, q }] };
+      const [v] = inPlace(b, ws, false, 8, 128, 0x8080);
+      return { at: c.mul(16), groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
       const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
@@ -126,6 +154,10 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
       const ws = words(b, W, "u16", base.add(c.mul(4)).add(q5 ? 3 : 1), 4, false);
       let qh: Val | undefined;
       if (q5) qh = b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh");
+      if (!q5) {
+        const [a, h] = inPlace(b, ws, false, 4, 8);
+        return { at: c.mul(8), groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
+      }
       const lo: Val[] = [], hi: Val[] = [];
       for (let l = 0; l < 8; l++) {
         const byte = byteOf(ws, l, 16);
@@ -168,15 +200,25 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
       const q5 = t === "q5_k";
       const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
       const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
-      const is = b.let(j.mul(2), "u32", "is");
-      const [sc0, m0] = scaleMinK4(b, hdr.slice(1), is);
-      const [sc1, m1] = scaleMinK4(b, hdr.slice(1), is.add(1));
-      const sh = qh ? b.let(j.mul(2), "u32", "hs") : undefined;
+      const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
+      const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
+        scale: b.let(d.mul(f(sc)), "f32", "ds"),
+        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
+        off,
+        q,
+        p,
+      });
+      const at = b.let(j.mul(64).add(h.mul(16)), "u32", "at");
+      if (!qh) {
+        const [a, e] = inPlace(b, qs, true, 4, 0);
+        return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
+      }
+      const sh = b.let(j.mul(2), "u32", "hs");
       const lo: Val[] = [], hi: Val[] = [];
       for (let l = 0; l < 16; l++) {
         const byte = byteOf(qs, l, 32);
         let a = byte.and(15), e = byte.shr(4);
-        if (qh && sh) {
+        {
           const hb = byteOf(qh, l, 32).shr(sh);
           a = a.or(hb.and(1).shl(4));
           e = e.or(hb.and(2).shl(3));
@@ -184,13 +226,7 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
         lo.push(qv(small(a)));
         hi.push(qv(small(e)));
       }
-      const g = (sc: Val, m: Val, off: number, q: Val[]): QGroup => ({
-        scale: b.let(d.mul(f(sc)), "f32", "ds"),
-        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
-        off,
-        q,
-      });
-      return { at: b.let(j.mul(64).add(h.mul(16)), "u32", "at"), groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+      return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
     }
     case "q6_k": {
       // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
@@ -224,7 +260,7 @@ export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
   const out: { off: number; v: Val }[] = [];
   for (const g of ch.groups) {
     g.q.forEach((q, i) => {
-      const y = q.mul(g.scale);
+      const y = (g.p?.[i] ? q.mul(2 ** -g.p[i]) : q).mul(g.scale);
       out.push({ off: g.off + i, v: g.bias ? y.add(g.bias) : y });
     });
   }
@@ -240,11 +276,20 @@ export function chunkDot(ch: QChunk, xs: Val[][], sx?: Val[]): Val {
   ch.groups.forEach((g, gi) => {
     const x = xs[gi];
     const prods = g.q.map((q, i) => q.mul(x[i]));
-    let s = tree(prods).mul(g.scale);
+    let s = (g.p ? byPower(prods, g.p) : tree(prods)).mul(g.scale);
     if (g.bias) s = s.add((sx?.[gi] ?? tree(x)).mul(g.bias));
     acc = acc ? acc.add(s) : s;
   });
   return acc ?? f32(0);
+}
+
+/** Σ v[i]·2^-p[i]: each power's terms summed apart, then scaled (exact) and added. */
+function byPower(v: Val[], p: number[]): Val {
+  const ps = [...new Set(p)].sort((a, b) => a - b);
+  return tree(ps.map((e) => {
+    const s = tree(v.filter((_, i) => p[i] === e));
+    return e ? s.mul(2 ** -e) : s;
+  }));
 }
 
 function tree(v: Val[]): Val {
