@@ -238,17 +238,20 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
       const qhW = words(b, W, "u16", base.add(64).add(n.mul(16)).add(r.mul(4)), 4, false);
       const scW = words(b, W, "u16", base.add(96).add(n.mul(4)), 4, false);
       const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
+      // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit word,
+      // with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (by 4 - 2(g&1)).
+      const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
       const groups: QGroup[] = [];
       for (let g = 0; g < 4; g++) {
         const sc = scW[g].shr(odd).and(0xff);
-        const q: Val[] = [];
+        const q: Val[] = [], p: number[] = [];
         for (let l = 0; l < 8; l++) {
-          const ql = byteOf(g & 1 ? qlB : qlA, l, 16);
-          const low = g < 2 ? ql.and(15) : ql.shr(4);
-          const hb = byteOf(qhW, l, 16).shr(2 * g).and(3).shl(4);
-          q.push(qv(small(low.or(hb), 32)));
+          const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
+          const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
+          q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
+          p.push(sh);
         }
-        groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q });
+        groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
       }
       return { at: b.let(n.mul(128).add(r.mul(8)), "u32", "at"), groups };
     }
