@@ -291,12 +291,15 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const sgid = b.builtin("sgid");
     b.if(b.builtin("lane").eq(u32(0)), () => rs.forEach((r, i) => b.sstore(sh, i ? sgid.add(i * t.sgs) : sgid, r)));
     b.barrier();
+    // Expressions, not values: only the first subgroup reads them (see `tail`).
     return vals.map((_, i) => {
       let a = b.sload(sh, i * t.sgs);
       for (let j = 1; j < t.sgs; j++) a = a.add(b.sload(sh, i * t.sgs + j));
-      return b.let(a, "f32", "red");
+      return a;
     });
   };
+  /** The epilogues after a team's reduction: on a team of several subgroups, the first one alone (it stores). */
+  const tail = (f: () => void) => (qt && t.sgs > 1 ? b.if(b.builtin("sgid").eq(u32(0)), f) : f());
   /** Each dot scaled by the norm's r, plus its bias. */
   const finish = (sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] => {
     const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r") : undefined;
@@ -400,7 +403,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     if (R === 1) {
       const u = unit(pi, tl);
       const { sums, ss } = dots(u.rows, u.between);
-      u.end(sums, ss);
+      tail(() => u.end(sums, ss));
       return;
     }
     const first = b.let(tl.mul(R), "u32", "u0");
@@ -410,11 +413,13 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       return { ...unit(pi, ok ? b.let(raw.min(units[pi] - 1), "u32", "unit") : j ? b.let(raw, "u32", "unit") : first), ok };
     });
     const { sums, ss } = dots(us.flatMap((u) => u.rows), () => us.forEach((u) => u.between?.()));
-    let at = 0;
-    for (const u of us) {
-      u.end(sums.slice(at, at + u.rows.length), ss, u.ok);
-      at += u.rows.length;
-    }
+    tail(() => {
+      let at = 0;
+      for (const u of us) {
+        u.end(sums.slice(at, at + u.rows.length), ss, u.ok);
+        at += u.rows.length;
+      }
+    });
   };
 
   // Parts by team range: if T < end0 { part 0 } else if T < end1 { part 1 } ...
