@@ -42,17 +42,19 @@ export interface QLayout {
   per: number;
   /** The load view the block is read in (its alignment). */
   view: "u16" | "u32";
+  /** Registers of raw words a lane loads per chunk (loadChunk). */
+  raw: number;
 }
 
 export const QLAYOUT: Record<QType, QLayout> = {
-  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16" },
-  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16" },
-  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32" },
-  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16" },
-  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32" },
-  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32" },
-  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32" },
-  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16" },
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9 },
+  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5 },
+  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3 },
+  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6 },
+  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4 },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8 },
+  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12 },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17 },
 };
 
 export function isQType(t: string): t is QType {
@@ -139,121 +141,166 @@ function scalesK4(b: KernelBuilder, s: Val[], j: Val): [Val, Val, Val, Val] {
  * `wide`: the tensor starts 16-byte aligned, so 16-byte vector loads are allowed.
  */
 export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): QChunk {
+  return loadChunk(b, W, t, base, c, wide).decode();
+}
+
+/** A chunk whose loads are issued: `at` as in QChunk; `decode` emits the arithmetic (after other work). */
+export interface LoadedChunk {
+  at: Val;
+  decode(): QChunk;
+}
+
+/** Element offsets and counts of a chunk's groups (the same for every chunk of a type). */
+export function chunkGroups(t: QType): { off: number; n: number }[] {
+  switch (t) {
+    case "q8_0": return [{ off: 0, n: 16 }];
+    case "q4_0": case "q5_0": case "q4_1": case "q5_1": return [{ off: 0, n: 8 }, { off: 16, n: 8 }];
+    case "q4_k": case "q5_k": return [{ off: 0, n: 16 }, { off: 32, n: 16 }];
+    case "q6_k": return [0, 32, 64, 96].map((off) => ({ off, n: 8 }));
+  }
+}
+
+/**
+ * `dequantChunk` split in two: the chunk's loads are emitted now, its decoding when `decode` is called, so a
+ * caller can issue several rows' loads before decoding the first (loads in flight while it computes).
+ */
+export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): LoadedChunk {
   const f = (v: Val) => small(v);
   const qv = (v: Val) => b.let(v, "f32", "q");
   switch (t) {
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
-      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
+      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
       const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
-      const [v] = inPlace(b, ws, false, 8, 128, 0x8080);
-      return { at: c.mul(16), groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
+      const at = c.mul(16);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          const [v] = inPlace(b, ws, false, 8, 128, 0x8080);
+          return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
+        },
+      };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
-      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
+      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
       const q5 = t === "q5_0";
       const ws = words(b, W, "u16", base.add(c.mul(4)).add(q5 ? 3 : 1), 4, false);
-      let qh: Val | undefined;
-      if (q5) qh = b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh");
-      if (!q5) {
-        const [a, h] = inPlace(b, ws, false, 4, 8);
-        return { at: c.mul(8), groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
-      }
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 8; l++) {
-        const byte = byteOf(ws, l, 16);
-        let a = byte.and(15), h = byte.shr(4);
-        if (qh) {
-          a = a.or(qh.shr(l).and(1).shl(4));
-          h = h.or(qh.shr(l + 16).and(1).shl(4));
-        }
-        const off = q5 ? 16 : 8;
-        lo.push(qv(small(a, off)));
-        hi.push(qv(small(h, off)));
-      }
-      return { at: c.mul(8), groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+      const qh = q5 ? b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh") : undefined;
+      const at = c.mul(8);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          if (!qh) {
+            const [a, h] = inPlace(b, ws, false, 4, 8);
+            return { at, groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
+          }
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 8; l++) {
+            const byte = byteOf(ws, l, 16);
+            const a = byte.and(15).or(qh.shr(l).and(1).shl(4)), h = byte.shr(4).or(qh.shr(l + 16).and(1).shl(4));
+            lo.push(qv(small(a, 16)));
+            hi.push(qv(small(h, 16)));
+          }
+          return { at, groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+        },
+      };
     }
     case "q4_1": case "q5_1": { // d, m, [qh u32], qs[16] (u32 words): chunk c = qs[8c .. 8c+7]
       const dm = b.let(b.load(W, base, "u32"), "u32", "dm");
-      const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
       const q5 = t === "q5_1";
       const ws = words(b, W, "u32", base.add(c.mul(2)).add(q5 ? 2 : 1), 2, false);
       const qh = q5 ? b.let(b.load(W, base.add(1), "u32").shr(c.mul(8)), "u32", "qh") : undefined;
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 8; l++) {
-        const byte = byteOf(ws, l, 32);
-        let a = byte.and(15), h = byte.shr(4);
-        if (qh) {
-          a = a.or(qh.shr(l).and(1).shl(4));
-          h = h.or(qh.shr(l + 16).and(1).shl(4));
-        }
-        lo.push(qv(small(a)));
-        hi.push(qv(small(h)));
-      }
-      return { at: c.mul(8), groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+      const at = c.mul(8);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 8; l++) {
+            const byte = byteOf(ws, l, 32);
+            let a = byte.and(15), h = byte.shr(4);
+            if (qh) {
+              a = a.or(qh.shr(l).and(1).shl(4));
+              h = h.or(qh.shr(l + 16).and(1).shl(4));
+            }
+            lo.push(qv(small(a)));
+            hi.push(qv(small(h)));
+          }
+          return { at, groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+        },
+      };
     }
     case "q4_k": case "q5_k": {
       // d, dmin, scales[12], [qh[32]], qs[128] in u32 words; chunk c: j = c>>1 (64 elements), h = c&1 (half of
       // its 32 quant bytes): low nibbles are elements 64j+16h+l (sub-block 2j), high ones +32 (sub-block 2j+1).
       const hdr = words(b, W, "u32", base, 4, wide);
-      const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
       const j = b.let(c.shr(1), "u32", "j"), h = c.and(1);
       const q5 = t === "q5_k";
       const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
       const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
-      const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
-      const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
-        scale: b.let(d.mul(f(sc)), "f32", "ds"),
-        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
-        off,
-        q,
-        p,
-      });
       const at = b.let(j.mul(64).add(h.mul(16)), "u32", "at");
-      if (!qh) {
-        const [a, e] = inPlace(b, qs, true, 4, 0);
-        return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
-      }
-      const sh = b.let(j.mul(2), "u32", "hs");
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 16; l++) {
-        const byte = byteOf(qs, l, 32);
-        let a = byte.and(15), e = byte.shr(4);
-        {
-          const hb = byteOf(qh, l, 32).shr(sh);
-          a = a.or(hb.and(1).shl(4));
-          e = e.or(hb.and(2).shl(3));
-        }
-        lo.push(qv(small(a)));
-        hi.push(qv(small(e)));
-      }
-      return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+          const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
+          const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
+            scale: b.let(d.mul(f(sc)), "f32", "ds"),
+            bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
+            off,
+            q,
+            p,
+          });
+          if (!qh) {
+            const [a, e] = inPlace(b, qs, true, 4, 0);
+            return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
+          }
+          const sh = b.let(j.mul(2), "u32", "hs");
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 16; l++) {
+            const byte = byteOf(qs, l, 32);
+            const hb = byteOf(qh, l, 32).shr(sh);
+            lo.push(qv(small(byte.and(15).or(hb.and(1).shl(4)))));
+            hi.push(qv(small(byte.shr(4).or(hb.and(2).shl(3)))));
+          }
+          return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+        },
+      };
     }
     case "q6_k": {
       // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
       // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
       const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
-      const d = b.let(half(b.load(W, base.add(104), "u16"), false), "f32", "d");
+      const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
       const qlA = words(b, W, "u16", base.add(n.mul(32)).add(r.mul(4)), 4, false);
       const qlB = words(b, W, "u16", base.add(n.mul(32)).add(16).add(r.mul(4)), 4, false);
       const qhW = words(b, W, "u16", base.add(64).add(n.mul(16)).add(r.mul(4)), 4, false);
       const scW = words(b, W, "u16", base.add(96).add(n.mul(4)), 4, false);
-      const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
-      // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit word,
-      // with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (by 4 - 2(g&1)).
-      const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
-      const groups: QGroup[] = [];
-      for (let g = 0; g < 4; g++) {
-        const sc = scW[g].shr(odd).and(0xff);
-        const q: Val[] = [], p: number[] = [];
-        for (let l = 0; l < 8; l++) {
-          const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
-          const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
-          q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
-          p.push(sh);
-        }
-        groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
-      }
-      return { at: b.let(n.mul(128).add(r.mul(8)), "u32", "at"), groups };
+      const at = b.let(n.mul(128).add(r.mul(8)), "u32", "at");
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
+          // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit
+          // word, with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (4 - 2(g&1)).
+          const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
+          const groups: QGroup[] = [];
+          for (let g = 0; g < 4; g++) {
+            const sc = scW[g].shr(odd).and(0xff);
+            const q: Val[] = [], p: number[] = [];
+            for (let l = 0; l < 8; l++) {
+              const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
+              const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
+              q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
+              p.push(sh);
+            }
+            groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
+          }
+          return { at, groups };
+        },
+      };
     }
   }
 }

@@ -25,7 +25,10 @@ import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
 import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
-import { chunkDot, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import { chunkDot, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
+
+/** Block types whose groups carry a bias (a min): their dots need Σx per group. */
+const BIASED = new Set<QType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
 
 export interface GemvPart {
   /** Output rows (rows of each weight). */
@@ -56,6 +59,8 @@ export interface GemvTune {
   unroll: number;
   /** Teams per workgroup (subgroup-sized teams only). */
   teams: number;
+  /** Block weights: rows whose loads are issued ahead of the row being decoded (default by block size). */
+  ahead?: number;
 }
 
 export interface GemvShape {
@@ -79,20 +84,25 @@ function partTeams(p: GemvPart, rows: number): number {
 }
 
 /**
- * The tuning of a block-weight gemv: one chunk per lane where the row has at most 16 subgroups' worth (else
- * the fewest chunks per lane that fit, spread evenly), and as many row units per team (up to 8) as keep at
- * least 4096 subgroups in the grid (about 31 per SM of an H200: one wave at the register use of these kernels).
+ * The tuning of a block-weight gemv (from an H200 sweep of lanes 64..448 x rows 1..16 at the Llama 3 8B
+ * shapes, q4_k_m and q8_0): about two chunks per lane (the lane's second chunk keeps more loads in flight than
+ * a wider team would), at most 8 subgroups, and 4 row units per team (2 for q6_k, whose 210-byte blocks cost
+ * the most registers; 8 where even that leaves 32768 subgroups: the vocabulary head); then, while the grid
+ * has fewer than 4096 subgroups (about 31 per SM, one wave at these kernels' register use), first a chunk
+ * per lane, then fewer units.
  */
 function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): GemvTune {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
   if (sg === 1) return { lanes: 128, rows: 2, unroll: 2, teams: 4 };
   const chunks = (s.k / QLAYOUT[w].elems) * QLAYOUT[w].chunks;
-  const max = Math.min(caps.maxWorkgroupSize, 16 * sg);
-  const per = Math.ceil(chunks / max);
-  const lanes = Math.ceil(Math.ceil(chunks / per) / sg) * sg;
-  let rows = 1;
-  while (rows < 8 && Math.ceil(units / (rows * 2)) * (lanes / sg) >= 4096) rows *= 2;
+  const max = Math.max(sg, Math.min(caps.maxWorkgroupSize, 8 * sg));
+  const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
+  let lanes = whole(chunks / 2);
+  const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
+  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
+  while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
+  while (warps(rows) < 4096 && rows > 1) rows /= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
 }
 
@@ -252,13 +262,20 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
     between?.();
+    // About 32 registers of raw block words in flight per lane.
+    const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
     const slot = (gi: Val) => {
       const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const chunk = (d: number) => dequantChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c);
-      const ch0 = chunk(0);
-      const xat = b.let(blk.mul(q.elems).add(ch0.at), "u32", "xat");
-      const xs = ch0.groups.map((grp) => {
-        const at = grp.off ? xat.add(grp.off) : xat, n = grp.q.length;
+      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c);
+      const inflight: LoadedChunk[] = [];
+      let next = 0;
+      const issue = () => {
+        while (next < rows.length && inflight.length < ahead) inflight.push(load(next++));
+      };
+      issue();
+      const xat = b.let(blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
+      const xs = chunkGroups(qt!).map((grp) => {
+        const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
         const v: Val[] = [];
         for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
         if (!g) return v;
@@ -267,8 +284,13 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
-      const sx = ch0.groups[0].bias && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
-      rows.forEach((_, d) => b.set(acc[d], acc[d].add(chunkDot(d ? chunk(d) : ch0, xs, sx))));
+      const sx = BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+      // Row d is decoded once row d + ahead's loads are issued.
+      rows.forEach((_, d) => {
+        const lc = inflight.shift()!;
+        issue();
+        b.set(acc[d], acc[d].add(chunkDot(lc.decode(), xs, sx)));
+      });
     };
     const trips = Math.ceil(total / t.lanes);
     if (total % t.lanes === 0 && trips <= 4) {
