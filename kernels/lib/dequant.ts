@@ -84,6 +84,23 @@ function words(b: KernelBuilder, W: Buffer, view: "u16" | "u32", at: Val, n: num
   return Array.from({ length: n }, (_, i) => b.let(b.load(W, i ? at.add(i) : at, view), "u32", "qw"));
 }
 
+/**
+ * `n` (even) 16-bit words from 16-bit word index `at16` of a 4-byte aligned tensor, read as n/2 + 1 u32 words
+ * (half the load instructions of 16-bit loads); `pick` then emits the selects that take each from the low or
+ * high half of its word (at16 odd or even; the high halves shifted down, the low ones keep the next half above
+ * bit 16, which every user masks off). The last word is read only when at16 is odd (else the one before again).
+ */
+function halves(b: KernelBuilder, W: Buffer, at16: Val, n: number): () => Val[] {
+  const m = b.let(at16.and(1), "u32", "mis"), w0 = b.let(at16.shr(1), "u32", "hw");
+  const nw = n / 2 + 1;
+  const ws = Array.from({ length: nw }, (_, i) => b.let(b.load(W, i === nw - 1 ? w0.add(i - 1).add(m) : i ? w0.add(i) : w0, "u32"), "u32", "qw"));
+  return () => {
+    const hs = Array.from({ length: n + 1 }, (_, j) => (j & 1 ? b.let(ws[j >> 1].shr(16), "u32", "qhi") : ws[j >> 1]));
+    const odd = m.ne(0);
+    return Array.from({ length: n }, (_, i) => b.let(odd.select(hs[i + 1], hs[i]), "u32", "q16"));
+  };
+}
+
 const half = (w: Val, hi: boolean): Val => un("f16bits", hi ? w.shr(16) : w.and(0xffff));
 
 /**
@@ -163,20 +180,23 @@ export function chunkGroups(t: QType): { off: number; n: number }[] {
 /**
  * `dequantChunk` split in two: the chunk's loads are emitted now, its decoding when `decode` is called, so a
  * caller can issue several rows' loads before decoding the first (loads in flight while it computes).
+ * `pairs4`: the tensor starts 4-byte aligned and its rows hold an even number of blocks (q8_0 reads u32 words).
  */
-export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): LoadedChunk {
+export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false): LoadedChunk {
   const f = (v: Val) => small(v);
   const qv = (v: Val) => b.let(v, "f32", "q");
   switch (t) {
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
       const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
-      const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
+      // pairs4: every other block starts 4-byte aligned, so u32 loads (and selects) read the quants.
+      const pick = pairs4 ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
+      const ws = pick ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
       const at = c.mul(16);
       return {
         at,
         decode: () => {
           const d = b.let(half(dw, false), "f32", "d");
-          const [v] = inPlace(b, ws, false, 8, 128, 0x8080);
+          const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
           return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
         },
       };

@@ -266,7 +266,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
     const slot = (gi: Val) => {
       const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c);
+      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0);
       const inflight: LoadedChunk[] = [];
       let next = 0;
       const issue = () => {
