@@ -180,7 +180,8 @@ export function chunkGroups(t: QType): { off: number; n: number }[] {
 /**
  * `dequantChunk` split in two: the chunk's loads are emitted now, its decoding when `decode` is called, so a
  * caller can issue several rows' loads before decoding the first (loads in flight while it computes).
- * `pairs4`: the tensor starts 4-byte aligned and its rows hold an even number of blocks (q8_0 reads u32 words).
+ * `pairs4`: the tensor starts 4-byte aligned and its rows hold an even number of blocks (q8_0 and q6_k read
+ * u32 words).
  */
 export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false): LoadedChunk {
   const f = (v: Val) => small(v);
@@ -293,15 +294,20 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
       // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
       const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
       const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
-      const qlA = words(b, W, "u16", base.add(n.mul(32)).add(r.mul(4)), 4, false);
-      const qlB = words(b, W, "u16", base.add(n.mul(32)).add(16).add(r.mul(4)), 4, false);
-      const qhW = words(b, W, "u16", base.add(64).add(n.mul(16)).add(r.mul(4)), 4, false);
-      const scW = words(b, W, "u16", base.add(96).add(n.mul(4)), 4, false);
+      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves).
+      const piece = (at16: Val): () => Val[] => {
+        if (pairs4) return halves(b, W, at16, 4);
+        const ws = words(b, W, "u16", at16, 4, false);
+        return () => ws;
+      };
+      const pA = piece(base.add(n.mul(32)).add(r.mul(4))), pB = piece(base.add(n.mul(32)).add(16).add(r.mul(4)));
+      const pH = piece(base.add(64).add(n.mul(16)).add(r.mul(4))), pS = piece(base.add(96).add(n.mul(4)));
       const at = b.let(n.mul(128).add(r.mul(8)), "u32", "at");
       return {
         at,
         decode: () => {
           const d = b.let(half(dw, false), "f32", "d");
+          const qlA = pA(), qlB = pB(), qhW = pH(), scW = pS();
           const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
           // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit
           // word, with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (4 - 2(g&1)).

@@ -747,6 +747,7 @@ export const cases: KernelCase[] = [
   // twice), teams of several subgroups, and the defaults.
   gemvCase("q4_k", 512, { hd: 16, heads: 3, rot: 12, style: "half", n: 7, ffn: 5, cap: 3, pos: 1, tune: { rows: 3, lanes: 64 } }),
   gemvCase("q6_k", 256, { hd: 8, heads: 2, rot: 8, style: "adjacent", n: 9, ffn: 4, cap: 2, pos: 0, tune: { rows: 4, lanes: 32 } }),
+  gemvCase("q6_k", 512, { hd: 8, heads: 1, rot: 8, style: "half", n: 5, ffn: 3, cap: 2, pos: 1 }),
   gemvCase("q8_0", 96, { hd: 8, heads: 1, rot: 8, style: "half", n: 5, ffn: 3, cap: 2, pos: 1 }),
   gemvCase("q8_0", 192, { hd: 8, heads: 2, rot: 8, style: "adjacent", n: 7, ffn: 4, cap: 2, pos: 1, tune: { rows: 3, lanes: 32 } }),
   gemvCase("q5_k", 256, { hd: 8, heads: 2, rot: 8, style: "half", n: 6, ffn: 3, cap: 2, pos: 1, tune: { rows: 2 } }),
