@@ -14,11 +14,11 @@
 // Lanes stride over k with 16-byte loads (a subgroup's loads cover contiguous memory), the loop unrolled so a
 // lane keeps several loads in flight; one reduction per dot at the end.
 // GGUF block weights (dequant.ts) are read at a few bits per value, so x (f32, and g with a norm) would cost
-// several times the weight bytes if every row reloaded it: a team is as wide as the row has block chunks (up
-// to 16 subgroups, combined through shared memory) and walks `rows` row units (a dot row, a rope pair, a
-// gate/up pair) with the lane's chunk of x·g loaded once into registers, loading per row only that row's
-// chunk (16-byte loads of q4_k/q5_k quants; the block header is one address for the lanes of a block) and
-// dotting it as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
+// several times the weight bytes if every row reloaded it: a team of one or several subgroups (combined
+// through shared memory) gives each lane a few of the row's block chunks and walks `rows` row units (a dot
+// row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
+// chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
+// decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
