@@ -9,6 +9,8 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+// With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
+// as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
 // --only keeps the kernels whose name matches.
 // --backend vulkan,wgpu (ptx among them or not) times a whole decode step on each of those devices instead,

@@ -9,7 +9,7 @@
 // the values sit at consecutive elements starting at `at + off`. Evaluated in that order (one rounding per
 // operation, no fused multiply-add) this is exactly ggml's dequantize_row_* (graph/dtype.ts, the oracle);
 // a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
-import { type Buffer, f32, type KernelBuilder, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
 
 export type QType = BlockDType;
@@ -21,6 +21,11 @@ export interface QGroup {
   /** Element offset of q[0] from the chunk's `at`. */
   off: number;
   q: Val[];
+  /**
+   * q[i] holds the integer times 2^p[i]: a value masked in place out of its word (no shift; see `small`).
+   * Scaling by a power of two is exact, so a dot sums each power's products apart and scales the sums.
+   */
+  p?: number[];
 }
 export interface QChunk {
   /** Element index within the block of offset 0. */
@@ -37,17 +42,19 @@ export interface QLayout {
   per: number;
   /** The load view the block is read in (its alignment). */
   view: "u16" | "u32";
+  /** Registers of raw words a lane loads per chunk (loadChunk). */
+  raw: number;
 }
 
 export const QLAYOUT: Record<QType, QLayout> = {
-  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16" },
-  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16" },
-  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32" },
-  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16" },
-  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32" },
-  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32" },
-  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32" },
-  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16" },
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9 },
+  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5 },
+  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3 },
+  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6 },
+  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4 },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8 },
+  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12 },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17 },
 };
 
 export function isQType(t: string): t is QType {
@@ -77,21 +84,73 @@ function words(b: KernelBuilder, W: Buffer, view: "u16" | "u32", at: Val, n: num
   return Array.from({ length: n }, (_, i) => b.let(b.load(W, i ? at.add(i) : at, view), "u32", "qw"));
 }
 
+/**
+ * `n` (even) 16-bit words from 16-bit word index `at16` of a 4-byte aligned tensor, read as n/2 + 1 u32 words
+ * (half the load instructions of 16-bit loads); `pick` then emits the selects that take each from the low or
+ * high half of its word (at16 odd or even; the high halves shifted down, the low ones keep the next half above
+ * bit 16, which every user masks off). The last word is read only when at16 is odd (else the one before again).
+ */
+function halves(b: KernelBuilder, W: Buffer, at16: Val, n: number): () => Val[] {
+  const m = b.let(at16.and(1), "u32", "mis"), w0 = b.let(at16.shr(1), "u32", "hw");
+  const nw = n / 2 + 1;
+  const ws = Array.from({ length: nw }, (_, i) => b.let(b.load(W, i === nw - 1 ? w0.add(i - 1).add(m) : i ? w0.add(i) : w0, "u32"), "u32", "qw"));
+  return () => {
+    const hs = Array.from({ length: n + 1 }, (_, j) => (j & 1 ? b.let(ws[j >> 1].shr(16), "u32", "qhi") : ws[j >> 1]));
+    const odd = m.ne(0);
+    return Array.from({ length: n }, (_, i) => b.let(odd.select(hs[i + 1], hs[i]), "u32", "q16"));
+  };
+}
+
 const half = (w: Val, hi: boolean): Val => un("f16bits", hi ? w.shr(16) : w.and(0xffff));
 
-/** K-quant 6-bit scale and min of sub-block `is` (runtime, 0..7) from the 12 scale bytes in words s[0..2]. */
-function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
-  // byte k of the scales: word k>>2, shifted by (k&3)*8 (k is a runtime value)
-  const byte = (k: Val): Val => {
-    const w = k.lt(4).select(s[0], k.lt(8).select(s[1], s[2]));
-    return w.shr(k.and(3).mul(8)).and(0xff);
-  };
-  const lo = is.lt(4);
-  const a = b.let(byte(is), "u32", "sa"), c = b.let(byte(is.add(4)), "u32", "sc");
-  const e = b.let(byte(lo.select(is, is.sub(4))), "u32", "se"); // is - 4 (only read when is >= 4)
-  const sc = lo.select(a.and(63), c.and(0xf).or(e.shr(6).shl(4)));
-  const m = lo.select(c.and(63), c.shr(4).or(a.shr(6).shl(4)));
-  return [b.let(sc, "u32", "ksc"), b.let(m, "u32", "kmn")];
+/**
+ * v - off as f32 for a small unsigned v (< 2^23): 2^23 + v has v in its mantissa, so OR-ing the exponent in and
+ * subtracting 2^23 + off is exact, and costs one logic op and one float add at full rate instead of a
+ * quarter-rate integer-to-float conversion.
+ */
+function small(v: Val, off = 0): Val {
+  return v.or(0x4b000000).bitcast("f32").sub(f32(8388608 + off));
+}
+/** A signed byte held in the low 8 bits of `v` (higher bits zero) as f32, exactly. */
+const sbyte = (v: Val): Val => small(v.xor(0x80), 128);
+
+/**
+ * The values of 16-bit words (u32 holding 16 bits, or both halves of u32 words when `w32`) masked in place:
+ * per byte, `bits` wide fields at bit 0 (and, for 4-bit fields, at bit 4), each as (field - off)·2^p with p its
+ * bit position in the 16-bit half; a high half is shifted down once for its two bytes. Returns [low fields,
+ * high fields (4-bit only)] in byte order with their p.
+ */
+function inPlace(b: KernelBuilder, ws: Val[], w32: boolean, bits: 4 | 8, off: number, flip = 0): { v: Val[]; p: number[] }[] {
+  const lo = { v: [] as Val[], p: [] as number[] }, hi = { v: [] as Val[], p: [] as number[] };
+  const halves = w32 ? ws.flatMap((w) => [w, b.let(w.shr(16), "u32", "qhi")]) : ws;
+  for (const h0 of halves) {
+    const h = flip ? b.let(h0.xor(flip), "u32", "qx") : h0;
+    for (const sh of [0, 8]) {
+      const mask = (bits === 8 ? 0xff : 0xf) << sh;
+      lo.v.push(small(h.and(mask), off * 2 ** sh));
+      lo.p.push(sh);
+      if (bits === 4) {
+        hi.v.push(small(h.and(mask << 4), off * 2 ** (sh + 4)));
+        hi.p.push(sh + 4);
+      }
+    }
+  }
+  return bits === 4 ? [lo, hi] : [lo];
+}
+
+/**
+ * K-quant 6-bit scales and mins of sub-blocks 2j and 2j+1 (j = 0..3, runtime) from the 12 scale bytes in words
+ * s[0..2], as [sc0, m0, sc1, m1]. Both sub-blocks' bytes sit side by side in each word (shifted by 16·(j&1)),
+ * so each pair is decoded at once: for j < 2 the low 6 bits of bytes 2j.. and 2j+4..; for j >= 2 a nibble of
+ * bytes 2j+4.. with the top 2 bits of bytes 2j-4.. and 2j... The selects depend on the lane's chunk only.
+ */
+function scalesK4(b: KernelBuilder, s: Val[], j: Val): [Val, Val, Val, Val] {
+  const hi = j.ge(2), sh = j.and(1).mul(16);
+  const A = b.let(s[0].shr(sh), "u32", "ka"), B = b.let(s[1].shr(sh), "u32", "kb"), C = b.let(s[2].shr(sh), "u32", "kc");
+  const low = hi.select(u32(0x0f0f), u32(0x3f3f)), top = hi.select(u32(0x3030), u32(0));
+  const sc = b.let(hi.select(C, A).and(low).or(A.shr(2).and(top)), "u32", "ksc");
+  const m = b.let(hi.select(C.shr(4), B).and(low).or(B.shr(2).and(top)), "u32", "kmn");
+  return [sc.and(0xff), m.and(0xff), sc.shr(8), m.shr(8)];
 }
 
 /**
@@ -99,111 +158,175 @@ function scaleMinK4(b: KernelBuilder, s: Val[], is: Val): [Val, Val] {
  * `wide`: the tensor starts 16-byte aligned, so 16-byte vector loads are allowed.
  */
 export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true): QChunk {
-  const f = (v: Val) => v.cast("f32");
-  const qv = (v: Val) => b.let(f(v), "f32", "q");
+  return loadChunk(b, W, t, base, c, wide).decode();
+}
+
+/** A chunk whose loads are issued: `at` as in QChunk; `decode` emits the arithmetic (after other work). */
+export interface LoadedChunk {
+  at: Val;
+  decode(): QChunk;
+}
+
+/** Element offsets and counts of a chunk's groups (the same for every chunk of a type). */
+export function chunkGroups(t: QType): { off: number; n: number }[] {
+  switch (t) {
+    case "q8_0": return [{ off: 0, n: 16 }];
+    case "q4_0": case "q5_0": case "q4_1": case "q5_1": return [{ off: 0, n: 8 }, { off: 16, n: 8 }];
+    case "q4_k": case "q5_k": return [{ off: 0, n: 16 }, { off: 32, n: 16 }];
+    case "q6_k": return [0, 32, 64, 96].map((off) => ({ off, n: 8 }));
+  }
+}
+
+/**
+ * `dequantChunk` split in two: the chunk's loads are emitted now, its decoding when `decode` is called, so a
+ * caller can issue several rows' loads before decoding the first (loads in flight while it computes).
+ * `pairs4`: the tensor starts 4-byte aligned and its rows hold an even number of blocks (q8_0 and q6_k read
+ * u32 words).
+ */
+export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false): LoadedChunk {
+  const f = (v: Val) => small(v);
+  const qv = (v: Val) => b.let(v, "f32", "q");
   switch (t) {
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
-      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
-      const ws = words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
-      const q: Val[] = [];
-      for (let i = 0; i < 16; i++) q.push(qv(byteOf(ws, i, 16).shl(24).bitcast("i32").shr(24)));
-      return { at: c.mul(16), groups: [{ scale: d, off: 0, q }] };
+      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
+      // pairs4: every other block starts 4-byte aligned, so u32 loads (and selects) read the quants.
+      const pick = pairs4 ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
+      const ws = pick ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
+      const at = c.mul(16);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
+          return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
+        },
+      };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
-      const d = b.let(half(b.load(W, base, "u16"), false), "f32", "d");
+      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
       const q5 = t === "q5_0";
       const ws = words(b, W, "u16", base.add(c.mul(4)).add(q5 ? 3 : 1), 4, false);
-      let qh: Val | undefined;
-      if (q5) qh = b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh");
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 8; l++) {
-        const byte = byteOf(ws, l, 16);
-        let a = byte.and(15), h = byte.shr(4);
-        if (qh) {
-          a = a.or(qh.shr(l).and(1).shl(4));
-          h = h.or(qh.shr(l + 16).and(1).shl(4));
-        }
-        const off = q5 ? 16 : 8;
-        lo.push(qv(a.cast("i32").sub(off)));
-        hi.push(qv(h.cast("i32").sub(off)));
-      }
-      return { at: c.mul(8), groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+      const qh = q5 ? b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh") : undefined;
+      const at = c.mul(8);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          if (!qh) {
+            const [a, h] = inPlace(b, ws, false, 4, 8);
+            return { at, groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
+          }
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 8; l++) {
+            const byte = byteOf(ws, l, 16);
+            const a = byte.and(15).or(qh.shr(l).and(1).shl(4)), h = byte.shr(4).or(qh.shr(l + 16).and(1).shl(4));
+            lo.push(qv(small(a, 16)));
+            hi.push(qv(small(h, 16)));
+          }
+          return { at, groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+        },
+      };
     }
     case "q4_1": case "q5_1": { // d, m, [qh u32], qs[16] (u32 words): chunk c = qs[8c .. 8c+7]
       const dm = b.let(b.load(W, base, "u32"), "u32", "dm");
-      const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
       const q5 = t === "q5_1";
       const ws = words(b, W, "u32", base.add(c.mul(2)).add(q5 ? 2 : 1), 2, false);
       const qh = q5 ? b.let(b.load(W, base.add(1), "u32").shr(c.mul(8)), "u32", "qh") : undefined;
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 8; l++) {
-        const byte = byteOf(ws, l, 32);
-        let a = byte.and(15), h = byte.shr(4);
-        if (qh) {
-          a = a.or(qh.shr(l).and(1).shl(4));
-          h = h.or(qh.shr(l + 16).and(1).shl(4));
-        }
-        lo.push(qv(a));
-        hi.push(qv(h));
-      }
-      return { at: c.mul(8), groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+      const at = c.mul(8);
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 8; l++) {
+            const byte = byteOf(ws, l, 32);
+            let a = byte.and(15), h = byte.shr(4);
+            if (qh) {
+              a = a.or(qh.shr(l).and(1).shl(4));
+              h = h.or(qh.shr(l + 16).and(1).shl(4));
+            }
+            lo.push(qv(small(a)));
+            hi.push(qv(small(h)));
+          }
+          return { at, groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+        },
+      };
     }
     case "q4_k": case "q5_k": {
       // d, dmin, scales[12], [qh[32]], qs[128] in u32 words; chunk c: j = c>>1 (64 elements), h = c&1 (half of
       // its 32 quant bytes): low nibbles are elements 64j+16h+l (sub-block 2j), high ones +32 (sub-block 2j+1).
       const hdr = words(b, W, "u32", base, 4, wide);
-      const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
       const j = b.let(c.shr(1), "u32", "j"), h = c.and(1);
       const q5 = t === "q5_k";
       const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
       const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
-      const is = b.let(j.mul(2), "u32", "is");
-      const [sc0, m0] = scaleMinK4(b, hdr.slice(1), is);
-      const [sc1, m1] = scaleMinK4(b, hdr.slice(1), is.add(1));
-      const sh = qh ? b.let(j.mul(2), "u32", "hs") : undefined;
-      const lo: Val[] = [], hi: Val[] = [];
-      for (let l = 0; l < 16; l++) {
-        const byte = byteOf(qs, l, 32);
-        let a = byte.and(15), e = byte.shr(4);
-        if (qh && sh) {
-          const hb = byteOf(qh, l, 32).shr(sh);
-          a = a.or(hb.and(1).shl(4));
-          e = e.or(hb.and(2).shl(3));
-        }
-        lo.push(qv(a));
-        hi.push(qv(e));
-      }
-      const g = (sc: Val, m: Val, off: number, q: Val[]): QGroup => ({
-        scale: b.let(d.mul(f(sc)), "f32", "ds"),
-        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
-        off,
-        q,
-      });
-      return { at: b.let(j.mul(64).add(h.mul(16)), "u32", "at"), groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+      const at = b.let(j.mul(64).add(h.mul(16)), "u32", "at");
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+          const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
+          const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
+            scale: b.let(d.mul(f(sc)), "f32", "ds"),
+            bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
+            off,
+            q,
+            p,
+          });
+          if (!qh) {
+            const [a, e] = inPlace(b, qs, true, 4, 0);
+            return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
+          }
+          const sh = b.let(j.mul(2), "u32", "hs");
+          const lo: Val[] = [], hi: Val[] = [];
+          for (let l = 0; l < 16; l++) {
+            const byte = byteOf(qs, l, 32);
+            const hb = byteOf(qh, l, 32).shr(sh);
+            lo.push(qv(small(byte.and(15).or(hb.and(1).shl(4)))));
+            hi.push(qv(small(byte.shr(4).or(hb.and(2).shl(3)))));
+          }
+          return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+        },
+      };
     }
     case "q6_k": {
       // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
       // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
       const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
-      const d = b.let(half(b.load(W, base.add(104), "u16"), false), "f32", "d");
-      const qlA = words(b, W, "u16", base.add(n.mul(32)).add(r.mul(4)), 4, false);
-      const qlB = words(b, W, "u16", base.add(n.mul(32)).add(16).add(r.mul(4)), 4, false);
-      const qhW = words(b, W, "u16", base.add(64).add(n.mul(16)).add(r.mul(4)), 4, false);
-      const scW = words(b, W, "u16", base.add(96).add(n.mul(4)), 4, false);
-      const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
-      const groups: QGroup[] = [];
-      for (let g = 0; g < 4; g++) {
-        const sc = scW[g].shr(odd).shl(24).bitcast("i32").shr(24);
-        const q: Val[] = [];
-        for (let l = 0; l < 8; l++) {
-          const ql = byteOf(g & 1 ? qlB : qlA, l, 16);
-          const low = g < 2 ? ql.and(15) : ql.shr(4);
-          const hb = byteOf(qhW, l, 16).shr(2 * g).and(3).shl(4);
-          q.push(qv(low.or(hb).cast("i32").sub(32)));
-        }
-        groups.push({ scale: b.let(d.mul(f(sc)), "f32", "ds"), off: 32 * g, q });
-      }
-      return { at: b.let(n.mul(128).add(r.mul(8)), "u32", "at"), groups };
+      const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
+      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves).
+      const piece = (at16: Val): () => Val[] => {
+        if (pairs4) return halves(b, W, at16, 4);
+        const ws = words(b, W, "u16", at16, 4, false);
+        return () => ws;
+      };
+      const pA = piece(base.add(n.mul(32)).add(r.mul(4))), pB = piece(base.add(n.mul(32)).add(16).add(r.mul(4)));
+      const pH = piece(base.add(64).add(n.mul(16)).add(r.mul(4))), pS = piece(base.add(96).add(n.mul(4)));
+      const at = b.let(n.mul(128).add(r.mul(8)), "u32", "at");
+      return {
+        at,
+        decode: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          const qlA = pA(), qlB = pB(), qhW = pH(), scW = pS();
+          const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
+          // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit
+          // word, with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (4 - 2(g&1)).
+          const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
+          const groups: QGroup[] = [];
+          for (let g = 0; g < 4; g++) {
+            const sc = scW[g].shr(odd).and(0xff);
+            const q: Val[] = [], p: number[] = [];
+            for (let l = 0; l < 8; l++) {
+              const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
+              const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
+              q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
+              p.push(sh);
+            }
+            groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
+          }
+          return { at, groups };
+        },
+      };
     }
   }
 }
@@ -213,7 +336,7 @@ export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
   const out: { off: number; v: Val }[] = [];
   for (const g of ch.groups) {
     g.q.forEach((q, i) => {
-      const y = q.mul(g.scale);
+      const y = (g.p?.[i] ? q.mul(2 ** -g.p[i]) : q).mul(g.scale);
       out.push({ off: g.off + i, v: g.bias ? y.add(g.bias) : y });
     });
   }
@@ -221,19 +344,28 @@ export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
 }
 
 /**
- * Σ over the chunk of value·x, as scale·Σq·x + bias·Σx per group; `x(off, n)` returns the n x values at
- * chunk offset off.. (loaded once per group; the caller may share them across rows).
+ * Σ over the chunk of value·x, as scale·Σq·x + bias·Σx per group; `xs[g]` holds the x values of group g
+ * (loaded once; the caller may share them across rows), `sx[g]` their sum when the caller computed it once.
  */
-export function chunkDot(ch: QChunk, xs: Val[][]): Val {
+export function chunkDot(ch: QChunk, xs: Val[][], sx?: Val[]): Val {
   let acc: Val | undefined;
   ch.groups.forEach((g, gi) => {
     const x = xs[gi];
     const prods = g.q.map((q, i) => q.mul(x[i]));
-    let s = tree(prods).mul(g.scale);
-    if (g.bias) s = s.add(tree(x).mul(g.bias));
+    let s = (g.p ? byPower(prods, g.p) : tree(prods)).mul(g.scale);
+    if (g.bias) s = s.add((sx?.[gi] ?? tree(x)).mul(g.bias));
     acc = acc ? acc.add(s) : s;
   });
   return acc ?? f32(0);
+}
+
+/** Σ v[i]·2^-p[i]: each power's terms summed apart, then scaled (exact) and added. */
+function byPower(v: Val[], p: number[]): Val {
+  const ps = [...new Set(p)].sort((a, b) => a - b);
+  return tree(ps.map((e) => {
+    const s = tree(v.filter((_, i) => p[i] === e));
+    return e ? s.mul(2 ** -e) : s;
+  }));
 }
 
 function tree(v: Val[]): Val {

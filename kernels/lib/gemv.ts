@@ -12,16 +12,23 @@
 // - Epilogues: + bias[n] per weight, + residual[n], rounding to f16/bf16 on store, and storing at row pos of a
 //   [cap, n] State (the K/V cache write, faulting FAULT.UPDATE_POS past cap).
 // Lanes stride over k with 16-byte loads (a subgroup's loads cover contiguous memory), the loop unrolled so a
-// lane keeps several loads in flight; one reduction per dot at the end. GGUF block weights (dequant.ts): lanes
-// stride over the rows' block chunks instead, each chunk decoded in registers (16-byte loads of q4_k/q5_k
-// quants, scales decoded once per chunk's sub-blocks) and dotted as scale·Σq·x + bias·Σx.
+// lane keeps several loads in flight; one reduction per dot at the end.
+// GGUF block weights (dequant.ts) are read at a few bits per value, so x (f32, and g with a norm) would cost
+// several times the weight bytes if every row reloaded it: a team of one or several subgroups (combined
+// through shared memory) gives each lane a few of the row's block chunks and walks `rows` row units (a dot
+// row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
+// chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
+// decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
-import type { Buffer } from "../ir.ts";
+import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
-import { elemOf, type FType, gridFor, type IType, pairwise, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
-import { chunkDot, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";
+import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
+import { chunkDot, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
+
+/** Block types whose groups carry a bias (a min): their dots need Σx per group. */
+const BIASED = new Set<QType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
 
 export interface GemvPart {
   /** Output rows (rows of each weight). */
@@ -46,12 +53,14 @@ export interface GemvPart {
 export interface GemvTune {
   /** Lanes per team: the subgroup size, or a multiple of it (several subgroups split k). */
   lanes: number;
-  /** Rows per team of a "dot" part (1 or 2). */
+  /** Rows per team of a "dot" part (1 or 2); with block weights, row units per team (1 or more). */
   rows: number;
   /** Unroll of the k loop. */
   unroll: number;
   /** Teams per workgroup (subgroup-sized teams only). */
   teams: number;
+  /** Block weights: rows whose loads are issued ahead of the row being decoded (default by block size). */
+  ahead?: number;
 }
 
 export interface GemvShape {
@@ -75,6 +84,29 @@ function partTeams(p: GemvPart, rows: number): number {
 }
 
 /**
+ * The tuning of a block-weight gemv (from an H200 sweep of lanes 64..448 x rows 1..16 at the Llama 3 8B
+ * shapes, q4_k_m and q8_0): about two chunks per lane (the lane's second chunk keeps more loads in flight than
+ * a wider team would), at most 8 subgroups, and 4 row units per team (2 for q6_k, whose 210-byte blocks cost
+ * the most registers; 8 where even that leaves 32768 subgroups: the vocabulary head); then, while the grid
+ * has fewer than 4096 subgroups (about 31 per SM, one wave at these kernels' register use), first a chunk
+ * per lane, then fewer units.
+ */
+function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): GemvTune {
+  const sg = caps.subgroups ? caps.subgroupSize : 1;
+  const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
+  if (sg === 1) return { lanes: 128, rows: 2, unroll: 2, teams: 4 };
+  const chunks = (s.k / QLAYOUT[w].elems) * QLAYOUT[w].chunks;
+  const max = Math.max(sg, Math.min(caps.maxWorkgroupSize, 8 * sg));
+  const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
+  let lanes = whole(chunks / 2);
+  const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
+  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
+  while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
+  while (warps(rows) < 4096 && rows > 1) rows /= 2;
+  return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
  * The tuning a shape gets (measured on an H200 over lanes 32/64/128, rows 1/2, unroll 2/4/8 at the Llama
  * shapes, bench/kernels.ts --sweep): one row per team of a "dot" part when every part is one (o and down
  * projections) and rows are few, else two (q/k/v, the vocab projection); subgroups per team doubled up to 4 until teams x subgroups reach 16384 warps (two full
@@ -83,15 +115,23 @@ function partTeams(p: GemvPart, rows: number): number {
  * a team computes two dots, 2 when it computes one.
  */
 export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
+  if (isQType(s.w)) return qTune(caps, s, s.w);
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const plain = s.parts.every((p) => (p.kind ?? "dot") === "dot");
   const rows = !plain || s.parts.reduce((a, p) => a + p.n, 0) >= 32768 ? 2 : 1;
   const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
-  const vec = isQType(s.w) ? QLAYOUT[s.w].per : vecWidth(s.w === "f32" ? 4 : 2, s.k);
+  const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
   let sgs = 1;
   if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec / 2) sgs *= 2;
   const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
   return { lanes: sg * sgs, rows, unroll: twoDots ? 8 : 2, teams: 4 };
+}
+
+/** A team of `lanes` (rounded up to whole subgroups, at most a workgroup): one per workgroup. */
+function wideTeam(caps: Caps, lanes: number): Team {
+  const sg = caps.subgroupSize;
+  const sgs = Math.max(1, Math.min(Math.floor(caps.maxWorkgroupSize / sg), Math.ceil(lanes / sg)));
+  return { lanes: sgs * sg, rows: 1, size: sgs * sg, shared: false, sgs };
 }
 
 /**
@@ -115,13 +155,19 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     if (p.residual && kind !== "dot") throw new KernelError("gemv: a residual only on a dot part");
   }
   const sg = caps.subgroups ? caps.subgroupSize : 1;
-  const rowsPer = tune.rows >= 2 ? 2 : 1;
-  const counts = s.parts.map((p) => partTeams(p, rowsPer));
+  const qt = isQType(w) ? w : undefined;
+  // Row units per team: any count with block weights; float weights pair a dot part's rows instead.
+  const R = qt ? Math.max(1, Math.floor(tune.rows)) : 1;
+  const rowsPer = qt ? 1 : tune.rows >= 2 ? 2 : 1;
+  const units = s.parts.map((p) => partTeams(p, rowsPer));
+  const counts = units.map((u) => Math.ceil(u / R));
   const total = counts.reduce((a, b) => a + b, 0);
-  const t = team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
+  const t = qt && sg > 1 && tune.lanes > sg
+    ? wideTeam(caps, tune.lanes)
+    : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const grid = gridFor(caps, Math.ceil(total / t.rows));
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${rowsPer}u${tune.unroll}t${t.rows}`;
+  const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   const x = b.buffer("x", "f32", "r");
@@ -146,7 +192,6 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const T = b.let(t.rows === 1 ? wgi : wgi.mul(t.rows).add(t.lanes === 1 ? b.lid.x : b.builtin("sgid")), "u32", "team");
   if (grid[0] * grid[1] * grid[2] * t.rows > total) b.if(T.ge(total), () => b.return());
 
-  const qt = isQType(w) ? w : undefined;
   const vec = qt ? 4 : vecWidth(w === "f32" ? 4 : 2, k);
   const xv = Math.min(4, vec);
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), vec) : 1;
@@ -206,19 +251,31 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
     return { sums, ss };
   };
-  /** `dots` over block weights: lanes stride over the row's chunks; x (and g) loads are shared by the rows. */
+  /**
+   * `dots` over block weights: each lane takes the chunks lane, lane + lanes, ... of the rows' blocks; per
+   * chunk, x (times g, its Σx² and, for blocks with a min, its Σx per group) is loaded once and shared by
+   * every row, whose chunk is then loaded, decoded and dotted.
+   */
   const dotsQ = (rows: { buf: Buffer; row: Val }[], between?: () => void): { sums: Val[]; ss?: Val } => {
     const q = QLAYOUT[qt!], nb = k / q.elems, total = nb * q.chunks, cs = Math.log2(q.chunks);
     const acc = rows.map(() => b.let(f32(0), "f32", "acc"));
     const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
     between?.();
-    b.for(lane, u32(total), t.lanes, (gi) => {
+    // About 32 registers of raw block words in flight per lane.
+    const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
+    const slot = (gi: Val) => {
       const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const chs = rows.map((r, d) => dequantChunk(b, r.buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c));
-      const xat = b.let(blk.mul(q.elems).add(chs[0].at), "u32", "xat");
-      const xs = chs[0].groups.map((grp) => {
-        const at = grp.off ? xat.add(grp.off) : xat, n = grp.q.length;
+      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0);
+      const inflight: LoadedChunk[] = [];
+      let next = 0;
+      const issue = () => {
+        while (next < rows.length && inflight.length < ahead) inflight.push(load(next++));
+      };
+      issue();
+      const xat = b.let(blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
+      const xs = chunkGroups(qt!).map((grp) => {
+        const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
         const v: Val[] = [];
         for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
         if (!g) return v;
@@ -227,10 +284,44 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
-      chs.forEach((ch, d) => b.set(acc[d], acc[d].add(chunkDot(ch, xs))));
-    }, { unroll: Math.min(2, Math.max(1, Math.ceil(total / t.lanes))) });
-    return { sums: acc.map((a) => teamReduce(b, t, "add", a)), ss: ssAcc ? teamReduce(b, t, "add", ssAcc) : undefined };
+      const sx = BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+      // Row d is decoded once row d + ahead's loads are issued.
+      rows.forEach((_, d) => {
+        const lc = inflight.shift()!;
+        issue();
+        b.set(acc[d], acc[d].add(chunkDot(lc.decode(), xs, sx)));
+      });
+    };
+    const trips = Math.ceil(total / t.lanes);
+    if (total % t.lanes === 0 && trips <= 4) {
+      for (let j = 0; j < trips; j++) slot(j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane);
+    } else b.for(lane, u32(total), t.lanes, slot, { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
+    const red = reduceAll(ssAcc ? [...acc, ssAcc] : acc);
+    return { sums: red.slice(0, acc.length), ss: ssAcc ? red[acc.length] : undefined };
   };
+  /**
+   * Team sums of several values: one shared-memory round for all of them on a team of several subgroups (a
+   * barrier per value would serialize the units' reductions).
+   */
+  let qsum: Shared | undefined;
+  const reduceAll = (vals: Val[]): Val[] => {
+    if (t.sgs <= 1 || vals.length === 1) return vals.map((v) => teamReduce(b, t, "add", v));
+    // One scratch for every part, sized for the most values a team reduces (2 rows per unit, and Σx²).
+    qsum ??= b.shared("qsum", "f32", (2 * R + 1) * t.sgs);
+    const sh = qsum;
+    const rs = vals.map((v) => b.let(b.subgroupReduce("add", v), "f32", "red"));
+    const sgid = b.builtin("sgid");
+    b.if(b.builtin("lane").eq(u32(0)), () => rs.forEach((r, i) => b.sstore(sh, i ? sgid.add(i * t.sgs) : sgid, r)));
+    b.barrier();
+    // Expressions, not values: only the first subgroup reads them (see `tail`).
+    return vals.map((_, i) => {
+      let a = b.sload(sh, i * t.sgs);
+      for (let j = 1; j < t.sgs; j++) a = a.add(b.sload(sh, i * t.sgs + j));
+      return a;
+    });
+  };
+  /** The epilogues after a team's reduction: on a team of several subgroups, the first one alone (it stores). */
+  const tail = (f: () => void) => (qt && t.sgs > 1 ? b.if(b.builtin("sgid").eq(u32(0)), f) : f());
   /** Each dot scaled by the norm's r, plus its bias. */
   const finish = (sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] => {
     const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r") : undefined;
@@ -252,14 +343,20 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     return pos;
   };
 
-  const body = (pi: number, tl: Val): void => {
+  /** A row unit's rows, work that may overlap their first loads, and its epilogue (stores only when `ok`). */
+  interface Unit { rows: { buf: Buffer; row: Val }[]; between?: () => void; end: (sums: Val[], ss: Val | undefined, ok?: Val) => void }
+  const guard = (ok: Val | undefined, f: () => void) => (ok ? b.if(ok, f) : f());
+  const unit = (pi: number, tl: Val): Unit => {
     const p = s.parts[pi], pb = bufs[pi], kind = p.kind ?? "dot";
     if (kind === "silu_mul") {
       const row = tl;
-      const { sums, ss } = dots([{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }]);
-      const [gt, up] = finish(sums, ss, pb.bias, [row, row]);
-      once(() => b.store(pb.y, outAt(p, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: p.gelu ? "gelu" : "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up])));
-      return;
+      return {
+        rows: [{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }],
+        end: (sums, ss, ok) => {
+          const [gt, up] = finish(sums, ss, pb.bias, [row, row]);
+          once(() => guard(ok, () => b.store(pb.y, outAt(p, loadPos(p, pb), row), evalEw({ op: "mul", args: [{ op: p.gelu ? "gelu" : "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up]))));
+        },
+      };
     }
     if (kind === "rope") {
       const { hd, style } = p.rope!, rot = p.rope!.rot ?? hd, half = hd / 2;
@@ -279,37 +376,71 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         cs = b.let(ang.cos(), "f32", "c");
         sn = b.let(ang.sin(), "f32", "s");
       };
-      const { sums, ss } = dots([{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }], angle);
-      const [x0, x1] = finish(sums, ss, pb.bias, [ia, ib]);
-      once(() => {
-        if (p0.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
-        const pos = loadPos(p, pb);
-        const store = (y0: Val, y1: Val) => {
-          b.store(pb.y, outAt(p, pos, ia), y0);
-          b.store(pb.y, outAt(p, pos, ib), y1);
-        };
-        const rotate = () => store(x0.mul(cs).sub(x1.mul(sn)), x0.mul(sn).add(x1.mul(cs)));
-        if (rot === hd) rotate();
-        else b.if(inRot, rotate, () => store(x0, x1));
-      });
-      return;
+      return {
+        rows: [{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }],
+        between: angle,
+        end: (sums, ss, ok) => {
+          const [x0, x1] = finish(sums, ss, pb.bias, [ia, ib]);
+          once(() => guard(ok, () => {
+            if (p0.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
+            const pos = loadPos(p, pb);
+            const store = (y0: Val, y1: Val) => {
+              b.store(pb.y, outAt(p, pos, ia), y0);
+              b.store(pb.y, outAt(p, pos, ib), y1);
+            };
+            const rotate = () => store(x0.mul(cs).sub(x1.mul(sn)), x0.mul(sn).add(x1.mul(cs)));
+            if (rot === hd) rotate();
+            else b.if(inRot, rotate, () => store(x0, x1));
+          }));
+        },
+      };
     }
     // dot: rows r0 and (when two per team) r1 = r0 + 1, clamped to the last row (computed twice, stored once).
     const r0 = b.let(rowsPer === 2 ? tl.mul(2) : tl, "u32", "r0");
     const r1 = rowsPer === 2 ? b.let(p.n % 2 ? r0.add(1).min(p.n - 1) : r0.add(1), "u32", "r1") : undefined;
     const rows = r1 ? [r0, r1] : [r0];
-    const { sums, ss } = dots(rows.map((row) => ({ buf: pb.ws[0], row })));
-    const vals = finish(sums, ss, pb.bias, rows);
-    once(() => {
-      const pos = loadPos(p, pb);
-      rows.forEach((row, d) => {
-        const emit = () => {
-          const at = b.let(outAt(p, pos, row), "u32", "yi");
-          b.store(pb.y, at, pb.res ? vals[d].add(b.load(pb.res, row)) : vals[d]);
-        };
-        if (d === 1 && p.n % 2) b.if(r0.add(1).lt(p.n), emit);
-        else emit();
-      });
+    return {
+      rows: rows.map((row) => ({ buf: pb.ws[0], row })),
+      end: (sums, ss, ok) => {
+        const vals = finish(sums, ss, pb.bias, rows);
+        once(() => guard(ok, () => {
+          const pos = loadPos(p, pb);
+          rows.forEach((row, d) => {
+            const emit = () => {
+              const at = b.let(outAt(p, pos, row), "u32", "yi");
+              b.store(pb.y, at, pb.res ? vals[d].add(b.load(pb.res, row)) : vals[d]);
+            };
+            if (d === 1 && p.n % 2) b.if(r0.add(1).lt(p.n), emit);
+            else emit();
+          });
+        }));
+      },
+    };
+  };
+  /**
+   * Team tl of part pi: units tl·R .. tl·R + R - 1 in one pass over x (the last team's units past the part's
+   * end repeat its last unit and store nothing: a residual bound to y must be added once).
+   */
+  const body = (pi: number, tl: Val): void => {
+    if (R === 1) {
+      const u = unit(pi, tl);
+      const { sums, ss } = dots(u.rows, u.between);
+      tail(() => u.end(sums, ss));
+      return;
+    }
+    const first = b.let(tl.mul(R), "u32", "u0");
+    const us = Array.from({ length: R }, (_, j) => {
+      const raw = j ? first.add(j) : first;
+      const ok = units[pi] % R ? raw.lt(units[pi]) : undefined;
+      return { ...unit(pi, ok ? b.let(raw.min(units[pi] - 1), "u32", "unit") : j ? b.let(raw, "u32", "unit") : first), ok };
+    });
+    const { sums, ss } = dots(us.flatMap((u) => u.rows), () => us.forEach((u) => u.between?.()));
+    tail(() => {
+      let at = 0;
+      for (const u of us) {
+        u.end(sums.slice(at, at + u.rows.length), ss, u.ok);
+        at += u.rows.length;
+      }
     });
   };
 

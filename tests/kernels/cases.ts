@@ -10,6 +10,8 @@
 import type { Kernel } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
 import * as lib from "../../kernels/lib/mod.ts";
+import { BLOCK, type BlockDType, dequantize } from "../../graph/dtype.ts";
+import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import {
   asF32, bytes, decode, floats, halfToNum, numToHalf, q4Rows, q8Rows, Rng, zeros,
 } from "./data.ts";
@@ -96,11 +98,16 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
 }
 
 // ---- fused gemv ----------------------------------------------------------------------------------------
+/** Random values in [-1, 1) quantized by ggml's reference algorithm; `values` are their exact dequantization. */
+function blockRows(rng: Rng, t: BlockDType, n: number): { bytes: Uint8Array; values: Float64Array } {
+  const q = quantizeBlocks(t, rng.f32(n, -1, 1));
+  return { bytes: bytes(q), values: Float64Array.from(dequantize(t, q, n)) };
+}
 /**
  * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
  * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
  */
-function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
+function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
   const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, ${o.gelu ? "gelu" : "silu"}_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
   const nr = o.heads * o.hd;
   const freqs = Float32Array.from({ length: o.rot / 2 }, (_, i) => Math.fround(Math.pow(10000, -(2 * i) / o.rot)));
@@ -108,7 +115,7 @@ function gemvCase(w: "f32" | "f16" | "bf16", k: number, o: { hd: number; heads: 
   const inputs = memo(() => {
     const rng = new Rng(name);
     const x = rng.f32(k, -2, 2), g = rng.f32(k, 0.5, 1.5);
-    const mats = [nr, o.n, o.ffn, o.ffn].map((n) => floats(rng, w, n * k));
+    const mats = [nr, o.n, o.ffn, o.ffn].map((n) => (w in BLOCK ? blockRows(rng, w as BlockDType, n * k) : floats(rng, w as "f32" | "f16" | "bf16", n * k)));
     vals.push(...mats.map((m) => m.values));
     return [
       bytes(x), bytes(g),
@@ -743,6 +750,15 @@ export const cases: KernelCase[] = [
   gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 } }),
   gemvCase("f32", 300, { hd: 8, heads: 1, rot: 6, style: "half", n: 9, ffn: 3, cap: 3, pos: 2, tune: { lanes: 64 } }),
   gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3, gelu: true }),
+  // Block weights: several row units per team (3: the last team repeats a unit and must not add the residual
+  // twice), teams of several subgroups, and the defaults.
+  gemvCase("q4_k", 512, { hd: 16, heads: 3, rot: 12, style: "half", n: 7, ffn: 5, cap: 3, pos: 1, tune: { rows: 3, lanes: 64 } }),
+  gemvCase("q6_k", 256, { hd: 8, heads: 2, rot: 8, style: "adjacent", n: 9, ffn: 4, cap: 2, pos: 0, tune: { rows: 4, lanes: 32 } }),
+  gemvCase("q6_k", 512, { hd: 8, heads: 1, rot: 8, style: "half", n: 5, ffn: 3, cap: 2, pos: 1 }),
+  gemvCase("q8_0", 96, { hd: 8, heads: 1, rot: 8, style: "half", n: 5, ffn: 3, cap: 2, pos: 1 }),
+  gemvCase("q8_0", 192, { hd: 8, heads: 2, rot: 8, style: "adjacent", n: 7, ffn: 4, cap: 2, pos: 1, tune: { rows: 3, lanes: 32 } }),
+  gemvCase("q5_k", 256, { hd: 8, heads: 2, rot: 8, style: "half", n: 6, ffn: 3, cap: 2, pos: 1, tune: { rows: 2 } }),
+  gemvCase("q4_0", 64, { hd: 8, heads: 1, rot: 8, style: "adjacent", n: 3, ffn: 3, cap: 2, pos: 0, tune: { rows: 5, lanes: 16 } }),
   gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 }, gelu: true }),
   updateSliceCase(1, 32, 16, 5, "f32", "u32"),
   updateSliceCase(3, 12, 8, 5, "f16", "i32"),
