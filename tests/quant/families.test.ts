@@ -27,7 +27,9 @@
 //   moves tokens here at gaps up to ~1.4 nats (measured), which is why that rule, not a wider MARGIN, is used.
 // - poot's tokenizer built from each file's metadata tokenizes every prompt and chat text as llama.cpp does (Phi-3
 //   included: both strip the whitespace after its special tokens by the model's name, which is llama.cpp's rule).
-// The poot-GGUF vs poot-folder bit-exact check is tests/families/gguf.test.ts. The reference runs here, never stored.
+// The poot-GGUF vs poot-folder bit-exact check is tests/families/gguf.test.ts. llama.cpp's answers are stored in
+// llamacpp_families.json under a key of each converted file's bytes (tests/llm/llamacpp_store.ts): while the
+// converter and quantizer write the same bytes they are read, otherwise llama.cpp runs here live.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
@@ -41,6 +43,7 @@ import { convertHF } from "../../llm/formats/convert.ts";
 import { type FileType, quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { roleKey } from "../../graph/weights.ts";
 import { dequantizedCopy } from "./dequantized.ts";
+import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
 import { llama } from "../../llm/families/llama.ts";
 import { rng } from "../graph/random_graph.ts";
 import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
@@ -118,6 +121,9 @@ process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
 /** family -> [file type, path] of its converted files; (family, type) -> llama.cpp's runs. */
 const files = new Map<string, [FileType, string][]>();
 const reference = new Map<string, Run[]>();
+/** llama.cpp's answers for the converted files (tests/llm/llamacpp_store.ts: used while the key matches). */
+const store = openStore(`${root}tests/quant/llamacpp_families.json`);
+const MARGINS = `${root}tests/quant/llamacpp-margins.mjs`;
 
 test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the wide llama to K-quants) and llama.cpp runs each as transformers does", { skip: refSkip, timeout: 600_000 }, () => {
   const jobs: { model: string; seqs: number[][]; texts: string[]; family: string; type: FileType }[] = [];
@@ -152,13 +158,21 @@ test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the
       m.close();
     }
   }
-  const r = spawnSync("node", [`${root}tests/quant/llamacpp-margins.mjs`], {
-    input: JSON.stringify({ jobs: jobs.map(({ model, seqs, texts }) => ({ model, seqs, texts })), tokens: 48, ctx: 128, ignoreEog: true, threads: 1 }),
-    encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26,
+  const common = { tokens: 48, ctx: 128, ignoreEog: true, threads: 1 };
+  type Out = { runs: Run[]; tokenized: number[][] };
+  const keyed: Job<Out>[] = jobs.map(({ model, seqs, texts, family, type }) => ({ name: `${family}:${type}`, key: jobKey(MARGINS, [model], { seqs, texts, ...common }) }));
+  resolve(store, keyed, (missing) => {
+    const todo = missing.map((j) => jobs[keyed.indexOf(j)]);
+    const r = spawnSync("node", [MARGINS], {
+      input: JSON.stringify({ jobs: todo.map(({ model, seqs, texts }) => ({ model, seqs, texts })), ...common }),
+      encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26,
+    });
+    assert.equal(r.status, 0, `llama.cpp failed on a converted file: ${r.stderr}`);
+    return JSON.parse(r.stdout) as Out[];
   });
-  assert.equal(r.status, 0, `llama.cpp failed on a converted file: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as { runs: Run[]; tokenized: number[][] }[];
-  assert.equal(out.length, jobs.length);
+  const note = staleNote(store, "tests/quant/families.test.ts");
+  if (note) console.log(note);
+  const out = keyed.map((j) => j.out!);
   jobs.forEach((j, k) => {
     const exp = expected(j.family === WIDE ? "llama" : j.family), seqs = [...exp.prompts, ...exp.chats];
     const { runs, tokenized } = out[k];
