@@ -47,6 +47,7 @@ import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp
 import { llama } from "../../llm/families/llama.ts";
 import { rng } from "../graph/random_graph.ts";
 import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import type { Device } from "../../backends/device.ts";
 import { expected, FAMILY_DIRS, FIXTURES, MARGIN as FIXTURE_MARGIN } from "../families/fixtures.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -206,52 +207,53 @@ test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the
 });
 
 for (const backend of selectedBackends()) {
-  let probe: Awaited<ReturnType<typeof openDevice>> | undefined = await openDevice(backend as BackendName);
+  const dev = await openDevice(backend as BackendName);
   // A software fallback adapter runs these for minutes: skipped there, said (lavapipe and the GPUs run them).
-  const skip = refSkip || (typeof probe === "string" ? probe : slowDevice(probe));
-  if (skip && typeof probe === "object") await probe.destroy();
+  const skip = refSkip || (typeof dev === "string" ? dev : slowDevice(dev));
+  if (skip && typeof dev === "object") await dev.destroy();
   test(`converted families on ${backend}: poot reading each GGUF generates llama.cpp's greedy tokens`, { skip, timeout: 600_000 }, async () => {
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
-    for (const family of [...FAMILY_DIRS, WIDE]) {
-      for (const [type, path] of files.get(family) ?? []) {
-        if (RUNS_ON[backend] && !RUNS_ON[backend]!(family, type)) continue;
-        const ref = reference.get(`${family}:${type}`);
-        if (!ref) {
-          bad.push(`${family} ${type}: no llama.cpp reference (see the conversion test)`);
-          continue;
-        }
-        // Unloading an engine ends its device: each model gets a fresh one (the probe serves the first).
-        const d = probe ?? await openDevice(backend as BackendName);
-        probe = undefined;
-        if (typeof d === "string") throw new Error(d);
-        const t0 = performance.now();
-        const m = loadModel(path), engine = new Engine(d, { compile: compileGraph });
-        try {
-          const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
-          const exact = reference.get(`${family}:${type}.f32`);
-          for (const [i, want] of ref.entries()) {
-            const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
-            const fail = (r: Run, at: number, who: string) =>
-              `${family} ${type} sequence ${i}: token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
-            const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
-            const nearTie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
-            const e = exact?.[i] ?? want, ea = part(e);
-            if (ea >= 0) (nearTie(e, ea, EXACT_MARGIN) ? flips : bad).push(fail(e, ea, exact ? "llama.cpp on the f32 dequantization" : "llama.cpp"));
-            const at = part(want);
-            if (!exact || at < 0) continue;
-            const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
-            if (nearTie(want, at, MARGIN)) flips.push(fail(want, at, "llama.cpp"));
-            else if (own >= 0 && own <= at) rounded.push(`${family} ${type} #${i}@${at}`);
-            else bad.push(fail(want, at, "llama.cpp"));
+    try {
+      for (const family of [...FAMILY_DIRS, WIDE]) {
+        for (const [type, path] of files.get(family) ?? []) {
+          if (RUNS_ON[backend] && !RUNS_ON[backend]!(family, type)) continue;
+          const ref = reference.get(`${family}:${type}`);
+          if (!ref) {
+            bad.push(`${family} ${type}: no llama.cpp reference (see the conversion test)`);
+            continue;
           }
-        } finally {
-          m.close();
-          await engine.unload();
+          // One device serves every model (opening one per model cost more than some models' runs); each model's
+          // engine frees what it allocated when it unloads.
+          const t0 = performance.now();
+          const m = loadModel(path), engine = new Engine(dev as Device, { compile: compileGraph, ownsDevice: false });
+          try {
+            const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
+            const exact = reference.get(`${family}:${type}.f32`);
+            for (const [i, want] of ref.entries()) {
+              const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
+              const fail = (r: Run, at: number, who: string) =>
+                `${family} ${type} sequence ${i}: token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
+              const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
+              const nearTie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
+              const e = exact?.[i] ?? want, ea = part(e);
+              if (ea >= 0) (nearTie(e, ea, EXACT_MARGIN) ? flips : bad).push(fail(e, ea, exact ? "llama.cpp on the f32 dequantization" : "llama.cpp"));
+              const at = part(want);
+              if (!exact || at < 0) continue;
+              const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
+              if (nearTie(want, at, MARGIN)) flips.push(fail(want, at, "llama.cpp"));
+              else if (own >= 0 && own <= at) rounded.push(`${family} ${type} #${i}@${at}`);
+              else bad.push(fail(want, at, "llama.cpp"));
+            }
+          } finally {
+            m.close();
+            await engine.unload();
+          }
+          if (process.env.POOT_TIMES) console.log(`${family} ${type} ${backend}: ${(performance.now() - t0).toFixed(0)} ms`);
         }
-        if (process.env.POOT_TIMES) console.log(`${family} ${type} ${backend}: ${(performance.now() - t0).toFixed(0)} ms`);
       }
+    } finally {
+      await (dev as Device).destroy();
     }
-    if (typeof probe === "object") await probe.destroy();
     assert.deepEqual(bad, []);
     if (flips.length) console.log(`near-tie flips within the margin rule on ${backend}: ${flips.join("; ")}`);
     if (rounded.length) console.log(`where llama.cpp's rounded activations left its own f32 math first (${rounded.length}): ${rounded.join(", ")}`);
