@@ -9,7 +9,8 @@
 // (same model bytes, same script, same request); tier3.test.ts checks the carried copy against llama.cpp
 // wherever llama.cpp can run, so it cannot go stale unnoticed.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import process from "node:process";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 
@@ -107,7 +108,10 @@ export function computeReference(req: LlamaCppRequest = request()): Reference {
   if (r.status !== 0) throw new Error(`llama.cpp reference failed: ${r.stderr || r.error}`);
   const cases = JSON.parse(r.stdout) as RefCase[];
   mkdirSync(dir, { recursive: true });
-  writeFileSync(cache, r.stdout);
+  // Written aside and renamed: the Deno and Bun runs of CI run side by side and may both fill the same key.
+  const part = `${cache}.${process.pid}.part`;
+  writeFileSync(part, r.stdout);
+  renameSync(part, cache);
   return { key, source: "llama.cpp", cases };
 }
 

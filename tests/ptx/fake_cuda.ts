@@ -172,7 +172,6 @@ export class FakeCuda {
   }
   private exec(name: string, k: Kernel, grid: [number, number, number], ptrs: bigint[]): void {
     if (this.sticky) return;
-    if (name === "spin") this.busyUntil = performance.now() + this.spinMs;
     const js = renderJs(k, { subgroupSize: 32 });
     const views = js.bind(k.buffers.map((_, i) => {
       const { a, off } = this.at(ptrs[i]);
@@ -185,6 +184,9 @@ export class FakeCuda {
       new DataView(ptrView(ptrs[k.buffers.length], 4)).setUint32(0, e.code, true);
       this.sticky = 719; // CUDA_ERROR_LAUNCH_FAILED, what a trap leaves
     }
+    // Busy from the end of the kernel's own JS run: a run slowed by a loaded machine (fault_child's spin loop
+    // takes seconds there) must not use up the window the caller's synchronize is meant to see.
+    if (name === "spin") this.busyUntil = performance.now() + this.spinMs;
   }
 
   streamBeginCapture(): void {

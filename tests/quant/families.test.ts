@@ -27,7 +27,9 @@
 //   moves tokens here at gaps up to ~1.4 nats (measured), which is why that rule, not a wider MARGIN, is used.
 // - poot's tokenizer built from each file's metadata tokenizes every prompt and chat text as llama.cpp does (Phi-3
 //   included: both strip the whitespace after its special tokens by the model's name, which is llama.cpp's rule).
-// The poot-GGUF vs poot-folder bit-exact check is tests/families/gguf.test.ts. The reference runs here, never stored.
+// The poot-GGUF vs poot-folder bit-exact check is tests/families/gguf.test.ts. llama.cpp's answers are stored in
+// llamacpp_families.json under a key of each converted file's bytes (tests/llm/llamacpp_store.ts): while the
+// converter and quantizer write the same bytes they are read, otherwise llama.cpp runs here live.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
@@ -41,9 +43,11 @@ import { convertHF } from "../../llm/formats/convert.ts";
 import { type FileType, quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { roleKey } from "../../graph/weights.ts";
 import { dequantizedCopy } from "./dequantized.ts";
+import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
 import { llama } from "../../llm/families/llama.ts";
 import { rng } from "../graph/random_graph.ts";
 import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import type { Device } from "../../backends/device.ts";
 import { expected, FAMILY_DIRS, FIXTURES, MARGIN as FIXTURE_MARGIN } from "../families/fixtures.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -118,6 +122,9 @@ process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
 /** family -> [file type, path] of its converted files; (family, type) -> llama.cpp's runs. */
 const files = new Map<string, [FileType, string][]>();
 const reference = new Map<string, Run[]>();
+/** llama.cpp's answers for the converted files (tests/llm/llamacpp_store.ts: used while the key matches). */
+const store = openStore(`${root}tests/quant/llamacpp_families.json`);
+const MARGINS = `${root}tests/quant/llamacpp-margins.mjs`;
 
 test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the wide llama to K-quants) and llama.cpp runs each as transformers does", { skip: refSkip, timeout: 600_000 }, () => {
   const jobs: { model: string; seqs: number[][]; texts: string[]; family: string; type: FileType }[] = [];
@@ -152,13 +159,21 @@ test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the
       m.close();
     }
   }
-  const r = spawnSync("node", [`${root}tests/quant/llamacpp-margins.mjs`], {
-    input: JSON.stringify({ jobs: jobs.map(({ model, seqs, texts }) => ({ model, seqs, texts })), tokens: 48, ctx: 128, ignoreEog: true, threads: 1 }),
-    encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26,
+  const common = { tokens: 48, ctx: 128, ignoreEog: true, threads: 1 };
+  type Out = { runs: Run[]; tokenized: number[][] };
+  const keyed: Job<Out>[] = jobs.map(({ model, seqs, texts, family, type }) => ({ name: `${family}:${type}`, key: jobKey(MARGINS, [model], { seqs, texts, ...common }) }));
+  resolve(store, keyed, (missing) => {
+    const todo = missing.map((j) => jobs[keyed.indexOf(j)]);
+    const r = spawnSync("node", [MARGINS], {
+      input: JSON.stringify({ jobs: todo.map(({ model, seqs, texts }) => ({ model, seqs, texts })), ...common }),
+      encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26,
+    });
+    assert.equal(r.status, 0, `llama.cpp failed on a converted file: ${r.stderr}`);
+    return JSON.parse(r.stdout) as Out[];
   });
-  assert.equal(r.status, 0, `llama.cpp failed on a converted file: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as { runs: Run[]; tokenized: number[][] }[];
-  assert.equal(out.length, jobs.length);
+  const note = staleNote(store, "tests/quant/families.test.ts");
+  if (note) console.log(note);
+  const out = keyed.map((j) => j.out!);
   jobs.forEach((j, k) => {
     const exp = expected(j.family === WIDE ? "llama" : j.family), seqs = [...exp.prompts, ...exp.chats];
     const { runs, tokenized } = out[k];
@@ -192,52 +207,53 @@ test("every family fixture converts to GGUF (stored type, f16, q8_0, q4_k_m; the
 });
 
 for (const backend of selectedBackends()) {
-  let probe: Awaited<ReturnType<typeof openDevice>> | undefined = await openDevice(backend as BackendName);
+  const dev = await openDevice(backend as BackendName);
   // A software fallback adapter runs these for minutes: skipped there, said (lavapipe and the GPUs run them).
-  const skip = refSkip || (typeof probe === "string" ? probe : slowDevice(probe));
-  if (skip && typeof probe === "object") await probe.destroy();
+  const skip = refSkip || (typeof dev === "string" ? dev : slowDevice(dev));
+  if (skip && typeof dev === "object") await dev.destroy();
   test(`converted families on ${backend}: poot reading each GGUF generates llama.cpp's greedy tokens`, { skip, timeout: 600_000 }, async () => {
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
-    for (const family of [...FAMILY_DIRS, WIDE]) {
-      for (const [type, path] of files.get(family) ?? []) {
-        if (RUNS_ON[backend] && !RUNS_ON[backend]!(family, type)) continue;
-        const ref = reference.get(`${family}:${type}`);
-        if (!ref) {
-          bad.push(`${family} ${type}: no llama.cpp reference (see the conversion test)`);
-          continue;
-        }
-        // Unloading an engine ends its device: each model gets a fresh one (the probe serves the first).
-        const d = probe ?? await openDevice(backend as BackendName);
-        probe = undefined;
-        if (typeof d === "string") throw new Error(d);
-        const t0 = performance.now();
-        const m = loadModel(path), engine = new Engine(d, { compile: compileGraph });
-        try {
-          const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
-          const exact = reference.get(`${family}:${type}.f32`);
-          for (const [i, want] of ref.entries()) {
-            const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
-            const fail = (r: Run, at: number, who: string) =>
-              `${family} ${type} sequence ${i}: token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
-            const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
-            const nearTie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
-            const e = exact?.[i] ?? want, ea = part(e);
-            if (ea >= 0) (nearTie(e, ea, EXACT_MARGIN) ? flips : bad).push(fail(e, ea, exact ? "llama.cpp on the f32 dequantization" : "llama.cpp"));
-            const at = part(want);
-            if (!exact || at < 0) continue;
-            const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
-            if (nearTie(want, at, MARGIN)) flips.push(fail(want, at, "llama.cpp"));
-            else if (own >= 0 && own <= at) rounded.push(`${family} ${type} #${i}@${at}`);
-            else bad.push(fail(want, at, "llama.cpp"));
+    try {
+      for (const family of [...FAMILY_DIRS, WIDE]) {
+        for (const [type, path] of files.get(family) ?? []) {
+          if (RUNS_ON[backend] && !RUNS_ON[backend]!(family, type)) continue;
+          const ref = reference.get(`${family}:${type}`);
+          if (!ref) {
+            bad.push(`${family} ${type}: no llama.cpp reference (see the conversion test)`);
+            continue;
           }
-        } finally {
-          m.close();
-          await engine.unload();
+          // One device serves every model (opening one per model cost more than some models' runs); each model's
+          // engine frees what it allocated when it unloads.
+          const t0 = performance.now();
+          const m = loadModel(path), engine = new Engine(dev as Device, { compile: compileGraph, ownsDevice: false });
+          try {
+            const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
+            const exact = reference.get(`${family}:${type}.f32`);
+            for (const [i, want] of ref.entries()) {
+              const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
+              const fail = (r: Run, at: number, who: string) =>
+                `${family} ${type} sequence ${i}: token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
+              const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
+              const nearTie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
+              const e = exact?.[i] ?? want, ea = part(e);
+              if (ea >= 0) (nearTie(e, ea, EXACT_MARGIN) ? flips : bad).push(fail(e, ea, exact ? "llama.cpp on the f32 dequantization" : "llama.cpp"));
+              const at = part(want);
+              if (!exact || at < 0) continue;
+              const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
+              if (nearTie(want, at, MARGIN)) flips.push(fail(want, at, "llama.cpp"));
+              else if (own >= 0 && own <= at) rounded.push(`${family} ${type} #${i}@${at}`);
+              else bad.push(fail(want, at, "llama.cpp"));
+            }
+          } finally {
+            m.close();
+            await engine.unload();
+          }
+          if (process.env.POOT_TIMES) console.log(`${family} ${type} ${backend}: ${(performance.now() - t0).toFixed(0)} ms`);
         }
-        if (process.env.POOT_TIMES) console.log(`${family} ${type} ${backend}: ${(performance.now() - t0).toFixed(0)} ms`);
       }
+    } finally {
+      await (dev as Device).destroy();
     }
-    if (typeof probe === "object") await probe.destroy();
     assert.deepEqual(bad, []);
     if (flips.length) console.log(`near-tie flips within the margin rule on ${backend}: ${flips.join("; ")}`);
     if (rounded.length) console.log(`where llama.cpp's rounded activations left its own f32 math first (${rounded.length}): ${rounded.join(", ")}`);

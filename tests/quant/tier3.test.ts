@@ -1,7 +1,9 @@
 // Tier 3 for quantized files: stories260K quantized by `poot quantize` to each file type (q8_0, q4_0, q4_k_m,
 // q5_k_m, q6_k: with stories' 64- and 172-wide rows the K-quant mixes fall back to q5_0/q5_1/q8_0/f16 as
 // llama.cpp's do) generates the same greedy tokens in `poot run` (js, vulkan, wgpu) as llama.cpp (node-llama-cpp
-// on the CPU) reading the same file, apart from near ties. The reference runs here, never stored.
+// on the CPU) reading the same file, apart from near ties. llama.cpp's answers are stored in llamacpp_tier3.json
+// under a key of the quantized file's bytes (tests/llm/llamacpp_store.ts): while `poot quantize` writes the same
+// bytes they are read, otherwise llama.cpp runs here live.
 //
 // Margin rule: llama.cpp's CPU backend does not compute the float dot product: it quantizes the activations to
 // q8_0 (q8_K for K-quants) before a quantized dot, and to f16 before an f16 one, so its logits carry errors
@@ -23,6 +25,7 @@ import { fileURLToPath } from "node:url";
 import { openDevice, slowDevice } from "../devices/index.ts";
 import { QUANT_FTYPES } from "../../llm/formats/quantize.ts";
 import { dequantizedCopy } from "./dequantized.ts";
+import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const model = `${root}models/stories260K/stories260K.gguf`;
@@ -47,9 +50,21 @@ function poot(args: string[]): { status: number | null; stdout: string; stderr: 
 const dir = mkdtempSync(join(tmpdir(), "poot-quant-t3-"));
 process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
 
+/** llama.cpp's answers for the files `poot quantize` writes (tests/llm/llamacpp_store.ts: used while the key matches). */
+const store = openStore(`${root}tests/quant/llamacpp_tier3.json`);
+const MARGINS = `${root}tests/quant/llamacpp-margins.mjs`, GENERATE = `${root}tests/llm/llamacpp-generate.mjs`;
+type Exact = { prompt_ids: number[]; generated_ids: number[] };
+
+/** One run of a llama.cpp helper script under Node (its JSON answer), or an assertion naming the file. */
+function llamaCpp<R>(script: string, input: unknown, what: string): R {
+  const r = spawnSync("node", [script], { input: JSON.stringify(input), encoding: "utf8", timeout: 300_000, maxBuffer: 1 << 24 });
+  assert.equal(r.status, 0, `llama.cpp failed on ${what}: ${r.stderr}`);
+  return JSON.parse(r.stdout) as R;
+}
+
 const files = new Map<string, string>();
 const reference = new Map<string, Ref[]>();
-const exact = new Map<string, { prompt_ids: number[]; generated_ids: number[] }[]>();
+const exact = new Map<string, Exact[]>();
 for (const ft of QUANT_FTYPES) {
   test(`poot quantize stories260K --type ${ft} writes a file llama.cpp loads`, { skip: refSkip, timeout: 300_000 }, () => {
     const out = join(dir, `stories260K-${ft}.gguf`);
@@ -57,21 +72,20 @@ for (const ft of QUANT_FTYPES) {
     assert.equal(q.status, 0, q.stderr);
     assert.match(q.stdout, new RegExp(`as ${ft}: \\d+ of 48 tensors converted`));
     files.set(ft, out);
-    const r = spawnSync("node", [`${root}tests/quant/llamacpp-margins.mjs`], {
-      input: JSON.stringify({ model: out, prompts: PROMPTS, tokens: NEW, ctx: 256 }), encoding: "utf8", timeout: 300_000, maxBuffer: 1 << 24,
-    });
-    assert.equal(r.status, 0, `llama.cpp failed on the ${ft} file: ${r.stderr}`);
-    const ref = JSON.parse(r.stdout) as Ref[];
+    const req = { prompts: PROMPTS, tokens: NEW, ctx: 256 };
+    const m: Job<Ref[]> = { name: ft, key: jobKey(MARGINS, [out], req) };
+    resolve(store, [m], () => [llamaCpp(MARGINS, { model: out, ...req }, `the ${ft} file`)]);
+    const ref = m.out!;
     assert.equal(ref.length, PROMPTS.length);
     for (const x of ref) assert.ok(x.generated_ids.length > 8, `llama.cpp generated only ${x.generated_ids.length} tokens`);
     reference.set(ft, ref);
     const f32 = join(dir, `stories260K-${ft}-dequantized.gguf`);
     dequantizedCopy(out, f32);
-    const e = spawnSync("node", [`${root}tests/llm/llamacpp-generate.mjs`], {
-      input: JSON.stringify({ model: f32, prompts: PROMPTS, tokens: NEW, ctx: 256 }), encoding: "utf8", timeout: 300_000, maxBuffer: 1 << 24,
-    });
-    assert.equal(e.status, 0, `llama.cpp failed on the dequantized ${ft} file: ${e.stderr}`);
-    exact.set(ft, JSON.parse(e.stdout));
+    const e: Job<Exact[]> = { name: `${ft}-dequantized`, key: jobKey(GENERATE, [f32], req) };
+    resolve(store, [e], () => [llamaCpp(GENERATE, { model: f32, ...req }, `the dequantized ${ft} file`)]);
+    exact.set(ft, e.out!);
+    const note = ft === QUANT_FTYPES.at(-1) && staleNote(store, "tests/quant/tier3.test.ts");
+    if (note) console.log(note);
   });
 }
 
