@@ -157,15 +157,7 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
   // kept against a running max (rescaled when the max moves), combined across lanes after.
   const NEG = f32(-Infinity);
   const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi"), sm = b.let(f32(0), "f32", "sm");
-  overRow(end, (i, x) => {
-    const num = b.let(x.eq(x), "bool", "num");
-    b.if(num.and(x.gt(mx).or(mi.eq(f32(NONE)))), () => {
-      b.set(sm, mx.gt(NEG).select(sm.mul(mx.sub(x).exp()), sm));
-      b.set(mx, x);
-      b.set(mi, i.cast("f32"));
-    });
-    b.if(num.and(x.gt(NEG)), () => b.set(sm, sm.add(x.sub(mx).exp())));
-  });
+  overRow(end, (i, x) => maxSumStep(b, { mx, mi, sm }, i, x));
   const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
   const ls = b.let(teamReduce(b, t, "add", mx.gt(NEG).select(sm.mul(mx.sub(m).exp()), f32(0))).log(), "f32", "ls");
   const first = b.let(teamReduce(b, t, "min", mx.eq(m).select(mi, f32(NONE))), "f32", "first");
@@ -198,4 +190,19 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
     emit(k, b.let(I.lt(f32(NONE)), "bool", "got"), M, I);
   }
   return b.build();
+}
+
+/**
+ * One logit into a lane's running max `mx` (NaN skipped; its first index `mi`) and Σ exp(x − mx) `sm`, rescaled
+ * when the max moves (logprobs here and in logprobs_split.ts).
+ */
+export function maxSumStep(b: KernelBuilder, s: { mx: Val; mi: Val; sm: Val }, i: Val, x: Val): void {
+  const NEG = f32(-Infinity);
+  const num = b.let(x.eq(x), "bool", "num");
+  b.if(num.and(x.gt(s.mx).or(s.mi.eq(f32(NONE)))), () => {
+    b.set(s.sm, s.mx.gt(NEG).select(s.sm.mul(s.mx.sub(x).exp()), s.sm));
+    b.set(s.mx, x);
+    b.set(s.mi, i.cast("f32"));
+  });
+  b.if(num.and(x.gt(NEG)), () => b.set(s.sm, s.sm.add(x.sub(s.mx).exp())));
 }

@@ -16,6 +16,7 @@ import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, vecWidth } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { sampleSplit } from "./sample_split.ts";
+import { maxSumStep } from "./logits.ts";
 
 const NONE = 1 << 24; // an index sentinel above every vocabulary index (indices travel as exact f32)
 
@@ -87,15 +88,7 @@ export function logprobsPart(caps: Caps, s: LogprobsSplitShape): Kernel {
 
   const NEG = f32(-Infinity);
   const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi"), sm = b.let(f32(0), "f32", "sm");
-  overSlice(want, (i, x) => {
-    const num = b.let(x.eq(x), "bool", "num");
-    b.if(num.and(x.gt(mx).or(mi.eq(f32(NONE)))), () => {
-      b.set(sm, mx.gt(NEG).select(sm.mul(mx.sub(x).exp()), sm));
-      b.set(mx, x);
-      b.set(mi, i.cast("f32"));
-    });
-    b.if(num.and(x.gt(NEG)), () => b.set(sm, sm.add(x.sub(mx).exp())));
-  });
+  overSlice(want, (i, x) => maxSumStep(b, { mx, mi, sm }, i, x));
   const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
   const sum = b.let(teamReduce(b, t, "add", mx.gt(NEG).select(sm.mul(mx.sub(m).exp()), f32(0))), "f32", "sum");
   const first = b.let(teamReduce(b, t, "min", mx.eq(m).select(mi, f32(NONE))), "f32", "first");

@@ -28,7 +28,7 @@ import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, ty
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
-import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit } from "./sample_split.ts";
+import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
 
 export interface SampleShape {
   rows: number;
@@ -275,16 +275,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   } else {
     const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
     const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
-    overRow(null, (i, x) => {
-      const fin = b.let(x.isfinite(), "bool", "fin");
-      b.if(fin.not(), () => b.set(nf, f32(1)));
-      b.if(fin, () => b.set(lo, lo.min(x)));
-      const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
-      b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
-        b.set(bv, v);
-        b.set(bi, i);
-      });
-    });
+    overRow(null, (i, x) => statsStep(b, { bv, bi, nf, lo }, i, x));
     [m, nfAll, negMin] = lanes.reduce("max", [bv, nf, lo.neg()]);
     const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
     greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");

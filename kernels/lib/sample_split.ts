@@ -86,16 +86,7 @@ export function sampleStats(caps: Caps, s: SplitShape): Kernel {
   const base = b.let(row.mul(u32(V)), "u32", "base");
   const bv = b.let(f32(-Infinity), "f32", "bv"), bi = b.let(u32(NONE), "u32", "bi");
   const nf = b.let(f32(0), "f32", "nf"), lo = b.let(f32(Infinity), "f32", "mn");
-  overSlice(b, X, t.lanes, lane, base, s0, s1, vw, (i, x) => {
-    const fin = b.let(x.isfinite(), "bool", "fin");
-    b.if(fin.not(), () => b.set(nf, f32(1)));
-    b.if(fin, () => b.set(lo, lo.min(x)));
-    const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
-    b.if(v.gt(bv).or(bi.eq(u32(NONE))), () => {
-      b.set(bv, v);
-      b.set(bi, i);
-    });
-  });
+  overSlice(b, X, t.lanes, lane, base, s0, s1, vw, (i, x) => statsStep(b, { bv, bi, nf, lo }, i, x));
   const m = b.let(teamReduce(b, t, "max", bv), "f32", "m");
   const first = b.let(teamReduce(b, t, "min", bv.eq(m).select(bi.cast("f32"), f32(NONE))), "f32", "first");
   const nfAll = b.let(teamReduce(b, t, "max", nf), "f32", "nfa");
@@ -220,4 +211,19 @@ function sumAndStore(b: KernelBuilder, t: ReturnType<typeof team>, lane: Val, va
   }
   const sums = vals.map((v) => b.let(teamReduce(b, t, "add", v), "f32", "ms"));
   b.if(lane.eq(u32(0)), () => sums.forEach((v, k) => b.store(buf, k ? at.add(k) : at, v)));
+}
+
+/**
+ * One logit into a lane's running row statistics (sample.ts's first pass and sampleStats): the non-finite flag
+ * `nf`, the smallest finite logit `lo`, the largest logit `bv` (NaN read as −∞) and its first index `bi`.
+ */
+export function statsStep(b: KernelBuilder, s: { bv: Val; bi: Val; nf: Val; lo: Val }, i: Val, x: Val): void {
+  const fin = b.let(x.isfinite(), "bool", "fin");
+  b.if(fin.not(), () => b.set(s.nf, f32(1)));
+  b.if(fin, () => b.set(s.lo, s.lo.min(x)));
+  const v = b.let(x.ne(x).select(f32(-Infinity), x), "f32", "xv");
+  b.if(v.gt(s.bv).or(s.bi.eq(u32(NONE))), () => {
+    b.set(s.bv, v);
+    b.set(s.bi, i);
+  });
 }
