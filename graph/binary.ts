@@ -18,19 +18,19 @@ export interface BinaryRecord {
 }
 
 const RECORDS = {
-  add: { doc: "a+b", input: "number", f: (a, b) => a + b, allow: { rel: 2 } },
-  sub: { doc: "a-b", input: "number", f: (a, b) => a - b, allow: { rel: 2 } },
-  mul: { doc: "a*b", input: "number", f: (a, b) => a * b, int: Math.imul, allow: { rel: 2 } },
+  add: { doc: "a+b", input: "number", f: (a: number, b: number): number => a + b, allow: { rel: 2 } },
+  sub: { doc: "a-b", input: "number", f: (a: number, b: number): number => a - b, allow: { rel: 2 } },
+  mul: { doc: "a*b", input: "number", f: (a: number, b: number): number => a * b, int: Math.imul, allow: { rel: 2 } },
   div: {
-    doc: "a/b (ints: truncating, x/0 = 0)", input: "number", f: (a, b) => a / b,
-    int: (a, b) => (b === 0 ? 0 : Math.trunc(a / b)), allow: { rel: 4 },
+    doc: "a/b (ints: truncating, x/0 = 0)", input: "number", f: (a: number, b: number): number => a / b,
+    int: (a: number, b: number): number => (b === 0 ? 0 : Math.trunc(a / b)), allow: { rel: 4 },
   },
-  mod: { doc: "a%b, sign of a (ints: x%0 = 0)", input: "number", f: (a, b) => a % b, int: (a, b) => (b === 0 ? 0 : a % b) },
+  mod: { doc: "a%b, sign of a (ints: x%0 = 0)", input: "number", f: (a: number, b: number): number => a % b, int: (a: number, b: number): number => (b === 0 ? 0 : a % b) },
   max: { doc: "max (NaN wins; +0 > -0)", input: "number", f: Math.max },
   min: { doc: "min (NaN wins; -0 < +0)", input: "number", f: Math.min },
   pow: { doc: "a^b", input: "float", f: Math.pow, allow: { rel: 8, arg: 2 } },
-  and: { doc: "a&b (bool, ints)", input: "logical", f: (a, b) => a & b },
-  or: { doc: "a|b (bool, ints)", input: "logical", f: (a, b) => a | b },
+  and: { doc: "a&b (bool, ints)", input: "logical", f: (a: number, b: number): number => a & b },
+  or: { doc: "a|b (bool, ints)", input: "logical", f: (a: number, b: number): number => a | b },
 } satisfies Record<string, BinaryRecord>;
 
 export const BINARY_OPS: Record<keyof typeof RECORDS, BinaryRecord> = RECORDS;

@@ -27,18 +27,18 @@ export interface UnaryRecord {
 }
 
 const RECORDS = {
-  neg: { doc: "-x", input: "number", f: (x) => -x },
+  neg: { doc: "-x", input: "number", f: (x: number): number => -x },
   abs: { doc: "|x|", input: "number", f: Math.abs },
   exp: { doc: "e^x", input: "float", f: Math.exp, allow: { rel: 4, arg: 2 } },
   log: { doc: "ln x", input: "float", f: Math.log, allow: { rel: 4, abs: 4 }, poleAtZero: true },
   sqrt: { doc: "√x", input: "float", f: Math.sqrt, allow: { rel: 4 }, poleAtZero: true },
-  rsqrt: { doc: "1/√x (one rounding)", input: "float", f: (x) => 1 / Math.sqrt(x), allow: { rel: 4 }, poleAtZero: true },
-  recip: { doc: "1/x", input: "float", f: (x) => 1 / x, allow: { rel: 4 }, poleAtZero: true },
+  rsqrt: { doc: "1/√x (one rounding)", input: "float", f: (x: number): number => 1 / Math.sqrt(x), allow: { rel: 4 }, poleAtZero: true },
+  recip: { doc: "1/x", input: "float", f: (x: number): number => 1 / x, allow: { rel: 4 }, poleAtZero: true },
   sin: { doc: "sin x", input: "float", f: Math.sin, allow: { rel: 0, abs: 4, arg: 2 } },
   cos: { doc: "cos x", input: "float", f: Math.cos, allow: { rel: 0, abs: 4, arg: 2 } },
   tanh: { doc: "tanh x", input: "float", f: Math.tanh, allow: { rel: 4, abs: 4 } },
   floor: { doc: "⌊x⌋", input: "float", f: Math.floor },
-  not: { doc: "!x (bool)", input: "bool", f: (x) => (x ? 0 : 1) },
+  not: { doc: "!x (bool)", input: "bool", f: (x: number): number => (x ? 0 : 1) },
 } satisfies Record<string, UnaryRecord>;
 
 export const UNARY_OPS: Record<keyof typeof RECORDS, UnaryRecord> = RECORDS;

@@ -240,7 +240,20 @@ const ATTENTION: OpRecord = {
   unit: "attention",
 };
 
-export const COMPOSITE_OPS = {
+// An explicit type (the names again) keeps the public API free of inferred types (JSR's slow-type check); the
+// names are still declared here only: graph/ir.ts CompositeOp is keyof typeof COMPOSITE_OPS.
+export const COMPOSITE_OPS: {
+  rmsnorm: OpRecord;
+  layernorm: OpRecord;
+  rope: OpRecord;
+  softmax: OpRecord;
+  attention: OpRecord;
+  paged_attention: OpRecord;
+  causal_mask: OpRecord;
+  silu: OpRecord;
+  gelu: OpRecord;
+  silu_mul: OpRecord;
+} = {
   rmsnorm: composite("[x[..., D], w[D]] attrs.eps", normRule, expandRmsnorm, boundRmsnorm, "kernel"),
   layernorm: composite("[x[..., D], w[D], b[D]] attrs.eps", normRule, expandLayernorm, "expansion", "kernel"),
   rope: composite("[x[R, H, D], pos[R] int, factors?[dims/2]] attrs.theta, style, dims", ropeRule, expandRope, "expansion", "kernel"),
@@ -258,4 +271,4 @@ export const COMPOSITE_OPS = {
   silu: composite("x·σ(x)", activationRule, expandSilu, boundSilu, "elementwise"),
   gelu: composite("tanh approximation", activationRule, expandGelu, "expansion", "elementwise"),
   silu_mul: composite("[a, b] -> silu(a)·b", gatedRule, expandSiluMul, boundSiluMul, "elementwise"),
-} satisfies Record<string, OpRecord>;
+};
