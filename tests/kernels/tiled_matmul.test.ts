@@ -13,10 +13,10 @@ import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions, TILED_MIN_ROWS } from "../../kernels/lower.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { assertClose, assertMeaningful } from "../../graph/tolerance.ts";
-import { type DType, type Storage, storageFromBytes } from "../../graph/dtype.ts";
-import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
+import type { DType, Storage } from "../../graph/dtype.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { CaseBuilder, type OpCase, rng } from "../ops/cases.ts";
+import { loadCaseWeights } from "../ops/load.ts";
 import { tiledFits, tiledLayout, tiledSlice } from "../../kernels/lib/tiled_matmul.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import type { Device } from "../../backends/device.ts";
@@ -50,24 +50,9 @@ function cases(heavy: boolean): OpCase[] {
   return out;
 }
 
-async function load(eng: Engine<Device>, c: OpCase): Promise<Record<string, Storage>> {
-  const total = c.weights.reduce((a, w) => a + w.bytes.byteLength, 0);
-  const file = new Uint8Array(total);
-  const entries: TensorEntry[] = [];
-  let off = 0;
-  for (const w of c.weights) {
-    file.set(w.bytes, off);
-    entries.push({ name: w.role, dtype: w.dtype, shape: w.shape, byteLength: w.bytes.byteLength, offset: off });
-    off += w.bytes.byteLength;
-  }
-  const store = bufferStore(file, entries);
-  await eng.loadWeights(store, new Map(c.weights.map((w) => [w.role, w.role])));
-  return Object.fromEntries(c.weights.map((w) => [w.role, storageFromBytes(w.dtype, store.bytes(w.role))]));
-}
-
 /** Runs a case on the engine; checks every output against the oracle; returns the outputs' bytes. */
 async function run(eng: Engine<Device>, c: OpCase): Promise<Record<string, Uint8Array>> {
-  const consts = await load(eng, c);
+  const consts = await loadCaseWeights(eng, c);
   const id = eng.addEntry(`tiled:${c.name}`, c.graph);
   try {
     const want = evaluate(c.graph, { consts, slots: c.slots, state: {} }, { bounds: "worst" });

@@ -17,10 +17,10 @@ import { evaluate } from "../../graph/eval.ts";
 import { assertClose, assertMeaningful, boundStats, floats, MAX_BOUND_FRACTION } from "../../graph/tolerance.ts";
 import type { DType } from "../../graph/dtype.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
-import { bufferStore, type TensorEntry } from "../../graph/weights.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { Unsupported } from "../../backends/errors.ts";
 import { opCases } from "./cases.ts";
+import { loadCaseWeights } from "./load.ts";
 
 const cases = opCases();
 
@@ -117,20 +117,7 @@ for (const backend of selectedBackends()) {
 }
 
 async function runCase(eng: Engine<import("../../backends/device.ts").Device>, c: ReturnType<typeof opCases>[number]): Promise<number> {
-  // Weights: one buffer holding every tensor, as a model file would.
-  const total = c.weights.reduce((a, w) => a + w.bytes.byteLength, 0);
-  const file = new Uint8Array(total);
-  const entries: TensorEntry[] = [];
-  let off = 0;
-  for (const w of c.weights) {
-    file.set(w.bytes, off);
-    entries.push({ name: w.role, dtype: w.dtype, shape: w.shape, byteLength: w.bytes.byteLength, offset: off });
-    off += w.bytes.byteLength;
-  }
-  const store = bufferStore(file, entries);
-  await eng.loadWeights(store, new Map(c.weights.map((w) => [w.role, w.role])));
-  const consts: Record<string, Storage> = {};
-  for (const w of c.weights) consts[w.role] = storageFromBytes(w.dtype, store.bytes(w.role));
+  const consts = await loadCaseWeights(eng, c);
 
   const id = eng.addEntry(`op:${c.name}`, c.graph);
   const steps = c.steps ?? 1;
