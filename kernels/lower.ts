@@ -244,6 +244,11 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
   };
 }
 
+/** CompileOptions.attentionFuse, resolved: whether split reductions combine in their own last team. */
+function fusesTails(cx: LowerContext): boolean {
+  return cx.opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu");
+}
+
 /**
  * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
  * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
@@ -327,8 +332,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
       return;
     }
     // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
-    const fuse = opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu");
-    if (fuse && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
+    if (fusesTails(cx) && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
       // the partials and the counters persist between steps (the counters are zero between dispatches): State,
       // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
       const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
@@ -433,7 +437,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const [outer, len, inner] = around(i0.shape, axis);
     if (inner === 1 && i0.dtype === "f32" && len >= 16384 && caps.subgroups && caps.subgroupSize >= 8) {
       // Long rows (a vocab): chunks in parallel, then a merge.
-      if ((opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu")) && !lib.argmaxFusable(caps, { rows: outer, n: len })) {
+      if (fusesTails(cx) && !lib.argmaxFusable(caps, { rows: outer, n: len })) {
         // one dispatch, as fused attention (the same switch): its candidates and counters are State
         const bytes = lib.argmaxFusedBytes({ rows: outer, n: len });
         const part: Binding = { buffer: buf("state", `argmax-partials:${bytes}`, bytes), offset: 0, bytes };
