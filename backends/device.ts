@@ -2,7 +2,7 @@
 // Handles are opaque to the engine; each device keeps its own types behind them.
 import type { Kernel } from "../kernels/ir.ts";
 import type { TargetSet } from "../kernels/target.ts";
-import type { Work } from "../kernels/program.ts";
+import type { CollectiveStep, Work } from "../kernels/program.ts";
 
 /** An allocated device buffer; only its size is visible above the device. */
 export interface DeviceBuffer {
@@ -25,6 +25,10 @@ export interface DeviceBinding {
 export type DeviceStep =
   | { k: "kernel"; compiled: CompiledKernel; bindings: DeviceBinding[]; grid: [number, number, number]; work: Work }
   | { k: "copy"; src: DeviceBinding; dst: DeviceBinding; work: Work };
+/** A step between the ranks of a tensor-parallel group (kernels/program.ts CollectiveStep), on device buffers. */
+export type DeviceCollective = CollectiveStep<DeviceBinding>;
+/** What a device whose target has caps.collectives records and runs: kernels, copies and collectives. */
+export type GroupStep = DeviceStep | DeviceCollective;
 
 /**
  * What a backend implements. Every method that touches the device throws a typed error from errors.ts on
@@ -58,6 +62,15 @@ export interface Device {
    * device wrote around every step (start, end); undefined when the device was not opened to time steps.
    */
   stepTimes?(rec: Recording): StepTime[] | undefined;
+}
+
+/**
+ * A device that records collectives (its target's caps.collectives is set): record and run take collective
+ * steps too, each issued on the device's own stream where it stands in the list.
+ */
+export interface CollectiveDevice extends Device {
+  record(steps: GroupStep[]): Recording;
+  run(steps: GroupStep[]): void;
 }
 
 /** One step's device time: its start after the previous step's (µs, the launch gap included) and its own span. */

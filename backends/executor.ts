@@ -17,7 +17,7 @@ import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { byteSize, type DType } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
-import type { CompiledKernel, Device, DeviceBuffer, DeviceStep, Recording } from "./device.ts";
+import type { CollectiveDevice, CompiledKernel, Device, DeviceBuffer, GroupStep, Recording } from "./device.ts";
 import type { Kernel } from "../kernels/ir.ts";
 import { zeroFill } from "../kernels/lib/fill.ts";
 import { DeviceTimeout, ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
@@ -47,6 +47,13 @@ export interface StepResult {
   hostMicros: number;
   /** Of hostMicros, the time spent waiting for the device (synchronize). */
   waitMicros: number;
+}
+
+/** A step launched by Engine.launch and not yet finished. */
+export interface Launched {
+  readonly id: EntryId;
+  /** performance.now() when the launch began (hostMicros counts from here). */
+  readonly t0: number;
 }
 
 export interface ExecutorStats {
@@ -107,7 +114,7 @@ interface Entry {
   bufs: DeviceBuffer[];
   /** Buffers this entry owns and frees on removal. */
   own: DeviceBuffer[];
-  steps: DeviceStep[];
+  steps: GroupStep[];
   rec: Recording;
   needsReset: boolean;
   bytes: number;
@@ -281,14 +288,15 @@ export class Engine<D extends Device> implements Executor {
         }
       }
       const compiled = new Map<object, CompiledKernel>();
-      const steps: DeviceStep[] = program.steps.map((s) => {
+      const steps: GroupStep[] = program.steps.map((s) => {
         const bind = (x: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[x.buffer], offset: x.offset, bytes: x.bytes });
         if (s.k === "copy") return { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work };
+        if (s.k === "collective") return { ...s, src: bind(s.src), dst: bind(s.dst) };
         let c = compiled.get(s.kernel);
         if (!c) compiled.set(s.kernel, c = this.device.compile(s.kernel));
         return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
       });
-      const rec = this.device.record(steps);
+      const rec = this.deviceFor(steps).record(steps);
       const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes };
       this.entries.set(id, e);
       this.byKey.set(key, id);
@@ -300,6 +308,14 @@ export class Engine<D extends Device> implements Executor {
     }
   }
 
+  /** The device as one that takes these steps: collectives only where the target says it records them. */
+  private deviceFor(steps: GroupStep[]): CollectiveDevice {
+    if (!this.device.target.caps.collectives && steps.some((s) => s.k === "collective")) {
+      throw new Unsupported(`${this.device.target.backend}: this device does not record collectives`);
+    }
+    return this.device as unknown as CollectiveDevice;
+  }
+
   private entry(id: EntryId): Entry {
     const e = this.entries.get(id);
     if (!e) throw new ExecError(`no entry ${id}`);
@@ -307,6 +323,15 @@ export class Engine<D extends Device> implements Executor {
   }
 
   async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+    return await this.finish(this.launch(id, slots, opts));
+  }
+
+  /**
+   * The first half of step: writes the slots and enqueues the entry's work, returning at once. A tp group
+   * whose ranks meet inside their recordings (NCCL) launches every rank before it waits for any (a rank's
+   * collective waits on the device for the others'). `finish` must follow, once per launch.
+   */
+  launch(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Launched {
     this.live();
     const e = this.entry(id);
     if (e.needsReset) throw new NeedsReset(id);
@@ -324,9 +349,20 @@ export class Engine<D extends Device> implements Executor {
     }
     // From here on the device may have written State: any failure leaves the entry needing a reset.
     try {
-      if (opts.eager) this.device.run(e.steps);
+      if (opts.eager) this.deviceFor(e.steps).run(e.steps);
       else this.device.replay(e.rec);
       this.replays++;
+    } catch (err) {
+      this.spoil(e);
+      throw err;
+    }
+    return { id, t0 };
+  }
+
+  /** The second half of step: waits (bounded) for a launch's work and reads its outputs back. */
+  async finish(l: Launched): Promise<StepResult> {
+    const e = this.entry(l.id), t0 = l.t0;
+    try {
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
@@ -339,10 +375,15 @@ export class Engine<D extends Device> implements Executor {
       }
       return { outputs, hostMicros, waitMicros };
     } catch (err) {
-      e.needsReset = true;
-      for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
+      this.spoil(e);
       throw err;
     }
+  }
+
+  /** A step failed after it may have written State: the entry and every entry sharing its State need a reset. */
+  private spoil(e: Entry): void {
+    e.needsReset = true;
+    for (const s of this.state.values()) if (s.users.has(e.id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
   }
 
   private async collect(e: Entry): Promise<Record<string, HostArray>> {

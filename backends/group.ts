@@ -1,19 +1,22 @@
-// A tensor-parallel group of executors that meet on the host: one Executor per rank (the JS device in CI, any
-// backend in principle), each holding its shard of the weights, and the collectives combined on the host between
-// them. It is itself an Executor, so the driver, the CLI and serve run a tp group exactly like one device.
+// A tensor-parallel group of executors, one per rank, each holding its shard of the weights. It is itself an
+// Executor, so the driver, the CLI and serve run a tp group exactly like one device. Two paths, chosen by what
+// the ranks' devices can do (never by backend name):
 //
-// addEntry shards the graph (graph/passes/tp.ts), cuts it at its collectives (graph/stages.ts) and adds every
-// stage as an entry of every rank; step runs stage by stage, all ranks concurrently, combining in between. This
-// costs a readback and an upload per collective per rank per step: it is the simulated group that checks
-// sharded graphs without GPUs, not the fast path. On NVIDIA GPUs the collectives belong inside each GPU's
-// recording (NCCL calls are capturable into a CUDA graph: ffi/nccl.ts); that device path is not written yet.
-// Its shape: the planner lowers a collective to a Program step of its own; since one thread driving several
-// GPUs must issue the ranks' NCCL calls inside one ncclGroupStart/End, the ranks' CUDA graphs are captured
-// together in lockstep (every rank's stream capturing, kernels issued rank by rank, each collective as one
-// group call over the ranks' communicators from ncclCommInitAll), then replayed with one cuGraphLaunch per GPU.
+// - device ("collectives": every rank's target has caps.collectives: PTX ranks with an NCCL group,
+//   backends/ptx/nccl.ts): addEntry shards the graph (graph/passes/tp.ts) and adds it whole to every rank; the
+//   planner lowers each collective to a Program step, which the rank records as an NCCL call on its own stream
+//   inside its CUDA graph (the ranks' graphs captured together in lockstep). step launches every rank (slot
+//   writes, one cuGraphLaunch per GPU) before it waits for any, and reads rank 0's outputs: no host combine,
+//   no readback of partial sums.
+// - host (everything else: the JS device in CI, Vulkan, a machine without libnccl): addEntry also cuts the
+//   sharded graph at its collectives (graph/stages.ts) and adds every stage as an entry of every rank; step runs
+//   stage by stage, all ranks concurrently, combining on the host in between. This costs a readback and an
+//   upload per collective per rank per step: correct everywhere, slower than one device.
 //
 // Errors: a rank's failure fails the step (the other ranks' entries are marked needing reset by their own
 // engines only if they failed; resetState resets every rank); unload unloads every rank even when one throws.
+// On the device path a rank that fails to launch after others launched leaves their collectives waiting on the
+// device: their wait ends in DeviceTimeout (bounded) and poisons them.
 import type { Graph } from "../graph/ir.ts";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { shardGraph, type TpPlan } from "../graph/passes/tp.ts";
@@ -23,17 +26,33 @@ import type { Storage } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import { ExecError, Unsupported } from "./errors.ts";
 import {
-  Engine, type EntryId, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
+  Engine, type EntryId, type Launched, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
   type SlotValues, type StepResult,
 } from "./executor.ts";
 import type { Device } from "./device.ts";
 import { type BackendChoice, probeBackend } from "./open.ts";
+import { PtxDevice } from "./ptx/device.ts";
+import { NcclGroup } from "./ptx/nccl.ts";
+import { env } from "node:process";
 
 interface GroupEntry {
   key: EntryKey;
-  staged: Staged;
+  /** The host path's stages (undefined on the device path: one entry per rank). */
+  staged?: Staged;
   /** ids[rank][stage] */
   ids: EntryId[][];
+}
+
+/** How a group meets: in each rank's recording ("device": NCCL) or between stages on the host. */
+export type CollectivePath = "device" | "host";
+
+export interface RankGroupOptions {
+  /** "host" keeps the host path even where the devices record collectives (a check, or a fallback). */
+  path?: CollectivePath;
+  /** Why the device path is not available (said by stats() when the host path runs). */
+  hostReason?: string;
+  /** Runs after every entry is removed and before the ranks unload (an NCCL group closes here). */
+  beforeUnload?: () => Promise<void>;
 }
 
 /** Time spent in the collectives of the last steps (host combine, readback and upload of their values). */
@@ -41,8 +60,11 @@ export interface GroupStats extends ExecutorStats {
   tp: number;
   /** Mean host microseconds per step spent combining collectives (the all-reduce cost of the simulated group). */
   collectiveMicrosPerStep: number;
-  /** Stages per step of the last entry stepped (collective boundaries + 1). */
+  /** Stages per step of the last entry stepped (collective boundaries + 1; 1 on the device path). */
   stagesPerStep: number;
+  /** Where the collectives run, and why not on the device when they run on the host. */
+  collectives: CollectivePath;
+  hostReason?: string;
 }
 
 export class RankGroup implements Executor {
@@ -54,9 +76,19 @@ export class RankGroup implements Executor {
   private steps = 0;
   private lastStages = 0;
 
+  /** Where this group's collectives run (see the top of this file). */
+  readonly path: CollectivePath;
+  private readonly hostReason: string | undefined;
+  private readonly beforeUnload: (() => Promise<void>) | undefined;
+
   /** `ranks[r]` runs rank r; the group owns them (unload unloads each). */
-  constructor(readonly ranks: readonly Executor[], readonly plan: TpPlan) {
+  constructor(readonly ranks: readonly Executor[], readonly plan: TpPlan, opts: RankGroupOptions = {}) {
     if (ranks.length !== plan.tp) throw new Unsupported(`a tp ${plan.tp} group needs ${plan.tp} executors, got ${ranks.length}`);
+    const capable = ranks.every((e) => e instanceof Engine && e.targetSet().caps.collectives);
+    if (opts.path === "device" && !capable) throw new Unsupported("the device path needs every rank's device to record collectives (PTX with NCCL)");
+    this.path = capable && opts.path !== "host" ? "device" : "host";
+    this.hostReason = this.path === "host" ? opts.hostReason ?? (capable ? "asked for the host path" : "the ranks' devices do not record collectives") : undefined;
+    this.beforeUnload = opts.beforeUnload;
   }
 
   /** Rank 0's target (every rank compiles for it; memory is one rank's), named as the group. */
@@ -99,11 +131,13 @@ export class RankGroup implements Executor {
   addEntry(key: EntryKey, graph: Graph): EntryId {
     const known = this.byKey.get(key);
     if (known !== undefined) return known;
-    const staged = splitAtCollectives(shardGraph(graph, this.plan));
+    const sharded = shardGraph(graph, this.plan);
+    const staged = this.path === "host" ? splitAtCollectives(sharded) : undefined;
     const ids: EntryId[][] = this.ranks.map(() => []);
     try {
       for (let r = 0; r < this.ranks.length; r++) {
-        staged.stages.forEach((s, k) => ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}.${k}`, s.graph)));
+        if (!staged) ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}`, sharded));
+        else staged.stages.forEach((s, k) => ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}.${k}`, s.graph)));
       }
     } catch (e) {
       ids.forEach((row, r) => row.forEach((id) => this.ranks[r].removeEntry(id)));
@@ -123,6 +157,7 @@ export class RankGroup implements Executor {
 
   async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
     const e = this.entry(id);
+    if (!e.staged) return await this.stepDevice(e, slots, opts);
     const t0 = performance.now();
     let wait = 0;
     const { outputs, combineMicros } = await runStages(e.staged, this.ranks.length, () => slots as Record<string, Storage>, async (r, k, s) => {
@@ -136,6 +171,33 @@ export class RankGroup implements Executor {
     this.steps++;
     this.lastStages = e.staged.stages.length;
     return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait };
+  }
+
+  /**
+   * The device path: every rank launched (its collectives wait on the device for the others'), then every
+   * rank finished; rank 0's outputs are the group's (a collective's result is the same on every rank).
+   */
+  private async stepDevice(e: GroupEntry, slots: SlotValues, opts: { eager?: boolean }): Promise<StepResult> {
+    const t0 = performance.now();
+    const ranks = this.ranks as Engine<never>[];
+    const launched: Launched[] = [];
+    let failed: unknown;
+    try {
+      for (let r = 0; r < ranks.length; r++) launched.push(ranks[r].launch(e.ids[r][0], slots, opts));
+    } catch (err) {
+      failed = err;
+    }
+    const done = await Promise.allSettled(launched.map((l, r) => ranks[r].finish(l)));
+    const bad = done.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
+    if (failed !== undefined) throw failed;
+    if (bad) throw bad.reason;
+    const r0 = (done[0] as PromiseFulfilledResult<StepResult>).value;
+    const hostMicros = (performance.now() - t0) * 1000;
+    this.recent.push({ host: hostMicros, wait: r0.waitMicros, combine: 0 });
+    if (this.recent.length > 64) this.recent.shift();
+    this.steps++;
+    this.lastStages = 1;
+    return { outputs: r0.outputs, hostMicros, waitMicros: r0.waitMicros };
   }
 
   resetState(id?: EntryId): void {
@@ -182,29 +244,63 @@ export class RankGroup implements Executor {
       waitMicrosPerStep: avg(this.recent.map((x) => x.wait)),
       collectiveMicrosPerStep: avg(this.recent.map((x) => x.combine)),
       stagesPerStep: this.lastStages,
+      collectives: this.path,
+      ...(this.hostReason ? { hostReason: this.hostReason } : {}),
     };
   }
 
   async unload(): Promise<void> {
+    // Entries first (an NCCL group's communicators must outlive the graphs that hold their calls), then the
+    // hook (closing them), then the ranks.
+    let first: unknown;
+    for (const id of [...this.entries.keys()]) {
+      try {
+        this.removeEntry(id);
+      } catch (e) {
+        first ??= e;
+      }
+    }
     this.entries.clear();
     this.byKey.clear();
+    try {
+      await this.beforeUnload?.();
+    } catch (e) {
+      first ??= e;
+    }
     const rs = await Promise.allSettled(this.ranks.map((e) => e.unload()));
     const bad = rs.find((r) => r.status === "rejected") as PromiseRejectedResult | undefined;
+    if (first !== undefined) throw first;
     if (bad) throw bad.reason;
   }
 }
 
+/** Options of openRankGroup. */
+export interface OpenGroupOptions {
+  compile: ProgramCompiler;
+  timeoutMs?: number;
+  /**
+   * "auto" (default): the device path where the ranks can record collectives (PTX with libnccl), else the
+   * host path; "device": the device path or an Unsupported error saying why not; "host": the host path. The
+   * environment variable POOT_TP_COLLECTIVES (auto, device, host) sets the default.
+   */
+  collectives?: "auto" | CollectivePath;
+}
+
 /**
  * Opens a tp group: on "js", `plan.tp` JS devices (the simulated group); on "ptx" (or "auto" with CUDA present),
- * GPUs 0..tp-1, one CUDA context and stream each. Anything else, or fewer GPUs than tp, is Unsupported saying
- * why; nothing opened stays open when it throws.
+ * GPUs 0..tp-1, one CUDA context and stream each, joined by an NCCL group where libnccl opens (the device
+ * path). Anything else, or fewer GPUs than tp, is Unsupported saying why; nothing opened stays open when it
+ * throws.
  */
-export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: { compile: ProgramCompiler; timeoutMs?: number }): Promise<RankGroup> {
+export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: OpenGroupOptions): Promise<RankGroup> {
   const tp = plan.tp;
   if (backend !== "auto" && backend !== "ptx" && backend !== "js") {
     throw new Unsupported(`tensor parallelism (tp ${tp}) runs on ptx (one GPU per rank) or js (a simulated group on the CPU), not ${backend}`);
   }
+  const want = opts.collectives ?? collectivesFromEnv();
   const devices: Device[] = [];
+  let nccl: NcclGroup | undefined;
+  let hostReason: string | undefined;
   try {
     for (let r = 0; r < tp; r++) {
       const name = backend === "auto" ? "ptx" : backend;
@@ -215,9 +311,25 @@ export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: 
       }
       devices.push(d);
     }
+    if (want === "host") hostReason = "asked for the host path";
+    else if (devices.every((d) => d instanceof PtxDevice)) {
+      const g = NcclGroup.open(devices as PtxDevice[]);
+      if (typeof g === "string") hostReason = g;
+      else nccl = g;
+    } else hostReason = `${devices[0].target.backend} devices do not record collectives (NCCL is for ptx ranks)`;
+    if (want === "device" && !nccl) throw new Unsupported(`tp ${tp}: the device path is not available: ${hostReason}`);
   } catch (e) {
+    await nccl?.close(opts.timeoutMs).catch(() => {});
     await Promise.allSettled(devices.map((d) => d.destroy()));
     throw e;
   }
-  return new RankGroup(devices.map((d) => new Engine(d, { compile: opts.compile, timeoutMs: opts.timeoutMs })), plan);
+  const ranks = devices.map((d) => new Engine(d, { compile: opts.compile, timeoutMs: opts.timeoutMs }));
+  return new RankGroup(ranks, plan, { hostReason, beforeUnload: nccl && (() => nccl!.close(opts.timeoutMs)) });
+}
+
+function collectivesFromEnv(): "auto" | CollectivePath {
+  const v = env.POOT_TP_COLLECTIVES;
+  if (v === undefined || v === "" || v === "auto") return "auto";
+  if (v === "device" || v === "host") return v;
+  throw new Unsupported(`POOT_TP_COLLECTIVES=${v}: expected auto, device or host`);
 }

@@ -45,6 +45,7 @@ export function slicePart(info: TensorInfo, bytes: Uint8Array, s: Shard, part: n
   const partBytes = byteSize(info.dtype as "f32", local[s.axis] * inner);
   const rowBytes = partBytes * s.count;
   const out: TensorInfo = { ...info, shape: local, byteLength: partBytes * outer };
+  if (s.count === 1) return { info: out, bytes }; // a group of one's "split": the whole tensor, no copy
   if (outer === 1) return { info: out, bytes: bytes.subarray(part * partBytes, (part + 1) * partBytes) };
   const copy = new Uint8Array(partBytes * outer);
   for (let o = 0; o < outer; o++) copy.set(bytes.subarray(o * rowBytes + part * partBytes, o * rowBytes + (part + 1) * partBytes), o * partBytes);

@@ -364,12 +364,44 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   node(cx, u) {
     const n = cx.nodes[u.node];
     cx.bind(n.id); // the result's buffer first, whatever the op (buffer ids follow first use)
+    if (n.op === "all_reduce" || n.op === "all_gather") return lowerCollective(cx, n);
     const f = NODE_LOWERERS[n.op];
     if (f) return f(cx, n, u);
     if (isElementwise(n.op)) return lowerGroup(cx, { k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(n.inputs)] } });
     throw new LoweringError(`no kernel for ${n.op}`);
   },
 };
+
+/**
+ * A collective as a step of the rank's own program, where the target records collectives (caps.collectives: a
+ * PTX rank with NCCL). NCCL gathers rank-major (rank r's block at r·count); a gather along an inner axis (rows
+ * of logits gathered along the vocab) lands in a scratch first and one copy per (outer index, rank) block puts
+ * it in place.
+ */
+function lowerCollective(cx: LowerContext, n: Node): void {
+  if (!cx.caps.collectives) throw new LoweringError(`${n.op} needs a device that records collectives`);
+  const x = cx.nodes[n.inputs[0]], ranks = n.attrs.ranks!, count = numel(x.shape);
+  const esize = byteSize(x.dtype as "f32", 1), bytes = count * esize;
+  const src = cx.bind(x.id), dst = cx.bind(n.id);
+  if (n.op === "all_reduce") {
+    cx.steps.push({ k: "collective", op: n.op, dtype: x.dtype, count, ranks, src, dst, work: { bytes: 2 * bytes, flops: count * ranks } });
+    return;
+  }
+  const axis = n.attrs.axis!, outer = numel(x.shape.slice(0, axis));
+  const work = { bytes: bytes * (ranks + 1), flops: 0 };
+  if (outer === 1) {
+    cx.steps.push({ k: "collective", op: "all_gather", dtype: x.dtype, count, ranks, src, dst, work });
+    return;
+  }
+  const scratch: Binding = { buffer: cx.buf("arena", "all-gather-scratch", bytes * ranks), offset: 0, bytes: bytes * ranks };
+  cx.steps.push({ k: "collective", op: "all_gather", dtype: x.dtype, count, ranks, src, dst: scratch, work });
+  const block = bytes / outer; // one rank's part of one outer index
+  for (let o = 0; o < outer; o++) {
+    for (let r = 0; r < ranks; r++) {
+      cx.copy({ buffer: scratch.buffer, offset: (r * outer + o) * block, bytes: block }, { buffer: dst.buffer, offset: dst.offset + (o * ranks + r) * block, bytes: block });
+    }
+  }
+}
 
 /** A node's own kernel(s): its op's lowerer gets the context, the node, and the unit (for work estimates). */
 type NodeLowerer = (cx: LowerContext, n: Node, u: Unit) => void;

@@ -34,7 +34,26 @@ export interface Work {
 
 export type Step =
   | { k: "kernel"; kernel: Kernel; bindings: Binding[]; grid: [number, number, number]; work: Work }
-  | { k: "copy"; src: Binding; dst: Binding; work: Work };
+  | { k: "copy"; src: Binding; dst: Binding; work: Work }
+  | CollectiveStep<Binding>;
+
+/**
+ * A collective between the ranks of a tensor-parallel group, issued on the device's own stream in step order
+ * (an NCCL call recorded inside the rank's CUDA graph). `count` elements of `dtype` go from src to dst:
+ * all_reduce sums them over the ranks into dst (count elements); all_gather puts rank r's count elements at
+ * dst + r·count (the caller rearranges blocks for a gather along an inner axis). Only a target whose caps say
+ * `collectives` gets these (kernels/lower.ts); everywhere else a sharded graph runs stage by stage on the host.
+ */
+export interface CollectiveStep<B> {
+  k: "collective";
+  op: "all_reduce" | "all_gather";
+  dtype: DType;
+  count: number;
+  ranks: number;
+  src: B;
+  dst: B;
+  work: Work;
+}
 
 /** Where a named graph value lives in the program's buffers. */
 export interface Place {

@@ -31,6 +31,12 @@ export interface Caps {
    * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
    */
   mma?: boolean;
+  /**
+   * The device records collectives between the ranks of its tensor-parallel group in its own step list
+   * (Program steps of kind "collective": NCCL calls inside each rank's CUDA graph). Absent everywhere but a
+   * PTX rank whose group opened NCCL communicators (backends/ptx/nccl.ts).
+   */
+  collectives?: boolean;
 }
 
 export interface TargetSet {

@@ -25,10 +25,14 @@ export class TpError extends InvalidArgumentError {
   }
 }
 
-/** The plan for `tp` ranks, or a TpError naming the dimension that does not split. tp 1: nothing split. */
-export function tpPlan(c: ModelConfig, tp: number): TpPlan {
+/**
+ * The plan for `tp` ranks, or a TpError naming the dimension that does not split. tp 1: nothing split, unless
+ * `collectives` asks for the sharded graph of a group of one (every split one way, every collective over one
+ * rank: the NCCL path checked on one GPU).
+ */
+export function tpPlan(c: ModelConfig, tp: number, opts: { collectives?: boolean } = {}): TpPlan {
   if (!Number.isInteger(tp) || tp < 1) throw new TpError(`${String(tp)} is not a positive integer`);
-  if (tp === 1) return { tp, roles: {} };
+  if (tp === 1 && !opts.collectives) return { tp, roles: {} };
   if (c.encoder) throw new TpError("tensor parallelism is for decoder models; this is an encoder");
   if (c.heads % tp !== 0) throw new TpError(`${c.heads} attention heads do not split over ${tp} ranks`);
   if (c.hidden % tp !== 0) throw new TpError(`the FFN width ${c.hidden} does not split over ${tp} ranks`);

@@ -26,7 +26,7 @@ import {
 } from "../../ffi/cuda.ts";
 import { ptrOf, ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
-import type { CompiledKernel, Device, DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
+import type { CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, CollectiveDevice, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
@@ -36,6 +36,7 @@ import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { StagingRing } from "./staging.ts";
 import { SLOT_MAX, slabSpans, type SlotPlace, SlotSlabs } from "./slots.ts";
+import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
 export interface PtxDeviceOptions {
   /** CUDA device ordinal (default 0). */
@@ -97,12 +98,29 @@ class PtxCompiled implements CompiledKernel {
 }
 class PtxRecording implements Recording {
   released = false;
-  constructor(readonly exec: bigint, readonly steps: number, readonly kernels: PtxCompiled[]) {}
+  /** A rank's part of a group recording captured once every rank's part is in (backends/ptx/nccl.ts). */
+  pending = false;
+  /** Why the group capture of this recording failed. */
+  failed: string | undefined;
+  constructor(public exec: bigint, readonly steps: number, readonly kernels: PtxCompiled[]) {}
 }
 type Launch =
   | { k: "kernel"; c: PtxCompiled; grid: [number, number, number]; args: KernelArgs }
   | { k: "copy"; dst: bigint; src: bigint; bytes: number }
-  | { k: "upload"; dst: bigint; src: bigint; bytes: number };
+  | { k: "upload"; dst: bigint; src: bigint; bytes: number }
+  | { k: "collective"; call: CollectiveCall };
+
+/** One rank's prepared recording, waiting for the other ranks' (backends/ptx/nccl.ts pairs them). */
+export interface PendingPart {
+  readonly device: PtxDevice;
+  readonly list: readonly unknown[];
+  readonly rec: Recording;
+}
+/** This device's place in an NCCL group (backends/ptx/nccl.ts NcclGroup.open sets it). */
+interface RankLink {
+  group: NcclGroup;
+  rank: number;
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /**
@@ -111,6 +129,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * one device exists.
  */
 let currentCtx: bigint | undefined;
+/** After a call into a library that may make another context current (NCCL sets each communicator's device). */
+export function forgetCurrentContext(): void {
+  currentCtx = undefined;
+}
 
 /** Opens the device, or says why it cannot (no libcuda, no GPU, a GPU older than sm_80) as a string. */
 export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
@@ -132,8 +154,9 @@ export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
   }
 }
 
-export class PtxDevice implements Device {
-  readonly target: TargetSet;
+export class PtxDevice implements CollectiveDevice {
+  /** Replaced once when an NCCL group attaches (caps.collectives set). */
+  target: TargetSet;
   poisoned: string | undefined;
   /** The PTX .target the kernels are rendered for. */
   readonly sm: number;
@@ -163,6 +186,8 @@ export class PtxDevice implements Device {
   private readonly pdl: boolean | "exit";
   /** Launches with the programmatic-stream-serialization attribute (undefined: plain cuLaunchKernel only). */
   private readonly launchEx: LaunchEx | undefined;
+  /** Set by an NCCL group (backends/ptx/nccl.ts): this device records collectives. */
+  private link: RankLink | undefined;
 
   /** Prefer `probePtx` (or `PtxDevice.open`); this takes an opened, initialized libcuda. */
   constructor(readonly cu: Cuda, opts: PtxDeviceOptions = {}) {
@@ -210,6 +235,20 @@ export class PtxDevice implements Device {
     const cu = openCuda(opts.library);
     cu.init();
     return new PtxDevice(cu, opts);
+  }
+
+  /**
+   * Joins an NCCL group as `rank` (backends/ptx/nccl.ts, before any entry is added): from here the target says
+   * caps.collectives and recordings take collective steps, issued through the group's communicator.
+   */
+  attachGroup(group: NcclGroup, rank: number): void {
+    if (this.link) throw new Unsupported("ptx: this device already belongs to an NCCL group");
+    this.link = { group, rank };
+    this.target = { ...this.target, caps: { ...this.target.caps, collectives: true } };
+  }
+  /** The device's stream, for the group's collectives (not for general use). */
+  get streamHandle(): bigint {
+    return this.stream;
   }
 
   // ---- errors ----------------------------------------------------------------------------------------
@@ -465,13 +504,20 @@ export class PtxDevice implements Device {
    * Checks steps and builds their launch arguments (device addresses with binding offsets applied), led by
    * one shadow-to-device copy per slot slab the steps bind.
    */
-  private prepare(steps: DeviceStep[]): Launch[] {
+  private prepare(steps: GroupStep[]): Launch[] {
     const caps = this.target.caps;
     const places: SlotPlace[] = [];
     const slotOf = (b: DeviceBinding) => {
       if (b.buffer instanceof PtxBuffer && b.buffer.slot) places.push(b.buffer.slot);
     };
     const list = steps.map((s): Launch => {
+      if (s.k === "collective") {
+        if (!this.link) throw new Unsupported("ptx: a collective step on a device outside an NCCL group");
+        const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
+        const call = this.link.group.call(this.link.rank, s, src.ptr + BigInt(s.src.offset), dst.ptr + BigInt(s.dst.offset));
+        slotOf(s.src);
+        return { k: "collective", call };
+      }
       if (s.k === "copy") {
         const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
         if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`ptx: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
@@ -503,7 +549,8 @@ export class PtxDevice implements Device {
   /** Enqueues launches on the stream (captured when a capture is active). */
   private enqueue(list: Launch[]): void {
     for (const l of list) {
-      if (l.k === "copy") this.cu.memcpyDtoDAsync(l.dst, l.src, l.bytes, this.stream);
+      if (l.k === "collective") this.issue(l.call);
+      else if (l.k === "copy") this.cu.memcpyDtoDAsync(l.dst, l.src, l.bytes, this.stream);
       else if (l.k === "upload") this.cu.memcpyHtoDAsync(l.dst, l.src, l.bytes, this.stream);
       else if (l.c.module.pdl && this.launchEx) {
         const r = this.launchEx.launch(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args.params);
@@ -511,21 +558,41 @@ export class PtxDevice implements Device {
       } else this.cu.launchKernel(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args);
     }
   }
+  /** One collective of this rank alone (a group of one, or inside the group's ncclGroupStart/End). */
+  private issue(call: CollectiveCall): void {
+    this.bind();
+    try {
+      this.link!.group.issue(this.link!.rank, call, this.stream);
+    } finally {
+      forgetCurrentContext(); // NCCL makes its communicator's device current
+    }
+  }
   private kernelsOf(list: Launch[]): PtxCompiled[] {
     return list.flatMap((l) => (l.k === "kernel" ? [l.c] : []));
   }
 
-  run(steps: DeviceStep[]): void {
+  run(steps: GroupStep[]): void {
     this.alive();
     const list = this.prepare(steps);
+    if (this.link && this.link.group.size > 1 && list.some((l) => l.k === "collective")) {
+      // One thread issuing every rank's NCCL calls needs them in group calls across ranks: only recordings do that.
+      throw new Unsupported("ptx: eager steps with collectives in a group of several GPUs (record them)");
+    }
     if (this.inflight.length < 4096) this.inflight.push(this.kernelsOf(list));
     this.slotsBusy = true;
     this.guard("run", () => this.enqueue(list));
   }
 
-  record(steps: DeviceStep[]): Recording {
+  record(steps: GroupStep[]): Recording {
     this.alive();
     const list = this.prepare(steps);
+    if (this.link && list.some((l) => l.k === "collective")) {
+      // Every rank's part is captured together once all are in (at once in a group of one).
+      const rec = this.keep(new PtxRecording(0n, steps.length, this.kernelsOf(list)));
+      rec.pending = true;
+      this.link.group.offer(this.link.rank, { device: this, list, rec });
+      return rec;
+    }
     return this.guard("record", () => {
       if (list.length === 0) return this.keep(new PtxRecording(0n, 0, []));
       this.cu.streamBeginCapture(this.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -557,6 +624,8 @@ export class PtxDevice implements Device {
   replay(rec: Recording): void {
     this.alive();
     if (!(rec instanceof PtxRecording) || !this.recordings.has(rec)) throw new Unsupported("ptx: not a live recording of this device");
+    if (rec.failed !== undefined) throw new Unsupported(`ptx: this recording's group capture failed: ${rec.failed}`);
+    if (rec.pending) throw new Unsupported("ptx: this recording waits for the other ranks of its NCCL group to record theirs");
     if (rec.exec === 0n) return;
     if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
     this.slotsBusy = true;
@@ -589,6 +658,7 @@ export class PtxDevice implements Device {
     if (!(rec instanceof PtxRecording) || rec.released) return;
     rec.released = true;
     this.recordings.delete(rec);
+    if (rec.pending) this.link?.group.withdraw(this.link.rank, rec);
     if (this.poisoned !== undefined || rec.exec === 0n) return;
     this.bind();
     this.guard("releaseRecording", () => this.cu.graphExecDestroy(rec.exec));
@@ -630,6 +700,95 @@ export class PtxDevice implements Device {
       } catch {
         // Nothing more to do for a context that cannot even be reset.
       }
+    }
+  }
+
+  /**
+   * Captures the parts of one group recording, one per rank in rank order, each into its own device's CUDA graph.
+   * One thread drives every GPU, so the capture runs in lockstep: every rank's stream starts capturing, then for
+   * each stretch between collectives every rank's launches are enqueued, and each collective goes out as one
+   * group call (`together`: ncclGroupStart, every rank's call, ncclGroupEnd) across the ranks' streams. Each rank
+   * then replays its graph with one cuGraphLaunch; a rank's NCCL kernels wait on the device for the others'.
+   * Before its first capture each collective is issued once eagerly (on the same scratch-only buffers: the
+   * arena's temps), so NCCL connects its channels outside a capture.
+   */
+  static captureTogether(parts: PendingPart[], together: (issue: (rank: number) => void) => void, warm: Set<string>): void {
+    const devs = parts.map((p) => p.device);
+    const lists = parts.map((p) => p.list as Launch[]);
+    const runs = lists.map((list) => {
+      const out: { launches: Launch[]; call?: CollectiveCall }[] = [{ launches: [] }];
+      for (const l of list) {
+        if (l.k === "collective") {
+          out[out.length - 1].call = l.call;
+          out.push({ launches: [] });
+        } else out[out.length - 1].launches.push(l);
+      }
+      return out;
+    });
+    const recs = parts.map((p) => p.rec as PtxRecording);
+    const fail = (why: string): never => {
+      for (const r of recs) r.failed = why;
+      throw new Unsupported(`ptx: group capture: ${why}`);
+    };
+    for (const [r, rr] of runs.entries()) {
+      if (rr.length !== runs[0].length) fail(`rank ${r} has ${rr.length - 1} collectives, rank 0 has ${runs[0].length - 1}`);
+      rr.forEach((x, k) => {
+        const a = x.call, b = runs[0][k].call;
+        if (a && b && (a.op !== b.op || a.count !== b.count || a.dtype !== b.dtype)) fail(`collective ${k} of rank ${r} differs from rank 0's`);
+      });
+    }
+    const d0 = devs[0];
+    try {
+      for (const x of runs[0]) {
+        const c = x.call;
+        if (!c || warm.has(c.key)) continue;
+        together((r) => devs[r].issue(runs[r].find((y) => y.call?.key === c.key)!.call!));
+        warm.add(c.key);
+      }
+      const graphs: bigint[] = [];
+      let began = 0;
+      try {
+        for (const d of devs) {
+          d.bind();
+          d.cu.streamBeginCapture(d.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+          began++;
+        }
+        for (let k = 0; k < runs[0].length; k++) {
+          devs.forEach((d, r) => {
+            d.bind();
+            d.enqueue(runs[r][k].launches);
+          });
+          if (runs[0][k].call) together((r) => devs[r].issue(runs[r][k].call!));
+        }
+      } finally {
+        // Every capture that began ends, so each stream stays usable; the first failure is raised.
+        let err: unknown;
+        for (let r = 0; r < began; r++) {
+          const d = devs[r];
+          d.bind();
+          const out = new BigUint64Array(1);
+          const code = d.cu.fn.cuStreamEndCapture(d.stream, out);
+          graphs[r] = out[0];
+          if (code !== 0) err ??= new CudaError("cuStreamEndCapture", code, d.cu.errorName(code));
+        }
+        if (err) {
+          for (const g of graphs) if (g) d0.cu.fn.cuGraphDestroy(g);
+          throw err;
+        }
+      }
+      devs.forEach((d, r) => {
+        d.bind();
+        try {
+          recs[r].exec = d.cu.graphInstantiate(graphs[r], 0);
+          d.cu.graphUpload(recs[r].exec, d.stream);
+        } finally {
+          d.cu.graphDestroy(graphs[r]);
+        }
+        recs[r].pending = false;
+      });
+    } catch (e) {
+      for (const r of recs) r.failed ??= (e as Error).message;
+      throw d0.failure("group capture", e);
     }
   }
 }

@@ -36,8 +36,9 @@ export type OpKind =
  * "elementwise" a member of a fused elementwise kernel (a group unit); "view" no kernel (the same bytes read with
  * another shape); "buffer" a leaf bound to its buffer; "unit" a plan unit of its own (graph/plan.ts, lowered by
  * UNIT_LOWERERS), with a node lowerer or a decomposition for the cases the unit does not take; "expand" its
- * expansion before planning (kernels/decomp/graph.ts); "group" nothing on one device (it runs between the ranks
- * of a tensor-parallel group: backends/group.ts). tests/ops/registry.test.ts holds kernels/lower.ts to this.
+ * expansion before planning (kernels/decomp/graph.ts); "group" a collective between the ranks of a
+ * tensor-parallel group: a collective step where the target records them (caps.collectives), else nothing on
+ * one device (backends/group.ts runs the graph stage by stage and combines on the host). tests/ops/registry.test.ts holds kernels/lower.ts to this.
  */
 export type Lowering = "kernel" | "elementwise" | "view" | "buffer" | "unit" | "expand" | "group";
 

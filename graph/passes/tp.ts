@@ -37,10 +37,14 @@ type Split = Shard | undefined;
 
 const same = (a: Split, b: Split) => a === b || (!!a && !!b && a.axis === b.axis && a.count === b.count);
 
-/** Shards `g` for `plan.tp` ranks; see the top of this file. A plan of tp 1 returns `g` unchanged. */
+/**
+ * Shards `g` for `plan.tp` ranks; see the top of this file. A plan of tp 1 that splits nothing returns `g`
+ * unchanged; one that names roles (llm/tp.ts tpPlan with `collectives`) gives the graph of a group of one, with
+ * its collectives over one rank (identities), which is how one GPU checks the NCCL path.
+ */
 export function shardGraph(g: Graph, plan: TpPlan): Graph {
   if (!Number.isInteger(plan.tp) || plan.tp < 1) throw new GraphError("attr", `tp must be a positive integer, got ${plan.tp}`);
-  if (plan.tp === 1) return g;
+  if (plan.tp === 1 && Object.keys(plan.roles).length === 0) return g;
   for (const n of g.nodes) if (isCollective(n.op)) throw new GraphError("attr", "graph is already sharded", n);
   // A State takes the split of what is written to it, found by running the propagation until it is stable.
   const stateSplit = new Map<string, Shard>();

@@ -1,0 +1,161 @@
+// The NCCL group of a tensor-parallel set of PtxDevices in one process: one communicator per GPU (from
+// ncclCommInitAll: one thread drives every rank, so no unique id travels), each rank's collectives issued on
+// its own device's stream, and the pairing of the ranks' recordings so that they are captured together.
+//
+// A rank's entry with collective steps is recorded in two moves: its PtxDevice prepares the launches and
+// offers them here (PtxDevice.record), and once every rank has offered its part of the same entry (a tp group
+// adds each entry to every rank in rank order: the k-th offer of each rank belongs together) the parts are
+// captured in lockstep (PtxDevice.captureTogether) with each collective issued as one NCCL group call over the
+// ranks. A group of one captures at once; its all-reduce is a copy, which is what the single-GPU machine can
+// check of the real library (comm init, capture of NCCL calls in a CUDA graph, replay, teardown).
+//
+// Errors: NcclError from ffi/nccl.ts for a failed NCCL call; open() says why as a string where the group
+// cannot exist (no libnccl), so the caller falls back to the host path; close() destroys the communicators
+// (aborting them when a device is poisoned) after every rank's work has finished, before the contexts go.
+import { NCCL_DTYPE, type Nccl, openNccl } from "../../ffi/nccl.ts";
+import type { DType } from "../../graph/dtype.ts";
+import type { CollectiveStep } from "../../kernels/program.ts";
+import { Unsupported } from "../errors.ts";
+import type { Recording } from "../device.ts";
+import { forgetCurrentContext, type PendingPart, PtxDevice } from "./device.ts";
+import { env } from "node:process";
+
+/** One prepared collective call of one rank: device addresses resolved. */
+export interface CollectiveCall {
+  op: CollectiveStep<unknown>["op"];
+  dtype: keyof typeof NCCL_DTYPE;
+  count: number;
+  send: bigint;
+  recv: bigint;
+  /** Same on every rank for the same collective (op, dtype, count, buffers' offsets aside): warm-up bookkeeping. */
+  key: string;
+}
+
+/** The NCCL element type of a graph dtype (a bool moves as bytes). */
+function ncclType(d: DType): keyof typeof NCCL_DTYPE {
+  if (d === "bool") return "u8";
+  if (d in NCCL_DTYPE) return d as keyof typeof NCCL_DTYPE;
+  throw new Unsupported(`ptx: NCCL has no ${d} collectives`);
+}
+
+/** Library names tried: POOT_NCCL_LIBRARY first when set, then the system's libnccl. */
+export function ncclLibraryNames(): string[] {
+  const own = env.POOT_NCCL_LIBRARY;
+  return [...(own ? [own] : []), "libnccl.so.2", "libnccl.so"];
+}
+
+export class NcclGroup {
+  /** Offered parts per rank, oldest first. */
+  private readonly queue: PendingPart[][];
+  /** Collectives issued once outside a capture (NCCL connected their channels). */
+  private readonly warm = new Set<string>();
+  private closed = false;
+
+  private constructor(readonly nccl: Nccl, readonly devices: readonly PtxDevice[], readonly comms: readonly bigint[]) {
+    this.queue = devices.map(() => []);
+  }
+
+  /**
+   * Opens communicators over `devices` (rank r on devices[r], each on its own GPU) and attaches each device.
+   * Returns why not as a string where libnccl does not open (the caller keeps the host path).
+   */
+  static open(devices: readonly PtxDevice[], library: string | readonly string[] = ncclLibraryNames()): NcclGroup | string {
+    let nccl: Nccl;
+    try {
+      nccl = openNccl(library);
+    } catch (e) {
+      return `libnccl is not available: ${(e as Error).message.split("\n")[0]}`;
+    }
+    const ordinals = devices.map((d) => d.ordinal);
+    if (new Set(ordinals).size !== ordinals.length) {
+      nccl.close();
+      throw new Unsupported(`ptx: an NCCL group needs one GPU per rank, got ordinals ${ordinals.join(", ")}`);
+    }
+    let comms: bigint[];
+    try {
+      comms = nccl.commInitAll(ordinals);
+    } catch (e) {
+      nccl.close();
+      throw e;
+    } finally {
+      forgetCurrentContext();
+    }
+    const g = new NcclGroup(nccl, devices, comms);
+    devices.forEach((d, r) => d.attachGroup(g, r));
+    return g;
+  }
+
+  get size(): number {
+    return this.devices.length;
+  }
+
+  /** NCCL's version as a number (23007 for 2.30.7). */
+  version(): number {
+    return this.nccl.version();
+  }
+
+  /** Rank `rank`'s call for a collective step whose buffers are at `send` and `recv`. */
+  call(rank: number, s: CollectiveStep<unknown>, send: bigint, recv: bigint): CollectiveCall {
+    if (s.ranks !== this.size) throw new Unsupported(`ptx: a collective over ${s.ranks} ranks in an NCCL group of ${this.size}`);
+    if (rank < 0 || rank >= this.size) throw new Unsupported(`ptx: rank ${rank} of a group of ${this.size}`);
+    const dtype = ncclType(s.dtype);
+    if (s.op === "all_reduce" && !["f32", "f16", "bf16", "f64"].includes(dtype)) throw new Unsupported(`ptx: all_reduce of ${dtype}`);
+    return { op: s.op, dtype, count: s.count, send, recv, key: `${s.op}:${dtype}:${s.count}` };
+  }
+
+  /** Issues rank `rank`'s call on `stream` (captured when the stream is capturing). */
+  issue(rank: number, c: CollectiveCall, stream: bigint): void {
+    const comm = this.comms[rank];
+    if (c.op === "all_reduce") this.nccl.allReduce(c.send, c.recv, c.count, c.dtype, comm, stream);
+    else this.nccl.allGather(c.send, c.recv, c.count, c.dtype, comm, stream);
+  }
+
+  /** Runs `issue(rank)` for every rank inside one ncclGroupStart/End (a group of one: just the call). */
+  private together = (issue: (rank: number) => void): void => {
+    if (this.size === 1) return issue(0);
+    this.nccl.groupStart();
+    try {
+      for (let r = 0; r < this.size; r++) issue(r);
+    } finally {
+      try {
+        this.nccl.groupEnd();
+      } finally {
+        forgetCurrentContext();
+      }
+    }
+  };
+
+  /** Rank `rank`'s part of the next group recording; the last rank's offer captures them all. */
+  offer(rank: number, part: PendingPart): void {
+    if (this.closed) throw new Unsupported("ptx: the NCCL group is closed");
+    this.queue[rank].push(part);
+    if (this.queue.some((q) => q.length === 0)) return;
+    const parts = this.queue.map((q) => q.shift()!);
+    PtxDevice.captureTogether(parts, this.together, this.warm);
+  }
+
+  /** A part released before its capture (its entry was removed): it leaves the queue. */
+  withdraw(rank: number, rec: Recording): void {
+    const q = this.queue[rank], i = q.findIndex((p) => p.rec === rec);
+    if (i >= 0) q.splice(i, 1);
+  }
+
+  /**
+   * Destroys the communicators once every rank's stream has run dry (bounded by timeoutMs per device); call it
+   * after the ranks' recordings are released and before their devices are destroyed. Idempotent.
+   */
+  async close(timeoutMs = 600_000): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const bad = this.devices.some((d) => d.poisoned !== undefined);
+    if (!bad) await Promise.allSettled(this.devices.map((d) => d.synchronize(timeoutMs)));
+    const poisoned = bad || this.devices.some((d) => d.poisoned !== undefined);
+    try {
+      if (poisoned) for (const c of this.comms) this.nccl.commAbort(c);
+      else this.together((r) => this.nccl.commDestroy(this.comms[r]));
+    } finally {
+      forgetCurrentContext();
+      this.nccl.close();
+    }
+  }
+}
