@@ -7,26 +7,10 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import { openRankGroup } from "../../backends/group.ts";
-import { openCuda } from "../../ffi/cuda.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { open } from "../../llm/open.ts";
-import { checkGroup } from "./helpers.ts";
-import { selectedBackends } from "../devices/index.ts";
+import { checkGroup, gpuCount } from "./helpers.ts";
 
-function gpuCount(): number | string {
-  if (!selectedBackends().includes("ptx")) return "ptx not selected (POOT_BACKENDS)";
-  try {
-    const cu = openCuda();
-    try {
-      cu.init();
-      return cu.deviceCount();
-    } finally {
-      cu.close();
-    }
-  } catch (e) {
-    return `no CUDA: ${(e as Error).message.split("\n")[0]}`;
-  }
-}
 const gpus = gpuCount();
 const skipFor = (tp: number) => typeof gpus === "string" ? gpus : gpus < tp ? `tp ${tp} needs ${tp} GPUs, this machine has ${gpus}` : false;
 
