@@ -44,6 +44,9 @@ export function ncclLibraryNames(): string[] {
   return [...(own ? [own] : []), "libnccl.so.2", "libnccl.so"];
 }
 
+/** What the group calls of libnccl (ffi/nccl.ts Nccl; a test may stand in a fake that runs on fake CUDA). */
+export type NcclApi = Pick<Nccl, "version" | "commInitAll" | "commDestroy" | "commAbort" | "allReduce" | "allGather" | "groupStart" | "groupEnd" | "close">;
+
 export class NcclGroup {
   /** Offered parts per rank, oldest first. */
   private readonly queue: PendingPart[][];
@@ -51,7 +54,7 @@ export class NcclGroup {
   private readonly warm = new Set<string>();
   private closed = false;
 
-  private constructor(readonly nccl: Nccl, readonly devices: readonly PtxDevice[], readonly comms: readonly bigint[]) {
+  private constructor(readonly nccl: NcclApi, readonly devices: readonly PtxDevice[], readonly comms: readonly bigint[]) {
     this.queue = devices.map(() => []);
   }
 
@@ -59,10 +62,10 @@ export class NcclGroup {
    * Opens communicators over `devices` (rank r on devices[r], each on its own GPU) and attaches each device.
    * Returns why not as a string where libnccl does not open (the caller keeps the host path).
    */
-  static open(devices: readonly PtxDevice[], library: string | readonly string[] = ncclLibraryNames()): NcclGroup | string {
-    let nccl: Nccl;
+  static open(devices: readonly PtxDevice[], opts: { library?: string | readonly string[]; nccl?: NcclApi } = {}): NcclGroup | string {
+    let nccl: NcclApi;
     try {
-      nccl = openNccl(library);
+      nccl = opts.nccl ?? openNccl(opts.library ?? ncclLibraryNames());
     } catch (e) {
       return `libnccl is not available: ${(e as Error).message.split("\n")[0]}`;
     }

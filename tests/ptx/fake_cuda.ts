@@ -4,13 +4,15 @@
 // (ptrOf) so PtxDevice's ptrView over it works. Kernels run through the JS renderer (with 32-lane subgroups),
 // looked up by entry name in `kernels`; a failing check writes its code to the kernel's fault word (the last
 // param) and leaves a sticky CUDA_ERROR_LAUNCH_FAILED, as a trap does. Work runs when enqueued; a kernel
-// named "spin" keeps the stream busy for `spinMs`.
+// named "spin" keeps the stream busy for `spinMs`. An op that returns false is blocked (a collective waiting
+// for the other ranks, fake_nccl.ts): it and the ops after it stay queued, the stream busy, until `drain`.
 import { CUDA_ERROR_NAMES, CudaError, type KernelArgs } from "../../ffi/cuda.ts";
 import { ptrOf, ptrView } from "../../ffi/lib.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { JsKernelFault, renderJs } from "../../kernels/render/js.ts";
 
-type Op = () => void;
+/** Work on the stream; `false`: blocked, run it again at the next drain. */
+type Op = () => void | boolean;
 interface Alloc {
   base: bigint;
   bytes: number;
@@ -23,6 +25,12 @@ const DEVICE_BASE = 0x9000_0000_0000n; // above the 47-bit user address space: n
 export class FakeCuda {
   /** Kernels by PTX entry name (the test registers what it compiles). */
   readonly kernels = new Map<string, Kernel>();
+  /**
+   * The kernel being compiled, set by a test around PtxDevice.compile: its function then runs this kernel, not
+   * the one registered under its entry name (two kernels of a program may share a name, e.g. elementwise_n160).
+   */
+  loading: Kernel | undefined;
+  private readonly funcKernels = new Map<bigint, Kernel>();
   readonly calls: string[] = [];
   sticky = 0;
   spinMs = 0;
@@ -31,6 +39,9 @@ export class FakeCuda {
   private readonly allocs: Alloc[] = [];
   private readonly funcs = new Map<bigint, string>();
   private capture: Op[] | undefined;
+  /** Ops waiting behind a blocked one, in stream order. */
+  private readonly pending: Op[] = [];
+  private draining = false;
   private readonly graphs = new Map<bigint, Op[]>();
   private handles = 1n;
   readonly fn: Record<string, (...a: never[]) => number>;
@@ -53,15 +64,40 @@ export class FakeCuda {
 
   private query(): number {
     if (this.sticky) return this.sticky;
+    if (this.pending.length) return 600;
     return performance.now() < this.busyUntil ? 600 : 0;
   }
   private live(fn: string): void {
     this.calls.push(fn);
     if (this.sticky) throw new CudaError(fn, this.sticky, CUDA_ERROR_NAMES[this.sticky]);
   }
-  private enqueue(op: Op): void {
+  /** Adds work to the stream (to the capture while one is open); it runs now unless something blocks it. */
+  enqueue(op: Op): void {
     if (this.capture) this.capture.push(op);
-    else op();
+    else {
+      this.pending.push(op);
+      this.drain();
+    }
+  }
+  /** Runs queued work in order until an op blocks (re-entrant calls return: the outer loop goes on). */
+  drain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.pending.length) {
+        let done: void | boolean;
+        try {
+          done = this.pending[0]();
+        } catch (e) {
+          this.pending.shift(); // a failed op is gone (as a real stream moves on to its error state)
+          throw e;
+        }
+        if (done === false) return;
+        this.pending.shift();
+      }
+    } finally {
+      this.draining = false;
+    }
   }
   /** The allocation holding `addr`, and the offset into it. */
   at(addr: bigint): { a: Alloc; off: number } {
@@ -128,7 +164,7 @@ export class FakeCuda {
   }
   memsetD8Async(dst: bigint, v: number, n: number | bigint): void {
     this.live("memsetD8Async");
-    this.enqueue(() => this.bytesAt(dst, Number(n)).fill(v));
+    this.enqueue(() => void this.bytesAt(dst, Number(n)).fill(v));
   }
   memcpyHtoDAsync(dst: bigint, src: bigint | ArrayBufferView, n: number | bigint): void {
     this.live("memcpyHtoDAsync");
@@ -155,6 +191,7 @@ export class FakeCuda {
     this.live("moduleGetFunction");
     const f = this.handles++;
     this.funcs.set(f, name);
+    if (this.loading) this.funcKernels.set(f, this.loading);
     return f;
   }
   moduleUnload(): void { this.live("moduleUnload"); }
@@ -163,7 +200,7 @@ export class FakeCuda {
   launchKernel(func: bigint, grid: number | readonly number[], _block: unknown, _shared: number, _stream: bigint, args: KernelArgs | BigUint64Array | null): void {
     this.live("launchKernel");
     const name = this.funcs.get(func)!;
-    const k = this.kernels.get(name);
+    const k = this.funcKernels.get(func) ?? this.kernels.get(name);
     if (!k) throw new Error(`fake: no kernel registered for entry ${name}`);
     const g = (typeof grid === "number" ? [grid, 1, 1] : grid) as [number, number, number];
     const a = args as KernelArgs;
@@ -203,7 +240,8 @@ export class FakeCuda {
   graphDestroy(): void {}
   graphLaunch(exec: bigint): void {
     this.live("graphLaunch");
-    for (const op of this.graphs.get(exec)!) op();
+    this.pending.push(...this.graphs.get(exec)!);
+    this.drain();
   }
   graphExecDestroy(exec: bigint): void {
     this.live("graphExecDestroy");

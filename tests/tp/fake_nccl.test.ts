@@ -1,0 +1,151 @@
+// The device path of a tensor-parallel group without GPUs: PtxDevices over fake CUDA (tests/ptx/fake_cuda.ts:
+// kernels run by the JS renderer) joined by a fake NCCL (tests/ptx/fake_nccl.ts: collectives that block each
+// rank's fake stream until every rank's input is in). What runs is the real code: the planner's collective
+// steps, PtxDevice's lockstep capture of every rank's graph with each collective as one group call, one graph
+// launch per rank per step, and the teardown order. Checked: llama and qwen2 at tp 1, 2 and 4 within the
+// unsharded oracle's tier-2 bound (logits and K/V State), the NCCL call order, and the typed errors and
+// fallbacks around the path (no collectives on a device: the host path, or an error when the device path is
+// demanded).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { Cuda } from "../../ffi/cuda.ts";
+import { Engine } from "../../backends/executor.ts";
+import { Unsupported } from "../../backends/errors.ts";
+import { openRankGroup, RankGroup } from "../../backends/group.ts";
+import { PtxDevice } from "../../backends/ptx/mod.ts";
+import { NcclGroup } from "../../backends/ptx/nccl.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { entryName } from "../../kernels/render/ptx.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import type { TargetSet } from "../../kernels/target.ts";
+import { GraphError, type Graph } from "../../graph/ir.ts";
+import { shardGraph, type TpPlan } from "../../graph/passes/tp.ts";
+import { tpPlan } from "../../llm/tp.ts";
+import { FakeCuda } from "../ptx/fake_cuda.ts";
+import { FakeNccl } from "../ptx/fake_nccl.ts";
+import { checkGroup, fixture, stepGraph } from "./helpers.ts";
+
+/** A tp group of PtxDevices over fake CUDA and a fake NCCL, on the device path. */
+function fakeGroup(tp: number, plan: TpPlan): { group: RankGroup; nccl: FakeNccl; cus: FakeCuda[] } {
+  const cus = Array.from({ length: tp }, () => new FakeCuda());
+  const devs = cus.map((cu, r) => {
+    const d = new PtxDevice(cu as unknown as Cuda, { ordinal: r, spinMicros: 1000 });
+    // The engine's own kernels (resetState's zero fill) go through compile too: the fake runs kernels by name.
+    const own = d.compile.bind(d);
+    d.compile = (k: Kernel) => {
+      cu.kernels.set(entryName(k.name), k);
+      cu.loading = k;
+      try {
+        return own(k);
+      } finally {
+        cu.loading = undefined;
+      }
+    };
+    return d;
+  });
+  const nccl = new FakeNccl(cus);
+  const g = NcclGroup.open(devs, { nccl });
+  if (typeof g === "string") throw new Error(g);
+  const ranks = devs.map((d) => new Engine(d, { compile: compileGraph, timeoutMs: 20_000 }));
+  return { group: new RankGroup(ranks, plan, { beforeUnload: () => g.close(20_000) }), nccl, cus };
+}
+
+for (const [family, tps] of [["llama", [1, 2, 4]], ["qwen2", [2]]] as const) {
+  test(`${family} on fake GPUs with a fake NCCL (the device path) at tp ${tps.join(", ")} equals the unsharded oracle within tier 2`, { timeout: 300_000 }, async () => {
+    await checkGroup(family, [...tps], (tp, plan) => {
+      const { group } = fakeGroup(tp, plan);
+      assert.equal(group.path, "device");
+      return Promise.resolve(group);
+    }, { collectives: true });
+  });
+}
+
+test("the device path's NCCL calls: each collective one group call over the ranks during capture, one launch per rank per step, communicators destroyed after the graphs", { timeout: 120_000 }, async () => {
+  const m = fixture("llama");
+  const { group, nccl, cus } = fakeGroup(2, tpPlan(m.config, 2));
+  try {
+    await group.loadWeights(m.store, m.map);
+    const graph = stepGraph(m, 1, 16);
+    const collectives = shardGraph(graph, tpPlan(m.config, 2)).nodes.filter((n) => n.op === "all_reduce" || n.op === "all_gather").length;
+    assert.equal(collectives, 2 * m.config.layers + 1, "an all_reduce after o and after down per layer, one all_gather of the logits");
+    assert.deepEqual(nccl.calls, ["commInitAll 0,1"]);
+    const id = group.addEntry("decode", graph);
+    // Warm-up (each distinct collective once, eagerly) then the capture: every call inside a group of both ranks.
+    const calls = nccl.calls.slice(1);
+    assert.equal(calls.length % 4, 0);
+    for (let i = 0; i < calls.length; i += 4) {
+      assert.deepEqual(calls.slice(i, i + 4).map((c) => c.replace(/^all(Reduce|Gather)/, "coll")), ["groupStart", "coll 0", "coll 1", "groupEnd"]);
+    }
+    const distinct = new Set(calls.filter((c) => c.endsWith(" 0"))).size; // allReduce 0 / allGather 0
+    assert.equal(calls.length / 4, collectives + 2, `${collectives} captured, ${distinct} warm-up kinds (one all_reduce size, one all_gather)`);
+    const launches = () => cus.map((cu) => cu.calls.filter((c) => c === "graphLaunch").length);
+    const before = launches();
+    for (let pos = 0; pos < 3; pos++) await group.step(id, { token: new Int32Array([pos + 3]), pos: new Int32Array([pos]) });
+    assert.deepEqual(launches().map((n, r) => n - before[r]), [3, 3], "one graph launch per rank per step");
+    assert.equal(nccl.calls.length, 1 + calls.length, "no NCCL call per step: the collectives are inside the graphs");
+    const s = group.stats();
+    assert.equal(s.collectives, "device");
+    assert.equal(s.collectiveMicrosPerStep, 0);
+    assert.equal(s.stagesPerStep, 1);
+  } finally {
+    await group.unload();
+    m.close();
+  }
+  assert.deepEqual(nccl.calls.slice(-4), ["groupStart", "commDestroy 0", "commDestroy 1", "groupEnd"]);
+  assert.ok(nccl.closed);
+  for (const cu of cus) assert.ok(cu.calls.includes("primaryCtxRelease"), "the contexts go after the communicators");
+});
+
+test("a collective lowers to a step only where the target records collectives; a gather along an inner axis lands through a scratch", () => {
+  const m = fixture("llama");
+  try {
+    const plan = tpPlan(m.config, 2);
+    const sharded: Graph = shardGraph(stepGraph(m, 3, 16), plan);
+    const base: TargetSet = { backend: "ptx", device: "fake", caps: new PtxCapsProbe().caps, memory: { totalBytes: 1 << 30 }, watchdogBudget: 0 };
+    assert.throws(() => compileGraph(sharded, base), (e: unknown) => e instanceof GraphError && /tp group/.test((e as Error).message));
+    const p = compileGraph(sharded, { ...base, caps: { ...base.caps, collectives: true } });
+    const steps = p.steps.filter((s) => s.k === "collective");
+    assert.equal(steps.length, 2 * m.config.layers + 1);
+    const gather = steps.find((s) => s.op === "all_gather")!;
+    assert.equal(gather.count, 3 * (m.config.vocab / 2), "3 rows of half the vocab from each rank");
+    assert.equal(gather.ranks, 2);
+    assert.equal(p.buffers[gather.dst.buffer].name, "all-gather-scratch");
+    const at = p.steps.indexOf(gather);
+    const copies = p.steps.slice(at + 1, at + 7);
+    assert.ok(copies.every((s) => s.k === "copy"), "one copy per (row, rank) block");
+    const block = (m.config.vocab / 2) * 4;
+    assert.deepEqual(copies.map((s) => s.k === "copy" && [s.src.offset, s.dst.offset - copies[0].dst.offset]), [
+      [0, 0], [3 * block, block], [block, 2 * block], [4 * block, 3 * block], [2 * block, 4 * block], [5 * block, 5 * block],
+    ]);
+    for (const s of steps) assert.equal(s.k === "collective" && s.op === "all_reduce" ? s.dtype : "f32", "f32");
+  } finally {
+    m.close();
+  }
+});
+
+test("where the ranks cannot record collectives the group takes the host path and says why; demanding the device path is a typed error", async () => {
+  const m = fixture("llama");
+  try {
+    const g = await openRankGroup("js", tpPlan(m.config, 2), { compile: compileGraph });
+    try {
+      assert.equal(g.path, "host");
+      assert.match(g.stats().hostReason ?? "", /do not record collectives/);
+    } finally {
+      await g.unload();
+    }
+    await assert.rejects(openRankGroup("js", tpPlan(m.config, 2), { compile: compileGraph, collectives: "device" }), (e: unknown) => e instanceof Unsupported && /device path/.test((e as Error).message));
+    const { group } = fakeGroup(2, tpPlan(m.config, 2));
+    await group.unload();
+    const ranks = [new FakeCuda(), new FakeCuda()].map((cu, r) => new Engine(new PtxDevice(cu as unknown as Cuda, { ordinal: r }), { compile: compileGraph }));
+    const host = new RankGroup(ranks, tpPlan(m.config, 2), { path: "host" });
+    assert.equal(host.path, "host");
+    await host.unload();
+  } finally {
+    m.close();
+  }
+});
+
+/** PTX-like caps for lowering checks (no device needed). */
+class PtxCapsProbe {
+  readonly caps = new PtxDevice(new FakeCuda() as unknown as Cuda).target.caps;
+}
