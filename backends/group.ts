@@ -313,7 +313,13 @@ export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: 
     }
     if (want === "host") hostReason = "asked for the host path";
     else if (devices.every((d) => d instanceof PtxDevice)) {
-      const g = NcclGroup.open(devices as PtxDevice[]);
+      let g: NcclGroup | string;
+      try {
+        g = NcclGroup.open(devices as PtxDevice[]);
+      } catch (e) {
+        if (want === "device") throw e;
+        g = `NCCL could not open communicators: ${(e as Error).message.split("\n")[0]}`;
+      }
       if (typeof g === "string") hostReason = g;
       else nccl = g;
     } else hostReason = `${devices[0].target.backend} devices do not record collectives (NCCL is for ptx ranks)`;

@@ -11,7 +11,8 @@
 //
 // Errors: NcclError from ffi/nccl.ts for a failed NCCL call; open() says why as a string where the group
 // cannot exist (no libnccl), so the caller falls back to the host path; close() destroys the communicators
-// (aborting them when a device is poisoned) after every rank's work has finished, before the contexts go.
+// (aborting them when a device is poisoned) after every rank's work has finished, before the contexts go;
+// libnccl itself is never unloaded.
 import { NCCL_DTYPE, type Nccl, openNccl } from "../../ffi/nccl.ts";
 import type { DType } from "../../graph/dtype.ts";
 import type { CollectiveStep } from "../../kernels/program.ts";
@@ -45,7 +46,7 @@ export function ncclLibraryNames(): string[] {
 }
 
 /** What the group calls of libnccl (ffi/nccl.ts Nccl; a test may stand in a fake that runs on fake CUDA). */
-export type NcclApi = Pick<Nccl, "version" | "commInitAll" | "commDestroy" | "commAbort" | "allReduce" | "allGather" | "groupStart" | "groupEnd" | "close">;
+export type NcclApi = Pick<Nccl, "version" | "commInitAll" | "commDestroy" | "commAbort" | "allReduce" | "allGather" | "groupStart" | "groupEnd">;
 
 export class NcclGroup {
   /** Offered parts per rank, oldest first. */
@@ -63,23 +64,17 @@ export class NcclGroup {
    * Returns why not as a string where libnccl does not open (the caller keeps the host path).
    */
   static open(devices: readonly PtxDevice[], opts: { library?: string | readonly string[]; nccl?: NcclApi } = {}): NcclGroup | string {
+    const ordinals = devices.map((d) => d.ordinal);
+    if (new Set(ordinals).size !== ordinals.length) throw new Unsupported(`ptx: an NCCL group needs one GPU per rank, got ordinals ${ordinals.join(", ")}`);
     let nccl: NcclApi;
     try {
       nccl = opts.nccl ?? openNccl(opts.library ?? ncclLibraryNames());
     } catch (e) {
       return `libnccl is not available: ${(e as Error).message.split("\n")[0]}`;
     }
-    const ordinals = devices.map((d) => d.ordinal);
-    if (new Set(ordinals).size !== ordinals.length) {
-      nccl.close();
-      throw new Unsupported(`ptx: an NCCL group needs one GPU per rank, got ordinals ${ordinals.join(", ")}`);
-    }
     let comms: bigint[];
     try {
       comms = nccl.commInitAll(ordinals);
-    } catch (e) {
-      nccl.close();
-      throw e;
     } finally {
       forgetCurrentContext();
     }
@@ -153,12 +148,13 @@ export class NcclGroup {
     const bad = this.devices.some((d) => d.poisoned !== undefined);
     if (!bad) await Promise.allSettled(this.devices.map((d) => d.synchronize(timeoutMs)));
     const poisoned = bad || this.devices.some((d) => d.poisoned !== undefined);
+    // libnccl stays loaded: the driver may run the destructors NCCL attached to released graphs (CUDA user
+    // objects) after this returns, and those live in the library's code.
     try {
       if (poisoned) for (const c of this.comms) this.nccl.commAbort(c);
       else this.together((r) => this.nccl.commDestroy(this.comms[r]));
     } finally {
       forgetCurrentContext();
-      this.nccl.close();
     }
   }
 }

@@ -23,7 +23,6 @@ export class FakeNccl implements NcclApi {
   private readonly meetings = new Map<number, Meeting>();
   /** The meeting a rank's blocked op waits in. */
   private readonly waiting: (number | undefined)[];
-  closed = false;
 
   constructor(readonly cus: readonly FakeCuda[]) {
     this.reached = cus.map(() => 0);
@@ -56,9 +55,6 @@ export class FakeNccl implements NcclApi {
   groupEnd(): void {
     if (this.depth-- <= 0) throw new Error("fake nccl: groupEnd without groupStart");
     this.calls.push("groupEnd");
-  }
-  close(): void {
-    this.closed = true;
   }
 
   allReduce(send: bigint, recv: bigint, count: number, dtype: keyof typeof NCCL_DTYPE, comm: bigint, _stream: bigint, op: keyof typeof NCCL_OP = "sum"): void {

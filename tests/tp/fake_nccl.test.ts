@@ -92,7 +92,6 @@ test("the device path's NCCL calls: each collective one group call over the rank
     m.close();
   }
   assert.deepEqual(nccl.calls.slice(-4), ["groupStart", "commDestroy 0", "commDestroy 1", "groupEnd"]);
-  assert.ok(nccl.closed);
   for (const cu of cus) assert.ok(cu.calls.includes("primaryCtxRelease"), "the contexts go after the communicators");
 });
 
