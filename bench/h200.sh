@@ -17,7 +17,9 @@
 # tp: tensor parallelism on nvidia-h200-x2 / -x4 (issue 21): tests/tp/ptx.test.ts (fixtures vs the oracle, stories vs
 #     llama2.c, on 2 and 4 GPUs), stories260K greedy tokens of `poot run --tp N --backend ptx`
 #     vs tp 1, then bench/tp.ts (8B at tp 1/2[/4] with greedy-token agreement, and the 70B shape at tp > 1).
-#     TP_LIST=1,2 (x2) or 1,2,4 (x4). The collectives are host-staged today (backends/group.ts): expect tp > 1 slower.
+#     TP_LIST=1,2 (x2) or 1,2,4 (x4). With libnccl the group records its collectives inside each GPU's CUDA graph
+#     (the device path; POOT_TP_COLLECTIVES=host forces the host-staged path). tests/tp/nccl.test.ts is the
+#     device path's own check (a one-rank group on 1 GPU, tp 2/4 with more).
 # serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
@@ -66,7 +68,7 @@ for what in "$@"; do
       grep -v "^\s*$" "$k" | grep -v "^  gemv" | tail -${KERNELS_TAIL:-60} ;;
     tp)
       nvidia-smi -L > "$out/gpus.txt" 2>&1; cat "$out/gpus.txt"
-      POOT_BACKENDS=ptx timeout 300 deno test -A --no-check tests/tp/ptx.test.ts > "$out/tests-tp.txt" 2>&1; echo "tests exit $?" >> "$out/tests-tp.txt"
+      POOT_BACKENDS=ptx timeout 300 deno test -A --no-check tests/tp/ptx.test.ts tests/tp/nccl.test.ts > "$out/tests-tp.txt" 2>&1; echo "tests exit $?" >> "$out/tests-tp.txt"
       grep -E "\.\.\. |^(ok|FAILED) \||tests exit" "$out/tests-tp.txt"; grep -A12 "ERRORS" "$out/tests-tp.txt" | head -30
       for n in $(echo "${TP_LIST:-1,2}" | tr , ' '); do
         timeout 120 deno run -A --no-check cli/main.ts run --json --backend ptx --tp "$n" --max-tokens 64 --prompt "Once upon a time" \
