@@ -558,7 +558,7 @@ export class PtxDevice implements CollectiveDevice {
       } else this.cu.launchKernel(l.c.func, l.grid, l.c.kernel.workgroup, l.c.module.dynamicShared, this.stream, l.args);
     }
   }
-  /** One collective of this rank alone (a group of one, or inside the group's ncclGroupStart/End). */
+  /** One collective of this rank (alone in a group of one, else inside the group's ncclGroupStart/End). */
   private issue(call: CollectiveCall): void {
     this.bind();
     try {
@@ -703,93 +703,60 @@ export class PtxDevice implements CollectiveDevice {
     }
   }
 
-  /**
-   * Captures the parts of one group recording, one per rank in rank order, each into its own device's CUDA graph.
-   * One thread drives every GPU, so the capture runs in lockstep: every rank's stream starts capturing, then for
-   * each stretch between collectives every rank's launches are enqueued, and each collective goes out as one
-   * group call (`together`: ncclGroupStart, every rank's call, ncclGroupEnd) across the ranks' streams. Each rank
-   * then replays its graph with one cuGraphLaunch; a rank's NCCL kernels wait on the device for the others'.
-   * Before its first capture each collective is issued once eagerly (on the same scratch-only buffers: the
-   * arena's temps), so NCCL connects its channels outside a capture.
-   */
-  static captureTogether(parts: PendingPart[], together: (issue: (rank: number) => void) => void, warm: Set<string>): void {
-    const devs = parts.map((p) => p.device);
-    const lists = parts.map((p) => p.list as Launch[]);
-    const runs = lists.map((list) => {
-      const out: { launches: Launch[]; call?: CollectiveCall }[] = [{ launches: [] }];
-      for (const l of list) {
-        if (l.k === "collective") {
-          out[out.length - 1].call = l.call;
-          out.push({ launches: [] });
-        } else out[out.length - 1].launches.push(l);
-      }
-      return out;
-    });
-    const recs = parts.map((p) => p.rec as PtxRecording);
-    const fail = (why: string): never => {
-      for (const r of recs) r.failed = why;
-      throw new Unsupported(`ptx: group capture: ${why}`);
-    };
-    for (const [r, rr] of runs.entries()) {
-      if (rr.length !== runs[0].length) fail(`rank ${r} has ${rr.length - 1} collectives, rank 0 has ${runs[0].length - 1}`);
-      rr.forEach((x, k) => {
-        const a = x.call, b = runs[0][k].call;
-        if (a && b && (a.op !== b.op || a.count !== b.count || a.dtype !== b.dtype)) fail(`collective ${k} of rank ${r} differs from rank 0's`);
-      });
+  // ---- group capture: backends/ptx/nccl.ts drives several devices' captures in lockstep through these ----
+
+  /** A pending part's launches cut at its collectives: the stretch before each collective, and its call. */
+  stretches(part: PendingPart): { launches: unknown; call?: CollectiveCall }[] {
+    const out: { launches: Launch[]; call?: CollectiveCall }[] = [{ launches: [] }];
+    for (const l of part.list as Launch[]) {
+      if (l.k === "collective") {
+        out[out.length - 1].call = l.call;
+        out.push({ launches: [] });
+      } else out[out.length - 1].launches.push(l);
     }
-    const d0 = devs[0];
-    try {
-      for (const x of runs[0]) {
-        const c = x.call;
-        if (!c || warm.has(c.key)) continue;
-        together((r) => devs[r].issue(runs[r].find((y) => y.call?.key === c.key)!.call!));
-        warm.add(c.key);
-      }
-      const graphs: bigint[] = [];
-      let began = 0;
+    return out;
+  }
+  beginCapture(): void {
+    this.guard("group capture", () => this.cu.streamBeginCapture(this.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  }
+  /** Enqueues one stretch of `stretches` (captured while the capture is open). */
+  enqueueStretch(launches: unknown): void {
+    this.guard("group capture", () => this.enqueue(launches as Launch[]));
+  }
+  /** This rank's call of one collective (the group wraps the ranks' calls in ncclGroupStart/End). */
+  issueCollective(call: CollectiveCall): void {
+    this.guard("collective", () => this.issue(call));
+  }
+  /** Ends the open capture and returns its graph (throws when the capture failed; the stream is usable again). */
+  endCapture(): bigint {
+    this.bind();
+    const out = new BigUint64Array(1);
+    const code = this.cu.fn.cuStreamEndCapture(this.stream, out);
+    if (code === 0) return out[0];
+    if (out[0] !== 0n) this.cu.fn.cuGraphDestroy(out[0]);
+    throw this.failure("group capture", new CudaError("cuStreamEndCapture", code, this.cu.errorName(code)));
+  }
+  /** Instantiates a captured graph as `rec` (a pending part's recording), or discards it (`rec` undefined). */
+  completeRecording(rec: Recording | undefined, graph: bigint): void {
+    this.bind();
+    if (!rec) {
+      this.cu.fn.cuGraphDestroy(graph);
+      return;
+    }
+    const r = rec as PtxRecording;
+    this.guard("group capture", () => {
       try {
-        for (const d of devs) {
-          d.bind();
-          d.cu.streamBeginCapture(d.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-          began++;
-        }
-        for (let k = 0; k < runs[0].length; k++) {
-          devs.forEach((d, r) => {
-            d.bind();
-            d.enqueue(runs[r][k].launches);
-          });
-          if (runs[0][k].call) together((r) => devs[r].issue(runs[r][k].call!));
-        }
+        r.exec = this.cu.graphInstantiate(graph, 0);
+        this.cu.graphUpload(r.exec, this.stream);
       } finally {
-        // Every capture that began ends, so each stream stays usable; the first failure is raised.
-        let err: unknown;
-        for (let r = 0; r < began; r++) {
-          const d = devs[r];
-          d.bind();
-          const out = new BigUint64Array(1);
-          const code = d.cu.fn.cuStreamEndCapture(d.stream, out);
-          graphs[r] = out[0];
-          if (code !== 0) err ??= new CudaError("cuStreamEndCapture", code, d.cu.errorName(code));
-        }
-        if (err) {
-          for (const g of graphs) if (g) d0.cu.fn.cuGraphDestroy(g);
-          throw err;
-        }
+        this.cu.graphDestroy(graph);
       }
-      devs.forEach((d, r) => {
-        d.bind();
-        try {
-          recs[r].exec = d.cu.graphInstantiate(graphs[r], 0);
-          d.cu.graphUpload(recs[r].exec, d.stream);
-        } finally {
-          d.cu.graphDestroy(graphs[r]);
-        }
-        recs[r].pending = false;
-      });
-    } catch (e) {
-      for (const r of recs) r.failed ??= (e as Error).message;
-      throw d0.failure("group capture", e);
-    }
+    });
+    r.pending = false;
+  }
+  /** Marks a pending part's recording as failed: replaying it says why. */
+  failRecording(rec: Recording, why: string): void {
+    (rec as PtxRecording).failed ??= why;
   }
 }
 

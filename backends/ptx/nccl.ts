@@ -5,8 +5,7 @@
 // A rank's entry with collective steps is recorded in two moves: its PtxDevice prepares the launches and
 // offers them here (PtxDevice.record), and once every rank has offered its part of the same entry (a tp group
 // adds each entry to every rank in rank order: the k-th offer of each rank belongs together) the parts are
-// captured in lockstep (PtxDevice.captureTogether) with each collective issued as one NCCL group call over the
-// ranks. A group of one captures at once; its all-reduce is a copy, which is what the single-GPU machine can
+// captured in lockstep (capture, below) with each collective issued as one NCCL group call over the ranks. A group of one captures at once; its all-reduce is a copy, which is what the single-GPU machine can
 // check of the real library (comm init, capture of NCCL calls in a CUDA graph, replay, teardown).
 //
 // Errors: NcclError from ffi/nccl.ts for a failed NCCL call; open() says why as a string where the group
@@ -18,7 +17,7 @@ import type { DType } from "../../graph/dtype.ts";
 import type { CollectiveStep } from "../../kernels/program.ts";
 import { Unsupported } from "../errors.ts";
 import type { Recording } from "../device.ts";
-import { forgetCurrentContext, type PendingPart, PtxDevice } from "./device.ts";
+import { forgetCurrentContext, type PendingPart, type PtxDevice } from "./device.ts";
 import { env } from "node:process";
 
 /** One prepared collective call of one rank: device addresses resolved. */
@@ -128,8 +127,70 @@ export class NcclGroup {
     if (this.closed) throw new Unsupported("ptx: the NCCL group is closed");
     this.queue[rank].push(part);
     if (this.queue.some((q) => q.length === 0)) return;
-    const parts = this.queue.map((q) => q.shift()!);
-    PtxDevice.captureTogether(parts, this.together, this.warm);
+    this.capture(this.queue.map((q) => q.shift()!));
+  }
+
+  /**
+   * Captures the parts of one group recording (one per rank, in rank order), each into its own device's CUDA
+   * graph. One thread drives every GPU, so the capture runs in lockstep: every rank's stream starts capturing,
+   * then for each stretch between collectives every rank's launches are enqueued, and each collective goes out
+   * as one group call (ncclGroupStart, every rank's call, ncclGroupEnd) across the ranks' streams. Each rank
+   * then replays its graph with one cuGraphLaunch; a rank's NCCL kernels wait on the device for the others'.
+   * Before its first capture each kind of collective is issued once eagerly on the same buffers (temps of the
+   * arena, rewritten by every step), so NCCL connects its channels outside a capture.
+   */
+  private capture(parts: PendingPart[]): void {
+    const devs = parts.map((p) => p.device);
+    const runs = parts.map((p) => p.device.stretches(p));
+    const fail = (why: string): never => {
+      parts.forEach((p) => p.device.failRecording(p.rec, why));
+      throw new Unsupported(`ptx: group capture: ${why}`);
+    };
+    for (const [r, rr] of runs.entries()) {
+      if (rr.length !== runs[0].length) fail(`rank ${r} has ${rr.length - 1} collectives, rank 0 has ${runs[0].length - 1}`);
+      rr.forEach((x, k) => {
+        const a = x.call, b = runs[0][k].call;
+        if (a?.key !== b?.key) fail(`collective ${k} of rank ${r} (${a?.key}) differs from rank 0's (${b?.key})`);
+      });
+    }
+    try {
+      runs[0].forEach((x, k) => {
+        if (!x.call || this.warm.has(x.call.key)) return;
+        this.together((r) => devs[r].issueCollective(runs[r][k].call!));
+        this.warm.add(x.call.key);
+      });
+      const graphs: bigint[] = [];
+      let began = 0;
+      try {
+        for (const d of devs) {
+          d.beginCapture();
+          began++;
+        }
+        for (let k = 0; k < runs[0].length; k++) {
+          devs.forEach((d, r) => d.enqueueStretch(runs[r][k].launches));
+          if (runs[0][k].call) this.together((r) => devs[r].issueCollective(runs[r][k].call!));
+        }
+      } finally {
+        // Every capture that began ends (each stream stays usable); the first failure is raised, and a failed
+        // capture's siblings are discarded.
+        let err: unknown;
+        for (let r = 0; r < began; r++) {
+          try {
+            graphs[r] = devs[r].endCapture();
+          } catch (e) {
+            err ??= e;
+          }
+        }
+        if (err) {
+          graphs.forEach((g, r) => g && devs[r].completeRecording(undefined, g));
+          throw err;
+        }
+      }
+      devs.forEach((d, r) => d.completeRecording(parts[r].rec, graphs[r]));
+    } catch (e) {
+      parts.forEach((p) => p.device.failRecording(p.rec, (e as Error).message));
+      throw e;
+    }
   }
 
   /** A part released before its capture (its entry was removed): it leaves the queue. */
