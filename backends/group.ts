@@ -178,6 +178,10 @@ export class RankGroup implements Executor {
    * rank finished; rank 0's outputs are the group's (a collective's result is the same on every rank).
    */
   private async stepDevice(e: GroupEntry, slots: SlotValues, opts: { eager?: boolean }): Promise<StepResult> {
+    if (opts.eager && this.ranks.length > 1) {
+      // One thread issuing several GPUs' NCCL calls must group them across ranks: only a recording does that.
+      throw new Unsupported(`eager steps of a ${this.ranks.length}-rank group on the device path (its recordings run the collectives)`);
+    }
     const t0 = performance.now();
     const ranks = this.ranks as Engine<never>[];
     const launched: Launched[] = [];

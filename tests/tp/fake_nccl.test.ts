@@ -148,3 +148,34 @@ test("where the ranks cannot record collectives the group takes the host path an
 class PtxCapsProbe {
   readonly caps = new PtxDevice(new FakeCuda() as unknown as Cuda).target.caps;
 }
+
+test("the device path's eager steps: a group of one runs its collectives eagerly, bit for bit the replay's; a larger group refuses with a typed error and no reset needed", { timeout: 120_000 }, async () => {
+  const m = fixture("llama");
+  try {
+    for (const tp of [1, 2]) {
+      const { group } = fakeGroup(tp, tpPlan(m.config, tp, { collectives: true }));
+      try {
+        await group.loadWeights(m.store, m.map);
+        const id = group.addEntry("decode", stepGraph(m, 1, 16));
+        const run = async (eager: boolean) => {
+          group.resetState();
+          const out: Float32Array[] = [];
+          for (let pos = 0; pos < 3; pos++) {
+            out.push((await group.step(id, { token: new Int32Array([pos + 9]), pos: new Int32Array([pos]) }, { eager })).outputs.logits as Float32Array);
+          }
+          return out;
+        };
+        const replayed = await run(false);
+        if (tp === 1) assert.deepEqual(await run(true), replayed);
+        else {
+          await assert.rejects(run(true), (e: unknown) => e instanceof Unsupported && /eager/.test((e as Error).message));
+          assert.deepEqual(await run(false), replayed, "the refused eager step left the entry usable");
+        }
+      } finally {
+        await group.unload();
+      }
+    }
+  } finally {
+    m.close();
+  }
+});

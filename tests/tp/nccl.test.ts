@@ -2,7 +2,8 @@
 // recorded as NCCL calls inside its CUDA graph, one cuGraphLaunch per GPU per token. On one GPU a group of one
 // runs it for real (comm init, NCCL calls captured in a graph, replay, teardown; its all-reduce is a copy): the
 // fixtures within the unsharded oracle's tier-2 bound and a synthetic Llama's greedy tokens equal to the plain
-// engine's. With 2 (4) GPUs the same at tp 2 (4) against tp 1. Skips, saying why, without ptx selected, libcuda,
+// engine's, and its eager steps (NCCL called per step) bit for bit its replays. With 2 (4) GPUs the same at tp 2
+// (4) against tp 1. Skips, saying why, without ptx selected, libcuda,
 // enough GPUs or a libnccl (POOT_NCCL_LIBRARY may name one).
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -11,7 +12,8 @@ import { ncclLibraryNames } from "../../backends/ptx/nccl.ts";
 import { openNccl } from "../../ffi/nccl.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { runTpBench } from "../../bench/tp.ts";
-import { checkGroup, gpuCount } from "./helpers.ts";
+import { tpPlan } from "../../llm/tp.ts";
+import { checkGroup, fixture, gpuCount, stepGraph } from "./helpers.ts";
 
 function ncclMissing(): string | false {
   try {
@@ -56,3 +58,24 @@ for (const tp of [1, 2, 4]) {
     assert.ok(new Set(rows[0].tokens).size > 1, "the synthetic model's tokens vary (the check can fail)");
   });
 }
+
+test("a one-rank NCCL group on ptx: eager steps (each collective an NCCL call) equal the replayed graph bit for bit", { skip: skipFor(1), timeout: 300_000 }, async () => {
+  const m = fixture("llama");
+  const g = await deviceGroup(1, tpPlan(m.config, 1, { collectives: true }));
+  try {
+    await g.loadWeights(m.store, m.map);
+    const id = g.addEntry("decode", stepGraph(m, 1, 16));
+    const run = async (eager: boolean) => {
+      g.resetState();
+      const out: Float32Array[] = [];
+      for (let pos = 0; pos < 4; pos++) out.push((await g.step(id, { token: new Int32Array([pos + 9]), pos: new Int32Array([pos]) }, { eager })).outputs.logits as Float32Array);
+      return out;
+    };
+    const replayed = await run(false);
+    assert.ok(replayed.every((l) => l.every(Number.isFinite)));
+    assert.deepEqual(await run(true), replayed);
+  } finally {
+    await g.unload();
+    m.close();
+  }
+});
