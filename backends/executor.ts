@@ -308,6 +308,17 @@ export class Engine<D extends Device> implements Executor {
     }
   }
 
+  /**
+   * Records only the steps of entry `id` that `keep` selects, on the entry's own buffers (to time a part of a
+   * step apart, e.g. a tp group's collectives: backends/group.ts). The caller replays it on `this.device` and
+   * releases it there; it must not run while a step of the entry is in flight.
+   */
+  recordPart(id: EntryId, keep: (s: GroupStep) => boolean): Recording {
+    this.live();
+    const steps = this.entry(id).steps.filter(keep);
+    return this.deviceFor(steps).record(steps);
+  }
+
   /** The device as one that takes these steps: collectives only where the target says it records them. */
   private deviceFor(steps: GroupStep[]): CollectiveDevice {
     if (!this.device.target.caps.collectives && steps.some((s) => s.k === "collective")) {

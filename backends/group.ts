@@ -29,7 +29,7 @@ import {
   Engine, type EntryId, type Launched, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
   type SlotValues, type StepResult,
 } from "./executor.ts";
-import type { Device } from "./device.ts";
+import type { Device, Recording } from "./device.ts";
 import { type BackendChoice, probeBackend } from "./open.ts";
 import { PtxDevice } from "./ptx/device.ts";
 import { NcclGroup } from "./ptx/nccl.ts";
@@ -202,6 +202,32 @@ export class RankGroup implements Executor {
     this.steps++;
     this.lastStages = 1;
     return { outputs: r0.outputs, hostMicros, waitMicros: r0.waitMicros };
+  }
+
+  /**
+   * Device microseconds per step of entry `id`'s collectives alone: on the device path each rank's collective
+   * steps recorded apart (on the entry's buffers) and replayed `reps` times on every rank, timed from launch to
+   * the last rank's completion; on the host path the host's combine time per step (stats()). What a step spends
+   * in its collectives, without the kernels between them (nothing overlaps them in a step either).
+   */
+  async collectiveMicros(id: EntryId, reps = 20): Promise<number> {
+    const e = this.entry(id);
+    if (e.staged) return this.stats().collectiveMicrosPerStep;
+    const ranks = this.ranks as Engine<Device>[];
+    const recs: Recording[] = [];
+    try {
+      ranks.forEach((r, i) => recs.push(r.recordPart(e.ids[i][0], (s) => s.k === "collective")));
+      const once = async () => {
+        ranks.forEach((r, i) => r.device.replay(recs[i]));
+        for (const r of ranks) await r.device.synchronize(600_000);
+      };
+      await once(); // warm: the first launch uploads the graphs
+      const t0 = performance.now();
+      for (let k = 0; k < reps; k++) await once();
+      return ((performance.now() - t0) * 1000) / reps;
+    } finally {
+      recs.forEach((rec, i) => ranks[i].device.releaseRecording(rec));
+    }
   }
 
   resetState(id?: EntryId): void {

@@ -13,7 +13,8 @@
 // each rank gets the result as a slot: correct everywhere, slower than tp 1). `--collectives` picks (default
 // auto: device where it can). `--group-of-one` adds a tp 1 row through a one-rank group (its all-reduces are
 // NCCL copies): on one GPU that checks the device path against the plain engine's tokens and shows its cost.
-// The `collective` column is the host's combine time (0 on the device path); `stages` the replays per token.
+// The `collective` column is the time per token in collectives: the host's combine time on the host path, the
+// step's NCCL calls replayed alone (launch to completion) on the device path; `stages` the replays per token.
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -43,7 +44,10 @@ export interface TpRow {
   compileSeconds: number;
   tokPerSec: number;
   msPerToken: number;
-  /** Host µs per token combining collectives (the simulated group's all-reduce/all-gather). */
+  /**
+   * µs per token in collectives: the host's combine time on the host path; on the device path the device time
+   * of the step's collectives recorded and replayed alone (RankGroup.collectiveMicros).
+   */
   collectiveMicros: number;
   /** Replays per rank per token (collective boundaries + 1). */
   stages: number;
@@ -103,7 +107,7 @@ async function runOne(shape: string, c: LlamaConfig, tp: number, o: RunOptions):
     row.tokPerSec = 1000 / row.msPerToken;
     if (exec instanceof RankGroup) {
       const s = exec.stats() as GroupStats;
-      row.collectiveMicros = s.collectiveMicrosPerStep;
+      row.collectiveMicros = await exec.collectiveMicros(id);
       row.stages = s.stagesPerStep;
     }
   } catch (e) {

@@ -87,6 +87,15 @@ test("the device path's NCCL calls: each collective one group call over the rank
     assert.equal(s.collectives, "device");
     assert.equal(s.collectiveMicrosPerStep, 0);
     assert.equal(s.stagesPerStep, 1);
+    // The collectives timed alone: captured apart in lockstep (one more group call each), replayed, released;
+    // the entry's own steps are unchanged after it.
+    const last = (await group.step(id, { token: new Int32Array([4]), pos: new Int32Array([3]) })).outputs.logits.slice();
+    const n = nccl.calls.length;
+    assert.ok(await group.collectiveMicros(id, 2) > 0);
+    assert.equal(nccl.calls.length - n, 4 * collectives, "the collectives-only graphs: one group call per collective");
+    group.resetState();
+    for (let pos = 0; pos < 3; pos++) await group.step(id, { token: new Int32Array([pos + 3]), pos: new Int32Array([pos]) });
+    assert.deepEqual((await group.step(id, { token: new Int32Array([4]), pos: new Int32Array([3]) })).outputs.logits, last);
   } finally {
     await group.unload();
     m.close();

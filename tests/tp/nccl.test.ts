@@ -52,7 +52,7 @@ for (const tp of [1, 2, 4]) {
     for (const r of rows) assert.equal(r.error, undefined, `tp ${r.tp} ${r.path}: ${r.error}`);
     const g = rows[rows.length - 1];
     assert.equal(g.path, "device");
-    assert.equal(g.collectiveMicros, 0, "no host combine on the device path");
+    assert.ok(g.collectiveMicros > 0, "the collectives replayed alone take device time");
     assert.equal(g.stages, 1);
     assert.deepEqual(g.tokens, rows[0].tokens, "greedy tokens equal the plain engine's");
     assert.ok(new Set(rows[0].tokens).size > 1, "the synthetic model's tokens vary (the check can fail)");
