@@ -15,8 +15,9 @@
 //
 // Errors: a rank's failure fails the step (the other ranks' entries are marked needing reset by their own
 // engines only if they failed; resetState resets every rank); unload unloads every rank even when one throws.
-// On the device path a rank that fails to launch after others launched leaves their collectives waiting on the
-// device: their wait ends in DeviceTimeout (bounded) and poisons them.
+// On the device path a rank that fails while the others wait for it in a collective makes the group abort its
+// communicators (the others' NCCL kernels return; their results are garbage): that step throws the rank's error
+// and the group refuses every later step (Poisoned): reopen it.
 import type { Graph } from "../graph/ir.ts";
 import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { shardGraph, type TpPlan } from "../graph/passes/tp.ts";
@@ -24,7 +25,7 @@ import { rankWeights } from "../graph/shard.ts";
 import { runStages, type Staged, splitAtCollectives } from "../graph/stages.ts";
 import type { Storage } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
-import { ExecError, Unsupported } from "./errors.ts";
+import { ExecError, Poisoned, Unsupported } from "./errors.ts";
 import {
   Engine, type EntryId, type Launched, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
   type SlotValues, type StepResult,
@@ -53,6 +54,11 @@ export interface RankGroupOptions {
   hostReason?: string;
   /** Runs after every entry is removed and before the ranks unload (an NCCL group closes here). */
   beforeUnload?: () => Promise<void>;
+  /**
+   * Called once when a rank's step fails on the device path while the others may wait for it in a collective
+   * (an NCCL group aborts its communicators so their kernels return).
+   */
+  abort?: (why: string) => void;
 }
 
 /** Time spent in the collectives of the last steps (host combine, readback and upload of their values). */
@@ -80,6 +86,9 @@ export class RankGroup implements Executor {
   readonly path: CollectivePath;
   private readonly hostReason: string | undefined;
   private readonly beforeUnload: (() => Promise<void>) | undefined;
+  private readonly abortCollectives: ((why: string) => void) | undefined;
+  /** Set once the device path's collectives were aborted after a rank failed: every later step is refused. */
+  private broken: string | undefined;
 
   /** `ranks[r]` runs rank r; the group owns them (unload unloads each). */
   constructor(readonly ranks: readonly Executor[], readonly plan: TpPlan, opts: RankGroupOptions = {}) {
@@ -89,6 +98,7 @@ export class RankGroup implements Executor {
     this.path = capable && opts.path !== "host" ? "device" : "host";
     this.hostReason = this.path === "host" ? opts.hostReason ?? (capable ? "asked for the host path" : "the ranks' devices do not record collectives") : undefined;
     this.beforeUnload = opts.beforeUnload;
+    this.abortCollectives = opts.abort;
   }
 
   /** Rank 0's target (every rank compiles for it; memory is one rank's), named as the group. */
@@ -182,16 +192,28 @@ export class RankGroup implements Executor {
       // One thread issuing several GPUs' NCCL calls must group them across ranks: only a recording does that.
       throw new Unsupported(`eager steps of a ${this.ranks.length}-rank group on the device path (its recordings run the collectives)`);
     }
+    if (this.broken !== undefined) throw new Poisoned(this.ranks[0].targetSet().backend, this.broken);
     const t0 = performance.now();
     const ranks = this.ranks as Engine<never>[];
     const launched: Launched[] = [];
     let failed: unknown;
+    // A rank that fails while others wait in a collective for it would hold them until their timeout: the
+    // group aborts its communicators at once instead (NCCL's kernels then return), and is broken from then on.
+    const abort = (r: number, err: unknown) => {
+      if (this.broken !== undefined || ranks.length === 1) return;
+      this.broken = `rank ${r} failed (${(err as Error).message.split("\n")[0]}); the group's collectives were aborted`;
+      this.abortCollectives?.(this.broken);
+    };
     try {
       for (let r = 0; r < ranks.length; r++) launched.push(ranks[r].launch(e.ids[r][0], slots, opts));
     } catch (err) {
       failed = err;
+      if (launched.length > 0) abort(launched.length, err);
     }
-    const done = await Promise.allSettled(launched.map((l, r) => ranks[r].finish(l)));
+    const done = await Promise.allSettled(launched.map((l, r) => ranks[r].finish(l).catch((err) => {
+      abort(r, err);
+      throw err;
+    })));
     const bad = done.find((x) => x.status === "rejected") as PromiseRejectedResult | undefined;
     if (failed !== undefined) throw failed;
     if (bad) throw bad.reason;
@@ -266,7 +288,7 @@ export class RankGroup implements Executor {
       entries: this.entries.size,
       keys: [...this.entries.values()].map((e) => e.key),
       bytes: { weights: sum((s) => s.bytes.weights), state: sum((s) => s.bytes.state), entries: sum((s) => s.bytes.entries) },
-      poisoned: all.find((s) => s.poisoned)?.poisoned,
+      poisoned: this.broken ?? all.find((s) => s.poisoned)?.poisoned,
       tp: this.plan.tp,
       // Per group step, not per stage: what a caller of step() sees.
       steps: this.steps,
@@ -360,7 +382,7 @@ export async function openRankGroup(backend: BackendChoice, plan: TpPlan, opts: 
     throw e;
   }
   const ranks = devices.map((d) => new Engine(d, { compile: opts.compile, timeoutMs: opts.timeoutMs }));
-  return new RankGroup(ranks, plan, { hostReason, beforeUnload: nccl && (() => nccl!.close(opts.timeoutMs)) });
+  return new RankGroup(ranks, plan, { hostReason, ...nccl?.hooks(opts.timeoutMs) });
 }
 
 function collectivesFromEnv(): "auto" | CollectivePath {

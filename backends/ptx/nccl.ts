@@ -53,6 +53,8 @@ export class NcclGroup {
   /** Collectives issued once outside a capture (NCCL connected their channels). */
   private readonly warm = new Set<string>();
   private closed = false;
+  /** Why the communicators were aborted (then nothing more is issued and close() destroys nothing). */
+  private aborted: string | undefined;
 
   private constructor(readonly nccl: NcclApi, readonly devices: readonly PtxDevice[], readonly comms: readonly bigint[]) {
     this.queue = devices.map(() => []);
@@ -102,6 +104,7 @@ export class NcclGroup {
 
   /** Issues rank `rank`'s call on `stream` (captured when the stream is capturing). */
   issue(rank: number, c: CollectiveCall, stream: bigint): void {
+    if (this.aborted !== undefined) throw new Unsupported(`ptx: the NCCL group was aborted: ${this.aborted}`);
     const comm = this.comms[rank];
     if (c.op === "all_reduce") this.nccl.allReduce(c.send, c.recv, c.count, c.dtype, comm, stream);
     else this.nccl.allGather(c.send, c.recv, c.count, c.dtype, comm, stream);
@@ -122,9 +125,33 @@ export class NcclGroup {
     }
   };
 
+  /** What a RankGroup over these devices calls (RankGroupOptions): close before the ranks unload, abort on a failure. */
+  hooks(timeoutMs?: number): { beforeUnload: () => Promise<void>; abort: (why: string) => void } {
+    return { beforeUnload: () => this.close(timeoutMs), abort: (why) => this.abort(why) };
+  }
+
+  /**
+   * Aborts every communicator (once): NCCL's kernels waiting on a peer that failed return, so the other ranks'
+   * streams run dry. The group issues nothing afterwards. Errors of the abort itself are ignored (a rank whose
+   * context is dead may refuse).
+   */
+  abort(why: string): void {
+    if (this.aborted !== undefined || this.closed) return;
+    this.aborted = why;
+    for (const c of this.comms) {
+      try {
+        this.nccl.commAbort(c);
+      } catch {
+        // Best effort, per communicator.
+      }
+    }
+    forgetCurrentContext();
+  }
+
   /** Rank `rank`'s part of the next group recording; the last rank's offer captures them all. */
   offer(rank: number, part: PendingPart): void {
     if (this.closed) throw new Unsupported("ptx: the NCCL group is closed");
+    if (this.aborted !== undefined) throw new Unsupported(`ptx: the NCCL group was aborted: ${this.aborted}`);
     this.queue[rank].push(part);
     if (this.queue.some((q) => q.length === 0)) return;
     this.capture(this.queue.map((q) => q.shift()!));
@@ -206,6 +233,7 @@ export class NcclGroup {
   async close(timeoutMs = 600_000): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.aborted !== undefined) return; // ncclCommAbort freed them
     const bad = this.devices.some((d) => d.poisoned !== undefined);
     if (!bad) await Promise.allSettled(this.devices.map((d) => d.synchronize(timeoutMs)));
     const poisoned = bad || this.devices.some((d) => d.poisoned !== undefined);

@@ -4,7 +4,8 @@
 // blocks until every rank's op of the same call has done so, then the last to arrive computes the result
 // (all_reduce: an f32 sum in rank order, as graph/collective.ts's oracle; all_gather: the ranks' bytes in rank
 // order) and every rank's op writes it to its own output and unblocks its stream. `calls` logs the API calls in
-// order (group calls, which rank's collective, commInit/Destroy) for checks of the call order.
+// order (group calls, which rank's collective, commInit/Destroy) for checks of the call order. commAbort lets
+// every waiting collective return without a result, as NCCL's abort does.
 import type { NcclApi } from "../../backends/ptx/nccl.ts";
 import type { NCCL_DTYPE, NCCL_OP } from "../../ffi/nccl.ts";
 import type { FakeCuda } from "./fake_cuda.ts";
@@ -23,6 +24,7 @@ export class FakeNccl implements NcclApi {
   private readonly meetings = new Map<number, Meeting>();
   /** The meeting a rank's blocked op waits in. */
   private readonly waiting: (number | undefined)[];
+  private aborted = false;
 
   constructor(readonly cus: readonly FakeCuda[]) {
     this.reached = cus.map(() => 0);
@@ -45,8 +47,11 @@ export class FakeNccl implements NcclApi {
   commDestroy(comm: bigint): void {
     this.calls.push(`commDestroy ${this.rank(comm)}`);
   }
+  /** Like NCCL's: a collective waiting for its peers returns (its output left as it was). */
   commAbort(comm: bigint): void {
     this.calls.push(`commAbort ${this.rank(comm)}`);
+    this.aborted = true;
+    for (const cu of this.cus) cu.drain();
   }
   groupStart(): void {
     this.depth++;
@@ -83,6 +88,7 @@ export class FakeNccl implements NcclApi {
     this.calls.push(`${name} ${r}`);
     const cu = this.cus[r];
     cu.enqueue(() => {
+      if (this.aborted) return true;
       let k = this.waiting[r];
       if (k === undefined) {
         k = this.reached[r]++;

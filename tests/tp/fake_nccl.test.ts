@@ -10,7 +10,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Cuda } from "../../ffi/cuda.ts";
 import { Engine } from "../../backends/executor.ts";
-import { Unsupported } from "../../backends/errors.ts";
+import { DeviceLost, KernelFault, Poisoned, Unsupported } from "../../backends/errors.ts";
 import { openRankGroup, RankGroup } from "../../backends/group.ts";
 import { PtxDevice } from "../../backends/ptx/mod.ts";
 import { NcclGroup } from "../../backends/ptx/nccl.ts";
@@ -47,7 +47,7 @@ function fakeGroup(tp: number, plan: TpPlan): { group: RankGroup; nccl: FakeNccl
   const g = NcclGroup.open(devs, { nccl });
   if (typeof g === "string") throw new Error(g);
   const ranks = devs.map((d) => new Engine(d, { compile: compileGraph, timeoutMs: 20_000 }));
-  return { group: new RankGroup(ranks, plan, { beforeUnload: () => g.close(20_000) }), nccl, cus };
+  return { group: new RankGroup(ranks, plan, g.hooks(20_000)), nccl, cus };
 }
 
 for (const [family, tps] of [["llama", [1, 2, 4]], ["qwen2", [2]]] as const) {
@@ -187,4 +187,28 @@ test("the device path's eager steps: a group of one runs its collectives eagerly
   } finally {
     m.close();
   }
+});
+
+test("a rank that fails on the device path aborts the group's communicators: the step throws its typed error at once (no rank waits out its timeout), later steps are Poisoned, unload completes", { timeout: 120_000 }, async () => {
+  const m = fixture("llama");
+  const { group, nccl, cus } = fakeGroup(2, tpPlan(m.config, 2));
+  try {
+    await group.loadWeights(m.store, m.map);
+    const id = group.addEntry("decode", stepGraph(m, 1, 16));
+    const slots = { token: new Int32Array([3]), pos: new Int32Array([0]) };
+    await group.step(id, slots);
+    // Rank 1's context dies (a sticky launch failure, as a trap leaves): rank 0 has launched and waits for it
+    // in its first all-reduce.
+    cus[1].sticky = 719;
+    const t0 = performance.now();
+    await assert.rejects(group.step(id, slots), (e: unknown) => e instanceof DeviceLost || e instanceof KernelFault);
+    assert.ok(performance.now() - t0 < 10_000, "failed well inside the 20 s wait bound");
+    assert.deepEqual(nccl.calls.filter((c) => c.startsWith("commAbort")), ["commAbort 0", "commAbort 1"]);
+    await assert.rejects(group.step(id, slots), (e: unknown) => e instanceof Poisoned && /aborted/.test((e as Error).message));
+    assert.match(group.stats().poisoned ?? "", /rank 1 failed/);
+  } finally {
+    await group.unload();
+    m.close();
+  }
+  assert.ok(!nccl.calls.some((c) => c.startsWith("commDestroy")), "aborted communicators are not destroyed again");
 });
