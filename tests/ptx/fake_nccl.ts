@@ -6,9 +6,17 @@
 // order) and every rank's op writes it to its own output and unblocks its stream. `calls` logs the API calls in
 // order (group calls, which rank's collective, commInit/Destroy) for checks of the call order. commAbort lets
 // every waiting collective return without a result, as NCCL's abort does.
-import type { NcclApi } from "../../backends/ptx/nccl.ts";
+import { Engine, type ProgramCompiler } from "../../backends/executor.ts";
+import { RankGroup } from "../../backends/group.ts";
+import { PtxDevice } from "../../backends/ptx/mod.ts";
+import { type NcclApi, NcclGroup } from "../../backends/ptx/nccl.ts";
+import type { Cuda } from "../../ffi/cuda.ts";
 import type { NCCL_DTYPE, NCCL_OP } from "../../ffi/nccl.ts";
-import type { FakeCuda } from "./fake_cuda.ts";
+import type { TpPlan } from "../../graph/passes/tp.ts";
+import type { Kernel } from "../../kernels/ir.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { entryName } from "../../kernels/render/ptx.ts";
+import { FakeCuda } from "./fake_cuda.ts";
 
 interface Meeting {
   inputs: (Uint8Array | undefined)[];
@@ -110,4 +118,31 @@ export class FakeNccl implements NcclApi {
       return true;
     });
   }
+}
+
+/**
+ * A tp group of PtxDevices over fake CUDA (one FakeCuda per rank) and a FakeNccl, on the device path: every
+ * kernel a rank compiles is registered with its fake, so the fake runs exactly it.
+ */
+export function fakeGroup(tp: number, plan: TpPlan, compile: ProgramCompiler = compileGraph): { group: RankGroup; nccl: FakeNccl; cus: FakeCuda[] } {
+  const cus = Array.from({ length: tp }, () => new FakeCuda());
+  const devs = cus.map((cu, r) => {
+    const d = new PtxDevice(cu as unknown as Cuda, { ordinal: r, spinMicros: 1000 });
+    const own = d.compile.bind(d);
+    d.compile = (k: Kernel) => {
+      cu.kernels.set(entryName(k.name), k);
+      cu.loading = k;
+      try {
+        return own(k);
+      } finally {
+        cu.loading = undefined;
+      }
+    };
+    return d;
+  });
+  const nccl = new FakeNccl(cus);
+  const g = NcclGroup.open(devs, { nccl });
+  if (typeof g === "string") throw new Error(g);
+  const ranks = devs.map((d) => new Engine(d, { compile, timeoutMs: 20_000 }));
+  return { group: new RankGroup(ranks, plan, g.hooks(20_000)), nccl, cus };
 }

@@ -3,9 +3,10 @@
 // rank's fake stream until every rank's input is in). What runs is the real code: the planner's collective
 // steps, PtxDevice's lockstep capture of every rank's graph with each collective as one group call, one graph
 // launch per rank per step, and the teardown order. Checked: llama and qwen2 at tp 1, 2 and 4 within the
-// unsharded oracle's tier-2 bound (logits and K/V State), the NCCL call order, and the typed errors and
-// fallbacks around the path (no collectives on a device: the host path, or an error when the device path is
-// demanded).
+// unsharded oracle's tier-2 bound (logits and K/V State), the NCCL call order, eager steps, the collectives
+// timed alone, the abort when a rank fails, and the typed errors and fallbacks around the path (no
+// collectives on a device: the host path, or an error when the device path is demanded). The serving step on
+// this path is in serving.test.ts.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Cuda } from "../../ffi/cuda.ts";
@@ -13,42 +14,14 @@ import { Engine } from "../../backends/executor.ts";
 import { DeviceLost, KernelFault, Poisoned, Unsupported } from "../../backends/errors.ts";
 import { openRankGroup, RankGroup } from "../../backends/group.ts";
 import { PtxDevice } from "../../backends/ptx/mod.ts";
-import { NcclGroup } from "../../backends/ptx/nccl.ts";
-import type { Kernel } from "../../kernels/ir.ts";
-import { entryName } from "../../kernels/render/ptx.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { GraphError, type Graph } from "../../graph/ir.ts";
-import { shardGraph, type TpPlan } from "../../graph/passes/tp.ts";
+import { shardGraph } from "../../graph/passes/tp.ts";
 import { tpPlan } from "../../llm/tp.ts";
 import { FakeCuda } from "../ptx/fake_cuda.ts";
-import { FakeNccl } from "../ptx/fake_nccl.ts";
+import { fakeGroup } from "../ptx/fake_nccl.ts";
 import { checkGroup, fixture, stepGraph } from "./helpers.ts";
-
-/** A tp group of PtxDevices over fake CUDA and a fake NCCL, on the device path. */
-function fakeGroup(tp: number, plan: TpPlan): { group: RankGroup; nccl: FakeNccl; cus: FakeCuda[] } {
-  const cus = Array.from({ length: tp }, () => new FakeCuda());
-  const devs = cus.map((cu, r) => {
-    const d = new PtxDevice(cu as unknown as Cuda, { ordinal: r, spinMicros: 1000 });
-    // The engine's own kernels (resetState's zero fill) go through compile too: the fake runs kernels by name.
-    const own = d.compile.bind(d);
-    d.compile = (k: Kernel) => {
-      cu.kernels.set(entryName(k.name), k);
-      cu.loading = k;
-      try {
-        return own(k);
-      } finally {
-        cu.loading = undefined;
-      }
-    };
-    return d;
-  });
-  const nccl = new FakeNccl(cus);
-  const g = NcclGroup.open(devs, { nccl });
-  if (typeof g === "string") throw new Error(g);
-  const ranks = devs.map((d) => new Engine(d, { compile: compileGraph, timeoutMs: 20_000 }));
-  return { group: new RankGroup(ranks, plan, g.hooks(20_000)), nccl, cus };
-}
 
 for (const [family, tps] of [["llama", [1, 2, 4]], ["qwen2", [2]]] as const) {
   test(`${family} on fake GPUs with a fake NCCL (the device path) at tp ${tps.join(", ")} equals the unsharded oracle within tier 2`, { timeout: 300_000 }, async () => {

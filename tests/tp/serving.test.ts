@@ -1,5 +1,6 @@
 // The serving step (llm/serve: K/V in a paged pool, one block table and position per row, paged_attention)
-// sharded over a simulated JS group at tp 2 and 4: a mixed batch of two sequences' rows gives logits within the
+// sharded over a simulated JS group (the host path) and over fake GPUs with a fake NCCL (the device path:
+// tests/ptx/fake_nccl.ts) at tp 2 and 4: a mixed batch of two sequences' rows gives logits within the
 // unsharded oracle's tier-2 bound, and each rank's K/V pool holds its heads of the whole pool. stories260K.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,6 +16,7 @@ import { loadModel } from "../../llm/model.ts";
 import { servingCompile } from "../../llm/serve/batch.ts";
 import { tpPlan } from "../../llm/tp.ts";
 import { joinState } from "./helpers.ts";
+import { fakeGroup } from "../ptx/fake_nccl.ts";
 
 const model = loadModel(fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url)));
 const B = 8, BLOCKS = 8, MB = 4, R = 12;
@@ -32,7 +34,15 @@ function slots(rows: { token: number; pos: number; table: number[] }[]) {
   return { [SLOTS.token]: token, [SLOTS.pos]: pos, [SLOTS.blockTable]: table, [SLOTS.writeSlot]: write };
 }
 
-test("the batched serving step (paged K/V, block tables) at tp 2 and 4 on a JS group equals the unsharded oracle within tier 2", { timeout: 180_000 }, async () => {
+for (const on of ["a JS group (host path)", "fake GPUs with a fake NCCL (device path)"] as const) {
+  test(`the batched serving step (paged K/V, block tables) at tp 2 and 4 on ${on} equals the unsharded oracle within tier 2`, { timeout: 180_000 }, async () => {
+    await checkServing((tp) => on.startsWith("a JS")
+      ? new RankGroup(Array.from({ length: tp }, () => new Engine(new JsDevice(), { compile: servingCompile })), tpPlan(model.config, tp))
+      : fakeGroup(tp, tpPlan(model.config, tp), servingCompile).group);
+  });
+}
+
+async function checkServing(open: (tp: number) => RankGroup): Promise<void> {
   const { tracer, logits } = traceLlama(model.config, { rows: R, cap: B * MB, batch });
   tracer.output("logits", logits);
   const g = tracer.build();
@@ -42,7 +52,7 @@ test("the batched serving step (paged K/V, block tables) at tp 2 and 4 on a JS g
   assert.ok(a.length + b.length <= R);
   const ev = evaluate(g, { consts: constsFromStore(model.store, model.map), slots: s }, { bounds: "expected" });
   for (const tp of [2, 4]) {
-    const group = new RankGroup(Array.from({ length: tp }, () => new Engine(new JsDevice(), { compile: servingCompile })), tpPlan(model.config, tp));
+    const group = open(tp);
     try {
       await group.loadWeights(model.store, model.map);
       const r = await group.step(group.addEntry("serve", g), s);
@@ -57,4 +67,4 @@ test("the batched serving step (paged K/V, block tables) at tp 2 and 4 on a JS g
       await group.unload();
     }
   }
-});
+}
