@@ -101,10 +101,15 @@ export class RankGroup implements Executor {
     this.abortCollectives = opts.abort;
   }
 
+  /** The group's device name: "2 x NVIDIA H200", with " + NCCL" where the collectives run on the devices. */
+  private named(device: string): string {
+    return `${this.plan.tp} x ${device}${this.path === "device" ? " + NCCL" : ""}`;
+  }
+
   /** Rank 0's target (every rank compiles for it; memory is one rank's), named as the group. */
   targetSet(): TargetSet {
     const t = this.ranks[0].targetSet();
-    if (this.target?.base !== t) this.target = { base: t, named: { ...t, device: `${this.plan.tp} x ${t.device}` } };
+    if (this.target?.base !== t) this.target = { base: t, named: { ...t, device: this.named(t.device) } };
     return this.target.named;
   }
   private target?: { base: TargetSet; named: TargetSet };
@@ -284,7 +289,7 @@ export class RankGroup implements Executor {
     const avg = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
     return {
       ...s0,
-      device: `${this.plan.tp} x ${s0.device}`,
+      device: this.named(s0.device),
       entries: this.entries.size,
       keys: [...this.entries.values()].map((e) => e.key),
       bytes: { weights: sum((s) => s.bytes.weights), state: sum((s) => s.bytes.state), entries: sum((s) => s.bytes.entries) },
