@@ -1,7 +1,9 @@
-// Tensor parallelism on NVIDIA GPUs (one CUDA context and stream per GPU, backends/group.ts with PtxDevices):
-// the llama and qwen2 fixtures at tp 2 (and 4 with four GPUs) within the unsharded oracle's tier-2 bound, and
-// stories260K's greedy tokens through `open({ backend: "ptx", tp })` equal llama2.c's. Skips (saying why)
-// without libcuda or with fewer GPUs than a size needs: every machine but nvidia-h200-x2/x4. NOT RUN YET.
+// Tensor parallelism on NVIDIA GPUs (one CUDA context and stream per GPU, backends/group.ts with PtxDevices;
+// the NCCL device path where libnccl opens, else the host path): the llama and qwen2 fixtures at tp 2 (and 4
+// with four GPUs) within the unsharded oracle's tier-2 bound, and stories260K's greedy tokens through
+// `open({ backend: "ptx", tp })` equal llama2.c's. Skips (saying why) without libcuda or with fewer GPUs than a
+// size needs: every machine but nvidia-h200-x2/x4. NOT RUN YET (tests/tp/nccl.test.ts holds the device path's
+// one-GPU checks, which have run).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
