@@ -5,13 +5,16 @@
 // A rank's entry with collective steps is recorded in two moves: its PtxDevice prepares the launches and
 // offers them here (PtxDevice.record), and once every rank has offered its part of the same entry (a tp group
 // adds each entry to every rank in rank order: the k-th offer of each rank belongs together) the parts are
-// captured in lockstep (capture, below) with each collective issued as one NCCL group call over the ranks. A group of one captures at once; its all-reduce is a copy, which is what the single-GPU machine can
-// check of the real library (comm init, capture of NCCL calls in a CUDA graph, replay, teardown).
+// captured in lockstep (capture, below) with each collective issued as one NCCL group call over the ranks
+// (the pattern of nccl-tests' graph mode with several GPUs per thread). A group of one captures at once; its
+// all-reduce is a copy, which is what one GPU can check of the real library (comm init, NCCL calls captured
+// in a CUDA graph, replay, teardown). NCCL's guide warns that one thread launching several GPUs' captured
+// graphs may deadlock in cudaGraphLaunch: not seen or excluded yet (no multi-GPU run so far).
 //
 // Errors: NcclError from ffi/nccl.ts for a failed NCCL call; open() says why as a string where the group
-// cannot exist (no libnccl), so the caller falls back to the host path; close() destroys the communicators
-// (aborting them when a device is poisoned) after every rank's work has finished, before the contexts go;
-// libnccl itself is never unloaded.
+// cannot exist (no libnccl), so the caller falls back to the host path; abort() (a rank failed while others
+// wait on it) aborts every communicator; close() destroys them (unless aborted) after every rank's work has
+// finished, before the contexts go; libnccl itself is never unloaded.
 import { NCCL_DTYPE, type Nccl, openNccl } from "../../ffi/nccl.ts";
 import type { DType } from "../../graph/dtype.ts";
 import type { CollectiveStep } from "../../kernels/program.ts";
