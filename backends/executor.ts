@@ -232,20 +232,28 @@ export class Engine<D extends Device> implements Executor {
     this.live();
     const roles = [...map].filter(([role]) => !this.weights.has(role));
     let totalBytes = 0;
+    const seen = new Set<string>();
     for (const [role, tensor] of roles) {
       const info = store.info(tensor);
       if (!info) throw new Unsupported(`weight map binds ${role} to ${tensor}, which the model file lacks`);
-      totalBytes += info.byteLength;
+      if (!seen.has(tensor)) totalBytes += info.byteLength;
+      seen.add(tensor);
     }
     let done = 0, doneBytes = 0;
+    // Roles bound to one tensor share its buffer (a tp group of one binds a role and its one-way split to it).
+    const byTensor = new Map<string, DeviceBuffer>();
     // One tensor at a time: the store reads it (from the file, on demand), the device takes it, it is dropped.
     for (const [role, tensor] of roles) {
-      const bytes = store.bytes(tensor);
-      const buf = this.device.alloc(bytes.byteLength, "device");
-      this.device.write(buf, 0, bytes);
+      let buf = byTensor.get(tensor);
+      if (!buf) {
+        const bytes = store.bytes(tensor);
+        buf = this.device.alloc(bytes.byteLength, "device");
+        this.device.write(buf, 0, bytes);
+        byTensor.set(tensor, buf);
+        this.weightBytes += bytes.byteLength;
+        doneBytes += bytes.byteLength;
+      }
       this.weights.set(role, buf);
-      this.weightBytes += bytes.byteLength;
-      doneBytes += bytes.byteLength;
       opts.onTensor?.(++done, roles.length, doneBytes, totalBytes);
     }
     await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
@@ -493,7 +501,7 @@ export class Engine<D extends Device> implements Executor {
     const abandoned = this.abandoned !== undefined;
     if (this.poisoned === undefined) {
       for (const id of [...this.entries.keys()]) this.removeEntry(id);
-      for (const w of this.weights.values()) this.device.free(w);
+      for (const w of new Set(this.weights.values())) this.device.free(w);
     }
     this.entries.clear();
     this.byKey.clear();

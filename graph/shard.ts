@@ -65,6 +65,10 @@ export function rankWeights(store: WeightStore, map: WeightMap, plan: ShardPlan,
     }
     if (spec.whole) rmap.set(key, tensor);
     const shard = { axis: spec.axis, count: spec.count };
+    if (shard.count === 1) {
+      rmap.set(roleKey({ ...role, shard }), tensor); // a group of one's "part" is the tensor (one buffer for both)
+      continue;
+    }
     const part = partOf(rank, tp, spec.count);
     const name = `${tensor}#a${shard.axis}:${shard.count}.${part}`;
     rmap.set(roleKey({ ...role, shard }), name);
