@@ -13,6 +13,7 @@ import type { Cuda } from "../../ffi/cuda.ts";
 import { Engine } from "../../backends/executor.ts";
 import { DeviceLost, KernelFault, Poisoned, Unsupported } from "../../backends/errors.ts";
 import { openRankGroup, RankGroup } from "../../backends/group.ts";
+import { JsDevice } from "../../backends/js/mod.ts";
 import { PtxDevice } from "../../backends/ptx/mod.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import type { TargetSet } from "../../kernels/target.ts";
@@ -184,4 +185,24 @@ test("a rank that fails on the device path aborts the group's communicators: the
     m.close();
   }
   assert.ok(!nccl.calls.some((c) => c.startsWith("commDestroy")), "aborted communicators are not destroyed again");
+});
+
+test("a group of one holds each weight once: its one-way splits share the whole tensor's buffer (tied embedding included)", async () => {
+  let tied = 0;
+  for (const family of ["llama", "qwen2"]) {
+    const m = fixture(family);
+    const one = new Engine(new JsDevice(), { compile: compileGraph });
+    const g = await openRankGroup("js", tpPlan(m.config, 1, { collectives: true }), { compile: compileGraph });
+    try {
+      await one.loadWeights(m.store, m.map);
+      await g.loadWeights(m.store, m.map);
+      assert.equal(g.stats().bytes.weights, one.stats().bytes.weights, `${family} (tied: ${m.config.tiedEmbeddings})`);
+      if (m.config.tiedEmbeddings) tied++;
+    } finally {
+      await one.unload();
+      await g.unload();
+      m.close();
+    }
+  }
+  assert.ok(tied > 0, "a fixture with tied embeddings (kept whole and split) is among them");
 });
