@@ -26,7 +26,7 @@ import {
 } from "../../ffi/cuda.ts";
 import { ptrOf, ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
-import type { CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, CollectiveDevice, Recording } from "../device.ts";
+import type { CollectiveDevice, CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
@@ -245,10 +245,6 @@ export class PtxDevice implements CollectiveDevice {
     if (this.link) throw new Unsupported("ptx: this device already belongs to an NCCL group");
     this.link = { group, rank };
     this.target = { ...this.target, caps: { ...this.target.caps, collectives: true } };
-  }
-  /** The device's stream, for the group's collectives (not for general use). */
-  get streamHandle(): bigint {
-    return this.stream;
   }
 
   // ---- errors ----------------------------------------------------------------------------------------
@@ -590,7 +586,12 @@ export class PtxDevice implements CollectiveDevice {
       // Every rank's part is captured together once all are in (at once in a group of one).
       const rec = this.keep(new PtxRecording(0n, steps.length, this.kernelsOf(list)));
       rec.pending = true;
-      this.link.group.offer(this.link.rank, { device: this, list, rec });
+      try {
+        this.link.group.offer(this.link.rank, { device: this, list, rec });
+      } catch (e) {
+        this.recordings.delete(rec); // its entry is not made: nobody will release it
+        throw e;
+      }
       return rec;
     }
     return this.guard("record", () => {
