@@ -11,6 +11,9 @@
 //   Identical PTX shares one module.
 // - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
 //   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch.
+// - Collectives (a tensor-parallel rank, once backends/ptx/nccl.ts attached it to an NCCL group): a collective
+//   step is an NCCL call on this stream; a recording holding one is captured together with the other ranks'
+//   (the group pairs them and drives the capture through the "group capture" methods at the end of the class).
 // - synchronize: polls cuStreamQuery (busy for `spinMicros`, then yielding every millisecond) up to the
 //   timeout, since cuStreamSynchronize cannot be bounded. A timeout poisons (DeviceTimeout).
 // - Faults: a failing check stores its code into its kernel's word of a host-mapped array, then traps. The
