@@ -9,6 +9,7 @@
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
+//   --tune ks16/s1x4/b4x1: the serving MMA matmuls' layout (bench/serve_kernels.ts --tune)
 //   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
 //   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
 // Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
@@ -28,6 +29,8 @@ import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { parseTune } from "./serve_kernels.ts";
+import type { MmaServingTune } from "../kernels/lib/mma_matmul.ts";
 
 export interface ServeBenchOptions {
   shapes: string[];
@@ -44,6 +47,8 @@ export interface ServeBenchOptions {
   /** Tensor-core matmuls (default "all" where the device has them; servingCompile). */
   mma?: "all" | "off";
   mmaSplit?: boolean;
+  /** Layout of the serving MMA matmuls (bench/serve_kernels.ts --tune syntax; default the library's). */
+  mmaServing?: MmaServingTune;
   /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
   sampler?: "greedy" | "full";
   log: (s: string) => void;
@@ -120,7 +125,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit }) });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -227,6 +232,7 @@ export async function main(args: string[]): Promise<number> {
       mma: { type: "string", default: "on" },
       "mma-split": { type: "string", default: "on" },
       sampler: { type: "string", default: "greedy" },
+      tune: { type: "string", default: "default" },
       out: { type: "string" },
     },
   });
@@ -248,7 +254,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler,
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(

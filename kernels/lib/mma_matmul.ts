@@ -105,6 +105,43 @@ export function mmaKSplitWide(n: number, k: number): number {
   return ks;
 }
 
+/** Tiles and unroll of one warp at a range of row counts (MmaMatmulShape's; mt follows the rows). */
+export interface MmaWarpTiles {
+  nt: number;
+  unroll: number;
+  /** Warps along N per workgroup (default max(1, 4 / ks)). */
+  nw?: number;
+}
+
+/**
+ * How the server's entries lay out their MMA matmuls (kernels/lower.ts, mma "all"): `ks` a function of (n, k)
+ * alone ("wide": mmaKSplitWide; a number: that split, halved until every warp has a chunk), then tiles by the
+ * entry's rows: `small` up to 16 rows (one 16-row tile), `big` past that (two). Only ks is part of a row's
+ * summation order, so `small` and `big` may be anything (batch invariance holds across them).
+ */
+export interface MmaServingTune {
+  ks?: "wide" | number;
+  small?: MmaWarpTiles;
+  big?: MmaWarpTiles;
+}
+
+/** The K split of a serving matmul: a function of (n, k) and the tune only, never of the rows. */
+export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}): number {
+  const want = tune.ks ?? "wide";
+  if (want === "wide") return mmaKSplitWide(n, k);
+  let ks = Math.min(16, 2 ** Math.floor(Math.log2(Math.max(1, want))));
+  while (ks > 1 && Math.floor(k / 32) < ks) ks /= 2;
+  return ks;
+}
+
+/** The layout of a serving matmul of m rows (the tune's fields, else the library's defaults at that ks). */
+export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw"> {
+  const ks = mmaServingKSplit(n, k, tune);
+  const t = m <= 16 ? tune.small : tune.big;
+  if (!t) return { ks };
+  return { ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}) };
+}
+
 /** Whether the MMA matmul takes this shape on this target. */
 export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): boolean {
   return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
