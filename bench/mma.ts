@@ -117,8 +117,9 @@ type Layout = Pick<MmaMatmulShape, "ks" | "nt" | "unroll" | "nw">;
 
 /** Layouts swept at m rows (mt follows m): (nt, unroll) pairs for skinny and for 32+ rows, at each ks. */
 function servingLayouts(m: number, kss: number[]): Layout[] {
-  const pairs = m <= 16 ? [[1, 1], [1, 2], [1, 4], [2, 2], [2, 4], [4, 2]] : [[1, 2], [2, 1], [2, 2], [4, 1], [4, 2], [8, 1]];
-  return kss.flatMap((ks) => pairs.map(([nt, unroll]) => ({ ks, nt, unroll })));
+  // [nt, unroll, nw]: nw > 1 puts warps of one K slice on neighbouring columns in a workgroup (x loads shared in L1)
+  const tiles = m <= 16 ? [[1, 1], [1, 2], [1, 4], [2, 2], [2, 4], [4, 2], [1, 4, 2]] : [[1, 2], [2, 1], [2, 2], [4, 1], [4, 2], [8, 1], [2, 1, 2], [4, 1, 2]];
+  return kss.flatMap((ks) => tiles.filter(([, , nw]) => !nw || ks * nw <= 32).map(([nt, unroll, nw]) => ({ ks, nt, unroll, ...(nw ? { nw } : {}) })));
 }
 
 const layoutName = (l: Layout) => `ks${l.ks}:nt${l.nt}:u${l.unroll}${l.nw ? `:w${l.nw}` : ""}`;

@@ -81,6 +81,9 @@ export interface StepRow {
   batch1Ms: number;
   batch32Ms: number;
   ratio: number;
+  /** Of each step, ms waiting for the device (Engine's synchronize: about the device time) at batch 1 and 32. */
+  batch1WaitMs: number;
+  batch32WaitMs: number;
 }
 
 // The scheduler streams text; random weights have no tokenizer, so text is empty and nothing ends early.
@@ -158,17 +161,26 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
         token: 1 + i, pos: o.prompt, sampler: { temperature: 0 },
         table: Array.from({ length: maxB }, (_, j) => 1 + i * maxB + j),
       }));
+      // the Engine's wait for the device within each step (the rest of a step is host work: slots, readback)
+      let waited = 0;
+      const estep = exec.step.bind(exec);
+      exec.step = async (...a: Parameters<typeof exec.step>) => {
+        const r = await estep(...a);
+        waited += r.waitMicros / 1000;
+        return r;
+      };
       const timeStep = async (n: number) => {
         const rs = decodeRows(n);
         const all = rs.map((_, i) => i);
         for (let i = 0; i < 3; i++) await runner.step(rs, all);
-        const t = performance.now();
+        const t = performance.now(), w0 = waited;
         for (let i = 0; i < o.stepReps; i++) await runner.step(rs, all);
-        return (performance.now() - t) / o.stepReps;
+        return { ms: (performance.now() - t) / o.stepReps, wait: (waited - w0) / o.stepReps };
       };
       const b1 = await timeStep(1), b32 = await timeStep(32);
-      steps.push({ shape: name, backend, batch1Ms: b1, batch32Ms: b32, ratio: b32 / b1 });
-      o.log(`  decode step: batch 1 ${b1.toFixed(3)} ms, batch 32 ${b32.toFixed(3)} ms (${(b32 / b1).toFixed(2)}x)`);
+      steps.push({ shape: name, backend, batch1Ms: b1.ms, batch32Ms: b32.ms, ratio: b32.ms / b1.ms, batch1WaitMs: b1.wait, batch32WaitMs: b32.wait });
+      o.log(`  decode step: batch 1 ${b1.ms.toFixed(3)} ms (device wait ${b1.wait.toFixed(3)}), batch 32 ${b32.ms.toFixed(3)} ms ` +
+        `(device wait ${b32.wait.toFixed(3)}): ${(b32.ms / b1.ms).toFixed(2)}x`);
       exec.resetState();
 
       // Warm-up request, then each concurrency.
@@ -264,8 +276,8 @@ export async function main(args: string[]): Promise<number> {
       r.uploadBytesPerStep.toFixed(0)]),
   ));
   console.log(formatTable(
-    ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1"],
-    res.steps.map((s) => [s.shape, s.backend, s.batch1Ms.toFixed(3), s.batch32Ms.toFixed(3), s.ratio.toFixed(2)]),
+    ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1", "device wait b=1 ms", "device wait b=32 ms"],
+    res.steps.map((s) => [s.shape, s.backend, s.batch1Ms.toFixed(3), s.batch32Ms.toFixed(3), s.ratio.toFixed(2), s.batch1WaitMs.toFixed(3), s.batch32WaitMs.toFixed(3)]),
   ));
   if (values.out) writeFileSync(values.out, JSON.stringify(res, null, 1));
   return 0;

@@ -10,7 +10,8 @@
 //     [--mma-split off] [--tune v5,ks16/s1x4/b4x1,...] [--out FILE.json]
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
 // time at each --rows: "default" (the library's), or ksK|kswide, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
-// (past 16) joined by "/"; the per-kernel table is printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
+// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off) joined by "/"; the per-kernel table is
+// printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -34,6 +35,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
+    if (part === "nosplit") continue; // not a layout: the entry's mmaSplit (tuneSplit)
     if (part === "kswide") t.ks = "wide";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
     else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?$/.exec(part))) {
@@ -106,6 +108,9 @@ async function entryMs(dev: Device, shape: string, rows: number, pos: number, mm
   return (await timeProgram(dev, prog, 20, pos, "zero", fill)).queued;
 }
 
+/** A --tune entry's x split: off with a "nosplit" part, else the run's --mma-split. */
+const tuneSplit = (spec: string, split: boolean) => (spec.split("/").includes("nosplit") ? false : split);
+
 async function profileEntry(dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<Record<string, unknown>> {
   const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune);
   const out: EntryRow[] = [];
@@ -173,7 +178,7 @@ async function main(args: string[]): Promise<number> {
       console.log(`| --- | ${rows.map(() => "---").join(" | ")} | --- |`);
       for (const [i, tune] of tunes.entries()) {
         const ms: number[] = [];
-        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, split === "on", parsed[i]).catch(() => NaN));
+        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i]).catch(() => NaN));
         result[`${shape}:tune:${tune}`] = ms;
         console.log(`| ${tune} | ${ms.map((x) => x.toFixed(3)).join(" | ")} | ${(ms[ms.length - 1] / ms[0]).toFixed(2)} |`);
       }

@@ -208,6 +208,11 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const m0 = b.let(L.mod(bM).mul(mw).add(wm).mul(16 * mt), "u32", "m0");
   const n0 = b.let(L.div(bM).mul(nw).add(wn).mul(8 * nt), "u32", "n0");
   // Row starts (element index of x) of this lane's two rows in each m tile, clamped into the batch.
+  // `pad[i]`: tile i's rows 8..15 are all past the batch (a single row group, m <= 16i + 8: batch 1..8 in one
+  // tile), so their A words are zeros instead of loads of the last row. Those rows are never stored and an MMA
+  // row depends only on its own A row, so the stored rows' bits are the same either way.
+  const pad = Array.from({ length: mt }, (_, i) => bM === 1 && mw === 1 && 16 * i + 8 >= m);
+  const zero = pad.some((p) => p) ? b.let(u32(0), "u32", "xz") : undefined;
   const xr: Val[][] = [];
   for (let i = 0; i < mt; i++) {
     xr.push([0, 8].map((o) => b.let(m0.add(16 * i + o).add(g).min(m - 1).mul(k), "u32", "xr")));
@@ -243,7 +248,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     for (let i = 0; i < mt; i++) {
       if (prepared) {
         // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
-        const part = (p: number) => xr[i].map((r) => b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
+        const part = (p: number) => xr[i].map((r, half) => half && pad[i] ? [zero!, zero!, zero!, zero!] : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
         const hw = part(0), lw = split ? part(1) : undefined;
         for (let h = 0; h < 2; h++) {
           const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
