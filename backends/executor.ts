@@ -47,7 +47,27 @@ export interface StepResult {
   hostMicros: number;
   /** Of hostMicros, the time spent waiting for the device (synchronize). */
   waitMicros: number;
+  /** Of hostMicros, the time parked on a timer before the wait (step option `park`; 0 when not parked). */
+  parkedMicros: number;
 }
+
+/** Options of Executor.step. */
+export interface StepOptions {
+  /** Run the steps one by one (no recording). */
+  eager?: boolean;
+  /**
+   * Park the event loop on a timer for most of the step's expected device time before waiting on the device:
+   * a GPU's wait spins on its fence and never lets the runtime poll sockets or run timers, so a server steps,
+   * then gives the runtime a timer turn (1-2.5 ms under Deno); parked inside the step, that turn overlaps the
+   * device's work. Taken when the entry's last measured device time is at least PARK_MARGIN_MS + PARK_MIN_MS.
+   */
+  park?: boolean;
+}
+
+/** A park ends this long before the device is expected to finish (Deno's timers fire up to ~2.5 ms late). */
+export const PARK_MARGIN_MS = 3;
+/** Shortest park worth a timer. */
+export const PARK_MIN_MS = 2;
 
 export interface ExecutorStats {
   backend: string;
@@ -69,7 +89,7 @@ export interface Executor {
   targetSet(): TargetSet;
   loadWeights(store: WeightStore, map: WeightMap, opts?: LoadOptions): Promise<void>;
   addEntry(key: EntryKey, graph: Graph): EntryId;
-  step(entry: EntryId, slots: SlotValues, opts?: { eager?: boolean }): Promise<StepResult>;
+  step(entry: EntryId, slots: SlotValues, opts?: StepOptions): Promise<StepResult>;
   resetState(entry?: EntryId): void;
   removeEntry(entry: EntryId): void;
   stats(): ExecutorStats;
@@ -111,6 +131,8 @@ interface Entry {
   rec: Recording;
   needsReset: boolean;
   bytes: number;
+  /** Milliseconds from replay to the device's end, as last measured (0: not yet); what a park is sized by. */
+  deviceMs: number;
 }
 
 const ARRAYS: Record<string, new (b: ArrayBuffer, o: number, n: number) => HostArray> = {
@@ -149,8 +171,9 @@ export class Engine<D extends Device> implements Executor {
   private steps = 0;
   private readonly recent: number[] = [];
   private readonly recentWait: number[] = [];
-  /** Milliseconds the last collect spent in synchronize. */
+  /** Milliseconds the last collect spent in synchronize, and when that synchronize returned. */
   private lastWait = 0;
+  private lastSyncEnd = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
   /** Open waits (deadline and how to give up on each) and the one timer that checks them. */
@@ -289,7 +312,7 @@ export class Engine<D extends Device> implements Executor {
         return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
       });
       const rec = this.device.record(steps);
-      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes };
+      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes, deviceMs: 0 };
       this.entries.set(id, e);
       this.byKey.set(key, id);
       return id;
@@ -306,7 +329,7 @@ export class Engine<D extends Device> implements Executor {
     return e;
   }
 
-  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+  async step(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Promise<StepResult> {
     this.live();
     const e = this.entry(id);
     if (e.needsReset) throw new NeedsReset(id);
@@ -327,9 +350,17 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.device.run(e.steps);
       else this.device.replay(e.rec);
       this.replays++;
+      const tRun = performance.now();
+      const parkMs = opts.park ? e.deviceMs - PARK_MARGIN_MS : 0;
+      if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
+      const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
+      // A wait that found the device already done after a park says only that the park was long enough: the
+      // estimate then shrinks a little (it would otherwise only grow with late timers), else it is what was seen.
+      if (parkedMicros > 0 && this.lastWait < 0.05) e.deviceMs = Math.max(0, e.deviceMs - 0.25);
+      else e.deviceMs = Math.max(0, this.lastSyncEnd - tRun);
       this.steps++;
       this.recent.push(hostMicros);
       this.recentWait.push(waitMicros);
@@ -337,7 +368,7 @@ export class Engine<D extends Device> implements Executor {
         this.recent.shift();
         this.recentWait.shift();
       }
-      return { outputs, hostMicros, waitMicros };
+      return { outputs, hostMicros, waitMicros, parkedMicros };
     } catch (err) {
       e.needsReset = true;
       for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
@@ -348,7 +379,8 @@ export class Engine<D extends Device> implements Executor {
   private async collect(e: Entry): Promise<Record<string, HostArray>> {
     const w0 = performance.now();
     await this.device.synchronize(this.timeoutMs);
-    this.lastWait = performance.now() - w0;
+    this.lastSyncEnd = performance.now();
+    this.lastWait = this.lastSyncEnd - w0;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));

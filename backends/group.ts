@@ -24,7 +24,7 @@ import type { TargetSet } from "../kernels/target.ts";
 import { ExecError, Unsupported } from "./errors.ts";
 import {
   Engine, type EntryId, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
-  type SlotValues, type StepResult,
+  type SlotValues, type StepOptions, type StepResult,
 } from "./executor.ts";
 import type { Device } from "./device.ts";
 import { type BackendChoice, probeBackend } from "./open.ts";
@@ -121,12 +121,13 @@ export class RankGroup implements Executor {
     return e;
   }
 
-  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+  async step(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Promise<StepResult> {
     const e = this.entry(id);
     const t0 = performance.now();
     let wait = 0;
     const { outputs, combineMicros } = await runStages(e.staged, this.ranks.length, () => slots as Record<string, Storage>, async (r, k, s) => {
-      const res = await this.ranks[r].step(e.ids[r][k], s as SlotValues, opts);
+      // no park: a stage is a fraction of the step and the ranks step one after another
+      const res = await this.ranks[r].step(e.ids[r][k], s as SlotValues, { eager: opts.eager });
       if (r === 0) wait += res.waitMicros;
       return res.outputs as Record<string, Storage>;
     });
@@ -135,7 +136,7 @@ export class RankGroup implements Executor {
     if (this.recent.length > 64) this.recent.shift();
     this.steps++;
     this.lastStages = e.staged.stages.length;
-    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait };
+    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait, parkedMicros: 0 };
   }
 
   resetState(id?: EntryId): void {

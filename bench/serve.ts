@@ -142,10 +142,10 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       // Time inside the batched step, so the table can split a step into the step itself and the loop around it.
       let inStep = 0;
       const step = runner.step.bind(runner);
-      runner.step = async (rows, at) => {
+      runner.step = async (rows, at, opts) => {
         const t = performance.now();
         try {
-          return await step(rows, at);
+          return await step(rows, at, opts);
         } finally {
           inStep += performance.now() - t;
         }

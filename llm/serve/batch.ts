@@ -123,6 +123,8 @@ export class BatchRunner {
   private readonly samplers = new Map<number, SamplerSlots>();
   /** Slot bytes handed to the executor, and steps, since open (what a step uploads: bench/serve.ts). */
   readonly uploaded = { bytes: 0, steps: 0 };
+  /** performance.now() after the last step whose wait parked the event loop (-Infinity: none yet). */
+  parkedAt = -Infinity;
   /** The sequence slots' token counts on the device (one row per slot); the scheduler assigns the rows. */
   readonly counts: CountRows;
   private readonly entries: number;
@@ -167,9 +169,10 @@ export class BatchRunner {
 
   /**
    * Runs one step over these rows (padded to the next size); returns the samples of rows `sampleAt` (indices
-   * into `rows`, at most `slots` of them), in that order.
+   * into `rows`, at most `slots` of them), in that order. `park`: the wait for the device parks on a timer first
+   * (Executor StepOptions.park; the scheduler's I/O turn inside the step), noted in `parkedAt`.
    */
-  async step(rows: readonly BatchRow[], sampleAt: readonly number[]): Promise<RowSample[]> {
+  async step(rows: readonly BatchRow[], sampleAt: readonly number[], opts: { park?: boolean } = {}): Promise<RowSample[]> {
     const N = this.sizeFor(rows.length);
     const S = Math.min(N, this.opts.slots);
     if (sampleAt.length > S) throw new RangeError(`${sampleAt.length} sampled rows exceed the ${S} a step of ${N} rows samples`);
@@ -228,7 +231,8 @@ export class BatchRunner {
     };
     for (const v of Object.values(slots)) this.uploaded.bytes += ("prefix" in v ? v.prefix : v).byteLength;
     this.uploaded.steps++;
-    const out = await this.exec.step(this.entry(N), slots);
+    const out = await this.exec.step(this.entry(N), slots, { park: opts.park });
+    if (out.parkedMicros > 0) this.parkedAt = performance.now();
     const s = readSample(out.outputs, undefined, sampler.words);
     return slotOf.map((k) => ({ token: s.tokens[k], nonFinite: s.nonFinite[k] === 1, logprobs: s.logprobs?.[k] }));
   }

@@ -1,0 +1,83 @@
+// Engine.step's `park` (backends/executor.ts StepOptions): a step whose device time is long parks the event loop
+// on a timer before it waits, so timers (and, in a server, socket polls) run while the device works; without it
+// the wait spins and nothing else runs until the device is done. The device here is the JS device behind a
+// wrapper whose synchronize busy-waits until DEVICE_MS after the replay, as a GPU's spin on its fence does.
+// And the server loop's IoTurns: a step that parked needs no timer turn after it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Engine, PARK_MARGIN_MS } from "../../backends/executor.ts";
+import type { Device } from "../../backends/device.ts";
+import { JsDevice } from "../../backends/js/device.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import { Tracer } from "../../graph/tracer.ts";
+import { IoTurns } from "../../llm/serve/turn.ts";
+
+const DEVICE_MS = 40;
+
+/** The JS device, with replay marking a start and synchronize spinning until DEVICE_MS after it. */
+function spinningDevice(): { dev: Device; spins: number[] } {
+  const inner = new JsDevice({});
+  const spins: number[] = [];
+  let done = 0;
+  const dev = new Proxy(inner, {
+    get(t, p, r) {
+      if (p === "replay") return (rec: Parameters<Device["replay"]>[0]) => (t.replay(rec), done = performance.now() + DEVICE_MS);
+      if (p === "synchronize") {
+        return async (ms: number) => {
+          spins.push(performance.now());
+          while (performance.now() < done) { /* the device works; nothing else runs */ }
+          await t.synchronize(ms);
+        };
+      }
+      const v = Reflect.get(t, p, r);
+      return typeof v === "function" ? v.bind(t) : v;
+    },
+  });
+  return { dev, spins };
+}
+
+function graph() {
+  const t = new Tracer();
+  const x = t.slot("x", { kind: "Input", dtype: "f32", shape: [4] });
+  t.output("y", t.sum(x, 0));
+  return t.build();
+}
+const slots = { x: new Float32Array([1, 2, 3, 4]) };
+
+test("a parked step lets a timer run before its wait spins; an unparked one does not", async () => {
+  const { dev, spins } = spinningDevice();
+  const eng = new Engine(dev, { compile: compileGraph });
+  try {
+    const id = eng.addEntry("s", graph());
+    const first = await eng.step(id, slots, { park: true });
+    assert.equal(first.outputs.y[0], 10);
+    assert.equal(first.parkedMicros, 0, "no device time known yet: no park");
+    // a timer armed before the step: parked, it fires before the spin starts
+    let fired = Infinity;
+    setTimeout(() => fired = performance.now(), 1);
+    const parked = await eng.step(id, slots, { park: true });
+    assert.equal(parked.outputs.y[0], 10);
+    assert.ok(parked.parkedMicros >= 1000 * (DEVICE_MS - PARK_MARGIN_MS - 5), `parked ${parked.parkedMicros} µs`);
+    assert.ok(fired < spins[spins.length - 1], "the timer ran during the park");
+    // unparked: the spin starts at once and the timer waits for the step's end
+    fired = Infinity;
+    setTimeout(() => fired = performance.now(), 1);
+    const plain = await eng.step(id, slots);
+    assert.equal(plain.parkedMicros, 0);
+    assert.ok(fired > spins[spins.length - 1], "the timer did not run before the wait");
+    await new Promise((r) => setTimeout(r, 5));
+    assert.ok(Number.isFinite(fired));
+  } finally {
+    await eng.unload();
+  }
+});
+
+test("IoTurns: no timer turn right after a parked step, one when everyMs passed without", async () => {
+  const io = new IoTurns(50);
+  await new Promise((r) => setTimeout(r, 60));
+  await io.between(performance.now()); // the step parked just now
+  assert.equal(io.turns, 0);
+  await new Promise((r) => setTimeout(r, 60));
+  await io.between(); // 60 ms since the park, none since
+  assert.equal(io.turns, 1);
+});
