@@ -19,7 +19,7 @@ import { JS_CAPS } from "../kernels/target.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import type { Kernel } from "../kernels/ir.ts";
 import { matmul } from "../kernels/lib/matmul.ts";
-import { mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits } from "../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaServingKSplit, mmaServingLayout } from "../kernels/lib/mma_matmul.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
 const L2_DEFEAT = 256 << 20;
@@ -132,14 +132,14 @@ async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: numb
     console.log(`\n## ${shape}: serving matmuls, W GB/s by layout (mt = ceil(m / 16) <= 4), budget ${budgetS} s`);
     for (const mm of servingMatmuls(shape)) {
       const { n, k } = mm;
-      const wide = mmaKSplitWide(n, k);
+      const wide = mmaServingKSplit(n, k);
       const bufs = matmulBuffers(dev, Math.max(...ms), n, k);
-      // rows: "default" (the library's layout at ks = mmaKSplitWide), then the grid
+      // rows: "default" (the serving entries' layout: mmaServingLayout), then the grid
       const table = new Map<string, Map<number, number>>();
       try {
         for (const m of ms) {
           const mt = Math.min(4, Math.ceil(m / 16));
-          const candidates: [string, Partial<MmaMatmulShape>][] = [[`default ks${wide}`, { ks: wide }],
+          const candidates: [string, Partial<MmaMatmulShape>][] = [[`default ks${wide}`, mmaServingLayout(n, k, m)],
             ...servingLayouts(m, kss).map((l): [string, Partial<MmaMatmulShape>] => [layoutName(l), { ...l, mt }])];
           for (const [name, l] of candidates) {
             if ((performance.now() - t0) / 1000 > budgetS) break;
@@ -162,7 +162,7 @@ async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: numb
         bufs.free();
       }
       const gbs = (us: number | undefined) => (us === undefined ? "-" : `${us.toFixed(1)} µs ${((n * k * 2) / (us * 1e3)).toFixed(0)}`);
-      console.log(`\n### ${shape} ${mm.name} n=${n} k=${k} (mmaKSplitWide ${wide}): µs and W GB/s`);
+      console.log(`\n### ${shape} ${mm.name} n=${n} k=${k} (serving default: ks ${wide}): µs and W GB/s`);
       console.log(`| layout | ${ms.map((m) => `m=${m}`).join(" | ")} |`);
       console.log(`| --- | ${ms.map(() => "---").join(" | ")} |`);
       for (const [name, row] of table) console.log(`| ${name} | ${ms.map((m) => gbs(row.get(m))).join(" | ")} |`);

@@ -218,7 +218,8 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
           uploadBytesPerStep: (runner.uploaded.bytes - up0) / Math.max(1, runner.uploaded.steps - ups0),
         };
         rows.push(row);
-        o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} ms, ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms`);
+        o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} p99 ${row.ttftP99Ms.toFixed(1)} ms, ` +
+          `ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms, step ${row.stepMicros.toFixed(0)} µs, loop ${row.loopMicros.toFixed(0)} µs`);
       }
       await sched.shutdown(0);
     } finally {

@@ -7,10 +7,10 @@
 // No weights are loaded (zeroed device memory): a read costs the same whatever its values.
 //
 //   deno run -A bench/serve_kernels.ts --shape llama-3.2-1b,llama-3-8b --rows 1,32 [--pos 576] [--only REGEX]
-//     [--mma-split off] [--tune v5,ks16/s1x4/b4x1,...] [--out FILE.json]
+//     [--mma-split off] [--tune default,ks16/s1x4/b4x1,...] [--breakdown off] [--out FILE.json]
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
-// time at each --rows: "default" (the library's), or ksK|kswide, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
-// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off) joined by "/"; the per-kernel table is
+// time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
+// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits) joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
@@ -35,14 +35,15 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit") continue; // not a layout: the entry's mmaSplit (tuneSplit)
+    if (part === "nosplit" || /^a\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention splits (tuneOpts)
     if (part === "kswide") t.ks = "wide";
+    else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
     else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?$/.exec(part))) {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, sNTxU[wNW], bNTxU[wNW])`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit)`);
   }
   return t;
 }
@@ -59,7 +60,9 @@ export interface EntryProgram {
  * The serving entry of `rows` rows for a shape, lowered for `target`, with slot contents that put row i at
  * position `pos` of its own sequence (blocks 1 + i * maxBlocks ...), every row sampled, greedy.
  */
-export function servingEntry(shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune): EntryProgram {
+export function servingEntry(
+  shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attentionSplits?: number,
+): EntryProgram {
   if (!isShapeName(shape)) throw new RangeError(`unknown shape ${shape}`);
   const c = SHAPES[shape];
   const syn = syntheticLlama(c, { dtype: "bf16" });
@@ -70,7 +73,7 @@ export function servingEntry(shape: string, target: TargetSet, rows: number, pos
     ctx, slots: maxRows, block: BLOCK, fraction: 1, memory: { totalBytes: Infinity }, blocks: maxRows * Math.ceil(ctx / BLOCK) + 1,
   });
   const { graph } = servingGraph(model, rows, { slots, pool, kvDtype: "f16" }, 64, { rows: slots, writes: 256 });
-  const prog = servingCompileWith({ mmaSplit, mmaServing })(graph, target);
+  const prog = servingCompileWith({ mmaSplit, mmaServing, attentionSplits })(graph, target);
   const maxB = pool.maxBlocks, S = Math.min(rows, slots);
   const i32 = (n: number, f: (i: number) => number) => new Uint8Array(Int32Array.from({ length: n }, (_, i) => f(i)).buffer);
   const table = (i: number, j: number) => 1 + i * maxB + j;
@@ -103,13 +106,18 @@ export interface EntryRow {
 }
 
 /** The whole entry's device ms (queued back to back) under a tune. */
-async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<number> {
-  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune);
+async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attentionSplits?: number): Promise<number> {
+  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attentionSplits);
   return (await timeProgram(dev, prog, 20, pos, "zero", fill)).queued;
 }
 
 /** A --tune entry's x split: off with a "nosplit" part, else the run's --mma-split. */
 const tuneSplit = (spec: string, split: boolean) => (spec.split("/").includes("nosplit") ? false : split);
+/** A --tune entry's paged-attention split count ("aN"), else the library's. */
+const tuneAttention = (spec: string) => {
+  const a = spec.split("/").find((p) => /^a\d+$/.test(p));
+  return a ? Number(a.slice(1)) : undefined;
+};
 
 async function profileEntry(dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<Record<string, unknown>> {
   const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune);
@@ -148,6 +156,7 @@ async function main(args: string[]): Promise<number> {
       only: { type: "string" },
       "mma-split": { type: "string", default: "on" },
       tune: { type: "string", default: "default" },
+      breakdown: { type: "string", default: "on" },
       backend: { type: "string", default: "ptx" },
       out: { type: "string" },
     },
@@ -170,7 +179,7 @@ async function main(args: string[]): Promise<number> {
     const tunes = values.tune!.split(",");
     const parsed = tunes.map(parseTune);
     for (const shape of shapes) {
-      for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, split === "on", parsed[0]);
+      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, split === "on", parsed[0]);
       if (tunes.length < 2) continue;
       // every tune's whole entry at every size: the step's device time and its ratio to the first size's
       console.log(`\n### ${shape}: whole entry, device ms queued back to back, by tune (pos ${pos})`);
@@ -178,7 +187,7 @@ async function main(args: string[]): Promise<number> {
       console.log(`| --- | ${rows.map(() => "---").join(" | ")} | --- |`);
       for (const [i, tune] of tunes.entries()) {
         const ms: number[] = [];
-        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i]).catch(() => NaN));
+        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune)).catch(() => NaN));
         result[`${shape}:tune:${tune}`] = ms;
         console.log(`| ${tune} | ${ms.map((x) => x.toFixed(3)).join(" | ")} | ${(ms[ms.length - 1] / ms[0]).toFixed(2)} |`);
       }

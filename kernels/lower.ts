@@ -89,7 +89,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   mmaServing?: lib.MmaServingTune;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
   flashSplits?: number;
-  /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
+  /** Split-K chunks of decode and paged attention (1 = the one-pass kernel); default attentionSplitCount's / attentionSplits'. */
   attentionSplits?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
@@ -278,7 +278,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
-    // serving entries: a K split for one row as much as for many (the same at every entry: invariance)
+    // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
     const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
     const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
     kernel(k, [xw, ...bindings.slice(1)], work);
@@ -521,7 +521,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
     const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
     // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
-    const splits = lib.attentionSplits(caps, T);
+    const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
     if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
     const bytes = R * H * splits * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };

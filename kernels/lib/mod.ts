@@ -10,7 +10,7 @@ export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export {
   mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
-  type MmaWarpTiles,
+  mmaServingTiles, type MmaWarpTiles,
 } from "./mma_matmul.ts";
 export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,

@@ -39,8 +39,13 @@ export const SAMPLE_ROWS = "sample_rows";
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all", tiled: false });
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
-export function servingCompileWith(o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune }): ProgramCompiler {
-  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, tiled: false });
+export function servingCompileWith(
+  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number },
+): ProgramCompiler {
+  return (g, t) =>
+    compileGraph(g, t, {
+      gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits, tiled: false,
+    });
 }
 
 export interface BatchRow {
