@@ -144,13 +144,14 @@ export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}
 /**
  * The measured tiles of a serving matmul (H200, bench/mma.ts --serve at the 8B shapes): up to 16 rows, two
  * 8-column tiles per warp and two chunks a trip (q/o 15.1 -> 11.3 µs at one row, down 46.8 -> 32.2, gate/up
- * 38.3 -> 34.0 at ks 8), one tile and four chunks for outputs up to 1024 wide (k/v: two tiles are slower there,
- * fewer warps); past 16 rows four tiles (x loads shared by twice the columns: gate/up at 32 rows 86.8 -> 48.9
- * µs, the head 516 -> 390), two for outputs up to 1024 wide.
+ * 38.3 -> 34.0 at ks 8); past 16 rows four tiles (x loads shared by twice the columns: gate/up at 32 rows 86.8
+ * -> 48.9 µs, the head 516 -> 390). Wider tiles mean fewer workgroups, and below ~128 of them the GPU idles
+ * (k/v, 1024 wide: one tile at one row 6.5 µs against two 7.3, two at 32 rows 10.9 against four 13.1), so the
+ * wide tiles start at 2048 (up to 16 rows) and 4096 (past) outputs.
  */
 export function mmaServingTiles(n: number, m: number): MmaWarpTiles {
-  if (m <= 16) return n <= 1024 ? { nt: 1, unroll: 4 } : { nt: 2, unroll: 2 };
-  return n <= 1024 ? { nt: 2, unroll: 1 } : { nt: 4, unroll: 1 };
+  if (m <= 16) return n >= 2048 ? { nt: 2, unroll: 2 } : { nt: 1, unroll: 4 };
+  return n >= 4096 ? { nt: 4, unroll: 1 } : { nt: 2, unroll: 1 };
 }
 
 /** The layout of a serving matmul of m rows: the tune's fields, else mmaServingKSplit's and mmaServingTiles'. */
