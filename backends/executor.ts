@@ -68,6 +68,8 @@ export interface StepOptions {
 export const PARK_MARGIN_MS = 3;
 /** Shortest park worth a timer. */
 export const PARK_MIN_MS = 2;
+/** Longest park (a longer step still spins the rest). */
+export const PARK_MAX_MS = 250;
 
 export interface ExecutorStats {
   backend: string;
@@ -131,8 +133,11 @@ interface Entry {
   rec: Recording;
   needsReset: boolean;
   bytes: number;
-  /** Milliseconds from replay to the device's end, as last measured (0: not yet); what a park is sized by. */
-  deviceMs: number;
+  /**
+   * Milliseconds from replay to the device's end in the last two steps that saw it (0: not yet); a park is
+   * sized by the smaller, so one slow step (a first replay uploading the graph) never sizes one.
+   */
+  deviceMs: [number, number];
 }
 
 const ARRAYS: Record<string, new (b: ArrayBuffer, o: number, n: number) => HostArray> = {
@@ -312,7 +317,7 @@ export class Engine<D extends Device> implements Executor {
         return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
       });
       const rec = this.device.record(steps);
-      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes, deviceMs: 0 };
+      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes, deviceMs: [0, 0] };
       this.entries.set(id, e);
       this.byKey.set(key, id);
       return id;
@@ -351,16 +356,17 @@ export class Engine<D extends Device> implements Executor {
       else this.device.replay(e.rec);
       this.replays++;
       const tRun = performance.now();
-      const parkMs = opts.park ? e.deviceMs - PARK_MARGIN_MS : 0;
+      const parkMs = opts.park ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
       if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
       const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
-      // A wait that found the device already done after a park says only that the park was long enough: the
-      // estimate then shrinks a little (it would otherwise only grow with late timers), else it is what was seen.
-      if (parkedMicros > 0 && this.lastWait < 0.05) e.deviceMs = Math.max(0, e.deviceMs - 0.25);
-      else e.deviceMs = Math.max(0, this.lastSyncEnd - tRun);
+      // A wait that found the device already done after a park says only that the device took less than the
+      // park: the estimate halves (parking too long delays every token; too short only overlaps less), else the
+      // step's time is what was seen.
+      if (parkedMicros > 0 && this.lastWait < 0.2) e.deviceMs = [e.deviceMs[0] / 2, e.deviceMs[1] / 2];
+      else e.deviceMs = [e.deviceMs[1], Math.max(0, this.lastSyncEnd - tRun)];
       this.steps++;
       this.recent.push(hostMicros);
       this.recentWait.push(waitMicros);

@@ -14,14 +14,19 @@ import { IoTurns } from "../../llm/serve/turn.ts";
 
 const DEVICE_MS = 40;
 
-/** The JS device, with replay marking a start and synchronize spinning until DEVICE_MS after it. */
-function spinningDevice(): { dev: Device; spins: number[] } {
+/**
+ * The JS device, with replay marking a start and synchronize spinning until `times[i]` ms (the i-th replay; the
+ * last one from then on) after it.
+ */
+function spinningDevice(times = [DEVICE_MS]): { dev: Device; spins: number[] } {
   const inner = new JsDevice({});
   const spins: number[] = [];
-  let done = 0;
+  let done = 0, replays = 0;
   const dev = new Proxy(inner, {
     get(t, p, r) {
-      if (p === "replay") return (rec: Parameters<Device["replay"]>[0]) => (t.replay(rec), done = performance.now() + DEVICE_MS);
+      if (p === "replay") {
+        return (rec: Parameters<Device["replay"]>[0]) => (t.replay(rec), done = performance.now() + times[Math.min(replays++, times.length - 1)]);
+      }
       if (p === "synchronize") {
         return async (ms: number) => {
           spins.push(performance.now());
@@ -49,9 +54,11 @@ test("a parked step lets a timer run before its wait spins; an unparked one does
   const eng = new Engine(dev, { compile: compileGraph });
   try {
     const id = eng.addEntry("s", graph());
-    const first = await eng.step(id, slots, { park: true });
-    assert.equal(first.outputs.y[0], 10);
-    assert.equal(first.parkedMicros, 0, "no device time known yet: no park");
+    for (let i = 0; i < 2; i++) {
+      const first = await eng.step(id, slots, { park: true });
+      assert.equal(first.outputs.y[0], 10);
+      assert.equal(first.parkedMicros, 0, "fewer than two device times known: no park");
+    }
     // a timer armed before the step: parked, it fires before the spin starts
     let fired = Infinity;
     setTimeout(() => fired = performance.now(), 1);
@@ -67,6 +74,24 @@ test("a parked step lets a timer run before its wait spins; an unparked one does
     assert.ok(fired > spins[spins.length - 1], "the timer did not run before the wait");
     await new Promise((r) => setTimeout(r, 5));
     assert.ok(Number.isFinite(fired));
+  } finally {
+    await eng.unload();
+  }
+});
+
+test("one slow step does not size a park; a park that overshot halves the next", async () => {
+  // a first replay of 300 ms (a graph upload), then 40 ms; then 10 ms (the device got faster)
+  const { dev } = spinningDevice([300, DEVICE_MS, DEVICE_MS, DEVICE_MS, 10, 10, 10]);
+  const eng = new Engine(dev, { compile: compileGraph });
+  try {
+    const id = eng.addEntry("s", graph());
+    const parked: number[] = [];
+    for (let i = 0; i < 7; i++) parked.push((await eng.step(id, slots, { park: true })).parkedMicros / 1000);
+    assert.deepEqual(parked.slice(0, 2), [0, 0]);
+    // step 3 parks by min(300, 40): ~37 ms, not ~297
+    assert.ok(parked[2] >= DEVICE_MS - PARK_MARGIN_MS - 5 && parked[2] < 100, `step 3 parked ${parked[2]} ms`);
+    // step 5 (10 ms) overshoots its ~37 ms park; the estimates halve until the parks fit or stop
+    assert.ok(parked[6] < parked[4] / 2 + 5, `parks ${parked.map((x) => x.toFixed(1)).join(", ")}`);
   } finally {
     await eng.unload();
   }
