@@ -59,7 +59,8 @@ export interface StepOptions {
    * Park the event loop on a timer for most of the step's expected device time before waiting on the device:
    * a GPU's wait spins on its fence and never lets the runtime poll sockets or run timers, so a server steps,
    * then gives the runtime a timer turn (1-2.5 ms under Deno); parked inside the step, that turn overlaps the
-   * device's work. Taken when the entry's last measured device time is at least PARK_MARGIN_MS + PARK_MIN_MS.
+   * device's work. Taken on an autonomous device (Device.autonomous) when the entry's last two measured device
+   * times are at least PARK_MARGIN_MS + PARK_MIN_MS.
    */
   park?: boolean;
 }
@@ -356,7 +357,7 @@ export class Engine<D extends Device> implements Executor {
       else this.device.replay(e.rec);
       this.replays++;
       const tRun = performance.now();
-      const parkMs = opts.park ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
+      const parkMs = opts.park && this.device.autonomous ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
       if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
       const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.

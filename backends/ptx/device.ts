@@ -135,6 +135,8 @@ export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
 export class PtxDevice implements Device {
   readonly target: TargetSet;
   poisoned: string | undefined;
+  /** A replay is one graph launch: the GPU runs all of it with no host call. */
+  readonly autonomous = true;
   /** The PTX .target the kernels are rendered for. */
   readonly sm: number;
   readonly ordinal: number;

@@ -1,7 +1,8 @@
 // Engine.step's `park` (backends/executor.ts StepOptions): a step whose device time is long parks the event loop
 // on a timer before it waits, so timers (and, in a server, socket polls) run while the device works; without it
 // the wait spins and nothing else runs until the device is done. The device here is the JS device behind a
-// wrapper whose synchronize busy-waits until DEVICE_MS after the replay, as a GPU's spin on its fence does.
+// wrapper whose synchronize busy-waits until DEVICE_MS after the replay, as a GPU's spin on its fence does, and
+// that says it is autonomous (Device.autonomous: a replay runs to its end with no host call, as a CUDA graph).
 // And the server loop's IoTurns: a step that parked needs no timer turn after it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -18,12 +19,13 @@ const DEVICE_MS = 40;
  * The JS device, with replay marking a start and synchronize spinning until `times[i]` ms (the i-th replay; the
  * last one from then on) after it.
  */
-function spinningDevice(times = [DEVICE_MS]): { dev: Device; spins: number[] } {
+function spinningDevice(times = [DEVICE_MS], autonomous = true): { dev: Device; spins: number[] } {
   const inner = new JsDevice({});
   const spins: number[] = [];
   let done = 0, replays = 0;
   const dev = new Proxy(inner, {
     get(t, p, r) {
+      if (p === "autonomous") return autonomous;
       if (p === "replay") {
         return (rec: Parameters<Device["replay"]>[0]) => (t.replay(rec), done = performance.now() + times[Math.min(replays++, times.length - 1)]);
       }
@@ -92,6 +94,17 @@ test("one slow step does not size a park; a park that overshot halves the next",
     assert.ok(parked[2] >= DEVICE_MS - PARK_MARGIN_MS - 5 && parked[2] < 100, `step 3 parked ${parked[2]} ms`);
     // step 5 (10 ms) overshoots its ~37 ms park; the estimates halve until the parks fit or stop
     assert.ok(parked[6] < parked[4] / 2 + 5, `parks ${parked.map((x) => x.toFixed(1)).join(", ")}`);
+  } finally {
+    await eng.unload();
+  }
+});
+
+test("a device that is not autonomous (synchronize submits or runs the rest) is never parked", async () => {
+  const { dev } = spinningDevice([DEVICE_MS], false);
+  const eng = new Engine(dev, { compile: compileGraph });
+  try {
+    const id = eng.addEntry("s", graph());
+    for (let i = 0; i < 4; i++) assert.equal((await eng.step(id, slots, { park: true })).parkedMicros, 0);
   } finally {
     await eng.unload();
   }
