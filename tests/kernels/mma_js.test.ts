@@ -52,7 +52,7 @@ test("js (emulated mma): a row alone and inside m=37 give identical bits", async
   assert.deepEqual(wide.mismatches, []);
 });
 
-test("js (emulated mma): serving layouts give a row the same bits alone (1-row layout) and in 8 / 37 rows (other tiles)", async () => {
+test("js (emulated mma): serving layouts give a row the same bits alone (1-row layout) and in 8 / 37 rows (other tiles)", { timeout: 300_000 }, async () => {
   // n off every column group, k with a leftover chunk past the K split and a k % 32 tail; bias and residual
   const base = { n: 40, k: 1064, w: "bf16" as const, bias: true, residual: true };
   const tunes: MmaServingTune[] = [
