@@ -10,7 +10,7 @@
  *
  * @module
  */
-export { Engine, type EngineOptions, type Executor, type ExecutorStats, type LoadOptions, type StepResult } from "./backends/executor.ts";
+export { Engine, type EngineOptions, type Executor, type ExecutorStats, type LoadOptions, type StepOptions, type StepResult } from "./backends/executor.ts";
 export type { Device } from "./backends/device.ts";
 export { type BackendChoice, chooseBackend, openBackend, probeBackend } from "./backends/open.ts";
 export { compileGraph } from "./kernels/lower.ts";

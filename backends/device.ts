@@ -51,6 +51,12 @@ export interface Device {
   record(steps: DeviceStep[]): Recording;
   /** Enqueue a recording's work; faults surface at synchronize. */
   replay(rec: Recording): void;
+  /**
+   * True where replay() hands the device all of a recording's work, which then runs to its end with no further
+   * host call (a CUDA graph launch): only then can the host sleep through it (Executor StepOptions.park). Not
+   * where synchronize submits the rest (Vulkan's later command buffers) or runs it (the JS device).
+   */
+  readonly autonomous?: boolean;
   /** Issue steps one by one without a recording (eager), for capture-vs-eager checks. */
   run(steps: DeviceStep[]): void;
   /** Wait (bounded by timeoutMs) for all enqueued work; raises KernelFault / DeviceLost / DeviceTimeout. */

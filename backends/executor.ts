@@ -47,6 +47,8 @@ export interface StepResult {
   hostMicros: number;
   /** Of hostMicros, the time spent waiting for the device (synchronize). */
   waitMicros: number;
+  /** Of hostMicros, the time parked on a timer before the wait (step option `park`; 0 when not parked). */
+  parkedMicros: number;
 }
 
 /** A step launched by Engine.launch and not yet finished. */
@@ -54,7 +56,32 @@ export interface Launched {
   readonly id: EntryId;
   /** performance.now() when the launch began (hostMicros counts from here). */
   readonly t0: number;
+  /** performance.now() once the work was enqueued (the device time estimate counts from here). */
+  readonly tRun: number;
+  /** Park before the wait (StepOptions.park). */
+  readonly park: boolean;
 }
+
+/** Options of Executor.step. */
+export interface StepOptions {
+  /** Run the steps one by one (no recording). */
+  eager?: boolean;
+  /**
+   * Park the event loop on a timer for most of the step's expected device time before waiting on the device:
+   * a GPU's wait spins on its fence and never lets the runtime poll sockets or run timers, so a server steps,
+   * then gives the runtime a timer turn (1-2.5 ms under Deno); parked inside the step, that turn overlaps the
+   * device's work. Taken on an autonomous device (Device.autonomous) when the entry's last two measured device
+   * times are at least PARK_MARGIN_MS + PARK_MIN_MS.
+   */
+  park?: boolean;
+}
+
+/** A park ends this long before the device is expected to finish (Deno's timers fire up to ~2.5 ms late). */
+export const PARK_MARGIN_MS = 3;
+/** Shortest park worth a timer. */
+export const PARK_MIN_MS = 2;
+/** Longest park (a longer step still spins the rest). */
+export const PARK_MAX_MS = 250;
 
 export interface ExecutorStats {
   backend: string;
@@ -76,7 +103,7 @@ export interface Executor {
   targetSet(): TargetSet;
   loadWeights(store: WeightStore, map: WeightMap, opts?: LoadOptions): Promise<void>;
   addEntry(key: EntryKey, graph: Graph): EntryId;
-  step(entry: EntryId, slots: SlotValues, opts?: { eager?: boolean }): Promise<StepResult>;
+  step(entry: EntryId, slots: SlotValues, opts?: StepOptions): Promise<StepResult>;
   resetState(entry?: EntryId): void;
   removeEntry(entry: EntryId): void;
   stats(): ExecutorStats;
@@ -118,6 +145,11 @@ interface Entry {
   rec: Recording;
   needsReset: boolean;
   bytes: number;
+  /**
+   * Milliseconds from replay to the device's end in the last two steps that saw it (0: not yet); a park is
+   * sized by the smaller, so one slow step (a first replay uploading the graph) never sizes one.
+   */
+  deviceMs: [number, number];
 }
 
 const ARRAYS: Record<string, new (b: ArrayBuffer, o: number, n: number) => HostArray> = {
@@ -156,8 +188,9 @@ export class Engine<D extends Device> implements Executor {
   private steps = 0;
   private readonly recent: number[] = [];
   private readonly recentWait: number[] = [];
-  /** Milliseconds the last collect spent in synchronize. */
+  /** Milliseconds the last collect spent in synchronize, and when that synchronize returned. */
   private lastWait = 0;
+  private lastSyncEnd = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
   /** Open waits (deadline and how to give up on each) and the one timer that checks them. */
@@ -305,7 +338,7 @@ export class Engine<D extends Device> implements Executor {
         return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
       });
       const rec = this.deviceFor(steps).record(steps);
-      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes };
+      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes, deviceMs: [0, 0] };
       this.entries.set(id, e);
       this.byKey.set(key, id);
       return id;
@@ -341,7 +374,7 @@ export class Engine<D extends Device> implements Executor {
     return e;
   }
 
-  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+  async step(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Promise<StepResult> {
     return await this.finish(this.launch(id, slots, opts));
   }
 
@@ -350,7 +383,7 @@ export class Engine<D extends Device> implements Executor {
    * whose ranks meet inside their recordings (NCCL) launches every rank before it waits for any (a rank's
    * collective waits on the device for the others'). `finish` must follow, once per launch.
    */
-  launch(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Launched {
+  launch(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Launched {
     this.live();
     const e = this.entry(id);
     if (e.needsReset) throw new NeedsReset(id);
@@ -375,16 +408,24 @@ export class Engine<D extends Device> implements Executor {
       this.spoil(e);
       throw err;
     }
-    return { id, t0 };
+    return { id, t0, tRun: performance.now(), park: opts.park ?? false };
   }
 
   /** The second half of step: waits (bounded) for a launch's work and reads its outputs back. */
   async finish(l: Launched): Promise<StepResult> {
-    const e = this.entry(l.id), t0 = l.t0;
+    const e = this.entry(l.id), t0 = l.t0, tRun = l.tRun;
     try {
+      const parkMs = l.park && this.device.autonomous ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
+      if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
+      const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
+      // A wait that found the device already done after a park says only that the device took less than the
+      // park: the estimate halves (parking too long delays every token; too short only overlaps less), else the
+      // step's time is what was seen.
+      if (parkedMicros > 0 && this.lastWait < 0.2) e.deviceMs = [e.deviceMs[0] / 2, e.deviceMs[1] / 2];
+      else e.deviceMs = [e.deviceMs[1], Math.max(0, this.lastSyncEnd - tRun)];
       this.steps++;
       this.recent.push(hostMicros);
       this.recentWait.push(waitMicros);
@@ -392,7 +433,7 @@ export class Engine<D extends Device> implements Executor {
         this.recent.shift();
         this.recentWait.shift();
       }
-      return { outputs, hostMicros, waitMicros };
+      return { outputs, hostMicros, waitMicros, parkedMicros };
     } catch (err) {
       this.spoil(e);
       throw err;
@@ -408,7 +449,8 @@ export class Engine<D extends Device> implements Executor {
   private async collect(e: Entry): Promise<Record<string, HostArray>> {
     const w0 = performance.now();
     await this.device.synchronize(this.timeoutMs);
-    this.lastWait = performance.now() - w0;
+    this.lastSyncEnd = performance.now();
+    this.lastWait = this.lastSyncEnd - w0;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));

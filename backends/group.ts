@@ -27,8 +27,8 @@ import type { Storage } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import { ExecError, Poisoned, Unsupported } from "./errors.ts";
 import {
-  Engine, type EntryId, type Launched, type EntryKey, type Executor, type ExecutorStats, type HostArray, type LoadOptions, type ProgramCompiler,
-  type SlotValues, type StepResult,
+  Engine, type EntryId, type EntryKey, type Executor, type ExecutorStats, type HostArray, type Launched, type LoadOptions,
+  type ProgramCompiler, type SlotValues, type StepOptions, type StepResult,
 } from "./executor.ts";
 import type { Device, Recording } from "./device.ts";
 import { type BackendChoice, probeBackend } from "./open.ts";
@@ -170,13 +170,14 @@ export class RankGroup implements Executor {
     return e;
   }
 
-  async step(id: EntryId, slots: SlotValues, opts: { eager?: boolean } = {}): Promise<StepResult> {
+  async step(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Promise<StepResult> {
     const e = this.entry(id);
     if (!e.staged) return await this.stepDevice(e, slots, opts);
     const t0 = performance.now();
     let wait = 0;
     const { outputs, combineMicros } = await runStages(e.staged, this.ranks.length, () => slots as Record<string, Storage>, async (r, k, s) => {
-      const res = await this.ranks[r].step(e.ids[r][k], s as SlotValues, opts);
+      // no park: a stage is a fraction of the step and the ranks step one after another
+      const res = await this.ranks[r].step(e.ids[r][k], s as SlotValues, { eager: opts.eager });
       if (r === 0) wait += res.waitMicros;
       return res.outputs as Record<string, Storage>;
     });
@@ -185,7 +186,7 @@ export class RankGroup implements Executor {
     if (this.recent.length > 64) this.recent.shift();
     this.steps++;
     this.lastStages = e.staged.stages.length;
-    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait };
+    return { outputs: outputs[0] as Record<string, HostArray>, hostMicros, waitMicros: wait, parkedMicros: 0 };
   }
 
   /**
@@ -210,7 +211,7 @@ export class RankGroup implements Executor {
       this.abortCollectives?.(this.broken);
     };
     try {
-      for (let r = 0; r < ranks.length; r++) launched.push(ranks[r].launch(e.ids[r][0], slots, opts));
+      for (let r = 0; r < ranks.length; r++) launched.push(ranks[r].launch(e.ids[r][0], slots, { eager: opts.eager }));
     } catch (err) {
       failed = err;
       if (launched.length > 0) abort(launched.length, err);
@@ -228,7 +229,7 @@ export class RankGroup implements Executor {
     if (this.recent.length > 64) this.recent.shift();
     this.steps++;
     this.lastStages = 1;
-    return { outputs: r0.outputs, hostMicros, waitMicros: r0.waitMicros };
+    return { outputs: r0.outputs, hostMicros, waitMicros: r0.waitMicros, parkedMicros: 0 };
   }
 
   /**

@@ -39,7 +39,7 @@ import { type BackendName, isBackendName, type OpenOptions, probeBackend } from 
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
 import type { RocmDeviceOptions } from "../backends/rocm/mod.ts";
-import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, streamKernel } from "./profile.ts";
+import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, type SlotFill, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -64,7 +64,7 @@ export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, 
 }
 
 /** µs per launch of `step` (a kernel of `prog`), launched `launches` times in one recording. */
-export async function timeStep(dev: Device, prog: Program, step: Extract<Step, { k: "kernel" }>, launches: number, pos = 0): Promise<number> {
+export async function timeStep(dev: Device, prog: Program, step: Extract<Step, { k: "kernel" }>, launches: number, pos = 0, fill?: SlotFill): Promise<number> {
   const bufs: DeviceBuffer[] = [];
   const alloc = (bytes: number) => {
     const b = dev.alloc(bytes, "device");
@@ -81,6 +81,8 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
         const b = alloc(bd.bytes);
         if (pb.init) dev.write(b, 0, pb.init.subarray(bd.offset, bd.offset + bd.bytes));
         if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
+        const given = pb.kind === "slot" ? fill?.(pb.name, pb.bytes) : undefined;
+        if (given) dev.write(b, 0, given.subarray(bd.offset, bd.offset + bd.bytes));
         return { buffer: b, offset: 0, bytes: bd.bytes };
       });
     });
@@ -97,8 +99,8 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
  * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero"): Promise<{ queued: number; synced: number }> {
-  const bufs = allocProgram(dev, prog, pos, weights);
+export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero", fill?: SlotFill): Promise<{ queued: number; synced: number }> {
+  const bufs = allocProgram(dev, prog, pos, weights, fill);
   try {
     const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
     const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
@@ -129,7 +131,7 @@ export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0
 }
 
 /** Launch count that keeps one replay near 2 ms (estimated from the planned bytes at 3 TB/s, 3 µs floor). */
-function launchesFor(bytes: number): number {
+export function launchesFor(bytes: number): number {
   const est = Math.max(3, bytes / 3e6);
   return Math.max(16, Math.min(400, Math.round(2000 / est)));
 }

@@ -5,14 +5,22 @@
 //
 //   deno run -A bench/mma.ts                                  (the Llama 1B / 8B projections at m = 1..2048)
 //   deno run -A bench/mma.ts --cases 32x2048x2048,512x8192x2048 --variants fma8,mma,mma:4x4
+//   deno run -A bench/mma.ts --serve llama-3-8b --m 1,8,32,64 --ks 8,16 --budget 55
+// --serve: the serving entries' matmuls of each shape (q/o, k/v, gate/up, down, head) at the entry sizes --m,
+// one row per layout (ks, nt, unroll, nw; mt follows m: ceil(m / 16) tiles of 16 rows, at most 4), GB/s of W
+// per m, then the best layout per (ks, m). ks is part of a row's summation order, so one ks per shape must
+// serve every m (batch invariance); the rest may differ per m. --budget bounds each shape set in seconds.
 import { replayMicros } from "./kernels.ts";
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { PtxDevice } from "../backends/ptx/mod.ts";
+import { JsDevice } from "../backends/js/device.ts";
+import { JS_CAPS } from "../kernels/target.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import type { Kernel } from "../kernels/ir.ts";
 import { matmul } from "../kernels/lib/matmul.ts";
-import { mmaMatmul, mmaMatmulFits } from "../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaServingKSplit, mmaServingLayout } from "../kernels/lib/mma_matmul.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
 
 const L2_DEFEAT = 256 << 20;
 
@@ -48,7 +56,15 @@ export function parseLayout(parts: string[]): { mt?: number; nt?: number; ks?: n
   return o;
 }
 
-export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: number, k: number): Promise<number> {
+/** Buffers for timing matmuls of one (n, k) at up to `m` rows: x, y, and W copies that L2 cannot hold at once. */
+export interface MatmulBuffers {
+  x: DeviceBuffer;
+  y: DeviceBuffer;
+  ws: DeviceBuffer[];
+  free(): void;
+}
+
+export function matmulBuffers(dev: Device, m: number, n: number, k: number): MatmulBuffers {
   const bufs: DeviceBuffer[] = [];
   const alloc = (bytes: number) => {
     const b = dev.alloc(Math.max(16, bytes), "device");
@@ -56,21 +72,114 @@ export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: numb
     return b;
   };
   try {
-    const compiled = dev.compile(kernel);
     const wBytes = n * k * 2;
     const copies = Math.max(1, Math.min(32, Math.ceil(L2_DEFEAT / wBytes)));
+    // x big enough for f32 rows or prepared words (2 parts of bf16 pairs: the same bytes); zeros: the memory
+    // traffic does not depend on values
     const x = alloc(m * k * 4), y = alloc(m * n * 4);
-    dev.write(x, 0, new Uint8Array(m * k * 4)); // zeros: the memory traffic does not depend on values
+    dev.write(x, 0, new Uint8Array(m * k * 4));
     const ws = Array.from({ length: copies }, () => alloc(wBytes));
+    return { x, y, ws, free: () => bufs.forEach((b) => dev.free(b)) };
+  } catch (e) {
+    for (const b of bufs) dev.free(b);
+    throw e;
+  }
+}
+
+export async function timeKernel(dev: Device, kernel: Kernel, m: number, n: number, k: number, given?: MatmulBuffers, budgetMs = 2): Promise<number> {
+  const bufs = given ?? matmulBuffers(dev, m, n, k);
+  try {
+    const compiled = dev.compile(kernel);
+    const wBytes = n * k * 2, { x, y, ws } = bufs;
     const flops = 2 * m * n * k;
-    const launches = Math.max(4, Math.min(200, Math.round(2e-3 / Math.max(3e-6, wBytes / 3e12 + flops / 300e12))));
+    const launches = Math.max(4, Math.min(200, Math.round((budgetMs * 1e-3) / Math.max(3e-6, wBytes / 3e12 + flops / 300e12))));
     const steps: DeviceStep[] = Array.from({ length: launches }, (_, i) => ({
       k: "kernel", compiled, grid: kernel.grid, work: { bytes: wBytes, flops },
-      bindings: [x, ws[i % copies], y].map((b) => ({ buffer: b, offset: 0, bytes: b.bytes })),
+      bindings: [x, ws[i % ws.length], y].map((b) => ({ buffer: b, offset: 0, bytes: b.bytes })),
     }));
-    return await replayMicros(dev, steps, 5, launches);
+    return await replayMicros(dev, steps, given ? 3 : 5, launches);
   } finally {
-    for (const b of bufs) dev.free(b);
+    if (!given) bufs.free();
+  }
+}
+
+/** The matmuls of a serving entry of a shape: name, n, k (q/o and k/v, gate/up, down, the head). */
+export function servingMatmuls(shape: string): { name: string; n: number; k: number }[] {
+  if (!isShapeName(shape)) throw new RangeError(`unknown shape ${shape}`);
+  const c = SHAPES[shape], q = c.heads * c.headDim, kv = c.kvHeads * c.headDim;
+  return [
+    { name: "q/o", n: q, k: c.dim }, { name: "k/v", n: kv, k: c.dim }, { name: "gate/up", n: c.hidden, k: c.dim },
+    { name: "down", n: c.dim, k: c.hidden }, { name: "head", n: c.vocab, k: c.dim },
+  ];
+}
+
+type Layout = Pick<MmaMatmulShape, "ks" | "nt" | "unroll" | "nw">;
+
+/** Layouts swept at m rows (mt follows m): (nt, unroll) pairs for skinny and for 32+ rows, at each ks. */
+function servingLayouts(m: number, kss: number[]): Layout[] {
+  // [nt, unroll, nw]: nw > 1 puts warps of one K slice on neighbouring columns in a workgroup (x loads shared in L1)
+  const tiles = m <= 16 ? [[1, 1], [1, 2], [1, 4], [2, 2], [2, 4], [4, 2], [1, 4, 2]] : [[1, 2], [2, 1], [2, 2], [4, 1], [4, 2], [8, 1], [2, 1, 2], [4, 1, 2]];
+  return kss.flatMap((ks) => tiles.filter(([, , nw]) => !nw || ks * nw <= 32).map(([nt, unroll, nw]) => ({ ks, nt, unroll, ...(nw ? { nw } : {}) })));
+}
+
+const layoutName = (l: Layout) => `ks${l.ks}:nt${l.nt}:u${l.unroll}${l.nw ? `:w${l.nw}` : ""}`;
+
+/** --serve: per matmul of each shape, every layout at every m; GB/s of W, and the best per (ks, m). */
+async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: number[], budgetS: number): Promise<void> {
+  const caps = dev.target.caps;
+  for (const shape of shapes) {
+    const t0 = performance.now();
+    console.log(`\n## ${shape}: serving matmuls, W GB/s by layout (mt = ceil(m / 16) <= 4), budget ${budgetS} s`);
+    for (const mm of servingMatmuls(shape)) {
+      const { n, k } = mm;
+      const wide = mmaServingKSplit(n, k);
+      const bufs = matmulBuffers(dev, Math.max(...ms), n, k);
+      // rows: "default" (the serving entries' layout: mmaServingLayout), then the grid
+      const table = new Map<string, Map<number, number>>();
+      try {
+        for (const m of ms) {
+          const mt = Math.min(4, Math.ceil(m / 16));
+          const candidates: [string, Partial<MmaMatmulShape>][] = [[`default ks${wide}`, mmaServingLayout(n, k, m)],
+            ...servingLayouts(m, kss).map((l): [string, Partial<MmaMatmulShape>] => [layoutName(l), { ...l, mt }])];
+          for (const [name, l] of candidates) {
+            if ((performance.now() - t0) / 1000 > budgetS) break;
+            let kern: Kernel;
+            try {
+              kern = mmaMatmul(caps, { n, k, batch: m, w: "bf16", prepared: true, ...l });
+            } catch {
+              continue; // a layout this shape does not take
+            }
+            try {
+              const us = await timeKernel(dev, kern, m, n, k, bufs, 1);
+              if (!table.has(name)) table.set(name, new Map());
+              table.get(name)!.set(m, us);
+            } catch (e) {
+              console.log(`  ${mm.name} m${m} ${name}: ${(e as Error).message.slice(0, 80)}`);
+            }
+          }
+        }
+      } finally {
+        bufs.free();
+      }
+      const gbs = (us: number | undefined) => (us === undefined ? "-" : `${us.toFixed(1)} µs ${((n * k * 2) / (us * 1e3)).toFixed(0)}`);
+      console.log(`\n### ${shape} ${mm.name} n=${n} k=${k} (serving default: ks ${wide}): µs and W GB/s`);
+      console.log(`| layout | ${ms.map((m) => `m=${m}`).join(" | ")} |`);
+      console.log(`| --- | ${ms.map(() => "---").join(" | ")} |`);
+      for (const [name, row] of table) console.log(`| ${name} | ${ms.map((m) => gbs(row.get(m))).join(" | ")} |`);
+      // the best per (ks, m): what a ks for this shape gives at every entry size
+      console.log(`best per ks: ${[wide, ...kss].filter((x, i, a) => a.indexOf(x) === i).map((ks) => {
+        const per = ms.map((m) => {
+          let best: [string, number] | undefined;
+          for (const [name, row] of table) {
+            const us = row.get(m);
+            if (us !== undefined && (name.startsWith(`ks${ks}:`) || name === `default ks${ks}`) && (!best || us < best[1])) best = [name, us];
+          }
+          return best ? `m${m} ${best[1].toFixed(1)} (${best[0]})` : `m${m} -`;
+        });
+        return `\n  ks${ks}: ${per.join(", ")}`;
+      }).join("")}`);
+    }
+    console.log(`${shape}: sweep took ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
 }
 
@@ -81,10 +190,23 @@ export async function main(args: string[]): Promise<number> {
       // m x n x k: the 1B's q/o (2048x2048), gate/up (8192x2048), down (2048x8192); the 8B's gate/up
       cases: { type: "string", default: "1x2048x2048,8x2048x2048,32x2048x2048,64x2048x2048,32x8192x2048,32x2048x8192,256x2048x2048,256x8192x2048,256x2048x8192,512x8192x2048,2048x8192x2048,256x14336x4096,2048x14336x4096" },
       variants: { type: "string", default: "fma8,fma32,mma,unsplit,mma:1x2,mma:2x2,mma:4x2,mma:4x4,mma:2x4,mma:8x2" },
+      serve: { type: "string" },
+      m: { type: "string", default: "1,8,32,64" },
+      ks: { type: "string", default: "8,16" },
+      budget: { type: "string", default: "55" },
+      // js: the JS device with the warp MMA emulated, to check that a sweep runs (tiny shapes only)
+      backend: { type: "string", default: "ptx" },
     },
   });
-  const dev = await PtxDevice.open();
+  const dev: Device = values.backend === "js"
+    ? new JsDevice({ caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, mma: true } })
+    : await PtxDevice.open();
   try {
+    if (values.serve) {
+      const nums = (v: string) => v.split(",").map(Number);
+      await serveSweep(dev, values.serve.split(","), nums(values.m!), nums(values.ks!), Number(values.budget));
+      return 0;
+    }
     const variants = values.variants!.split(",");
     console.log(`| m x n x k | ${variants.join(" | ")} | best |`);
     console.log(`| --- | ${variants.map(() => "---").join(" | ")} | --- |`);

@@ -83,7 +83,10 @@ function randomBytes(): Uint8Array {
  * weights zeroed by allocation, or with `weights: "random"` filled with random bf16 values (a repeated 16 MiB
  * block; f32 tensors read them as small finite values), for kernels whose cost could depend on the data.
  */
-export function allocProgram(dev: Device, prog: Program, pos = 0, weights: "zero" | "random" = "zero"): DeviceBuffer[] {
+/** Contents for a slot buffer by name (a batched entry's per-row positions, block tables): undefined keeps the default. */
+export type SlotFill = (name: string, bytes: number) => Uint8Array | undefined;
+
+export function allocProgram(dev: Device, prog: Program, pos = 0, weights: "zero" | "random" = "zero", fill?: SlotFill): DeviceBuffer[] {
   const bufs: DeviceBuffer[] = [];
   try {
     for (const pb of prog.buffers) {
@@ -96,6 +99,8 @@ export function allocProgram(dev: Device, prog: Program, pos = 0, weights: "zero
         for (let at = 0; at < pb.bytes; at += r.byteLength) dev.write(b, at, r.subarray(0, Math.min(r.byteLength, pb.bytes - at)));
       }
       if (pb.kind === "slot" && pb.name === "pos") dev.write(b, 0, new Uint8Array(Int32Array.of(pos).buffer));
+      const given = pb.kind === "slot" ? fill?.(pb.name, pb.bytes) : undefined;
+      if (given) dev.write(b, 0, given);
     }
     return bufs;
   } catch (e) {

@@ -9,6 +9,7 @@
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
+//   --tune ks16/s1x4/b4x1: the serving MMA matmuls' layout (bench/serve_kernels.ts --tune)
 //   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
 //   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
 // Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
@@ -28,6 +29,8 @@ import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { parseTune } from "./serve_kernels.ts";
+import type { MmaServingTune } from "../kernels/lib/mma_matmul.ts";
 
 export interface ServeBenchOptions {
   shapes: string[];
@@ -44,6 +47,8 @@ export interface ServeBenchOptions {
   /** Tensor-core matmuls (default "all" where the device has them; servingCompile). */
   mma?: "all" | "off";
   mmaSplit?: boolean;
+  /** Layout of the serving MMA matmuls (bench/serve_kernels.ts --tune syntax; default the library's). */
+  mmaServing?: MmaServingTune;
   /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
   sampler?: "greedy" | "full";
   log: (s: string) => void;
@@ -76,6 +81,9 @@ export interface StepRow {
   batch1Ms: number;
   batch32Ms: number;
   ratio: number;
+  /** Of each step, ms waiting for the device (Engine's synchronize: about the device time) at batch 1 and 32. */
+  batch1WaitMs: number;
+  batch32WaitMs: number;
 }
 
 // The scheduler streams text; random weights have no tokenizer, so text is empty and nothing ends early.
@@ -120,7 +128,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit }) });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -134,10 +142,10 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
       // Time inside the batched step, so the table can split a step into the step itself and the loop around it.
       let inStep = 0;
       const step = runner.step.bind(runner);
-      runner.step = async (rows, at) => {
+      runner.step = async (rows, at, opts) => {
         const t = performance.now();
         try {
-          return await step(rows, at);
+          return await step(rows, at, opts);
         } finally {
           inStep += performance.now() - t;
         }
@@ -153,17 +161,26 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
         token: 1 + i, pos: o.prompt, sampler: { temperature: 0 },
         table: Array.from({ length: maxB }, (_, j) => 1 + i * maxB + j),
       }));
+      // the Engine's wait for the device within each step (the rest of a step is host work: slots, readback)
+      let waited = 0;
+      const estep = exec.step.bind(exec);
+      exec.step = async (...a: Parameters<typeof exec.step>) => {
+        const r = await estep(...a);
+        waited += r.waitMicros / 1000;
+        return r;
+      };
       const timeStep = async (n: number) => {
         const rs = decodeRows(n);
         const all = rs.map((_, i) => i);
         for (let i = 0; i < 3; i++) await runner.step(rs, all);
-        const t = performance.now();
+        const t = performance.now(), w0 = waited;
         for (let i = 0; i < o.stepReps; i++) await runner.step(rs, all);
-        return (performance.now() - t) / o.stepReps;
+        return { ms: (performance.now() - t) / o.stepReps, wait: (waited - w0) / o.stepReps };
       };
       const b1 = await timeStep(1), b32 = await timeStep(32);
-      steps.push({ shape: name, backend, batch1Ms: b1, batch32Ms: b32, ratio: b32 / b1 });
-      o.log(`  decode step: batch 1 ${b1.toFixed(3)} ms, batch 32 ${b32.toFixed(3)} ms (${(b32 / b1).toFixed(2)}x)`);
+      steps.push({ shape: name, backend, batch1Ms: b1.ms, batch32Ms: b32.ms, ratio: b32.ms / b1.ms, batch1WaitMs: b1.wait, batch32WaitMs: b32.wait });
+      o.log(`  decode step: batch 1 ${b1.ms.toFixed(3)} ms (device wait ${b1.wait.toFixed(3)}), batch 32 ${b32.ms.toFixed(3)} ms ` +
+        `(device wait ${b32.wait.toFixed(3)}): ${(b32.ms / b1.ms).toFixed(2)}x`);
       exec.resetState();
 
       // Warm-up request, then each concurrency.
@@ -201,7 +218,8 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
           uploadBytesPerStep: (runner.uploaded.bytes - up0) / Math.max(1, runner.uploaded.steps - ups0),
         };
         rows.push(row);
-        o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} ms, ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms`);
+        o.log(`  concurrency ${conc}: ${row.tokPerSec.toFixed(1)} tok/s, TTFT p50 ${row.ttftP50Ms.toFixed(1)} p99 ${row.ttftP99Ms.toFixed(1)} ms, ` +
+          `ITL p50 ${row.itlP50Ms.toFixed(2)} ms p99 ${row.itlP99Ms.toFixed(2)} ms, step ${row.stepMicros.toFixed(0)} µs, loop ${row.loopMicros.toFixed(0)} µs`);
       }
       await sched.shutdown(0);
     } finally {
@@ -227,6 +245,7 @@ export async function main(args: string[]): Promise<number> {
       mma: { type: "string", default: "on" },
       "mma-split": { type: "string", default: "on" },
       sampler: { type: "string", default: "greedy" },
+      tune: { type: "string", default: "default" },
       out: { type: "string" },
     },
   });
@@ -248,7 +267,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler,
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(
@@ -258,8 +277,8 @@ export async function main(args: string[]): Promise<number> {
       r.uploadBytesPerStep.toFixed(0)]),
   ));
   console.log(formatTable(
-    ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1"],
-    res.steps.map((s) => [s.shape, s.backend, s.batch1Ms.toFixed(3), s.batch32Ms.toFixed(3), s.ratio.toFixed(2)]),
+    ["shape", "backend", "step b=1 ms", "step b=32 ms", "b32 / b1", "device wait b=1 ms", "device wait b=32 ms"],
+    res.steps.map((s) => [s.shape, s.backend, s.batch1Ms.toFixed(3), s.batch32Ms.toFixed(3), s.ratio.toFixed(2), s.batch1WaitMs.toFixed(3), s.batch32WaitMs.toFixed(3)]),
   ));
   if (values.out) writeFileSync(values.out, JSON.stringify(res, null, 1));
   return 0;

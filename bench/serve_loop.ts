@@ -4,8 +4,11 @@
 // cost per step is the wall time per step minus the stub's time. `--io-every` sets how often the loop lets the
 // runtime poll sockets (ms; 0 = a socket poll after every step, about what the old loop cost). Meanwhile a client fetches
 // every 25 ms from a loopback server in the same process, to show that sockets still get through (its p50 and max latency).
+// `--park on` makes the stub park as the Engine does when the scheduler asks it to (Executor StepOptions.park: a
+// timer for all but PARK_MARGIN_MS of the step, then the spin), so the loop's socket turn happens inside the step.
 //
 //   deno run -A bench/serve_loop.ts --step-ms 3 --streams 32       bun bench/serve_loop.ts --step-ms 3
+//   deno run -A bench/serve_loop.ts --step-ms 10 --streams 1 --io-every 5 --park off,on     (an 8B-sized step)
 import { parseArgs } from "node:util";
 import type { ModelHandle } from "../llm/model.ts";
 import type { BatchRow, BatchRunner, RowSample } from "../llm/serve/batch.ts";
@@ -14,6 +17,7 @@ import { BlockPool } from "../llm/serve/pool.ts";
 import { Scheduler } from "../llm/serve/scheduler.ts";
 import { listen } from "../llm/serve/listen.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
+import { PARK_MARGIN_MS, PARK_MIN_MS } from "../backends/executor.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -21,30 +25,36 @@ const { values: o } = parseArgs({
     streams: { type: "string", default: "32" },
     gen: { type: "string", default: "200" },
     "io-every": { type: "string", default: "0,5" },
+    park: { type: "string", default: "off" },
   },
 });
 const stepMs = Number(o["step-ms"]), streams = Number(o.streams), gen = Number(o.gen);
 if (!(stepMs >= 0 && streams >= 1 && gen >= 2)) throw new RangeError("--step-ms >= 0, --streams >= 1, --gen >= 2");
 
 const NO_TEXT = { decoder: () => ({ push: () => "", flush: () => "" }), isEog: () => false, eog: new Set<number>() } as unknown as Tokenizer;
-const model = { tokenizer: NO_TEXT } as unknown as ModelHandle;
+const model = { tokenizer: NO_TEXT, config: { dim: 1 } } as unknown as ModelHandle;
 const block = 16, slots = Math.max(streams, 1), maxBlocks = Math.ceil((8 + gen + 1) / block);
 
-async function run(ioEveryMs: number) {
+async function run(ioEveryMs: number, park: boolean) {
   let inStep = 0;
   const runner = {
     opts: { pool: { block } },
     maxRows: slots + 16,
     exec: { resetState() {} },
-    step(_rows: readonly BatchRow[], at: readonly number[]): Promise<RowSample[]> {
+    parkedAt: -Infinity,
+    async step(_rows: readonly BatchRow[], at: readonly number[], opts: { park?: boolean } = {}): Promise<RowSample[]> {
       const t = performance.now();
+      if (park && opts.park && stepMs - PARK_MARGIN_MS >= PARK_MIN_MS) {
+        await new Promise((r) => setTimeout(r, stepMs - PARK_MARGIN_MS));
+        runner.parkedAt = performance.now();
+      }
       while (performance.now() - t < stepMs) { /* the device step */ }
       inStep += performance.now() - t;
-      return Promise.resolve(at.map(() => ({ token: 1, nonFinite: false })));
+      return at.map(() => ({ token: 1, nonFinite: false }));
     },
-  } as unknown as BatchRunner;
+  };
   const metrics = new Metrics();
-  const sched = new Scheduler(model, runner, new BlockPool(slots * maxBlocks + 1), metrics, {
+  const sched = new Scheduler(model, runner as unknown as BatchRunner, new BlockPool(slots * maxBlocks + 1), metrics, {
     slots, chunk: 16, maxQueue: 1024, ctx: maxBlocks * block, ioEveryMs,
   });
   const server = await listen(() => Promise.resolve(new Response("ok")), { hostname: "127.0.0.1", port: 0 });
@@ -71,14 +81,14 @@ async function run(ioEveryMs: number) {
   await server.close();
   lat.sort((a, b) => a - b);
   const steps = metrics.steps;
-  return { steps, loopMicros: (1000 * (wall - inStep)) / steps, fetches: lat.length, p50: lat[lat.length >> 1] ?? NaN, max: lat[lat.length - 1] ?? NaN };
+  return { steps, loopMicros: (1000 * (wall - inStep)) / steps, stepMicros: (1000 * inStep) / steps, fetches: lat.length, p50: lat[lat.length >> 1] ?? NaN, max: lat[lat.length - 1] ?? NaN };
 }
 
 const runtime = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" ? "bun" : "deno";
 console.log(`scheduler loop: ${runtime}, ${streams} streams x ${gen} tokens, stub step ${stepMs} ms`);
-for (const every of o["io-every"]!.split(",").map(Number)) {
-  await run(every); // warm-up (JIT)
-  const r = await run(every);
-  console.log(`  io every ${String(every).padStart(2)} ms: ${r.loopMicros.toFixed(0).padStart(5)} µs/step around the step over ${r.steps} steps; ` +
+for (const park of o.park!.split(",").map((p) => p === "on")) for (const every of o["io-every"]!.split(",").map(Number)) {
+  await run(every, park); // warm-up (JIT)
+  const r = await run(every, park);
+  console.log(`  ${park ? "parked, " : ""}io every ${String(every).padStart(2)} ms: ${r.loopMicros.toFixed(0).padStart(5)} µs/step around the step (${r.stepMicros.toFixed(0)} µs in it) over ${r.steps} steps; ` +
     `loopback fetch during it: ${r.fetches} done, p50 ${r.p50.toFixed(2)} ms, max ${r.max.toFixed(2)} ms`);
 }

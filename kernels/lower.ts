@@ -85,9 +85,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * N and M, tiles per warp, unroll. Serving ("all") keeps the library's, whose K split is a function of the shape.
    */
   mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
+  /** Layout of the serving ("all") MMA matmuls (tuning runs; lib.mmaServingLayout); default the library's. */
+  mmaServing?: lib.MmaServingTune;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
   flashSplits?: number;
-  /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
+  /** Split-K chunks of decode and paged attention (1 = the one-pass kernel); default attentionSplitCount's / attentionSplits'. */
   attentionSplits?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
@@ -148,6 +150,12 @@ export interface LowerContext {
   copy(src: Binding, dst: Binding): void;
   bytesOfIds(ids: number[]): number;
   simpleWork(u: Unit, ins: number[]): Work;
+  /**
+   * The MMA words in the "mma-x-words" scratch: which node's, in which form (matmulSteps; only its prep kernels
+   * write that buffer). A node's value does not change while it is live, so matmuls of one input (q/k/v,
+   * gate/up) share one prep.
+   */
+  mmaWords: { key?: string };
 }
 
 function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext {
@@ -187,7 +195,7 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext
   };
   const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
   return {
-    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds,
+    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds, mmaWords: {},
     kernel: (k, bindings, work) => {
       steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
     },
@@ -254,7 +262,7 @@ function fusesTails(cx: LowerContext): boolean {
  * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
  * reuses: steps run in order), else the FMA kernel.
  */
-function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, bindings: Binding[], work: Work): void {
+function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
   const { caps, opts, buf, kernel } = cx;
   const mode = opts.mma ?? "auto";
   // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
@@ -264,10 +272,14 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     const split = opts.mmaSplit ?? true;
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
-    const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
-    kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
-    // serving entries: a K split for one row as much as for many (the same at every entry: invariance)
-    const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
+    const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
+    if (cx.mmaWords.key !== key) {
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
+      kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+      cx.mmaWords.key = key;
+    }
+    // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
+    const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
     const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
     kernel(k, [xw, ...bindings.slice(1)], work);
     return;
@@ -300,7 +312,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
     const K = wn.shape[1], N = wn.shape[0];
     const extra = u.residual ?? u.bias!;
-    matmulSteps(cx, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined },
+    matmulSteps(cx, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined }, x,
       [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
   },
   attention(cx, u) {
@@ -418,7 +430,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const K = last(xn);
     if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
       const N = wn.shape[0];
-      return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, [bind(x), bind(w), out],
+      return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, x, [bind(x), bind(w), out],
         { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
     }
     const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
@@ -541,7 +553,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
     const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
     // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
-    const splits = lib.attentionSplits(caps, T);
+    const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
     if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
     const bytes = R * H * splits * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };

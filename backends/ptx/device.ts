@@ -161,6 +161,8 @@ export class PtxDevice implements CollectiveDevice {
   /** Replaced once when an NCCL group attaches (caps.collectives set). */
   target: TargetSet;
   poisoned: string | undefined;
+  /** A replay is one graph launch: the GPU runs all of it with no host call. */
+  readonly autonomous = true;
   /** The PTX .target the kernels are rendered for. */
   readonly sm: number;
   readonly ordinal: number;

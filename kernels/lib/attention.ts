@@ -184,10 +184,16 @@ function combineDim(b: KernelBuilder, part: Buffer, base: Val, d: Val, { at, w, 
   return pairwise(parts).div(L);
 }
 
-/** A split count for attentionPartial on this target: chunks of about 256 positions on wide targets, none on one-lane ones. */
+/**
+ * A split count for the paged (serving) attention on this target, from the table's length alone (a row's order
+ * must not depend on the batch): chunks of about 64 positions on wide targets, at most 64, none on one-lane
+ * ones. A team walks its chunk 8 positions a trip, one memory round trip each: at 256-position chunks the H200
+ * spent 34 µs a layer at batch 1 (32 heads x 3 chunks of a 592-position table: 96 teams) and 81 µs at batch 32
+ * (bench/serve_kernels.ts, 8B).
+ */
 export function attentionSplits(caps: Caps, cap: number): number {
   if (!caps.subgroups || caps.subgroupSize <= 1) return 1;
-  return Math.max(1, Math.min(64, Math.ceil(cap / 256)));
+  return Math.max(1, Math.min(64, Math.ceil(cap / 64)));
 }
 
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fused = false): Kernel {

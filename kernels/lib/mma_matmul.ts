@@ -105,6 +105,62 @@ export function mmaKSplitWide(n: number, k: number): number {
   return ks;
 }
 
+/** Tiles and unroll of one warp at a range of row counts (MmaMatmulShape's; mt follows the rows). */
+export interface MmaWarpTiles {
+  nt: number;
+  unroll: number;
+  /** Warps along N per workgroup (default max(1, 4 / ks)). */
+  nw?: number;
+}
+
+/**
+ * How the server's entries lay out their MMA matmuls (kernels/lower.ts, mma "all"): `ks` a function of (n, k)
+ * alone ("auto", the default: 16 warps for outputs up to 4096 wide, 8 past that; "wide": mmaKSplitWide; a
+ * number: that split), halved while a warp would get fewer than four chunks; then tiles by the entry's rows:
+ * `small` up to 16 rows (one 16-row tile), `big` past that (two). Only ks is part of a row's summation order,
+ * so the tiles may differ by rows and by shape (batch invariance holds across them); missing ones are the
+ * measured defaults (mmaServingTiles).
+ */
+export interface MmaServingTune {
+  ks?: "auto" | "wide" | number;
+  small?: MmaWarpTiles;
+  big?: MmaWarpTiles;
+}
+
+/**
+ * The K split of a serving matmul: a function of (n, k) and the tune only, never of the rows. Measured on the
+ * H200 (bench/mma.ts --serve, 8B shapes, µs at m = 1 / 32 with each split's best tiles): 14336 x 4096 34.0 / 48.9
+ * at ks 8 against 36.0 / 58.9 at 16; the 128256 x 4096 head 270 / 390 at 8 against 321 / 516 at mmaKSplitWide's
+ * 2; 4096-wide (q/o, down) and 1024-wide (k/v) outputs best at 16.
+ */
+export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}): number {
+  const want = tune.ks ?? "auto";
+  if (want === "wide") return mmaKSplitWide(n, k);
+  let ks = want === "auto" ? (n <= 4096 ? 16 : 8) : Math.min(16, 2 ** Math.floor(Math.log2(Math.max(1, want))));
+  while (ks > 1 && Math.floor(k / 32) < ks * 4) ks /= 2;
+  return ks;
+}
+
+/**
+ * The measured tiles of a serving matmul (H200, bench/mma.ts --serve at the 8B shapes): up to 16 rows, two
+ * 8-column tiles per warp and two chunks a trip (q/o 15.1 -> 11.3 µs at one row, down 46.8 -> 32.2, gate/up
+ * 38.3 -> 34.0 at ks 8); past 16 rows four tiles (x loads shared by twice the columns: gate/up at 32 rows 86.8
+ * -> 48.9 µs, the head 516 -> 390). Wider tiles mean fewer workgroups, and below ~128 of them the GPU idles
+ * (k/v, 1024 wide: one tile at one row 6.5 µs against two 7.3, two at 32 rows 10.9 against four 13.1), so the
+ * wide tiles start at 2048 (up to 16 rows) and 4096 (past) outputs.
+ */
+export function mmaServingTiles(n: number, m: number): MmaWarpTiles {
+  if (m <= 16) return n >= 2048 ? { nt: 2, unroll: 2 } : { nt: 1, unroll: 4 };
+  return n >= 4096 ? { nt: 4, unroll: 1 } : { nt: 2, unroll: 1 };
+}
+
+/** The layout of a serving matmul of m rows: the tune's fields, else mmaServingKSplit's and mmaServingTiles'. */
+export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw"> {
+  const ks = mmaServingKSplit(n, k, tune);
+  const t = (m <= 16 ? tune.small : tune.big) ?? mmaServingTiles(n, m);
+  return { ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}) };
+}
+
 /** Whether the MMA matmul takes this shape on this target. */
 export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): boolean {
   return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
@@ -171,6 +227,11 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const m0 = b.let(L.mod(bM).mul(mw).add(wm).mul(16 * mt), "u32", "m0");
   const n0 = b.let(L.div(bM).mul(nw).add(wn).mul(8 * nt), "u32", "n0");
   // Row starts (element index of x) of this lane's two rows in each m tile, clamped into the batch.
+  // `pad[i]`: tile i's rows 8..15 are all past the batch (a single row group, m <= 16i + 8: batch 1..8 in one
+  // tile), so their A words are zeros instead of loads of the last row. Those rows are never stored and an MMA
+  // row depends only on its own A row, so the stored rows' bits are the same either way.
+  const pad = Array.from({ length: mt }, (_, i) => bM === 1 && mw === 1 && 16 * i + 8 >= m);
+  const zero = pad.some((p) => p) ? b.let(u32(0), "u32", "xz") : undefined;
   const xr: Val[][] = [];
   for (let i = 0; i < mt; i++) {
     xr.push([0, 8].map((o) => b.let(m0.add(16 * i + o).add(g).min(m - 1).mul(k), "u32", "xr")));
@@ -206,7 +267,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     for (let i = 0; i < mt; i++) {
       if (prepared) {
         // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
-        const part = (p: number) => xr[i].map((r) => b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
+        const part = (p: number) => xr[i].map((r, half) => half && pad[i] ? [zero!, zero!, zero!, zero!] : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
         const hw = part(0), lw = split ? part(1) : undefined;
         for (let h = 0; h < 2; h++) {
           const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
@@ -266,32 +327,40 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(b.sload(red, slot(q, e)))));
   }
 
-  // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile.
+  // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile. The epilogue's loads (bias, residual)
+  // all go out before the first store, from addresses clamped into range: a load placed after a store to a
+  // binding that may alias it (the residual is often y's own bytes) waits for that store, and the 2 x mt x nt x
+  // 2 round trips in a row cost the H200 ~10 µs (q/o) to ~37 µs (down) a matmul at 32 rows
+  // (bench/serve_kernels.ts, 8B: down 94 µs with its residual, 57 without). Same sums, same order as before.
+  const outs: { row: Val; col: Val; c: number; v: Val }[] = [];
   for (let i = 0; i < mt; i++) {
     for (let j = 0; j < nt; j++) {
       const col = b.let(n0.add(8 * j).add(t.mul(2)), "u32", "col");
       for (const half of [0, 1]) {
         const row = b.let(m0.add(16 * i + 8 * half).add(g), "u32", "row");
-        const vs = [acc[i][j][2 * half], acc[i][j][2 * half + 1]];
-        const emit = (c: number) => {
-          let v = vs[c];
-          const cc = c ? col.add(1) : col;
+        for (const c of [0, 1]) {
+          let v: Val = acc[i][j][2 * half + c];
+          const cc = (c ? col.add(1) : col).min(n - 1);
           if (bias) v = v.add(b.load(bias, cc));
-          const at = b.let(row.mul(n).add(cc), "u32", "yi");
-          if (res) v = v.add(b.load(res, at));
-          b.store(y, at, v);
-        };
-        // n % 8 == 0: a tile is wholly inside or past n; else each column is checked
-        const whole = n % 8 === 0;
-        const inside = n % (8 * nt * nw) === 0 ? row.lt(m) : row.lt(m).and(whole ? col.lt(n) : u32(0).lt(1));
-        b.if(inside, () => {
-          for (const c of [0, 1]) {
-            if (whole) emit(c);
-            else b.if((c ? col.add(1) : col).lt(n), () => emit(c));
-          }
-        });
+          if (res) v = v.add(b.load(res, row.min(m - 1).mul(n).add(cc)));
+          outs.push({ row, col, c, v: bias || res ? b.let(v, "f32", "out") : v });
+        }
       }
     }
+  }
+  // n % 8 == 0: a tile is wholly inside or past n; else each column is checked
+  const whole = n % 8 === 0;
+  for (let o = 0; o < outs.length; o += 2) {
+    const { row, col } = outs[o];
+    const inside = n % (8 * nt * nw) === 0 ? row.lt(m) : row.lt(m).and(whole ? col.lt(n) : u32(0).lt(1));
+    b.if(inside, () => {
+      for (const { c, v } of [outs[o], outs[o + 1]]) {
+        const cc = c ? col.add(1) : col;
+        const emit = () => b.store(y, b.let(row.mul(n).add(cc), "u32", "yi"), v);
+        if (whole) emit();
+        else b.if(cc.lt(n), emit);
+      }
+    });
   }
   return b.build();
 }

@@ -8,7 +8,10 @@ export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmu
 export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
-export { mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
+export {
+  mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
+  mmaServingTiles, type MmaWarpTiles,
+} from "./mma_matmul.ts";
 export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
   attentionSplits, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,

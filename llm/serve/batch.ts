@@ -9,6 +9,8 @@
 // no sequence owns (unused table entries point there too; the kernel never reads past a row's position).
 import type { EntryId, Executor, HostArray, ProgramCompiler, SlotPrefix } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
+import type { Graph } from "../../graph/ir.ts";
+import type { MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
@@ -37,8 +39,13 @@ export const SAMPLE_ROWS = "sample_rows";
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all", tiled: false });
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
-export function servingCompileWith(o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean }): ProgramCompiler {
-  return (g, t) => compileGraph(g, t, { gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, tiled: false });
+export function servingCompileWith(
+  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number },
+): ProgramCompiler {
+  return (g, t) =>
+    compileGraph(g, t, {
+      gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits, tiled: false,
+    });
 }
 
 export interface BatchRow {
@@ -87,6 +94,33 @@ export function paddedSizes(slots: number, chunk: number): number[] {
   return [...s].sort((a, b) => a - b);
 }
 
+/**
+ * The graph of the entry of `rows` rows and its cache key (BatchRunner records it; bench/serve_kernels.ts lowers
+ * it to time each kernel): the family's batched step over the paged pool, the logits of at most `slots` rows
+ * picked by the `sample_rows` slot, and the sampler with `entries` bias entries per row and token counts.
+ */
+export function servingGraph(
+  model: ModelHandle, rows: number, opts: Pick<BatchOptions, "slots" | "pool" | "kvDtype">, entries: number,
+  counts: { rows: number; writes: number },
+): { key: string; graph: Graph } {
+  const { block, blocks, maxBlocks } = opts.pool;
+  // A vision-language model's steps take rows by value (an image's rows in a prompt chunk; unused otherwise).
+  const inputRows = model.config.vision !== undefined;
+  const shape = { rows, cap: maxBlocks * block, kvDtype: opts.kvDtype, batch: { block, blocks, maxBlocks }, inputRows };
+  const { tracer, logits } = model.family.trace(model.config, shape, { dtypeOf: dtypesFromStore(model.store, model.map) });
+  // Only rows that end a sequence's part of the step are sampled (at most one per running sequence, so at
+  // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
+  // not over every prefill row. The unused full-width logits are dropped by DCE.
+  const S = Math.min(rows, opts.slots);
+  const lm = tracer.nodes[logits.id];
+  const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
+  const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
+  appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
+  const key = `${model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${opts.kvDtype ?? "f32"}` +
+    `:sampler=${entries}:counts=${counts.rows}x${counts.writes}${inputRows ? ":input_rows" : ""}`;
+  return { key, graph: tracer.build() };
+}
+
 export class BatchRunner {
   readonly sizes: number[];
   readonly maxRows: number;
@@ -94,6 +128,8 @@ export class BatchRunner {
   private readonly samplers = new Map<number, SamplerSlots>();
   /** Slot bytes handed to the executor, and steps, since open (what a step uploads: bench/serve.ts). */
   readonly uploaded = { bytes: 0, steps: 0 };
+  /** performance.now() after the last step whose wait parked the event loop (-Infinity: none yet). */
+  parkedAt = -Infinity;
   /** The sequence slots' token counts on the device (one row per slot); the scheduler assigns the rows. */
   readonly counts: CountRows;
   private readonly entries: number;
@@ -118,23 +154,8 @@ export class BatchRunner {
   private entry(rows: number): EntryId {
     let id = this.ids.get(rows);
     if (id !== undefined) return id;
-    const { block, blocks, maxBlocks } = this.opts.pool;
-    // A vision-language model's steps take rows by value (an image's rows in a prompt chunk; unused otherwise).
-    const inputRows = this.model.config.vision !== undefined;
-    const shape = { rows, cap: maxBlocks * block, kvDtype: this.opts.kvDtype, batch: { block, blocks, maxBlocks }, inputRows };
-    const { tracer, logits } = this.model.family.trace(this.model.config, shape, { dtypeOf: dtypesFromStore(this.model.store, this.model.map) });
-    // Only rows that end a sequence's part of the step are sampled (at most one per running sequence, so at
-    // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
-    // not over every prefill row. The unused full-width logits are dropped by DCE.
-    const S = Math.min(rows, this.opts.slots);
-    const lm = tracer.nodes[logits.id];
-    const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
-    const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
-    const entries = this.entries, counts = { rows: this.counts.rows, writes: this.counts.writes };
-    appendSampler(tracer, tracer.label(tracer.matmul(picked, head), "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
-    const key = `${this.model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${this.opts.kvDtype ?? "f32"}` +
-      `:sampler=${entries}:counts=${counts.rows}x${counts.writes}${inputRows ? ":input_rows" : ""}`;
-    id = this.exec.addEntry(key, tracer.build());
+    const { key, graph } = servingGraph(this.model, rows, this.opts, this.entries, { rows: this.counts.rows, writes: this.counts.writes });
+    id = this.exec.addEntry(key, graph);
     this.ids.set(rows, id);
     return id;
   }
@@ -153,9 +174,10 @@ export class BatchRunner {
 
   /**
    * Runs one step over these rows (padded to the next size); returns the samples of rows `sampleAt` (indices
-   * into `rows`, at most `slots` of them), in that order.
+   * into `rows`, at most `slots` of them), in that order. `park`: the wait for the device parks on a timer first
+   * (Executor StepOptions.park; the scheduler's I/O turn inside the step), noted in `parkedAt`.
    */
-  async step(rows: readonly BatchRow[], sampleAt: readonly number[]): Promise<RowSample[]> {
+  async step(rows: readonly BatchRow[], sampleAt: readonly number[], opts: { park?: boolean } = {}): Promise<RowSample[]> {
     const N = this.sizeFor(rows.length);
     const S = Math.min(N, this.opts.slots);
     if (sampleAt.length > S) throw new RangeError(`${sampleAt.length} sampled rows exceed the ${S} a step of ${N} rows samples`);
@@ -214,7 +236,8 @@ export class BatchRunner {
     };
     for (const v of Object.values(slots)) this.uploaded.bytes += ("prefix" in v ? v.prefix : v).byteLength;
     this.uploaded.steps++;
-    const out = await this.exec.step(this.entry(N), slots);
+    const out = await this.exec.step(this.entry(N), slots, { park: opts.park });
+    if (out.parkedMicros > 0) this.parkedAt = performance.now();
     const s = readSample(out.outputs, undefined, sampler.words);
     return slotOf.map((k) => ({ token: s.tokens[k], nonFinite: s.nonFinite[k] === 1, logprobs: s.logprobs?.[k] }));
   }

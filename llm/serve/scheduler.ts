@@ -216,8 +216,8 @@ export class Scheduler {
         continue;
       }
       await this.step();
-      // A step never lets sockets be polled by itself (a GPU spins on its fence, the JS device computes).
-      await this.io.between();
+      // A step lets sockets be polled only where it parked (a GPU spins on its fence, the JS device computes).
+      await this.io.between(this.runner.parkedAt);
     }
   }
 
@@ -329,7 +329,7 @@ export class Scheduler {
       const ends: number[] = [];
       let end = 0;
       for (const p of plan) ends.push(end += p.rows);
-      out = await this.runner.step(rows, ends.map((e) => e - 1));
+      out = await this.runner.step(rows, ends.map((e) => e - 1), { park: true });
     } catch (e) {
       // A failed step leaves the pool suspect: fail what ran, clear the state, keep serving.
       for (const { seq } of plan) {

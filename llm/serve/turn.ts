@@ -14,6 +14,8 @@
 // runtime poll sockets, only once `everyMs` has passed since the last one: sockets wait at most `everyMs` plus
 // one step. (A timer armed before the step and awaited after it, when already due, costs ~0.1 ms, but Deno does
 // not poll on it, and under Bun a loopback fetch still took 20-30 ms against 3 ms steps: not used.)
+// A step long enough parks instead inside its own wait (Executor StepOptions.park: a timer that ends ~3 ms before
+// the device is expected to), so its sockets are polled while the device works and no turn follows it.
 import { MessageChannel } from "node:worker_threads";
 
 let channel: MessageChannel | undefined;
@@ -40,15 +42,23 @@ function hop(): Promise<void> {
 
 export class IoTurns {
   #last = performance.now();
+  /** Timer turns taken (a parked step counts none). */
+  turns = 0;
 
   /** `everyMs`: the longest the loop runs steps without letting the runtime poll sockets (default 5 ms). */
   constructor(readonly everyMs = 5) {}
 
-  /** Call between two steps. */
-  async between(): Promise<void> {
+  /**
+   * Call between two steps. `parkedAt`: when the last step's wait last parked the loop on a timer (Executor
+   * StepOptions.park: sockets were polled during the device's work), so no timer turn is due until `everyMs`
+   * after it.
+   */
+  async between(parkedAt = -Infinity): Promise<void> {
+    if (parkedAt > this.#last) this.#last = parkedAt;
     // The hop first also means a due timer is armed from a fresh macrotask (no 4 ms nesting clamp in Deno).
     await hop();
     if (performance.now() - this.#last < this.everyMs) return;
+    this.turns++;
     await new Promise<void>((r) => setTimeout(r, 0));
     this.#last = performance.now();
   }

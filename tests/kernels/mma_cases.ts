@@ -6,7 +6,7 @@
 // itself; products are exact and the sum is f32 (the hardware's order): |got - want| <= rel * sum |x w| with
 // rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
 import type { Caps } from "../../kernels/target.ts";
-import { mmaMatmul, type MmaMatmulShape, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, type MmaMatmulShape, mmaPrepX, mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
@@ -208,6 +208,60 @@ export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean
   } finally {
     for (const b of [...bufs, xw]) dev.free(b);
   }
+}
+
+/** y's bytes of mmaPrepX then the prepared mmaMatmul of shape `s` over inputs `ins` (x f32, W, bias, residual, y). */
+export async function preparedY(dev: Device, s: MmaCaseShape, ins: Uint8Array[], emulate: boolean): Promise<Uint8Array> {
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
+  const mm = mmaMatmul(caps, { ...s, prepared: true });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const xw = dev.alloc((s.split === false ? 1 : 2) * s.batch * s.k * 2, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
+      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), ...bufs.slice(1).map(bind)] },
+    ]);
+    await dev.synchronize(60_000);
+    return (await dev.read(bufs[bufs.length - 1], 0, bufs[bufs.length - 1].bytes)).slice();
+  } finally {
+    for (const b of [...bufs, xw]) dev.free(b);
+  }
+}
+
+/**
+ * The serving entries' invariance (kernels/lib/mma_matmul.ts mmaServingLayout): rows `rows` of a batch of `m`
+ * under the layout for m rows against each row alone under the layout for 1 row (other tiles, unroll and warps
+ * per workgroup; the same ks), prepared x as the lowering runs it. Mismatches as in checkInvariance.
+ */
+export async function checkServingInvariance(
+  dev: Device, emulate: boolean, base: Omit<MmaCaseShape, "batch">, m: number, rows: number[], tune: MmaServingTune,
+): Promise<InvarianceResult> {
+  const { n, k } = base;
+  const at = (batch: number): MmaCaseShape => ({ ...base, batch, ...mmaServingLayout(n, k, batch, tune) });
+  const { ins } = mmaInputs({ ...base, batch: m }, "serving invariance");
+  const all = new Uint32Array((await preparedY(dev, at(m), ins, emulate)).buffer);
+  const mismatches: string[] = [];
+  for (const r of rows) {
+    const one: Uint8Array[] = [ins[0].slice(r * k * 4, (r + 1) * k * 4), ins[1]];
+    let i = 2;
+    if (base.bias) one.push(ins[i++]);
+    if (base.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
+    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const alone = new Uint32Array((await preparedY(dev, at(1), one, emulate)).buffer);
+    for (let c = 0; c < n; c++) {
+      if (alone[c] !== all[r * n + c]) {
+        mismatches.push(`row ${r} col ${c}: alone ${alone[c].toString(16)} vs in m=${m} ${all[r * n + c].toString(16)}`);
+        break;
+      }
+    }
+  }
+  return { mismatches };
 }
 
 /** flashAttention with `splits` then attentionCombine over the case's inputs; the case's problems (empty = pass). */

@@ -5,13 +5,13 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
-import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "./mma_cases.ts";
+import { checkInvariance, checkServingInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
@@ -50,6 +50,23 @@ test("js (emulated mma): a row alone and inside m=37 give identical bits", async
   // the serving entries' 16-warp K split, with its other tiles at 1 and at 37 rows
   const wide = await checkInvariance(dev.target.caps, true, { n: 16, k: 2048, w: "bf16", ks: 16 }, 37, [0, 36], run);
   assert.deepEqual(wide.mismatches, []);
+});
+
+test("js (emulated mma): serving layouts give a row the same bits alone (1-row layout) and in 8 / 37 rows (other tiles)", { timeout: 300_000 }, async () => {
+  // n off every column group, k with a leftover chunk past the K split and a k % 32 tail; bias and residual
+  const base = { n: 40, k: 1064, w: "bf16" as const, bias: true, residual: true };
+  const tunes: MmaServingTune[] = [
+    {}, // the library's defaults
+    { ks: 16, small: { nt: 4, unroll: 2 }, big: { nt: 4, unroll: 1, nw: 2 } },
+    { ks: 8, small: { nt: 2, unroll: 4, nw: 2 }, big: { nt: 8, unroll: 2 } },
+    { ks: 2, small: { nt: 1, unroll: 1 }, big: { nt: 2, unroll: 2 } },
+  ];
+  for (const tune of tunes) {
+    const big = await checkServingInvariance(dev, true, base, 37, [0, 17, 36], tune);
+    assert.deepEqual(big.mismatches, [], JSON.stringify(tune));
+    const small = await checkServingInvariance(dev, true, base, 8, [0, 7], tune); // the zero-padded upper half rows
+    assert.deepEqual(small.mismatches, [], JSON.stringify(tune));
+  }
 });
 
 test("mma matmul is refused where the target has no MMA tile", () => {

@@ -6,7 +6,10 @@ import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
-import { checkInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "../kernels/mma_cases.ts";
+import {
+  checkInvariance, checkServingInvariance, flashCase, flashCfgs, mmaCase, type MmaCaseShape, mmaShapes, runFlashSplit, runPrepared,
+} from "../kernels/mma_cases.ts";
+import type { MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 
 const probe = probePtx();
 const dev = typeof probe === "string" ? undefined : probe;
@@ -44,5 +47,21 @@ test("ptx: mma matmul rows alone equal the same rows inside batches of 37, 64 an
   ] as const) {
     const r = await checkInvariance(dev!.target.caps, false, base, m, [0, 17, m - 1], run);
     assert.deepEqual(r.mismatches, [], `m=${m}`);
+  }
+});
+
+test("ptx: the serving layouts give a row the same bits alone and in 8, 32 and 37 rows (prepared x)", opts, async () => {
+  // mmaServingLayout's defaults at widths past each tile threshold (4096: 2 x 4 tiles past 16 rows; 1024: the
+  // narrow ones), and a tune with warps sharing columns; bias and residual, a leftover chunk and a k % 32 tail
+  const cases: [Omit<MmaCaseShape, "batch">, MmaServingTune][] = [
+    [{ n: 4096, k: 1064, w: "bf16", residual: true }, {}],
+    [{ n: 1032, k: 2048, w: "bf16", bias: true }, {}],
+    [{ n: 296, k: 1064, w: "bf16", bias: true, residual: true }, { ks: 8, small: { nt: 2, unroll: 4, nw: 2 }, big: { nt: 8, unroll: 2 } }],
+  ];
+  for (const [base, tune] of cases) {
+    for (const m of [8, 32, 37]) {
+      const r = await checkServingInvariance(dev!, false, base, m, [0, m - 1], tune);
+      assert.deepEqual(r.mismatches, [], `n=${base.n} m=${m} ${JSON.stringify(tune)}`);
+    }
   }
 });
