@@ -157,7 +157,8 @@ function runtimeName(): string {
   return `node ${v.node}`;
 }
 
-function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType): Graph {
+/** The decode step bench/decode.ts times: the Llama trace at batch 1 with a greedy argmax as its output. */
+export function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType): Graph {
   // The synthetic shapes are Llama-shaped configs (Qwen2.5's biases are a config flag of the same step).
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype }, { dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));

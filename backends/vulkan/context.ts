@@ -62,6 +62,8 @@ export interface Context {
   target: TargetSet;
   enabled: Enabled;
   memory: ReturnType<vk.Vulkan["memoryProperties"]>;
+  /** VK_EXT_memory_budget is supported (per-heap budget and usage can be queried). */
+  memoryBudget: boolean;
 }
 
 const DEVICE_RANK: Record<number, number> = {
@@ -201,7 +203,7 @@ function createDevice(
     subgroupOps: sub.supportedOperations,
     subgroupSizes: [sgp.minSubgroupSize || sub.subgroupSize, sgp.maxSubgroupSize || sub.subgroupSize],
   };
-  return { api, instance, pd, device, queue, family, target, enabled, memory };
+  return { api, instance, pd, device, queue, family, target, enabled, memory, memoryBudget: exts.has("VK_EXT_memory_budget") };
 }
 
 /**

@@ -1,0 +1,229 @@
+// Where a decode token's time goes between bench/decode.ts (the Engine's per-token loop over synthetic weights)
+// and bench/kernels.ts --wall (a bare replay of the same plan over buffers of its own): on one device, one
+// process, the same plan, in this order (each line ms per token, device wait and host µs):
+//
+//   engine          the Engine's loop as bench/decode.ts runs it (positions 0..n-1, greedy tokens fed back)
+//   engine again    the same, right after (a cold GPU clock or a first-use cost shows as a difference)
+//   engine pos 0    the position and token held at 0 and 1 (the data and the attention length held still)
+//   engine pos 48   held at 48
+//   rec bare        the Engine's own recording replayed and synchronized, no slot writes and no readback
+//   rec queued      the same replays queued back to back, one synchronize
+//   own buffers     the plan recorded over buffers bench/kernels.ts allocates (allocProgram, random weights)
+//   engine last     the Engine's loop once more, after all of that
+//
+// With --profile (timestamps on the device) the per-kernel µs of the Engine's recording during "engine again" and
+// of the own-buffer recording are printed side by side, and on Vulkan the heaps (with VK_EXT_memory_budget's
+// budget and usage), the memory types, and where the biggest buffers landed.
+//
+//   deno run -A bench/gap.ts --shape llama-3.2-1b,qwen2.5-0.5b --backend vulkan,wgpu [--tokens 64] [--profile]
+import { argv, exit } from "node:process";
+import { parseArgs } from "node:util";
+import { Engine } from "../backends/executor.ts";
+import type { Device, DeviceStep, Recording, StepTime } from "../backends/device.ts";
+import type { MemoryReport } from "../backends/vulkan/memory.ts";
+import { probeBackend } from "../backends/open.ts";
+import { compileGraph } from "../kernels/lower.ts";
+import type { Program } from "../kernels/program.ts";
+import { syntheticLlama } from "../llm/synthetic.ts";
+import { decodeGraph } from "./decode.ts";
+import { backendVariant } from "./kernels.ts";
+import { allocProgram, kernelTable, type Profile } from "./profile.ts";
+import { isShapeName, SHAPES } from "./shapes.ts";
+import { TimedDevice } from "./timed.ts";
+
+interface Line {
+  what: string;
+  ms: number;
+  waitMicros: number;
+  hostMicros: number;
+}
+
+/** Per-step times summed over replays, then a Profile (µs per launch per kernel) of `prog`. */
+class StepSum {
+  sum: StepTime[];
+  n = 0;
+  constructor(readonly prog: Program) {
+    this.sum = prog.steps.map(() => ({ interval: 0, busy: 0 }));
+  }
+  add(t: StepTime[] | undefined): void {
+    if (!t) return;
+    t.forEach((x, i) => {
+      this.sum[i].interval += x.interval;
+      this.sum[i].busy += x.busy;
+    });
+    this.n++;
+  }
+  profile(backend: string, device: string, wallMs: number): Profile | undefined {
+    if (!this.n) return undefined;
+    const rows = new Map<string, Profile["rows"][number]>();
+    this.prog.steps.forEach((s, i) => {
+      if (s.k !== "kernel") return;
+      const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
+      r.micros += this.sum[i].interval / this.n;
+      r.busy += this.sum[i].busy / this.n;
+      r.count++;
+      rows.set(s.kernel.name, r);
+    });
+    for (const r of rows.values()) {
+      r.micros /= r.count;
+      r.busy /= r.count;
+    }
+    const deviceMs = this.sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / this.n / 1000;
+    return { backend, device, steps: this.prog.steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+  }
+}
+
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+
+export function formatMemory(m: MemoryReport): string {
+  const out: string[] = [];
+  for (const h of m.heaps) {
+    const budget = h.budget === undefined ? "no budget query" : `budget ${mib(h.budget)}, usage ${mib(h.usage!)}`;
+    out.push(`  heap ${h.index}: ${mib(h.bytes)}${h.deviceLocal ? " device-local" : ""}, ${budget}`);
+  }
+  for (const t of m.types) out.push(`  type ${t.index}: heap ${t.heap} ${t.flags.padEnd(11)} ours: ${t.buffers} buffers, ${mib(t.bytes)}`);
+  out.push(`  largest buffers: ${m.large.map((b) => `${mib(b.bytes)} ${b.usage}->type ${b.type}`).join(", ")}`);
+  return out.join("\n");
+}
+
+async function gapOf(entry: string, shape: string, tokens: number, profile: boolean, cap: number): Promise<void> {
+  const { name, opts } = backendVariant(entry, profile);
+  const dev0 = await probeBackend(name, opts);
+  if (typeof dev0 === "string") {
+    console.log(`${entry} ${shape}: skipped: ${dev0}`);
+    return;
+  }
+  const dev = new TimedDevice(dev0);
+  const c = SHAPES[shape as keyof typeof SHAPES];
+  const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
+  let prog: Program | undefined;
+  const eng = new Engine(dev, { compile: (g, t) => prog = compileGraph(g, t) });
+  const lines: Line[] = [];
+  const say = (l: Line) => {
+    lines.push(l);
+    console.log(`${entry} ${shape}: ${l.what.padEnd(14)} ${l.ms.toFixed(3)} ms/token (${(1000 / l.ms).toFixed(0)} tok/s), wait ${l.waitMicros.toFixed(0)} µs, host ${l.hostMicros.toFixed(0)} µs`);
+  };
+  const stepTimes = (rec: Recording) => dev0.stepTimes?.(rec);
+  try {
+    const t0 = performance.now();
+    await eng.loadWeights(model.store, model.map);
+    const id = eng.addEntry(`gap:${shape}`, decodeGraph(c, cap, "f16", model.dtypeOf));
+    const rec = dev.recordings[dev.recordings.length - 1];
+    console.log(`${entry} ${shape}: loaded and compiled in ${((performance.now() - t0) / 1000).toFixed(1)} s, ${prog!.steps.length} steps`);
+    const mem = (dev0 as { memoryReport?: () => MemoryReport }).memoryReport?.();
+    if (mem) console.log(`${entry} ${shape}: memory after loading\n${formatMemory(mem)}`);
+
+    const engine = async (what: string, posAt: (i: number) => number, feed: boolean, sum?: StepSum) => {
+      eng.resetState();
+      let tok = 1;
+      for (let i = 0; i < 4; i++) tok = (await eng.step(id, { token: new Int32Array([feed ? tok : 1]), pos: new Int32Array([posAt(i)]) })).outputs.token[0];
+      eng.resetState();
+      tok = 1;
+      const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
+      dev.take();
+      const t1 = performance.now();
+      for (let i = 0; i < tokens; i++) {
+        tokenBuf[0] = feed ? tok : 1;
+        posBuf[0] = posAt(i);
+        tok = (await eng.step(id, { token: tokenBuf, pos: posBuf })).outputs.token[0];
+        sum?.add(stepTimes(rec));
+      }
+      const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
+      say({ what, ms, waitMicros: wait * 1000, hostMicros: (ms - wait) * 1000 });
+    };
+    const bare = async (what: string, queued: boolean) => {
+      for (let i = 0; i < 3; i++) {
+        dev.replay(rec);
+        await dev.synchronize(60_000);
+      }
+      dev.take();
+      const t1 = performance.now();
+      for (let i = 0; i < tokens; i++) {
+        dev.replay(rec);
+        if (!queued) await dev.synchronize(60_000);
+      }
+      if (queued) await dev.synchronize(60_000);
+      const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
+      say({ what, ms, waitMicros: wait * 1000, hostMicros: (ms - wait) * 1000 });
+    };
+
+    await engine("engine", (i) => i, true);
+    const engSum = new StepSum(prog!);
+    await engine("engine again", (i) => i, true, engSum);
+    const pos0Sum = new StepSum(prog!);
+    await engine("engine pos 0", () => 0, false, pos0Sum);
+    await engine("engine pos 48", () => 48, false);
+    await bare("rec bare", false);
+    await bare("rec queued", true);
+
+    // The same plan over buffers of its own (bench/kernels.ts's allocProgram, random weights), position 0.
+    const bufs = allocProgram(dev0, prog!, 0, "random");
+    const ownSum = new StepSum(prog!);
+    let ownMs = NaN;
+    try {
+      const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
+      const steps: DeviceStep[] = prog!.steps.map((s): DeviceStep =>
+        s.k === "kernel"
+          ? { k: "kernel", compiled: dev0.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
+          : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
+      );
+      const own = dev0.record(steps);
+      try {
+        for (let i = 0; i < 3; i++) {
+          dev0.replay(own);
+          await dev0.synchronize(60_000);
+        }
+        dev.take();
+        const t1 = performance.now();
+        let wait = 0;
+        for (let i = 0; i < tokens; i++) {
+          dev0.replay(own);
+          const w0 = performance.now();
+          await dev0.synchronize(60_000);
+          wait += performance.now() - w0;
+          ownSum.add(stepTimes(own));
+        }
+        ownMs = (performance.now() - t1) / tokens;
+        say({ what: "own buffers", ms: ownMs, waitMicros: wait / tokens * 1000, hostMicros: (ownMs - wait / tokens) * 1000 });
+      } finally {
+        dev0.releaseRecording(own);
+      }
+      const mem2 = (dev0 as { memoryReport?: () => MemoryReport }).memoryReport?.();
+      if (mem2) console.log(`${entry} ${shape}: memory with both sets of buffers\n${formatMemory(mem2)}`);
+    } finally {
+      for (const b of bufs) dev0.free(b);
+    }
+    await engine("engine last", (i) => i, true);
+
+    const profiles = [
+      engSum.profile(`${name}:eng`, dev0.target.device, lines[1].ms),
+      pos0Sum.profile(`${name}:eng0`, dev0.target.device, lines[2].ms),
+      ownSum.profile(`${name}:own`, dev0.target.device, ownMs),
+    ].filter((p): p is Profile => p !== undefined);
+    if (profiles.length) {
+      console.log(`\n${entry} ${shape}: µs per launch by timestamps (eng: the Engine's recording at positions 0..${tokens - 1}; eng0: held at 0; own: own buffers at 0)`);
+      console.log(profiles.map((p) => `  ${p.backend}: ${p.deviceMs.toFixed(3)} ms of steps per token, wall ${p.wallMs.toFixed(3)} ms`).join("\n"));
+      console.log(kernelTable(profiles) + "\n");
+    } else if (profile) console.log(`${entry} ${shape}: the device wrote no timestamps`);
+  } catch (e) {
+    console.log(`${entry} ${shape}: failed: ${(e as Error).stack ?? e}`);
+  } finally {
+    await eng.unload().catch((e) => console.log(`${entry} ${shape}: unload failed: ${(e as Error).message}`));
+  }
+}
+
+async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, profile: { type: "boolean" }, cap: { type: "string" } },
+  });
+  const shapes = (values.shape ?? "llama-3.2-1b").split(",");
+  for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`--shape: unknown shape ${s}`);
+  const tokens = Number(values.tokens ?? 64), cap = Number(values.cap ?? 2048);
+  if (!Number.isInteger(tokens) || tokens < 1 || tokens + 4 > cap) throw new RangeError(`--tokens: 1..${cap - 4}`);
+  if (cap < 64) throw new RangeError("--cap: at least 64 (a phase holds the position at 48)");
+  for (const shape of shapes) for (const b of (values.backend ?? "vulkan,wgpu").split(",")) await gapOf(b, shape, tokens, values.profile ?? false, cap);
+  return 0;
+}
+
+if (import.meta.main) exit(await main(argv.slice(2)));
