@@ -8,6 +8,8 @@
 //   engine pos 48   held at 48
 //   rec bare        the Engine's own recording replayed and synchronized, no slot writes and no readback
 //   rec queued      the same replays queued back to back, one synchronize
+//   rec + writes    bare, with the Engine's slot writes of one step (same buffers, same bytes) before each replay
+//   rec + read      bare, with the Engine's readback of the token after each synchronize
 //   own buffers     the plan recorded over buffers bench/kernels.ts allocates (allocProgram, random weights)
 //   engine last     the Engine's loop once more, after all of that
 //
@@ -30,6 +32,22 @@ import { backendVariant } from "./kernels.ts";
 import { allocProgram, kernelTable, type Profile } from "./profile.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
+import type { DeviceBuffer } from "../backends/device.ts";
+
+/** TimedDevice that can keep the writes and reads of one Engine step, to replay them around a bare replay. */
+class CaptureDevice extends TimedDevice {
+  capture = false;
+  writes: [DeviceBuffer, number, Uint8Array][] = [];
+  reads: [DeviceBuffer, number, number][] = [];
+  override write(buf: DeviceBuffer, offset: number, data: Uint8Array): void {
+    if (this.capture) this.writes.push([buf, offset, data.slice()]);
+    super.write(buf, offset, data);
+  }
+  override read(buf: DeviceBuffer, offset: number, bytes: number): Promise<Uint8Array> {
+    if (this.capture) this.reads.push([buf, offset, bytes]);
+    return super.read(buf, offset, bytes);
+  }
+}
 
 interface Line {
   what: string;
@@ -93,7 +111,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     console.log(`${entry} ${shape}: skipped: ${dev0}`);
     return;
   }
-  const dev = new TimedDevice(dev0);
+  const dev = new CaptureDevice(dev0);
   const c = SHAPES[shape as keyof typeof SHAPES];
   const model = syntheticLlama(c, { dtype: "bf16", scratch: true });
   let prog: Program | undefined;
@@ -131,7 +149,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
       const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
       say({ what, ms, waitMicros: wait * 1000, hostMicros: (ms - wait) * 1000 });
     };
-    const bare = async (what: string, queued: boolean) => {
+    const bare = async (what: string, queued: boolean, writes = false, reads = false) => {
       for (let i = 0; i < 3; i++) {
         dev.replay(rec);
         await dev.synchronize(60_000);
@@ -139,8 +157,10 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
       dev.take();
       const t1 = performance.now();
       for (let i = 0; i < tokens; i++) {
+        if (writes) for (const [b, o, d] of dev.writes) dev.write(b, o, d);
         dev.replay(rec);
         if (!queued) await dev.synchronize(60_000);
+        if (reads) for (const [b, o, n] of dev.reads) await dev.read(b, o, n);
       }
       if (queued) await dev.synchronize(60_000);
       const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
@@ -153,8 +173,16 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     const pos0Sum = new StepSum(prog!);
     await engine("engine pos 0", () => 0, false, pos0Sum);
     await engine("engine pos 48", () => 48, false);
+    // one step's writes and reads, kept (position 0, token 1)
+    eng.resetState();
+    dev.capture = true;
+    await eng.step(id, { token: new Int32Array([1]), pos: new Int32Array([0]) });
+    dev.capture = false;
+    console.log(`${entry} ${shape}: a step writes ${dev.writes.map(([b, o, d]) => `${d.byteLength} B at ${o} of ${b.bytes}`).join(", ")}; reads ${dev.reads.map(([b, o, n]) => `${n} B at ${o} of ${b.bytes}`).join(", ")}`);
     await bare("rec bare", false);
     await bare("rec queued", true);
+    await bare("rec + writes", false, true);
+    await bare("rec + read", false, false, true);
 
     // The same plan over buffers of its own (bench/kernels.ts's allocProgram, random weights), position 0.
     const bufs = allocProgram(dev0, prog!, 0, "random");
