@@ -18,10 +18,12 @@
 // budget and usage), the memory types, and where the biggest buffers landed.
 //
 //   deno run -A bench/gap.ts --shape llama-3.2-1b,qwen2.5-0.5b --backend vulkan,wgpu [--tokens 64] [--profile]
+//   deno run -A bench/gap.ts --floor --backend vulkan,wgpu   (µs per dispatch of a tiny kernel: a chain where each
+//     dispatch depends on the one before, so a barrier sits between them, and one where none does)
 import { argv, exit } from "node:process";
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
-import type { Device, DeviceStep, Recording, StepTime } from "../backends/device.ts";
+import type { DeviceBuffer, DeviceStep, Recording, StepTime } from "../backends/device.ts";
 import type { MemoryReport } from "../backends/vulkan/memory.ts";
 import { probeBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -32,7 +34,8 @@ import { backendVariant } from "./kernels.ts";
 import { allocProgram, kernelTable, type Profile } from "./profile.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
-import type { DeviceBuffer } from "../backends/device.ts";
+import { KernelBuilder } from "../kernels/ir.ts";
+import { replayMicros } from "./kernels.ts";
 
 /** TimedDevice that can keep the writes and reads of one Engine step, to replay them around a bare replay. */
 class CaptureDevice extends TimedDevice {
@@ -240,11 +243,41 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
   }
 }
 
+/** µs per dispatch of a one-workgroup kernel, 400 in a recording: dependent (one buffer read and written by all) and independent. */
+async function floorOf(entry: string): Promise<void> {
+  const { name, opts } = backendVariant(entry, false);
+  const dev = await probeBackend(name, opts);
+  if (typeof dev === "string") {
+    console.log(`${entry} floor: skipped: ${dev}`);
+    return;
+  }
+  const b = new KernelBuilder("tiny", { workgroup: 32, grid: 1 });
+  const y = b.buffer("y", "u32", "rw");
+  b.if(b.lid.x.eq(0), () => b.store(y, 0, b.load(y, 0).add(1)));
+  const k = b.build(), n = 400;
+  const bufs = Array.from({ length: n }, () => dev.alloc(16, "device"));
+  try {
+    const c = dev.compile(k);
+    for (const x of bufs) dev.write(x, 0, new Uint8Array(16));
+    const step = (x: DeviceBuffer): DeviceStep => ({ k: "kernel", compiled: c, grid: [1, 1, 1], work: { bytes: 8, flops: 0 }, bindings: [{ buffer: x, offset: 0, bytes: 16 }] });
+    const dep = await replayMicros(dev, Array.from({ length: n }, () => step(bufs[0])), 4, n);
+    const ind = await replayMicros(dev, bufs.map(step), 4, n);
+    console.log(`${entry} floor: ${dep.toFixed(2)} µs per dependent dispatch (a barrier before each), ${ind.toFixed(2)} µs per independent one`);
+  } finally {
+    for (const x of bufs) dev.free(x);
+    await dev.destroy();
+  }
+}
+
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, profile: { type: "boolean" }, cap: { type: "string" } },
+    options: { shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, profile: { type: "boolean" }, cap: { type: "string" }, floor: { type: "boolean" } },
   });
+  if (values.floor) {
+    for (const b of (values.backend ?? "vulkan,wgpu").split(",")) await floorOf(b);
+    return 0;
+  }
   const shapes = (values.shape ?? "llama-3.2-1b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`--shape: unknown shape ${s}`);
   const tokens = Number(values.tokens ?? 64), cap = Number(values.cap ?? 2048);
