@@ -134,7 +134,9 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     const mem = (dev0 as { memoryReport?: () => MemoryReport }).memoryReport?.();
     if (mem) console.log(`${entry} ${shape}: memory after loading\n${formatMemory(mem)}`);
 
-    const engine = async (what: string, posAt: (i: number) => number, feed: boolean, sum?: StepSum) => {
+    const stats = (dev0 as { stats?: Record<string, number> }).stats;
+    let before: Record<string, number> | undefined;
+    const engine = async (what: string, posAt: (i: number) => number, feed: boolean, sum?: StepSum, withStats = false) => {
       eng.resetState();
       let tok = 1;
       for (let i = 0; i < 4; i++) tok = (await eng.step(id, { token: new Int32Array([feed ? tok : 1]), pos: new Int32Array([posAt(i)]) })).outputs.token[0];
@@ -142,6 +144,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
       tok = 1;
       const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
       dev.take();
+      if (withStats && stats) before = { ...stats };
       const t1 = performance.now();
       for (let i = 0; i < tokens; i++) {
         tokenBuf[0] = feed ? tok : 1;
@@ -172,7 +175,11 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
 
     await engine("engine", (i) => i, true);
     const engSum = new StepSum(prog!);
-    await engine("engine again", (i) => i, true, engSum);
+    await engine("engine again", (i) => i, true, engSum, true);
+    if (stats && before) {
+      const b = before, per = (k: string) => ((stats[k] - b[k]) / tokens).toFixed(k.endsWith("Micros") ? 0 : 2);
+      console.log(`${entry} ${shape}: device stats per step of "engine again": ${Object.keys(stats).filter((k) => typeof stats[k] === "number" && k !== "pipelines" && k !== "lastEncodeMicros").map((k) => `${k} ${per(k)}`).join(", ")}`);
+    }
     const pos0Sum = new StepSum(prog!);
     await engine("engine pos 0", () => 0, false, pos0Sum);
     await engine("engine pos 48", () => 48, false);
