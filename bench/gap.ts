@@ -240,7 +240,9 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     ].filter((p): p is Profile => p !== undefined);
     if (profiles.length) {
       console.log(`\n${entry} ${shape}: µs per launch by timestamps (eng: the Engine's recording at positions 0..${tokens - 1}; eng0: held at 0; own: own buffers at 0)`);
-      console.log(profiles.map((p) => `  ${p.backend}: ${p.deviceMs.toFixed(3)} ms of steps per token, wall ${p.wallMs.toFixed(3)} ms`).join("\n"));
+      // busy: from each dispatch's start to its end; the rest of an interval is the gap before the next starts
+      const busy = (p: Profile) => p.rows.reduce((a, r) => a + r.count * r.busy, 0) / 1000;
+      console.log(profiles.map((p) => `  ${p.backend}: ${p.deviceMs.toFixed(3)} ms of steps per token (${busy(p).toFixed(3)} ms busy), wall ${p.wallMs.toFixed(3)} ms`).join("\n"));
       console.log(kernelTable(profiles) + "\n");
     } else if (profile) console.log(`${entry} ${shape}: the device wrote no timestamps`);
   } catch (e) {
