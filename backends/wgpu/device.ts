@@ -56,7 +56,8 @@ export interface WgpuOptions extends WgpuOpenOptions {
   allReadWrite?: boolean;
   /**
    * Command buffers a replay of a recording is cut into, submitted one after another (default 1): the GPU starts
-   * on the first while wgpu still validates and tracks the others' resources in their submits.
+   * on the first while wgpu still validates and tracks the others' resources in their submits. On the H200 a
+   * submit of the whole qwen2.5-0.5b step costs ~95 µs, and 3 parts measured no faster (1.54 vs 1.52 ms a token).
    */
   submitParts?: number;
 }
