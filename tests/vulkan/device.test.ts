@@ -375,7 +375,7 @@ test("vulkan: memoryReport names heaps and types and counts this device's live b
   const a = d.alloc(3 << 20, "device"), b = d.alloc(100, "readback");
   const r = d.memoryReport();
   const added = (i: number) => r.types[i].bytes - base.types[i].bytes;
-  assert.equal(r.types.reduce((n, t, i) => n + added(i), 0), (3 << 20) + 112, "sizes rounded to 16 bytes");
+  assert.equal(r.types.reduce((n, _t, i) => n + added(i), 0), (3 << 20) + 112, "sizes rounded to 16 bytes");
   assert.deepEqual(r.large.slice(0, 1).map((x) => [x.bytes, x.usage]), [[3 << 20, "device"]]);
   assert.ok(r.types[r.large[0].type].bytes >= 3 << 20);
   assert.ok(r.types[r.large[0].type].flags.includes("DL") || !r.types.some((t) => t.flags.includes("DL")), "device memory where there is some");
