@@ -28,6 +28,8 @@ export function zeroTimes(): DeviceTimes {
 
 export class TimedDevice implements Device {
   times: DeviceTimes = zeroTimes();
+  /** Every recording made through this wrapper, in order (benches profile the Engine's own). */
+  readonly recordings: Recording[] = [];
   constructor(readonly inner: Device) {}
 
   get target(): TargetSet {
@@ -77,7 +79,9 @@ export class TimedDevice implements Device {
   record(steps: DeviceStep[]): Recording {
     const t0 = performance.now();
     try {
-      return this.inner.record(steps);
+      const rec = this.inner.record(steps);
+      this.recordings.push(rec);
+      return rec;
     } finally {
       this.times.record += performance.now() - t0;
     }

@@ -93,8 +93,9 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionSplits?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
-   * can, and so does the long-row argmax (lib.argmaxFused); default on Vulkan and WebGPU, whose every dispatch
-   * after a barrier pays a launch and a drain (4-7 µs on the H200 where PTX's PDL launches overlap), off elsewhere.
+   * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and
+   * WebGPU, whose every dispatch after a barrier pays a launch and a drain: 4-7 µs on the H200, where PTX's PDL
+   * launches overlap).
    */
   attentionFuse?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
@@ -254,7 +255,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
 
 /** CompileOptions.attentionFuse, resolved: whether split reductions combine in their own last team. */
 function fusesTails(cx: LowerContext): boolean {
-  return cx.opts.attentionFuse ?? (cx.backend === "vulkan" || cx.backend === "wgpu");
+  return cx.opts.attentionFuse ?? cx.caps.dispatchGap;
 }
 
 /**

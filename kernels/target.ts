@@ -27,6 +27,12 @@ export interface Caps {
   /** Byte alignment of a binding's offset into a buffer. */
   bindingAlign: number;
   /**
+   * Each dispatch that depends on the one before pays a launch and a drain of several µs (Vulkan and WebGPU:
+   * 4-7 µs on the H200, where PTX's programmatic dependent launch overlaps them). The lowering then folds split
+   * reductions' combine into their own last team (one dispatch, not two): decode attention and the vocab argmax.
+   */
+  dispatchGap: boolean;
+  /**
    * Warp matrix multiply-accumulate tiles (kernels/ir.ts MmaStmt: m16n8k16, bf16/f16 in, f32 accumulate) in
    * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
    */
@@ -62,4 +68,5 @@ export const JS_CAPS: Caps = {
   maxSharedBytes: 48 * 1024,
   maxBindingBytes: 2 ** 31,
   bindingAlign: 16,
+  dispatchGap: false,
 };

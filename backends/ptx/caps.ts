@@ -35,6 +35,8 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     maxBindingBytes: 2 ** 32,
     // 16-byte vector loads and stores need 16-byte aligned binding offsets.
     bindingAlign: 16,
+    // programmatic dependent launch overlaps a dependent kernel's launch with the previous one's tail
+    dispatchGap: false,
     // warp mma.sync m16n8k16 with bf16/f16 inputs and f32 accumulate (Ampere and newer)
     mma: a.ccMajor >= 8,
   };

@@ -59,6 +59,7 @@ export function rocmCaps(a: { wave: number; maxWorkgroupSize: number; gridMax: n
     maxSharedBytes: a.ldsBytes,
     maxBindingBytes: 2 ** 32,
     bindingAlign: 16,
+    dispatchGap: false,
     mma: false,
   };
 }

@@ -15,7 +15,7 @@ import type { TargetSet } from "../../kernels/target.ts";
 import { type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { type Context, type Enabled, openContext, type VulkanOptions } from "./context.ts";
-import { allZero, createBuf, destroyBuf, type VkBuf } from "./memory.ts";
+import { allZero, createBuf, destroyBuf, type MemoryReport, memoryReport, type VkBuf } from "./memory.ts";
 import { buildRecording, cmdHostBarrier, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
 
 export type { VulkanOptions } from "./context.ts";
@@ -369,6 +369,11 @@ export class VulkanDevice implements Device {
     if (!ts || !r.queries || !r.timed || r.released || this.#poisoned !== undefined) return undefined;
     const ticks = this.#vk("reading timestamps", () => this.#ctx.api.queryResults(this.#ctx.device, r.queries, 0, 2 * r.steps));
     return stepTimesOf(ticks, ts.nsPerTick, ts.validBits);
+  }
+
+  /** Heaps (with budgets where the driver reports them), memory types, and where this device's buffers live. */
+  memoryReport(): MemoryReport {
+    return memoryReport(this.#ctx, this.#buffers);
   }
 
   /** What the device offers the renderer beyond Caps (subgroup operations and sizes, timestamps). */

@@ -28,13 +28,13 @@ export interface Renderer<O, M> {
 const GPU: Caps = {
   subgroups: true, subgroupSize: 32, f16: true, storage16: true, storage8: true, trap: false,
   maxWorkgroupSize: 1024, maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 48 * 1024,
-  maxBindingBytes: 2 ** 31, bindingAlign: 256,
+  maxBindingBytes: 2 ** 31, bindingAlign: 256, dispatchGap: true,
 };
 
 export const RENDERERS = {
   ptx: {
     backend: "ptx", ext: "ptx",
-    caps: { ...GPU, trap: true, maxWorkgroupsPerDim: [2 ** 31 - 1, 65535, 65535] },
+    caps: { ...GPU, trap: true, dispatchGap: false, maxWorkgroupsPerDim: [2 ** 31 - 1, 65535, 65535] },
     // PTX reads no Caps: the architecture (opts.sm) picks instructions; checks always trap.
     render: (k: Kernel, _caps: Caps, opts: PtxOptions = { sm: 90 }) => renderPtx(k, opts),
     source: (m: PtxModule) => m.ptx,

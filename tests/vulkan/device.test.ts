@@ -366,6 +366,24 @@ test("vulkan: device-only memory goes through staging (upload, zero fill, readba
   await d.destroy();
 });
 
+test("vulkan: memoryReport names heaps and types and counts this device's live buffers where they landed", { skip, timeout: 120_000 }, () => {
+  const d = dev();
+  const base = d.memoryReport();
+  assert.ok(base.heaps.length >= 1 && base.types.length >= 1);
+  assert.ok(base.heaps.every((h) => h.bytes > 0 && (h.budget === undefined || h.budget >= 0)));
+  assert.ok(base.types.every((t) => t.heap < base.heaps.length && /^(-|(DL|HV|HC|CA)(\|(HV|HC|CA))*)$/.test(t.flags)));
+  const a = d.alloc(3 << 20, "device"), b = d.alloc(100, "readback");
+  const r = d.memoryReport();
+  const added = (i: number) => r.types[i].bytes - base.types[i].bytes;
+  assert.equal(r.types.reduce((n, _t, i) => n + added(i), 0), (3 << 20) + 112, "sizes rounded to 16 bytes");
+  assert.deepEqual(r.large.slice(0, 1).map((x) => [x.bytes, x.usage]), [[3 << 20, "device"]]);
+  assert.ok(r.types[r.large[0].type].bytes >= 3 << 20);
+  assert.ok(r.types[r.large[0].type].flags.includes("DL") || !r.types.some((t) => t.flags.includes("DL")), "device memory where there is some");
+  d.free(a);
+  d.free(b);
+  assert.deepEqual(d.memoryReport().types.map((t) => t.bytes), base.types.map((t) => t.bytes));
+});
+
 test("vulkan: a device without robustBufferAccess is refused with Unsupported (fake loader)", () => {
   let closed = 0;
   const fake = {

@@ -20,7 +20,7 @@ import { features } from "../devices/features.ts";
 /** lavapipe's capabilities, and the same target without 16/8-bit storage, and a bare Vulkan 1.1 device. */
 const FULL: Caps = {
   subgroups: true, subgroupSize: 8, f16: true, storage16: true, storage8: true, trap: false, maxWorkgroupSize: 1024,
-  maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 32768, maxBindingBytes: 1 << 27, bindingAlign: 16,
+  maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 32768, maxBindingBytes: 1 << 27, bindingAlign: 16, dispatchGap: true,
 };
 const WORDS: Caps = { ...FULL, storage16: false, storage8: false, subgroupSize: 32 };
 const BARE: Caps = { ...WORDS, subgroups: false, subgroupSize: 0, f16: false };

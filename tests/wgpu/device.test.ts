@@ -66,9 +66,19 @@ test("wgpu device: capture (cached list) vs eager encoding, and one pass vs a pa
   if (typeof pp === "string") throw new Error(pp);
   const sep = await pipeline(pp, xs, false);
   await pp.destroy();
+  // a replay cut into 3 command buffers (submitParts): 3 submits per replay, the same bytes
+  const parted = await probe({ submitParts: 3 });
+  if (typeof parted === "string") throw new Error(parted);
+  const p0 = { ...parted.stats };
+  const parts = await pipeline(parted, xs, false);
+  const submits = parted.stats.submits - p0.submits, replays = parted.stats.replays - p0.replays;
+  await parted.destroy();
+  assert.equal(replays, 3);
+  assert.ok(submits >= 3 * replays, `${submits} submits for ${replays} replays cut in 3`);
   for (let i = 0; i < cap.length; i++) {
     assert.deepEqual(wordDiffs(cap[i], eager[i]), [], `output ${i}: capture vs eager`);
     assert.deepEqual(wordDiffs(cap[i], sep[i]), [], `output ${i}: one pass vs pass per dispatch`);
+    assert.deepEqual(wordDiffs(cap[i], parts[i]), [], `output ${i}: one command buffer vs three`);
   }
   // the argmax is a real index and the copies landed: probs[0..7] copied within the arena, then 11 bytes from +2
   for (let i = 0; i < 3; i++) {
@@ -203,6 +213,31 @@ test("wgpu device: readback buffers are snapshot at synchronize (no second map);
   d.releaseRecording(rec);
   d.free(src);
   d.free(rb);
+});
+
+test("wgpu device: an eager run with nothing to read back is not mapped when a replay follows it (one map for both)", { skip }, async () => {
+  const d = dev as WgpuDevice;
+  const src = d.alloc(16, "device"), rb = d.alloc(16, "readback"), big = d.alloc(4096, "device");
+  const rec = d.record([{ k: "copy", src: bind(src, 0, 16), dst: bind(rb, 0, 16), work: W0 }]);
+  d.write(big, 0, new Uint8Array(4096).fill(7));
+  d.write(src, 0, new Uint8Array(16).fill(3));
+  const fill = lib.zeroFill(d.target.caps, 1024);
+  const c = d.compile(fill);
+  await d.synchronize(10_000);
+  const s0 = { ...d.stats };
+  d.run([{ k: "kernel", compiled: c, grid: fill.grid, work: W0, bindings: [bind(big, 0, 4096)] }]);
+  d.replay(rec);
+  await d.synchronize(10_000);
+  assert.equal(d.stats.maps - s0.maps, 1, "the replay's map covers the fill submitted before it");
+  assert.deepEqual([...await d.read(rb, 0, 16)], Array(16).fill(3));
+  assert.deepEqual([...await d.read(big, 0, 4096)], Array(4096).fill(0), "the fill ran");
+  // alone, the run's own staging is mapped (nothing after it to wait on)
+  const s1 = { ...d.stats };
+  d.run([{ k: "kernel", compiled: c, grid: fill.grid, work: W0, bindings: [bind(big, 0, 4096)] }]);
+  await d.synchronize(10_000);
+  assert.equal(d.stats.maps - s1.maps, 1);
+  d.releaseRecording(rec);
+  for (const b of [src, rb, big]) d.free(b);
 });
 
 test("wgpu device: a replay's staging is read as soon as its map happens (early maps, no promise wait), the next command buffer is encoded ahead, values exact", { skip }, async () => {

@@ -48,6 +48,8 @@ export function amdCaps(t: AmdTarget): Caps {
     maxSharedBytes: t.ldsBytes,
     maxBindingBytes: 2 ** 31,
     bindingAlign: 256,
+    // AQL packets' barrier bits chain dispatches on the device: no fused tails (not measured as a gap).
+    dispatchGap: false,
     mma: false,
   };
 }

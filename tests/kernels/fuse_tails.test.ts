@@ -1,0 +1,43 @@
+// The fused tails (split-K attention and the vocab argmax combining in their own last team) follow the target's
+// Caps.dispatchGap, not its backend's name: a Vulkan target without the gap keeps two dispatches, a JS target
+// with it gets one, and CompileOptions.attentionFuse overrides either way.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import { RENDERERS } from "../../kernels/render/mod.ts";
+import type { Backend, Caps } from "../../kernels/target.ts";
+import { familyOf } from "../../llm/registry.ts";
+import { SHAPES } from "../../bench/shapes.ts";
+
+function kernels(backend: Backend, caps: Caps, opts: CompileOptions = {}): string[] {
+  const { tracer, logits } = familyOf("llama").trace(SHAPES["llama-3.2-1b"], { rows: 1, cap: 2048, kvDtype: "f16" }, {
+    dtypeOf: (r) => (r.role.endsWith("norm") ? "f32" : "bf16"),
+  });
+  tracer.output("token", tracer.argmax(logits, 1));
+  const prog = compileGraph(tracer.build(), { backend, device: "test", caps, memory: { totalBytes: 2 ** 34 }, watchdogBudget: 0 }, opts);
+  return prog.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+}
+
+const fused = (names: string[]) => ({
+  attention: names.filter((n) => n.startsWith("attention_fused")).length,
+  combine: names.filter((n) => n.startsWith("attention_combine")).length,
+  argmax: names.filter((n) => n.startsWith("argmax_fused")).length,
+  argmaxCombine: names.filter((n) => n.startsWith("argmax_combine")).length,
+});
+
+const GPU = RENDERERS.spirv.caps;
+
+test("fused tails follow Caps.dispatchGap whatever the backend", () => {
+  assert.equal(GPU.dispatchGap, true);
+  for (const backend of ["vulkan", "wgpu", "js", "ptx"] as const) {
+    const on = fused(kernels(backend, { ...GPU, dispatchGap: true }));
+    assert.deepEqual(on, { attention: 16, combine: 0, argmax: 1, argmaxCombine: 0 }, `${backend} with the gap`);
+    const off = fused(kernels(backend, { ...GPU, dispatchGap: false }));
+    assert.deepEqual(off, { attention: 0, combine: 16, argmax: 0, argmaxCombine: 1 }, `${backend} without the gap`);
+  }
+});
+
+test("CompileOptions.attentionFuse overrides Caps.dispatchGap both ways", () => {
+  assert.equal(fused(kernels("vulkan", { ...GPU, dispatchGap: true }, { attentionFuse: false })).attention, 0);
+  assert.equal(fused(kernels("ptx", { ...GPU, dispatchGap: false }, { attentionFuse: true })).attention, 16);
+});
