@@ -47,6 +47,8 @@ export interface StepResult {
   hostMicros: number;
   /** Of hostMicros, the time spent waiting for the device (synchronize). */
   waitMicros: number;
+  /** Of hostMicros, the slot writes and the replay call (the rest besides the wait: the readbacks). */
+  submitMicros?: number;
 }
 
 export interface ExecutorStats {
@@ -326,6 +328,7 @@ export class Engine<D extends Device> implements Executor {
     try {
       if (opts.eager) this.device.run(e.steps);
       else this.device.replay(e.rec);
+      const submitMicros = (performance.now() - t0) * 1000;
       this.replays++;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
       const outputs = await this.bounded("synchronize", this.collect(e));
@@ -337,7 +340,7 @@ export class Engine<D extends Device> implements Executor {
         this.recent.shift();
         this.recentWait.shift();
       }
-      return { outputs, hostMicros, waitMicros };
+      return { outputs, hostMicros, waitMicros, submitMicros };
     } catch (err) {
       e.needsReset = true;
       for (const s of this.state.values()) if (s.users.has(id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
