@@ -437,7 +437,11 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
       zTarget = b.let(topP.mul(zAll), "f32", "zt");
     }
     // With no filter on, no cut can cover the kept set: the search reads nothing (its reductions still run).
-    const search = b.let(kOn.or(pOn).or(mOn), "bool", "search");
+    // Nor when the bracket is already hopeless: a cut within `cap` lies above lo2 (more than `cap` logits are
+    // >= lo2) and a covering cut below hi (cover and counts fall as the cut rises), so lo2 >= hi leaves none:
+    // each step would only move lo2 up. A flat row under top-p near 1: the parts' pivots say so at once, and
+    // the 12 passes over the row on one workgroup are skipped (the slow path follows either way).
+    const search = b.let(kOn.or(pOn).or(mOn).and(lo2.lt(hi)), "bool", "search");
     b.for(u32(0), u32(steps), 1, () => {
       const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
       const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
