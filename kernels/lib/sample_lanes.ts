@@ -1,0 +1,120 @@
+// Building blocks of the `sample` kernel (kernels/lib/sample.ts): cross-lane reductions and scans over one
+// workgroup in the three layouts it runs in (one lane, subgroups, a shared-memory tree), the u32 order keys
+// of floats its radix search runs over, and the counter-based hash of its RNG (graph/sample.ts states it).
+import { f32, type KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+import type { SampleLayout } from "./sample.ts";
+
+/** Cross-lane reductions and scans of f32 values over one workgroup (exact for integers below 2^24). */
+export class Lanes {
+  private readonly sgScratch?: Shared;
+  private readonly scanScratch?: Shared;
+  /** Which half of the reduction scratch the next reduction uses; flipped at run time (calls sit in loops). */
+  private readonly parity?: Val;
+  readonly lid: Val;
+  constructor(private readonly b: KernelBuilder, private readonly L: SampleLayout, private readonly sg: number, private readonly nv: number) {
+    this.lid = L.lanes === 1 ? u32(0) : b.lid.x;
+    if (L.mode === "subgroup") {
+      const nsg = L.lanes / sg;
+      this.sgScratch = b.shared("red", "f32", 2 * nv * nsg);
+      this.scanScratch = b.shared("scan", "f32", nsg);
+      this.parity = b.let(u32(0), "u32", "par");
+    } else if (L.mode === "tree") {
+      this.sgScratch = b.shared("red", "f32", nv * L.lanes);
+      this.scanScratch = b.shared("scan", "f32", L.lanes);
+    }
+  }
+
+  /** op over the workgroup of each value; every lane gets the results. Every lane must call it. */
+  reduce(op: "add" | "max", vals: Val[]): Val[] {
+    const { b, L } = this;
+    if (vals.length > this.nv) throw new KernelError(`sample: ${vals.length} values in one reduction`);
+    if (L.mode === "one") return vals.map((v) => b.let(v, "f32", "r"));
+    const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
+    if (L.mode === "subgroup") {
+      // Subgroups reduce; lane 0 of each stores its result; then every subgroup reduces those (the same
+      // values in the same order, so every lane gets the same bits). Double-buffered: no trailing barrier.
+      const nsg = L.lanes / this.sg, s = this.sgScratch!;
+      const at = b.let(this.parity!.mul(this.nv * nsg), "u32", "at");
+      b.set(this.parity!, this.parity!.xor(u32(1)));
+      const part = vals.map((v) => b.let(b.subgroupReduce(op, v), "f32", "p"));
+      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+      b.if(lane.eq(u32(0)), () => part.forEach((p, k) => b.sstore(s, sgid.add(at).add(k * nsg), p)));
+      b.barrier();
+      return vals.map((_, k) => {
+        const x = b.let(f32(op === "add" ? 0 : -Infinity), "f32", "q");
+        if (nsg <= this.sg) b.if(lane.lt(nsg), () => b.set(x, b.sload(s, lane.add(at).add(k * nsg))));
+        else b.for(lane, u32(nsg), this.sg, (j) => b.set(x, comb(x, b.sload(s, j.add(at).add(k * nsg)))));
+        return b.let(b.subgroupReduce(op, x), "f32", "r");
+      });
+    }
+    const s = this.sgScratch!, W = L.lanes, lid = this.lid;
+    vals.forEach((v, k) => b.sstore(s, lid.add(k * W), v));
+    b.barrier();
+    for (let h = W / 2; h >= 1; h /= 2) {
+      b.if(lid.lt(h), () => vals.forEach((_, k) => b.sstore(s, lid.add(k * W), comb(b.sload(s, lid.add(k * W)), b.sload(s, lid.add(k * W + h))))));
+      b.barrier();
+    }
+    const out = vals.map((_, k) => b.let(b.sload(s, k * W), "f32", "r"));
+    b.barrier();
+    return out;
+  }
+
+  /** Exclusive prefix sum of v over lanes in lane order, and the total. Every lane must call it. */
+  scan(v: Val): { excl: Val; total: Val } {
+    const { b, L } = this;
+    if (L.mode === "one") return { excl: f32(0), total: v };
+    const s = this.scanScratch!;
+    if (L.mode === "subgroup") {
+      const S = this.sg, nsg = L.lanes / S;
+      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+      const x = b.let(v, "f32", "sc");
+      for (let d = 1; d < S; d *= 2) {
+        const up = lane.ge(d);
+        const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
+        b.set(x, x.add(up.select(y, f32(0))));
+      }
+      const prev = b.let(b.shuffle("idx", x, lane.ge(1).select(lane.sub(1), u32(0))), "f32", "sp");
+      b.if(lane.eq(u32(S - 1)), () => b.sstore(s, sgid, x));
+      b.barrier();
+      const base = b.let(f32(0), "f32", "sb"), total = b.let(f32(0), "f32", "st");
+      b.for(u32(0), u32(nsg), 1, (g) => {
+        const t = b.let(b.sload(s, g), "f32", "sg");
+        b.set(base, base.add(g.lt(sgid).select(t, f32(0))));
+        b.set(total, total.add(t));
+      });
+      b.barrier();
+      return { excl: b.let(base.add(lane.ge(1).select(prev, f32(0))), "f32", "ex"), total };
+    }
+    const W = L.lanes, lid = this.lid;
+    b.sstore(s, lid, v);
+    b.barrier();
+    for (let d = 1; d < W; d *= 2) {
+      const t = b.let(lid.ge(d).select(b.sload(s, lid.ge(d).select(lid.sub(d), u32(0))), f32(0)), "f32", "ht");
+      b.barrier();
+      b.sstore(s, lid, b.sload(s, lid).add(t));
+      b.barrier();
+    }
+    const excl = b.let(lid.ge(1).select(b.sload(s, lid.ge(1).select(lid.sub(1), u32(0))), f32(0)), "f32", "ex");
+    const total = b.let(b.sload(s, W - 1), "f32", "st");
+    b.barrier();
+    return { excl, total };
+  }
+}
+
+/** u32 keys that order like the floats (-0 is +0; only finite values are keyed). */
+export function orderKey(b: KernelBuilder, x: Val): Val {
+  const raw = b.let(x.bitcast("u32"), "u32", "kb");
+  const bits = raw.eq(u32(0x80000000)).select(u32(0), raw);
+  const mask = u32(0).sub(bits.shr(31)).or(u32(0x80000000));
+  return b.let(bits.xor(mask), "u32", "key");
+}
+
+/** Wellons' triple32, as graph/sample.ts mix32. */
+export function mix32(b: KernelBuilder, v: Val): Val {
+  const x = b.let(v, "u32", "h");
+  b.set(x, x.xor(x.shr(17)).mul(u32(0xed5ad4bb)));
+  b.set(x, x.xor(x.shr(11)).mul(u32(0xac4c1b51)));
+  b.set(x, x.xor(x.shr(15)).mul(u32(0x31848bab)));
+  b.set(x, x.xor(x.shr(14)));
+  return x;
+}
