@@ -76,6 +76,20 @@ export class Lanes {
       const prev = b.let(b.shuffle("idx", x, lane.ge(1).select(lane.sub(1), u32(0))), "f32", "sp");
       b.if(lane.eq(u32(S - 1)), () => b.sstore(s, sgid, x));
       b.barrier();
+      if (nsg <= S) {
+        // The subgroups' totals scanned across the lanes of every subgroup (log2 shuffles), not summed one by
+        // one per lane (a dependent chain of nsg shared loads: ~1 µs at 32 subgroups).
+        const t = b.let(lane.lt(u32(nsg)).select(b.sload(s, lane.min(u32(nsg - 1))), f32(0)), "f32", "sg");
+        for (let d = 1; d < nsg; d *= 2) {
+          const up = lane.ge(d);
+          const y = b.let(b.shuffle("idx", t, up.select(lane.sub(d), lane)), "f32", "sy");
+          b.set(t, t.add(up.select(y, f32(0))));
+        }
+        const before = b.let(b.shuffle("idx", t, sgid.ge(1).select(sgid.sub(1), u32(0))), "f32", "sb");
+        const total = b.let(b.shuffle("idx", t, u32(nsg - 1)), "f32", "st");
+        b.barrier();
+        return { excl: b.let(sgid.ge(1).select(before, f32(0)).add(lane.ge(1).select(prev, f32(0))), "f32", "ex"), total };
+      }
       const base = b.let(f32(0), "f32", "sb"), total = b.let(f32(0), "f32", "st");
       b.for(u32(0), u32(nsg), 1, (g) => {
         const t = b.let(b.sload(s, g), "f32", "sg");
