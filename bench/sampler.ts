@@ -95,11 +95,13 @@ const bias = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [(i * 2503)
 const penalties: SamplerParams = { repeatPenalty: 1.1, frequencyPenalty: 0.5, presencePenalty: 0.5, logitBias: bias };
 
 /** The rows of the table: which entry, which parameters, a JSON mask or not. */
-const KINDS: Record<string, { full: boolean; p: SamplerParams; json?: boolean; what: string }> = {
+const KINDS: Record<string, { full: boolean; p: SamplerParams; json?: boolean; shadow?: SamplerParams; what: string }> = {
   greedy: { full: false, p: { temperature: 0 }, what: "plain entry, temperature 0" },
   idle: { full: true, p: { temperature: 0 }, what: "full entry, temperature 0, nothing asked" },
   lp5: { full: true, p: { temperature: 0, topLogprobs: 5 }, what: "full entry, temperature 0, top-5 logprobs" },
   pen: { full: true, p: { temperature: 0, ...penalties }, what: "full entry, temperature 0, penalties + 50 bias" },
+  // pen's host work (its slot values encoded, then discarded) with idle's device work: pen's cost split
+  penh: { full: true, p: { temperature: 0 }, shadow: { temperature: 0, ...penalties }, what: "idle's slots after encoding pen's (pen's host cost alone)" },
   t08: { full: false, p: { temperature: 0.8, seed: 1 }, what: "plain entry, temperature 0.8" },
   full: { full: true, p: { temperature: 0.8, seed: 1, topLogprobs: 5, ...penalties }, what: "T 0.8 + penalties + bias + top-5 logprobs" },
   fullp: { full: true, p: { temperature: 0.8, topP: 0.95, seed: 1, topLogprobs: 5, ...penalties }, what: "full + top-p 0.95 (flat synthetic row)" },
@@ -141,6 +143,10 @@ async function run(kind: string, n = steps): Promise<Timing> {
         mask = new Uint32Array(m.buffer, m.byteOffset, Math.ceil(V / 32));
         hostMaskStep = performance.now() - h0;
         hostMask += hostMaskStep;
+      }
+      if (k.shadow) {
+        slots.set(0, k.shadow, pos, { history, eog: [V - 1], mask, countsRow: 0 });
+        slots.uploads();
       }
       slots.set(0, k.p, pos, { history, eog: [V - 1], mask, countsRow: 0 });
       // as the Driver: the step writes its input token's word of the counts row
