@@ -30,6 +30,7 @@ export class Lanes {
     if (vals.length > this.nv) throw new KernelError(`sample: ${vals.length} values in one reduction`);
     if (L.mode === "one") return vals.map((v) => b.let(v, "f32", "r"));
     const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
+    if (L.mode === "subgroup" && vals.length >= 2 && pow2(vals.length) <= this.sg) return this.reduceMany(op, vals);
     if (L.mode === "subgroup") {
       // Subgroups reduce; lane 0 of each stores its result; then every subgroup reduces those (the same
       // values in the same order, so every lane gets the same bits). Double-buffered: no trailing barrier.
@@ -57,6 +58,51 @@ export class Lanes {
     const out = vals.map((_, k) => b.let(b.sload(s, k * W), "f32", "r"));
     b.barrier();
     return out;
+  }
+
+  /**
+   * reduce() of n >= 2 values in subgroup mode, n rounded up to N (a power of two) <= the subgroup size S:
+   * a butterfly that halves the values each lane carries at every step (N − 1 + log2(S/N) shuffles in all,
+   * where one reduction per value takes n·log2(S)), so that lane l ends with the subgroup's result for value
+   * l / (S/N). The subgroups' results meet in shared memory and every subgroup reduces them the same way,
+   * then each value is read from the lane that holds it. Every lane gets the same bits: the last step adds
+   * the same two partials in both lanes of a pair, and every subgroup does the same arithmetic.
+   */
+  private reduceMany(op: "add" | "max", vals: Val[]): Val[] {
+    const { b, L } = this;
+    const S = this.sg, n = vals.length, N = pow2(n), per = S / N, nsg = L.lanes / S, s = this.sgScratch!;
+    const id = f32(op === "add" ? 0 : -Infinity);
+    const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
+    const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+    const butterfly = (xs: Val[]): Val => {
+      let v = [...xs, ...Array.from({ length: N - n }, () => id)];
+      let d = S / 2;
+      while (v.length > 1) { // keep one half (the upper where this lane's bit d is set), add the partner's copy
+        const half = v.length / 2, upper = b.let(lane.and(u32(d)).ne(u32(0)), "bool", "bu");
+        v = Array.from({ length: half }, (_, i) => {
+          const got = b.let(b.shuffle("xor", upper.select(v[i], v[half + i]), u32(d)), "f32", "bg");
+          return b.let(comb(upper.select(v[half + i], v[i]), got), "f32", "bk");
+        });
+        d /= 2;
+      }
+      let x = v[0];
+      for (; d >= 1; d /= 2) x = b.let(comb(x, b.shuffle("xor", x, u32(d))), "f32", "bx");
+      return x;
+    };
+    const at = b.let(this.parity!.mul(this.nv * nsg), "u32", "at");
+    b.set(this.parity!, this.parity!.xor(u32(1)));
+    const mine = butterfly(vals.map((v) => b.let(v, "f32", "bv")));
+    const slot = b.let(lane.div(u32(per)), "u32", "bslot");
+    b.if(lane.mod(u32(per)).eq(u32(0)).and(slot.lt(u32(n))), () => b.sstore(s, slot.mul(u32(nsg)).add(sgid).add(at), mine));
+    b.barrier();
+    const parts = vals.map((_, k) => {
+      const x = b.let(id, "f32", "bq");
+      if (nsg <= S) b.if(lane.lt(u32(nsg)), () => b.set(x, b.sload(s, lane.add(at).add(k * nsg))));
+      else b.for(lane, u32(nsg), S, (j) => b.set(x, comb(x, b.sload(s, j.add(at).add(k * nsg)))));
+      return x;
+    });
+    const all = butterfly(parts);
+    return vals.map((_, k) => b.let(b.shuffle("idx", all, u32(k * per)), "f32", "r"));
   }
 
   /** Exclusive prefix sum of v over lanes in lane order, and the total. Every lane must call it. */
@@ -131,4 +177,11 @@ export function mix32(b: KernelBuilder, v: Val): Val {
   b.set(x, x.xor(x.shr(15)).mul(u32(0x31848bab)));
   b.set(x, x.xor(x.shr(14)));
   return x;
+}
+
+/** The least power of two >= n. */
+function pow2(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
 }
