@@ -34,7 +34,7 @@ import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
 import { bracket } from "./sample_bracket.ts";
-import { Lanes, mix32, orderKey } from "./sample_lanes.ts";
+import { compactInOrder, Lanes, mix32, orderKey } from "./sample_lanes.ts";
 
 export interface SampleShape {
   rows: number;
@@ -366,17 +366,25 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     listed = br ? b.let(isFast.or(br.list), "bool", "listed") : isFast;
     const lower = br ? b.let(isFast.select(cut, br.lo), "f32", "llo") : cut;
     const inList = (x: Val): Val => (br ? x.ge(lower).and(isFast.or(x.lt(br.hi))) : x.ge(cut));
-    // Compaction in index order: count this lane's slice, scan, write.
-    const mine = b.let(u32(0), "u32", "mine");
-    overRow(listed, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
-    const { excl, total } = lanes.scan(mine.cast("f32"));
-    const at = b.let(excl.cast("u32"), "u32", "at");
-    overRow(listed, (i, x) => b.if(inList(x).and(at.lt(u32(CAP))), () => {
+    const put = (at: Val, i: Val, x: Val) => b.if(at.lt(u32(CAP)), () => {
       b.sstore(sIdx!, at, i);
       b.sstore(sKey, at, orderKey(b, x));
       b.sstore(sW, at, wOf(x));
-      b.set(at, at.add(1));
-    }), true);
+    });
+    let total: Val;
+    if (L.mode === "subgroup") { // coalesced, in index order (sample_lanes.ts)
+      total = compactInOrder(b, lanes, { X, base, V, vw, S: sg, nsg: W / sg, active: listed, keep: inList, put });
+    } else { // in index order: count this lane's slice, scan, write
+      const mine = b.let(u32(0), "u32", "mine");
+      overRow(listed, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
+      const scan = lanes.scan(mine.cast("f32"));
+      total = scan.total;
+      const at = b.let(scan.excl.cast("u32"), "u32", "at");
+      overRow(listed, (i, x) => b.if(inList(x), () => {
+        put(at, i, x);
+        b.set(at, at.add(1));
+      }), true);
+    }
     b.barrier();
     nFast = b.let(listed.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
     nSlow = b.let(listed.select(u32(0), u32(V)), "u32", "nSlow");

@@ -1,7 +1,7 @@
 // Building blocks of the `sample` kernel (kernels/lib/sample.ts): cross-lane reductions and scans over one
 // workgroup in the three layouts it runs in (one lane, subgroups, a shared-memory tree), the u32 order keys
 // of floats its radix search runs over, and the counter-based hash of its RNG (graph/sample.ts states it).
-import { f32, type KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+import { type Buffer, f32, type KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { SampleLayout } from "./sample.ts";
 
 /** Cross-lane reductions and scans of f32 values over one workgroup (exact for integers below 2^24). */
@@ -184,4 +184,51 @@ function pow2(n: number): number {
   let p = 1;
   while (p < n) p *= 2;
   return p;
+}
+
+/**
+ * The logits of a row that `keep` passes, into a list in index order (subgroup mode), read coalesced: subgroup g
+ * owns the g-th contiguous segment of the row and walks it in chunks of S·vw (lane l: the vw logits at l·vw),
+ * a shuffle scan orders a chunk's matches across its lanes, and a scan of the subgroups' counts over the
+ * workgroup places the segments. (One contiguous slice per lane would read a row with every lane of a subgroup
+ * on another cache line.) `put(at, i, x)` stores entry `at` (the caller bounds it); returns how many passed.
+ */
+export function compactInOrder(b: KernelBuilder, lanes: Lanes, o: {
+  X: Buffer; base: Val; V: number; vw: number; S: number; nsg: number; active: Val;
+  keep: (x: Val) => Val; put: (at: Val, i: Val, x: Val) => void;
+}): Val {
+  const { X, base, V, vw, S, nsg } = o;
+  const chunk = S * vw, seg = Math.ceil(Math.ceil(V / nsg) / chunk) * chunk;
+  const lane = b.builtin("lane"), sgid = b.builtin("sgid");
+  const g0 = b.let(sgid.mul(u32(seg)).min(u32(V)), "u32", "cg0");
+  const g1 = b.let(o.active.select(g0.add(u32(seg)).min(u32(V)), g0), "u32", "cg1");
+  // chunk c: this lane's vw logits (a lane past the segment's end loads the chunk's first and keeps none)
+  const over = (f: (i: Val, xs: Val[], ok: Val) => void) => b.for(g0, g1, chunk, (c) => {
+    const i = b.let(c.add(lane.mul(u32(vw))), "u32", "ci");
+    const ok = b.let(i.lt(g1), "bool", "cok");
+    const at = base.add(ok.select(i, c));
+    f(i, vw > 1 ? b.loadv(X, at, vw) : [b.load(X, at)], ok);
+  });
+  const n = b.let(u32(0), "u32", "cn");
+  over((_, xs, ok) => xs.forEach((x) => b.if(ok.and(o.keep(x)), () => b.set(n, n.add(u32(1))))));
+  const mine = b.let(b.subgroupReduce("add", n.cast("f32")), "f32", "cw");
+  const { excl, total } = lanes.scan(lane.eq(u32(0)).select(mine, f32(0)));
+  const at = b.let(b.shuffle("idx", excl, u32(0)).cast("u32"), "u32", "cat");
+  over((i, xs, ok) => {
+    const kept = xs.map((x) => b.let(ok.and(o.keep(x)), "bool", "ck"));
+    const c = b.let(kept.reduce((a: Val, k) => a.add(k.select(f32(1), f32(0))), f32(0)), "f32", "cc");
+    const inc = b.let(c, "f32", "cinc");
+    for (let d = 1; d < S; d *= 2) {
+      const up = lane.ge(d);
+      const y = b.let(b.shuffle("idx", inc, up.select(lane.sub(d), lane)), "f32", "cy");
+      b.set(inc, inc.add(up.select(y, f32(0))));
+    }
+    const pos = b.let(at.add(inc.sub(c).cast("u32")), "u32", "cpos");
+    xs.forEach((x, e) => b.if(kept[e], () => {
+      o.put(pos, e ? i.add(e) : i, x);
+      b.set(pos, pos.add(u32(1)));
+    }));
+    b.set(at, at.add(b.shuffle("idx", inc, u32(S - 1)).cast("u32")));
+  });
+  return total;
 }
