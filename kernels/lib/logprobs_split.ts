@@ -113,15 +113,43 @@ export function logprobsPart(caps: Caps, s: LogprobsSplitShape): Kernel {
     });
   };
   const NEG = f32(-Infinity);
+  // The lane's best logit (largest, then lowest index; NaN never) among those `eligible` passes: over registers
+  // a tree of pairs (the candidates in index order, so a tie keeps the left one), 5 steps deep rather than a
+  // chain through all 32; over memory a running best.
+  type Best = { v: Val; i: Val };
+  const laneBest = (eligible: (x: Val, fi: Val) => Val): Best => {
+    if (!held) {
+      const bv = b.let(NEG, "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
+      overSlice((i, x) => {
+        const fi = b.let(i.cast("f32"), "f32", "fi");
+        b.if(eligible(x, fi).and(x.eq(x)).and(x.gt(bv).or(bi.eq(f32(NONE)))), () => {
+          b.set(bv, x);
+          b.set(bi, fi);
+        });
+      });
+      return { v: bv, i: bi };
+    }
+    let c: Best[] = regs.flatMap((r) =>
+      r.xs.map((x, e) => {
+        const fi = b.let((e ? r.i.add(e) : r.i).cast("f32"), "f32", "fi");
+        const on = b.let(r.ok.and(x.eq(x)).and(eligible(x, fi)), "bool", "con");
+        return { v: b.let(on.select(x, NEG), "f32", "cv"), i: b.let(on.select(fi, f32(NONE)), "f32", "ci") };
+      })
+    );
+    while (c.length > 1) {
+      const next: Best[] = [];
+      for (let k = 0; k + 1 < c.length; k += 2) {
+        const l = c[k], r = c[k + 1];
+        const left = b.let(l.i.lt(f32(NONE)).and(r.i.eq(f32(NONE)).or(l.v.ge(r.v))), "bool", "tl");
+        next.push({ v: b.let(left.select(l.v, r.v), "f32", "tv"), i: b.let(left.select(l.i, r.i), "f32", "ti") });
+      }
+      if (c.length % 2) next.push(c[c.length - 1]);
+      c = next;
+    }
+    return c[0];
+  };
   // max (NaN skipped) and its first index; then Σ exp(x − m) against the team's max m (−∞ adds nothing)
-  const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi");
-  overSlice((i, x, ok) => {
-    const take = x.eq(x).and(x.gt(mx).or(mi.eq(f32(NONE))));
-    b.if(ok ? take.and(ok) : take, () => {
-      b.set(mx, x);
-      b.set(mi, i.cast("f32"));
-    });
-  });
+  const { v: mx, i: mi } = laneBest(() => u32(1).eq(u32(1)));
   const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
   const first = b.let(teamReduce(b, t, "min", mi.lt(f32(NONE)).and(mx.eq(m)).select(mi, f32(NONE))), "f32", "first");
   const sm = b.let(f32(0), "f32", "sm");
@@ -138,16 +166,7 @@ export function logprobsPart(caps: Caps, s: LogprobsSplitShape): Kernel {
   // Rounds 1 .. nTop − 1 (the row's, uniform over the workgroup): "largest after the previous".
   const px = b.let(m, "f32", "px"), pi = b.let(first, "f32", "pi");
   b.for(u32(1), b.let(pi.lt(f32(NONE)).select(nTop, u32(1)), "u32", "nr"), 1, (k) => {
-    const bx = b.let(NEG, "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
-    overSlice((i, x, ok) => {
-      const fi = b.let(i.cast("f32"), "f32", "fi");
-      const after = x.lt(px).or(x.eq(px).and(fi.gt(pi)));
-      const take = after.and(x.eq(x)).and(x.gt(bx).or(bi.eq(f32(NONE))));
-      b.if(ok ? take.and(ok) : take, () => {
-        b.set(bx, x);
-        b.set(bi, fi);
-      });
-    });
+    const { v: bx, i: bi } = laneBest((x, fi) => x.lt(px).or(x.eq(px).and(fi.gt(pi))));
     const M = b.let(teamReduce(b, t, "max", bi.lt(f32(NONE)).select(bx, NEG)), "f32", "M");
     const I = b.let(teamReduce(b, t, "min", bi.lt(f32(NONE)).and(bx.eq(M)).select(bi, f32(NONE))), "f32", "I");
     put(k.mul(u32(2)).add(u32(2)), M);
@@ -194,11 +213,9 @@ export function logprobsCombine(caps: Caps, s: LogprobsSplitShape): Kernel {
   b.if(want.not(), () => put(0, f32(0)));
   b.if(want.not().or(live.not()), () => b.return());
   // Everything a round needs first is loaded up front, independent loads issued together: each part's (max,
-  // Σ) and its first two entries, and the sampled token's logit. A part's next entry is fetched when its head
+  // Σ) and its first two entries, then the sampled token's logit. A part's next entry is fetched when its head
   // advances, one round before it can be needed.
   const NEG = f32(-Infinity);
-  const tok = b.let(b.load(S, row.mul(2)).bitcast("u32").min(u32(V - 1)), "u32", "tok");
-  const xt = b.let(b.load(X, row.mul(u32(V)).add(tok)), "f32", "xt");
   const entry = (rec: Val, h: Val | number) => b.let(rec.add(u32(2)).add(typeof h === "number" ? u32(2 * h) : h.mul(u32(2))), "u32", "ea");
   const parts = Array.from({ length: J }, (_, j) => {
     const p = b.let(lane.add(u32(j * t.lanes)), "u32", "p");
@@ -216,6 +233,9 @@ export function logprobsCombine(caps: Caps, s: LogprobsSplitShape): Kernel {
       ni: b.let(b.load(PART, e1.add(1)), "f32", "ni"),
     };
   });
+  // after the records' loads (a load that waits on another, issued first, would hold them back)
+  const tok = b.let(b.load(S, row.mul(2)).bitcast("u32").min(u32(V - 1)), "u32", "tok");
+  const xt = b.let(b.load(X, row.mul(u32(V)).add(tok)), "f32", "xt");
   const mx = b.let(NEG, "f32", "mx");
   for (const q of parts) b.if(q.has, () => b.set(mx, mx.max(q.pm)));
   const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
