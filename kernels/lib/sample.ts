@@ -47,6 +47,8 @@ export interface SampleShape {
   cutoffSteps?: number;
   /** Parts per row of the split kernels (kernels/lib/sample_split.ts); 1 or absent: this kernel reads the row. */
   parts?: number;
+  /** The top-p bracket path (sample_bracket.ts) where the layout allows it; default true (false: for A/B). */
+  bracket?: boolean;
   name?: string;
 }
 
@@ -282,7 +284,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   // Rows under top-p alone whose kept set is too large for the list (a flat row, top-p near 1): the list holds
   // only the bracket around θp, narrowed from the parts' pivots (sample_bracket.ts); the logits above it
   // enter the radix search as one mass. Where the split runs in subgroup mode (its draw reads the row).
-  const br = split && L.mode === "subgroup" && !L.small
+  const br = split && L.mode === "subgroup" && !L.small && s.bracket !== false
     ? bracket(b, { reduce: (v) => lanes.reduce("add", v), overRow, wOf, m, cap: CAP, pOnly: b.let(kOn.not().and(pOn).and(mOn.not()), "bool", "pOnly") })
     : undefined;
   if (L.small) {
