@@ -49,6 +49,8 @@ export interface StepResult {
   waitMicros: number;
   /** Of hostMicros, the time parked on a timer before the wait (step option `park`; 0 when not parked). */
   parkedMicros: number;
+  /** Of hostMicros, the slot writes and the replay call (the rest besides the wait: the readbacks). */
+  submitMicros?: number;
 }
 
 /** A step launched by Engine.launch and not yet finished. */
@@ -60,6 +62,8 @@ export interface Launched {
   readonly tRun: number;
   /** Park before the wait (StepOptions.park). */
   readonly park: boolean;
+  /** StepResult.submitMicros. */
+  readonly submitMicros: number;
 }
 
 /** Options of Executor.step. */
@@ -408,7 +412,8 @@ export class Engine<D extends Device> implements Executor {
       this.spoil(e);
       throw err;
     }
-    return { id, t0, tRun: performance.now(), park: opts.park ?? false };
+    const tRun = performance.now();
+    return { id, t0, tRun, park: opts.park ?? false, submitMicros: (tRun - t0) * 1000 };
   }
 
   /** The second half of step: waits (bounded) for a launch's work and reads its outputs back. */
@@ -433,7 +438,7 @@ export class Engine<D extends Device> implements Executor {
         this.recent.shift();
         this.recentWait.shift();
       }
-      return { outputs, hostMicros, waitMicros, parkedMicros };
+      return { outputs, hostMicros, waitMicros, parkedMicros, submitMicros: l.submitMicros };
     } catch (err) {
       this.spoil(e);
       throw err;

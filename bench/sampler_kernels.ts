@@ -7,7 +7,7 @@
 //
 // --rows R (a serving batch) repeats the row R times, each with its own counts row.
 //
-//   deno run -A bench/sampler_kernels.ts --backend ptx [--vocab 128256] [--rows 1] [--sample-parts 1] [--flat]
+//   deno run -A bench/sampler_kernels.ts --backend ptx [--vocab 128256] [--rows 1] [--sample-parts 1] [--flat] [--no-bracket]
 import { parseArgs } from "node:util";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import type { DeviceBuffer, DeviceStep } from "../backends/device.ts";
@@ -23,6 +23,8 @@ const { values: o } = parseArgs({
     vocab: { type: "string", default: "128256" },
     "sample-parts": { type: "string" },
     flat: { type: "boolean", default: false },
+    // the sample kernel without its top-p bracket path (kernels/lib/sample_bracket.ts): an A/B of fullp
+    "no-bracket": { type: "boolean", default: false },
     rows: { type: "string", default: "1" },
     launches: { type: "string", default: "100" },
   },
@@ -35,7 +37,7 @@ if (!(Number.isInteger(launches) && launches >= 1 && launches <= 10000)) throw n
 if (sampleParts !== undefined && !(Number.isInteger(sampleParts) && sampleParts >= 1)) throw new Error(`--sample-parts ${o["sample-parts"]}: want an integer >= 1`);
 const E = MAX_LOGIT_BIAS + 8;
 const dev = await openBackend(o.backend as BackendChoice);
-console.log(`sampler kernels: ${R} x vocab ${V} on ${dev.target.backend} ${dev.target.device}, ${o.flat ? "flat" : "peaked"} logits, sample parts ${sampleParts ?? "default"}`);
+console.log(`sampler kernels: ${R} x vocab ${V} on ${dev.target.backend} ${dev.target.device}, ${o.flat ? "flat" : "peaked"} logits, sample parts ${sampleParts ?? "default"}${o["no-bracket"] ? ", no top-p bracket" : ""}`);
 
 // Logits: a normal tail (std 1.5, or 0.05 when flat) with a few strong tokens, by a fixed LCG.
 const logits = new Float32Array(V);
@@ -52,7 +54,7 @@ function program(full: boolean) {
   const x = t.slot("logits", { kind: "Input", dtype: "f32", shape: [1, V] });
   // the full entry as the Driver (one counts row, one write per step) or the server (a row per sequence) records it
   appendSampler(t, R > 1 ? t.broadcast(x, [R, V]) : x, full ? { process: { entries: E, rows: { rows: R, writes: R } }, logprobs: true } : {});
-  return compileGraph(t.build(), dev.target, { sampleParts });
+  return compileGraph(t.build(), dev.target, { sampleParts, sampleBracket: !o["no-bracket"] });
 }
 
 const history = new TokenHistory(Array.from({ length: 256 }, (_, i) => (i * 7919) % V));

@@ -104,6 +104,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   sampleParts?: number;
   /** Parts per row of the split logprobs kernels (kernels/lib/logprobs_split.ts; 1 = one workgroup per row); default logprobsParts'. */
   logprobsParts?: number;
+  /** The sample kernel's top-p bracket path (kernels/lib/sample_bracket.ts); default on (off: for A/B). */
+  sampleBracket?: boolean;
 }
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
@@ -566,7 +568,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
     const [R, V] = i0.shape;
     const parts = lib.sampleSplit(V, cx.opts.sampleParts ?? lib.sampleParts(caps, V)).parts;
-    const k = lib.sample(caps, { rows: R, vocab: V, parts });
+    const k = lib.sample(caps, { rows: R, vocab: V, parts, bracket: cx.opts.sampleBracket });
     if (parts <= 1) return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
     const arena = (name: string, words: number): Binding => {
       const bytes = R * parts * words * 4;

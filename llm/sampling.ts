@@ -73,6 +73,29 @@ function biasEntries(p: SamplerParams): [number, number][] {
   if (!e) biasOfObject.set(b, e = Object.entries(b).map(([k, v]) => [Number(k), v as number]));
   return e;
 }
+/** A row's bias entries as `extra` words (id, bias bits, 0), ids past the vocabulary left out, at most `room`:
+ * encoded once per bias object (a plain object's entries are cached above) and vocabulary. */
+const encodedOfBias = new WeakMap<object, Map<string, Uint32Array>>();
+const NO_BIAS = new Uint32Array(0);
+function encodedBias(p: SamplerParams, vocab: number, room: number): Uint32Array {
+  if (p.logitBias === undefined) return NO_BIAS;
+  const e = biasEntries(p);
+  const key = `${vocab}:${room}`;
+  let by = encodedOfBias.get(e);
+  const hit = by?.get(key);
+  if (hit) return hit;
+  const kept = e.filter(([id]) => id < vocab).slice(0, room);
+  const enc = new Uint32Array(EXTRA_ENTRY * kept.length);
+  kept.forEach(([id, b], j) => {
+    enc[EXTRA_ENTRY * j] = id;
+    enc[EXTRA_ENTRY * j + 1] = f32Bits(b);
+  });
+  if (!(p.logitBias instanceof Map)) { // a Map's entries are read each time: nothing to key a cache on
+    if (!by) encodedOfBias.set(e, by = new Map());
+    by.set(key, enc);
+  }
+  return enc;
+}
 /** Most logit_bias entries a request may carry (OpenAI's limit). */
 export const MAX_LOGIT_BIAS = 300;
 
@@ -127,11 +150,17 @@ export function encodeSampler(p: SamplerParams, counter: number, into: Uint32Arr
   into[o + SAMPLER.topK] = p.topK ?? 0;
   into[o + SAMPLER.topP] = f32Bits(p.topP ?? 1);
   into[o + SAMPLER.minP] = f32Bits(p.minP ?? 0);
-  into[o + SAMPLER.seed] = Number(BigInt.asUintN(32, BigInt(p.seed ?? 0)));
-  into[o + SAMPLER.counter] = Number(BigInt.asUintN(32, BigInt(counter)));
+  into[o + SAMPLER.seed] = u32Of(p.seed ?? 0);
+  into[o + SAMPLER.counter] = u32Of(counter);
   const top = p.topLogprobs ?? 0;
   into[o + SAMPLER.topLogprobs] = top;
   into[o + SAMPLER.logprobs] = p.logprobs || top > 0 ? 1 : 0;
+}
+
+/** A safe integer mod 2^32 (exact: |x| < 2^53, so x % 2^32 is; BigInt.asUintN cost ~1 µs per call). */
+function u32Of(x: number): number {
+  const r = x % 0x100000000;
+  return r < 0 ? r + 0x100000000 : r;
 }
 
 /**
@@ -343,18 +372,26 @@ export class SamplerSlots {
     this.extra[o + EXTRA.rep] = f32Bits(p.repeatPenalty ?? 1);
     this.extra[o + EXTRA.freq] = f32Bits(p.frequencyPenalty ?? 0);
     this.extra[o + EXTRA.pres] = f32Bits(p.presencePenalty ?? 0);
+    const h = ctx.history;
+    const pen = penaltiesOn(p), dense = pen && (ctx.countsRow !== undefined || ctx.deviceCounts === true);
+    if (!(h && ((pen && !dense) || h.generated < (p.minTokens ?? 0)))) {
+      // Bias entries only (the steady state of a generation: its counts in device State, min_tokens reached):
+      // the row's entries encoded once per bias object and copied (Map-built entries cost ~0.2 µs each per step).
+      if (dense) this.denseRow(o, ctx);
+      const enc = encodedBias(p, this.vocab, this.entries);
+      this.extra.set(enc, eb);
+      this.extra[o + EXTRA.count] = enc.length / EXTRA_ENTRY;
+      this.setMask(row, ctx);
+      return;
+    }
     const ent = new Map<number, { bias: number; seen: number }>();
     const room = () => ent.size < this.entries;
     for (const [id, b] of biasEntries(p)) if (id < this.vocab && room()) ent.set(id, { bias: b, seen: 0 });
-    const h = ctx.history;
     if (h && h.generated < (p.minTokens ?? 0)) {
       for (const id of ctx.eog ?? []) if (id < this.vocab && room()) ent.set(id, { bias: -Infinity, seen: 0 });
     }
-    if (ctx.countsRow !== undefined && penaltiesOn(p)) {
-      if (!(Number.isInteger(ctx.countsRow) && ctx.countsRow >= 0)) throw new RangeError(`counts row ${ctx.countsRow} is not an index`);
-      this.extra[o + EXTRA.dense] = ctx.countsRow + 1;
-    } else if (ctx.deviceCounts && penaltiesOn(p)) this.extra[o + EXTRA.dense] = 1;
-    else if (h && penaltiesOn(p)) {
+    if (dense) this.denseRow(o, ctx);
+    else if (h && pen) {
       const gen = [...h.counts.entries()].reverse();
       for (const [id, c] of gen) {
         const e = ent.get(id);
@@ -377,6 +414,18 @@ export class SamplerSlots {
       this.extra[at + 2] = e.seen >>> 0;
     }
     this.extra[o + EXTRA.count] = j;
+    this.setMask(row, ctx);
+  }
+
+  /** The header's `dense` word: the row's penalties read a counts row in device State. */
+  private denseRow(o: number, ctx: RowContext): void {
+    if (ctx.countsRow !== undefined) {
+      if (!(Number.isInteger(ctx.countsRow) && ctx.countsRow >= 0)) throw new RangeError(`counts row ${ctx.countsRow} is not an index`);
+      this.extra[o + EXTRA.dense] = ctx.countsRow + 1;
+    } else this.extra[o + EXTRA.dense] = 1;
+  }
+
+  private setMask(row: number, ctx: RowContext): void {
     if (ctx.mask && ctx.mask.length < this.mw) throw new RangeError(`token mask of ${ctx.mask.length} words for a vocabulary of ${this.vocab} (${this.mw} words)`);
     this.masks[row] = ctx.mask ? new Uint32Array(ctx.mask.buffer, ctx.mask.byteOffset, this.mw) : undefined;
   }

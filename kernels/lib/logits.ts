@@ -64,8 +64,11 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
   const mrow = b.let(masked.select(mk.sub(u32(1)), u32(0)), "u32", "mrow"); // the row's mask (packed: graph/logits.ts)
   const base = b.let(row.mul(u32(V)), "u32", "base");
   const lid = b.lid.x;
+  // The mask and the counts are read under a branch, not a select (whose operands are both evaluated): a row
+  // without a grammar or penalties reads neither (uniform over the workgroup: one row per workgroup).
   const allowed = (i: Val): Val => {
-    const word = b.let(masked.select(b.load(M, mrow.mul(u32(MW)).add(i.shr(5))), u32(0xffffffff)), "u32", "mw");
+    const word = b.let(u32(0xffffffff), "u32", "mw");
+    b.if(masked, () => b.set(word, b.load(M, mrow.mul(u32(MW)).add(i.shr(5)))));
     return b.let(word.shr(i.and(u32(31))).and(u32(1)).eq(u32(1)), "bool", "ok");
   };
   const banned = u32(BANNED_BITS).bitcast("f32");
@@ -88,7 +91,8 @@ export function logitsProcess(caps: Caps, s: ProcessShape): Kernel {
     const ok = b.let(allowed(i), "bool", "al");
     const y = b.let(x.isfinite().and(ok.not()).select(banned, x), "f32", "y");
     if (C) {
-      const seen = b.let(dense.select(b.load(C, cb.add(i)), u32(0)), "u32", "seen");
+      const seen = b.let(u32(0), "u32", "seen");
+      b.if(dense, () => b.set(seen, b.load(C, cb.add(i))));
       b.if(seen.ne(u32(0)).and(x.isfinite()).and(ok), () => b.set(y, adjust(x, f32(0), seen)));
     }
     b.store(OUT, base.add(i), y);

@@ -23,12 +23,18 @@
 // compaction passes, then the same work over <= cap candidates (39 reductions in all). Greedy rows cost the
 // first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide GPUs) the
 // first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
-// beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup.
-import { f32, i32, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+// beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup. A
+// row under top-p alone whose kept set exceeds `cap` (a flat row, top-p near 1) brackets θp between the parts'
+// pivots instead, narrows the bracket with up to 3 counting passes, and lists only the bracket
+// (kernels/lib/sample_bracket.ts): ~6 passes over the row instead of the 8 radix rounds' and the bisection's.
+// Cross-lane reductions, order keys and the RNG hash are in kernels/lib/sample_lanes.ts.
+import { f32, i32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
+import { bracket } from "./sample_bracket.ts";
+import { compactInOrder, Lanes, mix32, orderKey } from "./sample_lanes.ts";
 
 export interface SampleShape {
   rows: number;
@@ -41,6 +47,8 @@ export interface SampleShape {
   cutoffSteps?: number;
   /** Parts per row of the split kernels (kernels/lib/sample_split.ts); 1 or absent: this kernel reads the row. */
   parts?: number;
+  /** The top-p bracket path (sample_bracket.ts) where the layout allows it; default true (false: for A/B). */
+  bracket?: boolean;
   name?: string;
 }
 
@@ -91,121 +99,6 @@ export function sampleLayout(caps: Caps, s: SampleShape): SampleLayout {
     throw new KernelError(`sample: ${sharedBytes} bytes of shared memory exceed the target's ${caps.maxSharedBytes}`);
   }
   return { lanes, mode, cap, bits, small, sharedBytes };
-}
-
-/** Cross-lane reductions and scans of f32 values over one workgroup (exact for integers below 2^24). */
-class Lanes {
-  private readonly sgScratch?: Shared;
-  private readonly scanScratch?: Shared;
-  /** Which half of the reduction scratch the next reduction uses; flipped at run time (calls sit in loops). */
-  private readonly parity?: Val;
-  readonly lid: Val;
-  constructor(private readonly b: KernelBuilder, private readonly L: SampleLayout, private readonly sg: number, private readonly nv: number) {
-    this.lid = L.lanes === 1 ? u32(0) : b.lid.x;
-    if (L.mode === "subgroup") {
-      const nsg = L.lanes / sg;
-      this.sgScratch = b.shared("red", "f32", 2 * nv * nsg);
-      this.scanScratch = b.shared("scan", "f32", nsg);
-      this.parity = b.let(u32(0), "u32", "par");
-    } else if (L.mode === "tree") {
-      this.sgScratch = b.shared("red", "f32", nv * L.lanes);
-      this.scanScratch = b.shared("scan", "f32", L.lanes);
-    }
-  }
-
-  /** op over the workgroup of each value; every lane gets the results. Every lane must call it. */
-  reduce(op: "add" | "max", vals: Val[]): Val[] {
-    const { b, L } = this;
-    if (vals.length > this.nv) throw new KernelError(`sample: ${vals.length} values in one reduction`);
-    if (L.mode === "one") return vals.map((v) => b.let(v, "f32", "r"));
-    const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
-    if (L.mode === "subgroup") {
-      // Subgroups reduce; lane 0 of each stores its result; then every subgroup reduces those (the same
-      // values in the same order, so every lane gets the same bits). Double-buffered: no trailing barrier.
-      const nsg = L.lanes / this.sg, s = this.sgScratch!;
-      const at = b.let(this.parity!.mul(this.nv * nsg), "u32", "at");
-      b.set(this.parity!, this.parity!.xor(u32(1)));
-      const part = vals.map((v) => b.let(b.subgroupReduce(op, v), "f32", "p"));
-      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
-      b.if(lane.eq(u32(0)), () => part.forEach((p, k) => b.sstore(s, sgid.add(at).add(k * nsg), p)));
-      b.barrier();
-      return vals.map((_, k) => {
-        const x = b.let(f32(op === "add" ? 0 : -Infinity), "f32", "q");
-        if (nsg <= this.sg) b.if(lane.lt(nsg), () => b.set(x, b.sload(s, lane.add(at).add(k * nsg))));
-        else b.for(lane, u32(nsg), this.sg, (j) => b.set(x, comb(x, b.sload(s, j.add(at).add(k * nsg)))));
-        return b.let(b.subgroupReduce(op, x), "f32", "r");
-      });
-    }
-    const s = this.sgScratch!, W = L.lanes, lid = this.lid;
-    vals.forEach((v, k) => b.sstore(s, lid.add(k * W), v));
-    b.barrier();
-    for (let h = W / 2; h >= 1; h /= 2) {
-      b.if(lid.lt(h), () => vals.forEach((_, k) => b.sstore(s, lid.add(k * W), comb(b.sload(s, lid.add(k * W)), b.sload(s, lid.add(k * W + h))))));
-      b.barrier();
-    }
-    const out = vals.map((_, k) => b.let(b.sload(s, k * W), "f32", "r"));
-    b.barrier();
-    return out;
-  }
-
-  /** Exclusive prefix sum of v over lanes in lane order, and the total. Every lane must call it. */
-  scan(v: Val): { excl: Val; total: Val } {
-    const { b, L } = this;
-    if (L.mode === "one") return { excl: f32(0), total: v };
-    const s = this.scanScratch!;
-    if (L.mode === "subgroup") {
-      const S = this.sg, nsg = L.lanes / S;
-      const lane = b.builtin("lane"), sgid = b.builtin("sgid");
-      const x = b.let(v, "f32", "sc");
-      for (let d = 1; d < S; d *= 2) {
-        const up = lane.ge(d);
-        const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
-        b.set(x, x.add(up.select(y, f32(0))));
-      }
-      const prev = b.let(b.shuffle("idx", x, lane.ge(1).select(lane.sub(1), u32(0))), "f32", "sp");
-      b.if(lane.eq(u32(S - 1)), () => b.sstore(s, sgid, x));
-      b.barrier();
-      const base = b.let(f32(0), "f32", "sb"), total = b.let(f32(0), "f32", "st");
-      b.for(u32(0), u32(nsg), 1, (g) => {
-        const t = b.let(b.sload(s, g), "f32", "sg");
-        b.set(base, base.add(g.lt(sgid).select(t, f32(0))));
-        b.set(total, total.add(t));
-      });
-      b.barrier();
-      return { excl: b.let(base.add(lane.ge(1).select(prev, f32(0))), "f32", "ex"), total };
-    }
-    const W = L.lanes, lid = this.lid;
-    b.sstore(s, lid, v);
-    b.barrier();
-    for (let d = 1; d < W; d *= 2) {
-      const t = b.let(lid.ge(d).select(b.sload(s, lid.ge(d).select(lid.sub(d), u32(0))), f32(0)), "f32", "ht");
-      b.barrier();
-      b.sstore(s, lid, b.sload(s, lid).add(t));
-      b.barrier();
-    }
-    const excl = b.let(lid.ge(1).select(b.sload(s, lid.ge(1).select(lid.sub(1), u32(0))), f32(0)), "f32", "ex");
-    const total = b.let(b.sload(s, W - 1), "f32", "st");
-    b.barrier();
-    return { excl, total };
-  }
-}
-
-/** u32 keys that order like the floats (-0 is +0; only finite values are keyed). */
-function orderKey(b: KernelBuilder, x: Val): Val {
-  const raw = b.let(x.bitcast("u32"), "u32", "kb");
-  const bits = raw.eq(u32(0x80000000)).select(u32(0), raw);
-  const mask = u32(0).sub(bits.shr(31)).or(u32(0x80000000));
-  return b.let(bits.xor(mask), "u32", "key");
-}
-
-/** Wellons' triple32, as graph/sample.ts mix32. */
-function mix32(b: KernelBuilder, v: Val): Val {
-  const x = b.let(v, "u32", "h");
-  b.set(x, x.xor(x.shr(17)).mul(u32(0xed5ad4bb)));
-  b.set(x, x.xor(x.shr(11)).mul(u32(0xac4c1b51)));
-  b.set(x, x.xor(x.shr(15)).mul(u32(0x31848bab)));
-  b.set(x, x.xor(x.shr(14)));
-  return x;
 }
 
 /**
@@ -387,7 +280,13 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const sKey = b.shared("ckey", "u32", L.small ? V : CAP);
   const sW = b.shared("cw", "f32", L.small ? V : CAP);
   const sIdx = L.small ? undefined : b.shared("cidx", "u32", CAP);
-  let nFast: Val, nSlow: Val | undefined, zAll: Val | undefined, fast: Val | undefined;
+  let nFast: Val, nSlow: Val | undefined, nRow: Val | undefined, zAll: Val | undefined, fast: Val | undefined, listed: Val | undefined;
+  // Rows under top-p alone whose kept set is too large for the list (a flat row, top-p near 1): the list holds
+  // only the bracket around θp, narrowed from the parts' pivots (sample_bracket.ts); the logits above it
+  // enter the radix search as one mass. Where the split runs in subgroup mode (its draw reads the row).
+  const br = split && L.mode === "subgroup" && !L.small && s.bracket !== false
+    ? bracket(b, { reduce: (v) => lanes.reduce("add", v), overRow, wOf, m, cap: CAP, pOnly: b.let(kOn.not().and(pOn).and(mOn.not()), "bool", "pOnly") })
+    : undefined;
   if (L.small) {
     b.for(lid, u32(V), W, (j) => {
       const x = b.let(b.load(X, base.add(j)), "f32", "x");
@@ -422,11 +321,13 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
             b.set(found, cnt.le(f32(CAP)).select(u32(1), u32(0)));
             b.set(cut, pv);
             b.set(hi, pivot(j + 1));
-          });
+            if (br) br.cover(pv, cnt);
+          }, br ? () => br.above(pv, cnt, mass) : undefined);
         });
       }
       b.if(found.eq(u32(0)).and(cut.eq(m)), () => b.set(hi, pivot(0))); // no pivot covers: the cut is below them all
       b.set(cut, found.eq(u32(1)).select(cut, m));
+      if (br) br.refine(found, zTarget);
     } else {
       const za = b.let(f32(0), "f32", "za");
       overRow(needZ, (_, x) => {
@@ -437,7 +338,11 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
       zTarget = b.let(topP.mul(zAll), "f32", "zt");
     }
     // With no filter on, no cut can cover the kept set: the search reads nothing (its reductions still run).
-    const search = b.let(kOn.or(pOn).or(mOn), "bool", "search");
+    // Nor when the bracket is already hopeless: a cut within `cap` lies above lo2 (more than `cap` logits are
+    // >= lo2) and a covering cut below hi (cover and counts fall as the cut rises), so lo2 >= hi leaves none:
+    // each step would only move lo2 up. A flat row under top-p near 1: the parts' pivots say so at once, and
+    // the 12 passes over the row on one workgroup are skipped (the slow path follows either way).
+    const search = b.let(kOn.or(pOn).or(mOn).and(lo2.lt(hi)).and(br ? br.on.not() : true), "bool", "search");
     b.for(u32(0), u32(steps), 1, () => {
       const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
       const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
@@ -458,21 +363,34 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
         });
       });
     });
-    fast = b.let(found.eq(u32(1)), "bool", "fast");
-    // Compaction in index order: count this lane's slice, scan, write.
-    const mine = b.let(u32(0), "u32", "mine");
-    overRow(fast, (_, x) => b.if(x.ge(cut), () => b.set(mine, mine.add(1))), true);
-    const { excl, total } = lanes.scan(mine.cast("f32"));
-    const at = b.let(excl.cast("u32"), "u32", "at");
-    overRow(fast, (i, x) => b.if(x.ge(cut).and(at.lt(u32(CAP))), () => {
+    const isFast = fast = b.let(found.eq(u32(1)), "bool", "fast");
+    // The list: the kept set's superset {x >= cut}, or a bracket row's [lo, hi) (bracket.ts).
+    listed = br ? b.let(isFast.or(br.list), "bool", "listed") : isFast;
+    const lower = br ? b.let(isFast.select(cut, br.lo), "f32", "llo") : cut;
+    const inList = (x: Val): Val => (br ? x.ge(lower).and(isFast.or(x.lt(br.hi))) : x.ge(cut));
+    const put = (at: Val, i: Val, x: Val) => b.if(at.lt(u32(CAP)), () => {
       b.sstore(sIdx!, at, i);
       b.sstore(sKey, at, orderKey(b, x));
       b.sstore(sW, at, wOf(x));
-      b.set(at, at.add(1));
-    }), true);
+    });
+    let total: Val;
+    if (L.mode === "subgroup") { // coalesced, in index order (sample_lanes.ts)
+      total = compactInOrder(b, lanes, { X, base, V, vw, S: sg, nsg: W / sg, active: listed, keep: inList, put });
+    } else { // in index order: count this lane's slice, scan, write
+      const mine = b.let(u32(0), "u32", "mine");
+      overRow(listed, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
+      const scan = lanes.scan(mine.cast("f32"));
+      total = scan.total;
+      const at = b.let(scan.excl.cast("u32"), "u32", "at");
+      overRow(listed, (i, x) => b.if(inList(x), () => {
+        put(at, i, x);
+        b.set(at, at.add(1));
+      }), true);
+    }
     b.barrier();
-    nFast = b.let(fast.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
-    nSlow = b.let(fast.select(u32(0), u32(V)), "u32", "nSlow");
+    nFast = b.let(listed.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
+    nSlow = b.let(listed.select(u32(0), u32(V)), "u32", "nSlow");
+    nRow = br ? b.let(isFast.select(u32(0), u32(V)), "u32", "nRow") : nSlow;
   }
 
   // The list, in any order (one lane per element, strided) or in index order (contiguous slices per lane).
@@ -531,16 +449,19 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     b.set(zk, zk.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
   }));
   let [z] = lanes.reduce("add", [zk]);
-  if (fast && zAll) z = b.let(fast.and(kOn.not()).select(zAll, z), "f32", "z");
+  if (listed && zAll) z = b.let(listed.and(kOn.not()).select(zAll, z), "f32", "z");
   const pTarget = b.let(topP.mul(z), "f32", "pt");
-  const pRaw = radix(pOn, (r) => r.map((x) => x.ge(pTarget)), (it, take, acc) => {
+  // a bracket row: the mass above its list counts at every pivot of every round (those logits rank above all)
+  const massAbove = br ? b.let(br.list.select(br.massHi, f32(0)), "f32", "mab") : f32(0);
+  const pRaw = radix(pOn, (r) => r.map((x) => (br ? x.add(massAbove) : x).ge(pTarget)), (it, take, acc) => {
     b.if(it.key.ge(kth), () => {
       const w = it.w();
       const wc = b.let(mOn.not().or(w.ge(minP)).select(w, f32(0)), "f32", "wc");
       acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(wc, f32(0)))));
     });
   });
-  const thr = b.let(pOn.select(pRaw, u32(0)).max(kth), "u32", "thr");
+  // (a bracket row's θp is at or above its lower end, which covers: rounding aside the search finds it there)
+  const thr = b.let(pOn.select(br ? br.list.select(pRaw.max(orderKey(b, br.lo)), pRaw) : pRaw, u32(0)).max(kth), "u32", "thr");
   const keptW = (it: Item): Val => {
     const w = it.w();
     return b.let(keptMask(it, w).select(w, f32(0)), "f32", "kw");
@@ -620,7 +541,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
     // segment holding u · total is then walked in order. A list part that is empty runs zero iterations.
     const parts = [drawBySegments(nFast, fromShared)];
-    if (nSlow) parts.push(drawBySegments(nSlow, fromRow, true));
+    if (nRow) parts.push(drawBySegments(nRow, fromRow, true));
     const [p0, p1] = parts;
     const pick = p1 ? fast!.select(p0.pick, p1.pick) : p0.pick;
     tok = b.let(pick.cast("u32"), "u32", "tok");

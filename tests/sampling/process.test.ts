@@ -65,7 +65,7 @@ devices.push(["js (lockstep, subgroups of 8)", new JsDevice({ caps: { subgroupSi
 for (const [backend, dev] of devices) {
   const skip = typeof dev === "string" ? dev : false;
   // each size also with the split sample and logprobs kernels forced (the default only on wide GPUs at V >= 16k)
-  for (const [V, split] of [[512, undefined], [5000, undefined], [5000, [7, 9]]] as const) {
+  for (const [V, split] of [[512, undefined], [5000, undefined], [5000, [7, 9]], [5000, [7, 64]]] as const) {
     const R = 16, E = 64;
     const opts = split ? { sampleParts: split[0], logprobsParts: split[1] } : {};
     const what = split ? ` (split: sample ${split[0]} parts, logprobs ${split[1]})` : "";

@@ -4,6 +4,7 @@
 //  - long rows (V 20000) with greedy, plain-temperature, filtered, NaN and +Inf rows, replayed with new
 //    counters: each token equals the oracle's (graph/sample.ts), except at a knife edge, where it must be a
 //    token the oracle keeps (at most 1 row in 100: none here);
+//  - flat long rows under top-p alone (θp bracketed: kernels/lib/sample_bracket.ts): the oracle's tokens;
 //  - 6,000 plain-temperature draws (the split's fast path) match the oracle's distribution (Pearson
 //    chi-square, pooled cells of expected count >= 5, rejected at p < 1e-3), and the draws reject a nearby
 //    temperature (the test has power).
@@ -53,6 +54,37 @@ for (const backend of selectedBackends()) {
         const want = sampleRows(logits, words, R, V);
         for (let r = 0; r < R; r++) {
           assert.equal(got.nonFinite[r], want[2 * r + 1], `step ${step} row ${r}: non-finite flag`);
+          if (got.tokens[r] === want[2 * r]) continue;
+          const plan = planRow(logits.subarray(r * V, (r + 1) * V), rowParams(words, r));
+          assert.fail(`step ${step} row ${r}: drew ${got.tokens[r]}, the oracle ${want[2 * r]} (kept by the oracle: ${plan.kept[got.tokens[r]] === 1})`);
+        }
+      }
+    } finally {
+      await eng.unload();
+    }
+  });
+
+  test(`split sampler on ${backend}: flat rows under top-p alone (V 20000, 9 parts: θp bracketed, kept set past the list) draw the oracle's tokens`, { skip, timeout: 120_000 }, async () => {
+    // Top-p near 1 over a nearly flat row keeps most of the vocabulary: no cut within the candidate list
+    // covers it, so the pick kernel brackets θp between the parts' pivots and narrows the bracket with passes
+    // over the row (kernels/lib/sample_bracket.ts) where it runs in subgroup mode, else reads the row.
+    const R = 6, V = 20000;
+    const logits = new Float32Array(R * V);
+    let s = 12345; // normal logits, no head (lmLogits's head would make the kept set small)
+    const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+    for (let i = 0; i < R * V; i++) logits[i] = (Math.floor(i / V) % 2 ? 0.05 : 1) * Math.sqrt(-2 * Math.log(rnd() + 1e-12)) * Math.cos(2 * Math.PI * rnd());
+    const P: SamplerParams[] = [
+      { temperature: 0.8, topP: 0.95 }, { temperature: 0.8, topP: 0.95 }, { temperature: 1, topP: 0.5 },
+      { temperature: 1, topP: 0.999 }, { temperature: 0.7, topP: 0.9 }, { temperature: 2, topP: 0.8 },
+    ];
+    const eng = new Engine(dev as Device, { compile: compileSplit(9), timeoutMs: 120_000, ownsDevice: false });
+    try {
+      const id = eng.addEntry("split-flat", graph(R, V, false));
+      for (let step = 0; step < 2; step++) {
+        const words = samplerSlot(P.map((p, r) => ({ ...p, seed: 3 + r })), Array.from({ length: R }, (_, r) => 100 * step + r), R);
+        const got = readSample((await eng.step(id, { logits, [SAMPLER_SLOT]: words })).outputs);
+        const want = sampleRows(logits, words, R, V);
+        for (let r = 0; r < R; r++) {
           if (got.tokens[r] === want[2 * r]) continue;
           const plan = planRow(logits.subarray(r * V, (r + 1) * V), rowParams(words, r));
           assert.fail(`step ${step} row ${r}: drew ${got.tokens[r]}, the oracle ${want[2 * r]} (kept by the oracle: ${plan.kept[got.tokens[r]] === 1})`);
