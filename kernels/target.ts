@@ -31,6 +31,11 @@ export interface Caps {
    * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
    */
   mma?: boolean;
+  /**
+   * Shared-memory staging statements (kernels/ir.ts CpAsyncStmt, LdMatrixStmt: cp.async global -> shared and
+   * ldmatrix); PTX on sm_80+ only, absent elsewhere.
+   */
+  staging?: boolean;
 }
 
 export interface TargetSet {

@@ -6,7 +6,9 @@
 // itself; products are exact and the sum is f32 (the hardware's order): |got - want| <= rel * sum |x w| with
 // rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
 import type { Caps } from "../../kernels/target.ts";
+import type { Kernel } from "../../kernels/ir.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
+import { stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
@@ -18,7 +20,7 @@ export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 
 /** The caps a case builds with: the device's, with mma forced on where `emulate` (the JS device). */
 export function mmaCaps(caps: Caps, emulate: boolean): Caps {
-  return emulate ? { ...caps, mma: true, subgroups: true, subgroupSize: 32 } : caps;
+  return emulate ? { ...caps, mma: true, staging: true, subgroups: true, subgroupSize: 32 } : caps;
 }
 
 function caseName(s: MmaCaseShape): string {
@@ -180,16 +182,22 @@ export function flashCfgs(): FlashCfg[] {
 // ---- prepared x (mmaPrepX then mmaMatmul { prepared }) ------------------------------------------------
 
 /**
- * Runs mmaPrepX and the prepared matmul over the case's inputs on `dev` and returns the case's problems (empty
- * = pass): the same reference and tolerance as the one-kernel case.
+ * Runs mmaPrepX and the prepared matmul (`make`: mmaMatmul's, or another kernel on the same words, e.g. the
+ * staged one) over the case's inputs on `dev` and returns the case's problems (empty = pass): the same
+ * reference and tolerance as the one-kernel case.
  */
-export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean): Promise<string[]> {
+export async function runPrepared(
+  dev: Device,
+  s: MmaCaseShape,
+  emulate: boolean,
+  make: (caps: Caps) => Kernel = (caps) => mmaMatmul(caps, { ...s, prepared: true }),
+): Promise<string[]> {
   const kc = mmaCase(s, emulate);
   const caps = mmaCaps(dev.target.caps, emulate);
   const ins = kc.inputs();
   const parts = s.split === false ? 1 : 2;
   const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
-  const mm = mmaMatmul(caps, { ...s, prepared: true });
+  const mm = make(caps);
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
@@ -235,4 +243,34 @@ export async function runFlashSplit(dev: Device, c: FlashCfg, splits: number, em
   } finally {
     for (const b of [...bufs, part]) dev.free(b);
   }
+}
+
+// ---- the staged matmul (kernels/lib/mma_staged.ts) ----------------------------------------------------
+
+/** A staged case: the matmul shape (reference and tolerance as mmaCase) and the staged layout. */
+export interface StagedCase {
+  s: MmaCaseShape;
+  layout: Omit<StagedMatmulShape, "n" | "k" | "batch" | "w" | "bias" | "residual" | "split" | "name">;
+}
+
+export function stagedName(c: StagedCase): string {
+  const l = c.layout;
+  return `staged ${mmaCase(c.s, true).name.replace(/^mma matmul /, "")} block ${l.bm ?? 128}x${l.bn ?? 128}x${l.bk ?? 32} ${l.stages ?? 4} stages ${l.wm ?? 2}x${l.wn ?? 4} warps`;
+}
+
+/** Tiles past m and n, odd n, K of fewer slices than stages, both bk, unsplit, f16, bias and residual. */
+export function stagedCases(): StagedCase[] {
+  return [
+    { s: { n: 64, k: 64, batch: 40, w: "bf16" }, layout: { bm: 64, bn: 64, stages: 3 } },
+    { s: { n: 72, k: 96, batch: 17, w: "bf16", bias: true, residual: true }, layout: { bm: 32, bn: 64, stages: 2, wm: 1, wn: 2 } },
+    { s: { n: 37, k: 128, batch: 5, w: "bf16", bias: true }, layout: { bm: 16, bn: 32, bk: 64, stages: 4, wm: 1, wn: 2 } },
+    { s: { n: 48, k: 64, batch: 33, w: "bf16", split: false }, layout: { bm: 32, bn: 32, wm: 1, wn: 1 } },
+    { s: { n: 40, k: 160, batch: 70, w: "f16", residual: true }, layout: { bm: 64, bn: 32, wm: 2, wn: 1, stages: 4 } },
+    { s: { n: 136, k: 64, batch: 130, w: "bf16" }, layout: {} },
+  ];
+}
+
+/** mmaPrepX then the staged matmul; the case's problems (empty = pass). */
+export function runStaged(dev: Device, c: StagedCase, emulate: boolean): Promise<string[]> {
+  return runPrepared(dev, c.s, emulate, (caps) => stagedMatmul(caps, { ...c.s, ...c.layout }));
 }

@@ -553,7 +553,23 @@ class Lowering {
       }
       case "for": return this.loop(s);
       case "mma": return this.mma(s);
+      case "cpasync": return this.staging("cp.async", () => this.mem.cpAsync(s.buf, s.index, this.sharedAddr(s.mem, s.sindex)));
+      case "cpcommit": return this.staging("cp.async", () => a.op("cp.async.commit_group"));
+      case "cpwait": return this.staging("cp.async", () => a.op(`cp.async.wait_group ${s.pending}`));
+      case "ldmatrix": return this.staging("ldmatrix", () => this.ldmatrix(s));
     }
+  }
+
+  private staging(what: string, f: () => void): void {
+    if (this.sm < 80) throw new KernelError(`${this.k.name}: ${what} needs sm_80 or newer`);
+    f();
+  }
+
+  /** ldmatrix.m8n8 (kernels/ir.ts LdMatrixStmt) straight into the destination variables' registers. */
+  private ldmatrix(s: Extract<Stmt, { k: "ldmatrix" }>): void {
+    const addr = this.sharedAddr(s.mem, s.index);
+    const rs = s.dst.map((v) => this.varReg(v));
+    this.a.op(`ldmatrix.sync.aligned.m8n8.x${rs.length}${s.trans ? ".trans" : ""}.shared.b16 {${rs.join(", ")}}, ${addr}`);
   }
 
   /** mma.sync m16n8k16 (kernels/ir.ts MmaStmt), f32 accumulate. */

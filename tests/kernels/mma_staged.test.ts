@@ -1,0 +1,93 @@
+// The staged tensor-core matmul (kernels/lib/mma_staged.ts: cp.async pipeline, ldmatrix fragments) on the JS
+// device, whose renderer emulates cp.async (copies land at the wait that retires their group), ldmatrix and the
+// warp MMA in lockstep: each case against the float64 reference within mmaCase's tolerance. Then the IR pieces
+// alone (ldmatrix with and without .trans, a read before its wait sees the old words), the refusal on targets
+// without caps.staging, and the PTX of the prefill projections assembled for sm_90 by ptxas.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JsDevice } from "../../backends/js/device.ts";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import { stagedMatmul } from "../../kernels/lib/mma_staged.ts";
+import { KernelBuilder } from "../../kernels/ir.ts";
+import { renderPtx } from "../../kernels/render/ptx.ts";
+import { renderWgsl } from "../../kernels/render/wgsl.ts";
+import { JS_CAPS } from "../../kernels/target.ts";
+import { runCase } from "./harness.ts";
+import { runStaged, stagedCases, stagedName } from "./mma_cases.ts";
+import { assemble, findPtxas } from "../ptx/ptxas.ts";
+
+const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
+const caps = { ...dev.target.caps, mma: true, staging: true };
+
+for (const c of stagedCases()) {
+  test(`js (emulated): ${stagedName(c)}`, async () => assert.deepEqual(await runStaged(dev, c, true), []));
+}
+
+/** One warp: copies 64 words (an 8x8 matrix of u16 twice over... 4 matrices) to shared, then ldmatrix x4. */
+function ldmKernel(trans: boolean, waitFirst: boolean) {
+  const b = new KernelBuilder(`ldm_${trans}_${waitFirst}`, { workgroup: 32, grid: 1 });
+  const src = b.buffer("src", "u32", "r");
+  const out = b.buffer("out", "u32", "w");
+  const sm = b.shared("s", "u32", 128);
+  const lane = b.let(b.builtin("lane"), "u32", "lane");
+  // lane l copies words 4l..4l+3 of src (row l: matrix l >> 3, row l & 7) to shared row l, at word 4l
+  b.cpAsync(sm, lane.mul(4), src, lane.mul(4));
+  b.cpCommit();
+  if (waitFirst) b.cpWait(0);
+  b.barrier();
+  const d = b.ldmatrix(sm, lane.mul(4), 4, trans);
+  d.forEach((v, i) => b.store(out, lane.mul(4).add(i), v));
+  if (!waitFirst) b.cpWait(0);
+  return b.build();
+}
+
+async function runLdm(trans: boolean, waitFirst: boolean): Promise<{ src: Uint32Array; out: Uint32Array }> {
+  const src = new Uint32Array(128).map((_, i) => (((2 * i + 1) << 16) | (2 * i)) >>> 0); // halves 0..255 in order
+  const r = await runCase(dev, { name: "ldm", make: () => ldmKernel(trans, waitFirst), inputs: () => [new Uint8Array(src.buffer.slice(0)), new Uint8Array(512)], expect: () => [] });
+  assert.ok(r.outputs, r.fault?.message);
+  return { src, out: new Uint32Array(r.outputs![1].slice().buffer) };
+}
+
+test("js: ldmatrix x4 gives lane l row l >> 2, word l & 3 of each matrix; .trans the transposed pairs", async () => {
+  const half = (i: number, r: number, c: number) => i * 64 + r * 8 + c; // value of matrix i, row r, column c
+  const plain = await runLdm(false, true), tr = await runLdm(true, true);
+  for (let l = 0; l < 32; l++) {
+    const r = l >> 2, c = l & 3;
+    for (let i = 0; i < 4; i++) {
+      assert.equal(plain.out[l * 4 + i], ((half(i, r, 2 * c + 1) << 16) | half(i, r, 2 * c)) >>> 0, `lane ${l} matrix ${i}`);
+      assert.equal(tr.out[l * 4 + i], ((half(i, 2 * c + 1, r) << 16) | half(i, 2 * c, r)) >>> 0, `lane ${l} matrix ${i} trans`);
+    }
+  }
+});
+
+test("js: a cp.async copy is not in shared memory before the wait that retires its group", async () => {
+  const early = await runLdm(false, false);
+  assert.ok(early.out.every((w) => w === 0), "the copy landed before its wait");
+});
+
+test("staged matmul is refused where the target has no staging; wgsl refuses the statements", () => {
+  assert.throws(() => stagedMatmul({ ...caps, staging: false }, { n: 16, k: 64, batch: 2, w: "bf16" }), /caps\.staging/);
+  const k = stagedMatmul(caps, { n: 16, k: 64, batch: 2, w: "bf16", bm: 32, bn: 32, wm: 1, wn: 1 });
+  assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
+});
+
+/** The Llama 1B / 8B projections at 512 and 2048 rows, default layout: what the prefill lowering renders. */
+export const PREFILL_PROJECTIONS: [number, number, number][] = [
+  [2048, 2048, 2048], [2048, 8192, 2048], [2048, 2048, 8192], [512, 3072, 2048], [2048, 14336, 4096], [2048, 4096, 14336], [512, 6144, 4096],
+];
+
+const ptxas = findPtxas();
+test("staged matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
+  const kernels = [
+    ...stagedCases().map((c) => stagedMatmul(SM90_CAPS, { ...c.s, ...c.layout })),
+    ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { n, k, batch: m, w: "bf16", residual: true })),
+  ];
+  for (const k of kernels) {
+    const ptx = renderPtx(k, { sm: 90 }).ptx;
+    assert.match(ptx, /cp\.async\.cg\.shared\.global/);
+    assert.match(ptx, /ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16/);
+    const r = assemble(ptxas!, ptx, "sm_90", true);
+    assert.ok(r.ok, `${k.name}: ${r.log}`);
+    assert.doesNotMatch(r.log, /[1-9]\d* bytes spill stores/, `${k.name} spills: ${r.log}`);
+  }
+});
