@@ -2,7 +2,8 @@
 // token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
 // the same length. Several variants in one run, so a table compares them on the same device:
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
-//   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
+//   them; chunks of >= 128 rows on the staged kernel, kernels/lib/mma_staged.ts); mma-unstaged: without the
+//   staged kernel; mma-2048: the default in chunks of 2048 rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
 //   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once; tiled: the shared-memory
 //   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
@@ -22,7 +23,7 @@ import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
-import { parseLayout } from "./mma.ts";
+import { parseLayout, parseStaged } from "./mma.ts";
 import type { Graph } from "../graph/ir.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { appendSampler } from "../llm/sampling.ts";
@@ -30,6 +31,9 @@ import type { Device } from "../backends/device.ts";
 
 const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
   mma: { compile: { mma: "auto" } },
+  // the MMA matmul without shared-memory staging (session 5's prefill path), and the default in 2048-row chunks
+  "mma-unstaged": { compile: { mma: "auto", staged: false } },
+  "mma-2048": { compile: { mma: "auto" }, prefill: [2048, 512, 64, 16, 8] },
   "mma-noflash": { compile: { mma: "auto", flash: false } },
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
@@ -65,6 +69,8 @@ export async function runPrefillBench(o: {
   prefill?: number[];
   /** Tiling of the prefill MMA matmuls (CompileOptions.mmaLayout), for the mma variants. */
   layout?: CompileOptions["mmaLayout"];
+  /** Tiling of the staged matmuls (CompileOptions.stagedLayout). */
+  stagedLayout?: CompileOptions["stagedLayout"];
   reps: number;
   /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
   profile?: { rows: number; at: number };
@@ -84,7 +90,7 @@ export async function runPrefillBench(o: {
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
-      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout };
+      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout, stagedLayout: o.stagedLayout };
       const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
@@ -154,6 +160,8 @@ export async function main(args: string[]): Promise<number> {
       profile: { type: "string" },
       // tiling of the prefill MMA matmuls, as bench/mma.ts variants: e.g. 2x4:ks1:w4x2
       "mma-layout": { type: "string" },
+      // tiling of the staged matmuls, as bench/mma.ts staged variants: e.g. 128x256x32:s3:w2x4
+      "staged-layout": { type: "string" },
     },
   });
   const ints = (v: string, what: string) => v.split(",").map((s) => {
@@ -166,6 +174,7 @@ export async function main(args: string[]): Promise<number> {
     variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
     layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
+    stagedLayout: values["staged-layout"] ? parseStaged(values["staged-layout"].split(":")) : undefined,
     profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
   });
   console.log(formatTable(

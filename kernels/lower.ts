@@ -85,6 +85,15 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * N and M, tiles per warp, unroll. Serving ("all") keeps the library's, whose K split is a function of the shape.
    */
   mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
+  /**
+   * Prefill ("auto") MMA matmuls of at least `stagedMinRows` (default STAGED_MIN_ROWS) rows on the staged kernel
+   * (kernels/lib/mma_staged.ts: cp.async pipeline, ldmatrix) where the target has `caps.staging`; default true.
+   * Serving ("all") never: its rows keep mma_matmul.ts's summation order at every entry size.
+   */
+  staged?: boolean;
+  stagedMinRows?: number;
+  /** Block tiling of the staged matmuls (tuning runs); default stagedLayout's. */
+  stagedLayout?: lib.StagedLayout;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
   flashSplits?: number;
   /** Split-K chunks of decode attention (1 = the one-pass kernel); default attentionSplitCount's. */
@@ -105,6 +114,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
+/** Rows from which prefill MMA matmuls run on the staged kernel (its blocks are 64 or 128 rows). */
+export const STAGED_MIN_ROWS = 128;
 /**
  * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
  * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
@@ -266,9 +277,16 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
     kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+    const layout = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n);
+    if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+      lib.stagedMatmulFits(caps, s.w, s.n, s.k, layout, split)) {
+      const k = lib.stagedMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });
+      kernel(k, [xw, ...bindings.slice(1)], work);
+      return;
+    }
     // serving entries: a K split for one row as much as for many (the same at every entry: invariance)
-    const layout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
-    const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+    const mlayout = mode === "auto" ? opts.mmaLayout : { ks: lib.mmaKSplitWide(s.n, s.k) };
+    const k = lib.mmaMatmul(caps, { ...mlayout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
     kernel(k, [xw, ...bindings.slice(1)], work);
     return;
   }

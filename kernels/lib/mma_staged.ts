@@ -46,10 +46,29 @@ export interface StagedMatmulShape {
   wn?: number;
 }
 
-/** Whether the staged MMA matmul takes this shape on this target (with its default or given bk). */
-export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, bk = 32): boolean {
+/** The block tiling of a staged matmul. */
+export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn">;
+
+/**
+ * Default tiling for m rows and n columns: 128 x 128 blocks of 2 x 4 warps (64 x 32 warp tiles), or 64-row
+ * blocks (32 x 32 warp tiles) where 128-row ones would leave a large GPU's SMs idle (fewer than ~132 blocks).
+ */
+export function stagedLayout(m: number, n: number): StagedLayout {
+  const big = Math.ceil(m / 128) * Math.ceil(n / 128) >= 132;
+  return big ? { bm: 128, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 } : { bm: 64, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };
+}
+
+/** Whether the staged MMA matmul takes this shape on this target in this layout (its shared memory included). */
+export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l: StagedLayout = {}, split = true): boolean {
+  const bk = l.bk ?? 32;
   return !!caps.mma && !!caps.staging && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
-    k % bk === 0 && k >= bk && n >= 8;
+    k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes;
+}
+
+/** Bytes of shared memory of a layout: `stages` slices of x (one or two parts) and W. */
+export function stagedSharedBytes(l: StagedLayout, split = true): number {
+  const bm = l.bm ?? 128, bn = l.bn ?? 128, bk = l.bk ?? 32;
+  return (l.stages ?? 4) * ((split ? 2 : 1) * bm + bn) * bk * 2;
 }
 
 /**
@@ -60,7 +79,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const { n, k, batch: m, w } = s;
   const bm = s.bm ?? 128, bn = s.bn ?? 128, bk = s.bk ?? 32, stages = s.stages ?? 4, wm = s.wm ?? 2, wn = s.wn ?? 4;
   const split = s.split ?? true, parts = split ? 2 : 1;
-  if (!stagedMatmulFits(caps, w, n, k, bk)) {
+  if (!stagedMatmulFits(caps, w, n, k, { bk }, split)) {
     throw new KernelError(`staged matmul: needs caps.mma and caps.staging, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8; got ${w} n=${n} k=${k}`);
   }
   if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`staged matmul: bad batch ${m}`);
@@ -79,7 +98,8 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const rowW = bk / 2; // u32 words per staged row
   const aW = bm * rowW, bW = bn * rowW; // words of one part of x, of W, per stage
   const stageW = parts * aW + bW;
-  if (stages * stageW * 4 > caps.maxSharedBytes) throw new KernelError(`staged matmul: ${stages * stageW * 4} bytes of shared memory (max ${caps.maxSharedBytes})`);
+  const bytes = stagedSharedBytes({ bm, bn, bk, stages }, split);
+  if (bytes > caps.maxSharedBytes) throw new KernelError(`staged matmul: ${bytes} bytes of shared memory (max ${caps.maxSharedBytes})`);
   const KT = k / bk;
   const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), total = bM * bN;
   const grid = gridFor(caps, total);

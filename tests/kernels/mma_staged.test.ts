@@ -15,6 +15,10 @@ import { JS_CAPS } from "../../kernels/target.ts";
 import { runCase } from "./harness.ts";
 import { runStaged, stagedCases, stagedName } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
+import { Engine } from "../../backends/executor.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import { traceLlama } from "../../llm/families/llama.ts";
+import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
 const caps = { ...dev.target.caps, mma: true, staging: true };
@@ -44,7 +48,7 @@ function ldmKernel(trans: boolean, waitFirst: boolean) {
 async function runLdm(trans: boolean, waitFirst: boolean): Promise<{ src: Uint32Array; out: Uint32Array }> {
   const src = new Uint32Array(128).map((_, i) => (((2 * i + 1) << 16) | (2 * i)) >>> 0); // halves 0..255 in order
   const r = await runCase(dev, { name: "ldm", make: () => ldmKernel(trans, waitFirst), inputs: () => [new Uint8Array(src.buffer.slice(0)), new Uint8Array(512)], expect: () => [] });
-  assert.ok(r.outputs, r.fault?.message);
+  assert.ok(r.outputs, r.fault?.message ?? "no outputs");
   return { src, out: new Uint32Array(r.outputs![1].slice().buffer) };
 }
 
@@ -69,6 +73,58 @@ test("staged matmul is refused where the target has no staging; wgsl refuses the
   assert.throws(() => stagedMatmul({ ...caps, staging: false }, { n: 16, k: 64, batch: 2, w: "bf16" }), /caps\.staging/);
   const k = stagedMatmul(caps, { n: 16, k: 64, batch: 2, w: "bf16", bm: 32, bn: 32, wm: 1, wn: 1 });
   assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
+});
+
+// ---- the lowering: prefill chunks on the staged kernel ------------------------------------------------
+
+const ROWS = 20;
+function step(rows: number) {
+  const { store, map, dtypeOf } = randomLlama(TINY_LLAMA, 11, true);
+  const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 64 }, { dtypeOf });
+  tracer.output("logits", logits);
+  return { store, map, graph: tracer.build() };
+}
+const STAGED: CompileOptions = { stagedMinRows: 16 }; // a 20-row chunk stands in for the 128+ rows of a real one
+const target = (staging: boolean) => ({ backend: "js" as const, device: "cpu", caps: { ...caps, staging }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 });
+
+test("lowering runs prefill matmuls on the staged kernel only with caps.staging, from stagedMinRows, never for serving", () => {
+  const names = (staging: boolean, opts: CompileOptions, rows = ROWS) =>
+    compileGraph(step(rows).graph, target(staging), opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const on = names(true, STAGED);
+  // k = 128 projections take it; the down projection (k = 344, not a multiple of 32) keeps mma_matmul.ts
+  assert.ok(on.some((n) => n.startsWith("mma_staged")), on.join(" "));
+  assert.ok(on.some((n) => n.startsWith("mma_matmul") && n.includes("_k344_")), "the k=344 matmul left the MMA path");
+  assert.ok(!names(false, STAGED).some((n) => n.startsWith("mma_staged")), "staged without caps.staging");
+  assert.ok(!names(true, {}).some((n) => n.startsWith("mma_staged")), "staged below STAGED_MIN_ROWS");
+  assert.ok(!names(true, { ...STAGED, staged: false }).some((n) => n.startsWith("mma_staged")), "staged with staged: false");
+  assert.ok(!names(true, { ...STAGED, mma: "all" }).some((n) => n.startsWith("mma_staged")), "staged in a serving entry");
+});
+
+test("a 20-row Llama prefill on the staged kernel equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
+  const { store, map, graph } = step(ROWS);
+  const run = async (opts: CompileOptions, staging: boolean, mma: boolean) => {
+    const eng = new Engine(new JsDevice({ caps: { ...caps, staging, mma } }), { compile: (g, t) => compileGraph(g, t, opts) });
+    try {
+      await eng.loadWeights(store, map);
+      const id = eng.addEntry("prefill", graph);
+      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % TINY_LLAMA.vocab);
+      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
+      return r.outputs.logits as Float32Array;
+    } finally {
+      await eng.unload();
+    }
+  };
+  const a = await run(STAGED, true, true), b = await run({}, false, false);
+  assert.equal(a.length, b.length);
+  let worst = 0, scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    assert.ok(Number.isFinite(a[i]), `logit ${i} is ${a[i]}`);
+    worst = Math.max(worst, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(b[i]));
+  }
+  // the same bound as mma_model.test.ts's (split MMA: ~2^-16 relative per product)
+  assert.ok(worst <= 1e-4 * scale, `max |staged - fma| = ${worst} of logits up to ${scale}`);
+  assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
 });
 
 /** The Llama 1B / 8B projections at 512 and 2048 rows, default layout: what the prefill lowering renders. */
