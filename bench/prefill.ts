@@ -2,8 +2,9 @@
 // token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
 // the same length. Several variants in one run, so a table compares them on the same device:
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
-//   them; chunks of >= 128 rows on the staged kernel, kernels/lib/mma_staged.ts); mma-unstaged: without the
-//   staged kernel; mma-2048: the default in chunks of 2048 rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
+//   them; chunks of >= 128 rows on the staged kernels, kernels/lib/mma_staged.ts, flash_staged.ts); mma-unstaged: without the
+//   staged kernels; mma-oldflash: staged matmuls, flash.ts attention; mma-2048: the default in chunks of 2048
+//   rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
 //   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once; tiled: the shared-memory
 //   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
@@ -32,8 +33,9 @@ import type { Device } from "../backends/device.ts";
 const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
   mma: { compile: { mma: "auto" } },
   // the MMA matmul without shared-memory staging (session 5's prefill path), and the default in 2048-row chunks
-  "mma-unstaged": { compile: { mma: "auto", staged: false } },
+  "mma-unstaged": { compile: { mma: "auto", staged: false, flashStaged: false } },
   "mma-2048": { compile: { mma: "auto" }, prefill: [2048, 512, 64, 16, 8] },
+  "mma-oldflash": { compile: { mma: "auto", flashStaged: false } },
   "mma-noflash": { compile: { mma: "auto", flash: false } },
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },

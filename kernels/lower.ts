@@ -92,6 +92,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    */
   staged?: boolean;
   stagedMinRows?: number;
+  /**
+   * Prefill attention of chunks of >= stagedMinRows rows on the staged flash kernels (kernels/lib/flash_staged.ts:
+   * K/V to f16 halves once, then cp.async tiles and ldmatrix) where caps.staging and flash allow; default true.
+   */
+  flashStaged?: boolean;
   /** Block tiling of the staged matmuls (tuning runs); default stagedLayout's. */
   stagedLayout?: lib.StagedLayout;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
@@ -114,8 +119,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
-/** Rows from which prefill MMA matmuls run on the staged kernel (its blocks are 64 or 128 rows). */
+/** Rows from which prefill MMA matmuls and flash attention run on the staged kernels (blocks of 64+ rows). */
 export const STAGED_MIN_ROWS = 128;
+/** Largest scratch (each of K and V as f16 halves) the staged flash attention takes; past it, flash.ts. */
+const FLASH_STAGED_MAX_BYTES = 256 * 2 ** 20;
 /**
  * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
  * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
@@ -330,6 +337,17 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
     const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
     const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+    const fsplit = opts.flashSplit ?? opts.mmaSplit;
+    const staged = { ...shape, split: fsplit };
+    if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+      lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
+      // K/V to f16 halves once per chunk and layer (scratch every layer reuses), then the staged kernel
+      const bytes = lib.flashPrepBytes(staged);
+      const [kw, vw] = ["flash-k-halves", "flash-v-halves"].map((name): Binding => ({ buffer: buf("arena", name, bytes), offset: 0, bytes }));
+      kernel(lib.flashPrepKV(caps, staged), [bind(k), bind(v), bind(u.pos), kw, vw], { bytes: bytesOfIds([k, v]) + 2 * bytes, flops: 0 });
+      kernel(lib.flashStaged(caps, staged), [bind(q), kw, vw, bind(u.pos), bind(n.id)], work);
+      return;
+    }
     if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
       // a warp per (16 rows, head) is latency-bound: split the positions until ~4096 warps fill the GPU
       const warps = Math.ceil(R / 16) * H;

@@ -9,6 +9,7 @@ export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmul
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export { mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX } from "./mma_matmul.ts";
+export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,

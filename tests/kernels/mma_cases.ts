@@ -13,6 +13,7 @@ import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
+import { flashPrepBytes, flashPrepKV, flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { attentionCombine } from "../../kernels/lib/attention.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
@@ -273,4 +274,50 @@ export function stagedCases(): StagedCase[] {
 /** mmaPrepX then the staged matmul; the case's problems (empty = pass). */
 export function runStaged(dev: Device, c: StagedCase, emulate: boolean): Promise<string[]> {
   return runPrepared(dev, c.s, emulate, (caps) => stagedMatmul(caps, { ...c.s, ...c.layout }));
+}
+
+// ---- the staged flash attention (kernels/lib/flash_staged.ts) ------------------------------------------
+
+export type FlashStagedCfg = FlashCfg & { warps?: number; bkv?: number };
+
+/** hd 64 and 128, rows past a tile, cap at the chunk's end, GQA, f16/bf16/f32 K and V, i32 pos, unsplit. */
+export function flashStagedCfgs(): FlashStagedCfg[] {
+  return [
+    { rows: 37, heads: 4, kvHeads: 2, hd: 64, cap: 80, pos: 20, pt: "i32" },
+    { rows: 70, heads: 2, kvHeads: 1, hd: 128, cap: 150, pos: 50, kv: "f16" },
+    { rows: 16, heads: 2, kvHeads: 2, hd: 64, cap: 16, pos: 0 },
+    { rows: 33, heads: 2, kvHeads: 1, hd: 64, cap: 100, pos: 7, split: false },
+    { rows: 20, heads: 3, kvHeads: 1, hd: 64, cap: 64, pos: 30, kv: "bf16", warps: 2, bkv: 32 },
+  ];
+}
+
+export function flashStagedName(c: FlashStagedCfg): string {
+  return `staged ${flashCase(c, true).name}${c.warps ? ` warps=${c.warps}` : ""}${c.bkv ? ` bkv=${c.bkv}` : ""}`;
+}
+
+/** flashPrepKV then flashStaged over flashCase's inputs; the case's problems (empty = pass). */
+export async function runFlashStaged(dev: Device, c: FlashStagedCfg, emulate: boolean): Promise<string[]> {
+  const kc = flashCase(c, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split, warps: c.warps, bkv: c.bkv };
+  const prep = flashPrepKV(caps, shape), fk = flashStaged(caps, shape);
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const halves = [0, 1].map(() => dev.alloc(flashPrepBytes(shape), "device"));
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(1, 4).map(bind), ...halves.map(bind)] },
+      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), ...halves.map(bind), bind(bufs[3]), bind(bufs[4])] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, ...halves]) dev.free(b);
+  }
 }

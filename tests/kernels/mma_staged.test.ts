@@ -1,8 +1,9 @@
-// The staged tensor-core matmul (kernels/lib/mma_staged.ts: cp.async pipeline, ldmatrix fragments) on the JS
-// device, whose renderer emulates cp.async (copies land at the wait that retires their group), ldmatrix and the
-// warp MMA in lockstep: each case against the float64 reference within mmaCase's tolerance. Then the IR pieces
-// alone (ldmatrix with and without .trans, a read before its wait sees the old words), the refusal on targets
-// without caps.staging, and the PTX of the prefill projections assembled for sm_90 by ptxas.
+// The staged tensor-core kernels (kernels/lib/mma_staged.ts matmul, flash_staged.ts attention: cp.async
+// pipelines, ldmatrix fragments) on the JS device, whose renderer emulates cp.async (copies land at the wait that
+// retires their group), ldmatrix and the warp MMA in lockstep: each case against the float64 reference within
+// mmaCase's / flashCase's tolerance. Then the IR pieces alone (ldmatrix with and without .trans, a read before
+// its wait sees the old words), the refusal on targets without caps.staging, the lowering's choice and a Llama
+// chunk through it, and the PTX of the prefill shapes assembled for sm_90 by ptxas.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
@@ -13,7 +14,9 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { runCase } from "./harness.ts";
-import { runStaged, stagedCases, stagedName } from "./mma_cases.ts";
+import { flashCase, flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, stagedCases, stagedName } from "./mma_cases.ts";
+import { flashStaged } from "../../kernels/lib/flash_staged.ts";
+import { assertCase } from "./harness.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
@@ -25,6 +28,16 @@ const caps = { ...dev.target.caps, mma: true, staging: true };
 
 for (const c of stagedCases()) {
   test(`js (emulated): ${stagedName(c)}`, async () => assert.deepEqual(await runStaged(dev, c, true), []));
+}
+
+for (const c of flashStagedCfgs()) {
+  test(`js (emulated): ${flashStagedName(c)}`, async () => assert.deepEqual(await runFlashStaged(dev, c, true), []));
+}
+{
+  // pos + rows > cap faults before anything is read (f32 K/V: the halves' buffers have the f32 cache's size)
+  const c = { rows: 16, heads: 2, kvHeads: 1, hd: 64, cap: 40, pos: 30 };
+  const kc = { ...flashCase(c, true, true), make: () => flashStaged(caps, { ...c, pos: "u32" as const }) };
+  test(`js (emulated): staged ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
 }
 
 /** One warp: copies 64 words (an 8x8 matrix of u16 twice over... 4 matrices) to shared, then ldmatrix x4. */
@@ -78,9 +91,11 @@ test("staged matmul is refused where the target has no staging; wgsl refuses the
 // ---- the lowering: prefill chunks on the staged kernel ------------------------------------------------
 
 const ROWS = 20;
+// head_dim 64: the staged flash attention's smallest (TINY_LLAMA's 32 keeps flash.ts)
+const HD64 = { ...TINY_LLAMA, heads: 2, kvHeads: 1, headDim: 64 };
 function step(rows: number) {
-  const { store, map, dtypeOf } = randomLlama(TINY_LLAMA, 11, true);
-  const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 64 }, { dtypeOf });
+  const { store, map, dtypeOf } = randomLlama(HD64, 11, true);
+  const { tracer, logits } = traceLlama(HD64, { rows, cap: 64 }, { dtypeOf });
   tracer.output("logits", logits);
   return { store, map, graph: tracer.build() };
 }
@@ -93,21 +108,24 @@ test("lowering runs prefill matmuls on the staged kernel only with caps.staging,
   const on = names(true, STAGED);
   // k = 128 projections take it; the down projection (k = 344, not a multiple of 32) keeps mma_matmul.ts
   assert.ok(on.some((n) => n.startsWith("mma_staged")), on.join(" "));
+  assert.ok(on.some((n) => n.startsWith("flash_staged")) && on.some((n) => n.startsWith("flash_prep_kv")), on.join(" "));
+  assert.ok(!on.some((n) => n.startsWith("flash_attention")), "flash.ts beside the staged flash");
+  assert.ok(names(true, { ...STAGED, flashStaged: false }).some((n) => n.startsWith("flash_attention")), "flashStaged: false keeps flash.ts");
   assert.ok(on.some((n) => n.startsWith("mma_matmul") && n.includes("_k344_")), "the k=344 matmul left the MMA path");
   assert.ok(!names(false, STAGED).some((n) => n.startsWith("mma_staged")), "staged without caps.staging");
-  assert.ok(!names(true, {}).some((n) => n.startsWith("mma_staged")), "staged below STAGED_MIN_ROWS");
+  assert.ok(!names(true, {}).some((n) => /^(mma|flash)_staged/.test(n)), "staged below STAGED_MIN_ROWS");
   assert.ok(!names(true, { ...STAGED, staged: false }).some((n) => n.startsWith("mma_staged")), "staged with staged: false");
   assert.ok(!names(true, { ...STAGED, mma: "all" }).some((n) => n.startsWith("mma_staged")), "staged in a serving entry");
 });
 
-test("a 20-row Llama prefill on the staged kernel equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
+test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
   const { store, map, graph } = step(ROWS);
   const run = async (opts: CompileOptions, staging: boolean, mma: boolean) => {
     const eng = new Engine(new JsDevice({ caps: { ...caps, staging, mma } }), { compile: (g, t) => compileGraph(g, t, opts) });
     try {
       await eng.loadWeights(store, map);
       const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % TINY_LLAMA.vocab);
+      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % HD64.vocab);
       const r = await eng.step(id, { token, pos: new Int32Array([3]) });
       return r.outputs.logits as Float32Array;
     } finally {
@@ -133,15 +151,18 @@ export const PREFILL_PROJECTIONS: [number, number, number][] = [
 ];
 
 const ptxas = findPtxas();
-test("staged matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
+test("staged matmul and flash attention PTX assembles for sm_90 without spills", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
   const kernels = [
     ...stagedCases().map((c) => stagedMatmul(SM90_CAPS, { ...c.s, ...c.layout })),
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { n, k, batch: m, w: "bf16", residual: true })),
+    // the 1B's and 8B's attention at a 512-row chunk, and the split-off variants
+    ...[{ hd: 64 }, { hd: 128 }, { hd: 128, split: false }, { hd: 128, warps: 8 }].map((o) =>
+      flashStaged(SM90_CAPS, { rows: 512, heads: 32, kvHeads: 8, cap: 2064, pos: "u32", ...o })),
   ];
   for (const k of kernels) {
     const ptx = renderPtx(k, { sm: 90 }).ptx;
     assert.match(ptx, /cp\.async\.cg\.shared\.global/);
-    assert.match(ptx, /ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16/);
+    assert.match(ptx, /ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16/);
     const r = assemble(ptxas!, ptx, "sm_90", true);
     assert.ok(r.ok, `${k.name}: ${r.log}`);
     assert.doesNotMatch(r.log, /[1-9]\d* bytes spill stores/, `${k.name} spills: ${r.log}`);

@@ -1,14 +1,14 @@
-// The staged tensor-core matmul (kernels/lib/mma_staged.ts: cp.async, ldmatrix) on a real PTX device (skips
-// without libcuda or a CUDA device of sm_80+): the JS-emulated cases, projection-sized cases in the default and
-// the wide layouts against the float64 reference, and a Llama prefill chunk through the lowering's staged path
-// against the same device's FMA path.
+// The staged tensor-core kernels (kernels/lib/mma_staged.ts, flash_staged.ts: cp.async, ldmatrix) on a real PTX
+// device (skips without libcuda or a CUDA device of sm_80+): the JS-emulated cases, projection-sized matmuls in
+// the default and the wide layouts and attention at 512 rows against the float64 reference, and a Llama prefill
+// chunk through the lowering's staged path against the same device's FMA path.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { runStaged, type StagedCase, stagedCases, stagedName } from "../kernels/mma_cases.ts";
+import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedCase, stagedCases, stagedName } from "../kernels/mma_cases.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 
 const probe = probePtx();
@@ -27,10 +27,15 @@ for (const c of [...stagedCases(), ...big]) {
   test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
 }
 
-test("ptx: a 160-row Llama prefill chunk on the staged kernel equals the FMA path within the split MMA's precision", opts, async () => {
+for (const c of [...flashStagedCfgs(), { rows: 512, heads: 32, kvHeads: 8, hd: 128, cap: 1100, pos: 500 }, { rows: 300, heads: 8, kvHeads: 2, hd: 64, cap: 400, pos: 77, warps: 8 }]) {
+  test(`ptx: ${flashStagedName(c)}`, opts, async () => assert.deepEqual(await runFlashStaged(dev!, c, false), []));
+}
+
+test("ptx: a 160-row Llama prefill chunk on the staged kernels (matmul, flash attention) equals the FMA path within the split MMA's precision", opts, async () => {
   const rows = 160;
-  const { store, map, dtypeOf } = randomLlama(TINY_LLAMA, 11, true);
-  const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 256 }, { dtypeOf });
+  const c = { ...TINY_LLAMA, heads: 2, kvHeads: 1, headDim: 64 }; // head_dim 64: the staged flash attention's
+  const { store, map, dtypeOf } = randomLlama(c, 11, true);
+  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf });
   tracer.output("logits", logits);
   const graph = tracer.build();
   const run = async (o: CompileOptions) => {
@@ -44,7 +49,7 @@ test("ptx: a 160-row Llama prefill chunk on the staged kernel equals the FMA pat
     try {
       await eng.loadWeights(store, map);
       const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % TINY_LLAMA.vocab);
+      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
       const r = await eng.step(id, { token, pos: new Int32Array([3]) });
       return { logits: (r.outputs.logits as Float32Array).slice(), names };
     } finally {
@@ -52,7 +57,7 @@ test("ptx: a 160-row Llama prefill chunk on the staged kernel equals the FMA pat
     }
   };
   const a = await run({}), b = await run({ mma: "off" });
-  assert.ok(a.names.some((n) => n.startsWith("mma_staged")), a.names.join(" "));
+  assert.ok(a.names.some((n) => n.startsWith("mma_staged")) && a.names.some((n) => n.startsWith("flash_staged")), a.names.join(" "));
   let worst = 0, scale = 0;
   for (let i = 0; i < a.logits.length; i++) {
     assert.ok(Number.isFinite(a.logits[i]), `logit ${i} is ${a.logits[i]}`);
