@@ -283,7 +283,10 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
-    kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+    // q, k and v (gate and up) read one x: its words are made once while nothing since wrote x or the words
+    if (!prepStillValid(cx.steps, prep.name, bindings[0], xw)) {
+      kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+    }
     const layout = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n);
     if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
       lib.stagedMatmulFits(caps, s.w, s.n, s.k, layout, split)) {
@@ -306,6 +309,23 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, b
     return;
   }
   kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
+}
+
+/**
+ * Whether the last step that ran `prep` over x into xw still stands: found among the recent steps with the same
+ * bindings, and no step after it writes bytes of x or of xw (kernel bindings declared "w"/"rw", copy targets).
+ */
+function prepStillValid(steps: Step[], prep: string, x: Binding, xw: Binding): boolean {
+  const same = (a: Binding, b: Binding) => a.buffer === b.buffer && a.offset === b.offset && a.bytes === b.bytes;
+  const hits = (a: Binding, b: Binding) => a.buffer === b.buffer && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+  const written = (st: Step): Binding[] =>
+    st.k === "copy" ? [st.dst] : st.k === "kernel" ? st.bindings.filter((_, i) => st.kernel.buffers[i]?.access !== "r") : [];
+  for (let i = steps.length - 1; i >= Math.max(0, steps.length - 64); i--) {
+    const st = steps[i];
+    if (st.k === "kernel" && st.kernel.name === prep && same(st.bindings[0], x) && same(st.bindings[1], xw)) return true;
+    if (written(st).some((w) => hits(w, x) || hits(w, xw))) return false;
+  }
+  return false;
 }
 
 /**

@@ -113,6 +113,10 @@ test("lowering runs prefill matmuls on the staged kernel only with caps.staging,
   assert.ok(names(true, { ...STAGED, flashStaged: false }).some((n) => n.startsWith("flash_attention")), "flashStaged: false keeps flash.ts");
   assert.ok(on.some((n) => n.startsWith("mma_matmul") && n.includes("_k344_")), "the k=344 matmul left the MMA path");
   assert.ok(!names(false, STAGED).some((n) => n.startsWith("mma_staged")), "staged without caps.staging");
+  // x's MMA words are made once for q, k and v and once for gate and up: 4 preps for 7 matmuls a layer
+  const count = (re: RegExp) => on.filter((n) => re.test(n)).length;
+  assert.equal(count(/^mma_prep/), 4 * HD64.layers + 1, on.join(" ")); // + the logits' x
+  assert.equal(count(/^mma_(staged|matmul)/), 7 * HD64.layers + 1, on.join(" ")); // + the logits
   assert.ok(!names(true, {}).some((n) => /^(mma|flash)_staged/.test(n)), "staged below STAGED_MIN_ROWS");
   assert.ok(!names(true, { ...STAGED, staged: false }).some((n) => n.startsWith("mma_staged")), "staged with staged: false");
   assert.ok(!names(true, { ...STAGED, mma: "all" }).some((n) => n.startsWith("mma_staged")), "staged in a serving entry");
