@@ -73,6 +73,8 @@ export async function runPrefillBench(o: {
   layout?: CompileOptions["mmaLayout"];
   /** Tiling of the staged matmuls (CompileOptions.stagedLayout). */
   stagedLayout?: CompileOptions["stagedLayout"];
+  /** Warps and tile of the staged flash attention (CompileOptions.flashLayout). */
+  flashLayout?: CompileOptions["flashLayout"];
   reps: number;
   /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
   profile?: { rows: number; at: number };
@@ -92,7 +94,7 @@ export async function runPrefillBench(o: {
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
-      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout, stagedLayout: o.stagedLayout };
+      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout, stagedLayout: o.stagedLayout, flashLayout: o.flashLayout };
       const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
@@ -148,6 +150,13 @@ async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, op
   for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
 }
 
+/** --flash-layout WARPSxBKV. */
+function flashLayoutOf(v: string): CompileOptions["flashLayout"] {
+  const m = /^(\d+)x(\d+)$/.exec(v);
+  if (!m) throw new RangeError(`--flash-layout: ${v} is not WARPSxBKV (e.g. 8x64)`);
+  return { warps: Number(m[1]), bkv: Number(m[2]) };
+}
+
 export async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args, strict: true, allowPositionals: false,
@@ -164,6 +173,8 @@ export async function main(args: string[]): Promise<number> {
       "mma-layout": { type: "string" },
       // tiling of the staged matmuls, as bench/mma.ts staged variants: e.g. 128x256x32:s3:w2x4
       "staged-layout": { type: "string" },
+      // warps and positions per tile of the staged flash attention: WARPSxBKV, e.g. 8x64
+      "flash-layout": { type: "string" },
     },
   });
   const ints = (v: string, what: string) => v.split(",").map((s) => {
@@ -177,6 +188,7 @@ export async function main(args: string[]): Promise<number> {
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
     layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
     stagedLayout: values["staged-layout"] ? parseStaged(values["staged-layout"].split(":")) : undefined,
+    flashLayout: values["flash-layout"] ? flashLayoutOf(values["flash-layout"]) : undefined,
     profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
   });
   console.log(formatTable(

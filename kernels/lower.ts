@@ -97,6 +97,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * K/V to f16 halves once, then cp.async tiles and ldmatrix) where caps.staging and flash allow; default true.
    */
   flashStaged?: boolean;
+  /** Warps and positions per tile of the staged flash attention (tuning runs); default the library's (4, 64). */
+  flashLayout?: Pick<lib.FlashStagedShape, "warps" | "bkv">;
   /** Block tiling of the staged matmuls (tuning runs); default stagedLayout's. */
   stagedLayout?: lib.StagedLayout;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
@@ -358,7 +360,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
     const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
     const fsplit = opts.flashSplit ?? opts.mmaSplit;
-    const staged = { ...shape, split: fsplit };
+    const staged = { ...shape, ...opts.flashLayout, split: fsplit };
     if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
       lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
       // K/V to f16 halves once per chunk and layer (scratch every layer reuses), then the staged kernel
