@@ -88,6 +88,13 @@ test("staged matmul is refused where the target has no staging; wgsl refuses the
   assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
 });
 
+test("with programmatic dependent launch a staged kernel waits for its inputs but does not let the next kernel in early", () => {
+  const k = stagedMatmul(SM90_CAPS, { n: 256, k: 64, batch: 256, w: "bf16" });
+  const ptx = renderPtx(k, { sm: 90, pdl: true }).ptx;
+  assert.match(ptx, /griddepcontrol\.wait/);
+  assert.doesNotMatch(ptx, /griddepcontrol\.launch_dependents/);
+});
+
 // ---- the lowering: prefill chunks on the staged kernel ------------------------------------------------
 
 const ROWS = 20;

@@ -655,7 +655,10 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   const pdl = (opts.pdl ?? false) !== false && sm >= 90;
   L.prologue(entry);
   if (pdl) L.a.op("griddepcontrol.wait");
-  if (pdl && opts.pdl !== "exit") L.a.op("griddepcontrol.launch_dependents");
+  // A staged kernel (cp.async tiles: ~100 KiB of shared memory and most of the registers per workgroup) runs in
+  // several waves of workgroups; the next kernel's blocks, resident early, would take the room its later waves
+  // need (two workgroups an SM fit only on an empty one). Its dependents launch as its blocks exit instead.
+  if (pdl && opts.pdl !== "exit" && !k.uses.staging) L.a.op("griddepcontrol.launch_dependents");
   L.block(dk.body);
   L.a.op("ret");
 
