@@ -321,3 +321,44 @@ export async function runFlashStaged(dev: Device, c: FlashStagedCfg, emulate: bo
     for (const b of [...bufs, ...halves]) dev.free(b);
   }
 }
+
+/**
+ * The staged matmul's batch invariance within itself: row r alone (m = 1) and inside m rows give the same bits
+ * (mmaPrepX then the kernel, the same layout). Returns the mismatching rows (empty = pass).
+ */
+export async function stagedInvariance(dev: Device, c: StagedCase, rows: number[], emulate: boolean): Promise<string[]> {
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const { n, k } = c.s, parts = c.s.split === false ? 1 : 2;
+  const w = floats(new Rng("invariance-w"), c.s.w, n * k).bytes;
+  const run = async (m: number, x: Uint8Array): Promise<Uint32Array> => {
+    const s = { ...c.s, batch: m, bias: false, residual: false };
+    const prep = mmaPrepX(caps, { m, k, ab: s.w, split: s.split }), mm = stagedMatmul(caps, { ...s, ...c.layout });
+    const bufs = [x, w, new Uint8Array(m * n * 4)].map((b) => {
+      const d = dev.alloc(b.byteLength, "device");
+      dev.write(d, 0, b);
+      return d;
+    });
+    const xw = dev.alloc(parts * m * k * 2, "device");
+    const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+    try {
+      dev.run([
+        { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
+        { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), bind(bufs[1]), bind(bufs[2])] },
+      ]);
+      await dev.synchronize(60_000);
+      return new Uint32Array((await dev.read(bufs[2], 0, bufs[2].bytes)).slice().buffer);
+    } finally {
+      for (const b of [...bufs, xw]) dev.free(b);
+    }
+  };
+  const m = c.s.batch;
+  const x = bytes(new Rng("invariance-x").f32(m * k));
+  const all = await run(m, x);
+  const bad: string[] = [];
+  for (const r of rows) {
+    const alone = await run(1, x.slice(r * k * 4, (r + 1) * k * 4));
+    const col = Array.from({ length: n }, (_, j) => j).find((j) => alone[j] !== all[r * n + j]);
+    if (col !== undefined) bad.push(`row ${r} col ${col}: alone ${alone[col].toString(16)} vs in m=${m} ${all[r * n + col].toString(16)}`);
+  }
+  return bad;
+}

@@ -8,7 +8,7 @@ import { probePtx } from "../../backends/ptx/mod.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedCase, stagedCases, stagedName } from "../kernels/mma_cases.ts";
+import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedCase, stagedCases, stagedInvariance, stagedName } from "../kernels/mma_cases.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 
 const probe = probePtx();
@@ -26,6 +26,11 @@ const big: StagedCase[] = [
 for (const c of [...stagedCases(), ...big]) {
   test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
 }
+
+test("ptx: staged matmul rows alone equal the same rows inside a batch of 300 (128 x 128 blocks, hardware MMA order)", opts, async () => {
+  const c: StagedCase = { s: { n: 256, k: 1024, batch: 300, w: "bf16" }, layout: { bm: 128, bn: 128, wm: 2, wn: 4 } };
+  assert.deepEqual(await stagedInvariance(dev!, c, [0, 131, 299], false), []);
+});
 
 for (const c of [...flashStagedCfgs(), { rows: 512, heads: 32, kvHeads: 8, hd: 128, cap: 1100, pos: 500 }, { rows: 200, heads: 8, kvHeads: 8, hd: 128, cap: 300, pos: 60, bkv: 64 }, { rows: 300, heads: 8, kvHeads: 2, hd: 64, cap: 400, pos: 77, warps: 8 }]) {
   test(`ptx: ${flashStagedName(c)}`, opts, async () => assert.deepEqual(await runFlashStaged(dev!, c, false), []));
