@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import { stagedLayout, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
+import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
@@ -93,11 +94,17 @@ test("staged matmul is refused where the target has no staging; wgsl refuses the
   assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
 });
 
-test("with programmatic dependent launch a staged kernel waits for its inputs but does not let the next kernel in early", () => {
+test("a staged kernel is rendered for a plain launch where the others use programmatic dependent launch", () => {
   const k = stagedMatmul(SM90_CAPS, { n: 256, k: 64, batch: 256, w: "bf16" });
-  const ptx = renderPtx(k, { sm: 90, pdl: true }).ptx;
-  assert.match(ptx, /griddepcontrol\.wait/);
-  assert.doesNotMatch(ptx, /griddepcontrol\.launch_dependents/);
+  const m = renderPtx(k, { sm: 90, pdl: true });
+  assert.equal(m.pdl, false);
+  assert.doesNotMatch(m.ptx, /griddepcontrol/);
+  const f = renderPtx(flashStaged(SM90_CAPS, { rows: 128, heads: 2, kvHeads: 1, hd: 64, cap: 200, pos: "u32" }), { sm: 90, pdl: true });
+  assert.equal(f.pdl, false);
+  // the control: a kernel without staging keeps both halves of PDL
+  const plain = renderPtx(mmaMatmul(SM90_CAPS, { n: 256, k: 64, batch: 256, w: "bf16" }), { sm: 90, pdl: true });
+  assert.equal(plain.pdl, true);
+  assert.match(plain.ptx, /griddepcontrol\.wait[\s\S]*griddepcontrol\.launch_dependents/);
 });
 
 // ---- the lowering: prefill chunks on the staged kernel ------------------------------------------------
