@@ -36,7 +36,8 @@ export interface PtxOptions {
    * touches global memory, so the previous kernel's results are complete and visible) and then lets the next
    * kernel launch (`griddepcontrol.launch_dependents`), whose blocks get resident while this one runs.
    * "exit": the wait only (the next kernel may launch as this one's blocks exit). Only for launches with the
-   * programmatic-stream-serialization attribute; harmless on plain launches.
+   * programmatic-stream-serialization attribute; harmless on plain launches. Kernels with staging statements
+   * (caps.staging) are rendered without it whatever this says (PtxModule.pdl false: a plain launch).
    */
   pdl?: boolean | "exit";
 }
