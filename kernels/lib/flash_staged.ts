@@ -128,8 +128,10 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
   const tid = b.let(b.lid.x, "u32", "tid");
   const lane = b.let(b.builtin("lane"), "u32", "lane"), warp = b.let(b.builtin("sgid"), "u32", "warp");
   const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
-  const rt = b.let(L.mod(tiles), "u32", "rt");
-  const h = b.let(L.div(tiles), "u32", "h");
+  // The last row tiles see the most positions (causal): they go first, every head of one tile together (heads of
+  // a GQA group next to each other share K/V in L2), and the light tiles fill the last wave.
+  const rt = b.let(u32(tiles - 1).sub(L.div(heads)), "u32", "rt");
+  const h = b.let(L.mod(heads), "u32", "h");
   const kvh = b.let(group === 1 ? h : h.div(group), "u32", "kvh");
   const w0 = b.let(rt.mul(BQ).add(warp.mul(16)), "u32", "w0"); // this warp's first row
   const r0 = b.let(w0.add(g), "u32", "r0"), r1 = b.let(r0.add(8), "u32", "r1");
