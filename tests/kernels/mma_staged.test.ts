@@ -26,24 +26,26 @@ import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
 const caps = { ...dev.target.caps, mma: true, staging: true };
+// bun's default per-test limit is 5 s; the lock-step emulation of a 128-thread workgroup takes seconds on a busy CPU
+const SLOW = { timeout: 120_000 };
 
 for (const c of stagedCases()) {
-  test(`js (emulated): ${stagedName(c)}`, async () => assert.deepEqual(await runStaged(dev, c, true), []));
+  test(`js (emulated): ${stagedName(c)}`, SLOW, async () => assert.deepEqual(await runStaged(dev, c, true), []));
 }
 
-test("js (emulated): a row alone and inside m=37 give identical bits on the staged matmul", async () => {
+test("js (emulated): a row alone and inside m=37 give identical bits on the staged matmul", SLOW, async () => {
   const c = { s: { n: 40, k: 96, batch: 37, w: "bf16" as const }, layout: { bm: 32, bn: 32, wm: 1, wn: 2, stages: 2 } };
   assert.deepEqual(await stagedInvariance(dev, c, [0, 17, 36], true), []);
 });
 
 for (const c of flashStagedCfgs()) {
-  test(`js (emulated): ${flashStagedName(c)}`, async () => assert.deepEqual(await runFlashStaged(dev, c, true), []));
+  test(`js (emulated): ${flashStagedName(c)}`, SLOW, async () => assert.deepEqual(await runFlashStaged(dev, c, true), []));
 }
 {
   // pos + rows > cap faults before anything is read (f32 K/V: the halves' buffers have the f32 cache's size)
   const c = { rows: 16, heads: 2, kvHeads: 1, hd: 64, cap: 40, pos: 30 };
   const kc = { ...flashCase(c, true, true), make: () => flashStaged(caps, { ...c, pos: "u32" as const }) };
-  test(`js (emulated): staged ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+  test(`js (emulated): staged ${kc.name}`, SLOW, async () => assertCase(kc, await runCase(dev, kc)));
 }
 
 /** One warp: copies 64 words (an 8x8 matrix of u16 twice over... 4 matrices) to shared, then ldmatrix x4. */
@@ -121,7 +123,7 @@ function step(rows: number) {
 const STAGED: CompileOptions = { stagedMinRows: 16 }; // a 20-row chunk stands in for the 128+ rows of a real one
 const target = (staging: boolean) => ({ backend: "js" as const, device: "cpu", caps: { ...caps, staging }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 });
 
-test("lowering runs prefill matmuls on the staged kernel only with caps.staging, from stagedMinRows, never for serving", () => {
+test("lowering runs prefill matmuls on the staged kernel only with caps.staging, from stagedMinRows, never for serving", SLOW, () => {
   const names = (staging: boolean, opts: CompileOptions, rows = ROWS) =>
     compileGraph(step(rows).graph, target(staging), opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
   const on = names(true, STAGED);
