@@ -5,6 +5,7 @@
 //
 //   deno run -A bench/mma.ts                                  (the Llama 1B / 8B projections at m = 1..2048)
 //   deno run -A bench/mma.ts --cases 32x2048x2048,512x8192x2048 --variants fma8,mma,mma:4x4
+//   deno run -A bench/mma.ts --cases 2048x14336x4096 --variants mma:xw,staged,staged:128x256x32:w2x4
 //   deno run -A bench/mma.ts --serve llama-3-8b --m 1,8,32,64 --ks 8,16 --budget 55
 // --serve: the serving entries' matmuls of each shape (q/o, k/v, gate/up, down, head) at the entry sizes --m,
 // one row per layout (ks, nt, unroll, nw; mt follows m: ceil(m / 16) tiles of 16 rows, at most 4), GB/s of W
@@ -20,17 +21,25 @@ import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import type { Kernel } from "../kernels/ir.ts";
 import { matmul } from "../kernels/lib/matmul.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaServingKSplit, mmaServingLayout } from "../kernels/lib/mma_matmul.ts";
+import { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits } from "../kernels/lib/mma_staged.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 
 const L2_DEFEAT = 256 << 20;
 
 /**
  * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:wNWxMW:unsplit:xw (any
- * parts; wNWxMW: warps along N and M per workgroup; xw: x as prepared MMA words, the prep kernel not timed).
+ * parts; wNWxMW: warps along N and M per workgroup; xw: x as prepared MMA words, the prep kernel not timed),
+ * staged (kernels/lib/mma_staged.ts, default layout; x as prepared words, the prep not timed) and
+ * staged:BMxBNxBK:sS:wWMxWN:unsplit (any parts).
  */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
+  if (v === "staged" || v.startsWith("staged:")) {
+    const l = { ...stagedLayout(m, n), ...parseStaged(v.split(":").slice(1)) };
+    if (!stagedMatmulFits(caps, "bf16", n, k, l, l.split ?? true)) return undefined;
+    return stagedMatmul(caps, { n, k, batch: m, w: "bf16", ...l });
+  }
   if (!mmaMatmulFits(caps, "bf16", n, k)) return undefined;
   if (v === "unsplit") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", split: false });
   if (v === "mma") return mmaMatmul(caps, { n, k, batch: m, w: "bf16" });
@@ -52,6 +61,19 @@ export function parseLayout(parts: string[]): { mt?: number; nt?: number; ks?: n
     else if (part === "xw") o.prepared = true;
     else if (/^w\d+x\d+$/.test(part)) [o.nw, o.mw] = part.slice(1).split("x").map(Number);
     else throw new RangeError(`layout: unknown part ${part}`);
+  }
+  return o;
+}
+
+/** Staged layout parts: BMxBNxBK, sS (stages), wWMxWN (warps along M and N), unsplit. */
+export function parseStaged(parts: string[]): StagedLayout & { split?: boolean } {
+  const o: StagedLayout & { split?: boolean } = {};
+  for (const part of parts) {
+    if (/^\d+x\d+x\d+$/.test(part)) [o.bm, o.bn, o.bk] = part.split("x").map(Number);
+    else if (/^s\d+$/.test(part)) o.stages = Number(part.slice(1));
+    else if (/^w\d+x\d+$/.test(part)) [o.wm, o.wn] = part.slice(1).split("x").map(Number);
+    else if (part === "unsplit") o.split = false;
+    else throw new RangeError(`staged layout: unknown part ${part}`);
   }
   return o;
 }

@@ -2,7 +2,9 @@
 // token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
 // the same length. Several variants in one run, so a table compares them on the same device:
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
-//   them); mma-noflash: the same with attention.ts's kernel; fma: the FMA
+//   them; chunks of >= 128 rows on the staged kernels, kernels/lib/mma_staged.ts, flash_staged.ts); mma-unstaged: without the
+//   staged kernels; mma-oldflash: staged matmuls, flash.ts attention; mma-2048: the default in chunks of 2048
+//   rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
 //   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once; tiled: the shared-memory
 //   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
@@ -22,7 +24,7 @@ import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
-import { parseLayout } from "./mma.ts";
+import { parseLayout, parseStaged } from "./mma.ts";
 import type { Graph } from "../graph/ir.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { appendSampler } from "../llm/sampling.ts";
@@ -30,6 +32,10 @@ import type { Device } from "../backends/device.ts";
 
 const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> = {
   mma: { compile: { mma: "auto" } },
+  // the MMA matmul without shared-memory staging (session 5's prefill path), and the default in 2048-row chunks
+  "mma-unstaged": { compile: { mma: "auto", staged: false, flashStaged: false } },
+  "mma-2048": { compile: { mma: "auto" }, prefill: [2048, 512, 64, 16, 8] },
+  "mma-oldflash": { compile: { mma: "auto", flashStaged: false } },
   "mma-noflash": { compile: { mma: "auto", flash: false } },
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
@@ -65,6 +71,10 @@ export async function runPrefillBench(o: {
   prefill?: number[];
   /** Tiling of the prefill MMA matmuls (CompileOptions.mmaLayout), for the mma variants. */
   layout?: CompileOptions["mmaLayout"];
+  /** Tiling of the staged matmuls (CompileOptions.stagedLayout). */
+  stagedLayout?: CompileOptions["stagedLayout"];
+  /** Warps and tile of the staged flash attention (CompileOptions.flashLayout). */
+  flashLayout?: CompileOptions["flashLayout"];
   reps: number;
   /** Also time one chunk's program by kernel (rows, at position `at`), per variant. */
   profile?: { rows: number; at: number };
@@ -84,7 +94,7 @@ export async function runPrefillBench(o: {
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
-      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout };
+      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout, stagedLayout: o.stagedLayout, flashLayout: o.flashLayout };
       const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
@@ -140,6 +150,13 @@ async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, op
   for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
 }
 
+/** --flash-layout WARPSxBKV. */
+function flashLayoutOf(v: string): CompileOptions["flashLayout"] {
+  const m = /^(\d+)x(\d+)$/.exec(v);
+  if (!m) throw new RangeError(`--flash-layout: ${v} is not WARPSxBKV (e.g. 8x64)`);
+  return { warps: Number(m[1]), bkv: Number(m[2]) };
+}
+
 export async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args, strict: true, allowPositionals: false,
@@ -154,6 +171,10 @@ export async function main(args: string[]): Promise<number> {
       profile: { type: "string" },
       // tiling of the prefill MMA matmuls, as bench/mma.ts variants: e.g. 2x4:ks1:w4x2
       "mma-layout": { type: "string" },
+      // tiling of the staged matmuls, as bench/mma.ts staged variants: e.g. 128x256x32:s3:w2x4
+      "staged-layout": { type: "string" },
+      // warps and positions per tile of the staged flash attention: WARPSxBKV, e.g. 8x64
+      "flash-layout": { type: "string" },
     },
   });
   const ints = (v: string, what: string) => v.split(",").map((s) => {
@@ -166,6 +187,8 @@ export async function main(args: string[]): Promise<number> {
     variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
     layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
+    stagedLayout: values["staged-layout"] ? parseStaged(values["staged-layout"].split(":")) : undefined,
+    flashLayout: values["flash-layout"] ? flashLayoutOf(values["flash-layout"]) : undefined,
     profile: values.profile ? { rows: Number(values.profile.split("@")[0]), at: Number(values.profile.split("@")[1] ?? 0) } : undefined,
   });
   console.log(formatTable(

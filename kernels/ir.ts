@@ -111,7 +111,11 @@ export type Stmt =
   | { k: "barrier"; device?: boolean }
   | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
   | { k: "return" }
-  | MmaStmt;
+  | MmaStmt
+  | CpAsyncStmt
+  | { k: "cpcommit" }                                   // closes this invocation's open group of cpasync copies
+  | { k: "cpwait"; pending: number }                    // waits until at most `pending` closed groups are in flight
+  | LdMatrixStmt;
 
 /**
  * A warp-level matrix multiply-accumulate, D[16x8] = A[16x16] B[16x8] + C (PTX mma.sync m16n8k16, row.col,
@@ -133,6 +137,37 @@ export interface MmaStmt {
   c: Expr[];
 }
 
+/**
+ * Shared-memory staging, PTX only (caps.staging: cp.async on sm_80+): copies 16 bytes, u32 words
+ * [index, index + 4) of `buf`, to words [sindex, sindex + 4) of the u32 shared array `mem`, asynchronously: the
+ * words are there only after a `cpwait` that leaves fewer groups in flight than were closed (`cpcommit`) after
+ * this copy, and other invocations see them only after a barrier that follows that wait. Both indices must be
+ * multiples of 4. `cpcommit` and `cpwait` must be reached by the whole workgroup together (uniform flow, like
+ * a barrier; the JS device keeps one queue per workgroup), a copy may sit under any condition.
+ */
+export interface CpAsyncStmt {
+  k: "cpasync";
+  mem: Shared;
+  sindex: Expr;
+  buf: Buffer;
+  index: Expr;
+}
+
+/**
+ * A warp-collective load of `dst.length` (1, 2 or 4) 8x8 matrices of 16-bit values from the u32 shared array
+ * `mem` (PTX ldmatrix.m8n8.b16, caps.staging): lanes 8i .. 8i+7 give, in `index`, the word index (a multiple of
+ * 4) of rows 0..7 of matrix i, each row 8 values in 4 words. Lane l receives in dst[i] the word (values 2c,
+ * 2c+1) of row r = l >> 2 at c = l & 3; with `trans`, the values (row 2c, column r) and (row 2c + 1, column r)
+ * instead, low half first. Every lane of a full 32-lane subgroup must reach it together.
+ */
+export interface LdMatrixStmt {
+  k: "ldmatrix";
+  dst: Var[];
+  mem: Shared;
+  index: Expr;
+  trans: boolean;
+}
+
 export interface Kernel {
   name: string;
   /** Invocations per workgroup. */
@@ -143,7 +178,7 @@ export interface Kernel {
   shared: Shared[];
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
-  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean };
+  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean };
 }
 
 export class KernelError extends Error {
@@ -265,7 +300,7 @@ export class KernelBuilder {
   private readonly sharedMem: Shared[] = [];
   private blocks: Stmt[][] = [[]];
   private nvar = 0;
-  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false };
+  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
 
@@ -447,6 +482,34 @@ export class KernelBuilder {
     return d.map((v) => new Val({ k: "var", t: "f32", v }));
   }
 
+  /** Copies 16 bytes (u32 words index..index+3 of buf) to shared words sindex.. asynchronously (CpAsyncStmt). */
+  cpAsync(mem: Shared, sindex: Like, buf: Buffer, index: Like): void {
+    if (mem.t !== "u32") throw new KernelError(`${this.name}: cpasync into ${mem.t} shared ${mem.name} (u32 words only)`);
+    this.uses.staging = true;
+    this.emit({ k: "cpasync", mem, sindex: lift(sindex, "u32").e, buf, index: lift(index, "u32").e });
+  }
+  /** Closes the open group of cpasync copies (the whole workgroup together). */
+  cpCommit(): void {
+    this.uses.staging = true;
+    this.emit({ k: "cpcommit" });
+  }
+  /** Waits until at most `pending` closed copy groups are still in flight (the whole workgroup together). */
+  cpWait(pending: number): void {
+    if (!Number.isInteger(pending) || pending < 0 || pending > 7) throw new KernelError(`${this.name}: cpwait ${pending} (0..7)`);
+    this.uses.staging = true;
+    this.emit({ k: "cpwait", pending });
+  }
+  /** A warp's ldmatrix of n 8x8 16-bit matrices from u32 shared words (LdMatrixStmt): n u32 words per lane. */
+  ldmatrix(mem: Shared, index: Like, n: 1 | 2 | 4, trans = false): Val[] {
+    if (mem.t !== "u32") throw new KernelError(`${this.name}: ldmatrix from ${mem.t} shared ${mem.name} (u32 words only)`);
+    if (![1, 2, 4].includes(n)) throw new KernelError(`${this.name}: ldmatrix of ${n} matrices (1, 2 or 4)`);
+    this.uses.staging = true;
+    this.uses.subgroups = true;
+    const dst = Array.from({ length: n }, () => ({ name: `lm${this.nvar++}`, t: "u32" as CType }));
+    this.emit({ k: "ldmatrix", dst, mem, index: lift(index, "u32").e, trans });
+    return dst.map((v) => new Val({ k: "var", t: "u32", v }));
+  }
+
   build(): Kernel {
     if (this.blocks.length !== 1) throw new KernelError(`${this.name}: build inside a block`);
     return {
@@ -485,6 +548,8 @@ export function stmtExprs(s: Stmt): Expr[] {
     case "for": return [s.start, s.end];
     case "if": case "check": return [s.c];
     case "mma": return [...s.a, ...s.b, ...s.c];
+    case "cpasync": return [s.sindex, s.index];
+    case "ldmatrix": return [s.index];
     default: return [];
   }
 }

@@ -87,6 +87,22 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   mmaLayout?: Pick<lib.MmaMatmulShape, "ks" | "nw" | "mw" | "mt" | "nt" | "unroll">;
   /** Layout of the serving ("all") MMA matmuls (tuning runs; lib.mmaServingLayout); default the library's. */
   mmaServing?: lib.MmaServingTune;
+  /**
+   * Prefill ("auto") MMA matmuls of at least `stagedMinRows` (default STAGED_MIN_ROWS) rows on the staged kernel
+   * (kernels/lib/mma_staged.ts: cp.async pipeline, ldmatrix) where the target has `caps.staging`; default true.
+   * Serving ("all") never: its rows keep mma_matmul.ts's summation order at every entry size.
+   */
+  staged?: boolean;
+  stagedMinRows?: number;
+  /**
+   * Prefill attention of chunks of >= stagedMinRows rows on the staged flash kernels (kernels/lib/flash_staged.ts:
+   * K/V to f16 halves once, then cp.async tiles and ldmatrix) where caps.staging and flash allow; default true.
+   */
+  flashStaged?: boolean;
+  /** Warps and positions per tile of the staged flash attention (tuning runs); default the library's (4, 64). */
+  flashLayout?: Pick<lib.FlashStagedShape, "warps" | "bkv">;
+  /** Block tiling of the staged matmuls (tuning runs); default stagedLayout's. */
+  stagedLayout?: lib.StagedLayout;
   /** Position splits of the flash attention (default: enough warps to fill a large GPU); 1 = none. */
   flashSplits?: number;
   /** Split-K chunks of decode and paged attention (1 = the one-pass kernel); default attentionSplitCount's / attentionSplits'. */
@@ -110,6 +126,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
+/** Rows from which prefill MMA matmuls and flash attention run on the staged kernels (blocks of 64+ rows). */
+export const STAGED_MIN_ROWS = 128;
+/** Largest scratch (each of K and V as f16 halves) the staged flash attention takes; past it, flash.ts. */
+const FLASH_STAGED_MAX_BYTES = 256 * 2 ** 20;
 /**
  * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
  * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
@@ -281,6 +301,13 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
+    const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n);
+    if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+      lib.stagedMatmulFits(caps, s.w, s.n, s.k, staged, split)) {
+      const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });
+      kernel(k, [xw, ...bindings.slice(1)], work);
+      return;
+    }
     // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
     const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
     const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
@@ -327,6 +354,17 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
     const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
     const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+    const fsplit = opts.flashSplit ?? opts.mmaSplit;
+    const staged = { ...shape, ...opts.flashLayout, split: fsplit };
+    if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+      lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
+      // K/V to f16 halves once per chunk and layer (scratch every layer reuses), then the staged kernel
+      const bytes = lib.flashPrepBytes(staged);
+      const [kw, vw] = ["flash-k-halves", "flash-v-halves"].map((name): Binding => ({ buffer: buf("arena", name, bytes), offset: 0, bytes }));
+      kernel(lib.flashPrepKV(caps, staged), [bind(k), bind(v), bind(u.pos), kw, vw], { bytes: bytesOfIds([k, v]) + 2 * bytes, flops: 0 });
+      kernel(lib.flashStaged(caps, staged), [bind(q), kw, vw, bind(u.pos), bind(n.id)], work);
+      return;
+    }
     if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
       // a warp per (16 rows, head) is latency-bound: split the positions until ~4096 warps fill the GPU
       const warps = Math.ceil(R / 16) * H;

@@ -43,6 +43,11 @@ export interface Caps {
    * PTX rank whose group opened NCCL communicators (backends/ptx/nccl.ts).
    */
   collectives?: boolean;
+  /**
+   * Shared-memory staging statements (kernels/ir.ts CpAsyncStmt, LdMatrixStmt: cp.async global -> shared and
+   * ldmatrix); PTX on sm_80+ only, absent elsewhere.
+   */
+  staging?: boolean;
 }
 
 export interface TargetSet {

@@ -48,9 +48,9 @@ export interface DriverOptions {
   /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
   /**
-   * Prefill row shapes prepared up front (default prefillDefault(): [512, 64, 16, 8] where the device has
-   * tensor-core tiles, [512, 32, 8] on other GPUs (the tiled matmul), [32, 8] on the JS device; 1 is always
-   * there: the decode step).
+   * Prefill row shapes prepared up front (default prefillDefault(): [2048, 512, 64, 16, 8] where the device
+   * has tensor-core tiles and shared-memory staging, [512, 64, 16, 8] with tiles only, [512, 32, 8] on other
+   * GPUs (the tiled matmul), [32, 8] on the JS device; 1 is always there: the decode step).
    */
   prefill?: number[];
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
@@ -677,10 +677,12 @@ function describe(v: unknown): string {
  * 512 rows reads each weight once for 512 tokens; on the H200 a 2048-token prompt of the 1B took 56.6 ms in
  * 512-row chunks, 64.9 ms in 256-row ones) or on the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts,
  * GPU targets without MMA: a 512-token prompt of the 1B on Vulkan on the H200 took 58 ms in one 512-row chunk,
- * 175 ms in 32-row chunks), the FMA kernel's sizes elsewhere (the JS device).
+ * 175 ms in 32-row chunks), the FMA kernel's sizes elsewhere (the JS device). With shared-memory staging
+ * (kernels/lib/mma_staged.ts, flash_staged.ts) 2048-row chunks first: the 1B's 2048-token prompt took 38.8 ms in
+ * one 2048-row chunk, 65.8 ms in 512-row ones (H200, session 6: the staged matmul reaches its speed at 2048 rows).
  */
 export function prefillDefault(caps: Caps): number[] {
-  return caps.mma ? [512, 64, 16, 8] : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
+  return caps.mma ? (caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8]) : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
 }
 
 /**

@@ -39,6 +39,8 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     dispatchGap: false,
     // warp mma.sync m16n8k16 with bf16/f16 inputs and f32 accumulate (Ampere and newer)
     mma: a.ccMajor >= 8,
+    // cp.async global -> shared copies and ldmatrix (Ampere and newer)
+    staging: a.ccMajor >= 8,
   };
 }
 

@@ -24,6 +24,7 @@ import {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
@@ -59,6 +60,12 @@ export interface PtxDeviceOptions {
    * on where available; the environment variable POOT_PTX_PDL (0, exit, start) overrides the default.
    */
   pdl?: boolean | "exit";
+  /**
+   * Preferred shared-memory carveout of every kernel, in percent of the unified L1/shared capacity (a tuning
+   * experiment: kernels whose carveouts differ cannot share an SM, so alternating ones may serialize). Default
+   * unset (the driver's choice per kernel); the environment variable POOT_PTX_CARVEOUT overrides it.
+   */
+  carveout?: number;
   /**
    * Small upload buffers in slab shadows (slots.ts; default on). Off, every upload buffer is a plain allocation
    * written through the staging ring (a copy per write). The environment variable POOT_PTX_SLOTS=0 turns it off.
@@ -193,6 +200,8 @@ export class PtxDevice implements CollectiveDevice {
   private readonly launchEx: LaunchEx | undefined;
   /** Set by an NCCL group (backends/ptx/nccl.ts): this device records collectives. */
   private link: RankLink | undefined;
+  /** PtxDeviceOptions.carveout (undefined: the driver's choice). */
+  private readonly carveout: number | undefined;
 
   /** Prefer `probePtx` (or `PtxDevice.open`); this takes an opened, initialized libcuda. */
   constructor(readonly cu: Cuda, opts: PtxDeviceOptions = {}) {
@@ -229,6 +238,11 @@ export class PtxDevice implements CollectiveDevice {
     const envPdl = env.POOT_PTX_PDL;
     this.pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
     this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(cu) : undefined;
+    const envCarveout = env.POOT_PTX_CARVEOUT;
+    this.carveout = opts.carveout ?? (envCarveout !== undefined && envCarveout !== "" ? Number(envCarveout) : undefined);
+    if (this.carveout !== undefined && !(Number.isInteger(this.carveout) && this.carveout >= 0 && this.carveout <= 100)) {
+      throw new RangeError(`ptx: carveout ${envCarveout ?? this.carveout} is not a percentage (0..100)`);
+    }
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.slots = new SlotSlabs(cu, caps.bindingAlign);
     this.slotSlabs = opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0";
@@ -485,6 +499,7 @@ export class PtxDevice implements CollectiveDevice {
         }
         const func = this.cu.moduleGetFunction(loaded.module, mod.entry);
         if (mod.dynamicShared > 0) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, mod.dynamicShared);
+        if (this.carveout !== undefined) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, this.carveout);
         let faultPtr = 0n, fault: { words: Uint32Array; index: number } | undefined;
         if (mod.faultParam) {
           if (this.faultChunks[this.faultChunks.length - 1].used === FAULT_WORDS) this.newFaultChunk();

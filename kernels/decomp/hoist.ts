@@ -29,7 +29,7 @@ function namer(k: Kernel, prefix: string): (t: CType) => Var {
       if (s.k === "let" || s.k === "assign" || s.k === "for") used.add(s.v.name);
       if (s.k === "loadv") s.dst.forEach((v) => used.add(v.name));
       if (s.k === "atomic" && s.dst) used.add(s.dst.name);
-      if (s.k === "mma") s.d.forEach((v) => used.add(v.name));
+      if (s.k === "mma" || s.k === "ldmatrix") (s.k === "mma" ? s.d : s.dst).forEach((v) => used.add(v.name));
       stmtExprs(s).forEach(see);
       if (s.k === "for") scan(s.body);
       if (s.k === "if") {
@@ -173,6 +173,8 @@ export function hoistKernel(k: Kernel, rules: HoistRules, prefix: string): Kerne
         const a = s.a.map(f), b = s.b.map(f), c = s.c.map(f);
         return same(s, { ...s, a, b, c });
       }
+      case "cpasync": return same(s, { ...s, sindex: f(s.sindex), index: f(s.index) });
+      case "ldmatrix": return same(s, { ...s, index: f(s.index) });
       default:
         return s;
     }

@@ -88,6 +88,14 @@ function mapStmt(s: Stmt, f: (e: Expr) => Expr): Stmt {
       const c = f(s.c);
       return c === s.c ? s : { ...s, c };
     }
+    case "cpasync": {
+      const sindex = f(s.sindex), index = f(s.index);
+      return sindex === s.sindex && index === s.index ? s : { ...s, sindex, index };
+    }
+    case "ldmatrix": {
+      const index = f(s.index);
+      return index === s.index ? s : { ...s, index };
+    }
     default:
       return s;
   }

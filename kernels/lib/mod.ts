@@ -12,6 +12,8 @@ export {
   mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
   mmaServingTiles, type MmaWarpTiles,
 } from "./mma_matmul.ts";
+export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
+export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
   attentionSplits, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,

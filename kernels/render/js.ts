@@ -444,6 +444,35 @@ class Gen {
         this.perLane(s.d.map((d, j) => `${this.at(this.varName(d))} = ${D}[l * 4 + ${j}];`).join(" "));
         return;
       }
+      case "cpasync": {
+        const [si, i] = this.exprs([s.sindex, s.index]);
+        const arr = this.view(s.buf, "u32"), S = `S_${s.mem.name}`;
+        const parts = [`const q = ${i}, p = ${si};`];
+        if (this.debug) parts.push(`ck(q, ${arr}.length - 3, ${JSON.stringify(arr)}, 4); ck(p, ${S}.length - 3, ${JSON.stringify(S)}, 4);`);
+        parts.push(`CPQ.open.push(${S}, p, ${arr}[q], ${arr}[q + 1], ${arr}[q + 2], ${arr}[q + 3]);`);
+        this.perLane(`{ ${parts.join(" ")} }`);
+        return;
+      }
+      case "cpcommit":
+        this.line(`CPQ.closed.push(CPQ.open); CPQ.open = [];`);
+        return;
+      case "cpwait":
+        this.line(`cpWait(CPQ, ${s.pending});`);
+        return;
+      case "ldmatrix": {
+        if (!this.simt || this.sg !== 32 || this.wgSize % 32 !== 0) {
+          throw new KernelError(`${this.k.name}: ldmatrix needs whole 32-lane subgroups run in lockstep`);
+        }
+        const [i] = this.exprs([s.index]);
+        const A = this.tmp("la"), D = this.tmp("ld");
+        this.head.push(`const ${A} = new Uint32Array(N), ${D} = new Uint32Array(N * 4);`);
+        this.perLane(`${A}[l] = ${i};`);
+        this.line(`for (let w = 0; w < N; w += 32) { let n = 0; for (let l = w; l < w + 32; l++) n += ${this.mask}[l]; ` +
+          `if (n === 0) continue; if (n !== 32) throw new Fault(K, 0, "ldmatrix reached by " + n + " of 32 lanes"); ` +
+          `const e = ldsm(S_${s.mem.name}, ${A}, w, ${s.dst.length}, ${s.trans}, ${D}); if (e) throw new Fault(K, 0, e); }`);
+        this.perLane(s.dst.map((d, j) => `${this.at(this.varName(d))} = ${D}[l * 4 + ${j}];`).join(" "));
+        return;
+      }
       case "barrier":
         if (this.simt && this.debug) this.line(`bar(${this.mask});`);
         return;
@@ -551,7 +580,7 @@ export function pathOf(k: Kernel, subgroupSize: number): "scalar" | "simt" {
   scan(k.body, u);
   const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
   if (wg === 1) return "scalar";
-  if (u.barrier || k.uses.mma) return "simt";
+  if (u.barrier || k.uses.mma || k.uses.staging) return "simt";
   if (u.subgroup && subgroupSize > 1) return "simt";
   return "scalar";
 }
@@ -572,7 +601,7 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const src: string[] = [
     `"use strict";`,
     `const fr = Math.fround;
-const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, pack2, Fault } = RT;`,
+const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, pack2, cpWait, ldsm, Fault } = RT;`,
     `const K = ${JSON.stringify(k.name)};`,
     `function fail(code) { throw new Fault(K, code); }`,
     `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,
@@ -593,7 +622,10 @@ const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma1681
   const vlist = views.map((v) => v.name).join(", ");
   const params = `${vlist}${vlist ? ", " : ""}wx, wy, wz, NX, NY, NZ`;
   if (simt) {
-    src.push(`function group(${params}) {`, `  M0.fill(1); R.fill(0);`, ...body, `}`);
+    // copies a workgroup never waited for must not land in the next one's shared memory
+    const cp = k.uses.staging ? [`  CPQ.open = []; CPQ.closed = [];`] : [];
+    if (k.uses.staging) src.push(`const CPQ = { open: [], closed: [] };`);
+    src.push(`function group(${params}) {`, `  M0.fill(1); R.fill(0);`, ...cp, ...body, `}`);
   } else {
     src.push(`function inv(${params}, lx, ly, lz) {`);
     const decls = g.varDecls().map(([n, t]) => `${n} = ${t === "bool" ? "false" : "0"}`);

@@ -79,6 +79,46 @@ export function mma16816(F: Float64Array, lane0: number, bf16: boolean, D: Float
   }
 }
 
+/**
+ * A workgroup's cp.async copies (kernels/ir.ts CpAsyncStmt) on the JS device: a copy reads its 16 bytes when
+ * issued and lands in shared memory only when a wait retires its group, so a kernel that reads a stage before
+ * waiting for it sees the stale words here too.
+ */
+export interface CpQueue {
+  open: (Uint32Array | number)[];
+  closed: (Uint32Array | number)[][];
+}
+export function cpWait(q: CpQueue, pending: number): void {
+  while (q.closed.length > pending) {
+    const g = q.closed.shift()!;
+    for (let i = 0; i < g.length; i += 6) {
+      const S = g[i] as Uint32Array, at = g[i + 1] as number;
+      for (let j = 0; j < 4; j++) S[at + j] = g[i + 2 + j] as number;
+    }
+  }
+}
+
+/**
+ * One warp's ldmatrix (kernels/ir.ts LdMatrixStmt) of n matrices: A holds each lane's row word index (from
+ * `lane0`), D gets n words per lane (4 slots each). Returns an error message for a bad address, else "".
+ */
+export function ldsm(S: Uint32Array, A: Uint32Array, lane0: number, n: number, trans: boolean, D: Uint32Array): string {
+  for (let r = 0; r < 8 * n; r++) {
+    const at = A[lane0 + r];
+    if (at % 4 !== 0 || at + 4 > S.length) return `ldmatrix row address ${at} (lane ${r}) is not a multiple of 4 inside 0..${S.length - 4}`;
+  }
+  const el = (i: number, r: number, c: number) => (S[A[lane0 + 8 * i + r] + (c >> 1)] >>> (16 * (c & 1))) & 0xffff;
+  for (let l = 0; l < 32; l++) {
+    const r = l >> 2, c = l & 3;
+    for (let i = 0; i < n; i++) {
+      D[(lane0 + l) * 4 + i] = trans
+        ? (el(i, 2 * c, r) | (el(i, 2 * c + 1, r) << 16)) >>> 0
+        : S[A[lane0 + 8 * i + r] + c];
+    }
+  }
+  return "";
+}
+
 /** Two numbers rounded to bf16 (or f16) and packed into a u32, lo in the low half (kernels/ir.ts pack2). */
 export function pack2(bf16: boolean, lo: number, hi: number): number {
   return bf16 ? ((f2bf(hi) << 16) | f2bf(lo)) >>> 0 : ((f2h(hi) << 16) | f2h(lo)) >>> 0;

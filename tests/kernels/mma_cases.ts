@@ -6,11 +6,14 @@
 // itself; products are exact and the sum is f32 (the hardware's order): |got - want| <= rel * sum |x w| with
 // rel = 2^-15 + k * 2^-23. Unsplit (x rounded once to bf16/f16): rel = 2^-7 (bf16) / 2^-10 (f16) + k * 2^-23.
 import type { Caps } from "../../kernels/target.ts";
+import type { Kernel } from "../../kernels/ir.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaPrepX, mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
+import { stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
+import { flashPrepBytes, flashPrepKV, flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { attentionCombine } from "../../kernels/lib/attention.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
@@ -18,7 +21,7 @@ export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 
 /** The caps a case builds with: the device's, with mma forced on where `emulate` (the JS device). */
 export function mmaCaps(caps: Caps, emulate: boolean): Caps {
-  return emulate ? { ...caps, mma: true, subgroups: true, subgroupSize: 32 } : caps;
+  return emulate ? { ...caps, mma: true, staging: true, subgroups: true, subgroupSize: 32 } : caps;
 }
 
 function caseName(s: MmaCaseShape): string {
@@ -180,16 +183,22 @@ export function flashCfgs(): FlashCfg[] {
 // ---- prepared x (mmaPrepX then mmaMatmul { prepared }) ------------------------------------------------
 
 /**
- * Runs mmaPrepX and the prepared matmul over the case's inputs on `dev` and returns the case's problems (empty
- * = pass): the same reference and tolerance as the one-kernel case.
+ * Runs mmaPrepX and the prepared matmul (`make`: mmaMatmul's, or another kernel on the same words, e.g. the
+ * staged one) over the case's inputs on `dev` and returns the case's problems (empty = pass): the same
+ * reference and tolerance as the one-kernel case.
  */
-export async function runPrepared(dev: Device, s: MmaCaseShape, emulate: boolean): Promise<string[]> {
+export async function runPrepared(
+  dev: Device,
+  s: MmaCaseShape,
+  emulate: boolean,
+  make: (caps: Caps) => Kernel = (caps) => mmaMatmul(caps, { ...s, prepared: true }),
+): Promise<string[]> {
   const kc = mmaCase(s, emulate);
   const caps = mmaCaps(dev.target.caps, emulate);
   const ins = kc.inputs();
   const parts = s.split === false ? 1 : 2;
   const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
-  const mm = mmaMatmul(caps, { ...s, prepared: true });
+  const mm = make(caps);
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
@@ -289,4 +298,121 @@ export async function runFlashSplit(dev: Device, c: FlashCfg, splits: number, em
   } finally {
     for (const b of [...bufs, part]) dev.free(b);
   }
+}
+
+// ---- the staged matmul (kernels/lib/mma_staged.ts) ----------------------------------------------------
+
+/** A staged case: the matmul shape (reference and tolerance as mmaCase) and the staged layout. */
+export interface StagedCase {
+  s: MmaCaseShape;
+  layout: Omit<StagedMatmulShape, "n" | "k" | "batch" | "w" | "bias" | "residual" | "split" | "name">;
+}
+
+export function stagedName(c: StagedCase): string {
+  const l = c.layout;
+  return `staged ${mmaCase(c.s, true).name.replace(/^mma matmul /, "")} block ${l.bm ?? 128}x${l.bn ?? 128}x${l.bk ?? 32} ${l.stages ?? 4} stages ${l.wm ?? 2}x${l.wn ?? 4} warps`;
+}
+
+/** Tiles past m and n, odd n, K of fewer slices than stages, both bk, unsplit, f16, bias and residual. */
+export function stagedCases(): StagedCase[] {
+  return [
+    { s: { n: 64, k: 64, batch: 40, w: "bf16" }, layout: { bm: 64, bn: 64, stages: 3 } },
+    { s: { n: 72, k: 96, batch: 17, w: "bf16", bias: true, residual: true }, layout: { bm: 32, bn: 64, stages: 2, wm: 1, wn: 2 } },
+    { s: { n: 37, k: 128, batch: 5, w: "bf16", bias: true }, layout: { bm: 16, bn: 32, bk: 64, stages: 4, wm: 1, wn: 2 } },
+    { s: { n: 48, k: 64, batch: 33, w: "bf16", split: false }, layout: { bm: 32, bn: 32, wm: 1, wn: 1 } },
+    { s: { n: 40, k: 160, batch: 70, w: "f16", residual: true }, layout: { bm: 64, bn: 32, wm: 2, wn: 1, stages: 4 } },
+    { s: { n: 136, k: 64, batch: 130, w: "bf16" }, layout: {} },
+  ];
+}
+
+/** mmaPrepX then the staged matmul; the case's problems (empty = pass). */
+export function runStaged(dev: Device, c: StagedCase, emulate: boolean): Promise<string[]> {
+  return runPrepared(dev, c.s, emulate, (caps) => stagedMatmul(caps, { ...c.s, ...c.layout }));
+}
+
+// ---- the staged flash attention (kernels/lib/flash_staged.ts) ------------------------------------------
+
+export type FlashStagedCfg = FlashCfg & { warps?: number; bkv?: number };
+
+/** hd 64 and 128, rows past a tile, cap at the chunk's end, GQA, f16/bf16/f32 K and V, i32 pos, unsplit. */
+export function flashStagedCfgs(): FlashStagedCfg[] {
+  return [
+    { rows: 37, heads: 4, kvHeads: 2, hd: 64, cap: 80, pos: 20, pt: "i32" },
+    { rows: 70, heads: 2, kvHeads: 1, hd: 128, cap: 150, pos: 50, kv: "f16" },
+    { rows: 16, heads: 2, kvHeads: 2, hd: 64, cap: 16, pos: 0 },
+    { rows: 33, heads: 2, kvHeads: 1, hd: 64, cap: 100, pos: 7, split: false },
+    { rows: 20, heads: 3, kvHeads: 1, hd: 64, cap: 64, pos: 30, kv: "bf16", warps: 2, bkv: 32 },
+  ];
+}
+
+export function flashStagedName(c: FlashStagedCfg): string {
+  return `staged ${flashCase(c, true).name}${c.warps ? ` warps=${c.warps}` : ""}${c.bkv ? ` bkv=${c.bkv}` : ""}`;
+}
+
+/** flashPrepKV then flashStaged over flashCase's inputs; the case's problems (empty = pass). */
+export async function runFlashStaged(dev: Device, c: FlashStagedCfg, emulate: boolean): Promise<string[]> {
+  const kc = flashCase(c, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split, warps: c.warps, bkv: c.bkv };
+  const prep = flashPrepKV(caps, shape), fk = flashStaged(caps, shape);
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const halves = [0, 1].map(() => dev.alloc(flashPrepBytes(shape), "device"));
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(1, 4).map(bind), ...halves.map(bind)] },
+      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), ...halves.map(bind), bind(bufs[3]), bind(bufs[4])] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, ...halves]) dev.free(b);
+  }
+}
+
+/**
+ * The staged matmul's batch invariance within itself: row r alone (m = 1) and inside m rows give the same bits
+ * (mmaPrepX then the kernel, the same layout). Returns the mismatching rows (empty = pass).
+ */
+export async function stagedInvariance(dev: Device, c: StagedCase, rows: number[], emulate: boolean): Promise<string[]> {
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const { n, k } = c.s, parts = c.s.split === false ? 1 : 2;
+  const w = floats(new Rng("invariance-w"), c.s.w, n * k).bytes;
+  const run = async (m: number, x: Uint8Array): Promise<Uint32Array> => {
+    const s = { ...c.s, batch: m, bias: false, residual: false };
+    const prep = mmaPrepX(caps, { m, k, ab: s.w, split: s.split }), mm = stagedMatmul(caps, { ...s, ...c.layout });
+    const bufs = [x, w, new Uint8Array(m * n * 4)].map((b) => {
+      const d = dev.alloc(b.byteLength, "device");
+      dev.write(d, 0, b);
+      return d;
+    });
+    const xw = dev.alloc(parts * m * k * 2, "device");
+    const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+    try {
+      dev.run([
+        { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
+        { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), bind(bufs[1]), bind(bufs[2])] },
+      ]);
+      await dev.synchronize(60_000);
+      return new Uint32Array((await dev.read(bufs[2], 0, bufs[2].bytes)).slice().buffer);
+    } finally {
+      for (const b of [...bufs, xw]) dev.free(b);
+    }
+  };
+  const m = c.s.batch;
+  const x = bytes(new Rng("invariance-x").f32(m * k));
+  const all = await run(m, x);
+  const bad: string[] = [];
+  for (const r of rows) {
+    const alone = await run(1, x.slice(r * k * 4, (r + 1) * k * 4));
+    const col = Array.from({ length: n }, (_, j) => j).find((j) => alone[j] !== all[r * n + j]);
+    if (col !== undefined) bad.push(`row ${r} col ${col}: alone ${alone[col].toString(16)} vs in m=${m} ${all[r * n + col].toString(16)}`);
+  }
+  return bad;
 }

@@ -576,6 +576,7 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   const total = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
   if (total > 1024) throw new KernelError(`${k.name}: workgroup of ${total} invocations (AMDGPU allows 1024)`);
   if (k.uses.mma) throw new KernelError(`${k.name}: mma kernels need the mma capability, which the amdgpu targets lack`);
+  if (k.uses.staging) throw new KernelError(`${k.name}: cp.async/ldmatrix staging is PTX-only (caps.staging), which the amdgpu targets lack`);
   const entry = entryName(k.name);
   const dk = decompose(k, { intDivMod: true });
   const L = new Lowering(dk, wave);

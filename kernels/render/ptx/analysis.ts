@@ -37,6 +37,8 @@ export function invariant(e: Expr, body: Stmt[]): boolean {
       if (s.k === "let" || s.k === "assign") vars.add(s.v.name);
       else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
       else if (s.k === "mma") s.d.forEach((d) => vars.add(d.name));
+      else if (s.k === "ldmatrix") s.dst.forEach((d) => vars.add(d.name));
+      else if (s.k === "cpasync") mems.add(s.mem.name);
       else if (s.k === "store" || s.k === "storev" || s.k === "atomic") bufs.add(s.buf.binding);
       else if (s.k === "sstore") mems.add(s.mem.name);
       else if (s.k === "barrier") barrier = true;

@@ -82,6 +82,11 @@ export class GlobalMemory {
     else this.c.a.op(`red.global.${op}.${ty} ${this.addr(buf, index, 4)}, ${v}`);
   }
 
+  /** cp.async of 16 bytes from u32 word `index` of `buf` to the shared address operand `saddr` ("[r+off]"). */
+  cpAsync(buf: Buffer, index: Expr, saddr: string): void {
+    this.c.a.op(`cp.async.cg.shared.global ${saddr}, ${this.addr(buf, index, 4)}, 16`);
+  }
+
   /** Vector load: n consecutive elements through the widest aligned accesses, then split per element. */
   loadv(dst: Var[], buf: Buffer, view: EType, index: Expr): void {
     const a = this.c.a;

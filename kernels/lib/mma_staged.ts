@@ -1,0 +1,249 @@
+// Tensor-core matmul with shared-memory staging, for prefill chunks: y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n])
+// (+ residual[m, n]) on warp MMA tiles (kernels/ir.ts MmaStmt, m16n8k16, f32 accumulate), with operands brought
+// to shared memory by cp.async and into fragments by ldmatrix (caps.mma and caps.staging: PTX on sm_80+).
+//
+// Layout. A workgroup owns a block of bm rows by bn columns and walks K in slices of bk. Each slice of x (as MMA
+// words made once by mmaPrepX: hi and, with split, lo bf16/f16 parts) and of W lands in one of `stages` shared
+// buffers through 16-byte cp.async copies issued `stages - 1` slices ahead, so the loads of later slices fly
+// while the warps multiply the current one. wm x wn warps split the block; each warp holds a (bm / wm) x
+// (bn / wn) tile of accumulators and reads its A and B fragments with ldmatrix.x4 (row-major x and W are
+// exactly the row.col operands, no transpose). Rows of 16-byte chunks are XOR-swizzled so the eight rows an
+// ldmatrix phase reads, and the chunks a cp.async wave writes, fall in distinct banks.
+//
+// Precision: as mma_matmul.ts (split: x as hi + lo, two MMAs per tile, lo first; unsplit: x rounded once).
+//
+// Summation order: every row's sum runs over k in k16 steps from 0 up, each step one MMA per part (lo, then hi)
+// into the same accumulator. It depends on nothing but k and the split, so a row's bits do not depend on how
+// many rows there are or which block or warp computes it (batch invariant within this kernel), but they differ
+// from mma_matmul.ts's order: the lowering uses this kernel for prefill chunks only, never the server's entries.
+// Rows past m read the last row (clamped) and are not written; columns past n likewise.
+import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { gridFor, wgIndex } from "./common.ts";
+
+export interface StagedMatmulShape {
+  /** Output features (rows of W). */
+  n: number;
+  /** Input features. */
+  k: number;
+  /** Rows of x. */
+  batch: number;
+  w: "bf16" | "f16";
+  bias?: boolean;
+  residual?: boolean;
+  name?: string;
+  /** x as hi + lo 16-bit parts (two MMAs); default true. */
+  split?: boolean;
+  /** Block rows and columns (multiples of 16 * wm and 16 * wn); default 128 x 128. */
+  bm?: number;
+  bn?: number;
+  /** K slice per stage: 32 or 64 (k must be a multiple); default 32. */
+  bk?: number;
+  /** Shared buffers in the cp.async pipeline, 2..5; default 4. */
+  stages?: number;
+  /** Warps along M and N; default 2 x 4 (64 x 32 warp tiles: ~128 registers, two workgroups an SM). */
+  wm?: number;
+  wn?: number;
+}
+
+/** The block tiling of a staged matmul. */
+export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn">;
+
+/**
+ * Default tiling for m rows and n columns, from bench/mma.ts on the H200 (session 6, split x, the Llama 1B/8B
+ * projections at m = 512 and 2048): 128 x 256 blocks (3 stages, 64 x 64 warp tiles) where they still make >= 128
+ * workgroups (2048 x 14336 x 4096: 1197 µs against 1558 in 128 x 128); else 128 x 128 (2 x 4 warps, 64 x 32 warp
+ * tiles) where those make >= 96 (512 x 4096 x 4096: 102.6 µs against 160.1 in 64-row blocks); else 64-row
+ * blocks (512 x 2048 x 2048: 32.5 µs against 54.1), which fill more of a large GPU's SMs.
+ */
+export function stagedLayout(m: number, n: number): StagedLayout {
+  const blocks = (bm: number, bn: number) => Math.ceil(m / bm) * Math.ceil(n / bn);
+  if (blocks(128, 256) >= 128) return { bm: 128, bn: 256, bk: 32, stages: 3, wm: 2, wn: 4 };
+  if (blocks(128, 128) >= 96) return { bm: 128, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };
+  return { bm: 64, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };
+}
+
+/** Whether the staged MMA matmul takes this shape on this target in this layout (its shared memory included). */
+export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l: StagedLayout = {}, split = true): boolean {
+  const bk = l.bk ?? 32;
+  return !!caps.mma && !!caps.staging && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
+    k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes;
+}
+
+/** Bytes of shared memory of a layout: `stages` slices of x (one or two parts) and W. */
+export function stagedSharedBytes(l: StagedLayout, split = true): number {
+  const bm = l.bm ?? 128, bn = l.bn ?? 128, bk = l.bk ?? 32;
+  return (l.stages ?? 4) * ((split ? 2 : 1) * bm + bn) * bk * 2;
+}
+
+/**
+ * Bindings, in order: xw u32 [parts, batch, k / 2] (r; mmaPrepX's words); W [n, k] bf16/f16 (r); bias f32 [n]
+ * (r, when `bias`); residual f32 [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
+ */
+export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
+  const { n, k, batch: m, w } = s;
+  const bm = s.bm ?? 128, bn = s.bn ?? 128, bk = s.bk ?? 32, stages = s.stages ?? 4, wm = s.wm ?? 2, wn = s.wn ?? 4;
+  const split = s.split ?? true, parts = split ? 2 : 1;
+  if (!stagedMatmulFits(caps, w, n, k, { bk }, split)) {
+    throw new KernelError(`staged matmul: needs caps.mma and caps.staging, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8; got ${w} n=${n} k=${k}`);
+  }
+  if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`staged matmul: bad batch ${m}`);
+  if (parts * m * k >= 2 ** 32 || n * k >= 2 ** 32 || m * n >= 2 ** 32) throw new KernelError("staged matmul: indices exceed 32 bits");
+  if (bk !== 32 && bk !== 64) throw new KernelError(`staged matmul: bk ${bk} (32 or 64)`);
+  if (!(Number.isInteger(stages) && stages >= 2 && stages <= 5)) throw new KernelError(`staged matmul: ${stages} stages (2..5)`);
+  const WM = bm / wm, WN = bn / wn; // a warp's tile
+  if (!(Number.isInteger(WM) && Number.isInteger(WN) && WM % 16 === 0 && WN % 16 === 0 && WM >= 16 && WN >= 16 && WM <= 128 && WN <= 128)) {
+    throw new KernelError(`staged matmul: block ${bm}x${bn} over ${wm}x${wn} warps (warp tiles must be multiples of 16, at most 128)`);
+  }
+  const mt = WM / 16, nt = WN / 8; // m16 tiles and n8 tiles per warp
+  if (mt * nt > 64) throw new KernelError(`staged matmul: ${WM}x${WN} warp tile holds ${mt * nt * 4} accumulators per lane (max 256)`);
+  const threads = 32 * wm * wn;
+  if (threads > caps.maxWorkgroupSize) throw new KernelError(`staged matmul: ${threads} invocations per workgroup`);
+  const C = bk / 8; // 16-byte chunks per staged row
+  const rowW = bk / 2; // u32 words per staged row
+  const aW = bm * rowW, bW = bn * rowW; // words of one part of x, of W, per stage
+  const stageW = parts * aW + bW;
+  const bytes = stagedSharedBytes({ bm, bn, bk, stages }, split);
+  if (bytes > caps.maxSharedBytes) throw new KernelError(`staged matmul: ${bytes} bytes of shared memory (max ${caps.maxSharedBytes})`);
+  const KT = k / bk;
+  const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), total = bM * bN;
+  const grid = gridFor(caps, total);
+  const name = s.name ??
+    `mma_staged_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_w${wm}x${wn}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: threads, grid });
+  const x = b.buffer("xw", "u32", "r");
+  const W = b.buffer("w", w, "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const sm = b.shared("stage", "u32", stages * stageW);
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups only
+  const tid = b.let(b.lid.x, "u32", "tid");
+  const lane = b.let(b.builtin("lane"), "u32", "lane");
+  const warp = b.let(b.builtin("sgid"), "u32", "warp");
+  const m0 = b.let(L.mod(bM).mul(bm), "u32", "m0"); // blocks along M first: neighbours share W's slice in L2
+  const n0 = b.let(L.div(bM).mul(bn), "u32", "n0");
+
+  /** Word offset of 16-byte chunk c of staged row r, swizzled: chunk c ^ key(r) with key spreading 8 rows over banks. */
+  const swz = (r: Val, c: Val): Val => {
+    const key = C === 8 ? r.and(7) : r.shr(1).and(3);
+    return r.mul(rowW).add(c.xor(key).shl(2));
+  };
+
+  // The copies this invocation issues per slice: the buffer, its word index at slice 0 and the shared word
+  // offset inside a stage. Regions: x part 0, (x part 1), W.
+  const copies: { buf: typeof x; g: Val; s: Val; guard?: Val }[] = [];
+  const region = (buf: typeof x, rows: number, at: number, global: (row: Val) => Val) => {
+    const chunks = rows * C;
+    for (let it = 0; it * threads < chunks; it++) {
+      const id = tid.add(it * threads);
+      const row = b.let(id.shr(Math.log2(C)), "u32", "cr"), ch = b.let(id.and(C - 1), "u32", "cc");
+      const gi = b.let(global(row).add(ch.shl(2)), "u32", "cg");
+      const so = b.let(swz(row, ch).add(at), "u32", "cs");
+      copies.push({ buf, g: gi, s: so, guard: (it + 1) * threads > chunks ? id.lt(chunks) : undefined });
+    }
+  };
+  const half = k / 2;
+  for (let p = 0; p < parts; p++) region(x, bm, p * aW, (r) => m0.add(r).min(m - 1).mul(half).add((p * m * k) / 2));
+  region(W, bn, parts * aW, (r) => n0.add(r).min(n - 1).mul(half));
+  /** Issues slice kt's copies into the stage at word `base`. */
+  const load = (base: Val | number, kt: Val | number) => {
+    const kofs = typeof kt === "number" ? u32(kt * rowW) : kt.mul(rowW), at = typeof base === "number" ? u32(base) : base;
+    for (const c of copies) {
+      const issue = () => b.cpAsync(sm, at.add(c.s), c.buf, c.g.add(kofs));
+      if (c.guard) b.if(c.guard, issue);
+      else issue();
+    }
+  };
+
+  // Prologue: slices 0 .. stages-2 in flight.
+  for (let st = 0; st < stages - 1; st++) {
+    if (st < KT) load(st * stageW, st);
+    b.cpCommit();
+  }
+
+  // This warp's tile and its lanes' ldmatrix row offsets (the swizzle key of a fragment row depends on the
+  // lane only: tile rows start at multiples of 16).
+  const wi = b.let(warp.mod(wm), "u32", "wi"), wj = b.let(warp.div(wm), "u32", "wj");
+  const aRow = b.let(wi.mul(WM).add(lane.and(15)), "u32", "ar"); // + 16 i
+  const aKey = b.let(lane.shr(4).xor(C === 8 ? aRow.and(7) : aRow.shr(1).and(3)), "u32", "ak");
+  const bRow = b.let(wj.mul(WN).add(lane.and(7)).add(lane.shr(4).shl(3)), "u32", "br"); // + 16 jj
+  const bKey = b.let(lane.shr(3).and(1).xor(C === 8 ? bRow.and(7) : bRow.shr(1).and(3)), "u32", "bk");
+  const acc = Array.from({ length: mt }, () => Array.from({ length: nt }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "acc"))));
+
+  const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
+  b.for(u32(0), u32(KT), 1, (kt) => {
+    b.cpWait(stages - 2); // slice kt has landed (this invocation's copies) ...
+    b.barrier(); // ... everyone's, and every warp is done with the slot the next load overwrites
+    const next = kt.add(stages - 1);
+    b.if(next.lt(KT), () => {
+      const ws = b.let(rs.eq(0).select(u32((stages - 1) * stageW), rs.sub(stageW)), "u32", "ws");
+      load(ws, next);
+    });
+    b.cpCommit();
+    for (let st = 0; st < bk / 16; st++) {
+      const af: Val[][][] = []; // [part][i] -> 4 words
+      for (let p = 0; p < parts; p++) {
+        af.push(Array.from({ length: mt }, (_, i) =>
+          b.ldmatrix(sm, rs.add(p * aW + 16 * i * rowW).add(aRow.mul(rowW)).add(aKey.xor(2 * st).shl(2)), 4)));
+      }
+      const bf: Val[][] = []; // [j] -> 2 words
+      for (let jj = 0; jj < nt / 2; jj++) {
+        const q = b.ldmatrix(sm, rs.add(parts * aW + 16 * jj * rowW).add(bRow.mul(rowW)).add(bKey.xor(2 * st).shl(2)), 4);
+        bf.push([q[0], q[1]], [q[2], q[3]]);
+      }
+      for (let i = 0; i < mt; i++) {
+        for (let j = 0; j < nt; j++) {
+          let c = acc[i][j];
+          if (split) c = b.mma(w, af[1][i], bf[j], c);
+          c = b.mma(w, af[0][i], bf[j], c);
+          c.forEach((v, q) => b.set(acc[i][j][q], v));
+        }
+      }
+    }
+    b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+  });
+
+  // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile.
+  const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
+  const whole = n % 8 === 0, even = n % 2 === 0;
+  for (let i = 0; i < mt; i++) {
+    for (let j = 0; j < nt; j++) {
+      const col = b.let(n0.add(wj.mul(WN)).add(8 * j).add(t.mul(2)), "u32", "col");
+      for (const h of [0, 1]) {
+        const row = b.let(m0.add(wi.mul(WM)).add(16 * i + 8 * h).add(g), "u32", "row");
+        const vs = [acc[i][j][2 * h], acc[i][j][2 * h + 1]];
+        const at = b.let(row.mul(n).add(col), "u32", "yi");
+        const inside = n % bn === 0 ? row.lt(m) : row.lt(m).and(col.lt(n));
+        b.if(inside, () => {
+          if (even) {
+            // both columns inside (n even, col even): one 8-byte store
+            const bv = bias ? b.loadv(bias, col, 2) : undefined;
+            const rv = res ? b.loadv(res, at, 2) : undefined;
+            const out = vs.map((v, c) => {
+              let o = v;
+              if (bv) o = o.add(bv[c]);
+              if (rv) o = o.add(rv[c]);
+              return o;
+            });
+            b.storev(y, at, out);
+            return;
+          }
+          for (const c of [0, 1]) {
+            const emit = () => {
+              let v = vs[c];
+              if (bias) v = v.add(b.load(bias, c ? col.add(1) : col));
+              if (res) v = v.add(b.load(res, c ? at.add(1) : at));
+              b.store(y, c ? at.add(1) : at, v);
+            };
+            if (c && !whole) b.if(col.add(1).lt(n), emit);
+            else emit();
+          }
+        });
+      }
+    }
+  }
+  return b.build();
+}

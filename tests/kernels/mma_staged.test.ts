@@ -1,0 +1,194 @@
+// The staged tensor-core kernels (kernels/lib/mma_staged.ts matmul, flash_staged.ts attention: cp.async
+// pipelines, ldmatrix fragments) on the JS device, whose renderer emulates cp.async (copies land at the wait that
+// retires their group), ldmatrix and the warp MMA in lockstep: each case against the float64 reference within
+// mmaCase's / flashCase's tolerance. Then the IR pieces alone (ldmatrix with and without .trans, a read before
+// its wait sees the old words), the refusal on targets without caps.staging, the lowering's choice and a Llama
+// chunk through it, and the PTX of the prefill shapes assembled for sm_90 by ptxas.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JsDevice } from "../../backends/js/device.ts";
+import { SM90_CAPS } from "../../backends/ptx/caps.ts";
+import { stagedLayout, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
+import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
+import { KernelBuilder } from "../../kernels/ir.ts";
+import { renderPtx } from "../../kernels/render/ptx.ts";
+import { renderWgsl } from "../../kernels/render/wgsl.ts";
+import { JS_CAPS } from "../../kernels/target.ts";
+import { runCase } from "./harness.ts";
+import { flashCase, flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
+import { flashStaged } from "../../kernels/lib/flash_staged.ts";
+import { assertCase } from "./harness.ts";
+import { assemble, findPtxas } from "../ptx/ptxas.ts";
+import { Engine } from "../../backends/executor.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import { traceLlama } from "../../llm/families/llama.ts";
+import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+
+const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
+const caps = { ...dev.target.caps, mma: true, staging: true };
+// bun's default per-test limit is 5 s; the lock-step emulation of a 128-thread workgroup takes seconds on a busy CPU
+const SLOW = { timeout: 120_000 };
+
+for (const c of stagedCases()) {
+  test(`js (emulated): ${stagedName(c)}`, SLOW, async () => assert.deepEqual(await runStaged(dev, c, true), []));
+}
+
+test("js (emulated): a row alone and inside m=37 give identical bits on the staged matmul", SLOW, async () => {
+  const c = { s: { n: 40, k: 96, batch: 37, w: "bf16" as const }, layout: { bm: 32, bn: 32, wm: 1, wn: 2, stages: 2 } };
+  assert.deepEqual(await stagedInvariance(dev, c, [0, 17, 36], true), []);
+});
+
+for (const c of flashStagedCfgs()) {
+  test(`js (emulated): ${flashStagedName(c)}`, SLOW, async () => assert.deepEqual(await runFlashStaged(dev, c, true), []));
+}
+{
+  // pos + rows > cap faults before anything is read (f32 K/V: the halves' buffers have the f32 cache's size)
+  const c = { rows: 16, heads: 2, kvHeads: 1, hd: 64, cap: 40, pos: 30 };
+  const kc = { ...flashCase(c, true, true), make: () => flashStaged(caps, { ...c, pos: "u32" as const }) };
+  test(`js (emulated): staged ${kc.name}`, SLOW, async () => assertCase(kc, await runCase(dev, kc)));
+}
+
+/** One warp: copies 64 words (an 8x8 matrix of u16 twice over... 4 matrices) to shared, then ldmatrix x4. */
+function ldmKernel(trans: boolean, waitFirst: boolean) {
+  const b = new KernelBuilder(`ldm_${trans}_${waitFirst}`, { workgroup: 32, grid: 1 });
+  const src = b.buffer("src", "u32", "r");
+  const out = b.buffer("out", "u32", "w");
+  const sm = b.shared("s", "u32", 128);
+  const lane = b.let(b.builtin("lane"), "u32", "lane");
+  // lane l copies words 4l..4l+3 of src (row l: matrix l >> 3, row l & 7) to shared row l, at word 4l
+  b.cpAsync(sm, lane.mul(4), src, lane.mul(4));
+  b.cpCommit();
+  if (waitFirst) b.cpWait(0);
+  b.barrier();
+  const d = b.ldmatrix(sm, lane.mul(4), 4, trans);
+  d.forEach((v, i) => b.store(out, lane.mul(4).add(i), v));
+  if (!waitFirst) b.cpWait(0);
+  return b.build();
+}
+
+async function runLdm(trans: boolean, waitFirst: boolean): Promise<{ src: Uint32Array; out: Uint32Array }> {
+  const src = new Uint32Array(128).map((_, i) => (((2 * i + 1) << 16) | (2 * i)) >>> 0); // halves 0..255 in order
+  const r = await runCase(dev, { name: "ldm", make: () => ldmKernel(trans, waitFirst), inputs: () => [new Uint8Array(src.buffer.slice(0)), new Uint8Array(512)], expect: () => [] });
+  assert.ok(r.outputs, r.fault?.message ?? "no outputs");
+  return { src, out: new Uint32Array(r.outputs![1].slice().buffer) };
+}
+
+test("js: ldmatrix x4 gives lane l row l >> 2, word l & 3 of each matrix; .trans the transposed pairs", async () => {
+  const half = (i: number, r: number, c: number) => i * 64 + r * 8 + c; // value of matrix i, row r, column c
+  const plain = await runLdm(false, true), tr = await runLdm(true, true);
+  for (let l = 0; l < 32; l++) {
+    const r = l >> 2, c = l & 3;
+    for (let i = 0; i < 4; i++) {
+      assert.equal(plain.out[l * 4 + i], ((half(i, r, 2 * c + 1) << 16) | half(i, r, 2 * c)) >>> 0, `lane ${l} matrix ${i}`);
+      assert.equal(tr.out[l * 4 + i], ((half(i, 2 * c + 1, r) << 16) | half(i, 2 * c, r)) >>> 0, `lane ${l} matrix ${i} trans`);
+    }
+  }
+});
+
+test("js: a cp.async copy is not in shared memory before the wait that retires its group", async () => {
+  const early = await runLdm(false, false);
+  assert.ok(early.out.every((w) => w === 0), "the copy landed before its wait");
+});
+
+test("staged matmul is refused where the target has no staging; wgsl refuses the statements", () => {
+  assert.throws(() => stagedMatmul({ ...caps, staging: false }, { n: 16, k: 64, batch: 2, w: "bf16" }), /caps\.staging/);
+  const k = stagedMatmul(caps, { n: 16, k: 64, batch: 2, w: "bf16", bm: 32, bn: 32, wm: 1, wn: 1 });
+  assert.throws(() => renderWgsl(k, { subgroups: true, f16: false } as Parameters<typeof renderWgsl>[1]), /PTX/);
+});
+
+test("a staged kernel is rendered for a plain launch where the others use programmatic dependent launch", () => {
+  const k = stagedMatmul(SM90_CAPS, { n: 256, k: 64, batch: 256, w: "bf16" });
+  const m = renderPtx(k, { sm: 90, pdl: true });
+  assert.equal(m.pdl, false);
+  assert.doesNotMatch(m.ptx, /griddepcontrol/);
+  const f = renderPtx(flashStaged(SM90_CAPS, { rows: 128, heads: 2, kvHeads: 1, hd: 64, cap: 200, pos: "u32" }), { sm: 90, pdl: true });
+  assert.equal(f.pdl, false);
+  // the control: a kernel without staging keeps both halves of PDL
+  const plain = renderPtx(mmaMatmul(SM90_CAPS, { n: 256, k: 64, batch: 256, w: "bf16" }), { sm: 90, pdl: true });
+  assert.equal(plain.pdl, true);
+  assert.match(plain.ptx, /griddepcontrol\.wait[\s\S]*griddepcontrol\.launch_dependents/);
+});
+
+// ---- the lowering: prefill chunks on the staged kernel ------------------------------------------------
+
+const ROWS = 20;
+// head_dim 64: the staged flash attention's smallest (TINY_LLAMA's 32 keeps flash.ts)
+const HD64 = { ...TINY_LLAMA, heads: 2, kvHeads: 1, headDim: 64 };
+function step(rows: number) {
+  const { store, map, dtypeOf } = randomLlama(HD64, 11, true);
+  const { tracer, logits } = traceLlama(HD64, { rows, cap: 64 }, { dtypeOf });
+  tracer.output("logits", logits);
+  return { store, map, graph: tracer.build() };
+}
+const STAGED: CompileOptions = { stagedMinRows: 16 }; // a 20-row chunk stands in for the 128+ rows of a real one
+const target = (staging: boolean) => ({ backend: "js" as const, device: "cpu", caps: { ...caps, staging }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 });
+
+test("lowering runs prefill matmuls on the staged kernel only with caps.staging, from stagedMinRows, never for serving", SLOW, () => {
+  const names = (staging: boolean, opts: CompileOptions, rows = ROWS) =>
+    compileGraph(step(rows).graph, target(staging), opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const on = names(true, STAGED);
+  // k = 128 projections take it; the down projection (k = 344, not a multiple of 32) keeps mma_matmul.ts
+  assert.ok(on.some((n) => n.startsWith("mma_staged")), on.join(" "));
+  assert.ok(on.some((n) => n.startsWith("flash_staged")) && on.some((n) => n.startsWith("flash_prep_kv")), on.join(" "));
+  assert.ok(!on.some((n) => n.startsWith("flash_attention")), "flash.ts beside the staged flash");
+  assert.ok(names(true, { ...STAGED, flashStaged: false }).some((n) => n.startsWith("flash_attention")), "flashStaged: false keeps flash.ts");
+  assert.ok(on.some((n) => n.startsWith("mma_matmul") && n.includes("_k344_")), "the k=344 matmul left the MMA path");
+  assert.ok(!names(false, STAGED).some((n) => n.startsWith("mma_staged")), "staged without caps.staging");
+  // x's MMA words are made once for q, k and v and once for gate and up: 4 preps for 7 matmuls a layer
+  const count = (re: RegExp) => on.filter((n) => re.test(n)).length;
+  assert.equal(count(/^mma_prep/), 4 * HD64.layers + 1, on.join(" ")); // + the logits' x
+  assert.equal(count(/^mma_(staged|matmul)/), 7 * HD64.layers + 1, on.join(" ")); // + the logits
+  assert.ok(!names(true, {}).some((n) => /^(mma|flash)_staged/.test(n)), "staged below STAGED_MIN_ROWS");
+  assert.ok(!names(true, { ...STAGED, staged: false }).some((n) => n.startsWith("mma_staged")), "staged with staged: false");
+  assert.ok(!names(true, { ...STAGED, mma: "all" }).some((n) => n.startsWith("mma_staged")), "staged in a serving entry");
+});
+
+test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
+  const { store, map, graph } = step(ROWS);
+  const run = async (opts: CompileOptions, staging: boolean, mma: boolean) => {
+    const eng = new Engine(new JsDevice({ caps: { ...caps, staging, mma } }), { compile: (g, t) => compileGraph(g, t, opts) });
+    try {
+      await eng.loadWeights(store, map);
+      const id = eng.addEntry("prefill", graph);
+      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % HD64.vocab);
+      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
+      return r.outputs.logits as Float32Array;
+    } finally {
+      await eng.unload();
+    }
+  };
+  const a = await run(STAGED, true, true), b = await run({}, false, false);
+  assert.equal(a.length, b.length);
+  let worst = 0, scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    assert.ok(Number.isFinite(a[i]), `logit ${i} is ${a[i]}`);
+    worst = Math.max(worst, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(b[i]));
+  }
+  // the same bound as mma_model.test.ts's (split MMA: ~2^-16 relative per product)
+  assert.ok(worst <= 1e-4 * scale, `max |staged - fma| = ${worst} of logits up to ${scale}`);
+  assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
+});
+
+/** Llama 1B / 8B projections, one per default layout (128x256, 128x128, 64-row blocks), as the lowering renders them. */
+export const PREFILL_PROJECTIONS: [number, number, number][] = [[2048, 14336, 4096], [512, 4096, 4096], [512, 2048, 2048]];
+
+const ptxas = findPtxas();
+test("staged matmul and flash attention PTX assembles for sm_90 without spills", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
+  const kernels = [
+    ...stagedCases().map((c) => stagedMatmul(SM90_CAPS, { ...c.s, ...c.layout })),
+    ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n), n, k, batch: m, w: "bf16", residual: true })),
+    stagedMatmul(SM90_CAPS, { ...stagedLayout(2048, 4096), n: 4096, k: 4096, batch: 2048, w: "bf16", split: false }),
+    // the 1B's and 8B's attention at a 512-row chunk, and the split-off variants
+    ...[{ hd: 64 }, { hd: 128 }, { hd: 128, split: false }, { hd: 128, warps: 8 }].map((o) =>
+      flashStaged(SM90_CAPS, { rows: 512, heads: 32, kvHeads: 8, cap: 2064, pos: "u32", ...o })),
+  ];
+  for (const k of kernels) {
+    const ptx = renderPtx(k, { sm: 90 }).ptx;
+    assert.match(ptx, /cp\.async\.cg\.shared\.global/);
+    assert.match(ptx, /ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16/);
+    const r = assemble(ptxas!, ptx, "sm_90", true);
+    assert.ok(r.ok, `${k.name}: ${r.log}`);
+    assert.doesNotMatch(r.log, /[1-9]\d* bytes spill stores/, `${k.name} spills: ${r.log}`);
+  }
+});

@@ -1,0 +1,73 @@
+// The staged tensor-core kernels (kernels/lib/mma_staged.ts, flash_staged.ts: cp.async, ldmatrix) on a real PTX
+// device (skips without libcuda or a CUDA device of sm_80+): the JS-emulated cases, projection-sized matmuls in
+// the default and the wide layouts and attention at 512 rows against the float64 reference, and a Llama prefill
+// chunk through the lowering's staged path against the same device's FMA path.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { probePtx } from "../../backends/ptx/mod.ts";
+import { Engine } from "../../backends/executor.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import { traceLlama } from "../../llm/families/llama.ts";
+import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedCase, stagedCases, stagedInvariance, stagedName } from "../kernels/mma_cases.ts";
+import { randomLlama, TINY_LLAMA } from "./model.ts";
+
+const probe = probePtx();
+const dev = typeof probe === "string" ? undefined : probe;
+const skip = typeof probe === "string" ? probe : !dev!.target.caps.staging ? `${dev!.target.device} has no cp.async/ldmatrix (sm_80+)` : false;
+const opts = { skip, timeout: 300_000 };
+
+const big: StagedCase[] = [
+  { s: { n: 512, k: 2048, batch: 300, w: "bf16", residual: true }, layout: {} },
+  { s: { n: 384, k: 1024, batch: 256, w: "bf16", bias: true }, layout: { bm: 128, bn: 128, wm: 2, wn: 4 } },
+  { s: { n: 520, k: 512, batch: 200, w: "bf16" }, layout: { bm: 128, bn: 256, wm: 2, wn: 4, stages: 3 } },
+  { s: { n: 256, k: 1024, batch: 192, w: "bf16" }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 } },
+  { s: { n: 256, k: 768, batch: 130, w: "bf16", split: false }, layout: {} },
+];
+for (const c of [...stagedCases(), ...big]) {
+  test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
+}
+
+test("ptx: staged matmul rows alone equal the same rows inside a batch of 300 (128 x 128 blocks, hardware MMA order)", opts, async () => {
+  const c: StagedCase = { s: { n: 256, k: 1024, batch: 300, w: "bf16" }, layout: { bm: 128, bn: 128, wm: 2, wn: 4 } };
+  assert.deepEqual(await stagedInvariance(dev!, c, [0, 131, 299], false), []);
+});
+
+for (const c of [...flashStagedCfgs(), { rows: 512, heads: 8, kvHeads: 2, hd: 128, cap: 1100, pos: 500 }, { rows: 200, heads: 8, kvHeads: 8, hd: 128, cap: 300, pos: 60, bkv: 64 }, { rows: 300, heads: 8, kvHeads: 2, hd: 64, cap: 400, pos: 77, warps: 8 }]) {
+  test(`ptx: ${flashStagedName(c)}`, opts, async () => assert.deepEqual(await runFlashStaged(dev!, c, false), []));
+}
+
+test("ptx: a 160-row Llama prefill chunk on the staged kernels (matmul, flash attention) equals the FMA path within the split MMA's precision", opts, async () => {
+  const rows = 160;
+  const c = { ...TINY_LLAMA, heads: 2, kvHeads: 1, headDim: 64 }; // head_dim 64: the staged flash attention's
+  const { store, map, dtypeOf } = randomLlama(c, 11, true);
+  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf });
+  tracer.output("logits", logits);
+  const graph = tracer.build();
+  const run = async (o: CompileOptions) => {
+    const names: string[] = [];
+    const compile = (g: typeof graph, t: Parameters<typeof compileGraph>[1]) => {
+      const p = compileGraph(g, t, o);
+      for (const s of p.steps) if (s.k === "kernel") names.push(s.kernel.name);
+      return p;
+    };
+    const eng = new Engine(dev!, { compile, ownsDevice: false });
+    try {
+      await eng.loadWeights(store, map);
+      const id = eng.addEntry("prefill", graph);
+      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
+      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
+      return { logits: (r.outputs.logits as Float32Array).slice(), names };
+    } finally {
+      await eng.unload();
+    }
+  };
+  const a = await run({}), b = await run({ mma: "off" });
+  assert.ok(a.names.some((n) => n.startsWith("mma_staged")) && a.names.some((n) => n.startsWith("flash_staged")), a.names.join(" "));
+  let worst = 0, scale = 0;
+  for (let i = 0; i < a.logits.length; i++) {
+    assert.ok(Number.isFinite(a.logits[i]), `logit ${i} is ${a.logits[i]}`);
+    worst = Math.max(worst, Math.abs(a.logits[i] - b.logits[i]));
+    scale = Math.max(scale, Math.abs(b.logits[i]));
+  }
+  assert.ok(worst <= 1e-4 * scale, `max |staged - fma| = ${worst} of logits up to ${scale}`);
+});
