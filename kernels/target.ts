@@ -31,6 +31,8 @@ export interface Caps {
    * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
    */
   mma?: boolean;
+  /** A native int8x4 dot-accumulate (kernels/ir.ts BinOp dot4; PTX dp4a on sm_61+): the decode gemv's integer path. */
+  dot4?: boolean;
 }
 
 export interface TargetSet {

@@ -37,6 +37,7 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     bindingAlign: 16,
     // warp mma.sync m16n8k16 with bf16/f16 inputs and f32 accumulate (Ampere and newer)
     mma: a.ccMajor >= 8,
+    dot4: a.ccMajor * 10 + a.ccMinor >= 61,
   };
 }
 

@@ -25,7 +25,7 @@ import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
 import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
-import { chunkDot, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import { chunkDot, chunkDotInt, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, quantizeRun, qWords, XQ_TYPES } from "./dequant.ts";
 
 /** Block types whose groups carry a bias (a min): their dots need Σx per group. */
 const BIASED = new Set<QType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
@@ -73,6 +73,12 @@ export interface GemvShape {
   parts: GemvPart[];
   name?: string;
   tune?: Partial<GemvTune>;
+  /**
+   * Block weights of XQ_TYPES (dequant.ts): x (times g) quantized to int8 per run and dotted in integers
+   * (dot4), as graph/ops/qdot.ts defines; the rmsnorm's r still scales the sums (a run's quantization does not
+   * depend on its scale, up to rounding).
+   */
+  xq?: boolean;
 }
 
 /** Teams a part needs: one per row pair ("dot" with rows 2, "rope"), one per row otherwise. */
@@ -156,6 +162,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   }
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const qt = isQType(w) ? w : undefined;
+  if (s.xq && !(qt && XQ_TYPES.includes(qt))) throw new KernelError(`gemv: quantized x needs a weight of ${XQ_TYPES.join(", ")}, got ${w}`);
+  const xq = !!s.xq;
   // Row units per team: any count with block weights; float weights pair a dot part's rows instead.
   const R = qt ? Math.max(1, Math.floor(tune.rows)) : 1;
   const rowsPer = qt ? 1 : tune.rows >= 2 ? 2 : 1;
@@ -167,7 +175,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const grid = gridFor(caps, Math.ceil(total / t.rows));
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
+  const name = s.name ?? `gemv_${w}${xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   const x = b.buffer("x", "f32", "r");
@@ -266,7 +274,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
     const slot = (gi: Val) => {
       const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0);
+      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0, xq);
       const inflight: LoadedChunk[] = [];
       let next = 0;
       const issue = () => {
@@ -284,12 +292,13 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
-      const sx = BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+      const runs = xq ? xs.map((v) => quantizeRun(b, v)) : undefined;
+      const sx = !xq && BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
       // Row d is decoded once row d + ahead's loads are issued.
       rows.forEach((_, d) => {
         const lc = inflight.shift()!;
         issue();
-        b.set(acc[d], acc[d].add(chunkDot(lc.decode(), xs, sx)));
+        b.set(acc[d], acc[d].add(runs ? chunkDotInt(b, lc.ints!(), runs) : chunkDot(lc.decode(), xs, sx)));
       });
     };
     const trips = Math.ceil(total / t.lanes);

@@ -577,7 +577,7 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   if (total > 1024) throw new KernelError(`${k.name}: workgroup of ${total} invocations (AMDGPU allows 1024)`);
   if (k.uses.mma) throw new KernelError(`${k.name}: mma kernels need the mma capability, which the amdgpu targets lack`);
   const entry = entryName(k.name);
-  const dk = decompose(k, { intDivMod: true });
+  const dk = decompose(k, { intDivMod: true, dot4: true });
   const L = new Lowering(dk, wave);
   L.prologue();
   L.block(dk.body);
