@@ -11,7 +11,7 @@
 // a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
 import { type Buffer, f32, i32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
-import { XQ_FLOOR, XQ_RUN } from "../../graph/ops/qdot.ts";
+import { XQ_FLOOR, XQ_RUNS } from "../../graph/ops/qdot.ts";
 
 export type QType = BlockDType;
 
@@ -187,45 +187,57 @@ export interface QIntChunk {
   groups: QIntGroup[];
 }
 
-/** The block types with an integer path (graph/ops/qdot.ts XQ_RUN: the x runs are chunkGroups' groups). */
-export const XQ_TYPES: readonly QType[] = (Object.keys(XQ_RUN) as QType[]).filter((t) => {
-  if (chunkGroups(t).some((g) => g.n !== XQ_RUN[t])) throw new Error(`dequant.ts: ${t}'s groups are not its x runs`);
+/** The block types with an integer path (graph/ops/qdot.ts XQ_RUNS: a run is a chunk, its groups chunkGroups'). */
+export const XQ_TYPES: readonly QType[] = (Object.keys(XQ_RUNS) as QType[]).filter((t) => {
+  const cg = chunkGroups(t);
+  for (const run of XQ_RUNS[t]!) {
+    const ok = run.length === cg.length && run.every((g, i) => g.length === cg[i].n && g.every((e, l) => e - run[0][0] === cg[i].off + l));
+    if (!ok) throw new Error(`dequant.ts: ${t}'s chunk groups are not graph/ops/qdot.ts's runs`);
+  }
   return true;
 });
 
-/**
- * x run `v` (f32 values, a multiple of 4) quantized as graph/ops/qdot.ts states: int8x4 words, the run's scale
- * dx and Σq (i32). The bits of fl(v·is) + 1.5·2^23 hold the rounded value in their low byte.
- */
-export function quantizeRun(b: KernelBuilder, v: Val[]): { words: Val[]; dx: Val; sum: Val } {
-  const amax = b.let(tree(v.map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "amax");
-  const is = b.let(f32(127).div(amax), "f32", "is");
-  const bytes = v.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
-  const words: Val[] = [];
-  for (let i = 0; i < v.length; i += 4) {
-    const [a, c, d, e] = bytes.slice(i, i + 4);
-    words.push(b.let(a.and(0xff).or(c.and(0xff).shl(8)).or(d.and(0xff).shl(16)).or(e.shl(24)), "u32", "qxw"));
-  }
-  const sum = b.let(tree(words.map((w) => w.dot4(u32(0x01010101))), (a, c) => a.add(c)), "i32", "qxs");
-  return { words, dx: b.let(amax.mul(f32(1 / 127)), "f32", "dx"), sum };
+/** A quantized x run: per group its int8x4 words and Σq (i32); the run's scale dx. */
+export interface XRun {
+  words: Val[][];
+  sums: Val[];
+  dx: Val;
 }
 
 /**
- * Σ over a chunk of w·x with x quantized (runs[g] is group g's run): per group T = fl(fl(d·dx)·sc·(I − off·Σq))
- * − fl(fl(dmin·dx)·m·Σq), I = Σ w·q by dot4, the groups' T added.
+ * The x of a chunk (`v[g]`: group g's f32 values, a multiple of 4 each) quantized as one run, as
+ * graph/ops/qdot.ts states. The bits of fl(v·is) + 1.5·2^23 hold the rounded value in their low byte.
  */
-export function chunkDotInt(b: KernelBuilder, ch: QIntChunk, runs: { words: Val[]; dx: Val; sum: Val }[]): Val {
-  let acc: Val | undefined;
-  ch.groups.forEach((g, gi) => {
-    const r = runs[gi];
-    let I = tree(g.w.map((w, j) => w.dot4(r.words[j])), (a, c) => a.add(c));
-    if (g.off) I = I.sub(r.sum.mul(g.off));
-    let t = ch.d.mul(r.dx).mul(g.sc.mul(I).cast("f32"));
-    if (g.m && ch.dmin) t = t.sub(ch.dmin.mul(r.dx).mul(g.m.mul(r.sum).cast("f32")));
-    const v = b.let(t, "f32", "qt");
-    acc = acc ? acc.add(v) : v;
+export function quantizeRun(b: KernelBuilder, v: Val[][]): XRun {
+  const amax = b.let(tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "amax");
+  const is = b.let(f32(127).div(amax), "f32", "is");
+  const words = v.map((g) => {
+    const bytes = g.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
+    return Array.from({ length: g.length / 4 }, (_, i) => {
+      const [a, c, d, e] = bytes.slice(4 * i, 4 * i + 4);
+      return b.let(a.and(0xff).or(c.and(0xff).shl(8)).or(d.and(0xff).shl(16)).or(e.shl(24)), "u32", "qxw");
+    });
   });
-  return acc ?? f32(0);
+  const sums = words.map((ws) => b.let(tree(ws.map((w) => w.dot4(u32(0x01010101))), (a, c) => a.add(c)), "i32", "qxs"));
+  return { words, sums, dx: b.let(amax.mul(f32(1 / 127)), "f32", "dx") };
+}
+
+/**
+ * Σ over a chunk of w·x with x quantized as run `r`: A = Σ_g sc_g·(I_g − off·Σq_g) and M = Σ_g m_g·Σq_g in
+ * integers (I_g by dot4), then fl(fl(d·dx)·A) − fl(fl(dmin·dx)·M).
+ */
+export function chunkDotInt(b: KernelBuilder, ch: QIntChunk, r: XRun): Val {
+  const A = tree(ch.groups.map((g, gi) => {
+    let I = tree(g.w.map((w, j) => w.dot4(r.words[gi][j])), (a, c) => a.add(c));
+    if (g.off) I = I.sub(r.sums[gi].mul(g.off));
+    return g.sc.mul(I);
+  }), (a, c) => a.add(c));
+  let t = ch.d.mul(r.dx).mul(A.cast("f32"));
+  if (ch.dmin && ch.groups.every((g) => g.m)) {
+    const M = tree(ch.groups.map((g, gi) => g.m!.mul(r.sums[gi])), (a, c) => a.add(c));
+    t = t.sub(ch.dmin.mul(r.dx).mul(M.cast("f32")));
+  }
+  return b.let(t, "f32", "qt");
 }
 
 /** u32 words of the bytes at 16-bit word `at16` of a 4-byte aligned tensor (`n` words; see halves). */

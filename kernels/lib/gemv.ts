@@ -74,7 +74,7 @@ export interface GemvShape {
   name?: string;
   tune?: Partial<GemvTune>;
   /**
-   * Block weights of XQ_TYPES (dequant.ts): x (times g) quantized to int8 per run and dotted in integers
+   * Block weights of XQ_TYPES (dequant.ts): x (times g) quantized to int8 per chunk and dotted in integers
    * (dot4), as graph/ops/qdot.ts defines; the rmsnorm's r still scales the sums (a run's quantization does not
    * depend on its scale, up to rounding).
    */
@@ -292,13 +292,13 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
-      const runs = xq ? xs.map((v) => quantizeRun(b, v)) : undefined;
+      const run = xq ? quantizeRun(b, xs) : undefined;
       const sx = !xq && BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
       // Row d is decoded once row d + ahead's loads are issued.
       rows.forEach((_, d) => {
         const lc = inflight.shift()!;
         issue();
-        b.set(acc[d], acc[d].add(runs ? chunkDotInt(b, lc.ints!(), runs) : chunkDot(lc.decode(), xs, sx)));
+        b.set(acc[d], acc[d].add(run ? chunkDotInt(b, lc.ints!(), run) : chunkDot(lc.decode(), xs, sx)));
       });
     };
     const trips = Math.ceil(total / t.lanes);
