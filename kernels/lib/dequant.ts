@@ -45,17 +45,25 @@ export interface QLayout {
   view: "u16" | "u32";
   /** Registers of raw words a lane loads per chunk (loadChunk). */
   raw: number;
+  /** Its groups carry a bias (a min): a dot needs Σx per group (kernels/lib/gemv.ts). */
+  biased?: boolean;
+  /**
+   * Chunks that cover one contiguous span of the block's elements (a K slice of kernels/lib/tiled_matmul.ts):
+   * q4_k/q5_k chunk c holds elements of the 64-element sub-block c >> 1, q6_k chunk c those of the 128-element
+   * half c >> 2, the 32-element types' two chunks the whole block.
+   */
+  span: number;
 }
 
 export const QLAYOUT: Record<QType, QLayout> = {
-  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9 },
-  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5 },
-  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3 },
-  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6 },
-  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4 },
-  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8 },
-  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12 },
-  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17 },
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9, span: 2 },
+  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5, span: 2 },
+  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3, biased: true, span: 2 },
+  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6, span: 2 },
+  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4, biased: true, span: 2 },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8, biased: true, span: 2 },
+  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12, biased: true, span: 2 },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17, span: 4 },
 };
 
 export function isQType(t: string): t is QType {

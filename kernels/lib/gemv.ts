@@ -27,8 +27,6 @@ import { evalEw } from "./elementwise.ts";
 import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
 import { chunkDot, chunkDotInt, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, quantizeRun, qWords, XQ_TYPES } from "./dequant.ts";
 
-/** Block types whose groups carry a bias (a min): their dots need Σx per group. */
-const BIASED = new Set<QType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
 
 export interface GemvPart {
   /** Output rows (rows of each weight). */
@@ -293,7 +291,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
       const run = xq ? quantizeRun(b, xs) : undefined;
-      const sx = !xq && BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+      const sx = !xq && QLAYOUT[qt!].biased && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
       // Row d is decoded once row d + ahead's loads are issued.
       rows.forEach((_, d) => {
         const lc = inflight.shift()!;
