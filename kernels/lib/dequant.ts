@@ -398,8 +398,11 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
       // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
       const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
       const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
-      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves).
+      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves); the int path takes them as 2 u32 words each
+      // (words32), 16-bit words otherwise.
+      const w32 = xq && pairs4;
       const piece = (at16: Val): () => Val[] => {
+        if (w32) return words32(b, W, at16, 2);
         if (pairs4) return halves(b, W, at16, 4);
         const ws = words(b, W, "u16", at16, 4, false);
         return () => ws;
@@ -432,8 +435,9 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
         },
         ints: () => {
           const d = b.let(half(dw, false), "f32", "d");
-          const A = pairUp(b, pA()), B = pairUp(b, pB()), H = pairUp(b, pH()), scW = pS();
-          const odd = r.shr(1).mul(8);
+          const word = (p: () => Val[]) => (w32 ? p() : pairUp(b, p()));
+          const A = word(pA), B = word(pB), H = word(pH), S = word(pS);
+          const odd = r.shr(1).mul(8); // scale byte 2g + (r>>1): byte (r>>1) of 16-bit word g
           const groups: QIntGroup[] = [];
           for (let g = 0; g < 4; g++) {
             const w = [0, 1].map((j) => {
@@ -441,7 +445,8 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
               const hb = (g ? H[j].shr(2 * g) : H[j]).and(0x03030303).shl(4);
               return b.let(nib.or(hb), "u32", "q6w");
             });
-            groups.push({ w, sc: b.let(sbyteI(scW[g].shr(odd).and(0xff)), "i32", "q6s"), off: 32 });
+            const sw = g & 1 ? S[g >> 1].shr(16) : S[g >> 1];
+            groups.push({ w, sc: b.let(sbyteI(sw.shr(odd).and(0xff)), "i32", "q6s"), off: 32 });
           }
           return { d, groups };
         },

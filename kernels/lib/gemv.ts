@@ -19,7 +19,7 @@
 // row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
 // chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
 // decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
@@ -287,7 +287,9 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         if (!g) return v;
         const gs: Val[] = [];
         for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
-        b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
+        // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
+        if (xq) b.set(ssAcc!, ssAcc!.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
+        else b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
         return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
       });
       const run = xq ? quantizeRun(b, xs) : undefined;
