@@ -58,7 +58,7 @@ test("decomposed kernel-library cases give the same bytes on the JS device", { t
   assert.deepEqual(bad, []);
 });
 
-test("dot4 on the JS device (native and decomposed) equals the signed-byte dot product computed here", async () => {
+test("dot4 on the JS device (native and decomposed) equals the signed-byte dot product computed here", { timeout: 60_000 }, async () => {
   const js = new JsDevice({ caps: { subgroupSize: 32, f16: true } });
   const fc = dot4Case();
   const [a, b] = fc.inputs.map((x) => new Uint32Array(x.slice().buffer));
