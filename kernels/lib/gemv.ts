@@ -95,7 +95,7 @@ function partTeams(p: GemvPart, rows: number): number {
  * has fewer than 4096 subgroups (about 31 per SM, one wave at these kernels' register use), first a chunk
  * per lane, then fewer units.
  */
-function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): GemvTune {
+function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QType): GemvTune {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
   if (sg === 1) return { lanes: 128, rows: 2, unroll: 2, teams: 4 };
@@ -104,7 +104,8 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): G
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
-  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
+  // (the int path's q6_k holds far fewer registers per row: 4 like the rest)
+  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" && !s.xq ? 2 : 4;
   while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
   while (warps(rows) < 4096 && rows > 1) rows /= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
@@ -118,7 +119,7 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): G
  * in one round, the latency floor of the small projections); the k loop unrolled 8 when
  * a team computes two dots, 2 when it computes one.
  */
-export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
+export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">): GemvTune {
   if (isQType(s.w)) return qTune(caps, s, s.w);
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const plain = s.parts.every((p) => (p.kind ?? "dot") === "dot");
@@ -268,43 +269,57 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
     between?.();
-    // About 32 registers of raw block words in flight per lane.
-    const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
-    const slot = (gi: Val) => {
-      const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0, xq);
+    // About 32 registers of raw block words in flight per lane (64 on the int path, whose x takes fewer).
+    const ahead = Math.max(1, Math.min(rows.length * 2, tune.ahead ?? (xq ? Math.floor(64 / q.xraw!) : Math.floor(32 / q.raw))));
+    /**
+     * The chunks `gis` of every row, in order (slot by slot, row by row), with one window of `ahead` chunk loads
+     * in flight across slot boundaries (a slot's x is loaded and quantized when its first row is next).
+     */
+    const slots = (gis: Val[]) => {
+      const geo = gis.map(() => undefined as { blk: Val; c: Val } | undefined);
+      const at = (j: number) => (geo[j] ??= { blk: b.let(gis[j].shr(cs), "u32", "blk"), c: b.let(gis[j].and(q.chunks - 1), "u32", "c") });
+      const load = (j: number, d: number) => {
+        const { blk, c } = at(j);
+        return loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0, xq);
+      };
       const inflight: LoadedChunk[] = [];
       let next = 0;
+      const jobs = gis.length * rows.length;
       const issue = () => {
-        while (next < rows.length && inflight.length < ahead) inflight.push(load(next++));
+        while (next < jobs && inflight.length < ahead) inflight.push(load(Math.floor(next / rows.length), next++ % rows.length));
       };
-      issue();
-      const xat = b.let(blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
-      const xs = chunkGroups(qt!).map((grp) => {
-        const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
-        const v: Val[] = [];
-        for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
-        if (!g) return v;
-        const gs: Val[] = [];
-        for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
-        // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
-        if (xq) b.set(ssAcc!, ssAcc!.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
-        else b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
-        return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
-      });
-      const run = xq ? quantizeRun(b, xs) : undefined;
-      const sx = !xq && QLAYOUT[qt!].biased && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
-      // Row d is decoded once row d + ahead's loads are issued.
-      rows.forEach((_, d) => {
-        const lc = inflight.shift()!;
+      gis.forEach((_, j) => {
         issue();
-        b.set(acc[d], acc[d].add(run ? chunkDotInt(b, lc.ints!(), run) : chunkDot(lc.decode(), xs, sx)));
+        const xat = b.let(at(j).blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
+        const xs = chunkGroups(qt!).map((grp) => {
+          const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
+          const v: Val[] = [];
+          for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
+          if (!g) return v;
+          const gs: Val[] = [];
+          for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
+          // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
+          if (xq) b.set(ssAcc!, ssAcc!.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
+          else b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
+          return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
+        });
+        const run = xq ? quantizeRun(b, xs) : undefined;
+        const sx = !xq && QLAYOUT[qt!].biased && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+        // Row d is decoded once the loads `ahead` chunks later are issued.
+        rows.forEach((_, d) => {
+          const lc = inflight.shift()!;
+          issue();
+          b.set(acc[d], acc[d].add(run ? chunkDotInt(b, lc.ints!(), run) : chunkDot(lc.decode(), xs, sx)));
+        });
       });
     };
     const trips = Math.ceil(total / t.lanes);
     if (total % t.lanes === 0 && trips <= 4) {
-      for (let j = 0; j < trips; j++) slot(j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane);
-    } else b.for(lane, u32(total), t.lanes, slot, { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
+      const gis = Array.from({ length: trips }, (_, j) => (j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane));
+      // The f32 path keeps its measured per-slot window; the int path's window runs on across slots.
+      if (xq) slots(gis);
+      else gis.forEach((gi) => slots([gi]));
+    } else b.for(lane, u32(total), t.lanes, (gi) => slots([gi]), { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
     const red = reduceAll(ssAcc ? [...acc, ssAcc] : acc);
     return { sums: red.slice(0, acc.length), ss: ssAcc ? red[acc.length] : undefined };
   };
