@@ -9,7 +9,8 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
-// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's)
+// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
+// the library's width)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
 // as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
@@ -411,7 +412,7 @@ async function main(args: string[]): Promise<number> {
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) {
-              const tune: Partial<GemvTune> = { lanes, rows: rw, unroll, ...(ahead ? { ahead } : {}) };
+              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), rows: rw, unroll, ...(ahead ? { ahead } : {}) };
               const p2 = decodeProgram(shape, dev, { gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;

@@ -104,10 +104,12 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QT
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
-  // (the int path's q6_k holds far fewer registers per row: 4 like the rest)
-  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" && !s.xq ? 2 : 4;
-  while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
-  while (warps(rows) < 4096 && rows > 1) rows /= 2;
+  // The int path: 8 units (x's L2 reads and quantization amortized over twice the rows; its rows hold few
+  // registers, q6_k's too) and one wave at its ~16 subgroups per SM (128 registers).
+  let rows = warps(8) >= 32768 || s.xq ? 8 : w === "q6_k" ? 2 : 4;
+  const wave = s.xq ? 2048 : 4096;
+  while (warps(rows) < wave && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
+  while (warps(rows) < wave && rows > 1) rows /= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
 }
 
