@@ -16,7 +16,8 @@ import { opCases } from "./cases.ts";
 import { loadCaseWeights } from "./load.ts";
 
 const cases = opCases().filter((c) => c.name.includes("quantized x"));
-const TUNES: Partial<GemvTune>[] = [{ lanes: 4, rows: 3, ahead: 7 }, { lanes: 8, rows: 8, ahead: 8 }, { lanes: 4, rows: 4, ahead: 3 }];
+// (lanes below a subgroup become one subgroup; 32 lanes take 2 chunks each of the 2048-wide cases everywhere)
+const TUNES: Partial<GemvTune>[] = [{ lanes: 4, rows: 3, ahead: 7 }, { lanes: 8, rows: 8, ahead: 8 }, { lanes: 4, rows: 4, ahead: 3 }, { lanes: 32, rows: 3, ahead: 5 }];
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);

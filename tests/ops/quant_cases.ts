@@ -68,6 +68,8 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
       // weight scales and zero blocks, and a fused block (rmsnorm folded: the kernel quantizes x·g).
       const [n, kk] = k ? [37, 512] : [40, 96];
       add(`matmul ${t} 1x${n}x${kk} quantized x`, (b) => b.done({ y: b.t.matmul(b.input("f32", [1, kk]), b.weight(t, [n, kk]), { xq: true }) }));
+      // long enough for a 32-lane team to take 2 chunks per lane (tests/ops/qgemv_tune.test.ts)
+      add(`matmul ${t} 1x21x2048 quantized x`, (b) => b.done({ y: b.t.matmul(b.input("f32", [1, 2048]), b.weight(t, [21, 2048]), { xq: true }) }));
       add(`matmul ${t} quantized x: zero run, outlier, extreme scales and zero blocks`, (b) => {
         const x = b.input("f32", [1, kk]), xs = b.slots.in0 as Float32Array;
         xs.fill(0, 16, 32);
