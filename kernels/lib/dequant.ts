@@ -45,8 +45,6 @@ export interface QLayout {
   view: "u16" | "u32";
   /** Registers of raw words a lane loads per chunk (loadChunk). */
   raw: number;
-  /** The same on the int path (LoadedChunk.ints; XQ_TYPES). */
-  xraw?: number;
   /** Its groups carry a bias (a min): a dot needs Σx per group (kernels/lib/gemv.ts). */
   biased?: boolean;
   /**
@@ -58,14 +56,14 @@ export interface QLayout {
 }
 
 export const QLAYOUT: Record<QType, QLayout> = {
-  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9, xraw: 6, span: 2 },
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9, span: 2 },
   q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5, span: 2 },
   q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3, biased: true, span: 2 },
   q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6, span: 2 },
   q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4, biased: true, span: 2 },
-  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8, xraw: 8, biased: true, span: 2 },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8, biased: true, span: 2 },
   q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12, biased: true, span: 2 },
-  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17, xraw: 13, span: 4 },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17, span: 4 },
 };
 
 export function isQType(t: string): t is QType {

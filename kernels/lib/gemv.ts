@@ -104,13 +104,39 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QT
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
-  // The int path: 8 units (x's L2 reads and quantization amortized over twice the rows; its rows hold few
-  // registers, q6_k's too) and one wave at its ~16 subgroups per SM (128 registers).
-  let rows = warps(8) >= 32768 || s.xq ? 8 : w === "q6_k" ? 2 : 4;
-  const wave = s.xq ? 2048 : 4096;
-  while (warps(rows) < wave && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
-  while (warps(rows) < wave && rows > 1) rows /= 2;
+  if (s.xq) return xqTune(s, w, lanes, warps, () => lanes = whole(lanes * 2), Math.min(chunks, max));
+  let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
+  while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
+  while (warps(rows) < 4096 && rows > 1) rows /= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
+ * The int path's tuning (an H200 sweep of rows 2/4/8 x loads ahead 4/8 at the Llama 3 8B shapes, q4_k_m and
+ * q8_0, session 6): the team as wide as qTune's first step makes it for 8 units (its width doubled while the
+ * grid has fewer than 2048 subgroups), then 8 row units per team (x's L2 reads and quantization shared by twice
+ * the rows of the f32 path), 4 for q8_0 projections of k <= 4096 other than gate/up and the vocabulary head
+ * (16.5 vs 17.9 us for q/k/v, 7.7 vs 8.6 for o); halved while the grid has fewer than 1200 subgroups (the 8B's
+ * q6_k v projection: 4.2 us at 2 units, 6.2 at 8). Loads in flight: dotsQ's default (xqAhead).
+ */
+function xqTune(s: Pick<GemvShape, "k" | "parts">, w: QType, lanes0: number, warps: (r: number) => number, widen: () => number, most: number): GemvTune {
+  let lanes = lanes0;
+  while (warps(8) < 2048 && lanes < most) lanes = widen();
+  const silu = s.parts.some((p) => p.kind === "silu_mul"), units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
+  let rows = w === "q8_0" && s.k <= 4096 && !silu && units < 32768 ? 4 : 8;
+  while (warps(rows) < 1200 && rows > 1) rows /= 2;
+  return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
+ * Chunk loads a lane of the int path keeps in flight (the same sweep): 4, as the rows' registers then leave room
+ * for more subgroups per SM (gate/up q4_k 31.1 vs 34.1 us at 8, the vocabulary head q8_0 166 vs 182), except a
+ * q4_k team whose lanes take one chunk each (8: o 5.2 vs 6.1 us, q/k 9.6 vs 11.6), and on the loop path a whole
+ * slot (the window cannot cross its trips: q8_0 down 20.8 vs 23.0 us).
+ */
+function xqAhead(w: QType, rows: number, trips: number, unrolled: boolean): number {
+  if (!unrolled) return rows;
+  return w === "q4_k" && trips === 1 ? 8 : 4;
 }
 
 /**
@@ -272,7 +298,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
     between?.();
     // About 32 registers of raw block words in flight per lane (64 on the int path, whose x takes fewer).
-    const ahead = Math.max(1, Math.min(rows.length * 2, tune.ahead ?? (xq ? Math.floor(64 / q.xraw!) : Math.floor(32 / q.raw))));
+    const trips = Math.ceil(total / t.lanes), unrolled = total % t.lanes === 0 && trips <= 4;
+    const ahead = Math.max(1, Math.min(rows.length * 2, tune.ahead ?? (xq ? xqAhead(qt!, rows.length, trips, unrolled) : Math.floor(32 / q.raw))));
     /**
      * The chunks `gis` of every row, in order (slot by slot, row by row), with one window of `ahead` chunk loads
      * in flight across slot boundaries (a slot's x is loaded and quantized when its first row is next).
@@ -315,8 +342,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
         });
       });
     };
-    const trips = Math.ceil(total / t.lanes);
-    if (total % t.lanes === 0 && trips <= 4) {
+    if (unrolled) {
       const gis = Array.from({ length: trips }, (_, j) => (j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane));
       // The f32 path keeps its measured per-slot window; the int path's window runs on across slots.
       if (xq) slots(gis);
