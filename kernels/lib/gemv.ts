@@ -132,10 +132,10 @@ function xqTune(s: Pick<GemvShape, "k" | "parts">, w: QType, lanes0: number, war
  * Chunk loads a lane of the int path keeps in flight (the same sweep): 4, as the rows' registers then leave room
  * for more subgroups per SM (gate/up q4_k 31.1 vs 34.1 us at 8, the vocabulary head q8_0 166 vs 182), except a
  * q4_k team whose lanes take one chunk each (8: o 5.2 vs 6.1 us, q/k 9.6 vs 11.6), and on the loop path a whole
- * slot (the window cannot cross its trips: q8_0 down 20.8 vs 23.0 us).
+ * slot up to 8 rows (the window cannot cross its trips: q8_0 down 20.8 vs 23.0 us).
  */
 function xqAhead(w: QType, rows: number, trips: number, unrolled: boolean): number {
-  if (!unrolled) return rows;
+  if (!unrolled) return Math.min(rows, 8);
   return w === "q4_k" && trips === 1 ? 8 : 4;
 }
 
