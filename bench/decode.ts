@@ -325,6 +325,7 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
   loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention and the vocab argmax merged by
   their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
+  [--quantized-x on|off] (q8_0/q4_k/q6_k gemvs on int8 x and dot4; default the lowering's: on for ptx)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -350,6 +351,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
+      "quantized-x": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -376,6 +378,8 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth must be positive bytes per second`);
   const fuse = values["attention-fuse"];
   if (fuse !== undefined && fuse !== "on" && fuse !== "off") throw new RangeError(`--attention-fuse must be on or off, got "${fuse}"`);
+  const qx = values["quantized-x"];
+  if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), warmupMs: int("warmup-ms", values["warmup-ms"], 0) ?? 1000, deep: int("deep", values.deep, 0),
@@ -386,6 +390,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       attentionSplits: int("attention-splits", values["attention-splits"], 1),
       attentionUnroll: int("attention-unroll", values["attention-unroll"], 1),
       attentionFuse: fuse === undefined ? undefined : fuse === "on",
+      quantizedX: qx === undefined ? undefined : qx === "on",
     },
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };

@@ -8,7 +8,9 @@
 //
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
-//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
+// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
+// the library's width)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
 // as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
@@ -349,7 +351,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" } },
   });
   if (values.dtype) {
     if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
@@ -412,16 +414,17 @@ async function main(args: string[]): Promise<number> {
         const sweep: Record<string, number> = {};
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
-            for (const unroll of list(values.unroll, [2, 4, 8])) {
-              const tune: Partial<GemvTune> = { lanes, rows: rw, unroll };
+            for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) {
+              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), rows: rw, unroll, ...(ahead ? { ahead } : {}) };
               const p2 = decodeProgram(shape, dev, { gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);
-                sweep[step.kernel.name] = us;
-                console.log(`  ${step.kernel.name.padEnd(80)} ${us.toFixed(2).padStart(9)} µs ${(step.work.bytes / us / 1000).toFixed(0).padStart(6)} GB/s`);
+                const tag = `${step.kernel.name}${ahead ? ` a${ahead}` : ""}`;
+                sweep[tag] = us;
+                console.log(`  ${tag.padEnd(80)} ${us.toFixed(2).padStart(9)} µs ${(step.work.bytes / us / 1000).toFixed(0).padStart(6)} GB/s`);
                 const e = best.get(role(step.kernel.name));
-                if (e && us < e.micros) Object.assign(e, { tune: step.kernel.name.slice(role(step.kernel.name).length + 1), micros: us });
+                if (e && us < e.micros) Object.assign(e, { tune: tag.slice(role(step.kernel.name).length + 1), micros: us });
               }
             }
           }

@@ -45,6 +45,7 @@ const formats: Flag[] = [
   { name: "grammar", arg: "FILE", help: "constrain the output to a GBNF/EBNF grammar (root rule `root`) (default none)" },
 ];
 const tpFlag: Flag = { name: "tp", arg: "N", help: "tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group) (default 1)" };
+const quantizedX: Flag = { name: "quantized-x", arg: "on|off", help: "q8_0/q4_k/q6_k decode matmuls on int8 activations, as llama.cpp's (default on where the device has an int8 dot: ptx)" };
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 
@@ -63,6 +64,7 @@ export const COMMANDS = {
       seedFlag,
       backend,
       tpFlag,
+      quantizedX,
       ...sampling,
       { name: "stop", arg: "TEXT", multiple: true, help: "end generation before this text; repeatable (default none)" },
       ...formats,
@@ -83,6 +85,7 @@ export const COMMANDS = {
       seedFlag,
       backend,
       tpFlag,
+      quantizedX,
       ...sampling,
       help,
     ],
@@ -243,6 +246,7 @@ export const RunFlags = z.object({
   seed: seed.optional(),
   backend: oneOf(BACKENDS, "backend").optional(),
   tp: intIn(1, 64, "an integer from 1 to 64").optional(),
+  "quantized-x": oneOf(["on", "off"] as const, "quantized-x").optional(),
   temperature: numIn(0, Number.MAX_VALUE, "a number >= 0").optional(),
   "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
   "top-p": numIn(0, 1, "a number from 0 to 1").optional(),

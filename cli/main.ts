@@ -8,7 +8,7 @@ import { dirname, join } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { BACKEND_ORDER, type BackendChoice, chooseBackend, passOverReason, probeBackend } from "../backends/open.ts";
-import { Engine, type Executor } from "../backends/executor.ts";
+import { Engine, type Executor, type ProgramCompiler } from "../backends/executor.ts";
 import { openRankGroup } from "../backends/group.ts";
 import { tpPlan } from "../llm/tp.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -238,10 +238,12 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   ensureRuntimeDir(backend);
   let engine: Executor, passedOver: string[] = [];
   try {
-    if ((f.tp ?? 1) > 1) engine = await openRankGroup(backend, tpPlan(model.config, f.tp!), { compile: compileGraph });
+    const qx = f["quantized-x"];
+    const compile: ProgramCompiler = qx === undefined ? compileGraph : (g, t) => compileGraph(g, t, { quantizedX: qx === "on" });
+    if ((f.tp ?? 1) > 1) engine = await openRankGroup(backend, tpPlan(model.config, f.tp!), { compile });
     else {
       const c = await chooseBackend(backend);
-      engine = new Engine(c.device, { compile: compileGraph });
+      engine = new Engine(c.device, { compile });
       passedOver = c.passedOver;
     }
   } catch (e) {

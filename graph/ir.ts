@@ -95,6 +95,11 @@ export interface Attrs {
   cap?: number;
   /** causal_mask: only the last `window` positions are visible (sliding-window attention). */
   window?: number;
+  /**
+   * matmul with a block-type weight that has an integer path (graph/ops/qdot.ts XQ_RUNS): x is quantized to int8
+   * per run and dotted in integers (what the decode gemv computes under CompileOptions.quantizedX).
+   */
+  xq?: boolean;
   /** all_reduce, all_gather: the number of ranks in the group. */
   ranks?: number;
 }

@@ -359,7 +359,7 @@ function planGemv(
     };
     const keyOf = (m: number) => {
       const s = sourceOf(m), w = nodes[nodes[m].inputs[1]];
-      return `${s.x}:${s.norm ?? ""}:${w.dtype}:${w.shape[1]}`;
+      return `${s.x}:${s.norm ?? ""}:${w.dtype}:${w.shape[1]}:${nodes[m].attrs.xq ? "xq" : ""}`;
     };
     const groups = new Map<string, { x: number; norm?: number; parts: GemvPartPlan[] }>();
     const taken = new Set<number>();

@@ -27,7 +27,8 @@
 // In both, incoming State may carry the bound of the previous step (EvalInputs.stateBounds), so multi-step
 // decodes propagate. checkClose applies the policy: NaN or Inf where the oracle is finite always fails, a
 // non-finite oracle value needs the same non-finite value, integer and bool results must be equal.
-import { type DType, isFloat, type Storage } from "./dtype.ts";
+import { type BlockDType, type DType, isFloat, type Storage } from "./dtype.ts";
+import { xqMatmul } from "./ops/qdot.ts";
 import { runPrimitive } from "./eval_ops.ts";
 import { asF32, weightF32 } from "./ops/arith.ts";
 import { floats, FTZ, gamma, U } from "./ops/rounding.ts";
@@ -181,7 +182,7 @@ export function propagate(
       }
       return out;
     }
-    case "matmul": return matmulBound(ins, v, e, worst);
+    case "matmul": return n.attrs.xq ? xqBound(ins, v, e, worst) : matmulBound(ins, v, e, worst);
   }
   throw new Error(`graph/tolerance.ts has no propagation rule for ${op}, whose record says "propagated"`);
 }
@@ -197,6 +198,12 @@ function walk(sum: number, sq: number): number {
 function isShiftByExtreme(x: number, b: Node, nodes: Node[]): boolean {
   const red = b.op === "broadcast" ? nodes[b.inputs[0]] : b;
   return red.op === "reduce" && (red.attrs.fn === "max" || red.attrs.fn === "min") && red.inputs[0] === x;
+}
+
+/** A quantized-x matmul (graph/ops/qdot.ts): its own rule, the weight exact (a block-type const). */
+function xqBound(ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {
+  const [x, w] = ins, K = x.shape[x.shape.length - 1];
+  return xqMatmul(w.dtype as BlockDType, floats(x.dtype, v[0]), numel(x.shape) / K, K, v[1] as Uint8Array, w.shape[0], e[0], worst).bound!;
 }
 
 function matmulBound(ins: Node[], v: Storage[], e: Bound[], worst: boolean): Float32Array {

@@ -54,7 +54,10 @@ export type UnOp =
 export type BinOp =
   | "add" | "sub" | "mul" | "div" | "mod" | "max" | "min" | "pow"
   | "and" | "or" | "xor" | "shl" | "shr"
-  | "lt" | "le" | "gt" | "ge" | "eq" | "ne";
+  | "lt" | "le" | "gt" | "ge" | "eq" | "ne"
+  // two u32 words as 4 signed bytes each -> i32 Σ a.byte[i]·b.byte[i] (exact: |Σ| < 2^16); PTX dp4a, SPIR-V
+  // OpSDot, WGSL dot4I8Packed; decomp/arith.ts expands it for the rest
+  | "dot4";
 export type ReduceOp = "add" | "max" | "min";
 export type AtomicOp = "and" | "or" | "add";
 
@@ -213,6 +216,8 @@ export class Val {
   ge(b: Like): Val { return bin("ge", this, b); }
   eq(b: Like): Val { return bin("eq", this, b); }
   ne(b: Like): Val { return bin("ne", this, b); }
+  /** The signed int8x4 dot product of two u32 words (i32); see BinOp "dot4". */
+  dot4(b: Like): Val { return bin("dot4", this, b); }
   neg(): Val { return un("neg", this); }
   abs(): Val { return un("abs", this); }
   exp(): Val { return un("exp", this); }
@@ -271,7 +276,8 @@ export function bin(op: BinOp, a: Like, b: Like): Val {
     throw new KernelError(`${op} needs integers, got ${x.t}`);
   }
   if (op === "pow" && x.t !== "f32" && x.t !== "f16") throw new KernelError(`pow needs floats, got ${x.t}`);
-  return new Val({ k: "bin", t: CMP.has(op) ? "bool" : x.t, op, a: x.e, b: y.e });
+  if (op === "dot4" && x.t !== "u32") throw new KernelError(`dot4 needs u32 words, got ${x.t}`);
+  return new Val({ k: "bin", t: CMP.has(op) ? "bool" : op === "dot4" ? "i32" : x.t, op, a: x.e, b: y.e });
 }
 const FLOAT_UN = new Set<UnOp>(["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "recip", "sin", "cos", "tanh", "floor", "ceil", "isfinite", "isnan"]);
 export function un(op: UnOp, a: Val): Val {

@@ -1,6 +1,7 @@
 // Lowering: a graph -> optimize -> plan -> a Program of library kernels for one target. Each plan unit maps to
 // one kernel of kernels/lib (or a few: a concat is a copy per part); bindings point into the program's buffers.
 // Scalars that depend on a slot (a position, a write map) stay in their slot buffers: kernels load them.
+import { hasXq } from "../graph/ops/qdot.ts";
 import { byteSize, type DType, isBlock } from "../graph/dtype.ts";
 import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
@@ -50,6 +51,12 @@ function itype(d: DType): "u32" | "i32" {
 
 /** Switches for comparisons and tuning runs (bench/); the defaults are what the engine uses. */
 export interface CompileOptions extends Omit<PlanOptions, "align"> {
+  /**
+   * Batch-1 gemv units over q8_0, q4_k and q6_k weights take x quantized to int8 and dot in integers (graph/ops/qdot.ts
+   * states the arithmetic; the matmuls behave as if marked attrs.xq): default on where the target has an int8
+   * dot instruction (caps.dot4: PTX), off elsewhere. A matmul marked xq in the graph takes that path whatever this says.
+   */
+  quantizedX?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
@@ -469,6 +476,7 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
     const ins = n.inputs, out = bind(n.id);
     const [x, w] = ins, wn = nodes[w], xn = nodes[x];
     const K = last(xn);
+    if (n.attrs.xq) throw new LoweringError(`matmul #${n.id} with quantized x (attrs.xq) lowers only as a batch-1 gemv unit (graph/plan.ts)`);
     if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
       const N = wn.shape[0];
       return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, x, [bind(x), bind(w), out],
@@ -720,7 +728,9 @@ function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
     bindings.push(bind(pp.out));
     return part;
   });
-  const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, tune: opts.gemvTune });
+  // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path.
+  const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? !!caps.dot4));
+  const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, xq, tune: opts.gemvTune });
   const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
   const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
   kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });

@@ -48,6 +48,8 @@ export interface Caps {
    * ldmatrix); PTX on sm_80+ only, absent elsewhere.
    */
   staging?: boolean;
+  /** A native int8x4 dot-accumulate (kernels/ir.ts BinOp dot4; PTX dp4a on sm_61+): the decode gemv's integer path. */
+  dot4?: boolean;
 }
 
 export interface TargetSet {

@@ -41,6 +41,7 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     mma: a.ccMajor >= 8,
     // cp.async global -> shared copies and ldmatrix (Ampere and newer)
     staging: a.ccMajor >= 8,
+    dot4: a.ccMajor * 10 + a.ccMinor >= 61,
   };
 }
 

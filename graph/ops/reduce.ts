@@ -1,9 +1,11 @@
 // Reductions and contractions, one record each: reduce (sum, max, min), argmax and matmul. The oracle's sums
 // start from +0 and add terms in increasing index order with one f32 rounding per step (graph/eval_ops.ts);
 // `order` lets a test emulate a device's reassociation (AccumulateOrder).
-import { BLOCK, decodeHalf, encodeHalf, isBlock, isFloat, type Storage, storageFor } from "../dtype.ts";
+import { BLOCK, type BlockDType, decodeHalf, encodeHalf, isBlock, isFloat, type Storage, storageFor } from "../dtype.ts";
 import { type Node, numel, sameShape, stridesOf } from "../ir.ts";
 import { asF32, fr, isHalf, sumOrdered, weightF32 } from "./arith.ts";
+import { hasXq, xqMatmul } from "./qdot.ts";
+import { floats } from "./rounding.ts";
 import { type AccumulateOrder, arity, fail, fmt, needFloat, noBlock, normAxis, type OpRecord } from "./record.ts";
 
 function reduce(n: Node, [x]: Node[], [xs]: Storage[], order: AccumulateOrder): Storage {
@@ -56,8 +58,9 @@ function argmax(n: Node, [x]: Node[], [xs]: Storage[]): Storage {
   return o;
 }
 
-function matmul(_n: Node, [x, w]: Node[], [xs, ws]: Storage[], order: AccumulateOrder): Float32Array {
+function matmul(n: Node, [x, w]: Node[], [xs, ws]: Storage[], order: AccumulateOrder): Float32Array {
   const K = x.shape[x.shape.length - 1];
+  if (n.attrs.xq) return xqMatmul(w.dtype as BlockDType, floats(x.dtype, xs), numel(x.shape) / K, K, ws as Uint8Array, w.shape[0]).y;
   const a = x.dtype === "f32" ? xs as Float32Array : asF32(x.dtype, xs, numel(x.shape));
   // Only weights are converted once and cached: other operands (an f16 KV cache) change between steps.
   const b = w.op === "const" ? weightF32(w.dtype, ws, numel(w.shape)) : asF32(w.dtype, ws, numel(w.shape));
@@ -127,6 +130,7 @@ export const REDUCE_OPS: Record<"reduce" | "argmax" | "matmul", OpRecord> = {
       if (w.shape[w.shape.length - 1] !== K) {
         fail("shape", ref, `x ${fmt(x)} and w ${fmt(w)} disagree on K (w is [N, K])`);
       }
+      if (a.xq && (w.shape.length !== 2 || !hasXq(w.dtype))) fail("attr", ref, `xq (quantized x) needs a 2-D q8_0, q4_k or q6_k weight, got ${fmt(w)}`);
       if (w.shape.length === 2) {
         if (isBlock(w.dtype) && K % BLOCK[w.dtype].elems !== 0) fail("shape", ref, `K=${K} is not whole ${w.dtype} blocks`);
         return { dtype: "f32", shape: [...x.shape.slice(0, -1), w.shape[0]], attrs: a };

@@ -35,6 +35,8 @@ export interface Needs {
    * library is accurate (JS's Math, PTX's math.ts routines over f64) leaves them out.
    */
   math?: readonly UnOp[];
+  /** The int8x4 dot product (BinOp "dot4") as byte extractions, multiplies and adds, where the language has none. */
+  dot4?: boolean;
   /** 8- / 16-bit element loads and stores through u32 words (narrow.ts), where the target has none. */
   narrow?: NarrowNeeds;
 }
@@ -87,4 +89,24 @@ export const intDivMod: Rule = (e) => {
   const neg = e.op === "mod" ? xneg : e.b.k !== "const" ? bin("ne", "bool", xneg, yneg) : e.b.v < 0 ? notX : xneg;
   const signed = sel(neg, bin("sub", "u32", u0, r), r);
   return { k: "bitcast", t: "i32", a: zero ? sel(zero, u0, signed) : signed };
+};
+
+/**
+ * dot4(a, b) = Σ sext(a.byte[i])·sext(b.byte[i]): each signed byte by a shift to the top and an arithmetic shift
+ * back (i32), four exact products (|p| <= 2^14) summed exactly. The operands are repeated (4 times each): the
+ * kernel library passes variables.
+ */
+export const dot4: Rule = (e) => {
+  if (e.k !== "bin" || e.op !== "dot4") return undefined;
+  const i = (v: number): Expr => ({ k: "const", t: "i32", v });
+  const sbyte = (w: Expr, k: number): Expr => {
+    const up: Expr = k === 3 ? w : { k: "bin", t: "u32", op: "shl", a: w, b: { k: "const", t: "u32", v: 24 - 8 * k } };
+    return { k: "bin", t: "i32", op: "shr", a: { k: "bitcast", t: "i32", a: up }, b: i(24) };
+  };
+  let acc: Expr | undefined;
+  for (let k = 0; k < 4; k++) {
+    const p: Expr = { k: "bin", t: "i32", op: "mul", a: sbyte(e.a, k), b: sbyte(e.b, k) };
+    acc = acc ? { k: "bin", t: "i32", op: "add", a: acc, b: p } : p;
+  }
+  return acc!;
 };

@@ -5,7 +5,7 @@
 // fusion assumed), which expand.ts expands into IR for the languages that ask for it (Needs.math). Graph-level decomposition (what no kernel
 // computes directly) is graph.ts, run by kernels/lower.ts before planning.
 import type { Expr, Kernel } from "../ir.ts";
-import { intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
+import { dot4, intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { expandMath } from "./expand.ts";
 import { foldKernel } from "./fold.ts";
 import { narrowStorage } from "./narrow.ts";
@@ -31,6 +31,7 @@ export function decompose(k: Kernel, needs: Needs = {}): Kernel {
   if (needs.nanCompare) rules.push(nanCompare);
   if (needs.nanMinMax) rules.push(nanMinMax);
   if (needs.intDivMod) rules.push(intDivMod);
+  if (needs.dot4) rules.push(dot4);
   const rule: Rule = rules.length === 1 ? boolSubgroup : (e) => {
     for (const r of rules) {
       const out = r(e);

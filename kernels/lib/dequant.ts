@@ -9,8 +9,9 @@
 // the values sit at consecutive elements starting at `at + off`. Evaluated in that order (one rounding per
 // operation, no fused multiply-add) this is exactly ggml's dequantize_row_* (graph/dtype.ts, the oracle);
 // a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
-import { type Buffer, f32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
+import { type Buffer, f32, i32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
+import { XQ_FLOOR, XQ_RUNS } from "../../graph/ops/qdot.ts";
 
 export type QType = BlockDType;
 
@@ -44,17 +45,25 @@ export interface QLayout {
   view: "u16" | "u32";
   /** Registers of raw words a lane loads per chunk (loadChunk). */
   raw: number;
+  /** Its groups carry a bias (a min): a dot needs Σx per group (kernels/lib/gemv.ts). */
+  biased?: boolean;
+  /**
+   * Chunks that cover one contiguous span of the block's elements (a K slice of kernels/lib/tiled_matmul.ts):
+   * q4_k/q5_k chunk c holds elements of the 64-element sub-block c >> 1, q6_k chunk c those of the 128-element
+   * half c >> 2, the 32-element types' two chunks the whole block.
+   */
+  span: number;
 }
 
 export const QLAYOUT: Record<QType, QLayout> = {
-  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9 },
-  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5 },
-  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3 },
-  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6 },
-  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4 },
-  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8 },
-  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12 },
-  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17 },
+  q8_0: { ...BLOCK.q8_0, chunks: 2, per: 16, view: "u16", raw: 9, span: 2 },
+  q4_0: { ...BLOCK.q4_0, chunks: 2, per: 16, view: "u16", raw: 5, span: 2 },
+  q4_1: { ...BLOCK.q4_1, chunks: 2, per: 16, view: "u32", raw: 3, biased: true, span: 2 },
+  q5_0: { ...BLOCK.q5_0, chunks: 2, per: 16, view: "u16", raw: 6, span: 2 },
+  q5_1: { ...BLOCK.q5_1, chunks: 2, per: 16, view: "u32", raw: 4, biased: true, span: 2 },
+  q4_k: { ...BLOCK.q4_k, chunks: 8, per: 32, view: "u32", raw: 8, biased: true, span: 2 },
+  q5_k: { ...BLOCK.q5_k, chunks: 8, per: 32, view: "u32", raw: 12, biased: true, span: 2 },
+  q6_k: { ...BLOCK.q6_k, chunks: 8, per: 32, view: "u16", raw: 17, span: 4 },
 };
 
 export function isQType(t: string): t is QType {
@@ -165,7 +174,94 @@ export function dequantChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c
 export interface LoadedChunk {
   at: Val;
   decode(): QChunk;
+  /** The chunk's integer quants for the dot4 path (XQ_TYPES only; the same groups as decode's). */
+  ints?(): QIntChunk;
 }
+
+/**
+ * A group's weights as int8x4 words (values off .. off+n-1 of the chunk in order, 4 per u32, each 0..63 or
+ * -128..127) with its integer scale `sc` (i32), offset `off` (the group's Σ w·q is taken as Σ (w - off)·q) and
+ * min `m` (K-quants: subtracted as dmin·m·Σq): see graph/ops/qdot.ts.
+ */
+export interface QIntGroup {
+  w: Val[];
+  sc: Val;
+  m?: Val;
+  off?: number;
+}
+export interface QIntChunk {
+  d: Val;
+  dmin?: Val;
+  groups: QIntGroup[];
+}
+
+/** The block types with an integer path (graph/ops/qdot.ts XQ_RUNS: a run is a chunk, its groups chunkGroups'). */
+export const XQ_TYPES: readonly QType[] = (Object.keys(XQ_RUNS) as QType[]).filter((t) => {
+  const cg = chunkGroups(t);
+  for (const run of XQ_RUNS[t]!) {
+    const ok = run.length === cg.length && run.every((g, i) => g.length === cg[i].n && g.every((e, l) => e - run[0][0] === cg[i].off + l));
+    if (!ok) throw new Error(`dequant.ts: ${t}'s chunk groups are not graph/ops/qdot.ts's runs`);
+  }
+  return true;
+});
+
+/** A quantized x run: per group its int8x4 words and Σq (i32); the run's scale dx. */
+export interface XRun {
+  words: Val[][];
+  sums: Val[];
+  dx: Val;
+}
+
+/**
+ * The x of a chunk (`v[g]`: group g's f32 values, a multiple of 4 each) quantized as one run, as
+ * graph/ops/qdot.ts states. The bits of fl(v·is) + 1.5·2^23 hold the rounded value in their low byte.
+ */
+export function quantizeRun(b: KernelBuilder, v: Val[][]): XRun {
+  const amax = b.let(tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "amax");
+  const is = b.let(f32(127).div(amax), "f32", "is");
+  const words = v.map((g) => {
+    const bytes = g.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
+    return Array.from({ length: g.length / 4 }, (_, i) => {
+      const [a, c, d, e] = bytes.slice(4 * i, 4 * i + 4);
+      return b.let(a.and(0xff).or(c.and(0xff).shl(8)).or(d.and(0xff).shl(16)).or(e.shl(24)), "u32", "qxw");
+    });
+  });
+  const sums = words.map((ws) => b.let(tree(ws.map((w) => w.dot4(u32(0x01010101))), (a, c) => a.add(c)), "i32", "qxs"));
+  return { words, sums, dx: b.let(amax.mul(f32(1 / 127)), "f32", "dx") };
+}
+
+/**
+ * Σ over a chunk of w·x with x quantized as run `r`: A = Σ_g sc_g·(I_g − off·Σq_g) and M = Σ_g m_g·Σq_g in
+ * integers (I_g by dot4), then fl(fl(d·dx)·A) − fl(fl(dmin·dx)·M).
+ */
+export function chunkDotInt(b: KernelBuilder, ch: QIntChunk, r: XRun): Val {
+  const A = tree(ch.groups.map((g, gi) => {
+    let I = tree(g.w.map((w, j) => w.dot4(r.words[gi][j])), (a, c) => a.add(c));
+    if (g.off) I = I.sub(r.sums[gi].mul(g.off));
+    return g.sc.mul(I);
+  }), (a, c) => a.add(c));
+  let t = ch.d.mul(r.dx).mul(A.cast("f32"));
+  if (ch.dmin && ch.groups.every((g) => g.m)) {
+    const M = tree(ch.groups.map((g, gi) => g.m!.mul(r.sums[gi])), (a, c) => a.add(c));
+    t = t.sub(ch.dmin.mul(r.dx).mul(M.cast("f32")));
+  }
+  return b.let(t, "f32", "qt");
+}
+
+/** u32 words of the bytes at 16-bit word `at16` of a 4-byte aligned tensor (`n` words; see halves). */
+function words32(b: KernelBuilder, W: Buffer, at16: Val, n: number): () => Val[] {
+  const m = b.let(at16.and(1), "u32", "mis"), w0 = b.let(at16.shr(1), "u32", "hw");
+  const ws = Array.from({ length: n + 1 }, (_, i) => b.let(b.load(W, i === n ? w0.add(i - 1).add(m) : i ? w0.add(i) : w0, "u32"), "u32", "qw"));
+  return () => {
+    const odd = m.ne(0);
+    return Array.from({ length: n }, (_, i) => b.let(odd.select(ws[i].shr(16).or(ws[i + 1].shl(16)), ws[i]), "u32", "qw4"));
+  };
+}
+/** 16-bit words (low 16 bits meaningful) paired into u32 words. */
+const pairUp = (b: KernelBuilder, h: Val[]): Val[] =>
+  Array.from({ length: h.length / 2 }, (_, i) => b.let(h[2 * i].and(0xffff).or(h[2 * i + 1].shl(16)), "u32", "qw4"));
+/** A signed byte in the low 8 bits of u32 `v` (higher bits zero) as i32. */
+const sbyteI = (v: Val): Val => v.shl(24).bitcast("i32").shr(24);
 
 /** Element offsets and counts of a chunk's groups (the same for every chunk of a type). */
 export function chunkGroups(t: QType): { off: number; n: number }[] {
@@ -183,16 +279,17 @@ export function chunkGroups(t: QType): { off: number; n: number }[] {
  * `pairs4`: the tensor starts 4-byte aligned and its rows hold an even number of blocks (q8_0 and q6_k read
  * u32 words).
  */
-export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false): LoadedChunk {
+export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false, xq = false): LoadedChunk {
   const f = (v: Val) => small(v);
   const qv = (v: Val) => b.let(v, "f32", "q");
   switch (t) {
     case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
       const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
       // pairs4: every other block starts 4-byte aligned, so u32 loads (and selects) read the quants.
-      const pick = pairs4 ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
-      const ws = pick ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
+      const pick = pairs4 && !xq ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
+      const ws = pick || (xq && pairs4) ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
       const at = c.mul(16);
+      const ints = xq && pairs4 ? words32(b, W, base.add(c.mul(8)).add(1), 4) : undefined;
       return {
         at,
         decode: () => {
@@ -200,6 +297,7 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
           const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
           return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
         },
+        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: [{ w: ints ? ints() : pairUp(b, ws), sc: i32(1) }] }),
       };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
@@ -287,6 +385,12 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
           }
           return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
         },
+        ints: q5 ? undefined : () => {
+          const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+          const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j).map((v) => b.let(v.bitcast("i32"), "i32", "ksi"));
+          const lo = qs.map((w) => b.let(w.and(0x0f0f0f0f), "u32", "qlo")), hi = qs.map((w) => b.let(w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
+          return { d, dmin, groups: [{ w: lo, sc: sc0, m: m0 }, { w: hi, sc: sc1, m: m1 }] };
+        },
       };
     }
     case "q6_k": {
@@ -294,8 +398,11 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
       // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
       const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
       const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
-      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves).
+      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves); the int path takes them as 2 u32 words each
+      // (words32), 16-bit words otherwise.
+      const w32 = xq && pairs4;
       const piece = (at16: Val): () => Val[] => {
+        if (w32) return words32(b, W, at16, 2);
         if (pairs4) return halves(b, W, at16, 4);
         const ws = words(b, W, "u16", at16, 4, false);
         return () => ws;
@@ -325,6 +432,23 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
             groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
           }
           return { at, groups };
+        },
+        ints: () => {
+          const d = b.let(half(dw, false), "f32", "d");
+          const word = (p: () => Val[]) => (w32 ? p() : pairUp(b, p()));
+          const A = word(pA), B = word(pB), H = word(pH), S = word(pS);
+          const odd = r.shr(1).mul(8); // scale byte 2g + (r>>1): byte (r>>1) of 16-bit word g
+          const groups: QIntGroup[] = [];
+          for (let g = 0; g < 4; g++) {
+            const w = [0, 1].map((j) => {
+              const ql = (g & 1 ? B : A)[j], nib = (g < 2 ? ql : ql.shr(4)).and(0x0f0f0f0f);
+              const hb = (g ? H[j].shr(2 * g) : H[j]).and(0x03030303).shl(4);
+              return b.let(nib.or(hb), "u32", "q6w");
+            });
+            const sw = g & 1 ? S[g >> 1].shr(16) : S[g >> 1];
+            groups.push({ w, sc: b.let(sbyteI(sw.shr(odd).and(0xff)), "i32", "q6s"), off: 32 });
+          }
+          return { d, groups };
         },
       };
     }
@@ -368,11 +492,11 @@ function byPower(v: Val[], p: number[]): Val {
   }));
 }
 
-function tree(v: Val[]): Val {
+function tree(v: Val[], op: (a: Val, b: Val) => Val = (a, b) => a.add(b)): Val {
   let xs = v;
   while (xs.length > 1) {
     const next: Val[] = [];
-    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? xs[i].add(xs[i + 1]) : xs[i]);
+    for (let i = 0; i < xs.length; i += 2) next.push(i + 1 < xs.length ? op(xs[i], xs[i + 1]) : xs[i]);
     xs = next;
   }
   return xs[0];

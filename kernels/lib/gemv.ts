@@ -19,16 +19,14 @@
 // row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
 // chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
 // decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
 import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
-import { chunkDot, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import { chunkDot, chunkDotInt, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, quantizeRun, qWords, XQ_TYPES } from "./dequant.ts";
 
-/** Block types whose groups carry a bias (a min): their dots need Σx per group. */
-const BIASED = new Set<QType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
 
 export interface GemvPart {
   /** Output rows (rows of each weight). */
@@ -73,6 +71,12 @@ export interface GemvShape {
   parts: GemvPart[];
   name?: string;
   tune?: Partial<GemvTune>;
+  /**
+   * Block weights of XQ_TYPES (dequant.ts): x (times g) quantized to int8 per chunk and dotted in integers
+   * (dot4), as graph/ops/qdot.ts defines; the rmsnorm's r still scales the sums (a run's quantization does not
+   * depend on its scale, up to rounding).
+   */
+  xq?: boolean;
 }
 
 /** Teams a part needs: one per row pair ("dot" with rows 2, "rope"), one per row otherwise. */
@@ -91,7 +95,7 @@ function partTeams(p: GemvPart, rows: number): number {
  * has fewer than 4096 subgroups (about 31 per SM, one wave at these kernels' register use), first a chunk
  * per lane, then fewer units.
  */
-function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): GemvTune {
+function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QType): GemvTune {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
   if (sg === 1) return { lanes: 128, rows: 2, unroll: 2, teams: 4 };
@@ -100,10 +104,39 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): G
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
+  if (s.xq) return xqTune(s, w, lanes, warps, () => lanes = whole(lanes * 2), Math.min(chunks, max));
   let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
   while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
   while (warps(rows) < 4096 && rows > 1) rows /= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
+ * The int path's tuning (an H200 sweep of rows 2/4/8 x loads ahead 4/8 at the Llama 3 8B shapes, q4_k_m and
+ * q8_0, session 6): the team as wide as qTune's first step makes it for 8 units (its width doubled while the
+ * grid has fewer than 2048 subgroups), then 8 row units per team (x's L2 reads and quantization shared by twice
+ * the rows of the f32 path), 4 for q8_0 projections of k <= 4096 other than gate/up and the vocabulary head
+ * (16.5 vs 17.9 us for q/k/v, 7.7 vs 8.6 for o); halved while the grid has fewer than 1200 subgroups (the 8B's
+ * q6_k v projection: 4.2 us at 2 units, 6.2 at 8). Loads in flight: dotsQ's default (xqAhead).
+ */
+function xqTune(s: Pick<GemvShape, "k" | "parts">, w: QType, lanes0: number, warps: (r: number) => number, widen: () => number, most: number): GemvTune {
+  let lanes = lanes0;
+  while (warps(8) < 2048 && lanes < most) lanes = widen();
+  const silu = s.parts.some((p) => p.kind === "silu_mul"), units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
+  let rows = w === "q8_0" && s.k <= 4096 && !silu && units < 32768 ? 4 : 8;
+  while (warps(rows) < 1200 && rows > 1) rows /= 2;
+  return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
+ * Chunk loads a lane of the int path keeps in flight (the same sweep): 4, as the rows' registers then leave room
+ * for more subgroups per SM (gate/up q4_k 31.1 vs 34.1 us at 8, the vocabulary head q8_0 166 vs 182), except a
+ * q4_k team whose lanes take one chunk each (8: o 5.2 vs 6.1 us, q/k 9.6 vs 11.6), and on the loop path a whole
+ * slot up to 8 rows (the window cannot cross its trips: q8_0 down 20.8 vs 23.0 us).
+ */
+function xqAhead(w: QType, rows: number, trips: number, unrolled: boolean): number {
+  if (!unrolled) return Math.min(rows, 8);
+  return w === "q4_k" && trips === 1 ? 8 : 4;
 }
 
 /**
@@ -114,7 +147,7 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">, w: QType): G
  * in one round, the latency floor of the small projections); the k loop unrolled 8 when
  * a team computes two dots, 2 when it computes one.
  */
-export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts">): GemvTune {
+export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">): GemvTune {
   if (isQType(s.w)) return qTune(caps, s, s.w);
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const plain = s.parts.every((p) => (p.kind ?? "dot") === "dot");
@@ -156,6 +189,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   }
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const qt = isQType(w) ? w : undefined;
+  if (s.xq && !(qt && XQ_TYPES.includes(qt))) throw new KernelError(`gemv: quantized x needs a weight of ${XQ_TYPES.join(", ")}, got ${w}`);
+  const xq = !!s.xq;
   // Row units per team: any count with block weights; float weights pair a dot part's rows instead.
   const R = qt ? Math.max(1, Math.floor(tune.rows)) : 1;
   const rowsPer = qt ? 1 : tune.rows >= 2 ? 2 : 1;
@@ -167,7 +202,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const grid = gridFor(caps, Math.ceil(total / t.rows));
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
+  const name = s.name ?? `gemv_${w}${xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   const x = b.buffer("x", "f32", "r");
@@ -262,40 +297,57 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
     const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
     between?.();
-    // About 32 registers of raw block words in flight per lane.
-    const ahead = Math.max(1, Math.min(rows.length, tune.ahead ?? Math.floor(32 / q.raw)));
-    const slot = (gi: Val) => {
-      const blk = b.let(gi.shr(cs), "u32", "blk"), c = b.let(gi.and(q.chunks - 1), "u32", "c");
-      const load = (d: number) => loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0);
+    // About 32 registers of raw block words in flight per lane (64 on the int path, whose x takes fewer).
+    const trips = Math.ceil(total / t.lanes), unrolled = total % t.lanes === 0 && trips <= 4;
+    const ahead = Math.max(1, Math.min(rows.length * 2, tune.ahead ?? (xq ? xqAhead(qt!, rows.length, trips, unrolled) : Math.floor(32 / q.raw))));
+    /**
+     * The chunks `gis` of every row, in order (slot by slot, row by row), with one window of `ahead` chunk loads
+     * in flight across slot boundaries (a slot's x is loaded and quantized when its first row is next).
+     */
+    const slots = (gis: Val[]) => {
+      const geo = gis.map(() => undefined as { blk: Val; c: Val } | undefined);
+      const at = (j: number) => (geo[j] ??= { blk: b.let(gis[j].shr(cs), "u32", "blk"), c: b.let(gis[j].and(q.chunks - 1), "u32", "c") });
+      const load = (j: number, d: number) => {
+        const { blk, c } = at(j);
+        return loadChunk(b, rows[d].buf, qt!, b.let(bases[d].add(blk).mul(qWords(qt!)), "u32", "base"), c, true, nb % 2 === 0, xq);
+      };
       const inflight: LoadedChunk[] = [];
       let next = 0;
+      const jobs = gis.length * rows.length;
       const issue = () => {
-        while (next < rows.length && inflight.length < ahead) inflight.push(load(next++));
+        while (next < jobs && inflight.length < ahead) inflight.push(load(Math.floor(next / rows.length), next++ % rows.length));
       };
-      issue();
-      const xat = b.let(blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
-      const xs = chunkGroups(qt!).map((grp) => {
-        const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
-        const v: Val[] = [];
-        for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
-        if (!g) return v;
-        const gs: Val[] = [];
-        for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
-        b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
-        return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
-      });
-      const sx = BIASED.has(qt!) && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
-      // Row d is decoded once row d + ahead's loads are issued.
-      rows.forEach((_, d) => {
-        const lc = inflight.shift()!;
+      gis.forEach((_, j) => {
         issue();
-        b.set(acc[d], acc[d].add(chunkDot(lc.decode(), xs, sx)));
+        const xat = b.let(at(j).blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
+        const xs = chunkGroups(qt!).map((grp) => {
+          const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
+          const v: Val[] = [];
+          for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
+          if (!g) return v;
+          const gs: Val[] = [];
+          for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
+          // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
+          if (xq) b.set(ssAcc!, ssAcc!.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
+          else b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
+          return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
+        });
+        const run = xq ? quantizeRun(b, xs) : undefined;
+        const sx = !xq && QLAYOUT[qt!].biased && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
+        // Row d is decoded once the loads `ahead` chunks later are issued.
+        rows.forEach((_, d) => {
+          const lc = inflight.shift()!;
+          issue();
+          b.set(acc[d], acc[d].add(run ? chunkDotInt(b, lc.ints!(), run) : chunkDot(lc.decode(), xs, sx)));
+        });
       });
     };
-    const trips = Math.ceil(total / t.lanes);
-    if (total % t.lanes === 0 && trips <= 4) {
-      for (let j = 0; j < trips; j++) slot(j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane);
-    } else b.for(lane, u32(total), t.lanes, slot, { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
+    if (unrolled) {
+      const gis = Array.from({ length: trips }, (_, j) => (j ? b.let(lane.add(j * t.lanes), "u32", "gi") : lane));
+      // The f32 path keeps its measured per-slot window; the int path's window runs on across slots.
+      if (xq) slots(gis);
+      else gis.forEach((gi) => slots([gi]));
+    } else b.for(lane, u32(total), t.lanes, (gi) => slots([gi]), { unroll: Math.max(1, Math.min(tune.unroll, trips)) });
     const red = reduceAll(ssAcc ? [...acc, ssAcc] : acc);
     return { sums: red.slice(0, acc.length), ss: ssAcc ? red[acc.length] : undefined };
   };

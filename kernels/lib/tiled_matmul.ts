@@ -39,15 +39,10 @@ export interface TiledMatmulShape extends Omit<MatmulShape, "wide" | "tile"> {
   layout?: TiledLayout;
 }
 
-/**
- * Chunks of a block (dequant.ts) that cover one contiguous span of its elements: q4_k/q5_k chunk c holds
- * elements of the 64-element sub-block c >> 1, q6_k chunk c those of the 128-element half c >> 2, the 32-element
- * types' two chunks the whole block. A K slice of a block type is one such span.
- */
-const SPAN_CHUNKS: Record<QType, number> = { q8_0: 2, q4_0: 2, q4_1: 2, q5_0: 2, q5_1: 2, q4_k: 2, q5_k: 2, q6_k: 4 };
+/** A K slice of a block type: one span of its elements (dequant.ts QLayout.span chunks). */
 function spanOf(w: QType): number {
   const q = QLAYOUT[w];
-  return (q.elems / q.chunks) * SPAN_CHUNKS[w];
+  return (q.elems / q.chunks) * q.span;
 }
 
 /** K slice of a weight type: 16 for floats, a block type's span. */
@@ -172,7 +167,7 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
     };
   };
   const blockStager = (): Stager => {
-    const qt = w as QType, cps = SPAN_CHUNKS[qt], nb = k / q!.elems, spans = q!.elems / bk, count = bn * cps;
+    const qt = w as QType, cps = QLAYOUT[qt].span, nb = k / q!.elems, spans = q!.elems / bk, count = bn * cps;
     // declared here, outside the loads' branches: the registers outlive them
     const items = Array.from({ length: Math.ceil(count / threads) }, () => ({
       at: b.let(u32(0), "u32", "qat"),

@@ -123,3 +123,8 @@ export function ldsm(S: Uint32Array, A: Uint32Array, lane0: number, n: number, t
 export function pack2(bf16: boolean, lo: number, hi: number): number {
   return bf16 ? ((f2bf(hi) << 16) | f2bf(lo)) >>> 0 : ((f2h(hi) << 16) | f2h(lo)) >>> 0;
 }
+
+/** The signed int8x4 dot product of two u32 words (kernels/ir.ts BinOp dot4). */
+export function dot4(a: number, b: number): number {
+  return ((a << 24 >> 24) * (b << 24 >> 24) + (a << 16 >> 24) * (b << 16 >> 24) + (a << 8 >> 24) * (b << 8 >> 24) + (a >> 24) * (b >> 24)) | 0;
+}

@@ -58,7 +58,7 @@ const BUILTINS: Record<Builtin, [number, number]> = {
 
 /** What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math. */
 const SPIRV_NEEDS: Needs = {
-  nanCompare: true, nanMinMax: true, intDivMod: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
+  nanCompare: true, nanMinMax: true, intDivMod: true, dot4: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
 };
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */

@@ -589,7 +589,7 @@ interface Ctx {
 
 /** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
 const WGSL_NEEDS: Needs = {
-  nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
+  nanCompare: true, dot4: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
 };
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */

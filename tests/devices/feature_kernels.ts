@@ -436,8 +436,20 @@ export function featureCases(): FeatureCase[] {
   return [
     unaryF32(), binaryF32(), intOps("i32"), intOps("u32"), casts(), views(), vectors(), sharedBarrier(),
     subgroups(128), subgroups(48), subgroups(44), control(), grid3d(), f16Math(), bigShared(), checkCase(false),
-    lastBlock(),
+    lastBlock(), dot4Case(),
   ];
+}
+
+/** dot4 (int8x4 dot of u32 words): native on ptx (dp4a), decomposed elsewhere; bit-exact everywhere. */
+export function dot4Case(): FeatureCase {
+  const b = new KernelBuilder("dot4", { workgroup: 64, grid: N / 64 });
+  const xa = b.buffer("a", "u32", "r"), xb = b.buffer("b", "u32", "r"), y = b.buffer("y", "i32", "w");
+  const i = b.gid.x;
+  const a = b.let(b.load(xa, i), "u32"), c = b.let(b.load(xb, i), "u32");
+  b.store(y, i, a.dot4(c));
+  b.store(y, i.add(N), a.dot4(u32(0x01010101)).add(c.dot4(a)).sub(a.dot4(a)));
+  b.store(y, i.add(2 * N), a.and(0x0f0f0f0f).dot4(c)); // a q4 nibble word, as the quantized gemv takes it
+  return { name: "dot4", kernel: b.build(), inputs: [bytesOf(u32s(N, 21)), bytesOf(u32s(N, 22)), zeros(3 * N * 4)], checks: [{ binding: 2, as: "i32" }] };
 }
 
 /**

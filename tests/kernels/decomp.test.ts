@@ -11,12 +11,12 @@ import { JsDevice } from "../../backends/js/device.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { c, KernelBuilder } from "../../kernels/ir.ts";
 import { decompose, type Needs } from "../../kernels/decomp/mod.ts";
-import { featureCases } from "../devices/feature_kernels.ts";
+import { dot4Case, featureCases } from "../devices/feature_kernels.ts";
 import { runFeature } from "../devices/run.ts";
 import { cases } from "./cases.ts";
 import { runCase } from "./harness.ts";
 
-const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true, narrow: { bits8: true, bits16: true } };
+const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true, dot4: true, narrow: { bits8: true, bits16: true } };
 /** Bytes equal, except that in an f32 output any NaN equals any NaN (the IR leaves a made NaN's sign and payload open). */
 function sameUpToNaN(a: Uint8Array[], b: Uint8Array[], f32: Set<number>): boolean {
   return a.length === b.length && a.every((x, i) => {
@@ -56,6 +56,25 @@ test("decomposed kernel-library cases give the same bytes on the JS device", { t
     if (!plain.outputs || !all.outputs || !same(plain.outputs, all.outputs)) bad.push(`${kc.name} (all rules)`);
   }
   assert.deepEqual(bad, []);
+});
+
+test("dot4 on the JS device (native and decomposed) equals the signed-byte dot product computed here", { timeout: 60_000 }, async () => {
+  const js = new JsDevice({ caps: { subgroupSize: 32, f16: true } });
+  const fc = dot4Case();
+  const [a, b] = fc.inputs.map((x) => new Uint32Array(x.slice().buffer));
+  const sb = (w: number, k: number) => ((w >>> (8 * k)) & 0xff) - (((w >>> (8 * k)) & 0x80) << 1);
+  const dot = (x: number, y: number) => [0, 1, 2, 3].reduce((s, k) => s + sb(x, k) * sb(y, k), 0);
+  const n = a.length, want = new Int32Array(3 * n);
+  for (let i = 0; i < n; i++) {
+    want[i] = dot(a[i], b[i]);
+    want[n + i] = dot(a[i], 0x01010101) + dot(b[i], a[i]) - dot(a[i], a[i]);
+    want[2 * n + i] = dot(a[i] & 0x0f0f0f0f, b[i]);
+  }
+  for (const k of [fc.kernel, decompose(fc.kernel, { dot4: true })]) {
+    const out = await runFeature(js, { ...fc, kernel: k });
+    assert.deepEqual(new Int32Array(out[2].slice().buffer), want);
+  }
+  assert.ok(JSON.stringify(decompose(fc.kernel, { dot4: true }).body).indexOf('"dot4"') < 0, "decomposed: no dot4 left");
 });
 
 test("a kernel with nothing to decompose is returned as it is", () => {

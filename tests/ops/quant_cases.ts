@@ -7,6 +7,8 @@ import type { BlockDType, DType } from "../../graph/dtype.ts";
 import { BLOCK } from "../../graph/dtype.ts";
 import type { CaseBuilder, OpCase } from "./cases.ts";
 import { rng } from "./cases.ts";
+import type { Tensor } from "../../graph/tracer.ts";
+import { hasXq } from "../../graph/ops/qdot.ts";
 
 export const QTYPES: BlockDType[] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
 
@@ -60,6 +62,44 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
     // 260 rows: the tiled matmul on GPU targets (kernels/lib/tiled_matmul.ts, from TILED_MIN_ROWS rows)
     for (const [batch, n, kk] of k ? [[1, 33, 256], [3, 17, 512], [11, 9, 256], [260, 17, 256]] : [[1, 40, 64], [5, 17, 96], [11, 9, 64], [260, 17, 96]]) {
       add(`matmul ${t} ${batch}x${n}x${kk}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, kk]), b.weight(t, [n, kk])) }));
+    }
+    if (hasXq(t)) {
+      // The integer path (graph/ops/qdot.ts): random x, x with an all-zero run and one huge value, extreme
+      // weight scales and zero blocks, and a fused block (rmsnorm folded: the kernel quantizes x·g).
+      const [n, kk] = k ? [37, 512] : [40, 96];
+      add(`matmul ${t} 1x${n}x${kk} quantized x`, (b) => b.done({ y: b.t.matmul(b.input("f32", [1, kk]), b.weight(t, [n, kk]), { xq: true }) }));
+      // long enough for a 32-lane team to take 2 chunks per lane (tests/ops/qgemv_tune.test.ts)
+      add(`matmul ${t} 1x21x2048 quantized x`, (b) => b.done({ y: b.t.matmul(b.input("f32", [1, 2048]), b.weight(t, [21, 2048]), { xq: true }) }));
+      add(`matmul ${t} quantized x: zero run, outlier, extreme scales and zero blocks`, (b) => {
+        const x = b.input("f32", [1, kk]), xs = b.slots.in0 as Float32Array;
+        xs.fill(0, 16, 32);
+        xs[40] = 3e4;
+        xs[41] = -1e-3;
+        return b.done({ y: b.t.matmul(x, b.weightBytes(t, [n, kk], craftedBlocks(t, n, kk, 5 + kk)), { xq: true }) });
+      });
+      // Fused units one matmul deep (a q flip is a step: through attention and a second layer of matmuls the
+      // expected-mode bound says little): rmsnorm folded into q/k/v with rope and the f16 cache write, and
+      // rmsnorm folded into gate/up with silu_mul; then down with the residual, over an exact input.
+      const D = k ? 256 : 64, hd = k ? 64 : 16, C = 4, ffn = k ? 512 : 96;
+      add(`gemv units quantized x ${t}: rmsnorm + q/k/v, rope, f16 cache write`, (b) => {
+        const x = b.input("f32", [1, D]), pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+        b.slots.pos = new Int32Array([2]);
+        const h = b.t.rmsnorm(x, b.weight("f32", [D], 1), 1e-5);
+        const proj = (n: number) => b.t.reshape(b.t.matmul(h, b.weight(t, [n, D]), { xq: true }), [1, n / hd, hd]);
+        const rope = (v: Tensor) => b.t.rope(v, pos, { theta: 10000, style: "half" });
+        const q = rope(proj(2 * hd)), kk2 = b.t.cast(rope(proj(hd)), "f16"), v = b.t.cast(proj(hd), "f16");
+        const nm = `xq:${t}`;
+        b.t.writeState(`${nm}:k`, b.t.updateSlice(b.t.state(`${nm}:k`, "f16", [C, 1, hd]), kk2, pos, 0));
+        b.t.writeState(`${nm}:v`, b.t.updateSlice(b.t.state(`${nm}:v`, "f16", [C, 1, hd]), v, pos, 0));
+        return b.done({ q: b.t.reshape(q, [2 * hd]) });
+      });
+      add(`gemv units quantized x ${t}: rmsnorm + gate/up silu_mul, down + residual`, (b) => {
+        const x = b.input("f32", [1, D]);
+        const h = b.t.rmsnorm(x, b.weight("f32", [D], 1), 1e-5);
+        const ff = b.t.siluMul(b.t.matmul(h, b.weight(t, [ffn, D]), { xq: true }), b.t.matmul(h, b.weight(t, [ffn, D]), { xq: true }));
+        const z = b.input("f32", [1, ffn]);
+        return b.done({ ff, y: b.t.add(x, b.t.matmul(z, b.weight(t, [D, ffn]), { xq: true })) });
+      });
     }
     decodeBlock(`gemv units: llama-like block ${t}`, k
       ? { w: t, D: 256, H: 4, KVH: 2, hd: 64, C: 6, kv: "f16", style: "half", bias: false, ffn: 512 }

@@ -578,7 +578,7 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   if (k.uses.mma) throw new KernelError(`${k.name}: mma kernels need the mma capability, which the amdgpu targets lack`);
   if (k.uses.staging) throw new KernelError(`${k.name}: cp.async/ldmatrix staging is PTX-only (caps.staging), which the amdgpu targets lack`);
   const entry = entryName(k.name);
-  const dk = decompose(k, { intDivMod: true });
+  const dk = decompose(k, { intDivMod: true, dot4: true });
   const L = new Lowering(dk, wave);
   L.prologue();
   L.block(dk.body);

@@ -326,6 +326,7 @@ class Lowering {
       case "add": return a.to("r", "add.s32", x, this.opnd(eb));
       case "sub": return a.to("r", "sub.s32", x, this.opnd(eb));
       case "mul": return a.to("r", "mul.lo.s32", x, this.opnd(eb));
+      case "dot4": return a.to("r", "dp4a.s32.s32", x, this.opnd(eb), "0");
       case "max": case "min": return a.to("r", `${op}.${s}`, x, this.opnd(eb));
       case "and": case "or": case "xor": return a.to("r", `${op}.b32`, x, this.opnd(eb));
       case "shl": case "shr": {
