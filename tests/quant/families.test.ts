@@ -42,6 +42,7 @@ import { fileURLToPath } from "node:url";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { ProgramCompiler } from "../../backends/executor.ts";
 import { JsDevice } from "../../backends/js/device.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
 import { convertHF } from "../../llm/formats/convert.ts";
 import { type FileType, quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { roleKey } from "../../graph/weights.ts";
@@ -256,7 +257,7 @@ for (const backend of selectedBackends()) {
           // One device serves every model (opening one per model cost more than some models' runs); each model's
           // engine frees what it allocated when it unloads.
           const t0 = performance.now();
-          const m = loadModel(path), engine = new Engine(dev as Device, { compile: recordKernels(ran), ownsDevice: false });
+          const m = loadModel(path), engine = new Engine(dev as Device, { compile: sharingKernels(recordKernels(ran)), ownsDevice: false });
           try {
             const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
             const exact = reference.get(`${family}:${type}.f32`);

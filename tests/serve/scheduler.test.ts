@@ -16,6 +16,7 @@ import { Engine } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { Driver } from "../../llm/driver.ts";
 import { collect, model, prompt, type Rig, rig, rigOver } from "./setup.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
 
 const ref = JSON.parse(readFileSync(new URL("../../models/stories260K/reference_greedy.json", import.meta.url), "utf8")) as {
   cases: { prompt_ids: number[]; generated_ids: number[] }[];
@@ -90,7 +91,7 @@ for (const backend of selectedBackends()) {
     ];
     const reqs = [0, 4, 9].flatMap((p, i) => PEN.map((sampler) => ({ promptIds: model.tokenizer.encode(prompt(p)), maxTokens: 24 + 4 * i, sampler })));
     const want: number[][] = [];
-    const de = new Engine(dev as Device, { compile: compileGraph, timeoutMs: 120_000, ownsDevice: false });
+    const de = new Engine(dev as Device, { compile: sharingKernels(compileGraph), timeoutMs: 120_000, ownsDevice: false });
     try {
       const d = await Driver.open(model, de, { ctx: 128, prefill: [8] });
       for (const q of reqs) want.push((await d.generate(q.promptIds, { maxTokens: q.maxTokens, sampler: q.sampler })).generatedIds);

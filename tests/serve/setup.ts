@@ -9,6 +9,7 @@ import { BatchRunner, servingCompile } from "../../llm/serve/batch.ts";
 import { Metrics } from "../../llm/serve/metrics.ts";
 import { BlockPool, planPool } from "../../llm/serve/pool.ts";
 import { Scheduler, type SequenceHandle } from "../../llm/serve/scheduler.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
 
 export const MODEL_PATH = fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url));
 export const model: ModelHandle = loadModel(MODEL_PATH);
@@ -23,7 +24,7 @@ export interface Rig {
 
 /** A serving engine for stories260K on `dev` (its entries compiled) and a scheduler over it; the context is ctx rounded up to whole blocks. */
 export async function rig(dev: Device, o: { slots?: number; chunk?: number; ctx?: number; blocks?: number; block?: number; maxQueue?: number; prefixCache?: boolean; countWrites?: number } = {}): Promise<Rig> {
-  const engine = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
+  const engine = new Engine(dev, { compile: sharingKernels(servingCompile), timeoutMs: 120_000, ownsDevice: false });
   const slots = o.slots ?? 16, chunk = o.chunk ?? 16, ctx = o.ctx ?? 256;
   const plan = planPool({ layers: model.config.layers, kvHeads: model.config.kvHeads, headDim: model.config.headDim, elemBytes: 4 }, {
     ctx, slots, block: o.block ?? 16, fraction: 0.5, memory: dev.target.memory, blocks: o.blocks,
