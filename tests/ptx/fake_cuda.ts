@@ -35,6 +35,10 @@ export class FakeCuda {
   sticky = 0;
   spinMs = 0;
   private busyUntil = 0;
+  /** When the stream stops being busy (performance.now() time; 0 when it never was). */
+  get busyEnd(): number {
+    return this.busyUntil;
+  }
   private next = DEVICE_BASE;
   private readonly allocs: Alloc[] = [];
   private readonly funcs = new Map<bigint, string>();

@@ -12,6 +12,7 @@ import { listen } from "../../llm/serve/listen.ts";
 import { Server, type ServeOptions } from "../../llm/serve/server.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { model } from "./setup.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
 import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import { loadModel } from "../../llm/model.ts";
@@ -19,7 +20,7 @@ import { loadModel } from "../../llm/model.ts";
 const KEY = "test-key-123";
 
 async function start(dev: Device, o: ServeOptions = {}, m = model) {
-  const exec = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
+  const exec = new Engine(dev, { compile: sharingKernels(servingCompile), timeoutMs: 120_000, ownsDevice: false });
   const server = await Server.open(m, exec, { ctx: 128, slots: 8, chunk: 16, kvBlocks: 8 * 8 + 1, apiKey: KEY, bodyLimit: 64 * 1024, bodyTimeoutMs: 1000, ...o });
   const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${l.port}`;

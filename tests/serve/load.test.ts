@@ -15,6 +15,7 @@ import { listen } from "../../llm/serve/listen.ts";
 import { Server } from "../../llm/serve/server.ts";
 import { openDevice, selectedBackends } from "../devices/index.ts";
 import { model, prompt } from "./setup.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
 
 /** A full garbage collection before reading RSS (Bun.gc, or V8's gc exposed at run time), so RSS shows leaks. */
 function collectGarbage(): void {
@@ -105,7 +106,7 @@ for (const backend of selectedBackends().filter((b) => b !== "wgpu")) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
   test(`serve load on ${backend}: 64 concurrent streams x 3 rounds, none lost, each equal to running alone, disconnects freed, RSS flat`, { skip }, async () => {
-    const exec = new Engine(dev as Device, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
+    const exec = new Engine(dev as Device, { compile: sharingKernels(servingCompile), timeoutMs: 120_000, ownsDevice: false });
     const server = await Server.open(model, exec, { ctx: 256, slots: 16, chunk: 16, maxQueue: 128 });
     const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
     const base = `http://127.0.0.1:${l.port}`;
