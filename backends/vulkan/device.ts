@@ -47,6 +47,8 @@ export class VulkanDevice implements Device {
   #staging: VkBuf | undefined;
   readonly #buffers = new Set<VkBuf>();
   readonly #kernels = new Map<Kernel, VkKernel>();
+  /** One compiled pipeline per distinct shader (its bindings, flags and SPIR-V words). */
+  readonly #byShader = new Map<string, VkKernel>();
   readonly #recordings = new Set<VkRecording>();
   /** Command buffers waiting to be submitted, in order; `#inflight` is the one on the queue. */
   #pending: Submission[] = [];
@@ -247,13 +249,22 @@ export class VulkanDevice implements Device {
       throw new Unsupported(`vulkan: ${kernel.name}: ${shader.bindings} storage buffers exceed the device's ${enabled.maxStorageBuffers}`);
     }
     const what = `compiling ${kernel.name}`;
+    // Kernels that render to the same SPIR-V (the same step in another entry or another engine on this device)
+    // share one pipeline, as wgpu's share one per WGSL text: on lavapipe a pipeline costs tens of ms of LLVM.
+    const full = shader.needs.subgroups && enabled.fullSubgroups && wx % enabled.maxSubgroupSize === 0;
+    const key = `${shader.bindings}:${shader.errorBinding}:${full}:${wordsKey(shader.words)}`;
+    const same = this.#byShader.get(key);
+    if (same) {
+      const k: VkKernel = { ...same, kernel };
+      this.#kernels.set(kernel, k);
+      return k;
+    }
     let module = 0n, dsl = 0n, layout = 0n;
     try {
       module = this.#vk(what, () => api.createShaderModule(device, shader.words));
       dsl = this.#vk(what, () => api.createDescriptorSetLayout(device, Array.from({ length: shader.bindings }, (_, i) => ({ binding: i }))));
       layout = this.#vk(what, () => api.createPipelineLayout(device, [dsl]));
       // Subgroup kernels want whole subgroups when the workgroup is a multiple of the largest size.
-      const full = shader.needs.subgroups && enabled.fullSubgroups && wx % enabled.maxSubgroupSize === 0;
       const pipeline = this.#vk(what, () => api.createComputePipeline(device, {
         layout,
         module,
@@ -262,6 +273,7 @@ export class VulkanDevice implements Device {
       api.destroyShaderModule(device, module);
       const k: VkKernel = { kernel, pipeline, layout, dsl, bindings: shader.bindings, errorBinding: shader.errorBinding };
       this.#kernels.set(kernel, k);
+      this.#byShader.set(key, k);
       return k;
     } catch (e) {
       if (this.#poisoned === undefined) {
@@ -406,12 +418,13 @@ export class VulkanDevice implements Device {
     }
     for (const r of this.#recordings) releaseRecording(this.#ctx, this.#cmdPool, r);
     this.#recordings.clear();
-    for (const k of this.#kernels.values()) {
+    for (const k of this.#byShader.values()) {
       api.destroyPipeline(device, k.pipeline);
       api.destroyPipelineLayout(device, k.layout);
       api.destroyDescriptorSetLayout(device, k.dsl);
     }
     this.#kernels.clear();
+    this.#byShader.clear();
     for (const b of this.#buffers) destroyBuf(this.#ctx, b);
     this.#buffers.clear();
     if (this.#staging) destroyBuf(this.#ctx, this.#staging);
@@ -427,4 +440,12 @@ export class VulkanDevice implements Device {
 /** Opens the Vulkan device (see VulkanOptions). Throws LibraryNotFound without a loader, Unsupported without a usable device. */
 export function openVulkanDevice(opts: VulkanOptions = {}): VulkanDevice {
   return new VulkanDevice(openContext(opts), opts);
+}
+
+/** The SPIR-V words as a string key, exactly (two shaders share a pipeline only when every word is equal). */
+function wordsKey(w: Uint32Array): string {
+  const u = new Uint16Array(w.buffer, w.byteOffset, w.length * 2);
+  let s = "";
+  for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode(...u.subarray(i, i + 8192));
+  return s;
 }
