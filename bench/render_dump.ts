@@ -4,6 +4,9 @@
 //   deno run -A --no-check --config A/deno.json A/bench/render_dump.ts --root A --out /tmp/a
 //   deno run -A --no-check --config B/deno.json A/bench/render_dump.ts --root B --out /tmp/b && diff -r /tmp/a /tmp/b
 // (issue 15: a refactor that only moves code must leave every rendering byte-identical).
+// The real shapes follow: the stories260K model file and the Llama 3.2 1B / Qwen2.5 0.5B shapes of bench/shapes.ts
+// (synthetic weights, bf16 and q4_k_m), decode (1 row) and prefill (16 and 512 rows: the MMA, staged and tiled
+// thresholds), each distinct kernel once per target.
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 
@@ -17,6 +20,10 @@ const { compileGraph } = await import(`${ROOT}/kernels/lower.ts`);
 const { TARGETS, targetFor, renderKernel } = await import(`${ROOT}/cli/render.ts`);
 const { loadModel } = await import(`${ROOT}/llm/model.ts`);
 const { FAMILY_DIRS, FIXTURES } = await import(`${ROOT}/tests/families/fixtures.ts`);
+const { SHAPES } = await import(`${ROOT}/bench/shapes.ts`);
+const { familyOf } = await import(`${ROOT}/llm/registry.ts`);
+const { syntheticLlama } = await import(`${ROOT}/llm/synthetic.ts`);
+const { dtypesFromStore } = await import(`${ROOT}/llm/families/family.ts`);
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -68,6 +75,46 @@ for (const f of FAMILY_DIRS as string[]) {
         const r = renderKernel(s.kernel, t);
         put(`fam/${f}/${t}-${rows}/${i}.${r.ext}`, r.data);
       });
+    }
+  }
+}
+// "ptx-sm90": the PTX target with the H200's caps (backends/ptx/caps.ts: MMA, staging, int8 dot), which pick the
+// tensor-core, staged and flash kernels that the typical PTX caps do not.
+const SM90_CAPS = (await import(`${ROOT}/backends/ptx/caps.ts`)).SM90_CAPS;
+const REAL_TARGETS = [...(TARGETS as string[]), "ptx-sm90"];
+const dumpPlan = (dir: string, name: string, graph: Any): void => {
+  const t = name === "ptx-sm90" ? "ptx" : name;
+  const caps = name === "ptx-sm90" ? SM90_CAPS : targetFor(t).caps;
+  const prog = compileGraph(graph, { ...targetFor(t), caps });
+  const lines = prog.steps.map((s: Any) =>
+    s.k === "kernel" ? `${s.kernel.name} ${JSON.stringify(s.bindings)} ${s.grid}` : `${s.k} ${JSON.stringify({ ...s, kernel: undefined })}`
+  );
+  put(`${dir}/steps.txt`, `${lines.join("\n")}\n${JSON.stringify(prog.buffers.map((b: Any) => [b.kind, b.name, b.bytes]))}\n`);
+  const seen = new Set<string>();
+  for (const s of prog.steps) {
+    if (s.k !== "kernel" || seen.has(s.kernel.name)) continue;
+    seen.add(s.kernel.name);
+    const r = renderKernel(s.kernel, t, caps);
+    put(`${dir}/${s.kernel.name}.${r.ext}`, r.data);
+  }
+};
+const stories = loadModel(`${ROOT}/models/stories260K/stories260K.gguf`);
+stories.close();
+for (const t of REAL_TARGETS) {
+  for (const rows of [1, 16, 512]) {
+    const { tracer, logits } = stories.family.trace(stories.config, { rows, cap: 512 }, { dtypeOf: dtypesFromStore(stories.store, stories.map) });
+    tracer.output("token", tracer.argmax(rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows), 1));
+    dumpPlan(`real/stories260K-gguf/${t}-${rows}`, t, tracer.build());
+  }
+  for (const shape of ["stories260K", "llama-3.2-1b", "qwen2.5-0.5b"]) {
+    for (const dtype of ["bf16", "q4_k_m"]) {
+      const c = SHAPES[shape];
+      const { dtypeOf } = syntheticLlama(c, { dtype });
+      for (const rows of [1, 16, 512]) {
+        const { tracer, logits } = familyOf("llama").trace(c, { rows, cap: 2048, kvDtype: "f16" }, { dtypeOf });
+        tracer.output("token", tracer.argmax(rows === 1 ? logits : tracer.slice(logits, 0, rows - 1, rows), 1));
+        dumpPlan(`real/${shape}-${dtype}/${t}-${rows}`, t, tracer.build());
+      }
     }
   }
 }
