@@ -1,0 +1,106 @@
+// Lowering of attention: over a contiguous cache (the staged flash kernel for long prefill, flash on tensor
+// cores, split-K flash-decoding with a separate or fused combine, or one kernel) and over a paged cache.
+import { byteSize } from "../../graph/dtype.ts";
+import type { Node } from "../../graph/ir.ts";
+import type { Unit } from "../../graph/plan.ts";
+import type { TargetSet } from "../target.ts";
+import type { Binding } from "../program.ts";
+import * as lib from "../lib/mod.ts";
+import type { LowerContext } from "../lower.ts";
+import { fusesTails, itype, LoweringError } from "./common.ts";
+import { MMA_MIN_ROWS, STAGED_MIN_ROWS } from "./matmul.ts";
+
+/**
+ * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, about 1024 warps, and
+ * about cap / 2 for a long capacity (so a team's share of a full cache stays near 64-128 positions), at most
+ * 64 (the combine holds every chunk's (m, l) in registers) and chunks of at least 64 positions of the
+ * capacity; none on one-lane targets (the JS device) or when rows x heads already fill the GPU. Measured on
+ * the H200 (1B shape, cap 8192): 64 chunks against 32 cost ~40 µs per token at pos 0 and save ~110 at 4100.
+ */
+function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number): number {
+  if (!caps.subgroups || caps.subgroupSize < 8 || items >= 512) return 1;
+  return Math.max(1, Math.min(64, Math.ceil(cap / 64), Math.ceil(Math.max(1024, cap / 2) / items)));
+}
+
+/** Largest scratch (each of K and V as f16 halves) the staged flash attention takes; past it, flash.ts. */
+const FLASH_STAGED_MAX_BYTES = 256 * 2 ** 20;
+
+/** Attention over a contiguous cache: staged flash, flash (split or not), split-K with a combine, or one kernel. */
+export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attention" }>): void {
+  const { nodes, caps, opts, buf, bind, kernel, bytesOfIds } = cx;
+  const n = nodes[u.node], [q, k, v] = n.inputs;
+  const [R, H, D] = nodes[q].shape, [C, KVH] = nodes[k].shape;
+  if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
+  const kv = nodes[k].dtype;
+  if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
+  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
+  const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
+  const fsplit = opts.flashSplit ?? opts.mmaSplit;
+  const staged = { ...shape, ...opts.flashLayout, split: fsplit };
+  if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+    lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
+    // K/V to f16 halves once per chunk and layer (scratch every layer reuses), then the staged kernel
+    const bytes = lib.flashPrepBytes(staged);
+    const [kw, vw] = ["flash-k-halves", "flash-v-halves"].map((name): Binding => ({ buffer: buf("arena", name, bytes), offset: 0, bytes }));
+    kernel(lib.flashPrepKV(caps, staged), [bind(k), bind(v), bind(u.pos), kw, vw], { bytes: bytesOfIds([k, v]) + 2 * bytes, flops: 0 });
+    kernel(lib.flashStaged(caps, staged), [bind(q), kw, vw, bind(u.pos), bind(n.id)], work);
+    return;
+  }
+  if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && R >= MMA_MIN_ROWS && lib.flashFits(caps, shape)) {
+    // a warp per (16 rows, head) is latency-bound: split the positions until ~4096 warps fill the GPU
+    const warps = Math.ceil(R / 16) * H;
+    const fs = opts.flashSplits ?? Math.max(1, Math.min(16, Math.ceil(4096 / warps), Math.ceil(C / 64)));
+    if (fs <= 1) {
+      kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+      return;
+    }
+    const bytes = R * H * fs * (D + 2) * 4;
+    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+    kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+    return;
+  }
+  const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
+  if (splits <= 1) {
+    kernel(lib.attention(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+    return;
+  }
+  // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
+  if (fusesTails(cx) && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
+    // the partials and the counters persist between steps (the counters are zero between dispatches): State,
+    // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
+    const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
+    const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
+    kernel(lib.attentionFused(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+    return;
+  }
+  const bytes = R * H * splits * (D + 2) * 4;
+  const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+  kernel(lib.attentionPartial(caps, { ...shape, splits }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+  kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+}
+
+/** Attention over a paged cache (block table, pool of K/V rows): one kernel, or partials and a combine. */
+export function lowerPagedAttention(cx: LowerContext, n: Node): void {
+  const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
+  const ins = n.inputs, out = bind(n.id);
+  const [q, k, v, tb, ps] = ins;
+  const [R, H, D] = nodes[q].shape, [P, KVH] = nodes[k].shape;
+  if (nodes[v].shape[2] !== D) throw new LoweringError("paged attention needs Dv == D");
+  const kv = nodes[k].dtype;
+  if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`paged attention over ${kv} K/V`);
+  const T = nodes[tb].shape[1] * n.attrs.block!;
+  const shape = {
+    rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
+    kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale,
+  } as const;
+  const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
+  const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
+  // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
+  const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
+  if (splits <= 1) return kernel(lib.pagedAttention(caps, shape), [...bindings, out], work);
+  const bytes = R * H * splits * (D + 2) * 4;
+  const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+  kernel(lib.pagedAttentionPartial(caps, { ...shape, splits }), [...bindings, part], work);
+  return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
+}

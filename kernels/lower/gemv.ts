@@ -1,0 +1,72 @@
+// Lowering of a gemv unit: batch-1 matmuls that share one x, with what the plan fused around them (an RMS norm
+// before, rope, a cache write, silu-mul, bias or residual after) as one kernel, on the integer path for
+// quantized weights where the target or the graph asks for it.
+import { hasXq } from "../../graph/ops/qdot.ts";
+import { byteSize } from "../../graph/dtype.ts";
+import { numel } from "../../graph/ir.ts";
+import type { Unit } from "../../graph/plan.ts";
+import type { Binding } from "../program.ts";
+import * as lib from "../lib/mod.ts";
+import type { LowerContext } from "../lower.ts";
+import { floatOf, itype } from "./common.ts";
+import { ropeTable } from "./rope.ts";
+
+/** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
+export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
+  const { p, nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
+  const first = nodes[u.parts[0].matmuls[0]], wn = nodes[first.inputs[1]];
+  const K = wn.shape[1];
+  const bindings: Binding[] = [bind(u.x)];
+  const reads: number[] = [u.x];
+  let norm: lib.GemvShape["norm"];
+  if (u.norm !== undefined) {
+    const nn = nodes[u.norm];
+    norm = { eps: nn.attrs.eps!, weight: floatOf(nodes[nn.inputs[1]]) };
+    bindings.push(bind(nn.inputs[1]));
+    reads.push(nn.inputs[1]);
+  }
+  const parts: lib.GemvPart[] = u.parts.map((pp) => {
+    const N = numel(nodes[pp.matmuls[0]].shape);
+    const part: lib.GemvPart = { n: N, kind: pp.act !== undefined ? "silu_mul" : pp.rope !== undefined ? "rope" : "dot" };
+    if (pp.gelu) part.gelu = true;
+    for (const m of pp.matmuls) bindings.push(bind(nodes[m].inputs[1]));
+    reads.push(...pp.matmuls.map((m) => nodes[m].inputs[1]));
+    if (pp.bias) {
+      part.bias = true;
+      for (const bi of pp.bias) bindings.push(bind(bi));
+      reads.push(...pp.bias);
+    }
+    if (pp.residual !== undefined) {
+      part.residual = true;
+      bindings.push(bind(pp.residual));
+      reads.push(pp.residual);
+    }
+    let pos: number | undefined;
+    if (pp.rope !== undefined) {
+      const r = nodes[pp.rope];
+      const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
+      part.rope = { hd, rot: dims, style: r.attrs.style! };
+      bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
+      pos = r.inputs[1];
+    }
+    if (pp.update !== undefined) {
+      pos = nodes[pp.update].inputs[2];
+      part.cap = nodes[pp.update].shape[0];
+    }
+    if (pos !== undefined) {
+      part.pos = itype(nodes[pos].dtype);
+      bindings.push(bind(pos));
+      reads.push(pos);
+    }
+    const outDt = nodes[pp.out].dtype;
+    if (outDt !== "f32") part.out = floatOf(nodes[pp.out]);
+    bindings.push(bind(pp.out));
+    return part;
+  });
+  // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path.
+  const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? !!caps.dot4));
+  const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, xq, tune: opts.gemvTune });
+  const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
+  const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
+  kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
+}

@@ -1,0 +1,110 @@
+// Lowering of matmuls: the choice among the tensor-core kernels (MMA, staged MMA for prefill), the tiled FMA
+// kernel and matmul.ts by rows, options and target, with the thresholds that choice uses; plus the matmul node
+// and the plan's matmul_residual unit. Batch-1 gemv units are kernels/lower/gemv.ts.
+import { type Node, numel } from "../../graph/ir.ts";
+import type { Unit } from "../../graph/plan.ts";
+import { isBlock } from "../../graph/dtype.ts";
+import type { Caps } from "../target.ts";
+import type { Binding, Work } from "../program.ts";
+import * as lib from "../lib/mod.ts";
+import { batchedMatmul } from "../lib/generic.ts";
+import type { LowerContext } from "../lower.ts";
+import { etype, last, LoweringError } from "./common.ts";
+
+/** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
+export const MMA_MIN_ROWS = 16;
+/** Rows from which prefill MMA matmuls and flash attention run on the staged kernels (blocks of 64+ rows). */
+export const STAGED_MIN_ROWS = 128;
+
+/**
+ * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
+ * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
+ * only: 24 workgroups); a 512-row prefill chunk of the 1B on Vulkan took 58 ms tiled vs 175 ms in 32-row chunks.
+ */
+export const TILED_MIN_ROWS = 256;
+
+/**
+ * Whether "auto" takes the tiled matmul on this target: not where subgroups are one lane (the JS device, a CPU
+ * running invocations one by one: matmul.ts runs there without barriers, ~3x faster than the tiled kernel's
+ * lock-step emulation).
+ */
+export function tiledAuto(caps: Caps): boolean {
+  return !(caps.subgroups && caps.subgroupSize <= 1);
+}
+
+/**
+ * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
+ * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
+ * reuses: steps run in order), else the FMA kernel.
+ */
+function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
+  const { caps, opts, buf, kernel } = cx;
+  const mode = opts.mma ?? "auto";
+  // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
+  // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
+  if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
+    (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
+    const split = opts.mmaSplit ?? true;
+    const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
+    const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
+    const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
+    if (cx.mmaWords.key !== key) {
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
+      kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+      cx.mmaWords.key = key;
+    }
+    const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n);
+    if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
+      lib.stagedMatmulFits(caps, s.w, s.n, s.k, staged, split)) {
+      const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });
+      kernel(k, [xw, ...bindings.slice(1)], work);
+      return;
+    }
+    // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
+    const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
+    const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+    kernel(k, [xw, ...bindings.slice(1)], work);
+    return;
+  }
+  const tiled = opts.tiled ?? "auto";
+  if ((tiled === true || (tiled === "auto" && tiledAuto(caps))) &&
+    s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch, s.n)) {
+    const layout = opts.tiledTile && { ...opts.tiledTile, bk: lib.tiledSlice(s.w) };
+    const fits = layout && lib.tiledFits(caps, layout);
+    kernel(lib.tiledMatmul(caps, { ...s, layout: fits ? layout : undefined }), bindings, work);
+    return;
+  }
+  kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
+}
+
+/**
+ * Ops with a kernel of their own, as their records say (graph/ops/: lower "kernel" is a NODE_LOWERERS entry,
+ * "elementwise" a fused group); a composite without one is expanded by decomp/graph.ts.
+
+/** A matmul whose bias or residual add the plan fused into it (graph/plan.ts matmul_residual). */
+export function lowerMatmulResidual(cx: LowerContext, u: Extract<Unit, { k: "matmul_residual" }>): void {
+  const { nodes, bind, bytesOfIds } = cx;
+  const mm = nodes[u.matmul], [x, w] = mm.inputs, wn = nodes[w];
+  const K = wn.shape[1], N = wn.shape[0];
+  const extra = u.residual ?? u.bias!;
+  matmulSteps(cx, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined }, x,
+    [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
+}
+
+/** A matmul node: 2-D weights through matmulSteps, anything else (batched, both operands computed) the generic kernel. */
+export function lowerMatmul(cx: LowerContext, n: Node): void {
+  const { nodes, caps, bind, kernel, bytesOfIds } = cx;
+  const ins = n.inputs, out = bind(n.id);
+  const [x, w] = ins, wn = nodes[w], xn = nodes[x];
+  const K = last(xn);
+  if (n.attrs.xq) throw new LoweringError(`matmul #${n.id} with quantized x (attrs.xq) lowers only as a batch-1 gemv unit (graph/plan.ts)`);
+  if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
+    const N = wn.shape[0];
+    return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, x, [bind(x), bind(w), out],
+      { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+  }
+  const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];
+  const batch = numel(xn.shape) / (M * K);
+  const k = batchedMatmul(caps, { batch, m: M, n: N, k: K, a: etype(xn.dtype), w: etype(wn.dtype), wBatchStride: wn.shape.length > 2 ? N * K : 0 });
+  return kernel(k, [bind(x), bind(w), out], { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
+}

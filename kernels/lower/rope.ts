@@ -1,0 +1,57 @@
+// Lowering of rope and the frequency table it reads (folded on the host, or divided by weight factors on the
+// device); gemv units with a fused rope read the same table.
+import type { Node } from "../../graph/ir.ts";
+import type { Unit } from "../../graph/plan.ts";
+import { evaluate } from "../../graph/eval.ts";
+import { Tracer } from "../../graph/tracer.ts";
+import type { Binding } from "../program.ts";
+import * as lib from "../lib/mod.ts";
+import type { LowerContext } from "../lower.ts";
+import { etype, itype } from "./common.ts";
+
+/** A rope node: rotation by position with the frequency table of ropeTable. */
+export function lowerRope(cx: LowerContext, n: Node, u: Unit): void {
+  const { nodes, caps, bind, kernel, simpleWork } = cx;
+  const ins = n.inputs, out = bind(n.id), work = simpleWork(u, ins);
+  const [R, H, D] = n.shape, dims = n.attrs.dims ?? D;
+  const tb = ropeTable(cx, n.attrs.theta!, dims, ins[2]);
+  const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
+  return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
+}
+
+/**
+ * The frequencies rope reads: 1/theta^(2i/dims), divided by the frequency factors when given. Literal factors
+ * (a config's rope scaling) fold on the host; factors that are a weight (GGUF rope_freqs) are divided on the
+ * device by a small kernel that runs before the first reader.
+ */
+export function ropeTable(cx: LowerContext, theta: number, dims: number, factors?: number): Binding {
+  const { nodes, caps, buf, bind, kernel, byName } = cx;
+  const fn = factors === undefined ? undefined : nodes[factors];
+  if (fn && fn.op === "literal") {
+    const table = ropeFreqs(theta, dims, fn);
+    return { buffer: buf("literal", `rope:${theta}:${dims}:#${factors}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+  }
+  const table = ropeFreqs(theta, dims);
+  const base: Binding = { buffer: buf("literal", `rope:${theta}:${dims}`, table.byteLength, table), offset: 0, bytes: table.byteLength };
+  if (!fn) return base;
+  const key = `rope-freqs:${theta}:${dims}:#${factors}`;
+  const done = byName.has(`arena:${key}`);
+  const scaled: Binding = { buffer: buf("arena", key, table.byteLength), offset: 0, bytes: table.byteLength };
+  if (!done) {
+    const k = lib.elementwise(caps, { n: dims / 2, inputs: [{ type: "f32" }, { type: etype(fn.dtype) }], out: "f32", expr: { op: "div", args: [{ in: 0 }, { in: 1 }] } });
+    kernel(k, [base, bind(factors!), scaled], { bytes: 3 * table.byteLength, flops: dims / 2 });
+  }
+  return scaled;
+}
+
+/** The oracle's own frequencies (graph/ops/composite.ts expandRope), so a folded table rounds the same way. */
+function ropeFreqs(theta: number, dims: number, factors?: Node): Uint8Array {
+  const t = new Tracer();
+  const n = dims / 2;
+  let f = t.recip(t.pow(t.literal(theta, "f32", [n]), t.div(t.mul(t.iota([n], 0, "f32"), 2), dims)));
+  if (factors) f = t.div(f, t.node("literal", [], factors.attrs, { dtype: factors.dtype, shape: factors.shape }));
+  t.output("f", f);
+  const v = evaluate(t.build()).output.f;
+  return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
+}
+
