@@ -10,7 +10,8 @@
 // - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
 //   Identical PTX shares one module.
 // - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
-//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch.
+//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch. The prepared
+//   launches and cuLaunchKernelEx (programmatic dependent launch) are launch.ts; the handles handles.ts.
 // - Collectives (a tensor-parallel rank, once backends/ptx/nccl.ts attached it to an NCCL group): a collective
 //   step is an NCCL call on this stream; a recording holding one is captured together with the other ranks'
 //   (the group pairs them and drives the capture through the "group capture" methods at the end of the class).
@@ -28,7 +29,7 @@ import {
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
-import { ptrOf, ptrView } from "../../ffi/lib.ts";
+import { ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
 import type { CollectiveDevice, CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
@@ -40,6 +41,8 @@ import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { StagingRing } from "./staging.ts";
 import { SLOT_MAX, slabSpans, type SlotPlace, SlotSlabs } from "./slots.ts";
+import { PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
+import { cutAtCollectives, type Launch, LaunchEx } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
 export interface PtxDeviceOptions {
@@ -81,44 +84,6 @@ const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 201, 702, 709, 999]);
 const FAULT_WORDS = 1024;
 const READ_CHUNK = 16 << 20;
 const ZERO_WRITE_MIN = 1 << 20;
-
-class PtxBuffer implements DeviceBuffer {
-  freed = false;
-  constructor(
-    readonly bytes: number,
-    /** Device address. */
-    readonly ptr: bigint,
-    /** Host view of mapped pinned memory (readback buffers), with its host address. */
-    readonly host?: Uint8Array,
-    readonly hostPtr = 0n,
-    /** A slot buffer's place in a slab (slots.ts): writes go to its host shadow. */
-    readonly slot?: SlotPlace,
-  ) {}
-}
-class PtxCompiled implements CompiledKernel {
-  constructor(
-    readonly kernel: Kernel,
-    readonly module: PtxModule,
-    readonly cuModule: bigint,
-    readonly func: bigint,
-    /** Device address of this kernel's fault word (0n when it has no checks). */
-    readonly faultPtr: bigint,
-    readonly fault?: { words: Uint32Array; index: number },
-  ) {}
-}
-class PtxRecording implements Recording {
-  released = false;
-  /** A rank's part of a group recording captured once every rank's part is in (backends/ptx/nccl.ts). */
-  pending = false;
-  /** Why the group capture of this recording failed. */
-  failed: string | undefined;
-  constructor(public exec: bigint, readonly steps: number, readonly kernels: PtxCompiled[]) {}
-}
-type Launch =
-  | { k: "kernel"; c: PtxCompiled; grid: [number, number, number]; args: KernelArgs }
-  | { k: "copy"; dst: bigint; src: bigint; bytes: number }
-  | { k: "upload"; dst: bigint; src: bigint; bytes: number }
-  | { k: "collective"; call: CollectiveCall };
 
 /** One rank's prepared recording, waiting for the other ranks' (backends/ptx/nccl.ts pairs them). */
 export interface PendingPart {
@@ -728,14 +693,7 @@ export class PtxDevice implements CollectiveDevice {
 
   /** A pending part's launches cut at its collectives: the stretch before each collective, and its call. */
   stretches(part: PendingPart): { launches: unknown; call?: CollectiveCall }[] {
-    const out: { launches: Launch[]; call?: CollectiveCall }[] = [{ launches: [] }];
-    for (const l of part.list as Launch[]) {
-      if (l.k === "collective") {
-        out[out.length - 1].call = l.call;
-        out.push({ launches: [] });
-      } else out[out.length - 1].launches.push(l);
-    }
-    return out;
+    return cutAtCollectives(part.list as Launch[]);
   }
   beginCapture(): void {
     this.guard("group capture", () => this.cu.streamBeginCapture(this.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -778,37 +736,6 @@ export class PtxDevice implements CollectiveDevice {
   /** Marks a pending part's recording as failed: replaying it says why. */
   failRecording(rec: Recording, why: string): void {
     (rec as PtxRecording).failed ??= why;
-  }
-}
-
-// cuLaunchKernelEx with one CUlaunchConfig (56 bytes: grid and block dims,
-// shared bytes, stream at 32, attrs at 40, numAttrs at 48) with one CUlaunchAttribute (72 bytes: id, then
-// the value at 8) reused for every launch: the driver copies both at launch (and into a captured node).
-const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
-class LaunchEx {
-  private readonly cfgBytes = new Uint8Array(56);
-  private readonly attrBytes = new Uint8Array(72);
-  private readonly cfg = new DataView(this.cfgBytes.buffer);
-  private constructor(private readonly fn: (cfg: Uint8Array, f: bigint, params: BigUint64Array, extra: null) => number) {
-    const attr = new DataView(this.attrBytes.buffer);
-    attr.setUint32(0, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
-    attr.setInt32(8, 1, true);
-    this.cfg.setBigUint64(40, ptrOf(this.attrBytes), true);
-    this.cfg.setUint32(48, 1, true);
-  }
-  static open(cu: Cuda): LaunchEx | undefined {
-    const fn = cu.fn.cuLaunchKernelEx;
-    return fn ? new LaunchEx(fn as unknown as LaunchEx["fn"]) : undefined;
-  }
-  launch(func: bigint, grid: readonly number[], block: readonly number[], shared: number, stream: bigint, params: BigUint64Array): number {
-    const c = this.cfg;
-    for (let i = 0; i < 3; i++) {
-      c.setUint32(i * 4, grid[i] ?? 1, true);
-      c.setUint32(12 + i * 4, block[i] ?? 1, true);
-    }
-    c.setUint32(24, shared, true);
-    c.setBigUint64(32, stream, true);
-    return this.fn(this.cfgBytes, func, params, null);
   }
 }
 
