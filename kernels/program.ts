@@ -42,7 +42,7 @@ export type Step =
  * (an NCCL call recorded inside the rank's CUDA graph). `count` elements of `dtype` go from src to dst:
  * all_reduce sums them over the ranks into dst (count elements); all_gather puts rank r's count elements at
  * dst + r·count (the caller rearranges blocks for a gather along an inner axis). Only a target whose caps say
- * `collectives` gets these (kernels/lower.ts); everywhere else a sharded graph runs stage by stage on the host.
+ * `collectives` gets these (kernels/lower/collective.ts); everywhere else a sharded graph runs stage by stage on the host.
  */
 export interface CollectiveStep<B> {
   k: "collective";

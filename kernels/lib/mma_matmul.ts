@@ -114,7 +114,7 @@ export interface MmaWarpTiles {
 }
 
 /**
- * How the server's entries lay out their MMA matmuls (kernels/lower.ts, mma "all"): `ks` a function of (n, k)
+ * How the server's entries lay out their MMA matmuls (kernels/lower/matmul.ts, mma "all"): `ks` a function of (n, k)
  * alone ("auto", the default: 16 warps for outputs up to 4096 wide, 8 past that; "wide": mmaKSplitWide; a
  * number: that split), halved while a warp would get fewer than four chunks; then tiles by the entry's rows:
  * `small` up to 16 rows (one 16-row tile), `big` past that (two). Only ks is part of a row's summation order,
