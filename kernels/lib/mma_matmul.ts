@@ -22,7 +22,8 @@ import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from 
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 
-export interface MmaMatmulShape {
+/** What every tensor-core matmul takes (this file's and kernels/lib/mma_staged.ts's), before its tiling. */
+export interface MmaOperands {
   /** Output features (rows of W). */
   n: number;
   /** Input features. */
@@ -35,6 +36,9 @@ export interface MmaMatmulShape {
   name?: string;
   /** x as hi + lo 16-bit parts (two MMAs); default true. */
   split?: boolean;
+}
+
+export interface MmaMatmulShape extends MmaOperands {
   /** Warps splitting K (default mmaKSplit(n, k)); part of every row's summation order. */
   ks?: number;
   /** 16-row tiles per warp (default by batch). */

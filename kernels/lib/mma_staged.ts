@@ -20,20 +20,9 @@
 import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
+import type { MmaOperands } from "./mma_matmul.ts";
 
-export interface StagedMatmulShape {
-  /** Output features (rows of W). */
-  n: number;
-  /** Input features. */
-  k: number;
-  /** Rows of x. */
-  batch: number;
-  w: "bf16" | "f16";
-  bias?: boolean;
-  residual?: boolean;
-  name?: string;
-  /** x as hi + lo 16-bit parts (two MMAs); default true. */
-  split?: boolean;
+export interface StagedMatmulShape extends MmaOperands {
   /** Block rows and columns (multiples of 16 * wm and 16 * wn); default 128 x 128. */
   bm?: number;
   bn?: number;

@@ -9,7 +9,7 @@ export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmul
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export {
-  mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
+  mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, type MmaOperands, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
   mmaServingTiles, type MmaWarpTiles,
 } from "./mma_matmul.ts";
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
