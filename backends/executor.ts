@@ -62,8 +62,6 @@ export interface Launched {
   readonly tRun: number;
   /** Park before the wait (StepOptions.park). */
   readonly park: boolean;
-  /** StepResult.submitMicros. */
-  readonly submitMicros: number;
 }
 
 /** Options of Executor.step. */
@@ -413,7 +411,7 @@ export class Engine<D extends Device> implements Executor {
       throw err;
     }
     const tRun = performance.now();
-    return { id, t0, tRun, park: opts.park ?? false, submitMicros: (tRun - t0) * 1000 };
+    return { id, t0, tRun, park: opts.park ?? false };
   }
 
   /** The second half of step: waits (bounded) for a launch's work and reads its outputs back. */
@@ -438,7 +436,7 @@ export class Engine<D extends Device> implements Executor {
         this.recent.shift();
         this.recentWait.shift();
       }
-      return { outputs, hostMicros, waitMicros, parkedMicros, submitMicros: l.submitMicros };
+      return { outputs, hostMicros, waitMicros, parkedMicros, submitMicros: (tRun - t0) * 1000 };
     } catch (err) {
       this.spoil(e);
       throw err;
