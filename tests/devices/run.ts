@@ -90,6 +90,26 @@ export function compareRuns(c: FeatureCase, want: Uint8Array[], got: Uint8Array[
   return bad;
 }
 
+/**
+ * Bindings whose bytes differ only where a float check reads NaN on both sides, as "" (else the first difference).
+ * The same code on two JS engines may store different NaN bit patterns: a Float32Array store of NaN is
+ * implementation-defined, and JavaScriptCore's tiers differ from V8's.
+ */
+export function sameBytesModNaN(c: FeatureCase, want: Uint8Array[], got: Uint8Array[]): string {
+  if (want.length !== got.length) return `${c.name}: ${got.length} bindings, want ${want.length}`;
+  for (let b = 0; b < want.length; b++) {
+    const w = want[b], g = got[b];
+    if (w.length !== g.length) return `${c.name} binding ${b}: ${g.length} bytes, want ${w.length}`;
+    const nan = new Uint8Array(w.length); // 1 where both sides hold a NaN of a float check
+    for (const chk of c.checks.filter((k) => k.binding === b && (k.as === "f32" || k.as === "f16" || k.as === "bf16"))) {
+      const we = elements(chk, w), ge = elements(chk, g), width = chk.as === "f32" ? 4 : 2;
+      for (let i = 0; i < we.n; i++) if (Number.isNaN(we.at(i)) && Number.isNaN(ge.at(i))) nan.fill(1, i * width, (i + 1) * width);
+    }
+    for (let i = 0; i < w.length; i++) if (w[i] !== g[i] && !nan[i]) return `${c.name} binding ${b} byte ${i}: ${g[i]}, want ${w[i]}`;
+  }
+  return "";
+}
+
 type Elements = ReturnType<typeof elements>;
 function close(chk: OutputCheck, w: Elements, g: Elements, i: number): boolean {
   const a = w.at(i), b = g.at(i);

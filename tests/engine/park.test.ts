@@ -81,7 +81,8 @@ test("a parked step lets a timer run before its wait spins; an unparked one does
   }
 });
 
-test("one slow step does not size a park; a park that overshot halves the next", async () => {
+/** One run of the slow-first-step scenario: "" when it held, else what went wrong. */
+async function slowFirstStep(): Promise<string> {
   // a first replay of 300 ms (a graph upload), then 40 ms; then 10 ms (the device got faster)
   const { dev } = spinningDevice([300, DEVICE_MS, DEVICE_MS, DEVICE_MS, 10, 10, 10]);
   const eng = new Engine(dev, { compile: compileGraph });
@@ -89,14 +90,28 @@ test("one slow step does not size a park; a park that overshot halves the next",
     const id = eng.addEntry("s", graph());
     const parked: number[] = [];
     for (let i = 0; i < 7; i++) parked.push((await eng.step(id, slots, { park: true })).parkedMicros / 1000);
-    assert.deepEqual(parked.slice(0, 2), [0, 0]);
+    const seen = `parks ${parked.map((x) => x.toFixed(1)).join(", ")} ms`;
+    if (parked[0] !== 0 || parked[1] !== 0) return `${seen}: fewer than two device times known, yet parked`;
     // step 3 parks by min(300, 40): ~37 ms, not ~297
-    assert.ok(parked[2] >= DEVICE_MS - PARK_MARGIN_MS - 5 && parked[2] < 100, `step 3 parked ${parked[2]} ms`);
-    // step 5 (10 ms) overshoots its ~37 ms park; the estimates halve until the parks fit or stop
-    assert.ok(parked[6] < parked[4] / 2 + 5, `parks ${parked.map((x) => x.toFixed(1)).join(", ")}`);
+    if (!(parked[2] >= DEVICE_MS - PARK_MARGIN_MS - 5 && parked[2] < 150)) return `${seen}: step 3 not sized by the 40 ms step`;
+    // step 5 (10 ms) overshoots its park; the estimates halve until the parks fit or stop
+    if (!(parked[6] < parked[4] / 2 + 5)) return `${seen}: the parks did not shrink after overshooting`;
+    return "";
   } finally {
     await eng.unload();
   }
+}
+
+test("one slow step does not size a park; a park that overshot halves the next", async () => {
+  // A timer that fires late on a loaded machine reads as an overshoot and shrinks the estimates early, or inflates
+  // a measured park: up to three runs, one must hold. Wrong sizing fails all three.
+  const tries: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const why = await slowFirstStep();
+    if (why === "") return;
+    tries.push(why);
+  }
+  assert.fail(tries.join("\n"));
 });
 
 test("a device that is not autonomous (synchronize submits or runs the rest) is never parked", async () => {
