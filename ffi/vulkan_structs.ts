@@ -139,6 +139,36 @@ export const VkPhysicalDevice8BitStorageFeatures = struct("VkPhysicalDevice8BitS
 export const VkPhysicalDeviceShaderFloat16Int8Features = struct("VkPhysicalDeviceShaderFloat16Int8Features", {
   sType: "u32", pNext: "pointer", shaderFloat16: "u32", shaderInt8: "u32",
 }, { defaults: { sType: 1000082000 } });
+export const VkPhysicalDeviceShaderIntegerDotProductFeatures = struct("VkPhysicalDeviceShaderIntegerDotProductFeatures", {
+  sType: "u32", pNext: "pointer", shaderIntegerDotProduct: "u32",
+}, { defaults: { sType: 1000280000 } });
+// Which integer dot products the driver runs faster than the same arithmetic written out (Vulkan 1.3 core,
+// VK_KHR_shader_integer_dot_product before it).
+export const VkPhysicalDeviceShaderIntegerDotProductProperties = struct("VkPhysicalDeviceShaderIntegerDotProductProperties", {
+  sType: "u32", pNext: "pointer", integerDotProduct8BitUnsignedAccelerated: "u32",
+  integerDotProduct8BitSignedAccelerated: "u32", integerDotProduct8BitMixedSignednessAccelerated: "u32",
+  integerDotProduct4x8BitPackedUnsignedAccelerated: "u32", integerDotProduct4x8BitPackedSignedAccelerated: "u32",
+  integerDotProduct4x8BitPackedMixedSignednessAccelerated: "u32", integerDotProduct16BitUnsignedAccelerated: "u32",
+  integerDotProduct16BitSignedAccelerated: "u32", integerDotProduct16BitMixedSignednessAccelerated: "u32",
+  integerDotProduct32BitUnsignedAccelerated: "u32", integerDotProduct32BitSignedAccelerated: "u32",
+  integerDotProduct32BitMixedSignednessAccelerated: "u32", integerDotProduct64BitUnsignedAccelerated: "u32",
+  integerDotProduct64BitSignedAccelerated: "u32", integerDotProduct64BitMixedSignednessAccelerated: "u32",
+  integerDotProductAccumulatingSaturating8BitUnsignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating8BitSignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating8BitMixedSignednessAccelerated: "u32",
+  integerDotProductAccumulatingSaturating4x8BitPackedUnsignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating4x8BitPackedSignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating4x8BitPackedMixedSignednessAccelerated: "u32",
+  integerDotProductAccumulatingSaturating16BitUnsignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating16BitSignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating16BitMixedSignednessAccelerated: "u32",
+  integerDotProductAccumulatingSaturating32BitUnsignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating32BitSignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating32BitMixedSignednessAccelerated: "u32",
+  integerDotProductAccumulatingSaturating64BitUnsignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating64BitSignedAccelerated: "u32",
+  integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated: "u32",
+}, { defaults: { sType: 1000280001 } });
 export const VkPhysicalDeviceTimelineSemaphoreFeatures = struct("VkPhysicalDeviceTimelineSemaphoreFeatures", {
   sType: "u32", pNext: "pointer", timelineSemaphore: "u32",
 }, { defaults: { sType: 1000207000 } });

@@ -48,8 +48,19 @@ export interface Caps {
    * ldmatrix); PTX on sm_80+ only, absent elsewhere.
    */
   staging?: boolean;
-  /** A native int8x4 dot-accumulate (kernels/ir.ts BinOp dot4; PTX dp4a on sm_61+): the decode gemv's integer path. */
+  /**
+   * Default the decode gemv's integer path (int8 x, BinOp dot4; kernels/lower/gemv.ts): the device has a native
+   * int8x4 dot that is fast. PTX on sm_61+ (dp4a); Vulkan where the driver reports the 4x8 packed signed dot
+   * product as accelerated (NVIDIA; not lavapipe); wgpu on a GPU (not a CPU adapter) whose WGSL has
+   * dot4I8Packed. On SPIR-V and WGSL it comes only with dot4Native.
+   */
   dot4?: boolean;
+  /**
+   * The kernel language has a native int8x4 dot the renderer emits for BinOp dot4 (SPIR-V OpSDot with the
+   * packed 4x8 format, WGSL dot4I8Packed); without it the renderer decomposes it (kernels/decomp/arith.ts).
+   * Exact either way; it says nothing about speed (dot4 does). The PTX and JS renderers ignore it (always native).
+   */
+  dot4Native?: boolean;
 }
 
 export interface TargetSet {

@@ -20,6 +20,11 @@ export interface VulkanOptions {
   noStorage8?: boolean;
   /** Report no f16 arithmetic (kernels then decode f16 with integer ops and cannot compute in f16). */
   noFloat16?: boolean;
+  /**
+   * Leave integer dot products off (caps.dot4Native and caps.dot4 false): the renderer decomposes BinOp dot4 into
+   * byte products and the decode gemv defaults to its float path (tests both renderings on one driver).
+   */
+  noDot4?: boolean;
   /** Never map `device` buffers, even where device memory is host-visible (exercises the staged path of a discrete GPU). */
   stageDeviceMemory?: boolean;
   /** Write a timestamp around every step of a recording (stepTimes); refused where the queue has none. */
@@ -38,6 +43,8 @@ export interface Enabled {
   storage8: boolean;
   float16: boolean;
   subgroups: boolean;
+  /** shaderIntegerDotProduct (OpSDot in shaders: Vulkan 1.3 or VK_KHR_shader_integer_dot_product). */
+  dotProduct: boolean;
   /** REQUIRE_FULL_SUBGROUPS may be set on pipelines (computeFullSubgroups). */
   fullSubgroups: boolean;
   maxSubgroupSize: number;
@@ -143,6 +150,8 @@ function createDevice(
   const storage8 = feature(s8.storageBuffer8BitAccess, api12 ? undefined : "VK_KHR_8bit_storage");
   const float16 = feature(f16.shaderFloat16, api12 ? undefined : "VK_KHR_shader_float16_int8");
   const fullSubgroups = feature(sgc.computeFullSubgroups, api13 ? undefined : "VK_EXT_subgroup_size_control");
+  const dot = opts.noDot4 ? undefined : integerDot(api, pd, api13, exts);
+  const dotProduct = feature(dot?.shaderIntegerDotProduct ?? 0, api13 ? undefined : "VK_KHR_shader_integer_dot_product");
   const subgroups = (sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT) !== 0 &&
     (sub.supportedOperations & NEEDED_SUBGROUP_OPS) === NEEDED_SUBGROUP_OPS;
 
@@ -151,6 +160,7 @@ function createDevice(
   if (storage8) chain.push(pack(vk.VkPhysicalDevice8BitStorageFeatures, { storageBuffer8BitAccess: 1 }));
   if (float16) chain.push(pack(vk.VkPhysicalDeviceShaderFloat16Int8Features, { shaderFloat16: 1 }));
   if (fullSubgroups) chain.push(pack(vk.VkPhysicalDeviceSubgroupSizeControlFeatures, { computeFullSubgroups: 1 }));
+  if (dotProduct) chain.push(pack(vk.VkPhysicalDeviceShaderIntegerDotProductFeatures, { shaderIntegerDotProduct: 1 }));
   const family = api.queueFamilies(pd).findIndex((f) => f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT);
   const device = api.createDevice(pd, { queues: [{ family }], extensions, pNext: vk.linkChain(...chain) });
   const queue = api.deviceQueue(device, family);
@@ -178,6 +188,10 @@ function createDevice(
     bindingAlign: Math.max(16, Number(lim.minStorageBufferOffsetAlignment)),
     // a barrier between dependent dispatches drains the queue: 3-7 µs each on the H200 (README)
     dispatchGap: true,
+    dot4Native: dotProduct,
+    // The integer gemv only where the driver says its packed signed dot beats the arithmetic written out
+    // (NVIDIA: dp4a); lavapipe offers the instruction but not accelerated, so it keeps the float default.
+    dot4: dotProduct && dot!.accelerated,
   };
   const target: TargetSet = {
     backend: "vulkan",
@@ -196,7 +210,7 @@ function createDevice(
     timestamps = { nsPerTick: lim.timestampPeriod, validBits };
   }
   const enabled: Enabled = {
-    storage16, storage8, float16, subgroups, fullSubgroups,
+    storage16, storage8, float16, subgroups, dotProduct, fullSubgroups,
     maxSubgroupSize: Math.max(sub.subgroupSize, fullSubgroups ? sgp.maxSubgroupSize : 0),
     maxWorkgroupDims: lim.maxComputeWorkGroupSize as [number, number, number],
     nonCoherentAtomSize: Number(lim.nonCoherentAtomSize),
@@ -206,6 +220,17 @@ function createDevice(
     subgroupSizes: [sgp.minSubgroupSize || sub.subgroupSize, sgp.maxSubgroupSize || sub.subgroupSize],
   };
   return { api, instance, pd, device, queue, family, target, enabled, memory, memoryBudget: exts.has("VK_EXT_memory_budget") };
+}
+
+/**
+ * The integer dot product feature and whether the 4x8 packed signed dot is accelerated, where the device can be
+ * asked (Vulkan 1.3, or the KHR extension); undefined where it cannot.
+ */
+function integerDot(api: vk.Vulkan, pd: bigint, api13: boolean, exts: Set<string>): { shaderIntegerDotProduct: number; accelerated: boolean } | undefined {
+  if (!api13 && !exts.has("VK_KHR_shader_integer_dot_product")) return undefined;
+  const [, f] = api.physicalDeviceFeatures2(pd, [vk.VkPhysicalDeviceShaderIntegerDotProductFeatures]);
+  const [, p] = api.physicalDeviceProperties2(pd, [vk.VkPhysicalDeviceShaderIntegerDotProductProperties]);
+  return { shaderIntegerDotProduct: f.shaderIntegerDotProduct, accelerated: p.integerDotProduct4x8BitPackedSignedAccelerated !== 0 };
 }
 
 /**

@@ -245,6 +245,7 @@ export class VulkanDevice implements Device {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;
     }
+    if (shader.needs.dotProduct && !enabled.dotProduct) throw new Unsupported(`vulkan: ${kernel.name}: OpSDot needs shaderIntegerDotProduct, which this device lacks`);
     if (shader.bindings > enabled.maxStorageBuffers) {
       throw new Unsupported(`vulkan: ${kernel.name}: ${shader.bindings} storage buffers exceed the device's ${enabled.maxStorageBuffers}`);
     }

@@ -17,6 +17,8 @@ export interface WgpuOpenOptions {
   /** Use subgroup ops / shader-f16 when the adapter offers them (default true); false tests the fallbacks. */
   subgroups?: boolean;
   f16?: boolean;
+  /** Use WGSL's dot4I8Packed where the implementation has it (default true); false tests the decomposition. */
+  dot4?: boolean;
   /** Ask for timestamp-query and time every dispatch (stepTimes); granted only where the adapter offers it. */
   timestamps?: boolean;
   /** Device memory to report (WebGPU does not tell); defaults to host memory on a CPU adapter, else the largest buffer. */
@@ -96,7 +98,9 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
   // Kernels assume one subgroup size; WebGPU cannot pin it, so a varying size counts as no subgroups.
   const subgroups = device.features.has("subgroups" as GPUFeatureName) && sgMin > 0 && sgMin === sgMax;
   const f16 = device.features.has("shader-f16");
-  const enableSubgroups = subgroups ? await directiveCompiles(device) : false;
+  const enableSubgroups = subgroups ? await compiles(device, "enable subgroups;\n@compute @workgroup_size(1) fn main() {}") : false;
+  const dot4Native = (opts.dot4 ?? true) && gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product") === true &&
+    await compiles(device, DOT4_PROBE);
   const dl = device.limits;
   const name = info.description || [info.vendor, info.architecture, info.device].filter(Boolean).join(" ") || "WebGPU adapter";
   const fallback = info.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|warp/i.test(name);
@@ -114,6 +118,11 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
     bindingAlign: Math.max(16, dl.minStorageBufferOffsetAlignment),
     // each dependent dispatch costs ~10 µs on the H200 (wgpu's barriers between passes/dispatches)
     dispatchGap: true,
+    dot4Native,
+    // WebGPU tells no "accelerated" bit. Naga writes dot4I8Packed as OpSDot where the Vulkan device enables
+    // integer dot products (every GPU with dp4a-class hardware), so a GPU adapter defaults the integer gemv on,
+    // as Vulkan does on NVIDIA; a CPU adapter (lavapipe, SwiftShader, WARP) keeps the float path.
+    dot4: dot4Native && !fallback,
   };
   const target: TargetSet = {
     backend: "wgpu",
@@ -126,9 +135,14 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
   return { adapter, device, features: { f16, subgroups, enableSubgroups, timestamps }, target };
 }
 
-async function directiveCompiles(device: GPUDevice): Promise<boolean> {
+/** dot4I8Packed as the WGSL renderer writes it: trusted only where such a module compiles. */
+const DOT4_PROBE = `requires packed_4x8_integer_dot_product;
+@group(0) @binding(0) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1) fn main() { y[0] = bitcast<u32>(dot4I8Packed(y[1], y[2])); }`;
+
+async function compiles(device: GPUDevice, code: string): Promise<boolean> {
   device.pushErrorScope("validation");
-  const m = device.createShaderModule({ code: "enable subgroups;\n@compute @workgroup_size(1) fn main() {}" });
+  const m = device.createShaderModule({ code });
   const info = await m.getCompilationInfo();
   const err = await device.popErrorScope();
   return !err && !info.messages.some((x) => x.type === "error");

@@ -47,7 +47,7 @@ export const RENDERERS = {
   wgsl: {
     backend: "wgpu", ext: "wgsl",
     caps: { ...GPU, f16: false, storage16: false, storage8: false, maxWorkgroupSize: 256, maxSharedBytes: 16384, maxBindingBytes: 2 ** 27 },
-    render: (k: Kernel, caps: Caps, opts?: Partial<WgslOptions>) => renderWgsl(k, { f16: caps.f16, subgroups: caps.subgroups, ...opts }),
+    render: (k: Kernel, caps: Caps, opts?: Partial<WgslOptions>) => renderWgsl(k, { f16: caps.f16, subgroups: caps.subgroups, dot4: caps.dot4Native, ...opts }),
     source: (m: WgslShader) => m.code,
   } satisfies Renderer<Partial<WgslOptions>, WgslShader>,
   amdgpu: {

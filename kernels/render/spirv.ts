@@ -8,7 +8,9 @@
 // Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
 // every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe float compares and
 // max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
-// GLSL.std.450's are only loosely bounded) arrive decomposed.
+// GLSL.std.450's are only loosely bounded) arrive decomposed. The int8x4 dot (BinOp dot4) is OpSDotKHR where the
+// device has integer dot products (caps.dot4Native: the module then declares SPV_KHR_integer_dot_product, which
+// Vulkan 1.3 or VK_KHR_shader_integer_dot_product accepts), decomposed into byte products elsewhere.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
@@ -17,7 +19,9 @@ import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
 import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
-import { BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, Scope, Semantics, Storage } from "./spirv/spec.ts";
+import {
+  BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, PackedVectorFormat4x8Bit, Scope, Semantics, Storage,
+} from "./spirv/spec.ts";
 import { unrollLoops } from "./unroll.ts";
 
 export interface SpirvOptions {
@@ -44,8 +48,11 @@ export interface SpirvShader {
   bindings: number;
   /** Binding of the error word (== kernel.buffers.length), or undefined when the kernel has no check. */
   errorBinding: number | undefined;
-  /** Device features the module relies on (the device enables them and refuses the kernel without them). */
-  needs: { float16: boolean; storage16: boolean; storage8: boolean; subgroups: boolean };
+  /**
+   * Device features the module relies on (the device enables them and refuses the kernel without them);
+   * dotProduct: shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product), for OpSDot.
+   */
+  needs: { float16: boolean; storage16: boolean; storage8: boolean; subgroups: boolean; dotProduct: boolean };
 }
 
 const BUILTINS: Record<Builtin, [number, number]> = {
@@ -56,15 +63,19 @@ const BUILTINS: Record<Builtin, [number, number]> = {
   lane: [BuiltIn.SubgroupLocalInvocationId, -1], sgsize: [BuiltIn.SubgroupSize, -1], sgid: [BuiltIn.SubgroupId, -1],
 };
 
-/** What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math. */
+/**
+ * What SPIR-V for Vulkan lacks (kernels/decomp): IEEE compares and max/min, integer div/mod, accurate math, and
+ * the int8x4 dot where the device has no integer dot product (caps.dot4Native).
+ */
 const SPIRV_NEEDS: Needs = {
-  nanCompare: true, nanMinMax: true, intDivMod: true, dot4: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
+  nanCompare: true, nanMinMax: true, intDivMod: true, math: ["exp", "exp2", "log", "log2", "sin", "cos", "tanh"],
 };
 
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
   const narrow = { bits16: !native16(caps, opts), bits8: !native8(caps, opts) };
-  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), { ...SPIRV_NEEDS, narrow }), caps, opts).render();
+  const needs = { ...SPIRV_NEEDS, dot4: !caps.dot4Native, narrow };
+  return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), needs), caps, opts).render();
 }
 const native16 = (caps: Caps, opts: SpirvOptions) => (opts.storage16 ?? true) && caps.storage16;
 const native8 = (caps: Caps, opts: SpirvOptions) => (opts.storage8 ?? true) && caps.storage8;
@@ -83,7 +94,7 @@ class Emitter {
   private memo = new Map<Expr, number>();
   private terminated = false;
   private readonly errorBinding: number | undefined;
-  private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false };
+  private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false, dotProduct: false };
   private readonly names: boolean;
   private readonly halfFast: (() => number) | undefined;
 
@@ -236,7 +247,9 @@ class Emitter {
       }
       case "builtin": return this.builtin(e.b);
       case "un": return this.unary(e.op, this.expr(e.a), e.a.t);
-      case "bin": return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
+      case "bin":
+        if (e.op === "dot4") return this.dot4(this.expr(e.a), this.expr(e.b));
+        return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
       case "fma": {
         if (e.t !== "f32" && e.t !== "f16") this.fail("fma needs floats");
         return a.glsl(this.type(e.t), GLSL.Fma, this.expr(e.a), this.expr(e.b), this.expr(e.c));
@@ -393,6 +406,20 @@ class Emitter {
       case "ne": return a.v(Op.INotEqual, a.b, x, y);
     }
     this.fail(`${op} on ${t}`);
+  }
+
+  /**
+   * The signed int8x4 dot of two u32 words, native: OpSDotKHR in this SPIR-V 1.3 module (SPV_KHR_integer_dot_product;
+   * OpSDot of SPIR-V 1.6 is the same instruction). decompose() left it only where caps.dot4Native says so.
+   */
+  private dot4(x: number, y: number): number {
+    if (!this.caps.dot4Native) this.fail("dot4 reached the renderer without caps.dot4Native");
+    const { m, a } = this;
+    m.capability(Cap.DotProduct);
+    m.capability(Cap.DotProductInput4x8BitPacked);
+    m.extension("SPV_KHR_integer_dot_product");
+    this.needs.dotProduct = true;
+    return a.v(Op.SDot, m.tI32, x, y, PackedVectorFormat4x8Bit);
   }
 
   private subgroups(cap: number): void {

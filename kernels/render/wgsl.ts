@@ -46,6 +46,11 @@ export interface WgslOptions {
   f16: boolean;
   /** The device has `subgroups` enabled (kernels using subgroup ops need it). */
   subgroups: boolean;
+  /**
+   * WGSL has dot4I8Packed (the `packed_4x8_integer_dot_product` language feature): BinOp dot4 renders as it,
+   * under a `requires` directive; otherwise it arrives decomposed into byte products (default false).
+   */
+  dot4?: boolean;
   /** Emit `enable subgroups;` (the WGSL spec wants it; Naga in Deno 2.9 rejects it and needs none). */
   enableSubgroups?: boolean;
   /**
@@ -123,6 +128,7 @@ class Wgsl {
   private readonly errName = "p_err";
   private usesF16 = false;
   private usesSubgroups = false;
+  private usesDot4 = false;
   private ind = 1;
   private readonly out: string[] = [];
 
@@ -354,6 +360,10 @@ class Wgsl {
       throw new KernelError(`${this.k.name}: ${op} on bool`);
     }
     switch (op) {
+      case "dot4":
+        if (!this.opts.dot4) throw new KernelError(`${this.k.name}: dot4 reached the renderer without dot4I8Packed`);
+        this.usesDot4 = true;
+        return `dot4I8Packed(${a}, ${b})`;
       case "add": return `(${a} + ${b})`;
       case "sub": return `(${a} - ${b})`;
       case "mul": return `(${a} * ${b})`;
@@ -539,6 +549,7 @@ class Wgsl {
     const head: string[] = [];
     if (this.usesF16) head.push("enable f16;");
     if (this.usesSubgroups && this.opts.enableSubgroups) head.push("enable subgroups;");
+    if (this.usesDot4) head.push("requires packed_4x8_integer_dot_product;");
     head.push(`// kernel ${k.name}: workgroup ${k.workgroup.join("x")}, grid ${k.grid.join("x")}`);
     const bindings: WgslBinding[] = [];
     for (const b of k.buffers) {
@@ -587,12 +598,16 @@ interface Ctx {
   loop: boolean;
 }
 
-/** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
+/**
+ * What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's), and the
+ * int8x4 dot where the implementation has no dot4I8Packed (opts.dot4).
+ */
 const WGSL_NEEDS: Needs = {
-  nanCompare: true, dot4: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
+  nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
 };
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), WGSL_NEEDS), opts).render();
+  const needs = { ...WGSL_NEEDS, dot4: !opts.dot4 };
+  return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), needs), opts).render();
 }

@@ -440,7 +440,16 @@ export function featureCases(): FeatureCase[] {
   ];
 }
 
-/** dot4 (int8x4 dot of u32 words): native on ptx (dp4a), decomposed elsewhere; bit-exact everywhere. */
+/**
+ * Words at the int8 edges (every byte -128, every byte 127, mixed signs, 0, -1), each paired with each other,
+ * at the front of dot4Case's inputs: the extremes of a signed-byte dot (4·128·128 = 65536, 4·-128·127).
+ */
+export const DOT4_EDGES = [0x80808080, 0x7f7f7f7f, 0x807f01ff, 0x7f80ff01, 0x00000000, 0xffffffff, 0x01fe7f80, 0x80000080];
+
+/**
+ * dot4 (int8x4 dot of u32 words): native on ptx (dp4a), on vulkan/wgpu where caps.dot4Native (OpSDot,
+ * dot4I8Packed), decomposed elsewhere; bit-exact everywhere.
+ */
 export function dot4Case(): FeatureCase {
   const b = new KernelBuilder("dot4", { workgroup: 64, grid: N / 64 });
   const xa = b.buffer("a", "u32", "r"), xb = b.buffer("b", "u32", "r"), y = b.buffer("y", "i32", "w");
@@ -449,7 +458,9 @@ export function dot4Case(): FeatureCase {
   b.store(y, i, a.dot4(c));
   b.store(y, i.add(N), a.dot4(u32(0x01010101)).add(c.dot4(a)).sub(a.dot4(a)));
   b.store(y, i.add(2 * N), a.and(0x0f0f0f0f).dot4(c)); // a q4 nibble word, as the quantized gemv takes it
-  return { name: "dot4", kernel: b.build(), inputs: [bytesOf(u32s(N, 21)), bytesOf(u32s(N, 22)), zeros(3 * N * 4)], checks: [{ binding: 2, as: "i32" }] };
+  const xs = u32s(N, 21), ys = u32s(N, 22), E = DOT4_EDGES.length;
+  for (let j = 0; j < E * E; j++) xs[j] = DOT4_EDGES[Math.floor(j / E)], ys[j] = DOT4_EDGES[j % E];
+  return { name: "dot4", kernel: b.build(), inputs: [bytesOf(xs), bytesOf(ys), zeros(3 * N * 4)], checks: [{ binding: 2, as: "i32" }] };
 }
 
 /**

@@ -231,6 +231,34 @@ int main(void) {
 #define T VkPhysicalDeviceShaderFloat16Int8Features
   S() F(sType) F(pNext) F(shaderFloat16) F(shaderInt8) E()
 #undef T
+#define T VkPhysicalDeviceShaderIntegerDotProductFeatures
+  S() F(sType) F(pNext) F(shaderIntegerDotProduct) E()
+#undef T
+#define T VkPhysicalDeviceShaderIntegerDotProductProperties
+  S() F(sType) F(pNext) F(integerDotProduct8BitUnsignedAccelerated) F(integerDotProduct8BitSignedAccelerated)
+      F(integerDotProduct8BitMixedSignednessAccelerated) F(integerDotProduct4x8BitPackedUnsignedAccelerated)
+      F(integerDotProduct4x8BitPackedSignedAccelerated)
+      F(integerDotProduct4x8BitPackedMixedSignednessAccelerated) F(integerDotProduct16BitUnsignedAccelerated)
+      F(integerDotProduct16BitSignedAccelerated) F(integerDotProduct16BitMixedSignednessAccelerated)
+      F(integerDotProduct32BitUnsignedAccelerated) F(integerDotProduct32BitSignedAccelerated)
+      F(integerDotProduct32BitMixedSignednessAccelerated) F(integerDotProduct64BitUnsignedAccelerated)
+      F(integerDotProduct64BitSignedAccelerated) F(integerDotProduct64BitMixedSignednessAccelerated)
+      F(integerDotProductAccumulatingSaturating8BitUnsignedAccelerated)
+      F(integerDotProductAccumulatingSaturating8BitSignedAccelerated)
+      F(integerDotProductAccumulatingSaturating8BitMixedSignednessAccelerated)
+      F(integerDotProductAccumulatingSaturating4x8BitPackedUnsignedAccelerated)
+      F(integerDotProductAccumulatingSaturating4x8BitPackedSignedAccelerated)
+      F(integerDotProductAccumulatingSaturating4x8BitPackedMixedSignednessAccelerated)
+      F(integerDotProductAccumulatingSaturating16BitUnsignedAccelerated)
+      F(integerDotProductAccumulatingSaturating16BitSignedAccelerated)
+      F(integerDotProductAccumulatingSaturating16BitMixedSignednessAccelerated)
+      F(integerDotProductAccumulatingSaturating32BitUnsignedAccelerated)
+      F(integerDotProductAccumulatingSaturating32BitSignedAccelerated)
+      F(integerDotProductAccumulatingSaturating32BitMixedSignednessAccelerated)
+      F(integerDotProductAccumulatingSaturating64BitUnsignedAccelerated)
+      F(integerDotProductAccumulatingSaturating64BitSignedAccelerated)
+      F(integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated) E()
+#undef T
 #define T VkPhysicalDeviceSparseProperties
   S() F(residencyStandard2DBlockShape) F(residencyStandard2DMultisampleBlockShape)
       F(residencyStandard3DBlockShape) F(residencyAlignedMipSize) F(residencyNonResidentStrict) E()

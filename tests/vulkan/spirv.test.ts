@@ -10,20 +10,25 @@ import { join } from "node:path";
 import { KernelBuilder, KernelError, u32 } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
-import { Op } from "../../kernels/render/spirv/spec.ts";
+import { Cap, Op } from "../../kernels/render/spirv/spec.ts";
 import { cases } from "../kernels/cases.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
 import { features } from "../devices/features.ts";
+import { dot4Case } from "../devices/feature_kernels.ts";
 
-/** lavapipe's capabilities, and the same target without 16/8-bit storage, and a bare Vulkan 1.1 device. */
+/**
+ * lavapipe's capabilities (integer dot products included), and the same target without 16/8-bit storage, and a
+ * bare Vulkan 1.1 device (no integer dot product: dot4 decomposed).
+ */
 const FULL: Caps = {
   subgroups: true, subgroupSize: 8, f16: true, storage16: true, storage8: true, trap: false, maxWorkgroupSize: 1024,
   maxWorkgroupsPerDim: [65535, 65535, 65535], maxSharedBytes: 32768, maxBindingBytes: 1 << 27, bindingAlign: 16, dispatchGap: true,
+  dot4Native: true,
 };
 const WORDS: Caps = { ...FULL, storage16: false, storage8: false, subgroupSize: 32 };
-const BARE: Caps = { ...WORDS, subgroups: false, subgroupSize: 0, f16: false };
+const BARE: Caps = { ...WORDS, subgroups: false, subgroupSize: 0, f16: false, dot4Native: false };
 const VARIANTS: [string, Caps][] = [["full", FULL], ["words", WORDS], ["bare", BARE]];
 
 function hasTool(name: string): boolean {
@@ -111,7 +116,7 @@ const SHAPES: Record<string, LlamaConfig> = {
   "llama-3-8b": { dim: 4096, hidden: 14336, layers: 32, heads: 32, kvHeads: 8, headDim: 128, vocab: 128256, rmsEps: 1e-5, ropeTheta: 500000, ropeStyle: "half", tiedEmbeddings: false },
   "stories260K": { dim: 64, hidden: 172, layers: 5, heads: 8, kvHeads: 4, headDim: 8, vocab: 512, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "adjacent", tiedEmbeddings: true },
 };
-const NV: Caps = { ...FULL, subgroupSize: 32, maxBindingBytes: 2 ** 32 - 1, maxSharedBytes: 49152 };
+const NV: Caps = { ...FULL, subgroupSize: 32, maxBindingBytes: 2 ** 32 - 1, maxSharedBytes: 49152, dot4: true };
 
 test("spirv: every kernel of the Llama decode and prefill plans validates", { skip: noVal, timeout: 120_000 }, async () => {
   const items = new Map<string, { name: string; words: Uint32Array }>();
@@ -218,6 +223,25 @@ test("spirv: signed / and % never use OpSDiv, OpSRem or OpSMod (undefined for ne
     }
   }
   assert.deepEqual(bad, []);
+});
+
+test("spirv: dot4 is OpSDotKHR (packed 4x8) with dot4Native, byte products without; both validate", { skip: noVal }, () => {
+  const k = dot4Case().kernel;
+  const native = renderSpirv(k, FULL), bare = renderSpirv(k, BARE);
+  const ops = opcodes(native.words);
+  assert.ok(ops.has(Op.SDot), "OpSDot emitted");
+  assert.equal(native.needs.dotProduct, true);
+  // OpCapability DotProduct, DotProductInput4x8BitPacked and the extension's name are in the module's head
+  const caps = new Set<number>();
+  for (let i = 5; i < native.words.length && (native.words[i] & 0xffff) === Op.Capability; i += 2) caps.add(native.words[i + 1]);
+  assert.ok(caps.has(Cap.DotProduct) && caps.has(Cap.DotProductInput4x8BitPacked), `capabilities ${[...caps]}`);
+  assert.ok(new TextDecoder().decode(native.words).includes("SPV_KHR_integer_dot_product"));
+  assert.ok(!opcodes(bare.words).has(Op.SDot), "no OpSDot without dot4Native");
+  assert.equal(bare.needs.dotProduct, false);
+  for (const env of ["vulkan1.1", "vulkan1.3"] as const) {
+    assert.equal(validate(native.words, env), "", `native dot4 (${env})`);
+    assert.equal(validate(bare.words, env), "", `decomposed dot4 (${env})`);
+  }
 });
 
 test("spirv: cleanup", () => rmSync(dir, { recursive: true, force: true }));

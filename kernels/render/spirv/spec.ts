@@ -115,7 +115,12 @@ export const Op = {
   GroupNonUniformSMax: 356,
   GroupNonUniformUMax: 357,
   GroupNonUniformFMax: 358,
+  /** OpSDot (SPIR-V 1.6; OpSDotKHR of SPV_KHR_integer_dot_product before it, the same number). */
+  SDot: 4450,
 } as const;
+
+/** OpSDot's packed-vector-format operand: each 32-bit operand holds four 8-bit components. */
+export const PackedVectorFormat4x8Bit = 0;
 
 /** GLSL.std.450 extended instructions. */
 export const GLSL = {
@@ -146,6 +151,8 @@ export const Cap = {
   GroupNonUniformShuffleRelative: 66,
   StorageBuffer16BitAccess: 4433,
   StorageBuffer8BitAccess: 4448,
+  DotProductInput4x8BitPacked: 6018,
+  DotProduct: 6019,
 } as const;
 
 export const Dec = {
