@@ -354,7 +354,8 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
     status: "present" | "absent" | "refused";
     why?: string;
     device?: string;
-    caps?: { subgroups: number | false; f16: boolean };
+    /** int8Dot: "fast" (caps.dot4: the integer gemv is the default), "native" (the instruction, not the default), or false. */
+    caps?: { subgroups: number | false; f16: boolean; int8Dot: "fast" | "native" | false };
     memoryBytes?: number;
   }
   const backends: BackendInfo[] = [];
@@ -370,7 +371,11 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
     if (!over && !auto) auto = b;
     backends.push({
       backend: b, status: "present", device: t.device, why: over ? `auto passes over it: ${over}` : undefined,
-      caps: { subgroups: t.caps.subgroups ? t.caps.subgroupSize : false, f16: t.caps.f16 }, memoryBytes: t.memory.totalBytes,
+      caps: {
+        subgroups: t.caps.subgroups ? t.caps.subgroupSize : false, f16: t.caps.f16,
+        int8Dot: t.caps.dot4 ? "fast" : t.caps.dot4Native ? "native" : false,
+      },
+      memoryBytes: t.memory.totalBytes,
     });
     await d.destroy();
   }
@@ -386,7 +391,7 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
     ...modelLines(model),
     "backends:",
     ...backends.map((b) => `  ${b.backend.padEnd(6)} ${b.status}` + (b.caps
-      ? `: ${b.device} (subgroups ${b.caps.subgroups || "no"}, f16 ${b.caps.f16}, memory ${((b.memoryBytes ?? 0) / 2 ** 30).toFixed(1)} GiB)${b.why ? `; ${b.why}` : ""}`
+      ? `: ${b.device} (subgroups ${b.caps.subgroups || "no"}, f16 ${b.caps.f16}, int8 dot ${b.caps.int8Dot || "no"}, memory ${((b.memoryBytes ?? 0) / 2 ** 30).toFixed(1)} GiB)${b.why ? `; ${b.why}` : ""}`
       : `: ${b.why}`)),
   ];
   if (backend === "auto") lines.push(`auto takes ${auto ?? "nothing (no backend present)"}`);

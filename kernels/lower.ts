@@ -31,8 +31,9 @@ export { MMA_MIN_ROWS, STAGED_MIN_ROWS, TILED_MIN_ROWS, tiledAuto } from "./lowe
 export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /**
    * Batch-1 gemv units over q8_0, q4_k and q6_k weights take x quantized to int8 and dot in integers (graph/ops/qdot.ts
-   * states the arithmetic; the matmuls behave as if marked attrs.xq): default on where the target has an int8
-   * dot instruction (caps.dot4: PTX), off elsewhere. A matmul marked xq in the graph takes that path whatever this says.
+   * states the arithmetic; the matmuls behave as if marked attrs.xq): default on where the target has a fast int8
+   * dot (caps.dot4: PTX sm_61+, Vulkan where the driver reports it accelerated, wgpu on a GPU adapter), off elsewhere.
+   * A matmul marked xq in the graph takes that path whatever this says.
    */
   quantizedX?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */

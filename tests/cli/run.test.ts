@@ -81,6 +81,7 @@ test("cli: info --json describes the model and every backend; --dump-kernels wri
   assert.equal(o.model.config.vocab, 512);
   assert.deepEqual(o.backends.map((b: { backend: string }) => b.backend), ["js"]);
   assert.equal(o.backends[0].status, "present");
+  assert.equal(o.backends[0].caps.int8Dot, false); // the JS device does not default the integer gemv
   const dir = mkdtempSync(join(tmpdir(), "poot-dump-"));
   try {
     const d = poot(["info", "--dump-kernels", join(dir, "k"), "--target", "js"]);

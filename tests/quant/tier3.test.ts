@@ -89,11 +89,13 @@ for (const ft of QUANT_FTYPES) {
   });
 }
 
-// Quantized x (int8 activations for the q8_0/q4_k/q6_k decode matmuls, graph/ops/qdot.ts; the default on ptx):
+// Quantized x (int8 activations for the q8_0/q4_k/q6_k decode matmuls, graph/ops/qdot.ts; the default on ptx, and
+// on vulkan/wgpu GPUs with a fast int8 dot; lavapipe runs it with the native OpSDot / dot4I8Packed):
 // poot no longer computes the f32 dot of the dequantized weights, so the exact check does not apply; the margin
 // rule against llama.cpp (which quantizes its activations too, more coarsely) does.
 const RUNS: { backend: "js" | "vulkan" | "wgpu" | "ptx"; xq?: "on" }[] = [
-  { backend: "js" }, { backend: "vulkan" }, { backend: "wgpu" }, { backend: "js", xq: "on" }, { backend: "vulkan", xq: "on" }, { backend: "ptx", xq: "on" },
+  { backend: "js" }, { backend: "vulkan" }, { backend: "wgpu" }, { backend: "js", xq: "on" }, { backend: "vulkan", xq: "on" },
+  { backend: "wgpu", xq: "on" }, { backend: "ptx", xq: "on" },
 ];
 for (const { backend, xq } of RUNS) {
   const dev = await openDevice(backend);

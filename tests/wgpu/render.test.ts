@@ -193,3 +193,15 @@ test("wgsl: casts to f16 round in integer ops (NVIDIA dropped a round trip f32(f
   assert.match(code, /fn p_tof16\(x: f32\) -> f16 \{ return f16\(unpack2x16float\(p_f2h\(x\)\)\.x\); \}/);
   assert.doesNotMatch(code, /(?<!\w)f16\((v_|f32\(v_)/, "no WGSL f16() conversion of a computed value");
 });
+
+test("wgsl: dot4 is dot4I8Packed under `requires packed_4x8_integer_dot_product` with opts.dot4, byte products without", () => {
+  const k = new KernelBuilder("dot4", { workgroup: 64, grid: 1 });
+  const a = k.buffer("a", "u32", "r"), o = k.buffer("o", "i32", "w");
+  const x = k.let(k.load(a, k.gid.x), "u32");
+  k.store(o, k.gid.x, x.dot4(k.let(k.load(a, k.gid.x.add(64)), "u32")));
+  const native = renderWgsl(k.build(), { ...NONE, dot4: true }).code, bare = renderWgsl(k.build(), NONE).code;
+  assert.match(native, /^requires packed_4x8_integer_dot_product;$/m);
+  assert.match(native, /dot4I8Packed\(v_\w+, v_\w+\)/);
+  assert.doesNotMatch(bare, /dot4I8Packed|requires/);
+  assert.match(bare, />> 24u/); // the sign-extended bytes of decomp/arith.ts
+});
