@@ -113,13 +113,14 @@ const NV: Caps = { ...FULL, subgroupSize: 32, maxBindingBytes: 2 ** 32 - 1, maxS
 test("kernels reading blocks pass spirv-val (NVIDIA-like and lavapipe capabilities)", { skip: hasTool("spirv-val") ? false : "spirv-val is not installed", timeout: 300_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), "poot-qspv-"));
   const bad: string[] = [];
-  let n = 0;
+  let n = 0, dots = 0;
   try {
     for (const [label, caps] of [["nvidia-like", NV], ["lavapipe", FULL]] as const) {
       const target: TargetSet = { backend: "vulkan", device: label, caps, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
       for (const k of kernelsFor(target).values()) {
         if (!quantKernel(k.name)) continue;
-        const words = renderSpirv(k, caps).words;
+        const { words, needs } = renderSpirv(k, caps);
+        if (needs.dotProduct) dots++;
         const f = join(dir, `k${n++}.spv`);
         writeFileSync(f, new Uint8Array(words.buffer, words.byteOffset, words.byteLength));
         try {
@@ -133,6 +134,7 @@ test("kernels reading blocks pass spirv-val (NVIDIA-like and lavapipe capabiliti
     rmSync(dir, { recursive: true, force: true });
   }
   assert.ok(n >= 40, `only ${n} block-reading kernels`);
+  assert.ok(dots >= 3, `only ${dots} kernels with OpSDot (the nvidia-like plans' integer gemvs)`);
   assert.deepEqual(bad, []);
-  console.log(`spirv: ${n} block-reading kernels validated`);
+  console.log(`spirv: ${n} block-reading kernels validated, ${dots} of them with OpSDot`);
 });
