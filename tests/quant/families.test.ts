@@ -236,8 +236,11 @@ for (const backend of selectedBackends()) {
     const cover = COVER[backend] && softVulkan(dev as Device) ? new Set(COVER[backend]) : undefined;
     /** Kernel names compiled for the device by the files run, and the files left out (see COVER). */
     const ran = new Set<string>(), left: [string, string][] = [];
+    // The f32 path on every device: the exact rule above is about the dequantized weights' f32 math, which the
+    // integer gemv (the default where caps.dot4: ptx, Vulkan on NVIDIA, wgpu on a GPU) does not compute;
+    // tests/quant/tier3.test.ts holds that path to llama.cpp.
     const recordKernels = (names: Set<string>): ProgramCompiler => (g, t) => {
-      const p = compileGraph(g, t);
+      const p = compileGraph(g, t, { quantizedX: false });
       for (const st of p.steps) if (st.k === "kernel") names.add(st.kernel.name);
       return p;
     };
