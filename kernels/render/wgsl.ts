@@ -46,10 +46,7 @@ export interface WgslOptions {
   f16: boolean;
   /** The device has `subgroups` enabled (kernels using subgroup ops need it). */
   subgroups: boolean;
-  /**
-   * WGSL has dot4I8Packed (the `packed_4x8_integer_dot_product` language feature): BinOp dot4 renders as it,
-   * under a `requires` directive; otherwise it arrives decomposed into byte products (default false).
-   */
+  /** WGSL has dot4I8Packed (language feature packed_4x8_integer_dot_product); else dot4 arrives decomposed. */
   dot4?: boolean;
   /** Emit `enable subgroups;` (the WGSL spec wants it; Naga in Deno 2.9 rejects it and needs none). */
   enableSubgroups?: boolean;
@@ -598,16 +595,13 @@ interface Ctx {
   loop: boolean;
 }
 
-/**
- * What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's), and the
- * int8x4 dot where the implementation has no dot4I8Packed (opts.dot4).
- */
+/** What WGSL lacks (kernels/decomp): IEEE compares, accurate float functions (exp2 stays the driver's). */
 const WGSL_NEEDS: Needs = {
   nanCompare: true, math: ["exp", "log", "log2", "sin", "cos", "tanh"], narrow: { bits8: true, bits16: true },
 };
 
 /** WGSL source of a kernel, with the binding layout the device must build. Throws KernelError. */
 export function renderWgsl(kernel: Kernel, opts: WgslOptions): WgslShader {
-  const needs = { ...WGSL_NEEDS, dot4: !opts.dot4 };
+  const needs = { ...WGSL_NEEDS, dot4: !opts.dot4 }; // the int8x4 dot where the language has no dot4I8Packed
   return new Wgsl(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), needs), opts).render();
 }
