@@ -23,7 +23,8 @@
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
-// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways)
+// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways;
+// no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -263,13 +264,15 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
+    else if (name === "vulkan" && f === "no-dot4") vulkan.noDot4 = true;
+    else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
     else if (name === "wgpu" && f === "all-rw") wgpu.allReadWrite = true;
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm } };
 }
