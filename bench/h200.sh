@@ -13,6 +13,8 @@
 # barriers inside a recording match those between submissions; on js and wgpu, replay and eager run the same
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
 # Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
+# dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
+#   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
 # tp: tensor parallelism on nvidia-h200-x2 / -x4 (issue 21): tests/tp/ptx.test.ts (fixtures vs the oracle, stories vs
 #     llama2.c, on 2 and 4 GPUs), stories260K greedy tokens of `poot run --tp N --backend ptx`
@@ -104,6 +106,21 @@ for what in "$@"; do
       timeout ${TABLE_TIMEOUT:-560} deno run -A --no-check bench/suite.ts ${TABLE_ROWS:+--rows $TABLE_ROWS} ${TABLE_BASELINE:+--baseline $TABLE_BASELINE} \
         --out "$out/table${TABLE_TAG:-}.json" > "$out/table${TABLE_TAG:-}.md" 2> "$out/table${TABLE_TAG:-}.log"; echo "table exit $?" >> "$out/table${TABLE_TAG:-}.md"
       cat "$out/table${TABLE_TAG:-}.md" ;;
+    dot4)
+      # issues 16/23: the native int8 dot (OpSDot / dot4I8Packed) on NVIDIA's Vulkan and Deno's WebGPU: the caps each
+      # reports (poot info: "int8 dot fast|native|no") and tests/devices/dot4.test.ts (native and hidden, bit-exact).
+      POOT_BACKENDS=vulkan,wgpu timeout 240 deno test -A --no-check tests/devices/dot4.test.ts > "$out/dot4-tests.txt" 2>&1; echo "tests exit $?" >> "$out/dot4-tests.txt"
+      grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||tests exit" "$out/dot4-tests.txt" | head -12
+      timeout 90 deno run -A --no-check cli/main.ts info > "$out/dot4-info.txt" 2>&1; grep -E "^  (ptx|vulkan|wgpu) " "$out/dot4-info.txt" ;;
+    dot4-bench)
+      # 8B batch-1 decode as q4_k_m and q8_0, the integer gemv (--quantized-x on) against the float one (off), per
+      # backend in DOT4_BACKENDS (default vulkan; one backend per call keeps it inside the 10-minute limit).
+      for b in ${DOT4_BACKENDS:-vulkan}; do for q in on off; do
+        f="$out/decode-${DOT4_SHAPE:-llama-3-8b}-$b-xq-$q"
+        timeout ${DOT4_TIMEOUT:-270} deno run -A --no-check bench/decode.ts --shape ${DOT4_SHAPE:-llama-3-8b} --dtype q4_k_m,q8_0 --backend "$b" --quantized-x "$q" \
+          --tokens 32 --no-eager --deep 0 --out "$f.json" > "$f.txt" 2>&1; echo "bench exit $?" >> "$f.txt"
+        echo "== $b --quantized-x $q"; grep -v "^\s*$" "$f.txt" | tail -5
+      done; done ;;
     bench)
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"
