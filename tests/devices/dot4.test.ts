@@ -2,8 +2,8 @@
 // (SPIR-V OpSDotKHR, WGSL dot4I8Packed: caps.dot4Native, as lavapipe and Deno's WebGPU on it offer) and hidden
 // (VulkanOptions.noDot4, WgpuOpenOptions.dot4 false: the byte-product decomposition). On each: the dot4 feature
 // kernel, edge words included, bit-exact against kernels/render/js_runtime.ts dot4; the op harness's quantized-x
-// cases (int8 x, the integer gemv) native and hidden bit-identical, and both within the oracle's bound; and the
-// caps each device reports. A device that is absent or offers no native dot is a skip with the reason.
+// cases (int8 x, the integer gemv) both within the oracle's bound, and bit-identical to each other where the float
+// code cannot be contracted differently (Vulkan; lavapipe); and the caps each device reports. A device that is absent or offers no native dot is a skip with the reason.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
@@ -97,7 +97,12 @@ for (const backend of selectedBackends().filter((b): b is "vulkan" | "wgpu" => b
 
   const xq = opCases().filter((c) => c.name.includes("quantized x"));
   const heavy = typeof native === "string" ? false : slowDevice(native);
-  test(`quantized-x gemv on ${backend}: ${xq.length} op cases, native == hidden bit for bit, both within the oracle's bound`, { skip: skip || heavy, timeout: 600_000 }, async () => {
+  // SPIR-V marks float adds and multiplies NoContraction, so both renderings' float code gives the same bits. WGSL
+  // cannot forbid contraction and a GPU's compiler may fuse differently around different integer code: there both
+  // are held to the oracle's bound only (lavapipe's LLVM fuses alike in both: held bit for bit).
+  const bitwise = backend === "vulkan" || /llvmpipe|lavapipe/i.test(name);
+  const same = bitwise ? "native == hidden bit for bit, " : "";
+  test(`quantized-x gemv on ${backend}: ${xq.length} op cases, ${same}both within the oracle's bound`, { skip: skip || heavy, timeout: 600_000 }, async () => {
     assert.ok(xq.length >= 6, `only ${xq.length} quantized-x cases`);
     const [[, n], [, h]] = devs();
     const engines = [n, h].map((d) => new Engine(d, { compile: (g, t) => compileGraph(g, t, { quantizedX: false }), timeoutMs: 60_000, ownsDevice: false }));
@@ -106,7 +111,7 @@ for (const backend of selectedBackends().filter((b): b is "vulkan" | "wgpu" => b
       for (const c of xq) {
         try {
           const [a, b] = [await runChecked(engines[0], c, "native"), await runChecked(engines[1], c, "hidden")];
-          for (const k of Object.keys(a)) if (a[k].join() !== b[k].join()) bad.push(`${c.name} ${k}: native and hidden differ`);
+          for (const k of Object.keys(a)) if (bitwise && a[k].join() !== b[k].join()) bad.push(`${c.name} ${k}: native and hidden differ`);
         } catch (e) {
           bad.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
         }
