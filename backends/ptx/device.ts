@@ -33,6 +33,7 @@ import { ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
 import type { CollectiveDevice, CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
+import { allZero } from "../bytes.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
@@ -737,14 +738,4 @@ export class PtxDevice implements CollectiveDevice {
   failRecording(rec: Recording, why: string): void {
     (rec as PtxRecording).failed ??= why;
   }
-}
-
-function allZero(data: Uint8Array): boolean {
-  const head = (4 - (data.byteOffset % 4)) % 4;
-  for (let i = 0; i < Math.min(head, data.byteLength); i++) if (data[i] !== 0) return false;
-  if (head >= data.byteLength) return true;
-  const words = new Int32Array(data.buffer, data.byteOffset + head, (data.byteLength - head) >>> 2);
-  for (let i = 0; i < words.length; i++) if (words[i] !== 0) return false;
-  for (let i = head + words.length * 4; i < data.byteLength; i++) if (data[i] !== 0) return false;
-  return true;
 }
