@@ -9,6 +9,9 @@
 // holds one KV state). Arguments are checked when the call is made, before it is queued; a bad one is an
 // InvalidArgumentError naming it. An AbortSignal stops a generation before its next token (AbortError, with
 // the partial result); close() aborts what runs or waits, then frees the device.
+//
+// Here: the queue and the public calls. options.ts holds what a call is told and answers (and checks it),
+// steps.ts the entries, the step and the chunked prefill, generate.ts the per-token decode loop.
 import type { Executor } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
