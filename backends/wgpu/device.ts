@@ -92,7 +92,6 @@ export class WgpuDevice implements Device {
   private temps: GPUBuffer[] = [];
   /** Validation outcomes still to be looked at, and uncaptured errors. */
   private readonly errs: GpuErrors;
-  private readonly zero16 = new Uint8Array(16);
   /** What building a recording needs of this device (record.ts). */
   private readonly build: BuildContext;
   /** What mapping a staging buffer needs of this device (map.ts). */
@@ -297,8 +296,6 @@ export class WgpuDevice implements Device {
     this.stats.dispatches += e.dispatches;
     this.stats.submitMicros += (performance.now() - t1) * 1000;
   }
-
-
 
   /** Notes a submitted tail for the next synchronize (once per tail: its staging holds the latest copy). */
   private enqueue(tail: Tail, temp: GPUBuffer[] | undefined): void {
