@@ -98,7 +98,7 @@ export async function runPrefillBench(o: {
       const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
-      const chunks = (driver as unknown as { prefillRows: number[] }).prefillRows.join(",");
+      const chunks = (driver as unknown as { steps: { prefillRows: number[] } }).steps.prefillRows.join(",");
       o.log(`${name} ${v}: loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s, prefill chunks ${chunks}`);
       try {
         for (const p of o.prompts) {

@@ -10,8 +10,9 @@
 // - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
 //   Identical PTX shares one module.
 // - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
-//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch. The prepared
-//   launches and cuLaunchKernelEx (programmatic dependent launch) are launch.ts; the handles handles.ts.
+//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch. Preparing steps
+//   into launches and cuLaunchKernelEx (programmatic dependent launch) are launch.ts; the handles handles.ts;
+//   the pinned fault words and read stage pinned.ts.
 // - Collectives (a tensor-parallel rank, once backends/ptx/nccl.ts attached it to an NCCL group): a collective
 //   step is an NCCL call on this stream; a recording holding one is captured together with the other ranks'
 //   (the group pairs them and drives the capture through the "group capture" methods at the end of the class).
@@ -27,12 +28,13 @@ import {
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
-  Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, KernelArgs, type KernelArgType, openCuda,
+  Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
 import { ptrView } from "../../ffi/lib.ts";
 import { env } from "node:process";
-import type { CollectiveDevice, CompiledKernel, DeviceBinding, DeviceBuffer, GroupStep, Recording } from "../device.ts";
+import type { CollectiveDevice, CompiledKernel, DeviceBuffer, GroupStep, Recording } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
+import { allZero } from "../bytes.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
@@ -40,9 +42,10 @@ import type { PtxModule } from "../../kernels/render/ptx.ts";
 import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { StagingRing } from "./staging.ts";
-import { SLOT_MAX, slabSpans, type SlotPlace, SlotSlabs } from "./slots.ts";
+import { FaultWords, ReadStage } from "./pinned.ts";
+import { SLOT_MAX, SlotSlabs } from "./slots.ts";
 import { PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
-import { cutAtCollectives, type Launch, LaunchEx } from "./launch.ts";
+import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
 export interface PtxDeviceOptions {
@@ -81,7 +84,6 @@ const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17;
 const CUDA_ERROR_OUT_OF_MEMORY = 2;
 /** Codes after which the context cannot be trusted: the sticky ones, a watchdog kill, a dead context. */
 const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 201, 702, 709, 999]);
-const FAULT_WORDS = 1024;
 const READ_CHUNK = 16 << 20;
 const ZERO_WRITE_MIN = 1 << 20;
 
@@ -150,12 +152,13 @@ export class PtxDevice implements CollectiveDevice {
   private readonly timeoutMs: number;
   private readonly byKernel = new WeakMap<Kernel, PtxCompiled>();
   private readonly byText = new Map<string, PtxCompiled>();
-  private readonly faultChunks: { host: bigint; dptr: bigint; words: Uint32Array; used: number }[] = [];
+  /** Host-mapped words the kernels' checks store their codes into. */
+  private readonly faultWords: FaultWords;
   private readonly buffers = new Set<PtxBuffer>();
   private readonly recordings = new Set<PtxRecording>();
   /** Kernel lists enqueued since the stream was last seen idle, in order (to name a faulting one). */
   private inflight: PtxCompiled[][] = [];
-  private readStage: { ptr: bigint; view: Uint8Array } | undefined;
+  private readonly readStage: ReadStage;
   private reading: Promise<void> = Promise.resolve();
   private readonly argTypes: KernelArgType[][] = [];
   private destroyed = false;
@@ -211,7 +214,8 @@ export class PtxDevice implements CollectiveDevice {
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.slots = new SlotSlabs(cu, caps.bindingAlign);
     this.slotSlabs = opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0";
-    this.newFaultChunk();
+    this.readStage = new ReadStage(cu);
+    this.faultWords = new FaultWords(cu);
   }
 
   /** Opens device `ordinal`; throws (LibraryNotFound, CudaError, Unsupported) when there is none. */
@@ -407,7 +411,7 @@ export class PtxDevice implements CollectiveDevice {
     const out = new Uint8Array(bytes);
     for (let at = 0; at < bytes; at += READ_CHUNK) {
       const n = Math.min(READ_CHUNK, bytes - at);
-      const stage = this.guard("read", () => this.stage(n));
+      const stage = this.guard("read", () => this.readStage.get(n));
       this.guard("read", () => this.cu.memcpyDtoHAsync(stage.ptr, pb.ptr + BigInt(offset + at), n, this.stream));
       await this.synchronize(this.timeoutMs);
       this.bind();
@@ -415,25 +419,8 @@ export class PtxDevice implements CollectiveDevice {
     }
     return out;
   }
-  private stage(n: number): { ptr: bigint; view: Uint8Array } {
-    if (!this.readStage || this.readStage.view.byteLength < n) {
-      if (this.readStage) this.cu.memFreeHost(this.readStage.ptr);
-      const size = Math.max(1 << 20, n);
-      const ptr = this.cu.memHostAlloc(size, CU_MEMHOSTALLOC_PORTABLE);
-      this.readStage = { ptr, view: new Uint8Array(ptrView(ptr, size)) };
-    }
-    return this.readStage;
-  }
 
   // ---- kernels ---------------------------------------------------------------------------------------
-
-  private newFaultChunk(): void {
-    const bytes = FAULT_WORDS * 4;
-    const host = this.cu.memHostAlloc(bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
-    const words = new Uint32Array(ptrView(host, bytes));
-    words.fill(0);
-    this.faultChunks.push({ host, dptr: this.cu.memHostGetDevicePointer(host), words, used: 0 });
-  }
 
   compile(kernel: Kernel): CompiledKernel {
     this.alive();
@@ -467,10 +454,7 @@ export class PtxDevice implements CollectiveDevice {
         if (this.carveout !== undefined) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, this.carveout);
         let faultPtr = 0n, fault: { words: Uint32Array; index: number } | undefined;
         if (mod.faultParam) {
-          if (this.faultChunks[this.faultChunks.length - 1].used === FAULT_WORDS) this.newFaultChunk();
-          const ch = this.faultChunks[this.faultChunks.length - 1];
-          fault = { words: ch.words, index: ch.used++ };
-          faultPtr = ch.dptr + BigInt(fault.index * 4);
+          ({ ptr: faultPtr, fault } = this.faultWords.take());
         }
         return new PtxCompiled(kernel, mod, loaded.module, func, faultPtr, fault);
       });
@@ -481,51 +465,16 @@ export class PtxDevice implements CollectiveDevice {
     return out;
   }
 
-  /**
-   * Checks steps and builds their launch arguments (device addresses with binding offsets applied), led by
-   * one shadow-to-device copy per slot slab the steps bind.
-   */
-  private prepare(steps: GroupStep[]): Launch[] {
-    const caps = this.target.caps;
-    const places: SlotPlace[] = [];
-    const slotOf = (b: DeviceBinding) => {
-      if (b.buffer instanceof PtxBuffer && b.buffer.slot) places.push(b.buffer.slot);
+  /** This device as prepareLaunches sees it (the NCCL link as it is now). */
+  private prepareContext(): PrepareContext {
+    const link = this.link;
+    return {
+      caps: this.target.caps,
+      range: (b, offset, bytes) => this.range(b, offset, bytes),
+      owns: (c) => this.byKernel.get(c.kernel) === c,
+      collective: link && ((s, send, recv) => link.group.call(link.rank, s, send, recv)),
+      argTypes: this.argTypes,
     };
-    const list = steps.map((s): Launch => {
-      if (s.k === "collective") {
-        if (!this.link) throw new Unsupported("ptx: a collective step on a device outside an NCCL group");
-        const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
-        const call = this.link.group.call(this.link.rank, s, src.ptr + BigInt(s.src.offset), dst.ptr + BigInt(s.dst.offset));
-        slotOf(s.src);
-        return { k: "collective", call };
-      }
-      if (s.k === "copy") {
-        const src = this.range(s.src.buffer, s.src.offset, s.src.bytes), dst = this.range(s.dst.buffer, s.dst.offset, s.dst.bytes);
-        if (s.src.bytes !== s.dst.bytes) throw new Unsupported(`ptx: copy of ${s.src.bytes} bytes into ${s.dst.bytes}`);
-        slotOf(s.src);
-        return { k: "copy", src: src.ptr + BigInt(s.src.offset), dst: dst.ptr + BigInt(s.dst.offset), bytes: s.src.bytes };
-      }
-      const c = s.compiled;
-      if (!(c instanceof PtxCompiled) || this.byKernel.get(c.kernel) !== c) throw new Unsupported("ptx: kernel was not compiled by this device");
-      const k = c.kernel;
-      if (s.bindings.length !== k.buffers.length) throw new Unsupported(`ptx: ${k.name} takes ${k.buffers.length} bindings, got ${s.bindings.length}`);
-      s.grid.forEach((g, i) => {
-        if (!Number.isInteger(g) || g < 1 || g > caps.maxWorkgroupsPerDim[i]) throw new Unsupported(`ptx: ${k.name}: grid ${s.grid.join("x")} out of range`);
-      });
-      const n = c.module.params;
-      const types = this.argTypes[n] ??= new Array<KernelArgType>(n).fill("pointer");
-      const args = new KernelArgs(types);
-      s.bindings.forEach((b: DeviceBinding, i) => {
-        const pb = this.range(b.buffer, b.offset, b.bytes);
-        if (b.offset % caps.bindingAlign !== 0) throw new Unsupported(`ptx: ${k.name} binding ${i} at offset ${b.offset} (needs ${caps.bindingAlign}-byte alignment)`);
-        args.set(i, pb.ptr + BigInt(b.offset));
-        slotOf(b);
-      });
-      if (c.module.faultParam) args.set(n - 1, c.faultPtr);
-      return { k: "kernel", c, grid: s.grid, args };
-    });
-    const uploads = slabSpans(places).map(({ slab, lo, hi }): Launch => ({ k: "upload", dst: slab.dev + BigInt(lo), src: slab.hostPtr + BigInt(lo), bytes: hi - lo }));
-    return uploads.length ? [...uploads, ...list] : list;
   }
   /** Enqueues launches on the stream (captured when a capture is active). */
   private enqueue(list: Launch[]): void {
@@ -554,7 +503,7 @@ export class PtxDevice implements CollectiveDevice {
 
   run(steps: GroupStep[]): void {
     this.alive();
-    const list = this.prepare(steps);
+    const list = prepareLaunches(steps, this.prepareContext());
     if (this.link && this.link.group.size > 1 && list.some((l) => l.k === "collective")) {
       // One thread issuing every rank's NCCL calls needs them in group calls across ranks: only recordings do that.
       throw new Unsupported("ptx: eager steps with collectives in a group of several GPUs (record them)");
@@ -566,7 +515,7 @@ export class PtxDevice implements CollectiveDevice {
 
   record(steps: GroupStep[]): Recording {
     this.alive();
-    const list = this.prepare(steps);
+    const list = prepareLaunches(steps, this.prepareContext());
     if (this.link && list.some((l) => l.k === "collective")) {
       // Every rank's part is captured together once all are in (at once in a group of one).
       const rec = this.keep(new PtxRecording(0n, steps.length, this.kernelsOf(list)));
@@ -663,8 +612,8 @@ export class PtxDevice implements CollectiveDevice {
         this.byText.clear();
         this.ring.release();
         this.slots.release();
-        if (this.readStage) this.cu.memFreeHost(this.readStage.ptr);
-        for (const ch of this.faultChunks) this.cu.memFreeHost(ch.host);
+        this.readStage.release();
+        this.faultWords.release();
         this.cu.streamDestroy(this.stream);
       } catch {
         // Best effort: the context is released below either way.
@@ -737,14 +686,4 @@ export class PtxDevice implements CollectiveDevice {
   failRecording(rec: Recording, why: string): void {
     (rec as PtxRecording).failed ??= why;
   }
-}
-
-function allZero(data: Uint8Array): boolean {
-  const head = (4 - (data.byteOffset % 4)) % 4;
-  for (let i = 0; i < Math.min(head, data.byteLength); i++) if (data[i] !== 0) return false;
-  if (head >= data.byteLength) return true;
-  const words = new Int32Array(data.buffer, data.byteOffset + head, (data.byteLength - head) >>> 2);
-  for (let i = 0; i < words.length; i++) if (words[i] !== 0) return false;
-  for (let i = head + words.length * 4; i < data.byteLength; i++) if (data[i] !== 0) return false;
-  return true;
 }

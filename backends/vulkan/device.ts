@@ -15,7 +15,8 @@ import type { TargetSet } from "../../kernels/target.ts";
 import { type Device, type DeviceBuffer, type DeviceStep, type Recording, type StepTime, stepTimesOf } from "../device.ts";
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { type Context, type Enabled, openContext, type VulkanOptions } from "./context.ts";
-import { allZero, createBuf, destroyBuf, type MemoryReport, memoryReport, type VkBuf } from "./memory.ts";
+import { createBuf, destroyBuf, type MemoryReport, memoryReport, type VkBuf } from "./memory.ts";
+import { allZero } from "../bytes.ts";
 import { buildRecording, cmdHostBarrier, releaseRecording, type VkKernel, type VkRecording } from "./recording.ts";
 
 export type { VulkanOptions } from "./context.ts";

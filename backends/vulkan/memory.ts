@@ -51,19 +51,6 @@ export function destroyBuf(ctx: Context, b: VkBuf): void {
   ctx.api.freeMemory(ctx.device, b.memory); // unmaps implicitly
 }
 
-/** True when every byte is zero (so a transfer can be a vkCmdFillBuffer instead of a staged copy). */
-export function allZero(data: Uint8Array): boolean {
-  let i = 0;
-  if ((data.byteOffset & 3) === 0) {
-    const n = data.byteLength >> 2;
-    const w = new Uint32Array(data.buffer, data.byteOffset, n);
-    for (; i < n; i++) if (w[i] !== 0) return false;
-    i = n << 2;
-  }
-  for (; i < data.byteLength; i++) if (data[i] !== 0) return false;
-  return true;
-}
-
 /** One heap as the driver reports it, with VK_EXT_memory_budget's budget and usage where supported. */
 export interface HeapReport {
   index: number;

@@ -65,3 +65,20 @@ export function encode(gpu: GPUDevice, cmds: Cmd[], timing: Timing | undefined, 
   const cb = enc.finish();
   return { cb, dispatches, micros: (performance.now() - t0) * 1000 };
 }
+
+/** Commands as `parts` command buffers, cut at dispatches (so a tail's copies end the last). */
+export function encodeParts(gpu: GPUDevice, list: Cmd[], timing: Timing | undefined, passPerDispatch: boolean, parts: number): Encoded[] {
+  if (parts <= 1) return [encode(gpu, list, timing, passPerDispatch)];
+  const total = list.reduce((n, c) => n + (c.k === "d" ? 1 : 0), 0), per = Math.ceil(total / parts);
+  const out: Encoded[] = [];
+  let from = 0, seen = 0;
+  for (let i = 0; i < list.length; i++) {
+    if (list[i].k !== "d") continue;
+    if (++seen % per === 0 && seen < total) {
+      out.push(encode(gpu, list.slice(from, i + 1), timing, passPerDispatch));
+      from = i + 1;
+    }
+  }
+  out.push(encode(gpu, list.slice(from), timing, passPerDispatch));
+  return out;
+}

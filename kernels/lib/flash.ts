@@ -9,11 +9,12 @@
 // parts and the products hi*hi + hi*lo + lo*hi are accumulated in f32, which keeps ~21 bits of each operand:
 // the result matches the f32 kernel to ~1e-6 relative at three times the tensor work (cheap here). Without it
 // Q, K, P and V are rounded once to f16 (~1e-3 relative), as an f16 SDPA kernel computes.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import type { AttentionShape } from "./attention.ts";
 import { gridFor, wgIndex } from "./common.ts";
+import { f16Parts, mmaSplit, quadRowSums } from "./flash_frag.ts";
 
 /** Whether the MMA prefill attention takes this shape on this target. */
 export function flashFits(caps: Caps, s: AttentionShape): boolean {
@@ -70,25 +71,6 @@ export function flashAttention(caps: Caps, s: AttentionShape & { split?: boolean
   const first = share ? b.let(sp.mul(share).min(end), "u32", "first") : u32(0);
   const stop = share ? b.let(first.add(share).min(end), "u32", "stop") : end;
 
-  /** f32 pair -> hi (and lo) f16 words. */
-  const words = (x0: Val, x1: Val): Val[] => {
-    const hi = b.let(b.pack2("f16", x0, x1), "u32", "hw");
-    if (!split) return [hi];
-    const lo = b.pack2("f16", x0.sub(un("f16bits", hi.and(0xffff))), x1.sub(un("f16bits", hi.shr(16))));
-    return [hi, b.let(lo, "u32", "lw")];
-  };
-  /** acc + A B over the split parts: hi*hi, then hi*lo and lo*hi where present (a fixed order). */
-  const mmaSplit = (A: Val[][], B: Val[][], c: Val[]): Val[] => {
-    let acc = c;
-    if (A.length > 1) acc = b.mma("f16", A[1], B[0], acc);
-    if (B.length > 1) acc = b.mma("f16", A[0], B[1], acc);
-    return b.mma("f16", A[0], B[0], acc);
-  };
-  /** [part][word] from per-word f32 pairs. */
-  const parts = (pairs: [Val, Val][]): Val[][] => {
-    const ws = pairs.map(([x0, x1]) => words(x0, x1));
-    return ws[0].map((_, p) => ws.map((w) => w[p]));
-  };
 
   // Q fragments (scaled), rows r0 / r1 clamped into the chunk: per k-step of 16 dims, words (r0, lo k),
   // (r1, lo k), (r0, hi k), (r1, hi k).
@@ -101,7 +83,7 @@ export function flashAttention(caps: Caps, s: AttentionShape & { split?: boolean
       const [x0, x1] = b.loadv(q, at(r, o), 2);
       return [x0.mul(scale), x1.mul(scale)];
     };
-    qa.push(parts([pair(0, 0), pair(1, 0), pair(0, 8), pair(1, 8)]));
+    qa.push(f16Parts(b, split, [pair(0, 0), pair(1, 0), pair(0, 8), pair(1, 8)]));
   }
 
   const m = [b.let(f32(-Infinity), "f32", "m"), b.let(f32(-Infinity), "f32", "m")];
@@ -122,8 +104,8 @@ export function flashAttention(caps: Caps, s: AttentionShape & { split?: boolean
           const [x0, x1] = b.loadv(K, at(o2), 2);
           return [x0, x1];
         };
-        const kw = kv === "f16" ? [[b.load(K, at(0).shr(1), "u32"), b.load(K, at(8).shr(1), "u32")]] : parts([pair(0), pair(8)]);
-        acc = mmaSplit(qa[st], kw, acc);
+        const kw = kv === "f16" ? [[b.load(K, at(0).shr(1), "u32"), b.load(K, at(8).shr(1), "u32")]] : f16Parts(b, split, [pair(0), pair(8)]);
+        acc = mmaSplit(b, qa[st], kw, acc);
       }
       // causal mask: column position p0 + 8j + 2t + c against row position qp[row]
       sc.push(acc.map((v, e) => {
@@ -151,7 +133,7 @@ export function flashAttention(caps: Caps, s: AttentionShape & { split?: boolean
       b.set(m[rr], mn);
     }
     // P as the A operand: (row g, k 2t..) = tile 0, (row g+8, k 2t..), (row g, k 2t+8..) = tile 1, (row g+8, ..)
-    const pa = parts([[pe[0][0], pe[0][1]], [pe[1][0], pe[1][1]], [pe[0][2], pe[0][3]], [pe[1][2], pe[1][3]]]);
+    const pa = f16Parts(b, split, [[pe[0][0], pe[0][1]], [pe[1][0], pe[1][1]], [pe[0][2], pe[0][3]], [pe[1][2], pe[1][3]]]);
     // V rows past `stop` may be unwritten (maybe NaN): zero them, since 0 * NaN would poison the sum
     const vat = [0, 1, 8, 9].map((d) => b.let(p0.add(t.mul(2)).add(d), "u32", "vp"));
     const vok = vat.map((p) => b.let(p.lt(stop), "bool", "vok"));
@@ -159,18 +141,14 @@ export function flashAttention(caps: Caps, s: AttentionShape & { split?: boolean
     for (let dn = 0; dn < dt; dn++) {
       const col = b.let(g.add(8 * dn), "u32", "vc");
       const vv = vrow.map((r, i) => vok[i].select(b.load(V, r.add(col)), f32(0)));
-      const vb = parts([[vv[0], vv[1]], [vv[2], vv[3]]]);
+      const vb = f16Parts(b, split, [[vv[0], vv[1]], [vv[2], vv[3]]]);
       const c = o[dn].map((x, e) => x.mul(corr[e >> 1]));
-      mmaSplit(pa, vb, c).forEach((v, e) => b.set(o[dn][e], v));
+      mmaSplit(b, pa, vb, c).forEach((v, e) => b.set(o[dn][e], v));
     }
   });
 
   // finish: row sums over the quad, O / l, rows inside the chunk
-  const lt = l.map((x) => {
-    let v = x;
-    for (const off of [1, 2]) v = b.let(v.add(b.shuffle("xor", v, off)), "f32", "lt");
-    return v;
-  });
+  const lt = quadRowSums(b, l);
   for (let rr = 0; rr < 2; rr++) {
     const r = rr ? r1 : r0;
     b.if(r.lt(rows), () => {

@@ -17,6 +17,7 @@ import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import type { AttentionShape } from "./attention.ts";
 import { gridFor, wgIndex } from "./common.ts";
+import { f16Parts, f16Words, mmaSplit, quadRowSums } from "./flash_frag.ts";
 
 export interface FlashStagedShape extends AttentionShape {
   /** Operands as hi + lo f16 parts (three MMAs a product); default true. */
@@ -161,25 +162,6 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
     }
   };
 
-  /** f32 pair -> hi (and lo) f16 words. */
-  const words = (x0: Val, x1: Val): Val[] => {
-    const hi = b.let(b.pack2("f16", x0, x1), "u32", "hw");
-    if (!split) return [hi];
-    const lo = b.pack2("f16", x0.sub(un("f16bits", hi.and(0xffff))), x1.sub(un("f16bits", hi.shr(16))));
-    return [hi, b.let(lo, "u32", "lw")];
-  };
-  /** [part][word] from per-word f32 pairs. */
-  const partsOf = (pairs: [Val, Val][]): Val[][] => {
-    const ws = pairs.map(([x0, x1]) => words(x0, x1));
-    return ws[0].map((_, p) => ws.map((w) => w[p]));
-  };
-  /** acc + A B over the split parts: lo*hi, hi*lo, then hi*hi (flash.ts's order). */
-  const mmaSplit = (A: Val[][], B: Val[][], c: Val[]): Val[] => {
-    let acc = c;
-    if (A.length > 1) acc = b.mma("f16", A[1], B[0], acc);
-    if (B.length > 1) acc = b.mma("f16", A[0], B[1], acc);
-    return b.mma("f16", A[0], B[0], acc);
-  };
 
   // Q (scaled) as hi/lo halves in shared memory, this warp's 16 rows x hd per part, rows clamped into the
   // chunk; its A fragments come back by ldmatrix per 16-dim step (registers stay free for S and O).
@@ -191,7 +173,7 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
     const row = b.let(id.div(rowW), "u32", "qr"), wd = b.let(id.mod(rowW), "u32", "qw");
     const at = b.let(w0.add(row).min(rows - 1).mul(heads).add(h).mul(hd).add(wd.shl(1)), "u32", "qa");
     const [x0, x1] = b.loadv(q, at, 2);
-    const ws = words(x0.mul(scale), x1.mul(scale));
+    const ws = f16Words(b, split, x0.mul(scale), x1.mul(scale));
     const so = b.let(qBase.add(row.mul(rowW)).add(wd.shr(2).xor(row.and(7)).shl(2)).add(wd.and(3)), "u32", "qo");
     ws.forEach((w, p) => b.sstore(sm, so.add(p * qW), w));
   }
@@ -234,7 +216,7 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
           const kb = Array.from({ length: parts }, (_, p) =>
             b.ldmatrix(sm, rs.add(p * region + 16 * jj * rowW).add(kRow).add(kKey.xor(2 * st).shl(2)), 4));
           for (const [j, lo] of [[2 * jj, 0], [2 * jj + 1, 2]]) {
-            sc[j] = mmaSplit(qf, kb.map((w) => [w[lo], w[lo + 1]]), sc[j]);
+            sc[j] = mmaSplit(b, qf, kb.map((w) => [w[lo], w[lo + 1]]), sc[j]);
           }
         }
       }
@@ -264,12 +246,12 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
       // O += P V per 16 positions: P from S's layout as the A operand, V's B fragments by ldmatrix.trans
       for (let kk = 0; kk < bkv / 16; kk++) {
         const j0 = 2 * kk, j1 = 2 * kk + 1; // n tiles of positions 16kk..+7, +8..+15: pe[row] index 2j + c
-        const pa = partsOf([[pe[0][2 * j0], pe[0][2 * j0 + 1]], [pe[1][2 * j0], pe[1][2 * j0 + 1]], [pe[0][2 * j1], pe[0][2 * j1 + 1]], [pe[1][2 * j1], pe[1][2 * j1 + 1]]]);
+        const pa = f16Parts(b, split, [[pe[0][2 * j0], pe[0][2 * j0 + 1]], [pe[1][2 * j0], pe[1][2 * j0 + 1]], [pe[0][2 * j1], pe[0][2 * j1 + 1]], [pe[1][2 * j1], pe[1][2 * j1 + 1]]]);
         for (let dp = 0; dp < dt / 2; dp++) {
           const vb = Array.from({ length: parts }, (_, p) =>
             b.ldmatrix(sm, rs.add((parts + p) * region + 16 * kk * rowW).add(vRow).add(vKey.xor(2 * dp).shl(2)), 4, true));
           for (const [dn, lo] of [[2 * dp, 0], [2 * dp + 1, 2]]) {
-            mmaSplit(pa, vb.map((w) => [w[lo], w[lo + 1]]), o[dn]).forEach((v, e) => b.set(o[dn][e], v));
+            mmaSplit(b, pa, vb.map((w) => [w[lo], w[lo + 1]]), o[dn]).forEach((v, e) => b.set(o[dn][e], v));
           }
         }
       }
@@ -278,11 +260,7 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
   });
 
   // finish: row sums over the quad, O / l, rows inside the chunk
-  const lt = l.map((x) => {
-    let v = x;
-    for (const off of [1, 2]) v = b.let(v.add(b.shuffle("xor", v, off)), "f32", "lt");
-    return v;
-  });
+  const lt = quadRowSums(b, l);
   for (let rr = 0; rr < 2; rr++) {
     const r = rr ? r1 : r0;
     b.if(r.lt(rows), () => {

@@ -2,8 +2,14 @@
 // Registers are never reused; ptxas does the allocation. Every value lives in a register of one of these
 // classes: f32 (%f), f16 bits (%h, .b16), 32-bit integers (%r, .b32), predicates (%p), 64-bit addresses
 // (%rd) and f64 (%fd, only inside pow).
+import type { CType } from "../../ir.ts";
 
 export type RegClass = "f" | "h" | "r" | "p" | "rd" | "fd";
+
+/** The register class, the move and the type suffix of each IR scalar type. */
+export const RC: Record<CType, RegClass> = { f32: "f", f16: "h", i32: "r", u32: "r", bool: "p" };
+export const MOV: Record<CType, string> = { f32: "mov.f32", f16: "mov.b16", i32: "mov.b32", u32: "mov.b32", bool: "mov.pred" };
+export const SUF: Record<CType, string> = { f32: "f32", f16: "f16", i32: "s32", u32: "u32", bool: "pred" };
 
 const DECL: Record<RegClass, string> = { f: ".f32", h: ".b16", r: ".b32", p: ".pred", rd: ".b64", fd: ".f64" };
 

@@ -13,13 +13,15 @@
 //
 // Subgroups are warps (32 lanes, formed from the linear invocation index). Subgroup ops must be reached by
 // every existing lane of a warp (warp-uniform control flow, as in CUDA); when the workgroup size is not a
-// multiple of 32 the last warp is partial and its member mask is computed in the prologue.
+// multiple of 32 the last warp is partial and its member mask is computed in the prologue. The subgroup ops
+// themselves are warp.ts; global loads and stores memory.ts; the math routines math.ts.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
 import { KernelError } from "../../ir.ts";
 import { f32ToF16 } from "../../../graph/half.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
-import { Asm, b32imm, f32imm, type RegClass } from "./asm.ts";
+import { Asm, b32imm, f32imm, MOV, RC, SUF } from "./asm.ts";
+import { Warps } from "./warp.ts";
 import * as math from "../../decomp/math.ts";
 import { PtxMath } from "./math.ts";
 import { decompose } from "../../decomp/mod.ts";
@@ -61,9 +63,6 @@ export interface PtxModule {
 
 const STATIC_SHARED_LIMIT = 48 * 1024;
 
-const RC: Record<CType, RegClass> = { f32: "f", f16: "h", i32: "r", u32: "r", bool: "p" };
-const MOV: Record<CType, string> = { f32: "mov.f32", f16: "mov.b16", i32: "mov.b32", u32: "mov.b32", bool: "mov.pred" };
-const SUF: Record<CType, string> = { f32: "f32", f16: "f16", i32: "s32", u32: "u32", bool: "pred" };
 const SHARED_SIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 1 };
 const isFloat = (t: CType) => t === "f32" || t === "f16";
 
@@ -79,6 +78,7 @@ class Lowering {
   readonly a = new Asm();
   readonly m: PtxMath;
   private readonly mem = new GlobalMemory(this);
+  private readonly warps = new Warps(this);
   private readonly vars = new Map<string, { reg: string; t: CType }>();
   private memo = new Map<Expr, string>();
   readonly bases: string[] = [];
@@ -86,9 +86,6 @@ class Lowering {
   private readonly smem = new Map<Shared, number>(); // byte offset of each array in the shared block
   private smemBase = "";
   private fault = "";
-  /** Warp member mask and shfl clamp operand (immediates for full warps, registers for a partial last warp). */
-  private warpMask = "0xFFFFFFFF";
-  private warpClamp = "31";
   readonly total: number;
   readonly sharedBytes: number;
 
@@ -156,8 +153,8 @@ class Lowering {
       // Lanes of the last, partial warp: n = min(32, total - warp base); mask = (1 << n) - 1 (shl by 32 is 0 in PTX).
       const base = a.to("r", "and.b32", linear(), "-32");
       const n = a.to("r", "min.u32", a.to("r", "sub.s32", String(this.total), base), "32");
-      this.warpMask = a.to("r", "add.s32", a.to("r", "shl.b32", "1", n), "-1");
-      this.warpClamp = a.to("r", "add.s32", n, "-1");
+      this.warps.mask = a.to("r", "add.s32", a.to("r", "shl.b32", "1", n), "-1");
+      this.warps.clamp = a.to("r", "add.s32", n, "-1");
     }
   }
 
@@ -240,8 +237,8 @@ class Lowering {
           default: return a.to("r", "ld.shared.b32", addr);
         }
       }
-      case "subgroup": return this.subgroup(e.op, e.t, this.ex(e.a));
-      case "shuffle": return this.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
+      case "subgroup": return this.warps.reduce(e.op, e.t, this.ex(e.a));
+      case "shuffle": return this.warps.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
       case "pack2": // the first source lands in the upper half
         return a.to("r", `cvt.rn.${e.ab}x2.f32`, this.reg("f32", this.ex(e.b)), this.reg("f32", this.ex(e.a)));
     }
@@ -422,82 +419,6 @@ class Lowering {
       case "bool": return this.a.op(`st.shared.u8 ${addr}, ${this.a.to("r", "selp.u32", "1", "0", x)}`);
       default: return this.a.op(`st.shared.b32 ${addr}, ${x}`);
     }
-  }
-
-  // ---- subgroups -------------------------------------------------------------------------------------
-
-  private get fullWarps(): boolean {
-    return this.total % 32 === 0;
-  }
-  /** A 32-bit register carrying a value of type t through shfl. */
-  private to32(x: string, t: CType): string {
-    if (t === "f16") return this.a.to("r", "mov.b32", `{${x}, ${x}}`);
-    if (t === "bool") return this.a.to("r", "selp.u32", "1", "0", x);
-    return x;
-  }
-  private from32(x: string, t: CType): string {
-    const a = this.a;
-    if (t === "f16") {
-      const lo = a.reg("h"), hi = a.reg("h");
-      a.op(`mov.b32 {${lo}, ${hi}}, ${x}`);
-      return lo;
-    }
-    if (t === "bool") return a.to("p", "setp.ne.u32", x, "0");
-    return x;
-  }
-  private combine(op: string, t: CType, x: string, y: string, pred = ""): string {
-    const a = this.a;
-    const d = a.reg(RC[t]);
-    const opc = t === "f32" || t === "f16"
-      ? op === "add" ? `add.rn.${t}` : `${op}.NaN.${t}`
-      : op === "add" ? "add.s32" : `${op}.${SUF[t]}`;
-    if (pred) {
-      a.op(`${MOV[t]} ${d}, ${x}`);
-      a.op(`@${pred} ${opc} ${d}, ${d}, ${y}`);
-    } else a.op(`${opc} ${d}, ${x}, ${y}`);
-    return d;
-  }
-
-  private subgroup(op: string, t: CType, x: string): string {
-    const a = this.a;
-    if (t === "bool") throw new KernelError(`${this.k.name}: subgroup ${op} of bool (decomp/mod.ts rewrites it to u32)`);
-    if (this.fullWarps) {
-      if (t === "i32" || t === "u32") {
-        const ty = op === "add" ? "u32" : SUF[t];
-        return a.to("r", `redux.sync.${op}.${ty}`, x, "-1");
-      }
-      let acc = x;
-      const rc = t === "f32" ? "f" : "r";
-      for (const k of [16, 8, 4, 2, 1]) {
-        const other = this.from32(a.to(rc, "shfl.sync.bfly.b32", this.to32(acc, t), String(k), "31", "-1"), t);
-        acc = this.combine(op, t, acc, other);
-      }
-      return acc;
-    }
-    // A partial warp: fold down into lane 0 (a partner past the warp's end contributes nothing), then broadcast.
-    let acc = x;
-    for (const k of [16, 8, 4, 2, 1]) {
-      const got = a.reg(t === "f32" ? "f" : "r"), p = a.reg("p");
-      a.op(`shfl.sync.down.b32 ${got}|${p}, ${this.to32(acc, t)}, ${k}, ${this.warpClamp}, ${this.warpMask}`);
-      acc = this.combine(op, t, acc, this.from32(got, t), p);
-    }
-    return this.from32(a.to(t === "f32" ? "f" : "r", "shfl.sync.idx.b32", this.to32(acc, t), "0", this.warpClamp, this.warpMask), t);
-  }
-
-  private shuffle(mode: string, t: CType, x: string, lane: Expr): string {
-    const a = this.a;
-    if (lane.k === "const" && (lane.v >>> 0) >= 32) return x; // every source lane is outside the warp
-    const l = lane.k === "const" ? String(lane.v) : this.reg("u32", this.ex(lane));
-    const m = { xor: "bfly", idx: "idx", down: "down" }[mode as "xor"];
-    const got = a.to(t === "f32" ? "f" : "r", `shfl.sync.${m}.b32`, this.to32(x, t), l, this.warpClamp, this.warpMask);
-    const v = this.from32(got, t);
-    if (lane.k === "const") return v;
-    // PTX reads only the low 5 bits of the lane operand; a lane argument >= 32 names no lane: own value.
-    const inRange = a.to("p", "setp.lt.u32", l, "32");
-    if (t === "bool") {
-      return a.to("p", "or.pred", a.to("p", "and.pred", inRange, v), a.to("p", "and.pred", a.to("p", "not.pred", inRange), x));
-    }
-    return a.to(RC[t], `selp.${t === "f32" ? "f32" : t === "f16" ? "b16" : "b32"}`, v, x, inRange);
   }
 
   // ---- statements ------------------------------------------------------------------------------------

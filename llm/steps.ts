@@ -1,0 +1,173 @@
+// The step entries a Driver runs and the step itself. An entry is keyed by (program, step shape, sampling suffix,
+// carried inputs) and added (compiled) the first time it is asked for; a step writes the slots, replays the
+// entry and reads the sampled token back; a prompt runs as chunks of the prepared prefill row counts, widest
+// first. Also the planning of those counts (prefillDefault) and of what sizes the context (contextRequest).
+import type { EntryId, Executor } from "../backends/executor.ts";
+import type { Caps } from "../kernels/target.ts";
+import { tiledAuto } from "../kernels/lower.ts";
+import { LlmError } from "./errors.ts";
+import type { ModelHandle } from "./model.ts";
+import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "./sampling.ts";
+import type { ContextRequest } from "./validate.ts";
+import type { RowInputs } from "./vision.ts";
+import { SLOTS } from "./families/common.ts";
+import type { DriverOptions } from "./options.ts";
+
+/** A step that samples (decode, prefill chunks) or one that outputs the final hidden rows (encode). */
+export type StepKind = "step" | "hidden";
+
+/** A sampled token as the driver reads it back. */
+export interface Next {
+  token: number;
+  nonFinite: boolean;
+  logprobs?: RowLogprobs;
+}
+
+/** The entries of one model on one executor at one KV capacity, and the steps that run them. */
+export class Steps {
+  private readonly entries = new Map<string, EntryId>();
+  /** The sampler's slots (one row), rewritten every step. */
+  private readonly sampling: SamplerSlots;
+
+  /**
+   * `prefillRows`: the prompt chunk row counts, widest first (1 is implied); `guard` throws where the model
+   * cannot run a step entry (an encoder).
+   */
+  constructor(
+    readonly model: ModelHandle,
+    readonly exec: Executor,
+    readonly ctx: number,
+    readonly prefillRows: number[],
+    private readonly guard: () => void,
+  ) {
+    // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
+    this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
+  }
+
+  /** The entry key of a step shape. */
+  private key(kind: StepKind, rows: number, full: boolean, inputs: boolean): string {
+    const tail = kind === "step" ? (full ? "sampler+full" : "sampler") : "hidden";
+    return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${tail}${inputs ? ":input_rows" : ""}`;
+  }
+
+  /**
+   * The entry of a step shape, added (compiled) the first time. `full` adds the whole sampler (logits_process
+   * with token counts in State, logprobs): a generation that asks for none of it runs the plain draw, which
+   * is ~5% faster per step at the 1B shape (bench/sampler.ts) and uploads less per step.
+   */
+  entry(kind: StepKind, rows: number, full = false, inputs = false): EntryId {
+    this.guard();
+    const key = this.key(kind, rows, full, inputs);
+    let id = this.entries.get(key);
+    if (id !== undefined) return id;
+    // A step that takes rows by value (an image's, generateWithInputs' rows) is its own entry (open prepares it for a VLM).
+    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs }, { dtypeOf: this.dtypeOf });
+    if (kind === "step") {
+      // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
+      // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
+      // 256-row chunk would otherwise spend a quarter of a 1B model's prefill on logits nobody reads).
+      const lm = tracer.nodes[logits.id];
+      const x = lm.op === "matmul" ? tracer.nodes[lm.inputs[0]] : undefined;
+      const last = rows === 1 ? logits
+        : x && x.shape.length === 2 && x.shape[0] === rows
+        ? tracer.label(tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]), "logits.last")
+        : tracer.slice(logits, 0, rows - 1, rows);
+      // Token counts live in device State (one counts row); each step writes the words of its input tokens
+      // (run below): a prefill chunk's prompt marks, a decode step's input token (the previous draw) counted.
+      // One scatter planned in place, where counting on the device took a dozen small kernels and three copies
+      // of the State per step.
+      appendSampler(tracer, last, full ? { process: { entries: this.sampling.entries, rows: { rows: 1, writes: rows } }, logprobs: true } : {});
+    } else {
+      tracer.output("hidden", hidden);
+    }
+    id = this.exec.addEntry(key, tracer.build());
+    this.entries.set(key, id);
+    return id;
+  }
+
+  private readonly dtypeOf = (role: { role: string; layer?: number }) => {
+    const name = this.model.map.get(role.layer === undefined ? role.role : `${role.role}@${role.layer}`);
+    const info = name === undefined ? undefined : this.model.store.info(name);
+    if (!info) throw new LlmError(`model has no tensor for ${role.role}${role.layer === undefined ? "" : ` of layer ${role.layer}`}`);
+    return info.dtype;
+  };
+
+  /** Runs prompt ids through the prepared shapes from position 0; returns the token sampled after the last. */
+  async prefill(ids: number[], sampler: SamplerParams, ctx: RowContext, full: boolean, given?: RowInputs): Promise<Next> {
+    let pos = 0;
+    let last: Next = { token: -1, nonFinite: false };
+    const D = this.model.config.dim;
+    while (pos < ids.length) {
+      const left = ids.length - pos;
+      const rows = this.prefillRows.find((r) => r <= left) ?? 1;
+      const use = given?.use.subarray(pos, pos + rows);
+      const byValue = use !== undefined && use.some((u) => u === 1);
+      const id = this.entry("step", rows, full, byValue);
+      const extra = byValue ? { [SLOTS.inputRows]: given!.rows.subarray(pos * D, (pos + rows) * D), [SLOTS.inputUse]: use } : undefined;
+      // every chunk writes its tokens' prompt marks; only the last one's draw is a generated token
+      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, extra);
+      pos += rows;
+    }
+    return last;
+  }
+
+  /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
+  async run(
+    id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, extra?: Record<string, ArrayBufferView>,
+  ): Promise<Next> {
+    // The draw's counter is the position it samples at: a seeded generation repeats exactly.
+    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, countsRow: 0 });
+    // The counts row's words of this step's tokens, from the history (which already holds a decode step's
+    // input token): the State was zeroed when the generation began, and every token it holds came in as one.
+    const h = ctx.history;
+    const at = Int32Array.from(tokens, (t) => (h ? t : this.model.config.vocab));
+    const value = Uint32Array.from(tokens, (t) => (h ? countWord(h, t) : 0));
+    const r = await this.exec.step(id, {
+      token: Int32Array.from(tokens),
+      pos: new Int32Array([pos]),
+      ...this.sampling.uploads(), // the mask slot only for a constrained row
+      [COUNT_AT_SLOT]: at,
+      [COUNT_VALUE_SLOT]: value,
+      ...extra,
+    });
+    const s = readSample(r.outputs, undefined, this.sampling.words);
+    return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1, logprobs: s.logprobs?.[0] };
+  }
+}
+
+/**
+ * Prefill chunk rows: wide chunks where matmuls run on tensor-core tiles (kernels/lib/mma_matmul.ts: a chunk of
+ * 512 rows reads each weight once for 512 tokens; on the H200 a 2048-token prompt of the 1B took 56.6 ms in
+ * 512-row chunks, 64.9 ms in 256-row ones) or on the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts,
+ * GPU targets without MMA: a 512-token prompt of the 1B on Vulkan on the H200 took 58 ms in one 512-row chunk,
+ * 175 ms in 32-row chunks), the FMA kernel's sizes elsewhere (the JS device). With shared-memory staging
+ * (kernels/lib/mma_staged.ts, flash_staged.ts) 2048-row chunks first: the 1B's 2048-token prompt took 38.8 ms in
+ * one 2048-row chunk, 65.8 ms in 512-row ones (H200, session 6: the staged matmul reaches its speed at 2048 rows).
+ */
+export function prefillDefault(caps: Caps): number[] {
+  return caps.mma ? (caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8]) : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
+}
+
+/**
+ * What sizes the context on the device, for checkContext: f32 K and V of every layer per position, plus the
+ * attention scores of the widest prefill chunk (rows x heads per position, counted twice for the softmax).
+ */
+export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
+  const c = model.config;
+  // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
+  // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
+  const caps = exec.targetSet().caps;
+  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(caps)).map((r) => caps.mma && r >= 16 ? Math.min(r, 32) : r));
+  let fixed = 0;
+  for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
+  return {
+    requested: opts.ctx,
+    trained: model.contextLength,
+    trainedKey: model.format === "gguf" ? `${model.arch}.context_length` : "config.json max_position_embeddings",
+    allowLonger: opts.allowLongContext,
+    bytesPerPosition: 2 * c.layers * c.kvHeads * c.headDim * 4 + 2 * rows * c.heads * 4,
+    bufferBytesPerPosition: c.kvHeads * c.headDim * 4,
+    fixedBytes: fixed,
+    target: exec.targetSet(),
+  };
+}
