@@ -15,7 +15,6 @@
 // flips over the 8 files, the widest at a gap of 0.061).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import process from "node:process";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
