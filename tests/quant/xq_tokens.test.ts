@@ -3,7 +3,8 @@
 // it for q4_k_m (q4_k, q6_k), q5_k_m (q5_k, q6_k), q6_k, q8_0 and q4_0, and with every matrix of one type for
 // q4_1, q5_0 and q5_1 (no llama-quantize file type gives those but as fallbacks: stories260K's, in
 // tests/quant/tier3.test.ts), generates llama.cpp's greedy tokens (node-llama-cpp on the CPU, reading the same
-// file) in poot on the JS device with --quantized-x on (every one of those gemvs on int8 x).
+// file) in poot with --quantized-x on (every one of those gemvs on int8 x) on js, vulkan and ptx where present
+// (POOT_BACKENDS selects).
 //
 // Rule: both round the activations to int8 before the dot, poot per 16 or 32 values, llama.cpp per 32 (q8_0/q8_1)
 // or 256 (q8_K), so neither computes the f32 math: a sequence may part from llama.cpp's on the same file only at
@@ -21,7 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
-import { JsDevice } from "../../backends/js/device.ts";
+import { openDevice, selectedBackends } from "../devices/index.ts";
 import { convertHF } from "../../llm/formats/convert.ts";
 import { quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
@@ -60,76 +61,89 @@ function retyped(src: string, out: string, t: BlockDType): void {
   }
 }
 
-test(`quantized x on js: poot equals llama.cpp on the wide llama as ${FILES.join(", ")}`, { skip, timeout: 600_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "poot-xq-t3-"));
+const dir = mkdtempSync(join(tmpdir(), "poot-xq-t3-"));
+(globalThis as { process?: { on(e: string, f: () => void): void } }).process?.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+const paths: Record<string, string> = {};
+/** llama.cpp's runs per file, and per file + ".f32" of its exact f32 dequantization. */
+const ref: Record<string, Run[]> = {};
+
+test(`the wide llama as ${FILES.join(", ")}, and llama.cpp's tokens for each`, { skip, timeout: 600_000 }, () => {
+  wideLlama(join(dir, "hf"));
+  const m = loadModel(join(dir, "hf"));
   try {
-    wideLlama(join(dir, "hf"));
-    const m = loadModel(join(dir, "hf"));
-    const paths: Record<string, string> = {};
+    const c = convertHF(m);
+    quantizeToGGUF(c.store, c.metadata, join(dir, "f32.gguf"), "f32");
+    for (const ft of FILES) {
+      paths[ft] = join(dir, `${ft}.gguf`);
+      if (ft === "q4_1" || ft === "q5_0" || ft === "q5_1") retyped(join(dir, "f32.gguf"), paths[ft], ft);
+      else quantizeToGGUF(c.store, c.metadata, paths[ft], ft);
+      paths[`${ft}.f32`] = `${paths[ft]}.f32`;
+      dequantizedCopy(paths[ft], paths[`${ft}.f32`]);
+    }
+  } finally {
+    m.close();
+  }
+  const exp = expected("llama"), seqs = [...exp.prompts, ...exp.chats].map((s) => s.ids);
+  const common = { tokens: 48, ctx: 128, ignoreEog: true, threads: 1 };
+  const MARGINS = `${root}tests/quant/llamacpp-margins.mjs`;
+  const store = openStore(`${root}tests/quant/llamacpp_xq.json`);
+  const jobs: Job<{ runs: Run[] }>[] = FILES.flatMap((ft) => [ft, `${ft}.f32`]).map((n) => ({ name: n, key: jobKey(MARGINS, [paths[n]], { seqs, texts: [], ...common }) }));
+  resolve(store, jobs, (missing) => {
+    const todo = missing.map((j) => ({ model: paths[j.name], seqs, texts: [] }));
+    const r = spawnSync("node", [MARGINS], { input: JSON.stringify({ jobs: todo, ...common }), encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26 });
+    assert.equal(r.status, 0, `llama.cpp failed: ${r.stderr}`);
+    return JSON.parse(r.stdout);
+  });
+  const note = staleNote(store, "tests/quant/xq_tokens.test.ts");
+  if (note) console.log(note);
+  for (const j of jobs) ref[j.name] = j.out!.runs;
+});
+
+for (const backend of (["js", "vulkan", "ptx"] as const).filter((b) => selectedBackends().includes(b))) {
+  const dev = await openDevice(backend);
+  const off = skip || (typeof dev === "string" ? dev : false);
+  test(`quantized x on ${backend}: poot equals llama.cpp on the wide llama as ${FILES.join(", ")}`, { skip: off, timeout: 600_000 }, async () => {
+    if (typeof dev === "string") return;
+    const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
     try {
-      const c = convertHF(m);
-      quantizeToGGUF(c.store, c.metadata, join(dir, "f32.gguf"), "f32");
       for (const ft of FILES) {
-        paths[ft] = join(dir, `${ft}.gguf`);
-        if (ft === "q4_1" || ft === "q5_0" || ft === "q5_1") retyped(join(dir, "f32.gguf"), paths[ft], ft);
-        else quantizeToGGUF(c.store, c.metadata, paths[ft], ft);
-        dequantizedCopy(paths[ft], `${paths[ft]}.f32`);
+        if (!ref[ft]) {
+          bad.push(`${ft}: no file / llama.cpp reference (see the first test)`);
+          continue;
+        }
+        const model = loadModel(paths[ft]);
+        const types = new Set([...model.store.tensors()].filter((t) => t.shape.length === 2).map((t) => t.dtype));
+        // every matrix type of the file has the integer path, so every decode gemv runs on int8 x
+        assert.ok([...types].every((t) => hasXq(t)), `${ft}: ${[...types]}`);
+        const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: true }), ownsDevice: false });
+        try {
+          const driver = await Driver.open(model, engine, { ctx: 128, prefill: [8] });
+          for (const [i, want] of ref[ft].entries()) {
+            const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
+            const e = ref[`${ft}.f32`][i];
+            const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
+            const tie = (r: Run, at: number) => r.margins[at] < MARGIN && got[at] === r.seconds[at];
+            const say = (r: Run, at: number, who: string) =>
+              `${ft} #${i} token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
+            const ea = part(e);
+            if (ea >= 0) (tie(e, ea) ? flips : bad).push(say(e, ea, "llama.cpp on the f32 dequantization"));
+            const at = part(want);
+            if (at < 0) continue;
+            const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
+            if (tie(want, at)) flips.push(say(want, at, "llama.cpp"));
+            else if (own >= 0 && own <= at) rounded.push(`${ft} #${i}@${at}`);
+            else bad.push(say(want, at, "llama.cpp"));
+          }
+        } finally {
+          model.close();
+          await engine.unload();
+        }
       }
     } finally {
-      m.close();
+      await dev.destroy();
     }
-    const exp = expected("llama"), seqs = [...exp.prompts, ...exp.chats].map((s) => s.ids);
-    const common = { tokens: 48, ctx: 128, ignoreEog: true, threads: 1 };
-    const MARGINS = `${root}tests/quant/llamacpp-margins.mjs`;
-    const store = openStore(`${root}tests/quant/llamacpp_xq.json`);
-    const names = FILES.flatMap((ft) => [ft, `${ft}.f32`]);
-    const jobs: Job<{ runs: Run[] }>[] = names.map((n) => ({ name: n, key: jobKey(MARGINS, [paths[n.replace(".f32", "")] + (n.endsWith(".f32") ? ".f32" : "")], { seqs, texts: [], ...common }) }));
-    resolve(store, jobs, (missing) => {
-      const todo = missing.map((j) => ({ model: paths[j.name.replace(".f32", "")] + (j.name.endsWith(".f32") ? ".f32" : ""), seqs, texts: [] }));
-      const r = spawnSync("node", [MARGINS], { input: JSON.stringify({ jobs: todo, ...common }), encoding: "utf8", timeout: 540_000, maxBuffer: 1 << 26 });
-      assert.equal(r.status, 0, `llama.cpp failed: ${r.stderr}`);
-      return JSON.parse(r.stdout);
-    });
-    const note = staleNote(store, "tests/quant/xq_tokens.test.ts");
-    if (note) console.log(note);
-    const ref = Object.fromEntries(jobs.map((j) => [j.name, j.out!.runs]));
-
-    const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
-    const dev = new JsDevice();
-    for (const ft of FILES) {
-      const model = loadModel(paths[ft]);
-      const types = new Set([...model.store.tensors()].filter((t) => t.shape.length === 2).map((t) => t.dtype));
-      // every matrix type of the file has the integer path, so every decode gemv ran on int8 x
-      assert.ok([...types].every((t) => hasXq(t)), `${ft}: ${[...types]}`);
-      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: true }), ownsDevice: false });
-      try {
-        const driver = await Driver.open(model, engine, { ctx: 128, prefill: [8] });
-        for (const [i, want] of ref[ft].entries()) {
-          const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
-          const e = ref[`${ft}.f32`][i];
-          const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
-          const tie = (r: Run, at: number, margin: number) => r.margins[at] < margin && got[at] === r.seconds[at];
-          const say = (r: Run, at: number, who: string) =>
-            `${ft} #${i} token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
-          const ea = part(e);
-          if (ea >= 0) (tie(e, ea, MARGIN) ? flips : bad).push(say(e, ea, "llama.cpp on the f32 dequantization"));
-          const at = part(want);
-          if (at < 0) continue;
-          const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
-          if (tie(want, at, MARGIN)) flips.push(say(want, at, "llama.cpp"));
-          else if (own >= 0 && own <= at) rounded.push(`${ft} #${i}@${at}`);
-          else bad.push(say(want, at, "llama.cpp"));
-        }
-      } finally {
-        model.close();
-        await engine.unload();
-      }
-    }
-    await dev.destroy();
     assert.deepEqual(bad, []);
-    if (flips.length) console.log(`near-tie flips within the rules: ${flips.join("; ")}`);
+    if (flips.length) console.log(`near-tie flips on ${backend} within the rules (${flips.length}): ${flips.join("; ")}`);
     if (rounded.length) console.log(`where llama.cpp's rounded activations left its own f32 math first (${rounded.length}): ${rounded.join(", ")}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  });
+}
