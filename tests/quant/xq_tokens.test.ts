@@ -102,11 +102,14 @@ test(`the wide llama as ${FILES.join(", ")}, and llama.cpp's tokens for each`, {
 for (const backend of (["js", "vulkan", "ptx"] as const).filter((b) => selectedBackends().includes(b))) {
   const dev = await openDevice(backend);
   const off = skip || (typeof dev === "string" ? dev : false);
-  test(`quantized x on ${backend}: poot equals llama.cpp on the wide llama as ${FILES.join(", ")}`, { skip: off, timeout: 600_000 }, async () => {
+  // Under Bun the JS device runs these several times slower than under Deno; the numerics do not depend on the
+  // runtime, so Bun's js checks the two files whose decoders the others share least (q5_k; q5_1: a min and qh).
+  const files = "Bun" in globalThis && backend === "js" ? FILES.filter((f) => f === "q5_k_m" || f === "q5_1") : FILES;
+  test(`quantized x on ${backend}: poot equals llama.cpp on the wide llama as ${files.join(", ")}`, { skip: off, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
     try {
-      for (const ft of FILES) {
+      for (const ft of files) {
         if (!ref[ft]) {
           bad.push(`${ft}: no file / llama.cpp reference (see the first test)`);
           continue;
