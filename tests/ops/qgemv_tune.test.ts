@@ -1,8 +1,8 @@
 // The quantized-x gemv (kernels/lib/gemv.ts with xq) under forced tunings the op harness's small shapes never
 // reach by default: several row units per team with a partial last team (rows 3), a lane's chunks over 2-4
 // unrolled slots with one window of loads running across them (ahead 3, 7, 8: less than, not a multiple of, and
-// equal to a slot's rows), and the loop path (a width that does not divide the chunks). Every quantized-x op
-// case on every device present, against the oracle (graph/ops/qdot.ts) within the tier-2 bound.
+// equal to a slot's rows), and the loop path (a width that does not divide the chunks). The quantized-x op
+// cases chosen below on every device present, against the oracle (graph/ops/qdot.ts) within the tier-2 bound.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Engine } from "../../backends/executor.ts";
