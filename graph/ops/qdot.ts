@@ -17,7 +17,7 @@
 //          |q_i| <= 127 for finite v)
 // Per run and weight row, with the weight's integer quants w_i and per group g its integer scale sc_g, offset o
 // and min m_g, and per block the f16 scales d and dmin:
-//   q8_0: w = qs (int8), sc = 1, o = 0;   q4_0: w = the nibble, sc = 1, o = 8;   q5_0: w = the 5-bit value, o = 16;
+//   q8_0: w = qs (int8), sc = 1, o = 0;  q4_0 / q5_0: w = the nibble / 5-bit value, sc = 1, o = 8 / 16;
 //   q4_1 / q5_1: w = the nibble / 5-bit value, sc = 1, o = 0, m = 1, dmin = −(the block's min m): the min adds;
 //   q4_k / q5_k: w = the nibble / 5-bit value, sc / m the 6-bit scale / min, o = 0;
 //   q6_k: w = the unsigned 6-bit value, o = 32, sc the int8 scale.
