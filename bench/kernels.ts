@@ -9,6 +9,7 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
+//     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's)
 // (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
 // the library's width)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
@@ -354,8 +355,11 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" } },
   });
+  const qx = values["quantized-x"];
+  if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
+  const xq: CompileOptions = qx === undefined ? {} : { quantizedX: qx === "on" };
   if (values.dtype) {
     if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
     weightDtype = values.dtype as SyntheticDtype;
@@ -377,7 +381,7 @@ async function main(args: string[]): Promise<number> {
   for (const p of positions) if (!(Number.isInteger(p) && p >= 0 && p < cap)) throw new RangeError(`--pos ${p} outside the capacity ${cap}`);
   // Variants of decode attention to compare in one run: split counts x unrolls (default: the library's).
   const attn: CompileOptions[] = list(values.splits, [0]).flatMap((sp) =>
-    list(values["attn-unroll"], [0]).map((u) => ({ ...(sp ? { attentionSplits: sp } : {}), ...(u ? { attentionUnroll: u } : {}) }))
+    list(values["attn-unroll"], [0]).map((u) => ({ ...xq, ...(sp ? { attentionSplits: sp } : {}), ...(u ? { attentionUnroll: u } : {}) }))
   );
   const only = values.only ? new RegExp(values.only) : undefined;
   const result: Record<string, unknown> = {};
@@ -419,7 +423,7 @@ async function main(args: string[]): Promise<number> {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) {
               const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), rows: rw, unroll, ...(ahead ? { ahead } : {}) };
-              const p2 = decodeProgram(shape, dev, { gemvTune: tune }, cap);
+              const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv")) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);

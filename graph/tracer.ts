@@ -244,7 +244,7 @@ export class Tracer {
   argmax(x: Tensor, axis = -1): Tensor { return this.node("argmax", [x], { axis }); }
 
   /** x[..., K] · w[N, K]ᵀ (w may be a block type), or batched [B.., M, K] · [B.., N, K]ᵀ. */
-  /** x · wᵀ; `xq`: x quantized to int8 per run and dotted in integers (q8_0/q4_k/q6_k weights; graph/ops/qdot.ts). */
+  /** x · wᵀ; `xq`: x quantized to int8 per run and dotted in integers (block weights of graph/ops/qdot.ts XQ_RUNS). */
   matmul(x: Tensor, w: Tensor, opts: { xq?: boolean } = {}): Tensor {
     return this.node("matmul", [x, w], opts.xq ? { xq: true } : {});
   }

@@ -30,10 +30,12 @@ export { MMA_MIN_ROWS, STAGED_MIN_ROWS, TILED_MIN_ROWS, tiledAuto } from "./lowe
 /** Switches for comparisons and tuning runs (bench/); the defaults are what the engine uses. */
 export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /**
-   * Batch-1 gemv units over q8_0, q4_k and q6_k weights take x quantized to int8 and dot in integers (graph/ops/qdot.ts
-   * states the arithmetic; the matmuls behave as if marked attrs.xq): default on where the target has a fast int8
-   * dot (caps.dot4: PTX sm_61+, Vulkan where the driver reports it accelerated, wgpu on a GPU adapter), off elsewhere.
-   * A matmul marked xq in the graph takes that path whatever this says.
+   * Batch-1 gemv units over block weights with an integer path (graph/ops/qdot.ts XQ_RUNS: q8_0, q4_0, q4_1, q5_0,
+   * q5_1, q4_k, q5_k, q6_k) take x quantized to int8 and dot in integers (qdot.ts states the arithmetic; the
+   * matmuls behave as if marked attrs.xq). true / false: every such unit / none. Default: on where the target has a
+   * fast int8 dot (caps.dot4: PTX sm_61+, Vulkan where the driver reports it accelerated, wgpu on a GPU adapter) for
+   * the types measured faster on PTX (kernels/lower/gemv.ts XQ_DEFAULT: q8_0, q4_k, q6_k), off elsewhere. A matmul
+   * marked xq in the graph takes that path whatever this says.
    */
   quantizedX?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */

@@ -1,35 +1,53 @@
 // The oracle of a matmul with quantized x (attrs.xq): what the decode gemv's integer path computes
 // (kernels/lib/gemv.ts, dequant.ts), the way llama.cpp's CPU and CUDA backends dot quantized weights: x is
 // quantized to int8 per run, each run dotted with the weight's integer quants exactly, and the integers combined
-// with the f32 scales. A run is the 32 (q8_0: 16) elements of one chunk of a weight block, the piece one lane of
-// the kernel decodes (XQ_RUNS: runs of a block, each its groups' element offsets in order; a group shares one
-// weight scale), so a lane quantizes the x it holds with no cross-lane step.
+// with the f32 scales. A run is the elements of one chunk of a weight block, the piece one lane of the kernel
+// decodes (XQ_RUNS: runs of a block, each its groups' element offsets in order; a group shares one weight
+// scale), so a lane quantizes the x it holds with no cross-lane step. Run sizes: 32 for q4_k, q5_k and q6_k
+// (two groups of 16 elements for q4_k/q5_k, one per 32-element sub-block; four of 8 for q6_k), 16 for q8_0
+// (one group) and for q4_0, q4_1, q5_0, q5_1 (two groups of 8: elements 8c.. and 16 + 8c.. of chunk c, one
+// byte's low and high nibble each).
 //
 // Per run of values v (x of one row at the run's elements):
-//   amax = max(max |v_i|, 2^-32) (NaN propagates);  is = fl(127 / amax);  dx = fl(amax · fl(1/127))
-//   (the floor keeps an all-zero run finite, q = 0 and dx tiny, and the device's division on its fast path)
+//   amax = max(max |v_i|, 2^-32), NaN when that is not finite;  is = fl(127 / amax);  dx = fl(amax · fl(1/127))
+//   (the floor keeps an all-zero run finite, q = 0 and dx tiny, and the device's division on its fast path; a
+//   run holding a NaN or an infinity has dx NaN, so every row it meets is NaN on every device, whatever bits
+//   its q take)
 //   q_i  = the signed low byte of bits(fl(fl(v_i · is) + 1.5·2^23))   (round half to even, as ggml's nearest_int;
 //          |q_i| <= 127 for finite v)
 // Per run and weight row, with the weight's integer quants w_i and per group g its integer scale sc_g, offset o
-// and min m_g (q8_0: w = qs, sc = 1; q4_k: w = the nibble, sc/m the 6-bit scale/min; q6_k: w = the unsigned
-// 6-bit value, o = 32, sc the int8 scale):
+// and min m_g, and per block the f16 scales d and dmin:
+//   q8_0: w = qs (int8), sc = 1, o = 0;  q4_0 / q5_0: w = the nibble / 5-bit value, sc = 1, o = 8 / 16;
+//   q4_1 / q5_1: w = the nibble / 5-bit value, sc = 1, o = 0, m = 1, dmin = −(the block's min m): the min adds;
+//   q4_k / q5_k: w = the nibble / 5-bit value, sc / m the 6-bit scale / min, o = 0;
+//   q6_k: w = the unsigned 6-bit value, o = 32, sc the int8 scale.
 //   I_g = Σ w_i·q_i,  B_g = Σ q_i  (over group g),  A = Σ_g sc_g·(I_g − o·B_g),  M = Σ_g m_g·B_g   (exact)
-//   T = fl(fl(d·dx) · A) − fl(fl(dmin·dx) · M)      (q4_k has the second term; |A|, |M| < 2^24: exact in f32)
+//   T = fl(fl(d·dx) · A) − fl(fl(dmin·dx) · M)      (the types with a min have the second term; |A|, |M| < 2^24:
+//                                                    exact in f32)
 // and the row's result is the sum of its runs' T in order (the device sums them in any order).
 //
-// Finer runs than ggml's (q8_K quantizes x per 256, q8_0 per 32): the result is closer to the f32 matmul than
-// llama.cpp's own.
+// Finer runs than ggml's (q8_K quantizes x per 256 for the K-quants, q8_0/q8_1 per 32 for the rest): the result
+// is closer to the f32 matmul than llama.cpp's own.
 import { BLOCK, type BlockDType, f16ToF32 } from "../dtype.ts";
 import { gamma, U } from "./rounding.ts";
 
 const range = <T>(n: number, f: (i: number) => T): T[] => Array.from({ length: n }, (_, i) => f(i));
+/** A 32-element block's two chunks: elements 8c.. (low nibbles of bytes 8c..) and 16 + 8c.. (their high ones). */
+const pairs32 = range(2, (c) => [0, 16].map((o) => range(8, (l) => 8 * c + o + l)));
+/** A K-quant 4/5-bit block's 8 chunks: 16 elements of sub-block 2j and the 16 beside them in sub-block 2j + 1. */
+const sub64 = range(8, (c) => [0, 32].map((o) => range(16, (l) => 64 * (c >> 1) + 16 * (c & 1) + o + l)));
 /**
  * Block types with an integer path: per run of a block (kernels/lib/dequant.ts chunk c), its groups' element
  * offsets in the block (dequant.ts chunkGroups: the same groups, at the chunk's `at`).
  */
 export const XQ_RUNS: Partial<Record<BlockDType, number[][][]>> = {
   q8_0: range(2, (c) => [range(16, (l) => 16 * c + l)]),
-  q4_k: range(8, (c) => [0, 32].map((o) => range(16, (l) => 64 * (c >> 1) + 16 * (c & 1) + o + l))),
+  q4_0: pairs32,
+  q4_1: pairs32,
+  q5_0: pairs32,
+  q5_1: pairs32,
+  q4_k: sub64,
+  q5_k: sub64,
   q6_k: range(8, (c) => [0, 32, 64, 96].map((o) => range(8, (l) => 128 * (c >> 2) + 8 * (c & 3) + o + l))),
 };
 
@@ -51,6 +69,7 @@ export function quantizeRun(v: ArrayLike<number>, idx: readonly number[], q: Int
     const x = Math.abs(v[i]);
     amax = x !== x || amax !== amax ? NaN : Math.max(amax, x);
   }
+  if (!(amax < Infinity)) amax = NaN;
   const is = fr(127 / amax);
   for (const i of idx) {
     f32[0] = fr(fr(v[i] * is) + MAGIC);
@@ -67,26 +86,50 @@ interface RowQuants {
   d: Float32Array;
   dmin: Float32Array;
   off: number;
+  /** The type has a min: T subtracts the dmin term (see the top of the file). */
+  min: boolean;
 }
 
 const half = (b: Uint8Array, o: number) => f16ToF32(b[o] | (b[o + 1] << 8));
+const OFF: Partial<Record<BlockDType, number>> = { q4_0: 8, q5_0: 16, q6_k: 32 };
+const MIN = new Set<BlockDType>(["q4_1", "q5_1", "q4_k", "q5_k"]);
 
 function rowQuants(t: BlockDType, bytes: Uint8Array, r: number, K: number): RowQuants {
   const nb = K / BLOCK[t].elems;
-  const out: RowQuants = { w: new Int32Array(K), sc: new Int32Array(K), m: new Int32Array(K), d: new Float32Array(nb), dmin: new Float32Array(nb), off: t === "q6_k" ? 32 : 0 };
+  const out: RowQuants = {
+    w: new Int32Array(K), sc: new Int32Array(K), m: new Int32Array(K), d: new Float32Array(nb), dmin: new Float32Array(nb),
+    off: OFF[t] ?? 0, min: MIN.has(t),
+  };
   for (let i = 0; i < nb; i++) {
     const o = (r * nb + i) * BLOCK[t].bytes, e0 = i * BLOCK[t].elems;
     if (t === "q8_0") {
       out.d[i] = half(bytes, o);
       for (let l = 0; l < 32; l++) out.w[e0 + l] = (bytes[o + 2 + l] << 24) >> 24, out.sc[e0 + l] = 1;
-    } else if (t === "q4_k") {
+    } else if (t === "q4_0" || t === "q4_1" || t === "q5_0" || t === "q5_1") {
+      // d, [m], [qh u32], qs[16]: element j is the low nibble of qs[j], j + 16 its high one; qh bit j / j + 16
+      // the fifth bit. The min adds: dmin = −m with m_g = 1.
+      const q5 = t === "q5_0" || t === "q5_1", m1 = t === "q4_1" || t === "q5_1";
+      out.d[i] = half(bytes, o);
+      if (m1) out.dmin[i] = -half(bytes, o + 2);
+      const h = o + (m1 ? 4 : 2), qs = h + (q5 ? 4 : 0);
+      const qh = q5 ? (bytes[h] | (bytes[h + 1] << 8) | (bytes[h + 2] << 16) | (bytes[h + 3] << 24)) >>> 0 : 0;
+      for (let j = 0; j < 16; j++) {
+        out.w[e0 + j] = (bytes[qs + j] & 15) | (((qh >>> j) & 1) << 4);
+        out.w[e0 + j + 16] = (bytes[qs + j] >> 4) | (((qh >>> (j + 16)) & 1) << 4);
+      }
+      out.sc.fill(1, e0, e0 + 32);
+      if (m1) out.m.fill(1, e0, e0 + 32);
+    } else if (t === "q4_k" || t === "q5_k") {
+      // d, dmin, scales[12], [qh[32]], qs[128]: 64 elements per 32 qs bytes (low nibbles, then high ones); qh
+      // byte l bit 2j / 2j + 1 the fifth bit of element 64j + l / 64j + 32 + l.
       out.d[i] = half(bytes, o), out.dmin[i] = half(bytes, o + 2);
-      const s = o + 4;
+      const s = o + 4, q5 = t === "q5_k", qh = o + 16;
       for (let j = 0; j < 4; j++) {
-        const q = o + 16 + 32 * j;
+        const q = o + (q5 ? 48 : 16) + 32 * j;
         for (let l = 0; l < 32; l++) {
-          out.w[e0 + 64 * j + l] = bytes[q + l] & 15;
-          out.w[e0 + 64 * j + 32 + l] = bytes[q + l] >> 4;
+          const hb = q5 ? bytes[qh + l] >> (2 * j) : 0;
+          out.w[e0 + 64 * j + l] = (bytes[q + l] & 15) | ((hb & 1) << 4);
+          out.w[e0 + 64 * j + 32 + l] = (bytes[q + l] >> 4) | ((hb & 2) << 3);
         }
       }
       for (let sb = 0; sb < 8; sb++) {
@@ -164,7 +207,7 @@ export function xqMatmul(
           Mi += w.m[g[0]] * B;
         }
         const a = fr(fr(w.d[blk] * dx[r]) * A);
-        const b = Mi ? fr(fr(w.dmin[blk] * dx[r]) * Mi) : 0;
+        const b = w.min ? fr(fr(w.dmin[blk] * dx[r]) * Mi) : 0;
         const T = fr(a - b);
         acc = fr(acc + T);
         if (!bound) return;

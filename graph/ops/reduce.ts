@@ -4,7 +4,7 @@
 import { BLOCK, type BlockDType, decodeHalf, encodeHalf, isBlock, isFloat, type Storage, storageFor } from "../dtype.ts";
 import { type Node, numel, sameShape, stridesOf } from "../ir.ts";
 import { asF32, fr, isHalf, sumOrdered, weightF32 } from "./arith.ts";
-import { hasXq, xqMatmul } from "./qdot.ts";
+import { hasXq, XQ_RUNS, xqMatmul } from "./qdot.ts";
 import { floats } from "./rounding.ts";
 import { type AccumulateOrder, arity, fail, fmt, needFloat, noBlock, normAxis, type OpRecord } from "./record.ts";
 
@@ -130,7 +130,7 @@ export const REDUCE_OPS: Record<"reduce" | "argmax" | "matmul", OpRecord> = {
       if (w.shape[w.shape.length - 1] !== K) {
         fail("shape", ref, `x ${fmt(x)} and w ${fmt(w)} disagree on K (w is [N, K])`);
       }
-      if (a.xq && (w.shape.length !== 2 || !hasXq(w.dtype))) fail("attr", ref, `xq (quantized x) needs a 2-D q8_0, q4_k or q6_k weight, got ${fmt(w)}`);
+      if (a.xq && (w.shape.length !== 2 || !hasXq(w.dtype))) fail("attr", ref, `xq (quantized x) needs a 2-D weight of ${Object.keys(XQ_RUNS).join(", ")}, got ${fmt(w)}`);
       if (w.shape.length === 2) {
         if (isBlock(w.dtype) && K % BLOCK[w.dtype].elems !== 0) fail("shape", ref, `K=${K} is not whole ${w.dtype} blocks`);
         return { dtype: "f32", shape: [...x.shape.slice(0, -1), w.shape[0]], attrs: a };

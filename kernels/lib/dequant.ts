@@ -9,7 +9,7 @@
 // the values sit at consecutive elements starting at `at + off`. Evaluated in that order (one rounding per
 // operation, no fused multiply-add) this is exactly ggml's dequantize_row_* (graph/dtype.ts, the oracle);
 // a dot product instead sums q·x per group and applies scale and bias once: scale·Σq·x + bias·Σx.
-import { type Buffer, f32, i32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import { BLOCK, type BlockDType } from "../../graph/dtype.ts";
 import { XQ_FLOOR, XQ_RUNS } from "../../graph/ops/qdot.ts";
 
@@ -180,17 +180,19 @@ export interface LoadedChunk {
 
 /**
  * A group's weights as int8x4 words (values off .. off+n-1 of the chunk in order, 4 per u32, each 0..63 or
- * -128..127) with its integer scale `sc` (i32), offset `off` (the group's Σ w·q is taken as Σ (w - off)·q) and
- * min `m` (K-quants: subtracted as dmin·m·Σq): see graph/ops/qdot.ts.
+ * -128..127) with its integer scale `sc` (i32; none: 1), offset `off` (the group's Σ w·q is taken as
+ * Σ (w - off)·q) and min `m` (i32; none: 1; counted where the chunk has a dmin, subtracted as dmin·m·Σq): see
+ * graph/ops/qdot.ts.
  */
 export interface QIntGroup {
   w: Val[];
-  sc: Val;
+  sc?: Val;
   m?: Val;
   off?: number;
 }
 export interface QIntChunk {
   d: Val;
+  /** The min's scale (K-quants: dmin; q4_1/q5_1: the negated min, which adds). */
   dmin?: Val;
   groups: QIntGroup[];
 }
@@ -217,7 +219,9 @@ export interface XRun {
  * graph/ops/qdot.ts states. The bits of fl(v·is) + 1.5·2^23 hold the rounded value in their low byte.
  */
 export function quantizeRun(b: KernelBuilder, v: Val[][]): XRun {
-  const amax = b.let(tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "amax");
+  const m = b.let(tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "xmax");
+  // A NaN or an infinity makes dx NaN (the q then depend on the device's NaN bits; every T is NaN anyway).
+  const amax = b.let(m.isfinite().select(m, f32(NaN)), "f32", "amax");
   const is = b.let(f32(127).div(amax), "f32", "is");
   const words = v.map((g) => {
     const bytes = g.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
@@ -238,11 +242,11 @@ export function chunkDotInt(b: KernelBuilder, ch: QIntChunk, r: XRun): Val {
   const A = tree(ch.groups.map((g, gi) => {
     let I = tree(g.w.map((w, j) => w.dot4(r.words[gi][j])), (a, c) => a.add(c));
     if (g.off) I = I.sub(r.sums[gi].mul(g.off));
-    return g.sc.mul(I);
+    return g.sc ? g.sc.mul(I) : I;
   }), (a, c) => a.add(c));
   let t = ch.d.mul(r.dx).mul(A.cast("f32"));
-  if (ch.dmin && ch.groups.every((g) => g.m)) {
-    const M = tree(ch.groups.map((g, gi) => g.m!.mul(r.sums[gi])), (a, c) => a.add(c));
+  if (ch.dmin) {
+    const M = tree(ch.groups.map((g, gi) => (g.m ? g.m.mul(r.sums[gi]) : r.sums[gi])), (a, c) => a.add(c));
     t = t.sub(ch.dmin.mul(r.dx).mul(M.cast("f32")));
   }
   return b.let(t, "f32", "qt");
@@ -260,6 +264,19 @@ function words32(b: KernelBuilder, W: Buffer, at16: Val, n: number): () => Val[]
 /** 16-bit words (low 16 bits meaningful) paired into u32 words. */
 const pairUp = (b: KernelBuilder, h: Val[]): Val[] =>
   Array.from({ length: h.length / 2 }, (_, i) => b.let(h[2 * i].and(0xffff).or(h[2 * i + 1].shl(16)), "u32", "qw4"));
+/**
+ * The two groups of a 32-element block's chunk (q4_0/q4_1/q5_0/q5_1) as int8x4 words: from the 8 quant bytes in
+ * u32 words `ws`, the low nibbles (elements 8c..) and the high ones (16 + 8c..), each with its fifth bit from `qh`
+ * (shifted to the chunk: bit l for element 8c + l, bit 16 + l for 16 + 8c + l), offset `off`.
+ */
+function nibbleGroups(b: KernelBuilder, ws: Val[], qh: Val | undefined, off: number): QIntGroup[] {
+  // 4 bits of h to bit 4 of each byte: h·(1 + 2^7 + 2^14 + 2^21) puts bit k at bit 8k (no carries: h < 16)
+  const fifth = (sh: number) => qh!.shr(sh).and(0xf).mul(0x00204081).and(0x01010101).shl(4);
+  const lo = ws.map((w, i) => b.let(qh ? w.and(0x0f0f0f0f).or(fifth(4 * i)) : w.and(0x0f0f0f0f), "u32", "qlo"));
+  const hi = ws.map((w, i) => b.let(qh ? w.shr(4).and(0x0f0f0f0f).or(fifth(16 + 4 * i)) : w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
+  return [{ w: lo, off }, { w: hi, off }];
+}
+
 /** A signed byte in the low 8 bits of u32 `v` (higher bits zero) as i32. */
 const sbyteI = (v: Val): Val => v.shl(24).bitcast("i32").shr(24);
 
@@ -297,17 +314,21 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
           const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
           return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
         },
-        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: [{ w: ints ? ints() : pairUp(b, ws), sc: i32(1) }] }),
+        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: [{ w: ints ? ints() : pairUp(b, ws) }] }),
       };
     }
     case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
       const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
       const q5 = t === "q5_0";
-      const ws = words(b, W, "u16", base.add(c.mul(4)).add(q5 ? 3 : 1), 4, false);
+      const at16 = base.add(c.mul(4)).add(q5 ? 3 : 1);
+      // The int path with pairs4: the quants as u32 words (words32), as q8_0's.
+      const ints = xq && pairs4 ? words32(b, W, at16, 2) : undefined;
+      const ws = ints ? [] : words(b, W, "u16", at16, 4, false);
       const qh = q5 ? b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh") : undefined;
       const at = c.mul(8);
       return {
         at,
+        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: nibbleGroups(b, ints ? ints() : pairUp(b, ws), qh, q5 ? 16 : 8) }),
         decode: () => {
           const d = b.let(half(dw, false), "f32", "d");
           if (!qh) {
@@ -333,6 +354,8 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
       const at = c.mul(8);
       return {
         at,
+        // the min adds: dmin = −m (graph/ops/qdot.ts)
+        ints: () => ({ d: b.let(half(dm, false), "f32", "d"), dmin: b.let(half(dm, true).neg(), "f32", "nm"), groups: nibbleGroups(b, ws, qh, 0) }),
         decode: () => {
           const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
           const lo: Val[] = [], hi: Val[] = [];
@@ -385,10 +408,13 @@ export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: V
           }
           return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
         },
-        ints: q5 ? undefined : () => {
+        ints: () => {
           const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
           const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j).map((v) => b.let(v.bitcast("i32"), "i32", "ksi"));
-          const lo = qs.map((w) => b.let(w.and(0x0f0f0f0f), "u32", "qlo")), hi = qs.map((w) => b.let(w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
+          // q5_k: qh byte l's bits 2j and 2j + 1 are the fifth bits of the low and the high nibble of qs byte l
+          const hb = qh?.map((w) => b.let(w.shr(j.mul(2)), "u32", "q5h"));
+          const lo = qs.map((w, i) => b.let(hb ? w.and(0x0f0f0f0f).or(hb[i].and(0x01010101).shl(4)) : w.and(0x0f0f0f0f), "u32", "qlo"));
+          const hi = qs.map((w, i) => b.let(hb ? w.shr(4).and(0x0f0f0f0f).or(hb[i].and(0x02020202).shl(3)) : w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
           return { d, dmin, groups: [{ w: lo, sc: sc0, m: m0 }, { w: hi, sc: sc1, m: m1 }] };
         },
       };

@@ -11,6 +11,14 @@ import type { LowerContext } from "../lower.ts";
 import { floatOf, itype } from "./common.ts";
 import { ropeTable } from "./rope.ts";
 
+/**
+ * The weight types whose integer path is the default on a target with an int8 dot (caps.dot4): those an H200
+ * measured faster than the f32 path (session 6: 8B q4_k_m decode 29% -> 41% of the roofline, q8_0 48% -> 60%).
+ * q4_0, q4_1, q5_0, q5_1 and q5_k have the path too (XQ_RUNS) but take it only when asked (quantizedX,
+ * --quantized-x on) until a device run measures them.
+ */
+export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_k", "q6_k"];
+
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
   const { p, nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
@@ -63,8 +71,9 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     bindings.push(bind(pp.out));
     return part;
   });
-  // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path.
-  const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? !!caps.dot4));
+  // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
+  // where the target has an int8 dot, for the types measured faster there.
+  const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
   const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, xq, tune: opts.gemvTune });
   const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
   const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);

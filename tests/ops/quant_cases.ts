@@ -2,7 +2,8 @@
 // embedding gather (bit-exact: dequantization is exact, tier-2 bound 0 for a movement of exact values), over
 // random blocks and crafted blocks with extreme scales (f16 max, the smallest subnormal, negative zero, NaN-free
 // random bytes) and all-zero blocks; the matmul (prefill batches, the batch-1 gemv unit and the batched
-// kernel's chunking past 8 rows) and a fused decode block with each type, within the tier-2 tolerance.
+// kernel's chunking past 8 rows) and a fused decode block with each type, within the tier-2 tolerance; for the
+// types with an integer path (graph/ops/qdot.ts XQ_RUNS: all of them) the same with quantized x, and NaN/Inf in x.
 import type { BlockDType, DType } from "../../graph/dtype.ts";
 import { BLOCK } from "../../graph/dtype.ts";
 import type { CaseBuilder, OpCase } from "./cases.ts";
@@ -76,6 +77,16 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
         xs[40] = 3e4;
         xs[41] = -1e-3;
         return b.done({ y: b.t.matmul(x, b.weightBytes(t, [n, kk], craftedBlocks(t, n, kk, 5 + kk)), { xq: true }) });
+      });
+      // A NaN or an infinity in x: its run's dx is NaN (graph/ops/qdot.ts), so every row is NaN on every device
+      // (not ±Inf or a finite value from whatever bits the device's NaN gives the q).
+      add(`matmul ${t} quantized x: NaN, +Inf, -Inf in x`, (b) => {
+        const xa = b.input("f32", [1, kk]), xb = b.input("f32", [1, kk]), w = b.weight(t, [n, kk]);
+        (b.slots.in0 as Float32Array)[5] = NaN;
+        const xbs = b.slots.in1 as Float32Array;
+        xbs[7] = Infinity;
+        xbs[kk - 1] = -Infinity;
+        return b.done({ nan: b.t.matmul(xa, w, { xq: true }), inf: b.t.matmul(xb, w, { xq: true }) });
       });
       // Fused units one matmul deep (a q flip is a step: through attention and a second layer of matmuls the
       // expected-mode bound says little): rmsnorm folded into q/k/v with rope and the f16 cache write, and

@@ -1,5 +1,6 @@
-// The quantized decode gemvs of the 8B shape (llama-quantize's q4_k_m and q8_0 mixes) render and assemble for
-// sm_90 on both paths: int8 x with dp4a (CompileOptions.quantizedX, the ptx default) and the f32 path. Skips
+// The quantized decode gemvs of the 8B shape (llama-quantize's q4_k_m, q8_0, q5_k_m and q4_0 mixes) render and
+// assemble for sm_90 on both paths: int8 x with dp4a (CompileOptions.quantizedX) and the f32 path; by default
+// (quantizedX unset) the int path only for the types an H200 measured (kernels/lower/gemv.ts XQ_DEFAULT). Skips
 // when ptxas is absent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -7,6 +8,7 @@ import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
+import { XQ_DEFAULT } from "../../kernels/lower/gemv.ts";
 import { familyOf } from "../../llm/registry.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
 import { SHAPES } from "../../bench/shapes.ts";
@@ -16,11 +18,13 @@ const ptxas = findPtxas();
 const skip = ptxas ? false : "ptxas not found (set PTXAS or install the CUDA toolkit)";
 const TARGET: TargetSet = { backend: "ptx", device: "sm_90 (no device)", caps: SM90_CAPS, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
 
-test("8B q4_k_m and q8_0 decode gemvs assemble for sm_90, int8 x (dp4a) and f32 paths", { skip, timeout: 300_000 }, () => {
+test("8B q4_k_m, q8_0, q5_k_m, q4_0 decode gemvs assemble for sm_90, int8 x (dp4a) and f32 paths; the default per type", { skip, timeout: 300_000 }, () => {
   const c = SHAPES["llama-3-8b"];
   const mods: PtxModule[] = [];
-  for (const dtype of ["q4_k_m", "q8_0"] as const) {
-    for (const quantizedX of [true, false]) {
+  // q5_k_m: q5_k (and q6_k) gemvs; q4_0: q4_0 (and the q6_k head). Their f32 paths: tests/quant/render.test.ts.
+  for (const dtype of ["q4_k_m", "q8_0", "q5_k_m", "q4_0"] as const) {
+    const measured = dtype === "q4_k_m" || dtype === "q8_0";
+    for (const quantizedX of measured ? [true, false, undefined] : [true, undefined]) {
       const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 256, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype }).dtypeOf });
       tracer.output("logits", logits);
       const prog = compileGraph(tracer.build(), TARGET, { quantizedX });
@@ -28,12 +32,14 @@ test("8B q4_k_m and q8_0 decode gemvs assemble for sm_90, int8 x (dp4a) and f32 
       for (const s of prog.steps) {
         if (s.k !== "kernel" || !s.kernel.name.startsWith("gemv_q") || names.has(s.kernel.name)) continue;
         names.add(s.kernel.name);
-        mods.push(renderPtx(s.kernel, { sm: 90 }));
+        if (quantizedX !== undefined) mods.push(renderPtx(s.kernel, { sm: 90 }));
       }
-      const xq = [...names].filter((n) => /^gemv_q\w+x8_/.test(n));
-      // q4_k_m: q4_k and q6_k gemvs (attention v, down of some layers, the head); q8_0: every gemv
-      assert.equal(xq.length, quantizedX ? names.size : 0, `${dtype} quantizedX ${quantizedX}: ${[...names].join(", ")}`);
-      assert.ok(names.size >= 4, `${dtype}: ${names.size} quantized gemvs`);
+      const what = `${dtype} quantizedX ${quantizedX}: ${[...names].join(", ")}`;
+      const typed = [...names].map((n) => /^gemv_(q\d_[0-9k])(x8)?_/.exec(n)!);
+      assert.ok(names.size >= 2 && typed.every((m) => m), what);
+      // true: every gemv on int8 x; false: none; the default: the measured types only (XQ_DEFAULT)
+      for (const [n, t, x8] of typed) assert.equal(!!x8, quantizedX ?? XQ_DEFAULT.includes(t), `${n} (${what})`);
+      if (!measured) assert.ok(typed.some(([, t]) => !XQ_DEFAULT.includes(t)), `${what}: a gemv of a type not yet measured`);
       if (quantizedX) for (const m of mods.slice(-names.size)) assert.match(m.ptx, /dp4a\.s32\.s32/, m.kernel.name);
     }
   }
