@@ -41,6 +41,12 @@ export type Unit =
    * that every part's dot folds in (its value is never stored).
    */
   | { k: "gemv"; x: number; norm?: number; parts: GemvPartPlan[] }
+  /**
+   * A gather of a 16-bit float table whose only use is its cast to f32 (an embedding lookup): one kernel that
+   * converts as it stores (exact: f16 and bf16 widen to f32 without rounding), `cast`'s node as the result.
+   * Planned where PlanOptions.gatherCast asks for it.
+   */
+  | { k: "gather_cast"; gather: number; cast: number }
   /** attention whose mask is causal_mask(pos) (with its window, if any): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number; window?: number }
   /**
@@ -75,6 +81,11 @@ export interface PlanOptions {
   align?: number;
   /** Plan gemv units (fused batch-1 matmuls); default true. */
   gemv?: boolean;
+  /**
+   * Plan gather_cast units (an f16/bf16 gather and its cast to f32 as one kernel); default false. The lowering
+   * turns it on where a dispatch has a fixed cost of its own (kernels/lower.ts CompileOptions.gatherCast).
+   */
+  gatherCast?: boolean;
 }
 
 export interface Plan {
@@ -144,6 +155,17 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       } else continue;
       covered.add(m);
       break;
+    }
+  }
+  if (opts.gatherCast) {
+    for (const n of nodes) {
+      if (n.op !== "gather" || covered.has(n.id) || !single(n.id)) continue;
+      const c = nodes[uses[n.id][0]], table = nodes[n.inputs[0]].dtype;
+      if (c.op !== "cast" || c.dtype !== "f32" || (table !== "f16" && table !== "bf16") || n.dtype !== table || covered.has(c.id)) continue;
+      // The cast must be a group of its own (or none): a larger group would lose its member.
+      if ((g.groups ?? []).some((grp) => grp.nodes.includes(c.id) && grp.nodes.length > 1)) continue;
+      covered.add(n.id).add(c.id);
+      unitOf.set(c.id, { k: "gather_cast", gather: n.id, cast: c.id });
     }
   }
   for (const n of nodes) {
@@ -284,6 +306,7 @@ export function resultOf(u: Unit): number {
     case "group": return u.group.root;
     case "matmul_residual": return u.add;
     case "gemv": return u.parts[0].out;
+    case "gather_cast": return u.cast;
     default: return u.node;
   }
 }
@@ -308,6 +331,7 @@ export function unitInputs(g: Graph, u: Unit): number[] {
       }
       return ins;
     }
+    case "gather_cast": return g.nodes[u.gather].inputs;
     case "attention": return [...g.nodes[u.node].inputs.slice(0, 3), u.pos];
     case "update": {
       const ins = g.nodes[u.node].inputs;

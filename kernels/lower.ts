@@ -109,10 +109,15 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   sampleBracket?: boolean;
 }
 
-/** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
+/**
+ * Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. Where a
+ * dispatch has a fixed cost of its own (caps.dispatchGap) the plan also fuses what saves one without changing a
+ * bit of the result (PlanOptions.gatherCast: the embedding lookup and its cast), unless opts say otherwise.
+ */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
   const g = optimize(decomposeGraph(graph, hasLowerer));
-  return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+  const gatherCast = opts.gatherCast ?? target.caps.dispatchGap;
+  return lower(plan(g, { gemv: opts.gemv, gatherCast, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
@@ -251,6 +256,13 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   group: lowerGroup,
   gemv: lowerGemv,
   matmul_residual: lowerMatmulResidual,
+  gather_cast(cx, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const [t, idx] = nodes[u.gather].inputs, tn = nodes[t];
+    const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
+    const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
+    kernel(k, [bind(t), bind(idx), bind(u.cast)], simpleWork(u, [t, idx]));
+  },
   attention: lowerAttention,
   update(cx, u) {
     const { nodes, caps, bind, kernel, copy, simpleWork } = cx;

@@ -41,3 +41,13 @@ test("CompileOptions.attentionFuse overrides Caps.dispatchGap both ways", () => 
   assert.equal(fused(kernels("vulkan", { ...GPU, dispatchGap: true }, { attentionFuse: false })).attention, 0);
   assert.equal(fused(kernels("ptx", { ...GPU, dispatchGap: false }, { attentionFuse: true })).attention, 16);
 });
+
+test("the embedding gather and its cast are one kernel where Caps.dispatchGap (CompileOptions.gatherCast overrides)", () => {
+  const head = (names: string[]) => names.slice(0, 2).map((n) => n.replace(/_.*/, ""));
+  for (const backend of ["vulkan", "ptx"] as const) {
+    assert.deepEqual(head(kernels(backend, { ...GPU, dispatchGap: true })), ["gather", "gemv"], `${backend} with the gap`);
+    assert.deepEqual(head(kernels(backend, { ...GPU, dispatchGap: false })), ["gather", "elementwise"], `${backend} without the gap`);
+  }
+  assert.deepEqual(head(kernels("vulkan", { ...GPU, dispatchGap: true }, { gatherCast: false })), ["gather", "elementwise"]);
+  assert.deepEqual(head(kernels("ptx", { ...GPU, dispatchGap: false }, { gatherCast: true })), ["gather", "gemv"]);
+});

@@ -9,6 +9,7 @@ import { quantCases } from "./quant_cases.ts";
 import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
 import { blockF64, type BlockSpec, type BlockStep } from "./block_f64.ts";
 import { rng as seeded } from "../rng.ts";
+import type { CompileOptions } from "../../kernels/lower.ts";
 
 export interface OpCase {
   name: string;
@@ -27,6 +28,11 @@ export interface OpCase {
   bounds?: "worst" | "expected";
   /** A float64 evaluation of every step (outputs and State by name), for fused blocks: see block_f64.ts. */
   exact?: () => BlockStep[];
+  /**
+   * Options the harness compiles the case with on every device: a fusion a target plans only where its caps ask
+   * (PlanOptions.gatherCast: where dispatches cost) forced on, so that every device runs the fused kernel.
+   */
+  compile?: CompileOptions;
 }
 
 /** Deterministic uniform numbers in [lo, hi), from the tests' one seeded generator (tests/rng.ts). */
@@ -136,6 +142,13 @@ export function opCases(): OpCase[] {
     add(`gather ${dt}`, (b) => {
       const ids = b.input("i32", [3], 0, 40);
       return b.done({ y: b.t.gather(b.weight(dt, [40, 64]), ids) });
+    });
+  }
+  for (const dt of ["f16", "bf16"] as const) {
+    // An embedding lookup: the gather and its cast as one kernel (bit-exact: both widen exactly).
+    add(`gather ${dt} + cast to f32, one kernel`, (b) => {
+      const ids = b.input("i32", [3], 0, 40);
+      return b.done({ y: b.t.cast(b.t.gather(b.weight(dt, [40, 72]), ids), "f32") }, { compile: { gatherCast: true } });
     });
   }
   add("reshape+permute", (b) => b.done({ y: b.t.permute(b.t.reshape(b.input("f32", [6, 35]), [2, 3, 5, 7]), [3, 1, 0, 2]) }));
