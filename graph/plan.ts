@@ -47,6 +47,12 @@ export type Unit =
    * Planned where PlanOptions.gatherCast asks for it.
    */
   | { k: "gather_cast"; gather: number; cast: number }
+  /**
+   * Per-head RMS norms ([rows, heads, hd] over hd: Qwen3's and Gemma 3's q/k norms) of values one unit produces,
+   * each with its rope, float cast and in-place cache write, as one kernel. Planned where PlanOptions.normRope
+   * asks for it.
+   */
+  | { k: "norm_rope"; parts: NormRopePartPlan[] }
   /** attention whose mask is causal_mask(pos) (with its window, if any): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number; window?: number }
   /**
@@ -76,6 +82,21 @@ export interface GemvPartPlan {
   nodes: number[];
 }
 
+/**
+ * One part of a norm_rope unit: rmsnorm `norm` of `x` (a [rows, heads, hd] f32 view), then in order an optional
+ * rope, a float cast and an in-place dynamic_update_slice into State (one row, at the rope's position). `out` is
+ * the node whose value the part stores; `nodes` every node it computes (out included).
+ */
+export interface NormRopePartPlan {
+  x: number;
+  norm: number;
+  rope?: number;
+  cast?: number;
+  update?: number;
+  out: number;
+  nodes: number[];
+}
+
 export interface PlanOptions {
   /** Arena alignment (bytes, default 256). */
   align?: number;
@@ -86,6 +107,11 @@ export interface PlanOptions {
    * turns it on where a dispatch has a fixed cost of its own (kernels/lower.ts CompileOptions.gatherCast).
    */
   gatherCast?: boolean;
+  /**
+   * Plan norm_rope units (per-head norms of one producer with their ropes and cache writes as one kernel);
+   * default false. The lowering turns it on where a dispatch has a fixed cost of its own (CompileOptions.normRope).
+   */
+  normRope?: boolean;
 }
 
 export interface Plan {
@@ -128,9 +154,14 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     const target = nodes[id].inputs[0];
     return stateWrites.has(id) && stateReads.get(target) === stateWrites.get(id) && uses[target].length === 1;
   };
-  const gemvAt = new Map<number, Unit>(); // position node -> gemv unit
-  if (opts.gemv ?? true) {
-    for (const { unit, nodes: inside, at } of planGemv(g, uses, single, inPlaceUpdate, outputNodes)) {
+  const gemvAt = new Map<number, Unit>(); // position node -> gemv (or norm_rope) unit
+  const gemvs = opts.gemv ?? true ? planGemv(g, uses, single, inPlaceUpdate, outputNodes) : [];
+  for (const { unit, nodes: inside, at } of gemvs) {
+    for (const m of inside) covered.add(m);
+    gemvAt.set(at, unit);
+  }
+  if (opts.normRope) {
+    for (const { unit, nodes: inside, at } of planNormRope(g, uses, single, inPlaceUpdate, covered, gemvs)) {
       for (const m of inside) covered.add(m);
       gemvAt.set(at, unit);
     }
@@ -225,7 +256,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     }
     if (isBlock(n.dtype)) throw new GraphError("dtype", `a computed ${n.dtype} value cannot be planned`, ref(n));
     const gu = gemvAt.get(n.id);
-    if (gu?.k === "gemv") {
+    if (gu?.k === "gemv" || gu?.k === "norm_rope") {
       for (const part of gu.parts) {
         if (part.update === undefined) continue;
         const target = nodes[part.update].inputs[0];
@@ -305,7 +336,7 @@ export function resultOf(u: Unit): number {
   switch (u.k) {
     case "group": return u.group.root;
     case "matmul_residual": return u.add;
-    case "gemv": return u.parts[0].out;
+    case "gemv": case "norm_rope": return u.parts[0].out;
     case "gather_cast": return u.cast;
     default: return u.node;
   }
@@ -313,7 +344,7 @@ export function resultOf(u: Unit): number {
 
 /** Every node whose value a unit stores. */
 export function resultsOf(u: Unit): number[] {
-  return u.k === "gemv" ? u.parts.map((p) => p.out) : [resultOf(u)];
+  return u.k === "gemv" || u.k === "norm_rope" ? u.parts.map((p) => p.out) : [resultOf(u)];
 }
 
 /** The nodes a unit reads (outside itself). */
@@ -332,6 +363,15 @@ export function unitInputs(g: Graph, u: Unit): number[] {
       return ins;
     }
     case "gather_cast": return g.nodes[u.gather].inputs;
+    case "norm_rope": {
+      const ins: number[] = [];
+      for (const p of u.parts) {
+        ins.push(p.x, g.nodes[p.norm].inputs[1]);
+        if (p.rope !== undefined) ins.push(...g.nodes[p.rope].inputs.slice(1));
+        if (p.update !== undefined) ins.push(...g.nodes[p.update].inputs.filter((_, i) => i !== 1));
+      }
+      return ins;
+    }
     case "attention": return [...g.nodes[u.node].inputs.slice(0, 3), u.pos];
     case "update": {
       const ins = g.nodes[u.node].inputs;
@@ -518,6 +558,97 @@ function gemvChain(
     p.cast = cast;
     p.nodes.push(cast);
     p.out = cast;
+  }
+  return p;
+}
+
+// ---- norm_rope units -------------------------------------------------------------------------------------
+
+/**
+ * Finds norm_rope units: per-head rmsnorms (see NormRopePartPlan) grouped by the unit that produces their input
+ * (the q/k projections' gemv), kept where they save a dispatch (two parts, or a part with a rope or cache write)
+ * and nothing outside reads one of their nodes before the unit runs (at its last node).
+ */
+function planNormRope(
+  g: Graph,
+  uses: number[][],
+  single: (id: number) => boolean,
+  inPlaceUpdate: (id: number) => boolean,
+  covered: Set<number>,
+  gemvs: { unit: Unit; nodes: number[]; at: number }[],
+): { unit: Unit; nodes: number[]; at: number }[] {
+  const nodes = g.nodes;
+  const gemvOf = new Map<number, number>(); // node -> index into gemvs
+  gemvs.forEach((gu, i) => {
+    for (const m of gu.nodes) gemvOf.set(m, i);
+  });
+  const source = (id: number): number => (VIEW.has(nodes[id].op) ? source(nodes[id].inputs[0]) : id);
+  const groups = new Map<string, NormRopePartPlan[]>();
+  for (const n of nodes) {
+    if (covered.has(n.id)) continue;
+    const p = normRopeChain(g, n, uses, single, inPlaceUpdate);
+    if (!p || p.nodes.some((m) => covered.has(m))) continue;
+    const src = source(p.x), gi = gemvOf.get(src);
+    const key = gi === undefined ? `n${src}` : `g${gi}`;
+    groups.set(key, [...(groups.get(key) ?? []), p]);
+  }
+  const out: { unit: Unit; nodes: number[]; at: number }[] = [];
+  for (const [key, parts] of groups) {
+    if (parts.length < 2 && parts[0].nodes.length < 2) continue;
+    const inside = new Set(parts.flatMap((p) => p.nodes));
+    const at = Math.max(...inside);
+    if ([...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at))) continue;
+    if (key.startsWith("g") && gemvs[Number(key.slice(1))].at >= at) continue;
+    out.push({ unit: { k: "norm_rope", parts }, nodes: [...inside], at });
+  }
+  return out;
+}
+
+/** The chain of a per-head rmsnorm `n` (see NormRopePartPlan), or undefined when `n` is not one. */
+function normRopeChain(
+  g: Graph,
+  n: Node,
+  uses: number[][],
+  single: (id: number) => boolean,
+  inPlaceUpdate: (id: number) => boolean,
+): NormRopePartPlan | undefined {
+  const nodes = g.nodes;
+  if (n.op !== "rmsnorm" || n.dtype !== "f32" || n.shape.length !== 3) return undefined;
+  const [x, w] = n.inputs;
+  if (nodes[x].dtype !== "f32" || numel(nodes[w].shape) !== n.shape[2] || !isFloat(nodes[w].dtype)) return undefined;
+  const p: NormRopePartPlan = { x, norm: n.id, out: n.id, nodes: [n.id] };
+  const next = (id: number): Node | undefined => (single(id) ? nodes[uses[id][0]] : undefined);
+  let cur = n.id;
+  let pos: number | undefined;
+  const r = next(cur);
+  if (r?.op === "rope" && r.inputs[0] === cur && numel(nodes[r.inputs[1]].shape) === n.shape[0]) {
+    p.rope = r.id;
+    pos = r.inputs[1];
+    p.nodes.push(r.id);
+    cur = p.out = r.id;
+  }
+  // A float cast and a reshape, then an in-place cache write of the one row at the rope's position.
+  const tail: number[] = [];
+  let at = next(cur);
+  if (at?.op === "cast" && isFloat(at.dtype)) {
+    tail.push(at.id);
+    at = next(at.id);
+  }
+  if (at?.op === "reshape") {
+    tail.push(at.id);
+    at = next(at.id);
+  }
+  const row = tail.length ? tail[tail.length - 1] : cur;
+  if (at?.op === "dynamic_update_slice" && at.inputs[1] === row && (at.attrs.axis ?? 0) === 0 && inPlaceUpdate(at.id) &&
+    n.shape[0] === 1 && numel(nodes[row].shape) === numel(n.shape) && (pos === undefined || pos === at.inputs[2])) {
+    const t = nodes[at.inputs[0]];
+    if (numel(t.shape) / t.shape[0] === numel(n.shape)) {
+      const cast = tail.find((id) => nodes[id].op === "cast");
+      if (cast !== undefined) p.cast = cast;
+      p.update = at.id;
+      p.nodes.push(...tail, at.id);
+      p.out = at.id;
+    }
   }
   return p;
 }

@@ -20,7 +20,7 @@ import { around, ctype, etype, floatOf, itype, last, LoweringError, rowsOf } fro
 import { lowerMatmul, lowerMatmulResidual } from "./lower/matmul.ts";
 import { lowerGemv } from "./lower/gemv.ts";
 import { lowerAttention, lowerPagedAttention } from "./lower/attention.ts";
-import { lowerRope } from "./lower/rope.ts";
+import { lowerNormRope, lowerRope } from "./lower/rope.ts";
 import { lowerArgmax, lowerLogitsProcess, lowerLogprobs, lowerSample } from "./lower/sampling.ts";
 import { lowerCollective } from "./lower/collective.ts";
 
@@ -111,13 +111,14 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 
 /**
  * Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. Where a
- * dispatch has a fixed cost of its own (caps.dispatchGap) the plan also fuses what saves one without changing a
- * bit of the result (PlanOptions.gatherCast: the embedding lookup and its cast), unless opts say otherwise.
+ * dispatch has a fixed cost of its own (caps.dispatchGap) the plan also fuses what saves one at no extra work
+ * (PlanOptions.gatherCast: the embedding lookup and its cast; PlanOptions.normRope: per-head q/k norms with their
+ * ropes and cache write), unless opts say otherwise.
  */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
   const g = optimize(decomposeGraph(graph, hasLowerer));
-  const gatherCast = opts.gatherCast ?? target.caps.dispatchGap;
-  return lower(plan(g, { gemv: opts.gemv, gatherCast, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+  const gatherCast = opts.gatherCast ?? target.caps.dispatchGap, normRope = opts.normRope ?? target.caps.dispatchGap;
+  return lower(plan(g, { gemv: opts.gemv, gatherCast, normRope, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
@@ -263,6 +264,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
     kernel(k, [bind(t), bind(idx), bind(u.cast)], simpleWork(u, [t, idx]));
   },
+  norm_rope: lowerNormRope,
   attention: lowerAttention,
   update(cx, u) {
     const { nodes, caps, bind, kernel, copy, simpleWork } = cx;

@@ -1,6 +1,8 @@
 // The fused tails (split-K attention and the vocab argmax combining in their own last team) follow the target's
 // Caps.dispatchGap, not its backend's name: a Vulkan target without the gap keeps two dispatches, a JS target
-// with it gets one, and CompileOptions.attentionFuse overrides either way.
+// with it gets one, and CompileOptions.attentionFuse overrides either way. So do the dispatch-saving plan fusions
+// (PlanOptions.gatherCast: the embedding lookup and its cast; normRope: Qwen3's per-head q/k norms, ropes and K
+// cache write), each with its own CompileOptions override.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
@@ -50,4 +52,27 @@ test("the embedding gather and its cast are one kernel where Caps.dispatchGap (C
   }
   assert.deepEqual(head(kernels("vulkan", { ...GPU, dispatchGap: true }, { gatherCast: false })), ["gather", "elementwise"]);
   assert.deepEqual(head(kernels("ptx", { ...GPU, dispatchGap: false }, { gatherCast: true })), ["gather", "gemv"]);
+});
+
+test("Qwen3's q/k head norms, ropes and K cache write are one kernel where Caps.dispatchGap (CompileOptions.normRope overrides)", async () => {
+  const { loadModel } = await import("../../llm/model.ts");
+  const { FIXTURES } = await import("../families/fixtures.ts");
+  const m = loadModel(`${FIXTURES}qwen3`);
+  m.close();
+  const names = (caps: Caps, opts: CompileOptions = {}) => {
+    const { tracer, logits } = m.family.trace(m.config, { rows: 1, cap: 64 }, { dtypeOf: (r) => (/norm/.test(r.role) ? "f32" : "bf16") });
+    tracer.output("token", tracer.argmax(logits, 1));
+    const prog = compileGraph(tracer.build(), { backend: "vulkan", device: "test", caps, memory: { totalBytes: 2 ** 34 }, watchdogBudget: 0 }, opts);
+    return prog.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name.replace(/_.*/, "")] : []));
+  };
+  const L = m.config.layers;
+  const count = (xs: string[], k: string) => xs.filter((x) => x === k).length;
+  const on = names({ ...GPU, dispatchGap: true }), off = names({ ...GPU, dispatchGap: false });
+  assert.equal(count(on, "norm"), L);
+  assert.deepEqual([count(on, "rmsnorm"), count(on, "rope"), count(on, "update")], [0, 0, 0]);
+  assert.deepEqual([count(off, "norm"), count(off, "rmsnorm"), count(off, "rope"), count(off, "update")], [0, 2 * L, 2 * L, L]);
+  // per layer: 5 kernels fewer (two norms, two ropes, the K write -> one), and the embedding's cast
+  assert.equal(off.length - on.length, 4 * L + 1);
+  assert.equal(count(names({ ...GPU, dispatchGap: true }, { normRope: false }), "norm"), 0);
+  assert.equal(count(names({ ...GPU, dispatchGap: false }, { normRope: true }), "norm"), L);
 });

@@ -151,6 +151,24 @@ export function opCases(): OpCase[] {
       return b.done({ y: b.t.cast(b.t.gather(b.weight(dt, [40, 72]), ids), "f32") }, { compile: { gatherCast: true } });
     });
   }
+  // Qwen3 / Gemma 3 q/k norms: per-head rmsnorms of one gemv's outputs, their ropes and K's cache write as one
+  // kernel (a two-part norm_rope: q [1, 4, hd] and k [1, 2, hd]), over two positions; a partial rotation, and a
+  // head narrower than the subgroup (lanes without a pair).
+  for (const [hd, rot, style, kv] of [[32, 32, "half", "f16"], [64, 32, "adjacent", "f32"], [128, 128, "half", "bf16"]] as const) {
+    add(`q/k head norms + rope + cache write, one kernel (hd ${hd}, rot ${rot}, ${style}, ${kv} cache)`, (b) => {
+      const x = b.input("f32", [1, 48]);
+      const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+      b.slots.pos = new Int32Array([2]);
+      const q = b.t.reshape(b.t.matmul(x, b.weight("bf16", [4 * hd, 48])), [1, 4, hd]);
+      const k = b.t.reshape(b.t.matmul(x, b.weight("bf16", [2 * hd, 48])), [1, 2, hd]);
+      const o = { theta: 10000, style, dims: rot };
+      const qr = b.t.rope(b.t.rmsnorm(q, b.weight("f32", [hd], 1), 1e-6), pos, o);
+      const kr = b.t.rope(b.t.rmsnorm(k, b.weight("f32", [hd], 1), 1e-6), pos, o);
+      const st = b.t.state(`kc${hd}`, kv, [6, 2, hd]);
+      b.t.writeState(`kc${hd}`, b.t.updateSlice(st, kv === "f32" ? kr : b.t.cast(kr, kv), pos, 0));
+      return b.done({ q: qr }, { compile: { normRope: true }, steps: 2, slotsAt: (s) => ({ pos: new Int32Array([2 + 3 * s]) }) });
+    });
+  }
   add("reshape+permute", (b) => b.done({ y: b.t.permute(b.t.reshape(b.input("f32", [6, 35]), [2, 3, 5, 7]), [3, 1, 0, 2]) }));
   add("broadcast", (b) => b.done({ y: b.t.broadcast(b.input("f32", [3, 1, 5]), [2, 3, 4, 5]) }));
   add("slice", (b) => b.done({ y: b.t.slice(b.input("f32", [5, 9, 4]), [1, 2, 0], [4, 9, 3]) }));
