@@ -76,3 +76,35 @@ test("Qwen3's q/k head norms, ropes and K cache write are one kernel where Caps.
   assert.equal(count(names({ ...GPU, dispatchGap: true }, { normRope: false }), "norm"), 0);
   assert.equal(count(names({ ...GPU, dispatchGap: false }, { normRope: true }), "norm"), L);
 });
+
+test("small outputs no kernel reads are stored straight into their readback buffers where Caps.dispatchGap", async () => {
+  const steps = (backend: Backend, caps: Caps, opts: CompileOptions = {}) => {
+    const { tracer, logits } = familyOf("llama").trace(SHAPES["stories260K"], { rows: 1, cap: 64, kvDtype: "f16" }, { dtypeOf: () => "f32" });
+    tracer.output("token", tracer.argmax(logits, 1));
+    return compileGraph(tracer.build(), { backend, device: "test", caps, memory: { totalBytes: 2 ** 34 }, watchdogBudget: 0 }, opts);
+  };
+  const copies = (p: ReturnType<typeof steps>) => p.steps.filter((s) => s.k === "copy").length;
+  const on = steps("vulkan", { ...GPU, dispatchGap: true });
+  assert.equal(copies(on), 0);
+  const rb = on.outputs[0].buffer, last = on.steps[on.steps.length - 1];
+  assert.equal(on.buffers[rb].kind, "readback");
+  assert.ok(last.k === "kernel" && last.bindings.some((b) => b.buffer === rb), "the argmax writes the token's readback buffer");
+  assert.equal(copies(steps("vulkan", { ...GPU, dispatchGap: false })), 1);
+  assert.equal(copies(steps("vulkan", { ...GPU, dispatchGap: true }, { outputsInPlace: false })), 1);
+  assert.equal(copies(steps("ptx", { ...GPU, dispatchGap: false }, { outputsInPlace: true })), 0);
+
+  // An output a kernel updates in place (rw), or that another unit reads, keeps its copy.
+  const { Tracer } = await import("../../graph/tracer.ts");
+  const t = new Tracer();
+  const x = t.slot("x", { kind: "Input", dtype: "f32", shape: [6, 8] }), row = t.slot("r", { kind: "Input", dtype: "f32", shape: [1, 8] });
+  const pos = t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+  const y = t.updateSlice(t.mul(x, 2), row, pos, 0), z = t.add(row, 1);
+  t.output("y", y);
+  t.output("z", z);
+  t.output("w", t.mul(z, 3));
+  const p = compileGraph(t.build(), { backend: "vulkan", device: "test", caps: GPU, memory: { totalBytes: 2 ** 34 }, watchdogBudget: 0 });
+  const rbs = new Set(p.buffers.filter((b) => b.kind === "readback").map((b) => b.id));
+  for (const s of p.steps) if (s.k === "kernel") s.bindings.forEach((b, i) => rbs.has(b.buffer) && assert.equal(s.kernel.buffers[i].access, "w", s.kernel.name));
+  const copied = p.steps.flatMap((s) => (s.k === "copy" && p.buffers[s.dst.buffer].kind === "readback" ? [p.buffers[s.dst.buffer].name] : []));
+  assert.deepEqual(copied.sort(), ["y", "z"], "y (updated in place) and z (read by w) are copied, w is not");
+});
