@@ -32,6 +32,7 @@ const unitHolding = (p: Plan, id: number): Unit | undefined =>
     : u.k === "update" ? u.node === id || u.src === id
     : u.k === "gather_cast" ? u.gather === id || u.cast === id
     : u.k === "norm_rope" ? u.parts.some((pp) => pp.nodes.includes(id))
+    : u.k === "norm_add" ? u.norm === id || u.add === id
     : u.node === id);
 const where = (p: Plan, id: number): string => {
   const u = unitHolding(p, id);

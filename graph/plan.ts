@@ -53,6 +53,12 @@ export type Unit =
    * asks for it.
    */
   | { k: "norm_rope"; parts: NormRopePartPlan[] }
+  /**
+   * An rmsnorm with what follows or feeds it folded in: `add`, when set, is its only use, an add of `residual`
+   * (Gemma's post-norms: h + norm(o)); `weightAdd`, when set, is its weight: an add of the const `weight` and a
+   * scalar literal (Gemma's 1 + w), never stored. Planned where PlanOptions.normAdd asks for it.
+   */
+  | { k: "norm_add"; norm: number; weight: number; weightAdd?: number; add?: number; residual?: number }
   /** attention whose mask is causal_mask(pos) (with its window, if any): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number; window?: number }
   /**
@@ -90,6 +96,9 @@ export interface GemvPartPlan {
 export interface NormRopePartPlan {
   x: number;
   norm: number;
+  /** The norm's weight as read: its input, or w of an input add(w, literal c) folded in (weightAdd = c). */
+  weight: number;
+  weightAdd?: number;
   rope?: number;
   cast?: number;
   update?: number;
@@ -112,6 +121,11 @@ export interface PlanOptions {
    * default false. The lowering turns it on where a dispatch has a fixed cost of its own (CompileOptions.normRope).
    */
   normRope?: boolean;
+  /**
+   * Plan norm_add units (an rmsnorm with its residual add after and its weight's scalar add before, one
+   * kernel); default false. The lowering turns it on where a dispatch has a fixed cost of its own.
+   */
+  normAdd?: boolean;
 }
 
 export interface Plan {
@@ -164,6 +178,25 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     for (const { unit, nodes: inside, at } of planNormRope(g, uses, single, inPlaceUpdate, covered, gemvs)) {
       for (const m of inside) covered.add(m);
       gemvAt.set(at, unit);
+    }
+  }
+  if (opts.normAdd) {
+    const alone = (id: number) => !(g.groups ?? []).some((grp) => grp.nodes.includes(id) && grp.nodes.length > 1);
+    for (const n of nodes) {
+      if (n.op !== "rmsnorm" || n.dtype !== "f32" || covered.has(n.id)) continue;
+      const u: Extract<Unit, { k: "norm_add" }> = { k: "norm_add", norm: n.id, weight: n.inputs[1] };
+      const wa = weightAddOf(g, n.inputs[1]);
+      if (wa && single(n.inputs[1]) && !covered.has(n.inputs[1]) && alone(n.inputs[1])) [u.weight, u.weightAdd] = wa;
+      const a = single(n.id) ? nodes[uses[n.id][0]] : undefined;
+      if (a?.op === "add" && a.dtype === "f32" && a.inputs[0] !== a.inputs[1] && !covered.has(a.id) && alone(a.id)) {
+        const r = a.inputs[0] === n.id ? a.inputs[1] : a.inputs[0];
+        if (nodes[r].dtype === "f32" && sameShape(nodes[r].shape, n.shape) && sameShape(a.shape, n.shape)) [u.add, u.residual] = [a.id, r];
+      }
+      if (u.add === undefined && u.weightAdd === undefined) continue;
+      covered.add(n.id);
+      if (u.weightAdd !== undefined) covered.add(n.inputs[1]);
+      if (u.add !== undefined) covered.add(u.add);
+      unitOf.set(u.add ?? n.id, u);
     }
   }
   for (const n of nodes) {
@@ -337,6 +370,7 @@ export function resultOf(u: Unit): number {
     case "group": return u.group.root;
     case "matmul_residual": return u.add;
     case "gemv": case "norm_rope": return u.parts[0].out;
+    case "norm_add": return u.add ?? u.norm;
     case "gather_cast": return u.cast;
     default: return u.node;
   }
@@ -363,10 +397,11 @@ export function unitInputs(g: Graph, u: Unit): number[] {
       return ins;
     }
     case "gather_cast": return g.nodes[u.gather].inputs;
+    case "norm_add": return [g.nodes[u.norm].inputs[0], u.weight, ...(u.residual === undefined ? [] : [u.residual])];
     case "norm_rope": {
       const ins: number[] = [];
       for (const p of u.parts) {
-        ins.push(p.x, g.nodes[p.norm].inputs[1]);
+        ins.push(p.x, p.weight);
         if (p.rope !== undefined) ins.push(...g.nodes[p.rope].inputs.slice(1));
         if (p.update !== undefined) ins.push(...g.nodes[p.update].inputs.filter((_, i) => i !== 1));
       }
@@ -562,6 +597,18 @@ function gemvChain(
   return p;
 }
 
+/** [w, c] when `id` is add(w, c) of an f32 value w and a scalar f32 literal c (either order): Gemma's 1 + w. */
+export function weightAddOf(g: Graph, id: number): [number, number] | undefined {
+  const n = g.nodes[id];
+  if (n.op !== "add" || n.dtype !== "f32") return undefined;
+  for (const [w, c] of [[n.inputs[0], n.inputs[1]], [n.inputs[1], n.inputs[0]]]) {
+    const cn = g.nodes[c];
+    if (cn.op === "literal" && cn.attrs.data === undefined && cn.attrs.value !== undefined && cn.dtype === "f32" &&
+      g.nodes[w].dtype === "f32" && sameShape(g.nodes[w].shape, n.shape)) return [w, cn.attrs.value];
+  }
+  return undefined;
+}
+
 // ---- norm_rope units -------------------------------------------------------------------------------------
 
 /**
@@ -594,7 +641,7 @@ function planNormRope(
   }
   const out: { unit: Unit; nodes: number[]; at: number }[] = [];
   for (const [key, parts] of groups) {
-    if (parts.length < 2 && parts[0].nodes.length < 2) continue;
+    if (parts.length < 2 && parts[0].rope === undefined && parts[0].update === undefined) continue;
     const inside = new Set(parts.flatMap((p) => p.nodes));
     const at = Math.max(...inside);
     if ([...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at))) continue;
@@ -616,7 +663,12 @@ function normRopeChain(
   if (n.op !== "rmsnorm" || n.dtype !== "f32" || n.shape.length !== 3) return undefined;
   const [x, w] = n.inputs;
   if (nodes[x].dtype !== "f32" || numel(nodes[w].shape) !== n.shape[2] || !isFloat(nodes[w].dtype)) return undefined;
-  const p: NormRopePartPlan = { x, norm: n.id, out: n.id, nodes: [n.id] };
+  const p: NormRopePartPlan = { x, norm: n.id, weight: w, out: n.id, nodes: [n.id] };
+  const wa = weightAddOf(g, w);
+  if (wa && single(w) && !(g.groups ?? []).some((grp) => grp.nodes.includes(w) && grp.nodes.length > 1)) {
+    [p.weight, p.weightAdd] = wa;
+    p.nodes.unshift(w);
+  }
   const next = (id: number): Node | undefined => (single(id) ? nodes[uses[id][0]] : undefined);
   let cur = n.id;
   let pos: number | undefined;

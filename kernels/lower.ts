@@ -118,13 +118,14 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
 /**
  * Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. Where a
  * dispatch has a fixed cost of its own (caps.dispatchGap) the plan also fuses what saves one at no extra work
- * (PlanOptions.gatherCast: the embedding lookup and its cast; PlanOptions.normRope: per-head q/k norms with their
- * ropes and cache write), unless opts say otherwise.
+ * (PlanOptions.gatherCast: the embedding lookup and its cast; normRope: per-head q/k norms with their ropes and
+ * cache write; normAdd: an rmsnorm with its residual add and its weight's 1 + w), unless opts say otherwise.
  */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
   const g = optimize(decomposeGraph(graph, hasLowerer));
-  const gatherCast = opts.gatherCast ?? target.caps.dispatchGap, normRope = opts.normRope ?? target.caps.dispatchGap;
-  return lower(plan(g, { gemv: opts.gemv, gatherCast, normRope, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+  const gap = target.caps.dispatchGap;
+  const fuse = { gatherCast: opts.gatherCast ?? gap, normRope: opts.normRope ?? gap, normAdd: opts.normAdd ?? gap };
+  return lower(plan(g, { gemv: opts.gemv, ...fuse, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
@@ -317,6 +318,13 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     kernel(k, [bind(t), bind(idx), bind(u.cast)], simpleWork(u, [t, idx]));
   },
   norm_rope: lowerNormRope,
+  norm_add(cx, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const n = nodes[u.norm], i0 = nodes[n.inputs[0]];
+    const ins = [n.inputs[0], u.weight, ...(u.residual === undefined ? [] : [u.residual])];
+    const k = lib.rmsnorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[u.weight]), weightAdd: u.weightAdd, residual: u.residual !== undefined });
+    kernel(k, [...ins.map(bind), bind(u.add ?? u.norm)], simpleWork(u, ins));
+  },
   attention: lowerAttention,
   update(cx, u) {
     const { nodes, caps, bind, kernel, copy, simpleWork } = cx;

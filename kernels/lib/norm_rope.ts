@@ -17,6 +17,8 @@ export interface NormRopePart {
   eps: number;
   /** Storage type of the norm weight. */
   weight: FType;
+  /** The weight is (w + weightAdd), added in f32 as it is loaded (Gemma 3's 1 + w). */
+  weightAdd?: number;
   /** Rope of the normed heads at the row's position pos[row] (frequencies from a table binding). */
   rope?: { rot?: number; style: "adjacent" | "half" };
   /** Stores row r at row pos[0] + r of a [cap, heads * hd] State (the cache write) instead of y [rows, heads, hd]. */
@@ -58,7 +60,7 @@ export function normRope(caps: Caps, s: NormRopeShape): Kernel {
   const t = team(caps, { rows: teams, maxLanes });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tag = s.parts.map((p) =>
-    `h${p.rows}x${p.heads}x${p.hd}_${p.weight}${p.rope ? `_${p.rope.style}${(p.rope.rot ?? p.hd) !== p.hd ? p.rope.rot : ""}` : ""}${p.cap ? `_c${p.cap}` : ""}${p.out && p.out !== "f32" ? `_${p.out}` : ""}`
+    `h${p.rows}x${p.heads}x${p.hd}_${p.weight}${p.weightAdd !== undefined ? `_wa${String(p.weightAdd).replace(/\W/g, "_")}` : ""}${p.rope ? `_${p.rope.style}${(p.rope.rot ?? p.hd) !== p.hd ? p.rope.rot : ""}` : ""}${p.cap ? `_c${p.cap}` : ""}${p.out && p.out !== "f32" ? `_${p.out}` : ""}`
   ).join("_");
   const pt = s.parts.find((p) => p.pos)?.pos ?? "u32";
   const b = new KernelBuilder(s.name ?? `norm_rope_${tag}_${pt}`, { workgroup: t.size, grid });
@@ -116,7 +118,11 @@ export function normRope(caps: Caps, s: NormRopeShape): Kernel {
         if (q.ok) b.if(q.ok, st);
         else st();
       };
-      const w0 = b.load(pb.w, q.ok ? q.ia.min(hd - 1) : q.ia), w1 = b.load(pb.w, q.ok ? q.ib.min(hd - 1) : q.ib);
+      const wl = (d: Val) => {
+        const v = b.load(pb.w, q.ok ? d.min(hd - 1) : d);
+        return p.weightAdd !== undefined ? v.add(f32(p.weightAdd)) : v;
+      };
+      const w0 = wl(q.ia), w1 = wl(q.ib);
       const y0 = b.let(q.x0.mul(r).mul(w0), "f32", "y0"), y1 = b.let(q.x1.mul(r).mul(w1), "f32", "y1");
       if (!p.rope) {
         store(y0, y1);

@@ -26,8 +26,9 @@ export function lowerNormRope(cx: LowerContext, u: Extract<Unit, { k: "norm_rope
   const bindings: Binding[] = [], reads: number[] = [];
   let outBytes = 0, flops = 0;
   const parts = u.parts.map((pp) => {
-    const nn = nodes[pp.norm], [rows, heads, hd] = nn.shape, w = nn.inputs[1];
+    const nn = nodes[pp.norm], [rows, heads, hd] = nn.shape, w = pp.weight;
     const part: lib.NormRopePart = { rows, heads, hd, eps: nn.attrs.eps!, weight: floatOf(nodes[w]) };
+    if (pp.weightAdd !== undefined) part.weightAdd = pp.weightAdd;
     bindings.push(bind(pp.x), bind(w));
     reads.push(pp.x, w);
     let pos: number | undefined;

@@ -108,3 +108,23 @@ test("small outputs no kernel reads are stored straight into their readback buff
   const copied = p.steps.flatMap((s) => (s.k === "copy" && p.buffers[s.dst.buffer].kind === "readback" ? [p.buffers[s.dst.buffer].name] : []));
   assert.deepEqual(copied.sort(), ["y", "z"], "y (updated in place) and z (read by w) are copied, w is not");
 });
+
+test("Gemma 2's post-norms take their residual add and 1 + w into the norm kernel where Caps.dispatchGap (CompileOptions.normAdd overrides)", async () => {
+  const { loadModel } = await import("../../llm/model.ts");
+  const { FIXTURES } = await import("../families/fixtures.ts");
+  const m = loadModel(`${FIXTURES}gemma2`);
+  m.close();
+  const names = (caps: Caps, opts: CompileOptions = {}) => {
+    const { tracer, logits } = m.family.trace(m.config, { rows: 1, cap: 64 }, { dtypeOf: (r) => (/norm/.test(r.role) ? "f32" : "bf16") });
+    tracer.output("token", tracer.argmax(logits, 1));
+    const prog = compileGraph(tracer.build(), { backend: "wgpu", device: "test", caps, memory: { totalBytes: 2 ** 34 }, watchdogBudget: 0 }, opts);
+    return prog.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+  };
+  const L = m.config.layers;
+  const on = names({ ...GPU, dispatchGap: true }), off = names({ ...GPU, dispatchGap: false });
+  assert.equal(on.filter((n) => /^rmsnorm_.*_wa1_res$/.test(n)).length, 2 * L);
+  assert.equal(off.filter((n) => /_res$/.test(n)).length, 0);
+  // per layer: two post-norms lose their residual add and their 1 + w (the embedding cast is grouped with its scale)
+  assert.equal(off.length - on.length, 4 * L);
+  assert.equal(names({ ...GPU, dispatchGap: true }, { normAdd: false }).filter((n) => /_res$/.test(n)).length, 0);
+});

@@ -162,11 +162,22 @@ export function opCases(): OpCase[] {
       const q = b.t.reshape(b.t.matmul(x, b.weight("bf16", [4 * hd, 48])), [1, 4, hd]);
       const k = b.t.reshape(b.t.matmul(x, b.weight("bf16", [2 * hd, 48])), [1, 2, hd]);
       const o = { theta: 10000, style, dims: rot };
-      const qr = b.t.rope(b.t.rmsnorm(q, b.weight("f32", [hd], 1), 1e-6), pos, o);
-      const kr = b.t.rope(b.t.rmsnorm(k, b.weight("f32", [hd], 1), 1e-6), pos, o);
+      // Gemma 3's weights are 1 + w (folded into the kernel's weight load), Qwen3's w.
+      const nw = () => (hd === 64 ? b.t.add(b.weight("f32", [hd], 0.5), b.t.literal(1, "f32", [hd])) : b.weight("f32", [hd], 1));
+      const qr = b.t.rope(b.t.rmsnorm(q, nw(), 1e-6), pos, o);
+      const kr = b.t.rope(b.t.rmsnorm(k, nw(), 1e-6), pos, o);
       const st = b.t.state(`kc${hd}`, kv, [6, 2, hd]);
       b.t.writeState(`kc${hd}`, b.t.updateSlice(st, kv === "f32" ? kr : b.t.cast(kr, kv), pos, 0));
       return b.done({ q: qr }, { compile: { normRope: true }, steps: 2, slotsAt: (s) => ({ pos: new Int32Array([2 + 3 * s]) }) });
+    });
+  }
+  // Gemma's post-norms: h + rmsnorm(o, 1 + w) as one kernel (the residual add and the weight's add folded in).
+  for (const [rows, n, plus, res] of [[1, 64, true, true], [3, 127, false, true], [2, 96, true, false]] as const) {
+    add(`rmsnorm${plus ? " (1 + w)" : ""}${res ? " + residual" : ""} ${rows}x${n}, one kernel`, (b) => {
+      const x = b.input("f32", [rows, n], -3, 3);
+      const w = plus ? b.t.add(b.weight("f32", [n], 0.5), b.t.literal(1, "f32", [n])) : b.weight("f32", [n], 1);
+      const y = b.t.rmsnorm(x, w, 1e-6);
+      return b.done({ y: res ? b.t.add(b.input("f32", [rows, n]), y) : y }, { compile: { normAdd: true } });
     });
   }
   add("reshape+permute", (b) => b.done({ y: b.t.permute(b.t.reshape(b.input("f32", [6, 35]), [2, 3, 5, 7]), [3, 1, 0, 2]) }));
