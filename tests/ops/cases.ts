@@ -155,7 +155,7 @@ export function opCases(): OpCase[] {
   // kernel (a two-part norm_rope: q [1, 4, hd] and k [1, 2, hd]), over two positions; a partial rotation, and a
   // head narrower than the subgroup (lanes without a pair).
   for (const [hd, rot, style, kv] of [[32, 32, "half", "f16"], [64, 32, "adjacent", "f32"], [128, 128, "half", "bf16"]] as const) {
-    add(`q/k head norms + rope + cache write, one kernel (hd ${hd}, rot ${rot}, ${style}, ${kv} cache)`, (b) => {
+    add(`q and k head norms + rope + cache write, one kernel (hd ${hd}, rot ${rot}, ${style}, ${kv} cache)`, (b) => {
       const x = b.input("f32", [1, 48]);
       const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
       b.slots.pos = new Int32Array([2]);
