@@ -4,7 +4,7 @@
 // the lanes hold the head's rope pairs in registers, reduce the sum of squares, scale, rotate and store.
 // The arithmetic is rows.ts rmsnorm's followed by rope.ts's (the norm's value is never stored or rounded), so
 // only the order of the sum of squares can differ from the separate kernels.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { type FType, gridFor, type IType, team, teamReduce, teamRow } from "./common.ts";
