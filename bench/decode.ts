@@ -325,6 +325,8 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
   loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention and the vocab argmax merged by
   their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
+  [--plan-fuse on|off] (the dispatch-saving plan fusions: gather + cast, outputs straight into readback, per-head
+  norm + rope + cache write, norm + residual; default the lowering's: on for vulkan and wgpu)
   [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_k/q6_k where
   caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off for
   q4_0/q4_1/q5_0/q5_1/q5_k)
@@ -353,7 +355,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
-      "quantized-x": { type: "string" },
+      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -380,6 +382,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth must be positive bytes per second`);
   const fuse = values["attention-fuse"];
   if (fuse !== undefined && fuse !== "on" && fuse !== "off") throw new RangeError(`--attention-fuse must be on or off, got "${fuse}"`);
+  const pf = values["plan-fuse"];
+  if (pf !== undefined && pf !== "on" && pf !== "off") throw new RangeError(`--plan-fuse must be on or off, got "${pf}"`);
+  const planFuse = pf === undefined ? {} : { gatherCast: pf === "on", outputsInPlace: pf === "on", normRope: pf === "on", normAdd: pf === "on" };
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
   return {
@@ -393,6 +398,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       attentionUnroll: int("attention-unroll", values["attention-unroll"], 1),
       attentionFuse: fuse === undefined ? undefined : fuse === "on",
       quantizedX: qx === undefined ? undefined : qx === "on",
+      ...planFuse,
     },
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };

@@ -24,6 +24,7 @@
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8] [--pdl on|off|exit|both|all] [--out FILE]
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
+//   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd)
 // (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways;
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
@@ -257,12 +258,15 @@ async function streamRates(dev: Device): Promise<string> {
  * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
  * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
  */
-export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions } {
+export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions; compile: CompileOptions } {
   const [name, flags = ""] = entry.split(":");
   if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
   const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps }, rocm: RocmDeviceOptions = { timestamps };
+  const compile: CompileOptions = {};
   for (const f of flags.split("+").filter(Boolean)) {
-    if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
+    // the dispatch-saving plan fusions (gather + cast, outputs into readback, norm + rope + cache write, norm + residual) off
+    if (f === "no-plan-fuse") Object.assign(compile, { gatherCast: false, outputsInPlace: false, normRope: false, normAdd: false });
+    else if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
     else if (name === "vulkan" && f === "no-dot4") vulkan.noDot4 = true;
@@ -273,9 +277,9 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse; vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
-  return { name, opts: { vulkan, wgpu, rocm } };
+  return { name, opts: { vulkan, wgpu, rocm }, compile };
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
@@ -284,14 +288,14 @@ async function wallBackends(backends: string[], shapes: string[], pos: number, w
     console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, ${weights} weights, ms per token`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
-      const { name, opts } = backendVariant(entry, false);
+      const { name, opts, compile } = backendVariant(entry, false);
       const dev = await probeBackend(name, opts);
       if (typeof dev === "string") {
         console.log(`${entry.padEnd(32)} skipped: ${dev}`);
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, {}), 30, pos, weights);
+        const t = await timeProgram(dev, decodeProgram(shape, dev, compile), 30, pos, weights);
         console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
         console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
@@ -308,7 +312,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
   for (const shape of shapes) {
     const profiles: Profile[] = [];
     for (const b of backends) {
-      const { name, opts } = backendVariant(b, true);
+      const { name, opts, compile } = backendVariant(b, true);
       const dev = await probeBackend(name, opts);
       if (typeof dev === "string") {
         console.log(`${b}: skipped: ${dev}`);
@@ -317,7 +321,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
       try {
         console.log(`${b} caps: ${describe(dev)}`);
         if (shape === shapes[0]) console.log(`${b}: ${await streamRates(dev).catch((e) => `stream read failed: ${(e as Error).message}`)}`);
-        const prog = decodeProgram(shape, dev, {});
+        const prog = decodeProgram(shape, dev, compile);
         if (name === "ptx") {
           const p = await ptxProfile(dev, prog, pos);
           console.log(`${shape} on ptx: ${p.steps} steps, kernels ${p.deviceMs.toFixed(3)} ms per token by launches, wall ${p.wallMs.toFixed(3)} ms per synchronized step`);

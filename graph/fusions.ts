@@ -30,6 +30,9 @@ const unitHolding = (p: Plan, id: number): Unit | undefined =>
     : u.k === "group" ? u.group.nodes.includes(id)
     : u.k === "matmul_residual" ? u.matmul === id || u.add === id
     : u.k === "update" ? u.node === id || u.src === id
+    : u.k === "gather_cast" ? u.gather === id || u.cast === id
+    : u.k === "norm_rope" ? u.parts.some((pp) => pp.nodes.includes(id))
+    : u.k === "norm_add" ? u.norm === id || u.add === id
     : u.node === id);
 const where = (p: Plan, id: number): string => {
   const u = unitHolding(p, id);

@@ -7,10 +7,11 @@
 // State updates are planned in place: a dynamic_update_slice or scatter_update that is a State's write and
 // whose target is that State's read (read by nothing else) writes straight into the State buffer, so one
 // recording serves every step. Any other update first copies its target.
-import { BLOCK, byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
+import { byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
 import { describeNode, type FusionGroup, type Graph, GraphError, type Node, numel, sameShape } from "./ir.ts";
 import { layoutArena } from "./arena.ts";
 import { roleKey } from "./weights.ts";
+import { planGemv, planNormRope, VIEW, weightAddOf } from "./plan_fused.ts";
 
 /** Where a value's bytes are. */
 export type Home =
@@ -41,6 +42,24 @@ export type Unit =
    * that every part's dot folds in (its value is never stored).
    */
   | { k: "gemv"; x: number; norm?: number; parts: GemvPartPlan[] }
+  /**
+   * A gather of a 16-bit float table whose only use is its cast to f32 (an embedding lookup): one kernel that
+   * converts as it stores (exact: f16 and bf16 widen to f32 without rounding), `cast`'s node as the result.
+   * Planned where PlanOptions.gatherCast asks for it.
+   */
+  | { k: "gather_cast"; gather: number; cast: number }
+  /**
+   * Per-head RMS norms ([rows, heads, hd] over hd: Qwen3's and Gemma 3's q/k norms) of values one unit produces,
+   * each with its rope, float cast and in-place cache write, as one kernel. Planned where PlanOptions.normRope
+   * asks for it.
+   */
+  | { k: "norm_rope"; parts: NormRopePartPlan[] }
+  /**
+   * An rmsnorm with what follows or feeds it folded in: `add`, when set, is its only use, an add of `residual`
+   * (Gemma's post-norms: h + norm(o)); `weightAdd`, when set, is its weight: an add of the const `weight` and a
+   * scalar literal (Gemma's 1 + w), never stored. Planned where PlanOptions.normAdd asks for it.
+   */
+  | { k: "norm_add"; norm: number; weight: number; weightAdd?: number; add?: number; residual?: number }
   /** attention whose mask is causal_mask(pos) (with its window, if any): the kernel masks from pos itself. */
   | { k: "attention"; node: number; pos: number; window?: number }
   /**
@@ -70,11 +89,44 @@ export interface GemvPartPlan {
   nodes: number[];
 }
 
+/**
+ * One part of a norm_rope unit: rmsnorm `norm` of `x` (a [rows, heads, hd] f32 view), then in order an optional
+ * rope, a float cast and an in-place dynamic_update_slice into State (one row, at the rope's position). `out` is
+ * the node whose value the part stores; `nodes` every node it computes (out included).
+ */
+export interface NormRopePartPlan {
+  x: number;
+  norm: number;
+  /** The norm's weight as read: its input, or w of an input add(w, literal c) folded in (weightAdd = c). */
+  weight: number;
+  weightAdd?: number;
+  rope?: number;
+  cast?: number;
+  update?: number;
+  out: number;
+  nodes: number[];
+}
+
 export interface PlanOptions {
   /** Arena alignment (bytes, default 256). */
   align?: number;
   /** Plan gemv units (fused batch-1 matmuls); default true. */
   gemv?: boolean;
+  /**
+   * Plan gather_cast units (an f16/bf16 gather and its cast to f32 as one kernel); default false. The lowering
+   * turns it on where a dispatch has a fixed cost of its own (kernels/lower.ts CompileOptions.gatherCast).
+   */
+  gatherCast?: boolean;
+  /**
+   * Plan norm_rope units (per-head norms of one producer with their ropes and cache writes as one kernel);
+   * default false. The lowering turns it on where a dispatch has a fixed cost of its own (CompileOptions.normRope).
+   */
+  normRope?: boolean;
+  /**
+   * Plan norm_add units (an rmsnorm with its residual add after and its weight's scalar add before, one
+   * kernel); default false. The lowering turns it on where a dispatch has a fixed cost of its own.
+   */
+  normAdd?: boolean;
 }
 
 export interface Plan {
@@ -88,8 +140,6 @@ export interface Plan {
   /** State writes that are not in place: copy node's value into the State at the end of the step. */
   stateCopies: { name: string; node: number }[];
 }
-
-const VIEW = new Set(["reshape"]);
 
 function nodeBytes(n: Node): number {
   return byteSize(n.dtype === "bool" ? "u8" : n.dtype, numel(n.shape));
@@ -117,11 +167,35 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     const target = nodes[id].inputs[0];
     return stateWrites.has(id) && stateReads.get(target) === stateWrites.get(id) && uses[target].length === 1;
   };
-  const gemvAt = new Map<number, Unit>(); // position node -> gemv unit
-  if (opts.gemv ?? true) {
-    for (const { unit, nodes: inside, at } of planGemv(g, uses, single, inPlaceUpdate, outputNodes)) {
+  const gemvAt = new Map<number, Unit>(); // position node -> gemv (or norm_rope) unit
+  const gemvs = opts.gemv ?? true ? planGemv(g, uses, single, inPlaceUpdate, outputNodes) : [];
+  for (const { unit, nodes: inside, at } of gemvs) {
+    for (const m of inside) covered.add(m);
+    gemvAt.set(at, unit);
+  }
+  if (opts.normRope) {
+    for (const { unit, nodes: inside, at } of planNormRope(g, uses, single, inPlaceUpdate, covered, gemvs)) {
       for (const m of inside) covered.add(m);
       gemvAt.set(at, unit);
+    }
+  }
+  if (opts.normAdd) {
+    const alone = (id: number) => !(g.groups ?? []).some((grp) => grp.nodes.includes(id) && grp.nodes.length > 1);
+    for (const n of nodes) {
+      if (n.op !== "rmsnorm" || n.dtype !== "f32" || covered.has(n.id)) continue;
+      const u: Extract<Unit, { k: "norm_add" }> = { k: "norm_add", norm: n.id, weight: n.inputs[1] };
+      const wa = weightAddOf(g, n.inputs[1]);
+      if (wa && single(n.inputs[1]) && !covered.has(n.inputs[1]) && alone(n.inputs[1])) [u.weight, u.weightAdd] = wa;
+      const a = single(n.id) ? nodes[uses[n.id][0]] : undefined;
+      if (a?.op === "add" && a.dtype === "f32" && a.inputs[0] !== a.inputs[1] && !covered.has(a.id) && alone(a.id)) {
+        const r = a.inputs[0] === n.id ? a.inputs[1] : a.inputs[0];
+        if (nodes[r].dtype === "f32" && sameShape(nodes[r].shape, n.shape) && sameShape(a.shape, n.shape)) [u.add, u.residual] = [a.id, r];
+      }
+      if (u.add === undefined && u.weightAdd === undefined) continue;
+      covered.add(n.id);
+      if (u.weightAdd !== undefined) covered.add(n.inputs[1]);
+      if (u.add !== undefined) covered.add(u.add);
+      unitOf.set(u.add ?? n.id, u);
     }
   }
   for (const n of nodes) {
@@ -144,6 +218,17 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       } else continue;
       covered.add(m);
       break;
+    }
+  }
+  if (opts.gatherCast) {
+    for (const n of nodes) {
+      if (n.op !== "gather" || covered.has(n.id) || !single(n.id)) continue;
+      const c = nodes[uses[n.id][0]], table = nodes[n.inputs[0]].dtype;
+      if (c.op !== "cast" || c.dtype !== "f32" || (table !== "f16" && table !== "bf16") || n.dtype !== table || covered.has(c.id)) continue;
+      // The cast must be a group of its own (or none): a larger group would lose its member.
+      if ((g.groups ?? []).some((grp) => grp.nodes.includes(c.id) && grp.nodes.length > 1)) continue;
+      covered.add(n.id).add(c.id);
+      unitOf.set(c.id, { k: "gather_cast", gather: n.id, cast: c.id });
     }
   }
   for (const n of nodes) {
@@ -203,7 +288,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     }
     if (isBlock(n.dtype)) throw new GraphError("dtype", `a computed ${n.dtype} value cannot be planned`, ref(n));
     const gu = gemvAt.get(n.id);
-    if (gu?.k === "gemv") {
+    if (gu?.k === "gemv" || gu?.k === "norm_rope") {
       for (const part of gu.parts) {
         if (part.update === undefined) continue;
         const target = nodes[part.update].inputs[0];
@@ -283,14 +368,16 @@ export function resultOf(u: Unit): number {
   switch (u.k) {
     case "group": return u.group.root;
     case "matmul_residual": return u.add;
-    case "gemv": return u.parts[0].out;
+    case "gemv": case "norm_rope": return u.parts[0].out;
+    case "norm_add": return u.add ?? u.norm;
+    case "gather_cast": return u.cast;
     default: return u.node;
   }
 }
 
 /** Every node whose value a unit stores. */
 export function resultsOf(u: Unit): number[] {
-  return u.k === "gemv" ? u.parts.map((p) => p.out) : [resultOf(u)];
+  return u.k === "gemv" || u.k === "norm_rope" ? u.parts.map((p) => p.out) : [resultOf(u)];
 }
 
 /** The nodes a unit reads (outside itself). */
@@ -308,6 +395,17 @@ export function unitInputs(g: Graph, u: Unit): number[] {
       }
       return ins;
     }
+    case "gather_cast": return g.nodes[u.gather].inputs;
+    case "norm_add": return [g.nodes[u.norm].inputs[0], u.weight, ...(u.residual === undefined ? [] : [u.residual])];
+    case "norm_rope": {
+      const ins: number[] = [];
+      for (const p of u.parts) {
+        ins.push(p.x, p.weight);
+        if (p.rope !== undefined) ins.push(...g.nodes[p.rope].inputs.slice(1));
+        if (p.update !== undefined) ins.push(...g.nodes[p.update].inputs.filter((_, i) => i !== 1));
+      }
+      return ins;
+    }
     case "attention": return [...g.nodes[u.node].inputs.slice(0, 3), u.pos];
     case "update": {
       const ins = g.nodes[u.node].inputs;
@@ -320,180 +418,4 @@ export function unitInputs(g: Graph, u: Unit): number[] {
 /** "matmul #12 (blk.0/attn.q)" for errors about a unit. */
 export function describeUnit(g: Graph, u: Unit): string {
   return describeNode(ref(g.nodes[resultOf(u)]));
-}
-
-// ---- gemv units ------------------------------------------------------------------------------------------
-
-/** Weight types a gemv reads: the float types and every block type (kernels/lib/dequant.ts decodes each). */
-const GEMV_WEIGHTS = new Set<string>(["f32", "f16", "bf16", ...Object.keys(BLOCK)]);
-
-/**
- * Finds gemv units: batch-1 matmuls (f32 x of numel K, a float or block const [N, K] weight) grouped by input (an
- * rmsnorm whose every use is such a matmul is folded: the group reads its input), weight dtype and K, each
- * with its epilogue chain. A unit runs where its last node is; it is kept only when nothing outside it reads
- * one of its nodes before that point (else its matmuls are left to the other units and planning repeats).
- */
-function planGemv(
-  g: Graph,
-  uses: number[][],
-  single: (id: number) => boolean,
-  inPlaceUpdate: (id: number) => boolean,
-  outputNodes: Set<number>,
-): { unit: Unit; nodes: number[]; at: number }[] {
-  const nodes = g.nodes;
-  const excluded = new Set<number>();
-  const isCand = (m: number): boolean => {
-    const mm = nodes[m];
-    if (mm.op !== "matmul" || excluded.has(m) || mm.shape.length < 1) return false;
-    const [x, w] = mm.inputs, xn = nodes[x], wn = nodes[w];
-    return wn.op === "const" && wn.shape.length === 2 && GEMV_WEIGHTS.has(wn.dtype) && xn.dtype === "f32" &&
-      numel(xn.shape) === wn.shape[1] && numel(mm.shape) === wn.shape[0];
-  };
-  for (;;) {
-    // The input a candidate reads, with an rmsnorm folded when all its uses are candidates.
-    const sourceOf = (m: number): { x: number; norm?: number } => {
-      const x = nodes[m].inputs[0], xn = nodes[x];
-      if (xn.op === "rmsnorm" && numel(xn.shape) === xn.shape[xn.shape.length - 1] && !outputNodes.has(x) &&
-        uses[x].length > 0 && uses[x].every((u) => isCand(u) && nodes[u].inputs[0] === x)) return { x: xn.inputs[0], norm: x };
-      return { x };
-    };
-    const keyOf = (m: number) => {
-      const s = sourceOf(m), w = nodes[nodes[m].inputs[1]];
-      return `${s.x}:${s.norm ?? ""}:${w.dtype}:${w.shape[1]}:${nodes[m].attrs.xq ? "xq" : ""}`;
-    };
-    const groups = new Map<string, { x: number; norm?: number; parts: GemvPartPlan[] }>();
-    const taken = new Set<number>();
-    const addPart = (m: number, p: GemvPartPlan) => {
-      const key = keyOf(m);
-      let grp = groups.get(key);
-      if (!grp) groups.set(key, grp = { ...sourceOf(m), parts: [] });
-      grp.parts.push(p);
-    };
-    for (const n of nodes) { // silu_mul(a, b) of two candidates of one key: a two-weight part
-      if (n.op !== "silu_mul") continue;
-      const [a, b] = n.inputs;
-      if (a === b || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
-      if (!sameShape(nodes[a].shape, n.shape) || !sameShape(nodes[b].shape, n.shape) || n.dtype !== "f32") continue;
-      taken.add(a).add(b);
-      addPart(a, { matmuls: [a, b], act: n.id, out: n.id, nodes: [a, b, n.id] });
-    }
-    for (const n of nodes) { // mul(gelu(a), b) of two candidates of one key (GeGLU): the same part with gelu
-      if (n.op !== "mul" || n.dtype !== "f32" || n.inputs[0] === n.inputs[1]) continue;
-      const gi = n.inputs.findIndex((i) => nodes[i].op === "gelu");
-      if (gi < 0) continue;
-      const gn = nodes[n.inputs[gi]], a = gn.inputs[0], b = n.inputs[1 - gi];
-      if (a === b || !single(gn.id) || taken.has(a) || taken.has(b) || !isCand(a) || !isCand(b) || !single(a) || !single(b) || keyOf(a) !== keyOf(b)) continue;
-      if (!sameShape(nodes[a].shape, n.shape) || !sameShape(nodes[b].shape, n.shape)) continue;
-      taken.add(a).add(b);
-      addPart(a, { matmuls: [a, b], act: n.id, gelu: true, out: n.id, nodes: [a, b, gn.id, n.id] });
-    }
-    for (const n of nodes) if (isCand(n.id) && !taken.has(n.id)) addPart(n.id, gemvChain(g, n.id, uses, single, inPlaceUpdate));
-
-    const out: { unit: Unit; nodes: number[]; at: number }[] = [];
-    let failed = false;
-    for (const grp of groups.values()) {
-      const inside = new Set(grp.parts.flatMap((p) => p.nodes));
-      // Everything outside that reads a node of the unit must run after it.
-      const readEarly = (at: number) => [...inside].some((id) => uses[id].some((u) => !inside.has(u) && u <= at));
-      let at = Math.max(...inside);
-      // Else run it as soon as its inputs are ready: at its first own node after the last computed value it
-      // reads (a q projection read by a per-head q norm, qwen3 and gemma3, sits before the v cache write).
-      if (readEarly(at)) at = earliestAt(nodes, inside, grp.norm);
-      const early = readEarly(at);
-      if (early) {
-        for (const p of grp.parts) for (const m of p.matmuls) excluded.add(m);
-        failed = true;
-        continue;
-      }
-      const all = grp.norm === undefined ? [...inside] : [...inside, grp.norm];
-      out.push({ unit: { k: "gemv", x: grp.x, norm: grp.norm, parts: grp.parts }, nodes: all, at });
-    }
-    if (!failed) return out;
-  }
-}
-
-/** A gemv unit's earliest position: its first node (or folded norm) after every computed value it reads. */
-function earliestAt(nodes: readonly Node[], inside: Set<number>, norm: number | undefined): number {
-  const own = norm === undefined ? [...inside] : [...inside, norm];
-  let ready = -1;
-  for (const id of own) {
-    for (const i of nodes[id].inputs) {
-      if (!inside.has(i) && i !== norm && !LEAVES.has(nodes[i].op)) ready = Math.max(ready, i);
-    }
-  }
-  return Math.min(...own.filter((id) => id >= ready));
-}
-const LEAVES = new Set(["const", "slot", "state", "literal"]);
-
-/** The epilogue chain of candidate matmul m (see GemvPartPlan). */
-function gemvChain(
-  g: Graph,
-  m: number,
-  uses: number[][],
-  single: (id: number) => boolean,
-  inPlaceUpdate: (id: number) => boolean,
-): GemvPartPlan {
-  const nodes = g.nodes;
-  const N = numel(nodes[m].shape);
-  const p: GemvPartPlan = { matmuls: [m], out: m, nodes: [m] };
-  const next = (id: number): Node | undefined => (single(id) ? nodes[uses[id][0]] : undefined);
-  let cur = m;
-  const add = next(cur);
-  if (add && add.op === "add" && add.dtype === "f32" && add.inputs[0] !== add.inputs[1]) {
-    const r = add.inputs[0] === m ? add.inputs[1] : add.inputs[0], rn = nodes[r];
-    const src = rn.op === "broadcast" && single(r) ? nodes[rn.inputs[0]] : rn;
-    if (src.op === "const" && src.dtype === "f32" && numel(src.shape) === N && sameShape(add.shape, nodes[m].shape)) {
-      p.bias = [src.id];
-      p.nodes.push(...(src.id === r ? [add.id] : [r, add.id]));
-      cur = p.out = add.id;
-    } else if (rn.dtype === "f32" && sameShape(rn.shape, add.shape) && sameShape(add.shape, nodes[m].shape)) {
-      p.residual = r;
-      p.nodes.push(add.id);
-      cur = p.out = add.id;
-    }
-  }
-  if (p.residual !== undefined) return p;
-  // A reshape to heads, then rope (one row; frequency factors are folded or divided before the unit), a float
-  // cast, an in-place update at pos.
-  const tail: number[] = [];
-  let pos: number | undefined;
-  let at = next(cur);
-  if (at?.op === "reshape") {
-    tail.push(at.id);
-    const r = next(at.id);
-    if (r?.op === "rope" && r.inputs[0] === at.id && r.shape[0] === 1 && numel(nodes[r.inputs[1]].shape) === 1) {
-      p.rope = r.id;
-      pos = r.inputs[1];
-      p.nodes.push(...tail, r.id);
-      tail.length = 0;
-      cur = p.out = r.id;
-      at = next(cur);
-    } else at = r;
-  }
-  if (at?.op === "cast" && isFloat(at.dtype) && nodes[at.inputs[0]].dtype === "f32") {
-    tail.push(at.id);
-    at = next(at.id);
-    if (at?.op === "reshape") {
-      tail.push(at.id);
-      at = next(at.id);
-    }
-  }
-  if (at?.op === "dynamic_update_slice" && at.inputs[1] === (tail.length ? tail[tail.length - 1] : cur) && (at.attrs.axis ?? 0) === 0 &&
-    inPlaceUpdate(at.id) && nodes[at.inputs[1]].shape[0] === 1 && numel(nodes[at.inputs[1]].shape) === N &&
-    (pos === undefined || pos === at.inputs[2])) {
-    p.update = at.id;
-    const cast = tail.find((id) => nodes[id].op === "cast");
-    if (cast !== undefined) p.cast = cast;
-    p.nodes.push(...tail, at.id);
-    p.out = at.id;
-    return p;
-  }
-  // No update: a cast right after the dot (or rope) is still stored by the kernel.
-  const cast = tail.length && nodes[tail[0]].op === "cast" ? tail[0] : undefined;
-  if (cast !== undefined) {
-    p.cast = cast;
-    p.nodes.push(cast);
-    p.out = cast;
-  }
-  return p;
 }

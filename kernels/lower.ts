@@ -8,7 +8,7 @@ import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
 import { isElementwise, OPS } from "../graph/ops.ts";
-import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, type Value } from "../graph/plan.ts";
+import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, unitInputs, type Value } from "../graph/plan.ts";
 import { type Kernel, KernelError } from "./ir.ts";
 import type { TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
@@ -20,7 +20,7 @@ import { around, ctype, etype, floatOf, itype, last, LoweringError, rowsOf } fro
 import { lowerMatmul, lowerMatmulResidual } from "./lower/matmul.ts";
 import { lowerGemv } from "./lower/gemv.ts";
 import { lowerAttention, lowerPagedAttention } from "./lower/attention.ts";
-import { lowerRope } from "./lower/rope.ts";
+import { lowerNormRope, lowerRope } from "./lower/rope.ts";
 import { lowerArgmax, lowerLogitsProcess, lowerLogprobs, lowerSample } from "./lower/sampling.ts";
 import { lowerCollective } from "./lower/collective.ts";
 
@@ -61,6 +61,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   tiledTile?: Omit<lib.TiledLayout, "bk">;
   /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
   mmaSplit?: boolean;
+  /**
+   * Small outputs (at most OUTPUT_IN_PLACE_BYTES: the token, flags, top-n logprobs) that no kernel reads are
+   * written by their kernels straight into their readback buffers, not copied there by a step of their own;
+   * default the target's Caps.dispatchGap (the copy is one more dependent command there).
+   */
+  outputsInPlace?: boolean;
   /** The same for flash attention's operands (FlashShape.split); default mmaSplit. */
   flashSplit?: boolean;
   /**
@@ -112,10 +118,17 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   sampleBracket?: boolean;
 }
 
-/** Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. */
+/**
+ * Decompose what has no direct kernel (decomp/graph.ts), optimize, plan and lower a graph for a target. Where a
+ * dispatch has a fixed cost of its own (caps.dispatchGap) the plan also fuses what saves one at no extra work
+ * (PlanOptions.gatherCast: the embedding lookup and its cast; normRope: per-head q/k norms with their ropes and
+ * cache write; normAdd: an rmsnorm with its residual add and its weight's 1 + w), unless opts say otherwise.
+ */
 export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptions = {}): Program {
   const g = optimize(decomposeGraph(graph, hasLowerer));
-  return lower(plan(g, { gemv: opts.gemv, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+  const gap = target.caps.dispatchGap;
+  const fuse = { gatherCast: opts.gatherCast ?? gap, normRope: opts.normRope ?? gap, normAdd: opts.normAdd ?? gap };
+  return lower(plan(g, { gemv: opts.gemv, ...fuse, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
@@ -147,7 +160,31 @@ export interface LowerContext {
   mmaWords: { key?: string };
 }
 
-function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext {
+/** The largest output CompileOptions.outputsInPlace writes straight into its readback buffer. */
+export const OUTPUT_IN_PLACE_BYTES = 64 * 1024;
+
+/**
+ * The outputs a kernel may write straight into their readback buffers, by the home of their value: an arena
+ * value of at most OUTPUT_IN_PLACE_BYTES that no unit reads, one output's alone (not a State write's too).
+ */
+function outputsInPlace(p: Plan): Map<Home, string> {
+  const nodes = p.graph.nodes;
+  const source = (id: number): number => (nodes[id].op === "reshape" ? source(nodes[id].inputs[0]) : id);
+  const read = new Set(p.units.flatMap((u) => unitInputs(p.graph, u).map(source)));
+  const copied = new Set(p.stateCopies.map((s) => source(s.node)));
+  const count = new Map<number, number>();
+  for (const o of p.outputs) count.set(source(o.node), (count.get(source(o.node)) ?? 0) + 1);
+  const m = new Map<Home, string>();
+  for (const o of p.outputs) {
+    const v = p.values[o.node], src = source(o.node);
+    if (v.home.k !== "temp" || v.home.offset < 0 || v.bytes > OUTPUT_IN_PLACE_BYTES) continue;
+    if (read.has(src) || copied.has(src) || count.get(src) !== 1 || m.has(v.home)) continue;
+    m.set(v.home, o.name);
+  }
+  return m;
+}
+
+function context(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<Home, string>): LowerContext {
   const nodes = p.graph.nodes;
   const buffers: ProgramBuffer[] = [];
   const steps: Step[] = [];
@@ -179,6 +216,8 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext
   };
   const bind = (id: number): Binding => {
     const v = p.values[id];
+    const rb = direct.get(v.home);
+    if (rb !== undefined) return { buffer: buf("readback", rb, Math.max(v.bytes, 4)), offset: 0, bytes: Math.max(v.bytes, 4) };
     const at = homeOf(v.home, v);
     return { buffer: at.buffer, offset: at.offset, bytes: Math.max(v.bytes, 4) };
   };
@@ -196,7 +235,27 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions): LowerContext
 }
 
 export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Program {
-  const cx = context(p, target, opts);
+  let direct = opts.outputsInPlace ?? target.caps.dispatchGap ? outputsInPlace(p) : new Map<Home, string>();
+  for (;;) {
+    const prog = lowerWith(p, target, opts, direct);
+    // Only plain stores may land in a readback buffer (no kernel reads it or updates it in place): an output a
+    // kernel binds otherwise is copied after all, and the program lowered again.
+    const bad = new Set<string>();
+    for (const s of prog.steps) {
+      if (s.k !== "kernel") continue;
+      s.bindings.forEach((b, i) => {
+        const pb = prog.buffers[b.buffer];
+        if (pb.kind === "readback" && s.kernel.buffers[i].access !== "w") bad.add(pb.name);
+      });
+    }
+    const kept = new Map([...direct].filter(([, name]) => !bad.has(name)));
+    if (kept.size === direct.size) return prog;
+    direct = kept;
+  }
+}
+
+function lowerWith(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<Home, string>): Program {
+  const cx = context(p, target, opts, direct);
   const { nodes, buf, bind, copy, byName } = cx;
   // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
   for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
@@ -224,7 +283,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
   for (const o of p.outputs) {
     const v = p.values[o.node];
     const rb = buf("readback", o.name, Math.max(v.bytes, 4));
-    copy(bind(o.node), { buffer: rb, offset: 0, bytes: Math.max(v.bytes, 4) });
+    if (direct.get(v.home) !== o.name) copy(bind(o.node), { buffer: rb, offset: 0, bytes: Math.max(v.bytes, 4) });
     outputs.push({ name: o.name, buffer: rb, offset: 0, dtype: v.dtype === "bool" ? "u8" : v.dtype, shape: v.shape });
   }
   const places = (kind: "slot" | "state" | "weight", op: string, name: (n: Node) => string): Place[] =>
@@ -254,6 +313,21 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   group: lowerGroup,
   gemv: lowerGemv,
   matmul_residual: lowerMatmulResidual,
+  gather_cast(cx, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const [t, idx] = nodes[u.gather].inputs, tn = nodes[t];
+    const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
+    const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
+    kernel(k, [bind(t), bind(idx), bind(u.cast)], simpleWork(u, [t, idx]));
+  },
+  norm_rope: lowerNormRope,
+  norm_add(cx, u) {
+    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const n = nodes[u.norm], i0 = nodes[n.inputs[0]];
+    const ins = [n.inputs[0], u.weight, ...(u.residual === undefined ? [] : [u.residual])];
+    const k = lib.rmsnorm(caps, { rows: rowsOf(i0), n: last(i0), eps: n.attrs.eps!, weight: floatOf(nodes[u.weight]), weightAdd: u.weightAdd, residual: u.residual !== undefined });
+    kernel(k, [...ins.map(bind), bind(u.add ?? u.norm)], simpleWork(u, ins));
+  },
   attention: lowerAttention,
   update(cx, u) {
     const { nodes, caps, bind, kernel, copy, simpleWork } = cx;

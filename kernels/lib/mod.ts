@@ -21,6 +21,7 @@ export {
 export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
 export { rope, type RopeShape } from "./rope.ts";
+export { normRope, type NormRopePart, type NormRopeShape } from "./norm_rope.ts";
 export {
   add, elementwise, type ElementwiseShape, evalEw, type EwExpr, type EwFn, type EwInput, gelu, mul, silu, siluMul,
 } from "./elementwise.ts";

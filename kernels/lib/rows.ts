@@ -42,19 +42,28 @@ export interface NormShape {
   eps: number;
   /** Storage type of the weight (default f32); null = no weight. */
   weight?: FType | null;
+  /** rmsnorm: the weight is (w + weightAdd), added in f32 as it is loaded (Gemma's 1 + w). */
+  weightAdd?: number;
+  /** rmsnorm: y = residual + the normed row (a binding before y), the residual add after a post-norm. */
+  residual?: boolean;
   name?: string;
 }
 
 /**
- * y = x * rsqrt(mean(x^2) + eps) * w, per row.
- * Bindings: x f32 [rows, n] (r); w [n] (r, unless weight: null); y f32 [rows, n] (w; may alias x).
+ * y = x * rsqrt(mean(x^2) + eps) * (w + weightAdd) (+ residual), per row: the oracle's operations in its order
+ * (the weight's add and the residual's in f32), so only the order of the sum of squares can differ from it.
+ * Bindings: x f32 [rows, n] (r); w [n] (r, unless weight: null); residual f32 [rows, n] (r, when residual);
+ * y f32 [rows, n] (w; may alias x).
  */
 export function rmsnorm(caps: Caps, s: NormShape): Kernel {
   const wt = s.weight === undefined ? "f32" : s.weight;
-  let x!: ReturnType<KernelBuilder["buffer"]>, w: typeof x | undefined, y!: typeof x;
-  const rk = rowKernel(caps, s.name ?? `rmsnorm_r${s.rows}_n${s.n}${wt ? `_${wt}` : ""}`, s.rows, s.n, (b) => {
+  if (s.weightAdd !== undefined && !wt) throw new KernelError("rmsnorm: weightAdd without a weight");
+  const extra = `${s.weightAdd !== undefined ? `_wa${String(s.weightAdd).replace(/\W/g, "_")}` : ""}${s.residual ? "_res" : ""}`;
+  let x!: ReturnType<KernelBuilder["buffer"]>, w: typeof x | undefined, res: typeof x | undefined, y!: typeof x;
+  const rk = rowKernel(caps, s.name ?? `rmsnorm_r${s.rows}_n${s.n}${wt ? `_${wt}` : ""}${extra}`, s.rows, s.n, (b) => {
     x = b.buffer("x", "f32", "r");
     if (wt) w = b.buffer("w", wt, "r");
+    if (s.residual) res = b.buffer("residual", "f32", "r");
     y = b.buffer("y", "f32", "w");
   });
   const { b, t } = rk;
@@ -67,8 +76,12 @@ export function rmsnorm(caps: Caps, s: NormShape): Kernel {
   const r = b.let(tot.div(s.n).add(f32(s.eps)).rsqrt(), "f32", "r");
   eachLaneChunk(rk, s.n, vw, (i) => {
     const xs = loadN(b, x, rk.base.add(i), vw);
-    const ws = w ? loadN(b, w, i, vw) : undefined;
-    storeN(b, y, rk.base.add(i), xs.map((v, e) => ws ? v.mul(r).mul(ws[e]) : v.mul(r)));
+    const ws = w ? loadN(b, w, i, vw).map((v) => (s.weightAdd !== undefined ? v.add(f32(s.weightAdd)) : v)) : undefined;
+    const rs = res ? loadN(b, res, rk.base.add(i), vw) : undefined;
+    storeN(b, y, rk.base.add(i), xs.map((v, e) => {
+      const o = ws ? v.mul(r).mul(ws[e]) : v.mul(r);
+      return rs ? rs[e].add(o) : o;
+    }));
   });
   return b.build();
 }

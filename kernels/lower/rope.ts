@@ -1,13 +1,14 @@
 // Lowering of rope and the frequency table it reads (folded on the host, or divided by weight factors on the
-// device); gemv units with a fused rope read the same table.
-import type { Node } from "../../graph/ir.ts";
+// device); gemv units with a fused rope and norm_rope units (per-head norms, rope, cache write) read the same table.
+import { byteSize } from "../../graph/dtype.ts";
+import { type Node, numel } from "../../graph/ir.ts";
 import type { Unit } from "../../graph/plan.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { Tracer } from "../../graph/tracer.ts";
 import type { Binding } from "../program.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
-import { etype, itype } from "./common.ts";
+import { etype, floatOf, itype } from "./common.ts";
 
 /** A rope node: rotation by position with the frequency table of ropeTable. */
 export function lowerRope(cx: LowerContext, n: Node, u: Unit): void {
@@ -17,6 +18,42 @@ export function lowerRope(cx: LowerContext, n: Node, u: Unit): void {
   const tb = ropeTable(cx, n.attrs.theta!, dims, ins[2]);
   const k = lib.rope(caps, { rows: R, heads: H, hd: D, theta: n.attrs.theta!, style: n.attrs.style!, rot: dims, pos: itype(nodes[ins[1]].dtype), positions: "rows", freqs: true });
   return kernel(k, [bind(ins[0]), bind(ins[1]), tb, out], work);
+}
+
+/** A norm_rope unit (per-head norms with their ropes and cache writes) as one kernel (lib.normRope). */
+export function lowerNormRope(cx: LowerContext, u: Extract<Unit, { k: "norm_rope" }>): void {
+  const { p, nodes, caps, bind, kernel, bytesOfIds } = cx;
+  const bindings: Binding[] = [], reads: number[] = [];
+  let outBytes = 0, flops = 0;
+  const parts = u.parts.map((pp) => {
+    const nn = nodes[pp.norm], [rows, heads, hd] = nn.shape, w = pp.weight;
+    const part: lib.NormRopePart = { rows, heads, hd, eps: nn.attrs.eps!, weight: floatOf(nodes[w]) };
+    if (pp.weightAdd !== undefined) part.weightAdd = pp.weightAdd;
+    bindings.push(bind(pp.x), bind(w));
+    reads.push(pp.x, w);
+    let pos: number | undefined;
+    if (pp.rope !== undefined) {
+      const r = nodes[pp.rope], dims = r.attrs.dims ?? hd;
+      part.rope = { rot: dims, style: r.attrs.style! };
+      bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
+      pos = r.inputs[1];
+    }
+    if (pp.update !== undefined) {
+      pos = nodes[pp.update].inputs[2];
+      part.cap = nodes[pp.update].shape[0];
+    }
+    if (pos !== undefined) {
+      part.pos = itype(nodes[pos].dtype);
+      bindings.push(bind(pos));
+      reads.push(pos);
+    }
+    if (nodes[pp.out].dtype !== "f32") part.out = floatOf(nodes[pp.out]);
+    bindings.push(bind(pp.out));
+    outBytes += pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nn.shape)) : p.values[pp.out].bytes;
+    flops += 8 * numel(nn.shape);
+    return part;
+  });
+  kernel(lib.normRope(caps, { parts }), bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
 }
 
 /**

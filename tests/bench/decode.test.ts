@@ -105,6 +105,12 @@ test("parseBenchArgs: defaults, shape lists, custom, flags", () => {
   assert.equal(s.config.headDim, 32);
   assert.throws(() => parseBenchArgs(["--tokens", "0"]), RangeError);
   assert.throws(() => parseBenchArgs(["--dtype", "q4_k"]), RangeError);
+  assert.deepEqual(parseBenchArgs(["--plan-fuse", "off"]).compile, {
+    attentionSplits: undefined, attentionUnroll: undefined, attentionFuse: undefined, quantizedX: undefined,
+    gatherCast: false, outputsInPlace: false, normRope: false, normAdd: false,
+  });
+  assert.equal(parseBenchArgs([]).compile?.normRope, undefined);
+  assert.throws(() => parseBenchArgs(["--plan-fuse", "maybe"]), RangeError);
   assert.throws(() => parseCustom("dim=64,heads=3"), RangeError);
   assert.throws(() => parseCustom("width=3"), RangeError);
 });

@@ -9,6 +9,7 @@ import { quantCases } from "./quant_cases.ts";
 import { appendSampler, SAMPLER_SLOT, type SamplerParams, samplerSlot } from "../../llm/sampling.ts";
 import { blockF64, type BlockSpec, type BlockStep } from "./block_f64.ts";
 import { rng as seeded } from "../rng.ts";
+import type { CompileOptions } from "../../kernels/lower.ts";
 
 export interface OpCase {
   name: string;
@@ -27,6 +28,11 @@ export interface OpCase {
   bounds?: "worst" | "expected";
   /** A float64 evaluation of every step (outputs and State by name), for fused blocks: see block_f64.ts. */
   exact?: () => BlockStep[];
+  /**
+   * Options the harness compiles the case with on every device: a fusion a target plans only where its caps ask
+   * (PlanOptions.gatherCast: where dispatches cost) forced on, so that every device runs the fused kernel.
+   */
+  compile?: CompileOptions;
 }
 
 /** Deterministic uniform numbers in [lo, hi), from the tests' one seeded generator (tests/rng.ts). */
@@ -136,6 +142,42 @@ export function opCases(): OpCase[] {
     add(`gather ${dt}`, (b) => {
       const ids = b.input("i32", [3], 0, 40);
       return b.done({ y: b.t.gather(b.weight(dt, [40, 64]), ids) });
+    });
+  }
+  for (const dt of ["f16", "bf16"] as const) {
+    // An embedding lookup: the gather and its cast as one kernel (bit-exact: both widen exactly).
+    add(`gather ${dt} + cast to f32, one kernel`, (b) => {
+      const ids = b.input("i32", [3], 0, 40);
+      return b.done({ y: b.t.cast(b.t.gather(b.weight(dt, [40, 72]), ids), "f32") }, { compile: { gatherCast: true } });
+    });
+  }
+  // Qwen3 / Gemma 3 q/k norms: per-head rmsnorms of one gemv's outputs, their ropes and K's cache write as one
+  // kernel (a two-part norm_rope: q [1, 4, hd] and k [1, 2, hd]), over two positions; a partial rotation, and a
+  // head narrower than the subgroup (lanes without a pair).
+  for (const [hd, rot, style, kv] of [[32, 32, "half", "f16"], [64, 32, "adjacent", "f32"], [128, 128, "half", "bf16"]] as const) {
+    add(`q and k head norms + rope + cache write, one kernel (hd ${hd}, rot ${rot}, ${style}, ${kv} cache)`, (b) => {
+      const x = b.input("f32", [1, 48]);
+      const pos = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [1] });
+      b.slots.pos = new Int32Array([2]);
+      const q = b.t.reshape(b.t.matmul(x, b.weight("bf16", [4 * hd, 48])), [1, 4, hd]);
+      const k = b.t.reshape(b.t.matmul(x, b.weight("bf16", [2 * hd, 48])), [1, 2, hd]);
+      const o = { theta: 10000, style, dims: rot };
+      // Gemma 3's weights are 1 + w (folded into the kernel's weight load), Qwen3's w.
+      const nw = () => (hd === 64 ? b.t.add(b.weight("f32", [hd], 0.5), b.t.literal(1, "f32", [hd])) : b.weight("f32", [hd], 1));
+      const qr = b.t.rope(b.t.rmsnorm(q, nw(), 1e-6), pos, o);
+      const kr = b.t.rope(b.t.rmsnorm(k, nw(), 1e-6), pos, o);
+      const st = b.t.state(`kc${hd}`, kv, [6, 2, hd]);
+      b.t.writeState(`kc${hd}`, b.t.updateSlice(st, kv === "f32" ? kr : b.t.cast(kr, kv), pos, 0));
+      return b.done({ q: qr }, { compile: { normRope: true }, steps: 2, slotsAt: (s) => ({ pos: new Int32Array([2 + 3 * s]) }) });
+    });
+  }
+  // Gemma's post-norms: h + rmsnorm(o, 1 + w) as one kernel (the residual add and the weight's add folded in).
+  for (const [rows, n, plus, res] of [[1, 64, true, true], [3, 127, false, true], [2, 96, true, false]] as const) {
+    add(`rmsnorm${plus ? " (1 + w)" : ""}${res ? " + residual" : ""} ${rows}x${n}, one kernel`, (b) => {
+      const x = b.input("f32", [rows, n], -3, 3);
+      const w = plus ? b.t.add(b.weight("f32", [n], 0.5), b.t.literal(1, "f32", [n])) : b.weight("f32", [n], 1);
+      const y = b.t.rmsnorm(x, w, 1e-6);
+      return b.done({ y: res ? b.t.add(b.input("f32", [rows, n]), y) : y }, { compile: { normAdd: true } });
     });
   }
   add("reshape+permute", (b) => b.done({ y: b.t.permute(b.t.reshape(b.input("f32", [6, 35]), [2, 3, 5, 7]), [3, 1, 0, 2]) }));

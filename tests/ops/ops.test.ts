@@ -95,7 +95,9 @@ for (const backend of selectedBackends()) {
     if (typeof dev === "string") return;
     // quantizedX off: an unmarked matmul is the f32 oracle's on every device; the marked cases (attrs.xq) take
     // the integer path everywhere.
-    const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: false }), timeoutMs: 60_000, ownsDevice: false });
+    // A case's own options (OpCase.compile) by its graph: a fused kernel every device runs.
+    const caseOpts = new Map(cases.map((c) => [c.graph, c.compile]));
+    const eng = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: false, ...caseOpts.get(g) }), timeoutMs: 60_000, ownsDevice: false });
     const failures: string[] = [];
     let checked = 0;
     try {
