@@ -8,8 +8,8 @@ import type { Unit } from "../../graph/plan.ts";
 import type { Binding } from "../program.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
-import { floatOf, itype } from "./common.ts";
-import { ropeTable } from "./rope.ts";
+import { floatOf } from "./common.ts";
+import { ropeAndCache } from "./rope.ts";
 
 /**
  * The weight types whose integer path is the default on a target with an int8 dot (caps.dot4): those an H200
@@ -49,23 +49,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
       bindings.push(bind(pp.residual));
       reads.push(pp.residual);
     }
-    let pos: number | undefined;
-    if (pp.rope !== undefined) {
-      const r = nodes[pp.rope];
-      const [, , hd] = r.shape, dims = r.attrs.dims ?? hd;
-      part.rope = { hd, rot: dims, style: r.attrs.style! };
-      bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
-      pos = r.inputs[1];
-    }
-    if (pp.update !== undefined) {
-      pos = nodes[pp.update].inputs[2];
-      part.cap = nodes[pp.update].shape[0];
-    }
-    if (pos !== undefined) {
-      part.pos = itype(nodes[pos].dtype);
-      bindings.push(bind(pos));
-      reads.push(pos);
-    }
+    Object.assign(part, ropeAndCache(cx, pp, bindings, reads));
     const outDt = nodes[pp.out].dtype;
     if (outDt !== "f32") part.out = floatOf(nodes[pp.out]);
     bindings.push(bind(pp.out));

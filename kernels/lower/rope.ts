@@ -31,22 +31,7 @@ export function lowerNormRope(cx: LowerContext, u: Extract<Unit, { k: "norm_rope
     if (pp.weightAdd !== undefined) part.weightAdd = pp.weightAdd;
     bindings.push(bind(pp.x), bind(w));
     reads.push(pp.x, w);
-    let pos: number | undefined;
-    if (pp.rope !== undefined) {
-      const r = nodes[pp.rope], dims = r.attrs.dims ?? hd;
-      part.rope = { rot: dims, style: r.attrs.style! };
-      bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
-      pos = r.inputs[1];
-    }
-    if (pp.update !== undefined) {
-      pos = nodes[pp.update].inputs[2];
-      part.cap = nodes[pp.update].shape[0];
-    }
-    if (pos !== undefined) {
-      part.pos = itype(nodes[pos].dtype);
-      bindings.push(bind(pos));
-      reads.push(pos);
-    }
+    Object.assign(part, ropeAndCache(cx, pp, bindings, reads));
     if (nodes[pp.out].dtype !== "f32") part.out = floatOf(nodes[pp.out]);
     bindings.push(bind(pp.out));
     outBytes += pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nn.shape)) : p.values[pp.out].bytes;
@@ -54,6 +39,36 @@ export function lowerNormRope(cx: LowerContext, u: Extract<Unit, { k: "norm_rope
     return part;
   });
   kernel(lib.normRope(caps, { parts }), bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
+}
+
+/**
+ * A fused part's rope (its frequency table bound) and cache write (the cache's rows), and the position both read,
+ * bound after them: what a gemv part and a norm_rope part take alike.
+ */
+export function ropeAndCache(
+  cx: LowerContext,
+  pp: { rope?: number; update?: number },
+  bindings: Binding[],
+  reads: number[],
+): { rope?: { hd: number; rot: number; style: "adjacent" | "half" }; cap?: number; pos?: lib.IType } {
+  const { nodes, bind } = cx, got: ReturnType<typeof ropeAndCache> = {};
+  let pos: number | undefined;
+  if (pp.rope !== undefined) {
+    const r = nodes[pp.rope], hd = r.shape[2], dims = r.attrs.dims ?? hd;
+    got.rope = { hd, rot: dims, style: r.attrs.style! };
+    bindings.push(ropeTable(cx, r.attrs.theta!, dims, r.inputs[2]));
+    pos = r.inputs[1];
+  }
+  if (pp.update !== undefined) {
+    pos = nodes[pp.update].inputs[2];
+    got.cap = nodes[pp.update].shape[0];
+  }
+  if (pos !== undefined) {
+    got.pos = itype(nodes[pos].dtype);
+    bindings.push(bind(pos));
+    reads.push(pos);
+  }
+  return got;
 }
 
 /**
