@@ -16,6 +16,12 @@ export interface FuzzCase {
   message: RegExp;
   /** Optional: the typed error the library throws for the same input (its class name), for in-process tables. */
   error?: string;
+  /**
+   * Run with XDG_RUNTIME_DIR unset (else it is a directory inside the case's): poot then makes a private runtime
+   * dir under TMPDIR before it opens a backend that probes Mesa (cli/main.ts), so a case that must fail before
+   * any backend opens shows such a dir as a write.
+   */
+  noRuntimeDir?: boolean;
 }
 
 /** mulberry32, the tests' seeded uniform [0,1) source (the same sequence on every runtime). */

@@ -109,11 +109,9 @@ export async function runCase(c: FuzzCase, rt: Runtime, bin: string, seed: numbe
     const args = await c.setup(dir, caseRng(seed, c.name));
     const before = snapshot(dir);
     const argv = rt === "deno" ? ["run", "-A", cliPath(), ...args] : [cliPath(), ...args];
-    const r = await spawnBounded(bin, argv, {
-      cwd: dir,
-      env: { ...env, TMPDIR: join(dir, "tmp"), XDG_RUNTIME_DIR: join(dir, "xdg"), NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
-      stdin: c.stdin,
-    });
+    const childEnv: Record<string, string | undefined> = { ...env, TMPDIR: join(dir, "tmp"), XDG_RUNTIME_DIR: join(dir, "xdg"), NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" };
+    if (c.noRuntimeDir) delete childEnv.XDG_RUNTIME_DIR;
+    const r = await spawnBounded(bin, argv, { cwd: dir, env: childEnv, stdin: c.stdin });
     const problems: string[] = [...r.killed];
     if (r.code !== c.exit) problems.push(`exit ${r.code ?? r.signal}, expected ${c.exit}`);
     if (r.stdout !== "") problems.push(`stdout not empty: ${JSON.stringify(r.stdout.slice(0, 200))}`);

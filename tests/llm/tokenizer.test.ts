@@ -179,7 +179,9 @@ test("encoding is fast on long inputs (heap merges, no quadratic rescans)", () =
     tok.encode(run, { addBos: false });
     const ms = performance.now() - t0;
     assert.ok(ids.length > 50_000);
-    assert.ok(ms < 8000, `${tok.model}: ${ms.toFixed(0)} ms`);
+    // Linear merging takes ~0.3 s here under Deno and up to 5.5 s under Bun on a loaded 2-core machine (CI,
+    // measured), which once came near an 8 s bound; quadratic merging of the 200k piece takes minutes.
+    assert.ok(ms < 30_000, `${tok.model}: ${ms.toFixed(0)} ms`);
   }
 });
 

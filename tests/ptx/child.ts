@@ -36,7 +36,9 @@ export const expectPhase = {
   },
   timeout(r: Record<string, unknown>): void {
     assert.equal(r.sync, "DeviceTimeout");
-    assert.ok(Number(r.waitedMs) < 2000, `waited ${r.waitedMs} ms`);
+    // gave up at its 200 ms bound, not at the end of the fake's 5 s spin (fault_child.ts): 4 s leaves a late
+    // timer on a loaded machine its margin (2 s was near a stall there)
+    assert.ok(Number(r.waitedMs) < 4000, `waited ${r.waitedMs} ms`);
     assert.equal(r.after, "Poisoned");
   },
 };

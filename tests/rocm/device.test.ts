@@ -322,7 +322,7 @@ test("fake HSA: synchronize and a full ring give up at their bound with DeviceTi
     const t0 = performance.now();
     await assert.rejects(dev.synchronize(150), DeviceTimeout);
     const waited = performance.now() - t0;
-    assert.ok(waited >= 140 && waited < 3000, `waited ${waited} ms`);
+    assert.ok(waited >= 140 && waited < 10_000, `waited ${waited} ms`); // the queue hangs forever: any bound says it gave up
     assert.throws(() => dev.alloc(4, "device"), Poisoned);
   }
   {

@@ -158,7 +158,8 @@ for (const backend of selectedBackends()) {
       }
       const o = await collect(other);
       assert.equal(o.ids.length > 0, true);
-      for (let i = 0; i < 50 && r.pool.used > 0; i++) await new Promise((res) => setTimeout(res, 10));
+      // up to 10 s for the step in flight to end (0.5 s was a few lavapipe steps on a loaded machine)
+      for (const until = performance.now() + 10_000; performance.now() < until && r.pool.used > 0;) await new Promise((res) => setTimeout(res, 10));
       assert.equal(r.pool.used, 0);
       assert.equal(r.sched.runningCount, 0);
     } finally {
