@@ -1,0 +1,52 @@
+// One process that uses raw Vulkan and Deno's WebGPU together (a server may open both) must run both correctly
+// and exit cleanly. Run in child processes (two_backends_child.ts) because the failure looked for is a glibc
+// abort at exit ("corrupted size vs. prev_size in fastbins", reported once in 3 families runs with
+// POOT_BACKENDS=js,vulkan,wgpu), which a test inside the process cannot observe; glibc's malloc checks and
+// freed-memory perturbation are on in the child so heap damage aborts early rather than by chance.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import process from "node:process";
+import { openVulkanDevice } from "../../backends/vulkan/mod.ts";
+
+const RUNS = 3;
+let skip: string | false = "Bun" in globalThis || !("gpu" in navigator) ? "no WebGPU in this runtime (Deno's navigator.gpu)" : false;
+if (!skip) {
+  try {
+    await openVulkanDevice().destroy();
+  } catch (e) {
+    skip = `no usable Vulkan device: ${(e as Error).message}`;
+  }
+}
+
+const child = fileURLToPath(new URL("./two_backends_child.ts", import.meta.url));
+
+/** Runs the child once (killed after limitMs): its output, exit code and signal. */
+function runChild(limitMs: number): Promise<{ output: string; code: number | null; signal: string | null }> {
+  return new Promise((resolve) => {
+    const env = { ...process.env, MALLOC_CHECK_: "3", MALLOC_PERTURB_: "165" };
+    const p = spawn(process.execPath, ["run", "-A", "--no-check", child], { stdio: ["ignore", "pipe", "pipe"], env });
+    let output = "";
+    const timer = setTimeout(() => p.kill("SIGKILL"), limitMs);
+    p.stdout.on("data", (d: Uint8Array) => output += new TextDecoder().decode(d));
+    p.stderr.on("data", (d: Uint8Array) => output += new TextDecoder().decode(d));
+    p.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ output, code, signal });
+    });
+  });
+}
+
+test(`vulkan + wgpu in one process: both compute right, destroy, and the process exits cleanly (${RUNS} runs)`, { skip, timeout: 300_000 }, async () => {
+  for (let i = 0; i < RUNS; i++) {
+    const { output, code, signal } = await runChild(90_000);
+    const line = output.split("\n").find((l) => l.startsWith("RESULT "));
+    assert.ok(line, `run ${i}: the child reported nothing (exit ${code}, signal ${signal}):\n${output}`);
+    const r = JSON.parse(line.slice(7)) as { vulkan: string[]; wgpu: string[] };
+    assert.deepEqual(r, { vulkan: [], wgpu: [] }, `run ${i}: wrong results`);
+    assert.doesNotMatch(output, /corrupted|double free|free\(\): invalid|malloc\(\)|Aborted/, `run ${i}: glibc reported heap damage`);
+    assert.equal(signal, null, `run ${i}: the child died by ${signal} after its work:\n${output}`);
+    assert.equal(code, 0, `run ${i}: exit status ${code}:\n${output}`);
+  }
+});
