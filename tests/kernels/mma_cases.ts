@@ -10,6 +10,11 @@ import type { Kernel } from "../../kernels/ir.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaPrepX, mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import { stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import { JsDevice } from "../../backends/js/device.ts";
+import { Engine } from "../../backends/executor.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import type { Graph } from "../../graph/ir.ts";
+import type { WeightMap, WeightStore } from "../../graph/weights.ts";
 import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
@@ -183,47 +188,13 @@ export function flashCfgs(): FlashCfg[] {
 // ---- prepared x (mmaPrepX then mmaMatmul { prepared }) ------------------------------------------------
 
 /**
- * Runs mmaPrepX and the prepared matmul (`make`: mmaMatmul's, or another kernel on the same words, e.g. the
- * staged one) over the case's inputs on `dev` and returns the case's problems (empty = pass): the same
- * reference and tolerance as the one-kernel case.
+ * Runs mmaPrepX and the prepared matmul `make(caps)` of shape `s` over inputs `ins` (x f32, then the matmul's own
+ * bindings) on `dev`; returns every input buffer's bytes afterwards (the last is y).
  */
-export async function runPrepared(
-  dev: Device,
-  s: MmaCaseShape,
-  emulate: boolean,
-  make: (caps: Caps) => Kernel = (caps) => mmaMatmul(caps, { ...s, prepared: true }),
-): Promise<string[]> {
-  const kc = mmaCase(s, emulate);
+async function prepareAndRun(dev: Device, s: MmaCaseShape, ins: Uint8Array[], emulate: boolean, make: (caps: Caps) => Kernel): Promise<Uint8Array[]> {
   const caps = mmaCaps(dev.target.caps, emulate);
-  const ins = kc.inputs();
-  const parts = s.split === false ? 1 : 2;
   const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
   const mm = make(caps);
-  const bufs = ins.map((b) => {
-    const d = dev.alloc(b.byteLength, "device");
-    dev.write(d, 0, b);
-    return d;
-  });
-  const xw = dev.alloc(parts * s.batch * s.k * 2, "device");
-  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
-  try {
-    dev.run([
-      { k: "kernel", compiled: dev.compile(prep), grid: prep.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(xw)] },
-      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), ...bufs.slice(1).map(bind)] },
-    ]);
-    await dev.synchronize(60_000);
-    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
-    return checkCase(kc, { inputs: ins, outputs });
-  } finally {
-    for (const b of [...bufs, xw]) dev.free(b);
-  }
-}
-
-/** y's bytes of mmaPrepX then the prepared mmaMatmul of shape `s` over inputs `ins` (x f32, W, bias, residual, y). */
-export async function preparedY(dev: Device, s: MmaCaseShape, ins: Uint8Array[], emulate: boolean): Promise<Uint8Array> {
-  const caps = mmaCaps(dev.target.caps, emulate);
-  const prep = mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split: s.split });
-  const mm = mmaMatmul(caps, { ...s, prepared: true });
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
@@ -237,10 +208,32 @@ export async function preparedY(dev: Device, s: MmaCaseShape, ins: Uint8Array[],
       { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(xw), ...bufs.slice(1).map(bind)] },
     ]);
     await dev.synchronize(60_000);
-    return (await dev.read(bufs[bufs.length - 1], 0, bufs[bufs.length - 1].bytes)).slice();
+    return (await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)))).map((b) => b.slice());
   } finally {
     for (const b of [...bufs, xw]) dev.free(b);
   }
+}
+
+/**
+ * Runs mmaPrepX and the prepared matmul (`make`: mmaMatmul's, or another kernel on the same words, e.g. the
+ * staged one) over the case's inputs on `dev` and returns the case's problems (empty = pass): the same
+ * reference and tolerance as the one-kernel case.
+ */
+export async function runPrepared(
+  dev: Device,
+  s: MmaCaseShape,
+  emulate: boolean,
+  make: (caps: Caps) => Kernel = (caps) => mmaMatmul(caps, { ...s, prepared: true }),
+): Promise<string[]> {
+  const kc = mmaCase(s, emulate);
+  const ins = kc.inputs();
+  return checkCase(kc, { inputs: ins, outputs: await prepareAndRun(dev, s, ins, emulate, make) });
+}
+
+/** y's bytes of mmaPrepX then the prepared mmaMatmul of shape `s` over inputs `ins` (x f32, W, bias, residual, y). */
+export async function preparedY(dev: Device, s: MmaCaseShape, ins: Uint8Array[], emulate: boolean): Promise<Uint8Array> {
+  const out = await prepareAndRun(dev, s, ins, emulate, (caps) => mmaMatmul(caps, { ...s, prepared: true }));
+  return out[out.length - 1];
 }
 
 /**
@@ -415,4 +408,38 @@ export async function stagedInvariance(dev: Device, c: StagedCase, rows: number[
     if (col !== undefined) bad.push(`row ${r} col ${col}: alone ${alone[col].toString(16)} vs in m=${m} ${all[r * n + col].toString(16)}`);
   }
   return bad;
+}
+
+/**
+ * The logits of one `rows`-row prefill step (tokens (i·37 + 5) mod vocab, position 3) of a traced model on a JS
+ * device with `caps`, compiled with `opts`: what the MMA and staged prefill tests compare against the FMA path.
+ */
+export async function prefillLogits(
+  m: { store: WeightStore; map: WeightMap; graph: Graph },
+  rows: number,
+  vocab: number,
+  caps: Caps,
+  opts: CompileOptions = {},
+): Promise<Float32Array> {
+  const eng = new Engine(new JsDevice({ caps }), { compile: (g, t) => compileGraph(g, t, opts) });
+  try {
+    await eng.loadWeights(m.store, m.map);
+    const id = eng.addEntry("prefill", m.graph);
+    const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % vocab);
+    return (await eng.step(id, { token, pos: new Int32Array([3]) })).outputs.logits as Float32Array;
+  } finally {
+    await eng.unload();
+  }
+}
+
+/** The largest |a − b| and |b| over two logit rows of one length; throws on a non-finite a. */
+export function logitGap(a: Float32Array, b: Float32Array): { worst: number; scale: number } {
+  if (a.length !== b.length) throw new Error(`${a.length} logits against ${b.length}`);
+  let worst = 0, scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (!Number.isFinite(a[i])) throw new Error(`logit ${i} is ${a[i]}`);
+    worst = Math.max(worst, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(b[i]));
+  }
+  return { worst, scale };
 }

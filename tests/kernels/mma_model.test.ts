@@ -3,12 +3,11 @@
 // the FMA path's (the same device without MMA) within the split MMA's precision; a decode step keeps the gemv.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { JsDevice } from "../../backends/js/device.ts";
-import { Engine } from "../../backends/executor.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { logitGap, prefillLogits } from "./mma_cases.ts";
 
 const ROWS = 20, CAP = 160; // cap > 128: the flash attention splits its positions (3 ways)
 const caps = { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 };
@@ -33,27 +32,10 @@ test("lowering picks the MMA matmul and flash attention for a 20-row chunk only 
 });
 
 test("a 20-row Llama prefill on (emulated) MMA tiles equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
-  const { store, map, graph } = step(ROWS);
-  const run = async (mma: boolean) => {
-    const eng = new Engine(new JsDevice({ caps: { ...caps, mma } }), { compile: compileGraph });
-    try {
-      await eng.loadWeights(store, map);
-      const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % TINY_LLAMA.vocab);
-      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
-      return r.outputs.logits as Float32Array;
-    } finally {
-      await eng.unload();
-    }
-  };
-  const a = await run(true), b = await run(false);
-  assert.equal(a.length, b.length);
-  let worst = 0, scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    assert.ok(Number.isFinite(a[i]), `logit ${i} is ${a[i]}`);
-    worst = Math.max(worst, Math.abs(a[i] - b[i]));
-    scale = Math.max(scale, Math.abs(b[i]));
-  }
+  const m = step(ROWS);
+  const a = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true });
+  const b = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: false });
+  const { worst, scale } = logitGap(a, b);
   console.log(`mma vs fma: max diff ${worst.toExponential(2)} of logits up to ${scale.toFixed(3)}`);
   // split MMA: ~2^-16 relative per product; over two layers the logits move by less than 1e-4 of their range (measured: ~5e-6)
   assert.ok(worst <= 1e-4 * scale, `max |mma - fma| = ${worst} of logits up to ${scale}`);

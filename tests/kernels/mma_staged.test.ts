@@ -15,11 +15,10 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { runCase } from "./harness.ts";
-import { flashCase, flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
+import { flashCase, flashStagedCfgs, flashStagedName, logitGap, prefillLogits, runFlashStaged, runStaged, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
 import { flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { assertCase } from "./harness.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
-import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
@@ -144,27 +143,10 @@ test("lowering runs prefill matmuls on the staged kernel only with caps.staging,
 });
 
 test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) equals the FMA path within the split MMA's precision", { timeout: 120_000 }, async () => {
-  const { store, map, graph } = step(ROWS);
-  const run = async (opts: CompileOptions, staging: boolean, mma: boolean) => {
-    const eng = new Engine(new JsDevice({ caps: { ...caps, staging, mma } }), { compile: (g, t) => compileGraph(g, t, opts) });
-    try {
-      await eng.loadWeights(store, map);
-      const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: ROWS }, (_, i) => (i * 37 + 5) % HD64.vocab);
-      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
-      return r.outputs.logits as Float32Array;
-    } finally {
-      await eng.unload();
-    }
-  };
-  const a = await run(STAGED, true, true), b = await run({}, false, false);
-  assert.equal(a.length, b.length);
-  let worst = 0, scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    assert.ok(Number.isFinite(a[i]), `logit ${i} is ${a[i]}`);
-    worst = Math.max(worst, Math.abs(a[i] - b[i]));
-    scale = Math.max(scale, Math.abs(b[i]));
-  }
+  const m = step(ROWS);
+  const a = await prefillLogits(m, ROWS, HD64.vocab, { ...caps, staging: true, mma: true }, STAGED);
+  const b = await prefillLogits(m, ROWS, HD64.vocab, { ...caps, staging: false, mma: false });
+  const { worst, scale } = logitGap(a, b);
   // the same bound as mma_model.test.ts's (split MMA: ~2^-16 relative per product)
   assert.ok(worst <= 1e-4 * scale, `max |staged - fma| = ${worst} of logits up to ${scale}`);
   assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
