@@ -31,7 +31,7 @@ import type { Program } from "../kernels/program.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import { decodeGraph } from "./decode.ts";
 import { backendVariant } from "./kernels.ts";
-import { allocProgram, kernelTable, type Profile } from "./profile.ts";
+import { allocProgram, deviceSteps, kernelTable, type Profile } from "./profile.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { KernelBuilder } from "../kernels/ir.ts";
@@ -199,13 +199,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     const ownSum = new StepSum(prog!);
     let ownMs = NaN;
     try {
-      const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
-      const steps: DeviceStep[] = prog!.steps.map((s): DeviceStep =>
-        s.k === "kernel"
-          ? { k: "kernel", compiled: dev0.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
-          : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
-      );
-      const own = dev0.record(steps);
+      const own = dev0.record(deviceSteps(dev0, prog!, bufs));
       try {
         for (let i = 0; i < 3; i++) {
           dev0.replay(own);

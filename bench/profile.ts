@@ -115,14 +115,19 @@ export function sameBuffers(a: Program, b: Program): boolean {
 }
 
 /** profileProgram over buffers already allocated for `prog` (allocProgram). */
-export async function profileSteps(dev: Device, prog: Program, bufs: DeviceBuffer[], reps = 10): Promise<Profile | undefined> {
-  if (!dev.stepTimes) return undefined;
+/** A program's steps as device steps over `bufs` (one device buffer per program buffer), kernels compiled on `dev`. */
+export function deviceSteps(dev: Device, prog: Program, bufs: DeviceBuffer[]): DeviceStep[] {
   const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
-  const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
+  return prog.steps.map((s): DeviceStep =>
     s.k === "kernel"
       ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
       : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
   );
+}
+
+export async function profileSteps(dev: Device, prog: Program, bufs: DeviceBuffer[], reps = 10): Promise<Profile | undefined> {
+  if (!dev.stepTimes) return undefined;
+  const steps = deviceSteps(dev, prog, bufs);
   const rec = dev.record(steps);
   try {
     for (let i = 0; i < 3; i++) {
