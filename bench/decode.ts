@@ -327,9 +327,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
   [--plan-fuse on|off] (the dispatch-saving plan fusions: gather + cast, outputs straight into readback, per-head
   norm + rope + cache write, norm + residual; default the lowering's: on for vulkan and wgpu)
-  [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_k/q6_k where
-  caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off for
-  q4_0/q4_1/q5_0/q5_1/q5_k)
+  [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_0/q4_k/q5_k/q6_k
+  where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
+  for q4_1/q5_0/q5_1)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;

@@ -45,7 +45,7 @@ const formats: Flag[] = [
   { name: "grammar", arg: "FILE", help: "constrain the output to a GBNF/EBNF grammar (root rule `root`) (default none)" },
 ];
 const tpFlag: Flag = { name: "tp", arg: "N", help: "tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group) (default 1)" };
-const quantizedX: Flag = { name: "quantized-x", arg: "on|off", help: "quantized-weight decode matmuls on int8 activations, as llama.cpp's (default on for q8_0/q4_k/q6_k where the device has a fast int8 dot: ptx, vulkan where the driver says accelerated, wgpu on a GPU; q4_0/q4_1/q5_0/q5_1/q5_k only when on)" };
+const quantizedX: Flag = { name: "quantized-x", arg: "on|off", help: "quantized-weight decode matmuls on int8 activations, as llama.cpp's (default on for q8_0/q4_0/q4_k/q5_k/q6_k where the device has a fast int8 dot: ptx, vulkan where the driver says accelerated, wgpu on a GPU; q4_1/q5_0/q5_1 only when on)" };
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 

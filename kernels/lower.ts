@@ -34,7 +34,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * q5_1, q4_k, q5_k, q6_k) take x quantized to int8 and dot in integers (qdot.ts states the arithmetic; the
    * matmuls behave as if marked attrs.xq). true / false: every such unit / none. Default: on where the target has a
    * fast int8 dot (caps.dot4: PTX sm_61+, Vulkan where the driver reports it accelerated, wgpu on a GPU adapter) for
-   * the types measured faster on PTX (kernels/lower/gemv.ts XQ_DEFAULT: q8_0, q4_k, q6_k), off elsewhere. A matmul
+   * the types measured faster on PTX (kernels/lower/gemv.ts XQ_DEFAULT: q8_0, q4_0, q4_k, q5_k, q6_k), off elsewhere. A matmul
    * marked xq in the graph takes that path whatever this says.
    */
   quantizedX?: boolean;

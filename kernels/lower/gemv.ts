@@ -13,11 +13,12 @@ import { ropeAndCache } from "./rope.ts";
 
 /**
  * The weight types whose integer path is the default on a target with an int8 dot (caps.dot4): those an H200
- * measured faster than the f32 path (session 6: 8B q4_k_m decode 29% -> 41% of the roofline, q8_0 48% -> 60%).
- * q4_0, q4_1, q5_0, q5_1 and q5_k have the path too (XQ_RUNS) but take it only when asked (quantizedX,
- * --quantized-x on) until a device run measures them.
+ * measured faster than the f32 path (8B decode, `bench/decode.ts --shape llama-3-8b --dtype q4_k_m,q8_0,q5_k_m,q4_0
+ * --backend ptx --quantized-x on|off`, session 8: q4_k_m 268 -> 376 tok/s, q8_0 254 -> 322, q5_k_m 193 -> 308,
+ * q4_0 290 -> 399). q4_1, q5_0 and q5_1 have the path too (XQ_RUNS) but take it only when asked (quantizedX,
+ * --quantized-x on): no file type the bench builds is made of them, so no device run has measured them.
  */
-export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_k", "q6_k"];
+export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"];
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {

@@ -90,7 +90,7 @@ for (const ft of QUANT_FTYPES) {
 }
 
 // Quantized x (int8 activations for the block-weight decode matmuls, graph/ops/qdot.ts; the default for
-// q8_0/q4_k/q6_k on ptx and on vulkan/wgpu GPUs with a fast int8 dot; lavapipe runs it with the native OpSDot /
+// q8_0/q4_0/q4_k/q5_k/q6_k on ptx and on vulkan/wgpu GPUs with a fast int8 dot; lavapipe runs it with the native OpSDot /
 // dot4I8Packed); here --quantized-x on also puts these files' q4_0, q5_0 and q5_1 gemvs on it; real K-quant blocks
 // and q4_1: tests/quant/xq_tokens.test.ts:
 // poot no longer computes the f32 dot of the dequantized weights, so the exact check does not apply; the margin
