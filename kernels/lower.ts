@@ -101,6 +101,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   flashSplits?: number;
   /** Split-K chunks of decode and paged attention (1 = the one-pass kernel); default attentionSplitCount's / attentionSplits'. */
   attentionSplits?: number;
+  /** Split-K attention chunks whole loop trips of the live positions (AttentionShape.live; default true). */
+  attentionLive?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

@@ -8,7 +8,7 @@
 import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { type FType, gridFor, type IType, pairwise, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
+import { type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
 
 export interface AttentionShape {
   /** Query rows (1 = decode). */
@@ -31,6 +31,11 @@ export interface AttentionShape {
   softcap?: number;
   /** Positions per position group per loop trip on subgroup targets (default 8, paged 2): K/V loads in flight per lane. */
   unroll?: number;
+  /**
+   * Split-K: cut the live positions into as many chunks as hold a whole loop trip each, at most `splits` (default
+   * true); false cuts them into `splits` chunks whatever their length (the layout before session 8, for benches).
+   */
+  live?: boolean;
   name?: string;
 }
 
@@ -196,6 +201,36 @@ export function attentionSplits(caps: Caps, cap: number): number {
   return Math.max(1, Math.min(64, Math.ceil(cap / 64)));
 }
 
+/**
+ * A team's position groups (G groups of lpp lanes, each taking every G-th position) and positions per group per
+ * loop trip (U): the kernel's trip covers G * U positions. Each trip's K and V loads are all issued before the
+ * first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each load
+ * in turn; one max, one rescale and one sum per trip for the U scores. Paged rows default to U = 2 (a block-table
+ * lookup per position; the serving path was not measured with more).
+ */
+function positionGroups(t: Team, hd: number, kv: FType, unroll: number | undefined, paged: boolean): { lpp: number; G: number; U: number } {
+  const kvVec = kv === "f32" ? 4 : 8;
+  let lpp = t.lanes;
+  if (t.lanes > 1 && !t.shared && t.sgs === 1) {
+    lpp = 1;
+    while (lpp * 2 <= t.lanes && hd % (lpp * 2) === 0 && hd / (lpp * 2) >= kvVec) lpp *= 2;
+    if (hd % lpp !== 0) lpp = t.lanes;
+  }
+  const U = t.lanes > 1 ? Math.max(1, unroll ?? (paged ? 2 : 8)) : 1;
+  return { lpp, G: t.lanes / lpp, U };
+}
+
+/**
+ * Positions per loop trip of a split-K team of attentionPartial / attentionFused on these caps: the chunking of
+ * the live positions follows it (a chunk is a whole number of trips while there are fewer than splits of them).
+ */
+export function attentionTrip(caps: Caps, s: AttentionShape & { splits: number }): number {
+  if (s.live === false) return 1;
+  const t = team(caps, { rows: (s.rows ?? 1) * s.heads * Math.max(1, s.splits) });
+  const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false);
+  return G * U;
+}
+
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fused = false): Kernel {
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
@@ -212,7 +247,8 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "");
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
+    (splits && s.live === false ? "_even" : "");
   const name = s.name ?? (fused ? `attention_fused_${base}_s${S}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -256,23 +292,12 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // A sliding window starts the sweep at end - window (the positions before it are masked out).
   const w = s.window;
   const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
-  const share = splits ? b.let((first ? end.sub(first) : end).add(S - 1).div(S), "u32", "share") : undefined;
-  const chunk = share && chunkIdx ? chunkIdx.mul(share) : undefined;
-  const start = chunk ? b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start") : first ?? u32(0);
-  const stop = share ? b.let(end.min(start.add(share)), "u32", "stop") : end;
 
   // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th
   // position of the chunk (one 16-byte K/V slice per lane where hd allows), keeps its own running max, sum and
   // weighted V, and the groups merge at the end. G positions per step instead of one: the loop is latency-
   // bound (a K load, a reduction, an exp per step). G = 1 is one position per step over the whole team.
-  const kvVec = kv === "f32" ? 4 : 8;
-  let lpp = t.lanes;
-  if (t.lanes > 1 && !t.shared && t.sgs === 1) {
-    lpp = 1;
-    while (lpp * 2 <= t.lanes && hd % (lpp * 2) === 0 && hd / (lpp * 2) >= kvVec) lpp *= 2;
-    if (hd % lpp !== 0) lpp = t.lanes;
-  }
-  const G = t.lanes / lpp;
+  const { lpp, G, U } = positionGroups(t, hd, kv, s.unroll, !!paged);
   // Each lane owns dims [li*nd, li*nd + nd) of the head (dims past hd only when hd % lanes != 0).
   const nd = Math.ceil(hd / lpp);
   const exact = hd % lpp === 0;
@@ -307,11 +332,20 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
     return x;
   };
-  // Each trip takes U positions per group (G * U per team): all their K and V loads are issued before the
-  // first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each
-  // load in turn; one max, one rescale and one sum per trip for the U scores.
-  // Paged rows default to 2 (a block-table lookup per position; the serving path was not measured with more).
-  const U = t.lanes > 1 ? Math.max(1, s.unroll ?? (paged ? 2 : 8)) : 1;
+  // Split-K chunks: the live positions spread over as many of the S teams as get a whole trip (G * U positions)
+  // each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip the
+  // loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut in
+  // S equal chunks as before. It depends on this row's positions only (as the order of its sums must).
+  let start: Val = first ?? u32(0), stop: Val = end;
+  if (splits && chunkIdx) {
+    const len = b.let(first ? end.sub(first) : end, "u32", "len");
+    const trip = s.live === false ? 1 : G * U;
+    const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
+    const share = b.let(len.add(live).sub(1).div(live), "u32", "share");
+    const chunk = chunkIdx.mul(share);
+    start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");
+    stop = b.let(end.min(start.add(share)), "u32", "stop");
+  }
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
     // reads the trip's first row and contributes nothing.

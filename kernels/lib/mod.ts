@@ -16,7 +16,7 @@ export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashS
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
-  attentionSplits, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
+  attentionSplits, attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
 export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";

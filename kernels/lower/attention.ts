@@ -33,7 +33,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
   const kv = nodes[k].dtype;
   if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
-  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll };
+  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive };
   const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
   const fsplit = opts.flashSplit ?? opts.mmaSplit;
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };

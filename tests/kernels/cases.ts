@@ -251,9 +251,14 @@ function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
   const full = attentionCase(c);
   const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}`;
   const kv = c.kv ?? "f32";
+  let trip = 1; // the kernel's positions per loop trip on the caps it was made for (the chunking follows it)
   return {
     name,
-    make: (caps) => lib.attentionPartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window }),
+    make: (caps) => {
+      const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window };
+      trip = lib.attentionTrip(caps, shape);
+      return lib.attentionPartial(caps, shape);
+    },
     inputs: () => {
       const ins = full.inputs();
       ins[4] = bytes(new Float32Array(c.rows * c.heads * splits * (c.hd + 2)).fill(NaN));
@@ -269,9 +274,10 @@ function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
           const g = Math.floor(h / (heads / kvHeads)), qo = (r * heads + h) * hd;
           for (let sp = 0; sp < splits; sp++) {
             const o = ((r * heads + h) * splits + sp) * st;
-            // Row r sees positions 0 .. pos + r, in `splits` shares of ceil((pos + r + 1) / splits).
-            // With a window the sweep starts at end - window.
-            const end = pos + r + 1, first = c.window ? Math.max(0, end - c.window) : 0, share = Math.ceil((end - first) / splits);
+            // Row r sees positions 0 .. pos + r (with a window from end - window), in `live` shares of
+            // ceil(len / live): as many chunks as hold a whole trip of positions each, at most `splits`.
+            const end = pos + r + 1, first = c.window ? Math.max(0, end - c.window) : 0, len = end - first;
+            const live = Math.min(splits, Math.max(1, Math.ceil(len / trip))), share = Math.ceil(len / live);
             const lo = Math.min(end, first + sp * share), hi = Math.min(end, lo + share);
             const sc: number[] = [], sm: number[] = [];
             for (let p = lo; p < hi; p++) {
