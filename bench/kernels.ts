@@ -26,7 +26,7 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "attention-fuse" / "no-attention-fuse" sets CompileOptions.attentionFuse, "splitsN" attentionSplits,
-//   "no-attention-live" attentionLive false)
+//   "no-attention-live" attentionLive false, "groupN" attentionGroup)
 // (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways;
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
@@ -272,6 +272,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (f === "attention-fuse" || f === "no-attention-fuse") compile.attentionFuse = f === "attention-fuse";
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
     else if (f === "no-attention-live") compile.attentionLive = false;
+    else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
     else if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
@@ -283,7 +284,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, attention-fuse, no-attention-fuse, splitsN, no-attention-live; vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, attention-fuse, no-attention-fuse, splitsN, no-attention-live, groupN; vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

@@ -10,7 +10,9 @@
 //     [--mma-split off] [--tune default,ks16/s1x4/b4x1,...] [--breakdown off] [--out FILE.json]
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
 // time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
-// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits) joined by "/"; the per-kernel table is
+// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
+// attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll)
+// joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
@@ -35,7 +37,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || /^a\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention splits (tuneOpts)
+    if (part === "nosplit" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
     if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
@@ -43,7 +45,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit, aN, gN, uN)`);
   }
   return t;
 }
@@ -61,7 +63,7 @@ export interface EntryProgram {
  * position `pos` of its own sequence (blocks 1 + i * maxBlocks ...), every row sampled, greedy.
  */
 export function servingEntry(
-  shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attentionSplits?: number,
+  shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attn: AttentionTune = {},
 ): EntryProgram {
   if (!isShapeName(shape)) throw new RangeError(`unknown shape ${shape}`);
   const c = SHAPES[shape];
@@ -73,7 +75,7 @@ export function servingEntry(
     ctx, slots: maxRows, block: BLOCK, fraction: 1, memory: { totalBytes: Infinity }, blocks: maxRows * Math.ceil(ctx / BLOCK) + 1,
   });
   const { graph } = servingGraph(model, rows, { slots, pool, kvDtype: "f16" }, 64, { rows: slots, writes: 256 });
-  const prog = servingCompileWith({ mmaSplit, mmaServing, attentionSplits })(graph, target);
+  const prog = servingCompileWith({ mmaSplit, mmaServing, ...attn })(graph, target);
   const maxB = pool.maxBlocks, S = Math.min(rows, slots);
   const i32 = (n: number, f: (i: number) => number) => new Uint8Array(Int32Array.from({ length: n }, (_, i) => f(i)).buffer);
   const table = (i: number, j: number) => 1 + i * maxB + j;
@@ -106,17 +108,26 @@ export interface EntryRow {
 }
 
 /** The whole entry's device ms (queued back to back) under a tune. */
-async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attentionSplits?: number): Promise<number> {
-  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attentionSplits);
+async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune): Promise<number> {
+  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn);
   return (await timeProgram(dev, prog, 20, pos, "zero", fill)).queued;
 }
 
 /** A --tune entry's x split: off with a "nosplit" part, else the run's --mma-split. */
 const tuneSplit = (spec: string, split: boolean) => (spec.split("/").includes("nosplit") ? false : split);
-/** A --tune entry's paged-attention split count ("aN"), else the library's. */
-const tuneAttention = (spec: string) => {
-  const a = spec.split("/").find((p) => /^a\d+$/.test(p));
-  return a ? Number(a.slice(1)) : undefined;
+/** The attention options of a serving entry (CompileOptions attentionSplits, attentionGroup, pagedUnroll). */
+export interface AttentionTune {
+  attentionSplits?: number;
+  attentionGroup?: number;
+  pagedUnroll?: number;
+}
+/** A --tune entry's attention parts: "aN" splits, "gN" heads per team, "uN" paged unroll; else the library's. */
+const tuneAttention = (spec: string): AttentionTune => {
+  const num = (c: string) => {
+    const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
+    return a ? Number(a.slice(1)) : undefined;
+  };
+  return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u") };
 };
 
 async function profileEntry(dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<Record<string, unknown>> {

@@ -103,6 +103,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionSplits?: number;
   /** Split-K attention chunks whole loop trips of the live positions (AttentionShape.live; default true). */
   attentionLive?: boolean;
+  /** Query heads per attention team (AttentionShape.group); default kernels/lower/attention.ts attentionGroup's. */
+  attentionGroup?: number;
+  /** Positions per position group per loop trip of paged (serving) attention (AttentionShape.unroll; default 2). */
+  pagedUnroll?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

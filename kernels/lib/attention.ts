@@ -36,6 +36,13 @@ export interface AttentionShape {
    * true); false cuts them into `splits` chunks whatever their length (the layout before session 8, for benches).
    */
   live?: boolean;
+  /**
+   * Query heads per team, a divisor of heads / kvHeads (default 1): a team computes that many heads of one KV head
+   * from each K and V row it loads, where one team per head would load the row once per head (through L2). Each
+   * head's operations and their order are the same at any value: the results are bit-identical, so it may follow
+   * the row count (attentionGroup). Not with the fused combine (attentionFused keeps one head per team).
+   */
+  group?: number;
   name?: string;
 }
 
@@ -226,7 +233,7 @@ function positionGroups(t: Team, hd: number, kv: FType, unroll: number | undefin
  */
 export function attentionTrip(caps: Caps, s: AttentionShape & { splits: number }): number {
   if (s.live === false) return 1;
-  const t = team(caps, { rows: (s.rows ?? 1) * s.heads * Math.max(1, s.splits) });
+  const t = team(caps, { rows: ((s.rows ?? 1) * s.heads / (s.group ?? 1)) * Math.max(1, s.splits) });
   const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false);
   return G * U;
 }
@@ -239,16 +246,18 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   if (paged && paged.maxBlocks * paged.block * rows >= 2 ** 32) throw new KernelError("paged attention: table indices exceed 32 bits");
   if (cap * kvHeads * hd >= 2 ** 32) throw new KernelError("attention: KV indices exceed 32 bits");
   const group = heads / kvHeads;
+  const gq = fused ? 1 : s.group ?? 1;
+  if (!(Number.isInteger(gq) && gq >= 1 && group % gq === 0)) throw new KernelError(`attention: ${gq} heads per team do not divide ${group} heads per KV head`);
   const scale = s.scale ?? 1 / Math.sqrt(hd);
   const items = rows * heads;
   const S = Math.max(1, splits);
-  const teams = items * S;
+  const teams = (items / gq) * S;
   const t = team(caps, { rows: teams });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
-    (splits && s.live === false ? "_even" : "");
+    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "");
   const name = s.name ?? (fused ? `attention_fused_${base}_s${S}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -269,11 +278,14 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // (never in a fused kernel: attentionFusable wants whole workgroups of teams, as its barriers do)
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
-  const item = splits ? b.let(trow.div(S), "u32", "item") : trow;
+  // A team's work item: (row, head) or, with gq > 1, (row, kv head, group of gq heads); its heads' items
+  const witem = splits ? b.let(trow.div(S), "u32", "item") : trow;
   const chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
-  const h0 = item.mod(heads);
-  const kvh = b.let(group === 1 ? h0 : h0.div(group), "u32", "kvh");
-  const r = item.div(heads);
+  const hfirst = gq === 1 ? witem.mod(heads) : b.let(witem.mod(heads / gq).mul(gq), "u32", "h0");
+  const kvh = b.let(group === 1 ? hfirst : hfirst.div(group), "u32", "kvh");
+  const r = gq === 1 ? witem.div(heads) : b.let(witem.div(heads / gq), "u32", "r");
+  const itemsOf = Array.from({ length: gq }, (_, j) => gq === 1 ? witem : b.let(r.mul(heads).add(hfirst).add(j), "u32", "it"));
+  const item = itemsOf[0];
   let end: Val;
   if (paged) {
     // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
@@ -319,12 +331,12 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     }
     return xs;
   };
-  const qbase = b.let(item.mul(hd), "u32", "qb");
-  const qs = loadRow(q, qbase, vq).map((v) => b.let(v, "f32", "q"));
-
-  const m = b.let(f32(-Infinity), "f32", "m");
-  const l = b.let(f32(0), "f32", "l");
-  const acc = qs.map(() => b.let(f32(0), "f32", "acc"));
+  // Per head of the team: its q slice, running max m, sum l and weighted V acc (gq heads share every K/V load).
+  const hs = itemsOf.map((it) => {
+    const qbase = b.let(it.mul(hd), "u32", "qb");
+    const qs = loadRow(q, qbase, vq).map((v) => b.let(v, "f32", "q"));
+    return { it, qbase, qs, m: b.let(f32(-Infinity), "f32", "m"), l: b.let(f32(0), "f32", "l"), acc: qs.map(() => b.let(f32(0), "f32", "acc")) };
+  });
   /** Sum over the lanes of one position group (xor shuffles stay inside aligned groups of lpp lanes). */
   const groupSum = (v: Val): Val => {
     if (G === 1) return teamReduce(b, t, "add", v);
@@ -357,59 +369,64 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     });
     const ks = subs.map((x) => loadRow(K, x.kb, vk));
     const vs = subs.map((x) => loadRow(V, x.kb, vk));
-    const scs = subs.map((x, j) => {
-      const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
-      let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
-      if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
-      return x.inRange ? b.let(x.inRange.select(sc, f32(-Infinity)), "f32", "s") : sc;
-    });
-    let top = [m, ...scs];
-    while (top.length > 1) {
-      const next: Val[] = [];
-      for (let i = 0; i < top.length; i += 2) next.push(i + 1 < top.length ? top[i].max(top[i + 1]) : top[i]);
-      top = next;
+    for (const { qs, m, l, acc } of hs) {
+      const scs = subs.map((x, j) => {
+        const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
+        let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+        if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
+        return x.inRange ? b.let(x.inRange.select(sc, f32(-Infinity)), "f32", "s") : sc;
+      });
+      let top = [m, ...scs];
+      while (top.length > 1) {
+        const next: Val[] = [];
+        for (let i = 0; i < top.length; i += 2) next.push(i + 1 < top.length ? top[i].max(top[i + 1]) : top[i]);
+        top = next;
+      }
+      const mn = b.let(top[0], "f32", "mn");
+      // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
+      const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
+      const pes = scs.map((sc, j) => {
+        const r = subs[j].inRange;
+        return b.let(r ? r.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
+      });
+      b.set(l, l.mul(corr).add(pairwise(pes)));
+      for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
+      b.set(m, mn);
     }
-    const mn = b.let(top[0], "f32", "mn");
-    // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
-    const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
-    const pes = scs.map((sc, j) => {
-      const r = subs[j].inRange;
-      return b.let(r ? r.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
-    });
-    b.set(l, l.mul(corr).add(pairwise(pes)));
-    for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
-    b.set(m, mn);
   });
-  // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
-  for (let off = lpp; off < t.lanes; off *= 2) {
-    const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
-    const ao = acc.map((a) => b.let(b.shuffle("xor", a, off), "f32", "ao"));
-    const M = b.let(m.max(mo), "f32", "M");
-    const cs = b.let(m.eq(M).select(f32(1), m.sub(M).exp()), "f32", "cs");
-    const co = b.let(mo.eq(M).select(f32(1), mo.sub(M).exp()), "f32", "co");
-    b.set(l, l.mul(cs).add(lo.mul(co)));
-    acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
-    b.set(m, M);
-  }
-  const obase = splits ? b.let(trow.mul(hd + 2), "u32", "ob") : qbase;
-  const dims = splits ? obase.add(2) : obase;
-  const writeDims = () => {
-    for (let j = 0; j < nd; j++) {
-      const ok = valid(j);
-      const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
-      if (ok === true) st();
-      else b.if(ok, st);
+  for (const { it, qbase, m, l, acc } of hs) {
+    // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
+    for (let off = lpp; off < t.lanes; off *= 2) {
+      const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
+      const ao = acc.map((a) => b.let(b.shuffle("xor", a, off), "f32", "ao"));
+      const M = b.let(m.max(mo), "f32", "M");
+      const cs = b.let(m.eq(M).select(f32(1), m.sub(M).exp()), "f32", "cs");
+      const co = b.let(mo.eq(M).select(f32(1), mo.sub(M).exp()), "f32", "co");
+      b.set(l, l.mul(cs).add(lo.mul(co)));
+      acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
+      b.set(m, M);
     }
-  };
-  if (G > 1) b.if(gi.eq(u32(0)), writeDims);
-  else writeDims();
-  if (splits) {
-    const head = () => {
-      b.store(out, obase, m);
-      b.store(out, obase.add(1), l);
+    // partials at (item, chunk): the ungrouped team's own row of the part buffer
+    const obase = splits ? b.let((gq === 1 ? trow : it.mul(S).add(chunkIdx!)).mul(hd + 2), "u32", "ob") : qbase;
+    const dims = splits ? obase.add(2) : obase;
+    const writeDims = () => {
+      for (let j = 0; j < nd; j++) {
+        const ok = valid(j);
+        const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
+        if (ok === true) st();
+        else b.if(ok, st);
+      }
     };
-    if (t.lanes === 1) head();
-    else b.if(lane.eq(u32(0)), head);
+    if (G > 1) b.if(gi.eq(u32(0)), writeDims);
+    else writeDims();
+    if (splits) {
+      const head = () => {
+        b.store(out, obase, m);
+        b.store(out, obase.add(1), l);
+      };
+      if (t.lanes === 1) head();
+      else b.if(lane.eq(u32(0)), head);
+    }
   }
   if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd });
   return b.build();

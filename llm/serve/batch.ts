@@ -40,11 +40,12 @@ export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { ge
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
 export function servingCompileWith(
-  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number },
+  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number },
 ): ProgramCompiler {
   return (g, t) =>
     compileGraph(g, t, {
-      gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits, tiled: false,
+      gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits,
+      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, tiled: false,
     });
 }
 

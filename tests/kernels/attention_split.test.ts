@@ -116,3 +116,41 @@ for (const [tag, dev] of fusedOn) {
     });
   }
 }
+
+// Grouped heads (AttentionShape.group: a team computes several query heads of one KV head from each K/V row it
+// loads): every head's partial is bit-identical to the one-head-per-team kernel's, as the lowering relies on when
+// it groups by row count (serving: a row's result must not depend on the batch). Partials compared whole, m and l
+// included, on the JS devices and on each GPU present.
+const grouped: [string, Device | string][] = [["js", devices.js], ["sg8", devices.sg8], ["sg32", devices.sg32],
+  ...gpus, ["ptx", await openDevice("ptx")]];
+for (const [tag, dev] of grouped) {
+  for (const c of cfgs.filter((c) => c.heads > c.kvHeads && c.splits <= 64)) {
+    const kc = attentionCase(c);
+    for (const g of [2, c.heads / c.kvHeads].filter((g, i, a) => (c.heads / c.kvHeads) % g === 0 && a.indexOf(g) === i)) {
+      test(`${tag}: split-K ${kc.name} splits=${c.splits}, ${g} heads per team == one per team, bit for bit`, { skip: typeof dev === "string" ? dev : false }, async () => {
+        const d = dev as Device, caps = d.target.caps;
+        const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll };
+        const one = lib.attentionPartial(caps, s), many = lib.attentionPartial(caps, { ...s, group: g });
+        const inputs = kc.inputs();
+        const bufs = inputs.slice(0, 4).map((b) => {
+          const x = d.alloc(b.byteLength, "device");
+          d.write(x, 0, b);
+          return x;
+        });
+        const bytes = c.rows * c.heads * c.splits * (c.hd + 2) * 4;
+        const parts = [d.alloc(bytes, "device"), d.alloc(bytes, "device")];
+        const all = (xs: typeof bufs) => xs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes }));
+        const work = { bytes: 0, flops: 0 };
+        try {
+          d.run([one, many].map((k, i) => ({ k: "kernel" as const, compiled: d.compile(k), grid: k.grid, work, bindings: all([...bufs, parts[i]]) })));
+          await d.synchronize(60_000);
+          const [want, got] = await Promise.all(parts.map((p) => d.read(p, 0, bytes)));
+          assert.ok(new Float32Array(want.buffer).some((x) => x !== 0), "the partials are not all zero");
+          assert.deepEqual(got, want);
+        } finally {
+          for (const b of [...bufs, ...parts]) d.free(b);
+        }
+      });
+    }
+  }
+}
