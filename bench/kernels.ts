@@ -290,9 +290,10 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
-async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random"): Promise<number> {
+async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random", cap = 2048): Promise<number> {
+  if (!(Number.isInteger(pos) && pos >= 0 && pos < cap)) throw new RangeError(`--pos ${pos} outside the capacity ${cap}`);
   for (const shape of shapes) {
-    console.log(`\n${shape} (pos ${pos}): whole decode step as one recording, ${weights} weights, ms per token`);
+    console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
       const { name, opts, compile } = backendVariant(entry, false);
@@ -302,7 +303,7 @@ async function wallBackends(backends: string[], shapes: string[], pos: number, w
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, compile), 30, pos, weights);
+        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights);
         console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
         console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
@@ -380,7 +381,7 @@ async function main(args: string[]): Promise<number> {
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
   const weights = values.weights ?? "zero";
   if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
-  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights, Number(values.cap ?? 2048));
   if (values.backend && values.backend !== "ptx") {
     const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);
