@@ -103,7 +103,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionSplits?: number;
   /** Split-K attention chunks whole loop trips of the live positions (AttentionShape.live; default true). */
   attentionLive?: boolean;
-  /** Query heads per attention team (AttentionShape.group); default kernels/lower/attention.ts attentionGroup's. */
+  /** Query heads per attention team (AttentionShape.group); default 1 (kernels/lower/attention.ts attentionGroup). */
   attentionGroup?: number;
   /** Positions per position group per loop trip of paged (serving) attention (AttentionShape.unroll; default 2). */
   pagedUnroll?: number;

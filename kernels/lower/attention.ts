@@ -23,19 +23,16 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
 }
 
 /**
- * Query heads per attention team (AttentionShape.group): the largest divisor of heads / kvHeads that leaves at
- * least ATTENTION_GROUP_MIN_TEAMS teams. Where teams are many (a serving step of 32 rows: 32 x 32 heads x 10
- * chunks at the 8B shape) every K/V row is fetched once per KV head instead of once per query head (through L2,
- * the bound there: 1.3 TB/s of K/V at 32 rows on the H200, session 8); where they are few (batch-1 decode) the
- * GPU needs the teams more than the loads. Bit-identical either way, so it may follow the row count.
+ * Query heads per attention team (AttentionShape.group): opts.attentionGroup where it divides heads / kvHeads,
+ * else one. Grouping loads each K/V row once per KV head instead of once per query head, but the H200 measured
+ * nothing for it (session 8, bench/serve_kernels.ts --tune default,g2,g4 and bench/kernels.ts --wall ptx:groupN):
+ * serving at 32 rows and pos 576, 4 heads per team took 64.6 against 60.2 µs a layer (8B) and 39.6 against 36.5
+ * (1B), and decode at cap 8192, pos 4100, 2 heads per team 1.037 against 0.997 ms a token. So one by default.
  */
-export function attentionGroup(opts: { attentionGroup?: number }, teams: number, group: number): number {
-  if (opts.attentionGroup !== undefined) return group % opts.attentionGroup === 0 ? opts.attentionGroup : 1;
-  let g = group;
-  while (g > 1 && (group % g !== 0 || teams / g < ATTENTION_GROUP_MIN_TEAMS)) g--;
-  return g;
+export function attentionGroup(opts: { attentionGroup?: number }, group: number): number {
+  const g = opts.attentionGroup ?? 1;
+  return group % g === 0 ? g : 1;
 }
-export const ATTENTION_GROUP_MIN_TEAMS = 1024;
 
 /** Largest scratch (each of K and V as f16 halves) the staged flash attention takes; past it, flash.ts. */
 const FLASH_STAGED_MAX_BYTES = 256 * 2 ** 20;
@@ -76,9 +73,9 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     return;
   }
   const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
-  const group = (teams: number) => attentionGroup(opts, teams, H / KVH);
+  const group = attentionGroup(opts, H / KVH);
   if (splits <= 1) {
-    kernel(lib.attention(caps, { ...shape, group: group(R * H) }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+    kernel(lib.attention(caps, { ...shape, group }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
     return;
   }
   // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
@@ -92,7 +89,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   }
   const bytes = R * H * splits * (D + 2) * 4;
   const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(lib.attentionPartial(caps, { ...shape, splits, group: group(R * H * splits) }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+  kernel(lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
   kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
 }
 
@@ -110,14 +107,14 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
     rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
     kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale, unroll: cx.opts.pagedUnroll,
   } as const;
-  const group = (teams: number) => attentionGroup(cx.opts, teams, H / KVH);
+  const group = attentionGroup(cx.opts, H / KVH);
   const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];
   const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
   // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
   const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
-  if (splits <= 1) return kernel(lib.pagedAttention(caps, { ...shape, group: group(R * H) }), [...bindings, out], work);
+  if (splits <= 1) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
   const bytes = R * H * splits * (D + 2) * 4;
   const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(lib.pagedAttentionPartial(caps, { ...shape, splits, group: group(R * H * splits) }), [...bindings, part], work);
+  kernel(lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
   return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
 }
