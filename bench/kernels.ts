@@ -295,6 +295,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
     else if (name === "vulkan" && f === "no-dot4") vulkan.noDot4 = true;
     else if (name === "vulkan" && f === "no-robust") vulkan.unsafeNoRobustAccess = true;
+    else if (name === "vulkan" && f === "attention-team-count") compile.attentionCount = "team";
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
@@ -303,7 +304,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

@@ -108,6 +108,13 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * launches overlap).
    */
   attentionFuse?: boolean;
+  /**
+   * Who counts a finished team of the fused decode attention (lib.FusedCount): "lane" (default) or "team" (lane 0
+   * alone: 1/32 of the atomics on an item's counter). Opt-in, unmeasured on a GPU (bench variant
+   * vulkan:attention-team-count), and only for targets whose barrier("device") has device memory scope (SPIR-V,
+   * JS), never WGSL.
+   */
+  attentionCount?: lib.FusedCount;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */

@@ -106,12 +106,20 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
  * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
  * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
  */
-export function attentionFused(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount }): Kernel {
   if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
   const why = attentionFusable(caps, s);
   if (why) throw new KernelError(`attention: no fused combine: ${why}`);
-  return attentionKernel(caps, s, s.splits, undefined, true);
+  return attentionKernel(caps, s, s.splits, undefined, s.count ?? "lane");
 }
+/**
+ * Who counts a finished team in attentionFused: "lane" (default), every lane of it (splits * lanes atomics on
+ * an item's counter); "team", its lane 0 alone after the device barrier (splits atomics: 1/lanes of the
+ * contention). "team" leans on barrier("device") making the whole workgroup's writes available at device scope
+ * before lane 0's count, which SPIR-V's OpControlBarrier with Device memory scope does (and the JS device) but
+ * WGSL's storageBarrier, workgroup-scoped, does not: never for WGSL.
+ */
+export type FusedCount = "lane" | "team";
 /** Why attentionFused cannot serve the shape on these caps, or "" (it can). */
 export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number }): string {
   const teams = (s.rows ?? 1) * s.heads * s.splits, t = team(caps, { rows: teams });
@@ -196,7 +204,8 @@ export function attentionSplits(caps: Caps, cap: number): number {
   return Math.max(1, Math.min(64, Math.ceil(cap / 64)));
 }
 
-function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fused = false): Kernel {
+function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedCount?: FusedCount): Kernel {
+  const fused = fusedCount !== undefined;
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
   if (heads % kvHeads !== 0) throw new KernelError(`attention: ${heads} heads over ${kvHeads} kv heads`);
@@ -213,7 +222,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "");
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedCount === "team" ? "_tc" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
@@ -377,18 +386,27 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     if (t.lanes === 1) head();
     else b.if(lane.eq(u32(0)), head);
   }
-  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd });
+  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedCount! });
   return b.build();
 }
 
 /** attentionFused's tail: count the item's finished teams; its last one combines (see attentionFused). */
-function fuseCombine(b: KernelBuilder, part: Buffer, out: Buffer, s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number }): void {
+function fuseCombine(b: KernelBuilder, part: Buffer, out: Buffer, s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number; count: FusedCount }): void {
   const { item, lane, lanes, items, splits, hd } = s, stride = hd + 2;
   const counter = b.let(item.add(items * splits * stride), "u32", "ctr");
   b.barrier("device"); // release: every lane's partial before any lane's count
-  const seen = b.atomicFetch(part, counter, "add", 1);
+  let lastCount: Val;
+  if (s.count === "team") {
+    // lane 0 counts for its team: the barrier above made every lane's partial available at device scope
+    const seen = b.let(u32(0), "u32", "seen");
+    b.if(lane.eq(u32(0)), () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
+    lastCount = seen.eq(splits).select(u32(1), u32(0));
+  } else {
+    const seen = b.atomicFetch(part, counter, "add", 1);
+    lastCount = seen.eq(splits * lanes - 1).select(u32(1), u32(0));
+  }
   b.barrier("device"); // acquire: the last count's lane (and with it its workgroup) sees every partial
-  const last = b.let(b.subgroupReduce("max", seen.eq(splits * lanes - 1).select(u32(1), u32(0))), "u32", "last");
+  const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
   b.if(last.eq(u32(1)), () => {
     const base = b.let(item.mul(splits * stride), "u32", "base");
     const ws = combineWeights(b, part, base, splits, stride);

@@ -67,15 +67,17 @@ for (const [tag, dev] of Object.entries(devices)) {
 
 const gpus = await Promise.all((["vulkan", "wgpu"] as const).map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)]));
 const fusedOn: [string, Device | string][] = [["sg8", devices.sg8], ["sg32", devices.sg32], ...gpus];
-for (const [tag, dev] of fusedOn) {
+// count "team" (lane 0 counts for its team; lib.FusedCount) wants a device-scope barrier: not on WGSL.
+const counted = fusedOn.flatMap(([tag, dev]) => (["lane", "team"] as const).filter((n) => n === "lane" || tag !== "wgpu").map((n) => [tag, dev, n] as const));
+for (const [tag, dev, count] of counted) {
   for (const c of cfgs) {
     const kc = attentionCase(c);
     const caps = typeof dev === "string" ? undefined : dev.target.caps;
-    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll };
+    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll, count };
     // (a GPU device skips the 128-chunk cases: past the planner's 64, and lavapipe's JIT takes ~10 s over them)
     const skip = typeof dev === "string" ? dev : !caps!.subgroups ? `${tag}: no subgroups` : lib.attentionFusable(caps!, s) ||
       (tag !== "sg8" && tag !== "sg32" && c.splits > 64 ? `${tag}: the planner never splits in more than 64` : false);
-    test(`${tag}: fused split-K ${kc.name} splits=${c.splits} == partial + combine, bit for bit, twice`, { skip }, async () => {
+    test(`${tag}: fused split-K (count per ${count}) ${kc.name} splits=${c.splits} == partial + combine, bit for bit, twice`, { skip }, async () => {
       const d = dev as Device;
       const p1 = lib.attentionPartial(caps!, s), p2 = lib.attentionCombine(caps!, s), f = lib.attentionFused(caps!, s);
       const inputs = kc.inputs();
