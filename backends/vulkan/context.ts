@@ -41,6 +41,11 @@ export interface VulkanOptions {
    * undefined behaviour, so nothing but a timing run may set it.
    */
   unsafeNoRobustAccess?: boolean;
+  /**
+   * Render read-only bindings Restrict (kernels/render/spirv.ts SpirvOptions.restrictReads; default false): for
+   * timing runs only, until recordings check that no written binding of a dispatch overlaps a read-only one.
+   */
+  restrictReads?: boolean;
 }
 
 /** Features the logical device was created with. */
