@@ -26,7 +26,8 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
-//   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks; vulkan:no-robust
+//   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
+//   "attention-skip-empty": the fused attention's empty chunks neither write nor count; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
 //   for timing only)
 // (--wall: the whole step's wall time per backend entry, no timestamps, after --warmup-ms (default 1000) of
@@ -299,6 +300,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "vulkan" && f === "attention-team-count") compile.attentionCount = "team";
     else if (name === "vulkan" && f === "restrict") vulkan.restrictReads = true;
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
+    else if (f === "attention-skip-empty") compile.attentionSkipEmpty = true;
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
@@ -306,7 +308,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

@@ -115,6 +115,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * JS), never WGSL.
    */
   attentionCount?: lib.FusedCount;
+  /**
+   * The fused decode attention's empty chunks (past pos) neither write nor count, and its combine takes their
+   * values without reading them (lib.attentionFused skipEmpty; bit-identical either way). Opt-in, unmeasured on a
+   * GPU (bench variant attention-skip-empty); default false.
+   */
+  attentionSkipEmpty?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */
