@@ -27,6 +27,7 @@ import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/sy
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
 import { bytes, count, formatTable, pct } from "./table.ts";
 import { type DeviceTimes, TimedDevice } from "./timed.ts";
+import { FUSIONS, fusionFlag } from "./fusions.ts";
 
 /** The H200's measured device-to-device copy rate (read + write bytes per second). */
 export const H200_BANDWIDTH = 4.27e12;
@@ -325,8 +326,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   [--attention-splits N] [--attention-unroll N] (decode attention's split-K chunks and positions per group per
   loop trip; default the lowering's) [--attention-fuse on|off] (split-K attention and the vocab argmax merged by
   their own last workgroup, one dispatch each; default the lowering's: on for vulkan and wgpu)
-  [--plan-fuse on|off] (the dispatch-saving plan fusions: gather + cast, outputs straight into readback, per-head
-  norm + rope + cache write, norm + residual; default the lowering's: on for vulkan and wgpu)
+  [--plan-fuse on|off|LIST] (the dispatch-saving plan fusions: gather + cast, outputs straight into readback, per-head
+  norm + rope + cache write, norm + residual; default the lowering's: on for vulkan and wgpu; LIST: one at a time,
+  e.g. no-outputs-in-place,no-gather-cast; names: gather-cast, outputs-in-place, norm-rope, norm-add, attention-fuse)
   [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_0/q4_k/q5_k/q6_k
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
   for q4_1/q5_0/q5_1)
@@ -382,9 +384,12 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth must be positive bytes per second`);
   const fuse = values["attention-fuse"];
   if (fuse !== undefined && fuse !== "on" && fuse !== "off") throw new RangeError(`--attention-fuse must be on or off, got "${fuse}"`);
-  const pf = values["plan-fuse"];
-  if (pf !== undefined && pf !== "on" && pf !== "off") throw new RangeError(`--plan-fuse must be on or off, got "${pf}"`);
-  const planFuse = pf === undefined ? {} : { gatherCast: pf === "on", outputsInPlace: pf === "on", normRope: pf === "on", normAdd: pf === "on" };
+  const planFuse: CompileOptions = {};
+  for (const f of (values["plan-fuse"] ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
+    const o = f === "on" ? { gatherCast: true, outputsInPlace: true, normRope: true, normAdd: true } : f === "off" ? fusionFlag("no-plan-fuse") : fusionFlag(f);
+    if (!o) throw new RangeError(`--plan-fuse: on, off, or a list of [no-]${Object.keys(FUSIONS).join(", [no-]")}; not "${f}"`);
+    Object.assign(planFuse, o);
+  }
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
   return {

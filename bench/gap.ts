@@ -31,7 +31,7 @@ import type { Program } from "../kernels/program.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import { decodeGraph } from "./decode.ts";
 import { backendVariant } from "./kernels.ts";
-import { allocProgram, deviceSteps, kernelTable, type Profile } from "./profile.ts";
+import { allocProgram, deviceSteps, kernelTable, type Profile, profileOf } from "./profile.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { KernelBuilder } from "../kernels/ir.ts";
@@ -76,21 +76,7 @@ class StepSum {
   }
   profile(backend: string, device: string, wallMs: number): Profile | undefined {
     if (!this.n) return undefined;
-    const rows = new Map<string, Profile["rows"][number]>();
-    this.prog.steps.forEach((s, i) => {
-      if (s.k !== "kernel") return;
-      const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
-      r.micros += this.sum[i].interval / this.n;
-      r.busy += this.sum[i].busy / this.n;
-      r.count++;
-      rows.set(s.kernel.name, r);
-    });
-    for (const r of rows.values()) {
-      r.micros /= r.count;
-      r.busy /= r.count;
-    }
-    const deviceMs = this.sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / this.n / 1000;
-    return { backend, device, steps: this.prog.steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+    return profileOf(backend, device, this.prog, this.sum.map((t) => ({ interval: t.interval / this.n, busy: t.busy / this.n })), wallMs);
   }
 }
 

@@ -25,9 +25,15 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --backend ptx,vulkan,wgpu [--pos 64] [--sweep] [--out FILE]
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b --wall --backend vulkan:all-barriers+no-spin,vulkan,wgpu:no-early-map,wgpu
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
-//   "attention-fuse" / "no-attention-fuse" sets CompileOptions.attentionFuse, "splitsN" attentionSplits,
-//   "no-attention-live" attentionLive false, "groupN" attentionGroup)
-// (--wall: the whole step's wall time per backend entry, no timestamps; variants name a device's old ways;
+//   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
+//   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
+//   "attention-skip-empty": the fused attention's empty chunks neither write nor count; "no-attention-live":
+//   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
+//   attention team; vulkan:no-robust
+//   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
+//   for timing only)
+// (--wall: the whole step's wall time per backend entry, no timestamps, after --warmup-ms (default 1000) of
+// synchronized replays, median of 5 rounds; variants name a device's old ways;
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
 import { writeFileSync } from "node:fs";
@@ -41,12 +47,13 @@ import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { FUSIONS, fusionFlag } from "./fusions.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
 import type { RocmDeviceOptions } from "../backends/rocm/mod.ts";
-import { allocProgram, kernelTable, type Profile, profileSteps, sameBuffers, type SlotFill, streamKernel } from "./profile.ts";
+import { allocProgram, deviceSteps, kernelTable, type Profile, profileSteps, sameBuffers, type SlotFill, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
 
@@ -102,33 +109,52 @@ export async function timeStep(dev: Device, prog: Program, step: Extract<Step, {
   }
 }
 
+/** Wall ms per token of a whole program: queued back to back, and synchronized each (the median of the rounds). */
+export interface WallTimes {
+  queued: number;
+  synced: number;
+  /** Slowest minus fastest round (0 with one round): how far one round could be off. */
+  queuedSpread: number;
+  syncedSpread: number;
+}
+
 /**
  * The whole program as one recording (every buffer allocated, zeroed weights, position 0): ms per token with
- * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it).
+ * `reps` replays queued back to back, and with a synchronize after each (as a decode loop runs it). Before
+ * timing, replays run synchronized for `warmupMs` (an idle H200 runs Vulkan and WebGPU work at ~345 MHz for
+ * the first 0.3-0.7 s: bench/decode.ts BenchOptions.warmupMs); with `rounds` > 1 queued and synced alternate
+ * that many times and each is the median round.
  */
-export async function timeProgram(dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero", fill?: SlotFill): Promise<{ queued: number; synced: number }> {
+export async function timeProgram(
+  dev: Device, prog: Program, reps = 20, pos = 0, weights: "zero" | "random" = "zero", fill?: SlotFill,
+  { warmupMs = 0, rounds = 1 }: { warmupMs?: number; rounds?: number } = {},
+): Promise<WallTimes> {
   const bufs = allocProgram(dev, prog, pos, weights, fill);
   try {
-    const bind = (bd: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[bd.buffer], offset: bd.offset, bytes: bd.bytes });
-    const steps: DeviceStep[] = prog.steps.map((s): DeviceStep =>
-      s.k === "kernel"
-        ? { k: "kernel", compiled: dev.compile(s.kernel), grid: s.grid, work: s.work, bindings: s.bindings.map(bind) }
-        : { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work }
-    );
-    const rec = dev.record(steps);
+    const rec = dev.record(deviceSteps(dev, prog, bufs));
     try {
       for (let i = 0; i < 3; i++) dev.replay(rec);
       await dev.synchronize(60_000);
-      let t0 = performance.now();
-      for (let r = 0; r < reps; r++) dev.replay(rec);
-      await dev.synchronize(60_000);
-      const queued = (performance.now() - t0) / reps;
-      t0 = performance.now();
-      for (let r = 0; r < reps; r++) {
+      for (const w0 = performance.now(); performance.now() - w0 < warmupMs;) {
         dev.replay(rec);
         await dev.synchronize(60_000);
       }
-      return { queued, synced: (performance.now() - t0) / reps };
+      const queued: number[] = [], synced: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        let t0 = performance.now();
+        for (let r = 0; r < reps; r++) dev.replay(rec);
+        await dev.synchronize(60_000);
+        queued.push((performance.now() - t0) / reps);
+        t0 = performance.now();
+        for (let r = 0; r < reps; r++) {
+          dev.replay(rec);
+          await dev.synchronize(60_000);
+        }
+        synced.push((performance.now() - t0) / reps);
+      }
+      const median = (xs: number[]) => xs.sort((x, y) => x - y)[xs.length >> 1];
+      const spread = (xs: number[]) => Math.max(...xs) - Math.min(...xs);
+      return { queued: median(queued), synced: median(synced), queuedSpread: spread(queued), syncedSpread: spread(synced) };
     } finally {
       dev.releaseRecording(rec);
     }
@@ -266,17 +292,19 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
   const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps }, rocm: RocmDeviceOptions = { timestamps };
   const compile: CompileOptions = {};
   for (const f of flags.split("+").filter(Boolean)) {
-    // the dispatch-saving plan fusions (gather + cast, outputs into readback, norm + rope + cache write, norm + residual) off
-    if (f === "no-plan-fuse") Object.assign(compile, { gatherCast: false, outputsInPlace: false, normRope: false, normAdd: false });
-    // split-K attention (and the vocab argmax) merged by their last workgroup, or two dispatches; N attention splits
-    else if (f === "attention-fuse" || f === "no-attention-fuse") compile.attentionFuse = f === "attention-fuse";
-    else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
-    else if (f === "no-attention-live") compile.attentionLive = false;
-    else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
+    const fuse = fusionFlag(f);
+    if (fuse) Object.assign(compile, fuse);
     else if (name === "vulkan" && f === "all-barriers") vulkan.allBarriers = true;
     else if (name === "vulkan" && f === "no-spin") vulkan.spinMs = 0;
     else if (name === "vulkan" && f === "no-unroll") vulkan.unroll = false;
     else if (name === "vulkan" && f === "no-dot4") vulkan.noDot4 = true;
+    else if (name === "vulkan" && f === "no-robust") vulkan.unsafeNoRobustAccess = true;
+    else if (name === "vulkan" && f === "attention-team-count") compile.attentionCount = "team";
+    else if (name === "vulkan" && f === "restrict") vulkan.restrictReads = true;
+    else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
+    else if (f === "attention-skip-empty") compile.attentionSkipEmpty = true;
+    else if (f === "no-attention-live") compile.attentionLive = false;
+    else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
@@ -284,17 +312,17 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, attention-fuse, no-attention-fuse, splitsN, no-attention-live, groupN; vulkan: all-barriers, no-spin, no-unroll, no-dot4; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-live, groupN; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
-async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random", cap = 2048): Promise<number> {
+async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random", warmupMs: number, cap = 2048): Promise<number> {
   if (!(Number.isInteger(pos) && pos >= 0 && pos < cap)) throw new RangeError(`--pos ${pos} outside the capacity ${cap}`);
   for (const shape of shapes) {
-    console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token`);
-    console.log(`${"backend".padEnd(32)} ${"queued".padStart(8)} ${"synced".padStart(8)} ${"tok/s".padStart(8)}`);
+    console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token after ${warmupMs} ms of warm-up replays (median of 5 rounds of 30 ± half the spread)`);
+    console.log(`${"backend".padEnd(32)} ${"queued".padStart(14)} ${"synced".padStart(14)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
       const { name, opts, compile } = backendVariant(entry, false);
       const dev = await probeBackend(name, opts);
@@ -303,8 +331,9 @@ async function wallBackends(backends: string[], shapes: string[], pos: number, w
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights);
-        console.log(`${entry.padEnd(32)} ${t.queued.toFixed(3).padStart(8)} ${t.synced.toFixed(3).padStart(8)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
+        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights, undefined, { warmupMs, rounds: 5 });
+        const ms = (x: number, spread: number) => `${x.toFixed(3)} ±${(spread / 2).toFixed(3)}`;
+        console.log(`${entry.padEnd(32)} ${ms(t.queued, t.queuedSpread).padStart(14)} ${ms(t.synced, t.syncedSpread).padStart(14)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
         console.log(`${entry.padEnd(32)} failed: ${(e as Error).message}`);
       } finally {
@@ -367,7 +396,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "warmup-ms": { type: "string" } },
   });
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
@@ -381,7 +410,9 @@ async function main(args: string[]): Promise<number> {
   const list = (v: string | undefined, d: number[]) => (v ? v.split(",").map(Number) : d);
   const weights = values.weights ?? "zero";
   if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
-  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights, Number(values.cap ?? 2048));
+  const warmupMs = Number(values["warmup-ms"] ?? 1000);
+  if (!(Number.isInteger(warmupMs) && warmupMs >= 0)) throw new RangeError(`--warmup-ms: a whole number of ms, not ${values["warmup-ms"]}`);
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights, warmupMs, Number(values.cap ?? 2048));
   if (values.backend && values.backend !== "ptx") {
     const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);

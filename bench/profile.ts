@@ -28,7 +28,7 @@ export function streamKernel(caps: Caps, bytes: number, unroll = 4): Kernel {
 
 /** One kernel of a plan on one backend: its launches per token, mean µs per launch, and planned bytes. */
 export interface KernelRow {
-  /** Index of the kernel's first step in the plan (the key that lines backends up). */
+  /** Index of the kernel's first step in its plan. */
   first: number;
   name: string;
   count: number;
@@ -146,53 +146,83 @@ export async function profileSteps(dev: Device, prog: Program, bufs: DeviceBuffe
       });
     }
     const wallMs = (performance.now() - t0) / reps;
-    const rows = new Map<string, KernelRow>();
-    prog.steps.forEach((s, i) => {
-      if (s.k !== "kernel") return;
-      const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
-      r.micros += sum[i].interval;
-      r.busy += sum[i].busy;
-      r.count++;
-      rows.set(s.kernel.name, r);
-    });
-    for (const r of rows.values()) {
-      r.micros /= r.count;
-      r.busy /= r.count;
-    }
-    const deviceMs = sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / 1000;
-    return { backend: dev.target.backend, device: dev.target.device, steps: steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+    return profileOf(dev.target.backend, dev.target.device, prog, sum, wallMs);
   } finally {
     dev.releaseRecording(rec);
   }
 }
 
 /**
- * One table: a row per kernel of the first profile's plan (lined up with the others by the index of its first
- * step), µs per launch and GB/s per backend, and each kernel's share of the first backend's token. A kernel
- * whose name differs on another backend (another variant at the same place) gets a `*` there.
+ * A Profile of `prog` from each step's mean time (`sum[i]`, µs): steps of one kernel name summed into a row
+ * (µs per launch), copies and untimed steps (NaN) left out of the rows and of deviceMs.
+ */
+export function profileOf(backend: string, device: string, prog: Program, sum: StepTime[], wallMs: number): Profile {
+  const rows = new Map<string, KernelRow>();
+  prog.steps.forEach((s, i) => {
+    if (s.k !== "kernel") return;
+    const r = rows.get(s.kernel.name) ?? { first: i, name: s.kernel.name, count: 0, micros: 0, busy: 0, bytes: s.work.bytes };
+    r.micros += sum[i].interval;
+    r.busy += sum[i].busy;
+    r.count++;
+    rows.set(s.kernel.name, r);
+  });
+  for (const r of rows.values()) {
+    r.micros /= r.count;
+    r.busy /= r.count;
+  }
+  const deviceMs = sum.reduce((a, t) => a + (Number.isNaN(t.interval) ? 0 : t.interval), 0) / 1000;
+  return { backend, device, steps: prog.steps.length, deviceMs, wallMs, rows: [...rows.values()] };
+}
+
+/** A kernel's kind across backends and tunings: its name up to the first underscore (gemv, attention, argmax...). */
+export const kindOf = (name: string): string => name.split("_")[0];
+
+const NAME = 56;
+const cell = (r: KernelRow | undefined, total: number): string =>
+  r
+    ? `${String(r.count).padStart(4)} ${r.micros.toFixed(2).padStart(9)} ${(r.bytes / r.micros / 1000).toFixed(0).padStart(6)} ${(100 * r.count * r.micros / total).toFixed(1).padStart(5)}`
+    : `${"-".padStart(4)} ${"-".padStart(9)} ${"".padStart(6)} ${"".padStart(5)}`;
+const totalOf = (p: Profile): number => p.rows.reduce((a, r) => a + r.count * r.micros, 0);
+
+/**
+ * Several backends' profiles of one decode step as text. Their plans differ (Vulkan and WebGPU fuse what PTX
+ * launches twice), so kernels are matched by name, never by position: first the kernels two or more backends
+ * run, a row each with every backend's launches per token, µs per launch, planned GB/s and share of that
+ * backend's own token ("-" where it runs no such kernel); then each backend's kernels that no other runs,
+ * with the same columns; then the token's time by kind of kernel (gemv, attention, ...), which lines up a
+ * fused kernel with the pair it replaces; then each backend's sum of kernels.
  */
 export function kernelTable(profiles: Profile[]): string {
   if (!profiles.length) return "";
-  const [base] = profiles;
-  const total = base.rows.reduce((a, r) => a + r.count * r.micros, 0);
-  const head = [`${"kernel".padEnd(56)} ${"n".padStart(4)}`];
-  for (const p of profiles) head.push(`${(p.backend + " µs").padStart(11)} ${"GB/s".padStart(6)}`);
-  head.push(`${"token%".padStart(7)}`);
-  const lines = [head.join(" ")];
-  const others = profiles.map((p) => new Map(p.rows.map((r) => [r.first, r])));
-  for (const r of base.rows) {
-    const cells = [`${r.name.slice(0, 56).padEnd(56)} ${String(r.count).padStart(4)}`];
-    others.forEach((m) => {
-      const o = m.get(r.first);
-      if (!o) return cells.push(`${"-".padStart(11)} ${"".padStart(6)}`);
-      const mark = o.name === r.name ? " " : "*";
-      cells.push(`${(o.micros.toFixed(2) + mark).padStart(11)} ${(o.bytes / o.micros / 1000).toFixed(0).padStart(6)}`);
+  const totals = profiles.map(totalOf);
+  const by = profiles.map((p) => new Map(p.rows.map((r) => [r.name, r])));
+  const order: string[] = [];
+  for (const p of profiles) for (const r of p.rows) if (!order.includes(r.name)) order.push(r.name);
+  const shared = order.filter((n) => by.filter((m) => m.has(n)).length >= 2 || profiles.length === 1);
+  const colHead = `${"n".padStart(4)} ${"µs".padStart(9)} ${"GB/s".padStart(6)} ${"tok%".padStart(5)}`;
+  const lines = [
+    ["".padEnd(NAME), ...profiles.map((p) => p.backend.slice(0, 27).padStart(27))].join(" | "),
+    ["kernel".padEnd(NAME), ...profiles.map(() => colHead)].join(" | "),
+  ];
+  const row = (name: string) => [name.slice(0, NAME).padEnd(NAME), ...by.map((m, i) => cell(m.get(name), totals[i]))].join(" | ");
+  for (const n of shared) lines.push(row(n));
+  profiles.forEach((p, i) => {
+    const own = p.rows.filter((r) => !shared.includes(r.name));
+    if (!own.length) return;
+    lines.push(`only on ${p.backend}:`);
+    for (const r of own) lines.push(`  ${r.name.slice(0, NAME - 2).padEnd(NAME - 2)} ${cell(r, totals[i])}`);
+  });
+  const kinds: string[] = [];
+  for (const n of order) if (!kinds.includes(kindOf(n))) kinds.push(kindOf(n));
+  lines.push(`${"by kind (µs per token, share)".padEnd(NAME)} | ${profiles.map((p) => p.backend.padStart(27)).join(" | ")}`);
+  for (const k of kinds) {
+    const cells = profiles.map((p, i) => {
+      const us = p.rows.filter((r) => kindOf(r.name) === k).reduce((a, r) => a + r.count * r.micros, 0);
+      const n = p.rows.filter((r) => kindOf(r.name) === k).reduce((a, r) => a + r.count, 0);
+      return n ? `${String(n).padStart(4)} ${us.toFixed(1).padStart(16)} ${(100 * us / totals[i]).toFixed(1).padStart(5)}` : "-".padStart(27);
     });
-    cells.push(`${(100 * r.count * r.micros / total).toFixed(1).padStart(7)}`);
-    lines.push(cells.join(" "));
+    lines.push(`${k.padEnd(NAME)} | ${cells.join(" | ")}`);
   }
-  const sums = [`${"sum of kernels (ms per token)".padEnd(61)}`];
-  for (const p of profiles) sums.push(`${(p.rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000).toFixed(3).padStart(11)} ${"".padStart(6)}`);
-  lines.push(sums.join(" "));
+  lines.push(`${"sum of kernels (ms per token)".padEnd(NAME)} | ${totals.map((t) => (t / 1000).toFixed(3).padStart(27)).join(" | ")}`);
   return lines.join("\n");
 }

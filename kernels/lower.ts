@@ -114,6 +114,19 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * launches overlap).
    */
   attentionFuse?: boolean;
+  /**
+   * Who counts a finished team of the fused decode attention (lib.FusedCount): "lane" (default) or "team" (lane 0
+   * alone: 1/32 of the atomics on an item's counter). Opt-in, unmeasured on a GPU (bench variant
+   * vulkan:attention-team-count), and only for targets whose barrier("device") has device memory scope (SPIR-V,
+   * JS), never WGSL.
+   */
+  attentionCount?: lib.FusedCount;
+  /**
+   * The fused decode attention's empty chunks (past pos) neither write nor count, and its combine takes their
+   * values without reading them (lib.attentionFused skipEmpty; bit-identical either way). Opt-in, unmeasured on a
+   * GPU (bench variant attention-skip-empty); default false.
+   */
+  attentionSkipEmpty?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */
@@ -320,11 +333,11 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   gemv: lowerGemv,
   matmul_residual: lowerMatmulResidual,
   gather_cast(cx, u) {
-    const { nodes, caps, bind, kernel, simpleWork } = cx;
+    const { nodes, caps, bind, kernel } = cx;
     const [t, idx] = nodes[u.gather].inputs, tn = nodes[t];
     const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
     const k = lib.gather(caps, { rows: count, width, vocab: tn.shape[0], table: tn.dtype as lib.WType, ids: itype(nodes[idx].dtype) });
-    kernel(k, [bind(t), bind(idx), bind(u.cast)], simpleWork(u, [t, idx]));
+    kernel(k, [bind(t), bind(idx), bind(u.cast)], gatherWork(cx, t, idx, u.cast));
   },
   norm_rope: lowerNormRope,
   norm_add(cx, u) {
@@ -365,12 +378,18 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
 /** A node's own kernel(s): its op's lowerer gets the context, the node, and the unit (for work estimates). */
 type NodeLowerer = (cx: LowerContext, n: Node, u: Unit) => void;
 
+/** A gather's work: the rows it reads of the table (not the whole table), its ids and its output. */
+function gatherWork({ p, nodes }: LowerContext, table: number, ids: number, out: number): Work {
+  const rows = nodes[table].shape[0], count = numel(nodes[ids].shape);
+  return { bytes: Math.ceil(p.values[table].bytes / rows) * Math.min(count, rows) + p.values[ids].bytes + p.values[out].bytes, flops: numel(nodes[out].shape) };
+}
+
 /** One lowerer per op that has a kernel of its own; elementwise ops without one lower as a one-node group. */
 export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
   matmul: lowerMatmul,
-  gather(cx, n, u) {
-    const { nodes, caps, bind, kernel, simpleWork } = cx;
-    const ins = n.inputs, out = bind(n.id), work = simpleWork(u, ins);
+  gather(cx, n) {
+    const { nodes, caps, bind, kernel } = cx;
+    const ins = n.inputs, out = bind(n.id), work = gatherWork(cx, ins[0], ins[1], n.id);
     const [t, idx] = ins, tn = nodes[t];
     const width = numel(tn.shape) / tn.shape[0], count = numel(nodes[idx].shape);
     if (n.dtype === "f32" && (isBlock(tn.dtype) || tn.dtype === "f32" || tn.dtype === "f16" || tn.dtype === "bf16")) {

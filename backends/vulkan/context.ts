@@ -35,6 +35,17 @@ export interface VulkanOptions {
   spinMs?: number;
   /** Unroll the loops PTX unrolls before rendering SPIR-V (default true; false leaves the Unroll hint only). */
   unroll?: boolean;
+  /**
+   * Benchmarks only (bench/kernels.ts variant vulkan:no-robust): create the device without robustBufferAccess, to
+   * measure what its bounds checks cost the kernels. Unsafe: a failing check's loads and stores are then
+   * undefined behaviour, so nothing but a timing run may set it.
+   */
+  unsafeNoRobustAccess?: boolean;
+  /**
+   * Render read-only bindings Restrict (kernels/render/spirv.ts SpirvOptions.restrictReads; default false): for
+   * timing runs only, until recordings check that no written binding of a dispatch overlaps a read-only one.
+   */
+  restrictReads?: boolean;
 }
 
 /** Features the logical device was created with. */
@@ -155,7 +166,7 @@ function createDevice(
   const subgroups = (sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT) !== 0 &&
     (sub.supportedOperations & NEEDED_SUBGROUP_OPS) === NEEDED_SUBGROUP_OPS;
 
-  const chain: Uint8Array[] = [pack(vk.VkPhysicalDeviceFeatures2, { features: { robustBufferAccess: 1 } })];
+  const chain: Uint8Array[] = [pack(vk.VkPhysicalDeviceFeatures2, { features: { robustBufferAccess: opts.unsafeNoRobustAccess ? 0 : 1 } })];
   if (storage16) chain.push(pack(vk.VkPhysicalDevice16BitStorageFeatures, { storageBuffer16BitAccess: 1 }));
   if (storage8) chain.push(pack(vk.VkPhysicalDevice8BitStorageFeatures, { storageBuffer8BitAccess: 1 }));
   if (float16) chain.push(pack(vk.VkPhysicalDeviceShaderFloat16Int8Features, { shaderFloat16: 1 }));

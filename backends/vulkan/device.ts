@@ -38,6 +38,7 @@ export class VulkanDevice implements Device {
   readonly #allBarriers: boolean;
   readonly #spinMs: number;
   readonly #unroll: boolean;
+  readonly #restrictReads: boolean;
   readonly #cmdPool: bigint;
   readonly #fence: bigint;
   readonly #fences: BigUint64Array;
@@ -65,6 +66,7 @@ export class VulkanDevice implements Device {
     this.#allBarriers = opts.allBarriers ?? false;
     this.#spinMs = opts.spinMs ?? 20;
     this.#unroll = opts.unroll ?? true;
+    this.#restrictReads = opts.restrictReads ?? false;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
     this.#fence = api.createFence(device);
@@ -241,7 +243,7 @@ export class VulkanDevice implements Device {
     }
     let shader;
     try {
-      shader = RENDERERS.spirv.render(kernel, this.target.caps, { unroll: this.#unroll });
+      shader = RENDERERS.spirv.render(kernel, this.target.caps, { unroll: this.#unroll, restrictReads: this.#restrictReads });
     } catch (e) {
       if (e instanceof KernelError) throw new Unsupported(`vulkan: ${e.message}`);
       throw e;

@@ -73,7 +73,7 @@ export class WgpuDevice implements Device {
   readonly gpu: GPUDevice;
   readonly stats: WgpuStats = {
     submits: 0, replays: 0, eagerRuns: 0, dispatches: 0, maps: 0, encodeMicros: 0, lastEncodeMicros: 0, submitMicros: 0,
-    mapMicros: 0, earlyMaps: 0, preEncodeMicros: 0, pipelines: 0,
+    mapMicros: 0, earlyMaps: 0, preEncodeMicros: 0, finishMicros: 0, pipelines: 0,
   };
   poisoned: string | undefined;
   private lostUnreported = false;
@@ -285,6 +285,7 @@ export class WgpuDevice implements Device {
   private submit(cmds: Cmd[], timing?: Timing): void {
     const e = encode(this.gpu, cmds, timing, this.passPerDispatch);
     this.stats.encodeMicros += e.micros;
+    this.stats.finishMicros += e.finishMicros;
     this.stats.lastEncodeMicros = e.micros;
     this.submitEncoded(e);
   }
@@ -337,7 +338,9 @@ export class WgpuDevice implements Device {
 
   /** A recording's commands as submitParts command buffers (the tail's copies end the last). */
   private encodeParts(rec: WgpuRecording): Encoded[] {
-    return encodeParts(this.gpu, rec.list, rec.tail.timing, this.passPerDispatch, this.submitParts);
+    const out = encodeParts(this.gpu, rec.list, rec.tail.timing, this.passPerDispatch, this.submitParts);
+    for (const e of out) this.stats.finishMicros += e.finishMicros;
+    return out;
   }
 
   run(steps: DeviceStep[]): void {

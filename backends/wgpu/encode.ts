@@ -26,6 +26,8 @@ export interface Encoded {
   cb: GPUCommandBuffer;
   dispatches: number;
   micros: number;
+  /** Of `micros`, the time in finish(): wgpu validates, tracks and records the passes there, not per call. */
+  finishMicros: number;
 }
 
 /** One command buffer of the commands (timing each dispatch with a `q` into `timing`). */
@@ -62,8 +64,10 @@ export function encode(gpu: GPUDevice, cmds: Cmd[], timing: Timing | undefined, 
     }
   }
   pass?.end();
+  const t1 = performance.now();
   const cb = enc.finish();
-  return { cb, dispatches, micros: (performance.now() - t0) * 1000 };
+  const t2 = performance.now();
+  return { cb, dispatches, micros: (t2 - t0) * 1000, finishMicros: (t2 - t1) * 1000 };
 }
 
 /** Commands as `parts` command buffers, cut at dispatches (so a tail's copies end the last). */

@@ -23,6 +23,12 @@ export interface WgpuStats {
   lastEncodeMicros: number;
   /** Host microseconds encoding a recording's next command buffer after a submit, while the GPU runs. */
   preEncodeMicros: number;
+  /**
+   * Of encodeMicros + preEncodeMicros, the microseconds in GPUCommandEncoder.finish(), where wgpu validates the
+   * passes, tracks their buffers' usage, places its barriers and records the Vulkan/Metal/D3D commands; the rest
+   * is our calls (setPipeline, setBindGroup, dispatchWorkgroups, copies).
+   */
+  finishMicros: number;
   /** Host microseconds inside queue.submit for those (lavapipe runs the work there, so it is device time). */
   submitMicros: number;
   /** Host microseconds waiting in synchronize/read for maps. */

@@ -121,11 +121,29 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
  * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
  * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
  */
-export function attentionFused(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean }): Kernel {
   if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
   const why = attentionFusable(caps, s);
   if (why) throw new KernelError(`attention: no fused combine: ${why}`);
-  return attentionKernel(caps, s, s.splits, undefined, true);
+  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false });
+}
+/**
+ * Who counts a finished team in attentionFused: "lane" (default), every lane of it (splits * lanes atomics on
+ * an item's counter); "team", its lane 0 alone after the device barrier (splits atomics: 1/lanes of the
+ * contention). "team" leans on barrier("device") making the whole workgroup's writes available at device scope
+ * before lane 0's count, which SPIR-V's OpControlBarrier with Device memory scope does (and the JS device) but
+ * WGSL's storageBarrier, workgroup-scoped, does not: never for WGSL.
+ */
+export type FusedCount = "lane" | "team";
+/**
+ * attentionFused's variants: who counts (FusedCount), and skipEmpty: a team whose chunk is empty (positions
+ * past pos: 31 of 32 chunks at position 0) neither writes its partial nor counts, and the combine takes the
+ * empty chunks' (m, l, acc) as (-inf, 0, 0), the values their partials would hold, without reading them: the
+ * same operations on the same values, so still bit-identical to partial + combine.
+ */
+interface Fused {
+  count: FusedCount;
+  skipEmpty: boolean;
 }
 /** Why attentionFused cannot serve the shape on these caps, or "" (it can). */
 export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number }): string {
@@ -166,16 +184,25 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
 
 interface CombineWeights {
   at: (sp: number) => Val;
+  /** Splits below it hold partials; the others are empty (see Fused.skipEmpty). Undefined: all are read. */
+  active?: Val;
   /** e^(m_s - M) per split. */
   w: Val[];
   /** sum_s w_s l_s */
   L: Val;
 }
 /** The splits' weights for one item whose partials start at word `base` (the combine's first half). */
-function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: number, stride: number): CombineWeights {
+function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: number, stride: number, active?: Val): CombineWeights {
   const at = (sp: number) => sp === 0 ? base : base.add(sp * stride);
-  // (m, l) of every split: one 8-byte load each where the stride keeps pairs aligned (hd even).
-  const ml = Array.from({ length: splits }, (_, sp) => stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))]);
+  // (m, l) of every split: one 8-byte load each where the stride keeps pairs aligned (hd even); an empty split's
+  // (-inf, 0) where the caller knows which are (split 0 never is: every item sees a position)
+  const load = (sp: number) => stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))];
+  const ml = Array.from({ length: splits }, (_, sp) => {
+    const v = load(sp);
+    if (!active || sp === 0) return v;
+    const has = b.let(active.gt(sp), "bool", "has");
+    return [b.let(has.select(v[0], f32(-Infinity)), "f32", "mi"), b.let(has.select(v[1], f32(0)), "f32", "li")];
+  });
   const tree = (xs: Val[], f: (a: Val, c: Val) => Val): Val => {
     while (xs.length > 1) {
       const next: Val[] = [];
@@ -187,13 +214,17 @@ function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: numbe
   const M = b.let(tree(ml.map((v) => v[0]), (a, c) => a.max(c)), "f32", "M");
   const w = ml.map((v) => b.let(v[0].sub(M).exp(), "f32", "w")); // exp(-inf) = 0 for empty chunks
   const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
-  return { at, w, L };
+  return { at, w, L, active };
 }
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
-function combineDim(b: KernelBuilder, part: Buffer, base: Val, d: Val, { at, w, L }: CombineWeights): Val {
+function combineDim(b: KernelBuilder, part: Buffer, base: Val, d: Val, { at, w, L, active }: CombineWeights): Val {
   const splits = w.length, parts: Val[] = [];
+  const acc = (sp: number) => {
+    const v = b.load(part, at(sp).add(d));
+    return active && sp > 0 ? active.gt(sp).select(v, f32(0)) : v;
+  };
   for (let s0 = 0; s0 < splits; s0 += 32) {
-    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => b.load(part, at(s0 + j).add(d)));
+    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => acc(s0 + j));
     parts.push(b.let(pairwise(accs.map((a, j) => w[s0 + j].mul(a))), "f32", "o"));
   }
   return pairwise(parts).div(L);
@@ -241,7 +272,8 @@ export function attentionTrip(caps: Caps, s: AttentionShape & { splits: number }
   return G * U;
 }
 
-function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fused = false): Kernel {
+function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedAs?: Fused): Kernel {
+  const fused = fusedAs !== undefined;
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32";
   if (heads % kvHeads !== 0) throw new KernelError(`attention: ${heads} heads over ${kvHeads} kv heads`);
@@ -261,7 +293,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
     (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "");
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
@@ -351,12 +383,12 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip the
   // loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut in
   // S equal chunks as before. It depends on this row's positions only (as the order of its sums must).
-  let start: Val = first ?? u32(0), stop: Val = end;
+  let start: Val = first ?? u32(0), stop: Val = end, share: Val | undefined, len: Val | undefined;
   if (splits && chunkIdx) {
-    const len = b.let(first ? end.sub(first) : end, "u32", "len");
+    len = b.let(first ? end.sub(first) : end, "u32", "len");
     const trip = s.live === false ? 1 : G * U;
     const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
-    const share = b.let(len.add(live).sub(1).div(live), "u32", "share");
+    share = b.let(len.add(live).sub(1).div(live), "u32", "share");
     const chunk = chunkIdx.mul(share);
     start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");
     stop = b.let(end.min(start.add(share)), "u32", "stop");
@@ -397,6 +429,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
       b.set(m, mn);
     }
   });
+  // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
+  const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
+  const filled = active ? b.let(start.lt(stop), "bool", "filled") : undefined;
   for (const { it, qbase, m, l, acc } of hs) {
     // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
     for (let off = lpp; off < t.lanes; off *= 2) {
@@ -420,32 +455,52 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
         else b.if(ok, st);
       }
     };
-    if (G > 1) b.if(gi.eq(u32(0)), writeDims);
-    else writeDims();
-    if (splits) {
-      const head = () => {
-        b.store(out, obase, m);
-        b.store(out, obase.add(1), l);
-      };
-      if (t.lanes === 1) head();
-      else b.if(lane.eq(u32(0)), head);
-    }
+    const writes = () => {
+      if (G > 1) b.if(gi.eq(u32(0)), writeDims);
+      else writeDims();
+      if (splits) {
+        const head = () => {
+          b.store(out, obase, m);
+          b.store(out, obase.add(1), l);
+        };
+        if (t.lanes === 1) head();
+        else b.if(lane.eq(u32(0)), head);
+      }
+    };
+    if (filled) b.if(filled, writes);
+    else writes();
   }
-  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd });
+  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled });
   return b.build();
 }
 
 /** attentionFused's tail: count the item's finished teams; its last one combines (see attentionFused). */
-function fuseCombine(b: KernelBuilder, part: Buffer, out: Buffer, s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number }): void {
-  const { item, lane, lanes, items, splits, hd } = s, stride = hd + 2;
+function fuseCombine(
+  b: KernelBuilder, part: Buffer, out: Buffer,
+  s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number; count: FusedCount; active?: Val; filled?: Val },
+): void {
+  const { item, lane, lanes, items, splits, hd, active, filled } = s, stride = hd + 2;
   const counter = b.let(item.add(items * splits * stride), "u32", "ctr");
   b.barrier("device"); // release: every lane's partial before any lane's count
-  const seen = b.atomicFetch(part, counter, "add", 1);
+  // Teams that count: all of them, or (skipEmpty) those with positions, `active` per item.
+  const counted = active ?? u32(splits);
+  let lastCount: Val;
+  if (s.count === "team" || filled) {
+    // lane 0 counts for its team: the barrier above made every lane's partial available at device scope
+    const seen = b.let(u32(0), "u32", "seen");
+    const who = s.count === "team" ? lane.eq(u32(0)) : undefined;
+    const cond = who && filled ? who.and(filled) : who ?? filled!;
+    b.if(cond, () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
+    lastCount = seen.eq(s.count === "team" ? counted : counted.mul(lanes)).select(u32(1), u32(0));
+  } else {
+    const seen = b.atomicFetch(part, counter, "add", 1);
+    lastCount = seen.eq(splits * lanes - 1).select(u32(1), u32(0));
+  }
   b.barrier("device"); // acquire: the last count's lane (and with it its workgroup) sees every partial
-  const last = b.let(b.subgroupReduce("max", seen.eq(splits * lanes - 1).select(u32(1), u32(0))), "u32", "last");
+  const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
   b.if(last.eq(u32(1)), () => {
     const base = b.let(item.mul(splits * stride), "u32", "base");
-    const ws = combineWeights(b, part, base, splits, stride);
+    const ws = combineWeights(b, part, base, splits, stride, active);
     // a loop, not unrolled: the weights above are the bulk of the code (lavapipe's JIT time grows fast with it)
     const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, part, base, d.add(2), ws));
     if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));

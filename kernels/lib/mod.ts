@@ -15,7 +15,7 @@ export {
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
-  attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape,
+  attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape, type FusedCount,
   attentionSplits, attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
 export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";

@@ -38,6 +38,14 @@ export interface SpirvOptions {
    * with integer ops: Vulkan leaves OpFConvert's rounding mode to the implementation.
    */
   convertF16?: boolean;
+  /**
+   * Decorate the read-only bindings Restrict (default false): the driver may then read them through a read-only
+   * cache and move their loads past other bindings' stores, as PTX does with ld.global.nc. Sound only where no
+   * binding a dispatch writes overlaps one it only reads, which a kernel cannot see (its bindings come at record
+   * time); opt-in for timing runs (VulkanOptions.restrictReads, bench variant vulkan:restrict) until a recording
+   * checks it.
+   */
+  restrictReads?: boolean;
 }
 
 export interface SpirvShader {
@@ -110,7 +118,7 @@ class Emitter {
       if (s.k === "check") checks = true;
       if (s.k === "barrier" && s.device) device = true;
     });
-    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device);
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device, opts.restrictReads ?? false);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
 

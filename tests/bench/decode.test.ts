@@ -111,6 +111,12 @@ test("parseBenchArgs: defaults, shape lists, custom, flags", () => {
   });
   assert.equal(parseBenchArgs([]).compile?.normRope, undefined);
   assert.throws(() => parseBenchArgs(["--plan-fuse", "maybe"]), RangeError);
+  const one = parseBenchArgs(["--plan-fuse", "no-outputs-in-place,gather-cast,no-attention-fuse"]).compile!;
+  assert.equal(one.outputsInPlace, false);
+  assert.equal(one.gatherCast, true);
+  assert.equal(one.attentionFuse, false);
+  assert.equal(one.normRope, undefined, "a fusion not named keeps the lowering's default");
+  assert.throws(() => parseBenchArgs(["--plan-fuse", "no-outputs"]), RangeError);
   assert.throws(() => parseCustom("dim=64,heads=3"), RangeError);
   assert.throws(() => parseCustom("width=3"), RangeError);
 });

@@ -67,15 +67,19 @@ for (const [tag, dev] of Object.entries(devices)) {
 
 const gpus = await Promise.all((["vulkan", "wgpu"] as const).map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)]));
 const fusedOn: [string, Device | string][] = [["sg8", devices.sg8], ["sg32", devices.sg32], ...gpus];
-for (const [tag, dev] of fusedOn) {
+// Each variant: count "team" (lane 0 counts for its team; lib.FusedCount) wants a device-scope barrier, so not on
+// WGSL; skipEmpty (empty chunks neither write nor count) anywhere.
+const variants = [["lane", false], ["team", false], ["lane", true], ["team", true]] as const;
+const counted = fusedOn.flatMap(([tag, dev]) => variants.filter(([n]) => n === "lane" || tag !== "wgpu").map(([n, skip]) => [tag, dev, n, skip] as const));
+for (const [tag, dev, count, skipEmpty] of counted) {
   for (const c of cfgs) {
     const kc = attentionCase(c);
     const caps = typeof dev === "string" ? undefined : dev.target.caps;
-    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll };
+    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits, unroll: c.unroll, count, skipEmpty };
     // (a GPU device skips the 128-chunk cases: past the planner's 64, and lavapipe's JIT takes ~10 s over them)
     const skip = typeof dev === "string" ? dev : !caps!.subgroups ? `${tag}: no subgroups` : lib.attentionFusable(caps!, s) ||
       (tag !== "sg8" && tag !== "sg32" && c.splits > 64 ? `${tag}: the planner never splits in more than 64` : false);
-    test(`${tag}: fused split-K ${kc.name} splits=${c.splits} == partial + combine, bit for bit, twice`, { skip }, async () => {
+    test(`${tag}: fused split-K (count per ${count}${skipEmpty ? ", empty chunks skipped" : ""}) ${kc.name} splits=${c.splits} == partial + combine, bit for bit, twice`, { skip }, async () => {
       const d = dev as Device;
       const p1 = lib.attentionPartial(caps!, s), p2 = lib.attentionCombine(caps!, s), f = lib.attentionFused(caps!, s);
       const inputs = kc.inputs();
@@ -87,7 +91,10 @@ for (const [tag, dev] of fusedOn) {
       const outBytes = inputs[4].byteLength;
       const part = d.alloc(c.rows * c.heads * c.splits * (c.hd + 2) * 4, "device");
       const fpart = d.alloc(lib.attentionFusedBytes(s), "device"), fout = d.alloc(outBytes, "device");
-      d.write(fpart, 0, new Uint8Array(fpart.bytes));
+      // partials NaN (a chunk the fused kernel reads without its team having written it shows), counters zero
+      const init = new Uint8Array(fpart.bytes).fill(0xff);
+      init.fill(0, fpart.bytes - 4 * c.rows * c.heads);
+      d.write(fpart, 0, init);
       const all = (xs: typeof bufs) => xs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes }));
       const work = { bytes: 0, flops: 0 };
       const fused = { k: "kernel" as const, compiled: d.compile(f), grid: f.grid, work, bindings: all([...bufs.slice(0, 4), fpart, fout]) };

@@ -244,4 +244,20 @@ test("spirv: dot4 is OpSDotKHR (packed 4x8) with dot4Native, byte products witho
   }
 });
 
+test("spirv: restrictReads decorates exactly the read-only bindings Restrict, and validates", { skip: noVal }, () => {
+  const k = dot4Case().kernel;
+  const plain = renderSpirv(k, FULL), restrict = renderSpirv(k, FULL, { restrictReads: true });
+  // OpDecorate (opcode 71, 3 words) <target> Restrict (19)
+  const restricted = (w: Uint32Array) => {
+    let n = 0;
+    for (let i = 5; i < w.length; i += w[i] >>> 16) if ((w[i] & 0xffff) === 71 && w[i] >>> 16 === 3 && w[i + 2] === 19) n++;
+    return n;
+  };
+  assert.equal(restricted(plain.words), 0, "none by default");
+  const reads = k.buffers.filter((b) => b.access === "r").length;
+  assert.ok(reads > 0 && reads < k.buffers.length, "the case has read-only and written bindings");
+  assert.equal(restricted(restrict.words), reads);
+  assert.equal(validate(restrict.words, "vulkan1.1"), "");
+});
+
 test("spirv: cleanup", () => rmSync(dir, { recursive: true, force: true }));

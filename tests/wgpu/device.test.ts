@@ -263,6 +263,8 @@ test("wgpu device: a replay's staging is read as soon as its map happens (early 
   // made after that still landed: the values above).
   assert.equal(d.stats.lastEncodeMicros, 0, "the last replay submitted a command buffer encoded ahead");
   assert.ok(d.stats.preEncodeMicros > s0.preEncodeMicros);
+  const finish = d.stats.finishMicros - s0.finishMicros, encoding = d.stats.preEncodeMicros - s0.preEncodeMicros + d.stats.encodeMicros - s0.encodeMicros;
+  assert.ok(finish > 0 && finish <= encoding, `finish() ${finish} µs of ${encoding} µs encoding`);
   assert.equal(d.stats.submits - s0.submits, steps, "one submit per replay");
   d.releaseRecording(rec);
   d.free(src);

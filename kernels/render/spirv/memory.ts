@@ -44,6 +44,8 @@ export class Buffers {
      * device-scope barrier), which a non-coherent cache of this one may still hold stale.
      */
     private readonly coherent = false,
+    /** Read-only bindings are Restrict (SpirvOptions.restrictReads). */
+    private readonly restrictReads = false,
   ) {}
 
   private elemType(kind: ViewKind): number {
@@ -93,6 +95,7 @@ export class Buffers {
     m.global(Op.Variable, [m.tPtr(Storage.StorageBuffer, struct), variable, Storage.StorageBuffer]);
     m.decorate(variable, Dec.DescriptorSet, 0);
     m.decorate(variable, Dec.Binding, binding);
+    if (readonly && this.restrictReads) m.decorate(variable, Dec.Restrict);
     if (this.names) m.name(variable, kind === "u32" ? name : `${name}_${kind}`);
     const elem = this.elemType(kind);
     const v = { variable, ptr: m.tPtr(Storage.StorageBuffer, elem), elem };

@@ -159,6 +159,7 @@ export const Dec = {
   Block: 2,
   ArrayStride: 6,
   BuiltIn: 11,
+  Restrict: 19,
   Aliased: 20,
   Coherent: 23,
   NonWritable: 24,
