@@ -38,6 +38,8 @@ export interface AttentionShape {
    * 0.878 ms and qwen2.5-0.5b 0.621 against 0.629 at pos 64; the same within noise at pos 1900 and on Vulkan.
    */
   live?: boolean;
+  /** Paged split-K: a chunk's block-table entries held in lanes, taken by shuffle (default true where they fit). */
+  tableInLanes?: boolean;
   /**
    * Query heads per team, a divisor of heads / kvHeads (default 1): a team computes that many heads of one KV head
    * from each K and V row it loads, where one team per head would load the row once per head (through L2). Each
@@ -329,8 +331,8 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     end = b.let(pos.add(1), "u32", "end");
   } else end = b.let(pos.add(r).add(1), "u32", "end");
   const tbase = paged ? b.let(r.mul(paged.maxBlocks), "u32", "tb") : undefined;
-  /** Pool row of logical position p (the identity without paging). */
-  const physRow = (p: Val): Val => {
+  /** Pool row of logical position p (the identity without paging); a team with its chunk's blocks in lanes takes them by shuffle. */
+  let physRow = (p: Val): Val => {
     if (!paged || !TB || !tbase) return p;
     const blk = b.let(asU32(b.load(TB, tbase.add(p.div(paged.block))), tt), "u32", "blk");
     b.check(blk.lt(cap / paged.block), FAULT.PAGED_BLOCK);
@@ -392,6 +394,20 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     const chunk = chunkIdx.mul(share);
     start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");
     stop = b.let(end.min(start.add(share)), "u32", "stop");
+  }
+  // Paged split-K on a subgroup team whose chunk spans at most `lanes` blocks: lane i loads the table entry of the
+  // chunk's i-th block once, and a position's block comes by shuffle, so a trip waits on its K/V loads alone
+  // instead of a table load and then them (the same entries are read and checked, and the same rows: the results
+  // are bit-identical). A chunk holds at most max(trip, ceil(table / splits)) positions.
+  if (paged && TB && tbase && splits && t.lanes > 1 && !t.shared && t.sgs === 1 && s.tableInLanes !== false &&
+    Math.ceil(Math.max(G * U, Math.ceil((paged.maxBlocks * paged.block) / S)) / paged.block) + 1 <= t.lanes) {
+    const blk0 = b.let(start.div(paged.block), "u32", "b0");
+    // blocks of positions start .. stop-1 (none for an empty chunk: its entries may lie past the row's table)
+    const nblk = b.let(start.lt(stop).select(stop.sub(1).div(paged.block).add(1).sub(blk0), u32(0)), "u32", "nb");
+    const mine = b.let(lane.lt(nblk), "bool", "mine");
+    const entry = b.let(mine.select(asU32(b.load(TB, tbase.add(blk0.add(lane).min(paged.maxBlocks - 1))), tt), u32(0)), "u32", "blk");
+    b.check(mine.not().or(entry.lt(cap / paged.block)), FAULT.PAGED_BLOCK);
+    physRow = (p: Val) => b.shuffle("idx", entry, p.div(paged.block).sub(blk0)).mul(paged.block).add(p.mod(paged.block));
   }
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
