@@ -502,7 +502,8 @@ function fuseCombine(
   const counted = active ?? u32(splits);
   let lastCount: Val;
   if (s.count === "team" || filled) {
-    // lane 0 counts for its team: the barrier above made every lane's partial available at device scope
+    // team: lane 0 counts for its team (the barrier above made every lane's partial available at device
+    // scope); skipEmpty: only the teams whose chunk has positions count. `seen` is the count this one made.
     const seen = b.let(u32(0), "u32", "seen");
     const who = s.count === "team" ? lane.eq(u32(0)) : undefined;
     const cond = who && filled ? who.and(filled) : who ?? filled!;
