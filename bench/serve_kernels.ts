@@ -11,7 +11,8 @@
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
 // time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
 // (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
-// attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll)
+// attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
+// tload (paged attention loads a block-table entry per position: pagedTableInLanes off)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -37,7 +38,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
+    if (part === "nosplit" || part === "tload" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
     if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
@@ -45,7 +46,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit, aN, gN, uN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit, aN, gN, uN, tload)`);
   }
   return t;
 }
@@ -120,6 +121,7 @@ export interface AttentionTune {
   attentionSplits?: number;
   attentionGroup?: number;
   pagedUnroll?: number;
+  pagedTableInLanes?: boolean;
 }
 /** A --tune entry's attention parts: "aN" splits, "gN" heads per team, "uN" paged unroll; else the library's. */
 const tuneAttention = (spec: string): AttentionTune => {
@@ -127,7 +129,7 @@ const tuneAttention = (spec: string): AttentionTune => {
     const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
     return a ? Number(a.slice(1)) : undefined;
   };
-  return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u") };
+  return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}) };
 };
 
 async function profileEntry(dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<Record<string, unknown>> {

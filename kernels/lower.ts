@@ -107,6 +107,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionGroup?: number;
   /** Positions per position group per loop trip of paged (serving) attention (AttentionShape.unroll; default 2). */
   pagedUnroll?: number;
+  /** Paged split-K attention keeps its chunk's block-table entries in lanes (AttentionShape.tableInLanes; default true). */
+  pagedTableInLanes?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

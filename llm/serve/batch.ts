@@ -40,12 +40,12 @@ export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { ge
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
 export function servingCompileWith(
-  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number },
+  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number; pagedTableInLanes?: boolean },
 ): ProgramCompiler {
   return (g, t) =>
     compileGraph(g, t, {
       gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits,
-      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, tiled: false,
+      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, pagedTableInLanes: o.pagedTableInLanes, tiled: false,
     });
 }
 
