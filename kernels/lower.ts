@@ -118,15 +118,16 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionFuse?: boolean;
   /**
    * Who counts a finished team of the fused decode attention (lib.FusedCount): "lane" (default) or "team" (lane 0
-   * alone: 1/32 of the atomics on an item's counter). Opt-in, unmeasured on a GPU (bench variant
-   * vulkan:attention-team-count), and only for targets whose barrier("device") has device memory scope (SPIR-V,
-   * JS), never WGSL.
+   * alone: 1/32 of the atomics on an item's counter). Opt-in, and only for targets whose barrier("device") has
+   * device memory scope (SPIR-V, JS), never WGSL. The H200's Vulkan measured no gain (session 8, bench/kernels.ts
+   * --wall, whole step at pos 64: qwen2.5-0.5b 0.887 against 0.877 ms, 1B 1.018 against 1.022).
    */
   attentionCount?: lib.FusedCount;
   /**
    * The fused decode attention's empty chunks (past pos) neither write nor count, and its combine takes their
-   * values without reading them (lib.attentionFused skipEmpty; bit-identical either way). Opt-in, unmeasured on a
-   * GPU (bench variant attention-skip-empty); default false.
+   * values without reading them (lib.attentionFused skipEmpty; bit-identical either way). Opt-in; slower on the
+   * H200 (session 8, bench/kernels.ts --wall: qwen2.5-0.5b at pos 64 0.938 against 0.877 ms on Vulkan, 1.403 against
+   * 1.345 on wgpu; at pos 1024 0.979 against 0.945 on Vulkan).
    */
   attentionSkipEmpty?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
