@@ -41,7 +41,7 @@ export interface AttentionShape {
   /**
    * Paged split-K: a chunk's block-table entries held in lanes, taken by shuffle (default true where they fit).
    * H200, session 8 (bench/serve_kernels.ts, pos 576): the 8B's paged attention 53.9 µs a layer at 32 rows and
-   * 9.7 at one (11.4 and 60.2 with a table load per position, measured in an earlier call); the whole 32-row entry
+   * 9.7 at one (60.2 and 11.4 with a table load per position, measured in an earlier call); the whole 32-row entry
    * 10.16 against 10.29 ms (tune tload, the same call). Positions per trip (unroll 4 or 8) gained nothing with it.
    */
   tableInLanes?: boolean;
