@@ -336,13 +336,6 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     end = b.let(pos.add(1), "u32", "end");
   } else end = b.let(pos.add(r).add(1), "u32", "end");
   const tbase = paged ? b.let(r.mul(paged.maxBlocks), "u32", "tb") : undefined;
-  /** Pool row of logical position p (the identity without paging); a team with its chunk's blocks in lanes takes them by shuffle. */
-  let physRow = (p: Val): Val => {
-    if (!paged || !TB || !tbase) return p;
-    const blk = b.let(asU32(b.load(TB, tbase.add(p.div(paged.block))), tt), "u32", "blk");
-    b.check(blk.lt(cap / paged.block), FAULT.PAGED_BLOCK);
-    return blk.mul(paged.block).add(p.mod(paged.block));
-  };
   // A sliding window starts the sweep at end - window (the positions before it are masked out).
   const w = s.window;
   const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
@@ -386,34 +379,16 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
     return x;
   };
-  // Split-K chunks: the live positions spread over as many of the S teams as get a whole trip (G * U positions)
-  // each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip the
-  // loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut in
-  // S equal chunks as before. It depends on this row's positions only (as the order of its sums must).
-  let start: Val = first ?? u32(0), stop: Val = end, share: Val | undefined, len: Val | undefined;
-  if (splits && chunkIdx) {
-    len = b.let(first ? end.sub(first) : end, "u32", "len");
-    const trip = s.live === false ? 1 : G * U;
-    const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
-    share = b.let(len.add(live).sub(1).div(live), "u32", "share");
-    const chunk = chunkIdx.mul(share);
-    start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");
-    stop = b.let(end.min(start.add(share)), "u32", "stop");
-  }
-  // Paged split-K on a subgroup team whose chunk spans at most `lanes` blocks: lane i loads the table entry of the
-  // chunk's i-th block once, and a position's block comes by shuffle, so a trip waits on its K/V loads alone
-  // instead of a table load and then them (the same entries are read and checked, and the same rows: the results
-  // are bit-identical). A chunk holds at most max(trip, ceil(table / splits)) positions.
-  if (paged && TB && tbase && splits && t.lanes > 1 && !t.shared && t.sgs === 1 && s.tableInLanes !== false &&
-    Math.ceil(Math.max(G * U, Math.ceil((paged.maxBlocks * paged.block) / S)) / paged.block) + 1 <= t.lanes) {
-    const blk0 = b.let(start.div(paged.block), "u32", "b0");
-    // blocks of positions start .. stop-1 (none for an empty chunk: its entries may lie past the row's table)
-    const nblk = b.let(start.lt(stop).select(stop.sub(1).div(paged.block).add(1).sub(blk0), u32(0)), "u32", "nb");
-    const mine = b.let(lane.lt(nblk), "bool", "mine");
-    const entry = b.let(mine.select(asU32(b.load(TB, tbase.add(blk0.add(lane).min(paged.maxBlocks - 1))), tt), u32(0)), "u32", "blk");
-    b.check(mine.not().or(entry.lt(cap / paged.block)), FAULT.PAGED_BLOCK);
-    physRow = (p: Val) => b.shuffle("idx", entry, p.div(paged.block).sub(blk0)).mul(paged.block).add(p.mod(paged.block));
-  }
+  const { start, stop, share, len } = splits && chunkIdx
+    ? chunkOf(b, { first, end, chunkIdx, S, trip: s.live === false ? 1 : G * U })
+    : { start: first ?? u32(0), stop: end, share: undefined, len: undefined };
+  // Paged split-K on a subgroup team whose chunk spans at most `lanes` blocks (a chunk holds at most max(trip,
+  // ceil(table / splits)) positions) holds the chunk's table entries in lanes.
+  const inLanes = !!splits && t.lanes > 1 && !t.shared && t.sgs === 1 && s.tableInLanes !== false && !!paged &&
+    Math.ceil(Math.max(G * U, Math.ceil((paged.maxBlocks * paged.block) / S)) / paged.block) + 1 <= t.lanes;
+  const physRow = paged && TB && tbase
+    ? pagedRows(b, { TB, tt, tbase, block: paged.block, maxBlocks: paged.maxBlocks, poolBlocks: cap / paged.block, lane: inLanes ? lane : undefined, start, stop })
+    : (p: Val) => p;
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
     // reads the trip's first row and contributes nothing.
@@ -454,17 +429,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
   const filled = active ? b.let(start.lt(stop), "bool", "filled") : undefined;
   for (const { it, qbase, m, l, acc } of hs) {
-    // Merge the groups' states (a butterfly over the group bits of the lane: every lane ends with the total).
-    for (let off = lpp; off < t.lanes; off *= 2) {
-      const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
-      const ao = acc.map((a) => b.let(b.shuffle("xor", a, off), "f32", "ao"));
-      const M = b.let(m.max(mo), "f32", "M");
-      const cs = b.let(m.eq(M).select(f32(1), m.sub(M).exp()), "f32", "cs");
-      const co = b.let(mo.eq(M).select(f32(1), mo.sub(M).exp()), "f32", "co");
-      b.set(l, l.mul(cs).add(lo.mul(co)));
-      acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
-      b.set(m, M);
-    }
+    mergeGroups(b, { m, l, acc }, lpp, t.lanes);
     // partials at (item, chunk): the ungrouped team's own row of the part buffer
     const obase = splits ? b.let((gq === 1 ? trow : it.mul(S).add(chunkIdx!)).mul(hd + 2), "u32", "ob") : qbase;
     const dims = splits ? obase.add(2) : obase;
@@ -493,6 +458,65 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   }
   if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled });
   return b.build();
+}
+
+/**
+ * A row's split-K chunk: the live positions spread over as many of the S teams as get a whole trip (`trip`
+ * positions) each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip
+ * the loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut
+ * in S equal chunks. It depends on this row's positions only (as the order of its sums must).
+ */
+function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number }): { start: Val; stop: Val; share: Val; len: Val } {
+  const { first, end, chunkIdx, S, trip } = o;
+  const len = b.let(first ? end.sub(first) : end, "u32", "len");
+  const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
+  const share = b.let(len.add(live).sub(1).div(live), "u32", "share");
+  const chunk = chunkIdx.mul(share);
+  const start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");
+  return { start, stop: b.let(end.min(start.add(share)), "u32", "stop"), share, len };
+}
+
+/**
+ * Pool row of a row's logical position p through its block table (entries checked against the pool). With `lane`
+ * (a subgroup team whose chunk start .. stop spans at most its lanes in blocks), lane i loads the entry of the
+ * chunk's i-th block once and a position's block comes by shuffle, so a trip waits on its K/V loads alone instead
+ * of a table load and then them; the same entries are read and checked, and the same rows (bit-identical).
+ */
+function pagedRows(
+  b: KernelBuilder,
+  o: { TB: Buffer; tt: IType; tbase: Val; block: number; maxBlocks: number; poolBlocks: number; lane?: Val; start: Val; stop: Val },
+): (p: Val) => Val {
+  const { TB, tt, tbase, block, lane, start, stop } = o;
+  const entryAt = (i: Val) => (tt === "i32" ? b.load(TB, i).bitcast("u32") : b.load(TB, i)); // negative i32 -> huge u32
+  if (!lane) {
+    return (p) => {
+      const blk = b.let(entryAt(tbase.add(p.div(block))), "u32", "blk");
+      b.check(blk.lt(o.poolBlocks), FAULT.PAGED_BLOCK);
+      return blk.mul(block).add(p.mod(block));
+    };
+  }
+  const blk0 = b.let(start.div(block), "u32", "b0");
+  // blocks of positions start .. stop-1 (none for an empty chunk: its entries may lie past the row's table)
+  const nblk = b.let(start.lt(stop).select(stop.sub(1).div(block).add(1).sub(blk0), u32(0)), "u32", "nb");
+  const mine = b.let(lane.lt(nblk), "bool", "mine");
+  const entry = b.let(mine.select(entryAt(tbase.add(blk0.add(lane).min(o.maxBlocks - 1))), u32(0)), "u32", "blk");
+  b.check(mine.not().or(entry.lt(o.poolBlocks)), FAULT.PAGED_BLOCK);
+  return (p) => b.shuffle("idx", entry, p.div(block).sub(blk0)).mul(block).add(p.mod(block));
+}
+
+/** Merges the position groups' (m, l, acc) of a head: a butterfly over the group bits of the lane; every lane ends with the total. */
+function mergeGroups(b: KernelBuilder, h: { m: Val; l: Val; acc: Val[] }, lpp: number, lanes: number): void {
+  const { m, l, acc } = h;
+  for (let off = lpp; off < lanes; off *= 2) {
+    const mo = b.let(b.shuffle("xor", m, off), "f32", "mo"), lo = b.let(b.shuffle("xor", l, off), "f32", "lo");
+    const ao = acc.map((a) => b.let(b.shuffle("xor", a, off), "f32", "ao"));
+    const M = b.let(m.max(mo), "f32", "M");
+    const cs = b.let(m.eq(M).select(f32(1), m.sub(M).exp()), "f32", "cs");
+    const co = b.let(mo.eq(M).select(f32(1), mo.sub(M).exp()), "f32", "co");
+    b.set(l, l.mul(cs).add(lo.mul(co)));
+    acc.forEach((a, j) => b.set(a, a.mul(cs).add(ao[j].mul(co))));
+    b.set(m, M);
+  }
 }
 
 /** attentionFused's tail: count the item's finished teams; its last one combines (see attentionFused). */
