@@ -27,6 +27,10 @@
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
 #   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
 #   JSON-schema mask vs greedy at 1B), and bench/serve_loop.ts (the scheduler loop's own µs per step). Logs: $OUT.
+# vk-wall / vk-wall-deep / vk-profile / wgpu-host / vk-goal (issue 23): the whole decode step per backend and per
+#   fusion or attention variant, warmed up (at pos 0, then the attention variants at 1024); the per-kernel table of
+#   ptx, vulkan and wgpu matched by name; wgpu's host µs per step split into our calls, finish(), submit and map
+#   (bench/gap.ts); the issue's bench/decode.ts table on the three backends. Each ~1-4 minutes.
 set -uo pipefail
 out=${OUT:-/tmp/poot-out}; mkdir -p "$out"
 export NO_COLOR=1
@@ -36,7 +40,7 @@ for what in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       # parallel files (the GPU machine has 16 cores): ~2 minutes on the H200 (session 5: 1354 passed)
       DENO_JOBS=8 POOT_BACKENDS=ptx,vulkan,wgpu timeout 560 deno test -A --no-check --parallel tests/ffi/ tests/ptx/ tests/ops/ tests/model/ \
-        tests/devices/ tests/kernels/ tests/llm/tier3.test.ts tests/vlm/transformers.test.ts tests/vulkan/ tests/wgpu/ tests/sampling/ tests/engine/ \
+        tests/devices/ tests/kernels/ tests/llm/tier3.test.ts tests/vlm/transformers.test.ts tests/vulkan/ tests/wgpu/ tests/sampling/ tests/engine/ tests/quant/ \
         > "$out/tests-all.txt" 2>&1; echo "tests exit $?" >> "$out/tests-all.txt"
       grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$out/tests-all.txt" | head -40
       grep -A14 "^ ERRORS" "$out/tests-all.txt" | head -60
@@ -121,6 +125,31 @@ for what in "$@"; do
           --tokens 32 --no-eager --deep 0 --out "$f.json" > "$f.txt" 2>&1; echo "bench exit $?" >> "$f.txt"
         echo "== $b --quantized-x $q"; grep -v "^\s*$" "$f.txt" | tail -5
       done; done ;;
+    vk-wall)
+      timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --wall --backend \
+        ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:attention-skip-empty+attention-team-count,vulkan:splits8,vulkan:restrict,vulkan:no-robust,wgpu,wgpu:no-plan-fuse,wgpu:no-outputs-in-place,wgpu:no-gather-cast,wgpu:no-attention-fuse,wgpu:attention-skip-empty \
+        > "$out/vkw-wall.txt" 2>&1; echo "wall exit $?" >> "$out/vkw-wall.txt"
+      grep -vE "^\s*at |^$" "$out/vkw-wall.txt" | tail -40 ;;
+    vk-wall-deep)
+      # the attention variants where every chunk has positions (a variant that wins at pos 0 must not lose here)
+      timeout 300 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b --wall --pos 1024 --backend \
+        ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:splits8,wgpu,wgpu:attention-skip-empty \
+        > "$out/vkw-wall-deep.txt" 2>&1; echo "wall-deep exit $?" >> "$out/vkw-wall-deep.txt"
+      grep -vE "^\s*at |^$" "$out/vkw-wall-deep.txt" | tail -12 ;;
+    vk-profile)
+      timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --backend ptx,vulkan,wgpu \
+        --out "$out/vkw-profile.json" > "$out/vkw-profile.txt" 2>&1; echo "profile exit $?" >> "$out/vkw-profile.txt"
+      grep -E "steps, kernels|stream read|^by kind|^sum of|^(gemv|attention|argmax|gather|elementwise) |exit" "$out/vkw-profile.txt" | head -60 ;;
+    wgpu-host)
+      timeout 420 deno run -A --no-check bench/gap.ts --shape qwen2.5-0.5b,llama-3.2-1b --backend wgpu --tokens 64 \
+        > "$out/vkw-gap-wgpu.txt" 2>&1; echo "gap exit $?" >> "$out/vkw-gap-wgpu.txt"
+      grep -E "device stats per step|engine again|rec bare|rec queued|exit" "$out/vkw-gap-wgpu.txt" | head -20 ;;
+    vk-goal)
+      for b in ptx vulkan wgpu; do
+        timeout 180 deno run -A --no-check bench/decode.ts --shape llama-3.2-1b,qwen2.5-0.5b --tokens 64 --no-eager --deep 0 \
+          --backend "$b" > "$out/vkw-goal-$b.txt" 2>&1; echo "$b exit $?" >> "$out/vkw-goal-$b.txt"
+        grep -E "replay at pos|exit" "$out/vkw-goal-$b.txt"
+      done ;;
     bench)
       timeout ${BENCH_TIMEOUT:-560} deno run -A --no-check bench/decode.ts --shape ${SHAPES:-stories260K,llama-3.2-1b,qwen2.5-0.5b,llama-3-8b} --backend ptx \
         --tokens 128 --out "$out/decode-ptx.json" > "$out/decode-ptx.txt" 2>&1; echo "bench exit $?" >> "$out/decode-ptx.txt"
