@@ -10,7 +10,7 @@
 // The statements then run in the same order on the same values, so results are bit-identical. Only the scalar
 // code shape uses it (js.ts): there no two invocations' statements interleave.
 import { type CType, type Expr, type Kernel, type Stmt, type Var, walkStmts } from "../ir.ts";
-import { mapStmts, rewriteExpr } from "../decomp/rewrite.ts";
+import { rewriteExpr } from "../decomp/rewrite.ts";
 import { fold } from "../decomp/fold.ts";
 
 /** Statements a run must save (P x (N - 1)) to become a loop: below that the unrolled code is no burden. */
@@ -42,29 +42,41 @@ export function rollLoops(kernel: Kernel): Kernel {
 }
 
 /**
- * Reads of a variable whose only definition is `let v = constant` replaced by the constant (its value wherever
- * it can be read). The library keeps a trip's index in such a variable (`gi1 = 1`, `gi2 = 2`, ...), which
- * would make each trip's block read another variable; as constants they step, and the blocks match. Nothing
- * else is folded here (a let's value is): folding `x + 0` in one block and not `x + 1` in the next would make them differ.
+ * Reads of a variable whose only definition is `let v = constant` replaced by the constant, where the let has
+ * surely run: later in its own statement list, or inside a later statement of it. The library keeps a trip's
+ * index in such a variable (`gi1 = 1`, `gi2 = 2`, ...), which would make each trip's block read another
+ * variable; as constants they step, and the blocks match. Nothing else is folded here (a let's value is):
+ * folding `x + 0` in one block and not `x + 1` in the next would make them differ.
  */
 function constLets(kernel: Kernel): Kernel {
-  const defs = new Map<string, number>(), value = new Map<string, Expr>();
-  const visit = (body: Stmt[]): void => {
+  const defs = new Map<string, number>();
+  const count = (body: Stmt[]): void => {
     for (const s of body) {
       for (const v of defsOf(s)) defs.set(v.name, (defs.get(v.name) ?? 0) + 1);
       if (s.k === "assign") defs.set(s.v.name, (defs.get(s.v.name) ?? 0) + 2);
-      if (s.k === "let") {
-        const c = fold(s.e);
-        if (c.k === "const" && c.t === s.v.t) value.set(s.v.name, c);
-      }
-      for (const b of bodiesOf(s)) visit(b);
+      for (const b of bodiesOf(s)) count(b);
     }
   };
-  visit(kernel.body);
-  for (const name of [...value.keys()]) if (defs.get(name) !== 1) value.delete(name);
-  if (!value.size) return kernel;
-  const memo = new Map<Expr, Expr>();
-  const body = mapStmts(kernel.body, (e) => rewriteExpr(e, (x) => (x.k === "var" ? value.get(x.v.name) : undefined), memo));
+  count(kernel.body);
+  const scoped = (body: Stmt[], outer: Map<string, Expr>): Stmt[] => {
+    const known = new Map(outer);
+    let changed = false;
+    const out = body.map((s) => {
+      const memo = new Map<Expr, Expr>();
+      const sub = (e: Expr) => known.size ? rewriteExpr(e, (x) => (x.k === "var" ? known.get(x.v.name) : undefined), memo) : e;
+      const es = exprsOf(s), nes = es.map(sub);
+      const bs = bodiesOf(s), nbs = bs.map((b) => scoped(b, known));
+      const r = nes.every((e, i) => e === es[i]) && nbs.every((b, i) => b === bs[i]) ? s : withParts(s, nes, nbs);
+      if (r !== s) changed = true;
+      if (s.k === "let" && defs.get(s.v.name) === 1) {
+        const c = fold(r.k === "let" ? r.e : s.e);
+        if (c.k === "const" && c.t === s.v.t) known.set(s.v.name, c);
+      }
+      return r;
+    });
+    return changed ? out : body;
+  };
+  const body = scoped(kernel.body, new Map());
   return body === kernel.body ? kernel : { ...kernel, body };
 }
 
