@@ -252,15 +252,20 @@ interface List {
   desc: Desc[];
   /** Per statement, each outside read: the position of the statement that defines it, or -1 - a name id. */
   refs: number[][];
+  /** ... and which of that statement's definitions it is (a loadv defines several). */
+  subs: number[][];
 }
 function listOf(body: Stmt[]): List {
   const ids = new Map<string, number>();
   const desc = body.map((s) => describe(s, ids));
-  const at = new Map<string, number>();
-  desc.forEach((d, q) => d.defs.forEach((n) => at.set(n, at.has(n) ? NaN : q))); // defined twice: never matches
+  const at = new Map<string, number>(), sub = new Map<string, number>();
+  desc.forEach((d, q) => d.defs.forEach((n, k) => {
+    at.set(n, at.has(n) ? NaN : q); // defined twice: never matches
+    sub.set(n, k);
+  }));
   const names = new Map<string, number>();
   const pos = (n: string) => at.get(n) ?? -1 - (names.get(n) ?? names.set(n, names.size).size - 1);
-  return { body, desc, refs: desc.map((d) => d.refs.map(pos)) };
+  return { body, desc, refs: desc.map((d) => d.refs.map(pos)), subs: desc.map((d) => d.refs.map((n) => sub.get(n) ?? 0)) };
 }
 
 /** Does block j of period p from i match block 0 (code, reads, and constants that step as `steps` says)? */
@@ -269,8 +274,9 @@ function blockMatches(l: List, i: number, p: number, j: number, steps: number[] 
   for (let q = 0; q < p; q++) {
     const a = i + q, b = a + j * p, da = l.desc[a], db = l.desc[b];
     if (da.sk !== db.sk) return false;
-    const ra = l.refs[a], rb = l.refs[b];
+    const ra = l.refs[a], rb = l.refs[b], sa = l.subs[a], sb = l.subs[b];
     for (let k = 0; k < ra.length; k++) {
+      if (sa[k] !== sb[k]) return false;
       // a read of an earlier statement of block 0 reads the same statement of block j; any other the same variable
       if (ra[k] >= i) {
         if (!(ra[k] < a) || rb[k] !== ra[k] + j * p) return false;

@@ -93,12 +93,14 @@ test("roll: every op-case kernel that rolls gives the unrolled kernel's bytes, a
 });
 
 /** `n` blocks: each loads x[c + i] (c stepping by `step`, or the constants `cs`), doubles it and stores it. */
-function blocks(n: number, opts: { cs?: number[]; escape?: boolean; chain?: boolean } = {}): Kernel {
+function blocks(n: number, opts: { cs?: number[]; escape?: boolean; chain?: boolean; vec?: boolean } = {}): Kernel {
   const b = new KernelBuilder("blocks", { workgroup: 1, grid: 1 });
   const x = b.buffer("x", "f32", "r"), y = b.buffer("y", "f32", "rw");
   const acc = b.let(0, "f32", "acc");
   let last = b.let(0, "f32", "last");
   const vs = [];
+  // one statement defining several variables (a vector load), block j reading the j-th
+  const four = b.loadv(x, 40, 4);
   for (let j = 0; j < n; j++) {
     const c = opts.cs ? opts.cs[j] : 3 + 5 * j;
     const i = b.let(u32(c), "u32", "i");
@@ -106,6 +108,7 @@ function blocks(n: number, opts: { cs?: number[]; escape?: boolean; chain?: bool
     let v = b.let(b.load(x, i), "f32", "v");
     for (let q = 1; q < 4; q++) v = b.let(v.add(b.load(x, i.add(q))).mul(0.5), "f32", "v");
     if (opts.chain) v = b.let(v.add(last), "f32", "v");
+    if (opts.vec) v = b.let(v.add(four[j % 4]), "f32", "v");
     b.set(acc, acc.add(v));
     b.store(y, i, v);
     last = v;
@@ -128,13 +131,13 @@ test("roll: stepping blocks become one loop with the same results", () => {
   sameResults(k, blockInputs());
 });
 
-test("roll: blocks stay unrolled when a local is read after them, constants do not step, or one reads the last", () => {
-  for (const opts of [{ escape: true }, { cs: [3, 8, 14, 19, 24, 29] }, { chain: true }]) {
-    const k = blocks(6, opts);
+test("roll: blocks stay unrolled when a local is read after them, constants do not step, one reads the last, or each reads another result of one vector load", () => {
+  for (const opts of [{ escape: true }, { cs: [3, 8, 14, 19, 24, 29] }, { chain: true }, { vec: true }]) {
+    const k = blocks(opts.vec ? 4 : 6, opts);
     const r = rollLoops(k);
     // a run that starts after the first block may still roll (the first block's local or constant differs)
     assert.ok(forCount(r) <= 1, JSON.stringify(opts));
-    if (opts.chain) assert.equal(forCount(r), 0);
+    if (opts.chain || opts.vec) assert.equal(forCount(r), 0, JSON.stringify(opts));
     sameResults(k, blockInputs());
   }
 });
