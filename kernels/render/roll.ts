@@ -16,7 +16,7 @@ import { fold } from "../decomp/fold.ts";
 /** Statements a run must save (P x (N - 1)) to become a loop: below that the unrolled code is no burden. */
 const MIN_SAVED = 12;
 /** Kernels shorter than this are left as they are (V8 compiles them quickly; the search is not free). */
-const MIN_STATEMENTS = 128;
+const MIN_STATEMENTS = 200;
 /** The longest block looked for. */
 const MAX_PERIOD = 1024;
 
@@ -29,7 +29,7 @@ export function rollLoops(kernel: Kernel): Kernel {
   const names = { n: 0 };
   // One pass rolls what it can; a run refused because an earlier roll in the same pass made its use counts stale
   // (they only ever fall) is taken by the next pass.
-  for (let pass = 0; pass < 4; pass++) {
+  for (let pass = 0; pass < 2; pass++) {
     const uses = new Map<string, number>();
     countUses(k.body, uses);
     const st = { uses, names, changed: false };

@@ -117,7 +117,7 @@ function blocks(n: number, opts: { cs?: number[]; escape?: boolean; chain?: bool
   b.store(y, 0, acc);
   if (opts.escape) b.store(y, 1, vs[0]);
   // pad past the size below which kernels are left alone
-  for (let q = 0; q < 130; q++) b.store(y, 2, acc.add(q));
+  for (let q = 0; q < 200; q++) b.store(y, 2, acc.add(q));
   return b.build();
 }
 const forCount = (k: Kernel) => k.body.filter((s) => s.k === "for").length;
