@@ -3,7 +3,9 @@
 // function huge, and V8's optimizing compilers take seconds on a function of a few thousand statements.
 // A run of N >= 2 consecutive blocks of P statements becomes `for (r = 0; r < N; r++) block0` when:
 // - the blocks are the same code up to the names of the variables each defines (its locals: let, loop
-//   variables, loadv/atomic/mma/ldmatrix results), with every other variable the same one in all blocks;
+//   variables, loadv/atomic/mma/ldmatrix results): a read of a local defined earlier in the block reads the
+//   same statement's same result in every block, and every other variable is the same one in all blocks
+//   (reads of a `let v = constant` the let dominates count as that constant: constLets);
 // - each constant is the same in all blocks or, for i32/u32, steps by a fixed amount (c0 + r * d): it becomes
 //   that expression of the loop variable;
 // - no local of any block is read outside the run (the loop's last trip would leave other values behind).
