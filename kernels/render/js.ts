@@ -20,6 +20,7 @@ import type { Expr, Kernel, Shared, Stmt } from "../ir.ts";
 import { KernelError, stmtExprs } from "../ir.ts";
 import * as rt from "./js_runtime.ts";
 import { Gen, LANE_ARRAY, type ViewClass } from "./js_gen.ts";
+import { rollLoops } from "./roll.ts";
 export { JsKernelFault, OOB_CODE } from "./js_runtime.ts";
 
 export interface JsRenderOptions {
@@ -29,6 +30,8 @@ export interface JsRenderOptions {
   debug?: boolean;
   /** Force the lockstep path (tests use it to run scalar-safe kernels both ways). */
   forceSimt?: boolean;
+  /** Roll the library's unrolled blocks back into loops on the scalar path (render/roll.ts; default true). */
+  roll?: boolean;
 }
 
 /** A bound byte range: a whole ArrayBuffer or a window of one. */
@@ -91,17 +94,28 @@ export function pathOf(k: Kernel, subgroupSize: number): "scalar" | "simt" {
   return "scalar";
 }
 
+type RunFn = (v: View[], nx: number, ny: number, nz: number) => void;
+/**
+ * Functions made from a source text, shared by every kernel of that text in the process (other devices, engines,
+ * recompiled programs): V8 optimizes a big kernel once, not once per copy. Sharing is safe because a run is
+ * synchronous and leaves nothing a later run reads (shared memory and lane arrays are written before read).
+ * The least recently used go past COMPILED_MAX.
+ */
+const COMPILED = new Map<string, RunFn>();
+const COMPILED_MAX = 512;
+
 /** Renders `k` for the CPU. */
 export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const sg = opts.subgroupSize;
   if (!Number.isInteger(sg) || sg < 1) throw new KernelError(`${k.name}: subgroup size ${sg}`);
   const path = opts.forceSimt ? "simt" : pathOf(k, sg);
   const simt = path === "simt";
-  const g = new Gen(k, simt, sg, opts.debug ?? false);
+  // V8 compiles a function of thousands of statements for seconds; unrolling buys a CPU nothing.
+  const g = new Gen(simt || opts.roll === false ? k : rollLoops(k), simt, sg, opts.debug ?? false);
   const [wx, wy, wz] = k.workgroup;
 
   // Generate the body first: it discovers the views, variables and temporaries the code needs.
-  g.block(k.body);
+  g.block(g.k.body);
   const body = g.out.splice(0);
   const views = g.viewList();
   const src: string[] = [
@@ -153,12 +167,18 @@ const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma1681
   src.push(`};`);
   const source = src.join("\n");
 
-  let fn: (v: View[], nx: number, ny: number, nz: number) => void;
-  try {
-    fn = new Function("RT", source)({ ...rt, Fault: rt.JsKernelFault });
-  } catch (e) {
-    throw new KernelError(`${k.name}: generated JavaScript does not compile: ${(e as Error).message}\n${source}`);
+  let fn = COMPILED.get(source);
+  if (fn) { // most recently used last
+    COMPILED.delete(source);
+  } else {
+    try {
+      fn = new Function("RT", source)({ ...rt, Fault: rt.JsKernelFault }) as RunFn;
+    } catch (e) {
+      throw new KernelError(`${k.name}: generated JavaScript does not compile: ${(e as Error).message}\n${source}`);
+    }
+    if (COMPILED.size >= COMPILED_MAX) COMPILED.delete(COMPILED.keys().next().value!);
   }
+  COMPILED.set(source, fn);
   const bind = (bindings: JsBinding[]): View[] => {
     if (bindings.length !== k.buffers.length) {
       throw new KernelError(`${k.name}: ${bindings.length} bindings for ${k.buffers.length} buffers`);
