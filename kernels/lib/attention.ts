@@ -253,8 +253,8 @@ export function attentionSplits(caps: Caps, cap: number): number {
  * A team's position groups (G groups of lpp lanes, each taking every G-th position) and positions per group per
  * loop trip (U): the kernel's trip covers G * U positions. Each trip's K and V loads are all issued before the
  * first score is used, so a lane has 2U 16-byte loads in flight where one position per trip waited on each load
- * in turn; one max, one rescale and one sum per trip for the U scores. Paged rows default to U = 2 (a block-table
- * lookup per position; the serving path was not measured with more).
+ * in turn; one max, one rescale and one sum per trip for the U scores. Paged rows default to U = 2 (the H200's
+ * serving entries measured 4 and 8 no faster: bench/serve_kernels.ts --tune u4,u8, session 8).
  */
 function positionGroups(t: Team, hd: number, kv: FType, unroll: number | undefined, paged: boolean): { lpp: number; G: number; U: number } {
   const kvVec = kv === "f32" ? 4 : 8;
