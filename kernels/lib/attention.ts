@@ -8,7 +8,7 @@
 import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
+import { asIndex, type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
 
 export interface AttentionShape {
   /** Query rows (1 = decode). */
@@ -185,7 +185,7 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
   const ws = combineWeights(b, part, base, splits, stride);
-  b.store(out, idx, combineDim(b, part, base, d, ws));
+  b.store(out, idx, combineDim(b, part, d, ws));
   return b.build();
 }
 
@@ -224,7 +224,7 @@ function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: numbe
   return { at, w, L, active };
 }
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
-function combineDim(b: KernelBuilder, part: Buffer, base: Val, d: Val, { at, w, L, active }: CombineWeights): Val {
+function combineDim(b: KernelBuilder, part: Buffer, d: Val, { at, w, L, active }: CombineWeights): Val {
   const splits = w.length, parts: Val[] = [];
   const acc = (sp: number) => {
     const v = b.load(part, at(sp).add(d));
@@ -311,10 +311,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const final = fused ? b.buffer("out", "f32", "w") : undefined;
 
   const { lane, row: trow } = teamRow(b, t, grid);
-  const asU32 = (v: Val, ty: IType) => ty === "i32" ? v.bitcast("u32") : v; // negative i32 -> huge u32
   let pos: Val = u32(0);
   if (!paged) {
-    pos = b.let(asU32(b.load(P, 0), pt), "u32", "pos");
+    pos = b.let(asIndex(b.load(P, 0)), "u32", "pos");
     b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
   }
   // (never in a fused kernel: attentionFusable wants whole workgroups of teams, as its barriers do)
@@ -331,7 +330,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   let end: Val;
   if (paged) {
     // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
-    pos = b.let(asU32(b.load(P, r), pt), "u32", "pos");
+    pos = b.let(asIndex(b.load(P, r)), "u32", "pos");
     b.check(pos.lt(paged.maxBlocks * paged.block), FAULT.ATTENTION_POS);
     end = b.let(pos.add(1), "u32", "end");
   } else end = b.let(pos.add(r).add(1), "u32", "end");
@@ -387,7 +386,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const inLanes = !!splits && t.lanes > 1 && !t.shared && t.sgs === 1 && s.tableInLanes !== false && !!paged &&
     Math.ceil(Math.max(G * U, Math.ceil((paged.maxBlocks * paged.block) / S)) / paged.block) + 1 <= t.lanes;
   const physRow = paged && TB && tbase
-    ? pagedRows(b, { TB, tt, tbase, block: paged.block, maxBlocks: paged.maxBlocks, poolBlocks: cap / paged.block, lane: inLanes ? lane : undefined, start, stop })
+    ? pagedRows(b, { TB, tbase, block: paged.block, maxBlocks: paged.maxBlocks, poolBlocks: cap / paged.block, lane: inLanes ? lane : undefined, start, stop })
     : (p: Val) => p;
   b.for(start, stop, G * U, (p0) => {
     // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
@@ -484,10 +483,10 @@ function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S:
  */
 function pagedRows(
   b: KernelBuilder,
-  o: { TB: Buffer; tt: IType; tbase: Val; block: number; maxBlocks: number; poolBlocks: number; lane?: Val; start: Val; stop: Val },
+  o: { TB: Buffer; tbase: Val; block: number; maxBlocks: number; poolBlocks: number; lane?: Val; start: Val; stop: Val },
 ): (p: Val) => Val {
-  const { TB, tt, tbase, block, lane, start, stop } = o;
-  const entryAt = (i: Val) => (tt === "i32" ? b.load(TB, i).bitcast("u32") : b.load(TB, i)); // negative i32 -> huge u32
+  const { TB, tbase, block, lane, start, stop } = o;
+  const entryAt = (i: Val) => asIndex(b.load(TB, i));
   if (!lane) {
     return (p) => {
       const blk = b.let(entryAt(tbase.add(p.div(block))), "u32", "blk");
@@ -548,7 +547,7 @@ function fuseCombine(
     const base = b.let(item.mul(splits * stride), "u32", "base");
     const ws = combineWeights(b, part, base, splits, stride, active);
     // a loop, not unrolled: the weights above are the bulk of the code (lavapipe's JIT time grows fast with it)
-    const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, part, base, d.add(2), ws));
+    const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, part, d.add(2), ws));
     if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));
     else {
       b.for(0, Math.ceil(hd / lanes), 1, (j) => {

@@ -72,6 +72,11 @@ export function gridFor(caps: Caps, count: number): [number, number, number] {
   return [gx, gy, gz];
 }
 /** The linear workgroup index of a grid made by gridFor. */
+/** A u32 index from a u32 or i32 buffer value (negative i32 becomes >= 2^31, failing any `< bound` check). */
+export function asIndex(v: Val): Val {
+  return v.t === "i32" ? v.bitcast("u32") : v;
+}
+
 export function wgIndex(b: KernelBuilder, grid: [number, number, number]): Val {
   let i = b.wgid.x;
   if (grid[1] > 1 || grid[2] > 1) i = i.add(b.wgid.y.mul(grid[0]));

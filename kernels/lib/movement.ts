@@ -5,7 +5,7 @@
 import { type EType, type Kernel, KernelBuilder, KernelError, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
-import { elemOf, gridFor, type IType, wgIndex, type WType } from "./common.ts";
+import { asIndex, elemOf, gridFor, type IType, wgIndex, type WType } from "./common.ts";
 import { chunkValues, dequantChunk, isQType, QLAYOUT, qWords } from "./dequant.ts";
 
 const WG = 64;
@@ -19,10 +19,6 @@ function elements(b: KernelBuilder, total: number, per: number, grid: [number, n
 function layout(caps: Caps, total: number, per: number): { wg: number; grid: [number, number, number] } {
   const wg = Math.min(WG, caps.maxWorkgroupSize);
   return { wg, grid: gridFor(caps, Math.ceil(total / per / wg)) };
-}
-/** A u32 index from a u32 or i32 buffer value (negative i32 becomes >= 2^31, failing any `< bound` check). */
-function asIndex(v: Val): Val {
-  return v.t === "i32" ? v.bitcast("u32") : v;
 }
 function perOf(width: number, types: EType[]): number {
   return width % 4 === 0 && types.every((t) => t !== "i8" && t !== "u8") ? 4 : 1;
