@@ -6,7 +6,7 @@
 //   deno run -A bench/mma.ts                                  (the Llama 1B / 8B projections at m = 1..2048)
 //   deno run -A bench/mma.ts --cases 32x2048x2048,512x8192x2048 --variants fma8,mma,mma:4x4
 //   deno run -A bench/mma.ts --cases 2048x14336x4096 --variants mma:xw,staged,staged:128x256x32:w2x4
-//   deno run -A bench/mma.ts --serve llama-3-8b --m 1,8,32,64 --ks 8,16 --budget 55
+//   deno run -A bench/mma.ts --serve llama-3-8b --m 1,8,32,64 --ks 8,16 --budget 55   (--ks 0: each matmul's serving split)
 // --serve: the serving entries' matmuls of each shape (q/o, k/v, gate/up, down, head) at the entry sizes --m,
 // one row per layout (ks, nt, unroll, nw; mt follows m: ceil(m / 16) tiles of 16 rows, at most 4), GB/s of W
 // per m, then the best layout per (ks, m). ks is part of a row's summation order, so one ks per shape must
@@ -50,9 +50,9 @@ export function variantKernel(dev: Device, v: string, m: number, n: number, k: n
   }
 }
 
-/** Layout parts: MTxNT, ksK, uU, wNWxMW, unsplit, xw. */
-export function parseLayout(parts: string[]): { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean; nw?: number; mw?: number } {
-  const o: { mt?: number; nt?: number; ks?: number; unroll?: number; split?: boolean; prepared?: boolean; nw?: number; mw?: number } = {};
+/** Layout parts: MTxNT, ksK, uU, wNWxMW, unsplit, xw, pS (S cp.async stages: needs xw). */
+export function parseLayout(parts: string[]): Partial<MmaMatmulShape> {
+  const o: Partial<MmaMatmulShape> = {};
   for (const part of parts) {
     if (/^\d+x\d+$/.test(part)) [o.mt, o.nt] = part.split("x").map(Number);
     else if (part.startsWith("ks")) o.ks = Number(part.slice(2));
@@ -60,6 +60,7 @@ export function parseLayout(parts: string[]): { mt?: number; nt?: number; ks?: n
     else if (part === "unsplit") o.split = false;
     else if (part === "xw") o.prepared = true;
     else if (/^w\d+x\d+$/.test(part)) [o.nw, o.mw] = part.slice(1).split("x").map(Number);
+    else if (/^p\d+$/.test(part)) o.stages = Number(part.slice(1));
     else throw new RangeError(`layout: unknown part ${part}`);
   }
   return o;
@@ -135,16 +136,21 @@ export function servingMatmuls(shape: string): { name: string; n: number; k: num
   ];
 }
 
-type Layout = Pick<MmaMatmulShape, "ks" | "nt" | "unroll" | "nw">;
+type Layout = Pick<MmaMatmulShape, "ks" | "nt" | "unroll" | "nw" | "stages">;
 
-/** Layouts swept at m rows (mt follows m): (nt, unroll) pairs for skinny and for 32+ rows, at each ks. */
+/** Layouts swept at m rows (mt follows m): (nt, unroll, nw, stages) for skinny and for 32+ rows, at each ks. */
 function servingLayouts(m: number, kss: number[]): Layout[] {
-  // [nt, unroll, nw]: nw > 1 puts warps of one K slice on neighbouring columns in a workgroup (x loads shared in L1)
-  const tiles = m <= 16 ? [[1, 1], [1, 2], [1, 4], [2, 2], [2, 4], [4, 2], [1, 4, 2]] : [[1, 2], [2, 1], [2, 2], [4, 1], [4, 2], [8, 1], [2, 1, 2], [4, 1, 2]];
-  return kss.flatMap((ks) => tiles.filter(([, , nw]) => !nw || ks * nw <= 32).map(([nt, unroll, nw]) => ({ ks, nt, unroll, ...(nw ? { nw } : {}) })));
+  // nw > 1 puts warps of one K slice on neighbouring columns in a workgroup (x loads shared in L1); stages > 0
+  // brings each lane's words through a cp.async pipeline that deep (MmaMatmulShape.stages)
+  const tiles = m <= 16
+    ? [[1, 1], [1, 2], [1, 4], [2, 2], [2, 4], [4, 2], [1, 4, 2], [1, 1, 0, 3], [2, 1, 0, 3], [2, 1, 0, 4], [2, 2, 0, 2]]
+    : [[1, 2], [2, 1], [2, 2], [4, 1], [4, 2], [8, 1], [2, 1, 2], [4, 1, 2], [2, 1, 0, 2], [2, 1, 0, 3], [4, 1, 0, 2], [4, 1, 0, 3], [4, 1, 0, 4], [8, 1, 0, 2], [8, 1, 0, 3]];
+  return kss.flatMap((ks) =>
+    tiles.filter(([, , nw]) => !nw || ks * nw <= 32).map(([nt, unroll, nw, stages]) => ({ ks, nt, unroll, ...(nw ? { nw } : {}), ...(stages ? { stages } : {}) }))
+  );
 }
 
-const layoutName = (l: Layout) => `ks${l.ks}:nt${l.nt}:u${l.unroll}${l.nw ? `:w${l.nw}` : ""}`;
+const layoutName = (l: Layout) => `ks${l.ks}:nt${l.nt}:u${l.unroll}${l.nw ? `:w${l.nw}` : ""}${l.stages ? `:p${l.stages}` : ""}`;
 
 /** --serve: per matmul of each shape, every layout at every m; GB/s of W, and the best per (ks, m). */
 async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: number[], budgetS: number): Promise<void> {
@@ -155,6 +161,7 @@ async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: numb
     for (const mm of servingMatmuls(shape)) {
       const { n, k } = mm;
       const wide = mmaServingKSplit(n, k);
+      const shapeKs = kss.map((ks) => (ks === 0 ? wide : ks)).filter((x, i, a) => a.indexOf(x) === i); // 0: the serving split
       const bufs = matmulBuffers(dev, Math.max(...ms), n, k);
       // rows: "default" (the serving entries' layout: mmaServingLayout), then the grid
       const table = new Map<string, Map<number, number>>();
@@ -162,7 +169,7 @@ async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: numb
         for (const m of ms) {
           const mt = Math.min(4, Math.ceil(m / 16));
           const candidates: [string, Partial<MmaMatmulShape>][] = [[`default ks${wide}`, mmaServingLayout(n, k, m)],
-            ...servingLayouts(m, kss).map((l): [string, Partial<MmaMatmulShape>] => [layoutName(l), { ...l, mt }])];
+            ...servingLayouts(m, shapeKs).map((l): [string, Partial<MmaMatmulShape>] => [layoutName(l), { ...l, mt }])];
           for (const [name, l] of candidates) {
             if ((performance.now() - t0) / 1000 > budgetS) break;
             let kern: Kernel;
@@ -189,7 +196,7 @@ async function serveSweep(dev: Device, shapes: string[], ms: number[], kss: numb
       console.log(`| --- | ${ms.map(() => "---").join(" | ")} |`);
       for (const [name, row] of table) console.log(`| ${name} | ${ms.map((m) => gbs(row.get(m))).join(" | ")} |`);
       // the best per (ks, m): what a ks for this shape gives at every entry size
-      console.log(`best per ks: ${[wide, ...kss].filter((x, i, a) => a.indexOf(x) === i).map((ks) => {
+      console.log(`best per ks: ${[wide, ...shapeKs].filter((x, i, a) => a.indexOf(x) === i).map((ks) => {
         const per = ms.map((m) => {
           let best: [string, number] | undefined;
           for (const [name, row] of table) {

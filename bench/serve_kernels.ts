@@ -32,7 +32,7 @@ import { distinct, launchesFor, timeProgram, timeStep } from "./kernels.ts";
 import type { SlotFill } from "./profile.ts";
 import type { MmaServingTune } from "../kernels/lib/mma_matmul.ts";
 
-/** A --tune entry: "default", or parts ksK | kswide, sNTxU[wNW], bNTxU[wNW] joined by "/". */
+/** A --tune entry: "default", or parts ksK | kswide, sNTxU[wNW][pS], bNTxU[wNW][pS] (pS: S cp.async stages) joined by "/". */
 export function parseTune(spec: string): MmaServingTune {
   const t: MmaServingTune = {};
   if (spec === "default") return t;
@@ -42,11 +42,11 @@ export function parseTune(spec: string): MmaServingTune {
     if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
-    else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?$/.exec(part))) {
-      const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}) };
+    else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?(?:p(\d+))?$/.exec(part))) {
+      const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW], bNTxU[wNW], nosplit, aN, gN, uN, tload)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload)`);
   }
   return t;
 }

@@ -18,7 +18,7 @@
 // the split), never on how many rows there are. `ks` is a function of (n, k) alone; `mt`/`nt` only choose which
 // warp computes a row (and `unroll` only the loop's shape). Rows past m read the last row (clamped) and are not
 // written; columns past n likewise.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 
@@ -58,6 +58,14 @@ export interface MmaMatmulShape extends MmaOperands {
    * main loop then only loads, where otherwise every warp of a column group rounds and splits x again.
    */
   prepared?: boolean;
+  /**
+   * (prepared x, caps.staging) Each lane brings its W and x words for the chunk `stages - 1` trips ahead into
+   * its own shared-memory slots by cp.async, instead of into registers at the top of the trip: the loads of later
+   * chunks fly while the warp multiplies this one, without holding registers. A lane reads back only what it
+   * copied, so no barrier is needed. The same words meet the same MMAs in the same order: a row's bits are those
+   * of the direct loads. Default 0 (direct loads).
+   */
+  stages?: number;
 }
 
 /**
@@ -115,6 +123,8 @@ export interface MmaWarpTiles {
   unroll: number;
   /** Warps along N per workgroup (default max(1, 4 / ks)). */
   nw?: number;
+  /** cp.async pipeline stages (MmaMatmulShape.stages; default 0, direct loads). */
+  stages?: number;
 }
 
 /**
@@ -159,10 +169,13 @@ export function mmaServingTiles(n: number, m: number): MmaWarpTiles {
 }
 
 /** The layout of a serving matmul of m rows: the tune's fields, else mmaServingKSplit's and mmaServingTiles'. */
-export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw"> {
+export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw" | "stages"> {
   const ks = mmaServingKSplit(n, k, tune);
   const t = (m <= 16 ? tune.small : tune.big) ?? mmaServingTiles(n, m);
-  return { ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}) };
+  return {
+    ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}),
+    ...(t.stages ? { stages: t.stages } : {}),
+  };
 }
 
 /** Whether the MMA matmul takes this shape on this target. */
@@ -171,17 +184,9 @@ export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): bool
     k % 8 === 0 && k >= 32 && n >= 8;
 }
 
-/**
- * Bindings, in order: x f32 [batch, k] (r); W [n, k] bf16/f16 (r); bias f32 [n] (r, when `bias`); residual f32
- * [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
- */
-export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
-  const { n, k, batch: m, w } = s;
-  if (!mmaMatmulFits(caps, w, n, k)) {
-    throw new KernelError(`mma matmul: needs caps.mma, 32-lane subgroups, bf16/f16 weights, k a multiple of 8 (>= 32), n >= 8; got ${w} n=${n} k=${k}`);
-  }
-  if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`mma matmul: bad batch ${m}`);
-  if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
+/** A shape's layout with the defaults filled in, checked; `pieces`: the 16-byte loads of a lane per chunk. */
+function mmaLayout(caps: Caps, s: MmaMatmulShape) {
+  const { n, k, batch: m } = s;
   const split = s.split ?? true;
   const ks = s.ks ?? mmaKSplit(n, k);
   // measured on the H200 (bench/mma.ts): 2 x 4 tiles per warp beat 1 x 2 .. 8 x 2 from 32 to 256 rows, and
@@ -205,10 +210,41 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const chunks = Math.floor(k / 32);
   if (![1, 2, 4, 8, 16].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
   if (!(mt >= 1 && mt <= 8 && nt >= 1 && nt <= 8)) throw new KernelError(`mma matmul: tiles ${mt}x${nt}`);
+  const stages = s.stages ?? 0;
+  if (stages && !(Number.isInteger(stages) && stages >= 2 && stages <= 6 && s.prepared && caps.staging)) {
+    throw new KernelError(`mma matmul: a ${stages}-stage pipeline needs prepared x and caps.staging (2..6 stages)`);
+  }
   const bM = Math.ceil(m / (16 * mt * mw)), bN = Math.ceil(n / (8 * nt * nw));
+  // `pad[i]`: tile i's rows 8..15 are all past the batch (a single row group, m <= 16i + 8: batch 1..8 in one
+  // tile), so their A words are zeros instead of loads of the last row. Those rows are never stored and an MMA
+  // row depends only on its own A row, so the stored rows' bits are the same either way.
+  const pad = Array.from({ length: mt }, (_, i) => bM === 1 && mw === 1 && 16 * i + 8 >= m);
+  const pieces = nt + pad.reduce((a, p) => a + (p ? 1 : 2), 0) * (split ? 2 : 1);
+  return { split, ks, mt, nt, unroll, nw, mw, stages, bM, bN, pad, pieces };
+}
+
+/** Bytes of shared memory mmaMatmul's kernel for this shape takes (the K split's sums and the pipeline's stages). */
+export function mmaSharedBytes(caps: Caps, s: MmaMatmulShape): number {
+  const { ks, mt, nt, nw, mw, stages, pieces } = mmaLayout(caps, s);
+  const red = ks > 1 ? (ks - 1) * nw * mw * mt * nt * 4 : 0, pipe = ks * nw * mw * stages * pieces * 4;
+  return 4 * 32 * (stages ? Math.max(red, pipe) : red);
+}
+
+/**
+ * Bindings, in order: x f32 [batch, k] (r); W [n, k] bf16/f16 (r); bias f32 [n] (r, when `bias`); residual f32
+ * [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
+ */
+export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
+  const { n, k, batch: m, w } = s;
+  if (!mmaMatmulFits(caps, w, n, k)) {
+    throw new KernelError(`mma matmul: needs caps.mma, 32-lane subgroups, bf16/f16 weights, k a multiple of 8 (>= 32), n >= 8; got ${w} n=${n} k=${k}`);
+  }
+  if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`mma matmul: bad batch ${m}`);
+  if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
+  const { split, ks, mt, nt, unroll, nw, mw, stages, bM, bN, pad, pieces: perChunk } = mmaLayout(caps, s);
   const total = bM * bN;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${nw !== Math.max(1, Math.floor(4 / ks)) || mw > 1 ? `_w${nw}x${mw}` : ""}${unroll > 1 ? `_u${unroll}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${nw !== Math.max(1, Math.floor(4 / ks)) || mw > 1 ? `_w${nw}x${mw}` : ""}${unroll > 1 ? `_u${unroll}` : ""}${stages ? `_p${stages}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: 32 * ks * nw * mw, grid });
   const prepared = s.prepared ?? false;
   const x = prepared ? b.buffer("xw", "u32", "r") : b.buffer("x", "f32", "r");
@@ -218,7 +254,8 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const y = b.buffer("y", "f32", "w");
   const E = mt * nt * 4; // accumulators per lane
   const groups = nw * mw; // warps per K slice
-  const red = ks > 1 ? b.shared("mma_red", "f32", (ks - 1) * groups * E * 32) : undefined;
+  const redWords = ks > 1 ? (ks - 1) * groups * E * 32 : 0;
+  let pipe: Shared | undefined; // the cp.async stages (with `stages`), which the K slices' sums reuse
 
   const L = wgIndex(b, grid);
   if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups only
@@ -230,11 +267,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
   const m0 = b.let(L.mod(bM).mul(mw).add(wm).mul(16 * mt), "u32", "m0");
   const n0 = b.let(L.div(bM).mul(nw).add(wn).mul(8 * nt), "u32", "n0");
-  // Row starts (element index of x) of this lane's two rows in each m tile, clamped into the batch.
-  // `pad[i]`: tile i's rows 8..15 are all past the batch (a single row group, m <= 16i + 8: batch 1..8 in one
-  // tile), so their A words are zeros instead of loads of the last row. Those rows are never stored and an MMA
-  // row depends only on its own A row, so the stored rows' bits are the same either way.
-  const pad = Array.from({ length: mt }, (_, i) => bM === 1 && mw === 1 && 16 * i + 8 >= m);
+  // Row starts (element index of x) of this lane's two rows in each m tile, clamped into the batch (pad: mmaLayout).
   const zero = pad.some((p) => p) ? b.let(u32(0), "u32", "xz") : undefined;
   const xr: Val[][] = [];
   for (let i = 0; i < mt; i++) {
@@ -264,31 +297,82 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   };
 
   // Main loop: chunks of 32, warp kk takes chunks kk, kk + ks, ...
+  const chunks = Math.floor(k / 32);
   const main = chunks - (chunks % ks); // every warp the same trip count (the rest go to the tail)
-  b.for(kk.mul(32), u32(main * 32), 32 * ks, (kb) => {
-    const at = b.let(kb.add(t.mul(8)), "u32", "kat");
-    const ws = wr.map((r) => b.loadv(W, r.add(at).shr(1), 4, "u32"));
+  /** One chunk's MMAs from its W words (ws[j]: 4 words of tile j) and prepared x words (xw(i, p): rows g, g+8). */
+  const preparedChunk = (ws: Val[][], xw: (i: number, p: number) => Val[][]) => {
     for (let i = 0; i < mt; i++) {
-      if (prepared) {
-        // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
-        const part = (p: number) => xr[i].map((r, half) => half && pad[i] ? [zero!, zero!, zero!, zero!] : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
-        const hw = part(0), lw = split ? part(1) : undefined;
-        for (let h = 0; h < 2; h++) {
-          const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
-          const A = { hi: pick(hw), lo: lw ? pick(lw) : undefined };
-          for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
-        }
-        continue;
-      }
-      const xs = xr[i].map((r) => [...b.loadv(x, r.add(at), 4), ...b.loadv(x, r.add(at).add(4), 4)]);
+      // words of rows g and g+8 at this lane's 8 values: w0..w3 = pairs (0,1) (2,3) (4,5) (6,7)
+      const hw = xw(i, 0), lw = split ? xw(i, 1) : undefined;
       for (let h = 0; h < 2; h++) {
-        // lane t's values 4h+{0,1} feed k slots (2t, 2t+1), 4h+{2,3} slots (2t+8, 2t+9) of MMA h
-        const pairs = xs.map((v) => [[v[4 * h], v[4 * h + 1]], [v[4 * h + 2], v[4 * h + 3]]]);
-        const A = aWords(pairs);
+        const pick = (ws: Val[][]) => [ws[0][2 * h], ws[1][2 * h], ws[0][2 * h + 1], ws[1][2 * h + 1]];
+        const A = { hi: pick(hw), lo: lw ? pick(lw) : undefined };
         for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
       }
     }
-  }, { unroll });
+  };
+  const zeros = () => [zero!, zero!, zero!, zero!];
+  if (stages) {
+    // This lane's pieces of a chunk (16 bytes each, word index in its buffer at the lane's k offset `at`): W
+    // tiles, then x rows (g, g + 8) of each m tile and part, padded halves left out.
+    const pieces: { buf: typeof W; word: (at: Val) => Val }[] = wr.map((r) => ({ buf: W, word: (at: Val) => r.add(at).shr(1) }));
+    const xAt: number[][][] = []; // [i][half][p] -> piece index, -1 when padded
+    for (let i = 0; i < mt; i++) {
+      xAt.push(xr[i].map((r, half) => Array.from({ length: split ? 2 : 1 }, (_, p) => {
+        if (half && pad[i]) return -1;
+        pieces.push({ buf: x, word: (at: Val) => r.add(at).shr(1).add((p * m * k) / 2) });
+        return pieces.length - 1;
+      })));
+    }
+    const P = pieces.length, stride = P * 128, trips = main / ks;
+    const bytes = mmaSharedBytes(caps, s);
+    if (P !== perChunk) throw new KernelError(`mma matmul: ${P} pieces a chunk, ${perChunk} counted`);
+    if (bytes > caps.maxSharedBytes) throw new KernelError(`mma matmul: ${stages} stages take ${bytes} bytes of shared memory (max ${caps.maxSharedBytes})`);
+    const mem = pipe = b.shared("mma_pipe", "u32", Math.max(redWords, ks * nw * mw * stages * stride));
+    // piece q of a stage sits at q * 128 words past the stage, lanes side by side: 512 contiguous bytes per
+    // warp-wide copy or read, no bank conflicts
+    const slot = b.let(warp.mul(stages * stride).add(lane.mul(4)), "u32", "slot");
+    const issue = (stage: Val, kb: Val) => {
+      const at = b.let(kb.add(t.mul(8)), "u32", "pat");
+      pieces.forEach((pc, q) => b.cpAsync(mem, slot.add(stage).add(q * 128), pc.buf, pc.word(at)));
+    };
+    for (let st = 0; st < stages - 1; st++) {
+      if (st < trips) issue(u32(st * stride), kk.mul(32).add(st * 32 * ks));
+      b.cpCommit();
+    }
+    const rs = b.let(u32(0), "u32", "rs"); // word offset of the stage read this trip
+    b.for(u32(0), u32(trips), 1, (it) => {
+      b.cpWait(stages - 2); // this trip's chunk has landed (this lane's copies: all it reads)
+      b.if(it.add(stages - 1).lt(trips), () => {
+        // into the stage read last trip: this lane's reads of it are done (their values fed last trip's MMAs)
+        const ws = b.let(rs.eq(0).select(u32((stages - 1) * stride), rs.sub(stride)), "u32", "ws");
+        issue(ws, kk.mul(32).add(it.add(stages - 1).mul(32 * ks)));
+      });
+      b.cpCommit();
+      const read = (q: number) => [0, 1, 2, 3].map((w) => b.let(b.sload(mem, slot.add(rs).add(q * 128 + w)), "u32", "pw"));
+      const ws = wr.map((_, j) => read(j));
+      preparedChunk(ws, (i, p) => xAt[i].map((q) => (q[p] < 0 ? zeros() : read(q[p]))));
+      b.set(rs, rs.eq((stages - 1) * stride).select(u32(0), rs.add(stride)));
+    }, { unroll });
+  } else {
+    b.for(kk.mul(32), u32(main * 32), 32 * ks, (kb) => {
+      const at = b.let(kb.add(t.mul(8)), "u32", "kat");
+      const ws = wr.map((r) => b.loadv(W, r.add(at).shr(1), 4, "u32"));
+      if (prepared) {
+        preparedChunk(ws, (i, p) => xr[i].map((r, half) => half && pad[i] ? zeros() : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32")));
+        return;
+      }
+      for (let i = 0; i < mt; i++) {
+        const xs = xr[i].map((r) => [...b.loadv(x, r.add(at), 4), ...b.loadv(x, r.add(at).add(4), 4)]);
+        for (let h = 0; h < 2; h++) {
+          // lane t's values 4h+{0,1} feed k slots (2t, 2t+1), 4h+{2,3} slots (2t+8, 2t+9) of MMA h
+          const pairs = xs.map((v) => [[v[4 * h], v[4 * h + 1]], [v[4 * h + 2], v[4 * h + 3]]]);
+          const A = aWords(pairs);
+          for (let j = 0; j < nt; j++) mmaStep(A, [ws[j][2 * h], ws[j][2 * h + 1]], i, j);
+        }
+      }
+    }, { unroll });
+  }
 
   // Tail: the leftover chunks and the last k % 32 columns in masked k16 steps, all on warp kk == 0 after its
   // main loop (the same place at every row count).
@@ -322,13 +406,19 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   }
 
   const flat = acc.flat(2);
-  if (red) {
-    // K slices meet: warps kk > 0 park their sums, warp kk == 0 adds them in order kk = 1, 2, ...
+  if (redWords) {
+    // K slices meet: warps kk > 0 park their sums, warp kk == 0 adds them in order kk = 1, 2, ... In the
+    // pipeline's words when there is one (every copy has landed; the barrier first lets every warp finish
+    // reading its last stage), else in words of their own.
     const slot = (kq: Val | number, e: number): Val => u32(0).add(kq).sub(1).mul(groups).add(grp).mul(E * 32).add(e * 32).add(lane);
-    b.if(kk.ne(0), () => flat.forEach((v, e) => b.sstore(red, slot(kk, e), v)));
+    const red = pipe ?? b.shared("mma_red", "f32", redWords);
+    if (pipe) b.barrier();
+    const park = (i: Val, v: Val) => (red.t === "f32" ? b.sstore(red, i, v) : b.sstore(red, i, v.bitcast("u32")));
+    const fetch = (i: Val) => (red.t === "f32" ? b.sload(red, i) : b.sload(red, i).bitcast("f32"));
+    b.if(kk.ne(0), () => flat.forEach((v, e) => park(slot(kk, e), v)));
     b.barrier();
     b.if(kk.ne(0), () => b.return());
-    for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(b.sload(red, slot(q, e)))));
+    for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(fetch(slot(q, e)))));
   }
 
   // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile. The epilogue's loads (bias, residual)

@@ -10,7 +10,7 @@ export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";
 export {
   mmaKSplit, mmaKSplitWide, mmaMatmul, type MmaMatmulShape, mmaMatmulFits, type MmaOperands, mmaPrepX, mmaServingKSplit, mmaServingLayout, type MmaServingTune,
-  mmaServingTiles, type MmaWarpTiles,
+  mmaServingTiles, mmaSharedBytes, type MmaWarpTiles,
 } from "./mma_matmul.ts";
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";

@@ -62,7 +62,10 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     }
     // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
     const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
-    const k = lib.mmaMatmul(caps, { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true });
+    const shape: lib.MmaMatmulShape = { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true };
+    // a pipeline the target cannot stage, or whose stages do not fit its shared memory, loads directly (the same bits)
+    while (shape.stages && (!caps.staging || lib.mmaSharedBytes(caps, shape) > caps.maxSharedBytes)) shape.stages = shape.stages > 2 ? shape.stages - 1 : 0;
+    const k = lib.mmaMatmul(caps, shape);
     kernel(k, [xw, ...bindings.slice(1)], work);
     return;
   }

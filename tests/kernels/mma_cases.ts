@@ -26,12 +26,13 @@ export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 
 /** The caps a case builds with: the device's, with mma forced on where `emulate` (the JS device). */
 export function mmaCaps(caps: Caps, emulate: boolean): Caps {
-  return emulate ? { ...caps, mma: true, staging: true, subgroups: true, subgroupSize: 32 } : caps;
+  // emulated: an sm_90-sized shared memory (227 KB), which the pipelined matmul's cases need
+  return emulate ? { ...caps, mma: true, staging: true, subgroups: true, subgroupSize: 32, maxSharedBytes: Math.max(caps.maxSharedBytes, 227 * 1024) } : caps;
 }
 
 function caseName(s: MmaCaseShape): string {
   const opt = [s.bias && "bias", s.residual && "residual", s.split === false && "unsplit", s.ks && `ks=${s.ks}`, s.mt && `mt=${s.mt}`, s.nt && `nt=${s.nt}`,
-    (s.nw || s.mw) && `warps=${s.nw ?? "-"}x${s.mw ?? "-"}`, s.unroll && `unroll=${s.unroll}`];
+    (s.nw || s.mw) && `warps=${s.nw ?? "-"}x${s.mw ?? "-"}`, s.unroll && `unroll=${s.unroll}`, s.stages && `stages=${s.stages}`];
   return `mma matmul ${s.w} n=${s.n} k=${s.k} m=${s.batch}${opt.filter(Boolean).map((x) => ` ${x}`).join("")}`;
 }
 
@@ -234,6 +235,35 @@ export async function runPrepared(
 export async function preparedY(dev: Device, s: MmaCaseShape, ins: Uint8Array[], emulate: boolean): Promise<Uint8Array> {
   const out = await prepareAndRun(dev, s, ins, emulate, (caps) => mmaMatmul(caps, { ...s, prepared: true }));
   return out[out.length - 1];
+}
+
+/**
+ * Shapes for the cp.async pipeline (MmaMatmulShape.stages): padded halves (m <= 8), a k % 32 tail, a leftover
+ * chunk after the K split, fewer trips than stages, an unroll, warps along M, unsplit x, wide tiles.
+ */
+export function pipelinedShapes(): MmaCaseShape[] {
+  return [
+    { n: 24, k: 64, batch: 3, w: "bf16", bias: true, stages: 2 },
+    { n: 37, k: 200, batch: 17, w: "bf16", bias: true, residual: true, stages: 3 },
+    { n: 33, k: 520, batch: 5, w: "bf16", ks: 4, stages: 4 },
+    { n: 24, k: 384, batch: 18, w: "bf16", unroll: 2, stages: 3 },
+    { n: 40, k: 256, batch: 45, w: "bf16", ks: 2, nw: 1, mw: 2, stages: 2 },
+    { n: 16, k: 64, batch: 9, w: "f16", split: false, stages: 3 },
+    { n: 72, k: 224, batch: 32, w: "bf16", ks: 2, mt: 2, nt: 8, residual: true, stages: 5 },
+  ];
+}
+
+/**
+ * The pipelined matmul against the direct-load one on the same prepared words: bit for bit (the same words meet
+ * the same MMAs in the same order), then against the float64 reference. The problems (empty = pass).
+ */
+export async function checkPipelined(dev: Device, s: MmaCaseShape, emulate: boolean): Promise<string[]> {
+  const { ins } = mmaInputs(s, "pipelined");
+  const direct = new Uint32Array((await preparedY(dev, { ...s, stages: undefined }, ins, emulate)).buffer);
+  const piped = new Uint32Array((await preparedY(dev, s, ins, emulate)).buffer);
+  const at = direct.findIndex((v, i) => v !== piped[i]);
+  if (at >= 0) return [`element ${at}: direct ${direct[at].toString(16)} vs pipelined ${piped[at].toString(16)}`];
+  return runPrepared(dev, s, emulate);
 }
 
 /**

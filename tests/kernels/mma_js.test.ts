@@ -11,7 +11,9 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
-import { checkInvariance, checkServingInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, runFlashSplit, runPrepared } from "./mma_cases.ts";
+import {
+  checkInvariance, checkPipelined, checkServingInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, pipelinedShapes, runFlashSplit, runPrepared,
+} from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
@@ -23,6 +25,10 @@ for (const s of mmaShapes()) {
 
 for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
   test(`js (emulated mma): prepared x: ${mmaCase(s, true).name}`, async () => assert.deepEqual(await runPrepared(dev, s, true), []));
+}
+
+for (const s of pipelinedShapes()) {
+  test(`js (emulated mma): ${s.stages}-stage pipeline equals direct loads: ${mmaCase(s, true).name}`, async () => assert.deepEqual(await checkPipelined(dev, s, true), []));
 }
 
 for (const c of flashCfgs()) {

@@ -7,7 +7,8 @@ import { probePtx } from "../../backends/ptx/mod.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { assertCase, runCase } from "../kernels/harness.ts";
 import {
-  checkInvariance, checkServingInvariance, flashCase, flashCfgs, mmaCase, type MmaCaseShape, mmaShapes, runFlashSplit, runPrepared,
+  checkInvariance, checkPipelined, checkServingInvariance, flashCase, flashCfgs, mmaCase, type MmaCaseShape, mmaShapes, pipelinedShapes, runFlashSplit,
+  runPrepared,
 } from "../kernels/mma_cases.ts";
 import type { MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 
@@ -23,6 +24,10 @@ for (const s of [...mmaShapes(), { n: 256, k: 2048, batch: 70, w: "bf16" as cons
 
 for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
   test(`ptx: prepared x: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await runPrepared(dev!, s, false), []));
+}
+
+for (const s of [...pipelinedShapes(), { n: 4096, k: 4096, batch: 32, w: "bf16" as const, ks: 16, nt: 2, residual: true, stages: 2 }]) {
+  test(`ptx: ${s.stages}-stage pipeline equals direct loads: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await checkPipelined(dev!, s, false), []));
 }
 
 for (const c of [...flashCfgs(), { rows: 256, heads: 32, kvHeads: 8, hd: 64, cap: 600, pos: 300, kv: "f16" as const }]) {
