@@ -9,8 +9,8 @@
 //   deno run -A bench/serve_kernels.ts --shape llama-3.2-1b,llama-3-8b --rows 1,32 [--pos 576] [--only REGEX]
 //     [--mma-split off] [--tune default,ks16/s1x4/b4x1,...] [--breakdown off] [--out FILE.json]
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
-// time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW] (up to 16 rows), bNTxU[wNW]
-// (past 16), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
+// time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW][pS] (up to 16 rows), bNTxU[wNW][pS]
+// (past 16; pS: an S-stage cp.async pipeline), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off)
 // joined by "/"; the per-kernel table is
@@ -39,14 +39,15 @@ export function parseTune(spec: string): MmaServingTune {
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
     if (part === "nosplit" || part === "tload" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
-    if (part === "kswide") t.ks = "wide";
+    if (part === "direct") t.pipeline = false;
+    else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
     else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?(?:p(\d+))?$/.exec(part))) {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload)`);
   }
   return t;
 }

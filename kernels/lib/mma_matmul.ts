@@ -137,6 +137,8 @@ export interface MmaWarpTiles {
  */
 export interface MmaServingTune {
   ks?: "auto" | "wide" | number;
+  /** Past 16 rows, the default tiles through the cp.async pipeline (default true; false: session 8's direct loads). */
+  pipeline?: boolean;
   small?: MmaWarpTiles;
   big?: MmaWarpTiles;
 }
@@ -158,20 +160,31 @@ export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}
 /**
  * The measured tiles of a serving matmul (H200, bench/mma.ts --serve at the 8B shapes): up to 16 rows, two
  * 8-column tiles per warp and two chunks a trip (q/o 15.1 -> 11.3 µs at one row, down 46.8 -> 32.2, gate/up
- * 38.3 -> 34.0 at ks 8); past 16 rows four tiles (x loads shared by twice the columns: gate/up at 32 rows 86.8
- * -> 48.9 µs, the head 516 -> 390). Wider tiles mean fewer workgroups, and below ~128 of them the GPU idles
- * (k/v, 1024 wide: one tile at one row 6.5 µs against two 7.3, two at 32 rows 10.9 against four 13.1), so the
- * wide tiles start at 2048 (up to 16 rows) and 4096 (past) outputs.
+ * 38.3 -> 34.0 at ks 8). Wider tiles mean fewer workgroups, and below ~128 of them the GPU idles (k/v, 1024
+ * wide: one tile at one row 6.5 µs against two 7.3), so the wide tiles start at 2048 outputs.
+ *
+ * Past 16 rows every warp of a column group reads the same x words, so x's traffic (two parts, 32 rows) is
+ * twice W's at two tiles a warp, and wider tiles win while registers last; the cp.async pipeline
+ * (MmaMatmulShape.stages) keeps the loads in flight without registers, so they last to eight tiles. Session 9,
+ * `bench/mma.ts --serve llama-3-8b,llama-3.2-1b --m 1,32 --ks 0`, µs at 32 rows against the direct loads' best:
+ * - ks 8 (outputs past 4096): eight tiles, 3 stages where n·k >= 32M (8B gate/up 45.8 against 48.8; the
+ *   heads 321.6 against 387.2 and 177.2 against 200.0); the 1B's gate/up (16M) even (14.9 against 14.5): direct.
+ * - ks 16: 2 stages; four tiles where n·k >= 16M (8B q/o 18.8 against 19.7, down 52.0 against 57.2; 1B down
+ *   21.6 against 28.7), else two (8B k/v 9.6 against 10.9, 1B q/o 7.9 against 8.4, 1B k/v 5.8 against 6.3).
+ * At one row the pipeline lost everywhere (8B gate/up 68.8 against 33.1 µs): fewer warps fit beside its stages.
  */
-export function mmaServingTiles(n: number, m: number): MmaWarpTiles {
+export function mmaServingTiles(n: number, m: number, k = 0, ks = n <= 4096 ? 16 : 8, pipeline = true): MmaWarpTiles {
   if (m <= 16) return n >= 2048 ? { nt: 2, unroll: 2 } : { nt: 1, unroll: 4 };
+  if (!pipeline) return n >= 4096 ? { nt: 4, unroll: 1 } : { nt: 2, unroll: 1 };
+  if (ks >= 16) return { nt: n * k >= 2 ** 24 ? 4 : 2, unroll: 1, stages: 2 };
+  if (n * k >= 2 ** 25) return { nt: 8, unroll: 1, stages: 3 };
   return n >= 4096 ? { nt: 4, unroll: 1 } : { nt: 2, unroll: 1 };
 }
 
 /** The layout of a serving matmul of m rows: the tune's fields, else mmaServingKSplit's and mmaServingTiles'. */
 export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw" | "stages"> {
   const ks = mmaServingKSplit(n, k, tune);
-  const t = (m <= 16 ? tune.small : tune.big) ?? mmaServingTiles(n, m);
+  const t = (m <= 16 ? tune.small : tune.big) ?? mmaServingTiles(n, m, k, ks, tune.pipeline ?? true);
   return {
     ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}),
     ...(t.stages ? { stages: t.stages } : {}),
