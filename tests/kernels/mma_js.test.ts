@@ -66,6 +66,9 @@ test("js (emulated mma): serving layouts give a row the same bits alone (1-row l
     { ks: 16, small: { nt: 4, unroll: 2 }, big: { nt: 4, unroll: 1, nw: 2 } },
     { ks: 8, small: { nt: 2, unroll: 4, nw: 2 }, big: { nt: 8, unroll: 2 } },
     { ks: 2, small: { nt: 1, unroll: 1 }, big: { nt: 2, unroll: 2 } },
+    // the cp.async pipeline past 16 rows (the defaults take it at the real shapes only)
+    { ks: 8, big: { nt: 8, unroll: 1, stages: 3 } },
+    { ks: 4, small: { nt: 2, unroll: 1, stages: 2 }, big: { nt: 4, unroll: 2, stages: 2 } },
   ];
   for (const tune of tunes) {
     const big = await checkServingInvariance(dev, true, base, 37, [0, 17, 36], tune);

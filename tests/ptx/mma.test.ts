@@ -56,11 +56,12 @@ test("ptx: mma matmul rows alone equal the same rows inside batches of 37, 64 an
 });
 
 test("ptx: the serving layouts give a row the same bits alone and in 8, 32 and 37 rows (prepared x)", opts, async () => {
-  // mmaServingLayout's defaults at widths past each tile threshold (4096: 2 x 4 tiles past 16 rows; 1024: the
-  // narrow ones), and a tune with warps sharing columns; bias and residual, a leftover chunk and a k % 32 tail
+  // mmaServingLayout's defaults at widths past each tile threshold (past 16 rows through the cp.async pipeline:
+  // n·k past 32M at ks 8 eight tiles, else two at ks 16), and a tune with warps sharing columns; bias and residual, a leftover chunk and a k % 32 tail
   const cases: [Omit<MmaCaseShape, "batch">, MmaServingTune][] = [
     [{ n: 4096, k: 1064, w: "bf16", residual: true }, {}],
     [{ n: 1032, k: 2048, w: "bf16", bias: true }, {}],
+    [{ n: 8200, k: 4096, w: "bf16", residual: true }, {}], // past 16 rows: eight tiles a warp, a 3-stage pipeline
     [{ n: 296, k: 1064, w: "bf16", bias: true, residual: true }, { ks: 8, small: { nt: 2, unroll: 4, nw: 2 }, big: { nt: 8, unroll: 2 } }],
   ];
   for (const [base, tune] of cases) {
