@@ -26,7 +26,7 @@ for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
   test(`ptx: prepared x: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await runPrepared(dev!, s, false), []));
 }
 
-for (const s of [...pipelinedShapes(), { n: 4096, k: 4096, batch: 32, w: "bf16" as const, ks: 16, nt: 2, residual: true, stages: 2 }]) {
+for (const s of [...pipelinedShapes(), { n: 4096, k: 1024, batch: 32, w: "bf16" as const, ks: 16, nt: 2, residual: true, stages: 2 }]) {
   test(`ptx: ${s.stages}-stage pipeline equals direct loads: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await checkPipelined(dev!, s, false), []));
 }
 
@@ -65,7 +65,8 @@ test("ptx: the serving layouts give a row the same bits alone and in 8, 32 and 3
     [{ n: 296, k: 1064, w: "bf16", bias: true, residual: true }, { ks: 8, small: { nt: 2, unroll: 4, nw: 2 }, big: { nt: 8, unroll: 2 } }],
   ];
   for (const [base, tune] of cases) {
-    for (const m of [8, 32, 37]) {
+    // (the 8200 x 4096 case, whose inputs take seconds to make, at 37 rows only: below 17 it takes no pipeline)
+    for (const m of base.n * base.k >= 2 ** 25 ? [37] : [8, 32, 37]) {
       const r = await checkServingInvariance(dev!, false, base, m, [0, m - 1], tune);
       assert.deepEqual(r.mismatches, [], `n=${base.n} m=${m} ${JSON.stringify(tune)}`);
     }
