@@ -109,6 +109,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   pagedUnroll?: number;
   /** Paged split-K attention keeps its chunk's block-table entries in lanes (AttentionShape.tableInLanes; default true). */
   pagedTableInLanes?: boolean;
+  /** Decode and paged attention load each trip's successor's K/V rows ahead (AttentionShape.prefetch; default false). */
+  attentionPrefetch?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

@@ -32,6 +32,12 @@ export interface AttentionShape {
   /** Positions per position group per loop trip on subgroup targets (default 8, paged 2): K/V loads in flight per lane. */
   unroll?: number;
   /**
+   * (Subgroup teams) each trip issues the next trip's K and V loads before its own arithmetic, held in registers
+   * across the trip, so a trip waits on the arithmetic or the loads, not on both in turn. The same rows feed the
+   * same operations: the results are bit-identical. Default false.
+   */
+  prefetch?: boolean;
+  /**
    * Split-K: cut the live positions into as many chunks as hold a whole loop trip each, at most `splits` (default
    * true); false cuts them into `splits` chunks whatever their length (the layout before session 8, for benches).
    * H200, whole decode step on ptx (bench/kernels.ts --wall, ptx against ptx:no-attention-live): 1B 0.865 against
@@ -299,7 +305,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
-    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "");
+    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (s.prefetch && t.lanes > 1 ? "_pf" : "");
   const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -388,17 +394,45 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const physRow = paged && TB && tbase
     ? pagedRows(b, { TB, tbase, block: paged.block, maxBlocks: paged.maxBlocks, poolBlocks: cap / paged.block, lane: inLanes ? lane : undefined, start, stop })
     : (p: Val) => p;
-  b.for(start, stop, G * U, (p0) => {
-    // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end
-    // reads the trip's first row and contributes nothing.
-    const subs = Array.from({ length: U }, (_, j) => {
-      const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
-      const inRange = G > 1 || j > 0 ? b.let(pj.lt(stop), "bool", "in") : undefined;
-      const p = inRange ? b.let(inRange.select(pj, p0), "u32", "p") : p0;
-      return { inRange, kb: b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb") };
+  // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end reads a
+  // row of the chunk (`fallback`: the trip's first, or with prefetch the chunk's first) and contributes nothing.
+  const tripRows = (p0: Val, fallback: Val) => Array.from({ length: U }, (_, j) => {
+    const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
+    const inRange = G > 1 || j > 0 || fallback !== p0 ? b.let(pj.lt(stop), "bool", "in") : undefined;
+    const p = inRange ? b.let(inRange.select(pj, fallback), "u32", "p") : p0;
+    return { inRange, kb: b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb") };
+  });
+  const prefetch = !!s.prefetch && t.lanes > 1;
+  // With prefetch: trip 0's rows loaded before the loop (an empty chunk loads nothing), each trip's successor's
+  // at its top; the registers carry them across.
+  const carried = prefetch ? [K, V].map(() => Array.from({ length: U }, () => Array.from({ length: nd }, () => b.let(f32(0), "f32", "kv")))) : undefined;
+  if (carried) {
+    b.if(start.lt(stop), () => {
+      const rows = tripRows(start, start);
+      [K, V].forEach((buf, i) => rows.forEach((x, j) => loadRow(buf, x.kb, vk).forEach((v, e) => b.set(carried[i][j][e], v))));
     });
-    const ks = subs.map((x) => loadRow(K, x.kb, vk));
-    const vs = subs.map((x) => loadRow(V, x.kb, vk));
+  }
+  b.for(start, stop, G * U, (p0) => {
+    let ks: Val[][], vs: Val[][];
+    let subs: { inRange?: Val }[];
+    let handOver: (() => void) | undefined;
+    if (carried) {
+      subs = Array.from({ length: U }, (_, j) => {
+        const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
+        return { inRange: G > 1 || j > 0 ? b.let(pj.lt(stop), "bool", "in") : undefined };
+      });
+      // this trip's rows out of the carried registers, the next trip's loads issued; they take the carried
+      // registers at the end of the trip
+      ks = carried[0].map((r) => r.map((v) => b.let(v, "f32", "kc")));
+      vs = carried[1].map((r) => r.map((v) => b.let(v, "f32", "vc")));
+      const next = tripRows(p0.add(G * U), start);
+      const kn = next.map((x) => loadRow(K, x.kb, vk)), vn = next.map((x) => loadRow(V, x.kb, vk));
+      handOver = () => [kn, vn].forEach((rows, i) => rows.forEach((r, j) => r.forEach((v, e) => b.set(carried[i][j][e], v))));
+    } else {
+      subs = tripRows(p0, p0);
+      ks = (subs as { kb: Val }[]).map((x) => loadRow(K, x.kb, vk));
+      vs = (subs as { kb: Val }[]).map((x) => loadRow(V, x.kb, vk));
+    }
     for (const { qs, m, l, acc } of hs) {
       const scs = subs.map((x, j) => {
         const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
@@ -423,6 +457,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
       for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
       b.set(m, mn);
     }
+    handOver?.();
   });
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
   const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;

@@ -45,7 +45,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
   const kv = nodes[k].dtype;
   if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
-  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive };
+  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive, prefetch: opts.attentionPrefetch };
   const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
   const fsplit = opts.flashSplit ?? opts.mmaSplit;
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };
@@ -106,6 +106,7 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const shape = {
     rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
     kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale, unroll: cx.opts.pagedUnroll, tableInLanes: cx.opts.pagedTableInLanes,
+    prefetch: cx.opts.attentionPrefetch,
   } as const;
   const group = attentionGroup(cx.opts, H / KVH);
   const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];

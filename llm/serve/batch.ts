@@ -40,12 +40,12 @@ export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { ge
 
 /** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
 export function servingCompileWith(
-  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number; pagedTableInLanes?: boolean },
+  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number; pagedTableInLanes?: boolean; attentionPrefetch?: boolean },
 ): ProgramCompiler {
   return (g, t) =>
     compileGraph(g, t, {
       gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits,
-      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, pagedTableInLanes: o.pagedTableInLanes, tiled: false,
+      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, pagedTableInLanes: o.pagedTableInLanes, attentionPrefetch: o.attentionPrefetch, tiled: false,
     });
 }
 

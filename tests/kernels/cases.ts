@@ -247,15 +247,15 @@ export function attentionCase(c: AttnCfg, fault = false): KernelCase {
 }
 
 /** Split-K phase 1: the partial [m, l, acc] of each chunk, against the same masked scores. */
-function attentionPartialCase(c: AttnCfg, splits: number): KernelCase {
+function attentionPartialCase(c: AttnCfg, splits: number, prefetch = false): KernelCase {
   const full = attentionCase(c);
-  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}`;
+  const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}${prefetch ? " prefetch" : ""}`;
   const kv = c.kv ?? "f32";
   let trip = 1; // the kernel's positions per loop trip on the caps it was made for (the chunking follows it)
   return {
     name,
     make: (caps) => {
-      const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window };
+      const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window, prefetch };
       trip = lib.attentionTrip(caps, shape);
       return lib.attentionPartial(caps, shape);
     },
@@ -720,6 +720,10 @@ export const cases: KernelCase[] = [
   attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4),
   attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5),
   attentionPartialCase({ rows: 2, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 30, window: 7 }, 3),
+  // each trip's successor's K/V loaded ahead (AttentionShape.prefetch): chunks of one trip, of several, a window
+  attentionPartialCase({ rows: 1, heads: 4, kvHeads: 2, hd: 16, cap: 40, pos: 25 }, 4, true),
+  attentionPartialCase({ rows: 3, heads: 2, kvHeads: 1, hd: 12, cap: 24, pos: 4, kv: "f16" }, 5, true),
+  attentionPartialCase({ rows: 2, heads: 4, kvHeads: 2, hd: 16, cap: 90, pos: 70, window: 41, kv: "f16" }, 2, true),
   attentionCombineCase(5, 16, 4),
   attentionCombineCase(3, 9, 7),
   rmsnormCase(1, 64, "f32"),

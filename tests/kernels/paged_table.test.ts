@@ -3,7 +3,8 @@
 // loads it replaces: the partials bit for bit, rows at different positions over shuffled blocks; and the same faults
 // (an out-of-range entry in a block a row reads faults PAGED_BLOCK, one past the row's positions does not). On
 // subgroup JS devices (8 and 32 lanes) and each GPU present; the fault cases on fresh JS devices only (a fault
-// poisons its device).
+// poisons its device). Loading each trip's successor's K/V ahead (AttentionShape.prefetch) likewise gives the same
+// bits and the same faults.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
@@ -52,14 +53,14 @@ function inputs(c: Cfg, r: () => number): Uint8Array[] {
   const part = new Float32Array(c.rows * c.heads * c.splits * (c.hd + 2)).fill(NaN);
   return [q, kv(kvn), kv(kvn), table, pos, part].map((a) => new Uint8Array(a.buffer.slice(0)));
 }
-const shapeOf = (c: Cfg, tableInLanes: boolean) => ({
+const shapeOf = (c: Cfg, tableInLanes: boolean, prefetch = false) => ({
   rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, poolRows: (c.rows * c.maxBlocks + 3) * c.block, block: c.block,
-  maxBlocks: c.maxBlocks, kv: c.kv, pos: "i32" as const, table: "i32" as const, splits: c.splits, tableInLanes,
+  maxBlocks: c.maxBlocks, kv: c.kv, pos: "i32" as const, table: "i32" as const, splits: c.splits, tableInLanes, prefetch,
 });
 
 /** The partials of one dispatch, or its KernelFault. */
-async function run(d: Device, c: Cfg, ins: Uint8Array[], tableInLanes: boolean): Promise<Uint8Array | KernelFault> {
-  const k = lib.pagedAttentionPartial(d.target.caps, shapeOf(c, tableInLanes));
+async function run(d: Device, c: Cfg, ins: Uint8Array[], tableInLanes: boolean, prefetch = false): Promise<Uint8Array | KernelFault> {
+  const k = lib.pagedAttentionPartial(d.target.caps, shapeOf(c, tableInLanes, prefetch));
   const bufs: DeviceBuffer[] = ins.map((b) => {
     const x = d.alloc(b.byteLength, "device");
     d.write(x, 0, b);
@@ -90,6 +91,14 @@ for (const [tag, dev] of devices) {
       assert.ok(w.every((x, i) => (i % (c.hd + 2) === 0 ? !Number.isNaN(x) : Number.isFinite(x))), "every partial written, finite");
       assert.deepEqual(got, want);
     });
+    test(`${tag}: paged split-K ${what}: next trip's K/V loaded ahead == in turn, bit for bit (both table layouts)`, { skip: typeof dev === "string" ? dev : false }, async () => {
+      const d = dev as Device, ins = inputs(c, rng(7));
+      for (const inLanes of [false, true]) {
+        const want = await run(d, c, ins, inLanes), got = await run(d, c, ins, inLanes, true);
+        assert.ok(want instanceof Uint8Array && got instanceof Uint8Array, "no fault");
+        assert.deepEqual(got, want, `tableInLanes ${inLanes}`);
+      }
+    });
   }
 }
 
@@ -97,12 +106,13 @@ for (const lanes of [8, 32]) {
   const c = cfgs[0];
   for (const [where, row, block, faults] of [["a block row 1 reads", 1, 1, true], ["past row 1's positions", 1, 3, false]] as const) {
     test(`sg${lanes}: paged split-K with an out-of-range table entry ${where}: ${faults ? "faults PAGED_BLOCK" : "no fault"}, both ways`, async () => {
-      for (const inLanes of [false, true]) {
+      for (const [inLanes, prefetch] of [[false, false], [true, false], [true, true]]) {
         const ins = inputs(c, rng(7));
         new Int32Array(ins[3].buffer)[row * c.maxBlocks + block] = c.rows * c.maxBlocks + 3; // one past the pool
-        const r = await run(new JsDevice({ debug: true, caps: sg(lanes) }), c, ins, inLanes);
-        if (faults) assert.ok(r instanceof KernelFault && r.code === FAULT.PAGED_BLOCK, `tableInLanes ${inLanes}: ${r instanceof KernelFault ? r.message : "no fault"}`);
-        else assert.ok(r instanceof Uint8Array, `tableInLanes ${inLanes}: ${r instanceof KernelFault ? r.message : ""}`);
+        const r = await run(new JsDevice({ debug: true, caps: sg(lanes) }), c, ins, inLanes, prefetch);
+        const how = `tableInLanes ${inLanes} prefetch ${prefetch}`;
+        if (faults) assert.ok(r instanceof KernelFault && r.code === FAULT.PAGED_BLOCK, `${how}: ${r instanceof KernelFault ? r.message : "no fault"}`);
+        else assert.ok(r instanceof Uint8Array, `${how}: ${r instanceof KernelFault ? r.message : ""}`);
       }
     });
   }
