@@ -5,7 +5,7 @@
 // so this equals the masked full sweep up to float reassociation.
 // One team per (query row, head); lanes own contiguous slices of head_dim (vector loads), reduce the dot
 // product per position, and keep an online softmax (running max, sum and weighted V) in registers.
-import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { asIndex, type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
@@ -404,12 +404,27 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   });
   const prefetch = !!s.prefetch && t.lanes > 1;
   // With prefetch: trip 0's rows loaded before the loop (an empty chunk loads nothing), each trip's successor's
-  // at its top; the registers carry them across.
-  const carried = prefetch ? [K, V].map(() => Array.from({ length: U }, () => Array.from({ length: nd }, () => b.let(f32(0), "f32", "kv")))) : undefined;
+  // at its top; the registers carry them across, 16-bit K/V as their raw words (half the registers; the
+  // conversion to f32 is exact either way).
+  const raw = prefetch && kv !== "f32" && exact && vk >= 2;
+  const fetchRow = (buf: typeof K, at: Val): Val[] => {
+    if (!raw) return loadRow(buf, at, vk);
+    const words: Val[] = [];
+    for (let j = 0; j < nd; j += vk) words.push(...b.loadv(buf, at.add(d0).add(j).shr(1), vk / 2, "u32"));
+    return words;
+  };
+  const widen = (words: Val[]): Val[] => {
+    if (!raw) return words;
+    const bits = kv === "bf16" ? "bf16bits" : "f16bits";
+    return words.flatMap((w) => [un(bits, w.and(0xffff)), un(bits, w.shr(16))]);
+  };
+  const carried = prefetch
+    ? [K, V].map(() => Array.from({ length: U }, () => Array.from({ length: raw ? nd / 2 : nd }, () => (raw ? b.let(u32(0), "u32", "kvw") : b.let(f32(0), "f32", "kv")))))
+    : undefined;
   if (carried) {
     b.if(start.lt(stop), () => {
       const rows = tripRows(start, start);
-      [K, V].forEach((buf, i) => rows.forEach((x, j) => loadRow(buf, x.kb, vk).forEach((v, e) => b.set(carried[i][j][e], v))));
+      [K, V].forEach((buf, i) => rows.forEach((x, j) => fetchRow(buf, x.kb).forEach((v, e) => b.set(carried[i][j][e], v))));
     });
   }
   b.for(start, stop, G * U, (p0) => {
@@ -423,10 +438,10 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
       });
       // this trip's rows out of the carried registers, the next trip's loads issued; they take the carried
       // registers at the end of the trip
-      ks = carried[0].map((r) => r.map((v) => b.let(v, "f32", "kc")));
-      vs = carried[1].map((r) => r.map((v) => b.let(v, "f32", "vc")));
+      ks = carried[0].map((r) => widen(r).map((v) => b.let(v, "f32", "kc")));
+      vs = carried[1].map((r) => widen(r).map((v) => b.let(v, "f32", "vc")));
       const next = tripRows(p0.add(G * U), start);
-      const kn = next.map((x) => loadRow(K, x.kb, vk)), vn = next.map((x) => loadRow(V, x.kb, vk));
+      const kn = next.map((x) => fetchRow(K, x.kb)), vn = next.map((x) => fetchRow(V, x.kb));
       handOver = () => [kn, vn].forEach((rows, i) => rows.forEach((r, j) => r.forEach((v, e) => b.set(carried[i][j][e], v))));
     } else {
       subs = tripRows(p0, p0);
