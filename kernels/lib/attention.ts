@@ -5,7 +5,8 @@
 // so this equals the masked full sweep up to float reassociation.
 // One team per (query row, head); lanes own contiguous slices of head_dim (vector loads), reduce the dot
 // product per position, and keep an online softmax (running max, sum and weighted V) in registers.
-import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { kvTrips, rowLoader } from "./attention_rows.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { asIndex, type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth, wgIndex } from "./common.ts";
@@ -358,19 +359,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const li = G > 1 ? lane.mod(lpp) : lane;
   const d0 = t.lanes === 1 ? u32(0) : b.let(li.mul(nd), "u32", "d0");
   const valid = (j: number): Val | true => exact ? true : d0.add(j).lt(hd);
-  const clampIdx = (j: number): Val => exact ? d0.add(j) : d0.add(j).min(hd - 1);
-  const loadRow = (buf: typeof K, at: Val, vw: number): Val[] => {
-    const xs: Val[] = [];
-    for (let j = 0; j < nd; j += vw) {
-      if (vw > 1) xs.push(...b.loadv(buf, at.add(d0).add(j), vw));
-      else {
-        const v = b.load(buf, at.add(clampIdx(j)));
-        const ok = valid(j);
-        xs.push(ok === true ? v : b.let(ok.select(v, f32(0)), "f32", "x"));
-      }
-    }
-    return xs;
-  };
+  const loadRow = rowLoader(b, { nd, d0, hd, exact });
   // Per head of the team: its q slice, running max m, sum l and weighted V acc (gq heads share every K/V load).
   const hs = itemsOf.map((it) => {
     const qbase = b.let(it.mul(hd), "u32", "qb");
@@ -394,60 +383,11 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const physRow = paged && TB && tbase
     ? pagedRows(b, { TB, tbase, block: paged.block, maxBlocks: paged.maxBlocks, poolBlocks: cap / paged.block, lane: inLanes ? lane : undefined, start, stop })
     : (p: Val) => p;
-  // Every lane runs the same trips (shuffles need the whole subgroup): a position past the chunk's end reads a
-  // row of the chunk (`fallback`: the trip's first, or with prefetch the chunk's first) and contributes nothing.
-  const tripRows = (p0: Val, fallback: Val) => Array.from({ length: U }, (_, j) => {
-    const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
-    const inRange = G > 1 || j > 0 || fallback !== p0 ? b.let(pj.lt(stop), "bool", "in") : undefined;
-    const p = inRange ? b.let(inRange.select(pj, fallback), "u32", "p") : p0;
-    return { inRange, kb: b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb") };
+  const tripAt = kvTrips(b, {
+    K, V, kv, load: loadRow, physRow, kvHeads, kvh, hd, G, U, gi, nd, d0, vk, exact, start, stop, prefetch: !!s.prefetch && t.lanes > 1,
   });
-  const prefetch = !!s.prefetch && t.lanes > 1;
-  // With prefetch: trip 0's rows loaded before the loop (an empty chunk loads nothing), each trip's successor's
-  // at its top; the registers carry them across, 16-bit K/V as their raw words (half the registers; the
-  // conversion to f32 is exact either way).
-  const raw = prefetch && kv !== "f32" && exact && vk >= 2;
-  const fetchRow = (buf: typeof K, at: Val): Val[] => {
-    if (!raw) return loadRow(buf, at, vk);
-    const words: Val[] = [];
-    for (let j = 0; j < nd; j += vk) words.push(...b.loadv(buf, at.add(d0).add(j).shr(1), vk / 2, "u32"));
-    return words;
-  };
-  const widen = (words: Val[]): Val[] => {
-    if (!raw) return words;
-    const bits = kv === "bf16" ? "bf16bits" : "f16bits";
-    return words.flatMap((w) => [un(bits, w.and(0xffff)), un(bits, w.shr(16))]);
-  };
-  const carried = prefetch
-    ? [K, V].map(() => Array.from({ length: U }, () => Array.from({ length: raw ? nd / 2 : nd }, () => (raw ? b.let(u32(0), "u32", "kvw") : b.let(f32(0), "f32", "kv")))))
-    : undefined;
-  if (carried) {
-    b.if(start.lt(stop), () => {
-      const rows = tripRows(start, start);
-      [K, V].forEach((buf, i) => rows.forEach((x, j) => fetchRow(buf, x.kb).forEach((v, e) => b.set(carried[i][j][e], v))));
-    });
-  }
   b.for(start, stop, G * U, (p0) => {
-    let ks: Val[][], vs: Val[][];
-    let subs: { inRange?: Val }[];
-    let handOver: (() => void) | undefined;
-    if (carried) {
-      subs = Array.from({ length: U }, (_, j) => {
-        const pj = G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0;
-        return { inRange: G > 1 || j > 0 ? b.let(pj.lt(stop), "bool", "in") : undefined };
-      });
-      // this trip's rows out of the carried registers, the next trip's loads issued; they take the carried
-      // registers at the end of the trip
-      ks = carried[0].map((r) => widen(r).map((v) => b.let(v, "f32", "kc")));
-      vs = carried[1].map((r) => widen(r).map((v) => b.let(v, "f32", "vc")));
-      const next = tripRows(p0.add(G * U), start);
-      const kn = next.map((x) => fetchRow(K, x.kb)), vn = next.map((x) => fetchRow(V, x.kb));
-      handOver = () => [kn, vn].forEach((rows, i) => rows.forEach((r, j) => r.forEach((v, e) => b.set(carried[i][j][e], v))));
-    } else {
-      subs = tripRows(p0, p0);
-      ks = (subs as { kb: Val }[]).map((x) => loadRow(K, x.kb, vk));
-      vs = (subs as { kb: Val }[]).map((x) => loadRow(V, x.kb, vk));
-    }
+    const { subs, ks, vs, done } = tripAt(p0);
     for (const { qs, m, l, acc } of hs) {
       const scs = subs.map((x, j) => {
         const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
@@ -472,7 +412,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
       for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
       b.set(m, mn);
     }
-    handOver?.();
+    done();
   });
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
   const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
