@@ -360,8 +360,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   e.g. no-outputs-in-place,no-gather-cast; names: gather-cast, outputs-in-place, norm-rope, norm-add, attention-fuse)
   [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_0/q4_k/q5_k/q6_k
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
-  for q4_1/q5_0/q5_1) [--xq-prep on|off|on,off] (the int8 path's x quantized once per gemv by a kernel of its own,
-  CompileOptions.xqPrep; default the lowering's: off; a list gives a row per value on one load of the weights)
+  for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
+  of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
+  list gives a row per value on one load of the weights)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -423,8 +424,8 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
   const xp = values["xq-prep"]?.split(",").map((s) => s.trim());
-  if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off"))) throw new RangeError(`--xq-prep must be on, off or a list of them, got "${values["xq-prep"]}"`);
-  const variants = xp?.map((v) => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "on" } }));
+  if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off" && v !== "no-norm"))) throw new RangeError(`--xq-prep must be on, off, no-norm or a list of them, got "${values["xq-prep"]}"`);
+  const variants = xp?.map((v): { label: string; compile: CompileOptions } => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), warmupMs: int("warmup-ms", values["warmup-ms"], 0) ?? 1000, deep: int("deep", values.deep, 0),

@@ -9,7 +9,7 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
-//     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off] (CompileOptions.xqPrep)
+//     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off|no-norm] (CompileOptions.xqPrep)
 // (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
 // the library's width)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
@@ -402,8 +402,8 @@ async function main(args: string[]): Promise<number> {
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
   const xp = values["xq-prep"];
-  if (xp !== undefined && xp !== "on" && xp !== "off") throw new RangeError(`--xq-prep: on or off, not ${xp}`);
-  const xq: CompileOptions = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "on" }) };
+  if (xp !== undefined && xp !== "on" && xp !== "off" && xp !== "no-norm") throw new RangeError(`--xq-prep: on, off or no-norm, not ${xp}`);
+  const xq: CompileOptions = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "no-norm" ? xp : xp === "on" }) };
   if (values.dtype) {
     if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
     weightDtype = values.dtype as SyntheticDtype;

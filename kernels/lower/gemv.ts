@@ -61,7 +61,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
   // where the target has an int8 dot, for the types measured faster there.
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
-  const prep = xq && (opts.xqPrep ?? false);
+  const prep = xq && (opts.xqPrep === true || (opts.xqPrep === "no-norm" && !norm));
   const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
   const k = lib.gemv(caps, shape);
   if (prep) {

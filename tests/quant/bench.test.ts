@@ -58,6 +58,7 @@ test("runBench --dtype q4_k_m,q8_0 on the JS device: a row each, quantized bytes
 
 test("parseBenchArgs --xq-prep: a variant per value, a bad value named", () => {
   assert.deepEqual(parseBenchArgs(["--xq-prep", "on,off"]).variants, [{ label: "xq-prep on", compile: { xqPrep: true } }, { label: "xq-prep off", compile: { xqPrep: false } }]);
+  assert.deepEqual(parseBenchArgs(["--xq-prep", "no-norm"]).variants, [{ label: "xq-prep no-norm", compile: { xqPrep: "no-norm" } }]);
   assert.equal(parseBenchArgs([]).variants, undefined);
   assert.throws(() => parseBenchArgs(["--xq-prep", "on,maybe"]), /--xq-prep must be on, off/);
 });
