@@ -19,6 +19,8 @@
 // row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
 // chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
 // decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
+// On the int path (xq) x·g is quantized per chunk and dotted in integers; with xq "prep" a kernel of its own has
+// done that once (kernels/lib/xq_prep.ts) and each lane loads its chunk's int8 words, scale and sums instead.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
@@ -194,7 +196,8 @@ function wideTeam(caps: Caps, lanes: number): Team {
 }
 
 /**
- * Bindings, in order: x f32 [k] (r); g [k] (r, when norm); then per part: w [n, k] (r) (a second one for
+ * Bindings, in order: x f32 [k] (r); g [k] (r, when norm) (xq "prep": the prepared x, u32 [xqLayout(w, k, norm).total]
+ * (r), in place of both: kernels/lib/xq_prep.ts); then per part: w [n, k] (r) (a second one for
  * "silu_mul"), bias f32 [n] (r) per weight (when bias), residual f32 [n] (r, when residual), freqs f32
  * [rot/2] (r, "rope": the frequency table), pos [1] (r, "rope" or cap), y [n] or [cap, n] of `out` (w; rw with cap).
  * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap.
