@@ -13,9 +13,9 @@
 # barriers inside a recording match those between submissions; on js and wgpu, replay and eager run the same
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
 # Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
-# xq-prep-tests / xq-prep / xq-prep-kernels: issue 16's x quantized once per gemv (kernels/lib/xq_prep.ts): its tests,
-#   the 8B decode and the per-kernel times with it on and off (XQ_DTYPES=q5_k_m,q4_0 for the other mixes; XQ_DTYPE
-#   for the kernels). One call each.
+# xq-prep-tests / xq-prep / xq-prep-kernels / xq-prep-sweep: issue 16's x quantized once per gemv (kernels/lib/xq_prep.ts):
+#   its tests, the 8B decode and the per-kernel times with it on and off, the gemv tuning sweep with it on
+#   (XQ_DTYPES=q5_k_m,q4_0 for the other mixes; XQ_DTYPE for the kernels and the sweep). One call each.
 # dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
 #   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
@@ -150,6 +150,13 @@ for what in "$@"; do
           --xq-prep "$p" --only "gemv|xq_prep" > "$f" 2>&1; echo "kernels exit $?" >> "$f"
         echo "== --xq-prep $p"; grep -v "^\s*$" "$f" | tail -30
       done ;;
+    xq-prep-sweep)
+      # the gemvs reading prepared x under other row units per team / loads in flight (their tuning was measured with x
+      # quantized in every team: xqTune), best per gemv
+      f="$out/sweep-8b-${XQ_DTYPE:-q4_k_m}-xq-prep.txt"
+      timeout ${XQ_TIMEOUT:-560} deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${XQ_DTYPE:-q4_k_m} --quantized-x on \
+        --xq-prep on --only "gemv|xq_prep" --sweep --lanes ${XQ_LANES:-0} --rows ${XQ_ROWS:-2,4,8} --unroll 2 --ahead ${XQ_AHEAD:-4,8} > "$f" 2>&1
+      echo "sweep exit $?" >> "$f"; grep -v "^\s*$" "$f" | grep -v "^  gemv" | tail -40 ;;
     vk-wall)
       timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --wall --backend \
         ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:attention-skip-empty+attention-team-count,vulkan:splits8,vulkan:restrict,vulkan:no-robust,wgpu,wgpu:no-plan-fuse,wgpu:no-outputs-in-place,wgpu:no-gather-cast,wgpu:no-attention-fuse,wgpu:attention-skip-empty \
