@@ -3,7 +3,7 @@
 // quantized-x op case (tests/ops/quant_cases.ts: each XQ type; plain, wide (2 chunks a lane), crafted blocks, NaN
 // and ±Inf in x, rmsnorm + q/k/v with rope and the f16 cache write, rmsnorm + gate/up silu_mul, down + residual)
 // gives the same outputs and states bit for bit (a NaN as a NaN), and within the oracle's bound. On the JS
-// device (one-lane teams), JS devices with 8- and 32-lane subgroups, and each GPU present, at the default tuning
+// device (one-lane teams), JS devices with 8- and 32-lane subgroups and without subgroups, and each GPU present, at the default tuning
 // and a forced one (teams of several subgroups: Σx² meets through shared memory; 3 row units, the last team
 // partial; on the GPUs only the cases it changes: the fused norms' r and the 2048-wide runs, as lavapipe compiles
 // slowly). WGSL on a GPU may contract float code differently in two kernels: there the oracle's bound only. The
@@ -34,6 +34,8 @@ const devices: [string, Device | string][] = [
   ["js", await openDevice("js")],
   ["js sg8", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: sg(8) })],
   ["js sg32", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: sg(32) })],
+  // no subgroups (WebGPU without them): teams reduce through a shared-memory tree
+  ["js shared", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: false, maxWorkgroupSize: 256 } })],
   ...await Promise.all(gpus.map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)])),
 ];
 const TUNES: (Partial<GemvTune> | undefined)[] = [undefined, { lanes: 64, rows: 3 }];
