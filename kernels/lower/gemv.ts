@@ -22,6 +22,13 @@ import { ropeAndCache } from "./rope.ts";
  */
 export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"];
 
+/**
+ * Whether the integer path's x is prepared once per unit (CompileOptions.xqPrep) by default, on targets whose
+ * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch). Off until the
+ * H200 measures it (`bash bench/h200.sh xq-prep`: the 8B decode with it on, no-norm and off).
+ */
+export const XQ_PREP_DEFAULT: boolean | "no-norm" = false;
+
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
   const { p, nodes, caps, opts, bind, kernel, bytesOfIds } = cx;
@@ -61,7 +68,8 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
   // where the target has an int8 dot, for the types measured faster there.
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
-  const prep = xq && (opts.xqPrep === true || (opts.xqPrep === "no-norm" && !norm));
+  const asked = opts.xqPrep ?? (caps.dispatchGap ? false : XQ_PREP_DEFAULT);
+  const prep = xq && (asked === true || (asked === "no-norm" && !norm));
   const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
   const k = lib.gemv(caps, shape);
   if (prep) {
