@@ -73,6 +73,11 @@ export interface BenchOptions {
   log?: (line: string) => void;
   /** Lowering switches (kernels/lower.ts CompileOptions), for before/after comparisons of a kernel choice. */
   compile?: CompileOptions;
+  /**
+   * Lowering variants to compare on one load of each shape's weights: a row each (labelled), its entry compiled
+   * with `compile` and then the variant's switches. Default: one unlabelled row.
+   */
+  variants?: { label: string; compile: CompileOptions }[];
 }
 
 /** One timed run of consecutive decode steps. */
@@ -103,6 +108,8 @@ export interface Phase {
 
 export interface BenchRow {
   shape: string;
+  /** The lowering variant's label (BenchOptions.variants), when there are variants. */
+  variant?: string;
   config: LlamaConfig;
   backend: string;
   device: string;
@@ -201,7 +208,7 @@ export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
       const dev = opts.open ? await opts.open() : await openBackend(opts.backend ?? "auto");
       backend = dev.target.backend;
       device = dev.target.device;
-      rows.push(await benchShape(shape, dev, { ...opts, dtype }, bandwidth, log));
+      rows.push(...await benchShape(shape, dev, { ...opts, dtype }, bandwidth, log));
     }
   }
   const result = { backend, device, runtime: runtimeName(), bandwidth, rows, table: "" };
@@ -209,7 +216,8 @@ export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
   return result;
 }
 
-async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwidth: number, log: (s: string) => void): Promise<BenchRow> {
+/** One shape and dtype: the weights loaded once, then a row per lowering variant (each its own entry). */
+async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwidth: number, log: (s: string) => void): Promise<BenchRow[]> {
   const c = shape.config;
   const cap = opts.cap ?? 2048, kvDtype = opts.kvDtype ?? "f16", dtype = opts.dtype ?? "bf16";
   const tokens = opts.tokens ?? 128, warmup = opts.warmup ?? 4, deepTokens = opts.deepTokens ?? 32, warmupMs = opts.warmupMs ?? 0;
@@ -218,7 +226,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
 
   const model = syntheticLlama(c, { dtype, seed: opts.seed, scratch: true });
   const kvBytesPerPosition = 2 * c.layers * c.kvHeads * c.headDim * (kvDtype === "f16" ? 2 : 4);
-  const row: BenchRow = {
+  const base: BenchRow = {
     shape: shape.name, config: c, backend: dev.target.backend, device: dev.target.device, dtype, kvDtype, cap,
     params: paramCount(c), weightBytes: model.bytes, weightBytesPerToken: weightBytesRead(c, model.store.tensors()),
     kvBytesPerPosition, generateSeconds: 0, loadSeconds: 0, planSeconds: 0, jitSeconds: 0, recordSeconds: 0,
@@ -226,28 +234,58 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   };
   const timed = new TimedDevice(dev);
   let program: Program | undefined;
-  let planMs = 0;
+  let planMs = 0, current = opts.compile;
   const compile = (g: Graph, t: TargetSet): Program => {
     const t0 = performance.now();
-    program = compileGraph(g, t, opts.compile);
+    program = compileGraph(g, t, current);
     planMs += performance.now() - t0;
     return program;
   };
   const eng = new Engine(timed, { compile, timeoutMs: opts.timeoutMs });
+  const variants = opts.variants?.length ? opts.variants : [{ label: "", compile: {} }];
+  const rows: BenchRow[] = [];
 
   try {
-    log(`${shape.name}: ${count(row.params)} params, ${bytes(model.bytes)} of ${dtype} weights on ${row.backend} (${row.device})`);
-    let t0 = performance.now();
+    log(`${shape.name}: ${count(base.params)} params, ${bytes(model.bytes)} of ${dtype} weights on ${base.backend} (${base.device})`);
+    const t0 = performance.now();
     await eng.loadWeights(model.store, model.map);
-    row.loadSeconds = (performance.now() - t0) / 1000;
-    row.generateSeconds = model.store.stats.millis / 1000;
-    const upload = row.loadSeconds - row.generateSeconds;
-    log(`${shape.name}: loaded in ${row.loadSeconds.toFixed(1)} s (building ${row.generateSeconds.toFixed(1)} s, ` +
+    base.loadSeconds = (performance.now() - t0) / 1000;
+    base.generateSeconds = model.store.stats.millis / 1000;
+    const upload = base.loadSeconds - base.generateSeconds;
+    log(`${shape.name}: loaded in ${base.loadSeconds.toFixed(1)} s (building ${base.generateSeconds.toFixed(1)} s, ` +
       `upload ${upload.toFixed(1)} s = ${bytes(model.bytes / Math.max(upload, 1e-9))}/s)`);
+    for (const v of variants) {
+      const row: BenchRow = v.label ? { ...base, variant: v.label } : { ...base };
+      rows.push(row);
+      current = { ...opts.compile, ...v.compile };
+      program = undefined;
+      planMs = 0;
+      try {
+        await variantRow(row, v.label);
+      } catch (e) {
+        row.error = `${(e as Error).name}: ${(e as Error).message}`;
+        log(`${shape.name}${v.label ? ` (${v.label})` : ""}: failed: ${(e as Error).stack ?? row.error}`);
+        if (dev.poisoned) break;
+      }
+    }
+  } catch (e) {
+    const row = { ...base, error: `${(e as Error).name}: ${(e as Error).message}` };
+    rows.push(row);
+    log(`${shape.name}: failed: ${(e as Error).stack ?? row.error}`);
+  } finally {
+    try {
+      await eng.unload();
+    } catch (e) {
+      log(`${shape.name}: unload failed: ${(e as Error).message}`);
+    }
+  }
+  return rows;
 
+  async function variantRow(row: BenchRow, label: string): Promise<void> {
+    const name = label ? `${shape.name} (${label})` : shape.name;
     timed.take();
-    t0 = performance.now();
-    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}`, decodeGraph(c, cap, kvDtype, model.dtypeOf));
+    const t0 = performance.now();
+    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}:${label}`, decodeGraph(c, cap, kvDtype, model.dtypeOf));
     row.compileSeconds = (performance.now() - t0) / 1000;
     const ct = timed.take();
     row.planSeconds = planMs / 1000;
@@ -256,7 +294,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     row.dispatches = program!.steps.length;
     row.kernels = new Set(program!.steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : [])).size;
     row.plannedBytes = program!.steps.reduce((a, s) => a + s.work.bytes, 0);
-    log(`${shape.name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
+    log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
       `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
 
     const phase = async (pos: number, n: number, eager: boolean): Promise<Phase> => {
@@ -296,7 +334,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
       };
     };
     const say = (what: string, p: Phase) =>
-      log(`${shape.name}: ${what} at pos ${p.pos}: ${p.tokPerSec.toFixed(1)} tok/s, ${p.msPerToken.toFixed(3)} ms/token ` +
+      log(`${name}: ${what} at pos ${p.pos}: ${p.tokPerSec.toFixed(1)} tok/s, ${p.msPerToken.toFixed(3)} ms/token ` +
         `(host ${p.hostMicros.toFixed(0)} µs, issue ${p.issueMicros.toFixed(0)} µs, wait ${p.waitMicros.toFixed(0)} µs), ` +
         `${pct(p.rooflineFraction)} of roofline`);
 
@@ -304,17 +342,8 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     say("replay", row.replay = await phase(0, tokens, false));
     if (row.eager) row.eagerMatchesReplay = row.eager.tokenIds.join() === row.replay.tokenIds.join();
     if (deep > 0) say("replay", row.deep = await phase(deep, deepTokens, false));
-  } catch (e) {
-    row.error = `${(e as Error).name}: ${(e as Error).message}`;
-    log(`${shape.name}: failed: ${(e as Error).stack ?? row.error}`);
-  } finally {
-    try {
-      await eng.unload();
-    } catch (e) {
-      log(`${shape.name}: unload failed: ${(e as Error).message}`);
-    }
+    eng.removeEntry(id);
   }
-  return row;
 }
 
 // ---- command line ----------------------------------------------------------------------------------------
@@ -331,7 +360,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   e.g. no-outputs-in-place,no-gather-cast; names: gather-cast, outputs-in-place, norm-rope, norm-add, attention-fuse)
   [--quantized-x on|off] (quantized gemvs on int8 x and dot4; default the lowering's: on for q8_0/q4_0/q4_k/q5_k/q6_k
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
-  for q4_1/q5_0/q5_1)
+  for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
+  of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
+  list gives a row per value on one load of the weights)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -357,7 +388,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
-      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" },
+      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -392,6 +423,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   }
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
+  const xp = values["xq-prep"]?.split(",").map((s) => s.trim());
+  if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off" && v !== "no-norm"))) throw new RangeError(`--xq-prep must be on, off, no-norm or a list of them, got "${values["xq-prep"]}"`);
+  const variants = xp?.map((v): { label: string; compile: CompileOptions } => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), warmupMs: int("warmup-ms", values["warmup-ms"], 0) ?? 1000, deep: int("deep", values.deep, 0),
@@ -405,6 +439,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       quantizedX: qx === undefined ? undefined : qx === "on",
       ...planFuse,
     },
+    ...(variants ? { variants } : {}),
     json: values.json ?? false, out: values.out, help: values.help ?? false,
   };
 }

@@ -13,6 +13,9 @@
 # barriers inside a recording match those between submissions; on js and wgpu, replay and eager run the same
 # code, so it proves only that a recording keeps every step and reads the slot values of the current step.
 # Usage there: source .dev/enter.sh && bash bench/h200.sh [tests|speed|bench|serve-tests|serve] ...  (logs go to $OUT)
+# xq-prep-tests / xq-prep / xq-prep-kernels / xq-prep-sweep: issue 16's x quantized once per gemv (kernels/lib/xq_prep.ts):
+#   its tests, the 8B decode and the per-kernel times with it on and off, the gemv tuning sweep with it on
+#   (XQ_DTYPES=q5_k_m,q4_0 for the other mixes; XQ_DTYPE for the kernels and the sweep). One call each.
 # dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
 #   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
@@ -125,6 +128,35 @@ for what in "$@"; do
           --tokens 32 --no-eager --deep 0 --out "$f.json" > "$f.txt" 2>&1; echo "bench exit $?" >> "$f.txt"
         echo "== $b --quantized-x $q"; grep -v "^\s*$" "$f.txt" | tail -5
       done; done ;;
+    xq-prep-tests)
+      # issue 16: the int8 gemvs' x quantized once per gemv (CompileOptions.xqPrep) against the in-kernel quantization,
+      # bit for bit on ptx and vulkan (the op cases of every XQ type; wgpu to the oracle's bound); the 8B prep kernels
+      # through ptxas.
+      POOT_BACKENDS=${XQ_BACKENDS:-ptx,vulkan} timeout ${XQ_TEST_TIMEOUT:-240} deno test -A --no-check tests/quant/xq_prep.test.ts \
+        tests/ptx/qgemv_render.test.ts > "$out/xq-prep-tests.txt" 2>&1; echo "tests exit $?" >> "$out/xq-prep-tests.txt"
+      grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||tests exit" "$out/xq-prep-tests.txt" | head -20 ;;
+    xq-prep)
+      # the 8B decode with each --xq-prep value (on, no-norm: only the gemvs without a fused norm, off), one load of
+      # the weights per dtype
+      f="$out/decode-8b-xq-prep"
+      timeout ${XQ_TIMEOUT:-540} deno run -A --no-check bench/decode.ts --shape llama-3-8b --dtype ${XQ_DTYPES:-q4_k_m,q8_0} --backend ptx \
+        --quantized-x on --xq-prep ${XQ_PREP:-on,no-norm,off} --tokens 32 --no-eager --deep 0 --out "$f.json" > "$f.txt" 2>&1; echo "bench exit $?" >> "$f.txt"
+      grep -v "^\s*$" "$f.txt" | tail -12 ;;
+    xq-prep-kernels)
+      # the same per kernel (bench/kernels.ts: each distinct gemv and prep kernel of the 8B plan, µs and the token's sum)
+      for p in on off; do
+        f="$out/kernels-8b-${XQ_DTYPE:-q4_k_m}-xq-prep-$p.txt"
+        timeout ${XQ_TIMEOUT:-250} deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${XQ_DTYPE:-q4_k_m} --quantized-x on \
+          --xq-prep "$p" --only "gemv|xq_prep" > "$f" 2>&1; echo "kernels exit $?" >> "$f"
+        echo "== --xq-prep $p"; grep -v "^\s*$" "$f" | tail -30
+      done ;;
+    xq-prep-sweep)
+      # the gemvs reading prepared x under other row units per team / loads in flight (their tuning was measured with x
+      # quantized in every team: xqTune), best per gemv
+      f="$out/sweep-8b-${XQ_DTYPE:-q4_k_m}-xq-prep.txt"
+      timeout ${XQ_TIMEOUT:-560} deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${XQ_DTYPE:-q4_k_m} --quantized-x on \
+        --xq-prep on --only "gemv|xq_prep" --sweep --lanes ${XQ_LANES:-0} --rows ${XQ_ROWS:-2,4,8} --unroll 2 --ahead ${XQ_AHEAD:-4,8} > "$f" 2>&1
+      echo "sweep exit $?" >> "$f"; grep -v "^\s*$" "$f" | grep -v "^  gemv" | tail -40 ;;
     vk-wall)
       timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --wall --backend \
         ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:attention-skip-empty+attention-team-count,vulkan:splits8,vulkan:restrict,vulkan:no-robust,wgpu,wgpu:no-plan-fuse,wgpu:no-outputs-in-place,wgpu:no-gather-cast,wgpu:no-attention-fuse,wgpu:attention-skip-empty \

@@ -9,7 +9,7 @@
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
-//     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's)
+//     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off|no-norm] (CompileOptions.xqPrep)
 // (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
 // the library's width)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
@@ -27,7 +27,7 @@
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
 //   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
-//   "attention-skip-empty": the fused attention's empty chunks neither write nor count; "no-attention-live":
+//   "xq-prep": CompileOptions.xqPrep; "attention-skip-empty": the fused attention's empty chunks neither write nor count; "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
@@ -303,6 +303,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "vulkan" && f === "restrict") vulkan.restrictReads = true;
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
     else if (f === "attention-skip-empty") compile.attentionSkipEmpty = true;
+    else if (f === "xq-prep") compile.xqPrep = true;
     else if (f === "no-attention-live") compile.attentionLive = false;
     else if (f === "attention-prefetch") compile.attentionPrefetch = true;
     else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
@@ -313,7 +314,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-live, attention-prefetch, groupN; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-live, attention-prefetch, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }
@@ -397,11 +398,13 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "warmup-ms": { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" } },
   });
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
-  const xq: CompileOptions = qx === undefined ? {} : { quantizedX: qx === "on" };
+  const xp = values["xq-prep"];
+  if (xp !== undefined && xp !== "on" && xp !== "off" && xp !== "no-norm") throw new RangeError(`--xq-prep: on, off or no-norm, not ${xp}`);
+  const xq: CompileOptions = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "no-norm" ? xp : xp === "on" }) };
   if (values.dtype) {
     if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
     weightDtype = values.dtype as SyntheticDtype;

@@ -29,7 +29,7 @@ export function count(x: number): string {
 }
 
 const COLUMNS: Column[] = [
-  { head: "shape", cell: (r) => r.shape },
+  { head: "shape", cell: (r) => (r.variant ? `${r.shape} (${r.variant})` : r.shape) },
   { head: "weights", cell: (r) => `${r.dtype} ${bytes(r.weightBytes)}` },
   { head: "bytes/token", cell: (r) => bytes(r.replay?.bytesPerToken ?? r.weightBytesPerToken) },
   { head: "load s", cell: (r) => num(r.loadSeconds, 1) },

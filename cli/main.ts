@@ -238,8 +238,9 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   ensureRuntimeDir(backend);
   let engine: Executor, passedOver: string[] = [];
   try {
-    const qx = f["quantized-x"];
-    const compile: ProgramCompiler = qx === undefined ? compileGraph : (g, t) => compileGraph(g, t, { quantizedX: qx === "on" });
+    const qx = f["quantized-x"], xp = f["xq-prep"];
+    const opts = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "on" }) };
+    const compile: ProgramCompiler = qx === undefined && xp === undefined ? compileGraph : (g, t) => compileGraph(g, t, opts);
     if ((f.tp ?? 1) > 1) engine = await openRankGroup(backend, tpPlan(model.config, f.tp!), { compile });
     else {
       const c = await chooseBackend(backend);

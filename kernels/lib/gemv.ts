@@ -19,13 +19,16 @@
 // row, a rope pair, a gate/up pair): per chunk, the lane's x·g is loaded once into registers, then each row's
 // chunk is loaded (issued `ahead` rows before it is decoded, so loads stay in flight during the arithmetic),
 // decoded and dotted as scale·Σq·x + bias·Σx; the units' sums meet in one shared-memory round at the end.
-import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+// On the int path (xq) x·g is quantized per chunk and dotted in integers; with xq "prep" a kernel of its own has
+// done that once (kernels/lib/xq_prep.ts) and each lane loads its chunk's int8 words, scale and sums instead.
+import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer, Shared } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { evalEw } from "./elementwise.ts";
 import { elemOf, type FType, gridFor, type IType, pairwise, type Team, team, teamReduce, vecWidth, wgIndex, type WType } from "./common.ts";
-import { chunkDot, chunkDotInt, chunkGroups, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, quantizeRun, qWords, XQ_TYPES } from "./dequant.ts";
+import { chunkDot, chunkDotInt, isQType, type LoadedChunk, loadChunk, QLAYOUT, type QType, quantizeRun, qWords, XQ_TYPES, type XRun } from "./dequant.ts";
+import { chunkX, loadRun, xqLayout } from "./xq_prep.ts";
 
 
 export interface GemvPart {
@@ -74,9 +77,10 @@ export interface GemvShape {
   /**
    * Block weights of XQ_TYPES (dequant.ts): x (times g) quantized to int8 per chunk and dotted in integers
    * (dot4), as graph/ops/qdot.ts defines; the rmsnorm's r still scales the sums (a run's quantization does not
-   * depend on its scale, up to rounding).
+   * depend on its scale, up to rounding). "prep": the same, with x arriving quantized (kernels/lib/xq_prep.ts:
+   * its buffer in place of x and g, and r in it with a norm), bit-identical.
    */
-  xq?: boolean;
+  xq?: boolean | "prep";
 }
 
 /** Teams a part needs: one per row pair ("dot" with rows 2, "rope"), one per row otherwise. */
@@ -160,6 +164,30 @@ export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "x
   return { lanes: sg * sgs, rows, unroll: twoDots ? 8 : 2, teams: 4 };
 }
 
+/**
+ * How a gemv's work is laid out: its tuning, row units per team (R; float weights pair a dot part's rows
+ * instead: rowsPer), units and teams per part, the team and the grid.
+ */
+function layout(caps: Caps, s: GemvShape) {
+  const tune: GemvTune = { ...gemvTune(caps, s), ...s.tune };
+  const sg = caps.subgroups ? caps.subgroupSize : 1;
+  const qt = isQType(s.w);
+  const R = qt ? Math.max(1, Math.floor(tune.rows)) : 1;
+  const rowsPer = qt ? 1 : tune.rows >= 2 ? 2 : 1;
+  const units = s.parts.map((p) => partTeams(p, rowsPer));
+  const counts = units.map((u) => Math.ceil(u / R));
+  const total = counts.reduce((a, b) => a + b, 0);
+  const t = qt && sg > 1 && tune.lanes > sg
+    ? wideTeam(caps, tune.lanes)
+    : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
+  return { tune, R, rowsPer, units, counts, total, t, grid: gridFor(caps, Math.ceil(total / t.rows)) };
+}
+
+/** The team a gemv's teams are (kernels/lib/xq_prep.ts sums x² in its order). */
+export function gemvTeam(caps: Caps, s: GemvShape): Team {
+  return layout(caps, s).t;
+}
+
 /** A team of `lanes` (rounded up to whole subgroups, at most a workgroup): one per workgroup. */
 function wideTeam(caps: Caps, lanes: number): Team {
   const sg = caps.subgroupSize;
@@ -168,7 +196,8 @@ function wideTeam(caps: Caps, lanes: number): Team {
 }
 
 /**
- * Bindings, in order: x f32 [k] (r); g [k] (r, when norm); then per part: w [n, k] (r) (a second one for
+ * Bindings, in order: x f32 [k] (r); g [k] (r, when norm) (xq "prep": the prepared x, u32 [xqLayout(w, k, norm).total]
+ * (r), in place of both: kernels/lib/xq_prep.ts); then per part: w [n, k] (r) (a second one for
  * "silu_mul"), bias f32 [n] (r) per weight (when bias), residual f32 [n] (r, when residual), freqs f32
  * [rot/2] (r, "rope": the frequency table), pos [1] (r, "rope" or cap), y [n] or [cap, n] of `out` (w; rw with cap).
  * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap.
@@ -176,8 +205,6 @@ function wideTeam(caps: Caps, lanes: number): Team {
 export function gemv(caps: Caps, s: GemvShape): Kernel {
   const { k, w } = s;
   if (!(k >= 1) || s.parts.length === 0) throw new KernelError(`gemv: bad shape k=${k}, ${s.parts.length} parts`);
-  const def = gemvTune(caps, s);
-  const tune: GemvTune = { ...def, ...s.tune };
   for (const p of s.parts) {
     const kind = p.kind ?? "dot";
     if (!(p.n >= 1) || p.n * k >= 2 ** 32 || (p.cap ?? 1) * p.n >= 2 ** 32) throw new KernelError(`gemv: bad part n=${p.n} k=${k}`);
@@ -187,26 +214,18 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     }
     if (p.residual && kind !== "dot") throw new KernelError("gemv: a residual only on a dot part");
   }
-  const sg = caps.subgroups ? caps.subgroupSize : 1;
   const qt = isQType(w) ? w : undefined;
   if (s.xq && !(qt && XQ_TYPES.includes(qt))) throw new KernelError(`gemv: quantized x needs a weight of ${XQ_TYPES.join(", ")}, got ${w}`);
-  const xq = !!s.xq;
-  // Row units per team: any count with block weights; float weights pair a dot part's rows instead.
-  const R = qt ? Math.max(1, Math.floor(tune.rows)) : 1;
-  const rowsPer = qt ? 1 : tune.rows >= 2 ? 2 : 1;
-  const units = s.parts.map((p) => partTeams(p, rowsPer));
-  const counts = units.map((u) => Math.ceil(u / R));
-  const total = counts.reduce((a, b) => a + b, 0);
-  const t = qt && sg > 1 && tune.lanes > sg
-    ? wideTeam(caps, tune.lanes)
-    : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
-  const grid = gridFor(caps, Math.ceil(total / t.rows));
+  const xq = !!s.xq, prep = s.xq === "prep";
+  const { tune, R, rowsPer, units, counts, total, t, grid } = layout(caps, s);
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}${xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
+  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
-  const x = b.buffer("x", "f32", "r");
-  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
+  // prep: x arrives quantized (xq_prep.ts), with r in it when the norm is fused
+  const x = prep ? b.buffer("xq", "u32", "r") : b.buffer("x", "f32", "r");
+  const g = s.norm && !prep ? b.buffer("g", s.norm.weight, "r") : undefined;
+  const xl = prep ? xqLayout(qt!, k, !!s.norm) : undefined;
   interface PartBufs { ws: Buffer[]; bias: Buffer[]; res?: Buffer; freqs?: Buffer; pos?: Buffer; y: Buffer }
   const bufs: PartBufs[] = s.parts.map((p, i) => {
     const kind = p.kind ?? "dot";
@@ -317,22 +336,15 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const issue = () => {
         while (next < jobs && inflight.length < ahead) inflight.push(load(Math.floor(next / rows.length), next++ % rows.length));
       };
-      gis.forEach((_, j) => {
+      gis.forEach((gi, j) => {
         issue();
-        const xat = b.let(at(j).blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
-        const xs = chunkGroups(qt!).map((grp) => {
-          const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
-          const v: Val[] = [];
-          for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
-          if (!g) return v;
-          const gs: Val[] = [];
-          for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(g, at.add(o), gv) : [b.load(g, at.add(o))]));
-          // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
-          if (xq) b.set(ssAcc!, ssAcc!.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
-          else b.set(ssAcc!, ssAcc!.add(pairwise(v.map((e) => e.mul(e)))));
-          return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
-        });
-        const run = xq ? quantizeRun(b, xs) : undefined;
+        let run: XRun | undefined, xs: Val[][] = [];
+        if (prep) run = loadRun(b, qt!, x, xl!, gi); // the run as the prep quantized it (run gi is chunk gi)
+        else {
+          const xat = b.let(at(j).blk.mul(q.elems).add(inflight[0].at), "u32", "xat");
+          xs = chunkX(b, qt!, x, xat, g && { buf: g, gv, ss: ssAcc! }, xq);
+          if (xq) run = quantizeRun(b, xs);
+        }
         const sx = !xq && QLAYOUT[qt!].biased && rows.length > 1 ? xs.map((v) => b.let(pairwise(v), "f32", "sx")) : undefined;
         // Row d is decoded once the loads `ahead` chunks later are issued.
         rows.forEach((_, d) => {
@@ -376,7 +388,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const tail = (f: () => void) => (qt && t.sgs > 1 ? b.if(b.builtin("sgid").eq(u32(0)), f) : f());
   /** Each dot scaled by the norm's r, plus its bias. */
   const finish = (sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] => {
-    const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r") : undefined;
+    const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r")
+      : xl?.rAt !== undefined ? b.let(b.load(x, xl.rAt).bitcast("f32"), "f32", "r") : undefined;
     return sums.map((v, d) => {
       let o = r ? v.mul(r) : v;
       if (bias.length) o = o.add(b.load(bias[Math.min(d, bias.length - 1)], rows[d]));

@@ -3,7 +3,8 @@
 // type, shape); fault codes of its checks are in codes.ts.
 export { FAULT, type FaultCode } from "./codes.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
-export { gemv, type GemvPart, type GemvShape, type GemvTune, gemvTune } from "./gemv.ts";
+export { gemv, type GemvPart, type GemvShape, gemvTeam, type GemvTune, gemvTune } from "./gemv.ts";
+export { xqLayout, type XqLayout, xqPrep, type XqPrepShape } from "./xq_prep.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";

@@ -1,6 +1,8 @@
 // Lowering of a gemv unit: batch-1 matmuls that share one x, with what the plan fused around them (an RMS norm
 // before, rope, a cache write, silu-mul, bias or residual after) as one kernel, on the integer path for
-// quantized weights where the target or the graph asks for it.
+// quantized weights where the target or the graph asks for it; there, with CompileOptions.xqPrep, x is quantized
+// once by a kernel of its own (kernels/lib/xq_prep.ts) into a scratch every such unit reuses (steps run in
+// order), and the gemv reads int8 x from it.
 import { hasXq } from "../../graph/ops/qdot.ts";
 import { byteSize } from "../../graph/dtype.ts";
 import { numel } from "../../graph/ir.ts";
@@ -19,6 +21,13 @@ import { ropeAndCache } from "./rope.ts";
  * --quantized-x on): no file type the bench builds is made of them, so no device run has measured them.
  */
 export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"];
+
+/**
+ * Whether the integer path's x is prepared once per unit (CompileOptions.xqPrep) by default, on targets whose
+ * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch). Off until the
+ * H200 measures it (`bash bench/h200.sh xq-prep`: the 8B decode with it on, no-norm and off).
+ */
+export const XQ_PREP_DEFAULT: boolean | "no-norm" = false;
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
@@ -59,8 +68,21 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
   // where the target has an int8 dot, for the types measured faster there.
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
-  const k = lib.gemv(caps, { k: K, w: wn.dtype as lib.WType, norm, parts, xq, tune: opts.gemvTune });
+  const asked = opts.xqPrep ?? (caps.dispatchGap ? false : XQ_PREP_DEFAULT);
+  const prep = xq && (asked === true || (asked === "no-norm" && !norm));
+  const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
+  const k = lib.gemv(caps, shape);
+  if (prep) {
+    // x (and g) in, the quantized runs (and r) out; the gemv binds those in their place
+    const w = wn.dtype as lib.QType, ins = norm ? 2 : 1, bytes = lib.xqLayout(w, K, !!norm).total * 4;
+    const q: Binding = { buffer: cx.buf("arena", "xq-x", bytes), offset: 0, bytes };
+    const pk = lib.xqPrep(caps, { k: K, w, norm, team: norm ? lib.gemvTeam(caps, shape) : undefined });
+    kernel(pk, [...bindings.slice(0, ins), q], { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K });
+    bindings.splice(0, ins, q);
+    reads.splice(0, ins);
+  }
+  const xBytes = prep ? bindings[0].bytes : 0;
   const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
   const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
-  kernel(k, bindings, { bytes: bytesOfIds(reads) + outBytes, flops });
+  kernel(k, bindings, { bytes: bytesOfIds(reads) + xBytes + outBytes, flops });
 }

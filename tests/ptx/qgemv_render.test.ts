@@ -47,3 +47,30 @@ test("8B q4_k_m, q8_0, q5_k_m, q4_0 decode gemvs assemble for sm_90, int8 x (dp4
   const bad = results.flatMap((r, i) => (r.ok ? [] : [`${mods[i].kernel.name}: ${r.log.split("\n").slice(0, 6).join(" | ")}`]));
   assert.deepEqual(bad, []);
 });
+
+// x quantized once per gemv (CompileOptions.xqPrep): the prep kernels (with and without the norm, one per weight
+// type and width) and the gemvs reading their buffer, at the 8B shape of the same mixes.
+test("8B q4_k_m, q8_0, q5_k_m, q4_0 with x prepared (xqPrep): the prep kernels and their gemvs assemble for sm_90", { skip, timeout: 300_000 }, () => {
+  const c = SHAPES["llama-3-8b"];
+  const mods = new Map<string, PtxModule>();
+  for (const dtype of ["q4_k_m", "q8_0", "q5_k_m", "q4_0"] as const) {
+    const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 256, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype }).dtypeOf });
+    tracer.output("logits", logits);
+    const prog = compileGraph(tracer.build(), TARGET, { quantizedX: true, xqPrep: true });
+    const names = prog.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+    // every gemv on block weights reads prepared x, right after its prep
+    names.forEach((n, i) => {
+      if (n.startsWith("gemv_q")) {
+        assert.match(n, /^gemv_q\d_[0-9k]x8p_/, `${dtype}: ${n}`);
+        assert.match(names[i - 1], /^xq_prep_/, `${dtype}: ${n} after ${names[i - 1]}`);
+      }
+    });
+    assert.ok(names.some((n) => /^xq_prep_.*_norm_/.test(n)) && names.some((n) => /^xq_prep_q\d_[0-9k]_k\d+$/.test(n)), `${dtype}: preps with and without a norm`);
+    for (const s of prog.steps) if (s.k === "kernel" && /^(xq_prep_|gemv_q)/.test(s.kernel.name) && !mods.has(s.kernel.name)) mods.set(s.kernel.name, renderPtx(s.kernel, { sm: 90 }));
+  }
+  const list = [...mods.values()];
+  for (const m of list) if (m.kernel.name.startsWith("gemv_")) assert.match(m.ptx, /dp4a\.s32\.s32/, m.kernel.name);
+  const bad = assembleMany(ptxas!, list, "sm_90").flatMap((r, i) => (r.ok ? [] : [`${list[i].kernel.name}: ${r.log.split("\n").slice(0, 6).join(" | ")}`]));
+  assert.deepEqual(bad, []);
+  console.log(`${list.length} kernels assembled: ${[...mods.keys()].filter((n) => n.startsWith("xq_prep_")).join(", ")}`);
+});

@@ -55,3 +55,27 @@ test("runBench --dtype q4_k_m,q8_0 on the JS device: a row each, quantized bytes
   assert.equal(q8.weightBytes, syntheticLlama(cfg, { dtype: "q8_0" }).bytes);
   assert.match(res.table, /q4_k_m/);
 });
+
+test("parseBenchArgs --xq-prep: a variant per value, a bad value named", () => {
+  assert.deepEqual(parseBenchArgs(["--xq-prep", "on,off"]).variants, [{ label: "xq-prep on", compile: { xqPrep: true } }, { label: "xq-prep off", compile: { xqPrep: false } }]);
+  assert.deepEqual(parseBenchArgs(["--xq-prep", "no-norm"]).variants, [{ label: "xq-prep no-norm", compile: { xqPrep: "no-norm" } }]);
+  assert.equal(parseBenchArgs([]).variants, undefined);
+  assert.throws(() => parseBenchArgs(["--xq-prep", "on,maybe"]), /--xq-prep must be on, off/);
+});
+
+test("runBench --xq-prep on,off on the JS device: a row each on one load, the same tokens, a prep dispatch per int8 gemv", async () => {
+  const res = await runBench({
+    shapes: [{ name: "tiny", config: cfg }], dtypes: ["q4_k_m"], open: () => Promise.resolve(new JsDevice()),
+    tokens: 4, warmup: 1, deep: 0, cap: 16, log: () => {}, compile: { quantizedX: true },
+    variants: [{ label: "xq-prep on", compile: { xqPrep: true } }, { label: "xq-prep off", compile: { xqPrep: false } }],
+  });
+  assert.deepEqual(res.rows.map((r) => [r.variant, r.error]), [["xq-prep on", undefined], ["xq-prep off", undefined]]);
+  const [on, off] = res.rows;
+  assert.equal(on.loadSeconds, off.loadSeconds, "one load of the weights");
+  // x quantized in one kernel or in every team: bit-identical gemvs, so the same greedy tokens
+  assert.deepEqual(on.replay!.tokenIds, off.replay!.tokenIds);
+  assert.equal(on.eagerMatchesReplay, true);
+  // per layer q/k/v (q6_k v in some layers: a unit of its own), o, gate/up, down, and the head
+  assert.ok(on.dispatches >= off.dispatches + 4 * cfg.layers + 1, `${on.dispatches} against ${off.dispatches} dispatches`);
+  assert.match(res.table, /tiny \(xq-prep on\)/);
+});

@@ -1,6 +1,7 @@
 // Every kernel that reads GGUF blocks renders for every target: the decode and prefill plans of Llama 3 8B (at 8
 // of its layers: the same kernels, see LAYERS_8B) quantized as llama-quantize's q4_k_m, q5_k_m, q6_k, q8_0 and q4_0 mixes (quantPlan) and of stories260K with
-// its fallback mix, plus the quantized op-harness cases (every block type in gather, matmul and the fused gemv).
+// its fallback mix, plus the quantized op-harness cases (every block type in gather, matmul and the fused gemv; the
+// quantized-x ones also with x prepared once per gemv, CompileOptions.xqPrep: kernels/lib/xq_prep.ts).
 // PTX assembles with `ptxas -arch=sm_90`; SPIR-V passes spirv-val (Vulkan 1.1) for an NVIDIA-like and
 // lavapipe's capabilities. Each check skips when its tool is missing.
 import { test } from "node:test";
@@ -11,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { Caps, TargetSet } from "../../kernels/target.ts";
-import { compileGraph } from "../../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
@@ -67,14 +68,14 @@ function graphs(): { name: string; g: Graph }[] {
   return traced;
 }
 
-function kernelsOf(gs: { g: Graph }[], target: TargetSet): Map<string, Kernel> {
-  const ks = new Map<string, Kernel>();
+function kernelsOf(gs: { g: Graph }[], target: TargetSet, opts: CompileOptions = {}, ks = new Map<string, Kernel>()): Map<string, Kernel> {
   for (const { g } of gs) {
-    for (const s of compileGraph(g, target).steps) if (s.k === "kernel" && !ks.has(s.kernel.name)) ks.set(s.kernel.name, s.kernel);
+    for (const s of compileGraph(g, target, opts).steps) if (s.k === "kernel" && !ks.has(s.kernel.name)) ks.set(s.kernel.name, s.kernel);
   }
   return ks;
 }
-const kernelsFor = (target: TargetSet) => kernelsOf(graphs(), target);
+const prepared = () => graphs().filter((x) => x.name.includes("quantized x"));
+const kernelsFor = (target: TargetSet) => kernelsOf(prepared(), target, { xqPrep: true }, kernelsOf(graphs(), target));
 
 const quantKernel = (name: string) => QTYPES.some((t) => name.includes(t));
 const ptxas = findPtxas();
@@ -88,6 +89,7 @@ test("kernels reading blocks assemble with ptxas -arch=sm_90", { skip: ptxas ? f
   const mods = ks.map((k) => renderPtx(k, { sm: 90 }));
   const q = ks.filter((k) => quantKernel(k.name)).length;
   assert.ok(q >= 40, `only ${q} block-reading kernels`);
+  assert.ok(ks.filter((k) => k.name.startsWith("xq_prep_")).length >= 16, "prep kernels of every XQ type, with and without a norm");
   const bad = assembleMany(ptxas!, mods, "sm_90").flatMap((r, i) => (r.ok ? [] : [`${ks[i].name}: ${r.log.split("\n")[0]}`]));
   assert.deepEqual(bad, []);
   console.log(`ptx: ${mods.length} kernels (${q} read blocks) assembled`);

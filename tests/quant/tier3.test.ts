@@ -94,17 +94,19 @@ for (const ft of QUANT_FTYPES) {
 // dot4I8Packed); here --quantized-x on also puts these files' q4_0, q5_0 and q5_1 gemvs on it; real K-quant blocks
 // and q4_1: tests/quant/xq_tokens.test.ts:
 // poot no longer computes the f32 dot of the dequantized weights, so the exact check does not apply; the margin
-// rule against llama.cpp (which quantizes its activations too, more coarsely) does.
-const RUNS: { backend: "js" | "vulkan" | "wgpu" | "ptx"; xq?: "on" }[] = [
+// rule against llama.cpp (which quantizes its activations too, more coarsely) does. With --xq-prep on, x is
+// quantized once per gemv by a kernel of its own (kernels/lib/xq_prep.ts; bit-identical gemvs, through the CLI).
+const RUNS: { backend: "js" | "vulkan" | "wgpu" | "ptx"; xq?: "on"; prep?: true }[] = [
   { backend: "js" }, { backend: "vulkan" }, { backend: "wgpu" }, { backend: "js", xq: "on" }, { backend: "vulkan", xq: "on" },
   { backend: "wgpu", xq: "on" }, { backend: "ptx", xq: "on" },
+  { backend: "js", xq: "on", prep: true }, { backend: "vulkan", xq: "on", prep: true }, { backend: "ptx", xq: "on", prep: true },
 ];
-for (const { backend, xq } of RUNS) {
+for (const { backend, xq, prep } of RUNS) {
   const dev = await openDevice(backend);
   // On a software fallback adapter (Deno WebGPU without Vulkan) this case runs for minutes: skipped there, said.
   const skip = refSkip || (typeof dev === "string" ? dev : slowDevice(dev));
   if (typeof dev !== "string") await dev.destroy();
-  const what = xq ? `${backend} with quantized x` : backend;
+  const what = xq ? `${backend} with quantized x${prep ? " prepared once per gemv" : ""}` : backend;
   test(`tier 3 quantized on ${what}: poot run equals llama.cpp for ${QUANT_FTYPES.join(", ")}`, { skip, timeout: 600_000 }, () => {
     const bad: string[] = [], flips: string[] = [];
     for (const ft of QUANT_FTYPES) {
@@ -113,7 +115,7 @@ for (const { backend, xq } of RUNS) {
         bad.push(`${ft}: no quantized file / reference (see the quantize test)`);
         continue;
       }
-      const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq ?? "off"];
+      const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq ?? "off", ...(prep ? ["--xq-prep", "on"] : [])];
       for (const p of PROMPTS) args.push("--prompt", p);
       const r = poot(args);
       if (r.status !== 0) {

@@ -4,7 +4,8 @@
 // q4_1, q5_0 and q5_1 (no llama-quantize file type gives those but as fallbacks: stories260K's, in
 // tests/quant/tier3.test.ts), generates llama.cpp's greedy tokens (node-llama-cpp on the CPU, reading the same
 // file) in poot with --quantized-x on (every one of those gemvs on int8 x) on js, vulkan and ptx where present
-// (POOT_BACKENDS selects).
+// (POOT_BACKENDS selects), on ptx also with x quantized once per gemv (CompileOptions.xqPrep; the other devices
+// hold that path bit for bit to this one in tests/quant/xq_prep.test.ts).
 //
 // Rule: both round the activations to int8 before the dot, poot per 16 or 32 values, llama.cpp per 32 (q8_0/q8_1)
 // or 256 (q8_K), so neither computes the f32 math: a sequence may part from llama.cpp's on the same file only at
@@ -105,11 +106,13 @@ for (const backend of (["js", "vulkan", "ptx"] as const).filter((b) => selectedB
   // Under Bun the JS device runs these several times slower than under Deno; the numerics do not depend on the
   // runtime, so Bun's js checks the two files whose decoders the others share least (q5_k; q5_1: a min and qh).
   const files = "Bun" in globalThis && backend === "js" ? FILES.filter((f) => f === "q5_k_m" || f === "q5_1") : FILES;
-  test(`quantized x on ${backend}: poot equals llama.cpp on the wide llama as ${files.join(", ")}`, { skip: off, timeout: 600_000 }, async () => {
+  const preps = backend === "ptx" ? [false, true] : [false];
+  test(`quantized x on ${backend}${preps.length > 1 ? " (in the kernel, and prepared once per gemv)" : ""}: poot equals llama.cpp on the wide llama as ${files.join(", ")}`, { skip: off, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
     try {
-      for (const ft of files) {
+      for (const [ft, prep] of files.flatMap((f) => preps.map((p) => [f, p] as const))) {
+        const tag = prep ? `${ft} prepared` : ft;
         if (!ref[ft]) {
           bad.push(`${ft}: no file / llama.cpp reference (see the first test)`);
           continue;
@@ -118,7 +121,7 @@ for (const backend of (["js", "vulkan", "ptx"] as const).filter((b) => selectedB
         const types = new Set([...model.store.tensors()].filter((t) => t.shape.length === 2).map((t) => t.dtype));
         // every matrix type of the file has the integer path, so every decode gemv runs on int8 x
         assert.ok([...types].every((t) => hasXq(t)), `${ft}: ${[...types]}`);
-        const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: true }), ownsDevice: false });
+        const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, { quantizedX: true, xqPrep: prep }), ownsDevice: false });
         try {
           const driver = await Driver.open(model, engine, { ctx: 128, prefill: [8] });
           for (const [i, want] of ref[ft].entries()) {
@@ -127,14 +130,14 @@ for (const backend of (["js", "vulkan", "ptx"] as const).filter((b) => selectedB
             const part = (r: Run) => r.generated_ids.findIndex((t, k) => got[k] !== t);
             const tie = (r: Run, at: number) => r.margins[at] < MARGIN && got[at] === r.seconds[at];
             const say = (r: Run, at: number, who: string) =>
-              `${ft} #${i} token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
+              `${tag} #${i} token ${at}: poot ${got[at]}, ${who} ${r.generated_ids[at]} (its second ${r.seconds[at]}, gap ${r.margins[at].toFixed(4)})`;
             const ea = part(e);
             if (ea >= 0) (tie(e, ea) ? flips : bad).push(say(e, ea, "llama.cpp on the f32 dequantization"));
             const at = part(want);
             if (at < 0) continue;
             const own = want.generated_ids.findIndex((t, k) => e.generated_ids[k] !== t);
             if (tie(want, at)) flips.push(say(want, at, "llama.cpp"));
-            else if (own >= 0 && own <= at) rounded.push(`${ft} #${i}@${at}`);
+            else if (own >= 0 && own <= at) rounded.push(`${tag} #${i}@${at}`);
             else bad.push(say(want, at, "llama.cpp"));
           }
         } finally {

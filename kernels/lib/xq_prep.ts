@@ -1,0 +1,168 @@
+// x quantized once per gemv (CompileOptions.xqPrep): a small kernel writes x (times the norm weight g when an
+// rmsnorm is fused) as int8 runs into a buffer, with each run's scale and per group Σq, and, with a norm, its r;
+// the int path of the decode gemv (kernels/lib/gemv.ts, xq "prep") then reads 1 byte of x per value instead of
+// loading x (and g) as f32 and quantizing it in every team, as llama.cpp's quantize_row_q8_1 + mmvq do.
+//
+// The runs, scales and rounding are the in-kernel ones (dequant.ts quantizeRun over the chunk's groups, as
+// graph/ops/qdot.ts defines), so a gemv's results are bit-identical either way. r = rsqrt(Σx²/k + eps) too: the
+// prep runs one team shaped as the consuming gemv's (its lanes, subgroups or shared-memory tree), whose lanes take
+// the chunks lane, lane + lanes, ... in order and sum each chunk's squares as the gemv's do (chunkX), then reduce
+// as its teams do (teamReduce): the same Σx², so the same r. Without a norm the runs are independent: one run per
+// invocation over a grid.
+//
+// Layout of the buffer (u32 words; run i is chunk i of a weight row, blocks in order; xqLayout):
+//   [0, runs·W)             run i's int8x4 words at i·W: its groups' words in chunkGroups order (W = values / 4)
+//   [metaAt, + runs·M)      run i's M words at metaAt + i·M: dx (f32 bits), then Σq of its groups as i16 pairs
+//                           (group 2j in the low half; |Σq| <= 127·16), padded to 4 words for q6_k's four
+//                           groups; q8_0 (no offset, no min) has dx alone
+//   rAt                     r (f32 bits), with a norm
+import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import type { Buffer } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
+import { chunkGroups, QLAYOUT, type QType, quantizeRun, type XRun, XQ_TYPES } from "./dequant.ts";
+import { XQ_RUNS } from "../../graph/ops/qdot.ts";
+
+export interface XqLayout {
+  /** Runs of x: chunks of a weight row. */
+  runs: number;
+  /** int8x4 words per run. */
+  words: number;
+  /** Words of a run's dx and group sums. */
+  meta: number;
+  metaAt: number;
+  /** r's word, with a norm. */
+  rAt?: number;
+  /** Words in all. */
+  total: number;
+}
+
+export function xqLayout(w: QType, k: number, norm: boolean): XqLayout {
+  const q = QLAYOUT[w], runs = (k / q.elems) * q.chunks, groups = chunkGroups(w).length;
+  const words = q.per / 4, meta = w === "q8_0" ? 1 : groups <= 2 ? 2 : 4;
+  const metaAt = runs * words, end = metaAt + runs * meta;
+  return { runs, words, meta, metaAt, rAt: norm ? end : undefined, total: end + (norm ? 1 : 0) };
+}
+
+/** Where chunk c of a block starts: (c >> shift)·a + (c & (2^shift − 1))·b (dequant.ts loadChunk's `at`). */
+const START: Record<QType, [number, number, number]> = {
+  q8_0: [0, 16, 0], q4_0: [0, 8, 0], q4_1: [0, 8, 0], q5_0: [0, 8, 0], q5_1: [0, 8, 0],
+  q4_k: [1, 64, 16], q5_k: [1, 64, 16], q6_k: [2, 128, 8],
+};
+for (const t of XQ_TYPES) {
+  const [sh, a, bb] = START[t];
+  XQ_RUNS[t]!.forEach((run, c) => {
+    if (run[0][0] !== (c >> sh) * a + (c & ((1 << sh) - 1)) * bb) throw new Error(`xq_prep.ts: chunk ${c} of ${t} does not start where graph/ops/qdot.ts's run does`);
+  });
+}
+
+/**
+ * The x of a chunk at element `xat` as chunkGroups(w)'s groups of f32 values (times g when `g`), 4-wide loads
+ * (g's `gv` wide); with `ss`, its squares are added to that variable in the gemv's order: per group, four fma
+ * chains (values i ≡ c mod 4) summed pairwise on the int path (`xq`), the squares summed pairwise on the f32 one.
+ */
+export function chunkX(b: KernelBuilder, w: QType, x: Buffer, xat: Val, g?: { buf: Buffer; gv: number; ss: Val }, xq = true): Val[][] {
+  return chunkGroups(w).map((grp) => {
+    const at = grp.off ? xat.add(grp.off) : xat, n = grp.n;
+    const v: Val[] = [];
+    for (let o = 0; o < n; o += 4) v.push(...b.loadv(x, o ? at.add(o) : at, 4));
+    if (!g) return v;
+    const { buf, gv, ss } = g;
+    const gs: Val[] = [];
+    for (let o = 0; o < n; o += gv) gs.push(...(gv > 1 ? b.loadv(buf, at.add(o), gv) : [b.load(buf, at.add(o))]));
+    // Σx²: the int path's x work is per team, not per row: four fma chains (half the instructions)
+    if (xq) b.set(ss, ss.add(pairwise([0, 1, 2, 3].map((c) => v.filter((_, i) => i % 4 === c).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!))));
+    else b.set(ss, ss.add(pairwise(v.map((e) => e.mul(e)))));
+    return v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
+  });
+}
+
+/** Run `gi` of a prepared x (the buffer `q`, laid out as `l`) as quantizeRun made it. */
+export function loadRun(b: KernelBuilder, w: QType, q: Buffer, l: XqLayout, gi: Val): XRun {
+  const flat: Val[] = [];
+  const base = b.let(gi.mul(l.words), "u32", "xw");
+  for (let o = 0; o < l.words; o += 4) flat.push(...b.loadv(q, o ? base.add(o) : base, 4));
+  const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
+  const meta = l.meta === 1 ? [b.load(q, mAt)] : b.loadv(q, mAt, l.meta);
+  const groups = chunkGroups(w);
+  const words: Val[][] = [];
+  let at = 0;
+  for (const g of groups) {
+    words.push(flat.slice(at, at + g.n / 4));
+    at += g.n / 4;
+  }
+  // q8_0 needs no sums (no offset, no min): its meta is dx alone
+  const sums = l.meta === 1 ? [] : groups.map((_, i) => {
+    const h = meta[1 + (i >> 1)];
+    return b.let(i & 1 ? h.bitcast("i32").shr(16) : h.shl(16).bitcast("i32").shr(16), "i32", "qxs");
+  });
+  return { words, sums, dx: b.let(meta[0].bitcast("f32"), "f32", "dx") };
+}
+
+export interface XqPrepShape {
+  /** Width of x. */
+  k: number;
+  /** The consuming gemv's weight type (its runs: graph/ops/qdot.ts XQ_RUNS). */
+  w: QType;
+  /** The gemv's fused rmsnorm: x·g quantized, r stored. */
+  norm?: { eps: number; weight: FType };
+  /** With a norm: the consuming gemv's team (kernels/lib/gemv.ts gemvTeam), whose order Σx² follows. */
+  team?: Team;
+  name?: string;
+}
+
+/**
+ * Bindings: x f32 [k] (r); g [k] (r, when norm); q u32 [xqLayout(w, k, norm).total] (w).
+ */
+export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
+  const { k, w } = s;
+  if (!XQ_TYPES.includes(w)) throw new KernelError(`xq_prep: no integer path for ${w} (${XQ_TYPES.join(", ")})`);
+  if (!(k >= 1) || k % QLAYOUT[w].elems) throw new KernelError(`xq_prep: k=${k} is not a whole number of ${w} blocks`);
+  if (s.norm && !s.team) throw new KernelError("xq_prep: a norm needs the consuming gemv's team");
+  const l = xqLayout(w, k, !!s.norm), q = QLAYOUT[w];
+  const [sh, sa, sb] = START[w];
+  const t = s.team;
+  const wg = t ? t.lanes : Math.min(128, caps.maxWorkgroupSize);
+  const grid = t ? [1, 1, 1] as [number, number, number] : gridFor(caps, Math.ceil(l.runs / wg));
+  const name = s.name ?? `xq_prep_${w}_k${k}${s.norm ? `_norm_l${t!.lanes}` : ""}`;
+  const b = new KernelBuilder(name, { workgroup: wg, grid });
+  const x = b.buffer("x", "f32", "r");
+  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
+  const out = b.buffer("q", "u32", "w");
+  const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), 4) : 1;
+
+  const one = (gi: Val, ss?: Val) => {
+    const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
+    const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
+    const xat = b.let(blk.mul(q.elems).add(start), "u32", "xat");
+    const run = quantizeRun(b, chunkX(b, w, x, xat, g && ss ? { buf: g, gv, ss } : undefined));
+    const ws = run.words.flat(), base = b.let(gi.mul(l.words), "u32", "xw");
+    for (let o = 0; o < l.words; o += 4) b.storev(out, o ? base.add(o) : base, ws.slice(o, o + 4));
+    const meta: Val[] = [run.dx.bitcast("u32")];
+    if (l.meta > 1) {
+      for (let i = 0; i < run.sums.length; i += 2) {
+        const lo = run.sums[i].bitcast("u32").and(0xffff);
+        meta.push(i + 1 < run.sums.length ? lo.or(run.sums[i + 1].bitcast("u32").shl(16)) : lo);
+      }
+      while (meta.length < l.meta) meta.push(u32(0));
+    }
+    const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
+    if (l.meta === 1) b.store(out, mAt, meta[0]);
+    else b.storev(out, mAt, meta);
+  };
+
+  if (!t) {
+    const gi = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "gi");
+    if (grid[0] * grid[1] * grid[2] * wg > l.runs) b.if(gi.ge(l.runs), () => b.return());
+    one(gi);
+    return b.build();
+  }
+  // One team as the gemv's: lane i takes runs i, i + lanes, ... and sums their squares in that order.
+  const lane = t.lanes === 1 ? u32(0) : b.lid.x;
+  const ss = b.let(f32(0), "f32", "ss");
+  b.for(lane, u32(l.runs), t.lanes, (gi) => one(gi, ss));
+  const tot = teamReduce(b, { ...t, rows: 1, size: t.lanes }, "add", ss);
+  const r = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
+  b.if(lane.eq(u32(0)), () => b.store(out, l.rAt!, r.bitcast("u32")));
+  return b.build();
+}

@@ -1,0 +1,137 @@
+// x quantized once per gemv (CompileOptions.xqPrep: kernels/lib/xq_prep.ts writes x·g as int8 runs, their
+// scales and sums, and the norm's r; the gemv reads them) against the in-kernel quantization it replaces: every
+// quantized-x op case (tests/ops/quant_cases.ts: each XQ type; plain, wide (2 chunks a lane), crafted blocks, NaN
+// and ±Inf in x, rmsnorm + q/k/v with rope and the f16 cache write, rmsnorm + gate/up silu_mul, down + residual)
+// gives the same outputs and states bit for bit (a NaN as a NaN), and within the oracle's bound. On the JS
+// device (one-lane teams), JS devices with 8- and 32-lane subgroups and without subgroups, and each GPU present, at the default tuning
+// and a forced one (teams of several subgroups: Σx² meets through shared memory; 3 row units, the last team
+// partial: every case on the one-lane JS device; elsewhere the cases whose team shape it changes: the fused norms'
+// r and the 2048-wide runs). WGSL on a GPU may contract float code differently in two kernels: there the oracle's bound only. The
+// numerics do not depend on the runtime: under Bun (whose JS device is several times slower) the subgroup JS
+// devices are left to Deno.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { Device } from "../../backends/device.ts";
+import { Engine } from "../../backends/executor.ts";
+import { JsDevice } from "../../backends/js/device.ts";
+import { evaluate } from "../../graph/eval.ts";
+import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
+import { assertClose } from "../../graph/tolerance.ts";
+import { compileGraph } from "../../kernels/lower.ts";
+import type { Program } from "../../kernels/program.ts";
+import { type Caps, JS_CAPS } from "../../kernels/target.ts";
+import type { GemvTune } from "../../kernels/lib/mod.ts";
+import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { opCases } from "../ops/cases.ts";
+import { loadCaseWeights } from "../ops/load.ts";
+import { QTYPES } from "../ops/quant_cases.ts";
+
+const cases = opCases().filter((c) => c.name.includes("quantized x"));
+const sg = (lanes: number): Caps => ({ ...JS_CAPS, subgroupSize: lanes, maxWorkgroupSize: 8 * lanes });
+const gpus = selectedBackends().filter((b) => b !== "js");
+const bun = "Bun" in globalThis;
+const devices: [string, Device | string][] = [
+  ["js", await openDevice("js")],
+  ["js sg8", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: sg(8) })],
+  ["js sg32", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: sg(32) })],
+  // no subgroups (WebGPU without them): teams reduce through a shared-memory tree
+  ["js shared", bun ? "left to Deno (the same numerics; Bun's JS device is slower)" : new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: false, maxWorkgroupSize: 256 } })],
+  ...await Promise.all(gpus.map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)])),
+];
+const TUNES: (Partial<GemvTune> | undefined)[] = [undefined, { lanes: 64, rows: 3 }];
+
+/** Same bits, or both NaN (a NaN's payload is the device's). */
+function sameBits(d: string, a: Uint8Array, b: Uint8Array): string | undefined {
+  if (a.length !== b.length) return `${a.length} against ${b.length} bytes`;
+  const x = storageFromBytes(d as "f32", a), y = storageFromBytes(d as "f32", b);
+  for (let i = 0; i < x.length; i++) {
+    const nan = Number.isNaN(x[i]) && Number.isNaN(y[i]);
+    if (!nan && !Object.is(x[i], y[i])) return `element ${i}: ${x[i]} in kernel, ${y[i]} prepared`;
+  }
+  if (!(d === "f32" || d === "f16" || d === "bf16") && a.join() !== b.join()) return "bytes differ";
+}
+
+test("xqPrep \"no-norm\": a prep for the gemvs without a fused norm only", () => {
+  const c = cases.find((c) => c.name.includes("q4_k: rmsnorm + gate/up silu_mul, down + residual"))!;
+  const target = { backend: "js" as const, device: "js", caps: JS_CAPS, memory: { totalBytes: 1e9 }, watchdogBudget: 0 };
+  const names = (xqPrep: boolean | "no-norm") => compileGraph(c.graph, target, { xqPrep }).steps.flatMap((s) => (s.k === "kernel" && /gemv|xq_prep/.test(s.kernel.name) ? [s.kernel.name.replace(/_l\d.*$/, "")] : []));
+  assert.deepEqual(names(true), ["xq_prep_q4_k_k256_norm", "gemv_q4_kx8p_k256_norm_sm512", "xq_prep_q4_k_k512", "gemv_q4_kx8p_k512_n256r"]);
+  assert.deepEqual(names("no-norm"), ["gemv_q4_kx8_k256_norm_sm512", "xq_prep_q4_k_k512", "gemv_q4_kx8p_k512_n256r"]);
+  assert.deepEqual(names(false), ["gemv_q4_kx8_k256_norm_sm512", "gemv_q4_kx8_k512_n256r"]);
+});
+
+test("the op cases cover every XQ type with norm, rope, cache write, silu_mul and residual parts", () => {
+  for (const t of QTYPES) {
+    const mine = cases.filter((c) => c.name.includes(` ${t}`));
+    assert.ok(mine.some((c) => c.name.includes("rmsnorm + q/k/v, rope, f16 cache write")), t);
+    assert.ok(mine.some((c) => c.name.includes("gate/up silu_mul, down + residual")), t);
+    assert.ok(mine.some((c) => c.name.includes("NaN")), t);
+    assert.ok(mine.length >= 6, `${t}: ${mine.length} cases`);
+  }
+});
+
+for (const [tag, dev] of devices) {
+  const heavy = typeof dev === "string" ? false : slowDevice(dev);
+  const skip = typeof dev === "string" ? dev : heavy;
+  const bitwise = typeof dev === "string" || dev.target.backend !== "wgpu" || /llvmpipe|lavapipe/i.test(dev.target.device);
+  for (const tune of TUNES) {
+    const what = tune ? `tune ${JSON.stringify(tune)}` : "default tuning";
+    const mine = tune && tag !== "js" ? cases.filter((c) => /rmsnorm|1x21x2048/.test(c.name)) : cases;
+    test(`${tag}, ${what}: ${mine.length} quantized-x cases, x prepared == quantized in the kernel${bitwise ? " bit for bit" : ""}, both within the oracle's bound`, { skip, timeout: 900_000 }, async () => {
+      const d = dev as Device;
+      let prep = false, last: Program | undefined;
+      const eng = new Engine(d, {
+        compile: (g, t) => (last = compileGraph(g, t, { quantizedX: false, xqPrep: prep, gemvTune: tune })),
+        timeoutMs: 120_000, ownsDevice: false,
+      });
+      const bad: string[] = [];
+      try {
+        for (const c of mine) {
+          try {
+            assert.equal(c.steps ?? 1, 1, "one step");
+            const consts = await loadCaseWeights(eng, c);
+            const want = evaluate(c.graph, { consts, slots: c.slots, state: {} }, { bounds: c.bounds ?? "worst" });
+            const runs: Record<string, Uint8Array>[] = [];
+            for (const p of [false, true]) {
+              prep = p;
+              eng.resetState();
+              const id = eng.addEntry(`xq-prep:${p}:${c.name}`, c.graph);
+              const names = last!.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+              // the path under test is the one that ran
+              assert.equal(names.some((n) => n.startsWith("xq_prep_")), p, `${c.name}: prep kernels ${p}: ${names.join(", ")}`);
+              assert.ok(names.some((n) => /^gemv_q\d_[0-9k]x8/.test(n)), `${c.name}: an int-path gemv`);
+              const got = await eng.step(id, c.slots as Record<string, Storage>);
+              const out: Record<string, Uint8Array> = {};
+              for (const [name, x] of Object.entries(want.output)) {
+                const dt = c.graph.nodes[c.graph.outputs[name]].dtype;
+                assertClose(`${c.name} ${name} (prep ${p})`, dt, got.outputs[name] as Storage, x, want.bounds!.output[name]);
+                const v = got.outputs[name];
+                out[name] = new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
+              }
+              for (const [name, x] of Object.entries(want.state)) {
+                const dt = c.graph.states[name].dtype, bytes = await eng.readState(name);
+                assertClose(`${c.name} state ${name} (prep ${p})`, dt, storageFromBytes(dt, bytes), x, want.bounds!.state[name]);
+                out[`state ${name}`] = bytes.slice();
+              }
+              eng.removeEntry(id);
+              runs.push(out);
+            }
+            if (bitwise) {
+              for (const key of Object.keys(runs[0])) {
+                const dt = key.startsWith("state ") ? c.graph.states[key.slice(6)].dtype : c.graph.nodes[c.graph.outputs[key]].dtype;
+                const diff = sameBits(dt, runs[0][key], runs[1][key]);
+                if (diff) bad.push(`${c.name} ${key}: ${diff}`);
+              }
+            }
+          } catch (e) {
+            bad.push(`${c.name}: ${(e as Error).message.split("\n")[0]}`);
+            if (d.poisoned) break;
+          }
+        }
+      } finally {
+        await eng.unload();
+      }
+      assert.deepEqual(bad, []);
+    });
+  }
+}
