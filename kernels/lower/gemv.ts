@@ -23,11 +23,13 @@ import { ropeAndCache } from "./rope.ts";
 export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"];
 
 /**
- * Whether the integer path's x is prepared once per unit (CompileOptions.xqPrep) by default, on targets whose
- * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch). Off until the
- * H200 measures it (`bash bench/h200.sh xq-prep`: the 8B decode with it on, no-norm and off).
+ * The weight types whose integer path prepares x once per unit (CompileOptions.xqPrep) by default, on targets whose
+ * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch). The k-quants:
+ * the H200 (session 9, `bash bench/h200.sh xq-prep`, 8B decode tok/s with the prep on / only without a fused norm
+ * / off) measured q4_k_m 393.0 / - / 380.2 and 382.2 / 372.4 / 376.2 in a second call, q5_k_m 324.7 / 306.4 /
+ * 312.3; but q8_0 322.9 / 318.1 / 324.0 and q4_0 376.5 / 364.9 / 408.2, so those two keep x quantized in each team.
  */
-export const XQ_PREP_DEFAULT: boolean | "no-norm" = false;
+export const XQ_PREP_DEFAULT: readonly string[] = ["q4_k", "q5_k", "q6_k"];
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
@@ -68,7 +70,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
   // where the target has an int8 dot, for the types measured faster there.
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
-  const asked = opts.xqPrep ?? (caps.dispatchGap ? false : XQ_PREP_DEFAULT);
+  const asked = opts.xqPrep ?? (!caps.dispatchGap && XQ_PREP_DEFAULT.includes(wn.dtype));
   const prep = xq && (asked === true || (asked === "no-norm" && !norm));
   const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
   const k = lib.gemv(caps, shape);
