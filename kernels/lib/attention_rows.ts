@@ -6,7 +6,11 @@
 // Loads go out at the top of their own trip, or, with `prefetch` (AttentionShape.prefetch), one trip early: trip
 // 0's before the loop (an empty chunk loads nothing), each trip's successor's at its top, carried across the trip
 // in registers (16-bit K/V as their raw words: half the registers, and the conversion to f32 is exact either
-// way). The same rows feed the same operations, so the two give the same bits.
+// way). The same rows feed the same operations, so the two give the same bits. Off by default: on the H200
+// (session 9) the 8B serving entry took 9.45 against 9.16 ms at 32 rows (5.63 against 5.79 at one), the 1B 2.56
+// against 2.45 (`bench/serve_kernels.ts --tune default,pf`); the decode step at pos 1024 (`bench/kernels.ts --wall`)
+// 1B ptx 0.924 against 0.920 ms, qwen2.5-0.5b ptx 0.725 against 0.683, Vulkan 0.940 against 0.959 (1B even). The
+// carried registers cost occupancy (75 against 56 at the 8B's 32-row partial).
 import { type Buffer, f32, type KernelBuilder, u32, un, type Val } from "../ir.ts";
 import type { FType } from "./common.ts";
 

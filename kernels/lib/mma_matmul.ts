@@ -172,6 +172,8 @@ export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}
  * - ks 16: 2 stages; four tiles where n·k >= 16M (8B q/o 18.8 against 19.7, down 52.0 against 57.2; 1B down
  *   21.6 against 28.7), else two (8B k/v 9.6 against 10.9, 1B q/o 7.9 against 8.4, 1B k/v 5.8 against 6.3).
  * At one row the pipeline lost everywhere (8B gate/up 68.8 against 33.1 µs): fewer warps fit beside its stages.
+ * Whole serving entry at 32 rows (`bench/serve_kernels.ts --tune default,direct`, three calls): 8B 9.38 / 9.16 /
+ * 9.21 ms against 9.995 / - / 9.825 with the direct loads; 1B 2.44 / 2.45 / 2.46 against 2.74 / - / 2.72.
  */
 export function mmaServingTiles(n: number, m: number, k = 0, ks = n <= 4096 ? 16 : 8, pipeline = true): MmaWarpTiles {
   if (m <= 16) return n >= 2048 ? { nt: 2, unroll: 2 } : { nt: 1, unroll: 4 };
