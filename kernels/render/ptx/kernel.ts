@@ -14,16 +14,16 @@
 // Subgroups are warps (32 lanes, formed from the linear invocation index). Subgroup ops must be reached by
 // every existing lane of a warp (warp-uniform control flow, as in CUDA); when the workgroup size is not a
 // multiple of 32 the last warp is partial and its member mask is computed in the prologue. The subgroup ops
-// themselves are warp.ts; global loads and stores memory.ts; the math routines math.ts.
+// themselves are warp.ts; global loads and stores memory.ts; operators and casts arith.ts; the math routines math.ts.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
 import { KernelError } from "../../ir.ts";
 import { f32ToF16 } from "../../../graph/half.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
-import { Asm, b32imm, f32imm, MOV, RC, SUF } from "./asm.ts";
+import { Asm, b32imm, f32imm, MOV, RC } from "./asm.ts";
 import { Warps } from "./warp.ts";
-import * as math from "../../decomp/math.ts";
 import { PtxMath } from "./math.ts";
+import { Arith } from "./arith.ts";
 import { decompose } from "../../decomp/mod.ts";
 
 export interface PtxOptions {
@@ -64,7 +64,6 @@ export interface PtxModule {
 const STATIC_SHARED_LIMIT = 48 * 1024;
 
 const SHARED_SIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 1 };
-const isFloat = (t: CType) => t === "f32" || t === "f16";
 
 /** A PTX-safe entry name derived from the kernel's name. */
 export function entryName(name: string): string {
@@ -79,6 +78,7 @@ class Lowering {
   readonly m: PtxMath;
   private readonly mem = new GlobalMemory(this);
   private readonly warps = new Warps(this);
+  private readonly ar = new Arith(this);
   private readonly vars = new Map<string, { reg: string; t: CType }>();
   private memo = new Map<Expr, string>();
   readonly bases: string[] = [];
@@ -214,12 +214,12 @@ class Lowering {
         if (!r) throw new KernelError(`${this.k.name}: builtin ${e.b} missed by the prologue`);
         return r;
       }
-      case "un": return this.unary(e.op, e.t, e.a);
-      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "un": return this.ar.unary(e.op, e.t, e.a);
+      case "bin": return this.ar.binary(e.op, e.t, e.a, e.b);
       case "fma":
         if (e.t === "f16") return a.to("h", "fma.rn.f16", this.ex(e.a), this.ex(e.b), this.ex(e.c));
         return a.to("f", "fma.rn.f32", this.ex(e.a), this.opnd(e.b), this.opnd(e.c));
-      case "select": return this.select(e.t, this.ex(e.c), e.a, e.b);
+      case "select": return this.ar.select(e.t, this.ex(e.c), e.a, e.b);
       case "cast": return this.cast(this.ex(e.a), e.a.t, e.t);
       case "bitcast": {
         const x = this.ex(e.a);
@@ -244,160 +244,9 @@ class Lowering {
     }
   }
 
-  private toF32(x: string, t: CType): string {
-    return t === "f16" ? this.a.to("f", "cvt.f32.f16", x) : x;
-  }
-  private fromF32(x: string, t: CType): string {
-    return t === "f16" ? this.a.to("h", "cvt.rn.f16.f32", x) : x;
-  }
-  /** Runs an f32 routine on an f32 or f16 value (f16 goes through f32 and rounds back). */
-  private viaF32(t: CType, x: string, f: (x: string) => string): string {
-    return this.fromF32(f(this.toF32(x, t)), t);
-  }
-
-  private unary(op: string, t: CType, ea: Expr): string {
-    const a = this.a, m = this.m;
-    const x = this.ex(ea);
-    const s = SUF[t];
-    switch (op) {
-      case "neg":
-        if (isFloat(t)) return a.to(RC[t], `neg.${s}`, x);
-        return a.to("r", "neg.s32", x);
-      case "abs":
-        if (isFloat(t)) return a.to(RC[t], `abs.${s}`, x);
-        return t === "i32" ? a.to("r", "abs.s32", x) : x;
-      case "exp": return this.viaF32(t, x, (v) => math.expf(m, v));
-      case "exp2": return this.viaF32(t, x, (v) => math.exp2f(m, v));
-      case "log": return this.viaF32(t, x, (v) => math.logf(m, v));
-      case "log2": return this.viaF32(t, x, (v) => math.log2f(m, v));
-      case "sin": return this.viaF32(t, x, (v) => math.sinf(m, v));
-      case "cos": return this.viaF32(t, x, (v) => math.cosf(m, v));
-      case "tanh": return this.viaF32(t, x, (v) => math.tanhf(m, v));
-      case "sqrt": return this.viaF32(t, x, (v) => a.to("f", "sqrt.rn.f32", v));
-      case "rsqrt": return this.viaF32(t, x, (v) => a.to("f", "rsqrt.approx.f32", v));
-      case "recip": return this.viaF32(t, x, (v) => a.to("f", "rcp.rn.f32", v));
-      case "floor": return a.to(RC[t], `cvt.rmi.${s}.${s}`, x);
-      case "ceil": return a.to(RC[t], `cvt.rpi.${s}.${s}`, x);
-      case "not": return t === "bool" ? a.to("p", "not.pred", x) : a.to("r", "not.b32", x);
-      case "isfinite": return a.to("p", "testp.finite.f32", this.toF32(x, ea.t));
-      case "isnan": return a.to("p", "testp.notanumber.f32", this.toF32(x, ea.t));
-      case "f16bits": {
-        const lo = a.reg("h"), hi = a.reg("h");
-        a.op(`mov.b32 {${lo}, ${hi}}, ${this.reg("u32", x)}`);
-        return a.to("f", "cvt.f32.f16", lo);
-      }
-      case "bf16bits": return a.to("f", "mov.b32", a.to("r", "shl.b32", this.reg("u32", x), "16"));
-    }
-    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
-  }
-
-  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
-    const a = this.a;
-    const at = ea.t;
-    if (at === "bool") return this.boolBinary(op, ea, eb);
-    const s = SUF[at];
-    const cmp = { lt: "lt", le: "le", gt: "gt", ge: "ge", eq: "eq", ne: isFloat(at) ? "neu" : "ne" }[op as "lt"];
-    if (cmp) {
-      if (at === "f16") return a.to("p", `setp.${cmp}.f16`, this.ex(ea), this.ex(eb));
-      return a.to("p", `setp.${cmp}.${s}`, this.ex(ea), this.opnd(eb));
-    }
-    if (t === "f16") {
-      const x = this.ex(ea), y = this.ex(eb);
-      switch (op) {
-        case "add": case "sub": case "mul": return a.to("h", `${op}.rn.f16`, x, y);
-        case "max": case "min": return a.to("h", `${op}.NaN.f16`, x, y);
-      }
-      const fx = this.toF32(x, "f16"), fy = this.toF32(y, "f16");
-      return this.fromF32(this.floatBinary(op, fx, fy), "f16");
-    }
-    if (t === "f32") {
-      switch (op) {
-        case "add": case "sub": case "mul": return a.to("f", `${op}.rn.f32`, this.ex(ea), this.opnd(eb));
-        case "max": case "min": return a.to("f", `${op}.NaN.f32`, this.ex(ea), this.opnd(eb));
-      }
-      return this.floatBinary(op, this.ex(ea), this.ex(eb));
-    }
-    // 32-bit integers
-    const x = this.ex(ea);
-    switch (op) {
-      case "add": return a.to("r", "add.s32", x, this.opnd(eb));
-      case "sub": return a.to("r", "sub.s32", x, this.opnd(eb));
-      case "mul": return a.to("r", "mul.lo.s32", x, this.opnd(eb));
-      case "dot4": return a.to("r", "dp4a.s32.s32", x, this.opnd(eb), "0");
-      case "max": case "min": return a.to("r", `${op}.${s}`, x, this.opnd(eb));
-      case "and": case "or": case "xor": return a.to("r", `${op}.b32`, x, this.opnd(eb));
-      case "shl": case "shr": {
-        const sh = op === "shl" ? "shl.b32" : `shr.${s}`;
-        if (eb.k === "const") return a.to("r", sh, x, String(eb.v & 31));
-        return a.to("r", sh, x, a.to("r", "and.b32", this.ex(eb), "31"));
-      }
-      case "div": case "mod": {
-        const opc = op === "div" ? `div.${s}` : `rem.${s}`;
-        if (eb.k === "const" && eb.v !== 0) return a.to("r", opc, x, b32imm(eb.v));
-        if (eb.k === "const") return a.to("r", "mov.b32", "0");
-        const y = this.ex(eb);
-        // x/0 and x%0 are 0 (as on the JS device); PTX leaves them unspecified.
-        return a.to("r", "selp.b32", "0", a.to("r", opc, x, y), a.to("p", "setp.eq.u32", y, "0"));
-      }
-    }
-    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
-  }
-  private floatBinary(op: string, x: string, y: string): string {
-    switch (op) {
-      case "div": return this.a.to("f", "div.rn.f32", x, y);
-      case "mod": return math.fmodf(this.m, x, y);
-      case "pow": return math.powf(this.m, x, y);
-    }
-    throw new KernelError(`${this.k.name}: ${op} on floats`);
-  }
-  private boolBinary(op: string, ea: Expr, eb: Expr): string {
-    const a = this.a;
-    const x = this.ex(ea), y = this.ex(eb);
-    switch (op) {
-      case "and": case "min": return a.to("p", "and.pred", x, y);
-      case "or": case "max": return a.to("p", "or.pred", x, y);
-      case "xor": case "ne": return a.to("p", "xor.pred", x, y);
-      case "eq": return a.to("p", "not.pred", a.to("p", "xor.pred", x, y));
-      case "lt": case "le": case "gt": case "ge": {
-        const u = (p: string) => a.to("r", "selp.u32", "1", "0", p);
-        return a.to("p", `setp.${op}.u32`, u(x), u(y));
-      }
-    }
-    throw new KernelError(`${this.k.name}: ${op} on bool`);
-  }
-
-  private select(t: CType, c: string, ea: Expr, eb: Expr): string {
-    const a = this.a;
-    if (t === "bool") {
-      const x = this.ex(ea), y = this.ex(eb);
-      const nc = a.to("p", "not.pred", c);
-      return a.to("p", "or.pred", a.to("p", "and.pred", c, x), a.to("p", "and.pred", nc, y));
-    }
-    const ty = t === "f32" ? "f32" : t === "f16" ? "b16" : "b32";
-    const x = t === "f16" ? this.ex(ea) : this.opnd(ea), y = t === "f16" ? this.ex(eb) : this.opnd(eb);
-    return a.to(RC[t], `selp.${ty}`, x, y, c);
-  }
-
-  /** Numeric conversion of register x from type `from` to `to`. */
+  /** Numeric conversion of register x from type `from` to `to` (arith.ts). */
   cast(x: string, from: CType, to: CType): string {
-    const a = this.a;
-    if (from === to) return x;
-    if (to === "bool") {
-      if (from === "f16") return a.to("p", "setp.neu.f32", a.to("f", "cvt.f32.f16", x), "0f00000000");
-      return a.to("p", from === "f32" ? "setp.neu.f32" : "setp.ne.u32", x, from === "f32" ? "0f00000000" : "0");
-    }
-    if (from === "bool") {
-      if (to === "f32") return a.to("f", "selp.f32", "0f3F800000", "0f00000000", x);
-      if (to === "f16") return a.to("h", "selp.b16", "0x3C00", "0x0000", x);
-      return a.to("r", "selp.b32", "1", "0", x);
-    }
-    if ((from === "i32" || from === "u32") && (to === "i32" || to === "u32")) return x;
-    const s = (t: CType) => (t === "i32" ? "s32" : t);
-    if (isFloat(to)) {
-      if (isFloat(from)) return a.to(RC[to], from === "f32" ? "cvt.rn.f16.f32" : "cvt.f32.f16", x);
-      return a.to(RC[to], `cvt.rn.${to}.${s(from)}`, x);
-    }
-    return a.to("r", `cvt.rzi.${s(to)}.${from}`, x); // float -> int: truncate, saturate, NaN -> 0
+    return this.ar.cast(x, from, to);
   }
 
   // ---- memory: global loads/stores live in memory.ts; shared memory here ---------------------------
