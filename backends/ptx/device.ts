@@ -23,9 +23,7 @@
 //   kernel (DeviceLost when no word is set), and the device is poisoned: later calls throw Poisoned without
 //   touching the driver.
 import {
-  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_DEVICE_ATTRIBUTE_WARP_SIZE, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
   CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, type KernelArgType, openCuda,
@@ -41,6 +39,9 @@ import type { TargetSet } from "../../kernels/target.ts";
 import type { PtxModule } from "../../kernels/render/ptx.ts";
 import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
+import { readAttributes } from "./attributes.ts";
+import type { PtxDeviceOptions } from "./options.ts";
+export type { PtxDeviceOptions } from "./options.ts";
 import { StagingRing } from "./staging.ts";
 import { FaultWords, ReadStage } from "./pinned.ts";
 import { SLOT_MAX, SlotSlabs } from "./slots.ts";
@@ -48,39 +49,6 @@ import { PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
 import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
-export interface PtxDeviceOptions {
-  /** CUDA device ordinal (default 0). */
-  ordinal?: number;
-  /** libcuda names to try (default libcuda.so.1, libcuda.so). */
-  library?: string | readonly string[];
-  /** PTX target override (80 ... 90); default from the device's compute capability. */
-  sm?: number;
-  /** How long synchronize busy-polls before it starts yielding to the event loop (default 20 ms). */
-  spinMicros?: number;
-  /** Bound on waits inside write() and read() (staging reuse, readback copies); default 600 s. */
-  timeoutMs?: number;
-  /**
-   * Programmatic dependent launch between kernels (sm_90+, through cuLaunchKernelEx): a kernel's blocks get
-   * resident while the one before it finishes, and wait for its results (griddepcontrol.wait) before touching
-   * memory. "exit": kernels do not signal early (the next launches as the blocks of this one exit). Default
-   * on where available; the environment variable POOT_PTX_PDL (0, exit, start) overrides the default.
-   */
-  pdl?: boolean | "exit";
-  /**
-   * Preferred shared-memory carveout of every kernel, in percent of the unified L1/shared capacity (a tuning
-   * experiment: kernels whose carveouts differ cannot share an SM, so alternating ones may serialize). Default
-   * unset (the driver's choice per kernel); the environment variable POOT_PTX_CARVEOUT overrides it.
-   */
-  carveout?: number;
-  /**
-   * Small upload buffers in slab shadows (slots.ts; default on). Off, every upload buffer is a plain allocation
-   * written through the staging ring (a copy per write). The environment variable POOT_PTX_SLOTS=0 turns it off.
-   */
-  slotSlabs?: boolean;
-}
-
-const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
-const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17;
 const CUDA_ERROR_OUT_OF_MEMORY = 2;
 /** Codes after which the context cannot be trusted: the sticky ones, a watchdog kill, a dead context. */
 const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 201, 702, 709, 999]);
@@ -109,26 +77,6 @@ let currentCtx: bigint | undefined;
 /** After a call into a library that may make another context current (NCCL sets each communicator's device). */
 export function forgetCurrentContext(): void {
   currentCtx = undefined;
-}
-
-/** Opens the device, or says why it cannot (no libcuda, no GPU, a GPU older than sm_80) as a string. */
-export function probePtx(opts: PtxDeviceOptions = {}): PtxDevice | string {
-  let cu: Cuda;
-  try {
-    cu = openCuda(opts.library);
-  } catch (e) {
-    return `libcuda is not available: ${(e as Error).message}`;
-  }
-  try {
-    cu.init();
-    if (cu.deviceCount() <= (opts.ordinal ?? 0)) {
-      cu.close();
-      return `no CUDA device ${opts.ordinal ?? 0}`;
-    }
-    return new PtxDevice(cu, opts);
-  } catch (e) {
-    return `CUDA device unavailable: ${(e as Error).message}`;
-  }
 }
 
 export class PtxDevice implements CollectiveDevice {
@@ -177,18 +125,11 @@ export class PtxDevice implements CollectiveDevice {
     this.spinMicros = opts.spinMicros ?? 20_000;
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.dev = cu.device(this.ordinal);
-    const attr = (a: number) => cu.deviceAttribute(a, this.dev);
-    const ccMajor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), ccMinor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    const attrs = readAttributes(cu, this.dev);
+    const { ccMajor, ccMinor } = attrs;
     if (ccMajor < 8) throw new Unsupported(`ptx: compute capability ${ccMajor}.${ccMinor}; the PTX renderer needs sm_80 or newer`);
     this.sm = opts.sm ?? ptxArch(ccMajor, ccMinor);
-    const caps = capsFromAttributes({
-      ccMajor, ccMinor,
-      warpSize: attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE),
-      maxThreadsPerBlock: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-      maxGrid: [0, 1, 2].map((i) => attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + i)) as [number, number, number],
-      maxSharedOptin: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
-      maxSharedPerBlock: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
-    });
+    const caps = capsFromAttributes(attrs);
     this.ctx = cu.primaryCtxRetain(this.dev);
     cu.ctxSetCurrent(this.ctx);
     currentCtx = this.ctx;
@@ -199,7 +140,7 @@ export class PtxDevice implements CollectiveDevice {
       caps,
       memory: { totalBytes: Number(cu.deviceTotalMem(this.dev)), freeBytes: Number(mem.free) },
       // A display GPU with a kernel watchdog would need recordings split; compute GPUs (the H200) have none.
-      watchdogBudget: attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT) ? 256 << 20 : 0,
+      watchdogBudget: attrs.execTimeout ? 256 << 20 : 0,
     };
     this.stream = cu.streamCreate(CU_STREAM_NON_BLOCKING);
     // Only through a real libcuda (a fake one in tests has no cuLaunchKernelEx to bind).
