@@ -8,7 +8,7 @@ import { type PtxModule, renderPtx } from "../../kernels/render/ptx.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import type { TargetSet } from "../../kernels/target.ts";
 import { compileGraph } from "../../kernels/lower.ts";
-import { XQ_DEFAULT } from "../../kernels/lower/gemv.ts";
+import { XQ_DEFAULT, XQ_PREP_DEFAULT } from "../../kernels/lower/gemv.ts";
 import { familyOf } from "../../llm/registry.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
 import { SHAPES } from "../../bench/shapes.ts";
@@ -36,10 +36,14 @@ test("8B q4_k_m, q8_0, q5_k_m, q4_0 decode gemvs assemble for sm_90, int8 x (dp4
         if (quantizedX !== undefined) mods.push(renderPtx(s.kernel, { sm: 90 }));
       }
       const what = `${dtype} quantizedX ${quantizedX}: ${[...names].join(", ")}`;
-      const typed = [...names].map((n) => /^gemv_(q\d_[0-9k])(x8)?_/.exec(n)!);
+      const typed = [...names].map((n) => /^gemv_(q\d_[0-9k])(x8)?(p)?_/.exec(n)!);
       assert.ok(names.size >= 2 && typed.every((m) => m), what);
-      // true: every gemv on int8 x; false: none; the default: the measured types only (XQ_DEFAULT)
-      for (const [n, t, x8] of typed) assert.equal(!!x8, quantizedX ?? XQ_DEFAULT.includes(t), `${n} (${what})`);
+      // true: every gemv on int8 x; false: none; the default: the measured types only (XQ_DEFAULT); x prepared by
+      // a kernel of its own (x8p) for the types of XQ_PREP_DEFAULT (ptx has no dispatch gap)
+      for (const [n, t, x8, p] of typed) {
+        assert.equal(!!x8, quantizedX ?? XQ_DEFAULT.includes(t), `${n} (${what})`);
+        assert.equal(!!p, !!x8 && XQ_PREP_DEFAULT.includes(t), `${n}: prepared x (${what})`);
+      }
       if (quantizedX) for (const m of mods.slice(-names.size)) assert.match(m.ptx, /dp4a\.s32\.s32/, m.kernel.name);
     }
   }
