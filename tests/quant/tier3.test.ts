@@ -1,9 +1,10 @@
 // Tier 3 for quantized files: stories260K quantized by `poot quantize` to each file type (q8_0, q4_0, q4_k_m,
 // q5_k_m, q6_k: with stories' 64- and 172-wide rows the K-quant mixes fall back to q5_0/q5_1/q8_0/f16 as
 // llama.cpp's do) generates the same greedy tokens in `poot run` (js, vulkan, wgpu) as llama.cpp (node-llama-cpp
-// on the CPU) reading the same file, apart from near ties. llama.cpp's answers are stored in llamacpp_tier3.json
-// under a key of the quantized file's bytes (tests/llm/llamacpp_store.ts): while `poot quantize` writes the same
-// bytes they are read, otherwise llama.cpp runs here live.
+// on the CPU) reading the same file, apart from near ties (each run sends one file through the CLI, the rest
+// generate in this process the way the CLI does: viaCli says why). llama.cpp's answers are stored in
+// llamacpp_tier3.json under a key of the quantized file's bytes (tests/llm/llamacpp_store.ts): while `poot
+// quantize` writes the same bytes they are read, otherwise llama.cpp runs here live.
 //
 // Margin rule: llama.cpp's CPU backend does not compute the float dot product: it quantizes the activations to
 // q8_0 (q8_K for K-quants) before a quantized dot, and to f16 before an f16 one, so its logits carry errors
@@ -23,6 +24,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openDevice, slowDevice } from "../devices/index.ts";
+import { sharingKernels } from "../devices/kernel_cache.ts";
+import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
+import type { Device } from "../../backends/device.ts";
+import { JsDevice } from "../../backends/js/device.ts";
 import { QUANT_FTYPES } from "../../llm/formats/quantize.ts";
 import { dequantizedCopy } from "./dequantized.ts";
 import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
@@ -101,44 +106,89 @@ const RUNS: { backend: "js" | "vulkan" | "wgpu" | "ptx"; xq?: "on"; prep?: true 
   { backend: "wgpu", xq: "on" }, { backend: "ptx", xq: "on" },
   { backend: "js", xq: "on", prep: true }, { backend: "vulkan", xq: "on", prep: true }, { backend: "ptx", xq: "on", prep: true },
 ];
-for (const { backend, xq, prep } of RUNS) {
-  const dev = await openDevice(backend);
+/**
+ * Which file of run `i` goes through `poot run` as a child process: each run sends one file through the command
+ * line (its --backend and --quantized-x flags, its JSON lines), a different one each run in turn, so that every
+ * file and every run meets the CLI. The run's other files generate in this process with what that command does
+ * (cli/main.ts run: compileGraph with the flag's quantizedX, Driver.open at the same ctx, greedy sampling, the
+ * prompt tokenized by the driver) on one device per backend, sharing compiled kernels: a child pays Deno's start,
+ * the module load and every kernel's compile again (35 children cost ~110 CPU-s of CI's budget), and the
+ * tokens, which are what this test checks, do not depend on the process.
+ */
+const viaCli = (i: number) => QUANT_FTYPES[i % QUANT_FTYPES.length];
+type Line = { prompt_token_ids: number[]; generated_token_ids: number[] };
+
+/** `poot run` on one file, the prompts' result lines; or why it failed. */
+function cliLines(backend: string, file: string, xq: "on" | "off", prep: boolean): Line[] | string {
+  const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq, "--xq-prep", prep ? "on" : "off"];
+  for (const p of PROMPTS) args.push("--prompt", p);
+  const r = poot(args);
+  if (r.status !== 0) return `poot run failed: ${r.stderr.trim()}`;
+  return r.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((o) => Array.isArray(o.generated_token_ids));
+}
+
+/** What `poot run` does with the same flags, in this process on `dev`. */
+async function inProcessLines(dev: Device, file: string, xq: "on" | "off", prep: boolean): Promise<Line[]> {
+  const model = loadModel(file);
+  const engine = new Engine(dev, { compile: sharingKernels((g, t) => compileGraph(g, t, { quantizedX: xq === "on", xqPrep: prep })), ownsDevice: false });
+  try {
+    const driver = await Driver.open(model, engine, { ctx: 256 });
+    const lines: Line[] = [];
+    for (const p of PROMPTS) {
+      const r = await driver.generate(driver.tokenize(p), { maxTokens: NEW, sampler: { temperature: 0 } });
+      lines.push({ prompt_token_ids: r.promptIds, generated_token_ids: r.generatedIds });
+    }
+    return lines;
+  } finally {
+    model.close();
+    await engine.unload();
+  }
+}
+
+const opened: (Device | string)[] = [];
+for (const [run, { backend, xq, prep }] of RUNS.entries()) {
+  // js: the device the CLI opens (no debug bounds checks, which the children never had and which make V8's compile
+  // of every kernel slower); a GPU backend: the test registry's shared device.
+  const dev = backend === "js" ? new JsDevice() : await openDevice(backend);
+  opened.push(dev);
   // On a software fallback adapter (Deno WebGPU without Vulkan) this case runs for minutes: skipped there, said.
   const skip = refSkip || (typeof dev === "string" ? dev : slowDevice(dev));
-  if (typeof dev !== "string") await dev.destroy();
+  if (skip && typeof dev !== "string") await dev.destroy();
   const what = xq ? `${backend} with quantized x${prep ? " prepared once per gemv" : ""}` : backend;
-  test(`tier 3 quantized on ${what}: poot run equals llama.cpp for ${QUANT_FTYPES.join(", ")}`, { skip, timeout: 600_000 }, () => {
+  test(`tier 3 quantized on ${what}: poot run equals llama.cpp for ${QUANT_FTYPES.join(", ")} (${viaCli(run)} through the CLI)`, { skip, timeout: 600_000 }, async () => {
     const bad: string[] = [], flips: string[] = [];
-    for (const ft of QUANT_FTYPES) {
-      const ref = reference.get(ft), file = files.get(ft);
-      if (!ref || !file) {
-        bad.push(`${ft}: no quantized file / reference (see the quantize test)`);
-        continue;
-      }
-      const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq ?? "off", ...(prep ? ["--xq-prep", "on"] : [])];
-      for (const p of PROMPTS) args.push("--prompt", p);
-      const r = poot(args);
-      if (r.status !== 0) {
-        bad.push(`${ft}: poot run failed: ${r.stderr.trim()}`);
-        continue;
-      }
-      const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l)).filter((o) => Array.isArray(o.generated_token_ids));
-      PROMPTS.forEach((p, i) => {
-        const got = lines[i]?.generated_token_ids as number[] | undefined, want = ref[i].generated_ids;
-        if (!got) return bad.push(`${ft} ${JSON.stringify(p)}: no result line`);
-        assert.deepEqual(lines[i].prompt_token_ids, ref[i].prompt_ids);
-        const ex = exact.get(ft)?.[i].generated_ids;
-        if (!xq && (!ex || ex.join() !== got.join())) bad.push(`${ft} ${JSON.stringify(p)}: differs from llama.cpp on the f32 dequantization: poot ${got.join(",")} llama.cpp ${ex?.join(",")}`);
-        const at = want.findIndex((t, k) => got[k] !== t);
-        if (at < 0) {
-          if (got.length !== want.length) bad.push(`${ft} ${JSON.stringify(p)}: poot made ${got.length} tokens, llama.cpp ${want.length}`);
-          return;
+    try {
+      for (const ft of QUANT_FTYPES) {
+        const ref = reference.get(ft), file = files.get(ft);
+        if (!ref || !file) {
+          bad.push(`${ft}: no quantized file / reference (see the quantize test)`);
+          continue;
         }
-        const m = ref[i].margins[at];
-        if (!(m < MARGIN) || got[at] !== ref[i].seconds[at]) {
-          bad.push(`${ft} ${JSON.stringify(p)}: token ${at}: poot ${got[at]}, llama.cpp ${want[at]} (its second ${ref[i].seconds[at]}, gap ${m.toFixed(4)})`);
-        } else flips.push(`${ft} ${what} ${JSON.stringify(p)} @${at} gap ${m.toFixed(4)}`);
-      });
+        const lines = ft === viaCli(run) ? cliLines(backend, file, xq ?? "off", !!prep) : await inProcessLines(dev as Device, file, xq ?? "off", !!prep);
+        if (typeof lines === "string") {
+          bad.push(`${ft}: ${lines}`);
+          continue;
+        }
+        PROMPTS.forEach((p, i) => {
+          const got = lines[i]?.generated_token_ids, want = ref[i].generated_ids;
+          if (!got) return bad.push(`${ft} ${JSON.stringify(p)}: no result line`);
+          assert.deepEqual(lines[i].prompt_token_ids, ref[i].prompt_ids);
+          const ex = exact.get(ft)?.[i].generated_ids;
+          if (!xq && (!ex || ex.join() !== got.join())) bad.push(`${ft} ${JSON.stringify(p)}: differs from llama.cpp on the f32 dequantization: poot ${got.join(",")} llama.cpp ${ex?.join(",")}`);
+          const at = want.findIndex((t, k) => got[k] !== t);
+          if (at < 0) {
+            if (got.length !== want.length) bad.push(`${ft} ${JSON.stringify(p)}: poot made ${got.length} tokens, llama.cpp ${want.length}`);
+            return;
+          }
+          const m = ref[i].margins[at];
+          if (!(m < MARGIN) || got[at] !== ref[i].seconds[at]) {
+            bad.push(`${ft} ${JSON.stringify(p)}: token ${at}: poot ${got[at]}, llama.cpp ${want[at]} (its second ${ref[i].seconds[at]}, gap ${m.toFixed(4)})`);
+          } else flips.push(`${ft} ${what} ${JSON.stringify(p)} @${at} gap ${m.toFixed(4)}`);
+        });
+      }
+    } finally {
+      // the device is the backend's shared one: closed after the last run that uses it
+      if (!opened.slice(run + 1).includes(dev)) await (dev as Device).destroy();
     }
     assert.deepEqual(bad, []);
     if (flips.length) console.log(`near-tie flips within the margin rule: ${flips.join("; ")}`);
