@@ -2,7 +2,8 @@
 // (kernels/ir.ts MmaStmt, m16n8k16, f32 accumulate), for targets with `caps.mma` and bf16/f16 weights.
 //
 // Layout. A warp owns `mt` tiles of 16 rows by `nt` tiles of 8 columns and walks K in chunks of 32. Operands go
-// straight from global memory to registers, no shared-memory staging: each lane loads 16 contiguous bytes of a
+// straight from global memory to registers (with `stages`, through a per-lane cp.async pipeline in shared memory,
+// each lane reading back only its own copies), never shared between lanes: each lane loads 16 contiguous bytes of a
 // W row (8 values) and 8 contiguous f32 of two x rows per chunk. That permutes k inside a chunk (lane t's 8
 // values feed the MMA's k slots 2t, 2t+1, 2t+8, 2t+9 of two k16 steps), the same permutation on both sides,
 // so the sum is unchanged while every load is one 16-byte vector. `ks` warps of a workgroup split the chunks
