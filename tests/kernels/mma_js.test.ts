@@ -15,6 +15,7 @@ import {
   checkInvariance, checkPipelined, checkServingInvariance, flashCase, flashCfgs, mmaCase, mmaShapes, pipelinedShapes, runFlashSplit, runPrepared,
 } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
+import { servingEntry } from "../../bench/serve_kernels.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
 
@@ -99,4 +100,24 @@ test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas ins
     const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90");
     assert.ok(r.ok, `${k.name}: ${r.log}`);
   }
+});
+
+test("serving entries on a target with less shared memory: pipelines that do not fit take fewer stages, or load directly", () => {
+  // the 1B's 32-row entry at the H200's 227 KB takes pipelines of 2 and 3 stages (up to ~196 KB); at an A100's
+  // 163 KB and an sm_86's 99 KB the lowering steps them down (kernels/lower/matmul.ts), and every kernel fits
+  const stagesAt = (maxSharedBytes: number) => {
+    const target = { backend: "ptx" as const, device: "sm_90 (no device)", caps: { ...SM90_CAPS, maxSharedBytes }, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
+    const { prog } = servingEntry("llama-3.2-1b", target, 32, 40);
+    const mma = prog.steps.flatMap((s) => (s.k === "kernel" && s.kernel.name.startsWith("mma_matmul") ? [s.kernel] : []));
+    assert.ok(mma.length > 0, "MMA matmuls in the entry");
+    for (const k of mma) {
+      const bytes = k.shared.reduce((a, sh) => a + sh.count * 4, 0);
+      assert.ok(bytes <= maxSharedBytes, `${k.name}: ${bytes} bytes of shared memory past ${maxSharedBytes}`);
+    }
+    return mma.map((k) => Number(/_p(\d)_/.exec(k.name)?.[1] ?? 0));
+  };
+  const full = stagesAt(227 * 1024), less = stagesAt(163 * 1024), least = stagesAt(99 * 1024);
+  assert.ok(full.some((s) => s === 3) && full.some((s) => s === 2), `2 and 3 stages at 227 KB: ${full}`);
+  assert.ok(less.some((s, i) => s > 0 && s < full[i]) && less.some((s, i) => s === 0 && full[i] > 0), `fewer stages, and none, at 163 KB: ${less}`);
+  assert.ok(least.every((s) => s === 0), `direct loads at 99 KB: ${least}`);
 });
