@@ -338,3 +338,11 @@ export function fmodf<F, I, P, D>(m: MathOps<F, I, P, D>, a: F, b: F): F {
   res = m.sel(m.isnan(res), res, copysign(m, res, a));
   return m.sel(m.pand(m.feq(m.abs(b), m.f(INF)), m.flt(m.abs(a), m.f(INF))), a, res);
 }
+
+/**
+ * The IR's transcendental unary ops as f32 routines over a target's MathOps: a renderer without native ones
+ * (PTX, AMDGPU) looks the op up here instead of listing the routines itself.
+ */
+export const UNARY_ROUTINES: Readonly<Record<string, <F, I, P, D>(m: MathOps<F, I, P, D>, x: F) => F>> = {
+  exp: expf, exp2: exp2f, log: logf, log2: log2f, sin: sinf, cos: cosf, tanh: tanhf,
+};

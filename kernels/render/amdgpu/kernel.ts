@@ -210,18 +210,13 @@ class Lowering {
     const ll = this.ll, m = this.m;
     const x = this.ex(ea);
     const ft = LT[t];
+    const routine = math.UNARY_ROUTINES[op];
+    if (routine) return this.viaF32(t, x, (v) => routine(m, v));
     switch (op) {
       case "neg": return isFloat(t) ? ll.v(`fneg ${ft} ${x}`) : ll.v(`sub i32 0, ${x}`);
       case "abs":
         if (isFloat(t)) return ll.call(ft, `llvm.fabs.${t}`, [[ft, x]]);
         return t === "i32" ? ll.call("i32", "llvm.abs.i32", [["i32", x], ["i1", "false"]]) : x;
-      case "exp": return this.viaF32(t, x, (v) => math.expf(m, v));
-      case "exp2": return this.viaF32(t, x, (v) => math.exp2f(m, v));
-      case "log": return this.viaF32(t, x, (v) => math.logf(m, v));
-      case "log2": return this.viaF32(t, x, (v) => math.log2f(m, v));
-      case "sin": return this.viaF32(t, x, (v) => math.sinf(m, v));
-      case "cos": return this.viaF32(t, x, (v) => math.cosf(m, v));
-      case "tanh": return this.viaF32(t, x, (v) => math.tanhf(m, v));
       case "sqrt": return this.viaF32(t, x, (v) => ll.call("float", "llvm.sqrt.f32", [["float", v]]));
       case "rsqrt": return this.viaF32(t, x, (v) => ll.v(`fdiv float 1.0, ${ll.call("float", "llvm.sqrt.f32", [["float", v]])}`));
       case "recip": return this.viaF32(t, x, (v) => ll.v(`fdiv float 1.0, ${v}`));

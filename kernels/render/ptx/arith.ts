@@ -37,6 +37,8 @@ export class Arith {
     const a = this.c.a, m = this.c.m;
     const x = this.c.ex(ea);
     const s = SUF[t];
+    const routine = math.UNARY_ROUTINES[op];
+    if (routine) return this.viaF32(t, x, (v) => routine(m, v));
     switch (op) {
       case "neg":
         if (isFloat(t)) return a.to(RC[t], `neg.${s}`, x);
@@ -44,13 +46,6 @@ export class Arith {
       case "abs":
         if (isFloat(t)) return a.to(RC[t], `abs.${s}`, x);
         return t === "i32" ? a.to("r", "abs.s32", x) : x;
-      case "exp": return this.viaF32(t, x, (v) => math.expf(m, v));
-      case "exp2": return this.viaF32(t, x, (v) => math.exp2f(m, v));
-      case "log": return this.viaF32(t, x, (v) => math.logf(m, v));
-      case "log2": return this.viaF32(t, x, (v) => math.log2f(m, v));
-      case "sin": return this.viaF32(t, x, (v) => math.sinf(m, v));
-      case "cos": return this.viaF32(t, x, (v) => math.cosf(m, v));
-      case "tanh": return this.viaF32(t, x, (v) => math.tanhf(m, v));
       case "sqrt": return this.viaF32(t, x, (v) => a.to("f", "sqrt.rn.f32", v));
       case "rsqrt": return this.viaF32(t, x, (v) => a.to("f", "rsqrt.approx.f32", v));
       case "recip": return this.viaF32(t, x, (v) => a.to("f", "rcp.rn.f32", v));
