@@ -13,7 +13,7 @@
 // (past 16; pS: an S-stage cp.async pipeline), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
-// trip's successor's K/V ahead: attentionPrefetch)
+// trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -39,7 +39,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
@@ -48,7 +48,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload, pf)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload, pf, flash, noflash)`);
   }
   return t;
 }
@@ -125,6 +125,7 @@ export interface AttentionTune {
   pagedUnroll?: number;
   pagedTableInLanes?: boolean;
   attentionPrefetch?: boolean;
+  pagedFlash?: boolean;
 }
 /** A --tune entry's attention parts: "aN" splits, "gN" heads per team, "uN" paged unroll; else the library's. */
 const tuneAttention = (spec: string): AttentionTune => {
@@ -133,11 +134,14 @@ const tuneAttention = (spec: string): AttentionTune => {
     return a ? Number(a.slice(1)) : undefined;
   };
   return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),
-    ...(spec.split("/").includes("pf") ? { attentionPrefetch: true } : {}) };
+    ...(spec.split("/").includes("pf") ? { attentionPrefetch: true } : {}),
+    ...(spec.split("/").includes("flash") ? { pagedFlash: true } : spec.split("/").includes("noflash") ? { pagedFlash: false } : {}) };
 };
 
-async function profileEntry(dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune): Promise<Record<string, unknown>> {
-  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune);
+async function profileEntry(
+  dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune,
+): Promise<Record<string, unknown>> {
+  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn);
   const out: EntryRow[] = [];
   for (const { step, count } of distinct(prog)) {
     if (only && !only.test(step.kernel.name)) continue;
@@ -196,7 +200,7 @@ async function main(args: string[]): Promise<number> {
     const tunes = values.tune!.split(",");
     const parsed = tunes.map(parseTune);
     for (const shape of shapes) {
-      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, split === "on", parsed[0]);
+      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, tuneSplit(tunes[0], split === "on"), parsed[0], tuneAttention(tunes[0]));
       if (tunes.length < 2) continue;
       // every tune's whole entry at every size: the step's device time and its ratio to the first size's
       console.log(`\n### ${shape}: whole entry, device ms queued back to back, by tune (pos ${pos})`);
@@ -204,7 +208,10 @@ async function main(args: string[]): Promise<number> {
       console.log(`| --- | ${rows.map(() => "---").join(" | ")} | --- |`);
       for (const [i, tune] of tunes.entries()) {
         const ms: number[] = [];
-        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune)).catch(() => NaN));
+        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune)).catch((e) => {
+          console.error(`${shape} b${r} ${tune}: ${(e as Error).message}`);
+          return NaN;
+        }));
         result[`${shape}:tune:${tune}`] = ms;
         console.log(`| ${tune} | ${ms.map((x) => x.toFixed(3)).join(" | ")} | ${(ms[ms.length - 1] / ms[0]).toFixed(2)} |`);
       }

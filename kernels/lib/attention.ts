@@ -455,7 +455,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
  * the loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut
  * in S equal chunks. It depends on this row's positions only (as the order of its sums must).
  */
-function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number }): { start: Val; stop: Val; share: Val; len: Val } {
+export function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number }): { start: Val; stop: Val; share: Val; len: Val } {
   const { first, end, chunkIdx, S, trip } = o;
   const len = b.let(first ? end.sub(first) : end, "u32", "len");
   const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
@@ -471,7 +471,7 @@ function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S:
  * chunk's i-th block once and a position's block comes by shuffle, so a trip waits on its K/V loads alone instead
  * of a table load and then them; the same entries are read and checked, and the same rows (bit-identical).
  */
-function pagedRows(
+export function pagedRows(
   b: KernelBuilder,
   o: { TB: Buffer; tbase: Val; block: number; maxBlocks: number; poolBlocks: number; lane?: Val; start: Val; stop: Val },
 ): (p: Val) => Val {

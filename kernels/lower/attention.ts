@@ -93,6 +93,12 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
 }
 
+/**
+ * Paged attention on MMA tiles where it fits (CompileOptions.pagedFlash): off until the H200 measures it
+ * (bench/serve_kernels.ts --tune default,flash).
+ */
+const PAGED_FLASH_DEFAULT = false;
+
 /** Attention over a paged cache (block table, pool of K/V rows): one kernel, or partials and a combine. */
 export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
@@ -113,9 +119,10 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
   // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
   const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
-  if (splits <= 1) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
+  const flash = (cx.opts.pagedFlash ?? PAGED_FLASH_DEFAULT) && !lib.pagedFlashFits(caps, shape);
+  if (splits <= 1 && !flash) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
   const bytes = R * H * splits * (D + 2) * 4;
   const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
+  kernel(flash ? lib.pagedFlashPartial(caps, { ...shape, splits }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
   return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
 }
