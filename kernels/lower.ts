@@ -121,10 +121,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /** Decode and paged attention load each trip's successor's K/V rows ahead (AttentionShape.prefetch; default false). */
   attentionPrefetch?: boolean;
   /**
-   * Paged (serving) attention on MMA tiles, a warp per (row, KV head, chunk) (kernels/lib/paged_flash.ts) where the
-   * target and shape allow (lib.pagedFlashFits); false keeps the subgroup kernel. Default: see pagedFlashDefault.
+   * Paged (serving) attention on MMA tiles, a warp per (row, KV head, chunk) (kernels/lib/flash_decode.ts) where the
+   * target and shape allow (lib.flashDecodeFits); false keeps the subgroup kernel. Default: see pagedFlashDefault.
    */
   pagedFlash?: boolean;
+  /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default off. */
+  decodeFlash?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

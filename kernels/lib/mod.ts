@@ -19,7 +19,7 @@ export {
   attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape, type FusedCount,
   attentionSplits, attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
-export { pagedFlashFits, pagedFlashPartial } from "./paged_flash.ts";
+export { flashDecodeFits, flashDecodePartial, pagedFlashPartial } from "./flash_decode.ts";
 export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";
 export { rope, type RopeShape } from "./rope.ts";

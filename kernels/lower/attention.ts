@@ -23,6 +23,20 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
 }
 
 /**
+ * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash): off until the
+ * H200 measures it (bench/kernels.ts --wall --backend ptx,ptx:decode-flash).
+ */
+const DECODE_FLASH_DEFAULT = false;
+
+/**
+ * Chunks of the MMA decode attention: about 1024 warps (one per row, KV head and chunk) to fill a wide GPU, chunks
+ * of at least one 16-position trip of the capacity, at most 64 (the combine's registers).
+ */
+function flashDecodeSplits(cap: number, warps: number): number {
+  return Math.max(1, Math.min(64, Math.ceil(cap / 16), Math.ceil(1024 / warps)));
+}
+
+/**
  * Query heads per attention team (AttentionShape.group): opts.attentionGroup where it divides heads / kvHeads,
  * else one. Grouping loads each K/V row once per KV head instead of once per query head, but the H200 measured
  * nothing for it (session 8, bench/serve_kernels.ts --tune default,g2,g4 and bench/kernels.ts --wall ptx:groupN):
@@ -69,6 +83,15 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     const bytes = R * H * fs * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
     kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+    return;
+  }
+  if ((opts.decodeFlash ?? DECODE_FLASH_DEFAULT) && R < MMA_MIN_ROWS && !lib.flashDecodeFits(caps, shape)) {
+    // a warp per (row, KV head, chunk) on MMA tiles (kernels/lib/flash_decode.ts), then the combine
+    const fs = Math.min(opts.attentionSplits ?? flashDecodeSplits(C, R * KVH), C);
+    const bytes = R * H * fs * (D + 2) * 4;
+    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
+    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
     kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
     return;
   }
@@ -119,7 +142,7 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const work = { bytes: bytesOfIds([q, tb, ps, n.id]) + 2 * R * T * KVH * D * byteSize(kv, 1), flops: 4 * R * H * T * D };
   // Split count from the table length alone, never from the rows: a row's order must not depend on the batch.
   const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
-  const flash = (cx.opts.pagedFlash ?? PAGED_FLASH_DEFAULT) && !lib.pagedFlashFits(caps, shape);
+  const flash = (cx.opts.pagedFlash ?? PAGED_FLASH_DEFAULT) && !lib.flashDecodeFits(caps, shape);
   if (splits <= 1 && !flash) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
   const bytes = R * H * splits * (D + 2) * 4;
   const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };

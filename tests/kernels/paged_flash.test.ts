@@ -1,4 +1,4 @@
-// The paged MMA attention (kernels/lib/paged_flash.ts) on the JS device with the warp MMA emulated (32-lane
+// The MMA decode attention (kernels/lib/flash_decode.ts), paged and contiguous, on the JS device with the warp MMA emulated (32-lane
 // subgroups in lockstep, caps.mma forced on): against the float64 reference (paged_flash_cases.ts), batch
 // invariance, its faults, where it refuses a shape, and the PTX it renders for sm_90 (assembled where ptxas is).
 import { test } from "node:test";
@@ -7,11 +7,14 @@ import { KernelFault } from "../../backends/errors.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import { FAULT } from "../../kernels/lib/codes.ts";
-import { pagedFlashFits, pagedFlashPartial } from "../../kernels/lib/paged_flash.ts";
+import { flashDecodeFits, pagedFlashPartial } from "../../kernels/lib/flash_decode.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { mmaCaps } from "./mma_cases.ts";
-import { checkPagedFlash, checkPagedFlashInvariance, pagedFlashCfgs, pagedFlashInputs, pagedFlashName, runPagedFlash } from "./paged_flash_cases.ts";
+import {
+  checkPagedFlash, checkPagedFlashInvariance, decodeFlashCfgs, pagedFlashCfgs, pagedFlashInputs, pagedFlashName, runDecodeFlash, runPagedFlash,
+} from "./paged_flash_cases.ts";
+import { attentionCase } from "./cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 
 const base = { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 };
@@ -49,11 +52,11 @@ test("js (emulated mma): paged flash faults PAGED_BLOCK on a pool entry past the
 
 test("paged flash refuses what it cannot take, with the reason", () => {
   const s = { heads: 8, kvHeads: 2, hd: 64, poolRows: 64, block: 16, maxBlocks: 4, kv: "bf16" as const };
-  assert.equal(pagedFlashFits(caps, s), "");
-  assert.match(pagedFlashFits(JS_CAPS, s), /MMA/);
-  assert.match(pagedFlashFits(caps, { ...s, kv: "f32" }), /f32 K\/V/);
-  assert.match(pagedFlashFits(caps, { ...s, hd: 96 }), /head_dim 96/);
-  assert.match(pagedFlashFits(caps, { ...s, heads: 32, kvHeads: 2 }), /at most 8/);
+  assert.equal(flashDecodeFits(caps, s), "");
+  assert.match(flashDecodeFits(JS_CAPS, s), /MMA/);
+  assert.match(flashDecodeFits(caps, { ...s, kv: "f32" }), /f32 K\/V/);
+  assert.match(flashDecodeFits(caps, { ...s, hd: 96 }), /head_dim 96/);
+  assert.match(flashDecodeFits(caps, { ...s, heads: 32, kvHeads: 2 }), /at most 8/);
   assert.throws(() => pagedFlashPartial(caps, { ...s, hd: 80, splits: 2 }), /paged flash attention: head_dim 80/);
 });
 
@@ -67,4 +70,16 @@ test("paged flash PTX assembles for sm_90 (the 8B's and qwen2.5-0.5b's serving s
     assert.ok(r.ok, `${k.name}: ${r.log}`);
     console.log(`${k.name}: ${r.log.split("\n").filter((l) => /registers|spill/.test(l)).join(" ")}`);
   }
+});
+
+for (const c of decodeFlashCfgs()) {
+  for (const splits of [1, 5]) {
+    test(`js (emulated mma): flash decode (contiguous) in ${splits} chunks: ${attentionCase(c).name}`, { timeout: 300_000 }, async () => {
+      assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits), []);
+    });
+  }
+}
+
+test("js (emulated mma): flash decode (contiguous) faults ATTENTION_POS when pos + rows passes the cache", async () => {
+  assert.deepEqual(await runDecodeFlash(dev(), caps, { rows: 2, heads: 4, kvHeads: 1, hd: 64, cap: 32, pos: 31, kv: "bf16" }, 2, true), []);
 });

@@ -1,7 +1,8 @@
-// Cases of the paged MMA attention (kernels/lib/paged_flash.ts), run on the JS device with the MMA emulated
-// (paged_flash.test.ts) and on a real PTX device (tests/ptx/paged_flash.test.ts): its partials, combined by
+// Cases of the MMA decode attention (kernels/lib/flash_decode.ts), run on the JS device with the MMA emulated
+// (paged_flash.test.ts) and on a real PTX device (tests/ptx/paged_flash.test.ts). Paged: its partials, combined by
 // attentionCombine, against a float64 reference over each row's logical positions (through a shuffled block table);
-// a row's partials alone and inside a batch, bit for bit; and its faults.
+// a row's partials alone and inside a batch, bit for bit; and its faults. Contiguous: attention()'s cases and
+// reference (cases.ts) through the partials and the combine.
 //
 // Tolerance: Q and P enter the MMA as hi + lo 16-bit parts (within 2^-18 of themselves with bf16 K/V, 2^-22 with
 // f16), K and V exactly, sums in f32. A score's error is at most ~2^-17 scale sum_d |q k|, which moves the output by
@@ -10,7 +11,9 @@ import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { KernelFault } from "../../backends/errors.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { attentionCombine } from "../../kernels/lib/attention.ts";
-import { pagedFlashPartial } from "../../kernels/lib/paged_flash.ts";
+import { flashDecodePartial, pagedFlashPartial } from "../../kernels/lib/flash_decode.ts";
+import { type AttnCfg, attentionCase, type KernelCase } from "./cases.ts";
+import { checkCase } from "./harness.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
 export interface PagedFlashCfg {
@@ -174,4 +177,51 @@ export async function checkPagedFlashInvariance(dev: Device, caps: Caps, c: Page
     if (!want.every((x, i) => x === alone.part[i])) bad.push(`row ${r}: partials alone differ from inside the batch`);
   }
   return bad;
+}
+
+// ---- over a contiguous cache (flashDecodePartial) -----------------------------------------------------
+
+/** Decode-sized attention() cases (bf16/f16 K/V) for the contiguous MMA kernel. */
+export function decodeFlashCfgs(): AttnCfg[] {
+  return [
+    { rows: 1, heads: 8, kvHeads: 2, hd: 64, cap: 200, pos: 150, kv: "bf16" },
+    { rows: 1, heads: 14, kvHeads: 2, hd: 64, cap: 100, pos: 99, kv: "f16", pt: "i32" },
+    { rows: 3, heads: 4, kvHeads: 1, hd: 128, cap: 64, pos: 20, kv: "bf16" },
+    { rows: 1, heads: 2, kvHeads: 2, hd: 64, cap: 80, pos: 70, kv: "bf16", window: 16, softcap: 10 },
+  ];
+}
+
+/**
+ * flashDecodePartial with `splits` then attentionCombine over attentionCase's inputs: the case's problems (empty =
+ * pass), at this file's tolerance (rel 2e-4 of the weighted |v|); with `fault`, the fault case's.
+ */
+export async function runDecodeFlash(dev: Device, caps: Caps, c: AttnCfg, splits: number, fault = false): Promise<string[]> {
+  const base = attentionCase(c, fault);
+  const kc: KernelCase = { ...base, expect: (ins) => base.expect(ins).map((e) => ({ ...e, tol: { abs: 1e-6, rel: 2e-4 } })) };
+  const ins = kc.inputs();
+  const fk = flashDecodePartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, window: c.window, softcap: c.softcap, splits });
+  const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const part = dev.alloc(c.rows * c.heads * splits * (c.hd + 2) * 4, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
+      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
+    ]);
+    try {
+      await dev.synchronize(60_000);
+    } catch (e) {
+      if (e instanceof KernelFault) return checkCase(kc, { inputs: ins, fault: e });
+      throw e;
+    }
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, part]) dev.free(b);
+  }
 }

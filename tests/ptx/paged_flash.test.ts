@@ -1,9 +1,13 @@
-// The paged MMA attention (kernels/lib/paged_flash.ts) on a real PTX device (skips without libcuda or a CUDA device
-// of sm_80+): the cases against the float64 reference, an 8B-sized serving shape, and batch invariance.
+// The MMA decode attention (kernels/lib/flash_decode.ts), paged and contiguous, on a real PTX device (skips without libcuda or a CUDA device
+// of sm_80+): the cases against the float64 reference, an 8B-sized serving shape, batch invariance, and a 1B-sized
+// decode at a deep position.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
-import { checkPagedFlash, checkPagedFlashInvariance, type PagedFlashCfg, pagedFlashCfgs, pagedFlashName } from "../kernels/paged_flash_cases.ts";
+import {
+  checkPagedFlash, checkPagedFlashInvariance, decodeFlashCfgs, type PagedFlashCfg, pagedFlashCfgs, pagedFlashName, runDecodeFlash,
+} from "../kernels/paged_flash_cases.ts";
+import { attentionCase } from "../kernels/cases.ts";
 
 const probe = probePtx();
 const dev = typeof probe === "string" ? undefined : probe;
@@ -20,3 +24,10 @@ for (const c of [...pagedFlashCfgs(), big]) {
 test("ptx: paged flash: a row's partials alone equal its partials inside the batch, bit for bit", opts, async () => {
   for (const c of [pagedFlashCfgs()[0], big]) assert.deepEqual(await checkPagedFlashInvariance(dev!, dev!.target.caps, c), [], pagedFlashName(c));
 });
+
+const deep = { rows: 1, heads: 32, kvHeads: 8, hd: 64, cap: 8192, pos: 4100, kv: "bf16" as const };
+for (const [c, splits] of [...decodeFlashCfgs().map((c) => [c, 5] as const), [deep, 64] as const]) {
+  test(`ptx: flash decode (contiguous) in ${splits} chunks: ${attentionCase(c).name}`, opts, async () => {
+    assert.deepEqual(await runDecodeFlash(dev!, dev!.target.caps, c, splits), []);
+  });
+}

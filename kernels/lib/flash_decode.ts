@@ -1,6 +1,6 @@
-// Serving (paged) decode attention on warp MMA tiles (kernels/ir.ts MmaStmt), for targets with `caps.mma` and
-// 16-bit K/V: pagedAttentionPartial's contract and partials, one warp per (row, KV head, chunk) instead of one
-// subgroup per (row, query head, chunk).
+// Decode attention on warp MMA tiles (kernels/ir.ts MmaStmt), for targets with `caps.mma` and 16-bit K/V: the
+// split-K partials of attentionPartial (a contiguous cache) and pagedAttentionPartial (a paged pool, serving), one
+// warp per (row, KV head, chunk) instead of one subgroup per (row, query head, chunk).
 //
 // Why. A decode row has one query per head, too few for an MMA tile on its own; but the query heads of one KV head
 // (a GQA group, 4 to 8 of them in the families served) all read the same K/V rows. Here they are the tile's rows:
@@ -23,7 +23,7 @@
 // on its own position and the table length alone, never on the other rows.
 import { f32, type Kernel, KernelBuilder, KernelError, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { chunkOf, pagedRows, type PagedAttentionShape } from "./attention.ts";
+import { type AttentionShape, chunkOf, pagedRows, type PagedAttentionShape } from "./attention.ts";
 import { FAULT } from "./codes.ts";
 import { asIndex, gridFor, wgIndex } from "./common.ts";
 import { quadRowSums } from "./flash_frag.ts";
@@ -31,14 +31,22 @@ import { quadRowSums } from "./flash_frag.ts";
 /** Positions per loop trip (two 8-column S tiles). */
 const TRIP = 16;
 
-/** Why pagedFlashPartial cannot take this shape on these caps, or "" (it can). */
-export function pagedFlashFits(caps: Caps, s: PagedAttentionShape): string {
+/** Why the MMA decode attention cannot take this shape on these caps, or "" (it can). */
+export function flashDecodeFits(caps: Caps, s: { heads: number; kvHeads: number; hd: number; kv?: string }): string {
   if (!caps.mma || !caps.subgroups || caps.subgroupSize !== 32) return "no 32-lane MMA tiles";
   const kv = s.kv ?? "f32";
   if (kv !== "bf16" && kv !== "f16") return `${kv} K/V (needs bf16 or f16)`;
   if (s.hd % 64 !== 0 || s.hd > 256) return `head_dim ${s.hd} (needs a multiple of 64, at most 256)`;
   if (s.heads % s.kvHeads !== 0 || s.heads / s.kvHeads > 8) return `${s.heads} heads over ${s.kvHeads} KV heads (at most 8 per KV head)`;
   return "";
+}
+/**
+ * attentionPartial on MMA tiles over a contiguous cache: the same bindings (q, k [cap, kvHeads, hd], v, pos [1]: the
+ * position of row 0; part f32 [rows * heads, splits, hd + 2] (w)), partials and fault (FAULT.ATTENTION_POS when
+ * pos + rows > cap). Chunks are cut in whole trips of 16 positions.
+ */
+export function flashDecodePartial(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+  return flashDecodeKernel(caps, s, s.cap);
 }
 
 /**
@@ -48,23 +56,31 @@ export function pagedFlashFits(caps: Caps, s: PagedAttentionShape): string {
  * (FAULT.ATTENTION_POS, FAULT.PAGED_BLOCK). Chunks are cut in whole trips of 16 positions.
  */
 export function pagedFlashPartial(caps: Caps, s: PagedAttentionShape & { splits: number }): Kernel {
-  const why = pagedFlashFits(caps, s);
-  if (why) throw new KernelError(`paged flash attention: ${why}`);
   if (s.poolRows % s.block !== 0) throw new KernelError(`paged attention: block ${s.block} does not divide ${s.poolRows} rows`);
-  const rows = s.rows ?? 1, { heads, kvHeads, hd, splits: S, block, maxBlocks } = s;
-  const T = maxBlocks * block;
-  if (!(Number.isInteger(S) && S >= 1 && S <= T)) throw new KernelError(`paged attention: ${S} splits of ${T} positions`);
-  if (T * rows >= 2 ** 32 || s.poolRows * kvHeads * hd >= 2 ** 32) throw new KernelError("paged attention: indices exceed 32 bits");
-  const kv = s.kv as "bf16" | "f16", pt = s.pos ?? "u32", tt = s.table ?? "i32";
+  return flashDecodeKernel(caps, { ...s, cap: s.poolRows }, s.maxBlocks * s.block, s);
+}
+
+/** T: the positions a row may see (the cache's capacity, or its block table's). */
+function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T: number, paged?: PagedAttentionShape): Kernel {
+  const what = paged ? "paged flash attention" : "flash decode attention";
+  const why = flashDecodeFits(caps, s);
+  if (why) throw new KernelError(`${what}: ${why}`);
+  const rows = s.rows ?? 1, { heads, kvHeads, hd, cap, splits: S } = s;
+  if (!(Number.isInteger(S) && S >= 1 && S <= T)) throw new KernelError(`${what}: ${S} splits of ${T} positions`);
+  if (!paged && rows > cap) throw new KernelError(`${what}: ${rows} rows exceed cap ${cap}`);
+  if (T * rows >= 2 ** 32 || cap * kvHeads * hd >= 2 ** 32) throw new KernelError(`${what}: indices exceed 32 bits`);
+  const kv = s.kv as "bf16" | "f16", pt = s.pos ?? "u32";
   const group = heads / kvHeads, scale = s.scale ?? 1 / Math.sqrt(hd);
   const teams = rows * kvHeads * S, grid = gridFor(caps, teams);
-  const name = s.name ?? `paged_flash_r${rows}_h${heads}_kv${kvHeads}_d${hd}_p${s.poolRows}_${kv}_${pt}_b${block}_m${maxBlocks}_${tt}` +
-    `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}`;
+  const tail = `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}`;
+  const name = s.name ?? (paged
+    ? `paged_flash_r${rows}_h${heads}_kv${kvHeads}_d${hd}_p${cap}_${kv}_${pt}_b${paged.block}_m${paged.maxBlocks}_${paged.table ?? "i32"}${tail}`
+    : `flash_decode_r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${tail}`);
   const b = new KernelBuilder(name, { workgroup: 32, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
   const V = b.buffer("v", kv, "r");
-  const TB = b.buffer("table", tt, "r");
+  const TB = paged ? b.buffer("table", paged.table ?? "i32", "r") : undefined;
   const P = b.buffer("pos", pt, "r");
   const out = b.buffer("part", "f32", "w");
 
@@ -74,14 +90,25 @@ export function pagedFlashPartial(caps: Caps, s: PagedAttentionShape & { splits:
   const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
   const ci = b.let(L.mod(S), "u32", "ci"), rk = b.let(L.div(S), "u32", "rk");
   const kvh = b.let(rk.mod(kvHeads), "u32", "kvh"), r = b.let(rk.div(kvHeads), "u32", "r");
-  const pos = b.let(asIndex(b.load(P, r)), "u32", "pos");
-  b.check(pos.lt(T), FAULT.ATTENTION_POS);
+  // a paged row carries its own position; a contiguous cache's rows follow row 0's
+  let pos: Val;
+  if (paged) {
+    pos = b.let(asIndex(b.load(P, r)), "u32", "pos");
+    b.check(pos.lt(T), FAULT.ATTENTION_POS);
+  } else {
+    const pos0 = b.let(asIndex(b.load(P, 0)), "u32", "pos0");
+    b.check(pos0.le(cap - rows), FAULT.ATTENTION_POS);
+    pos = rows === 1 ? pos0 : b.let(pos0.add(r), "u32", "pos");
+  }
   const end = b.let(pos.add(1), "u32", "end");
   const first = s.window ? b.let(end.max(s.window).sub(s.window), "u32", "first") : undefined;
   const { start, stop } = chunkOf(b, { first, end, chunkIdx: ci, S, trip: TRIP });
-  const tbase = b.let(r.mul(maxBlocks), "u32", "tb");
-  const inLanes = Math.ceil(Math.max(TRIP, Math.ceil(T / S)) / block) + 1 <= 32;
-  const physRow = pagedRows(b, { TB, tbase, block, maxBlocks, poolBlocks: s.poolRows / block, lane: inLanes ? lane : undefined, start, stop });
+  let physRow = (p: Val) => p;
+  if (paged && TB) {
+    const { block, maxBlocks } = paged, tbase = b.let(r.mul(maxBlocks), "u32", "tb");
+    const inLanes = Math.ceil(Math.max(TRIP, Math.ceil(T / S)) / block) + 1 <= 32;
+    physRow = pagedRows(b, { TB, tbase, block, maxBlocks, poolBlocks: cap / block, lane: inLanes ? lane : undefined, start, stop });
+  }
   const kvBase = (p: Val) => b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
   // a position past stop reads the chunk's first row (written, finite) and is masked
   const clamp = (p: Val): [Val, Val] => {
