@@ -8,9 +8,8 @@
 // same kernel code, in the same order, at every N. Padding rows write into block 0, the reserved trash block that
 // no sequence owns (unused table entries point there too; the kernel never reads past a row's position).
 import type { EntryId, Executor, HostArray, ProgramCompiler, SlotPrefix } from "../../backends/executor.ts";
-import { compileGraph } from "../../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import type { Graph } from "../../graph/ir.ts";
-import type { MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import { LlmError } from "../errors.ts";
 import { SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
@@ -38,15 +37,15 @@ export const SAMPLE_ROWS = "sample_rows";
  */
 export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { gemv: false, mma: "all", tiled: false });
 
-/** servingCompile with other matmul choices (bench/serve.ts comparisons and tuning runs). */
-export function servingCompileWith(
-  o: { matmulTile?: number; mma?: "all" | "off"; mmaSplit?: boolean; mmaServing?: MmaServingTune; attentionSplits?: number; attentionGroup?: number; pagedUnroll?: number; pagedTableInLanes?: boolean; attentionPrefetch?: boolean },
-): ProgramCompiler {
-  return (g, t) =>
-    compileGraph(g, t, {
-      gemv: false, matmulTile: o.matmulTile, mma: o.mma ?? "all", mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, attentionSplits: o.attentionSplits,
-      attentionGroup: o.attentionGroup, pagedUnroll: o.pagedUnroll, pagedTableInLanes: o.pagedTableInLanes, attentionPrefetch: o.attentionPrefetch, tiled: false,
-    });
+/** The compile options a serving run may vary (bench/serve.ts comparisons and tuning runs). */
+export type ServingChoices = Pick<
+  CompileOptions,
+  "matmulTile" | "mmaSplit" | "mmaServing" | "attentionSplits" | "attentionGroup" | "pagedUnroll" | "pagedTableInLanes" | "attentionPrefetch" | "pagedFlash"
+> & { mma?: "all" | "off" };
+
+/** servingCompile with other matmul and attention choices. */
+export function servingCompileWith(o: ServingChoices): ProgramCompiler {
+  return (g, t) => compileGraph(g, t, { ...o, gemv: false, mma: o.mma ?? "all", tiled: false });
 }
 
 export interface BatchRow {
