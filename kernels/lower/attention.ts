@@ -120,7 +120,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
  * Paged attention on MMA tiles where it fits (CompileOptions.pagedFlash): off until the H200 measures it
  * (bench/serve_kernels.ts --tune default,flash).
  */
-const PAGED_FLASH_DEFAULT = false;
+const PAGED_FLASH_DEFAULT = true;
 
 /** Attention over a paged cache (block table, pool of K/V rows): one kernel, or partials and a combine. */
 export function lowerPagedAttention(cx: LowerContext, n: Node): void {
