@@ -1,5 +1,5 @@
 // The serving step's kernels for the H200 without a GPU: every kernel of the batched entries (1, 32 and 48 rows,
-// f16 paged pool, bf16 weights; also 32-row matmul passes and the paged attention on MMA tiles) at the 1B and 8B shapes renders to PTX and assembles with `ptxas -arch=sm_90`.
+// f16 paged pool, bf16 weights; also 32-row matmul passes and the subgroup paged attention the MMA one replaced) at the 1B and 8B shapes renders to PTX and assembles with `ptxas -arch=sm_90`.
 // Skips when ptxas is absent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -26,10 +26,10 @@ test("serving step kernels (batched, paged f16 pool) assemble for sm_90 at the 1
       appendSampler(tracer, logits);
       const g = tracer.build();
       // The default matmul tile, and 32 rows a pass (bench/serve.ts --matmul-tile 32) for the batch of 32.
-      // The paged attention on MMA tiles (CompileOptions.pagedFlash) at 1 and 32 rows.
+      // The default (paged attention on MMA tiles), and the subgroup paged attention (pagedFlash off) at 1 and 32 rows.
       const progs = [
         servingCompile(g, TARGET), ...(rows === 32 ? [servingCompileWith({ matmulTile: 32 })(g, TARGET)] : []),
-        ...(rows !== 48 ? [servingCompileWith({ pagedFlash: true })(g, TARGET)] : []),
+        ...(rows !== 48 ? [servingCompileWith({ pagedFlash: false })(g, TARGET)] : []),
       ];
       for (const s of progs.flatMap((p) => p.steps)) {
         if (s.k !== "kernel" || [...mods.values()].some((m) => m.kernel.name === s.kernel.name)) continue;
@@ -38,8 +38,8 @@ test("serving step kernels (batched, paged f16 pool) assemble for sm_90 at the 1
       }
     }
   }
-  assert.ok([...mods.values()].some((m) => /attention_.*_b16_m64_i32/.test(m.kernel.name)), "the paged attention kernel is in the plan");
-  assert.ok([...mods.values()].some((m) => /^paged_flash_r32_.*_f16_.*_b16_m64_i32/.test(m.kernel.name)), "the MMA paged attention is in the pagedFlash plan");
+  assert.ok([...mods.values()].some((m) => /^attention_.*_b16_m64_i32/.test(m.kernel.name)), "the subgroup paged attention is in the pagedFlash: false plan");
+  assert.ok([...mods.values()].some((m) => /^paged_flash_r32_.*_f16_.*_b16_m64_i32/.test(m.kernel.name)), "the MMA paged attention is in the default plan");
   const results = assembleMany(ptxas!, [...mods.values()], "sm_90");
   const bad = results.flatMap((r, i) => (r.ok ? [] : [`${[...mods.values()][i].kernel.name}: ${r.log.split("\n").slice(0, 4).join(" | ")}`]));
   assert.deepEqual(bad, []);
