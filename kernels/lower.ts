@@ -122,10 +122,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionPrefetch?: boolean;
   /**
    * Paged (serving) attention on MMA tiles, a warp per (row, KV head, chunk) (kernels/lib/flash_decode.ts) where the
-   * target and shape allow (lib.flashDecodeFits); false keeps the subgroup kernel. Default: see pagedFlashDefault.
+   * target and shape allow (lib.flashDecodeFits); false keeps the subgroup kernel. Default on (kernels/lower/attention.ts).
    */
   pagedFlash?: boolean;
-  /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default off. */
+  /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default off (kernels/lower/attention.ts). */
   decodeFlash?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it

@@ -23,8 +23,10 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
 }
 
 /**
- * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash): off until the
- * H200 measures it (bench/kernels.ts --wall --backend ptx,ptx:decode-flash).
+ * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash). Off: the H200
+ * (session 10, bench/kernels.ts --wall --cap 8192 --backend ptx,ptx:decode-flash, ms a token) measured the 1B at pos
+ * 4100 0.977 against 0.991-0.998 and the 8B 4.481 against 4.600, but qwen2.5-0.5b 0.781 against 0.769-0.775 (two KV
+ * heads: too few warps), and within 2% either way at pos 64; 128 or 256 chunks were slower.
  */
 const DECODE_FLASH_DEFAULT = false;
 
@@ -117,8 +119,10 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
 }
 
 /**
- * Paged attention on MMA tiles where it fits (CompileOptions.pagedFlash): off until the H200 measures it
- * (bench/serve_kernels.ts --tune default,flash).
+ * Paged attention on MMA tiles where it fits (CompileOptions.pagedFlash). H200, session 10 (bench/serve_kernels.ts
+ * --pos 576 --tune default,noflash, device ms at 1 / 32 rows): 8B 5.55 / 8.79 against 5.71 / 9.37 (the attention
+ * 33.6 against 54.6 µs a layer at 32 rows), 1B 1.45 / 2.29 against 1.51 / 2.42, qwen2.5-0.5b 1.77 / 2.75 against
+ * 1.80 / 3.06; at pos 1000 the 8B 9.35 against 10.55 at 32 rows.
  */
 const PAGED_FLASH_DEFAULT = true;
 
