@@ -21,7 +21,7 @@
 //
 // Batch invariance. A row's loop, chunking (chunkOf over its own positions, trips of 16) and summation order depend
 // on its own position and the table length alone, never on the other rows.
-import { f32, type Kernel, KernelBuilder, KernelError, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { type AttentionShape, chunkOf, pagedRows, type PagedAttentionShape } from "./attention.ts";
 import { FAULT } from "./codes.ts";
@@ -72,7 +72,7 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
   const kv = s.kv as "bf16" | "f16", pt = s.pos ?? "u32";
   const group = heads / kvHeads, scale = s.scale ?? 1 / Math.sqrt(hd);
   const teams = rows * kvHeads * S, grid = gridFor(caps, teams);
-  const tail = `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}`;
+  const tail = `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}${s.prefetch ? "_pf" : ""}`;
   const name = s.name ?? (paged
     ? `paged_flash_r${rows}_h${heads}_kv${kvHeads}_d${hd}_p${cap}_${kv}_${pt}_b${paged.block}_m${paged.maxBlocks}_${paged.table ?? "i32"}${tail}`
     : `flash_decode_r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${tail}`);
@@ -132,18 +132,38 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
   const m = b.let(f32(-Infinity), "f32", "m"), l = b.let(f32(0), "f32", "l");
   const dt = hd / 8, vw = dt / 2; // n tiles of P V; u32 words of a lane's V strip
   const o = Array.from({ length: dt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "o")));
-  b.for(start, stop, TRIP, (p0) => {
-    // K rows of the two S tiles (position p0 + 8j + g) and V rows (positions p0 + 2t + {0, 1, 8, 9}), all issued first
-    const kr = [0, 1].map((j) => clamp(p0.add(8 * j).add(g)));
-    const kw = kr.map(([, p]) => {
-      const kb = kvBase(p);
+  // K rows of the two S tiles (position p0 + 8j + g) and V rows (positions p0 + 2t + {0, 1, 8, 9}) as u32 words:
+  // kw[j][st] the 4 words of 32 dims, vv[i] a V strip
+  const rowsAt = (p0: Val) => {
+    const kw = [0, 1].map((j) => {
+      const kb = kvBase(clamp(p0.add(8 * j).add(g))[1]);
       return Array.from({ length: hd / 32 }, (_, st) => b.loadv(K, kb.add(32 * st).add(t.mul(8)).shr(1), 4, "u32"));
     });
-    const vr = [0, 1, 8, 9].map((d) => clamp(p0.add(t.mul(2)).add(d)));
-    const vv = vr.map(([, p]) => {
-      const vb = b.let(kvBase(p).add(g.mul(dt)).shr(1), "u32", "vb");
+    const vv = [0, 1, 8, 9].map((d) => {
+      const vb = b.let(kvBase(clamp(p0.add(t.mul(2)).add(d))[1]).add(g.mul(dt)).shr(1), "u32", "vb");
       return Array.from({ length: vw / 4 }, (_, i) => b.loadv(V, vb.add(4 * i), 4, "u32")).flat();
     });
+    return { kw, vv };
+  };
+  // prefetch: trip 0's rows before the loop, each trip's successor's at its top (a past-the-end trip reads the
+  // chunk's first rows, masked: never used), carried across the trip in registers
+  const carried = s.prefetch
+    ? { kw: [0, 1].map(() => Array.from({ length: hd / 32 }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "kc")))),
+      vv: Array.from({ length: 4 }, () => Array.from({ length: vw }, () => b.let(u32(0), "u32", "vc"))) }
+    : undefined;
+  type Rows = ReturnType<typeof rowsAt>;
+  const hand = (from: Rows, to: Rows) => {
+    from.kw.forEach((tile, j) => tile.forEach((w, st) => w.forEach((x, e) => b.set(to.kw[j][st][e], x))));
+    from.vv.forEach((strip, i) => strip.forEach((x, e) => b.set(to.vv[i][e], x)));
+  };
+  if (carried) b.if(start.lt(stop), () => hand(rowsAt(start), carried));
+  b.for(start, stop, TRIP, (p0) => {
+    let rows: Rows, next: Rows | undefined;
+    if (carried) {
+      rows = { kw: carried.kw.map((tile) => tile.map((w) => w.map((x) => b.let(x, "u32", "kw")))), vv: carried.vv.map((st) => st.map((x) => b.let(x, "u32", "vw"))) };
+      next = rowsAt(p0.add(TRIP));
+    } else rows = rowsAt(p0);
+    const { kw, vv } = rows;
     // scores of positions p0 + 8j + 2t + e (rows g and g + 8 hold Q's hi and lo parts)
     const sc = kw.map((words, j) => {
       let acc: Val[] = [f32(0), f32(0), f32(0), f32(0)];
@@ -176,6 +196,7 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
       const vb = [b.let(pack(vv[0], vv[1]), "u32", "vb"), b.let(pack(vv[2], vv[3]), "u32", "vb")];
       b.mma(kv, pa, vb, o[jn].map((x) => x.mul(corr))).forEach((v, e) => b.set(o[jn][e], v));
     }
+    if (carried && next) hand(next, carried);
   });
 
   // partials of head g: m, the quad's l, and acc dims (2t + e) * dt + jn = the rows' two parts added

@@ -27,6 +27,15 @@ for (const c of pagedFlashCfgs()) {
   });
 }
 
+test("js (emulated mma): paged flash: loading each trip's successor's K/V ahead gives the same partials, bit for bit", { timeout: 300_000 }, async () => {
+  for (const c of pagedFlashCfgs()) {
+    const ins = pagedFlashInputs(c).ins;
+    const want = await runPagedFlash(dev(), caps, c, ins, false), got = await runPagedFlash(dev(), caps, { ...c, prefetch: true }, ins, false);
+    assert.ok(!(want instanceof KernelFault) && !(got instanceof KernelFault), "no fault");
+    assert.deepEqual(got.part, want.part, pagedFlashName(c));
+  }
+});
+
 test("js (emulated mma): paged flash: a row's partials alone equal its partials inside the batch, bit for bit", { timeout: 300_000 }, async () => {
   for (const c of pagedFlashCfgs().slice(0, 2)) assert.deepEqual(await checkPagedFlashInvariance(dev(), caps, c), [], pagedFlashName(c));
 });
@@ -44,6 +53,10 @@ test("js (emulated mma): paged flash faults PAGED_BLOCK on a pool entry past the
   assert.ok(neg instanceof KernelFault && neg.code === FAULT.PAGED_BLOCK, `negative: ${neg instanceof KernelFault ? neg.message : "no fault"}`);
   const past = await runPagedFlash(dev(), caps, c, withEntry(1, 5, pool), false); // past row 1's 18 positions
   assert.ok(!(past instanceof KernelFault), `past: ${past instanceof KernelFault ? past.message : ""}`);
+  const ahead = await runPagedFlash(dev(), caps, { ...c, prefetch: true }, withEntry(1, 1, pool), false);
+  assert.ok(ahead instanceof KernelFault && ahead.code === FAULT.PAGED_BLOCK, `prefetch: ${ahead instanceof KernelFault ? ahead.message : "no fault"}`);
+  const aheadPast = await runPagedFlash(dev(), caps, { ...c, prefetch: true }, withEntry(1, 5, pool), false);
+  assert.ok(!(aheadPast instanceof KernelFault), `prefetch past: ${aheadPast instanceof KernelFault ? aheadPast.message : ""}`);
   const ins = pagedFlashInputs(c).ins.map((b) => b.slice());
   new Int32Array(ins[4].buffer)[2] = c.maxBlocks * c.block;
   const far = await runPagedFlash(dev(), caps, c, ins, false);
@@ -61,8 +74,8 @@ test("paged flash refuses what it cannot take, with the reason", () => {
 });
 
 const ptxas = findPtxas();
-test("paged flash PTX assembles for sm_90 (the 8B's and qwen2.5-0.5b's serving shapes)", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
-  for (const s of [{ heads: 32, kvHeads: 8, hd: 128, kv: "bf16" as const }, { heads: 14, kvHeads: 2, hd: 64, kv: "f16" as const }]) {
+test("paged flash PTX assembles for sm_90 (the 8B's and qwen2.5-0.5b's serving shapes, with and without prefetch)", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
+  for (const s of [{ heads: 32, kvHeads: 8, hd: 128, kv: "bf16" as const }, { heads: 14, kvHeads: 2, hd: 64, kv: "f16" as const }].flatMap((x) => [x, { ...x, prefetch: true }])) {
     const k = pagedFlashPartial(SM90_CAPS, { ...s, rows: 32, poolRows: 16 * 1200, block: 16, maxBlocks: 37, pos: "i32", table: "i32", splits: 10 });
     const m = renderPtx(k, { sm: 90 });
     assert.match(m.ptx, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.(bf16|f16)\.f32/);
@@ -76,6 +89,7 @@ for (const c of decodeFlashCfgs()) {
   for (const splits of [1, 5]) {
     test(`js (emulated mma): flash decode (contiguous) in ${splits} chunks: ${attentionCase(c).name}`, { timeout: 300_000 }, async () => {
       assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits), []);
+      assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits, false, true), [], "prefetch");
     });
   }
 }
