@@ -118,14 +118,14 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   pagedUnroll?: number;
   /** Paged split-K attention keeps its chunk's block-table entries in lanes (AttentionShape.tableInLanes; default true). */
   pagedTableInLanes?: boolean;
-  /** Decode and paged attention load each trip's successor's K/V rows ahead (AttentionShape.prefetch; default false). */
+  /** Decode and paged attention load each trip's successor's K/V rows ahead (AttentionShape.prefetch; default false, true for the MMA decode attention). */
   attentionPrefetch?: boolean;
   /**
    * Paged (serving) attention on MMA tiles, a warp per (row, KV head, chunk) (kernels/lib/flash_decode.ts) where the
    * target and shape allow (lib.flashDecodeFits); false keeps the subgroup kernel. Default on (kernels/lower/attention.ts).
    */
   pagedFlash?: boolean;
-  /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default off (kernels/lower/attention.ts). */
+  /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default on (kernels/lower/attention.ts). */
   decodeFlash?: boolean;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it

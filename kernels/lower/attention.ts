@@ -23,19 +23,22 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
 }
 
 /**
- * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash). Off: the H200
- * (session 10, bench/kernels.ts --wall --cap 8192 --backend ptx,ptx:decode-flash, ms a token) measured the 1B at pos
- * 4100 0.977 against 0.991-0.998 and the 8B 4.481 against 4.600, but qwen2.5-0.5b 0.781 against 0.769-0.775 (two KV
- * heads: too few warps), and within 2% either way at pos 64; 128 or 256 chunks were slower.
+ * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash), each trip's
+ * successor's K/V loaded ahead (AttentionShape.prefetch, unless attentionPrefetch says otherwise). H200, session 10
+ * (bench/kernels.ts --wall --backend ptx,ptx:decode-flash,ptx:decode-flash+attention-prefetch, ms a token, 64
+ * chunks): at cap 8192 pos 4100 the 1B 0.996 / 0.973 / 0.963, qwen2.5-0.5b 0.766 / 0.771 / 0.746, the 8B 4.643 /
+ * 4.525 / 4.471; at pos 64 the 1B 0.873 / 0.873 / 0.868, qwen 0.651 / 0.643 / 0.640; at cap 2048 pos 0 (64 chunks
+ * against the subgroup kernel's 32) the 1B 0.832 / 0.866 / 0.866, qwen 0.602 / 0.624 / 0.628, hence
+ * flashDecodeSplits' cap / 64 bound. 32 chunks at pos 4100 were slower (1B 1.047), so were 128 and 256.
  */
-const DECODE_FLASH_DEFAULT = false;
+const DECODE_FLASH_DEFAULT = true;
 
 /**
- * Chunks of the MMA decode attention: about 1024 warps (one per row, KV head and chunk) to fill a wide GPU, chunks
- * of at least one 16-position trip of the capacity, at most 64 (the combine's registers).
+ * Chunks of the MMA decode attention: about 1024 warps (one per row, KV head and chunk) to fill a wide GPU, at least
+ * 64 positions of the capacity each (each chunk's partial costs the combine), at most 64 (the combine's registers).
  */
 function flashDecodeSplits(cap: number, warps: number): number {
-  return Math.max(1, Math.min(64, Math.ceil(cap / 16), Math.ceil(1024 / warps)));
+  return Math.max(1, Math.min(64, Math.ceil(cap / 64), Math.ceil(1024 / warps)));
 }
 
 /**
@@ -93,7 +96,8 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     const fs = Math.min(opts.attentionSplits ?? flashDecodeSplits(C, R * KVH), C);
     const bytes = R * H * fs * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    const prefetch = opts.attentionPrefetch ?? true;
+    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
     kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
     return;
   }
