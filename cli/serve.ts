@@ -14,12 +14,13 @@ import { Server } from "../llm/serve/server.ts";
 import { EncoderServer } from "../llm/serve/encode.ts";
 
 export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
-                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
+                  [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type auto|f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
   --chunk      prompt tokens per prefill chunk (interleaved with decoding)
-  --kv-type    element type of the KV pool (f16 halves its memory and what attention reads)
+  --kv-type    element type of the KV pool: f16 halves its memory and what attention reads; auto (default): f16 for
+               16-bit or quantized weights, f32 for f32 ones
   --api-key    require "Authorization: Bearer KEY" (or set POOT_API_KEY)
   --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them
   --tp         tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group)`;
@@ -36,7 +37,7 @@ const Flags = z.object({
   ctx: int("ctx", 2, 1 << 20).optional(),
   "kv-memory": z.string().transform(Number).pipe(z.number().gt(0, "--kv-memory must be in (0, 1]").max(1, "--kv-memory must be in (0, 1]")).optional(),
   chunk: int("chunk", 1, 4096).default(32),
-  "kv-type": z.enum(["f32", "f16"]).default("f32"),
+  "kv-type": z.enum(["auto", "f32", "f16"]).default("auto"),
   "api-key": z.string().min(1, "--api-key must not be empty").optional(),
   drain: int("drain", 0, 3600).default(30),
   tp: int("tp", 1, 64).default(1),
@@ -109,7 +110,7 @@ export async function main(args: string[], defaultModel: string): Promise<number
   const t = exec.targetSet();
   console.error(`poot serve: ${server.modelId} on ${t.backend} (${t.device}), http://${f.host}:${l.port}/v1 — ` +
     (server instanceof Server
-      ? `${f.slots} slots, context ${server.ctx}, KV pool ${server.plan.blocks} blocks of ${server.plan.block} (${(server.plan.bytes / 2 ** 20).toFixed(1)} MiB)`
+      ? `${f.slots} slots, context ${server.ctx}, KV pool ${server.plan.blocks} blocks of ${server.plan.block}, ${server.kvDtype} (${(server.plan.bytes / 2 ** 20).toFixed(1)} MiB)`
       : `encoder, ${server.ctx} tokens per text: /v1/embeddings, /v1/rerank`) +
     (apiKey ? ", API key required" : ""));
   await new Promise<void>((resolve) => {

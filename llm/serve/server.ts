@@ -18,6 +18,19 @@ import { Metrics } from "./metrics.ts";
 import { BlockPool, planPool, type PoolPlan, PoolSizeError } from "./pool.ts";
 import { Scheduler } from "./scheduler.ts";
 
+/**
+ * The K/V pool's element type for "auto": f16 where the model's matrices are 16-bit or quantized (llama.cpp keeps
+ * K/V in f16 whatever the weights, vLLM in the model's 16-bit type; the pool holds f32 or f16, and the attention on
+ * tensor-core tiles reads 16-bit K/V), f32 where they are f32.
+ */
+export function kvTypeFor(model: Pick<ModelHandle, "map" | "store">): "f32" | "f16" {
+  for (const name of model.map.values()) {
+    const info = model.store.info(name);
+    if (info && info.shape.length >= 2 && info.dtype !== "f32") return "f16";
+  }
+  return "f32";
+}
+
 export interface ServeOptions {
   /** Most sequences decoding at once (the largest decode batch); default 16. */
   slots?: number;
@@ -29,8 +42,8 @@ export interface ServeOptions {
   kvMemory?: number;
   /** Positions per KV block (default 16). */
   block?: number;
-  /** Element type of the K/V pool (default f32). */
-  kvDtype?: "f32" | "f16";
+  /** Element type of the K/V pool (default f32); "auto": kvTypeFor the model. */
+  kvDtype?: "f32" | "f16" | "auto";
   /** An exact KV block count (overrides kvMemory; tests). */
   kvBlocks?: number;
   /** Requests waiting for a slot before a 429 (default 4 * slots... at least 64). */
@@ -55,6 +68,8 @@ export class Server {
     readonly handler: (req: Request) => Promise<Response>,
     readonly modelId: string,
     readonly ctx: number,
+    /** Element type of the K/V pool. */
+    readonly kvDtype: "f32" | "f16",
   ) {}
 
   /** Loads the weights, sizes the pool, records every batch entry; on failure nothing stays on the device. */
@@ -67,6 +82,7 @@ export class Server {
     if (!(Number.isInteger(ctx) && ctx >= 2)) throw bad("ctx must be an integer >= 2", ctx);
     if (model.contextLength && ctx > model.contextLength) throw bad(`ctx exceeds the model's trained context of ${model.contextLength}`, ctx);
     const kvMemory = o.kvMemory ?? 0.6;
+    const kvDtype = o.kvDtype === "auto" ? kvTypeFor(model) : o.kvDtype ?? "f32";
     if (!(kvMemory > 0 && kvMemory <= 1)) throw bad("kv-memory must be a fraction in (0, 1]", kvMemory);
     try {
       await exec.loadWeights(model.store, model.map);
@@ -76,7 +92,7 @@ export class Server {
       const c = model.config;
       let plan: PoolPlan;
       try {
-        plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
+        plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: kvDtype === "f16" ? 2 : 4 }, {
           ctx, slots, block, fraction: kvMemory, memory: { totalBytes: free, freeBytes: free }, maxBufferBytes: t.caps.maxBindingBytes,
           blocks: o.kvBlocks,
         });
@@ -84,7 +100,7 @@ export class Server {
         if (e instanceof PoolSizeError) throw new LlmError(`serve: ${e.message}`);
         throw e;
       }
-      const runner = await BatchRunner.open(model, exec, { slots, chunk, pool: plan, kvDtype: o.kvDtype });
+      const runner = await BatchRunner.open(model, exec, { slots, chunk, pool: plan, kvDtype });
       const pool = new BlockPool(plan.blocks);
       const metrics = new Metrics();
       const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, ctx, maxQueue: o.maxQueue ?? Math.max(64, 4 * slots) });
@@ -92,7 +108,7 @@ export class Server {
       const handler = createHandler({
         model, modelId, sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
       });
-      return new Server(model, exec, pool, plan, sched, metrics, handler, modelId, ctx);
+      return new Server(model, exec, pool, plan, sched, metrics, handler, modelId, ctx, kvDtype);
     } catch (e) {
       await exec.unload().catch(() => {});
       throw e;

@@ -16,6 +16,7 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
     [["serve", "--slots", "0"], 2, /--slots must be >= 1/],
     [["serve", "--kv-memory", "2"], 2, /--kv-memory must be in \(0, 1\]/],
     [["serve", "--backend", "tpu"], 2, /backend/],
+    [["serve", "--kv-type", "f8"], 2, /kv-type/],
     [["serve", "--bogus"], 2, /bogus/],
     [["serve", "--model", "/nonexistent/model.gguf", "--backend", "js"], 1, /nonexistent/],
   ];
@@ -56,6 +57,7 @@ test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 
     assert.equal(await exited, "0/null", err);
     assert.ok(performance.now() - t0 < 30_000);
     assert.match(err, /stopped/);
+    assert.match(err, /blocks of 16, f32 \(/, "--kv-type auto keeps stories260K's f32 matrices' K/V in f32");
   } finally {
     p.kill("SIGKILL");
   }

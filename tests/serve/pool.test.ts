@@ -2,6 +2,10 @@
 // (share, publish, eviction of idle cached blocks, oldest first), and refusals.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { kvTypeFor } from "../../llm/serve/server.ts";
+import { syntheticLlama } from "../../llm/synthetic.ts";
+import { loadModel } from "../../llm/model.ts";
+import { MODEL_PATH } from "./setup.ts";
 import { BlockPool, planPool, PoolSizeError, prefixKey } from "../../llm/serve/pool.ts";
 
 const KV = { layers: 2, kvHeads: 2, headDim: 4, elemBytes: 4 }; // 64 B per position per K or V per layer... x2 x2
@@ -58,4 +62,11 @@ test("BlockPool prefix cache: share holds, idle blocks stay cached until evicted
   assert.equal(p.cached, 0);
   assert.equal(p.share(k2), undefined);
   assert.equal(p.free, 3);
+});
+
+test("--kv-type auto: f16 for 16-bit or quantized matrices, f32 for f32 ones", () => {
+  assert.equal(kvTypeFor(loadModel(MODEL_PATH)), "f32"); // stories260K: f32 matrices
+  const cfg = { dim: 64, hidden: 128, layers: 1, heads: 2, kvHeads: 1, headDim: 32, vocab: 64, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "half" as const, tiedEmbeddings: true };
+  for (const dtype of ["bf16", "f16", "q8_0"] as const) assert.equal(kvTypeFor(syntheticLlama(cfg, { dtype })), "f16", dtype);
+  assert.equal(kvTypeFor(syntheticLlama(cfg, { dtype: "f32" })), "f32");
 });
