@@ -29,7 +29,9 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
  * chunks): at cap 8192 pos 4100 the 1B 0.996 / 0.973 / 0.963, qwen2.5-0.5b 0.766 / 0.771 / 0.746, the 8B 4.643 /
  * 4.525 / 4.471; at pos 64 the 1B 0.873 / 0.873 / 0.868, qwen 0.651 / 0.643 / 0.640; at cap 2048 pos 0 (64 chunks
  * against the subgroup kernel's 32) the 1B 0.832 / 0.866 / 0.866, qwen 0.602 / 0.624 / 0.628, hence
- * flashDecodeSplits' cap / 64 bound. 32 chunks at pos 4100 were slower (1B 1.047), so were 128 and 256.
+ * flashDecodeSplits' cap / 64 bound. 32 chunks at pos 4100 were slower (1B 1.047), so were 128 and 256. With that
+ * bound and prefetch, against the subgroup kernel (ptx,ptx:no-decode-flash, one call): cap 2048 pos 0 1B 0.839 /
+ * 0.830, qwen 0.596 / 0.601; cap 8192 pos 4100 1B 0.960 / 0.997, qwen 0.744 / 0.755.
  */
 const DECODE_FLASH_DEFAULT = true;
 
