@@ -8,7 +8,7 @@
 //   `readback` buffers are mapped pinned host memory: kernels store into them directly and read() after a
 //   synchronize is a plain memcpy (no driver call on the per-token path).
 // - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
-//   Identical PTX shares one module.
+//   Identical PTX shares one module (module.ts loads it).
 // - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
 //   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch. Preparing steps
 //   into launches and cuLaunchKernelEx (programmatic dependent launch) are launch.ts; the handles handles.ts;
@@ -23,8 +23,6 @@
 //   kernel (DeviceLost when no word is set), and the device is poisoned: later calls throw Poisoned without
 //   touching the driver.
 import {
-  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-  CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
   CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
@@ -46,6 +44,7 @@ import { StagingRing } from "./staging.ts";
 import { FaultWords, ReadStage } from "./pinned.ts";
 import { SLOT_MAX, SlotSlabs } from "./slots.ts";
 import { PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
+import { loadModule } from "./module.ts";
 import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
@@ -381,24 +380,8 @@ export class PtxDevice implements CollectiveDevice {
     }
     let c = this.byText.get(mod.ptx);
     if (!c) {
-      c = this.guard(`compile ${kernel.name}`, () => {
-        let loaded: { module: bigint };
-        try {
-          loaded = this.cu.moduleLoadDataEx(mod.ptx);
-        } catch (e) {
-          // A JIT rejection is the renderer's bug, not a dead context (unless the code is a fatal one).
-          if (e instanceof CudaError && !FATAL.has(e.code)) throw new Unsupported(`ptx: JIT of ${kernel.name} failed: ${e.message}`);
-          throw e;
-        }
-        const func = this.cu.moduleGetFunction(loaded.module, mod.entry);
-        if (mod.dynamicShared > 0) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, mod.dynamicShared);
-        if (this.carveout !== undefined) this.cu.funcSetAttribute(func, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, this.carveout);
-        let faultPtr = 0n, fault: { words: Uint32Array; index: number } | undefined;
-        if (mod.faultParam) {
-          ({ ptr: faultPtr, fault } = this.faultWords.take());
-        }
-        return new PtxCompiled(kernel, mod, loaded.module, func, faultPtr, fault);
-      });
+      const m = mod;
+      c = this.guard(`compile ${kernel.name}`, () => loadModule(this.cu, kernel, m, { carveout: this.carveout, faultWords: this.faultWords, fatal: (code) => FATAL.has(code) }));
       this.byText.set(mod.ptx, c);
     }
     const out = c.kernel === kernel ? c : new PtxCompiled(kernel, c.module, c.cuModule, c.func, c.faultPtr, c.fault);
