@@ -30,7 +30,7 @@
 //   "xq-prep": CompileOptions.xqPrep; "attention-skip-empty": the fused attention's empty chunks neither write nor count; "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
-//   MMA tiles or not (CompileOptions.decodeFlash); vulkan:no-robust
+//   MMA tiles or not (CompileOptions.decodeFlash); "attention-stagesN": its K/V through N cp.async stages; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
 //   for timing only)
 // (--wall: the whole step's wall time per backend entry, no timestamps, after --warmup-ms (default 1000) of
@@ -309,6 +309,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (f === "attention-prefetch") compile.attentionPrefetch = true;
     else if (f === "decode-flash") compile.decodeFlash = true;
     else if (f === "no-decode-flash") compile.decodeFlash = false;
+    else if (/^attention-stages\d$/.test(f)) compile.attentionStages = Number(f.slice(16));
     else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
@@ -317,7 +318,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-live, attention-prefetch, [no-]decode-flash, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

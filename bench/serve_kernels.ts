@@ -13,7 +13,7 @@
 // (past 16; pS: an S-stage cp.async pipeline), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
-// trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash)
+// trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -39,7 +39,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
@@ -48,7 +48,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload, pf, flash, noflash)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN)`);
   }
   return t;
 }
@@ -126,16 +126,18 @@ export interface AttentionTune {
   pagedTableInLanes?: boolean;
   attentionPrefetch?: boolean;
   pagedFlash?: boolean;
+  attentionStages?: number;
 }
 /** A --tune entry's attention parts: "aN" splits, "gN" heads per team, "uN" paged unroll; else the library's. */
 const tuneAttention = (spec: string): AttentionTune => {
   const num = (c: string) => {
     const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
-    return a ? Number(a.slice(1)) : undefined;
+    return a ? Number(a.slice(c.length)) : undefined;
   };
   return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),
     ...(spec.split("/").includes("pf") ? { attentionPrefetch: true } : {}),
-    ...(spec.split("/").includes("flash") ? { pagedFlash: true } : spec.split("/").includes("noflash") ? { pagedFlash: false } : {}) };
+    ...(spec.split("/").includes("flash") ? { pagedFlash: true } : spec.split("/").includes("noflash") ? { pagedFlash: false } : {}),
+    ...(num("fp") ? { attentionStages: num("fp") } : {}) };
 };
 
 async function profileEntry(

@@ -127,6 +127,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   pagedFlash?: boolean;
   /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default on (kernels/lower/attention.ts). */
   decodeFlash?: boolean;
+  /** The MMA decode and paged attention's K/V through a cp.async pipeline this many trips deep (FlashDecodeShape.stages; default 0: none). */
+  attentionStages?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it
    * can, and so does the long-row argmax (lib.argmaxFused); default the target's Caps.dispatchGap (Vulkan and

@@ -21,7 +21,7 @@
 //
 // Batch invariance. A row's loop, chunking (chunkOf over its own positions, trips of 16) and summation order depend
 // on its own position and the table length alone, never on the other rows.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { type AttentionShape, chunkOf, pagedRows, type PagedAttentionShape } from "./attention.ts";
 import { FAULT } from "./codes.ts";
@@ -30,6 +30,13 @@ import { quadRowSums } from "./flash_frag.ts";
 
 /** Positions per loop trip (two 8-column S tiles). */
 const TRIP = 16;
+
+/**
+ * The split-K shape, and `stages`: K/V pieces through a per-lane cp.async pipeline in shared memory that many
+ * trips deep (caps.staging; 0 = loads into registers, `prefetch` one trip ahead or not). The same words meet the same
+ * MMAs: the bits do not change.
+ */
+export type FlashDecodeShape = AttentionShape & { splits: number; stages?: number };
 
 /** Why the MMA decode attention cannot take this shape on these caps, or "" (it can). */
 export function flashDecodeFits(caps: Caps, s: { heads: number; kvHeads: number; hd: number; kv?: string }): string {
@@ -45,7 +52,7 @@ export function flashDecodeFits(caps: Caps, s: { heads: number; kvHeads: number;
  * position of row 0; part f32 [rows * heads, splits, hd + 2] (w)), partials and fault (FAULT.ATTENTION_POS when
  * pos + rows > cap). Chunks are cut in whole trips of 16 positions.
  */
-export function flashDecodePartial(caps: Caps, s: AttentionShape & { splits: number }): Kernel {
+export function flashDecodePartial(caps: Caps, s: FlashDecodeShape): Kernel {
   return flashDecodeKernel(caps, s, s.cap);
 }
 
@@ -55,13 +62,13 @@ export function flashDecodePartial(caps: Caps, s: AttentionShape & { splits: num
  * per (row, head, chunk); an empty chunk writes -inf, 0, 0) for attentionCombine, and the same faults
  * (FAULT.ATTENTION_POS, FAULT.PAGED_BLOCK). Chunks are cut in whole trips of 16 positions.
  */
-export function pagedFlashPartial(caps: Caps, s: PagedAttentionShape & { splits: number }): Kernel {
+export function pagedFlashPartial(caps: Caps, s: PagedAttentionShape & { splits: number; stages?: number }): Kernel {
   if (s.poolRows % s.block !== 0) throw new KernelError(`paged attention: block ${s.block} does not divide ${s.poolRows} rows`);
   return flashDecodeKernel(caps, { ...s, cap: s.poolRows }, s.maxBlocks * s.block, s);
 }
 
 /** T: the positions a row may see (the cache's capacity, or its block table's). */
-function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T: number, paged?: PagedAttentionShape): Kernel {
+function flashDecodeKernel(caps: Caps, s: FlashDecodeShape, T: number, paged?: PagedAttentionShape): Kernel {
   const what = paged ? "paged flash attention" : "flash decode attention";
   const why = flashDecodeFits(caps, s);
   if (why) throw new KernelError(`${what}: ${why}`);
@@ -72,7 +79,7 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
   const kv = s.kv as "bf16" | "f16", pt = s.pos ?? "u32";
   const group = heads / kvHeads, scale = s.scale ?? 1 / Math.sqrt(hd);
   const teams = rows * kvHeads * S, grid = gridFor(caps, teams);
-  const tail = `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}${s.prefetch ? "_pf" : ""}`;
+  const tail = `${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}_s${S}${s.stages ? `_p${s.stages}` : s.prefetch ? "_pf" : ""}`;
   const name = s.name ?? (paged
     ? `paged_flash_r${rows}_h${heads}_kv${kvHeads}_d${hd}_p${cap}_${kv}_${pt}_b${paged.block}_m${paged.maxBlocks}_${paged.table ?? "i32"}${tail}`
     : `flash_decode_r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${tail}`);
@@ -133,21 +140,31 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
   const dt = hd / 8, vw = dt / 2; // n tiles of P V; u32 words of a lane's V strip
   const o = Array.from({ length: dt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "o")));
   // K rows of the two S tiles (position p0 + 8j + g) and V rows (positions p0 + 2t + {0, 1, 8, 9}) as u32 words:
-  // kw[j][st] the 4 words of 32 dims, vv[i] a V strip
-  const rowsAt = (p0: Val) => {
-    const kw = [0, 1].map((j) => {
+  // kw[j][st] the 4 words of 32 dims, vv[i] a V strip. `pieces` lists this lane's 16-byte pieces of a trip (word
+  // index in K or V), in that order.
+  const UK = 2 * (hd / 32), UV = 4 * (vw / 4);
+  const pieces = (p0: Val): { buf: typeof K; at: Val }[] => [
+    ...[0, 1].flatMap((j) => {
       const kb = kvBase(clamp(p0.add(8 * j).add(g))[1]);
-      return Array.from({ length: hd / 32 }, (_, st) => b.loadv(K, kb.add(32 * st).add(t.mul(8)).shr(1), 4, "u32"));
-    });
-    const vv = [0, 1, 8, 9].map((d) => {
+      return Array.from({ length: hd / 32 }, (_, st) => ({ buf: K, at: kb.add(32 * st).add(t.mul(8)).shr(1) }));
+    }),
+    ...[0, 1, 8, 9].flatMap((d) => {
       const vb = b.let(kvBase(clamp(p0.add(t.mul(2)).add(d))[1]).add(g.mul(dt)).shr(1), "u32", "vb");
-      return Array.from({ length: vw / 4 }, (_, i) => b.loadv(V, vb.add(4 * i), 4, "u32")).flat();
-    });
-    return { kw, vv };
-  };
+      return Array.from({ length: vw / 4 }, (_, i) => ({ buf: V, at: vb.add(4 * i) }));
+    }),
+  ];
+  const fromPieces = (ws: Val[][]) => ({
+    kw: [0, 1].map((j) => ws.slice(j * (hd / 32), (j + 1) * (hd / 32))),
+    vv: [0, 1, 2, 3].map((i) => ws.slice(UK + i * (vw / 4), UK + (i + 1) * (vw / 4)).flat()),
+  });
+  const rowsAt = (p0: Val) => fromPieces(pieces(p0).map((pc) => b.loadv(pc.buf, pc.at, 4, "u32")));
+  const stages = s.stages ?? 0;
+  if (stages && !(Number.isInteger(stages) && stages >= 2 && stages <= 6 && caps.staging)) {
+    throw new KernelError(`${what}: a ${stages}-stage pipeline needs caps.staging (2..6 stages)`);
+  }
   // prefetch: trip 0's rows before the loop, each trip's successor's at its top (a past-the-end trip reads the
   // chunk's first rows, masked: never used), carried across the trip in registers
-  const carried = s.prefetch
+  const carried = s.prefetch && !stages
     ? { kw: [0, 1].map(() => Array.from({ length: hd / 32 }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "kc")))),
       vv: Array.from({ length: 4 }, () => Array.from({ length: vw }, () => b.let(u32(0), "u32", "vc"))) }
     : undefined;
@@ -157,9 +174,35 @@ function flashDecodeKernel(caps: Caps, s: AttentionShape & { splits: number }, T
     from.vv.forEach((strip, i) => strip.forEach((x, e) => b.set(to.vv[i][e], x)));
   };
   if (carried) b.if(start.lt(stop), () => hand(rowsAt(start), carried));
+  // stages: each lane copies its pieces of the trip `stages - 1` ahead into its own shared-memory slots (cp.async)
+  // and reads back only what it copied (no barrier); piece u of a stage at u * 128 words past it, lanes side by side
+  let pipe: { mem: Shared; slot: Val; rs: Val; stride: number; issue: (stage: Val, p0: Val) => void } | undefined;
+  if (stages) {
+    const stride = (UK + UV) * 128;
+    if (4 * stages * stride > caps.maxSharedBytes) throw new KernelError(`${what}: ${stages} stages take ${4 * stages * stride} bytes of shared memory`);
+    const mem = b.shared("flash_pipe", "u32", stages * stride), slot = b.let(lane.mul(4), "u32", "slot");
+    const issue = (stage: Val, p0: Val) => pieces(p0).forEach((pc, u) => b.cpAsync(mem, slot.add(stage).add(u * 128), pc.buf, pc.at));
+    for (let st = 0; st < stages - 1; st++) {
+      const p = b.let(start.add(st * TRIP), "u32", "pp");
+      b.if(p.lt(stop), () => issue(u32(st * stride), p));
+      b.cpCommit();
+    }
+    pipe = { mem, slot, rs: b.let(u32(0), "u32", "rs"), stride, issue };
+  }
   b.for(start, stop, TRIP, (p0) => {
     let rows: Rows, next: Rows | undefined;
-    if (carried) {
+    if (pipe) {
+      const { mem, slot, rs, stride, issue } = pipe;
+      b.cpWait(stages - 2); // this trip's pieces have landed (this lane's copies: all it reads)
+      const ahead = b.let(p0.add((stages - 1) * TRIP), "u32", "pa");
+      b.if(ahead.lt(stop), () => {
+        // into the stage read last trip: this lane's reads of it fed last trip's MMAs
+        issue(b.let(rs.eq(0).select(u32((stages - 1) * stride), rs.sub(stride)), "u32", "ws"), ahead);
+      });
+      b.cpCommit();
+      rows = fromPieces(Array.from({ length: UK + UV }, (_, u) => [0, 1, 2, 3].map((w) => b.let(b.sload(mem, slot.add(rs).add(u * 128 + w)), "u32", "pw"))));
+      b.set(rs, rs.eq((stages - 1) * stride).select(u32(0), rs.add(stride)));
+    } else if (carried) {
       rows = { kw: carried.kw.map((tile) => tile.map((w) => w.map((x) => b.let(x, "u32", "kw")))), vv: carried.vv.map((st) => st.map((x) => b.let(x, "u32", "vw"))) };
       next = rowsAt(p0.add(TRIP));
     } else rows = rowsAt(p0);

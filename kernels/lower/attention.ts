@@ -99,7 +99,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     const bytes = R * H * fs * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
     const prefetch = opts.attentionPrefetch ?? true;
-    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages: opts.attentionStages }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
     kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
     return;
   }
@@ -156,6 +156,6 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   if (splits <= 1 && !flash) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
   const bytes = R * H * splits * (D + 2) * 4;
   const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(flash ? lib.pagedFlashPartial(caps, { ...shape, splits }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
+  kernel(flash ? lib.pagedFlashPartial(caps, { ...shape, splits, stages: cx.opts.attentionStages }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
   return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
 }

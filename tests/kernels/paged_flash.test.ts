@@ -27,12 +27,16 @@ for (const c of pagedFlashCfgs()) {
   });
 }
 
-test("js (emulated mma): paged flash: loading each trip's successor's K/V ahead gives the same partials, bit for bit", { timeout: 300_000 }, async () => {
+test("js (emulated mma): paged flash: K/V loaded a trip ahead, or through 2 or 3 cp.async stages, gives the same partials, bit for bit", { timeout: 300_000 }, async () => {
   for (const c of pagedFlashCfgs()) {
     const ins = pagedFlashInputs(c).ins;
-    const want = await runPagedFlash(dev(), caps, c, ins, false), got = await runPagedFlash(dev(), caps, { ...c, prefetch: true }, ins, false);
-    assert.ok(!(want instanceof KernelFault) && !(got instanceof KernelFault), "no fault");
-    assert.deepEqual(got.part, want.part, pagedFlashName(c));
+    const want = await runPagedFlash(dev(), caps, c, ins, false);
+    assert.ok(!(want instanceof KernelFault), "no fault");
+    for (const v of [{ prefetch: true }, { stages: 2 }, { stages: 3 }]) {
+      const got = await runPagedFlash(dev(), caps, { ...c, ...v }, ins, false);
+      assert.ok(!(got instanceof KernelFault), "no fault");
+      assert.deepEqual(got.part, want.part, pagedFlashName({ ...c, ...v }));
+    }
   }
 });
 
@@ -57,6 +61,10 @@ test("js (emulated mma): paged flash faults PAGED_BLOCK on a pool entry past the
   assert.ok(ahead instanceof KernelFault && ahead.code === FAULT.PAGED_BLOCK, `prefetch: ${ahead instanceof KernelFault ? ahead.message : "no fault"}`);
   const aheadPast = await runPagedFlash(dev(), caps, { ...c, prefetch: true }, withEntry(1, 5, pool), false);
   assert.ok(!(aheadPast instanceof KernelFault), `prefetch past: ${aheadPast instanceof KernelFault ? aheadPast.message : ""}`);
+  const piped = await runPagedFlash(dev(), caps, { ...c, stages: 3 }, withEntry(1, 1, pool), false);
+  assert.ok(piped instanceof KernelFault && piped.code === FAULT.PAGED_BLOCK, `stages: ${piped instanceof KernelFault ? piped.message : "no fault"}`);
+  const pipedPast = await runPagedFlash(dev(), caps, { ...c, stages: 3 }, withEntry(1, 5, pool), false);
+  assert.ok(!(pipedPast instanceof KernelFault), `stages past: ${pipedPast instanceof KernelFault ? pipedPast.message : ""}`);
   const ins = pagedFlashInputs(c).ins.map((b) => b.slice());
   new Int32Array(ins[4].buffer)[2] = c.maxBlocks * c.block;
   const far = await runPagedFlash(dev(), caps, c, ins, false);
@@ -75,7 +83,7 @@ test("paged flash refuses what it cannot take, with the reason", () => {
 
 const ptxas = findPtxas();
 test("paged flash PTX assembles for sm_90 (the 8B's and qwen2.5-0.5b's serving shapes, with and without prefetch)", { skip: ptxas ? false : "no ptxas installed", timeout: 120_000 }, () => {
-  for (const s of [{ heads: 32, kvHeads: 8, hd: 128, kv: "bf16" as const }, { heads: 14, kvHeads: 2, hd: 64, kv: "f16" as const }].flatMap((x) => [x, { ...x, prefetch: true }])) {
+  for (const s of [{ heads: 32, kvHeads: 8, hd: 128, kv: "bf16" as const }, { heads: 14, kvHeads: 2, hd: 64, kv: "f16" as const }].flatMap((x) => [x, { ...x, prefetch: true }, { ...x, stages: 3 }])) {
     const k = pagedFlashPartial(SM90_CAPS, { ...s, rows: 32, poolRows: 16 * 1200, block: 16, maxBlocks: 37, pos: "i32", table: "i32", splits: 10 });
     const m = renderPtx(k, { sm: 90 });
     assert.match(m.ptx, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.(bf16|f16)\.f32/);
@@ -89,7 +97,8 @@ for (const c of decodeFlashCfgs()) {
   for (const splits of [1, 5]) {
     test(`js (emulated mma): flash decode (contiguous) in ${splits} chunks: ${attentionCase(c).name}`, { timeout: 300_000 }, async () => {
       assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits), []);
-      assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits, false, true), [], "prefetch");
+      assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits, false, { prefetch: true }), [], "prefetch");
+      assert.deepEqual(await runDecodeFlash(dev(), caps, c, splits, false, { stages: 3 }), [], "3 stages");
     });
   }
 }

@@ -33,6 +33,8 @@ export interface PagedFlashCfg {
   pool?: number;
   /** Load each trip's successor's K/V ahead (AttentionShape.prefetch). */
   prefetch?: boolean;
+  /** K/V through a cp.async pipeline this many trips deep (FlashDecodeShape.stages). */
+  stages?: number;
 }
 
 export function pagedFlashCfgs(): PagedFlashCfg[] {
@@ -45,7 +47,7 @@ export function pagedFlashCfgs(): PagedFlashCfg[] {
 }
 
 export function pagedFlashName(c: PagedFlashCfg): string {
-  return `paged flash${c.prefetch ? " prefetch" : ""} rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} block=${c.block}x${c.maxBlocks} splits=${c.splits} pos=${c.pos.join("/")} ${c.kv}` +
+  return `paged flash${c.prefetch ? " prefetch" : ""}${c.stages ? ` ${c.stages} stages` : ""} rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} block=${c.block}x${c.maxBlocks} splits=${c.splits} pos=${c.pos.join("/")} ${c.kv}` +
     `${c.window ? ` window=${c.window}` : ""}${c.softcap ? ` softcap=${c.softcap}` : ""}`;
 }
 
@@ -108,7 +110,7 @@ export function pagedFlashReference(c: PagedFlashCfg, inp: PagedFlashInputs): { 
 
 const shapeOf = (c: PagedFlashCfg) => ({
   rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, poolRows: poolBlocks(c) * c.block, block: c.block, maxBlocks: c.maxBlocks,
-  kv: c.kv, pos: "i32" as const, table: "i32" as const, splits: c.splits, window: c.window, softcap: c.softcap, prefetch: c.prefetch,
+  kv: c.kv, pos: "i32" as const, table: "i32" as const, splits: c.splits, window: c.window, softcap: c.softcap, prefetch: c.prefetch, stages: c.stages,
 });
 
 /** The partials, and with `combine` the output, of one run over `ins`; or the KernelFault it raised. */
@@ -197,11 +199,13 @@ export function decodeFlashCfgs(): AttnCfg[] {
  * flashDecodePartial with `splits` then attentionCombine over attentionCase's inputs: the case's problems (empty =
  * pass), at this file's tolerance (rel 2e-4 of the weighted |v|); with `fault`, the fault case's.
  */
-export async function runDecodeFlash(dev: Device, caps: Caps, c: AttnCfg, splits: number, fault = false, prefetch = false): Promise<string[]> {
+export async function runDecodeFlash(
+  dev: Device, caps: Caps, c: AttnCfg, splits: number, fault = false, o: { prefetch?: boolean; stages?: number } = {},
+): Promise<string[]> {
   const base = attentionCase(c, fault);
   const kc: KernelCase = { ...base, expect: (ins) => base.expect(ins).map((e) => ({ ...e, tol: { abs: 1e-6, rel: 2e-4 } })) };
   const ins = kc.inputs();
-  const fk = flashDecodePartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, window: c.window, softcap: c.softcap, splits, prefetch });
+  const fk = flashDecodePartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, window: c.window, softcap: c.softcap, splits, ...o });
   const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");

@@ -5,8 +5,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
 import {
-  checkPagedFlash, checkPagedFlashInvariance, decodeFlashCfgs, type PagedFlashCfg, pagedFlashCfgs, pagedFlashName, runDecodeFlash,
+  checkPagedFlash, checkPagedFlashInvariance, decodeFlashCfgs, type PagedFlashCfg, pagedFlashCfgs, pagedFlashInputs, pagedFlashName, runDecodeFlash,
+  runPagedFlash,
 } from "../kernels/paged_flash_cases.ts";
+import { KernelFault } from "../../backends/errors.ts";
 import { attentionCase } from "../kernels/cases.ts";
 
 const probe = probePtx();
@@ -31,3 +33,17 @@ for (const [c, splits] of [...decodeFlashCfgs().map((c) => [c, 5] as const), [de
     assert.deepEqual(await runDecodeFlash(dev!, dev!.target.caps, c, splits), []);
   });
 }
+
+test("ptx: the MMA attention's K/V a trip ahead, or through 2 or 3 cp.async stages: the same partials, bit for bit", opts, async () => {
+  for (const c of [pagedFlashCfgs()[0], pagedFlashCfgs()[1], big]) {
+    const ins = pagedFlashInputs(c).ins, caps = dev!.target.caps;
+    const want = await runPagedFlash(dev!, caps, c, ins, false);
+    assert.ok(!(want instanceof KernelFault), "no fault");
+    for (const v of [{ prefetch: true }, { stages: 2 }, { stages: 3 }]) {
+      const got = await runPagedFlash(dev!, caps, { ...c, ...v }, ins, false);
+      assert.ok(!(got instanceof KernelFault), "no fault");
+      assert.deepEqual(got.part, want.part, pagedFlashName({ ...c, ...v }));
+    }
+  }
+  assert.deepEqual(await runDecodeFlash(dev!, dev!.target.caps, deep, 64, false, { stages: 3 }), [], "contiguous, 3 stages");
+});
