@@ -127,7 +127,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   pagedFlash?: boolean;
   /** Decode attention over a contiguous cache on MMA tiles where it fits (lib.flashDecodeFits); default on (kernels/lower/attention.ts). */
   decodeFlash?: boolean;
-  /** The MMA decode and paged attention's K/V through a cp.async pipeline this many trips deep (FlashDecodeShape.stages; default 0: none). */
+  /** The MMA decode and paged attention's K/V through a cp.async pipeline this many trips deep (FlashDecodeShape.stages; default 3 for decode, 0 for paged). */
   attentionStages?: number;
   /**
    * Split-K decode attention combines in its own last team (lib.attentionFused: one dispatch, not two) where it

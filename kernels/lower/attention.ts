@@ -23,8 +23,9 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
 }
 
 /**
- * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash), each trip's
- * successor's K/V loaded ahead (AttentionShape.prefetch, unless attentionPrefetch says otherwise). H200, session 10
+ * Decode attention over a contiguous cache on MMA tiles where it fits (CompileOptions.decodeFlash), its K/V through
+ * a cp.async pipeline (DECODE_FLASH_STAGES; without staging, each trip's successor's K/V loaded ahead unless
+ * attentionPrefetch says otherwise). H200, session 10
  * (bench/kernels.ts --wall --backend ptx,ptx:decode-flash,ptx:decode-flash+attention-prefetch, ms a token, 64
  * chunks): at cap 8192 pos 4100 the 1B 0.996 / 0.973 / 0.963, qwen2.5-0.5b 0.766 / 0.771 / 0.746, the 8B 4.643 /
  * 4.525 / 4.471; at pos 64 the 1B 0.873 / 0.873 / 0.868, qwen 0.651 / 0.643 / 0.640; at cap 2048 pos 0 (64 chunks
@@ -34,6 +35,14 @@ function attentionSplitCount(caps: TargetSet["caps"], cap: number, items: number
  * 0.830, qwen 0.596 / 0.601; cap 8192 pos 4100 1B 0.960 / 0.997, qwen 0.744 / 0.755.
  */
 const DECODE_FLASH_DEFAULT = true;
+/**
+ * The MMA decode attention's cp.async stages (FlashDecodeShape.stages) where the target has them. H200, session 10
+ * (bench/kernels.ts --wall --backend ptx,ptx:attention-stages2,ptx:attention-stages3, prefetch the baseline, ms a
+ * token): cap 8192 pos 4100 1B 0.976 / 0.928 / 0.922, qwen2.5-0.5b 0.754 / 0.710 / 0.691; cap 2048 pos 0 (3 stages)
+ * 1B 0.851 / 0.833, qwen 0.599 / 0.610. The same bits either way. Serving keeps direct loads: at 32 rows the 8B
+ * entry took 8.49 ms direct, 8.64 / 8.59 / 8.62 with 2 / 3 / 4 stages (bench/serve_kernels.ts --tune fpN).
+ */
+const DECODE_FLASH_STAGES = 3;
 
 /**
  * Chunks of the MMA decode attention: about 1024 warps (one per row, KV head and chunk) to fill a wide GPU, at least
@@ -98,8 +107,8 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     const fs = Math.min(opts.attentionSplits ?? flashDecodeSplits(C, R * KVH), C);
     const bytes = R * H * fs * (D + 2) * 4;
     const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-    const prefetch = opts.attentionPrefetch ?? true;
-    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages: opts.attentionStages }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
+    const stages = opts.attentionStages ?? (caps.staging ? DECODE_FLASH_STAGES : 0), prefetch = opts.attentionPrefetch ?? true;
+    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
     kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
     return;
   }
