@@ -15,13 +15,17 @@
 // hd/8 contiguous values each at dims g * hd/8 .., so n tile j's column c is dim c * hd/8 + j (another permutation,
 // undone where the output is written).
 //
+// Loads (kvTripRows). A trip's K/V words come straight from memory, one trip ahead in registers (`prefetch`), or
+// through a per-lane cp.async pipeline in shared memory (`stages`): the same words in each case, so the same bits.
+// The lowering (kernels/lower/attention.ts) takes 3 stages for decode and direct loads for serving, as the H200 measured.
+//
 // Precision. The A operands (Q and P) enter as hi + lo 16-bit parts in the tile's rows g and g + 8 (the GQA group
 // fills at most 8 rows), and the two rows' results are added: ~16 bits of Q and P with bf16 K/V (~22 with f16),
 // like the serving matmuls' split x. K and V enter exactly. Products are exact and sums f32 in the hardware's order.
 //
 // Batch invariance. A row's loop, chunking (chunkOf over its own positions, trips of 16) and summation order depend
 // on its own position and the table length alone, never on the other rows.
-import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { type AttentionShape, chunkOf, pagedRows, type PagedAttentionShape } from "./attention.ts";
 import { FAULT } from "./codes.ts";
@@ -118,9 +122,9 @@ function flashDecodeKernel(caps: Caps, s: FlashDecodeShape, T: number, paged?: P
   }
   const kvBase = (p: Val) => b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb");
   // a position past stop reads the chunk's first row (written, finite) and is masked
-  const clamp = (p: Val): [Val, Val] => {
+  const clamp = (p: Val): Val => {
     const ok = b.let(p.lt(stop), "bool", "in");
-    return [ok, b.let(ok.select(p, start), "u32", "p")];
+    return b.let(ok.select(p, start), "u32", "p");
   };
 
   // Q of head g of the group (zero for the tile's rows past it): per 32 dims, this lane's 8 at 32st + 8t, as the
@@ -137,76 +141,11 @@ function flashDecodeKernel(caps: Caps, s: FlashDecodeShape, T: number, paged?: P
   }
 
   const m = b.let(f32(-Infinity), "f32", "m"), l = b.let(f32(0), "f32", "l");
-  const dt = hd / 8, vw = dt / 2; // n tiles of P V; u32 words of a lane's V strip
+  const dt = hd / 8; // n tiles of P V (a lane's V strip: dt values)
   const o = Array.from({ length: dt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "o")));
-  // K rows of the two S tiles (position p0 + 8j + g) and V rows (positions p0 + 2t + {0, 1, 8, 9}) as u32 words:
-  // kw[j][st] the 4 words of 32 dims, vv[i] a V strip. `pieces` lists this lane's 16-byte pieces of a trip (word
-  // index in K or V), in that order.
-  const UK = 2 * (hd / 32), UV = 4 * (vw / 4);
-  const pieces = (p0: Val): { buf: typeof K; at: Val }[] => [
-    ...[0, 1].flatMap((j) => {
-      const kb = kvBase(clamp(p0.add(8 * j).add(g))[1]);
-      return Array.from({ length: hd / 32 }, (_, st) => ({ buf: K, at: kb.add(32 * st).add(t.mul(8)).shr(1) }));
-    }),
-    ...[0, 1, 8, 9].flatMap((d) => {
-      const vb = b.let(kvBase(clamp(p0.add(t.mul(2)).add(d))[1]).add(g.mul(dt)).shr(1), "u32", "vb");
-      return Array.from({ length: vw / 4 }, (_, i) => ({ buf: V, at: vb.add(4 * i) }));
-    }),
-  ];
-  const fromPieces = (ws: Val[][]) => ({
-    kw: [0, 1].map((j) => ws.slice(j * (hd / 32), (j + 1) * (hd / 32))),
-    vv: [0, 1, 2, 3].map((i) => ws.slice(UK + i * (vw / 4), UK + (i + 1) * (vw / 4)).flat()),
-  });
-  const rowsAt = (p0: Val) => fromPieces(pieces(p0).map((pc) => b.loadv(pc.buf, pc.at, 4, "u32")));
-  const stages = s.stages ?? 0;
-  if (stages && !(Number.isInteger(stages) && stages >= 2 && stages <= 6 && caps.staging)) {
-    throw new KernelError(`${what}: a ${stages}-stage pipeline needs caps.staging (2..6 stages)`);
-  }
-  // prefetch: trip 0's rows before the loop, each trip's successor's at its top (a past-the-end trip reads the
-  // chunk's first rows, masked: never used), carried across the trip in registers
-  const carried = s.prefetch && !stages
-    ? { kw: [0, 1].map(() => Array.from({ length: hd / 32 }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "kc")))),
-      vv: Array.from({ length: 4 }, () => Array.from({ length: vw }, () => b.let(u32(0), "u32", "vc"))) }
-    : undefined;
-  type Rows = ReturnType<typeof rowsAt>;
-  const hand = (from: Rows, to: Rows) => {
-    from.kw.forEach((tile, j) => tile.forEach((w, st) => w.forEach((x, e) => b.set(to.kw[j][st][e], x))));
-    from.vv.forEach((strip, i) => strip.forEach((x, e) => b.set(to.vv[i][e], x)));
-  };
-  if (carried) b.if(start.lt(stop), () => hand(rowsAt(start), carried));
-  // stages: each lane copies its pieces of the trip `stages - 1` ahead into its own shared-memory slots (cp.async)
-  // and reads back only what it copied (no barrier); piece u of a stage at u * 128 words past it, lanes side by side
-  let pipe: { mem: Shared; slot: Val; rs: Val; stride: number; issue: (stage: Val, p0: Val) => void } | undefined;
-  if (stages) {
-    const stride = (UK + UV) * 128;
-    if (4 * stages * stride > caps.maxSharedBytes) throw new KernelError(`${what}: ${stages} stages take ${4 * stages * stride} bytes of shared memory`);
-    const mem = b.shared("flash_pipe", "u32", stages * stride), slot = b.let(lane.mul(4), "u32", "slot");
-    const issue = (stage: Val, p0: Val) => pieces(p0).forEach((pc, u) => b.cpAsync(mem, slot.add(stage).add(u * 128), pc.buf, pc.at));
-    for (let st = 0; st < stages - 1; st++) {
-      const p = b.let(start.add(st * TRIP), "u32", "pp");
-      b.if(p.lt(stop), () => issue(u32(st * stride), p));
-      b.cpCommit();
-    }
-    pipe = { mem, slot, rs: b.let(u32(0), "u32", "rs"), stride, issue };
-  }
+  const rowsOf = kvTripRows(b, { caps, what, K, V, hd, g, t, lane, start, stop, kvBase, clamp, stages: s.stages ?? 0, prefetch: !!s.prefetch });
   b.for(start, stop, TRIP, (p0) => {
-    let rows: Rows, next: Rows | undefined;
-    if (pipe) {
-      const { mem, slot, rs, stride, issue } = pipe;
-      b.cpWait(stages - 2); // this trip's pieces have landed (this lane's copies: all it reads)
-      const ahead = b.let(p0.add((stages - 1) * TRIP), "u32", "pa");
-      b.if(ahead.lt(stop), () => {
-        // into the stage read last trip: this lane's reads of it fed last trip's MMAs
-        issue(b.let(rs.eq(0).select(u32((stages - 1) * stride), rs.sub(stride)), "u32", "ws"), ahead);
-      });
-      b.cpCommit();
-      rows = fromPieces(Array.from({ length: UK + UV }, (_, u) => [0, 1, 2, 3].map((w) => b.let(b.sload(mem, slot.add(rs).add(u * 128 + w)), "u32", "pw"))));
-      b.set(rs, rs.eq((stages - 1) * stride).select(u32(0), rs.add(stride)));
-    } else if (carried) {
-      rows = { kw: carried.kw.map((tile) => tile.map((w) => w.map((x) => b.let(x, "u32", "kw")))), vv: carried.vv.map((st) => st.map((x) => b.let(x, "u32", "vw"))) };
-      next = rowsAt(p0.add(TRIP));
-    } else rows = rowsAt(p0);
-    const { kw, vv } = rows;
+    const { kw, vv, done } = rowsOf(p0);
     // scores of positions p0 + 8j + 2t + e (rows g and g + 8 hold Q's hi and lo parts)
     const sc = kw.map((words, j) => {
       let acc: Val[] = [f32(0), f32(0), f32(0), f32(0)];
@@ -239,7 +178,7 @@ function flashDecodeKernel(caps: Caps, s: FlashDecodeShape, T: number, paged?: P
       const vb = [b.let(pack(vv[0], vv[1]), "u32", "vb"), b.let(pack(vv[2], vv[3]), "u32", "vb")];
       b.mma(kv, pa, vb, o[jn].map((x) => x.mul(corr))).forEach((v, e) => b.set(o[jn][e], v));
     }
-    if (carried && next) hand(next, carried);
+    done();
   });
 
   // partials of head g: m, the quad's l, and acc dims (2t + e) * dt + jn = the rows' two parts added
@@ -256,6 +195,91 @@ function flashDecodeKernel(caps: Caps, s: FlashDecodeShape, T: number, paged?: P
     }
   });
   return b.build();
+}
+
+/** What a trip of flashDecodeKernel reads: this lane's K and V words, and a hook for the end of the trip. */
+interface TripWords {
+  /** kw[j][st]: the 4 words of K row p0 + 8j + g at dims 32st + 8t. */
+  kw: Val[][][];
+  /** vv[i]: the V strip (dims g * hd/8 ..) of position p0 + 2t + [0, 1, 8, 9][i], two values a word. */
+  vv: Val[][];
+  done(): void;
+}
+
+/**
+ * How the K/V words of a trip reach registers: loaded at its top; with `prefetch`, loaded one trip early and carried
+ * in registers (trip 0's before the loop; a past-the-end trip reads the chunk's first rows, masked: never used);
+ * with `stages`, copied `stages - 1` trips early by each lane into its own shared-memory slots (cp.async) and read
+ * back only by it (no barrier), piece u of a stage at u * 128 words past it, lanes side by side. The same words in
+ * every case: the same bits. Emits what comes before the loop; returns the rows of the trip at p0.
+ */
+function kvTripRows(
+  b: KernelBuilder,
+  o: {
+    caps: Caps; what: string; K: Buffer; V: Buffer; hd: number; g: Val; t: Val; lane: Val; start: Val; stop: Val;
+    kvBase: (p: Val) => Val; clamp: (p: Val) => Val; stages: number; prefetch: boolean;
+  },
+): (p0: Val) => TripWords {
+  const { caps, what, K, V, hd, g, t, lane, start, stop, kvBase, clamp, stages } = o;
+  const dt = hd / 8, vw = dt / 2; // a lane's V strip: dt values, vw words
+  // this lane's 16-byte pieces of a trip (word index in K or V): K tiles, then V positions
+  const UK = 2 * (hd / 32), UV = 4 * (vw / 4);
+  const pieces = (p0: Val): { buf: Buffer; at: Val }[] => [
+    ...[0, 1].flatMap((j) => {
+      const kb = kvBase(clamp(p0.add(8 * j).add(g)));
+      return Array.from({ length: hd / 32 }, (_, st) => ({ buf: K, at: kb.add(32 * st).add(t.mul(8)).shr(1) }));
+    }),
+    ...[0, 1, 8, 9].flatMap((d) => {
+      const vb = b.let(kvBase(clamp(p0.add(t.mul(2)).add(d))).add(g.mul(dt)).shr(1), "u32", "vb");
+      return Array.from({ length: vw / 4 }, (_, i) => ({ buf: V, at: vb.add(4 * i) }));
+    }),
+  ];
+  const fromPieces = (ws: Val[][]) => ({
+    kw: [0, 1].map((j) => ws.slice(j * (hd / 32), (j + 1) * (hd / 32))),
+    vv: [0, 1, 2, 3].map((i) => ws.slice(UK + i * (vw / 4), UK + (i + 1) * (vw / 4)).flat()),
+  });
+  type Rows = ReturnType<typeof fromPieces>;
+  const rowsAt = (p0: Val): Rows => fromPieces(pieces(p0).map((pc) => b.loadv(pc.buf, pc.at, 4, "u32")));
+  if (stages && !(Number.isInteger(stages) && stages >= 2 && stages <= 6 && caps.staging)) {
+    throw new KernelError(`${what}: a ${stages}-stage pipeline needs caps.staging (2..6 stages)`);
+  }
+  const carried = o.prefetch && !stages
+    ? { kw: [0, 1].map(() => Array.from({ length: hd / 32 }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "kc")))),
+      vv: Array.from({ length: 4 }, () => Array.from({ length: vw }, () => b.let(u32(0), "u32", "vc"))) }
+    : undefined;
+  const hand = (from: Rows, to: Rows) => {
+    from.kw.forEach((tile, j) => tile.forEach((w, st) => w.forEach((x, e) => b.set(to.kw[j][st][e], x))));
+    from.vv.forEach((strip, i) => strip.forEach((x, e) => b.set(to.vv[i][e], x)));
+  };
+  if (carried) {
+    b.if(start.lt(stop), () => hand(rowsAt(start), carried));
+    return (p0) => {
+      const rows = { kw: carried.kw.map((tile) => tile.map((w) => w.map((x) => b.let(x, "u32", "kw")))), vv: carried.vv.map((st) => st.map((x) => b.let(x, "u32", "vw"))) };
+      const next = rowsAt(p0.add(TRIP));
+      return { ...rows, done: () => hand(next, carried) };
+    };
+  }
+  if (!stages) return (p0) => ({ ...rowsAt(p0), done: () => {} });
+  const stride = (UK + UV) * 128;
+  if (4 * stages * stride > caps.maxSharedBytes) throw new KernelError(`${what}: ${stages} stages take ${4 * stages * stride} bytes of shared memory`);
+  const mem = b.shared("flash_pipe", "u32", stages * stride), slot = b.let(lane.mul(4), "u32", "slot");
+  const issue = (stage: Val, p0: Val) => pieces(p0).forEach((pc, u) => b.cpAsync(mem, slot.add(stage).add(u * 128), pc.buf, pc.at));
+  for (let st = 0; st < stages - 1; st++) {
+    const p = b.let(start.add(st * TRIP), "u32", "pp");
+    b.if(p.lt(stop), () => issue(u32(st * stride), p));
+    b.cpCommit();
+  }
+  const rs = b.let(u32(0), "u32", "rs"); // word offset of the stage this trip reads
+  return (p0) => {
+    b.cpWait(stages - 2); // this trip's pieces have landed (this lane's copies: all it reads)
+    const ahead = b.let(p0.add((stages - 1) * TRIP), "u32", "pa");
+    // into the stage read last trip: this lane's reads of it fed last trip's MMAs
+    b.if(ahead.lt(stop), () => issue(b.let(rs.eq(0).select(u32((stages - 1) * stride), rs.sub(stride)), "u32", "ws"), ahead));
+    b.cpCommit();
+    const rows = fromPieces(Array.from({ length: UK + UV }, (_, u) => [0, 1, 2, 3].map((w) => b.let(b.sload(mem, slot.add(rs).add(u * 128 + w)), "u32", "pw"))));
+    b.set(rs, rs.eq((stages - 1) * stride).select(u32(0), rs.add(stride)));
+    return { ...rows, done: () => {} };
+  };
 }
 
 /** An f32 pair as hi and lo 16-bit MMA words: hi rounds the pair, lo rounds what hi lost. */
