@@ -31,7 +31,10 @@ export interface VulkanOptions {
   timestamps?: boolean;
   /** A full memory barrier before every step of a recording, not only where one step's bytes meet another's. */
   allBarriers?: boolean;
-  /** Milliseconds a wait polls its fence before blocking in vkWaitForFences (default 20; 0 blocks at once). */
+  /**
+   * Milliseconds a wait polls its fence before blocking in vkWaitForFences (default 20 on a GPU; 0, blocking at once,
+   * on a CPU device, whose driver threads need the core a polling wait would take).
+   */
   spinMs?: number;
   /** Unroll the loops PTX unrolls before rendering SPIR-V (default true; false leaves the Unroll hint only). */
   unroll?: boolean;
@@ -84,6 +87,8 @@ export interface Context {
   memory: ReturnType<vk.Vulkan["memoryProperties"]>;
   /** VK_EXT_memory_budget is supported (per-heap budget and usage can be queried). */
   memoryBudget: boolean;
+  /** The device is a CPU (lavapipe, SwiftShader): its work runs on the host's own cores. */
+  cpu: boolean;
 }
 
 const DEVICE_RANK: Record<number, number> = {
@@ -232,7 +237,10 @@ function createDevice(
     subgroupOps: sub.supportedOperations,
     subgroupSizes: [sgp.minSubgroupSize || sub.subgroupSize, sgp.maxSubgroupSize || sub.subgroupSize],
   };
-  return { api, instance, pd, device, queue, family, target, enabled, memory, memoryBudget: exts.has("VK_EXT_memory_budget") };
+  return {
+    api, instance, pd, device, queue, family, target, enabled, memory, memoryBudget: exts.has("VK_EXT_memory_budget"),
+    cpu: props.deviceType === vk.VK_PHYSICAL_DEVICE_TYPE_CPU,
+  };
 }
 
 /**
