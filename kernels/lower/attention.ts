@@ -4,7 +4,8 @@ import { byteSize } from "../../graph/dtype.ts";
 import type { Node } from "../../graph/ir.ts";
 import type { Unit } from "../../graph/plan.ts";
 import type { TargetSet } from "../target.ts";
-import type { Binding } from "../program.ts";
+import type { Binding, Work } from "../program.ts";
+import type { Kernel } from "../ir.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
 import { fusesTails, itype, LoweringError } from "./common.ts";
@@ -96,21 +97,15 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
       kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
       return;
     }
-    const bytes = R * H * fs * (D + 2) * 4;
-    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-    kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-    kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
-    return;
+    const partial = lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs });
+    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
   }
   if ((opts.decodeFlash ?? DECODE_FLASH_DEFAULT) && R < MMA_MIN_ROWS && !lib.flashDecodeFits(caps, shape)) {
     // a warp per (row, KV head, chunk) on MMA tiles (kernels/lib/flash_decode.ts), then the combine
     const fs = Math.min(opts.attentionSplits ?? flashDecodeSplits(C, R * KVH), C);
-    const bytes = R * H * fs * (D + 2) * 4;
-    const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
     const stages = opts.attentionStages ?? (caps.staging ? DECODE_FLASH_STAGES : 0), prefetch = opts.attentionPrefetch ?? true;
-    kernel(lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-    kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits: fs }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
-    return;
+    const partial = lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages });
+    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
   }
   const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
   const group = attentionGroup(opts, H / KVH);
@@ -127,10 +122,17 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
     return;
   }
-  const bytes = R * H * splits * (D + 2) * 4;
-  const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos), part], work);
-  kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, bind(n.id)], { bytes: 2 * bytes, flops: bytes });
+  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
+}
+
+/** A split-K partial kernel into arena scratch [rows * heads, splits, hd + 2] (its last binding), then attentionCombine into out. */
+function partialsThenCombine(
+  cx: LowerContext, s: { rows: number; heads: number; hd: number; splits: number }, partial: Kernel, inputs: Binding[], out: Binding, work: Work,
+): void {
+  const bytes = s.rows * s.heads * s.splits * (s.hd + 2) * 4;
+  const part: Binding = { buffer: cx.buf("arena", "attention-partials", bytes), offset: 0, bytes };
+  cx.kernel(partial, [...inputs, part], work);
+  cx.kernel(lib.attentionCombine(cx.caps, s), [part, out], { bytes: 2 * bytes, flops: bytes });
 }
 
 /**
@@ -143,7 +145,7 @@ const PAGED_FLASH_DEFAULT = true;
 
 /** Attention over a paged cache (block table, pool of K/V rows): one kernel, or partials and a combine. */
 export function lowerPagedAttention(cx: LowerContext, n: Node): void {
-  const { nodes, caps, buf, bind, kernel, bytesOfIds } = cx;
+  const { nodes, caps, bind, kernel, bytesOfIds } = cx;
   const ins = n.inputs, out = bind(n.id);
   const [q, k, v, tb, ps] = ins;
   const [R, H, D] = nodes[q].shape, [P, KVH] = nodes[k].shape;
@@ -163,8 +165,6 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const splits = Math.min(cx.opts.attentionSplits ?? lib.attentionSplits(caps, T), T);
   const flash = (cx.opts.pagedFlash ?? PAGED_FLASH_DEFAULT) && !lib.flashDecodeFits(caps, shape);
   if (splits <= 1 && !flash) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
-  const bytes = R * H * splits * (D + 2) * 4;
-  const part: Binding = { buffer: buf("arena", "attention-partials", bytes), offset: 0, bytes };
-  kernel(flash ? lib.pagedFlashPartial(caps, { ...shape, splits, stages: cx.opts.attentionStages }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group }), [...bindings, part], work);
-  return kernel(lib.attentionCombine(caps, { rows: R, heads: H, hd: D, splits }), [part, out], { bytes: 2 * bytes, flops: bytes });
+  const partial = flash ? lib.pagedFlashPartial(caps, { ...shape, splits, stages: cx.opts.attentionStages }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group });
+  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, partial, bindings, out, work);
 }

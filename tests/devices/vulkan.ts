@@ -7,12 +7,8 @@ import { probeBackend } from "../../backends/open.ts";
 
 let shared: Promise<Device | string> | undefined;
 
-function openShared(): Promise<Device | string> {
-  return probeBackend("vulkan");
-}
-
 /** A shared device for harness use, reopened if a test poisoned it; tests that poison or destroy open their own. */
 export function open(): Promise<Device | string> {
-  shared ??= openShared();
-  return shared.then((d) => typeof d === "string" || d.poisoned === undefined ? d : (shared = openShared()));
+  shared ??= probeBackend("vulkan");
+  return shared.then((d) => typeof d === "string" || d.poisoned === undefined ? d : (shared = probeBackend("vulkan")));
 }

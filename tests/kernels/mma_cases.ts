@@ -10,6 +10,7 @@ import type { Kernel } from "../../kernels/ir.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaPrepX, mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
 import { stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import { KernelFault } from "../../backends/errors.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
@@ -297,25 +298,39 @@ export async function checkServingInvariance(
 }
 
 /** flashAttention with `splits` then attentionCombine over the case's inputs; the case's problems (empty = pass). */
-export async function runFlashSplit(dev: Device, c: FlashCfg, splits: number, emulate: boolean): Promise<string[]> {
+export function runFlashSplit(dev: Device, c: FlashCfg, splits: number, emulate: boolean): Promise<string[]> {
   const kc = flashCase(c, emulate);
   const caps = mmaCaps(dev.target.caps, emulate);
   const ins = kc.inputs();
   const fk = flashAttention(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, split: c.split, splits });
   const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
+  return runPartialCombine(dev, kc, ins, fk, ck, c.rows * c.heads * splits * (c.hd + 2) * 4);
+}
+
+/**
+ * A split-K attention case through its two kernels: `partial` over the case's bindings 0..3 (q, k, v, pos) into a
+ * scratch of `partBytes`, then `combine` into binding 4 (out); the case's problems (empty = pass), its fault case's
+ * when the dispatch faults.
+ */
+export async function runPartialCombine(dev: Device, kc: KernelCase, ins: Uint8Array[], partial: Kernel, combine: Kernel, partBytes: number): Promise<string[]> {
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
     return d;
   });
-  const part = dev.alloc(c.rows * c.heads * splits * (c.hd + 2) * 4, "device");
+  const part = dev.alloc(partBytes, "device");
   const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
   try {
     dev.run([
-      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
-      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
+      { k: "kernel", compiled: dev.compile(partial), grid: partial.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
+      { k: "kernel", compiled: dev.compile(combine), grid: combine.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
     ]);
-    await dev.synchronize(60_000);
+    try {
+      await dev.synchronize(60_000);
+    } catch (e) {
+      if (e instanceof KernelFault) return checkCase(kc, { inputs: ins, fault: e });
+      throw e;
+    }
     const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
     return checkCase(kc, { inputs: ins, outputs });
   } finally {

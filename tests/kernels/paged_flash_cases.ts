@@ -13,7 +13,7 @@ import type { Caps } from "../../kernels/target.ts";
 import { attentionCombine } from "../../kernels/lib/attention.ts";
 import { flashDecodePartial, pagedFlashPartial } from "../../kernels/lib/flash_decode.ts";
 import { type AttnCfg, attentionCase, type KernelCase } from "./cases.ts";
-import { checkCase } from "./harness.ts";
+import { runPartialCombine } from "./mma_cases.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
 export interface PagedFlashCfg {
@@ -199,7 +199,7 @@ export function decodeFlashCfgs(): AttnCfg[] {
  * flashDecodePartial with `splits` then attentionCombine over attentionCase's inputs: the case's problems (empty =
  * pass), at this file's tolerance (rel 2e-4 of the weighted |v|); with `fault`, the fault case's.
  */
-export async function runDecodeFlash(
+export function runDecodeFlash(
   dev: Device, caps: Caps, c: AttnCfg, splits: number, fault = false, o: { prefetch?: boolean; stages?: number } = {},
 ): Promise<string[]> {
   const base = attentionCase(c, fault);
@@ -207,27 +207,5 @@ export async function runDecodeFlash(
   const ins = kc.inputs();
   const fk = flashDecodePartial(caps, { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, window: c.window, softcap: c.softcap, splits, ...o });
   const ck = attentionCombine(caps, { rows: c.rows, heads: c.heads, hd: c.hd, splits });
-  const bufs = ins.map((b) => {
-    const d = dev.alloc(b.byteLength, "device");
-    dev.write(d, 0, b);
-    return d;
-  });
-  const part = dev.alloc(c.rows * c.heads * splits * (c.hd + 2) * 4, "device");
-  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
-  try {
-    dev.run([
-      { k: "kernel", compiled: dev.compile(fk), grid: fk.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
-      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
-    ]);
-    try {
-      await dev.synchronize(60_000);
-    } catch (e) {
-      if (e instanceof KernelFault) return checkCase(kc, { inputs: ins, fault: e });
-      throw e;
-    }
-    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
-    return checkCase(kc, { inputs: ins, outputs });
-  } finally {
-    for (const b of [...bufs, part]) dev.free(b);
-  }
+  return runPartialCombine(dev, kc, ins, fk, ck, c.rows * c.heads * splits * (c.hd + 2) * 4);
 }
