@@ -43,8 +43,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * x·g as int8 runs with their scales and sums, and the norm's r, into a scratch buffer the gemv reads at 1 byte
    * a value), not quantized by every team from f32 x; bit-identical results, one more dispatch per unit. A prep
    * with a fused norm is one workgroup (r must be summed in the gemv team's order); "no-norm": only the units
-   * without one (o, down). Default: on for the weight types of kernels/lower/gemv.ts XQ_PREP_DEFAULT (the
-   * k-quants) where dispatches cost little (not caps.dispatchGap), off elsewhere.
+   * without one (o, down). Default: on for the weight types of kernels/lower/gemv.ts XQ_PREP_DEFAULT (every
+   * type whose integer path is the default) where dispatches cost little (not caps.dispatchGap), off elsewhere.
    */
   xqPrep?: boolean | "no-norm";
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */

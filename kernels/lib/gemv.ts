@@ -108,6 +108,7 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QT
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
+  if (s.xq === "prep") return prepTune(s, chunks, whole);
   if (s.xq) return xqTune(s, w, lanes, warps, () => lanes = whole(lanes * 2), Math.min(chunks, max));
   let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
   while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
@@ -129,6 +130,24 @@ function xqTune(s: Pick<GemvShape, "k" | "parts">, w: QType, lanes0: number, war
   const silu = s.parts.some((p) => p.kind === "silu_mul"), units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
   let rows = w === "q8_0" && s.k <= 4096 && !silu && units < 32768 ? 4 : 8;
   while (warps(rows) < 1200 && rows > 1) rows /= 2;
+  return { lanes, rows, unroll: 2, teams: 4 };
+}
+
+/**
+ * The tuning of a gemv reading prepared x (an H200 sweep of lanes 32..256 x units 1..8 x loads ahead 4/8 over the
+ * Llama 3 8B's q4_k_m and q8_0 gemvs, session 11, `bench/kernels.ts --xq-prep on --sweep`): with x quantized once,
+ * a team no longer saves much by sharing it across rows, and the grid's warps are what hide the loads' latency
+ * (xqTune's 8 units left the 8B's gemvs at 3.4 warps per scheduler: q/k/v 22.5 -> 6.2 us, gate/up 25.3 -> 19.6,
+ * q8_0 gate/up 38.8 -> 30.1). So: 128 lanes or two chunks a lane, whichever is wider (never more lanes than chunks),
+ * one row unit per team, two where a lane would load only one chunk (the o projection: 4.6 against 5.4 us), and
+ * doubled while the grid would exceed 32768 teams (the vocabulary head: 114-118 us at 4 units, 156 at 1).
+ */
+function prepTune(s: Pick<GemvShape, "parts">, chunks: number, whole: (n: number) => number): GemvTune {
+  const lanes = whole(Math.min(chunks, Math.max(128, chunks / 2)));
+  const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
+  const loads = Math.ceil(chunks / lanes) * Math.max(...s.parts.map((p) => ((p.kind ?? "dot") === "dot" ? 1 : 2)));
+  let rows = loads < 2 ? 2 : 1;
+  while (units / rows >= 32768) rows *= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
 }
 

@@ -24,12 +24,13 @@ export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q
 
 /**
  * The weight types whose integer path prepares x once per unit (CompileOptions.xqPrep) by default, on targets whose
- * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch). The k-quants:
- * the H200 (session 9, `bash bench/h200.sh xq-prep`, 8B decode tok/s with the prep on / only without a fused norm
- * / off) measured q4_k_m 393.0 / - / 380.2 and 382.2 / 372.4 / 376.2 in a second call, q5_k_m 324.7 / 306.4 /
- * 312.3; but q8_0 322.9 / 318.1 / 324.0 and q4_0 376.5 / 364.9 / 408.2, so those two keep x quantized in each team.
+ * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch): every type whose
+ * integer path is the default. Session 9 measured only the k-quants faster with it, under the tuning made for x
+ * quantized in each team; with the gemvs tuned for prepared x (kernels/lib/gemv.ts prepTune) the H200 measured
+ * every measured type faster (session 11, `bench/decode.ts --shape llama-3-8b --quantized-x on --xq-prep on,off`,
+ * tok/s): q4_k_m 470.0 / 373.0, q5_k_m 438.4 / 315.6, q4_0 484.5 / 404.8, q8_0 382.5 / 322.2.
  */
-export const XQ_PREP_DEFAULT: readonly string[] = ["q4_k", "q5_k", "q6_k"];
+export const XQ_PREP_DEFAULT: readonly string[] = XQ_DEFAULT;
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
