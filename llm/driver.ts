@@ -21,7 +21,7 @@ import { checkContext } from "./validate.ts";
 import { checkEmbedOptions, checkTexts, embedWithDecoder, type EmbedOptions, EncoderRunner } from "./encoder.ts";
 import { expandImages, type ImageInput, type PromptInput, rowInputs, type RowInputs, tokenizeAround, VisionRunner } from "./vision.ts";
 import { checkGenerate, describe, type DriverOptions, type GenerateOptions, type GenerateResult, isInt } from "./options.ts";
-import { contextRequest, prefillDefault, Steps } from "./steps.ts";
+import { contextRequest, kvDtypeOf, prefillDefault, Steps } from "./steps.ts";
 import { generateTokens } from "./generate.ts";
 
 export type { RowLogprobs, SamplerParams } from "./sampling.ts";
@@ -38,6 +38,8 @@ export { prefillDefault } from "./steps.ts";
 export class Driver {
   /** KV capacity in positions. */
   readonly ctx: number;
+  /** Element type of the K/V cache (DriverOptions.kvDtype resolved). */
+  readonly kvDtype: "f32" | "f16";
   /** The step entries and the steps that run them. */
   private readonly steps: Steps;
   private readonly hiddenRows = new Set<number>();
@@ -66,11 +68,15 @@ export class Driver {
       throw new InvalidArgumentError("prefill", "must be an array of positive integers");
     }
     // The trained limit (with its override) and the device's memory, before anything is allocated.
+    if (opts.kvDtype !== undefined && !["f32", "f16", "auto"].includes(opts.kvDtype)) {
+      throw new InvalidArgumentError("kvDtype", `${JSON.stringify(opts.kvDtype)} is not f32, f16 or auto`);
+    }
+    this.kvDtype = kvDtypeOf(model, opts);
     this.ctx = checkContext(contextRequest(model, exec, opts));
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
       if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
-    });
+    }, this.kvDtype);
   }
 
   /**

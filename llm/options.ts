@@ -25,6 +25,12 @@ export interface DriverOptions {
   /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
   /**
+   * Element type of the K/V cache (default f32). f16 halves its memory and what attention reads, and on a device
+   * with tensor-core tiles (ptx) decode attention runs on them; "auto": f16 where the model's matrices are 16-bit
+   * or quantized (llama.cpp's default), f32 where they are f32 (kvTypeFor).
+   */
+  kvDtype?: "f32" | "f16" | "auto";
+  /**
    * Prefill row shapes prepared up front (default prefillDefault(): [2048, 512, 64, 16, 8] where the device
    * has tensor-core tiles and shared-memory staging, [512, 64, 16, 8] with tiles only, [512, 32, 8] on other
    * GPUs (the tiled matmul), [32, 8] on the JS device; 1 is always there: the decode step).

@@ -39,6 +39,8 @@ export class Steps {
     readonly ctx: number,
     readonly prefillRows: number[],
     private readonly guard: () => void,
+    /** Element type of the K/V cache every entry shares. */
+    readonly kvDtype: "f32" | "f16" = "f32",
   ) {
     // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
     this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
@@ -47,7 +49,7 @@ export class Steps {
   /** The entry key of a step shape. */
   private key(kind: StepKind, rows: number, full: boolean, inputs: boolean): string {
     const tail = kind === "step" ? (full ? "sampler+full" : "sampler") : "hidden";
-    return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${tail}${inputs ? ":input_rows" : ""}`;
+    return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${tail}${inputs ? ":input_rows" : ""}${this.kvDtype === "f32" ? "" : `:kv=${this.kvDtype}`}`;
   }
 
   /**
@@ -61,7 +63,7 @@ export class Steps {
     let id = this.entries.get(key);
     if (id !== undefined) return id;
     // A step that takes rows by value (an image's, generateWithInputs' rows) is its own entry (open prepares it for a VLM).
-    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs }, { dtypeOf: this.dtypeOf });
+    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs, kvDtype: this.kvDtype }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
       // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
@@ -149,11 +151,30 @@ export function prefillDefault(caps: Caps): number[] {
 }
 
 /**
- * What sizes the context on the device, for checkContext: f32 K and V of every layer per position, plus the
- * attention scores of the widest prefill chunk (rows x heads per position, counted twice for the softmax).
+ * The K/V cache's element type for "auto": f16 where the model's matrices are 16-bit or quantized (llama.cpp keeps
+ * K/V in f16 whatever the weights, vLLM in the model's 16-bit type; a cache holds f32 or f16, and the attention on
+ * tensor-core tiles reads 16-bit K/V), f32 where they are f32.
+ */
+export function kvTypeFor(model: Pick<ModelHandle, "map" | "store">): "f32" | "f16" {
+  for (const name of model.map.values()) {
+    const info = model.store.info(name);
+    if (info && info.shape.length >= 2 && info.dtype !== "f32") return "f16";
+  }
+  return "f32";
+}
+
+/** DriverOptions.kvDtype resolved for a model (default f32). */
+export function kvDtypeOf(model: Pick<ModelHandle, "map" | "store">, opts: Pick<DriverOptions, "kvDtype">): "f32" | "f16" {
+  return opts.kvDtype === "auto" ? kvTypeFor(model) : opts.kvDtype ?? "f32";
+}
+
+/**
+ * What sizes the context on the device, for checkContext: K and V of every layer per position (of the cache's
+ * element type), plus the attention scores of the widest prefill chunk (rows x heads per position, counted twice
+ * for the softmax).
  */
 export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
-  const c = model.config;
+  const c = model.config, kvBytes = kvDtypeOf(model, opts) === "f16" ? 2 : 4;
   // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
   // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
   const caps = exec.targetSet().caps;
@@ -165,8 +186,8 @@ export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverO
     trained: model.contextLength,
     trainedKey: model.format === "gguf" ? `${model.arch}.context_length` : "config.json max_position_embeddings",
     allowLonger: opts.allowLongContext,
-    bytesPerPosition: 2 * c.layers * c.kvHeads * c.headDim * 4 + 2 * rows * c.heads * 4,
-    bufferBytesPerPosition: c.kvHeads * c.headDim * 4,
+    bytesPerPosition: 2 * c.layers * c.kvHeads * c.headDim * kvBytes + 2 * rows * c.heads * 4,
+    bufferBytesPerPosition: c.kvHeads * c.headDim * kvBytes,
     fixedBytes: fixed,
     target: exec.targetSet(),
   };

@@ -12,24 +12,12 @@
 import type { Executor } from "../../backends/executor.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
+import { kvTypeFor } from "../steps.ts";
 import { BatchRunner } from "./batch.ts";
 import { createHandler } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { BlockPool, planPool, type PoolPlan, PoolSizeError } from "./pool.ts";
 import { Scheduler } from "./scheduler.ts";
-
-/**
- * The K/V pool's element type for "auto": f16 where the model's matrices are 16-bit or quantized (llama.cpp keeps
- * K/V in f16 whatever the weights, vLLM in the model's 16-bit type; the pool holds f32 or f16, and the attention on
- * tensor-core tiles reads 16-bit K/V), f32 where they are f32.
- */
-export function kvTypeFor(model: Pick<ModelHandle, "map" | "store">): "f32" | "f16" {
-  for (const name of model.map.values()) {
-    const info = model.store.info(name);
-    if (info && info.shape.length >= 2 && info.dtype !== "f32") return "f16";
-  }
-  return "f32";
-}
 
 export interface ServeOptions {
   /** Most sequences decoding at once (the largest decode batch); default 16. */

@@ -94,6 +94,7 @@ const list: FuzzCase[] = [
   flag("cli/flags/negative-temperature", "11 flags", ["--temperature", "-1"], /--temperature: "-1" is not a number >= 0/),
   flag("cli/flags/run-dump-kernels", "11 flags", ["--dump-kernels", "x"], /run: Unknown option '--dump-kernels'/),
   flag("cli/flags/missing-value", "11 flags", ["-n"], /run: Option '-n, --max-tokens <value>' argument missing/),
+  flag("cli/flags/kv-type", "11 flags", ["--kv-type", "bf16"], /--kv-type: unknown kv-type "bf16" \(expected auto, f32, f16\)/),
   { name: "cli/flags/prompt-twice", cls: "11 flags", exit: 2, message: /either with -p or as an argument/, setup: (dir) => ["run", "-m", NONE(dir), "-p", "a", "b"] },
   { name: "cli/flags/info-positional", cls: "11 flags", exit: 2, message: /info: unexpected argument "model\.gguf"/, setup: () => ["info", "model.gguf"] },
   { name: "cli/flags/info-prompt", cls: "11 flags", exit: 2, message: /info: Unknown option '-p'/, setup: () => ["info", "-p", "x"] },

@@ -23,6 +23,24 @@ async function collect(s: AsyncIterable<{ text: string }>): Promise<string> {
   return out;
 }
 
+test("kvDtype: auto keeps f32 for stories260K's f32 matrices; f16 halves the K/V cache and generates; another value is InvalidArgumentError", async () => {
+  const c = model.config, ctx = 64;
+  const a = await open({ model: PATH, backend: "js", ctx, kvDtype: "auto" });
+  const b = await open({ model: PATH, backend: "js", ctx, kvDtype: "f16" });
+  try {
+    assert.equal(a.kvDtype, "f32");
+    assert.equal(b.kvDtype, "f16");
+    // K and V of every layer: 4 bytes an element against 2
+    assert.equal(allocated(a) - allocated(b), 2 * c.layers * ctx * c.kvHeads * c.headDim * 2);
+    const r = await b.generate(PROMPT, { maxTokens: 8 });
+    assert.equal(r.generatedIds.length, 8);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+  await assert.rejects(open({ model: PATH, backend: "js", ctx, kvDtype: "bf16" as "f16" }), (e) => e instanceof InvalidArgumentError && e.argument === "kvDtype");
+});
+
 test("open(): a path and a backend give a ready driver; progress is reported; close() frees the device", async () => {
   const seen: LoadProgress[] = [];
   const d = await open({ model: PATH, backend: "js", ctx: 64, onProgress: (p) => seen.push(p) });

@@ -55,12 +55,18 @@ interface Oracle {
 }
 
 const gguf = refSkip ? undefined : loadModel(model);
-let oracle: Oracle | undefined;
+const oracles = new Map<Kv, Oracle>();
+/** Element type of the K/V cache (DriverOptions.kvDtype, `poot run --kv-type`). */
+type Kv = "f32" | "f16";
 
-/** The oracle (graph/eval, "expected" bounds carried across steps) along each reference sequence. */
-function oracleRun(): Oracle {
-  if (oracle) return oracle;
-  const g = decodeGraph();
+/**
+ * The oracle (graph/eval, "expected" bounds carried across steps) along each reference sequence, with the K/V
+ * cache in `kv` (an f16 cache's rounding is in its bounds: the cast is an op of the graph).
+ */
+function oracleRun(kv: Kv = "f32"): Oracle {
+  const had = oracles.get(kv);
+  if (had) return had;
+  const g = decodeGraph(kv);
   const consts = constsFromStore(gguf!.store, gguf!.map);
   const at = new Map<number, Map<number, { z: Float32Array; e: Float32Array }>>();
   for (const [ci, c] of cases.entries()) {
@@ -78,11 +84,12 @@ function oracleRun(): Oracle {
     }
     at.set(ci, m);
   }
-  return oracle = { at };
+  oracles.set(kv, { at });
+  return { at };
 }
 
-function decodeGraph() {
-  const { tracer, logits } = traceLlama(gguf!.config, { rows: 1, cap: CTX });
+function decodeGraph(kv: Kv = "f32") {
+  const { tracer, logits } = traceLlama(gguf!.config, { rows: 1, cap: CTX, kvDtype: kv });
   tracer.output("logits", logits);
   return tracer.build();
 }
@@ -98,8 +105,8 @@ function decodeGraph() {
 const RMS_SIGMA_LIMIT = 0.25;
 
 /** Compares logits rows with llama.cpp's log-softmax; returns failures, the largest |diff| / bound and the RMS in σ. */
-function compare(what: string, got: (ci: number, pos: number) => ArrayLike<number>, sides: 1 | 2): { bad: string[]; worst: number; checked: number; rms: number } {
-  const o = oracleRun();
+function compare(what: string, got: (ci: number, pos: number) => ArrayLike<number>, sides: 1 | 2, kv: Kv = "f32"): { bad: string[]; worst: number; checked: number; rms: number } {
+  const o = oracleRun(kv);
   const bad: string[] = [];
   let worst = 0, checked = 0, sq = 0;
   for (const [ci, c] of cases.entries()) {
@@ -132,6 +139,14 @@ test(`tier 3 oracle: log-softmax at ${positions} positions of ${LOGPROB_PROMPTS}
   console.log(`oracle vs llama.cpp: ${r.checked} log-probabilities, largest |diff|/bound ${r.worst.toPrecision(3)}, rms ${r.rms.toPrecision(3)} σ`);
   assert.deepEqual(r.bad.slice(0, 5), []);
   assert.ok(r.checked >= LOGPROB_PROMPTS * 3 * 512, `${r.checked} log-probabilities checked`);
+});
+
+test(`tier 3 oracle, f16 K/V cache: log-softmax at ${positions} positions within the tier-2 bound of llama.cpp's`, { skip: refSkip }, () => {
+  // llama.cpp's cache is f32 here: the bound of the f16 cache's rounding must cover what it moves.
+  const o = oracleRun("f16");
+  const r = compare("oracle f16 K/V", (ci, pos) => o.at.get(ci)!.get(pos)!.z, 1, "f16");
+  console.log(`oracle (f16 K/V) vs llama.cpp: ${r.checked} log-probabilities, largest |diff|/bound ${r.worst.toPrecision(3)}, rms ${r.rms.toPrecision(3)} σ`);
+  assert.deepEqual(r.bad.slice(0, 5), []);
 });
 
 test("tier 3: the carried llama.cpp reference equals llama.cpp computed here", { skip: refSkip || (typeof ref !== "string" && ref.source === "carried" ? `llama.cpp did not run here: ${ref.why}` : false) }, () => {
@@ -170,13 +185,13 @@ for (const backend of selectedBackends()) {
     }
   });
 
-  test(`tier 3 on ${backend}: log-softmax at ${positions} positions within the tier-2 bound of llama.cpp's`, { skip }, async () => {
+  for (const kv of ["f32", "f16"] as const) test(`tier 3 on ${backend}: log-softmax at ${positions} positions within the tier-2 bound of llama.cpp's${kv === "f16" ? " with an f16 K/V cache (--kv-type f16)" : ""}`, { skip }, async () => {
     const d = await openDevice(backend) as Device;
     const eng = new Engine(d, { compile: compileGraph, timeoutMs: 120_000 });
     const rows = new Map<string, Float32Array>();
     try {
       await eng.loadWeights(gguf!.store, gguf!.map);
-      const id = eng.addEntry("decode+logits", decodeGraph());
+      const id = eng.addEntry("decode+logits", decodeGraph(kv));
       for (const [ci, c] of cases.entries()) {
         if (!c.logprobs) continue;
         const seq = [...c.prompt_ids, ...c.generated_ids], want = new Set(c.logprobs.map((l) => l.pos));
@@ -189,8 +204,8 @@ for (const backend of selectedBackends()) {
     } finally {
       await eng.unload();
     }
-    const r = compare(backend, (ci, pos) => rows.get(`${ci}:${pos}`)!, 2);
-    console.log(`${backend} vs llama.cpp: ${r.checked} log-probabilities, largest |diff|/bound ${r.worst.toPrecision(3)}, rms ${r.rms.toPrecision(3)} σ`);
+    const r = compare(`${backend}${kv === "f16" ? " f16 K/V" : ""}`, (ci, pos) => rows.get(`${ci}:${pos}`)!, 2, kv);
+    console.log(`${backend}${kv === "f16" ? " (f16 K/V)" : ""} vs llama.cpp: ${r.checked} log-probabilities, largest |diff|/bound ${r.worst.toPrecision(3)}, rms ${r.rms.toPrecision(3)} σ`);
     assert.deepEqual(r.bad.slice(0, 5), []);
     assert.ok(r.checked >= LOGPROB_PROMPTS * 3 * 512);
   });

@@ -120,7 +120,7 @@ type Line = { prompt_token_ids: number[]; generated_token_ids: number[] };
 
 /** `poot run` on one file, the prompts' result lines; or why it failed. */
 function cliLines(backend: string, file: string, xq: "on" | "off", prep: boolean): Line[] | string {
-  const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq, "--xq-prep", prep ? "on" : "off"];
+  const args = ["run", "--json", "--backend", backend, "--model", file, "--max-tokens", String(NEW), "--ctx", "256", "--quantized-x", xq, "--xq-prep", prep ? "on" : "off", "--kv-type", "f32"];
   for (const p of PROMPTS) args.push("--prompt", p);
   const r = poot(args);
   if (r.status !== 0) return `poot run failed: ${r.stderr.trim()}`;

@@ -2,7 +2,7 @@
 // (share, publish, eviction of idle cached blocks, oldest first), and refusals.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { kvTypeFor } from "../../llm/serve/server.ts";
+import { kvTypeFor } from "../../llm/steps.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
 import { loadModel } from "../../llm/model.ts";
 import { MODEL_PATH } from "./setup.ts";
