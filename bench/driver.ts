@@ -5,6 +5,9 @@
 //
 //   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512,2048 --tokens 128
 //   deno run -A bench/driver.ts --shape stories260K --backend js --prompts 64 --tokens 32 --json
+//   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512 --tokens 128 --ctx 8192 --decode-after 4096 --kv-type f32,f16
+// (--decode-after N: the timed decode follows an N-token prompt, default 4; --kv-type: DriverOptions.kvDtype, one
+// run per value, default the library's f32)
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -32,6 +35,10 @@ export interface DriverBenchOptions {
   prefill?: number[];
   /** Timed repeats of each prompt (the best is kept; default 2, after one untimed warm-up). */
   reps?: number;
+  /** Prompt tokens before the timed decode (its depth in the cache; default 4). */
+  decodeAfter?: number;
+  /** The K/V cache's element type (DriverOptions.kvDtype; default the library's). */
+  kvDtype?: "f32" | "f16";
   log?: (s: string) => void;
 }
 
@@ -40,6 +47,7 @@ export interface DriverBenchResult {
   backend: string;
   device: string;
   ctx: number;
+  kvDtype: "f32" | "f16";
   loadSeconds: number;
   /** Prompt length -> best time to first token, ms. */
   ttftMs: Record<string, number>;
@@ -58,7 +66,8 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
   if (!isShapeName(o.shape)) throw new RangeError(`unknown shape ${o.shape}: ${Object.keys(SHAPES).join(", ")}`);
   const log = o.log ?? ((s: string) => void stderr.write(s + "\n"));
   const c = SHAPES[o.shape];
-  const longest = Math.max(1, ...o.prompts);
+  const after = o.decodeAfter ?? 4;
+  const longest = Math.max(1, after, ...o.prompts);
   let ctx = o.ctx ?? 512;
   while (o.ctx === undefined && ctx <= longest + o.tokens + 1) ctx *= 2;
   if (longest + o.tokens >= ctx) throw new RangeError(`a ${longest}-token prompt and ${o.tokens} tokens do not fit ctx ${ctx}`);
@@ -70,11 +79,11 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
   const dev = new TimedDevice(await openBackend(o.backend));
   const exec = new Engine(dev, { compile: (g, t) => compileGraph(g, t) });
   const t0 = performance.now();
-  const driver = await Driver.open(model, exec, { ctx, ...(o.prefill ? { prefill: o.prefill } : {}) });
+  const driver = await Driver.open(model, exec, { ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}) });
   const res: DriverBenchResult = {
-    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
+    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
   };
-  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}`);
+  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V`);
   try {
     let seed = 1;
     const ids = (n: number) => Array.from({ length: n }, () => 1 + ((seed = (seed * 1103515245 + 12345) >>> 0) % (c.vocab - 1)));
@@ -86,15 +95,18 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
       log(`${o.shape}: time to first token of a ${n}-token prompt ${best.toFixed(1)} ms (${(n / best * 1000).toFixed(0)} tok/s prefill)`);
     }
     if (o.tokens > 0) {
-      await driver.generate(ids(4), { maxTokens: 8, ignoreEos: true });
+      await driver.generate(ids(after), { maxTokens: 8, ignoreEos: true });
       dev.take();
-      const r = await driver.generate(ids(4), { maxTokens: o.tokens + 1, ignoreEos: true });
+      // The prompt alone (its prefill and first token), whose device wait the decode's is told apart from.
+      await driver.generate(ids(after), { maxTokens: 1, ignoreEos: true });
+      const prompt = dev.take();
+      const r = await driver.generate(ids(after), { maxTokens: o.tokens + 1, ignoreEos: true });
       const t = dev.take();
       // generate's decode phase: tokens after the first (the first comes from the prefill).
       const n = r.timings.generatedTokens - 1, ms = r.timings.generateMs / n;
-      const waitMicros = t.wait * 1000 / (n + 1);
+      const waitMicros = Math.max(0, t.wait - prompt.wait) * 1000 / n;
       res.decode = { tokens: n, tokPerSec: r.timings.tokensPerSecond, msPerToken: ms, hostMicros: ms * 1000 - waitMicros, waitMicros };
-      log(`${o.shape}: Driver decode ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
+      log(`${o.shape}: Driver decode after ${after} prompt tokens ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
     }
   } finally {
     await driver.close();
@@ -108,6 +120,7 @@ if (import.meta.main) {
     options: {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
       ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
+      "decode-after": { type: "string" }, "kv-type": { type: "string" },
     },
   });
   const ints = (k: string, v: string | undefined, d: number[]): number[] => {
@@ -122,11 +135,19 @@ if (import.meta.main) {
     exit(2);
   }
   try {
-    const res = await runDriverBench({
-      shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
-      tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
-      prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,
-    });
+    const kvs = (values["kv-type"] ?? "default").split(",");
+    if (!kvs.every((k) => k === "default" || k === "f32" || k === "f16")) throw new RangeError(`--kv-type must be f32, f16 or a list of them, got ${values["kv-type"]}`);
+    const all: DriverBenchResult[] = [];
+    for (const kv of kvs) {
+      all.push(await runDriverBench({
+        shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
+        tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
+        prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,
+        decodeAfter: values["decode-after"] ? ints("decode-after", values["decode-after"], [])[0] : undefined,
+        kvDtype: kv === "default" ? undefined : kv as "f32" | "f16",
+      }));
+    }
+    const res = all.length === 1 ? all[0] : all;
     if (values.out) writeFileSync(values.out, JSON.stringify(res, null, 2) + "\n");
     console.log(values.json ? JSON.stringify(res, null, 2) : JSON.stringify(res));
     exit(0);
