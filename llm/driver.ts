@@ -67,11 +67,12 @@ export class Driver {
     if (!Array.isArray(prefill) || !prefill.every((r) => isInt(r) && r >= 1)) {
       throw new InvalidArgumentError("prefill", "must be an array of positive integers");
     }
-    // The trained limit (with its override) and the device's memory, before anything is allocated.
     if (opts.kvDtype !== undefined && !["f32", "f16", "auto"].includes(opts.kvDtype)) {
       throw new InvalidArgumentError("kvDtype", `${JSON.stringify(opts.kvDtype)} is not f32, f16 or auto`);
     }
     this.kvDtype = kvDtypeOf(model, opts);
+    // The trained limit (with its override) and the device's memory (the cache at its element type), before
+    // anything is allocated.
     this.ctx = checkContext(contextRequest(model, exec, opts));
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
