@@ -78,6 +78,15 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
         xs[41] = -1e-3;
         return b.done({ y: b.t.matmul(x, b.weightBytes(t, [n, kk], craftedBlocks(t, n, kk, 5 + kk)), { xq: true }) });
       });
+      // q8_0's 34-byte blocks at every alignment of their quants modulo 16 bytes (24 blocks a row), with crafted
+      // scales: the int path reads them as u32 words shifted into place (dequant.ts words32)
+      if (t === "q8_0") {
+        add(`matmul ${t} quantized x: crafted blocks in 16-byte rows`, (b) => {
+          const x = b.input("f32", [1, 768]);
+          (b.slots.in0 as Float32Array)[100] = -2e3;
+          return b.done({ y: b.t.matmul(x, b.weightBytes(t, [13, 768], craftedBlocks(t, 13, 768, 31)), { xq: true }) });
+        });
+      }
       // A NaN or an infinity in x: its run's dx is NaN (graph/ops/qdot.ts), so every row is NaN on every device
       // (not ±Inf or a finite value from whatever bits the device's NaN gives the q).
       add(`matmul ${t} quantized x: NaN, +Inf, -Inf in x`, (b) => {
