@@ -3,7 +3,8 @@
 // - `poot run --json` greedy tokens (64 new) equal llama.cpp's for 10 prompts;
 // - poot's logits, through the Engine along llama.cpp's own sequences, give a log-softmax within the tier-2
 //   bound of llama.cpp's at several positions (tokens alone miss a misread hyperparameter such as the RMSNorm
-//   epsilon: stories260K's greedy tokens do not move, its logits do); the oracle is held to the same check.
+//   epsilon: stories260K's greedy tokens do not move, its logits do); the oracle is held to the same check; and
+//   the same with an f16 K/V cache (`--kv-type f16`), the cast's rounding in the oracle's bound.
 // The reference (tests/llm/llamacpp_reference.ts) is computed here by llama.cpp where Node can run it, else read
 // from the carried copy made for the same model bytes and helper script; a third test keeps the two equal.
 import { test } from "node:test";
