@@ -12,7 +12,7 @@
 import type { Executor } from "../../backends/executor.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelHandle } from "../model.ts";
-import { kvTypeFor } from "../steps.ts";
+import { kvDtypeOf } from "../steps.ts";
 import { BatchRunner } from "./batch.ts";
 import { createHandler } from "./http.ts";
 import { Metrics } from "./metrics.ts";
@@ -30,7 +30,7 @@ export interface ServeOptions {
   kvMemory?: number;
   /** Positions per KV block (default 16). */
   block?: number;
-  /** Element type of the K/V pool (default f32); "auto": kvTypeFor the model. */
+  /** Element type of the K/V pool (default f32); "auto": kvTypeFor the model (llm/steps.ts kvDtypeOf, as the Driver). */
   kvDtype?: "f32" | "f16" | "auto";
   /** An exact KV block count (overrides kvMemory; tests). */
   kvBlocks?: number;
@@ -70,7 +70,7 @@ export class Server {
     if (!(Number.isInteger(ctx) && ctx >= 2)) throw bad("ctx must be an integer >= 2", ctx);
     if (model.contextLength && ctx > model.contextLength) throw bad(`ctx exceeds the model's trained context of ${model.contextLength}`, ctx);
     const kvMemory = o.kvMemory ?? 0.6;
-    const kvDtype = o.kvDtype === "auto" ? kvTypeFor(model) : o.kvDtype ?? "f32";
+    const kvDtype = kvDtypeOf(model, o);
     if (!(kvMemory > 0 && kvMemory <= 1)) throw bad("kv-memory must be a fraction in (0, 1]", kvMemory);
     try {
       await exec.loadWeights(model.store, model.map);
