@@ -6,7 +6,7 @@
 //   staged kernels; mma-oldflash: staged matmuls, flash.ts attention; mma-2048: the default in chunks of 2048
 //   rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
 //   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
-//   rounded once to bf16; flash-unsplit: only flash attention's operands rounded once; tiled: the shared-memory
+//   rounded once to bf16 (the default); split: x as hi + lo parts (the default before session 12); flash-split: only flash attention's operands as hi + lo; tiled: the shared-memory
 //   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
@@ -39,7 +39,8 @@ const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> 
   "mma-noflash": { compile: { mma: "auto", flash: false } },
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
-  "flash-unsplit": { compile: { mma: "auto", flashSplit: false } },
+  split: { compile: { mma: "auto", mmaSplit: true } },
+  "flash-split": { compile: { mma: "auto", flashSplit: true } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },
   // the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts) in wide chunks, and matmul.ts in the same chunks

@@ -68,7 +68,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   tiledMinRows?: number;
   /** The tiled matmul's tile (tuning runs; the K slice stays the weight type's), where it fits; default tiledLayout's. */
   tiledTile?: Omit<lib.TiledLayout, "bk">;
-  /** x as hi + lo parts in the MMA (MmaMatmulShape.split); default true. */
+  /**
+   * x as hi + lo parts in the MMA (MmaMatmulShape.split): within ~2^-16 of the f32 path, at two MMAs a tile.
+   * Default kernels/lower/matmul.ts mmaSplitDefault: in serving entries, not in prefill chunks (x rounded once).
+   */
   mmaSplit?: boolean;
   /**
    * Small outputs (at most OUTPUT_IN_PLACE_BYTES: the token, flags, top-n logprobs) that no kernel reads are
@@ -76,7 +79,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * default the target's Caps.dispatchGap (the copy is one more dependent command there).
    */
   outputsInPlace?: boolean;
-  /** The same for flash attention's operands (FlashShape.split); default mmaSplit. */
+  /** The same for flash attention's operands (FlashShape.split); default mmaSplit's. */
   flashSplit?: boolean;
   /**
    * Prefill attention of chunks of >= MMA_MIN_ROWS rows on MMA tiles (kernels/lib/flash.ts) where the target

@@ -9,7 +9,7 @@ import type { Kernel } from "../ir.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
 import { fusesTails, itype, LoweringError } from "./common.ts";
-import { MMA_MIN_ROWS, STAGED_MIN_ROWS } from "./matmul.ts";
+import { MMA_MIN_ROWS, mmaSplitDefault, STAGED_MIN_ROWS } from "./matmul.ts";
 
 /**
  * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, about 1024 warps, and
@@ -78,7 +78,8 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
   const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive, prefetch: opts.attentionPrefetch };
   const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
-  const fsplit = opts.flashSplit ?? opts.mmaSplit;
+  // flash attention's operands are rounded as the matmuls' x are
+  const fsplit = opts.flashSplit ?? opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto");
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };
   if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
     lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
@@ -94,10 +95,10 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     const warps = Math.ceil(R / 16) * H;
     const fs = opts.flashSplits ?? Math.max(1, Math.min(16, Math.ceil(4096 / warps), Math.ceil(C / 64)));
     if (fs <= 1) {
-      kernel(lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+      kernel(lib.flashAttention(caps, { ...shape, split: fsplit }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
       return;
     }
-    const partial = lib.flashAttention(caps, { ...shape, split: opts.flashSplit ?? opts.mmaSplit, splits: fs });
+    const partial = lib.flashAttention(caps, { ...shape, split: fsplit, splits: fs });
     return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
   }
   if ((opts.decodeFlash ?? DECODE_FLASH_DEFAULT) && R < MMA_MIN_ROWS && !lib.flashDecodeFits(caps, shape)) {

@@ -17,6 +17,16 @@ export const MMA_MIN_ROWS = 16;
 export const STAGED_MIN_ROWS = 128;
 
 /**
+ * Whether x enters the MMA as hi + lo bf16 parts by default (CompileOptions.mmaSplit): in serving entries ("all"),
+ * not in prefill chunks ("auto"), where x is rounded once to bf16 as llama.cpp (its CPU and CUDA paths convert
+ * the activations of a bf16 matmul to bf16) and PyTorch do. One MMA per tile instead of two: on the H200 the
+ * staged kernel ran 2048 x 14336 x 4096 in 681 µs against 1197 split (bench/mma.ts, session 6).
+ */
+export function mmaSplitDefault(mode: "auto" | "all" | "off"): boolean {
+  return mode === "all";
+}
+
+/**
  * Rows from which the tiled matmul replaces matmul.ts (which reads W once per 8 rows). On the H200 (BERT-base
  * f32, ptx) the tiled kernel was 2x faster at 4096 and 32768 rows but 2x slower at 128 (then with 64 x 64 tiles
  * only: 24 workgroups); a 512-row prefill chunk of the 1B on Vulkan took 58 ms tiled vs 175 ms in 32-row chunks.
@@ -44,7 +54,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
   if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
     (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
-    const split = opts.mmaSplit ?? true;
+    const split = opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
