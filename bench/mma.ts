@@ -36,7 +36,8 @@ export function variantKernel(dev: Device, v: string, m: number, n: number, k: n
   const caps = dev.target.caps;
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
   if (v === "staged" || v.startsWith("staged:")) {
-    const l = { ...stagedLayout(m, n), ...parseStaged(v.split(":").slice(1)) };
+    const asked = parseStaged(v.split(":").slice(1));
+    const l = { ...stagedLayout(m, n, k, asked.split ?? true), ...asked };
     if (!stagedMatmulFits(caps, "bf16", n, k, l, l.split ?? true)) return undefined;
     return stagedMatmul(caps, { n, k, batch: m, w: "bf16", ...l });
   }

@@ -39,14 +39,22 @@ export interface StagedMatmulShape extends MmaOperands {
 export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn">;
 
 /**
- * Default tiling for m rows and n columns, from bench/mma.ts on the H200 (session 6, split x, the Llama 1B/8B
- * projections at m = 512 and 2048): 128 x 256 blocks (3 stages, 64 x 64 warp tiles) where they still make >= 128
- * workgroups (2048 x 14336 x 4096: 1197 µs against 1558 in 128 x 128); else 128 x 128 (2 x 4 warps, 64 x 32 warp
- * tiles) where those make >= 96 (512 x 4096 x 4096: 102.6 µs against 160.1 in 64-row blocks); else 64-row
+ * Default tiling for m rows, n columns and a depth k, x split or not, from bench/mma.ts on the H200.
+ *
+ * x rounded once (session 12, the Llama 1B/8B projections at m = 128..2048): 128 x 128 blocks with K slices of 64,
+ * 3 stages and 2 x 2 warps (64 x 64 warp tiles) where those make >= 96 workgroups and k allows the slice
+ * (2048 x 14336 x 4096: 582 µs, 414 TFLOP/s, against 716 in the split layout below; 2048 x 1024 x 4096: 49 against
+ * 100; 512 x 14336 x 4096: 173 against 205); smaller grids keep the split rule's 64-row blocks (512 x 2048 x 8192:
+ * 87.7 µs against 92.4).
+ *
+ * x split (session 6, m = 512 and 2048): 128 x 256 blocks (3 stages, 64 x 64 warp tiles) where they still make >=
+ * 128 workgroups (2048 x 14336 x 4096: 1197 µs against 1558 in 128 x 128); else 128 x 128 (2 x 4 warps, 64 x 32
+ * warp tiles) where those make >= 96 (512 x 4096 x 4096: 102.6 µs against 160.1 in 64-row blocks); else 64-row
  * blocks (512 x 2048 x 2048: 32.5 µs against 54.1), which fill more of a large GPU's SMs.
  */
-export function stagedLayout(m: number, n: number): StagedLayout {
+export function stagedLayout(m: number, n: number, k = 0, split = true): StagedLayout {
   const blocks = (bm: number, bn: number) => Math.ceil(m / bm) * Math.ceil(n / bn);
+  if (!split && k % 64 === 0 && k >= 64 && blocks(128, 128) >= 96) return { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 };
   if (blocks(128, 256) >= 128) return { bm: 128, bn: 256, bk: 32, stages: 3, wm: 2, wn: 4 };
   if (blocks(128, 128) >= 96) return { bm: 128, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };
   return { bm: 64, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };

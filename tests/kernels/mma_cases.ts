@@ -360,6 +360,8 @@ export function stagedCases(): StagedCase[] {
     { s: { n: 48, k: 64, batch: 33, w: "bf16", split: false }, layout: { bm: 32, bn: 32, wm: 1, wn: 1 } },
     { s: { n: 40, k: 160, batch: 70, w: "f16", residual: true }, layout: { bm: 64, bn: 32, wm: 2, wn: 1, stages: 4 } },
     { s: { n: 136, k: 64, batch: 130, w: "bf16" }, layout: {} },
+    // the prefill layout for x rounded once (mma_staged.ts stagedLayout): K slices of 64, 2 x 2 warps of 64 x 64
+    { s: { n: 136, k: 192, batch: 130, w: "bf16", split: false, residual: true }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 } },
   ];
 }
 

@@ -23,6 +23,7 @@ const big: StagedCase[] = [
   { s: { n: 520, k: 512, batch: 200, w: "bf16" }, layout: { bm: 128, bn: 256, wm: 2, wn: 4, stages: 3 } },
   { s: { n: 256, k: 1024, batch: 192, w: "bf16" }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 } },
   { s: { n: 256, k: 768, batch: 130, w: "bf16", split: false }, layout: {} },
+  { s: { n: 640, k: 1024, batch: 300, w: "bf16", split: false, residual: true }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 } },
 ];
 for (const c of [...stagedCases(), ...big]) {
   test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
