@@ -14,10 +14,10 @@ import type { TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
 import * as lib from "./lib/mod.ts";
 import { causalMask, gatherRows, iota, reduceAxis, stridedCopy } from "./lib/generic.ts";
-import type { EwExpr, EwInput } from "./lib/elementwise.ts";
 import { decomposeGraph } from "./decomp/graph.ts";
-import { around, ctype, etype, floatOf, itype, last, LoweringError, rowsOf } from "./lower/common.ts";
-import { lowerMatmul, lowerMatmulResidual } from "./lower/matmul.ts";
+import { around, etype, floatOf, itype, last, LoweringError, rowsOf } from "./lower/common.ts";
+import { lowerMatmul, lowerMatmulResidual, mmaPrepGroups } from "./lower/matmul.ts";
+import { elementwiseGroup, type GroupExpr, lowerGroup } from "./lower/group.ts";
 import { lowerGemv } from "./lower/gemv.ts";
 import { lowerAttention, lowerPagedAttention } from "./lower/attention.ts";
 import { lowerNormRope, lowerRope } from "./lower/rope.ts";
@@ -79,6 +79,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * default the target's Caps.dispatchGap (the copy is one more dependent command there).
    */
   outputsInPlace?: boolean;
+  /**
+   * An elementwise group that only the next unit's MMA matmul reads, as x, is computed in that matmul's x
+   * preparation instead of a kernel of its own (kernels/lower/matmul.ts mmaPrepGroups: the SiLU product before a
+   * prefill chunk's down projection); default true. The same bits either way.
+   */
+  mmaPrepFuse?: boolean;
   /** The same for flash attention's operands (FlashShape.split); default mmaSplit's. */
   flashSplit?: boolean;
   /**
@@ -203,6 +209,11 @@ export interface LowerContext {
    * gate/up) share one prep.
    */
   mmaWords: { key?: string };
+  /**
+   * Elementwise groups the one matmul that reads them computes in its MMA x preparation, by root node
+   * (kernels/lower/matmul.ts mmaPrepGroups): no kernel of their own, their value never stored.
+   */
+  prepGroups: Map<number, GroupExpr>;
 }
 
 /** The largest output CompileOptions.outputsInPlace writes straight into its readback buffer. */
@@ -268,7 +279,7 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<H
   };
   const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
   return {
-    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds, mmaWords: {},
+    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds, mmaWords: {}, prepGroups: new Map(),
     kernel: (k, bindings, work) => {
       steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
     },
@@ -302,6 +313,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
 function lowerWith(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<Home, string>): Program {
   const cx = context(p, target, opts, direct);
   const { nodes, buf, bind, copy, byName } = cx;
+  cx.prepGroups = mmaPrepGroups(cx);
   // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
   for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
 
@@ -396,7 +408,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
     if (n.op === "all_reduce" || n.op === "all_gather") return lowerCollective(cx, n);
     const f = NODE_LOWERERS[n.op];
     if (f) return f(cx, n, u);
-    if (isElementwise(n.op)) return lowerGroup(cx, { k: "group", group: { root: n.id, nodes: [n.id], inputs: [...new Set(n.inputs)] } });
+    if (isElementwise(n.op)) return lowerGroup(cx, elementwiseGroup(n));
     throw new LoweringError(`no kernel for ${n.op}`);
   },
 };
@@ -494,45 +506,6 @@ export const NODE_LOWERERS: Partial<Record<Node["op"], NodeLowerer>> = {
 function movement(cx: LowerContext, src: number, n: Node, s: { offset: number; strides: number[] }, d: { offset: number; strides: number[] }, shape: number[]): void {
   const k = stridedCopy(cx.caps, { shape, elem: etype(n.dtype), src: s, dst: d });
   cx.kernel(k, [cx.bind(src), cx.bind(n.id)], { bytes: 2 * numel(shape) * (cx.p.values[n.id].bytes / Math.max(numel(n.shape), 1)), flops: 0 });
-}
-
-function lowerGroup(cx: LowerContext, u: Extract<Unit, { k: "group" }>): void {
-  const { p, nodes, caps, bind, kernel, bytesOfIds } = cx;
-  const root = nodes[u.group.root];
-  const n = numel(root.shape);
-  const inputs: EwInput[] = [];
-  const inputIds: number[] = [];
-  const inputIndex = new Map<number, number>();
-  const member = new Set(u.group.nodes);
-  const expr = (id: number): EwExpr => {
-    const x = nodes[id];
-    if (!member.has(id)) {
-      if (x.op === "literal" && x.attrs.data === undefined && x.dtype !== "bool") return { c: x.attrs.value!, t: ctype(x.dtype) };
-      let k = inputIndex.get(id);
-      if (k === undefined) {
-        k = inputs.length;
-        inputIndex.set(id, k);
-        inputs.push({ type: etype(x.dtype), len: numel(x.shape) });
-        inputIds.push(id);
-      }
-      const v: EwExpr = { in: k };
-      return x.dtype === "bool" ? { op: "ne", args: [v, { c: 0, t: "u32" }] } : v;
-    }
-    const a = x.inputs.map(expr);
-    switch (x.op) {
-      case "broadcast": return a[0];
-      case "cast": return { cast: ctype(x.dtype), a: a[0] };
-      case "silu": return { op: "silu", args: a };
-      case "gelu": return { op: "gelu", args: a };
-      case "silu_mul": return { op: "mul", args: [{ op: "silu", args: [a[0]] }, a[1]] };
-      case "select": return { op: "select", args: a };
-      default: return { op: x.op as "add", args: a };
-    }
-  };
-  let e = expr(root.id);
-  if (root.dtype === "bool") e = { op: "select", args: [e, { c: 1, t: "u32" }, { c: 0, t: "u32" }] };
-  const k = lib.elementwise(caps, { n, inputs, out: etype(root.dtype), expr: e });
-  kernel(k, [...inputIds.map(bind), bind(root.id)], { bytes: bytesOfIds(inputIds) + p.values[root.id].bytes, flops: n * u.group.nodes.length });
 }
 
 /** A literal's bytes, as the oracle stores it. */

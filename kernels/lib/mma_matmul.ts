@@ -22,6 +22,7 @@
 import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
+import { evalEw, type EwExpr, type EwInput } from "./elementwise.ts";
 
 /** What every tensor-core matmul takes (this file's and kernels/lib/mma_staged.ts's), before its tiling. */
 export interface MmaOperands {
@@ -72,20 +73,25 @@ export interface MmaMatmulShape extends MmaOperands {
 /**
  * x f32 [m, k] -> MMA operand words u32 [parts, m, k / 2] (part 0: x rounded to `ab` in pairs, low half = the
  * even k; part 1 with split: the rounding's remainder, rounded likewise), for mmaMatmul's `prepared` input.
- * Bindings: x f32 [m, k] (r); xw u32 [parts * m * k / 2] (w). k must be a multiple of 8.
+ * `ew`: x is that elementwise expression (kernels/lib/elementwise.ts, evaluated as its kernel does) of f32 inputs
+ * of x's shape, computed here instead of read.
+ * Bindings: x f32 [m, k] (r) (ew: its inputs, f32 [m, k] (r) each); xw u32 [parts * m * k / 2] (w). k must be a
+ * multiple of 8.
  */
-export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean }): Kernel {
+export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean; ew?: { inputs: EwInput[]; expr: EwExpr } }): Kernel {
   const { m, k, ab } = s, split = s.split ?? true;
   if (!(k % 8 === 0 && m >= 1)) throw new KernelError(`mma prep: k=${k} is not a multiple of 8`);
   if (m * k >= 2 ** 32) throw new KernelError("mma prep: indices exceed 32 bits");
+  if (s.ew?.inputs.some((x) => x.type !== "f32" || (x.len ?? m * k) !== m * k)) throw new KernelError("mma prep: an elementwise x reads f32 inputs of x's shape only");
   const items = (m * k) / 8, wg = Math.min(256, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(items / wg));
-  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? "" : "_nosplit"}`, { workgroup: wg, grid });
-  const x = b.buffer("x", "f32", "r");
+  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? "" : "_nosplit"}${s.ew ? `_ew${s.ew.inputs.length}` : ""}`, { workgroup: wg, grid });
+  const xs = s.ew ? s.ew.inputs.map((_, j) => b.buffer(`in${j}`, "f32", "r")) : [b.buffer("x", "f32", "r")];
   const xw = b.buffer("xw", "u32", "w");
   const i = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "i");
   b.if(i.lt(items), () => {
-    const v = [...b.loadv(x, i.mul(8), 4), ...b.loadv(x, i.mul(8).add(4), 4)];
+    const loaded = xs.map((x) => [...b.loadv(x, i.mul(8), 4), ...b.loadv(x, i.mul(8).add(4), 4)]);
+    const v = s.ew ? loaded[0].map((_, e) => b.let(evalEw(s.ew!.expr, loaded.map((l) => l[e])), "f32", "xe")) : loaded[0];
     const hi = [0, 2, 4, 6].map((j) => b.let(b.pack2(ab, v[j], v[j + 1]), "u32", "hw"));
     b.storev(xw, i.mul(4), hi);
     if (split) {

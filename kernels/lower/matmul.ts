@@ -2,7 +2,7 @@
 // kernel and matmul.ts by rows, options and target, with the thresholds that choice uses; plus the matmul node
 // and the plan's matmul_residual unit. Batch-1 gemv units are kernels/lower/gemv.ts.
 import { type Node, numel } from "../../graph/ir.ts";
-import type { Unit } from "../../graph/plan.ts";
+import { type Unit, unitInputs } from "../../graph/plan.ts";
 import { isBlock } from "../../graph/dtype.ts";
 import type { Caps } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
@@ -10,6 +10,8 @@ import * as lib from "../lib/mod.ts";
 import { batchedMatmul } from "../lib/generic.ts";
 import type { LowerContext } from "../lower.ts";
 import { etype, last, LoweringError } from "./common.ts";
+import { elementwiseGroup, type GroupExpr, groupExpr } from "./group.ts";
+import { isElementwise } from "../../graph/ops.ts";
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
@@ -47,20 +49,69 @@ export function tiledAuto(caps: Caps): boolean {
  * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
  * reuses: steps run in order), else the FMA kernel.
  */
-function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
-  const { caps, opts, buf, kernel } = cx;
+/**
+ * Whether matmulSteps runs this matmul on tensor cores: bf16 weights only (with f16 weights x would enter the MMA
+ * as f16, and activations past 65504, the MLP's down-projection input in some models, would overflow; the FMA
+ * kernel keeps them in f32).
+ */
+function takesMma<S extends { n: number; k: number; batch: number; w: string }>(caps: Caps, opts: LowerContext["opts"], s: S): s is S & { w: "bf16" } {
   const mode = opts.mma ?? "auto";
-  // bf16 weights only: with f16 weights x would enter the MMA as f16, and activations past 65504 (the MLP's
-  // down-projection input in some models) would overflow; the FMA kernel keeps them in f32.
-  if (mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) &&
-    (mode === "all" || s.batch >= MMA_MIN_ROWS)) {
+  return mode !== "off" && s.w === "bf16" && lib.mmaMatmulFits(caps, s.w, s.n, s.k) && (mode === "all" || s.batch >= MMA_MIN_ROWS);
+}
+
+/**
+ * The elementwise groups an MMA matmul computes in its x preparation instead of reading them (CompileOptions
+ * .mmaPrepFuse, default on): a group of f32 values of x's shape, from full-length f32 inputs, whose value only the
+ * next unit reads, as the x of a matmul on the tensor-core path (in a Llama prefill chunk, the SiLU product of
+ * gate and up before the down projection). Its kernel and the store and reload of its value go; the bits do not
+ * change (the same expression, evaluated in f32, then rounded as x is). The reader must be the next unit: the
+ * group's inputs are freed in the arena after the group's unit (graph/plan.ts), and only the reader's own
+ * outputs may take their place, which its preparation has read by then.
+ */
+export function mmaPrepGroups(cx: LowerContext): Map<number, GroupExpr> {
+  const { p, nodes, caps, opts } = cx;
+  const out = new Map<number, GroupExpr>();
+  if (opts.mmaPrepFuse === false) return out;
+  const source = (id: number) => viewSource(cx, id);
+  const readers = new Map<number, number>();
+  for (const u of p.units) for (const id of new Set(unitInputs(p.graph, u).map(source))) readers.set(id, (readers.get(id) ?? 0) + 1);
+  const kept = new Set([...p.outputs.map((o) => source(o.node)), ...p.stateCopies.map((c) => source(c.node))]);
+  p.units.forEach((unit, i) => {
+    const next = p.units[i + 1];
+    // a fused group, or one elementwise node (lowered as a group of one)
+    const u = unit.k === "node" && isElementwise(nodes[unit.node].op) ? elementwiseGroup(nodes[unit.node]) : unit;
+    if (u.k !== "group" || !next) return;
+    const root = nodes[u.group.root];
+    if (root.dtype !== "f32" || readers.get(root.id) !== 1 || kept.has(root.id)) return;
+    const mm = next.k === "matmul_residual" ? nodes[next.matmul] : next.k === "node" && nodes[next.node].op === "matmul" ? nodes[next.node] : undefined;
+    if (!mm || source(mm.inputs[0]) !== root.id) return;
+    const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
+    if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
+    if (!takesMma(caps, opts, { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype })) return;
+    const g = groupExpr(nodes, u);
+    if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
+  });
+  return out;
+}
+
+/** The node whose storage a value is (through reshapes, which are views). */
+function viewSource(cx: LowerContext, id: number): number {
+  return cx.nodes[id].op === "reshape" ? viewSource(cx, cx.nodes[id].inputs[0]) : id;
+}
+
+function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
+  const { caps, opts, buf, kernel, bind, bytesOfIds } = cx;
+  const mode = opts.mma ?? "auto";
+  if (takesMma(caps, opts, s)) {
     const split = opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
     if (cx.mmaWords.key !== key) {
-      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split });
-      kernel(prep, [bindings[0], xw], { bytes: s.batch * s.k * 4 + bytes, flops: s.batch * s.k });
+      const g = cx.prepGroups.get(viewSource(cx, x));
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split, ew: g && { inputs: g.inputs, expr: g.expr } });
+      const ins = g ? g.ids.map(bind) : [bindings[0]];
+      kernel(prep, [...ins, xw], { bytes: (g ? bytesOfIds(g.ids) : s.batch * s.k * 4) + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
     const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split);

@@ -4,7 +4,7 @@
 // step keeps the gemv.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { compileGraph } from "../../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
@@ -43,5 +43,22 @@ test("a 20-row Llama prefill on (emulated) MMA tiles equals the FMA path within 
     console.log(`mma ${JSON.stringify(o)} vs fma: max diff ${worst.toExponential(2)} of logits up to ${scale.toFixed(3)}`);
     assert.ok(worst <= bound * scale, `${JSON.stringify(o)}: max |mma - fma| = ${worst} of logits up to ${scale}`);
     assert.ok(worst > 0 || a.length === 0, "the MMA path ran the same kernels as the FMA path");
+  }
+});
+
+test("the SiLU product before the down projection is made in its MMA x preparation: no kernel of its own, the same logits bit for bit", { timeout: 120_000 }, async () => {
+  const m = step(ROWS);
+  const names = (o: CompileOptions) => compileGraph(m.graph, { backend: "js", device: "cpu", caps: { ...caps, mma: true }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 }, o)
+    .steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const on = names({}), off = names({ mmaPrepFuse: false });
+  const count = (ns: string[], re: RegExp) => ns.filter((n) => re.test(n)).length;
+  // one a layer: the down projection's x
+  assert.equal(count(on, /^mma_prep_.*_ew2$/), TINY_LLAMA.layers, on.join(" "));
+  assert.equal(count(off, /^elementwise/) - count(on, /^elementwise/), TINY_LLAMA.layers, `${off.join(" ")}\n${on.join(" ")}`);
+  assert.equal(on.length, off.length - TINY_LLAMA.layers);
+  for (const split of [true, false]) {
+    const a = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true }, { mmaSplit: split });
+    const b = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true }, { mmaSplit: split, mmaPrepFuse: false });
+    assert.deepEqual(a, b, `x ${split ? "split" : "rounded once"}: the fused preparation changed the logits`);
   }
 });

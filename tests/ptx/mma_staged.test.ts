@@ -68,6 +68,10 @@ test("ptx: a 160-row Llama prefill chunk on the staged kernels (matmul, flash at
   // default): 8, so the bound is 2^8 times wider (session 12 measured 0.0119 of logits up to 2.28 there)
   for (const [o, bound] of [[{ mmaSplit: true }, 1e-4], [{}, 2 ** 8 * 1e-4]] as const) {
     const a = await run(o);
+    // the SiLU product made in the down projection's x preparation (the default) or by a kernel of its own: the same bits
+    const apart = await run({ ...o, mmaPrepFuse: false });
+    assert.ok(a.names.some((n) => /^mma_prep_.*_ew2$/.test(n)) && !apart.names.some((n) => /_ew2$/.test(n)), a.names.join(" "));
+    assert.deepEqual(a.logits, apart.logits, `${JSON.stringify(o)}: the fused preparation changed the logits`);
     assert.ok(a.names.some((n) => n.startsWith("mma_staged")) && a.names.some((n) => n.startsWith("flash_staged")), a.names.join(" "));
     let worst = 0, scale = 0;
     for (let i = 0; i < a.logits.length; i++) {

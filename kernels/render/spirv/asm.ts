@@ -1,6 +1,6 @@
 // Instruction helpers over a module's function code: one call per SPIR-V instruction, returning result ids.
 // Float add/sub/mul results are decorated NoContraction so no driver fuses a*b+c behind the kernel's back.
-import { SpirvModule } from "./module.ts";
+import type { SpirvModule } from "./module.ts";
 import { Dec, Op } from "./spec.ts";
 
 export class Asm {
