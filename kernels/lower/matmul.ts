@@ -45,11 +45,6 @@ export function tiledAuto(caps: Caps): boolean {
 }
 
 /**
- * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
- * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
- * reuses: steps run in order), else the FMA kernel.
- */
-/**
  * Whether matmulSteps runs this matmul on tensor cores: bf16 weights only (with f16 weights x would enter the MMA
  * as f16, and activations past 65504, the MLP's down-projection input in some models, would overflow; the FMA
  * kernel keeps them in f32).
@@ -99,6 +94,12 @@ function viewSource(cx: LowerContext, id: number): number {
   return cx.nodes[id].op === "reshape" ? viewSource(cx, cx.nodes[id].inputs[0]) : id;
 }
 
+/**
+ * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
+ * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
+ * reuses: steps run in order; computed there from its inputs when x is a group mmaPrepGroups chose), else the
+ * FMA kernel.
+ */
 function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
   const { caps, opts, buf, kernel, bind, bytesOfIds } = cx;
   const mode = opts.mma ?? "auto";
