@@ -79,7 +79,8 @@ export function mmaPrepGroups(cx: LowerContext): Map<number, GroupExpr> {
     const root = nodes[u.group.root];
     if (root.dtype !== "f32" || readers.get(root.id) !== 1 || kept.has(root.id)) return;
     const mm = next.k === "matmul_residual" ? nodes[next.matmul] : next.k === "node" && nodes[next.node].op === "matmul" ? nodes[next.node] : undefined;
-    if (!mm || source(mm.inputs[0]) !== root.id) return;
+    // x, and nothing else the reader binds (a residual, the weight)
+    if (!mm || source(mm.inputs[0]) !== root.id || unitInputs(p.graph, next).filter((id) => source(id) === root.id).length !== 1) return;
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     if (!takesMma(caps, opts, { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype })) return;

@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+import { type Tensor, Tracer } from "../../graph/tracer.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
@@ -61,4 +62,23 @@ test("the SiLU product before the down projection is made in its MMA x preparati
     const b = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true }, { mmaSplit: split, mmaPrepFuse: false });
     assert.deepEqual(a, b, `x ${split ? "split" : "rounded once"}: the fused preparation changed the logits`);
   }
+});
+
+test("an elementwise value is made in an MMA matmul's x preparation only when that matmul alone reads it, as x, right after it", () => {
+  const target = { backend: "js" as const, device: "cpu", caps: { ...caps, mma: true }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 };
+  const fused = (build: (t: Tracer, h: Tensor) => Record<string, Tensor>): boolean => {
+    const t = new Tracer();
+    const x = t.slot("x", { kind: "Input", dtype: "f32", shape: [32, 64] }), a = t.slot("a", { kind: "Input", dtype: "f32", shape: [32, 64] });
+    for (const [name, v] of Object.entries(build(t, t.siluMul(x, a)))) t.output(name, v);
+    const names = compileGraph(t.build(), target).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+    const ew = names.some((n) => /_ew2$/.test(n));
+    assert.equal(ew, !names.some((n) => n.startsWith("elementwise")), names.join(" "));
+    return ew;
+  };
+  const w = (t: Tracer, dt: "bf16" | "f32" = "bf16", n = 64) => t.const({ role: `w${dt}${n}` }, dt, [n, 64]);
+  assert.ok(fused((t, h) => ({ y: t.matmul(h, w(t)) })), "the plain case");
+  assert.ok(!fused((t, h) => ({ y: t.add(h, t.matmul(h, w(t))) })), "x and the residual");
+  assert.ok(!fused((t, h) => ({ y: t.matmul(h, w(t)), z: t.matmul(h, w(t, "bf16", 32)) })), "two readers");
+  assert.ok(!fused((t, h) => ({ y: t.matmul(h, w(t)), h })), "an output");
+  assert.ok(!fused((t, h) => ({ y: t.matmul(h, w(t, "f32")) })), "f32 weights (no MMA)");
 });
