@@ -127,6 +127,11 @@ export interface PlanOptions {
    * kernel); default false. The lowering turns it on where a dispatch has a fixed cost of its own.
    */
   normAdd?: boolean;
+  /**
+   * Values no kernel stores: their one reader computes them itself (kernels/lower/matmul.ts mmaPrepGroups, an
+   * elementwise x made in a matmul's MMA preparation). They get no arena space.
+   */
+  unstored?: ReadonlySet<number>;
 }
 
 export interface Plan {
@@ -323,7 +328,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
   for (const id of outputNodes) lastUse.set(viewSource(id), end);
   for (const [w] of stateWrites) if (!inPlaceOf.has(w)) lastUse.set(viewSource(w), end);
   const temps: number[] = [];
-  for (const id of producedAt.keys()) if (!values[id]) temps.push(id);
+  for (const id of producedAt.keys()) if (!values[id] && !opts.unstored?.has(id)) temps.push(id);
   const layout = layoutArena(
     temps.map((id) => ({ bytes: nodeBytes(nodes[id]), first: producedAt.get(id)!, last: lastUse.get(id) ?? producedAt.get(id)! })),
     opts.align ?? 256,
@@ -339,7 +344,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
   }
   for (const n of nodes) {
     if (!values[n.id]) {
-      // Only members of fused groups and masks folded into attention have no storage.
+      // Only members of fused groups, masks folded into attention and unstored values have no storage.
       values[n.id] = { node: n.id, dtype: n.dtype, shape: n.shape, bytes: nodeBytes(n), home: { k: "temp", offset: -1 } };
     }
   }

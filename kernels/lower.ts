@@ -179,7 +179,11 @@ export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptio
   const g = optimize(decomposeGraph(graph, hasLowerer));
   const gap = target.caps.dispatchGap;
   const fuse = { gatherCast: opts.gatherCast ?? gap, normRope: opts.normRope ?? gap, normAdd: opts.normAdd ?? gap };
-  return lower(plan(g, { gemv: opts.gemv, ...fuse, align: Math.max(256, target.caps.bindingAlign) }), target, opts);
+  const popts: PlanOptions = { gemv: opts.gemv, ...fuse, align: Math.max(256, target.caps.bindingAlign) };
+  const p = plan(g, popts);
+  // planned again with no storage for the values matmuls compute in their preparation (the same units)
+  const unstored = new Set(mmaPrepGroups(p, target.caps, opts).keys());
+  return lower(unstored.size ? plan(g, { ...popts, unstored }) : p, target, opts);
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
@@ -313,7 +317,7 @@ export function lower(p: Plan, target: TargetSet, opts: CompileOptions = {}): Pr
 function lowerWith(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<Home, string>): Program {
   const cx = context(p, target, opts, direct);
   const { nodes, buf, bind, copy, byName } = cx;
-  cx.prepGroups = mmaPrepGroups(cx);
+  cx.prepGroups = mmaPrepGroups(p, cx.caps, opts);
   // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
   for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
 
@@ -404,6 +408,7 @@ export const UNIT_LOWERERS: { [K in Unit["k"]]: UnitLowerer<K> } = {
   },
   node(cx, u) {
     const n = cx.nodes[u.node];
+    if (cx.prepGroups.has(n.id)) return; // computed by the matmul that reads it, never stored
     cx.bind(n.id); // the result's buffer first, whatever the op (buffer ids follow first use)
     if (n.op === "all_reduce" || n.op === "all_gather") return lowerCollective(cx, n);
     const f = NODE_LOWERERS[n.op];

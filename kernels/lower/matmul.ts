@@ -2,7 +2,7 @@
 // kernel and matmul.ts by rows, options and target, with the thresholds that choice uses; plus the matmul node
 // and the plan's matmul_residual unit. Batch-1 gemv units are kernels/lower/gemv.ts.
 import { type Node, numel } from "../../graph/ir.ts";
-import { type Unit, unitInputs } from "../../graph/plan.ts";
+import { type Plan, type Unit, unitInputs } from "../../graph/plan.ts";
 import { isBlock } from "../../graph/dtype.ts";
 import type { Caps } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
@@ -58,16 +58,17 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
  * The elementwise groups an MMA matmul computes in its x preparation instead of reading them (CompileOptions
  * .mmaPrepFuse, default on): a group of f32 values of x's shape, from full-length f32 inputs, whose value only the
  * next unit reads, as the x of a matmul on the tensor-core path (in a Llama prefill chunk, the SiLU product of
- * gate and up before the down projection). Its kernel and the store and reload of its value go; the bits do not
- * change (the same expression, evaluated in f32, then rounded as x is). The reader must be the next unit: the
+ * gate and up before the down projection). Its kernel and the store and reload of its value go (compileGraph plans
+ * again with no storage for it: PlanOptions.unstored); the bits do not change (the same expression, evaluated in
+ * f32, then rounded as x is). The reader must be the next unit: the
  * group's inputs are freed in the arena after the group's unit (graph/plan.ts), and only the reader's own
  * outputs may take their place, which its preparation has read by then.
  */
-export function mmaPrepGroups(cx: LowerContext): Map<number, GroupExpr> {
-  const { p, nodes, caps, opts } = cx;
+export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): Map<number, GroupExpr> {
+  const nodes = p.graph.nodes;
   const out = new Map<number, GroupExpr>();
   if (opts.mmaPrepFuse === false) return out;
-  const source = (id: number) => viewSource(cx, id);
+  const source = (id: number) => viewSource(nodes, id);
   const readers = new Map<number, number>();
   for (const u of p.units) for (const id of new Set(unitInputs(p.graph, u).map(source))) readers.set(id, (readers.get(id) ?? 0) + 1);
   const kept = new Set([...p.outputs.map((o) => source(o.node)), ...p.stateCopies.map((c) => source(c.node))]);
@@ -91,18 +92,20 @@ export function mmaPrepGroups(cx: LowerContext): Map<number, GroupExpr> {
 }
 
 /** The node whose storage a value is (through reshapes, which are views). */
-function viewSource(cx: LowerContext, id: number): number {
-  return cx.nodes[id].op === "reshape" ? viewSource(cx, cx.nodes[id].inputs[0]) : id;
+function viewSource(nodes: Node[], id: number): number {
+  return nodes[id].op === "reshape" ? viewSource(nodes, nodes[id].inputs[0]) : id;
 }
 
 /**
- * y = x W^T (+ bias / residual) with bindings [x, w, (bias | residual), y]: on tensor cores where opts.mma and
+ * y = x W^T (+ bias / residual), `rest` the bindings after x's (w, bias or residual, y): on tensor cores where opts.mma and
  * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
  * reuses: steps run in order; computed there from its inputs when x is a group mmaPrepGroups chose), else the
  * FMA kernel.
  */
-function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, bindings: Binding[], work: Work): void {
+function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, rest: Binding[], work: Work): void {
   const { caps, opts, buf, kernel, bind, bytesOfIds } = cx;
+  // x bound only where a kernel reads it: a value the preparation computes has no storage (Plan unstored)
+  const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
   if (takesMma(caps, opts, s)) {
     const split = opts.mmaSplit ?? mmaSplitDefault(mode);
@@ -110,9 +113,9 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
     if (cx.mmaWords.key !== key) {
-      const g = cx.prepGroups.get(viewSource(cx, x));
+      const g = cx.prepGroups.get(viewSource(cx.nodes, x));
       const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split, ew: g && { inputs: g.inputs, expr: g.expr } });
-      const ins = g ? g.ids.map(bind) : [bindings[0]];
+      const ins = g ? g.ids.map(bind) : [bind(x)];
       kernel(prep, [...ins, xw], { bytes: (g ? bytesOfIds(g.ids) : s.batch * s.k * 4) + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
@@ -120,7 +123,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
       lib.stagedMatmulFits(caps, s.w, s.n, s.k, staged, split)) {
       const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });
-      kernel(k, [xw, ...bindings.slice(1)], work);
+      kernel(k, [xw, ...rest], work);
       return;
     }
     // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
@@ -129,7 +132,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     // a pipeline the target cannot stage, or whose stages do not fit its shared memory, loads directly (the same bits)
     while (shape.stages && (!caps.staging || lib.mmaSharedBytes(caps, shape) > caps.maxSharedBytes)) shape.stages = shape.stages > 2 ? shape.stages - 1 : 0;
     const k = lib.mmaMatmul(caps, shape);
-    kernel(k, [xw, ...bindings.slice(1)], work);
+    kernel(k, [xw, ...rest], work);
     return;
   }
   const tiled = opts.tiled ?? "auto";
@@ -137,15 +140,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     s.batch >= (opts.tiledMinRows ?? TILED_MIN_ROWS) && lib.tiledLayout(caps, s.w, s.batch, s.n)) {
     const layout = opts.tiledTile && { ...opts.tiledTile, bk: lib.tiledSlice(s.w) };
     const fits = layout && lib.tiledFits(caps, layout);
-    kernel(lib.tiledMatmul(caps, { ...s, layout: fits ? layout : undefined }), bindings, work);
+    kernel(lib.tiledMatmul(caps, { ...s, layout: fits ? layout : undefined }), bindings(), work);
     return;
   }
-  kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings, work);
+  kernel(lib.matmul(caps, { ...s, tile: opts.matmulTile }), bindings(), work);
 }
-
-/**
- * Ops with a kernel of their own, as their records say (graph/ops/: lower "kernel" is a NODE_LOWERERS entry,
- * "elementwise" a fused group); a composite without one is expanded by decomp/graph.ts.
 
 /** A matmul whose bias or residual add the plan fused into it (graph/plan.ts matmul_residual). */
 export function lowerMatmulResidual(cx: LowerContext, u: Extract<Unit, { k: "matmul_residual" }>): void {
@@ -154,7 +153,7 @@ export function lowerMatmulResidual(cx: LowerContext, u: Extract<Unit, { k: "mat
   const K = wn.shape[1], N = wn.shape[0];
   const extra = u.residual ?? u.bias!;
   matmulSteps(cx, { n: N, k: K, batch: numel(mm.shape) / N, w: wn.dtype as lib.WType, residual: u.residual !== undefined, bias: u.bias !== undefined }, x,
-    [bind(x), bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
+    [bind(w), bind(extra), bind(u.add)], { bytes: bytesOfIds([x, w, extra, u.add]), flops: 2 * numel(mm.shape) * K });
 }
 
 /** A matmul node: 2-D weights through matmulSteps, anything else (batched, both operands computed) the generic kernel. */
@@ -166,7 +165,7 @@ export function lowerMatmul(cx: LowerContext, n: Node): void {
   if (n.attrs.xq) throw new LoweringError(`matmul #${n.id} with quantized x (attrs.xq) lowers only as a batch-1 gemv unit (graph/plan.ts)`);
   if (wn.shape.length === 2 && xn.dtype === "f32" && (wn.op === "const" || !isBlock(wn.dtype))) {
     const N = wn.shape[0];
-    return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, x, [bind(x), bind(w), out],
+    return matmulSteps(cx, { n: N, k: K, batch: numel(xn.shape) / K, w: wn.dtype as lib.WType }, x, [bind(w), out],
       { bytes: bytesOfIds([x, w, n.id]), flops: 2 * numel(n.shape) * K });
   }
   const M = xn.shape[xn.shape.length - 2], N = wn.shape[wn.shape.length - 2];

@@ -49,7 +49,8 @@ test("a 20-row Llama prefill on (emulated) MMA tiles equals the FMA path within 
 
 test("the SiLU product before the down projection is made in its MMA x preparation: no kernel of its own, the same logits bit for bit", { timeout: 120_000 }, async () => {
   const m = step(ROWS);
-  const names = (o: CompileOptions) => compileGraph(m.graph, { backend: "js", device: "cpu", caps: { ...caps, mma: true }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 }, o)
+  const target = { backend: "js" as const, device: "cpu", caps: { ...caps, mma: true }, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 };
+  const names = (o: CompileOptions) => compileGraph(m.graph, target, o)
     .steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
   const on = names({}), off = names({ mmaPrepFuse: false });
   const count = (ns: string[], re: RegExp) => ns.filter((n) => re.test(n)).length;
@@ -57,6 +58,9 @@ test("the SiLU product before the down projection is made in its MMA x preparati
   assert.equal(count(on, /^mma_prep_.*_ew2$/), TINY_LLAMA.layers, on.join(" "));
   assert.equal(count(off, /^elementwise/) - count(on, /^elementwise/), TINY_LLAMA.layers, `${off.join(" ")}\n${on.join(" ")}`);
   assert.equal(on.length, off.length - TINY_LLAMA.layers);
+  // and the product is not stored: the arena holds one [rows, ffn] f32 value fewer at the MLP
+  const arena = (o: CompileOptions) => compileGraph(m.graph, target, o).buffers.find((b) => b.kind === "arena" && b.name === "arena")!.bytes;
+  assert.ok(arena({}) < arena({ mmaPrepFuse: false }), `arena ${arena({})} against ${arena({ mmaPrepFuse: false })} bytes`);
   for (const split of [true, false]) {
     const a = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true }, { mmaSplit: split });
     const b = await prefillLogits(m, ROWS, TINY_LLAMA.vocab, { ...caps, mma: true }, { mmaSplit: split, mmaPrepFuse: false });
