@@ -2,12 +2,14 @@
 // token ids through the Driver (chunks of its prefill rows, greedy first token), timed after one warm-up run of
 // the same length. Several variants in one run, so a table compares them on the same device:
 //   mma: tensor-core matmuls and flash attention for chunks of >= 16 rows (the default where the device has
-//   them; chunks of >= 128 rows on the staged kernels, kernels/lib/mma_staged.ts, flash_staged.ts); mma-unstaged: without the
-//   staged kernels; mma-oldflash: staged matmuls, flash.ts attention; mma-2048: the default in chunks of 2048
-//   rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the FMA
-//   kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x
-//   rounded once to bf16 (the default); split: x as hi + lo parts (the default before session 12); flash-split: only flash attention's operands as hi + lo; tiled: the shared-memory
-//   tiled matmul (mma off) in chunks of 512/64/16/8 rows; untiled-wide: matmul.ts in the same chunks.
+//   them; chunks of >= 128 rows on the staged kernels, kernels/lib/mma_staged.ts, flash_staged.ts);
+//   mma-unstaged: without the staged kernels; mma-oldflash: staged matmuls, flash.ts attention; mma-2048: the
+//   default in chunks of 2048 rows (then 512, 64, ...); mma-noflash: the same with attention.ts's kernel; fma: the
+//   FMA kernel everywhere (and the old [32, 8] chunks unless --prefill says otherwise); unsplit: MMA with x rounded
+//   once to bf16 (the default); split: x as hi + lo parts (the default before session 12); prep-apart: the SiLU
+//   product by a kernel of its own, not in the down projection's x preparation; flash-split: only flash
+//   attention's operands as hi + lo; tiled: the shared-memory tiled matmul (mma off) in chunks of 512/64/16/8
+//   rows; untiled-wide: matmul.ts in the same chunks.
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
@@ -40,6 +42,7 @@ const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> 
   "mma-nosplit": { compile: { mma: "auto", flashSplits: 1 } },
   unsplit: { compile: { mma: "auto", mmaSplit: false } },
   split: { compile: { mma: "auto", mmaSplit: true } },
+  "prep-apart": { compile: { mma: "auto", mmaPrepFuse: false } },
   "flash-split": { compile: { mma: "auto", flashSplit: true } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },
