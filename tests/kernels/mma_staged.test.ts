@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
 import { stagedLayout, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
-import { mmaMatmul } from "../../kernels/lib/mma_matmul.ts";
+import { mmaMatmul, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
@@ -174,5 +174,15 @@ test("staged matmul and flash attention PTX assembles for sm_90 without spills",
     const r = assemble(ptxas!, ptx, "sm_90", true);
     assert.ok(r.ok, `${k.name}: ${r.log}`);
     assert.doesNotMatch(r.log, /[1-9]\d* bytes spill stores/, `${k.name} spills: ${r.log}`);
+  }
+});
+
+test("the MMA x preparation PTX assembles for sm_90, plain and computing the SiLU product (x split and not)", { skip: ptxas ? false : "no ptxas installed", timeout: 60_000 }, () => {
+  const ew = { inputs: [{ type: "f32" as const }, { type: "f32" as const }], expr: { op: "mul" as const, args: [{ op: "silu" as const, args: [{ in: 0 }] }, { in: 1 }] } };
+  for (const split of [true, false]) {
+    for (const k of [mmaPrepX(SM90_CAPS, { m: 2048, k: 14336, ab: "bf16", split }), mmaPrepX(SM90_CAPS, { m: 2048, k: 14336, ab: "bf16", split, ew })]) {
+      const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90", true);
+      assert.ok(r.ok, `${k.name}: ${r.log}`);
+    }
   }
 });
