@@ -11,7 +11,9 @@ import { byteSize, type DType, isBlock, isFloat } from "./dtype.ts";
 import { describeNode, type FusionGroup, type Graph, GraphError, type Node, numel, sameShape } from "./ir.ts";
 import { layoutArena } from "./arena.ts";
 import { roleKey } from "./weights.ts";
-import { planGemv, planNormRope, VIEW, weightAddOf } from "./plan_fused.ts";
+import { planGemv, planNormRope, VIEW, viewSource, weightAddOf } from "./plan_fused.ts";
+
+export { viewSource } from "./plan_fused.ts";
 
 /** Where a value's bytes are. */
 export type Home =
@@ -320,13 +322,12 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     for (const r of resultsOf(u)) producedAt.set(r, i);
   });
   const lastUse = new Map<number, number>();
-  const viewSource = (id: number): number => (VIEW.has(nodes[id].op) ? viewSource(nodes[id].inputs[0]) : id);
   units.forEach((u, i) => {
-    for (const x of unitInputs(g, u)) lastUse.set(viewSource(x), i);
+    for (const x of unitInputs(g, u)) lastUse.set(viewSource(nodes, x), i);
   });
   const end = units.length; // outputs and state copies are read after the last unit
-  for (const id of outputNodes) lastUse.set(viewSource(id), end);
-  for (const [w] of stateWrites) if (!inPlaceOf.has(w)) lastUse.set(viewSource(w), end);
+  for (const id of outputNodes) lastUse.set(viewSource(nodes, id), end);
+  for (const [w] of stateWrites) if (!inPlaceOf.has(w)) lastUse.set(viewSource(nodes, w), end);
   const temps: number[] = [];
   for (const id of producedAt.keys()) if (!values[id] && !opts.unstored?.has(id)) temps.push(id);
   const layout = layoutArena(

@@ -9,6 +9,11 @@ import type { GemvPartPlan, NormRopePartPlan, Unit } from "./plan.ts";
 /** Ops whose value is a view of their input's bytes (no kernel, no storage of their own). */
 export const VIEW = new Set(["reshape"]);
 
+/** The node whose bytes a value is: itself, or through views (VIEW) their source's. */
+export function viewSource(nodes: readonly Node[], id: number): number {
+  return VIEW.has(nodes[id].op) ? viewSource(nodes, nodes[id].inputs[0]) : id;
+}
+
 // ---- gemv units ------------------------------------------------------------------------------------------
 
 /** Weight types a gemv reads: the float types and every block type (kernels/lib/dequant.ts decodes each). */
@@ -217,7 +222,7 @@ export function planNormRope(
   gemvs.forEach((gu, i) => {
     for (const m of gu.nodes) gemvOf.set(m, i);
   });
-  const source = (id: number): number => (VIEW.has(nodes[id].op) ? source(nodes[id].inputs[0]) : id);
+  const source = (id: number) => viewSource(nodes, id);
   const groups = new Map<string, NormRopePartPlan[]>();
   for (const n of nodes) {
     if (covered.has(n.id)) continue;

@@ -8,7 +8,7 @@ import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
 import { isElementwise, OPS } from "../graph/ops.ts";
-import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, unitInputs, type Value } from "../graph/plan.ts";
+import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, unitInputs, type Value, viewSource } from "../graph/plan.ts";
 import { type Kernel, KernelError } from "./ir.ts";
 import type { TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
@@ -229,7 +229,7 @@ export const OUTPUT_IN_PLACE_BYTES = 64 * 1024;
  */
 function outputsInPlace(p: Plan): Map<Home, string> {
   const nodes = p.graph.nodes;
-  const source = (id: number): number => (nodes[id].op === "reshape" ? source(nodes[id].inputs[0]) : id);
+  const source = (id: number) => viewSource(nodes, id);
   const read = new Set(p.units.flatMap((u) => unitInputs(p.graph, u).map(source)));
   const copied = new Set(p.stateCopies.map((s) => source(s.node)));
   const count = new Map<number, number>();

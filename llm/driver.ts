@@ -73,7 +73,7 @@ export class Driver {
     this.kvDtype = kvDtypeOf(model, opts);
     // The trained limit (with its override) and the device's memory (the cache at its element type), before
     // anything is allocated.
-    this.ctx = checkContext(contextRequest(model, exec, opts));
+    this.ctx = checkContext(contextRequest(model, exec, opts, this.kvDtype));
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
       if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");

@@ -169,12 +169,12 @@ export function kvDtypeOf(model: Pick<ModelHandle, "map" | "store">, opts: Pick<
 }
 
 /**
- * What sizes the context on the device, for checkContext: K and V of every layer per position (of the cache's
- * element type), plus the attention scores of the widest prefill chunk (rows x heads per position, counted twice
- * for the softmax).
+ * What sizes the context on the device, for checkContext: K and V of every layer per position (in `kvDtype`, the
+ * cache's element type), plus the attention scores of the widest prefill chunk (rows x heads per position, counted
+ * twice for the softmax).
  */
-export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions): ContextRequest {
-  const c = model.config, kvBytes = kvDtypeOf(model, opts) === "f16" ? 2 : 4;
+export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions, kvDtype: "f32" | "f16"): ContextRequest {
+  const c = model.config, kvBytes = kvDtype === "f16" ? 2 : 4;
   // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
   // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
   const caps = exec.targetSet().caps;

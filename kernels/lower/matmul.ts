@@ -2,7 +2,7 @@
 // kernel and matmul.ts by rows, options and target, with the thresholds that choice uses; plus the matmul node
 // and the plan's matmul_residual unit. Batch-1 gemv units are kernels/lower/gemv.ts.
 import { type Node, numel } from "../../graph/ir.ts";
-import { type Plan, type Unit, unitInputs } from "../../graph/plan.ts";
+import { type Plan, type Unit, unitInputs, viewSource } from "../../graph/plan.ts";
 import { isBlock } from "../../graph/dtype.ts";
 import type { Caps } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
@@ -89,11 +89,6 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
   return out;
-}
-
-/** The node whose storage a value is (through reshapes, which are views). */
-function viewSource(nodes: Node[], id: number): number {
-  return nodes[id].op === "reshape" ? viewSource(nodes, nodes[id].inputs[0]) : id;
 }
 
 /**
