@@ -30,7 +30,7 @@ const L2_DEFEAT = 256 << 20;
  * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:wNWxMW:unsplit:xw (any
  * parts; wNWxMW: warps along N and M per workgroup; xw: x as prepared MMA words, the prep kernel not timed),
  * staged (kernels/lib/mma_staged.ts, default layout; x as prepared words, the prep not timed) and
- * staged:BMxBNxBK:sS:wWMxWN:unsplit (any parts).
+ * staged:BMxBNxBK:sS:wWMxWN:unsplit:wg:pP (any parts).
  */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
@@ -67,7 +67,10 @@ export function parseLayout(parts: string[]): Partial<MmaMatmulShape> {
   return o;
 }
 
-/** Staged layout parts: BMxBNxBK, sS (stages), wWMxWN (warps along M and N), unsplit. */
+/**
+ * Staged layout parts: BMxBNxBK, sS (stages), wWMxWN (warps, or with wg warpgroups, along M and N), unsplit, wg
+ * (warpgroup MMA, caps.wgmma), pP (with wg: MMA groups in flight, 0 or 1).
+ */
 export function parseStaged(parts: string[]): StagedLayout & { split?: boolean } {
   const o: StagedLayout & { split?: boolean } = {};
   for (const part of parts) {
@@ -75,6 +78,8 @@ export function parseStaged(parts: string[]): StagedLayout & { split?: boolean }
     else if (/^s\d+$/.test(part)) o.stages = Number(part.slice(1));
     else if (/^w\d+x\d+$/.test(part)) [o.wm, o.wn] = part.slice(1).split("x").map(Number);
     else if (part === "unsplit") o.split = false;
+    else if (part === "wg") o.wg = true;
+    else if (/^p\d$/.test(part)) o.wgPending = Number(part.slice(1));
     else throw new RangeError(`staged layout: unknown part ${part}`);
   }
   return o;

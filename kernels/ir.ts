@@ -118,7 +118,14 @@ export type Stmt =
   | CpAsyncStmt
   | { k: "cpcommit" }                                   // closes this invocation's open group of cpasync copies
   | { k: "cpwait"; pending: number }                    // waits until at most `pending` closed groups are in flight
-  | LdMatrixStmt;
+  | LdMatrixStmt
+  | WgmmaStmt
+  // closes this warpgroup's open group of wgmma statements and waits until at most `pending` groups are in
+  // flight (PTX wgmma.commit_group + wait_group); the whole workgroup together, like a barrier
+  | { k: "wgwait"; pending: number }
+  // orders this invocation's earlier shared-memory writes (stores, and cpasync copies a cpwait has retired)
+  // before wgmma reads that follow a barrier after it (PTX fence.proxy.async: wgmma reads through another proxy)
+  | { k: "asyncfence" };
 
 /**
  * A warp-level matrix multiply-accumulate, D[16x8] = A[16x16] B[16x8] + C (PTX mma.sync m16n8k16, row.col,
@@ -171,6 +178,36 @@ export interface LdMatrixStmt {
   trans: boolean;
 }
 
+/**
+ * A warpgroup matrix multiply-accumulate, PTX on sm_90 only (caps.wgmma: wgmma.mma_async m64nNk16, f32
+ * accumulate): the 4 warps of warpgroup g (invocations 128g .. 128g + 127) add A[64 x 16] B[16 x n] to D, with A
+ * and B read from the u32 shared array `mem`. `acc` holds D: n / 2 f32 variables per lane, read and updated in
+ * place; with w the warp inside the warpgroup and l its lane, acc[4j + 2h + c] = D[16w + (l >> 2) + 8h][8j +
+ * 2(l & 3) + c] (the mma.sync m16n8 layout, n / 8 times along N).
+ *
+ * Operands are K-major with the 128-byte swizzle: element kk (0..15) of operand row r (A: 0..63, B: 0..n-1; B's
+ * row is a column of the product, so a row-major W[n, k] is B as it stands) is 16-bit half (kk & 1) of the
+ * shared word at byte P(L) / 4, where L = 4 * index + 128 r + 2 kk and P(L) = L ^ (((L >> 7) & 7) << 4) (address
+ * bits 4..6 XOR bits 7..9, counted from the array's start, which the renderer aligns to 1024 bytes). So an operand
+ * is 128-byte rows, 16-byte chunk c of row r stored at chunk c ^ (r & 7); `index` is the word of row 0 of a
+ * 1024-byte-aligned group (a multiple of 256) plus 8 words per k16 step along the row.
+ *
+ * Asynchronous: the shared words must not change, and `acc` must not be read or written by anything but other
+ * wgmma statements of the same n, until a `wgwait` has retired the statement's group. Shared words written
+ * before it need a cpwait (for copies), an `asyncfence` and a barrier in between. Every invocation of the
+ * warpgroup must reach it together (uniform flow). The 16 products are exact; the order and internal precision
+ * of their sum with D are the hardware's.
+ */
+export interface WgmmaStmt {
+  k: "wgmma";
+  ab: "bf16" | "f16";
+  n: number;
+  acc: Var[];
+  mem: Shared;
+  a: Expr;
+  b: Expr;
+}
+
 export interface Kernel {
   name: string;
   /** Invocations per workgroup. */
@@ -181,7 +218,7 @@ export interface Kernel {
   shared: Shared[];
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
-  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean };
+  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean };
 }
 
 export class KernelError extends Error {
@@ -306,7 +343,7 @@ export class KernelBuilder {
   private readonly sharedMem: Shared[] = [];
   private blocks: Stmt[][] = [[]];
   private nvar = 0;
-  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false };
+  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
 
@@ -516,6 +553,34 @@ export class KernelBuilder {
     return dst.map((v) => new Val({ k: "var", t: "u32", v }));
   }
 
+  /**
+   * A warpgroup MMA (WgmmaStmt) adding A[64 x 16] B[16 x n] into `acc` (n / 2 f32 variables of this lane, made by
+   * `let`), A and B at word indices `a` and `b` of the u32 shared array `mem`.
+   */
+  wgmma(ab: "bf16" | "f16", n: number, acc: Val[], mem: Shared, a: Like, bIndex: Like): void {
+    if (mem.t !== "u32") throw new KernelError(`${this.name}: wgmma from ${mem.t} shared ${mem.name} (u32 words only)`);
+    if (!(Number.isInteger(n) && n >= 8 && n <= 256 && n % 8 === 0)) throw new KernelError(`${this.name}: wgmma n ${n} (8..256, a multiple of 8)`);
+    if (acc.length !== n / 2 || acc.some((v) => v.e.k !== "var" || v.t !== "f32")) {
+      throw new KernelError(`${this.name}: wgmma n=${n} takes ${n / 2} f32 accumulator variables`);
+    }
+    const total = this.workgroup[0] * this.workgroup[1] * this.workgroup[2];
+    if (total % 128 !== 0) throw new KernelError(`${this.name}: wgmma needs whole warpgroups (workgroup of ${total})`);
+    this.uses.wgmma = this.uses.mma = this.uses.staging = this.uses.subgroups = true;
+    const vars = acc.map((v) => (v.e as Extract<Expr, { k: "var" }>).v);
+    this.emit({ k: "wgmma", ab, n, acc: vars, mem, a: lift(a, "u32").e, b: lift(bIndex, "u32").e });
+  }
+  /** Closes this warpgroup's wgmma group and waits until at most `pending` groups are in flight. */
+  wgWait(pending: number): void {
+    if (!Number.isInteger(pending) || pending < 0 || pending > 7) throw new KernelError(`${this.name}: wgwait ${pending} (0..7)`);
+    this.uses.wgmma = true;
+    this.emit({ k: "wgwait", pending });
+  }
+  /** Orders this invocation's shared-memory writes before wgmma reads after the next barrier (asyncfence). */
+  asyncFence(): void {
+    this.uses.wgmma = true;
+    this.emit({ k: "asyncfence" });
+  }
+
   build(): Kernel {
     if (this.blocks.length !== 1) throw new KernelError(`${this.name}: build inside a block`);
     return {
@@ -556,6 +621,7 @@ export function stmtExprs(s: Stmt): Expr[] {
     case "mma": return [...s.a, ...s.b, ...s.c];
     case "cpasync": return [s.sindex, s.index];
     case "ldmatrix": return [s.index];
+    case "wgmma": return [s.a, s.b]; // and its accumulators, read and written in place (s.acc)
     default: return [];
   }
 }

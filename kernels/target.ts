@@ -49,6 +49,11 @@ export interface Caps {
    */
   staging?: boolean;
   /**
+   * Warpgroup matrix multiply-accumulate from shared memory (kernels/ir.ts WgmmaStmt: PTX wgmma.mma_async,
+   * sm_90a). PTX on sm_90 exactly (Hopper; later GPUs have other instructions); absent elsewhere.
+   */
+  wgmma?: boolean;
+  /**
    * Default the decode gemv's integer path (int8 x, BinOp dot4; kernels/lower/gemv.ts): the device has a native
    * int8x4 dot that is fast. PTX on sm_61+ (dp4a); Vulkan where the driver reports the 4x8 packed signed dot
    * product as accelerated (NVIDIA; not lavapipe); wgpu on a GPU (not a CPU adapter) whose WGSL has

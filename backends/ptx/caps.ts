@@ -41,6 +41,8 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     mma: a.ccMajor >= 8,
     // cp.async global -> shared copies and ldmatrix (Ampere and newer)
     staging: a.ccMajor >= 8,
+    // warpgroup MMA from shared memory: sm_90a's wgmma, Hopper only
+    wgmma: a.ccMajor === 9 && a.ccMinor === 0,
     dot4: a.ccMajor * 10 + a.ccMinor >= 61,
   };
 }

@@ -30,6 +30,7 @@ function namer(k: Kernel, prefix: string): (t: CType) => Var {
       if (s.k === "loadv") s.dst.forEach((v) => used.add(v.name));
       if (s.k === "atomic" && s.dst) used.add(s.dst.name);
       if (s.k === "mma" || s.k === "ldmatrix") (s.k === "mma" ? s.d : s.dst).forEach((v) => used.add(v.name));
+      if (s.k === "wgmma") s.acc.forEach((v) => used.add(v.name));
       stmtExprs(s).forEach(see);
       if (s.k === "for") scan(s.body);
       if (s.k === "if") {
@@ -175,6 +176,7 @@ export function hoistKernel(k: Kernel, rules: HoistRules, prefix: string): Kerne
       }
       case "cpasync": return same(s, { ...s, sindex: f(s.sindex), index: f(s.index) });
       case "ldmatrix": return same(s, { ...s, index: f(s.index) });
+      case "wgmma": return same(s, { ...s, a: f(s.a), b: f(s.b) });
       default:
         return s;
     }

@@ -96,6 +96,10 @@ function mapStmt(s: Stmt, f: (e: Expr) => Expr): Stmt {
       const index = f(s.index);
       return index === s.index ? s : { ...s, index };
     }
+    case "wgmma": {
+      const a = f(s.a), b = f(s.b);
+      return a === s.a && b === s.b ? s : { ...s, a, b };
+    }
     default:
       return s;
   }

@@ -30,13 +30,23 @@ export interface StagedMatmulShape extends MmaOperands {
   bk?: number;
   /** Shared buffers in the cp.async pipeline, 2..5; default 4. */
   stages?: number;
-  /** Warps along M and N; default 2 x 4 (64 x 32 warp tiles: ~128 registers, two workgroups an SM). */
+  /**
+   * Warps along M and N; default 2 x 4 (64 x 32 warp tiles: ~128 registers, two workgroups an SM). With `wg`,
+   * warpgroups (4 warps each) along M and N.
+   */
   wm?: number;
   wn?: number;
+  /**
+   * Warpgroup MMA (caps.wgmma, kernels/ir.ts WgmmaStmt) instead of warp tiles: each of wm x wn warpgroups multiplies
+   * a (bm / wm) x (bn / wn) tile straight from the staged slices (bk must be 64: one 128-byte swizzled row a slice).
+   */
+  wg?: boolean;
+  /** With `wg`: warpgroup MMA groups left in flight while the next slice's copies are issued (0 or 1; default 0). */
+  wgPending?: number;
 }
 
 /** The block tiling of a staged matmul. */
-export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn">;
+export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn" | "wg" | "wgPending">;
 
 /**
  * Default tiling for m rows, n columns and a depth k, x split or not, from bench/mma.ts on the H200.
@@ -64,7 +74,8 @@ export function stagedLayout(m: number, n: number, k = 0, split = true): StagedL
 export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l: StagedLayout = {}, split = true): boolean {
   const bk = l.bk ?? 32;
   return !!caps.mma && !!caps.staging && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
-    k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes;
+    k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes &&
+    (!l.wg || (!!caps.wgmma && bk === 64));
 }
 
 /** Bytes of shared memory of a layout: `stages` slices of x (one or two parts) and W. */
@@ -79,22 +90,28 @@ export function stagedSharedBytes(l: StagedLayout, split = true): number {
  */
 export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const { n, k, batch: m, w } = s;
-  const bm = s.bm ?? 128, bn = s.bn ?? 128, bk = s.bk ?? 32, stages = s.stages ?? 4, wm = s.wm ?? 2, wn = s.wn ?? 4;
+  const wg = s.wg ?? false;
+  const bm = s.bm ?? 128, bn = s.bn ?? 128, bk = s.bk ?? (wg ? 64 : 32), stages = s.stages ?? 4;
+  const wm = s.wm ?? 2, wn = s.wn ?? (wg ? 1 : 4), pending = wg ? s.wgPending ?? 0 : 0;
   const split = s.split ?? true, parts = split ? 2 : 1;
-  if (!stagedMatmulFits(caps, w, n, k, { bk }, split)) {
-    throw new KernelError(`staged matmul: needs caps.mma and caps.staging, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8; got ${w} n=${n} k=${k}`);
+  if (!stagedMatmulFits(caps, w, n, k, { bk, wg }, split)) {
+    throw new KernelError(`staged matmul: needs caps.mma and caps.staging${wg ? ", caps.wgmma and bk 64" : ""}, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8; got ${w} n=${n} k=${k} bk=${bk}`);
   }
   if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`staged matmul: bad batch ${m}`);
   if (parts * m * k >= 2 ** 32 || n * k >= 2 ** 32 || m * n >= 2 ** 32) throw new KernelError("staged matmul: indices exceed 32 bits");
   if (bk !== 32 && bk !== 64) throw new KernelError(`staged matmul: bk ${bk} (32 or 64)`);
-  if (!(Number.isInteger(stages) && stages >= 2 && stages <= 5)) throw new KernelError(`staged matmul: ${stages} stages (2..5)`);
-  const WM = bm / wm, WN = bn / wn; // a warp's tile
-  if (!(Number.isInteger(WM) && Number.isInteger(WN) && WM % 16 === 0 && WN % 16 === 0 && WM >= 16 && WN >= 16 && WM <= 128 && WN <= 128)) {
+  if (!(Number.isInteger(stages) && stages >= 2 + pending && stages <= 5)) throw new KernelError(`staged matmul: ${stages} stages (${2 + pending}..5)`);
+  if (pending !== 0 && pending !== 1) throw new KernelError(`staged matmul: ${pending} warpgroup MMA groups in flight (0 or 1)`);
+  const WM = bm / wm, WN = bn / wn; // a warp's (warpgroup's) tile
+  if (wg) {
+    if (!(Number.isInteger(WM) && Number.isInteger(WN) && WM % 64 === 0 && WN % 16 === 0 && WN <= 256 && (WM / 64) * WN <= 256)) {
+      throw new KernelError(`staged matmul: block ${bm}x${bn} over ${wm}x${wn} warpgroups (tiles of 64k x 16j columns, at most 256 columns and 128 accumulators a lane)`);
+    }
+  } else if (!(Number.isInteger(WM) && Number.isInteger(WN) && WM % 16 === 0 && WN % 16 === 0 && WM >= 16 && WN >= 16 && WM <= 128 && WN <= 128)) {
     throw new KernelError(`staged matmul: block ${bm}x${bn} over ${wm}x${wn} warps (warp tiles must be multiples of 16, at most 128)`);
   }
-  const mt = WM / 16, nt = WN / 8; // m16 tiles and n8 tiles per warp
-  if (mt * nt > 64) throw new KernelError(`staged matmul: ${WM}x${WN} warp tile holds ${mt * nt * 4} accumulators per lane (max 256)`);
-  const threads = 32 * wm * wn;
+  if (!wg && (WM / 16) * (WN / 8) > 64) throw new KernelError(`staged matmul: ${WM}x${WN} warp tile holds ${(WM / 16) * (WN / 8) * 4} accumulators per lane (max 256)`);
+  const threads = (wg ? 128 : 32) * wm * wn;
   if (threads > caps.maxWorkgroupSize) throw new KernelError(`staged matmul: ${threads} invocations per workgroup`);
   const C = bk / 8; // 16-byte chunks per staged row
   const rowW = bk / 2; // u32 words per staged row
@@ -106,7 +123,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), total = bM * bN;
   const grid = gridFor(caps, total);
   const name = s.name ??
-    `mma_staged_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_w${wm}x${wn}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+    `mma_staged_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_${wg ? `wg${wm}x${wn}${pending ? `_p${pending}` : ""}` : `w${wm}x${wn}`}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("xw", "u32", "r");
   const W = b.buffer("w", w, "r");
@@ -123,7 +140,10 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const m0 = b.let(L.mod(bM).mul(bm), "u32", "m0"); // blocks along M first: neighbours share W's slice in L2
   const n0 = b.let(L.div(bM).mul(bn), "u32", "n0");
 
-  /** Word offset of 16-byte chunk c of staged row r, swizzled: chunk c ^ key(r) with key spreading 8 rows over banks. */
+  /**
+   * Word offset of 16-byte chunk c of staged row r, swizzled: chunk c ^ key(r) with key spreading 8 rows over
+   * banks. With 64-element slices (C = 8) this is wgmma's 128-byte swizzle (kernels/ir.ts WgmmaStmt).
+   */
   const swz = (r: Val, c: Val): Val => {
     const key = C === 8 ? r.and(7) : r.shr(1).and(3);
     return r.mul(rowW).add(c.xor(key).shl(2));
@@ -155,14 +175,99 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
     }
   };
 
-  // Prologue: slices 0 .. stages-2 in flight.
-  for (let st = 0; st < stages - 1; st++) {
+  // Prologue: slices 0 .. ahead-1 in flight. A slice's stage is written again `stages` slices later, when every
+  // warp has read it: the warp MMAs read a stage before the next barrier, the warpgroup MMAs `pending` slices later.
+  const ahead = stages - 1 - pending;
+  for (let st = 0; st < ahead; st++) {
     if (st < KT) load(st * stageW, st);
     b.cpCommit();
+  }
+  const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
+  /** Waits for slice kt, then issues the copies of slice kt + ahead into the stage slice kt - 1 - pending had. */
+  const slice = (kt: Val) => {
+    b.cpWait(ahead - 1); // slice kt has landed (this invocation's copies) ...
+    if (wg) b.asyncFence(); // ... for the warpgroup MMAs' reads too ...
+    b.barrier(); // ... everyone's, and every warp is done with the stage the next load overwrites
+    const next = kt.add(ahead);
+    b.if(next.lt(KT), () => {
+      const t = rs.add(ahead * stageW);
+      load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), next);
+    });
+    b.cpCommit();
+  };
+  const advance = () => b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+
+  /** Stores y[row, col] and y[row, col + 1] (col even) from v[0], v[1], with bias and residual; skips what is outside. */
+  const whole = n % 8 === 0, even = n % 2 === 0;
+  const storePair = (row: Val, col: Val, vs: Val[]) => {
+    const at = b.let(row.mul(n).add(col), "u32", "yi");
+    const inside = n % bn === 0 ? row.lt(m) : row.lt(m).and(col.lt(n));
+    b.if(inside, () => {
+      if (even) {
+        // both columns inside (n even, col even): one 8-byte store
+        const bv = bias ? b.loadv(bias, col, 2) : undefined;
+        const rv = res ? b.loadv(res, at, 2) : undefined;
+        const out = vs.map((v, c) => {
+          let o = v;
+          if (bv) o = o.add(bv[c]);
+          if (rv) o = o.add(rv[c]);
+          return o;
+        });
+        b.storev(y, at, out);
+        return;
+      }
+      for (const c of [0, 1]) {
+        const emit = () => {
+          let v = vs[c];
+          if (bias) v = v.add(b.load(bias, c ? col.add(1) : col));
+          if (res) v = v.add(b.load(res, c ? at.add(1) : at));
+          b.store(y, c ? at.add(1) : at, v);
+        };
+        if (c && !whole) b.if(col.add(1).lt(n), emit);
+        else emit();
+      }
+    });
+  };
+  const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
+
+  if (wg) {
+    // Warpgroup q = warp / 4 owns rows wi * WM .. and columns wj * WN ..; each k16 step of a slice is one wgmma per
+    // 64 rows and x part (lo first), reading the stage where it lies: x rows at 32 words a row, 8 words a step.
+    const q = b.let(warp.shr(2), "u32", "q");
+    const wi = b.let(q.mod(wm), "u32", "wi"), wj = b.let(q.div(wm), "u32", "wj");
+    const mt = WM / 64;
+    const acc = Array.from({ length: mt }, () => Array.from({ length: WN / 2 }, () => b.let(0, "f32", "acc")));
+    const aBase = b.let(wi.mul(WM * rowW), "u32", "ab"), bBase = b.let(wj.mul(WN * rowW).add(parts * aW), "u32", "bb");
+    b.for(u32(0), u32(KT), 1, (kt) => {
+      slice(kt);
+      for (let st = 0; st < bk / 16; st++) {
+        for (let i = 0; i < mt; i++) {
+          for (let p = parts - 1; p >= 0; p--) {
+            b.wgmma(w, WN, acc[i], sm, rs.add(aBase).add(p * aW + 64 * i * rowW + 8 * st), rs.add(bBase).add(8 * st));
+          }
+        }
+      }
+      b.wgWait(pending);
+      advance();
+    });
+    if (pending) b.wgWait(0);
+    // Lane l of warp r (of its warpgroup) holds columns 8j + 2t, +1 of rows 16r + g and 16r + g + 8 of each 64 rows.
+    const r16 = b.let(warp.and(3).mul(16).add(g), "u32", "r16");
+    for (let i = 0; i < mt; i++) {
+      for (let j = 0; j < WN / 8; j++) {
+        const col = b.let(n0.add(wj.mul(WN)).add(8 * j).add(t.mul(2)), "u32", "col");
+        for (const h of [0, 1]) {
+          const row = b.let(m0.add(wi.mul(WM)).add(64 * i + 8 * h).add(r16), "u32", "row");
+          storePair(row, col, [acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]]);
+        }
+      }
+    }
+    return b.build();
   }
 
   // This warp's tile and its lanes' ldmatrix row offsets (the swizzle key of a fragment row depends on the
   // lane only: tile rows start at multiples of 16).
+  const mt = WM / 16, nt = WN / 8; // m16 tiles and n8 tiles per warp
   const wi = b.let(warp.mod(wm), "u32", "wi"), wj = b.let(warp.div(wm), "u32", "wj");
   const aRow = b.let(wi.mul(WM).add(lane.and(15)), "u32", "ar"); // + 16 i
   const aKey = b.let(lane.shr(4).xor(C === 8 ? aRow.and(7) : aRow.shr(1).and(3)), "u32", "ak");
@@ -170,16 +275,8 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const bKey = b.let(lane.shr(3).and(1).xor(C === 8 ? bRow.and(7) : bRow.shr(1).and(3)), "u32", "bk");
   const acc = Array.from({ length: mt }, () => Array.from({ length: nt }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "acc"))));
 
-  const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
   b.for(u32(0), u32(KT), 1, (kt) => {
-    b.cpWait(stages - 2); // slice kt has landed (this invocation's copies) ...
-    b.barrier(); // ... everyone's, and every warp is done with the slot the next load overwrites
-    const next = kt.add(stages - 1);
-    b.if(next.lt(KT), () => {
-      const ws = b.let(rs.eq(0).select(u32((stages - 1) * stageW), rs.sub(stageW)), "u32", "ws");
-      load(ws, next);
-    });
-    b.cpCommit();
+    slice(kt);
     for (let st = 0; st < bk / 16; st++) {
       const af: Val[][][] = []; // [part][i] -> 4 words
       for (let p = 0; p < parts; p++) {
@@ -200,45 +297,16 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
         }
       }
     }
-    b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+    advance();
   });
 
   // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile.
-  const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
-  const whole = n % 8 === 0, even = n % 2 === 0;
   for (let i = 0; i < mt; i++) {
     for (let j = 0; j < nt; j++) {
       const col = b.let(n0.add(wj.mul(WN)).add(8 * j).add(t.mul(2)), "u32", "col");
       for (const h of [0, 1]) {
         const row = b.let(m0.add(wi.mul(WM)).add(16 * i + 8 * h).add(g), "u32", "row");
-        const vs = [acc[i][j][2 * h], acc[i][j][2 * h + 1]];
-        const at = b.let(row.mul(n).add(col), "u32", "yi");
-        const inside = n % bn === 0 ? row.lt(m) : row.lt(m).and(col.lt(n));
-        b.if(inside, () => {
-          if (even) {
-            // both columns inside (n even, col even): one 8-byte store
-            const bv = bias ? b.loadv(bias, col, 2) : undefined;
-            const rv = res ? b.loadv(res, at, 2) : undefined;
-            const out = vs.map((v, c) => {
-              let o = v;
-              if (bv) o = o.add(bv[c]);
-              if (rv) o = o.add(rv[c]);
-              return o;
-            });
-            b.storev(y, at, out);
-            return;
-          }
-          for (const c of [0, 1]) {
-            const emit = () => {
-              let v = vs[c];
-              if (bias) v = v.add(b.load(bias, c ? col.add(1) : col));
-              if (res) v = v.add(b.load(res, c ? at.add(1) : at));
-              b.store(y, c ? at.add(1) : at, v);
-            };
-            if (c && !whole) b.if(col.add(1).lt(n), emit);
-            else emit();
-          }
-        });
+        storePair(row, col, [acc[i][j][2 * h], acc[i][j][2 * h + 1]]);
       }
     }
   }

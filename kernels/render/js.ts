@@ -121,7 +121,7 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const src: string[] = [
     `"use strict";`,
     `const fr = Math.fround;
-const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, pack2, cpWait, ldsm, dot4, Fault } = RT;`,
+const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, wgmma, pack2, cpWait, ldsm, dot4, Fault } = RT;`,
     `const K = ${JSON.stringify(k.name)};`,
     `function fail(code) { throw new Fault(K, code); }`,
     `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,

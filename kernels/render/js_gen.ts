@@ -407,6 +407,23 @@ export class Gen {
         this.perLane(s.dst.map((d, j) => `${this.at(this.varName(d))} = ${D}[l * 4 + ${j}];`).join(" "));
         return;
       }
+      case "wgmma": {
+        if (!this.simt || this.sg !== 32 || this.wgSize % 128 !== 0) {
+          throw new KernelError(`${this.k.name}: wgmma needs whole 128-invocation warpgroups of 32-lane subgroups in lockstep`);
+        }
+        const [ia, ib] = this.exprs([s.a, s.b]);
+        const A = this.tmp("wa"), B = this.tmp("wb"), D = this.tmp("wd"), per = s.n / 2;
+        this.head.push(`const ${A} = new Uint32Array(N), ${B} = new Uint32Array(N), ${D} = new Float64Array(N * ${per});`);
+        this.perLane(`${A}[l] = ${ia}; ${B}[l] = ${ib}; ` + s.acc.map((v, j) => `${D}[l * ${per} + ${j}] = ${this.at(this.varName(v))};`).join(" "));
+        this.line(`for (let w = 0; w < N; w += 128) { let n = 0; for (let l = w; l < w + 128; l++) n += ${this.mask}[l]; ` +
+          `if (n === 0) continue; if (n !== 128) throw new Fault(K, 0, "wgmma reached by " + n + " of 128 invocations"); ` +
+          `const e = wgmma(S_${s.mem.name}, ${A}, ${B}, w, ${s.n}, ${s.ab === "bf16"}, ${D}); if (e) throw new Fault(K, 0, e); }`);
+        this.perLane(s.acc.map((v, j) => `${this.at(this.varName(v))} = ${D}[l * ${per} + ${j}];`).join(" "));
+        return;
+      }
+      // the JS device runs a wgmma when it is reached, so nothing is ever in flight or behind another proxy
+      case "wgwait": case "asyncfence":
+        return;
       case "barrier":
         if (this.simt && this.debug) this.line(`bar(${this.mask});`);
         return;

@@ -80,6 +80,47 @@ export function mma16816(F: Float64Array, lane0: number, bf16: boolean, D: Float
 }
 
 /**
+ * One warpgroup's wgmma m64nNk16 (kernels/ir.ts WgmmaStmt) from shared words S: A and B hold each lane's operand
+ * word indices (from `lane0`; the same in all 128 lanes), D each lane's n / 2 accumulators (read and written).
+ * Each accumulator's 16 exact products and its old value are summed in double and rounded once to f32. Returns an
+ * error message for a bad operand, else "".
+ */
+export function wgmma(S: Uint32Array, A: Uint32Array, B: Uint32Array, lane0: number, n: number, bf16: boolean, D: Float64Array): string {
+  const a0 = A[lane0], b0 = B[lane0];
+  for (let l = lane0; l < lane0 + 128; l++) {
+    if (A[l] !== a0 || B[l] !== b0) return `wgmma operands at words ${A[l]}, ${B[l]} in lane ${l - lane0}, ${a0}, ${b0} in lane 0`;
+  }
+  const half = (bits: number) => bf16 ? BF2F[bits] : H2F[bits];
+  let bad = "";
+  // row r, element kk of the operand at word `index`: byte L = 4 index + 128 r + 2 kk, swizzled bits 4..6 ^= 7..9
+  const read = (index: number, rows: number, out: Float64Array) => {
+    for (let r = 0; r < rows; r++) {
+      for (let kk = 0; kk < 16; kk++) {
+        const L = 4 * index + 128 * r + 2 * kk, P = L ^ (((L >>> 7) & 7) << 4), w = P >>> 2;
+        if (w >= S.length) bad ||= `wgmma operand row ${r} at byte ${P}, past the shared array's ${4 * S.length}`;
+        out[r * 16 + kk] = half((S[w] >>> (16 * ((P >>> 1) & 1))) & 0xffff);
+      }
+    }
+  };
+  const Af = new Float64Array(64 * 16), Bf = new Float64Array(n * 16);
+  read(a0, 64, Af);
+  read(b0, n, Bf);
+  if (bad) return bad;
+  const per = n / 2;
+  for (let l = 0; l < 128; l++) {
+    const w = l >> 5, g = (l & 31) >> 2, t = l & 3;
+    for (let i = 0; i < per; i++) {
+      const j = i >> 2, h = (i >> 1) & 1, c = i & 1;
+      const row = 16 * w + g + 8 * h, col = 8 * j + 2 * t + c;
+      let s = D[(lane0 + l) * per + i];
+      for (let kk = 0; kk < 16; kk++) s += Af[row * 16 + kk] * Bf[col * 16 + kk];
+      D[(lane0 + l) * per + i] = Math.fround(s);
+    }
+  }
+  return "";
+}
+
+/**
  * A workgroup's cp.async copies (kernels/ir.ts CpAsyncStmt) on the JS device: a copy reads its 16 bytes when
  * issued and lands in shared memory only when a wait retires its group, so a kernel that reads a stage before
  * waiting for it sees the stale words here too.

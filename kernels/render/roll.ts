@@ -117,6 +117,7 @@ function eachVar(body: Stmt[], f: (v: Var) => void): void {
     for (const e of exprsOf(s)) exprVars(e, f);
     for (const v of defsOf(s)) f(v);
     if (s.k === "assign") f(s.v);
+    if (s.k === "wgmma") s.acc.forEach(f);
     for (const b of bodiesOf(s)) eachVar(b, f);
   }
 }
@@ -136,6 +137,7 @@ function exprsOf(s: Stmt): Expr[] {
     case "if": case "check": return [s.c];
     case "mma": return [...s.a, ...s.b, ...s.c];
     case "cpasync": return [s.sindex, s.index];
+    case "wgmma": return [s.a, s.b];
     default: return [];
   }
 }
@@ -157,6 +159,7 @@ function withParts(s: Stmt, es: Expr[], bodies: Stmt[][]): Stmt {
       return { ...s, a: es.slice(0, na), b: es.slice(na, na + nb), c: es.slice(na + nb) };
     }
     case "cpasync": return { ...s, sindex: es[0], index: es[1] };
+    case "wgmma": return { ...s, a: es[0], b: es[1] };
     default: return s;
   }
 }
@@ -172,6 +175,8 @@ function headOf(s: Stmt): string {
     case "mma": return `mma:${s.ab}:${s.a.length}:${s.b.length}:${s.c.length}:${s.d.length}`;
     case "ldmatrix": return `ldmatrix:${s.mem.name}:${s.trans}:${s.dst.length}`;
     case "cpwait": return `cpwait:${s.pending}`;
+    case "wgwait": return `wgwait:${s.pending}`;
+    case "wgmma": return `wgmma:${s.ab}:${s.n}:${s.mem.name}:${s.acc.map((v) => v.name).join(",")}`;
     case "barrier": return `barrier:${s.device ?? false}`;
     default: return s.k;
   }

@@ -28,7 +28,7 @@ export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 /** The caps a case builds with: the device's, with mma forced on where `emulate` (the JS device). */
 export function mmaCaps(caps: Caps, emulate: boolean): Caps {
   // emulated: an sm_90-sized shared memory (227 KB), which the pipelined matmul's cases need
-  return emulate ? { ...caps, mma: true, staging: true, subgroups: true, subgroupSize: 32, maxSharedBytes: Math.max(caps.maxSharedBytes, 227 * 1024) } : caps;
+  return emulate ? { ...caps, mma: true, staging: true, wgmma: true, subgroups: true, subgroupSize: 32, maxSharedBytes: Math.max(caps.maxSharedBytes, 227 * 1024) } : caps;
 }
 
 function caseName(s: MmaCaseShape): string {
@@ -348,7 +348,9 @@ export interface StagedCase {
 
 export function stagedName(c: StagedCase): string {
   const l = c.layout;
-  return `staged ${mmaCase(c.s, true).name.replace(/^mma matmul /, "")} block ${l.bm ?? 128}x${l.bn ?? 128}x${l.bk ?? 32} ${l.stages ?? 4} stages ${l.wm ?? 2}x${l.wn ?? 4} warps`;
+  const block = `block ${l.bm ?? 128}x${l.bn ?? 128}x${l.bk ?? (l.wg ? 64 : 32)} ${l.stages ?? 4} stages`;
+  const warps = l.wg ? `${l.wm ?? 2}x${l.wn ?? 1} warpgroups${l.wgPending ? ` ${l.wgPending} pending` : ""}` : `${l.wm ?? 2}x${l.wn ?? 4} warps`;
+  return `staged ${mmaCase(c.s, true).name.replace(/^mma matmul /, "")} ${block} ${warps}`;
 }
 
 /** Tiles past m and n, odd n, K of fewer slices than stages, both bk, unsplit, f16, bias and residual. */
@@ -362,6 +364,12 @@ export function stagedCases(): StagedCase[] {
     { s: { n: 136, k: 64, batch: 130, w: "bf16" }, layout: {} },
     // the prefill layout for x rounded once (mma_staged.ts stagedLayout): K slices of 64, 2 x 2 warps of 64 x 64
     { s: { n: 136, k: 192, batch: 130, w: "bf16", split: false, residual: true }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 } },
+    // warpgroup MMA (caps.wgmma): tiles past m and n, x split (two wgmmas a step), f16 with bias, 64-row subtiles
+    // of a 128-row warpgroup tile with one group in flight, n = 256 in one wgmma
+    { s: { n: 136, k: 192, batch: 130, w: "bf16", split: false, residual: true }, layout: { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 1, wg: true } },
+    { s: { n: 72, k: 128, batch: 70, w: "f16", bias: true }, layout: { bm: 64, bn: 64, bk: 64, stages: 2, wm: 1, wn: 1, wg: true } },
+    { s: { n: 200, k: 320, batch: 150, w: "bf16", split: false }, layout: { bm: 128, bn: 256, bk: 64, stages: 4, wm: 1, wn: 2, wg: true, wgPending: 1 } },
+    { s: { n: 256, k: 128, batch: 64, w: "bf16", split: false, residual: true }, layout: { bm: 64, bn: 256, bk: 64, stages: 3, wm: 1, wn: 1, wg: true } },
   ];
 }
 

@@ -38,6 +38,7 @@ export function invariant(e: Expr, body: Stmt[]): boolean {
       else if (s.k === "loadv") s.dst.forEach((d) => vars.add(d.name));
       else if (s.k === "mma") s.d.forEach((d) => vars.add(d.name));
       else if (s.k === "ldmatrix") s.dst.forEach((d) => vars.add(d.name));
+      else if (s.k === "wgmma") s.acc.forEach((d) => vars.add(d.name));
       else if (s.k === "cpasync") mems.add(s.mem.name);
       else if (s.k === "store" || s.k === "storev" || s.k === "atomic") bufs.add(s.buf.binding);
       else if (s.k === "sstore") mems.add(s.mem.name);

@@ -95,6 +95,7 @@ class Lowering {
     let off = 0;
     for (const s of k.shared) {
       if (!Number.isInteger(s.count) || s.count < 1) throw new KernelError(`${k.name}: shared ${s.name} has ${s.count} elements`);
+      if (k.uses.wgmma) off = Math.ceil(off / 1024) * 1024; // wgmma operands: swizzled from 1024-byte boundaries
       this.smem.set(s, off);
       off += Math.ceil((s.count * SHARED_SIZE[s.t]) / 16) * 16;
     }
@@ -283,6 +284,10 @@ class Lowering {
   stmt(s: Stmt): void {
     const a = this.a;
     this.fresh();
+    // wgmma.fence orders the accumulators' register accesses before the wgmmas that follow; a run of wgmmas
+    // (of one shape) needs it once, before its first
+    const afterWgmma = this.afterWgmma;
+    this.afterWgmma = s.k === "wgmma";
     switch (s.k) {
       case "let": case "assign": {
         if (s.e.t !== s.v.t) throw new KernelError(`${this.k.name}: ${s.k} of ${s.v.t} ${s.v.name} from ${s.e.t}`);
@@ -329,7 +334,45 @@ class Lowering {
       case "cpcommit": return this.staging("cp.async", () => a.op("cp.async.commit_group"));
       case "cpwait": return this.staging("cp.async", () => a.op(`cp.async.wait_group ${s.pending}`));
       case "ldmatrix": return this.staging("ldmatrix", () => this.ldmatrix(s));
+      case "wgmma": return this.wgmma(s, afterWgmma);
+      case "wgwait":
+        this.needWgmma("wgmma.wait_group");
+        a.op("wgmma.commit_group.sync.aligned");
+        return a.op(`wgmma.wait_group.sync.aligned ${s.pending}`);
+      case "asyncfence":
+        this.needWgmma("fence.proxy.async");
+        return a.op("fence.proxy.async.shared::cta");
     }
+  }
+  private afterWgmma = false;
+
+  private needWgmma(what: string): void {
+    if (this.sm !== 90) throw new KernelError(`${this.k.name}: ${what} needs sm_90 (sm_90a), not sm_${this.sm}`);
+  }
+
+  /**
+   * wgmma.mma_async m64nNk16 (kernels/ir.ts WgmmaStmt) on the accumulators' own registers. The shared-memory
+   * descriptors: start address >> 4 in bits 0..13, leading byte offset 1 (unused by K-major swizzled operands),
+   * stride byte offset 1024 >> 4 (8-row groups of 128-byte rows) in bits 32..45, and the 128-byte swizzle (1) in
+   * bits 62..63.
+   */
+  private wgmma(s: Extract<Stmt, { k: "wgmma" }>, afterWgmma: boolean): void {
+    const a = this.a;
+    this.needWgmma("wgmma");
+    const hi = a.to("r", "mov.b32", b32imm((1 << 30) | (1024 >> 4)));
+    const desc = (index: Expr): string => {
+      const off = this.smem.get(s.mem);
+      if (off === undefined) throw new KernelError(`${this.k.name}: shared ${s.mem.name} is not declared`);
+      let addr = a.to("r", "mad.lo.u32", this.reg("u32", this.ex(index)), "4", this.smemBase);
+      if (off) addr = a.to("r", "add.u32", addr, String(off));
+      const lo = a.to("r", "or.b32", a.to("r", "bfe.u32", addr, "4", "14"), "65536");
+      return a.to("rd", "mov.b64", `{${lo}, ${hi}}`);
+    };
+    const da = desc(s.a), db = desc(s.b);
+    const ds = s.acc.map((v) => this.varReg(v));
+    const p = a.to("p", "mov.pred", "1");
+    if (!afterWgmma) a.op("wgmma.fence.sync.aligned");
+    a.op(`wgmma.mma_async.sync.aligned.m64n${s.n}k16.f32.${s.ab}.${s.ab} {${ds.join(", ")}}, ${da}, ${db}, ${p}, 1, 1, 0, 0`);
   }
 
   private staging(what: string, f: () => void): void {
@@ -429,6 +472,9 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   // room of the previous kernel's later waves (and the next kernel's early blocks took its own). On the H200 the
   // 1B's 512-token prefill on staged kernels took 13.8 ms with PDL, 9.5 ms without (session 6).
   const pdl = (opts.pdl ?? false) !== false && sm >= 90 && !k.uses.staging;
+  if (k.uses.wgmma && sm !== 90) throw new KernelError(`${k.name}: wgmma needs sm_90 (sm_90a), not sm_${sm}`);
+  // wgmma's 128-byte swizzle is a function of the absolute shared address: the block starts 1024-aligned
+  const align = k.uses.wgmma ? 1024 : 16;
   L.prologue(entry);
   if (pdl) L.a.op("griddepcontrol.wait");
   if (pdl && opts.pdl !== "exit") L.a.op("griddepcontrol.launch_dependents");
@@ -442,13 +488,13 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   head.push(`// poot PTX for kernel ${k.name}${opts.comment ? `: ${opts.comment}` : ""}`);
   for (const b of k.buffers) head.push(`// param ${b.binding}: ${b.name} (${b.elem}, ${b.access})`);
   if (faultParam) head.push(`// param ${k.buffers.length}: fault word (u32, host-mapped)`);
-  head.push(`.version ${opts.version ?? "8.0"}`, `.target sm_${sm}`, ".address_size 64", "");
-  if (dynamic) head.push(".extern .shared .align 16 .b8 smem[];", "");
+  head.push(`.version ${opts.version ?? "8.0"}`, `.target sm_${sm}${k.uses.wgmma ? "a" : ""}`, ".address_size 64", "");
+  if (dynamic) head.push(`.extern .shared .align ${align} .b8 smem[];`, "");
   const params = Array.from({ length: nparams }, (_, i) => `\t.param .u64 ${entry}_param_${i}`);
   head.push(`.visible .entry ${entry}(`, params.join(",\n"), ")");
   head.push(`.reqntid ${k.workgroup.join(", ")}`, "{");
   head.push(...L.a.decls());
-  if (L.sharedBytes > 0 && !dynamic) head.push(`\t.shared .align 16 .b8 smem[${L.sharedBytes}];`);
+  if (L.sharedBytes > 0 && !dynamic) head.push(`\t.shared .align ${align} .b8 smem[${L.sharedBytes}];`);
   head.push("");
   const ptx = [...head, ...L.a.lines, "}", ""].join("\n");
   return {
