@@ -37,7 +37,9 @@ export function variantKernel(dev: Device, v: string, m: number, n: number, k: n
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
   if (v === "staged" || v.startsWith("staged:")) {
     const asked = parseStaged(v.split(":").slice(1));
-    const l = { ...stagedLayout(m, n, k, asked.split ?? true), ...asked };
+    // a layout asked for in full is warp MMA unless it says wg; bare `staged` takes the default, wg or not
+    const full = asked.bm !== undefined || asked.wm !== undefined || asked.stages !== undefined;
+    const l = { ...stagedLayout(m, n, k, asked.split ?? true, !!caps.wgmma), ...(full ? { wg: false, wgPending: 0 } : {}), ...asked };
     if (!stagedMatmulFits(caps, "bf16", n, k, l, l.split ?? true)) return undefined;
     return stagedMatmul(caps, { n, k, batch: m, w: "bf16", ...l });
   }

@@ -10,10 +10,16 @@
 // exactly the row.col operands, no transpose). Rows of 16-byte chunks are XOR-swizzled so the eight rows an
 // ldmatrix phase reads, and the chunks a cp.async wave writes, fall in distinct banks.
 //
+// Warpgroup MMA (`wg`, caps.wgmma: Hopper's wgmma.mma_async, kernels/ir.ts WgmmaStmt): with 64-element slices a
+// staged row is 128 bytes and that swizzle is the hardware's 128-byte one, so the 4 warps of a warpgroup multiply
+// a 64 x n tile straight from the stage (no ldmatrix, no fragments in registers) and the MMA runs asynchronously
+// beside the next slice's copies; with wgPending 1 a group stays in flight across the barrier, one stage more
+// behind the copies. On the H200 it runs the 8B's projections at 600-750 TFLOP/s where warp tiles reach ~420.
+//
 // Precision: as mma_matmul.ts (split: x as hi + lo, two MMAs per tile, lo first; unsplit: x rounded once).
 //
-// Summation order: every row's sum runs over k in k16 steps from 0 up, each step one MMA per part (lo, then hi)
-// into the same accumulator. It depends on nothing but k and the split, so a row's bits do not depend on how
+// Summation order: every row's sum runs over k in k16 steps from 0 up, each step one MMA (warp or warpgroup) per
+// part (lo, then hi) into the same accumulator. It depends on nothing but k and the split, so a row's bits do not depend on how
 // many rows there are or which block or warp computes it (batch invariant within this kernel), but they differ
 // from mma_matmul.ts's order: the lowering uses this kernel for prefill chunks only, never the server's entries.
 // Rows past m read the last row (clamped) and are not written; columns past n likewise.
@@ -49,7 +55,16 @@ export interface StagedMatmulShape extends MmaOperands {
 export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages" | "wm" | "wn" | "wg" | "wgPending">;
 
 /**
- * Default tiling for m rows, n columns and a depth k, x split or not, from bench/mma.ts on the H200.
+ * Default tiling for m rows, n columns and a depth k, x split or not, with warpgroup MMA or not (caps.wgmma), from
+ * bench/mma.ts on the H200.
+ *
+ * Warpgroup MMA, x rounded once (session 13): 128 x 256 blocks of two 64 x 256 warpgroup tiles, K slices of 64, 4
+ * stages, one MMA group in flight, where those make >= 100 workgroups (2048 x 14336 x 4096: 346 µs, 695 TFLOP/s,
+ * against 575 on warp MMA tiles; 2048 x 4096 x 14336: 318 against 568; 512 x 8192 x 2048: 29.3 against 45.3);
+ * else 128 x 128 (2048 x 1024 x 4096: 31.7 against 49.0; 512 x 4096 x 4096: 33.3 against 49.2); else one warpgroup
+ * of 64 x 64 while those make at most two waves of the H200's 132 SMs (512 x 2048 x 2048: 14.0 against 23.2 on
+ * 64-row warp tiles; 512 x 2048 x 8192: 53.2 against 83.8), 64 x 128 past that (512 x 4096 x 4096 in 64 x 64
+ * tiles: 55.4 µs, in 64 x 128: 33.4).
  *
  * x rounded once (session 12, the Llama 1B/8B projections at m = 128..2048): 128 x 128 blocks with K slices of 64,
  * 3 stages and 2 x 2 warps (64 x 64 warp tiles) where those make >= 96 workgroups and k allows the slice
@@ -62,8 +77,14 @@ export type StagedLayout = Pick<StagedMatmulShape, "bm" | "bn" | "bk" | "stages"
  * warp tiles) where those make >= 96 (512 x 4096 x 4096: 102.6 µs against 160.1 in 64-row blocks); else 64-row
  * blocks (512 x 2048 x 2048: 32.5 µs against 54.1), which fill more of a large GPU's SMs.
  */
-export function stagedLayout(m: number, n: number, k = 0, split = true): StagedLayout {
+export function stagedLayout(m: number, n: number, k = 0, split = true, wgmma = false): StagedLayout {
   const blocks = (bm: number, bn: number) => Math.ceil(m / bm) * Math.ceil(n / bn);
+  if (wgmma && !split && k % 64 === 0 && k >= 64) {
+    const wg = { bk: 64, stages: 4, wn: 1, wg: true, wgPending: 1 };
+    if (blocks(128, 256) >= 100) return { ...wg, bm: 128, bn: 256, wm: 2 };
+    if (blocks(128, 128) >= 100) return { ...wg, bm: 128, bn: 128, wm: 2 };
+    return blocks(64, 64) <= 264 ? { ...wg, bm: 64, bn: 64, wm: 1 } : { ...wg, bm: 64, bn: 128, wm: 1 };
+  }
   if (!split && k % 64 === 0 && k >= 64 && blocks(128, 128) >= 96) return { bm: 128, bn: 128, bk: 64, stages: 3, wm: 2, wn: 2 };
   if (blocks(128, 256) >= 128) return { bm: 128, bn: 256, bk: 32, stages: 3, wm: 2, wn: 4 };
   if (blocks(128, 128) >= 96) return { bm: 128, bn: 128, bk: 32, stages: 4, wm: 2, wn: 4 };

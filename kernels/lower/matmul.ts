@@ -114,7 +114,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       kernel(prep, [...ins, xw], { bytes: (g ? bytesOfIds(g.ids) : s.batch * s.k * 4) + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
-    const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split);
+    const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split, !!caps.wgmma);
     if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
       lib.stagedMatmulFits(caps, s.w, s.n, s.k, staged, split)) {
       const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });

@@ -133,6 +133,11 @@ test("lowering runs prefill matmuls on the staged kernel only with caps.staging,
   assert.ok(names(true, { ...STAGED, flashStaged: false }).some((n) => n.startsWith("flash_attention")), "flashStaged: false keeps flash.ts");
   assert.ok(on.some((n) => n.startsWith("mma_matmul") && n.includes("_k344_")), "the k=344 matmul left the MMA path");
   assert.ok(!names(false, STAGED).some((n) => n.startsWith("mma_staged")), "staged without caps.staging");
+  // x rounded once with caps.wgmma: warpgroup tiles (k = 128: K slices of 64)
+  const wg = compileGraph(step(ROWS).graph, { ...target(true), caps: { ...caps, staging: true, wgmma: true } }, STAGED).steps
+    .flatMap((s) => s.k === "kernel" && s.kernel.name.startsWith("mma_staged") ? [s.kernel.name] : []);
+  assert.ok(wg.length > 0 && wg.every((n) => /_wg\dx\d/.test(n)), wg.join(" "));
+  assert.ok(on.every((n) => !/_wg\dx\d/.test(n)), "warpgroup tiles without caps.wgmma");
   // x's MMA words are made once for q, k and v and once for gate and up: 4 preps for 7 matmuls a layer
   const count = (re: RegExp) => on.filter((n) => re.test(n)).length;
   assert.equal(count(/^mma_prep/), 4 * HD64.layers + 1, on.join(" ")); // + the logits' x
@@ -142,14 +147,15 @@ test("lowering runs prefill matmuls on the staged kernel only with caps.staging,
   assert.ok(!names(true, { ...STAGED, mma: "all" }).some((n) => n.startsWith("mma_staged")), "staged in a serving entry");
 });
 
-test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) equals the FMA path within the MMA's precision, x split or rounded once", { timeout: 120_000 }, async () => {
+test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) equals the FMA path within the MMA's precision, x split or rounded once, warp or warpgroup MMA", { timeout: 120_000 }, async () => {
   const m = step(ROWS);
   const b = await prefillLogits(m, ROWS, HD64.vocab, { ...caps, staging: false, mma: false });
   // the same bounds as mma_model.test.ts's (split MMA: ~2^-16 relative per product; x rounded once: 2^-8)
-  for (const [o, bound] of [[{ mmaSplit: true }, 1e-4], [{}, 2 ** 8 * 1e-4]] as const) {
-    const a = await prefillLogits(m, ROWS, HD64.vocab, { ...caps, staging: true, mma: true }, { ...STAGED, ...o });
+  // and x rounded once on warpgroup MMA (caps.wgmma: the default layouts' wg tiles)
+  for (const [o, bound, wgmma] of [[{ mmaSplit: true }, 1e-4, false], [{}, 2 ** 8 * 1e-4, false], [{}, 2 ** 8 * 1e-4, true]] as const) {
+    const a = await prefillLogits(m, ROWS, HD64.vocab, { ...caps, staging: true, mma: true, wgmma }, { ...STAGED, ...o });
     const { worst, scale } = logitGap(a, b);
-    assert.ok(worst <= bound * scale, `${JSON.stringify(o)}: max |staged - fma| = ${worst} of logits up to ${scale}`);
+    assert.ok(worst <= bound * scale, `${JSON.stringify(o)} wgmma ${wgmma}: max |staged - fma| = ${worst} of logits up to ${scale}`);
     assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
   }
 });
@@ -163,6 +169,7 @@ test("staged matmul (warp and warpgroup MMA) and flash attention PTX assembles f
     ...stagedCases().map((c) => stagedMatmul(SM90_CAPS, { ...c.s, ...c.layout })),
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k), n, k, batch: m, w: "bf16", residual: true })),
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k, false), n, k, batch: m, w: "bf16", split: false })),
+    ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k, false, true), n, k, batch: m, w: "bf16", split: false, residual: true })),
     // the 1B's and 8B's attention at a 512-row chunk, and the split-off variants
     ...[{ hd: 64 }, { hd: 128 }, { hd: 128, split: false }, { hd: 128, warps: 8 }].map((o) =>
       flashStaged(SM90_CAPS, { rows: 512, heads: 32, kvHeads: 8, cap: 2064, pos: "u32", ...o })),
