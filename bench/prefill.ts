@@ -9,7 +9,8 @@
 //   once to bf16 (the default); split: x as hi + lo parts (the default before session 12); prep-apart: the SiLU
 //   product by a kernel of its own, not in the down projection's x preparation; flash-split: only flash
 //   attention's operands as hi + lo; tiled: the shared-memory tiled matmul (mma off) in chunks of 512/64/16/8
-//   rows; untiled-wide: matmul.ts in the same chunks.
+//   rows; untiled-wide: matmul.ts in the same chunks; flash:WARPSxBKV: the default with that staged flash attention
+//   layout (CompileOptions.flashLayout).
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
@@ -91,14 +92,15 @@ export async function runPrefillBench(o: {
     const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
     const ctx = Math.max(...o.prompts) + 16;
     for (const v of o.variants) {
-      const spec = VARIANTS[v];
-      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}`);
+      // flash:WARPSxBKV: the default with that staged flash attention layout
+      const spec = VARIANTS[v] ?? (v.startsWith("flash:") ? { compile: { mma: "auto" as const, flashLayout: flashLayoutOf(v.slice(6)) } } : undefined);
+      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}, flash:WARPSxBKV`);
       const model = {
         arch: "llama", family: familyOf("llama"), config: c, format: "hf", store: syn.store, map: syn.map, tokenizer: NO_TEXT,
         path: name, contextLength: ctx, close() {},
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
-      const copts: CompileOptions = { ...spec.compile, mmaLayout: o.layout, stagedLayout: o.stagedLayout, flashLayout: o.flashLayout };
+      const copts: CompileOptions = { mmaLayout: o.layout, stagedLayout: o.stagedLayout, flashLayout: o.flashLayout, ...spec.compile };
       const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });

@@ -494,10 +494,10 @@ function argmaxCase(rows: number, n: number, special: "ties" | "nan" | "plain", 
 }
 
 // ---- rope ----------------------------------------------------------------------------------------------
-interface RopeCfg { rows: number; heads: number; hd: number; style: "adjacent" | "half"; pos: number; rot?: number; table?: boolean; rowPos?: boolean; pt?: "u32" | "i32" }
+interface RopeCfg { rows: number; heads: number; hd: number; style: "adjacent" | "half"; pos: number; rot?: number; table?: boolean; rowPos?: boolean; pt?: "u32" | "i32"; headsPer?: number }
 function ropeCase(c: RopeCfg, fault = false): KernelCase {
   const theta = 10000, rot = c.rot ?? c.hd, pt = c.pt ?? "u32";
-  const name = `rope ${c.style} rows=${c.rows} heads=${c.heads} hd=${c.hd} rot=${rot} pos=${c.pos}${c.table ? " table" : ""}${c.rowPos ? " per-row" : ""} ${pt}${fault ? " (fault)" : ""}`;
+  const name = `rope ${c.style} rows=${c.rows} heads=${c.heads} hd=${c.hd} rot=${rot} pos=${c.pos}${c.table ? " table" : ""}${c.rowPos ? " per-row" : ""}${c.headsPer ? ` ${c.headsPer} heads a thread` : ""} ${pt}${fault ? " (fault)" : ""}`;
   const positions = Array.from({ length: c.rows }, (_, r) => c.rowPos ? c.pos + 3 * r + (r % 2) : c.pos + r);
   const freqs = Float32Array.from({ length: rot / 2 }, (_, i) => Math.fround(Math.pow(Math.fround(theta), Math.fround(-Math.fround(2 * i) / rot))));
   const inputs = memo(() => {
@@ -512,7 +512,7 @@ function ropeCase(c: RopeCfg, fault = false): KernelCase {
   return {
     name,
     fault: fault ? lib.FAULT.ROPE_POS : undefined,
-    make: (caps) => lib.rope(caps, { rows: c.rows, heads: c.heads, hd: c.hd, theta, style: c.style, rot, pos: pt, positions: c.rowPos ? "rows" : "base", freqs: c.table }),
+    make: (caps) => lib.rope(caps, { rows: c.rows, heads: c.heads, hd: c.hd, theta, style: c.style, rot, pos: pt, positions: c.rowPos ? "rows" : "base", freqs: c.table, headsPer: c.headsPer }),
     inputs,
     expect(ins) {
       if (fault) return [];
@@ -746,6 +746,10 @@ export const cases: KernelCase[] = [
   ropeCase({ rows: 2, heads: 2, hd: 10, style: "adjacent", pos: 11, rot: 6, table: true }),
   ropeCase({ rows: 4, heads: 1, hd: 8, style: "half", pos: 2, rowPos: true, pt: "i32" }),
   ropeCase({ rows: 1, heads: 2, hd: 8, style: "adjacent", pos: -3, pt: "i32" }, true),
+  // several heads a thread (prefill chunks: kernels/lib/rope.ts ropeHeadsPer), partial rotation and per-row positions
+  ropeCase({ rows: 5, heads: 12, hd: 16, style: "half", pos: 30, headsPer: 4, table: true, rowPos: true }),
+  ropeCase({ rows: 3, heads: 6, hd: 12, style: "adjacent", pos: 9, rot: 8, headsPer: 3 }),
+  ropeCase({ rows: 2, heads: 8, hd: 64, style: "half", pos: 1500, headsPer: 8, pt: "i32" }),
   ewCase("silu", (caps) => lib.silu(caps, 64), 64, 1, (x) => x * sig(x)),
   ewCase("silu", (caps) => lib.silu(caps, 31), 31, 1, (x) => x * sig(x)),
   ewCase("gelu tanh", (caps) => lib.gelu(caps, 45), 45, 1,

@@ -389,6 +389,7 @@ export function flashStagedCfgs(): FlashStagedCfg[] {
     { rows: 70, heads: 2, kvHeads: 1, hd: 128, cap: 150, pos: 50, kv: "f16" },
     { rows: 16, heads: 2, kvHeads: 2, hd: 64, cap: 16, pos: 0 },
     { rows: 33, heads: 2, kvHeads: 1, hd: 64, cap: 100, pos: 7, split: false },
+    { rows: 40, heads: 2, kvHeads: 1, hd: 128, cap: 120, pos: 45, kv: "f16", split: false }, // unsplit hd 128: 64-position tiles
     { rows: 20, heads: 3, kvHeads: 1, hd: 64, cap: 64, pos: 30, kv: "bf16", warps: 2, bkv: 32 },
   ];
 }
