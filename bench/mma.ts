@@ -30,7 +30,7 @@ const L2_DEFEAT = 256 << 20;
  * A variant name -> its kernel: fma8, fma32, mma (defaults), unsplit, mma:MTxNT:ksK:uU:wNWxMW:unsplit:xw (any
  * parts; wNWxMW: warps along N and M per workgroup; xw: x as prepared MMA words, the prep kernel not timed),
  * staged (kernels/lib/mma_staged.ts, default layout; x as prepared words, the prep not timed) and
- * staged:BMxBNxBK:sS:wWMxWN:unsplit:wg:pP (any parts).
+ * staged:BMxBNxBK:sS:wWMxWN:unsplit:wg:pP (any parts); serve (the server's entries' kernel and tiling at m rows).
  */
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
@@ -44,6 +44,8 @@ export function variantKernel(dev: Device, v: string, m: number, n: number, k: n
     return stagedMatmul(caps, { n, k, batch: m, w: "bf16", ...l });
   }
   if (!mmaMatmulFits(caps, "bf16", n, k)) return undefined;
+  // the server's entries' kernel at m rows (x split and prepared, mmaServingLayout's tiling)
+  if (v === "serve") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", prepared: true, ...mmaServingLayout(n, k, m) });
   if (v === "unsplit") return mmaMatmul(caps, { n, k, batch: m, w: "bf16", split: false });
   if (v === "mma") return mmaMatmul(caps, { n, k, batch: m, w: "bf16" });
   try {
