@@ -284,8 +284,8 @@ class Lowering {
   stmt(s: Stmt): void {
     const a = this.a;
     this.fresh();
-    // wgmma.fence orders the accumulators' register accesses before the wgmmas that follow; a run of wgmmas
-    // (of one shape) needs it once, before its first
+    // wgmma.fence orders the threads' register accesses (the accumulators') before the wgmmas that follow; a run
+    // of wgmmas with no other statement between them needs it once, before its first
     const afterWgmma = this.afterWgmma;
     this.afterWgmma = s.k === "wgmma";
     switch (s.k) {
