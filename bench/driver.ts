@@ -39,6 +39,8 @@ export interface DriverBenchOptions {
   decodeAfter?: number;
   /** The K/V cache's element type (DriverOptions.kvDtype; default the library's). */
   kvDtype?: "f32" | "f16";
+  /** DriverOptions.prefillStepRows (how a prompt is cut into chunks; default the Driver's). */
+  stepRows?: number;
   log?: (s: string) => void;
 }
 
@@ -79,11 +81,13 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
   const dev = new TimedDevice(await openBackend(o.backend));
   const exec = new Engine(dev, { compile: (g, t) => compileGraph(g, t) });
   const t0 = performance.now();
-  const driver = await Driver.open(model, exec, { ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}) });
+  const driver = await Driver.open(model, exec, {
+    ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}), ...(o.stepRows !== undefined ? { prefillStepRows: o.stepRows } : {}),
+  });
   const res: DriverBenchResult = {
     shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
   };
-  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V`);
+  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V${o.stepRows !== undefined ? `, prefillStepRows ${o.stepRows}` : ""}`);
   try {
     let seed = 1;
     const ids = (n: number) => Array.from({ length: n }, () => 1 + ((seed = (seed * 1103515245 + 12345) >>> 0) % (c.vocab - 1)));
@@ -120,7 +124,7 @@ if (import.meta.main) {
     options: {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
       ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
-      "decode-after": { type: "string" }, "kv-type": { type: "string" },
+      "decode-after": { type: "string" }, "kv-type": { type: "string" }, "step-rows": { type: "string" },
     },
   });
   const ints = (k: string, v: string | undefined, d: number[]): number[] => {
@@ -136,10 +140,13 @@ if (import.meta.main) {
   }
   try {
     const kvs = (values["kv-type"] ?? "default").split(",");
+    // --step-rows A,B: one run per DriverOptions.prefillStepRows (how prompts are cut into chunks)
+    const stepRows = values["step-rows"] ? ints("step-rows", values["step-rows"], []) : [undefined];
     if (!kvs.every((k) => k === "default" || k === "f32" || k === "f16")) throw new RangeError(`--kv-type must be f32, f16 or a list of them, got ${values["kv-type"]}`);
     const all: DriverBenchResult[] = [];
-    for (const kv of kvs) {
+    for (const kv of kvs) for (const sr of stepRows) {
       all.push(await runDriverBench({
+        stepRows: sr,
         shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
         tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
         prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,

@@ -12,6 +12,7 @@
 //
 // Here: the queue and the public calls. options.ts holds what a call is told and answers (and checks it),
 // steps.ts the entries, the step and the chunked prefill, generate.ts the per-token decode loop.
+import { STAGED_MIN_ROWS } from "../kernels/lower.ts";
 import type { Executor } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
@@ -63,7 +64,12 @@ export class Driver {
     if (opts.ctx !== undefined && (!isInt(opts.ctx) || opts.ctx < 2)) {
       throw new InvalidArgumentError("ctx", `${String(opts.ctx)} is not an integer >= 2`);
     }
-    const prefill = opts.prefill ?? prefillDefault(exec.targetSet().caps);
+    const caps = exec.targetSet().caps;
+    const prefill = opts.prefill ?? prefillDefault(caps);
+    const stepRows = opts.prefillStepRows ?? (caps.mma ? 128 : 0);
+    if (!(typeof stepRows === "number" && Number.isFinite(stepRows) && stepRows >= 0)) {
+      throw new InvalidArgumentError("prefillStepRows", `${String(stepRows)} is not a number >= 0`);
+    }
     if (!Array.isArray(prefill) || !prefill.every((r) => isInt(r) && r >= 1)) {
       throw new InvalidArgumentError("prefill", "must be an array of positive integers");
     }
@@ -77,7 +83,7 @@ export class Driver {
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
       if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
-    }, this.kvDtype);
+    }, this.kvDtype, stepRows, caps.staging ? STAGED_MIN_ROWS : 0);
   }
 
   /**

@@ -1,7 +1,8 @@
 // The step entries a Driver runs and the step itself. An entry is keyed by (program, step shape, sampling suffix,
 // carried inputs) and added (compiled) the first time it is asked for; a step writes the slots, replays the
-// entry and reads the sampled token back; a prompt runs as chunks of the prepared prefill row counts, widest
-// first. Also the planning of those counts (prefillDefault) and of what sizes the context (contextRequest).
+// entry and reads the sampled token back; a prompt runs as chunks of the prepared prefill row counts, planned by
+// cost (planPrefill: the last chunk may be padded). Also the planning of those counts (prefillDefault) and of what
+// sizes the context (contextRequest).
 import type { EntryId, Executor } from "../backends/executor.ts";
 import type { Caps } from "../kernels/target.ts";
 import { tiledAuto } from "../kernels/lower.ts";
@@ -41,6 +42,10 @@ export class Steps {
     private readonly guard: () => void,
     /** Element type of the K/V cache every entry shares. */
     readonly kvDtype: "f32" | "f16" = "f32",
+    /** What a step costs besides its rows, in rows (planPrefill); 0: chunks are never padded. */
+    readonly stepRows = 0,
+    /** Chunks narrower than this run slower kernels (planPrefill's slowBelow). */
+    readonly slowBelow = 0,
   ) {
     // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
     this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
@@ -70,10 +75,12 @@ export class Steps {
       // 256-row chunk would otherwise spend a quarter of a 1B model's prefill on logits nobody reads).
       const lm = tracer.nodes[logits.id];
       const x = lm.op === "matmul" ? tracer.nodes[lm.inputs[0]] : undefined;
-      const last = rows === 1 ? logits
+      // The row is a slot: a padded chunk's last prompt row is not its last row (planPrefill).
+      const at = rows === 1 ? undefined : tracer.slot(LAST_ROW_SLOT, { kind: "Input", dtype: "i32", shape: [1] });
+      const last = !at ? logits
         : x && x.shape.length === 2 && x.shape[0] === rows
-        ? tracer.label(tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]), "logits.last")
-        : tracer.slice(logits, 0, rows - 1, rows);
+        ? tracer.label(tracer.matmul(tracer.gather(x, at), tracer.nodes[lm.inputs[1]]), "logits.last")
+        : tracer.gather(logits, at);
       // Token counts live in device State (one counts row); each step writes the words of its input tokens
       // (run below): a prefill chunk's prompt marks, a decode step's input token (the previous draw) counted.
       // One scatter planned in place, where counting on the device took a dozen small kernels and three copies
@@ -99,16 +106,21 @@ export class Steps {
     let pos = 0;
     let last: Next = { token: -1, nonFinite: false };
     const D = this.model.config.dim;
-    while (pos < ids.length) {
-      const left = ids.length - pos;
-      const rows = this.prefillRows.find((r) => r <= left) ?? 1;
+    // rows given by value (an image's) keep whole chunks
+    const plan = planPrefill(ids.length, this.prefillRows, this.ctx, given ? 0 : this.stepRows, this.slowBelow);
+    for (const rows of plan) {
+      const real = Math.min(rows, ids.length - pos);
       const use = given?.use.subarray(pos, pos + rows);
       const byValue = use !== undefined && use.some((u) => u === 1);
       const id = this.entry("step", rows, full, byValue);
       const extra = byValue ? { [SLOTS.inputRows]: given!.rows.subarray(pos * D, (pos + rows) * D), [SLOTS.inputUse]: use } : undefined;
+      // Padding rows repeat the last prompt token past the prompt: their K/V land at positions a later step
+      // writes before any row reads them (attention is causal), their prompt marks are skipped (run).
+      const tokens = ids.slice(pos, pos + real);
+      while (tokens.length < rows) tokens.push(ids[ids.length - 1]);
       // every chunk writes its tokens' prompt marks; only the last one's draw is a generated token
-      last = await this.run(id, ids.slice(pos, pos + rows), pos, sampler, ctx, extra);
-      pos += rows;
+      last = await this.run(id, tokens, pos, sampler, ctx, extra, real);
+      pos += real;
     }
     return last;
   }
@@ -116,17 +128,20 @@ export class Steps {
   /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
   async run(
     id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, extra?: Record<string, ArrayBufferView>,
+    real = tokens.length,
   ): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
-    this.sampling.set(0, sampler, pos + tokens.length - 1, { ...ctx, countsRow: 0 });
+    this.sampling.set(0, sampler, pos + real - 1, { ...ctx, countsRow: 0 });
     // The counts row's words of this step's tokens, from the history (which already holds a decode step's
     // input token): the State was zeroed when the generation began, and every token it holds came in as one.
-    const h = ctx.history;
-    const at = Int32Array.from(tokens, (t) => (h ? t : this.model.config.vocab));
-    const value = Uint32Array.from(tokens, (t) => (h ? countWord(h, t) : 0));
+    // A padding row's word goes to index vocab, which no row reads.
+    const h = ctx.history, V = this.model.config.vocab;
+    const at = Int32Array.from(tokens, (t, i) => (h && i < real ? t : V));
+    const value = Uint32Array.from(tokens, (t, i) => (h && i < real ? countWord(h, t) : 0));
     const r = await this.exec.step(id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
+      ...(tokens.length > 1 ? { [LAST_ROW_SLOT]: new Int32Array([real - 1]) } : {}),
       ...this.sampling.uploads(), // the mask slot only for a constrained row
       [COUNT_AT_SLOT]: at,
       [COUNT_VALUE_SLOT]: value,
@@ -148,6 +163,47 @@ export class Steps {
  */
 export function prefillDefault(caps: Caps): number[] {
   return caps.mma ? (caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8]) : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
+}
+
+/** The slot naming the chunk row whose logits a step samples (a prefill chunk's last prompt row). */
+export const LAST_ROW_SLOT = "last_row";
+
+/**
+ * The chunks (row counts of entries) that run `n` prompt tokens from position 0 with a context of `ctx`: the
+ * cheapest sequence when a step of R rows costs `stepRows` + R, or stepRows + 6R for chunks narrower than
+ * `slowBelow` (a step reads every weight once, whatever its rows; narrow chunks miss the fast kernels), where the
+ * last chunk may be wider than what is left (padded: its rows past the prompt are ignored) if it fits the context.
+ * `sizes`: the prepared row counts besides 1. With stepRows 0, whole chunks widest first, as before.
+ * On the H200 the 8B's chunks took ~4.2 ms at 1 row, ~16 at 64 (mma_matmul.ts), 18.4 at 512 and 64.8 at 2048
+ * (staged from 128 rows): ~0.03 ms a row, a step ~130 rows' worth, a 64-row chunk's rows ~6x dearer. A 300-token
+ * prompt used to run 4 x 64 + 2 x 16 + 8 + 4 x 1 rows (11 steps, 124.9 ms), now one 512-row chunk (18.1 ms).
+ */
+export function planPrefill(n: number, sizes: readonly number[], ctx: number, stepRows: number, slowBelow = 0): number[] {
+  const all = [...new Set([...sizes, 1])].filter((r) => r >= 1 && r <= ctx).sort((a, b) => b - a);
+  if (stepRows <= 0) {
+    const out: number[] = [];
+    for (let left = n; left > 0;) {
+      const r = all.find((x) => x <= left) ?? 1;
+      out.push(r);
+      left -= r;
+    }
+    return out;
+  }
+  // cost[m]: the cheapest way to run the last m tokens (they start at n - m); first[m]: its first chunk
+  const cost = new Float64Array(n + 1), first = new Int32Array(n + 1);
+  const step = (r: number) => stepRows + (r < slowBelow ? 6 * r : r);
+  for (let m = 1; m <= n; m++) {
+    let best = Infinity, pick = 1;
+    for (const r of all) {
+      const c = r <= m ? step(r) + cost[m - r] : n - m + r <= ctx ? step(r) : Infinity;
+      if (c < best || (c === best && r <= m && pick > m)) [best, pick] = [c, r];
+    }
+    cost[m] = best;
+    first[m] = pick;
+  }
+  const out: number[] = [];
+  for (let m = n; m > 0; m -= Math.min(first[m], m)) out.push(first[m]);
+  return out;
 }
 
 /**
