@@ -67,7 +67,7 @@ export function rope(caps: Caps, s: RopeShape): Kernel {
   const rg = b.let(idx.div(half), "u32", "rg"); // row * groups + group
   const r = groups === 1 ? rg : b.let(rg.div(groups), "u32", "row");
   const base = b.let(rg.mul(hp * hd), "u32", "base"); // the group's first head
-  const heads_ = Array.from({ length: hp }, (_, h) => (h ? b.let(base.add(h * hd), "u32", "hb") : base));
+  const headBases = Array.from({ length: hp }, (_, h) => (h ? b.let(base.add(h * hd), "u32", "hb") : base));
   const rotate = () => {
     let p: Val;
     if (mode === "rows") p = b.load(P, r);
@@ -80,7 +80,7 @@ export function rope(caps: Caps, s: RopeShape): Kernel {
     const ang = b.let(p.cast("f32").mul(freq), "f32", "ang");
     const cs = b.let(ang.cos(), "f32", "c"), sn = b.let(ang.sin(), "f32", "s");
     // every head's pair loaded before any is stored (y may alias x: a thread writes only what it read)
-    const pairs = heads_.map((hb) => {
+    const pairs = headBases.map((hb) => {
       const ia = b.let(s.style === "adjacent" ? hb.add(i.mul(2)) : hb.add(i), "u32", "ia");
       const ib = b.let(s.style === "adjacent" ? ia.add(1) : ia.add(rot / 2), "u32", "ib");
       return { ia, ib, x0: b.let(b.load(x, ia), "f32", "x0"), x1: b.let(b.load(x, ib), "f32", "x1") };
@@ -91,7 +91,7 @@ export function rope(caps: Caps, s: RopeShape): Kernel {
     }
   };
   const pass = () => { // dims past rot are copied (pair i covers 2i, 2i+1 in both styles there)
-    for (const hb of heads_) {
+    for (const hb of headBases) {
       const ia = hb.add(i.mul(2));
       b.store(y, ia, b.load(x, ia));
       b.store(y, ia.add(1), b.load(x, ia.add(1)));
