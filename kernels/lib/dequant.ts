@@ -219,20 +219,28 @@ export interface XRun {
  * graph/ops/qdot.ts states. The bits of fl(v·is) + 1.5·2^23 hold the rounded value in their low byte.
  */
 export function quantizeRun(b: KernelBuilder, v: Val[][]): XRun {
-  const m = b.let(tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)).max(f32(XQ_FLOOR)), "f32", "xmax");
+  const { amax, is } = runScale(b, tree(v.flat().map((x) => x.abs()), (a, c) => a.max(c)));
+  const words = v.map((g) => Array.from({ length: g.length / 4 }, (_, i) => quantizeWord(b, g.slice(4 * i, 4 * i + 4), is)));
+  const sums = words.map((ws) => b.let(tree(ws.map(wordSum), (a, c) => a.add(c)), "i32", "qxs"));
+  return { words, sums, dx: runDx(b, amax) };
+}
+
+/** A run's amax (of |x|, before the floor) made safe, and the factor is = 127 / amax its values are scaled by. */
+export function runScale(b: KernelBuilder, absMax: Val): { amax: Val; is: Val } {
+  const m = b.let(absMax.max(f32(XQ_FLOOR)), "f32", "xmax");
   // A NaN or an infinity makes dx NaN (the q then depend on the device's NaN bits; every T is NaN anyway).
   const amax = b.let(m.isfinite().select(m, f32(NaN)), "f32", "amax");
-  const is = b.let(f32(127).div(amax), "f32", "is");
-  const words = v.map((g) => {
-    const bytes = g.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
-    return Array.from({ length: g.length / 4 }, (_, i) => {
-      const [a, c, d, e] = bytes.slice(4 * i, 4 * i + 4);
-      return b.let(a.and(0xff).or(c.and(0xff).shl(8)).or(d.and(0xff).shl(16)).or(e.shl(24)), "u32", "qxw");
-    });
-  });
-  const sums = words.map((ws) => b.let(tree(ws.map((w) => w.dot4(u32(0x01010101))), (a, c) => a.add(c)), "i32", "qxs"));
-  return { words, sums, dx: b.let(amax.mul(f32(1 / 127)), "f32", "dx") };
+  return { amax, is: b.let(f32(127).div(amax), "f32", "is") };
 }
+/** The run's scale dx from its runScale amax. */
+export const runDx = (b: KernelBuilder, amax: Val): Val => b.let(amax.mul(f32(1 / 127)), "f32", "dx");
+/** Four values of a run as one int8x4 word: the bits of fl(x·is) + 1.5·2^23 hold the rounded value in their low byte. */
+export function quantizeWord(b: KernelBuilder, v: Val[], is: Val): Val {
+  const [a, c, d, e] = v.map((x) => b.let(x.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb"));
+  return b.let(a.and(0xff).or(c.and(0xff).shl(8)).or(d.and(0xff).shl(16)).or(e.shl(24)), "u32", "qxw");
+}
+/** Σ of an int8x4 word's four signed bytes (i32). */
+export const wordSum = (w: Val): Val => w.dot4(u32(0x01010101));
 
 /**
  * Σ over a chunk of w·x with x quantized as run `r`: A = Σ_g sc_g·(I_g − off·Σq_g) and M = Σ_g m_g·Σq_g in

@@ -2,6 +2,7 @@
 // `cases` (cases.ts) and these two functions:
 //   for (const kc of cases) test(kc.name, async () => assertCase(kc, await runCase(device, kc)));
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import type { Kernel } from "../../kernels/ir.ts";
 import { KernelFault } from "../../backends/errors.ts";
 import type { Expect, KernelCase } from "./cases.ts";
 import { halfToNum, bf16ToNum } from "./data.ts";
@@ -36,6 +37,26 @@ export async function runCase(dev: Device, kc: KernelCase, timeoutMs = 60_000): 
     }
     const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
     return { inputs, outputs };
+  } finally {
+    for (const b of bufs) dev.free(b);
+  }
+}
+
+/** Runs `k` once (eagerly) with the given initial bytes per binding; returns every binding's bytes after. */
+export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], grid = k.grid): Promise<Uint8Array[]> {
+  const bufs: DeviceBuffer[] = inputs.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  try {
+    const compiled = dev.compile(k);
+    dev.run([{
+      k: "kernel", compiled, grid, work: { bytes: 0, flops: 0 },
+      bindings: bufs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes })),
+    }]);
+    await dev.synchronize(60_000);
+    return await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
   } finally {
     for (const b of bufs) dev.free(b);
   }

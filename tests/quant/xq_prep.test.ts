@@ -20,7 +20,9 @@ import { assertClose } from "../../graph/tolerance.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import type { Program } from "../../kernels/program.ts";
 import { type Caps, JS_CAPS } from "../../kernels/target.ts";
-import type { GemvTune } from "../../kernels/lib/mod.ts";
+import type { GemvTune, Team } from "../../kernels/lib/mod.ts";
+import { xqLayout, xqPrep } from "../../kernels/lib/xq_prep.ts";
+import { runKernel } from "../kernels/harness.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { opCases } from "../ops/cases.ts";
 import { loadCaseWeights } from "../ops/load.ts";
@@ -134,4 +136,38 @@ for (const [tag, dev] of devices) {
       assert.deepEqual(bad, []);
     });
   }
+}
+
+// The prep's two shapes (an invocation per word where subgroups allow, else per run) against each other, bit for
+// bit, at model widths (k past one workgroup of words, and a partial one) and the team shapes a gemv takes (Σx²'s
+// order follows its lanes): x with magnitudes over 16 binades, so that a sum in another order would differ.
+const WIDTHS = [2304, 4096, 8192];
+for (const [tag, dev] of devices) {
+  const skip = typeof dev === "string" ? dev : !dev.target.caps.subgroups || dev.target.caps.subgroupSize < 8 ? "no subgroups of 8 lanes or more: the per-run prep only" : slowDevice(dev);
+  test(`${tag}: the per-word prep writes the per-run prep's words, sums, scales and r bit for bit (k ${WIDTHS.join(", ")})`, { skip, timeout: 600_000 }, async () => {
+    const d = dev as Device, caps = d.target.caps, sg = caps.subgroupSize;
+    const teams: (Team | undefined)[] = [undefined, { lanes: 1, rows: 1, size: 1, shared: false, sgs: 1 }, { lanes: sg, rows: 1, size: sg, shared: false, sgs: 1 }, { lanes: 4 * sg, rows: 1, size: 4 * sg, shared: false, sgs: 4 }];
+    const bad: string[] = [];
+    let seed = 7;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    for (const k of WIDTHS) {
+      const x = Float32Array.from({ length: k }, () => (rnd() - 0.5) * 2 ** Math.floor(rnd() * 16 - 8));
+      const g = Float32Array.from({ length: k }, () => 0.5 + rnd());
+      for (const w of QTYPES) {
+        for (const team of teams) {
+          const shape = { k, w, team, norm: team ? { eps: 1e-5, weight: "f32" as const } : undefined };
+          const total = xqLayout(w, k, !!team).total;
+          const run = (perWord: boolean) => {
+            const kern = xqPrep(caps, { ...shape, perWord });
+            const ins = [new Uint8Array(x.buffer.slice(0)), ...(team ? [new Uint8Array(g.buffer.slice(0))] : []), new Uint8Array(4 * total)];
+            return runKernel(d, kern, ins).then((o) => ({ name: kern.name, words: new Uint32Array(o[o.length - 1].buffer.slice(0, 4 * total)) }));
+          };
+          const [a, b] = [await run(false), await run(true)];
+          const i = a.words.findIndex((v, j) => v !== b.words[j]);
+          if (i >= 0) bad.push(`${a.name} (team ${team?.lanes ?? "-"}): word ${i} of ${total}: ${a.words[i]} per run, ${b.words[i]} per word`);
+        }
+      }
+    }
+    assert.deepEqual(bad, []);
+  });
 }

@@ -1,9 +1,7 @@
 // Shared helpers of the wgpu tests: the device probe (skip reason), running one kernel on any Device, and
 // comparing two runs byte for byte or within a number of f32 ulps.
-import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { WgpuDevice, type WgpuOptions } from "../../backends/wgpu/mod.ts";
-import type { Kernel } from "../../kernels/ir.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 
 /** A fresh WgpuDevice, or why there is none (Bun, no adapter): the test's skip reason. */
@@ -44,25 +42,7 @@ export function jsLike(dev: WgpuDevice | string, debug = true): JsDevice {
   return new JsDevice({ debug, caps: { ...JS_CAPS, subgroups: true, subgroupSize: sg } });
 }
 
-/** Runs `k` once (eagerly) with the given initial bytes per binding; returns every binding's bytes after. */
-export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], grid = k.grid): Promise<Uint8Array[]> {
-  const bufs: DeviceBuffer[] = inputs.map((b) => {
-    const d = dev.alloc(b.byteLength, "device");
-    dev.write(d, 0, b);
-    return d;
-  });
-  try {
-    const compiled = dev.compile(k);
-    dev.run([{
-      k: "kernel", compiled, grid, work: { bytes: 0, flops: 0 },
-      bindings: bufs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes })),
-    }]);
-    await dev.synchronize(60_000);
-    return await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
-  } finally {
-    for (const b of bufs) dev.free(b);
-  }
-}
+export { runKernel } from "../kernels/harness.ts";
 
 export function bytesOf(a: ArrayBufferView): Uint8Array {
   const n = Math.max(16, Math.ceil(a.byteLength / 16) * 16);
