@@ -170,27 +170,22 @@ export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   return b.build();
 }
 
-/**
- * Whether wordPrep serves the shape: subgroups a run's words fit in, a norm's team that reduces by subgroups (or
- * one lane), and every group's Σx² in shared memory.
- */
+/** Whether wordPrep serves the shape: subgroups a run's words fit in, and a norm's team of whole subgroups. */
 function wordFits(caps: Caps, s: XqPrepShape): boolean {
   const W = xqLayout(s.w, s.k, false).words, sg = caps.subgroupSize;
   if (!caps.subgroups || sg < W || sg % W !== 0) return false;
-  if (!s.norm) return true;
-  const t = s.team!;
-  return (t.lanes === 1 || (!t.shared && t.lanes % sg === 0 && t.lanes <= caps.maxWorkgroupSize)) &&
-    (s.k / chunkGroups(s.w)[0].n) * 4 <= caps.maxSharedBytes / 2;
+  const t = s.team;
+  return !s.norm || (!!t && !t.shared && t.lanes % sg === 0 && t.lanes <= caps.maxWorkgroupSize);
 }
 
 /**
- * xqPrep with an invocation per int8x4 word (4 values) instead of per run: a run's W words are W neighbouring
- * lanes, which meet by shuffles for the run's amax and each group's Σq, so an invocation's chain is a few loads and
- * ~40 operations instead of a whole run's (the prep is latency-bound: it was ~2 µs a launch with a norm on the H200,
- * one run or two per lane). The words, scales and sums are quantizeRun's (max and integer sums do not depend on
- * their order). With a norm, each group's Σx² is chunkX's: its first lane gathers the group's values and runs the
- * same four fma chains; the groups' sums go through shared memory to the first `team.lanes` invocations, which add
- * them in the gemv lanes' order (lane i: runs i, i + lanes, ...) and reduce as teamReduce does; one workgroup.
+ * xqPrep with an invocation per int8x4 word (4 values) instead of per run, over a grid: a run's W words are W
+ * neighbouring lanes, which meet by shuffles for the run's amax and each group's Σq, so an invocation's chain is a
+ * few loads and ~40 operations instead of a whole run's (the prep is latency-bound: ~2 µs a launch with a norm on
+ * the H200, one team of one or two runs a lane). The words, scales and sums are quantizeRun's (a max and integer
+ * sums do not depend on their order). With a norm, every workgroup is shaped as the gemv's team and also sums Σx²
+ * as the per-run prep does (lane i: runs i, i + lanes, ... through chunkX, then teamReduce), reading all of x from
+ * L2: the same r in each, which workgroup 0 stores.
  */
 function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const { k, w } = s;
@@ -199,108 +194,84 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const W = l.words, G = groups.length, wpg = W / G, step = G > 1 ? groups[1].off : 0;
   if (groups.some((g, i) => g.n !== 4 * wpg || g.off !== i * step)) throw new KernelError(`xq_prep: ${w}'s groups are not evenly spaced`);
   const words = l.runs * W, sg = caps.subgroupSize;
-  const whole = (n: number) => Math.ceil(n / sg) * sg;
-  // a norm's workgroup holds the gemv's whole team (its subgroups reduce Σx²), at least
-  const wg = s.norm
-    ? Math.max(s.team!.lanes, Math.min(whole(words), Math.floor(caps.maxWorkgroupSize / sg) * sg))
-    : Math.min(whole(words), Math.max(sg, 128));
-  const grid = s.norm ? [1, 1, 1] as [number, number, number] : gridFor(caps, Math.ceil(words / wg));
-  const trips = s.norm ? Math.ceil(words / wg) : 1;
-  const name = s.name ?? `xq_prep_${w}_k${k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}`;
+  const t = s.team;
+  const wg = s.norm ? t!.lanes : Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
+  const grid = gridFor(caps, Math.ceil(words / wg));
+  const name = s.name ?? `xq_prep_${w}_k${k}${s.norm ? `_norm_l${t!.lanes}` : ""}`;
   const b = new KernelBuilder(name, { workgroup: wg, grid });
   const x = b.buffer("x", "f32", "r");
   const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
   const out = b.buffer("q", "u32", "w");
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), 4) : 1;
   const tid = b.lid.x, lane = b.builtin("lane");
-  const first = s.norm ? u32(0) : b.let(wgIndex(b, grid).mul(wg), "u32", "w0");
-  const ssum = s.norm ? b.shared("xq_ss", "f32", l.runs * G) : undefined;
+  const wgi = b.let(wgIndex(b, grid), "u32", "wgi");
 
-  for (let trip = 0; trip < trips; trip++) {
-    // the last trip's (or workgroup's) invocations past the words take the last run's and store nothing
-    const wi0 = b.let(first.add(tid).add(trip * wg), "u32", "wi");
-    const live = (s.norm ? trips : grid[0] * grid[1] * grid[2]) * wg > words ? b.let(wi0.lt(words), "bool", "live") : undefined;
-    const wi = live ? b.let(wi0.min(words - 1), "u32", "wc") : wi0;
-    // j from the unclamped index: lane - j is then the first lane of the invocation's block of W in every lane
-    const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi0.mod(W), "u32", "j");
-    const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
-    const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
-    const grp = G > 1 ? b.let(j.div(wpg), "u32", "grp") : u32(0);
-    const off = G > 1 ? grp.mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
-    const at = b.let(blk.mul(q.elems).add(start).add(off), "u32", "xat");
-    const xs = b.loadv(x, at, 4);
-    let v = xs;
-    if (g) {
-      const gs: Val[] = [];
-      for (let o = 0; o < 4; o += gv) gs.push(...(gv > 1 ? b.loadv(g, o ? at.add(o) : at, gv) : [b.load(g, o ? at.add(o) : at)]));
-      v = xs.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
-    }
-    let m = b.let(pairwise2(v.map((e) => e.abs()), (a, c) => a.max(c)), "f32", "am");
-    for (let o = W / 2; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
-    const { amax, is } = runScale(b, m);
-    const word = quantizeWord(b, v, is);
-    let sum = b.let(wordSum(word), "i32", "qxs");
-    for (let o = wpg / 2; o >= 1; o /= 2) sum = b.let(sum.add(b.shuffle("xor", sum, o)), "i32", "qxs");
-    // the run's first lane gathers each group's Σq (and, with a norm, each group's x for its Σx²)
-    const base = b.let(lane.sub(j), "u32", "rl");
-    const sums = groups.map((_, gi2) => (gi2 ? b.let(b.shuffle("idx", sum, base.add(gi2 * wpg)), "i32", "qxs") : sum));
-    const squares = ssum ? groups.map((_, gi2) => {
-      const vals: Val[][] = Array.from({ length: wpg }, (_, jj) => (gi2 === 0 && jj === 0 ? xs : xs.map((e) => b.let(b.shuffle("idx", e, base.add(gi2 * wpg + jj)), "f32", "xv"))));
-      const chains = [0, 1, 2, 3].map((cc) => vals.map((ws) => ws[cc]).reduce((a: Val | undefined, e) => (a ? fma(e, e, a) : e.mul(e)), undefined)!);
-      return b.let(pairwise(chains), "f32", "sq");
-    }) : [];
-    const store = () => {
-      b.store(out, wi, word);
-      b.if(j.eq(u32(0)), () => {
-        const meta: Val[] = [runDx(b, amax).bitcast("u32")];
-        if (l.meta > 1) {
-          for (let i = 0; i < sums.length; i += 2) {
-            const lo = sums[i].bitcast("u32").and(0xffff);
-            meta.push(i + 1 < sums.length ? lo.or(sums[i + 1].bitcast("u32").shl(16)) : lo);
-          }
-          while (meta.length < l.meta) meta.push(u32(0));
+  // This invocation's word; past the last (a partial workgroup) it takes the last run's and stores nothing.
+  const wi0 = b.let(wgi.mul(wg).add(tid), "u32", "wi");
+  const live = grid[0] * grid[1] * grid[2] * wg > words ? b.let(wi0.lt(words), "bool", "live") : undefined;
+  const wi = live ? b.let(wi0.min(words - 1), "u32", "wc") : wi0;
+  // j from the unclamped index: lane - j is then the first lane of the invocation's block of W in every lane
+  const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi0.mod(W), "u32", "j");
+  const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
+  const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
+  const off = G > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
+  const at = b.let(blk.mul(q.elems).add(start).add(off), "u32", "xat");
+  let v = b.loadv(x, at, 4);
+  if (g) {
+    const gs: Val[] = [];
+    for (let o = 0; o < 4; o += gv) gs.push(...(gv > 1 ? b.loadv(g, o ? at.add(o) : at, gv) : [b.load(g, o ? at.add(o) : at)]));
+    v = v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
+  }
+  let m = b.let(maxTree(v.map((e) => e.abs())), "f32", "am");
+  for (let o = W / 2; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
+  const { amax, is } = runScale(b, m);
+  const word = quantizeWord(b, v, is);
+  let sum = b.let(wordSum(word), "i32", "qxs");
+  for (let o = wpg / 2; o >= 1; o /= 2) sum = b.let(sum.add(b.shuffle("xor", sum, o)), "i32", "qxs");
+  // the run's first lane gathers each group's Σq
+  const base = b.let(lane.sub(j), "u32", "rl");
+  const sums = groups.map((_, gi2) => (gi2 ? b.let(b.shuffle("idx", sum, base.add(gi2 * wpg)), "i32", "qxs") : sum));
+  const store = () => {
+    b.store(out, wi, word);
+    b.if(j.eq(u32(0)), () => {
+      const meta: Val[] = [runDx(b, amax).bitcast("u32")];
+      if (l.meta > 1) {
+        for (let i = 0; i < sums.length; i += 2) {
+          const lo = sums[i].bitcast("u32").and(0xffff);
+          meta.push(i + 1 < sums.length ? lo.or(sums[i + 1].bitcast("u32").shl(16)) : lo);
         }
-        const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
-        if (l.meta === 1) b.store(out, mAt, meta[0]);
-        else b.storev(out, mAt, meta);
-        squares.forEach((sq, gi2) => b.sstore(ssum!, gi.mul(G).add(gi2), sq));
-      });
-    };
-    if (live) b.if(live, store);
-    else store();
-  }
-  if (!ssum) return b.build();
-
-  // Σx² in the gemv's order: team lane i adds runs i, i + lanes, ... group by group, then the team reduction
-  b.barrier();
-  const t = s.team!;
-  const ss = b.let(f32(0), "f32", "ss");
-  b.if(tid.lt(t.lanes), () => {
-    b.for(tid, u32(l.runs), t.lanes, (r) => {
-      for (let gi2 = 0; gi2 < G; gi2++) b.set(ss, ss.add(b.sload(ssum, G > 1 ? r.mul(G).add(gi2) : r)));
+        while (meta.length < l.meta) meta.push(u32(0));
+      }
+      const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
+      if (l.meta === 1) b.store(out, mAt, meta[0]);
+      else b.storev(out, mAt, meta);
     });
-  });
-  let tot: Val = ss;
-  if (t.lanes > 1) {
-    const red = b.let(b.subgroupReduce("add", ss), "f32", "red");
-    if (t.sgs > 1) {
-      const part = b.shared("xq_red", "f32", t.sgs);
-      const sgid = b.builtin("sgid");
-      b.if(lane.eq(u32(0)).and(sgid.lt(t.sgs)), () => b.sstore(part, sgid, red));
-      b.barrier();
-      let acc = b.sload(part, 0);
-      for (let i = 1; i < t.sgs; i++) acc = acc.add(b.sload(part, i));
-      tot = acc;
-    } else tot = red;
+  };
+  if (live) b.if(live, store);
+  else store();
+  if (!s.norm) return b.build();
+
+  // Σx² as the gemv's team sums it (the per-run prep's order), its runs unrolled so their loads issue together
+  const ss = b.let(f32(0), "f32", "ss");
+  for (let r0 = 0; r0 < l.runs; r0 += wg) {
+    const r = b.let(tid.add(r0), "u32", "sr");
+    const one = () => {
+      const rb = r.shr(Math.log2(q.chunks)), rc = r.and(q.chunks - 1);
+      const rs = sh ? rc.shr(sh).mul(sa).add(rc.and((1 << sh) - 1).mul(sb)) : rc.mul(sa);
+      chunkX(b, w, x, b.let(rb.mul(q.elems).add(rs), "u32", "sat"), { buf: g!, gv, ss });
+    };
+    if (r0 + wg > l.runs) b.if(r.lt(l.runs), one);
+    else one();
   }
-  const r = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
-  b.if(tid.eq(u32(0)), () => b.store(out, l.rAt!, r.bitcast("u32")));
+  const tot = teamReduce(b, t!, "add", ss);
+  const rr = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
+  b.if(wgi.eq(u32(0)).and(tid.eq(u32(0))), () => b.store(out, l.rAt!, rr.bitcast("u32")));
   return b.build();
 }
 
-/** A balanced tree over values (max here: any order gives the same result). */
-function pairwise2(v: Val[], op: (a: Val, c: Val) => Val): Val {
+/** The largest of the values (a balanced tree; any order gives the same result). */
+function maxTree(v: Val[]): Val {
   let xs = v;
-  while (xs.length > 1) xs = Array.from({ length: Math.ceil(xs.length / 2) }, (_, i) => (2 * i + 1 < xs.length ? op(xs[2 * i], xs[2 * i + 1]) : xs[2 * i]));
+  while (xs.length > 1) xs = Array.from({ length: Math.ceil(xs.length / 2) }, (_, i) => (2 * i + 1 < xs.length ? xs[2 * i].max(xs[2 * i + 1]) : xs[2 * i]));
   return xs[0];
 }

@@ -146,7 +146,7 @@ for (const [tag, dev] of devices) {
   const skip = typeof dev === "string" ? dev : !dev.target.caps.subgroups || dev.target.caps.subgroupSize < 8 ? "no subgroups of 8 lanes or more: the per-run prep only" : slowDevice(dev);
   test(`${tag}: the per-word prep writes the per-run prep's words, sums, scales and r bit for bit (k ${WIDTHS.join(", ")})`, { skip, timeout: 600_000 }, async () => {
     const d = dev as Device, caps = d.target.caps, sg = caps.subgroupSize;
-    const teams: (Team | undefined)[] = [undefined, { lanes: 1, rows: 1, size: 1, shared: false, sgs: 1 }, { lanes: sg, rows: 1, size: sg, shared: false, sgs: 1 }, { lanes: 4 * sg, rows: 1, size: 4 * sg, shared: false, sgs: 4 }];
+    const teams: (Team | undefined)[] = [undefined, { lanes: 2 * sg, rows: 1, size: 2 * sg, shared: false, sgs: 2 }, { lanes: sg, rows: 1, size: sg, shared: false, sgs: 1 }, { lanes: 4 * sg, rows: 1, size: 4 * sg, shared: false, sgs: 4 }];
     const bad: string[] = [];
     let seed = 7;
     const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
