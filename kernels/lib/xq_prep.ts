@@ -99,6 +99,25 @@ export function loadRun(b: KernelBuilder, w: QType, q: Buffer, l: XqLayout, gi: 
   return { words, sums, dx: b.let(meta[0].bitcast("f32"), "f32", "dx") };
 }
 
+/** Element index of run `gi`'s first value: its block's, plus its chunk's start (START). */
+function runAt(b: KernelBuilder, w: QType, gi: Val): Val {
+  const q = QLAYOUT[w], [sh, sa, sb] = START[w];
+  const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
+  const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
+  return b.let(blk.mul(q.elems).add(start), "u32", "xat");
+}
+
+/** The prep's builder and bindings (x, g with a norm, q), and g's load width. */
+function prepKernel(s: XqPrepShape, wg: number, grid: [number, number, number]) {
+  const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}`;
+  const b = new KernelBuilder(name, { workgroup: wg, grid });
+  const x = b.buffer("x", "f32", "r");
+  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
+  const out = b.buffer("q", "u32", "w");
+  const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, s.k), 4) : 1;
+  return { b, x, g, out, gv };
+}
+
 export interface XqPrepShape {
   /** Width of x. */
   k: number;
@@ -122,22 +141,14 @@ export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   if (!(k >= 1) || k % QLAYOUT[w].elems) throw new KernelError(`xq_prep: k=${k} is not a whole number of ${w} blocks`);
   if (s.norm && !s.team) throw new KernelError("xq_prep: a norm needs the consuming gemv's team");
   if ((s.perWord ?? true) && wordFits(caps, s)) return wordPrep(caps, s);
-  const l = xqLayout(w, k, !!s.norm), q = QLAYOUT[w];
-  const [sh, sa, sb] = START[w];
+  const l = xqLayout(w, k, !!s.norm);
   const t = s.team;
   const wg = t ? t.lanes : Math.min(128, caps.maxWorkgroupSize);
   const grid = t ? [1, 1, 1] as [number, number, number] : gridFor(caps, Math.ceil(l.runs / wg));
-  const name = s.name ?? `xq_prep_${w}_k${k}${s.norm ? `_norm_l${t!.lanes}` : ""}`;
-  const b = new KernelBuilder(name, { workgroup: wg, grid });
-  const x = b.buffer("x", "f32", "r");
-  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
-  const out = b.buffer("q", "u32", "w");
-  const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), 4) : 1;
+  const { b, x, g, out, gv } = prepKernel(s, wg, grid);
 
   const one = (gi: Val, ss?: Val) => {
-    const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
-    const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
-    const xat = b.let(blk.mul(q.elems).add(start), "u32", "xat");
+    const xat = runAt(b, w, gi);
     const run = quantizeRun(b, chunkX(b, w, x, xat, g && ss ? { buf: g, gv, ss } : undefined));
     const ws = run.words.flat(), base = b.let(gi.mul(l.words), "u32", "xw");
     for (let o = 0; o < l.words; o += 4) b.storev(out, o ? base.add(o) : base, ws.slice(o, o + 4));
@@ -189,20 +200,14 @@ function wordFits(caps: Caps, s: XqPrepShape): boolean {
  */
 function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const { k, w } = s;
-  const l = xqLayout(w, k, !!s.norm), q = QLAYOUT[w], groups = chunkGroups(w);
-  const [sh, sa, sb] = START[w];
+  const l = xqLayout(w, k, !!s.norm), groups = chunkGroups(w);
   const W = l.words, G = groups.length, wpg = W / G, step = G > 1 ? groups[1].off : 0;
   if (groups.some((g, i) => g.n !== 4 * wpg || g.off !== i * step)) throw new KernelError(`xq_prep: ${w}'s groups are not evenly spaced`);
   const words = l.runs * W, sg = caps.subgroupSize;
   const t = s.team;
   const wg = s.norm ? t!.lanes : Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
   const grid = gridFor(caps, Math.ceil(words / wg));
-  const name = s.name ?? `xq_prep_${w}_k${k}${s.norm ? `_norm_l${t!.lanes}` : ""}`;
-  const b = new KernelBuilder(name, { workgroup: wg, grid });
-  const x = b.buffer("x", "f32", "r");
-  const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
-  const out = b.buffer("q", "u32", "w");
-  const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), 4) : 1;
+  const { b, x, g, out, gv } = prepKernel(s, wg, grid);
   const tid = b.lid.x, lane = b.builtin("lane");
   const wgi = b.let(wgIndex(b, grid), "u32", "wgi");
 
@@ -212,10 +217,8 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const wi = live ? b.let(wi0.min(words - 1), "u32", "wc") : wi0;
   // j from the unclamped index: lane - j is then the first lane of the invocation's block of W in every lane
   const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi0.mod(W), "u32", "j");
-  const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
-  const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
   const off = G > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
-  const at = b.let(blk.mul(q.elems).add(start).add(off), "u32", "xat");
+  const at = b.let(runAt(b, w, gi).add(off), "u32", "at");
   let v = b.loadv(x, at, 4);
   if (g) {
     const gs: Val[] = [];
@@ -255,11 +258,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const ss = b.let(f32(0), "f32", "ss");
   for (let r0 = 0; r0 < l.runs; r0 += wg) {
     const r = b.let(tid.add(r0), "u32", "sr");
-    const one = () => {
-      const rb = r.shr(Math.log2(q.chunks)), rc = r.and(q.chunks - 1);
-      const rs = sh ? rc.shr(sh).mul(sa).add(rc.and((1 << sh) - 1).mul(sb)) : rc.mul(sa);
-      chunkX(b, w, x, b.let(rb.mul(q.elems).add(rs), "u32", "sat"), { buf: g!, gv, ss });
-    };
+    const one = () => void chunkX(b, w, x, runAt(b, w, r), { buf: g!, gv, ss });
     if (r0 + wg > l.runs) b.if(r.lt(l.runs), one);
     else one();
   }

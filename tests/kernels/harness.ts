@@ -16,34 +16,17 @@ export interface CaseRun {
 
 /** Builds the case's kernel for the device's caps, dispatches it once and reads every binding back. */
 export async function runCase(dev: Device, kc: KernelCase, timeoutMs = 60_000): Promise<CaseRun> {
-  const kernel = kc.make(dev.target.caps);
   const inputs = kc.inputs();
-  const bufs: DeviceBuffer[] = inputs.map((b) => {
-    const d = dev.alloc(b.byteLength, "device");
-    dev.write(d, 0, b);
-    return d;
-  });
   try {
-    const compiled = dev.compile(kernel);
-    dev.run([{
-      k: "kernel", compiled, grid: kernel.grid, work: { bytes: 0, flops: 0 },
-      bindings: bufs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes })),
-    }]);
-    try {
-      await dev.synchronize(timeoutMs);
-    } catch (e) {
-      if (e instanceof KernelFault) return { inputs, fault: e };
-      throw e;
-    }
-    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
-    return { inputs, outputs };
-  } finally {
-    for (const b of bufs) dev.free(b);
+    return { inputs, outputs: await runKernel(dev, kc.make(dev.target.caps), inputs, undefined, timeoutMs) };
+  } catch (e) {
+    if (e instanceof KernelFault) return { inputs, fault: e };
+    throw e;
   }
 }
 
 /** Runs `k` once (eagerly) with the given initial bytes per binding; returns every binding's bytes after. */
-export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], grid = k.grid): Promise<Uint8Array[]> {
+export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], grid = k.grid, timeoutMs = 60_000): Promise<Uint8Array[]> {
   const bufs: DeviceBuffer[] = inputs.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
@@ -55,7 +38,7 @@ export async function runKernel(dev: Device, k: Kernel, inputs: Uint8Array[], gr
       k: "kernel", compiled, grid, work: { bytes: 0, flops: 0 },
       bindings: bufs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes })),
     }]);
-    await dev.synchronize(60_000);
+    await dev.synchronize(timeoutMs);
     return await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
   } finally {
     for (const b of bufs) dev.free(b);
