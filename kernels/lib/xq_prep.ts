@@ -4,11 +4,12 @@
 // loading x (and g) as f32 and quantizing it in every team, as llama.cpp's quantize_row_q8_1 + mmvq do.
 //
 // The runs, scales and rounding are the in-kernel ones (dequant.ts quantizeRun over the chunk's groups, as
-// graph/ops/qdot.ts defines), so a gemv's results are bit-identical either way. r = rsqrt(Σx²/k + eps) too: the
-// prep runs one team shaped as the consuming gemv's (its lanes, subgroups or shared-memory tree), whose lanes take
-// the chunks lane, lane + lanes, ... in order and sum each chunk's squares as the gemv's do (chunkX), then reduce
-// as its teams do (teamReduce): the same Σx², so the same r. Without a norm the runs are independent: one run per
-// invocation over a grid.
+// graph/ops/qdot.ts defines), so a gemv's results are bit-identical either way. r = rsqrt(Σx²/k + eps) too: a team
+// shaped as the consuming gemv's (its lanes, subgroups or shared-memory tree) takes the chunks lane, lane + lanes,
+// ... in order and sums each chunk's squares as the gemv's do (chunkX), then reduces as its teams do (teamReduce):
+// the same Σx², so the same r. Two shapes, the same bits: where subgroups hold a run's words, an invocation per
+// int8x4 word over a grid (wordPrep; with a norm every workgroup is such a team and repeats the Σx²); else an
+// invocation per run, over a grid without a norm and one team with it.
 //
 // Layout of the buffer (u32 words; run i is chunk i of a weight row, blocks in order; xqLayout):
 //   [0, runs·W)             run i's int8x4 words at i·W: its groups' words in chunkGroups order (W = values / 4)
