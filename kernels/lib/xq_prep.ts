@@ -263,7 +263,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
     if (r0 + wg > l.runs) b.if(r.lt(l.runs), one);
     else one();
   }
-  const tot = teamReduce(b, t!, "add", ss);
+  const tot = teamReduce(b, { ...t!, rows: 1, size: t!.lanes }, "add", ss);
   const rr = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
   b.if(wgi.eq(u32(0)).and(tid.eq(u32(0))), () => b.store(out, l.rAt!, rr.bitcast("u32")));
   return b.build();
