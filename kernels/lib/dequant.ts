@@ -526,7 +526,8 @@ function byPower(v: Val[], p: number[]): Val {
   }));
 }
 
-function tree(v: Val[], op: (a: Val, b: Val) => Val = (a, b) => a.add(b)): Val {
+/** A balanced tree of `op` over the values (a sum by default): short dependency chains, a fixed order. */
+export function tree(v: Val[], op: (a: Val, b: Val) => Val = (a, b) => a.add(b)): Val {
   let xs = v;
   while (xs.length > 1) {
     const next: Val[] = [];

@@ -21,7 +21,7 @@ import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from
 import type { Buffer } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
-import { chunkGroups, QLAYOUT, type QType, quantizeRun, quantizeWord, runDx, runScale, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
+import { chunkGroups, QLAYOUT, type QType, quantizeRun, quantizeWord, runDx, runScale, tree, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { XQ_RUNS } from "../../graph/ops/qdot.ts";
 
 export interface XqLayout {
@@ -226,7 +226,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
     for (let o = 0; o < 4; o += gv) gs.push(...(gv > 1 ? b.loadv(g, o ? at.add(o) : at, gv) : [b.load(g, o ? at.add(o) : at)]));
     v = v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
   }
-  let m = b.let(maxTree(v.map((e) => e.abs())), "f32", "am");
+  let m = b.let(tree(v.map((e) => e.abs()), (a, c) => a.max(c)), "f32", "am");
   for (let o = W / 2; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
   const { amax, is } = runScale(b, m);
   const word = quantizeWord(b, v, is);
@@ -267,11 +267,4 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const rr = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
   b.if(wgi.eq(u32(0)).and(tid.eq(u32(0))), () => b.store(out, l.rAt!, rr.bitcast("u32")));
   return b.build();
-}
-
-/** The largest of the values (a balanced tree; any order gives the same result). */
-function maxTree(v: Val[]): Val {
-  let xs = v;
-  while (xs.length > 1) xs = Array.from({ length: Math.ceil(xs.length / 2) }, (_, i) => (2 * i + 1 < xs.length ? xs[2 * i].max(xs[2 * i + 1]) : xs[2 * i]));
-  return xs[0];
 }

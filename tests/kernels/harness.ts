@@ -1,5 +1,5 @@
 // Runs a kernel case on any Device and checks it against the case's reference. GPU renderer tests import
-// `cases` (cases.ts) and these two functions:
+// `cases` (cases.ts) and these two functions (runKernel, beneath runCase, runs any one kernel on given bytes):
 //   for (const kc of cases) test(kc.name, async () => assertCase(kc, await runCase(device, kc)));
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import type { Kernel } from "../../kernels/ir.ts";
