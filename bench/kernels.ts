@@ -476,7 +476,7 @@ async function main(args: string[]): Promise<number> {
               const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), rows: rw, unroll, ...(ahead ? { ahead } : {}) };
               const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
-                if (!step.kernel.name.startsWith("gemv")) continue;
+                if (!step.kernel.name.startsWith("gemv") || (only && !only.test(step.kernel.name))) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);
                 const tag = `${step.kernel.name}${ahead ? ` a${ahead}` : ""}`;
                 sweep[tag] = us;

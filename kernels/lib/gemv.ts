@@ -108,7 +108,7 @@ function qTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "xq">, w: QT
   const whole = (n: number) => Math.min(max, Math.max(sg, Math.ceil(n / sg) * sg));
   let lanes = whole(chunks / 2);
   const warps = (r: number) => Math.ceil(units / r) * (lanes / sg);
-  if (s.xq === "prep") return prepTune(s, chunks, whole);
+  if (s.xq === "prep") return prepTune(s, w, chunks, whole, sg);
   if (s.xq) return xqTune(s, w, lanes, warps, () => lanes = whole(lanes * 2), Math.min(chunks, max));
   let rows = warps(8) >= 32768 ? 8 : w === "q6_k" ? 2 : 4;
   while (warps(rows) < 4096 && lanes < Math.min(chunks, max)) lanes = whole(lanes * 2);
@@ -141,12 +141,24 @@ function xqTune(s: Pick<GemvShape, "k" | "parts">, w: QType, lanes0: number, war
  * q8_0 gate/up 38.8 -> 30.1). So: 128 lanes or two chunks a lane, whichever is wider (never more lanes than chunks),
  * one row unit per team, two where a lane would load only one chunk (the o projection: 4.6 against 5.4 us), and
  * doubled while the grid would exceed 32768 teams (the vocabulary head: 114-118 us at 4 units, 156 at 1).
+ * Session 16 (the same sweep with lanes 128/192/224/256 x units 1/2 x ahead 2/4/8, the 8B at pos 64): a width
+ * down to 3/4 of that which splits the chunks evenly (every lane the same trips, the unrolled path): q8_0 down
+ * 17.87 -> 16.91 us at 224 lanes; and a q6_k team whose lanes take two chunks does two units where the grid
+ * keeps two waves of warps (~8192) even so: the 8B's down 17.53 -> 16.44 us, while the 1B's (k 8192, 4096
+ * warps) went 6.30 -> 8.05 and qwen2.5-0.5b's 4.94 -> 6.55.
  */
-function prepTune(s: Pick<GemvShape, "parts">, chunks: number, whole: (n: number) => number): GemvTune {
-  const lanes = whole(Math.min(chunks, Math.max(128, chunks / 2)));
+function prepTune(s: Pick<GemvShape, "parts">, w: QType, chunks: number, whole: (n: number) => number, sg: number): GemvTune {
+  let lanes = whole(Math.min(chunks, Math.max(128, chunks / 2)));
+  for (let l = lanes; l >= lanes * 0.75; l -= sg) {
+    if (chunks % l === 0) {
+      lanes = l;
+      break;
+    }
+  }
   const units = s.parts.reduce((a, p) => a + partTeams(p, 1), 0);
   const loads = Math.ceil(chunks / lanes) * Math.max(...s.parts.map((p) => ((p.kind ?? "dot") === "dot" ? 1 : 2)));
-  let rows = loads < 2 ? 2 : 1;
+  const pairs = w === "q6_k" && loads === 2 && (units / 2) * (lanes / sg) >= 8192;
+  let rows = loads < 2 || pairs ? 2 : 1;
   while (units / rows >= 32768) rows *= 2;
   return { lanes, rows, unroll: 2, teams: 4 };
 }
@@ -337,7 +349,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     between?.();
     // About 32 registers of raw block words in flight per lane (64 on the int path, whose x takes fewer).
     const trips = Math.ceil(total / t.lanes), unrolled = total % t.lanes === 0 && trips <= 4;
-    const ahead = Math.max(1, Math.min(rows.length * 2, tune.ahead ?? (xq ? xqAhead(qt!, rows.length, trips, unrolled) : Math.floor(32 / q.raw))));
+    const ahead = Math.max(1, tune.ahead ?? Math.min(rows.length * 2, xq ? xqAhead(qt!, rows.length, trips, unrolled) : Math.floor(32 / q.raw)));
     /**
      * The chunks `gis` of every row, in order (slot by slot, row by row), with one window of `ahead` chunk loads
      * in flight across slot boundaries (a slot's x is loaded and quantized when its first row is next).
