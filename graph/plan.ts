@@ -421,6 +421,18 @@ export function unitInputs(g: Graph, u: Unit): number[] {
   }
 }
 
+/**
+ * Values (through views, by their source) read by exactly one unit and kept by nothing else: not an output nor a
+ * state copy's source. A kernel may fold such a value into its one reader (the value need not be stored).
+ */
+export function soleReads(p: Plan): Set<number> {
+  const nodes = p.graph.nodes, source = (id: number) => viewSource(nodes, id);
+  const readers = new Map<number, number>();
+  for (const u of p.units) for (const id of new Set(unitInputs(p.graph, u).map(source))) readers.set(id, (readers.get(id) ?? 0) + 1);
+  const kept = new Set([...p.outputs.map((o) => source(o.node)), ...p.stateCopies.map((c) => source(c.node))]);
+  return new Set([...readers].filter(([id, n]) => n === 1 && !kept.has(id)).map(([id]) => id));
+}
+
 /** "matmul #12 (blk.0/attn.q)" for errors about a unit. */
 export function describeUnit(g: Graph, u: Unit): string {
   return describeNode(ref(g.nodes[resultOf(u)]));

@@ -8,7 +8,7 @@ import { evaluate } from "../graph/eval.ts";
 import { type Graph, GraphError, type Node, numel, stridesOf } from "../graph/ir.ts";
 import { optimize } from "../graph/passes/mod.ts";
 import { isElementwise, OPS } from "../graph/ops.ts";
-import { type Home, plan, type Plan, type PlanOptions, resultOf, type Unit, unitInputs, type Value, viewSource } from "../graph/plan.ts";
+import { type Home, plan, type Plan, type PlanOptions, resultOf, soleReads, type Unit, unitInputs, type Value, viewSource } from "../graph/plan.ts";
 import { type Kernel, KernelError } from "./ir.ts";
 import type { TargetSet } from "./target.ts";
 import type { Binding, Place, Program, ProgramBuffer, Step, Work } from "./program.ts";
@@ -47,6 +47,15 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * type whose integer path is the default) where dispatches cost little (not caps.dispatchGap), off elsewhere.
    */
   xqPrep?: boolean | "no-norm";
+  /**
+   * A prepared x that is a split-K decode attention's output (the o projection's) is combined from the partials in
+   * the prep kernel (lib.xqPrep combine): one kernel, not a combine and a prep, the same bits. Default true. H200,
+   * session 16: the 8B's q8_0 kernel 2.94 µs a layer against 2.5 + 0.78 for the two; decode within the calls'
+   * ±2% spread either way (bench/decode.ts, 8B / 1B / qwen2.5-0.5b tok/s, before / after: q8_0 394.2 / 388.7,
+   * 1571 / 1583, 1520 / 1550; q4_k_m 493.5 / 502.2, 1573 / 1552, 1457 / 1434). A first form, four values an
+   * invocation, cost 1-4% (fewer invocations, each a longer chain of loads).
+   */
+  combinePrep?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
@@ -218,6 +227,13 @@ export interface LowerContext {
    * (kernels/lower/matmul.ts mmaPrepGroups): no kernel of their own, their value never stored.
    */
   prepGroups: Map<number, GroupExpr>;
+  /** Values one unit alone reads, nothing else keeps (graph/plan.ts soleReads). */
+  sole: Set<number>;
+  /**
+   * The latest split-K attention combine: the node it writes, its step, shape and partials (a gemv whose x
+   * preparation reads that node alone may take the combine into its prep: kernels/lower/gemv.ts).
+   */
+  combine?: { node: number; step: number; s: { rows: number; heads: number; hd: number; splits: number }; part: Binding };
 }
 
 /** The largest output CompileOptions.outputsInPlace writes straight into its readback buffer. */
@@ -283,7 +299,7 @@ function context(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map<H
   };
   const bytesOfIds = (ids: number[]) => ids.reduce((a, i) => a + p.values[i].bytes, 0);
   return {
-    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds, mmaWords: {}, prepGroups: new Map(),
+    p, nodes, caps: target.caps, backend: target.backend, opts, buffers, steps, byName, buf, bind, bytesOfIds, mmaWords: {}, prepGroups: new Map(), sole: new Set(),
     kernel: (k, bindings, work) => {
       steps.push({ k: "kernel", kernel: k, bindings, grid: k.grid, work });
     },
@@ -318,6 +334,7 @@ function lowerWith(p: Plan, target: TargetSet, opts: CompileOptions, direct: Map
   const cx = context(p, target, opts, direct);
   const { nodes, buf, bind, copy, byName } = cx;
   cx.prepGroups = mmaPrepGroups(p, cx.caps, opts);
+  cx.sole = soleReads(p);
   // Touch every leaf so that weights, slots and states exist as buffers even when no kernel reads them.
   for (const n of nodes) if (n.op === "const" || n.op === "slot" || n.op === "state") bind(n.id);
 

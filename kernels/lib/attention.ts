@@ -230,6 +230,17 @@ function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: numbe
   const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
   return { at, w, L, active };
 }
+/**
+ * Elements e, e + 1, ... e + n - 1 of attentionCombine's output (one item's: e % hd + n <= hd), from the partials in
+ * `part` [items, splits, hd + 2]: the same operations as attentionCombine's, so the same bits.
+ */
+export function combineAt(b: KernelBuilder, part: Buffer, s: { hd: number; splits: number }, e: Val, n: number): Val[] {
+  const stride = s.hd + 2;
+  const ws = combineWeights(b, part, b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base"), s.splits, stride);
+  const d = b.let(e.mod(s.hd).add(2), "u32", "d");
+  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, part, i ? d.add(i) : d, ws), "f32", "o"));
+}
+
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
 function combineDim(b: KernelBuilder, part: Buffer, d: Val, { at, w, L, active }: CombineWeights): Val {
   const splits = w.length, parts: Val[] = [];

@@ -4,7 +4,7 @@
 export { FAULT, type FaultCode } from "./codes.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
 export { gemv, type GemvPart, type GemvShape, gemvTeam, type GemvTune, gemvTune } from "./gemv.ts";
-export { xqLayout, type XqLayout, xqPrep, type XqPrepShape } from "./xq_prep.ts";
+export { xqLayout, type XqLayout, xqPrep, xqPrepCombines, type XqPrepShape } from "./xq_prep.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";

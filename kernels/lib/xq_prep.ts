@@ -23,6 +23,7 @@ import type { Caps } from "../target.ts";
 import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
 import { chunkGroups, QLAYOUT, type QType, quantizeRun, quantizeWord, runDx, runScale, tree, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { XQ_RUNS } from "../../graph/ops/qdot.ts";
+import { combineAt } from "./attention.ts";
 
 export interface XqLayout {
   /** Runs of x: chunks of a weight row. */
@@ -110,9 +111,9 @@ function runAt(b: KernelBuilder, w: QType, gi: Val): Val {
 
 /** The prep's builder and bindings (x, g with a norm, q), and g's load width. */
 function prepKernel(s: XqPrepShape, wg: number, grid: [number, number, number]) {
-  const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}`;
+  const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}${s.combine ? `_combine_d${s.combine.hd}_s${s.combine.splits}` : ""}`;
   const b = new KernelBuilder(name, { workgroup: wg, grid });
-  const x = b.buffer("x", "f32", "r");
+  const x = b.buffer(s.combine ? "part" : "x", "f32", "r");
   const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
   const out = b.buffer("q", "u32", "w");
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, s.k), 4) : 1;
@@ -131,16 +132,26 @@ export interface XqPrepShape {
   name?: string;
   /** An invocation per int8x4 word where the caps allow (wordPrep; default), else per run: the same bits. */
   perWord?: boolean;
+  /**
+   * x is a split-K attention's output, combined here from its partials (attention.ts attentionCombine's, the same
+   * bits) instead of loaded: the combine and the prep in one kernel. Per word only, no norm (xqPrepCombines).
+   */
+  combine?: { hd: number; splits: number };
 }
 
 /**
- * Bindings: x f32 [k] (r); g [k] (r, when norm); q u32 [xqLayout(w, k, norm).total] (w).
+ * Bindings: x f32 [k] (r) (with combine: the partials f32 [k / hd, splits, hd + 2]); g [k] (r, when norm); q u32
+ * [xqLayout(w, k, norm).total] (w).
  */
 export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   const { k, w } = s;
   if (!XQ_TYPES.includes(w)) throw new KernelError(`xq_prep: no integer path for ${w} (${XQ_TYPES.join(", ")})`);
   if (!(k >= 1) || k % QLAYOUT[w].elems) throw new KernelError(`xq_prep: k=${k} is not a whole number of ${w} blocks`);
   if (s.norm && !s.team) throw new KernelError("xq_prep: a norm needs the consuming gemv's team");
+  if (s.combine) {
+    if (!xqPrepCombines(caps, s)) throw new KernelError(`xq_prep: no combine into ${w} x of k=${k} here`);
+    return combinePrep(caps, s as XqPrepShape & { combine: { hd: number; splits: number } });
+  }
   if ((s.perWord ?? true) && wordFits(caps, s)) return wordPrep(caps, s);
   const l = xqLayout(w, k, !!s.norm);
   const t = s.team;
@@ -182,8 +193,66 @@ export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   return b.build();
 }
 
+/** Whether xqPrep can combine attention partials into its x (XqPrepShape.combine): per word, no norm, whole items of 4-value words. */
+export function xqPrepCombines(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "norm"> & { combine?: { hd: number } }): boolean {
+  if (s.norm || !s.combine || s.combine.hd % 4 || s.k % s.combine.hd || !XQ_TYPES.includes(s.w) || s.k % QLAYOUT[s.w].elems) return false;
+  const per = 4 * xqLayout(s.w, s.k, false).words, sg = caps.subgroupSize;
+  return caps.subgroups && sg >= per && sg % per === 0 && s.k % Math.max(sg, 64) === 0;
+}
+
+/**
+ * xqPrep with x combined from split-K attention partials: an invocation per value, as attentionCombine has (its
+ * loads are the latency: a round for the splits' (m, l), one for their acc), then a run's 4·W lanes meet by
+ * shuffles for the amax, each word's four bytes (an or over its four lanes) and each group's Σq. A max, an or and
+ * integer sums do not depend on their order: the words, scales and sums are quantizeRun's of attentionCombine's
+ * values.
+ */
+function combinePrep(caps: Caps, s: XqPrepShape & { combine: { hd: number; splits: number } }): Kernel {
+  const { k, w } = s;
+  const l = xqLayout(w, k, false), groups = chunkGroups(w);
+  const W = l.words, G = groups.length, wpg = W / G, step = G > 1 ? groups[1].off : 0;
+  const wg = Math.max(caps.subgroupSize, 64), grid = gridFor(caps, k / wg);
+  const { b, x: part, out } = prepKernel(s, wg, grid);
+  const vi = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "vi");
+  // value vi is byte e of word wi: word j of run gi
+  const wi = b.let(vi.shr(2), "u32", "wi"), e = b.let(vi.and(3), "u32", "e");
+  const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi.mod(W), "u32", "j");
+  const off = G > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
+  const [v] = combineAt(b, part, s.combine, b.let(runAt(b, w, gi).add(off).add(e), "u32", "at"), 1);
+  let m = b.let(v.abs(), "f32", "am");
+  for (let o = 2 * W; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
+  const { amax, is } = runScale(b, m);
+  // quantizeWord's bytes: fl(x·is) + 1.5·2^23 holds the rounded value in its low byte
+  const qb = b.let(v.mul(is).add(f32(12582912)).bitcast("u32"), "u32", "qb");
+  let word = b.let(e.eq(u32(3)).select(qb.shl(24), qb.and(0xff).shl(e.mul(8))), "u32", "qxw");
+  for (const o of [1, 2]) word = b.let(word.or(b.shuffle("xor", word, o)), "u32", "qxw");
+  // each group's Σq: its words' sums, one lane of each word (a word's four lanes hold the same word)
+  let sum = b.let(wordSum(word), "i32", "qxs");
+  for (let o = 2 * wpg; o >= 4; o /= 2) sum = b.let(sum.add(b.shuffle("xor", sum, o)), "i32", "qxs");
+  const lane = b.builtin("lane"), base = b.let(lane.sub(j.mul(4).add(e)), "u32", "rl");
+  const sums = groups.map((_, g) => (g ? b.let(b.shuffle("idx", sum, base.add(g * 4 * wpg)), "i32", "qxs") : sum));
+  b.if(e.eq(u32(0)), () => b.store(out, wi, word));
+  b.if(j.eq(u32(0)).and(e.eq(u32(0))), () => storeMeta(b, out, l, gi, runDx(b, amax), sums));
+  return b.build();
+}
+
+/** A run's meta words: dx (f32 bits), then its groups' Σq as i16 pairs, padded to l.meta words. */
+function storeMeta(b: KernelBuilder, out: Buffer, l: XqLayout, gi: Val, dx: Val, sums: Val[]): void {
+  const meta: Val[] = [dx.bitcast("u32")];
+  if (l.meta > 1) {
+    for (let i = 0; i < sums.length; i += 2) {
+      const lo = sums[i].bitcast("u32").and(0xffff);
+      meta.push(i + 1 < sums.length ? lo.or(sums[i + 1].bitcast("u32").shl(16)) : lo);
+    }
+    while (meta.length < l.meta) meta.push(u32(0));
+  }
+  const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
+  if (l.meta === 1) b.store(out, mAt, meta[0]);
+  else b.storev(out, mAt, meta);
+}
+
 /** Whether wordPrep serves the shape: subgroups a run's words fit in, and a norm's team of whole subgroups. */
-function wordFits(caps: Caps, s: XqPrepShape): boolean {
+function wordFits(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "norm" | "team">): boolean {
   const W = xqLayout(s.w, s.k, false).words, sg = caps.subgroupSize;
   if (!caps.subgroups || sg < W || sg % W !== 0) return false;
   const t = s.team;
@@ -237,19 +306,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const sums = groups.map((_, gi2) => (gi2 ? b.let(b.shuffle("idx", sum, base.add(gi2 * wpg)), "i32", "qxs") : sum));
   const store = () => {
     b.store(out, wi, word);
-    b.if(j.eq(u32(0)), () => {
-      const meta: Val[] = [runDx(b, amax).bitcast("u32")];
-      if (l.meta > 1) {
-        for (let i = 0; i < sums.length; i += 2) {
-          const lo = sums[i].bitcast("u32").and(0xffff);
-          meta.push(i + 1 < sums.length ? lo.or(sums[i + 1].bitcast("u32").shl(16)) : lo);
-        }
-        while (meta.length < l.meta) meta.push(u32(0));
-      }
-      const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
-      if (l.meta === 1) b.store(out, mAt, meta[0]);
-      else b.storev(out, mAt, meta);
-    });
+    b.if(j.eq(u32(0)), () => storeMeta(b, out, l, gi, runDx(b, amax), sums));
   };
   if (live) b.if(live, store);
   else store();

@@ -99,14 +99,14 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
       return;
     }
     const partial = lib.flashAttention(caps, { ...shape, split: fsplit, splits: fs });
-    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
+    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);
   }
   if ((opts.decodeFlash ?? DECODE_FLASH_DEFAULT) && R < MMA_MIN_ROWS && !lib.flashDecodeFits(caps, shape)) {
     // a warp per (row, KV head, chunk) on MMA tiles (kernels/lib/flash_decode.ts), then the combine
     const fs = Math.min(opts.attentionSplits ?? flashDecodeSplits(C, R * KVH), C);
     const stages = opts.attentionStages ?? (caps.staging ? DECODE_FLASH_STAGES : 0), prefetch = opts.attentionPrefetch ?? true;
     const partial = lib.flashDecodePartial(caps, { ...shape, splits: fs, prefetch, stages });
-    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
+    return partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits: fs }, partial, [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);
   }
   const splits = Math.min(opts.attentionSplits ?? attentionSplitCount(caps, C, R * H), C);
   const group = attentionGroup(opts, H / KVH);
@@ -123,17 +123,19 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
     return;
   }
-  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], bind(n.id), work);
+  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);
 }
 
 /** A split-K partial kernel into arena scratch [rows * heads, splits, hd + 2] (its last binding), then attentionCombine into out. */
 function partialsThenCombine(
-  cx: LowerContext, s: { rows: number; heads: number; hd: number; splits: number }, partial: Kernel, inputs: Binding[], out: Binding, work: Work,
+  cx: LowerContext, s: { rows: number; heads: number; hd: number; splits: number }, partial: Kernel, inputs: Binding[], node: number, work: Work,
 ): void {
+  const out = cx.bind(node);
   const bytes = s.rows * s.heads * s.splits * (s.hd + 2) * 4;
   const part: Binding = { buffer: cx.buf("arena", "attention-partials", bytes), offset: 0, bytes };
   cx.kernel(partial, [...inputs, part], work);
   cx.kernel(lib.attentionCombine(cx.caps, s), [part, out], { bytes: 2 * bytes, flops: bytes });
+  cx.combine = { node, step: cx.steps.length - 1, s, part };
 }
 
 /**
@@ -167,5 +169,5 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const flash = (cx.opts.pagedFlash ?? PAGED_FLASH_DEFAULT) && !lib.flashDecodeFits(caps, shape);
   if (splits <= 1 && !flash) return kernel(lib.pagedAttention(caps, { ...shape, group }), [...bindings, out], work);
   const partial = flash ? lib.pagedFlashPartial(caps, { ...shape, splits, stages: cx.opts.attentionStages }) : lib.pagedAttentionPartial(caps, { ...shape, splits, group });
-  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, partial, bindings, out, work);
+  partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, partial, bindings, n.id, work);
 }

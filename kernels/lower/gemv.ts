@@ -6,7 +6,7 @@
 import { hasXq } from "../../graph/ops/qdot.ts";
 import { byteSize } from "../../graph/dtype.ts";
 import { numel } from "../../graph/ir.ts";
-import type { Unit } from "../../graph/plan.ts";
+import { type Unit, viewSource } from "../../graph/plan.ts";
 import type { Binding } from "../program.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
@@ -31,6 +31,17 @@ export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q
  * tok/s): q4_k_m 470.0 / 373.0, q5_k_m 438.4 / 315.6, q4_0 484.5 / 404.8, q8_0 382.5 / 322.2.
  */
 export const XQ_PREP_DEFAULT: readonly string[] = XQ_DEFAULT;
+
+/**
+ * The split-K attention combine a prep of x may take in (CompileOptions.combinePrep, default on): the step just
+ * before, writing x's source for one row, which this unit alone reads, where lib.xqPrep can combine it.
+ */
+function combineInto(cx: LowerContext, x: number, s: { k: number; w: lib.QType; norm?: lib.GemvShape["norm"] }): LowerContext["combine"] {
+  const c = cx.combine, src = viewSource(cx.nodes, x);
+  if (cx.opts.combinePrep === false || !c || c.node !== src || c.step !== cx.steps.length - 1 || c.s.rows !== 1 || !cx.sole.has(src)) return undefined;
+  if (c.s.heads * c.s.hd !== s.k || !lib.xqPrepCombines(cx.caps, { ...s, combine: c.s })) return undefined;
+  return c;
+}
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
 export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): void {
@@ -79,8 +90,15 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     // x (and g) in, the quantized runs (and r) out; the gemv binds those in their place
     const w = wn.dtype as lib.QType, ins = norm ? 2 : 1, bytes = lib.xqLayout(w, K, !!norm).total * 4;
     const q: Binding = { buffer: cx.buf("arena", "xq-x", bytes), offset: 0, bytes };
-    const pk = lib.xqPrep(caps, { k: K, w, norm, team: norm ? lib.gemvTeam(caps, shape) : undefined });
-    kernel(pk, [...bindings.slice(0, ins), q], { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K });
+    const c = combineInto(cx, u.x, { k: K, w, norm });
+    if (c) {
+      // the attention's combine, the step just before, becomes this prep: x combined from its partials, never stored
+      cx.steps.pop();
+      kernel(lib.xqPrep(caps, { k: K, w, combine: c.s }), [c.part, q], { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K });
+    } else {
+      const pk = lib.xqPrep(caps, { k: K, w, norm, team: norm ? lib.gemvTeam(caps, shape) : undefined });
+      kernel(pk, [...bindings.slice(0, ins), q], { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K });
+    }
     bindings.splice(0, ins, q);
     reads.splice(0, ins);
   }

@@ -2,7 +2,7 @@
 // kernel and matmul.ts by rows, options and target, with the thresholds that choice uses; plus the matmul node
 // and the plan's matmul_residual unit. Batch-1 gemv units are kernels/lower/gemv.ts.
 import { type Node, numel } from "../../graph/ir.ts";
-import { type Plan, type Unit, unitInputs, viewSource } from "../../graph/plan.ts";
+import { type Plan, soleReads, type Unit, unitInputs, viewSource } from "../../graph/plan.ts";
 import { isBlock } from "../../graph/dtype.ts";
 import type { Caps } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
@@ -69,16 +69,14 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
   const out = new Map<number, GroupExpr>();
   if (opts.mmaPrepFuse === false) return out;
   const source = (id: number) => viewSource(nodes, id);
-  const readers = new Map<number, number>();
-  for (const u of p.units) for (const id of new Set(unitInputs(p.graph, u).map(source))) readers.set(id, (readers.get(id) ?? 0) + 1);
-  const kept = new Set([...p.outputs.map((o) => source(o.node)), ...p.stateCopies.map((c) => source(c.node))]);
+  const sole = soleReads(p);
   p.units.forEach((unit, i) => {
     const next = p.units[i + 1];
     // a fused group, or one elementwise node (lowered as a group of one)
     const u = unit.k === "node" && isElementwise(nodes[unit.node].op) ? elementwiseGroup(nodes[unit.node]) : unit;
     if (u.k !== "group" || !next) return;
     const root = nodes[u.group.root];
-    if (root.dtype !== "f32" || readers.get(root.id) !== 1 || kept.has(root.id)) return;
+    if (root.dtype !== "f32" || !sole.has(root.id)) return;
     const mm = next.k === "matmul_residual" ? nodes[next.matmul] : next.k === "node" && nodes[next.node].op === "matmul" ? nodes[next.node] : undefined;
     // x, and nothing else the reader binds (a residual, the weight)
     if (!mm || source(mm.inputs[0]) !== root.id || unitInputs(p.graph, next).filter((id) => source(id) === root.id).length !== 1) return;

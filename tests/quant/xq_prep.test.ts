@@ -21,7 +21,12 @@ import { compileGraph } from "../../kernels/lower.ts";
 import type { Program } from "../../kernels/program.ts";
 import { type Caps, JS_CAPS } from "../../kernels/target.ts";
 import type { GemvTune, Team } from "../../kernels/lib/mod.ts";
-import { xqLayout, xqPrep } from "../../kernels/lib/xq_prep.ts";
+import { xqLayout, xqPrep, xqPrepCombines } from "../../kernels/lib/xq_prep.ts";
+import { attentionCombine } from "../../kernels/lib/attention.ts";
+import { targetFor } from "../../cli/render.ts";
+import { SHAPES } from "../../bench/shapes.ts";
+import { familyOf } from "../../llm/registry.ts";
+import { syntheticLlama } from "../../llm/synthetic.ts";
 import { runKernel } from "../kernels/harness.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 import { opCases } from "../ops/cases.ts";
@@ -171,3 +176,67 @@ for (const [tag, dev] of devices) {
     assert.deepEqual(bad, []);
   });
 }
+
+// The o projection's prep with the split-K attention's combine in it (XqPrepShape.combine) against the combine
+// kernel then the plain prep, bit for bit: every XQ type the width allows, the decode shapes' heads x hd x splits
+// (the 8B's, qwen2.5-0.5b's) and a small one, partials with empty splits (m = -inf, l = 0, acc = 0) past a
+// random live count per item and values over 16 binades. Where both run (ptx plans fold it by default:
+// CompileOptions.combinePrep) tests/quant/xq_tokens.test.ts holds the tokens to llama.cpp's.
+const COMBINES = [{ heads: 32, hd: 128, splits: 32 }, { heads: 14, hd: 64, splits: 32 }, { heads: 4, hd: 64, splits: 5 }];
+for (const [tag, dev] of devices) {
+  const skip = typeof dev === "string" ? dev : !dev.target.caps.subgroups || dev.target.caps.subgroupSize < 32 ? "no subgroups of 32 lanes: a run's 16-32 values do not fit one (no fold there)"
+    : dev.target.backend === "wgpu" && !/llvmpipe|lavapipe/i.test(dev.target.device) ? "WGSL on a GPU may contract the combine's float code differently in two kernels (and wgpu plans do not fold it)"
+    : slowDevice(dev);
+  test(`${tag}: the prep that combines attention partials writes the combine-then-prep words bit for bit`, { skip, timeout: 600_000 }, async () => {
+    const d = dev as Device, caps = d.target.caps;
+    const bad: string[] = [];
+    let seed = 11, tried = 0;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    for (const s of COMBINES) {
+      const k = s.heads * s.hd, stride = s.hd + 2;
+      const part = new Float32Array(s.heads * s.splits * stride);
+      for (let it = 0; it < s.heads; it++) {
+        const live = 1 + Math.floor(rnd() * s.splits);
+        for (let sp = 0; sp < s.splits; sp++) {
+          const at = (it * s.splits + sp) * stride;
+          if (sp >= live) {
+            part[at] = -Infinity;
+            continue;
+          }
+          part[at] = (rnd() - 0.5) * 8;
+          part[at + 1] = 0.5 + rnd() * 16;
+          for (let i = 0; i < s.hd; i++) part[at + 2 + i] = (rnd() - 0.5) * 2 ** Math.floor(rnd() * 16 - 8);
+        }
+      }
+      const bytes = new Uint8Array(part.buffer);
+      const [, out] = await runKernel(d, attentionCombine(caps, s), [bytes.slice(), new Uint8Array(4 * k)]);
+      for (const w of QTYPES) {
+        if (!xqPrepCombines(caps, { k, w, combine: s })) continue;
+        tried++;
+        const total = xqLayout(w, k, false).total;
+        const words = async (kern: ReturnType<typeof xqPrep>, x: Uint8Array) => new Uint32Array((await runKernel(d, kern, [x, new Uint8Array(4 * total)]))[1].buffer.slice(0, 4 * total));
+        const [a, b] = [await words(xqPrep(caps, { k, w }), out.slice(0, 4 * k)), await words(xqPrep(caps, { k, w, combine: s }), bytes.slice())];
+        const i = a.findIndex((v, j) => v !== b[j]);
+        if (i >= 0) bad.push(`${w} k ${k} (${s.heads}x${s.hd}, ${s.splits} splits): word ${i} of ${total}: ${a[i]} apart, ${b[i]} combined`);
+      }
+    }
+    assert.ok(tried >= 6, `${tried} type x shape pairs ran`);
+    assert.deepEqual(bad, []);
+  });
+}
+
+test("a ptx decode plan folds the attention combine into the o projection's prep, and CompileOptions.combinePrep false does not", () => {
+  const t = targetFor("ptx"), c = SHAPES["llama-3.2-1b"];
+  const target = { ...t, caps: { ...t.caps, dot4: true } };
+  /** The three kernels after the first layer's attention partials. */
+  const after = (dtype: "q8_0" | "q4_k_m", combinePrep?: boolean) => {
+    const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype }).dtypeOf });
+    tracer.output("token", tracer.argmax(logits, 1));
+    const names = compileGraph(tracer.build(), target, combinePrep === undefined ? {} : { combinePrep }).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name.replace(/_l\d+r\d+u\d+t\d+$/, "")] : []));
+    const i = names.findIndex((n) => /^(flash_decode|attention_partial)/.test(n));
+    return names.slice(i + 1, i + 3);
+  };
+  assert.deepEqual(after("q8_0"), ["xq_prep_q8_0_k2048_combine_d64_s32", "gemv_q8_0x8p_k2048_n2048r"]);
+  assert.deepEqual(after("q4_k_m"), ["xq_prep_q4_k_k2048_combine_d64_s32", "gemv_q4_kx8p_k2048_n2048r"]);
+  assert.deepEqual(after("q8_0", false), ["attention_combine_i32_d64_s32", "xq_prep_q8_0_k2048"]);
+});
