@@ -9,7 +9,9 @@
 // ... in order and sums each chunk's squares as the gemv's do (chunkX), then reduces as its teams do (teamReduce):
 // the same Σx², so the same r. Two shapes, the same bits: where subgroups hold a run's words, an invocation per
 // int8x4 word over a grid (wordPrep; with a norm every workgroup is such a team and repeats the Σx²); else an
-// invocation per run, over a grid without a norm and one team with it.
+// invocation per run, over a grid without a norm and one team with it. A third takes x from split-K attention
+// partials, combining them as attentionCombine does (combinePrep: an invocation per value; the o projection's prep
+// in place of the combine kernel, CompileOptions.combinePrep).
 //
 // Layout of the buffer (u32 words; run i is chunk i of a weight row, blocks in order; xqLayout):
 //   [0, runs·W)             run i's int8x4 words at i·W: its groups' words in chunkGroups order (W = values / 4)
