@@ -53,7 +53,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * session 16: the 8B's q8_0 kernel 2.94 µs a layer against 2.5 + 0.78 for the two; decode within the calls'
    * ±2% spread either way (bench/decode.ts, 8B / 1B / qwen2.5-0.5b tok/s, before / after: q8_0 394.2 / 388.7,
    * 1571 / 1583, 1520 / 1550; q4_k_m 493.5 / 502.2, 1573 / 1552, 1457 / 1434). A first form, four values an
-   * invocation, cost 1-4% (fewer invocations, each a longer chain of loads).
+   * invocation, cost 1-4% on five of those six (fewer invocations, each a longer chain of loads).
    */
   combinePrep?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
