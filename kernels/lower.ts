@@ -168,6 +168,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * 1.345 on wgpu; at pos 1024 0.979 against 0.945 on Vulkan).
    */
   attentionSkipEmpty?: boolean;
+  /**
+   * The fused decode attention combines an item in its first workgroup, its partials in shared memory, while the
+   * item's chunks with positions all fall there (lib.attentionFused local: a short context; bit-identical either
+   * way). Default on.
+   */
+  attentionLocal?: boolean;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */

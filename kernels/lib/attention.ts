@@ -5,7 +5,7 @@
 // so this equals the masked full sweep up to float reassociation.
 // One team per (query row, head); lanes own contiguous slices of head_dim (vector loads), reduce the dot
 // product per position, and keep an online softmax (running max, sum and weighted V) in registers.
-import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import { kvTrips, rowLoader } from "./attention_rows.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
@@ -135,11 +135,11 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
  * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
  * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
  */
-export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean }): Kernel {
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean; local?: boolean }): Kernel {
   if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
   const why = attentionFusable(caps, s);
   if (why) throw new KernelError(`attention: no fused combine: ${why}`);
-  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false });
+  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false, local: s.local ?? true });
 }
 /**
  * Who counts a finished team in attentionFused: "lane" (default), every lane of it (splits * lanes atomics on
@@ -154,10 +154,17 @@ export type FusedCount = "lane" | "team";
  * past pos: 31 of 32 chunks at position 0) neither writes its partial nor counts, and the combine takes the
  * empty chunks' (m, l, acc) as (-inf, 0, 0), the values their partials would hold, without reading them: the
  * same operations on the same values, so still bit-identical to partial + combine.
+ * local (default on where a workgroup holds several teams of an item): while an item's chunks with positions all
+ * fall in its first workgroup (a short context: at most that many trips), that workgroup's teams leave their
+ * partials in shared memory, neither write nor count them, and after the barrier the workgroup combines them
+ * itself, the chunks past it taken as (-inf, 0, 0); the item's other workgroups do nothing. The same operations on
+ * the same values again (bit-identical), without the partials' trip through memory, the counting and the
+ * last team's reads. Past that, every team takes the path above.
  */
 interface Fused {
   count: FusedCount;
   skipEmpty: boolean;
+  local: boolean;
 }
 /** Why attentionFused cannot serve the shape on these caps, or "" (it can). */
 export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number }): string {
@@ -191,32 +198,49 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
-  const ws = combineWeights(b, part, base, splits, stride);
-  b.store(out, idx, combineDim(b, part, d, ws));
+  const ws = combineWeights(b, partSource(b, part, base, stride), splits);
+  b.store(out, idx, combineDim(b, d, ws));
   return b.build();
 }
 
+/**
+ * Where a combine reads an item's partials: split sp's (m, l) and its acc element d (d counts from the acc, past m
+ * and l). The combine's operations do not depend on it: the same values give the same bits.
+ */
+interface CombineSource {
+  ml(sp: number): Val[];
+  acc(sp: number, d: Val): Val;
+}
+/**
+ * An item's partials in `part` from word `base` on, `stride` words a split. With `active`, the splits from it on are
+ * empty and taken as (-inf, 0, 0), their loads discarded (split 0 never is: every item sees a position).
+ */
+function partSource(b: KernelBuilder, part: Buffer, base: Val, stride: number, active?: Val): CombineSource {
+  const at = (sp: number) => sp === 0 ? base : base.add(sp * stride);
+  return {
+    // one 8-byte load where the stride keeps pairs aligned (hd even)
+    ml: (sp) => {
+      const v = stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))];
+      if (!active || sp === 0) return v;
+      const has = b.let(active.gt(sp), "bool", "has");
+      return [b.let(has.select(v[0], f32(-Infinity)), "f32", "mi"), b.let(has.select(v[1], f32(0)), "f32", "li")];
+    },
+    acc: (sp, d) => {
+      const v = b.load(part, at(sp).add(d));
+      return active && sp > 0 ? active.gt(sp).select(v, f32(0)) : v;
+    },
+  };
+}
 interface CombineWeights {
-  at: (sp: number) => Val;
-  /** Splits below it hold partials; the others are empty (see Fused.skipEmpty). Undefined: all are read. */
-  active?: Val;
+  src: CombineSource;
   /** e^(m_s - M) per split. */
   w: Val[];
   /** sum_s w_s l_s */
   L: Val;
 }
-/** The splits' weights for one item whose partials start at word `base` (the combine's first half). */
-function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: number, stride: number, active?: Val): CombineWeights {
-  const at = (sp: number) => sp === 0 ? base : base.add(sp * stride);
-  // (m, l) of every split: one 8-byte load each where the stride keeps pairs aligned (hd even); an empty split's
-  // (-inf, 0) where the caller knows which are (split 0 never is: every item sees a position)
-  const load = (sp: number) => stride % 2 === 0 ? b.loadv(part, at(sp), 2) : [b.load(part, at(sp)), b.load(part, at(sp).add(1))];
-  const ml = Array.from({ length: splits }, (_, sp) => {
-    const v = load(sp);
-    if (!active || sp === 0) return v;
-    const has = b.let(active.gt(sp), "bool", "has");
-    return [b.let(has.select(v[0], f32(-Infinity)), "f32", "mi"), b.let(has.select(v[1], f32(0)), "f32", "li")];
-  });
+/** The splits' weights for one item (the combine's first half): every split's (m, l) loaded before any is used. */
+function combineWeights(b: KernelBuilder, src: CombineSource, splits: number): CombineWeights {
+  const ml = Array.from({ length: splits }, (_, sp) => src.ml(sp));
   const tree = (xs: Val[], f: (a: Val, c: Val) => Val): Val => {
     while (xs.length > 1) {
       const next: Val[] = [];
@@ -228,7 +252,7 @@ function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: numbe
   const M = b.let(tree(ml.map((v) => v[0]), (a, c) => a.max(c)), "f32", "M");
   const w = ml.map((v) => b.let(v[0].sub(M).exp(), "f32", "w")); // exp(-inf) = 0 for empty chunks
   const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
-  return { at, w, L, active };
+  return { src, w, L };
 }
 /**
  * Elements e, e + 1, ... e + n - 1 of attentionCombine's output (one item's: e % hd + n <= hd), from the partials in
@@ -236,20 +260,16 @@ function combineWeights(b: KernelBuilder, part: Buffer, base: Val, splits: numbe
  */
 export function combineAt(b: KernelBuilder, part: Buffer, s: { hd: number; splits: number }, e: Val, n: number): Val[] {
   const stride = s.hd + 2;
-  const ws = combineWeights(b, part, b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base"), s.splits, stride);
+  const ws = combineWeights(b, partSource(b, part, b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base"), stride), s.splits);
   const d = b.let(e.mod(s.hd).add(2), "u32", "d");
-  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, part, i ? d.add(i) : d, ws), "f32", "o"));
+  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, i ? d.add(i) : d, ws), "f32", "o"));
 }
 
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
-function combineDim(b: KernelBuilder, part: Buffer, d: Val, { at, w, L, active }: CombineWeights): Val {
+function combineDim(b: KernelBuilder, d: Val, { src, w, L }: CombineWeights): Val {
   const splits = w.length, parts: Val[] = [];
-  const acc = (sp: number) => {
-    const v = b.load(part, at(sp).add(d));
-    return active && sp > 0 ? active.gt(sp).select(v, f32(0)) : v;
-  };
   for (let s0 = 0; s0 < splits; s0 += 32) {
-    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => acc(s0 + j));
+    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => src.acc(s0 + j, d));
     parts.push(b.let(pairwise(accs.map((a, j) => w[s0 + j].mul(a))), "f32", "o"));
   }
   return pairwise(parts).div(L);
@@ -318,7 +338,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
     (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (s.prefetch && t.lanes > 1 ? "_pf" : "");
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
+  const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (S % W === 0 || W % S === 0);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
@@ -428,6 +450,11 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
   const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
   const filled = active ? b.let(start.lt(stop), "bool", "filled") : undefined;
+  // local: the item's chunks with positions all in its first workgroup (Fused.local), whose teams' partials stay there
+  const local = localOk && share && len ? b.let(len.add(share).sub(1).div(share).le(W), "bool", "local") : undefined;
+  const mem = local ? b.shared("attn_local", "f32", W * (hd + 2)) : undefined;
+  // the item's first slot in the workgroup (0 where an item spans workgroups)
+  const slot0 = local && S < W ? b.let(trow.sub(chunkIdx!).mod(W), "u32", "s0") : u32(0);
   for (const { it, qbase, m, l, acc } of hs) {
     mergeGroups(b, { m, l, acc }, lpp, t.lanes);
     // partials at (item, chunk): the ungrouped team's own row of the part buffer
@@ -453,10 +480,35 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
         else b.if(lane.eq(u32(0)), head);
       }
     };
-    if (filled) b.if(filled, writes);
-    else writes();
+    const global = () => (filled ? b.if(filled, writes) : writes());
+    if (local && mem) {
+      // a team of the first workgroup: its partial at its chunk's slot (empty chunks' too: their (-inf, 0, 0))
+      const sb = b.let(slot0.add(chunkIdx!).mul(hd + 2), "u32", "sb");
+      const toShared = () => {
+        const dims = () => {
+          for (let j = 0; j < nd; j++) {
+            const ok = valid(j), st = () => b.sstore(mem, sb.add(2).add(d0).add(j), acc[j]);
+            if (ok === true) st();
+            else b.if(ok, st);
+          }
+        };
+        if (G > 1) b.if(gi.eq(u32(0)), dims);
+        else dims();
+        b.if(lane.eq(u32(0)), () => {
+          b.sstore(mem, sb, m);
+          b.sstore(mem, sb.add(1), l);
+        });
+      };
+      b.if(local, () => b.if(chunkIdx!.lt(W), toShared), global);
+    } else global();
   }
-  if (final) fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled });
+  if (final) {
+    const per = Math.min(S, W); // an item's teams in the workgroup
+    const inWg = local && mem
+      ? { local, mem, per, slot0, first: chunkIdx!.lt(W), lid: b.let(chunkIdx!.mul(t.lanes).add(lane), "u32", "lid"), size: per * t.lanes }
+      : undefined;
+    fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled, local: inWg });
+  }
   return b.build();
 }
 
@@ -522,10 +574,18 @@ function mergeGroups(b: KernelBuilder, h: { m: Val; l: Val; acc: Val[] }, lpp: n
 /** attentionFused's tail: count the item's finished teams; its last one combines (see attentionFused). */
 function fuseCombine(
   b: KernelBuilder, part: Buffer, out: Buffer,
-  s: { item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number; count: FusedCount; active?: Val; filled?: Val },
+  s: {
+    item: Val; lane: Val; lanes: number; items: number; splits: number; hd: number; count: FusedCount; active?: Val; filled?: Val;
+    /**
+     * Fused.local: whether it holds (uniform in a workgroup), the partials in shared memory (`per` of the item's
+     * there from slot `slot0`), whether this team is in the item's first workgroup, and its invocations in the item's.
+     */
+    local?: { local: Val; mem: Shared; per: number; slot0: Val; first: Val; lid: Val; size: number };
+  },
 ): void {
-  const { item, lane, lanes, items, splits, hd, active, filled } = s, stride = hd + 2;
+  const { item, lane, lanes, items, splits, hd, active, filled, local } = s, stride = hd + 2;
   const counter = b.let(item.add(items * splits * stride), "u32", "ctr");
+  // (the barriers stay in uniform control flow, as WGSL wants: the local path counts nothing and combines after them)
   b.barrier("device"); // release: every lane's partial before any lane's count
   // Teams that count: all of them, or (skipEmpty) those with positions, `active` per item.
   const counted = active ?? u32(splits);
@@ -536,8 +596,13 @@ function fuseCombine(
     const seen = b.let(u32(0), "u32", "seen");
     const who = s.count === "team" ? lane.eq(u32(0)) : undefined;
     const cond = who && filled ? who.and(filled) : who ?? filled!;
-    b.if(cond, () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
+    b.if(local ? cond.and(local.local.not()) : cond, () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
     lastCount = seen.eq(s.count === "team" ? counted : counted.mul(lanes)).select(u32(1), u32(0));
+  } else if (local) {
+    // `seen`: 1 + the count before this lane's, 0 for a lane that did not count (never the last)
+    const seen = b.let(u32(0), "u32", "seen");
+    b.if(local.local.not(), () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
+    lastCount = seen.eq(splits * lanes).select(u32(1), u32(0));
   } else {
     const seen = b.atomicFetch(part, counter, "add", 1);
     lastCount = seen.eq(splits * lanes - 1).select(u32(1), u32(0));
@@ -546,17 +611,31 @@ function fuseCombine(
   const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
   b.if(last.eq(u32(1)), () => {
     const base = b.let(item.mul(splits * stride), "u32", "base");
-    const ws = combineWeights(b, part, base, splits, stride, active);
-    // a loop, not unrolled: the weights above are the bulk of the code (lavapipe's JIT time grows fast with it)
-    const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, part, d.add(2), ws));
-    if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));
-    else {
-      b.for(0, Math.ceil(hd / lanes), 1, (j) => {
-        const d = b.let(j.mul(lanes).add(lane), "u32", "d");
-        if (hd % lanes === 0) st(d);
-        else b.if(d.lt(hd), () => st(d));
-      });
-    }
+    storeCombined(b, out, item, hd, combineWeights(b, partSource(b, part, base, stride, active), splits), lane, lanes);
     b.if(lane.eq(u32(0)), () => b.atomic(part, counter, "and", 0));
   });
+  if (local) {
+    // the first workgroup combines its teams' partials, an invocation a dim; the chunks past it are empty
+    const { mem, per, slot0, first, lid, size } = local;
+    const sb = b.let(slot0.mul(stride), "u32", "lb");
+    const src: CombineSource = {
+      ml: (sp) => sp < per ? [b.sload(mem, sb.add(sp * stride)), b.sload(mem, sb.add(sp * stride + 1))] : [f32(-Infinity), f32(0)],
+      acc: (sp, d) => sp < per ? b.sload(mem, sb.add(d).add(sp * stride)) : f32(0),
+    };
+    b.if(local.local.and(first), () => storeCombined(b, out, item, hd, combineWeights(b, src, splits), lid, size));
+  }
+}
+
+/** An item's combined output, invocation `lane` of `lanes` taking dims lane, lane + lanes, ... */
+function storeCombined(b: KernelBuilder, out: Buffer, item: Val, hd: number, ws: CombineWeights, lane: Val, lanes: number): void {
+  // a loop, not unrolled: the weights are the bulk of the code (lavapipe's JIT time grows fast with it)
+  const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, d.add(2), ws));
+  if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));
+  else {
+    b.for(0, Math.ceil(hd / lanes), 1, (j) => {
+      const d = b.let(j.mul(lanes).add(lane), "u32", "d");
+      if (hd % lanes === 0) st(d);
+      else b.if(d.lt(hd), () => st(d));
+    });
+  }
 }

@@ -120,7 +120,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
     const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
     const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
-    kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+    kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty, local: opts.attentionLocal }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
     return;
   }
   partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
 import { JsDevice } from "../../backends/js/device.ts";
-import { JS_CAPS } from "../../kernels/target.ts";
+import { type Caps, JS_CAPS } from "../../kernels/target.ts";
 import * as lib from "../../kernels/lib/mod.ts";
 import { attentionCase, type AttnCfg } from "./cases.ts";
 import { assertCase } from "./harness.ts";
@@ -60,9 +60,23 @@ for (const [tag, dev] of Object.entries(devices)) {
   }
 }
 
+/**
+ * Whether attentionFused combines row r's items in their workgroup (Fused.local): a workgroup of W > 1 teams holds
+ * an item's chunks W at a time or whole items, and the row's chunks with positions number at most W.
+ */
+function combinesLocally(caps: Caps, c: AttnCfg & { splits: number; unroll?: number }, r: number): boolean {
+  const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, splits: c.splits, unroll: c.unroll };
+  const S = c.splits, W = lib.team(caps, { rows: c.rows * c.heads * S }).rows;
+  if (W <= 1 || (S % W !== 0 && W % S !== 0)) return false;
+  const len = c.pos + r + 1, trip = lib.attentionTrip(caps, s);
+  const live = Math.min(S, Math.max(1, Math.ceil(len / trip))), share = Math.ceil(len / live);
+  return Math.ceil(len / share) <= W;
+}
+
 // The fused kernel (lib.attentionFused: partials, a device barrier, a count per item, the last team combines)
 // against the two-kernel path on the same device: bit-identical (the same operations in the same order), run
-// twice so the second dispatch finds the counters its first zeroed. On the JS devices here, and on Vulkan and
+// twice so the second dispatch finds the counters its first zeroed; the cases take both the workgroup-local
+// combine (short contexts: the partials stay in shared memory) and the last team's. On the JS devices here, and on Vulkan and
 // WebGPU where present (the targets that use it; the counters and barriers are theirs to honour).
 
 const gpus = await Promise.all((["vulkan", "wgpu"] as const).map(async (n): Promise<[string, Device | string]> => [n, await openDevice(n)]));
@@ -111,6 +125,10 @@ for (const [tag, dev, count, skipEmpty] of counted) {
         ]);
         await d.synchronize(60_000);
         const want = await d.read(bufs[4], 0, outBytes);
+        // an item combined in its workgroup (Fused.local) leaves its partials as they were: NaN
+        const parts = new Float32Array((await d.read(fpart, 0, fpart.bytes)).slice().buffer);
+        const written = Array.from({ length: c.rows * c.heads }, (_, it) => !Number.isNaN(parts[it * c.splits * (c.hd + 2)]));
+        assert.deepEqual(written, Array.from({ length: c.rows * c.heads }, (_, it) => !combinesLocally(caps!, c, Math.floor(it / c.heads))), "which items took the workgroup-local combine");
         for (const round of [1, 2]) {
           const got = await d.read(fout, 0, outBytes);
           assert.deepEqual(got, want, `round ${round}: fused output differs`);
