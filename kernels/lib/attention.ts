@@ -199,7 +199,7 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
   const ws = combineWeights(b, partSource(b, part, base, stride), splits);
-  b.store(out, idx, combineDim(b, d, ws));
+  b.store(out, idx, combineDim(b, d, ws, splits));
   return b.build();
 }
 
@@ -210,6 +210,12 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
 interface CombineSource {
   ml(sp: number): Val[];
   acc(sp: number, d: Val): Val;
+  /**
+   * Splits from this one on are empty (-inf, 0, 0) and not read (a power of two, at most 32; default all are read).
+   * The sums over the splits' balanced trees then are the trees of the first `real` plus one +0 (a subtree of
+   * zeros is +0, and x + 0 + 0 = x + 0), the max is theirs: the same bits, without the empty splits' work.
+   */
+  real?: number;
 }
 /**
  * An item's partials in `part` from word `base` on, `stride` words a split. With `active`, the splits from it on are
@@ -240,7 +246,7 @@ interface CombineWeights {
 }
 /** The splits' weights for one item (the combine's first half): every split's (m, l) loaded before any is used. */
 function combineWeights(b: KernelBuilder, src: CombineSource, splits: number): CombineWeights {
-  const ml = Array.from({ length: splits }, (_, sp) => src.ml(sp));
+  const ml = Array.from({ length: src.real ?? splits }, (_, sp) => src.ml(sp));
   const tree = (xs: Val[], f: (a: Val, c: Val) => Val): Val => {
     while (xs.length > 1) {
       const next: Val[] = [];
@@ -251,8 +257,14 @@ function combineWeights(b: KernelBuilder, src: CombineSource, splits: number): C
   };
   const M = b.let(tree(ml.map((v) => v[0]), (a, c) => a.max(c)), "f32", "M");
   const w = ml.map((v) => b.let(v[0].sub(M).exp(), "f32", "w")); // exp(-inf) = 0 for empty chunks
-  const L = b.let(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), "f32", "L");
+  const L = b.let(padded(pairwise(ml.map((v, sp) => w[sp].mul(v[1]))), splits, src.real), "f32", "L");
   return { src, w, L };
+}
+/** A sum over `splits` splits of which the first `real` were summed: plus +0 where empty ones were left out (CombineSource.real). */
+function padded(sum: Val, splits: number, real?: number): Val {
+  if (real === undefined || real >= splits) return sum;
+  if (!(real >= 1 && real <= 32 && (real & (real - 1)) === 0)) throw new KernelError(`attention combine: ${real} real splits (a power of two up to 32)`);
+  return sum.add(f32(0));
 }
 /**
  * Elements e, e + 1, ... e + n - 1 of attentionCombine's output (one item's: e % hd + n <= hd), from the partials in
@@ -262,17 +274,17 @@ export function combineAt(b: KernelBuilder, part: Buffer, s: { hd: number; split
   const stride = s.hd + 2;
   const ws = combineWeights(b, partSource(b, part, b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base"), stride), s.splits);
   const d = b.let(e.mod(s.hd).add(2), "u32", "d");
-  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, i ? d.add(i) : d, ws), "f32", "o"));
+  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, i ? d.add(i) : d, ws, s.splits), "f32", "o"));
 }
 
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
-function combineDim(b: KernelBuilder, d: Val, { src, w, L }: CombineWeights): Val {
-  const splits = w.length, parts: Val[] = [];
-  for (let s0 = 0; s0 < splits; s0 += 32) {
-    const accs = Array.from({ length: Math.min(32, splits - s0) }, (_, j) => src.acc(s0 + j, d));
+function combineDim(b: KernelBuilder, d: Val, { src, w, L }: CombineWeights, splits: number): Val {
+  const parts: Val[] = [];
+  for (let s0 = 0; s0 < w.length; s0 += 32) {
+    const accs = Array.from({ length: Math.min(32, w.length - s0) }, (_, j) => src.acc(s0 + j, d));
     parts.push(b.let(pairwise(accs.map((a, j) => w[s0 + j].mul(a))), "f32", "o"));
   }
-  return pairwise(parts).div(L);
+  return padded(pairwise(parts), splits, src.real).div(L);
 }
 
 /**
@@ -339,7 +351,8 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
     (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (s.prefetch && t.lanes > 1 ? "_pf" : "");
   // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
-  const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (S % W === 0 || W % S === 0);
+  // (where an item spans workgroups, W is the combine's real splits: a power of two up to 32, CombineSource.real)
+  const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
   const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
@@ -611,7 +624,7 @@ function fuseCombine(
   const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
   b.if(last.eq(u32(1)), () => {
     const base = b.let(item.mul(splits * stride), "u32", "base");
-    storeCombined(b, out, item, hd, combineWeights(b, partSource(b, part, base, stride, active), splits), lane, lanes);
+    storeCombined(b, out, item, hd, splits, combineWeights(b, partSource(b, part, base, stride, active), splits), lane, lanes);
     b.if(lane.eq(u32(0)), () => b.atomic(part, counter, "and", 0));
   });
   if (local) {
@@ -619,17 +632,18 @@ function fuseCombine(
     const { mem, per, slot0, first, lid, size } = local;
     const sb = b.let(slot0.mul(stride), "u32", "lb");
     const src: CombineSource = {
-      ml: (sp) => sp < per ? [b.sload(mem, sb.add(sp * stride)), b.sload(mem, sb.add(sp * stride + 1))] : [f32(-Infinity), f32(0)],
-      acc: (sp, d) => sp < per ? b.sload(mem, sb.add(d).add(sp * stride)) : f32(0),
+      ml: (sp) => [b.sload(mem, sb.add(sp * stride)), b.sload(mem, sb.add(sp * stride + 1))],
+      acc: (sp, d) => b.sload(mem, sb.add(d).add(sp * stride)),
+      real: per,
     };
-    b.if(local.local.and(first), () => storeCombined(b, out, item, hd, combineWeights(b, src, splits), lid, size));
+    b.if(local.local.and(first), () => storeCombined(b, out, item, hd, splits, combineWeights(b, src, splits), lid, size));
   }
 }
 
 /** An item's combined output, invocation `lane` of `lanes` taking dims lane, lane + lanes, ... */
-function storeCombined(b: KernelBuilder, out: Buffer, item: Val, hd: number, ws: CombineWeights, lane: Val, lanes: number): void {
+function storeCombined(b: KernelBuilder, out: Buffer, item: Val, hd: number, splits: number, ws: CombineWeights, lane: Val, lanes: number): void {
   // a loop, not unrolled: the weights are the bulk of the code (lavapipe's JIT time grows fast with it)
-  const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, d.add(2), ws));
+  const st = (d: Val) => b.store(out, item.mul(hd).add(d), combineDim(b, d.add(2), ws, splits));
   if (hd <= lanes) b.if(lane.lt(hd), () => st(lane));
   else {
     b.for(0, Math.ceil(hd / lanes), 1, (j) => {

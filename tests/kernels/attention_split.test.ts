@@ -62,12 +62,13 @@ for (const [tag, dev] of Object.entries(devices)) {
 
 /**
  * Whether attentionFused combines row r's items in their workgroup (Fused.local): a workgroup of W > 1 teams holds
- * an item's chunks W at a time or whole items, and the row's chunks with positions number at most W.
+ * whole items, or an item's chunks W at a time (W a power of two up to 32), and the row's chunks with positions
+ * number at most W.
  */
 function combinesLocally(caps: Caps, c: AttnCfg & { splits: number; unroll?: number }, r: number): boolean {
   const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, splits: c.splits, unroll: c.unroll };
   const S = c.splits, W = lib.team(caps, { rows: c.rows * c.heads * S }).rows;
-  if (W <= 1 || (S % W !== 0 && W % S !== 0)) return false;
+  if (W <= 1 || (W % S !== 0 && (S % W !== 0 || W > 32 || (W & (W - 1)) !== 0))) return false;
   const len = c.pos + r + 1, trip = lib.attentionTrip(caps, s);
   const live = Math.min(S, Math.max(1, Math.ceil(len / trip))), share = Math.ceil(len / live);
   return Math.ceil(len / share) <= W;
