@@ -171,9 +171,19 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /**
    * The fused decode attention combines an item in its first workgroup, its partials in shared memory, while the
    * item's chunks with positions all fall there (lib.attentionFused local: a short context; bit-identical either
-   * way). Default on.
+   * way). Default on. H200 (session 18, `bench/kernels.ts --wall --backend vulkan,vulkan:no-attention-local`, ms a
+   * token, qwen2.5-0.5b / 1B): pos 64 0.789 / 0.957 against 0.884 / 1.031; pos 400 0.918 / 1.042 against 0.908 /
+   * 1.044; pos 1024 0.959 / 1.096 against 0.943 / 1.088; pos 1900 0.962 / 1.105 against 0.966 / 1.079 (past the
+   * reach of the local combine, 256 positions at these shapes, the kernel costs ~1-2% more).
    */
   attentionLocal?: boolean;
+  /**
+   * Invocations a workgroup of the fused decode attention (lib.attentionFused wg); default the library's (256: 8
+   * teams of 32 lanes). H200 Vulkan, session 18 (`bench/kernels.ts --wall --backend vulkan,vulkan:attention-wg512,
+   * vulkan:attention-wg1024`, ms a token, qwen2.5-0.5b / 1B): pos 64 0.789 / 0.957, 0.833 / 0.991, 0.963 / 1.076;
+   * pos 400 0.918 / 1.042, 0.869 / 0.999, 1.009 / 1.111; pos 1024 0.959 / 1.096, 0.977 / 1.108, 1.147 / 1.194.
+   */
+  attentionWorkgroup?: number;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */

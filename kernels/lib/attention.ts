@@ -135,11 +135,11 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
  * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
  * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
  */
-export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean; local?: boolean }): Kernel {
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean; local?: boolean; wg?: number }): Kernel {
   if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
   const why = attentionFusable(caps, s);
   if (why) throw new KernelError(`attention: no fused combine: ${why}`);
-  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false, local: s.local ?? true });
+  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false, local: s.local ?? true, wg: s.wg });
 }
 /**
  * Who counts a finished team in attentionFused: "lane" (default), every lane of it (splits * lanes atomics on
@@ -165,10 +165,12 @@ interface Fused {
   count: FusedCount;
   skipEmpty: boolean;
   local: boolean;
+  /** Invocations a workgroup (team()'s default where undefined): its teams, so how deep the local combine reaches. */
+  wg?: number;
 }
 /** Why attentionFused cannot serve the shape on these caps, or "" (it can). */
-export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number }): string {
-  const teams = (s.rows ?? 1) * s.heads * s.splits, t = team(caps, { rows: teams });
+export function attentionFusable(caps: Caps, s: { rows?: number; heads: number; splits: number; wg?: number }): string {
+  const teams = (s.rows ?? 1) * s.heads * s.splits, t = team(caps, { rows: teams, wg: s.wg });
   if (t.lanes <= 1 || t.shared || t.sgs !== 1) return "teams are not subgroups";
   if (teams % t.rows !== 0) return `${teams} teams do not fill workgroups of ${t.rows}`;
   return "";
@@ -344,7 +346,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const items = rows * heads;
   const S = Math.max(1, splits);
   const teams = (items / gq) * S;
-  const t = team(caps, { rows: teams });
+  const t = team(caps, { rows: teams, wg: fusedAs?.wg });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
@@ -353,7 +355,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
   // (where an item spans workgroups, W is the combine's real splits: a power of two up to 32, CombineSource.real)
   const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}${fusedAs.wg ? `_wg${fusedAs.wg}` : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");

@@ -115,12 +115,12 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     return;
   }
   // Flash-decoding: chunks of positions in parallel, then a combine. Empty chunks (past pos) cost nothing.
-  if (fusesTails(cx) && !lib.attentionFusable(caps, { rows: R, heads: H, splits })) {
+  if (fusesTails(cx) && !lib.attentionFusable(caps, { rows: R, heads: H, splits, wg: opts.attentionWorkgroup })) {
     // the partials and the counters persist between steps (the counters are zero between dispatches): State,
     // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
     const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
     const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
-    kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty, local: opts.attentionLocal }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+    kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty, local: opts.attentionLocal, wg: opts.attentionWorkgroup }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
     return;
   }
   partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);
