@@ -16,9 +16,10 @@ export {
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
-  attention, attentionCombine, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape, type FusedCount,
-  attentionSplits, attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
+  attention, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape, type FusedCount, attentionSplits,
+  attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
+export { attentionCombine } from "./attention_combine.ts";
 export { flashDecodeFits, flashDecodePartial, pagedFlashPartial } from "./flash_decode.ts";
 export { argmaxChunks, argmaxCombine, argmaxFusable, argmaxFused, argmaxFusedBytes, argmaxPartial } from "./argmax.ts";
 export { argmax, layernorm, type NormShape, rmsnorm, softmax } from "./rows.ts";

@@ -25,7 +25,7 @@ import type { Caps } from "../target.ts";
 import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
 import { chunkGroups, QLAYOUT, type QType, quantizeRun, quantizeWord, runDx, runScale, tree, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { XQ_RUNS } from "../../graph/ops/qdot.ts";
-import { combineAt } from "./attention.ts";
+import { combineAt } from "./attention_combine.ts";
 
 export interface XqLayout {
   /** Runs of x: chunks of a weight row. */

@@ -20,7 +20,7 @@ import { checkCase } from "./harness.ts";
 import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
 import { flashPrepBytes, flashPrepKV, flashStaged } from "../../kernels/lib/flash_staged.ts";
-import { attentionCombine } from "../../kernels/lib/attention.ts";
+import { attentionCombine } from "../../kernels/lib/attention_combine.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 
 export type MmaCaseShape = Omit<MmaMatmulShape, "name">;

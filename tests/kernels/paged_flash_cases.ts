@@ -10,7 +10,7 @@
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { KernelFault } from "../../backends/errors.ts";
 import type { Caps } from "../../kernels/target.ts";
-import { attentionCombine } from "../../kernels/lib/attention.ts";
+import { attentionCombine } from "../../kernels/lib/attention_combine.ts";
 import { flashDecodePartial, pagedFlashPartial } from "../../kernels/lib/flash_decode.ts";
 import { type AttnCfg, attentionCase, type KernelCase } from "./cases.ts";
 import { runPartialCombine } from "./mma_cases.ts";

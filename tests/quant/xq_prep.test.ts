@@ -22,7 +22,7 @@ import type { Program } from "../../kernels/program.ts";
 import { type Caps, JS_CAPS } from "../../kernels/target.ts";
 import type { GemvTune, Team } from "../../kernels/lib/mod.ts";
 import { xqLayout, xqPrep, xqPrepCombines } from "../../kernels/lib/xq_prep.ts";
-import { attentionCombine } from "../../kernels/lib/attention.ts";
+import { attentionCombine } from "../../kernels/lib/attention_combine.ts";
 import { targetFor } from "../../cli/render.ts";
 import { SHAPES } from "../../bench/shapes.ts";
 import { familyOf } from "../../llm/registry.ts";
