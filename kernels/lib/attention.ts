@@ -357,10 +357,11 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     done();
   });
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
-  const active = fusedAs?.skipEmpty && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
+  const withPositions = (fusedAs?.skipEmpty || localOk) && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
+  const active = fusedAs?.skipEmpty ? withPositions : undefined;
   const filled = active ? b.let(start.lt(stop), "bool", "filled") : undefined;
   // local: the item's chunks with positions all in its first workgroup (Fused.local), whose teams' partials stay there
-  const local = localOk && share && len ? b.let(len.add(share).sub(1).div(share).le(W), "bool", "local") : undefined;
+  const local = localOk && withPositions ? b.let(withPositions.le(W), "bool", "local") : undefined;
   const mem = local ? b.shared("attn_local", "f32", W * (hd + 2)) : undefined;
   // the item's first slot in the workgroup (0 where an item spans workgroups)
   const slot0 = local && S < W ? b.let(trow.sub(chunkIdx!).mod(W), "u32", "s0") : u32(0);
@@ -368,47 +369,33 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     mergeGroups(b, { m, l, acc }, lpp, t.lanes);
     // partials at (item, chunk): the ungrouped team's own row of the part buffer
     const obase = splits ? b.let((gq === 1 ? trow : it.mul(S).add(chunkIdx!)).mul(hd + 2), "u32", "ob") : qbase;
-    const dims = splits ? obase.add(2) : obase;
-    const writeDims = () => {
-      for (let j = 0; j < nd; j++) {
-        const ok = valid(j);
-        const st = () => b.store(out, dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
-        if (ok === true) st();
-        else b.if(ok, st);
-      }
-    };
-    const writes = () => {
+    /** The head's output, or its partial [m, l, acc] from word `at` on, through `st` (into `out` or shared memory). */
+    const writes = (st: (at: Val, v: Val) => void, at: Val) => {
+      const dims = splits ? at.add(2) : at;
+      const writeDims = () => {
+        for (let j = 0; j < nd; j++) {
+          const ok = valid(j), one = () => st(dims.add(d0).add(j), splits ? acc[j] : acc[j].div(l));
+          if (ok === true) one();
+          else b.if(ok, one);
+        }
+      };
       if (G > 1) b.if(gi.eq(u32(0)), writeDims);
       else writeDims();
       if (splits) {
         const head = () => {
-          b.store(out, obase, m);
-          b.store(out, obase.add(1), l);
+          st(at, m);
+          st(at.add(1), l);
         };
         if (t.lanes === 1) head();
         else b.if(lane.eq(u32(0)), head);
       }
     };
-    const global = () => (filled ? b.if(filled, writes) : writes());
+    const toOut = () => writes((i, v) => b.store(out, i, v), obase);
+    const global = () => (filled ? b.if(filled, toOut) : toOut());
     if (local && mem) {
       // a team of the first workgroup: its partial at its chunk's slot (empty chunks' too: their (-inf, 0, 0))
       const sb = b.let(slot0.add(chunkIdx!).mul(hd + 2), "u32", "sb");
-      const toShared = () => {
-        const dims = () => {
-          for (let j = 0; j < nd; j++) {
-            const ok = valid(j), st = () => b.sstore(mem, sb.add(2).add(d0).add(j), acc[j]);
-            if (ok === true) st();
-            else b.if(ok, st);
-          }
-        };
-        if (G > 1) b.if(gi.eq(u32(0)), dims);
-        else dims();
-        b.if(lane.eq(u32(0)), () => {
-          b.sstore(mem, sb, m);
-          b.sstore(mem, sb.add(1), l);
-        });
-      };
-      b.if(local, () => b.if(chunkIdx!.lt(W), toShared), global);
+      b.if(local, () => b.if(chunkIdx!.lt(W), () => writes((i, v) => b.sstore(mem, i, v), sb)), global);
     } else global();
   }
   if (final) {
