@@ -56,6 +56,10 @@ export interface StepResult {
 /** A step launched by Engine.launch and not yet finished. */
 export interface Launched {
   readonly id: EntryId;
+  /** The entry's instance it ran on (StepOptions.instance). */
+  readonly instance: number;
+  /** The engine's count of launches when this one was enqueued: a synchronize after it covers it. */
+  readonly seq: number;
   /** performance.now() when the launch began (hostMicros counts from here). */
   readonly t0: number;
   /** performance.now() once the work was enqueued (the device time estimate counts from here). */
@@ -76,7 +80,19 @@ export interface StepOptions {
    * times are at least PARK_MARGIN_MS + PARK_MIN_MS.
    */
   park?: boolean;
+  /**
+   * The entry's instance to run (default 0). Instances share the entry's program, weights, State and scratch
+   * buffers but each has its own slot and readback buffers and its own recording, so several launches of one
+   * entry can be in flight at once (`launch` them all, then `finish` each in order): a step whose input the
+   * device feeds itself (a decode step reading the token the previous one sampled, StepShape.feed) need not wait
+   * for the host to read that token. Steps run in launch order on the device's one queue, so the scratch they
+   * share is never used by two at once. Instance i is recorded the first time it is launched.
+   */
+  instance?: number;
 }
+
+/** Most instances an entry may have (StepOptions.instance): each is a recording and its slot and readback buffers. */
+export const MAX_INSTANCES = 64;
 
 /** A park ends this long before the device is expected to finish (Deno's timers fire up to ~2.5 ms late). */
 export const PARK_MARGIN_MS = 3;
@@ -135,16 +151,24 @@ interface StateBuf {
   users: Set<EntryId>;
 }
 
+/** One recording of an entry's program, with its buffers (see StepOptions.instance). */
+interface Instance {
+  /** Device buffer of each program buffer (weights and State shared with other entries). */
+  bufs: DeviceBuffer[];
+  /** Buffers this instance owns and frees on removal. */
+  own: DeviceBuffer[];
+  steps: GroupStep[];
+  rec: Recording;
+}
+
 interface Entry {
   id: EntryId;
   key: EntryKey;
   program: Program;
-  /** Device buffer of each program buffer (weights and State shared with other entries). */
-  bufs: DeviceBuffer[];
-  /** Buffers this entry owns and frees on removal. */
-  own: DeviceBuffer[];
-  steps: GroupStep[];
-  rec: Recording;
+  /** Instance 0 first; more are made on demand and share instance 0's buffers but slots and readbacks. */
+  inst: Instance[];
+  /** Each kernel of the program compiled once for all instances. */
+  compiled: Map<object, CompiledKernel>;
   needsReset: boolean;
   bytes: number;
   /**
@@ -188,6 +212,9 @@ export class Engine<D extends Device> implements Executor {
   private nextId = 1;
   private replays = 0;
   private steps = 0;
+  /** Launches so far, and how many of them the latest synchronize covered (Launched.seq). */
+  private launches = 0;
+  private synced = 0;
   private readonly recent: number[] = [];
   private readonly recentWait: number[] = [];
   /** Milliseconds the last collect spent in synchronize, and when that synchronize returned. */
@@ -291,7 +318,9 @@ export class Engine<D extends Device> implements Executor {
       this.weights.set(role, buf);
       opts.onTensor?.(++done, roles.length, doneBytes, totalBytes);
     }
+    const upTo = this.launches;
     await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
+    this.synced = upTo;
   }
 
   addEntry(key: EntryKey, graph: Graph): EntryId {
@@ -300,12 +329,32 @@ export class Engine<D extends Device> implements Executor {
     if (known !== undefined) return known;
     const program = this.compileProgram(graph, this.device.target);
     const id = this.nextId++;
+    try {
+      const compiled = new Map<object, CompiledKernel>();
+      const inst = this.instance(key, id, program, undefined, compiled);
+      const e: Entry = { id, key, program, inst: [inst], compiled, needsReset: false, bytes: inst.own.reduce((a, b) => a + b.bytes, 0), deviceMs: [0, 0] };
+      this.entries.set(id, e);
+      this.byKey.set(key, id);
+      return id;
+    } catch (err) {
+      for (const s of this.state.values()) s.users.delete(id);
+      throw err;
+    }
+  }
+
+  /**
+   * Allocates an instance's buffers and records its steps. `first`: instance 0, whose weights, State and
+   * scratch buffers a later instance binds (it allocates only slots and readbacks of its own); `compiled`: the
+   * kernels compiled so far for the entry. On failure, frees what it allocated and throws.
+   */
+  private instance(key: EntryKey, id: EntryId, program: Program, first: Instance | undefined, compiled: Map<object, CompiledKernel>): Instance {
     const bufs: DeviceBuffer[] = [];
     const own: DeviceBuffer[] = [];
-    let bytes = 0;
     try {
       for (const b of program.buffers) {
-        if (b.kind === "weight") {
+        if (first && b.kind !== "slot" && b.kind !== "readback") {
+          bufs[b.id] = first.bufs[b.id];
+        } else if (b.kind === "weight") {
           const w = this.weights.get(b.name);
           if (!w) throw new Unsupported(`entry ${key}: weight ${b.name} is not bound by the weight map`);
           if (w.bytes < b.bytes) throw new Unsupported(`entry ${key}: weight ${b.name} has ${w.bytes} bytes, plan needs ${b.bytes}`);
@@ -324,13 +373,11 @@ export class Engine<D extends Device> implements Executor {
         } else {
           const usage = b.kind === "slot" ? "upload" : b.kind === "readback" ? "readback" : "device";
           const buf = this.device.alloc(Math.max(b.bytes, 4), usage);
+          own.push(buf);
           if (b.init) this.device.write(buf, 0, b.init);
           bufs[b.id] = buf;
-          own.push(buf);
-          bytes += buf.bytes;
         }
       }
-      const compiled = new Map<object, CompiledKernel>();
       const steps: GroupStep[] = program.steps.map((s) => {
         const bind = (x: { buffer: number; offset: number; bytes: number }) => ({ buffer: bufs[x.buffer], offset: x.offset, bytes: x.bytes });
         if (s.k === "copy") return { k: "copy", src: bind(s.src), dst: bind(s.dst), work: s.work };
@@ -339,16 +386,22 @@ export class Engine<D extends Device> implements Executor {
         if (!c) compiled.set(s.kernel, c = this.device.compile(s.kernel));
         return { k: "kernel", compiled: c, bindings: s.bindings.map(bind), grid: s.grid, work: s.work };
       });
-      const rec = this.deviceFor(steps).record(steps);
-      const e: Entry = { id, key, program, bufs, own, steps, rec, needsReset: false, bytes, deviceMs: [0, 0] };
-      this.entries.set(id, e);
-      this.byKey.set(key, id);
-      return id;
+      return { bufs, own, steps, rec: this.deviceFor(steps).record(steps) };
     } catch (err) {
       if (this.poisoned === undefined) for (const b of own) this.device.free(b);
-      for (const s of this.state.values()) s.users.delete(id);
       throw err;
     }
+  }
+
+  /** Instance `i` of an entry, recorded now if it is new. */
+  private instanceOf(e: Entry, i: number): Instance {
+    if (!(Number.isInteger(i) && i >= 0 && i < MAX_INSTANCES)) throw new ExecError(`entry ${e.key}: instance ${i} is not an integer in [0, ${MAX_INSTANCES})`);
+    while (e.inst.length <= i) {
+      const inst = this.instance(e.key, e.id, e.program, e.inst[0], e.compiled);
+      e.inst.push(inst);
+      e.bytes += inst.own.reduce((a, b) => a + b.bytes, 0);
+    }
+    return e.inst[i];
   }
 
   /**
@@ -358,7 +411,7 @@ export class Engine<D extends Device> implements Executor {
    */
   recordPart(id: EntryId, keep: (s: GroupStep) => boolean): Recording {
     this.live();
-    const steps = this.entry(id).steps.filter(keep);
+    const steps = this.entry(id).inst[0].steps.filter(keep);
     return this.deviceFor(steps).record(steps);
   }
 
@@ -390,6 +443,8 @@ export class Engine<D extends Device> implements Executor {
     const e = this.entry(id);
     if (e.needsReset) throw new NeedsReset(id);
     const t0 = performance.now();
+    const instance = opts.instance ?? 0;
+    const inst = this.instanceOf(e, instance);
     for (const p of e.program.slots) {
       const v = slots[p.name];
       if (v === undefined) throw new ExecError(`entry ${e.key}: slot ${p.name} has no value`);
@@ -399,36 +454,41 @@ export class Engine<D extends Device> implements Executor {
       if (prefix ? data.byteLength > want || data.byteLength % byteSize(p.dtype, 1) !== 0 : data.byteLength !== want) {
         throw new ExecError(`entry ${e.key}: slot ${p.name} needs ${prefix ? "at most " : ""}${want} bytes, got ${data.byteLength}`);
       }
-      if (data.byteLength) this.device.write(e.bufs[p.buffer], p.offset, data);
+      if (data.byteLength) this.device.write(inst.bufs[p.buffer], p.offset, data);
     }
     // From here on the device may have written State: any failure leaves the entry needing a reset.
     try {
-      if (opts.eager) this.deviceFor(e.steps).run(e.steps);
-      else this.device.replay(e.rec);
+      if (opts.eager) this.deviceFor(inst.steps).run(inst.steps);
+      else this.device.replay(inst.rec);
       this.replays++;
     } catch (err) {
       this.spoil(e);
       throw err;
     }
     const tRun = performance.now();
-    return { id, t0, tRun, park: opts.park ?? false };
+    return { id, instance, seq: ++this.launches, t0, tRun, park: opts.park ?? false };
   }
 
-  /** The second half of step: waits (bounded) for a launch's work and reads its outputs back. */
+  /**
+   * The second half of step: waits (bounded) for a launch's work and reads its outputs back. Launches in
+   * flight together finish in launch order; the first waits for the device (all enqueued work), the later ones
+   * only read their outputs.
+   */
   async finish(l: Launched): Promise<StepResult> {
     const e = this.entry(l.id), t0 = l.t0, tRun = l.tRun;
     try {
       const parkMs = l.park && this.device.autonomous ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
       if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
       const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
+      const waits = l.seq > this.synced;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
-      const outputs = await this.bounded("synchronize", this.collect(e));
-      const hostMicros = (performance.now() - t0) * 1000, waitMicros = this.lastWait * 1000;
+      const outputs = await this.bounded("synchronize", this.collect(e, l));
+      const hostMicros = (performance.now() - t0) * 1000, waitMicros = waits ? this.lastWait * 1000 : 0;
       // A wait that found the device already done after a park says only that the device took less than the
       // park: the estimate halves (parking too long delays every token; too short only overlaps less), else the
-      // step's time is what was seen.
+      // step's time is what was seen (not by a launch that another's wait covered: its time is not its own).
       if (parkedMicros > 0 && this.lastWait < 0.2) e.deviceMs = [e.deviceMs[0] / 2, e.deviceMs[1] / 2];
-      else e.deviceMs = [e.deviceMs[1], Math.max(0, this.lastSyncEnd - tRun)];
+      else if (waits) e.deviceMs = [e.deviceMs[1], Math.max(0, this.lastSyncEnd - tRun)];
       this.steps++;
       this.recent.push(hostMicros);
       this.recentWait.push(waitMicros);
@@ -449,15 +509,21 @@ export class Engine<D extends Device> implements Executor {
     for (const s of this.state.values()) if (s.users.has(e.id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
   }
 
-  private async collect(e: Entry): Promise<Record<string, HostArray>> {
-    const w0 = performance.now();
-    await this.device.synchronize(this.timeoutMs);
-    this.lastSyncEnd = performance.now();
-    this.lastWait = this.lastSyncEnd - w0;
+  private async collect(e: Entry, l: Launched): Promise<Record<string, HostArray>> {
+    // A synchronize waits for everything enqueued before it: a launch it covered needs no other (on WebGPU a
+    // synchronize with nothing submitted waits out Deno's 10 ms timer).
+    if (l.seq > this.synced) {
+      const w0 = performance.now(), upTo = this.launches;
+      await this.device.synchronize(this.timeoutMs);
+      this.synced = upTo;
+      this.lastSyncEnd = performance.now();
+      this.lastWait = this.lastSyncEnd - w0;
+    }
+    const bufs = e.inst[l.instance].bufs;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
-      outputs[p.name] = hostArray(p.dtype, await this.device.read(e.bufs[p.buffer], p.offset, n));
+      outputs[p.name] = hostArray(p.dtype, await this.device.read(bufs[p.buffer], p.offset, n));
     }
     return outputs;
   }
@@ -468,7 +534,9 @@ export class Engine<D extends Device> implements Executor {
     const s = this.state.get(name);
     if (!s) throw new ExecError(`no state ${name}`);
     const read = async () => {
+      const upTo = this.launches;
       await this.device.synchronize(this.timeoutMs);
+      this.synced = upTo;
       return await this.device.read(s.buf, 0, s.bytes);
     };
     return await this.bounded("synchronize", read());
@@ -518,8 +586,10 @@ export class Engine<D extends Device> implements Executor {
       }
     }
     if (this.poisoned !== undefined) return; // leak: pending work may reference them
-    this.device.releaseRecording(e.rec);
-    for (const b of e.own) this.device.free(b);
+    for (const inst of e.inst) {
+      this.device.releaseRecording(inst.rec);
+      for (const b of inst.own) this.device.free(b);
+    }
   }
 
   stats(): ExecutorStats {

@@ -12,7 +12,7 @@
 import { argv, exit, stderr, versions } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { Engine } from "../backends/executor.ts";
+import { Engine, MAX_INSTANCES } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
@@ -23,6 +23,7 @@ import type { DType } from "../graph/dtype.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { familyOf } from "../llm/registry.ts";
+import { feedToken } from "../llm/families/common.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
 import { bytes, count, formatTable, pct } from "./table.ts";
@@ -77,7 +78,19 @@ export interface BenchOptions {
    * Lowering variants to compare on one load of each shape's weights: a row each (labelled), its entry compiled
    * with `compile` and then the variant's switches. Default: one unlabelled row.
    */
-  variants?: { label: string; compile: CompileOptions }[];
+  variants?: BenchVariant[];
+}
+
+/** A row's lowering switches and decode loop. */
+export interface BenchVariant {
+  label: string;
+  compile: CompileOptions;
+  /**
+   * Replayed steps in flight (default 1: each step's token read back before the next is launched). With K > 1
+   * the step feeds its own token (StepShape.feed): K steps, each on its own instance of the entry, are launched
+   * back to back and then finished in order, so the device runs them without waiting for the host in between.
+   */
+  ahead?: number;
 }
 
 /** One timed run of consecutive decode steps. */
@@ -173,10 +186,12 @@ function runtimeName(): string {
 }
 
 /** The decode step bench/decode.ts times: the Llama trace at batch 1 with a greedy argmax as its output. */
-export function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType): Graph {
+export function decodeGraph(c: LlamaConfig, cap: number, kvDtype: "f16" | "f32", dtypeOf: (role: WeightRole) => DType, feed = false): Graph {
   // The synthetic shapes are Llama-shaped configs (Qwen2.5's biases are a config flag of the same step).
-  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype }, { dtypeOf });
-  tracer.output("token", tracer.argmax(logits, 1));
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype, feed }, { dtypeOf });
+  const token = tracer.argmax(logits, 1);
+  tracer.output("token", token);
+  if (feed) feedToken(tracer, token); // a token of -1 reads the previous step's (StepShape.feed)
   return tracer.build();
 }
 
@@ -242,7 +257,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     return program;
   };
   const eng = new Engine(timed, { compile, timeoutMs: opts.timeoutMs });
-  const variants = opts.variants?.length ? opts.variants : [{ label: "", compile: {} }];
+  const variants: BenchVariant[] = opts.variants?.length ? opts.variants : [{ label: "", compile: {} }];
   const rows: BenchRow[] = [];
 
   try {
@@ -261,7 +276,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
       program = undefined;
       planMs = 0;
       try {
-        await variantRow(row, v.label);
+        await variantRow(row, v.label, v.ahead ?? 1);
       } catch (e) {
         row.error = `${(e as Error).name}: ${(e as Error).message}`;
         log(`${shape.name}${v.label ? ` (${v.label})` : ""}: failed: ${(e as Error).stack ?? row.error}`);
@@ -281,11 +296,11 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   }
   return rows;
 
-  async function variantRow(row: BenchRow, label: string): Promise<void> {
+  async function variantRow(row: BenchRow, label: string, ahead: number): Promise<void> {
     const name = label ? `${shape.name} (${label})` : shape.name;
     timed.take();
     const t0 = performance.now();
-    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}:${label}`, decodeGraph(c, cap, kvDtype, model.dtypeOf));
+    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}:${label}`, decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1));
     row.compileSeconds = (performance.now() - t0) / 1000;
     const ct = timed.take();
     row.planSeconds = planMs / 1000;
@@ -297,29 +312,51 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
       `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
 
+    // Greedy tokens from `tok` at positions start.. start + n - 1, one step at a time or `ahead` in flight (every
+    // step after the first of the run reading the token its predecessor left on the device).
+    const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
+    const decode = async (tok: number, start: number, n: number, eager: boolean, ids?: number[]): Promise<number> => {
+      if (eager || ahead === 1) {
+        for (let p = start; p < start + n; p++) {
+          tokenBuf[0] = tok;
+          posBuf[0] = p;
+          tok = (await eng.step(id, { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
+          ids?.push(tok);
+        }
+        return tok;
+      }
+      for (let p = start; p < start + n; p += ahead) {
+        const launched = [];
+        for (let i = 0; i < ahead && p + i < start + n; i++) {
+          tokenBuf[0] = p + i === start ? tok : -1;
+          posBuf[0] = p + i;
+          launched.push(eng.launch(id, { token: tokenBuf, pos: posBuf }, { instance: i }));
+        }
+        for (const l of launched) {
+          tok = (await eng.finish(l)).outputs.token[0];
+          ids?.push(tok);
+        }
+      }
+      return tok;
+    };
     const phase = async (pos: number, n: number, eager: boolean): Promise<Phase> => {
       eng.resetState();
       let tok = 1;
       const w0 = performance.now();
-      // Rewriting the same positions is the same work as the first time (K/V rows overwritten in place).
-      do {
-        for (let p = pos; p < pos + warmup; p++) tok = (await eng.step(id, { token: new Int32Array([tok]), pos: new Int32Array([p]) }, { eager })).outputs.token[0];
-      } while (warmup > 0 && performance.now() - w0 < warmupMs);
+      // Rewriting the same positions is the same work as the first time (K/V rows overwritten in place). With
+      // steps in flight the warm-up runs as many as there are instances, so that each is recorded (and, on
+      // WebGPU, its staging buffer mapped once) before the timing starts.
+      const wn = warmup > 0 && !eager ? Math.max(warmup, ahead) : warmup;
+      do tok = await decode(tok, pos, wn, eager); while (wn > 0 && performance.now() - w0 < warmupMs);
       if (pos === 0) {
         eng.resetState(); // time from an empty cache at position 0, as a fresh sequence does
         tok = 1;
       }
-      const start = pos === 0 ? 0 : pos + warmup;
+      const start = pos === 0 ? 0 : pos + wn;
       const ids: number[] = [];
-      const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
       timed.take();
       const t1 = performance.now();
-      for (let p = start; p < start + n; p++) {
-        tokenBuf[0] = tok;
-        posBuf[0] = p;
-        tok = (await eng.step(id, { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
-        ids.push(tok);
-      }
+      await decode(tok, start, n, eager, ids);
       const ms = (performance.now() - t1) / n;
       const dt: DeviceTimes = timed.take();
       // Attention at position p reads p + 1 rows of K and V; the step also writes one.
@@ -341,7 +378,8 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     if (opts.eager ?? true) say("eager", row.eager = await phase(0, tokens, true));
     say("replay", row.replay = await phase(0, tokens, false));
     if (row.eager) row.eagerMatchesReplay = row.eager.tokenIds.join() === row.replay.tokenIds.join();
-    if (deep > 0) say("replay", row.deep = await phase(deep, deepTokens, false));
+    const deepAt = Math.min(deep, cap - Math.max(warmup, ahead) - deepTokens); // its warm-up runs `ahead` steps
+    if (deep > 0 && deepAt > 0) say("replay", row.deep = await phase(deepAt, deepTokens, false));
     eng.removeEntry(id);
   }
 }
@@ -362,7 +400,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
   for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
   of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
-  list gives a row per value on one load of the weights)
+  list gives a row per value on one load of the weights) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
+  step the token its predecessor sampled on the device, launches K steps back to back and reads their tokens
+  after; default 1, each token read before the next step; a list gives a row per value)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -388,7 +428,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
-      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" },
+      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, ahead: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -425,7 +465,12 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x must be on or off, got "${qx}"`);
   const xp = values["xq-prep"]?.split(",").map((s) => s.trim());
   if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off" && v !== "no-norm"))) throw new RangeError(`--xq-prep must be on, off, no-norm or a list of them, got "${values["xq-prep"]}"`);
-  const variants = xp?.map((v): { label: string; compile: CompileOptions } => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
+  const xqs = xp?.map((v): BenchVariant => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
+  const aheads = values.ahead?.split(",").map((v) => int("ahead", v.trim(), 1)!);
+  if (aheads?.some((k) => k > MAX_INSTANCES)) throw new RangeError(`--ahead must be at most ${MAX_INSTANCES}`);
+  const variants = !aheads ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
+    aheads.map((k): BenchVariant => ({ label: [v.label, `ahead ${k}`].filter(Boolean).join(", "), compile: v.compile, ahead: k }))
+  );
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), warmupMs: int("warmup-ms", values["warmup-ms"], 0) ?? 1000, deep: int("deep", values.deep, 0),

@@ -43,9 +43,9 @@ export type { PtxDeviceOptions } from "./options.ts";
 import { StagingRing } from "./staging.ts";
 import { FaultWords, ReadStage } from "./pinned.ts";
 import { SLOT_MAX, SlotSlabs } from "./slots.ts";
-import { PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
+import { type HostSpan, PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
 import { loadModule } from "./module.ts";
-import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches } from "./launch.ts";
+import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches, uploadSpans } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
 const CUDA_ERROR_OUT_OF_MEMORY = 2;
@@ -92,8 +92,12 @@ export class PtxDevice implements CollectiveDevice {
   private readonly stream: bigint;
   private readonly ring: StagingRing;
   private readonly slots: SlotSlabs;
-  /** A replay or run may still be copying slot shadows (until the stream is seen idle). */
-  private slotsBusy = false;
+  /**
+   * Slot shadows a replay or run may still be copying (until the stream is seen idle): the host ranges of the
+   * head copies enqueued since, or "all". A write into one first waits for the idle stream; a write elsewhere
+   * (another instance's slots, Engine StepOptions.instance) need not.
+   */
+  private slotsBusy: HostSpan[] | "all" = [];
   private readonly slotSlabs: boolean;
   private readonly spinMicros: number;
   private readonly timeoutMs: number;
@@ -249,7 +253,7 @@ export class PtxDevice implements CollectiveDevice {
   /** The stream ran dry: staged bytes, slot shadows and the in-flight list are free. */
   private idle(): void {
     this.ring.idle();
-    this.slotsBusy = false;
+    this.slotsBusy = [];
     this.inflight = [];
   }
 
@@ -311,7 +315,9 @@ export class PtxDevice implements CollectiveDevice {
       return;
     }
     if (pb.slot) {
-      if (this.slotsBusy) this.guard("write", () => this.waitIdle("slot write"));
+      const at = pb.slot.slab.hostPtr + BigInt(pb.slot.offset + offset), end = at + BigInt(data.byteLength);
+      const busy = this.slotsBusy;
+      if (busy === "all" ? true : busy.some((s) => s.lo < end && at < s.hi)) this.guard("write", () => this.waitIdle("slot write"));
       pb.slot.shadow.set(data, offset);
       return;
     }
@@ -433,7 +439,7 @@ export class PtxDevice implements CollectiveDevice {
       throw new Unsupported("ptx: eager steps with collectives in a group of several GPUs (record them)");
     }
     if (this.inflight.length < 4096) this.inflight.push(this.kernelsOf(list));
-    this.slotsBusy = true;
+    this.busy(uploadSpans(list));
     this.guard("run", () => this.enqueue(list));
   }
 
@@ -469,7 +475,7 @@ export class PtxDevice implements CollectiveDevice {
       try {
         const exec = this.cu.graphInstantiate(graph, 0);
         this.cu.graphUpload(exec, this.stream);
-        return this.keep(new PtxRecording(exec, steps.length, this.kernelsOf(list)));
+        return this.keep(new PtxRecording(exec, steps.length, this.kernelsOf(list), uploadSpans(list)));
       } finally {
         this.cu.graphDestroy(graph);
       }
@@ -487,8 +493,15 @@ export class PtxDevice implements CollectiveDevice {
     if (rec.pending) throw new Unsupported("ptx: this recording waits for the other ranks of its NCCL group to record theirs");
     if (rec.exec === 0n) return;
     if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
-    this.slotsBusy = true;
+    this.busy(rec.uploads);
     this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
+  }
+
+  /** Notes the shadows a replay or run copies as busy until the stream is idle (undefined: all of them). */
+  private busy(spans: HostSpan[] | undefined): void {
+    if (this.slotsBusy === "all") return;
+    if (!spans || this.slotsBusy.length + spans.length > 256) this.slotsBusy = "all";
+    else this.slotsBusy.push(...spans);
   }
 
   async synchronize(timeoutMs: number): Promise<void> {

@@ -36,5 +36,17 @@ export class PtxRecording implements Recording {
   pending = false;
   /** Why the group capture of this recording failed. */
   failed: string | undefined;
-  constructor(public exec: bigint, readonly steps: number, readonly kernels: PtxCompiled[]) {}
+  constructor(
+    public exec: bigint,
+    readonly steps: number,
+    readonly kernels: PtxCompiled[],
+    /** Host ranges of the slot shadows its head copies (slots.ts); undefined: count every slot as copied. */
+    readonly uploads?: HostSpan[],
+  ) {}
+}
+
+/** A range of host addresses [lo, hi). */
+export interface HostSpan {
+  lo: bigint;
+  hi: bigint;
 }

@@ -9,7 +9,7 @@ import type { Caps } from "../../kernels/target.ts";
 import type { CollectiveStep } from "../../kernels/program.ts";
 import type { DeviceBinding, DeviceBuffer, GroupStep } from "../device.ts";
 import { Unsupported } from "../errors.ts";
-import { PtxBuffer, PtxCompiled } from "./handles.ts";
+import { type HostSpan, PtxBuffer, PtxCompiled } from "./handles.ts";
 import type { CollectiveCall } from "./nccl.ts";
 import { slabSpans, type SlotPlace } from "./slots.ts";
 
@@ -78,6 +78,11 @@ export function prepareLaunches(steps: GroupStep[], cx: PrepareContext): Launch[
   });
   const uploads = slabSpans(places).map(({ slab, lo, hi }): Launch => ({ k: "upload", dst: slab.dev + BigInt(lo), src: slab.hostPtr + BigInt(lo), bytes: hi - lo }));
   return uploads.length ? [...uploads, ...list] : list;
+}
+
+/** The host ranges the head copies of a launch list read (the slot shadows). */
+export function uploadSpans(list: readonly Launch[]): HostSpan[] {
+  return list.flatMap((l) => (l.k === "upload" ? [{ lo: l.src, hi: l.src + BigInt(l.bytes) }] : []));
 }
 
 /** Launches cut at their collectives: the stretch before each collective, and its call (the last has none). */

@@ -22,6 +22,19 @@ export const SLOTS = {
   inputRows: "input_rows", inputUse: "input_use",
 } as const;
 
+/** State buffer holding the token a fed step sampled last (StepShape.feed). */
+export const FED_STATE = "fed_token";
+
+/**
+ * Stores the token a fed step sampled (i32[1], or the token column of the sampler's i32[1, 2]) for the next
+ * step to read (StepShape.feed); a step traced with feed must call this once, after its sampler.
+ */
+export function feedToken(g: Tracer, sampled: Tensor): void {
+  const tok = sampled.shape.length === 2 ? g.slice(sampled, 1, 0, 1) : sampled;
+  g.state(FED_STATE, "i32", [1]);
+  g.writeState(FED_STATE, g.reshape(tok, [1]));
+}
+
 /** State buffer name of layer `layer`'s K or V cache. */
 export function kvState(kind: "k" | "v", layer: number): string {
   return `${kind}_cache@${layer}`;
@@ -53,7 +66,9 @@ export interface StepInputs {
 /** Declares the step's slots: token i32[rows], pos i32[1], and when paged slot_map i32[cap], write_map i32[rows]. */
 export function stepInputs(g: Tracer, s: StepShape): StepInputs {
   const R = s.rows, C = s.cap;
-  const token = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
+  const given = g.slot(SLOTS.token, { kind: "Token", dtype: "i32", shape: [R] });
+  if (s.feed && (R !== 1 || s.batch)) throw new LlmError(`a fed step has one row and no batch, got ${R} rows${s.batch ? ", batched" : ""}`);
+  const token = s.feed ? g.label(g.select(g.lt(given, 0), g.state(FED_STATE, "i32", [1]), given), "token.fed") : given;
   const bt = s.batch;
   const inputUse = s.inputRows ? g.slot(SLOTS.inputUse, { kind: "Input", dtype: "bool", shape: [R] }) : undefined;
   if (bt) {

@@ -84,6 +84,13 @@ export interface StepShape {
    * slots `input_rows` f32[rows, dim] and `input_use` bool[rows] (see common.ts embed).
    */
   inputRows?: boolean;
+  /**
+   * A decode step (1 row, not batched) whose token the device may feed itself: a negative `token` slot reads
+   * the token the previous step sampled, which the step's sampler stores in State `fed_token` (common.ts
+   * feedToken). Several such steps can then be in flight at once (Engine StepOptions.instance): the host need
+   * not read a token before it launches the step that consumes it.
+   */
+  feed?: boolean;
 }
 
 /** The paged KV pool a batched step reads: `blocks` blocks of `block` positions; tables of `maxBlocks` entries. */
