@@ -57,6 +57,11 @@ export interface Device {
    * where synchronize submits the rest (Vulkan's later command buffers) or runs it (the JS device).
    */
   readonly autonomous?: boolean;
+  /**
+   * How many replays of one entry a Driver keeps in flight by default (Engine StepOptions.instance): where the
+   * device runs a replay enqueued behind another without the host in between. Absent: 1, one at a time.
+   */
+  readonly stepsAhead?: number;
   /** Issue steps one by one without a recording (eager), for capture-vs-eager checks. */
   run(steps: DeviceStep[]): void;
   /** Wait (bounded by timeoutMs) for all enqueued work; raises KernelFault / DeviceLost / DeviceTimeout. */

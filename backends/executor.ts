@@ -119,6 +119,11 @@ export interface ExecutorStats {
 
 export interface Executor {
   targetSet(): TargetSet;
+  /**
+   * Steps of one entry worth keeping in flight (StepOptions.instance) on this executor's device; absent where
+   * the executor runs one at a time (it ignores `instance`).
+   */
+  stepsAhead?(): number;
   loadWeights(store: WeightStore, map: WeightMap, opts?: LoadOptions): Promise<void>;
   addEntry(key: EntryKey, graph: Graph): EntryId;
   step(entry: EntryId, slots: SlotValues, opts?: StepOptions): Promise<StepResult>;
@@ -215,6 +220,8 @@ export class Engine<D extends Device> implements Executor {
   /** Launches so far, and how many of them the latest synchronize covered (Launched.seq). */
   private launches = 0;
   private synced = 0;
+  /** The synchronize in progress, if any. */
+  private syncing: Promise<void> | undefined;
   private readonly recent: number[] = [];
   private readonly recentWait: number[] = [];
   /** Milliseconds the last collect spent in synchronize, and when that synchronize returned. */
@@ -288,6 +295,10 @@ export class Engine<D extends Device> implements Executor {
 
   targetSet(): TargetSet {
     return this.device.target;
+  }
+
+  stepsAhead(): number {
+    return this.device.stepsAhead ?? 1;
   }
 
   async loadWeights(store: WeightStore, map: WeightMap, opts: LoadOptions = {}): Promise<void> {
@@ -480,9 +491,8 @@ export class Engine<D extends Device> implements Executor {
       const parkMs = l.park && this.device.autonomous ? Math.min(PARK_MAX_MS, ...e.deviceMs) - PARK_MARGIN_MS : 0;
       if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
       const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
-      const waits = l.seq > this.synced;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
-      const outputs = await this.bounded("synchronize", this.collect(e, l));
+      const { outputs, waited: waits } = await this.bounded("synchronize", this.collect(e, l));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = waits ? this.lastWait * 1000 : 0;
       // A wait that found the device already done after a park says only that the device took less than the
       // park: the estimate halves (parking too long delays every token; too short only overlaps less), else the
@@ -509,23 +519,43 @@ export class Engine<D extends Device> implements Executor {
     for (const s of this.state.values()) if (s.users.has(e.id)) for (const u of s.users) this.entries.get(u)!.needsReset = true;
   }
 
-  private async collect(e: Entry, l: Launched): Promise<Record<string, HostArray>> {
-    // A synchronize waits for everything enqueued before it: a launch it covered needs no other (on WebGPU a
-    // synchronize with nothing submitted waits out Deno's 10 ms timer).
-    if (l.seq > this.synced) {
-      const w0 = performance.now(), upTo = this.launches;
-      await this.device.synchronize(this.timeoutMs);
-      this.synced = upTo;
-      this.lastSyncEnd = performance.now();
-      this.lastWait = this.lastSyncEnd - w0;
-    }
+  private async collect(e: Entry, l: Launched): Promise<{ outputs: Record<string, HostArray>; waited: boolean }> {
+    const waited = await this.syncFor(l.seq);
     const bufs = e.inst[l.instance].bufs;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
       const n = byteSize(p.dtype, p.shape.reduce((a, b) => a * b, 1));
       outputs[p.name] = hostArray(p.dtype, await this.device.read(bufs[p.buffer], p.offset, n));
     }
-    return outputs;
+    return { outputs, waited };
+  }
+
+  /**
+   * Waits until launch `seq` is done; true when this call waited on the device itself. A synchronize waits for
+   * everything enqueued before it, so a launch it covered needs no other (on WebGPU a synchronize with nothing
+   * submitted waits out Deno's 10 ms timer), and one in progress is awaited, not doubled (steps finished
+   * concurrently, as several `step` calls in flight are).
+   */
+  private async syncFor(seq: number): Promise<boolean> {
+    while (seq > this.synced) {
+      if (this.syncing) {
+        await this.syncing;
+        continue;
+      }
+      const w0 = performance.now(), upTo = this.launches;
+      const done = this.device.synchronize(this.timeoutMs);
+      this.syncing = done;
+      try {
+        await done;
+      } finally {
+        this.syncing = undefined;
+      }
+      this.synced = upTo;
+      this.lastSyncEnd = performance.now();
+      this.lastWait = this.lastSyncEnd - w0;
+      return true;
+    }
+    return false;
   }
 
   /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */

@@ -7,7 +7,7 @@
 //   deno run -A bench/driver.ts --shape stories260K --backend js --prompts 64 --tokens 32 --json
 //   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512 --tokens 128 --ctx 8192 --decode-after 4096 --kv-type f32,f16
 // (--decode-after N: the timed decode follows an N-token prompt, default 4; --kv-type: DriverOptions.kvDtype, one
-// run per value, default the library's f32)
+// run per value, default the library's f32; --steps-ahead K,...: DriverOptions.stepsAhead, one run per value)
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -41,6 +41,8 @@ export interface DriverBenchOptions {
   kvDtype?: "f32" | "f16";
   /** DriverOptions.prefillStepRows (how a prompt is cut into chunks; default the Driver's). */
   stepRows?: number;
+  /** DriverOptions.stepsAhead (decode steps in flight; default the device's). */
+  stepsAhead?: number;
   log?: (s: string) => void;
 }
 
@@ -50,6 +52,8 @@ export interface DriverBenchResult {
   device: string;
   ctx: number;
   kvDtype: "f32" | "f16";
+  /** DriverOptions.stepsAhead as given (undefined: the device's default). */
+  stepsAhead?: number;
   loadSeconds: number;
   /** Prompt length -> best time to first token, ms. */
   ttftMs: Record<string, number>;
@@ -83,11 +87,12 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
   const t0 = performance.now();
   const driver = await Driver.open(model, exec, {
     ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}), ...(o.stepRows !== undefined ? { prefillStepRows: o.stepRows } : {}),
+    stepsAhead: o.stepsAhead,
   });
   const res: DriverBenchResult = {
-    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
+    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, stepsAhead: o.stepsAhead, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
   };
-  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V${o.stepRows !== undefined ? `, prefillStepRows ${o.stepRows}` : ""}`);
+  log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V${o.stepRows !== undefined ? `, prefillStepRows ${o.stepRows}` : ""}${o.stepsAhead !== undefined ? `, stepsAhead ${o.stepsAhead}` : ""}`);
   try {
     let seed = 1;
     const ids = (n: number) => Array.from({ length: n }, () => 1 + ((seed = (seed * 1103515245 + 12345) >>> 0) % (c.vocab - 1)));
@@ -125,6 +130,7 @@ if (import.meta.main) {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
       ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
       "decode-after": { type: "string" }, "kv-type": { type: "string" }, "step-rows": { type: "string" },
+      "steps-ahead": { type: "string" },
     },
   });
   const ints = (k: string, v: string | undefined, d: number[]): number[] => {
@@ -144,9 +150,11 @@ if (import.meta.main) {
     const stepRows = values["step-rows"] ? ints("step-rows", values["step-rows"], []) : [undefined];
     if (!kvs.every((k) => k === "default" || k === "f32" || k === "f16")) throw new RangeError(`--kv-type must be f32, f16 or a list of them, got ${values["kv-type"]}`);
     const all: DriverBenchResult[] = [];
-    for (const kv of kvs) for (const sr of stepRows) {
+    // --steps-ahead A,B: one run per DriverOptions.stepsAhead
+    const aheads = values["steps-ahead"] ? ints("steps-ahead", values["steps-ahead"], []) : [undefined];
+    for (const kv of kvs) for (const sr of stepRows) for (const ahead of aheads) {
       all.push(await runDriverBench({
-        stepRows: sr,
+        stepRows: sr, stepsAhead: ahead,
         shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
         tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
         prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,

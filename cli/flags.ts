@@ -48,6 +48,7 @@ const tpFlag: Flag = { name: "tp", arg: "N", help: "tensor parallelism: split th
 const quantizedX: Flag = { name: "quantized-x", arg: "on|off", help: "quantized-weight decode matmuls on int8 activations, as llama.cpp's (default on for q8_0/q4_0/q4_k/q5_k/q6_k where the device has a fast int8 dot: ptx, vulkan where the driver says accelerated, wgpu on a GPU; q4_1/q5_0/q5_1 only when on)" };
 const xqPrep: Flag = { name: "xq-prep", arg: "on|off", help: "with int8 activations (--quantized-x), quantize x once per matmul group in a kernel of its own instead of in every workgroup (same results; default on for ptx, off elsewhere)" };
 const kvType: Flag = { name: "kv-type", arg: "auto|f32|f16", help: "element type of the KV cache: f16 halves its memory and what attention reads; auto (default): f16 for 16-bit or quantized weights (as llama.cpp), f32 for f32 ones" };
+const stepsAhead: Flag = { name: "steps-ahead", arg: "N", help: "decode steps kept in flight, each fed its predecessor's token on the device (greedy and plain sampling only); tokens print in runs of up to N; 1: one at a time (default the device's: 8 on wgpu, 4 on ptx, 1 elsewhere)" };
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 
@@ -64,6 +65,7 @@ export const COMMANDS = {
       ctxFlag,
       longContext,
       kvType,
+      stepsAhead,
       seedFlag,
       backend,
       tpFlag,
@@ -87,6 +89,7 @@ export const COMMANDS = {
       ctxFlag,
       longContext,
       kvType,
+      stepsAhead,
       seedFlag,
       backend,
       tpFlag,
@@ -255,6 +258,7 @@ export const RunFlags = z.object({
   "quantized-x": oneOf(["on", "off"] as const, "quantized-x").optional(),
   "xq-prep": oneOf(["on", "off"] as const, "xq-prep").optional(),
   "kv-type": oneOf(["auto", "f32", "f16"] as const, "kv-type").optional(),
+  "steps-ahead": intIn(1, 64, "an integer from 1 to 64").optional(),
   temperature: numIn(0, Number.MAX_VALUE, "a number >= 0").optional(),
   "top-k": intIn(0, 0x7fffffff, "an integer from 0 to 2^31-1 (0 = off)").optional(),
   "top-p": numIn(0, 1, "a number from 0 to 1").optional(),

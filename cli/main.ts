@@ -260,7 +260,7 @@ async function run(f: RunOptions, positionals: string[], chat = false): Promise<
   try {
     const t0 = performance.now();
     driver = await Driver.open(model, engine, {
-      ctx, allowLongContext: f["allow-long-context"], kvDtype: f["kv-type"] ?? "auto",
+      ctx, allowLongContext: f["allow-long-context"], kvDtype: f["kv-type"] ?? "auto", stepsAhead: f["steps-ahead"],
       onProgress: (p) => bar.show(progressText(p), p.phase === "compile" || p.tensors === p.totalTensors),
     });
     bar.done();

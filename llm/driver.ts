@@ -13,7 +13,7 @@
 // Here: the queue and the public calls. options.ts holds what a call is told and answers (and checks it),
 // steps.ts the entries, the step and the chunked prefill, generate.ts the per-token decode loop.
 import { STAGED_MIN_ROWS } from "../kernels/lower.ts";
-import type { Executor } from "../backends/executor.ts";
+import { type Executor, MAX_INSTANCES } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, ModelKindError } from "./errors.ts";
 import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
@@ -76,6 +76,11 @@ export class Driver {
     if (opts.kvDtype !== undefined && !["f32", "f16", "auto"].includes(opts.kvDtype)) {
       throw new InvalidArgumentError("kvDtype", `${JSON.stringify(opts.kvDtype)} is not f32, f16 or auto`);
     }
+    if (opts.stepsAhead !== undefined && !(isInt(opts.stepsAhead) && opts.stepsAhead >= 1 && opts.stepsAhead <= MAX_INSTANCES)) {
+      throw new InvalidArgumentError("stepsAhead", `${String(opts.stepsAhead)} is not an integer from 1 to ${MAX_INSTANCES}`);
+    }
+    // An executor without stepsAhead (a tensor-parallel group) runs an entry's steps one at a time.
+    const ahead = exec.stepsAhead ? opts.stepsAhead ?? exec.stepsAhead() : 1;
     this.kvDtype = kvDtypeOf(model, opts);
     // The trained limit (with its override) and the device's memory (the cache at its element type), before
     // anything is allocated.
@@ -83,7 +88,7 @@ export class Driver {
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
       if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
-    }, this.kvDtype, stepRows, caps.staging ? STAGED_MIN_ROWS : 0);
+    }, this.kvDtype, stepRows, caps.staging ? STAGED_MIN_ROWS : 0, ahead);
   }
 
   /**

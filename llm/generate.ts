@@ -9,7 +9,7 @@ import { type RowContext, type RowLogprobs, type SamplerParams, TokenHistory } f
 import type { StreamSink } from "./stream.ts";
 import type { RowInputs } from "./vision.ts";
 import type { FinishReason, GenerateResult } from "./options.ts";
-import type { Steps } from "./steps.ts";
+import { AheadSteps, type Steps } from "./steps.ts";
 
 /** One generation's checked arguments. */
 export interface GenerateJob {
@@ -62,6 +62,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
   const history = new TokenHistory(ids);
   const constraint = format ? await Constraint.create(await compileFormat(tok, steps.model.config.vocab, format), steps.model.config.vocab) : undefined;
   const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
+  let ahead: AheadSteps | undefined;
   try {
     // Images are decoded and run through the tower first: a bad one fails before the KV state is touched.
     const rows = given && await given();
@@ -103,6 +104,8 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
     const lp = (id: number) => next.logprobs && generated.at(-1) === id ? { logprob: next.logprobs.logprob, topLogprobs: next.logprobs.top } : {};
     let yielded = performance.now(), polled = yielded;
     const step = steps.entry("step", 1, full); // looked up once, not per token
+    // The plain sampler draws on the device from the position alone: its steps may run ahead of the host.
+    ahead = !full && steps.ahead > 1 ? new AheadSteps(steps, step, sampler, await ctx()) : undefined;
     for (;;) {
       // A step may finish without ever returning to the event loop (a CPU device, a GPU wait that spins); let
       // timers (AbortSignal.timeout) run at least every 25 ms and I/O and signal handlers (Ctrl-C) every 250 ms
@@ -139,11 +142,14 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
         finish = generated.length >= maxTokens ? "length" : "context";
         break;
       }
-      next = await steps.run(step, [next.token], pos, sampler, await ctx());
+      next = ahead
+        ? await ahead.next(next.token, pos, Math.min(maxTokens - generated.length, steps.ctx - pos))
+        : await steps.run(step, [next.token], pos, sampler, await ctx());
       pos++;
     }
     return result();
   } finally {
+    await ahead?.drain();
     constraint?.dispose();
   }
 }

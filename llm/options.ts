@@ -44,6 +44,14 @@ export interface DriverOptions {
    * in 64.8), 0 elsewhere: whole chunks, widest first.
    */
   prefillStepRows?: number;
+  /**
+   * Decode steps a plain generation keeps in flight (greedy or the plain sampler: no grammar, logit bias, penalties,
+   * min_tokens or logprobs), each reading the token its predecessor sampled on the device, so the device need
+   * not wait for the host between tokens; tokens then reach the stream in runs of up to this many, and a
+   * generation that ends early runs up to this many - 1 steps whose tokens are dropped. 1: one at a time. Default:
+   * the device's (8 on WebGPU, 4 on ptx, 1 elsewhere: Device.stepsAhead); a tensor-parallel group runs one at a time.
+   */
+  stepsAhead?: number;
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
   onProgress?: (p: LoadProgress) => void;
   /** An encoder model's (batch, seq) buckets compiled at open (default batches [1, 8, 32], seqs [32, 128, 512]). */

@@ -3,7 +3,7 @@
 // entry and reads the sampled token back; a prompt runs as chunks of the prepared prefill row counts, planned by
 // cost (planPrefill: the last chunk may be padded). Also the planning of those counts (prefillDefault) and of what
 // sizes the context (contextRequest).
-import type { EntryId, Executor } from "../backends/executor.ts";
+import type { EntryId, Executor, StepOptions } from "../backends/executor.ts";
 import type { Caps } from "../kernels/target.ts";
 import { tiledAuto } from "../kernels/lower.ts";
 import { LlmError } from "./errors.ts";
@@ -11,7 +11,7 @@ import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "./sampling.ts";
 import type { ContextRequest } from "./validate.ts";
 import type { RowInputs } from "./vision.ts";
-import { SLOTS } from "./families/common.ts";
+import { feedToken, SLOTS } from "./families/common.ts";
 import type { DriverOptions } from "./options.ts";
 
 /** A step that samples (decode, prefill chunks) or one that outputs the final hidden rows (encode). */
@@ -46,6 +46,11 @@ export class Steps {
     readonly stepRows = 0,
     /** Chunks narrower than this run slower kernels (planPrefill's slowBelow). */
     readonly slowBelow = 0,
+    /**
+     * Decode steps kept in flight by a plain generation (runAhead); above 1 the plain 1-row step feeds its own
+     * token (StepShape.feed), whoever runs it.
+     */
+    readonly ahead = 1,
   ) {
     // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
     this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
@@ -53,8 +58,13 @@ export class Steps {
 
   /** The entry key of a step shape. */
   private key(kind: StepKind, rows: number, full: boolean, inputs: boolean): string {
-    const tail = kind === "step" ? (full ? "sampler+full" : "sampler") : "hidden";
+    const tail = kind === "step" ? (full ? "sampler+full" : this.fed(kind, rows, full, inputs) ? "sampler+fed" : "sampler") : "hidden";
     return `${this.model.arch}:${kind}:rows=${rows}:cap=${this.ctx}:${tail}${inputs ? ":input_rows" : ""}${this.kvDtype === "f32" ? "" : `:kv=${this.kvDtype}`}`;
+  }
+
+  /** Whether a step shape's entry feeds its own token: the plain 1-row step, where steps run ahead. */
+  private fed(kind: StepKind, rows: number, full: boolean, inputs: boolean): boolean {
+    return this.ahead > 1 && kind === "step" && rows === 1 && !full && !inputs;
   }
 
   /**
@@ -68,7 +78,8 @@ export class Steps {
     let id = this.entries.get(key);
     if (id !== undefined) return id;
     // A step that takes rows by value (an image's, generateWithInputs' rows) is its own entry (open prepares it for a VLM).
-    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs, kvDtype: this.kvDtype }, { dtypeOf: this.dtypeOf });
+    const feed = this.fed(kind, rows, full, inputs);
+    const { tracer, logits, hidden } = this.model.family.trace(this.model.config, { rows, cap: this.ctx, inputRows: inputs, kvDtype: this.kvDtype, feed }, { dtypeOf: this.dtypeOf });
     if (kind === "step") {
       // Sample from the last row only: a prefill chunk continues from its final position. Where the logits
       // are a plain matmul of the final hidden rows, only the last row goes through the vocabulary matmul (a
@@ -85,7 +96,8 @@ export class Steps {
       // (run below): a prefill chunk's prompt marks, a decode step's input token (the previous draw) counted.
       // One scatter planned in place, where counting on the device took a dozen small kernels and three copies
       // of the State per step.
-      appendSampler(tracer, last, full ? { process: { entries: this.sampling.entries, rows: { rows: 1, writes: rows } }, logprobs: true } : {});
+      const { sample } = appendSampler(tracer, last, full ? { process: { entries: this.sampling.entries, rows: { rows: 1, writes: rows } }, logprobs: true } : {});
+      if (feed) feedToken(tracer, sample);
     } else {
       tracer.output("hidden", hidden);
     }
@@ -128,7 +140,7 @@ export class Steps {
   /** One step: writes the slots, replays, reads back the sampled token (and its logprobs when asked). */
   async run(
     id: EntryId, tokens: number[], pos: number, sampler: SamplerParams, ctx: RowContext, extra?: Record<string, ArrayBufferView>,
-    real = tokens.length,
+    real = tokens.length, opts?: StepOptions,
   ): Promise<Next> {
     // The draw's counter is the position it samples at: a seeded generation repeats exactly.
     this.sampling.set(0, sampler, pos + real - 1, { ...ctx, countsRow: 0 });
@@ -146,9 +158,44 @@ export class Steps {
       [COUNT_AT_SLOT]: at,
       [COUNT_VALUE_SLOT]: value,
       ...extra,
-    });
+    }, opts);
     const s = readSample(r.outputs, undefined, this.sampling.words);
     return { token: s.tokens[0], nonFinite: s.nonFinite[0] === 1, logprobs: s.logprobs?.[0] };
+  }
+}
+
+/**
+ * A plain generation's decode steps with `steps.ahead` in flight: when none is queued, `next` launches the
+ * step that consumes the given token and the ones after it (each on its own instance of the fed entry, reading
+ * the token its predecessor left on the device), and returns their draws one by one in order. The device runs
+ * them back to back; the host reads a draw while later steps run. Steps launched past the generation's end
+ * (an end-of-generation token, a stop string) are waited out by `drain` and their draws dropped; their K/V rows
+ * lie past the sequence, where the next step that reaches them overwrites them before any row reads them.
+ */
+export class AheadSteps {
+  private queue: Promise<Next>[] = [];
+
+  constructor(private readonly steps: Steps, private readonly id: EntryId, private readonly sampler: SamplerParams, private readonly ctx: RowContext) {}
+
+  /** The draw of the step at `pos` that consumes `token`; `room`: steps the generation may still run (>= 1). */
+  next(token: number, pos: number, room: number): Promise<Next> {
+    if (this.queue.length === 0) {
+      const n = Math.max(1, Math.min(this.steps.ahead, room));
+      // Steps.run launches before its first await: these are enqueued in order, now.
+      for (let i = 0; i < n; i++) {
+        const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: i });
+        p.catch(() => {}); // awaited in its turn or by drain: not an unhandled rejection meanwhile
+        this.queue.push(p);
+      }
+    }
+    return this.queue.shift()!;
+  }
+
+  /** Waits for the steps still in flight (a generation that ended early); their draws and errors are dropped. */
+  async drain(): Promise<void> {
+    const q = this.queue;
+    this.queue = [];
+    await Promise.allSettled(q);
   }
 }
 

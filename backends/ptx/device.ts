@@ -84,6 +84,12 @@ export class PtxDevice implements CollectiveDevice {
   poisoned: string | undefined;
   /** A replay is one graph launch: the GPU runs all of it with no host call. */
   readonly autonomous = true;
+  /**
+   * Graph launches queue on the stream back to back. H200, `bench/decode.ts --ahead 1,2,4,8` (session 19): the 1B
+   * 1180 / 1192 / 1203 / 1210 tok/s, qwen2.5-0.5b level (1649 / 1649 / 1624 / 1638); what it saves is the Driver's
+   * host time per token (~20 µs), which the bench barely has.
+   */
+  readonly stepsAhead = 4;
   /** The PTX .target the kernels are rendered for. */
   readonly sm: number;
   readonly ordinal: number;
