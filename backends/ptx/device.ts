@@ -85,11 +85,12 @@ export class PtxDevice implements CollectiveDevice {
   /** A replay is one graph launch: the GPU runs all of it with no host call. */
   readonly autonomous = true;
   /**
-   * Graph launches queue on the stream back to back. H200, `bench/decode.ts --ahead 1,2,4,8` (session 19): the 1B
-   * 1180 / 1192 / 1203 / 1210 tok/s, qwen2.5-0.5b level (1649 / 1649 / 1624 / 1638); what it saves is the Driver's
-   * host time per token (~20 µs), which the bench barely has.
+   * Graph launches queue on the stream back to back. H200 (session 19), `bench/decode.ts --ahead 1,2,4,8`: the 1B
+   * 1180 / 1192 / 1203 / 1210 tok/s, qwen2.5-0.5b level (1649 / 1649 / 1624 / 1638); what it saves is the host's
+   * time per token, which that loop barely has and the Driver has: `bench/driver.ts --steps-ahead 1,4,8` 1B 1124 /
+   * 1130 / 1174 tok/s (host 78 / 58 / 29 µs a token), qwen2.5-0.5b 1556 / 1517 / 1592.
    */
-  readonly stepsAhead = 4;
+  readonly stepsAhead = 8;
   /** The PTX .target the kernels are rendered for. */
   readonly sm: number;
   readonly ordinal: number;
