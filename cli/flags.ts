@@ -48,7 +48,7 @@ const tpFlag: Flag = { name: "tp", arg: "N", help: "tensor parallelism: split th
 const quantizedX: Flag = { name: "quantized-x", arg: "on|off", help: "quantized-weight decode matmuls on int8 activations, as llama.cpp's (default on for q8_0/q4_0/q4_k/q5_k/q6_k where the device has a fast int8 dot: ptx, vulkan where the driver says accelerated, wgpu on a GPU; q4_1/q5_0/q5_1 only when on)" };
 const xqPrep: Flag = { name: "xq-prep", arg: "on|off", help: "with int8 activations (--quantized-x), quantize x once per matmul group in a kernel of its own instead of in every workgroup (same results; default on for ptx, off elsewhere)" };
 const kvType: Flag = { name: "kv-type", arg: "auto|f32|f16", help: "element type of the KV cache: f16 halves its memory and what attention reads; auto (default): f16 for 16-bit or quantized weights (as llama.cpp), f32 for f32 ones" };
-const stepsAhead: Flag = { name: "steps-ahead", arg: "N", help: "decode steps kept in flight, each fed its predecessor's token on the device (greedy and plain sampling only); tokens print in runs of up to N; 1: one at a time (default the device's: 8 on wgpu and ptx, 4 on vulkan, 1 elsewhere)" };
+const stepsAhead: Flag = { name: "steps-ahead", arg: "N", help: "decode steps kept in flight, each fed its predecessor's token on the device (greedy and plain sampling only); tokens print in runs of up to N; 1: one at a time (default the device's: 8 on wgpu and ptx, 1 elsewhere)" };
 const longContext: Flag = { name: "allow-long-context", bool: true, help: "allow --ctx above the context the model was trained for (default off)" };
 const help: Flag = { name: "help", short: "h", bool: true, help: "print this help" };
 

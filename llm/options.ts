@@ -49,7 +49,7 @@ export interface DriverOptions {
    * min_tokens or logprobs), each reading the token its predecessor sampled on the device, so the device need
    * not wait for the host between tokens; tokens then reach the stream in runs of up to this many, and a
    * generation that ends early runs up to this many - 1 steps whose tokens are dropped. 1: one at a time. Default:
-   * the device's (8 on WebGPU and ptx, 4 on Vulkan, 1 elsewhere: Device.stepsAhead); a tensor-parallel group runs one at a time.
+   * the device's (8 on WebGPU and ptx, 1 elsewhere: Device.stepsAhead); a tensor-parallel group runs one at a time.
    */
   stepsAhead?: number;
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */

@@ -31,12 +31,6 @@ interface Submission {
 
 export class VulkanDevice implements Device {
   readonly target: TargetSet;
-  /**
-   * One submission runs at a time, the next submitted by synchronize as soon as the fence says the last is done:
-   * steps in flight do not overlap on the GPU here, but the Driver's own work per token (sampling slots, the
-   * generation loop) then happens while a step runs instead of between steps.
-   */
-  readonly stepsAhead = 4;
   #poisoned: string | undefined;
   readonly #ctx: Context;
   readonly #timeoutMs: number;
