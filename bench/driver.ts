@@ -109,13 +109,19 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
       // The prompt alone (its prefill and first token), whose device wait the decode's is told apart from.
       await driver.generate(ids(after), { maxTokens: 1, ignoreEos: true });
       const prompt = dev.take();
+      // A WebGPU device's counters over the timed decode (submits, maps, encoding), per token in the log.
+      const counters = () => ({ ...((dev.inner as { stats?: Record<string, number> }).stats ?? {}) });
+      const c0 = counters();
       const r = await driver.generate(ids(after), { maxTokens: o.tokens + 1, ignoreEos: true });
       const t = dev.take();
+      const c1 = counters();
       // generate's decode phase: tokens after the first (the first comes from the prefill).
       const n = r.timings.generatedTokens - 1, ms = r.timings.generateMs / n;
       const waitMicros = Math.max(0, t.wait - prompt.wait) * 1000 / n;
       res.decode = { tokens: n, tokPerSec: r.timings.tokensPerSecond, msPerToken: ms, hostMicros: ms * 1000 - waitMicros, waitMicros };
       log(`${o.shape}: Driver decode after ${after} prompt tokens ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
+      const per = Object.keys(c1).filter((k) => typeof c1[k] === "number" && c1[k] !== c0[k]).map((k) => `${k} ${((c1[k] - (c0[k] ?? 0)) / n).toFixed(k.endsWith("Micros") ? 0 : 2)}`);
+      if (per.length) log(`${o.shape}: per token: ${per.join(", ")}`);
     }
   } finally {
     await driver.close();
