@@ -220,8 +220,9 @@ export class Engine<D extends Device> implements Executor {
   /** Launches so far, and how many of them the latest synchronize covered (Launched.seq). */
   private launches = 0;
   private synced = 0;
-  /** The synchronize in progress, if any. */
+  /** The synchronize in progress, if any, and the latest that failed (with the launches it covered). */
   private syncing: Promise<void> | undefined;
+  private failed: { upTo: number; err: unknown } | undefined;
   private readonly recent: number[] = [];
   private readonly recentWait: number[] = [];
   /** Milliseconds the last collect spent in synchronize, and when that synchronize returned. */
@@ -538,6 +539,8 @@ export class Engine<D extends Device> implements Executor {
    */
   private async syncFor(seq: number): Promise<boolean> {
     while (seq > this.synced) {
+      // A launch made before a synchronize that failed shares its failure (its outputs are void).
+      if (this.failed && seq <= this.failed.upTo) throw this.failed.err;
       if (this.syncing) {
         await this.syncing;
         continue;
@@ -547,6 +550,9 @@ export class Engine<D extends Device> implements Executor {
       this.syncing = done;
       try {
         await done;
+      } catch (err) {
+        this.failed = { upTo, err };
+        throw err;
       } finally {
         this.syncing = undefined;
       }

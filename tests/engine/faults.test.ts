@@ -177,3 +177,20 @@ test("bad slot input is a typed error, not a crash, and does not poison", async 
   assert.ok(eng.stats().hostMicrosPerStep > 0);
   await eng.unload();
 });
+
+test("a fault in the wait for several launches in flight fails each of them, then NeedsReset; a launch after the reset steps", async () => {
+  const dev = new FaultyDevice();
+  const eng = new Engine(dev, { compile: compileGraph });
+  const id = eng.addEntry("s", stepGraph());
+  await eng.step(id, slots(0));
+  const launched = [1, 2, 3].map((p, i) => eng.launch(id, slots(p), { instance: i }));
+  dev.armed = "kernel";
+  // finished concurrently (as Driver steps in flight are) and in turn: none returns the void outputs
+  const done = await Promise.allSettled(launched.slice(0, 2).map((l) => eng.finish(l)));
+  for (const d of done) assert.ok(d.status === "rejected" && d.reason instanceof KernelFault, `a launch in flight got ${d.status}`);
+  await assert.rejects(eng.finish(launched[2]), KernelFault);
+  assert.throws(() => eng.launch(id, slots(4)), NeedsReset);
+  eng.resetState(id);
+  assert.equal((await eng.step(id, slots(0), { instance: 1 })).outputs.y[0], 10);
+  await eng.unload();
+});
