@@ -1,7 +1,6 @@
 // VulkanDevice: the raw-Vulkan Device. Pipelines are made by `compile` (SPIR-V from kernels/render/spirv.ts),
-// command buffers by `record` (once), and `replay` resubmits them verbatim, each submission with a fence: whole
-// single-command-buffer recordings queue behind each other (MAX_INFLIGHT), a recording cut into several waits
-// for each; `synchronize` drives those waits, submits what is pending and raises the staged faults.
+// command buffers by `record` (once), and `replay` resubmits them verbatim, one submission at a time with a
+// fence wait after each; `synchronize` drives those waits and raises the staged faults.
 //
 // Failure model (spec, "Failure handling"): a failing check ORs its code into the dispatch's error word, the
 // replay stops there and synchronize raises KernelFault {kernel, code} (the device stays usable). A failed
@@ -30,18 +29,6 @@ interface Submission {
   cb: number;
 }
 
-/** A submission on the queue and the fence it signals. */
-interface Flight extends Submission {
-  fences: BigUint64Array;
-}
-
-/**
- * Submissions on the queue at once, at most. Replays of single-command-buffer recordings (a decode step, each
- * instance of it: Engine StepOptions.instance) go on the queue behind each other without waiting; each command
- * buffer ends with a full barrier, which orders it before everything submitted after it.
- */
-const MAX_INFLIGHT = 8;
-
 export class VulkanDevice implements Device {
   readonly target: TargetSet;
   #poisoned: string | undefined;
@@ -53,8 +40,8 @@ export class VulkanDevice implements Device {
   readonly #unroll: boolean;
   readonly #restrictReads: boolean;
   readonly #cmdPool: bigint;
-  /** Fences not on the queue, for the next submissions (made as needed, MAX_INFLIGHT at most). */
-  readonly #freeFences: BigUint64Array[] = [];
+  readonly #fence: bigint;
+  readonly #fences: BigUint64Array;
   readonly #xferFence: bigint;
   readonly #xferFences: BigUint64Array;
   readonly #xferCb: bigint;
@@ -65,9 +52,9 @@ export class VulkanDevice implements Device {
   /** One compiled pipeline per distinct shader (its bindings, flags and SPIR-V words). */
   readonly #byShader = new Map<string, VkKernel>();
   readonly #recordings = new Set<VkRecording>();
-  /** Command buffers waiting to be submitted, in order; `#inflight` are on the queue, oldest first. */
+  /** Command buffers waiting to be submitted, in order; `#inflight` is the one on the queue. */
   #pending: Submission[] = [];
-  #inflight: Flight[] = [];
+  #inflight: Submission | undefined;
   /** Submissions made so far (tests count them: a budget cut shows as more than one per replay). */
   submissions = 0;
 
@@ -84,6 +71,8 @@ export class VulkanDevice implements Device {
     this.#restrictReads = opts.restrictReads ?? false;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
+    this.#fence = api.createFence(device);
+    this.#fences = new BigUint64Array([this.#fence]);
     this.#xferFence = api.createFence(device);
     this.#xferFences = new BigUint64Array([this.#xferFence]);
     [this.#xferCb] = api.allocateCommandBuffers(device, this.#cmdPool, 1);
@@ -327,7 +316,7 @@ export class VulkanDevice implements Device {
     const r = rec as VkRecording;
     if (!this.#recordings.has(r) || r.released) throw new ExecError("vulkan: replay of a released or foreign recording");
     for (let cb = 0; cb < r.cbs.length; cb++) this.#pending.push({ rec: r, cb });
-    this.#pump();
+    if (!this.#inflight) this.#next();
   }
 
   run(steps: DeviceStep[]): void {
@@ -335,57 +324,26 @@ export class VulkanDevice implements Device {
     if (steps.length) this.replay(this.#record(steps, true));
   }
 
-  /**
-   * Submits pending command buffers (the GPU starts on them while the host does other things): the next one when
-   * the queue is empty, and more behind it while each is a whole recording without timestamps (MAX_INFLIGHT). A
-   * recording cut into several command buffers waits for each to finish (its faults stop the rest); timestamps
-   * are read per recording after its replay.
-   */
-  #pump(): void {
-    const whole = (x: Submission) => x.rec.cbs.length === 1 && !x.rec.queries;
-    while (this.#pending.length && this.#inflight.length < MAX_INFLIGHT) {
-      const s = this.#pending[0];
-      if (this.#inflight.length && !(whole(s) && this.#inflight.every(whole))) return;
-      const fences = this.#freeFences.pop() ?? this.#newFence();
-      this.#pending.shift();
-      try {
-        this.#submit(`replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`, s.rec.submits[s.cb], fences[0]);
-      } catch (e) {
-        this.#freeFences.push(fences);
-        throw e;
-      }
-      this.#inflight.push({ ...s, fences });
-    }
-  }
-
-  #newFence(): BigUint64Array {
-    const f = this.#vk("creating a fence", () => this.#ctx.api.createFence(this.#ctx.device));
-    return new BigUint64Array([f]);
+  /** Submits the next pending command buffer (the GPU starts on it while the host does other things). */
+  #next(): void {
+    const s = this.#pending.shift();
+    if (!s) return;
+    this.#submit(`replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`, s.rec.submits[s.cb], this.#fence);
+    this.#inflight = s;
   }
 
   async synchronize(timeoutMs: number): Promise<void> {
     this.#live();
     const deadline = performance.now() + timeoutMs;
     try {
-      while (this.#inflight.length) {
-        const s = this.#inflight[0];
+      while (this.#inflight) {
+        const s = this.#inflight;
         const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
-        this.#wait(what, s.fences, Math.max(0, deadline - performance.now()), timeoutMs);
-        this.#inflight.shift();
-        this.#freeFences.push(s.fences);
+        this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()), timeoutMs);
+        this.#inflight = undefined;
         if (s.cb === s.rec.cbs.length - 1) s.rec.timed = true;
-        try {
-          this.#fault(s);
-        } catch (e) {
-          // Submissions already on the queue run to their end (their results are void): wait them out, then report.
-          while (this.#inflight.length) {
-            const t = this.#inflight.shift()!;
-            this.#wait("the replays queued after a fault", t.fences, Math.max(0, deadline - performance.now()), timeoutMs);
-            this.#freeFences.push(t.fences);
-          }
-          throw e;
-        }
-        this.#pump();
+        this.#fault(s);
+        this.#next();
       }
     } finally {
       if (this.#poisoned === undefined) this.#releaseTransients();
@@ -414,7 +372,7 @@ export class VulkanDevice implements Device {
 
   #releaseTransients(): void {
     const busy = new Set<VkRecording>(this.#pending.map((p) => p.rec));
-    for (const f of this.#inflight) busy.add(f.rec);
+    if (this.#inflight) busy.add(this.#inflight.rec);
     for (const r of this.#recordings) {
       if (r.transient && !busy.has(r)) {
         this.#recordings.delete(r);
@@ -445,7 +403,7 @@ export class VulkanDevice implements Device {
     if (this.#poisoned !== undefined) return; // leaked
     const r = rec as VkRecording;
     if (!this.#recordings.has(r)) return;
-    if (this.#inflight.some((f) => f.rec === r) || this.#pending.some((p) => p.rec === r)) {
+    if (this.#inflight?.rec === r || this.#pending.some((p) => p.rec === r)) {
       throw new ExecError("vulkan: releasing a recording with work still queued; synchronize first");
     }
     this.#recordings.delete(r);
@@ -455,14 +413,14 @@ export class VulkanDevice implements Device {
   async destroy(): Promise<void> {
     const { api, device, instance } = this.#ctx;
     if (this.#poisoned !== undefined) return; // leak everything: the queue may still be running our work
-    this.#pending = [];
-    while (this.#inflight.length) {
+    if (this.#inflight) {
+      this.#pending = [];
       try {
-        this.#wait("destroy", this.#inflight[0].fences, this.#timeoutMs);
+        this.#wait("destroy", this.#fences, this.#timeoutMs);
       } catch {
         return; // poisoned now: leak
       }
-      this.#freeFences.push(this.#inflight.shift()!.fences);
+      this.#inflight = undefined;
     }
     for (const r of this.#recordings) releaseRecording(this.#ctx, this.#cmdPool, r);
     this.#recordings.clear();
@@ -476,7 +434,7 @@ export class VulkanDevice implements Device {
     for (const b of this.#buffers) destroyBuf(this.#ctx, b);
     this.#buffers.clear();
     if (this.#staging) destroyBuf(this.#ctx, this.#staging);
-    for (const f of this.#freeFences) api.destroyFence(device, f[0]);
+    api.destroyFence(device, this.#fence);
     api.destroyFence(device, this.#xferFence);
     api.destroyCommandPool(device, this.#cmdPool);
     api.destroyDevice(device);
