@@ -47,7 +47,7 @@ export class Steps {
     /** Chunks narrower than this run slower kernels (planPrefill's slowBelow). */
     readonly slowBelow = 0,
     /**
-     * Decode steps kept in flight by a plain generation (runAhead); above 1 the plain 1-row step feeds its own
+     * Decode steps kept in flight by a plain generation (AheadSteps); above 1 the plain 1-row step feeds its own
      * token (StepShape.feed), whoever runs it.
      */
     readonly ahead = 1,
