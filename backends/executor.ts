@@ -330,9 +330,7 @@ export class Engine<D extends Device> implements Executor {
       this.weights.set(role, buf);
       opts.onTensor?.(++done, roles.length, doneBytes, totalBytes);
     }
-    const upTo = this.launches;
-    await this.bounded("synchronize", this.device.synchronize(this.timeoutMs));
-    this.synced = upTo;
+    await this.bounded("synchronize", this.syncNow());
   }
 
   addEntry(key: EntryKey, graph: Graph): EntryId {
@@ -545,23 +543,29 @@ export class Engine<D extends Device> implements Executor {
         await this.syncing;
         continue;
       }
-      const w0 = performance.now(), upTo = this.launches;
-      const done = this.device.synchronize(this.timeoutMs);
-      this.syncing = done;
-      try {
-        await done;
-      } catch (err) {
-        this.failed = { upTo, err };
-        throw err;
-      } finally {
-        this.syncing = undefined;
-      }
-      this.synced = upTo;
+      const w0 = performance.now();
+      await this.syncNow();
       this.lastSyncEnd = performance.now();
       this.lastWait = this.lastSyncEnd - w0;
       return true;
     }
     return false;
+  }
+
+  /** Synchronizes the device now: the launches made so far are covered by it (or share its failure). */
+  private async syncNow(): Promise<void> {
+    const upTo = this.launches;
+    const done = this.device.synchronize(this.timeoutMs);
+    this.syncing = done;
+    try {
+      await done;
+    } catch (err) {
+      this.failed = { upTo, err };
+      throw err;
+    } finally {
+      if (this.syncing === done) this.syncing = undefined;
+    }
+    this.synced = upTo;
   }
 
   /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */
@@ -570,9 +574,7 @@ export class Engine<D extends Device> implements Executor {
     const s = this.state.get(name);
     if (!s) throw new ExecError(`no state ${name}`);
     const read = async () => {
-      const upTo = this.launches;
-      await this.device.synchronize(this.timeoutMs);
-      this.synced = upTo;
+      await this.syncNow();
       return await this.device.read(s.buf, 0, s.bytes);
     };
     return await this.bounded("synchronize", read());

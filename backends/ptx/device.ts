@@ -324,7 +324,7 @@ export class PtxDevice implements CollectiveDevice {
     if (pb.slot) {
       const at = pb.slot.slab.hostPtr + BigInt(pb.slot.offset + offset), end = at + BigInt(data.byteLength);
       const busy = this.slotsBusy;
-      if (busy === "all" ? true : busy.some((s) => s.lo < end && at < s.hi)) this.guard("write", () => this.waitIdle("slot write"));
+      if (busy === "all" || busy.some((s) => s.lo < end && at < s.hi)) this.guard("write", () => this.waitIdle("slot write"));
       pb.slot.shadow.set(data, offset);
       return;
     }

@@ -63,11 +63,8 @@ async function generate(eng: Engine<Device>, id: number, c: { prompt_ids: number
     let stop = false;
     for (const l of launched) {
       const next = (await eng.finish(l)).outputs.token[0];
-      if (stop || pos + 1 < c.prompt_ids.length) {
-        pos++;
-        continue;
-      }
       pos++;
+      if (stop || pos < c.prompt_ids.length) continue; // a prompt position's draw, or one after the end
       if (next === 1) stop = true; // the steps launched after it still finish (their tokens are dropped)
       else out.push(next);
     }
