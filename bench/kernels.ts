@@ -303,6 +303,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "vulkan" && f === "no-robust") vulkan.unsafeNoRobustAccess = true;
     else if (name === "vulkan" && f === "attention-team-count") compile.attentionCount = "team";
     else if (name === "vulkan" && f === "restrict") vulkan.restrictReads = true;
+    else if (name === "vulkan" && f === "any-queue") vulkan.queue = "any";
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
     else if (f === "attention-skip-empty") compile.attentionSkipEmpty = true;
     else if (f === "no-attention-local") compile.attentionLocal = false;
@@ -321,7 +322,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

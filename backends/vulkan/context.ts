@@ -2,6 +2,7 @@
 // access), a logical device with the features kernels can use enabled, one compute queue, and what the
 // device can do as a TargetSet.
 import { pack } from "../../ffi/layout.ts";
+import { env } from "node:process";
 import * as vk from "../../ffi/vulkan.ts";
 import type { Caps, TargetSet } from "../../kernels/target.ts";
 import { Unsupported } from "../errors.ts";
@@ -51,6 +52,22 @@ export interface VulkanOptions {
    * nor for unsafeNoRobustAccess (0.883 and 1.031).
    */
   restrictReads?: boolean;
+  /**
+   * The queue family: "compute" (default) a compute family without graphics where the device has one (NVIDIA's
+   * asynchronous compute queues; llama.cpp's Vulkan backend prefers them too), else the first with compute; "any"
+   * the first with compute (the environment variable POOT_VULKAN_QUEUE=any asks for it). H200 (session 20,
+   * `bench/kernels.ts --wall --pos 64 --backend vulkan:any-queue,vulkan`, two pairs): whole step qwen2.5-0.5b 0.787 /
+   * 0.790 -> 0.776 / 0.776 ms, the 1B 0.954 / 0.954 -> 0.942 / 0.942; `bench/gap.ts --floor`: a dependent dispatch
+   * 2.03 -> 1.92 µs, an independent one 0.94 -> 0.23.
+   */
+  queue?: "compute" | "any";
+}
+
+/** The queue family a device's work goes to (VulkanOptions.queue). */
+export function queueFamily(families: { queueFlags: number }[], want: "compute" | "any"): number {
+  const compute = (f: { queueFlags: number }) => (f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT) !== 0;
+  const alone = families.findIndex((f) => compute(f) && !(f.queueFlags & vk.VK_QUEUE_GRAPHICS_BIT));
+  return want === "compute" && alone >= 0 ? alone : families.findIndex(compute);
 }
 
 /** Features the logical device was created with. */
@@ -179,7 +196,7 @@ function createDevice(
   if (float16) chain.push(pack(vk.VkPhysicalDeviceShaderFloat16Int8Features, { shaderFloat16: 1 }));
   if (fullSubgroups) chain.push(pack(vk.VkPhysicalDeviceSubgroupSizeControlFeatures, { computeFullSubgroups: 1 }));
   if (dotProduct) chain.push(pack(vk.VkPhysicalDeviceShaderIntegerDotProductFeatures, { shaderIntegerDotProduct: 1 }));
-  const family = api.queueFamilies(pd).findIndex((f) => f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT);
+  const family = queueFamily(api.queueFamilies(pd), opts.queue ?? (env.POOT_VULKAN_QUEUE === "any" ? "any" : "compute"));
   const device = api.createDevice(pd, { queues: [{ family }], extensions, pNext: vk.linkChain(...chain) });
   const queue = api.deviceQueue(device, family);
 

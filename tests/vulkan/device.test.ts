@@ -8,7 +8,7 @@ import { Engine } from "../../backends/executor.ts";
 import type { DeviceBuffer, DeviceStep } from "../../backends/device.ts";
 import { DeviceLost, ExecError, KernelFault, NeedsReset, Poisoned, Unsupported } from "../../backends/errors.ts";
 import { openVulkanDevice, splitByBudget, VulkanDevice, type VulkanOptions } from "../../backends/vulkan/mod.ts";
-import { openContext } from "../../backends/vulkan/context.ts";
+import { openContext, queueFamily } from "../../backends/vulkan/context.ts";
 import * as vk from "../../ffi/vulkan.ts";
 import type { Graph } from "../../graph/ir.ts";
 import { type Kernel, KernelBuilder, u32, un, type UnOp } from "../../kernels/ir.ts";
@@ -384,6 +384,16 @@ test("vulkan: memoryReport names heaps and types and counts this device's live b
   d.free(a);
   d.free(b);
   assert.deepEqual(d.memoryReport().types.map((t) => t.bytes), base.types.map((t) => t.bytes));
+});
+
+test("vulkan: work goes to a compute family without graphics where there is one (VulkanOptions.queue)", () => {
+  const { VK_QUEUE_GRAPHICS_BIT: G, VK_QUEUE_COMPUTE_BIT: C, VK_QUEUE_TRANSFER_BIT: T } = vk;
+  const nvidia = [{ queueFlags: G | C | T }, { queueFlags: T }, { queueFlags: C | T }, { queueFlags: T }];
+  assert.equal(queueFamily(nvidia, "compute"), 2, "the asynchronous compute family");
+  assert.equal(queueFamily(nvidia, "any"), 0, "the first with compute");
+  assert.equal(queueFamily([{ queueFlags: G | C | T }], "compute"), 0, "lavapipe: its one family");
+  assert.equal(queueFamily([{ queueFlags: T }, { queueFlags: G | C }], "compute"), 1);
+  assert.equal(queueFamily([{ queueFlags: T }], "compute"), -1, "none");
 });
 
 test("vulkan: a device without robustBufferAccess is refused with Unsupported (fake loader)", () => {
