@@ -3,7 +3,7 @@
 // entry and reads the sampled token back; a prompt runs as chunks of the prepared prefill row counts, planned by
 // cost (planPrefill: the last chunk may be padded). Also the planning of those counts (prefillDefault) and of what
 // sizes the context (contextRequest).
-import type { EntryId, Executor, StepOptions } from "../backends/executor.ts";
+import { type EntryId, type Executor, MAX_INSTANCES, type StepOptions } from "../backends/executor.ts";
 import type { Caps } from "../kernels/target.ts";
 import { tiledAuto } from "../kernels/lower.ts";
 import { LlmError } from "./errors.ts";
@@ -165,34 +165,50 @@ export class Steps {
 }
 
 /**
- * A plain generation's decode steps with `steps.ahead` in flight: when none is queued, `next` launches the
- * step that consumes the given token and the ones after it (each on its own instance of the fed entry, reading
- * the token its predecessor left on the device), and returns their draws one by one in order. The device runs
- * them back to back; the host reads a draw while later steps run. Steps launched past the generation's end
- * (an end-of-generation token, a stop string) are waited out by `drain` and their draws dropped; their K/V rows
- * lie past the sequence, where the next step that reaches them overwrites them before any row reads them.
+ * A plain generation's decode steps with `steps.ahead` in flight: when none is queued, `next` launches a block of
+ * steps, the one that consumes the given token and the ones after it (each on its own instance of the fed entry,
+ * reading the token its predecessor left on the device), and returns their draws one by one in order. Once a
+ * block's first draw is in, the next block is launched (on the other bank of instances, reading the token the
+ * last step before it left), so the device runs it while the host consumes this block's draws: a WebGPU map waits
+ * for every submitted step, so a block's first draw arrives only when the whole block is done, and without this
+ * the GPU idled while the host took the draws and encoded the next block's first step. Steps launched past the
+ * generation's end (an end-of-generation token, a stop string: up to two blocks) are waited out by `drain` and
+ * their draws dropped; their K/V rows lie past the sequence, where the next step that reaches them overwrites
+ * them before any row reads them.
  */
 export class AheadSteps {
   private queue: Promise<Next>[] = [];
+  /** Which bank of instances the next block takes (two banks of `steps.ahead` where MAX_INSTANCES has room). */
+  private bank = 0;
+  private closed = false;
 
   constructor(private readonly steps: Steps, private readonly id: EntryId, private readonly sampler: SamplerParams, private readonly ctx: RowContext) {}
 
   /** The draw of the step at `pos` that consumes `token`; `room`: steps the generation may still run (>= 1). */
   next(token: number, pos: number, room: number): Promise<Next> {
-    if (this.queue.length === 0) {
-      const n = Math.max(1, Math.min(this.steps.ahead, room));
-      // Steps.run launches before its first await: these are enqueued in order, now.
-      for (let i = 0; i < n; i++) {
-        const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: i });
-        p.catch(() => {}); // awaited in its turn or by drain: not an unhandled rejection meanwhile
-        this.queue.push(p);
-      }
-    }
+    if (this.queue.length === 0) this.block(token, pos, room);
     return this.queue.shift()!;
+  }
+
+  /** Launches the steps at pos, pos + 1, ... (up to steps.ahead, at most `room`), the first consuming `token`. */
+  private block(token: number, pos: number, room: number): void {
+    const per = this.steps.ahead, n = Math.max(1, Math.min(per, room));
+    const banks = 2 * per <= MAX_INSTANCES ? 2 : 1, base = (this.bank++ % banks) * per;
+    const launched: Promise<Next>[] = [];
+    // Steps.run launches before its first await: these are enqueued in order, now.
+    for (let i = 0; i < n; i++) {
+      const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: base + i });
+      p.catch(() => {}); // awaited in its turn or by drain: not an unhandled rejection meanwhile
+      launched.push(p);
+    }
+    this.queue.push(...launched);
+    // registered before the caller awaits the first draw, so the next block is on its way before that caller runs
+    if (banks === 2 && room > n) launched[0].then(() => this.closed || this.block(-1, pos + n, room - n), () => {});
   }
 
   /** Waits for the steps still in flight (a generation that ended early); their draws and errors are dropped. */
   async drain(): Promise<void> {
+    this.closed = true;
     const q = this.queue;
     this.queue = [];
     await Promise.allSettled(q);

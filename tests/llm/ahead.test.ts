@@ -10,6 +10,8 @@ import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { Device } from "../../backends/device.ts";
 import { InvalidArgumentError } from "../../llm/errors.ts";
 import type { GenerateOptions, GenerateResult } from "../../llm/options.ts";
+import { AheadSteps, type Next, type Steps } from "../../llm/steps.ts";
+import type { RowContext } from "../../llm/sampling.ts";
 import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
 
 const model = loadModel(fileURLToPath(new URL("../../models/stories260K/stories260K.gguf", import.meta.url)));
@@ -49,6 +51,37 @@ for (const backend of selectedBackends()) {
     }
   });
 }
+
+test("AheadSteps: once a block's first draw is in, the next block goes out on the other bank, before the host takes more", async () => {
+  // a Steps that records each launch and lets the test settle its draws
+  const runs: { token: number; pos: number; instance: number; done: (n: Next) => void }[] = [];
+  const steps = {
+    ahead: 4,
+    run: (_id: number, tokens: number[], pos: number, ...rest: unknown[]) =>
+      new Promise<Next>((done) => runs.push({ token: tokens[0], pos, instance: (rest[4] as { instance: number }).instance, done })),
+  } as unknown as Steps;
+  const a = new AheadSteps(steps, 0, {}, {} as RowContext);
+  const draw = (i: number) => runs[i].done({ token: 100 + i, nonFinite: false });
+  const tick = () => new Promise((r) => setTimeout(r, 0));
+  const first = a.next(7, 10, 9); // room for 9 steps: blocks of 4, 4, 1
+  assert.deepEqual(runs.map((r) => [r.token, r.pos, r.instance]), [[7, 10, 0], [-1, 11, 1], [-1, 12, 2], [-1, 13, 3]]);
+  await tick();
+  assert.equal(runs.length, 4, "nothing more before the first draw");
+  draw(0);
+  assert.equal((await first).token, 100);
+  assert.deepEqual(runs.slice(4).map((r) => [r.token, r.pos, r.instance]), [[-1, 14, 4], [-1, 15, 5], [-1, 16, 6], [-1, 17, 7]], "block 2, fed, bank 1");
+  for (let i = 1; i < 4; i++) draw(i);
+  for (let i = 1; i < 4; i++) assert.equal((await a.next(0, 0, 0)).token, 100 + i);
+  draw(4);
+  assert.equal((await a.next(0, 0, 0)).token, 104);
+  assert.deepEqual(runs.slice(8).map((r) => [r.token, r.pos, r.instance]), [[-1, 18, 0]], "the last step the room allows, bank 0 again");
+  // an early end: drain waits for what is in flight, and nothing launches after it
+  const ended = a.drain();
+  for (let i = 5; i < runs.length; i++) draw(i);
+  await ended;
+  await tick();
+  assert.equal(runs.length, 9);
+});
 
 test("driver: stepsAhead outside 1..64 is an InvalidArgumentError", async () => {
   const { JsDevice } = await import("../../backends/js/device.ts");
