@@ -47,6 +47,7 @@ import type { Program, Step } from "../kernels/program.ts";
 import { KernelBuilder } from "../kernels/ir.ts";
 import type { GemvTune } from "../kernels/lib/mod.ts";
 import { familyOf } from "../llm/registry.ts";
+import { appendSampler, SAMPLER_SLOT, samplerSlot } from "../llm/sampling.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { FUSIONS, fusionFlag } from "./fusions.ts";
@@ -69,13 +70,28 @@ export interface KernelTime {
 /** Weight dtype or llama-quantize mix of the decode plans (--dtype; default bf16). */
 let weightDtype: SyntheticDtype = "bf16";
 
+/**
+ * What ends the decode step (--tail): "argmax" (default, as bench/decode.ts), or the Driver's plain sampler
+ * (llm/sampling.ts appendSampler) drawing greedily ("greedy": temperature 0) or "sample" (temperature 0.8, top-k
+ * 40, top-p 0.95).
+ */
+let decodeTail: "argmax" | "greedy" | "sample" = "argmax";
+const TAILS = ["argmax", "greedy", "sample"] as const;
+
+/** The sampler slot's words for --tail (others: undefined, the program's own fill). */
+const tailFill: SlotFill = (name) =>
+  name === SAMPLER_SLOT && decodeTail !== "argmax"
+    ? new Uint8Array(samplerSlot(decodeTail === "sample" ? { temperature: 0.8, topK: 40, topP: 0.95, seed: 1 } : {}, 7).buffer)
+    : undefined;
+
 export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048, dtype = weightDtype): Program {
   const c = SHAPES[shape as keyof typeof SHAPES];
   const dtypeOf = dtype === "bf16"
     ? (r: WeightRole) => (r.role.endsWith("norm") || r.role.endsWith(".bias") ? "f32" : "bf16")
     : syntheticLlama(c, { dtype }).dtypeOf;
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap, kvDtype: "f16" }, { dtypeOf });
-  tracer.output("token", tracer.argmax(logits, 1));
+  if (decodeTail === "argmax") tracer.output("token", tracer.argmax(logits, 1));
+  else appendSampler(tracer, logits);
   return compileGraph(tracer.build(), dev.target, opts);
 }
 
@@ -213,10 +229,10 @@ function describe(dev: Device): string {
 async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Profile> {
   const rows = [];
   for (const { step, count } of distinct(prog)) {
-    const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos);
+    const micros = await timeStep(dev, prog, step, launchesFor(step.work.bytes), pos, tailFill);
     rows.push({ first: prog.steps.indexOf(step), name: step.kernel.name, count, micros, busy: micros, bytes: step.work.bytes });
   }
-  const t = await timeProgram(dev, prog, 20, pos);
+  const t = await timeProgram(dev, prog, 20, pos, "zero", tailFill);
   const deviceMs = rows.reduce((a, r) => a + r.count * r.micros, 0) / 1000;
   return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
 }
@@ -341,7 +357,7 @@ async function wallBackends(backends: string[], shapes: string[], pos: number, w
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights, undefined, { warmupMs, rounds: 5 });
+        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights, tailFill, { warmupMs, rounds: 5 });
         const ms = (x: number, spread: number) => `${x.toFixed(3)} ±${(spread / 2).toFixed(3)}`;
         console.log(`${entry.padEnd(32)} ${ms(t.queued, t.queuedSpread).padStart(14)} ${ms(t.synced, t.syncedSpread).padStart(14)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
@@ -376,7 +392,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
           result[`${b}:${shape}`] = p;
           continue;
         }
-        const bufs = allocProgram(dev, prog, pos, weights);
+        const bufs = allocProgram(dev, prog, pos, weights, tailFill);
         try {
           const p = await profileSteps(dev, prog, bufs, 10);
           if (!p) {
@@ -406,13 +422,17 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
   });
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
   const xp = values["xq-prep"];
   if (xp !== undefined && xp !== "on" && xp !== "off" && xp !== "no-norm") throw new RangeError(`--xq-prep: on, off or no-norm, not ${xp}`);
   const xq: CompileOptions = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "no-norm" ? xp : xp === "on" }) };
+  if (values.tail) {
+    if (!(TAILS as readonly string[]).includes(values.tail)) throw new RangeError(`--tail: one of ${TAILS.join(", ")}, not ${values.tail}`);
+    decodeTail = values.tail as typeof decodeTail;
+  }
   if (values.dtype) {
     if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
     weightDtype = values.dtype as SyntheticDtype;
