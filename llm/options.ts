@@ -47,8 +47,9 @@ export interface DriverOptions {
   /**
    * Decode steps a plain generation keeps in flight (greedy or the plain sampler: no grammar, logit bias, penalties,
    * min_tokens or logprobs), each reading the token its predecessor sampled on the device, so the device need
-   * not wait for the host between tokens; tokens then reach the stream in runs of up to this many, and a
-   * generation that ends early runs up to this many - 1 steps whose tokens are dropped. 1: one at a time. Default:
+   * not wait for the host between tokens; tokens then reach the stream in runs of up to this many, the next run
+   * already on the device while the host takes one (up to 32; past that one run at a time), and a generation that
+   * ends early runs up to twice this many - 1 steps whose tokens are dropped. 1: one at a time. Default:
    * the device's (8 on WebGPU and ptx, 1 elsewhere: Device.stepsAhead); a tensor-parallel group runs one at a time.
    */
   stepsAhead?: number;
