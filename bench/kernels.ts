@@ -33,7 +33,10 @@
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
 //   MMA tiles or not (CompileOptions.decodeFlash); "attention-stagesN": its K/V through N cp.async stages; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
-//   for timing only)
+//   for timing only; vulkan:any-queue takes the first queue family with compute, not a compute-only one)
+// --tail argmax|greedy|sample: the step ends in argmax (default) or the Driver's plain sampler, drawing greedily or
+// at temperature 0.8 with top-k 40 and top-p 0.95 (with the zeroed weights every logit ties: --weights random for
+// a row the filters can cut).
 // (--wall: the whole step's wall time per backend entry, no timestamps, after --warmup-ms (default 1000) of
 // synchronized replays, median of 5 rounds; variants name a device's old ways;
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
