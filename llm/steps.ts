@@ -180,6 +180,8 @@ export class AheadSteps {
   private queue: Promise<Next>[] = [];
   /** Which bank of instances the next block takes (two banks of `steps.ahead` where MAX_INSTANCES has room). */
   private bank = 0;
+  /** The draws of the block that last ran on each bank: a bank is launched again only once they are all read. */
+  private readonly onBank: Promise<Next>[][] = [[], []];
   private closed = false;
 
   constructor(private readonly steps: Steps, private readonly id: EntryId, private readonly sampler: SamplerParams, private readonly ctx: RowContext) {}
@@ -193,17 +195,21 @@ export class AheadSteps {
   /** Launches the steps at pos, pos + 1, ... (up to steps.ahead, at most `room`), the first consuming `token`. */
   private block(token: number, pos: number, room: number): void {
     const per = this.steps.ahead, n = Math.max(1, Math.min(per, room));
-    const banks = 2 * per <= MAX_INSTANCES ? 2 : 1, base = (this.bank++ % banks) * per;
+    const banks = 2 * per <= MAX_INSTANCES ? 2 : 1, bank = this.bank++ % banks;
     const launched: Promise<Next>[] = [];
     // Steps.run launches before its first await: these are enqueued in order, now.
     for (let i = 0; i < n; i++) {
-      const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: base + i });
+      const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: bank * per + i });
       p.catch(() => {}); // awaited in its turn or by drain: not an unhandled rejection meanwhile
       launched.push(p);
     }
     this.queue.push(...launched);
-    // registered before the caller awaits the first draw, so the next block is on its way before that caller runs
-    if (banks === 2 && room > n) launched[0].then(() => this.closed || this.block(-1, pos + n, room - n), () => {});
+    this.onBank[bank] = launched;
+    if (banks === 1 || room <= n) return;
+    // The next block, on the other bank once the block before it there has been read (its instances' outputs are
+    // overwritten), goes out when this one's first draw is in, a microtask or two after the caller has it.
+    const free = Promise.allSettled(this.onBank[1 - bank]);
+    Promise.all([launched[0], free]).then(() => this.closed || this.block(-1, pos + n, room - n), () => {});
   }
 
   /** Waits for the steps still in flight (a generation that ended early); their draws and errors are dropped. */

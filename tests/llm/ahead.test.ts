@@ -52,7 +52,7 @@ for (const backend of selectedBackends()) {
   });
 }
 
-test("AheadSteps: once a block's first draw is in, the next block goes out on the other bank, before the host takes more", async () => {
+test("AheadSteps: once a block's first draw is in, the next block goes out on the other bank; a bank is reused once its last block's draws are read", async () => {
   // a Steps that records each launch and lets the test settle its draws
   const runs: { token: number; pos: number; instance: number; done: (n: Next) => void }[] = [];
   const steps = {
@@ -69,12 +69,16 @@ test("AheadSteps: once a block's first draw is in, the next block goes out on th
   assert.equal(runs.length, 4, "nothing more before the first draw");
   draw(0);
   assert.equal((await first).token, 100);
+  await tick();
   assert.deepEqual(runs.slice(4).map((r) => [r.token, r.pos, r.instance]), [[-1, 14, 4], [-1, 15, 5], [-1, 16, 6], [-1, 17, 7]], "block 2, fed, bank 1");
-  for (let i = 1; i < 4; i++) draw(i);
-  for (let i = 1; i < 4; i++) assert.equal((await a.next(0, 0, 0)).token, 100 + i);
+  // block 2's first draw before block 1's others: bank 0 is not reused until block 1's draws are all in
   draw(4);
-  assert.equal((await a.next(0, 0, 0)).token, 104);
+  await tick();
+  assert.equal(runs.length, 8, "block 3 waits for block 1's outputs to be read");
+  for (let i = 1; i < 4; i++) draw(i);
+  await tick();
   assert.deepEqual(runs.slice(8).map((r) => [r.token, r.pos, r.instance]), [[-1, 18, 0]], "the last step the room allows, bank 0 again");
+  for (let i = 1; i < 5; i++) assert.equal((await a.next(0, 0, 0)).token, 100 + i, "draws in launch order");
   // an early end: drain waits for what is in flight, and nothing launches after it
   const ended = a.drain();
   for (let i = 5; i < runs.length; i++) draw(i);
