@@ -168,8 +168,9 @@ export class Steps {
  * A plain generation's decode steps with `steps.ahead` in flight: when none is queued, `next` launches a block of
  * steps, the one that consumes the given token and the ones after it (each on its own instance of the fed entry,
  * reading the token its predecessor left on the device), and returns their draws one by one in order. Once a
- * block's first draw is in, the next block is launched (on the other bank of instances, reading the token the
- * last step before it left), so the device runs it while the host consumes this block's draws: a WebGPU map waits
+ * block's first draw is in, the next block is launched (on the other bank of instances, once the draws of the block
+ * that last ran there are read; reading the token the last step before it left), so the device runs it while the
+ * host consumes this block's draws: a WebGPU map waits
  * for every submitted step, so a block's first draw arrives only when the whole block is done, and without this
  * the GPU idled while the host took the draws and encoded the next block's first step. Steps launched past the
  * generation's end (an end-of-generation token, a stop string: up to two blocks) are waited out by `drain` and
