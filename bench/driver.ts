@@ -7,7 +7,9 @@
 //   deno run -A bench/driver.ts --shape stories260K --backend js --prompts 64 --tokens 32 --json
 //   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512 --tokens 128 --ctx 8192 --decode-after 4096 --kv-type f32,f16
 // (--decode-after N: the timed decode follows an N-token prompt, default 4; --kv-type: DriverOptions.kvDtype, one
-// run per value, default the library's f32; --steps-ahead K,...: DriverOptions.stepsAhead, one run per value)
+// run per value, default the library's f32; --steps-ahead K,...: DriverOptions.stepsAhead, one run per value;
+// --sample: the timed decode samples at temperature 0.8 with top-k 40 and top-p 0.95, as bench/kernels.ts --tail
+// sample, instead of greedily)
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -16,6 +18,7 @@ import { type BackendChoice, isBackendName, openBackend } from "../backends/open
 import { compileGraph } from "../kernels/lower.ts";
 import { Driver } from "../llm/driver.ts";
 import type { ModelHandle } from "../llm/model.ts";
+import type { SamplerParams } from "../llm/sampling.ts";
 import { familyOf } from "../llm/registry.ts";
 import { syntheticLlama } from "../llm/synthetic.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
@@ -43,8 +46,13 @@ export interface DriverBenchOptions {
   stepRows?: number;
   /** DriverOptions.stepsAhead (decode steps in flight; default the device's). */
   stepsAhead?: number;
+  /** The timed decode's sampler (default greedy). */
+  sampler?: SamplerParams;
   log?: (s: string) => void;
 }
+
+/** --sample's sampler: what chat front ends commonly ask (and bench/kernels.ts --tail sample). */
+export const SAMPLED: SamplerParams = { temperature: 0.8, topK: 40, topP: 0.95, seed: 1 };
 
 export interface DriverBenchResult {
   shape: string;
@@ -54,6 +62,8 @@ export interface DriverBenchResult {
   kvDtype: "f32" | "f16";
   /** DriverOptions.stepsAhead as given (undefined: the device's default). */
   stepsAhead?: number;
+  /** The timed decode's sampler (absent: greedy). */
+  sampler?: SamplerParams;
   loadSeconds: number;
   /** Prompt length -> best time to first token, ms. */
   ttftMs: Record<string, number>;
@@ -90,7 +100,7 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
     stepsAhead: o.stepsAhead,
   });
   const res: DriverBenchResult = {
-    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, stepsAhead: o.stepsAhead, loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
+    shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, stepsAhead: o.stepsAhead, ...(o.sampler ? { sampler: o.sampler } : {}), loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
   };
   log(`${o.shape} on ${res.backend}: Driver open (load + compile) ${res.loadSeconds.toFixed(1)} s, ctx ${ctx}, ${driver.kvDtype} K/V${o.stepRows !== undefined ? `, prefillStepRows ${o.stepRows}` : ""}${o.stepsAhead !== undefined ? `, stepsAhead ${o.stepsAhead}` : ""}`);
   try {
@@ -112,14 +122,14 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
       // A WebGPU device's counters over the timed decode (submits, maps, encoding), per token in the log.
       const counters = () => ({ ...((dev.inner as { stats?: Record<string, number> }).stats ?? {}) });
       const c0 = counters();
-      const r = await driver.generate(ids(after), { maxTokens: o.tokens + 1, ignoreEos: true });
+      const r = await driver.generate(ids(after), { maxTokens: o.tokens + 1, ignoreEos: true, ...(o.sampler ? { sampler: o.sampler } : {}) });
       const t = dev.take();
       const c1 = counters();
       // generate's decode phase: tokens after the first (the first comes from the prefill).
       const n = r.timings.generatedTokens - 1, ms = r.timings.generateMs / n;
       const waitMicros = Math.max(0, t.wait - prompt.wait) * 1000 / n;
       res.decode = { tokens: n, tokPerSec: r.timings.tokensPerSecond, msPerToken: ms, hostMicros: ms * 1000 - waitMicros, waitMicros };
-      log(`${o.shape}: Driver decode after ${after} prompt tokens ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
+      log(`${o.shape}: Driver decode${o.sampler ? " (sampled)" : ""} after ${after} prompt tokens ${res.decode.tokPerSec.toFixed(1)} tok/s, ${ms.toFixed(3)} ms/token, host ${res.decode.hostMicros.toFixed(1)} µs/token`);
       const per = Object.keys(c1).filter((k) => typeof c1[k] === "number" && c1[k] !== c0[k]).map((k) => `${k} ${((c1[k] - (c0[k] ?? 0)) / n).toFixed(k.endsWith("Micros") ? 0 : 2)}`);
       if (per.length) log(`${o.shape}: per token: ${per.join(", ")}`);
     }
@@ -136,7 +146,7 @@ if (import.meta.main) {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
       ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
       "decode-after": { type: "string" }, "kv-type": { type: "string" }, "step-rows": { type: "string" },
-      "steps-ahead": { type: "string" },
+      "steps-ahead": { type: "string" }, sample: { type: "boolean" },
     },
   });
   const ints = (k: string, v: string | undefined, d: number[]): number[] => {
@@ -165,7 +175,7 @@ if (import.meta.main) {
         tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
         prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,
         decodeAfter: values["decode-after"] ? ints("decode-after", values["decode-after"], [])[0] : undefined,
-        kvDtype: kv === "default" ? undefined : kv as "f32" | "f16",
+        kvDtype: kv === "default" ? undefined : kv as "f32" | "f16", sampler: values.sample ? SAMPLED : undefined,
       }));
     }
     const res = all.length === 1 ? all[0] : all;

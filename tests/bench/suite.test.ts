@@ -2,7 +2,7 @@
 // and bench/suite.ts's table: rows with and without a baseline, a failed row keeps its name and says why.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { runDriverBench } from "../../bench/driver.ts";
+import { runDriverBench, SAMPLED } from "../../bench/driver.ts";
 import { formatSuite, type SuiteRow } from "../../bench/suite.ts";
 
 test("runDriverBench on the JS device: time to first token per prompt length and Driver decode, finite and positive", { timeout: 120_000 }, async () => {
@@ -19,6 +19,14 @@ test("runDriverBench on the JS device: time to first token per prompt length and
   assert.ok(lines.some((l) => l.includes("time to first token of a 40-token prompt")));
   await assert.rejects(runDriverBench({ shape: "nope", backend: "js", prompts: [4], tokens: 0 }), RangeError);
   await assert.rejects(runDriverBench({ shape: "stories260K", backend: "js", prompts: [600], tokens: 0, ctx: 512 }), /do not fit ctx 512/);
+});
+
+test("runDriverBench with a sampler: the timed decode samples, named in the result and the log", { timeout: 120_000 }, async () => {
+  const lines: string[] = [];
+  const r = await runDriverBench({ shape: "stories260K", backend: "js", prompts: [], tokens: 6, sampler: SAMPLED, log: (l) => lines.push(l) });
+  assert.deepEqual(r.sampler, SAMPLED);
+  assert.equal(r.decode?.tokens, 6);
+  assert.ok(lines.some((l) => l.includes("Driver decode (sampled)")), lines.join("\n"));
 });
 
 test("formatSuite: one Markdown row per measurement, an old column from a baseline, failures named", () => {
