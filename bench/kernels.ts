@@ -59,6 +59,7 @@ import { type BackendName, isBackendName, type OpenOptions, probeBackend } from 
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
 import type { RocmDeviceOptions } from "../backends/rocm/mod.ts";
+import { SAMPLED } from "./driver.ts";
 import { allocProgram, deviceSteps, kernelTable, type Profile, profileSteps, sameBuffers, type SlotFill, streamKernel } from "./profile.ts";
 
 const L2_DEFEAT = 256 << 20; // bytes of distinct weight copies per kernel (the H200's L2 is 50 MB)
@@ -84,7 +85,7 @@ const TAILS = ["argmax", "greedy", "sample"] as const;
 /** The sampler slot's words for --tail (others: undefined, the program's own fill). */
 const tailFill: SlotFill = (name) =>
   name === SAMPLER_SLOT && decodeTail !== "argmax"
-    ? new Uint8Array(samplerSlot(decodeTail === "sample" ? { temperature: 0.8, topK: 40, topP: 0.95, seed: 1 } : {}, 7).buffer)
+    ? new Uint8Array(samplerSlot(decodeTail === "sample" ? SAMPLED : {}, 7).buffer)
     : undefined;
 
 export function decodeProgram(shape: string, dev: Device, opts: CompileOptions, cap = 2048, dtype = weightDtype): Program {
