@@ -7,7 +7,10 @@
 //
 // --rows R (a serving batch) repeats the row R times, each with its own counts row.
 //
+// --no-lean and --subgroup-list N are A/Bs of the pick kernel (SampleShape.lean, .subgroupList); --kinds picks kinds.
+//
 //   deno run -A bench/sampler_kernels.ts --backend ptx [--vocab 128256] [--rows 1] [--sample-parts 1] [--flat] [--no-bracket]
+//     [--no-lean] [--subgroup-list 512] [--kinds greedy,tkp]
 import { parseArgs } from "node:util";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import type { DeviceBuffer, DeviceStep } from "../backends/device.ts";
@@ -25,6 +28,9 @@ const { values: o } = parseArgs({
     flat: { type: "boolean", default: false },
     // the sample kernel without its top-p bracket path (kernels/lib/sample_bracket.ts): an A/B of fullp
     "no-bracket": { type: "boolean", default: false },
+    "no-lean": { type: "boolean", default: false },
+    "subgroup-list": { type: "string" },
+    kinds: { type: "string" },
     rows: { type: "string", default: "1" },
     launches: { type: "string", default: "100" },
   },
@@ -37,7 +43,9 @@ if (!(Number.isInteger(launches) && launches >= 1 && launches <= 10000)) throw n
 if (sampleParts !== undefined && !(Number.isInteger(sampleParts) && sampleParts >= 1)) throw new Error(`--sample-parts ${o["sample-parts"]}: want an integer >= 1`);
 const E = MAX_LOGIT_BIAS + 8;
 const dev = await openBackend(o.backend as BackendChoice);
-console.log(`sampler kernels: ${R} x vocab ${V} on ${dev.target.backend} ${dev.target.device}, ${o.flat ? "flat" : "peaked"} logits, sample parts ${sampleParts ?? "default"}${o["no-bracket"] ? ", no top-p bracket" : ""}`);
+const subgroupList = o["subgroup-list"] === undefined ? undefined : Number(o["subgroup-list"]);
+if (subgroupList !== undefined && !(Number.isInteger(subgroupList) && subgroupList >= 0)) throw new Error(`--subgroup-list ${o["subgroup-list"]}: want an integer >= 0`);
+console.log(`sampler kernels: ${R} x vocab ${V} on ${dev.target.backend} ${dev.target.device}, ${o.flat ? "flat" : "peaked"} logits, sample parts ${sampleParts ?? "default"}${o["no-bracket"] ? ", no top-p bracket" : ""}${o["no-lean"] ? ", not lean" : ""}${subgroupList !== undefined ? `, subgroup list ${subgroupList}` : ""}`);
 
 // Logits: a normal tail (std 1.5, or 0.05 when flat) with a few strong tokens, by a fixed LCG.
 const logits = new Float32Array(V);
@@ -54,7 +62,7 @@ function program(full: boolean) {
   const x = t.slot("logits", { kind: "Input", dtype: "f32", shape: [1, V] });
   // the full entry as the Driver (one counts row, one write per step) or the server (a row per sequence) records it
   appendSampler(t, R > 1 ? t.broadcast(x, [R, V]) : x, full ? { process: { entries: E, rows: { rows: R, writes: R } }, logprobs: true } : {});
-  return compileGraph(t.build(), dev.target, { sampleParts, sampleBracket: !o["no-bracket"] });
+  return compileGraph(t.build(), dev.target, { sampleParts, sampleBracket: !o["no-bracket"], sampleLean: !o["no-lean"], sampleSubgroupList: subgroupList });
 }
 
 const history = new TokenHistory(Array.from({ length: 256 }, (_, i) => (i * 7919) % V));
@@ -66,6 +74,11 @@ const mask = new Uint32Array(Math.ceil(V / 32)).map((_, i) => (i * 2654435761) >
 const KINDS: Record<string, { full: boolean; p: SamplerParams; mask?: boolean }> = {
   greedy: { full: false, p: { temperature: 0 } },
   t08: { full: false, p: { temperature: 0.8, seed: 1 } },
+  // the Driver's usual chat filter, no penalties (bench/driver.ts --sample)
+  tkp: { full: false, p: { temperature: 0.8, topK: 40, topP: 0.95, seed: 1 } },
+  tp: { full: false, p: { temperature: 0.8, topP: 0.95, seed: 1 } },
+  // a longer candidate list (~1800 logits on the peaked row): the pick kernel's workgroup path, or --subgroup-list
+  k400: { full: false, p: { temperature: 0.8, topK: 400, seed: 1 } },
   idle: { full: true, p: { temperature: 0 } },
   full: { full: true, p: { temperature: 0.8, seed: 1, topLogprobs: 5, ...pen } },
   fullp: { full: true, p: { temperature: 0.8, topP: 0.95, seed: 1, topLogprobs: 5, ...pen } },
@@ -74,7 +87,10 @@ const KINDS: Record<string, { full: boolean; p: SamplerParams; mask?: boolean }>
 };
 
 const progs = { plain: program(false), full: program(true) };
+const only = o.kinds?.split(",");
+for (const bad of only?.filter((k) => !(k in KINDS)) ?? []) throw new Error(`--kinds: no kind ${bad} (${Object.keys(KINDS).join(", ")})`);
 for (const [kind, k] of Object.entries(KINDS)) {
+  if (only && !only.includes(kind)) continue;
   const prog = k.full ? progs.full : progs.plain;
   const slots = new SamplerSlots(R, V, k.full ? E : 0);
   for (let r = 0; r < R; r++) slots.set(r, { ...k.p, seed: r }, 700, k.full ? { history, eog: [V - 1], mask: k.mask ? mask : undefined, countsRow: r } : {});

@@ -192,6 +192,10 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   logprobsParts?: number;
   /** The sample kernel's top-p bracket path (kernels/lib/sample_bracket.ts); default on (off: for A/B). */
   sampleBracket?: boolean;
+  /** The sample kernel skips what a row does not need (SampleShape.lean); default on (off: for A/B). */
+  sampleLean?: boolean;
+  /** Lists the sample kernel ranks on one subgroup (SampleShape.subgroupList); default the library's. */
+  sampleSubgroupList?: number;
 }
 
 /**

@@ -29,8 +29,9 @@ export {
   add, elementwise, type ElementwiseShape, evalEw, type EwExpr, type EwFn, type EwInput, gelu, mul, silu, siluMul,
 } from "./elementwise.ts";
 export { gather, type GatherShape, scatter, type ScatterShape, updateSlice, type UpdateSliceShape } from "./movement.ts";
-export { sample, sampleLayout, type SampleLayout, type SampleShape } from "./sample.ts";
+export { sample, sampleLayout, sampleListed, type SampleLayout, type SampleShape } from "./sample.ts";
 export { MASS_WORDS, sampleMass, sampleParts, sampleSplit, sampleStats, STATS_WORDS } from "./sample_split.ts";
+export { listWords, sampleList } from "./sample_list.ts";
 export { logprobsCombine, logprobsPart, logprobsParts, partWords as logprobsPartWords } from "./logprobs_split.ts";
 export { logitsProcess, logprobs, type LogprobsShape, type ProcessShape } from "./logits.ts";
 export { chunkDot, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";

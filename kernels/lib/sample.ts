@@ -15,14 +15,16 @@
 //     2^bits − 1 pivots at once, so 32/bits rounds of one workgroup reduction each.
 //  4. the draw: each lane sums the kept w of a contiguous slice of the list, an exclusive scan gives each
 //     slice its running start, u · total picks the slice and then the index inside it.
-// Control flow that holds a barrier never depends on data (loops with constant trip counts; work that is
-// not needed runs zero iterations), so the kernel is valid where barriers need uniform control flow (WGSL).
-// Cost. A row within `cap` (stories: V = 512): one pass over the row, one copy into shared memory, then 21
-// workgroup reductions/scans over shared memory. A long row (V = 32k..152k): the first pass, one counting
-// pass per cutoff step until the cut is found (typically a few; the 16 steps' reductions always run), two
-// compaction passes, then the same work over <= cap candidates (39 reductions in all). Greedy rows cost the
-// first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide GPUs) the
-// first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
+// Control flow that holds a barrier depends only on values alike on every lane of the workgroup (constant trip
+// counts, the row's parameters, reduction results), so each barrier is reached by the whole workgroup or by
+// none of it. Work a row does not need is skipped: the cutoff search stops at its cut, θk runs under top-k
+// only, θp under top-p only, the draw reads the list or the row, not both. Steps 3-4 over a list of at most
+// `subgroupList` candidates run on one subgroup alone (shuffles, no barrier; kernels/lib/sample_pick.ts).
+// Cost. A row within `cap` (stories: V = 512): one pass over the row, one copy into shared memory, then steps
+// 3-4 over shared memory. A long row (V = 32k..152k): the first pass, one counting pass per cutoff step until
+// the cut is found (typically a few), two compaction passes, then steps 3-4 over <= cap candidates. Greedy rows
+// cost the first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide
+// GPUs) the first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
 // beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup. A
 // row under top-p alone whose kept set exceeds `cap` (a flat row, top-p near 1) brackets θp between the parts'
 // pivots instead, narrows the bracket with up to 3 counting passes, and lists only the bracket
@@ -34,7 +36,9 @@ import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
 import { bracket } from "./sample_bracket.ts";
-import { compactInOrder, Lanes, mix32, orderKey } from "./sample_lanes.ts";
+import { compactInOrder, Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
+import { pickToken } from "./sample_pick.ts";
+import { covers, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
 
 export interface SampleShape {
   rows: number;
@@ -49,8 +53,18 @@ export interface SampleShape {
   parts?: number;
   /** The top-p bracket path (sample_bracket.ts) where the layout allows it; default true (false: for A/B). */
   bracket?: boolean;
+  /**
+   * Skip the work a row does not need (default true; false: every step's reductions run, as before session 21,
+   * for A/B): passes and reductions sit under branches on values alike on every lane of the workgroup.
+   */
+  lean?: boolean;
+  /** Lists of at most this many candidates are ranked and drawn from by one subgroup (default 512; 0: never; subgroup mode). */
+  subgroupList?: number;
   name?: string;
 }
+
+/** SampleShape.subgroupList's default. */
+const SUBGROUP_LIST = 512;
 
 /** How a kernel for this shape is laid out (exported for tests and dumps). */
 export interface SampleLayout {
@@ -63,8 +77,6 @@ export interface SampleLayout {
   small: boolean;
   sharedBytes: number;
 }
-
-const NONE = 1 << 24; // an index sentinel above every vocabulary index (indices travel as exact f32)
 
 /** The layout `sample` uses for a shape on a target. */
 export function sampleLayout(caps: Caps, s: SampleShape): SampleLayout {
@@ -102,10 +114,19 @@ export function sampleLayout(caps: Caps, s: SampleShape): SampleLayout {
 }
 
 /**
+ * Whether the pick kernel of this shape reads a list the parts made (sampleList, kernels/lib/sample_list.ts):
+ * split, lean, and rows longer than the candidate list.
+ */
+export function sampleListed(caps: Caps, s: SampleShape): boolean {
+  return s.parts !== undefined && s.parts > 1 && s.lean !== false && !sampleLayout(caps, s).small;
+}
+
+/**
  * The `sample` op: (token, nonfinite) for each row, as graph/sample.ts defines them.
  * Bindings: logits f32 [rows, vocab] (r); params u32 [rows, SAMPLER_WORDS] (r, the Sampler slot);
  * out i32 [rows, 2] (w). With `parts` > 1, stats f32 [rows, parts, 4] (r) and mass f32 [rows, parts, 2] (r)
- * (from sampleStats and sampleMass) sit between params and out.
+ * (from sampleStats and sampleMass) sit between params and out, and where sampleListed, list u32 [rows,
+ * listWords(cap)] (r, from sampleList) after them.
  */
 export function sample(caps: Caps, s: SampleShape): Kernel {
   const { rows, vocab: V } = s;
@@ -118,14 +139,24 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const sg = caps.subgroups ? caps.subgroupSize : 1;
   const grid = gridFor(caps, rows);
   const split = s.parts !== undefined && s.parts > 1 ? sampleSplit(V, s.parts) : undefined;
-  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}${split ? `_p${split.parts}` : ""}`, { workgroup: W, grid });
+  // the A/B variants named apart from the default kernel
+  const variant = `${s.lean === false ? "_full" : ""}${s.subgroupList !== undefined && s.subgroupList !== SUBGROUP_LIST ? `_sg${s.subgroupList}` : ""}`;
+  const b = new KernelBuilder(s.name ?? `sample_r${rows}_v${V}_c${CAP}_w${W}${split ? `_p${split.parts}` : ""}${variant}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
   const PRM = b.buffer("params", "u32", "r");
   const ST = split && b.buffer("stats", "f32", "r");
   const MS = split && b.buffer("mass", "f32", "r");
+  const LS = split && sampleListed(caps, s) ? b.buffer("list", "u32", "r") : undefined;
+  const LW = listWords(CAP);
   const OUT = b.buffer("out", "i32", "w");
   const lanes = new Lanes(b, L, sg, Math.max(NP, 3));
   const lid = lanes.lid;
+  // A branch on a value alike on every lane (a row parameter, a reduction's result): a barrier inside is reached
+  // by the whole workgroup or by none of it, which PTX and SPIR-V allow and the JS device checks (WGSL's static
+  // uniformity rule would not see it; Naga does not apply that rule to barriers). Not lean: the body always
+  // runs, its loops running zero iterations where the row does not need them.
+  const lean = s.lean !== false;
+  const when = (c: Val, body: () => void) => (lean ? b.if(c, body) : body());
 
   const row = b.let(wgIndex(b, grid), "u32", "row");
   if (grid[0] * grid[1] * grid[2] > rows) b.if(row.ge(rows), () => b.return());
@@ -173,13 +204,13 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     const [negGreedy] = lanes.reduce("max", [bv.eq(m).select(bi.cast("f32"), f32(NONE)).neg()]);
     greedy = b.let(negGreedy.neg().cast("u32"), "u32", "greedy");
   }
-  const write = (tok: Val, flag: Val) => {
+  const write = (tok: Val, flag: Val, first: Val = lid.eq(u32(0))) => {
     const st = () => {
       b.store(OUT, row.mul(2), tok.bitcast("i32"));
       b.store(OUT, row.mul(2).add(1), flag);
     };
     if (W === 1) st();
-    else b.if(lid.eq(u32(0)), st);
+    else b.if(first, st);
   };
   b.if(nfAll.gt(f32(0)).or(invT.gt(f32(0)).and(invT.lt(f32(Infinity))).not()), () => {
     write(greedy, nfAll.gt(f32(0)).select(i32(1), i32(0)));
@@ -222,8 +253,11 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
    * still run: no barrier sits under data-dependent control flow) and go on to the filtered path.
    */
   function plainFromParts(): void {
-    const { parts: P, slice: SL } = split!;
     const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
+    when(plain, () => plainDrawFromParts(plain));
+  }
+  function plainDrawFromParts(plain: Val): void {
+    const { parts: P, slice: SL } = split!;
     // Each lane takes a contiguous block of parts (one part per lane on a GPU); a scan gives each block its
     // start, then the part holding u · total is the last one starting at or below it with mass > 0.
     const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
@@ -285,7 +319,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   // only the bracket around θp, narrowed from the parts' pivots (sample_bracket.ts); the logits above it
   // enter the radix search as one mass. Where the split runs in subgroup mode (its draw reads the row).
   const br = split && L.mode === "subgroup" && !L.small && s.bracket !== false
-    ? bracket(b, { reduce: (v) => lanes.reduce("add", v), overRow, wOf, m, cap: CAP, pOnly: b.let(kOn.not().and(pOn).and(mOn.not()), "bool", "pOnly") })
+    ? bracket(b, { reduce: (v) => lanes.reduce("add", v), overRow, wOf, m, cap: CAP, pOnly: b.let(kOn.not().and(pOn).and(mOn.not()), "bool", "pOnly"), when })
     : undefined;
   if (L.small) {
     b.for(lid, u32(V), W, (j) => {
@@ -297,273 +331,146 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     nFast = u32(V);
   } else {
     const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
-    const cover = (count: Val, mass: Val, at: Val, zTarget: Val): Val =>
-      kOn.and(count.ge(kF)).or(mOn.and(wOf(at).lt(minP)).and(kOn.not().or(pOn.not()))).or(needZ.and(mass.ge(zTarget)));
+    const cover = (count: Val, mass: Val, at: Val, zTarget: Val): Val => covers({ kOn, kF, pOn, mOn, minP }, count, mass, wOf(at), zTarget);
     const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
     const found = b.let(u32(0), "u32", "found"), cut = b.let(m, "f32", "cut");
-    let zTarget: Val;
-    if (split) {
-      // Z, and the counts and masses at the pivots, from the parts: the cut is a pivot when one covers the
-      // kept set within `cap`; else the search starts between the two pivots around it.
-      [zAll] = partSums([MASS.z]);
-      zTarget = b.let(topP.mul(zAll), "f32", "zt");
-      const o0 = b.let(row.mul(u32(split.parts * MASS_WORDS)), "u32", "po0");
-      const pivot = (j: number) => (j < PIVOTS ? b.let(b.load(MS!, o0.add(MASS.pivot + j)), "f32", "piv") : m);
-      // a few pivots' (count, mass) per reduction, so that the sums held at once stay few (registers)
-      const per = Math.max(1, Math.floor(Math.max(NP, 3) / 2));
-      for (let j0 = 0; j0 < PIVOTS; j0 += per) {
-        const js = Array.from({ length: Math.min(per, PIVOTS - j0) }, (_, k) => j0 + k);
-        const sums = partSums(js.flatMap((j) => [MASS.count + j, MASS.above + j]));
-        js.forEach((j, k) => { // ascending pivots: the last that covers is the tightest
-          const cnt = sums[2 * k], mass = sums[2 * k + 1], pv = pivot(j);
-          b.if(cnt.gt(f32(CAP)), () => b.set(lo2, pv));
-          b.if(cover(cnt, mass, pv, zTarget), () => {
-            b.set(found, cnt.le(f32(CAP)).select(u32(1), u32(0)));
-            b.set(cut, pv);
-            b.set(hi, pivot(j + 1));
-            if (br) br.cover(pv, cnt);
-          }, br ? () => br.above(pv, cnt, mass) : undefined);
-        });
-      }
-      b.if(found.eq(u32(0)).and(cut.eq(m)), () => b.set(hi, pivot(0))); // no pivot covers: the cut is below them all
-      b.set(cut, found.eq(u32(1)).select(cut, m));
-      if (br) br.refine(found, zTarget);
-    } else {
-      const za = b.let(f32(0), "f32", "za");
-      overRow(needZ, (_, x) => {
-        const w = wOf(x);
-        b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
-      });
-      [zAll] = lanes.reduce("add", [za]);
-      zTarget = b.let(topP.mul(zAll), "f32", "zt");
-    }
-    // With no filter on, no cut can cover the kept set: the search reads nothing (its reductions still run).
-    // Nor when the bracket is already hopeless: a cut within `cap` lies above lo2 (more than `cap` logits are
-    // >= lo2) and a covering cut below hi (cover and counts fall as the cut rises), so lo2 >= hi leaves none:
-    // each step would only move lo2 up. A flat row under top-p near 1: the parts' pivots say so at once, and
-    // the 12 passes over the row on one workgroup are skipped (the slow path follows either way).
-    const search = b.let(kOn.or(pOn).or(mOn).and(lo2.lt(hi)).and(br ? br.on.not() : true), "bool", "search");
-    b.for(u32(0), u32(steps), 1, () => {
-      const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
-      const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
-      overRow(found.eq(u32(0)).and(search), (_, x) => {
-        b.if(x.ge(mid), () => {
-          b.set(cnt, cnt.add(1));
-          b.if(needZ, () => b.set(sm, sm.add(wOf(x))));
+    const total = b.let(f32(0), "f32", "ltot"), z = zAll = b.let(f32(0), "f32", "z");
+    // A row the parts listed (sample_list.ts): the list is copied in, and nothing below reads the row.
+    const pre = LS && b.let(b.load(LS, row.mul(u32(LW))).gt(u32(0)), "bool", "pre");
+    if (pre) {
+      b.if(pre, () => {
+        const at = b.let(row.mul(u32(LW)), "u32", "lat");
+        const n = b.let(b.load(LS, at).min(u32(CAP)), "u32", "ln");
+        b.set(found, u32(1));
+        b.set(total, n.cast("f32"));
+        b.set(z, b.load(LS, at.add(LIST.z)).bitcast("f32"));
+        b.for(lid, n, W, (j) => {
+          const e = b.let(at.add(u32(LIST_HEAD)).add(j), "u32", "le");
+          b.sstore(sIdx!, j, b.load(LS, e));
+          b.sstore(sKey, j, b.load(LS, e.add(u32(CAP))));
+          b.sstore(sW, j, b.load(LS, e.add(u32(2 * CAP))).bitcast("f32"));
         });
       });
-      const [rc, rs] = lanes.reduce("add", [cnt.cast("f32"), sm]);
-      const covers = b.let(cover(rc, rs, mid, zTarget), "bool", "cover");
-      b.if(found.eq(u32(0)), () => {
-        b.if(rc.gt(f32(CAP)), () => b.set(lo2, mid), () => {
-          b.if(covers, () => {
-            b.set(found, u32(1));
-            b.set(cut, mid);
-          }, () => b.set(hi, mid));
-        });
-      });
-    });
-    const isFast = fast = b.let(found.eq(u32(1)), "bool", "fast");
-    // The list: the kept set's superset {x >= cut}, or a bracket row's [lo, hi) (bracket.ts).
-    listed = br ? b.let(isFast.or(br.list), "bool", "listed") : isFast;
-    const lower = br ? b.let(isFast.select(cut, br.lo), "f32", "llo") : cut;
-    const inList = (x: Val): Val => (br ? x.ge(lower).and(isFast.or(x.lt(br.hi))) : x.ge(cut));
-    const put = (at: Val, i: Val, x: Val) => b.if(at.lt(u32(CAP)), () => {
-      b.sstore(sIdx!, at, i);
-      b.sstore(sKey, at, orderKey(b, x));
-      b.sstore(sW, at, wOf(x));
-    });
-    let total: Val;
-    if (L.mode === "subgroup") { // coalesced, in index order (sample_lanes.ts)
-      total = compactInOrder(b, lanes, { X, base, V, vw, S: sg, nsg: W / sg, active: listed, keep: inList, put });
-    } else { // in index order: count this lane's slice, scan, write
-      const mine = b.let(u32(0), "u32", "mine");
-      overRow(listed, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
-      const scan = lanes.scan(mine.cast("f32"));
-      total = scan.total;
-      const at = b.let(scan.excl.cast("u32"), "u32", "at");
-      overRow(listed, (i, x) => b.if(inList(x), () => {
-        put(at, i, x);
-        b.set(at, at.add(1));
-      }), true);
-    }
+      when(pre.not(), fromRow);
+    } else fromRow();
     b.barrier();
+    const isFast = fast = b.let(found.eq(u32(1)), "bool", "fast");
+    listed = br ? b.let(isFast.or(br.list), "bool", "listed") : isFast;
     nFast = b.let(listed.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
     nSlow = b.let(listed.select(u32(0), u32(V)), "u32", "nSlow");
     nRow = br ? b.let(isFast.select(u32(0), u32(V)), "u32", "nRow") : nSlow;
-  }
 
-  // The list, in any order (one lane per element, strided) or in index order (contiguous slices per lane).
-  interface Item { idx: Val; key: Val; w: () => Val }
-  const fromShared = (j: Val): Item => ({
-    idx: sIdx ? b.let(b.sload(sIdx, j), "u32", "ix") : j,
-    key: b.let(b.sload(sKey, j), "u32", "key"),
-    w: () => b.let(b.sload(sW, j), "f32", "w"),
-  });
-  const fromRow = (j: Val): Item => {
-    const x = b.let(b.load(X, base.add(j)), "f32", "x");
-    return { idx: j, key: orderKey(b, x), w: () => wOf(x) };
-  };
-  const overList = (active: Val, f: (it: Item) => void): void => {
-    b.for(lid, active.select(nFast, u32(0)), W, (j) => f(fromShared(j)));
-    if (nSlow) b.for(lid, active.select(nSlow, u32(0)), W, (j) => f(fromRow(j)));
-  };
-  const overListInOrder = (f: (it: Item) => void): void => {
-    const part = (n: Val, get: (j: Val) => Item) => {
-      const per = b.let(n.add(W - 1).div(W), "u32", "per");
-      const st = b.let(lid.mul(per), "u32", "st");
-      b.for(st, b.let(st.add(per).min(n), "u32", "en"), 1, (j) => f(get(j)));
-    };
-    part(nFast, fromShared);
-    if (nSlow) part(nSlow, fromRow);
-  };
-
-  // 3. θk (a count) and θp (a mass) by radix search over order keys.
-  const radix = (active: Val, pred: (acc: Val[]) => Val[], addTo: (it: Item, take: (j: number) => Val, acc: Val[]) => void): Val => {
-    const t = b.let(u32(0), "u32", "t");
-    b.for(u32(0), u32(32 / L.bits), 1, (round) => {
-      const sh = b.let(u32(32 - L.bits).sub(round.mul(L.bits)), "u32", "sh");
-      const top = b.let(sh.add(L.bits), "u32", "top");
-      const hiMask = b.let(top.ge(32).select(u32(0), u32(0xffffffff).shl(top.min(u32(31)))), "u32", "hm");
-      const acc = Array.from({ length: NP }, () => b.let(f32(0), "f32", "a"));
-      overList(active, (it) => {
-        const hk = b.let(it.key.and(hiMask), "u32", "hk");
-        const g = b.let(hk.gt(t).select(u32(NP), hk.eq(t).select(it.key.shr(sh).and(u32(NP)), u32(0))), "u32", "g");
-        addTo(it, (j) => g.ge(u32(j)), acc);
-      });
-      const ok = pred(lanes.reduce("add", acc));
-      let n: Val = u32(0);
-      for (const p of ok) n = n.add(p.select(u32(1), u32(0)));
-      b.set(t, t.or(n.shl(sh)));
-    });
-    return t;
-  };
-  const kRaw = radix(kOn, (r) => r.map((x) => x.ge(kF)), (_, take, acc) => {
-    acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(f32(1), f32(0)))));
-  });
-  const kth = b.let(kOn.select(kRaw, u32(0)), "u32", "kth");
-
-  const zk = b.let(f32(0), "f32", "zk");
-  overList(pOn, (it) => b.if(it.key.ge(kth), () => {
-    const w = it.w();
-    b.set(zk, zk.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
-  }));
-  let [z] = lanes.reduce("add", [zk]);
-  if (listed && zAll) z = b.let(listed.and(kOn.not()).select(zAll, z), "f32", "z");
-  const pTarget = b.let(topP.mul(z), "f32", "pt");
-  // a bracket row: the mass above its list counts at every pivot of every round (those logits rank above all)
-  const massAbove = br ? b.let(br.list.select(br.massHi, f32(0)), "f32", "mab") : f32(0);
-  const pRaw = radix(pOn, (r) => r.map((x) => (br ? x.add(massAbove) : x).ge(pTarget)), (it, take, acc) => {
-    b.if(it.key.ge(kth), () => {
-      const w = it.w();
-      const wc = b.let(mOn.not().or(w.ge(minP)).select(w, f32(0)), "f32", "wc");
-      acc.forEach((a, j) => b.set(a, a.add(take(j + 1).select(wc, f32(0)))));
-    });
-  });
-  // (a bracket row's θp is at or above its lower end, which covers: rounding aside the search finds it there)
-  const thr = b.let(pOn.select(br ? br.list.select(pRaw.max(orderKey(b, br.lo)), pRaw) : pRaw, u32(0)).max(kth), "u32", "thr");
-  const keptW = (it: Item): Val => {
-    const w = it.w();
-    return b.let(keptMask(it, w).select(w, f32(0)), "f32", "kw");
-  };
-  const keptMask = (it: Item, w: Val): Val => it.key.ge(thr).and(mOn.not().or(w.ge(minP)));
-
-  /**
-   * The draw over one list part of n items (subgroup mode): each subgroup sums the kept w of its segment
-   * (coalesced), a scan over segments gives each its start, the last segment starting at or below u · total
-   * walks its items in order (contiguous slices per lane, a subgroup scan for their starts). When rounding
-   * leaves no crossing there, that segment's last kept index with w > 0 (the knife edge's neighbour).
-   */
-  function drawBySegments(n: Val, get: (j: Val) => Item, row = false): { pick: Val } {
-    const S = sg, G = W / S;
-    const lane = b.builtin("lane"), sgid = b.builtin("sgid");
-    // The row itself is read 4 logits per lane and step (segments start at multiples of 4).
-    const rv = row && V % 4 === 0 ? 4 : 1;
-    const seg = b.let(n.add(G * rv - 1).div(G * rv).mul(rv), "u32", "seg");
-    const s0 = b.let(sgid.mul(seg).min(n), "u32", "s0");
-    const s1 = b.let(s0.add(seg).min(n), "u32", "s1");
-    const acc = b.let(f32(0), "f32", "acc"), lastI = b.let(f32(-1), "f32", "lastI");
-    const add = (it: Item) => {
-      const w = it.w();
-      b.if(keptMask(it, w), () => {
-        b.set(acc, acc.add(w));
-        b.if(w.gt(f32(0)), () => b.set(lastI, lastI.max(it.idx.cast("f32"))));
-      });
-    };
-    if (rv > 1) {
-      b.for(s0.add(lane.mul(rv)), s1, S * rv, (j) => {
-        b.loadv(X, base.add(j), rv).forEach((x, e) => {
-          const xv = b.let(x, "f32", "xv");
-          add({ idx: e ? j.add(e) : j, key: orderKey(b, xv), w: () => wOf(xv) });
+    /** The cut (the parts' pivots, then the search) and the list compacted from the row, or neither. */
+    function fromRow(): void {
+      let zTarget: Val;
+      if (split) {
+        // Z, and the counts and masses at the pivots, from the parts: the cut is a pivot when one covers the
+        // kept set within `cap`; else the search starts between the two pivots around it.
+        b.set(z, partSums([MASS.z])[0]);
+        zTarget = b.let(topP.mul(z), "f32", "zt");
+        const o0 = b.let(row.mul(u32(split.parts * MASS_WORDS)), "u32", "po0");
+        const pivot = (j: number) => (j < PIVOTS ? b.let(b.load(MS!, o0.add(MASS.pivot + j)), "f32", "piv") : m);
+        // a few pivots' (count, mass) per reduction, so that the sums held at once stay few (registers)
+        const per = Math.max(1, Math.floor(Math.max(NP, 3) / 2));
+        for (let j0 = 0; j0 < PIVOTS; j0 += per) {
+          const js = Array.from({ length: Math.min(per, PIVOTS - j0) }, (_, k) => j0 + k);
+          const sums = partSums(js.flatMap((j) => [MASS.count + j, MASS.above + j]));
+          js.forEach((j, k) => { // ascending pivots: the last that covers is the tightest
+            const cnt = sums[2 * k], mass = sums[2 * k + 1], pv = pivot(j);
+            b.if(cnt.gt(f32(CAP)), () => b.set(lo2, pv));
+            b.if(cover(cnt, mass, pv, zTarget), () => {
+              b.set(found, cnt.le(f32(CAP)).select(u32(1), u32(0)));
+              b.set(cut, pv);
+              b.set(hi, pivot(j + 1));
+              if (br) br.cover(pv, cnt);
+            }, br ? () => br.above(pv, cnt, mass) : undefined);
+          });
+        }
+        b.if(found.eq(u32(0)).and(cut.eq(m)), () => b.set(hi, pivot(0))); // no pivot covers: the cut is below them all
+        b.set(cut, found.eq(u32(1)).select(cut, m));
+        if (br) br.refine(found, zTarget);
+      } else {
+        when(needZ, () => {
+          const za = b.let(f32(0), "f32", "za");
+          overRow(needZ, (_, x) => {
+            const w = wOf(x);
+            b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
+          });
+          b.set(z, lanes.reduce("add", [za])[0]);
         });
+        zTarget = b.let(topP.mul(z), "f32", "zt");
+      }
+      // With no filter on, no cut can cover the kept set: the search runs no step.
+      // Nor when the bracket is already hopeless: a cut within `cap` lies above lo2 (more than `cap` logits are
+      // >= lo2) and a covering cut below hi (cover and counts fall as the cut rises), so lo2 >= hi leaves none:
+      // each step would only move lo2 up. A flat row under top-p near 1: the parts' pivots say so at once, and
+      // the 12 passes over the row on one workgroup are skipped (the slow path follows either way).
+      const search = b.let(kOn.or(pOn).or(mOn).and(lo2.lt(hi)).and(br ? br.on.not() : true), "bool", "search");
+      b.for(u32(0), u32(steps), 1, () => when(found.eq(u32(0)).and(search), () => {
+        const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
+        const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
+        overRow(found.eq(u32(0)).and(search), (_, x) => {
+          b.if(x.ge(mid), () => {
+            b.set(cnt, cnt.add(1));
+            b.if(needZ, () => b.set(sm, sm.add(wOf(x))));
+          });
+        });
+        const [rc, rs] = lanes.reduce("add", [cnt.cast("f32"), sm]);
+        const covers = b.let(cover(rc, rs, mid, zTarget), "bool", "cover");
+        b.if(found.eq(u32(0)), () => {
+          b.if(rc.gt(f32(CAP)), () => b.set(lo2, mid), () => {
+            b.if(covers, () => {
+              b.set(found, u32(1));
+              b.set(cut, mid);
+            }, () => b.set(hi, mid));
+          });
+        });
+      }));
+      const isFast = b.let(found.eq(u32(1)), "bool", "isFast");
+      // The list: the kept set's superset {x >= cut}, or a bracket row's [lo, hi) (bracket.ts).
+      const listing = br ? b.let(isFast.or(br.list), "bool", "listing") : isFast;
+      const lower = br ? b.let(isFast.select(cut, br.lo), "f32", "llo") : cut;
+      const inList = (x: Val): Val => (br ? x.ge(lower).and(isFast.or(x.lt(br.hi))) : x.ge(cut));
+      const put = (at: Val, i: Val, x: Val) => b.if(at.lt(u32(CAP)), () => {
+        b.sstore(sIdx!, at, i);
+        b.sstore(sKey, at, orderKey(b, x));
+        b.sstore(sW, at, wOf(x));
       });
-    } else b.for(s0.add(lane), s1, S, (j) => add(get(j)));
-    const segSum = b.let(b.subgroupReduce("add", acc), "f32", "segSum");
-    const segLast = b.let(b.subgroupReduce("max", lastI), "f32", "segLast");
-    const { excl, total } = lanes.scan(lane.eq(u32(0)).select(segSum, f32(0)));
-    const start = b.let(b.shuffle("idx", excl, u32(0)), "f32", "start");
-    const target = b.let(u.mul(total), "f32", "target");
-    const claim = start.le(target).and(segSum.gt(f32(0))).select(sgid.cast("f32"), f32(-1));
-    const [chosen, lastAll] = lanes.reduce("max", [claim, segLast]);
-    const mine = b.let(sgid.cast("f32").eq(chosen), "bool", "mine");
-    const per = b.let(seg.add(S - 1).div(S), "u32", "per");
-    const t0 = b.let(s0.add(lane.mul(per)).min(s1), "u32", "t0");
-    const t1 = b.let(mine.select(t0.add(per).min(s1), t0), "u32", "t1");
-    const my = b.let(f32(0), "f32", "mys");
-    b.for(t0, t1, 1, (j) => {
-      const it = get(j);
-      const w = it.w();
-      b.if(keptMask(it, w), () => b.set(my, my.add(w)));
-    });
-    const x = b.let(my, "f32", "inc");
-    for (let d = 1; d < S; d *= 2) {
-      const up = lane.ge(d);
-      const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
-      b.set(x, x.add(up.select(y, f32(0))));
+      when(listing, () => {
+        if (L.mode === "subgroup") { // coalesced, in index order (sample_lanes.ts)
+          b.set(total, compactInOrder(b, lanes, { X, base, V, vw, S: sg, nsg: W / sg, active: listing, keep: inList, put }));
+        } else { // in index order: count this lane's slice, scan, write
+          const mine = b.let(u32(0), "u32", "mine");
+          overRow(listing, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
+          const scan = lanes.scan(mine.cast("f32"));
+          b.set(total, scan.total);
+          const at = b.let(scan.excl.cast("u32"), "u32", "at");
+          overRow(listing, (i, x) => b.if(inList(x), () => {
+            put(at, i, x);
+            b.set(at, at.add(1));
+          }), true);
+        }
+      });
     }
-    const cum = b.let(start.add(x.sub(my)), "f32", "cum");
-    const pick = b.let(f32(NONE), "f32", "pick");
-    b.for(t0, t1, 1, (j) => {
-      const it = get(j);
-      const w = it.w();
-      b.if(keptMask(it, w), () => {
-        b.set(cum, cum.add(w));
-        b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
-      });
-    });
-    const [negPick, near] = lanes.reduce("max", [pick.neg(), mine.select(segLast, f32(-1))]);
-    return { pick: fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total) };
   }
 
-  // 4. the draw.
-  let tok: Val;
-  if (L.mode === "subgroup") {
-    // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
-    // segment holding u · total is then walked in order. A list part that is empty runs zero iterations.
-    const parts = [drawBySegments(nFast, fromShared)];
-    if (nRow) parts.push(drawBySegments(nRow, fromRow, true));
-    const [p0, p1] = parts;
-    const pick = p1 ? fast!.select(p0.pick, p1.pick) : p0.pick;
-    tok = b.let(pick.cast("u32"), "u32", "tok");
-  } else {
-    const mySum = b.let(f32(0), "f32", "my");
-    overListInOrder((it) => b.set(mySum, mySum.add(keptW(it))));
-    const { excl, total } = lanes.scan(mySum);
-    const target = b.let(u.mul(total), "f32", "target");
-    const cum = b.let(excl, "f32", "cum");
-    const pick = b.let(f32(NONE), "f32", "pick"), last = b.let(f32(-1), "f32", "last");
-    overListInOrder((it) => {
-      const w = it.w();
-      b.if(keptMask(it, w), () => {
-        b.set(cum, cum.add(w));
-        b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
-        b.if(w.gt(f32(0)), () => b.set(last, it.idx.cast("f32")));
-      });
-    });
-    const [negPick, lastAll] = lanes.reduce("max", [pick.neg(), last]);
-    tok = b.let(fallback(negPick.neg(), lastAll, total).cast("u32"), "u32", "tok");
+  // 3-4. θk, θp and the draw (sample_pick.ts): a short list on one subgroup alone, anything else on the workgroup.
+  const env = {
+    b, lanes, W, mode: L.mode, bits: L.bits, sg, X, base, V, list: { key: sKey, w: sW, idx: sIdx }, nFast, nSlow, nRow, fast,
+    listed, zAll, filter: { kOn, kF, pOn, mOn, topP, minP }, wOf, u, fallback, br, when,
+  };
+  const SG_LIST = s.subgroupList ?? SUBGROUP_LIST;
+  const short = !lean || L.mode !== "subgroup" || W === sg || SG_LIST < 1 ? false : L.small ? V <= SG_LIST : b.let(fast!.and(nFast.le(u32(SG_LIST))), "bool", "short");
+  const onWorkgroup = () => write(pickToken(env), i32(0));
+  if (short === false) onWorkgroup();
+  else {
+    const one = new Lanes(b, { ...L, lanes: sg }, sg, Math.max(NP, 3));
+    const lane = b.builtin("lane");
+    // the list holds the kept set: the row is not read again
+    const onSubgroup = () => b.if(b.builtin("sgid").eq(u32(0)), () => write(pickToken({ ...env, lanes: one, W: sg, nSlow: undefined, nRow: undefined, fast: undefined }), i32(0), lane.eq(u32(0))));
+    if (short === true) onSubgroup();
+    else b.if(short, onSubgroup, onWorkgroup);
   }
-  write(tok, i32(0));
   return b.build();
 }
 

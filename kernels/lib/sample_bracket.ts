@@ -35,6 +35,8 @@ export interface BracketEnv {
   cap: number;
   /** The row samples under top-p alone (no top-k, no min-p). */
   pOnly: Val;
+  /** Runs body where c holds, c alike on every lane (sample.ts); a refining pass the bracket does not need is skipped. */
+  when: (c: Val, body: () => void) => void;
 }
 
 export interface Bracket {
@@ -80,6 +82,10 @@ export function bracket(b: KernelBuilder, env: BracketEnv): Bracket {
       b.set(on, env.pOnly.and(found.eq(u32(0))).and(cntLo.ge(f32(0))).select(u32(1), u32(0)));
       b.for(u32(0), u32(REFINE_PASSES), 1, () => {
         const go = b.let(on.eq(u32(1)).and(width().gt(f32(cap))), "bool", "bGo");
+        env.when(go, () => pass(go));
+      });
+      b.set(list, on.eq(u32(1)).and(width().le(f32(cap))).and(width().ge(f32(1))).select(u32(1), u32(0)));
+      function pass(go: Val): void {
         const top = b.let(hi.lt(f32(Infinity)).select(hi, m), "f32", "bTop");
         const step = b.let(top.sub(lo).mul(f32(1 / (SUB_PIVOTS + 1))), "f32", "bStep");
         const sub = (k: number) => lo.add(step.mul(f32(k + 1)));
@@ -121,8 +127,7 @@ export function bracket(b: KernelBuilder, env: BracketEnv): Bracket {
         b.set(hi, nhi);
         b.set(cntHi, nch);
         b.set(massHi, nmh);
-      });
-      b.set(list, on.eq(u32(1)).and(width().le(f32(cap))).and(width().ge(f32(1))).select(u32(1), u32(0)));
+      }
     },
   };
 }

@@ -4,15 +4,25 @@
 import { type Buffer, f32, type KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { SampleLayout } from "./sample.ts";
 
-/** Cross-lane reductions and scans of f32 values over one workgroup (exact for integers below 2^24). */
+/** An index sentinel above every vocabulary index (indices travel as exact f32). */
+export const NONE = 1 << 24;
+
+/**
+ * Cross-lane reductions and scans of f32 values over one workgroup, or over one subgroup alone (layout lanes =
+ * the subgroup size), exact for integers below 2^24.
+ */
 export class Lanes {
   private readonly sgScratch?: Shared;
   private readonly scanScratch?: Shared;
   /** Which half of the reduction scratch the next reduction uses; flipped at run time (calls sit in loops). */
   private readonly parity?: Val;
   readonly lid: Val;
-  constructor(private readonly b: KernelBuilder, private readonly L: SampleLayout, private readonly sg: number, private readonly nv: number) {
-    this.lid = L.lanes === 1 ? u32(0) : b.lid.x;
+  /** One subgroup alone (lanes = the subgroup size): reductions and scans are shuffles, with no shared memory or barrier. */
+  readonly single: boolean;
+  constructor(private readonly b: KernelBuilder, private readonly L: Pick<SampleLayout, "lanes" | "mode">, private readonly sg: number, private readonly nv: number) {
+    this.single = L.mode === "subgroup" && L.lanes === sg;
+    this.lid = L.lanes === 1 ? u32(0) : this.single ? b.builtin("lane") : b.lid.x;
+    if (this.single) return;
     if (L.mode === "subgroup") {
       const nsg = L.lanes / sg;
       this.sgScratch = b.shared("red", "f32", 2 * nv * nsg);
@@ -31,6 +41,7 @@ export class Lanes {
     if (L.mode === "one") return vals.map((v) => b.let(v, "f32", "r"));
     const comb = (x: Val, y: Val) => (op === "add" ? x.add(y) : x.max(y));
     if (L.mode === "subgroup" && vals.length >= 2 && pow2(vals.length) <= this.sg) return this.reduceMany(op, vals);
+    if (this.single) return vals.map((v) => b.let(b.subgroupReduce(op, v), "f32", "r"));
     if (L.mode === "subgroup") {
       // Subgroups reduce; lane 0 of each stores its result; then every subgroup reduces those (the same
       // values in the same order, so every lane gets the same bits). Double-buffered: no trailing barrier.
@@ -89,6 +100,10 @@ export class Lanes {
       for (; d >= 1; d /= 2) x = b.let(comb(x, b.shuffle("xor", x, u32(d))), "f32", "bx");
       return x;
     };
+    if (this.single) {
+      const one = butterfly(vals.map((v) => b.let(v, "f32", "bv")));
+      return vals.map((_, k) => b.let(b.shuffle("idx", one, u32(k * per)), "f32", "r"));
+    }
     const at = b.let(this.parity!.mul(this.nv * nsg), "u32", "at");
     b.set(this.parity!, this.parity!.xor(u32(1)));
     const mine = butterfly(vals.map((v) => b.let(v, "f32", "bv")));
@@ -120,6 +135,10 @@ export class Lanes {
         b.set(x, x.add(up.select(y, f32(0))));
       }
       const prev = b.let(b.shuffle("idx", x, lane.ge(1).select(lane.sub(1), u32(0))), "f32", "sp");
+      if (this.single) {
+        const total = b.let(b.shuffle("idx", x, u32(S - 1)), "f32", "st");
+        return { excl: b.let(lane.ge(1).select(prev, f32(0)), "f32", "ex"), total };
+      }
       b.if(lane.eq(u32(S - 1)), () => b.sstore(s, sgid, x));
       b.barrier();
       if (nsg <= S) {

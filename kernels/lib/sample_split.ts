@@ -16,8 +16,8 @@ import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, vecWidth } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
+import { NONE } from "./sample_lanes.ts";
 
-const NONE = 1 << 24; // an index sentinel above every vocabulary index (as in sample.ts)
 /** f32 words per (row, part) of the stats buffer: max, first index of the max, non-finite flag, min. */
 export const STATS_WORDS = 4;
 /** Pivots per row at which the parts count a filtered row's logits (sample.ts starts its cutoff search there). */
@@ -54,7 +54,8 @@ interface SplitShape {
   parts: number;
 }
 
-function setup(caps: Caps, s: SplitShape, what: string) {
+/** A split kernel's sizes: rows, vocabulary, parts, slice, team, grid (a workgroup per (row, part)), vector width. */
+export function splitSetup(caps: Caps, s: SplitShape, what: string) {
   const { rows: R, vocab: V } = s;
   if (!(Number.isInteger(R) && R >= 1 && Number.isInteger(V) && V >= 1)) throw new KernelError(`${what}: bad shape ${R}x${V}`);
   if (V >= NONE || R * V >= 2 ** 32) throw new KernelError(`${what}: ${R}x${V} logits exceed the kernel's index range`);
@@ -74,7 +75,7 @@ function overSlice(b: KernelBuilder, X: ReturnType<KernelBuilder["buffer"]>, lan
 
 /** Stats of each (row, part). Bindings: logits f32 [rows, vocab] (r), stats f32 [rows, parts, 4] (w). */
 export function sampleStats(caps: Caps, s: SplitShape): Kernel {
-  const { R, V, P, SL, t, grid, vw } = setup(caps, s, "sample_stats");
+  const { R, V, P, SL, t, grid, vw } = splitSetup(caps, s, "sample_stats");
   const b = new KernelBuilder(`sample_stats_r${R}_v${V}_p${P}`, { workgroup: t.size, grid });
   const X = b.buffer("logits", "f32", "r");
   const ST = b.buffer("stats", "f32", "w");
@@ -139,7 +140,7 @@ export function plainDraw(V: number, nf: Val, invT: Val, topK: Val, topP: Val, m
  * stats f32 [rows, parts, 4] (r), mass f32 [rows, parts, 2] (w).
  */
 export function sampleMass(caps: Caps, s: SplitShape): Kernel {
-  const { R, V, P, SL, t, grid, vw } = setup(caps, s, "sample_mass");
+  const { R, V, P, SL, t, grid, vw } = splitSetup(caps, s, "sample_mass");
   const b = new KernelBuilder(`sample_mass_r${R}_v${V}_p${P}`, { workgroup: t.size, grid });
   const X = b.buffer("logits", "f32", "r");
   const PRM = b.buffer("params", "u32", "r");

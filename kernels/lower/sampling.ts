@@ -31,13 +31,14 @@ export function lowerArgmax(cx: LowerContext, n: Node, u: Unit): void {
   return kernel(argmaxAxis(caps, { outer, n: len, inner, elem: etype(i0.dtype) }), [bind(ins[0]), out], work);
 }
 
-/** A long row: stats and masses over many workgroups, then one per row; else one per row. */
+/** A long row: stats, masses (and the candidate list) over many workgroups, then one per row; else one per row. */
 export function lowerSample(cx: LowerContext, n: Node): void {
   const { nodes, caps, buf, bind, kernel } = cx;
   const ins = n.inputs, i0 = nodes[ins[0]], out = bind(n.id);
   const [R, V] = i0.shape;
   const parts = lib.sampleSplit(V, cx.opts.sampleParts ?? lib.sampleParts(caps, V)).parts;
-  const k = lib.sample(caps, { rows: R, vocab: V, parts, bracket: cx.opts.sampleBracket });
+  const shape = { rows: R, vocab: V, parts, bracket: cx.opts.sampleBracket, lean: cx.opts.sampleLean, subgroupList: cx.opts.sampleSubgroupList };
+  const k = lib.sample(caps, shape);
   if (parts <= 1) return kernel(k, [bind(ins[0]), bind(ins[1]), out], { bytes: 16 * R * V, flops: 32 * R * V });
   const arena = (name: string, words: number): Binding => {
     const bytes = R * parts * words * 4;
@@ -46,7 +47,11 @@ export function lowerSample(cx: LowerContext, n: Node): void {
   const stats = arena("sample-stats", lib.STATS_WORDS), mass = arena("sample-mass", lib.MASS_WORDS);
   kernel(lib.sampleStats(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), stats], { bytes: 4 * R * V, flops: 4 * R * V });
   kernel(lib.sampleMass(caps, { rows: R, vocab: V, parts }), [bind(ins[0]), bind(ins[1]), stats, mass], { bytes: 4 * R * V, flops: 4 * R * V });
-  return kernel(k, [bind(ins[0]), bind(ins[1]), stats, mass, out], { bytes: 12 * R * V, flops: 32 * R * V });
+  if (!lib.sampleListed(caps, shape)) return kernel(k, [bind(ins[0]), bind(ins[1]), stats, mass, out], { bytes: 12 * R * V, flops: 32 * R * V });
+  const cap = lib.sampleLayout(caps, shape).cap, bytes = R * lib.listWords(cap) * 4;
+  const list: Binding = { buffer: buf("arena", "sample-list", bytes), offset: 0, bytes };
+  kernel(lib.sampleList(caps, { rows: R, vocab: V, parts, cap }), [bind(ins[0]), bind(ins[1]), stats, mass, list], { bytes: 4 * R * V, flops: R * V });
+  return kernel(k, [bind(ins[0]), bind(ins[1]), stats, mass, list, out], { bytes: 4 * R * V, flops: 8 * R * V });
 }
 
 /** (row, chunk) workgroups: a copy with the mask, then the row's sparse entries. */

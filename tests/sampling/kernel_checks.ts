@@ -70,7 +70,7 @@ async function check(dev: Device, shape: SampleShape, seed: number, configs = CO
   const b = batch(shape.rows, shape.vocab, seed, configs);
   const got = await runKernel(dev, shape, b.logits, b.params);
   const L = sampleLayout(dev.target.caps, shape);
-  compare(`${shape.rows}x${shape.vocab} ${L.mode} lanes ${L.lanes} cap ${L.cap}${shape.cutoffSteps === 0 ? " no cut" : ""}${shape.parts ? ` parts ${shape.parts}` : ""}`, b, shape.rows, shape.vocab, got);
+  compare(`${shape.rows}x${shape.vocab} ${L.mode} lanes ${L.lanes} cap ${L.cap}${shape.cutoffSteps === 0 ? " no cut" : ""}${shape.parts ? ` parts ${shape.parts}` : ""}${shape.subgroupList === 0 ? " workgroup lists" : ""}${shape.lean === false ? " not lean" : ""}`, b, shape.rows, shape.vocab, got);
   const again = await runKernel(dev, shape, b.logits, b.params);
   assert.deepEqual(again, got, "a second run gives the same bits");
 }
@@ -82,9 +82,14 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
     test(`sample kernel on ${name}: whole rows in the candidate list`, { skip }, async () => {
       await check(dev as Device, { rows: quick ? 24 : 60, vocab: 97 }, 1);
       await check(dev as Device, { rows: 12, vocab: 256 }, 2);
+      // steps 3-4 on the workgroup (not one subgroup), and every step's reductions run (not lean)
+      await check(dev as Device, { rows: 12, vocab: 256, subgroupList: 0 }, 10);
+      await check(dev as Device, { rows: 12, vocab: 256, lean: false }, 11);
     });
     test(`sample kernel on ${name}: long rows, cut and compacted or read in place`, { skip }, async () => {
       await check(dev as Device, { rows: quick ? 24 : 36, vocab: 700, cap: 64 }, 3);
+      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, subgroupList: 0 }, 12);
+      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, lean: false }, 13);
       // every row read in place (no cut search), and a tiny candidate list
       if (quick || name === "js") {
         await check(dev as Device, { rows: 12, vocab: 700, cap: 64, cutoffSteps: 0 }, 4);
@@ -94,6 +99,7 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
     test(`sample kernel on ${name}: long rows split over parts (stats, masses, pick)`, { skip }, async () => {
       await check(dev as Device, { rows: 24, vocab: 2000, parts: 7 }, 7, PLAIN);
       await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5 }, 8);
+      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5, subgroupList: 0 }, 14);
       await check(dev as Device, { rows: 6, vocab: 1001, parts: 3 }, 9, PLAIN);
     });
     if (!quick) {

@@ -1,8 +1,9 @@
 // Helpers of the sampling tests: Sampler slot rows, fixed logit vectors, a kernel run on a Device, and the
 // chi-square test.
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
-import { sample, type SampleShape } from "../../kernels/lib/sample.ts";
+import { sample, sampleLayout, sampleListed, type SampleShape } from "../../kernels/lib/sample.ts";
 import { MASS_WORDS, sampleMass, sampleSplit, sampleStats, STATS_WORDS } from "../../kernels/lib/sample_split.ts";
+import { listWords, sampleList } from "../../kernels/lib/sample_list.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
 import { f32Bits } from "../../graph/dtype.ts";
@@ -68,11 +69,16 @@ export async function runKernel(dev: Device, shape: SampleShape, logits: Float32
   const OUT = { buffer: mk(new Uint8Array(R * 8)), bytes: R * 8 };
   const ST = { buffer: mk(new Uint8Array(R * P * STATS_WORDS * 4)), bytes: R * P * STATS_WORDS * 4 };
   const MS = { buffer: mk(new Uint8Array(R * P * MASS_WORDS * 4)), bytes: R * P * MASS_WORDS * 4 };
+  // the parts' candidate list (sample_list.ts), filled with garbage: every word the pick kernel reads must be written
+  const cap = sampleLayout(caps, shape).cap, listed = sampleListed(caps, shape);
+  const LS = { buffer: mk(new Uint8Array(listed ? R * listWords(cap) * 4 : 4).fill(0x5a)), bytes: listed ? R * listWords(cap) * 4 : 4 };
   const steps: [Kernel, typeof X[]][] = split
     ? [
       [sampleStats(caps, { ...shape, parts: P }), [X, ST]],
       [sampleMass(caps, { ...shape, parts: P }), [X, PRM, ST, MS]],
-      [sample(caps, shape), [X, PRM, ST, MS, OUT]],
+      ...listed
+        ? [[sampleList(caps, { ...shape, parts: P, cap }), [X, PRM, ST, MS, LS]], [sample(caps, shape), [X, PRM, ST, MS, LS, OUT]]] as [Kernel, typeof X[]][]
+        : [[sample(caps, shape), [X, PRM, ST, MS, OUT]]] as [Kernel, typeof X[]][],
     ]
     : [[sample(caps, shape), [X, PRM, OUT]]];
   try {
@@ -84,7 +90,7 @@ export async function runKernel(dev: Device, shape: SampleShape, logits: Float32
     const out = await dev.read(OUT.buffer, 0, R * 8);
     return new Int32Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.byteLength));
   } finally {
-    for (const b of [X, PRM, OUT, ST, MS]) dev.free(b.buffer);
+    for (const b of [X, PRM, OUT, ST, MS, LS]) dev.free(b.buffer);
   }
 }
 

@@ -1,7 +1,7 @@
 // The split sampler (kernels/lib/sample_split.ts: stats and masses over many workgroups per row, then the
 // pick) through the real path (compileGraph with CompileOptions.sampleParts forced, so every device runs it,
 // not only the wide GPUs that choose it by default), on every device present:
-//  - long rows (V 20000) with greedy, plain-temperature, filtered, NaN and +Inf rows, replayed with new
+//  - long rows (V 20000) with greedy, plain-temperature, filtered (listed by the parts), NaN and +Inf rows, replayed with new
 //    counters: each token equals the oracle's (graph/sample.ts), except at a knife edge, where it must be a
 //    token the oracle keeps (at most 1 row in 100: none here);
 //  - flat long rows under top-p alone (θp bracketed: kernels/lib/sample_bracket.ts): the oracle's tokens;
@@ -34,13 +34,16 @@ function graph(rows: number, V: number, broadcast: boolean) {
 const LONG: SamplerParams[] = [
   { temperature: 1 }, { temperature: 0 }, { temperature: 0.8 }, { temperature: 0.7, topK: 40, topP: 0.9 },
   { temperature: 1.5 }, { temperature: 1, minP: 0.05 }, { temperature: 0.3 }, { temperature: 1.2 },
+  // finite filtered rows (rows 3 and 5 hold a NaN and +Inf): the parts list them (kernels/lib/sample_list.ts)
+  { temperature: 0.8, topK: 40, topP: 0.95 }, { temperature: 1, topK: 300 }, { temperature: 0.9, topP: 0.5 },
+  { temperature: 1, minP: 0.1 },
 ];
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
   test(`split sampler on ${backend}: long rows (V 20000, 9 parts) draw the oracle's tokens`, { skip }, async () => {
-    const R = 8, V = 20000;
+    const R = LONG.length, V = 20000;
     const logits = new Float32Array(R * V);
     for (let r = 0; r < R; r++) logits.set(lmLogits(V, 77 + r, r % 2 ? 4 : 1.5), r * V);
     logits[3 * V + 11] = NaN; // a non-finite row is greedy and flagged
