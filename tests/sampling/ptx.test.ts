@@ -4,7 +4,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
-import { sample } from "../../kernels/lib/sample.ts";
+import { sample, sampleLayout } from "../../kernels/lib/sample.ts";
+import { sampleList } from "../../kernels/lib/sample_list.ts";
 import { sampleMass, sampleParts, sampleStats } from "../../kernels/lib/sample_split.ts";
 import { logprobsCombine, logprobsPart, logprobsParts } from "../../kernels/lib/logprobs_split.ts";
 import { logitsProcess, logprobs } from "../../kernels/lib/logits.ts";
@@ -21,14 +22,15 @@ test("sample kernel: PTX for sm_90 assembles without spills", { skip: ptxas ? fa
   }
 });
 
-test("split sample kernels (stats, masses, pick) and split logprobs (parts, combine): PTX for sm_90 assembles without spills", { skip: ptxas ? false : "no ptxas on this machine" }, () => {
+test("split sample kernels (stats, masses, list, pick) and split logprobs (parts, combine): PTX for sm_90 assembles without spills", { skip: ptxas ? false : "no ptxas on this machine" }, () => {
   for (const [rows, vocab] of [[1, 128256], [32, 151936], [1, 32000]]) {
     const parts = sampleParts(SM90_CAPS, vocab);
     assert.ok(parts > 1, `${vocab}: the H200 splits a long row (parts ${parts})`);
     const shape = { rows, vocab, parts };
     const lp = { rows, vocab, n: 20, parts: logprobsParts(SM90_CAPS, vocab) };
     assert.ok(lp.parts > 1, `${vocab}: the H200 splits logprobs of a long row (parts ${lp.parts})`);
-    for (const k of [sampleStats(SM90_CAPS, shape), sampleMass(SM90_CAPS, shape), sample(SM90_CAPS, shape), logprobsPart(SM90_CAPS, lp), logprobsCombine(SM90_CAPS, lp)]) {
+    const list = sampleList(SM90_CAPS, { ...shape, cap: sampleLayout(SM90_CAPS, shape).cap });
+    for (const k of [sampleStats(SM90_CAPS, shape), sampleMass(SM90_CAPS, shape), list, sample(SM90_CAPS, shape), logprobsPart(SM90_CAPS, lp), logprobsCombine(SM90_CAPS, lp)]) {
       const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90", true);
       assert.ok(r.ok, `${k.name}: ${r.log}`);
       assert.match(r.log, /0 bytes spill stores/, `${k.name}: ${r.log}`);
