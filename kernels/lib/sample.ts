@@ -25,7 +25,8 @@
 // the cut is found (typically a few), two compaction passes, then steps 3-4 over <= cap candidates. Greedy rows
 // cost the first pass only. With `parts` (kernels/lib/sample_split.ts, chosen for long vocabularies on wide
 // GPUs) the first pass is spread over many workgroups, and a row that samples with no filter never reads its row here
-// beyond the one slice that holds its draw; a filtered row still runs steps 2-4 on this one workgroup. A
+// beyond the one slice that holds its draw; a filtered row's list is made by the parts too where one of their
+// pivots gives the cut (kernels/lib/sample_list.ts), and steps 3-4 run here. A
 // row under top-p alone whose kept set exceeds `cap` (a flat row, top-p near 1) brackets θp between the parts'
 // pivots instead, narrows the bracket with up to 3 counting passes, and lists only the bracket
 // (kernels/lib/sample_bracket.ts): ~6 passes over the row instead of the 8 radix rounds' and the bisection's.
@@ -124,7 +125,7 @@ export function sampleListed(caps: Caps, s: SampleShape): boolean {
 /**
  * The `sample` op: (token, nonfinite) for each row, as graph/sample.ts defines them.
  * Bindings: logits f32 [rows, vocab] (r); params u32 [rows, SAMPLER_WORDS] (r, the Sampler slot);
- * out i32 [rows, 2] (w). With `parts` > 1, stats f32 [rows, parts, 4] (r) and mass f32 [rows, parts, 2] (r)
+ * out i32 [rows, 2] (w). With `parts` > 1, stats f32 [rows, parts, 4] (r) and mass f32 [rows, parts, MASS_WORDS] (r)
  * (from sampleStats and sampleMass) sit between params and out, and where sampleListed, list u32 [rows,
  * listWords(cap)] (r, from sampleList) after them.
  */
@@ -249,8 +250,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   /**
    * An unfiltered row with the parts' masses: the total and the part holding u · total come from the masses
    * (every lane sums them in part order), then only that part's slice is walked, in index order (contiguous
-   * sub-slices per lane, a scan for their starts). Other rows walk nothing here (the scan and reduction
-   * still run: no barrier sits under data-dependent control flow) and go on to the filtered path.
+   * sub-slices per lane, a scan for their starts). Other rows skip it and go on to the filtered path.
    */
   function plainFromParts(): void {
     const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
