@@ -89,6 +89,11 @@ export function sampleList(caps: Caps, s: ListShape): Kernel {
     mOn: b.let(minP.gt(f32(0)), "bool", "mOn"), minP,
   };
   const o0 = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "o0");
+  // A greedy row, or one with no filter, is never listed: known from the parameters alone, before any load.
+  b.if(invT.gt(f32(0)).and(invT.lt(f32(Infinity))).and(f.kOn.or(f.pOn).or(f.mOn)).not(), () => {
+    b.if(part.eq(u32(0)).and(all.lid.eq(u32(0))), () => b.store(LS, row.mul(u32(LW)).add(LIST.count), u32(0)));
+    b.return();
+  });
 
   // 1. the decision, into shared memory: found (0/1), pivot, count, offset of this part, m, Z.
   const D = b.shared("dec", "f32", 6);
