@@ -100,6 +100,7 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
       await check(dev as Device, { rows: 24, vocab: 2000, parts: 7 }, 7, PLAIN);
       await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5 }, 8);
       await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5, subgroupList: 0 }, 14);
+      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5, lean: false }, 15);
       await check(dev as Device, { rows: 6, vocab: 1001, parts: 3 }, 9, PLAIN);
     });
     if (!quick) {
