@@ -63,8 +63,11 @@ export function sampleList(caps: Caps, s: ListShape): Kernel {
   const { R, V, P, SL, grid, vw } = splitSetup(caps, s, "sample_list");
   const CAP = s.cap, LW = listWords(CAP);
   const sg = caps.subgroups ? caps.subgroupSize : 0;
-  const W = sg === 1 ? 1 : Math.max(Math.min(sg > 1 ? 256 : 64, caps.maxWorkgroupSize), sg);
-  const mode = W === 1 ? "one" as const : sg > 1 && W % sg === 0 && W <= 32 * sg ? "subgroup" as const : "tree" as const;
+  // 256 lanes in subgroups; a shared-memory tree (no subgroups, or narrow ones) on 64, as its scratch holds
+  // every lane's 31 sums.
+  const wide = Math.min(256, caps.maxWorkgroupSize);
+  const mode = sg === 1 ? "one" as const : sg > 1 && wide % sg === 0 && wide <= 32 * sg ? "subgroup" as const : "tree" as const;
+  const W = mode === "one" ? 1 : mode === "subgroup" ? wide : Math.min(64, caps.maxWorkgroupSize);
   const NV = 1 + 2 * PIVOTS;
   const b = new KernelBuilder(`sample_list_r${R}_v${V}_p${P}_c${CAP}`, { workgroup: W, grid });
   const X = b.buffer("logits", "f32", "r");
