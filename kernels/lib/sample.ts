@@ -30,15 +30,18 @@
 // row under top-p alone whose kept set exceeds `cap` (a flat row, top-p near 1) brackets θp between the parts'
 // pivots instead, narrows the bracket with up to 3 counting passes, and lists only the bracket
 // (kernels/lib/sample_bracket.ts): ~6 passes over the row instead of the 8 radix rounds' and the bisection's.
-// Cross-lane reductions, order keys and the RNG hash are in kernels/lib/sample_lanes.ts.
-import { f32, i32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+// Files: step 2's cut and compaction for a long row in kernels/lib/sample_cut.ts, steps 3-4 in sample_pick.ts, the
+// parts' kernels (and the draw from their masses) in sample_split.ts and sample_list.ts; cross-lane reductions,
+// order keys and the RNG hash in sample_lanes.ts.
+import { type Buffer, f32, i32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, vecWidth, wgIndex } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
-import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
+import { plainDraw, plainFromMasses, rowStats, sampleSplit, statsStep } from "./sample_split.ts";
 import { bracket } from "./sample_bracket.ts";
-import { compactInOrder, Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
+import { Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
 import { pickToken } from "./sample_pick.ts";
+import { cutAndCompact } from "./sample_cut.ts";
 import { covers, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
 
 export interface SampleShape {
@@ -227,86 +230,15 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
   const fallback = (first: Val, near: Val, total: Val) =>
     total.gt(f32(0)).select(first.lt(f32(NONE)).select(first, near.ge(f32(0)).select(near, greedy.cast("f32"))), greedy.cast("f32"));
-  if (split) plainFromParts();
-
-  /** Sums over the row's parts of these words of the mass records (every lane gets them). */
-  function partSums(words: number[]): Val[] {
-    const n = words.length;
-    const P = split!.parts;
-    const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "so");
-    const pPer = Math.ceil(P / W);
-    const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "sb0");
-    const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "sb1");
-    const acc = Array.from({ length: n }, () => b.let(f32(0), "f32", "sa"));
-    b.for(b0, b1, 1, (p) => {
-      const at = b.let(o.add(p.mul(u32(MASS_WORDS))), "u32", "sat");
-      acc.forEach((a, k) => b.set(a, a.add(b.load(MS!, at.add(words[k])))));
-    });
-    const nv = Math.max(NP, 3), out: Val[] = [];
-    for (let k = 0; k < n; k += nv) out.push(...lanes.reduce("add", acc.slice(k, k + nv)));
-    return out;
-  }
-
-  /**
-   * An unfiltered row with the parts' masses: the total and the part holding u · total come from the masses
-   * (every lane sums them in part order), then only that part's slice is walked, in index order (contiguous
-   * sub-slices per lane, a scan for their starts). Other rows skip it and go on to the filtered path.
-   */
-  function plainFromParts(): void {
+  // An unfiltered row of a split draws from the parts' masses (sample_split.ts plainFromMasses) and stops here.
+  if (split) {
     const plain = b.let(plainDraw(V, nfAll, invT, topK, topP, minP), "bool", "plain");
-    when(plain, () => plainDrawFromParts(plain));
-  }
-  function plainDrawFromParts(plain: Val): void {
-    const { parts: P, slice: SL } = split!;
-    // Each lane takes a contiguous block of parts (one part per lane on a GPU); a scan gives each block its
-    // start, then the part holding u · total is the last one starting at or below it with mass > 0.
-    const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
-    const pPer = Math.ceil(P / W);
-    const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "pb0");
-    const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "pb1");
-    const mine = b.let(f32(0), "f32", "pmine"), lastMine = b.let(f32(-1), "f32", "plm");
-    b.for(b0, b1, 1, (p) => {
-      b.set(mine, mine.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
-      b.set(lastMine, lastMine.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
-    });
-    const blk = lanes.scan(mine);
-    const total = blk.total;
-    const target = b.let(u.mul(total), "f32", "ptgt");
-    const claim = b.let(f32(-1), "f32", "pclaim"), myStart = b.let(f32(0), "f32", "pms"), run = b.let(blk.excl, "f32", "prun");
-    b.for(b0, b1, 1, (p) => {
-      const w = b.let(b.load(MS!, o.add(p.mul(u32(MASS_WORDS)))), "f32", "pw");
-      b.if(run.le(target).and(w.gt(f32(0))), () => {
-        b.set(claim, p.cast("f32"));
-        b.set(myStart, run);
+    when(plain, () => {
+      const tok = plainFromMasses({ b, lanes, W, row, X, MS: MS as Buffer, base, V, ...split, m, invT, u, plain, fallback });
+      b.if(plain, () => {
+        write(tok, i32(0));
+        b.return();
       });
-      b.set(run, run.add(w));
-    });
-    const [qf, lastAll] = lanes.reduce("max", [claim, lastMine]);
-    const [start0] = lanes.reduce("max", [claim.eq(qf).and(qf.ge(f32(0))).select(myStart, f32(-Infinity))]);
-    const q = b.let(qf.max(f32(0)).cast("u32"), "u32", "pq");
-    const start = b.let(start0.max(f32(0)), "f32", "pst");
-    const s0 = b.let(q.mul(u32(SL)), "u32", "ps0");
-    const len = b.let(plain.select(s0.add(u32(SL)).min(u32(V)).sub(s0), u32(0)), "u32", "plen");
-    const per = b.let(len.add(W - 1).div(W), "u32", "pper");
-    const t0 = b.let(s0.add(lid.mul(per).min(len)), "u32", "pt0");
-    const t1 = b.let(s0.add(lid.mul(per).add(per).min(len)), "u32", "pt1");
-    const wAt = (j: Val) => b.let(b.load(X, base.add(j)).sub(m).mul(invT).exp(), "f32", "pw");
-    const my = b.let(f32(0), "f32", "pmy");
-    b.for(t0, t1, 1, (j) => b.set(my, my.add(wAt(j))));
-    const { excl } = lanes.scan(my);
-    const cum = b.let(start.add(excl), "f32", "pcum");
-    const pick = b.let(f32(NONE), "f32", "ppick"), last = b.let(f32(-1), "f32", "plst");
-    b.for(t0, t1, 1, (j) => {
-      const w = wAt(j);
-      b.set(cum, cum.add(w));
-      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, j.cast("f32")));
-      b.if(w.gt(f32(0)), () => b.set(last, j.cast("f32")));
-    });
-    const [negPick, near] = lanes.reduce("max", [pick.neg(), last]);
-    const tok = b.let(fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total).cast("u32"), "u32", "ptok");
-    b.if(plain, () => {
-      write(tok, i32(0));
-      b.return();
     });
   }
 
@@ -337,6 +269,12 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     const total = b.let(f32(0), "f32", "ltot"), z = zAll = b.let(f32(0), "f32", "z");
     // A row the parts listed (sample_list.ts): the list is copied in, and nothing below reads the row.
     const pre = LS && b.let(b.load(LS, row.mul(u32(LW))).gt(u32(0)), "bool", "pre");
+    // else the cut (the parts' pivots, then the search) and the list compacted from the row, or neither
+    const fromRow = () => cutAndCompact({
+      b, lanes, W, mode: L.mode, sg, NP, X, base, V, vw, CAP, steps, row, split, MS: MS || undefined, m,
+      filter: { kOn, kF, pOn, mOn, topP, minP }, needZ, cover, wOf, overRow, when, br,
+      list: { key: sKey, w: sW, idx: sIdx! }, found, cut, lo2, hi, z, total,
+    });
     if (pre) {
       b.if(pre, () => {
         const at = b.let(row.mul(u32(LW)), "u32", "lat");
@@ -359,99 +297,6 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     nFast = b.let(listed.select(total.cast("u32").min(u32(CAP)), u32(0)), "u32", "nFast");
     nSlow = b.let(listed.select(u32(0), u32(V)), "u32", "nSlow");
     nRow = br ? b.let(isFast.select(u32(0), u32(V)), "u32", "nRow") : nSlow;
-
-    /** The cut (the parts' pivots, then the search) and the list compacted from the row, or neither. */
-    function fromRow(): void {
-      let zTarget: Val;
-      if (split) {
-        // Z, and the counts and masses at the pivots, from the parts: the cut is a pivot when one covers the
-        // kept set within `cap`; else the search starts between the two pivots around it.
-        b.set(z, partSums([MASS.z])[0]);
-        zTarget = b.let(topP.mul(z), "f32", "zt");
-        const o0 = b.let(row.mul(u32(split.parts * MASS_WORDS)), "u32", "po0");
-        const pivot = (j: number) => (j < PIVOTS ? b.let(b.load(MS!, o0.add(MASS.pivot + j)), "f32", "piv") : m);
-        // a few pivots' (count, mass) per reduction, so that the sums held at once stay few (registers)
-        const per = Math.max(1, Math.floor(Math.max(NP, 3) / 2));
-        for (let j0 = 0; j0 < PIVOTS; j0 += per) {
-          const js = Array.from({ length: Math.min(per, PIVOTS - j0) }, (_, k) => j0 + k);
-          const sums = partSums(js.flatMap((j) => [MASS.count + j, MASS.above + j]));
-          js.forEach((j, k) => { // ascending pivots: the last that covers is the tightest
-            const cnt = sums[2 * k], mass = sums[2 * k + 1], pv = pivot(j);
-            b.if(cnt.gt(f32(CAP)), () => b.set(lo2, pv));
-            b.if(cover(cnt, mass, pv, zTarget), () => {
-              b.set(found, cnt.le(f32(CAP)).select(u32(1), u32(0)));
-              b.set(cut, pv);
-              b.set(hi, pivot(j + 1));
-              if (br) br.cover(pv, cnt);
-            }, br ? () => br.above(pv, cnt, mass) : undefined);
-          });
-        }
-        b.if(found.eq(u32(0)).and(cut.eq(m)), () => b.set(hi, pivot(0))); // no pivot covers: the cut is below them all
-        b.set(cut, found.eq(u32(1)).select(cut, m));
-        if (br) br.refine(found, zTarget);
-      } else {
-        when(needZ, () => {
-          const za = b.let(f32(0), "f32", "za");
-          overRow(needZ, (_, x) => {
-            const w = wOf(x);
-            b.set(za, za.add(mOn.not().or(w.ge(minP)).select(w, f32(0))));
-          });
-          b.set(z, lanes.reduce("add", [za])[0]);
-        });
-        zTarget = b.let(topP.mul(z), "f32", "zt");
-      }
-      // With no filter on, no cut can cover the kept set: the search runs no step.
-      // Nor when the bracket is already hopeless: a cut within `cap` lies above lo2 (more than `cap` logits are
-      // >= lo2) and a covering cut below hi (cover and counts fall as the cut rises), so lo2 >= hi leaves none:
-      // each step would only move lo2 up. A flat row under top-p near 1: the parts' pivots say so at once, and
-      // the 12 passes over the row on one workgroup are skipped (the slow path follows either way).
-      const search = b.let(kOn.or(pOn).or(mOn).and(lo2.lt(hi)).and(br ? br.on.not() : true), "bool", "search");
-      b.for(u32(0), u32(steps), 1, () => when(found.eq(u32(0)).and(search), () => {
-        const mid = b.let(lo2.mul(0.5).add(hi.mul(0.5)), "f32", "mid");
-        const cnt = b.let(u32(0), "u32", "cnt"), sm = b.let(f32(0), "f32", "sm");
-        overRow(found.eq(u32(0)).and(search), (_, x) => {
-          b.if(x.ge(mid), () => {
-            b.set(cnt, cnt.add(1));
-            b.if(needZ, () => b.set(sm, sm.add(wOf(x))));
-          });
-        });
-        const [rc, rs] = lanes.reduce("add", [cnt.cast("f32"), sm]);
-        const covers = b.let(cover(rc, rs, mid, zTarget), "bool", "cover");
-        b.if(found.eq(u32(0)), () => {
-          b.if(rc.gt(f32(CAP)), () => b.set(lo2, mid), () => {
-            b.if(covers, () => {
-              b.set(found, u32(1));
-              b.set(cut, mid);
-            }, () => b.set(hi, mid));
-          });
-        });
-      }));
-      const isFast = b.let(found.eq(u32(1)), "bool", "isFast");
-      // The list: the kept set's superset {x >= cut}, or a bracket row's [lo, hi) (bracket.ts).
-      const listing = br ? b.let(isFast.or(br.list), "bool", "listing") : isFast;
-      const lower = br ? b.let(isFast.select(cut, br.lo), "f32", "llo") : cut;
-      const inList = (x: Val): Val => (br ? x.ge(lower).and(isFast.or(x.lt(br.hi))) : x.ge(cut));
-      const put = (at: Val, i: Val, x: Val) => b.if(at.lt(u32(CAP)), () => {
-        b.sstore(sIdx!, at, i);
-        b.sstore(sKey, at, orderKey(b, x));
-        b.sstore(sW, at, wOf(x));
-      });
-      when(listing, () => {
-        if (L.mode === "subgroup") { // coalesced, in index order (sample_lanes.ts)
-          b.set(total, compactInOrder(b, lanes, { X, base, V, vw, S: sg, nsg: W / sg, active: listing, keep: inList, put }));
-        } else { // in index order: count this lane's slice, scan, write
-          const mine = b.let(u32(0), "u32", "mine");
-          overRow(listing, (_, x) => b.if(inList(x), () => b.set(mine, mine.add(1))), true);
-          const scan = lanes.scan(mine.cast("f32"));
-          b.set(total, scan.total);
-          const at = b.let(scan.excl.cast("u32"), "u32", "at");
-          overRow(listing, (i, x) => b.if(inList(x), () => {
-            put(at, i, x);
-            b.set(at, at.add(1));
-          }), true);
-        }
-      });
-    }
   }
 
   // 3-4. θk, θp and the draw (sample_pick.ts): a short list on one subgroup alone, anything else on the workgroup.

@@ -12,11 +12,11 @@
 //     walks only that slice; a filtered row runs the one-workgroup path as before, minus its first pass.
 // The split depends on the vocabulary alone, never on the rows: a row's sums (so its draw at a knife edge)
 // do not depend on the batch it sits in.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, vecWidth } from "./common.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
-import { NONE } from "./sample_lanes.ts";
+import { type Lanes, NONE } from "./sample_lanes.ts";
 
 /** f32 words per (row, part) of the stats buffer: max, first index of the max, non-finite flag, min. */
 export const STATS_WORDS = 4;
@@ -227,4 +227,83 @@ export function statsStep(b: KernelBuilder, s: { bv: Val; bi: Val; nf: Val; lo: 
     b.set(s.bv, v);
     b.set(s.bi, i);
   });
+}
+
+/** What the pick kernel's draw from the masses reads (kernels/lib/sample.ts). */
+export interface PlainEnv {
+  b: KernelBuilder;
+  /** The pick kernel's lanes (W of them). */
+  lanes: Lanes;
+  W: number;
+  row: Val;
+  X: Buffer;
+  MS: Buffer;
+  base: Val;
+  V: number;
+  parts: number;
+  slice: number;
+  m: Val;
+  invT: Val;
+  /** The draw's uniform number, and whether this row is plain (plainDraw): other rows walk nothing. */
+  u: Val;
+  plain: Val;
+  /** The token when the walk found no crossing (sample.ts). */
+  fallback: (first: Val, near: Val, total: Val) => Val;
+}
+
+/**
+ * The pick kernel's draw for an unfiltered row, from the masses: the total and the part holding u · total come
+ * from the mass records (every lane sums them in part order), then only that part's slice is walked, in index
+ * order (contiguous sub-slices per lane, a scan for their starts). Returns the token (u32).
+ */
+export function plainFromMasses(e: PlainEnv): Val {
+  const { b, lanes, W, row, X, MS, base, V, m, invT, u, plain, fallback } = e;
+  const P = e.parts, SL = e.slice, lid = lanes.lid;
+  // Each lane takes a contiguous block of parts (one part per lane on a GPU); a scan gives each block its
+  // start, then the part holding u · total is the last one starting at or below it with mass > 0.
+  const o = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "mo");
+  const pPer = Math.ceil(P / W);
+  const b0 = b.let(lid.mul(u32(pPer)).min(u32(P)), "u32", "pb0");
+  const b1 = b.let(b0.add(u32(pPer)).min(u32(P)), "u32", "pb1");
+  const mine = b.let(f32(0), "f32", "pmine"), lastMine = b.let(f32(-1), "f32", "plm");
+  b.for(b0, b1, 1, (p) => {
+    b.set(mine, mine.add(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))))));
+    b.set(lastMine, lastMine.max(b.load(MS!, o.add(p.mul(u32(MASS_WORDS))).add(1))));
+  });
+  const blk = lanes.scan(mine);
+  const total = blk.total;
+  const target = b.let(u.mul(total), "f32", "ptgt");
+  const claim = b.let(f32(-1), "f32", "pclaim"), myStart = b.let(f32(0), "f32", "pms"), run = b.let(blk.excl, "f32", "prun");
+  b.for(b0, b1, 1, (p) => {
+    const w = b.let(b.load(MS!, o.add(p.mul(u32(MASS_WORDS)))), "f32", "pw");
+    b.if(run.le(target).and(w.gt(f32(0))), () => {
+      b.set(claim, p.cast("f32"));
+      b.set(myStart, run);
+    });
+    b.set(run, run.add(w));
+  });
+  const [qf, lastAll] = lanes.reduce("max", [claim, lastMine]);
+  const [start0] = lanes.reduce("max", [claim.eq(qf).and(qf.ge(f32(0))).select(myStart, f32(-Infinity))]);
+  const q = b.let(qf.max(f32(0)).cast("u32"), "u32", "pq");
+  const start = b.let(start0.max(f32(0)), "f32", "pst");
+  const s0 = b.let(q.mul(u32(SL)), "u32", "ps0");
+  const len = b.let(plain.select(s0.add(u32(SL)).min(u32(V)).sub(s0), u32(0)), "u32", "plen");
+  const per = b.let(len.add(W - 1).div(W), "u32", "pper");
+  const t0 = b.let(s0.add(lid.mul(per).min(len)), "u32", "pt0");
+  const t1 = b.let(s0.add(lid.mul(per).add(per).min(len)), "u32", "pt1");
+  const wAt = (j: Val) => b.let(b.load(X, base.add(j)).sub(m).mul(invT).exp(), "f32", "pw");
+  const my = b.let(f32(0), "f32", "pmy");
+  b.for(t0, t1, 1, (j) => b.set(my, my.add(wAt(j))));
+  const { excl } = lanes.scan(my);
+  const cum = b.let(start.add(excl), "f32", "pcum");
+  const pick = b.let(f32(NONE), "f32", "ppick"), last = b.let(f32(-1), "f32", "plst");
+  b.for(t0, t1, 1, (j) => {
+    const w = wAt(j);
+    b.set(cum, cum.add(w));
+    b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, j.cast("f32")));
+    b.if(w.gt(f32(0)), () => b.set(last, j.cast("f32")));
+  });
+  const [negPick, near] = lanes.reduce("max", [pick.neg(), last]);
+  const tok = b.let(fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total).cast("u32"), "u32", "ptok");
+  return tok;
 }
