@@ -126,11 +126,20 @@ test("a device that is not autonomous (synchronize submits or runs the rest) is 
 });
 
 test("IoTurns: no timer turn right after a parked step, one when everyMs passed without", async () => {
-  const io = new IoTurns(50);
-  await new Promise((r) => setTimeout(r, 60));
-  await io.between(performance.now()); // the step parked just now
-  assert.equal(io.turns, 0);
-  await new Promise((r) => setTimeout(r, 60));
-  await io.between(); // 60 ms since the park, none since
-  assert.equal(io.turns, 1);
+  // On a loaded machine the macrotask hop inside between() can itself outlast everyMs, and then a turn is due
+  // (seen once in a fresh-clone npm test running deno and bun side by side): the best of three tries.
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const tries: string[] = [];
+  for (let t = 0; t < 3; t++) {
+    const io = new IoTurns(50);
+    await sleep(60);
+    const t0 = performance.now();
+    await io.between(performance.now()); // the step parked just now
+    const first = io.turns, took = performance.now() - t0;
+    await sleep(60);
+    await io.between(); // 60 ms since the park, none since
+    if (first === 0 && io.turns === 1) return;
+    tries.push(`try ${t + 1}: ${first} turns right after the park (between took ${took.toFixed(1)} ms), ${io.turns} after 60 ms more`);
+  }
+  assert.fail(tries.join("; "));
 });
