@@ -1,15 +1,18 @@
 // The `sample` composite split over many workgroups per row (a long vocabulary at small batch: one workgroup
-// per row leaves most of a big GPU idle and pays one SM's latency for every pass). Three kernels:
+// per row leaves most of a big GPU idle and pays one SM's latency for every pass). Three kernels here, and a
+// fourth between the masses and the pick (kernels/lib/sample_list.ts: the parts build a filtered row's list):
 //
 //  1. sampleStats, (row, part) workgroups: each reduces one slice of the row to (max with NaN as -Inf, first
 //     index of that max, non-finite flag, smallest finite logit), the first pass of kernels/lib/sample.ts.
 //  2. sampleMass, (row, part) workgroups: each combines the row's stats (every part's, in part order) into
 //     the row max m and, for a row that samples with no filter (no top-k, top-p, min-p: what a plain
 //     temperature draw and OpenAI's defaults ask), sums w = exp((x − m) · inv_temp) over its slice and notes
-//     its last index with w > 0. Other rows read nothing.
+//     its last index with w > 0. For a filtered row, counts and Σ w at 15 pivots over [min, max]. Other rows
+//     read nothing.
 //  3. sample with `parts` (kernels/lib/sample.ts): reads the stats instead of the row for the greedy token
 //     and the flag; an unfiltered row takes its total and the slice holding u · total from the masses and
-//     walks only that slice; a filtered row runs the one-workgroup path as before, minus its first pass.
+//     walks only that slice (plainFromMasses, below); a filtered row copies in the list the parts made, or
+//     where they made none finds its cut from the pivots' sums (kernels/lib/sample_cut.ts).
 // The split depends on the vocabulary alone, never on the rows: a row's sums (so its draw at a knife edge)
 // do not depend on the batch it sits in.
 import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
