@@ -42,7 +42,7 @@ import { bracket } from "./sample_bracket.ts";
 import { Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
 import { pickToken } from "./sample_pick.ts";
 import { cutAndCompact } from "./sample_cut.ts";
-import { covers, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
+import { covers, filterOf, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
 
 export interface SampleShape {
   rows: number;
@@ -222,10 +222,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   });
 
   const wOf = (x: Val): Val => b.let(x.sub(m).mul(invT).exp(), "f32", "w");
-  const kOn = b.let(topK.gt(0).and(topK.lt(V)), "bool", "kOn");
-  const kF = topK.cast("f32");
-  const pOn = b.let(topP.lt(f32(1)), "bool", "pOn");
-  const mOn = b.let(minP.gt(f32(0)), "bool", "mOn");
+  const flt = filterOf(b, V, topK, topP, minP), { kOn, pOn, mOn } = flt;
   const bits = mix32(b, ctr.xor(mix32(b, seed)));
   const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
   const fallback = (first: Val, near: Val, total: Val) =>
@@ -263,7 +260,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     nFast = u32(V);
   } else {
     const needZ = b.let(kOn.not().and(pOn), "bool", "needZ");
-    const cover = (count: Val, mass: Val, at: Val, zTarget: Val): Val => covers({ kOn, kF, pOn, mOn, minP }, count, mass, wOf(at), zTarget);
+    const cover = (count: Val, mass: Val, at: Val, zTarget: Val): Val => covers(flt, count, mass, wOf(at), zTarget);
     const lo2 = b.let(negMin.neg(), "f32", "clo"), hi = b.let(m, "f32", "chi");
     const found = b.let(u32(0), "u32", "found"), cut = b.let(m, "f32", "cut");
     const total = b.let(f32(0), "f32", "ltot"), z = zAll = b.let(f32(0), "f32", "z");
@@ -272,7 +269,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     // else the cut (the parts' pivots, then the search) and the list compacted from the row, or neither
     const fromRow = () => cutAndCompact({
       b, lanes, W, mode: L.mode, sg, NP, X, base, V, vw, CAP, steps, row, split, MS: MS || undefined, m,
-      filter: { kOn, kF, pOn, mOn, topP, minP }, needZ, cover, wOf, overRow, when, br,
+      filter: { ...flt, topP }, needZ, cover, wOf, overRow, when, br,
       list: { key: sKey, w: sW, idx: sIdx! }, found, cut, lo2, hi, z, total,
     });
     if (pre) {
@@ -302,7 +299,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   // 3-4. θk, θp and the draw (sample_pick.ts): a short list on one subgroup alone, anything else on the workgroup.
   const env = {
     b, lanes, W, mode: L.mode, bits: L.bits, sg, X, base, V, list: { key: sKey, w: sW, idx: sIdx }, nFast, nSlow, nRow, fast,
-    listed, zAll, filter: { kOn, kF, pOn, mOn, topP, minP }, wOf, u, fallback, br, when,
+    listed, zAll, filter: { ...flt, topP }, wOf, u, fallback, br, when,
   };
   const SG_LIST = s.subgroupList ?? SUBGROUP_LIST;
   const short = !lean || L.mode !== "subgroup" || W === sg || SG_LIST < 1 ? false : L.small ? V <= SG_LIST : b.let(fast!.and(nFast.le(u32(SG_LIST))), "bool", "short");

@@ -15,7 +15,7 @@
 import { f32, type Kernel, KernelBuilder, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { SAMPLER, SAMPLER_WORDS } from "../../graph/sample.ts";
-import { MASS, MASS_WORDS, PIVOTS, plainDraw, rowStats, splitSetup } from "./sample_split.ts";
+import { MASS, MASS_WORDS, PIVOTS, rowStats, splitSetup } from "./sample_split.ts";
 import { Lanes, orderKey } from "./sample_lanes.ts";
 import { wgIndex } from "./common.ts";
 
@@ -35,6 +35,13 @@ export interface Filter {
   pOn: Val;
   mOn: Val;
   minP: Val;
+}
+
+/** The filter flags of a row's parameters (the same IR in every kernel that reads them). */
+export function filterOf(b: KernelBuilder, V: number, topK: Val, topP: Val, minP: Val): Filter {
+  const kOn = b.let(topK.gt(0).and(topK.lt(V)), "bool", "kOn"), kF = topK.cast("f32");
+  const pOn = b.let(topP.lt(f32(1)), "bool", "pOn"), mOn = b.let(minP.gt(f32(0)), "bool", "mOn");
+  return { kOn, kF, pOn, mOn, minP };
 }
 
 /**
@@ -87,10 +94,7 @@ export function sampleList(caps: Caps, s: ListShape): Kernel {
   const topK = b.let(b.load(PRM, pw(SAMPLER.topK), "i32"), "i32", "topK");
   const topP = b.let(b.load(PRM, pw(SAMPLER.topP), "f32"), "f32", "topP");
   const minP = b.let(b.load(PRM, pw(SAMPLER.minP), "f32"), "f32", "minP");
-  const f: Filter = {
-    kOn: b.let(topK.gt(0).and(topK.lt(V)), "bool", "kOn"), kF: topK.cast("f32"), pOn: b.let(topP.lt(f32(1)), "bool", "pOn"),
-    mOn: b.let(minP.gt(f32(0)), "bool", "mOn"), minP,
-  };
+  const f = filterOf(b, V, topK, topP, minP);
   const o0 = b.let(row.mul(u32(P * MASS_WORDS)), "u32", "o0");
   // A greedy row, or one with no filter, is never listed: known from the parameters alone, before any load.
   b.if(invT.gt(f32(0)).and(invT.lt(f32(Infinity))).and(f.kOn.or(f.pOn).or(f.mOn)).not(), () => {
@@ -104,8 +108,8 @@ export function sampleList(caps: Caps, s: ListShape): Kernel {
     const dl = dec.lid, DW = dec === all ? W : sg;
     const st = rowStats(b, ST, row, P, dl, DW, (vs) => dec.reduce("max", vs));
     const m = st.m;
-    const sampling = st.nf.gt(f32(0)).not().and(invT.gt(f32(0))).and(invT.lt(f32(Infinity)));
-    const filtered = b.let(sampling.and(plainDraw(V, st.nf, invT, topK, topP, minP).not()), "bool", "filt");
+    // the parameters sample with a filter (else the early exit above): only a non-finite row is not listed
+    const filtered = b.let(st.nf.gt(f32(0)).not(), "bool", "filt");
     const acc = Array.from({ length: NV }, () => b.let(f32(0), "f32", "acc"));
     b.for(dl, b.let(filtered.select(u32(P), u32(0)), "u32", "np"), DW, (q) => {
       const o = b.let(o0.add(q.mul(u32(MASS_WORDS))), "u32", "o");
