@@ -7,6 +7,9 @@
 //   deno run -A bench/mma.ts --cases 32x2048x2048,512x8192x2048 --variants fma8,mma,mma:4x4
 //   deno run -A bench/mma.ts --cases 2048x14336x4096 --variants mma:xw,staged,staged:128x256x32:w2x4
 //   deno run -A bench/mma.ts --serve llama-3-8b --m 1,8,32,64 --ks 8,16 --budget 55   (--ks 0: each matmul's serving split)
+//   deno run -A bench/mma.ts --backend vulkan --cases 512x8192x2048 --variants tiled,coop,coop:128x128:w64x32:k64,coop:f32
+// On Vulkan: tiled (kernels/lib/tiled_matmul.ts, the FMA path) and coop (kernels/lib/coop_matmul.ts, cooperative
+// matrices; x as prepared words unless f32; coop:BMxBN:wWMxWN:kBK any parts, else coopLayout's).
 // --serve: the serving entries' matmuls of each shape (q/o, k/v, gate/up, down, head) at the entry sizes --m,
 // one row per layout (ks, nt, unroll, nw; mt follows m: ceil(m / 16) tiles of 16 rows, at most 4), GB/s of W
 // per m, then the best layout per (ks, m). ks is part of a row's summation order, so one ks per shape must
@@ -23,6 +26,9 @@ import { matmul } from "../kernels/lib/matmul.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaMatmulFits, mmaServingKSplit, mmaServingLayout } from "../kernels/lib/mma_matmul.ts";
 import { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits } from "../kernels/lib/mma_staged.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits } from "../kernels/lib/coop_matmul.ts";
+import { tiledLayout, tiledMatmul } from "../kernels/lib/tiled_matmul.ts";
+import { openVulkanDevice } from "../backends/vulkan/mod.ts";
 
 const L2_DEFEAT = 256 << 20;
 
@@ -35,6 +41,20 @@ const L2_DEFEAT = 256 << 20;
 export function variantKernel(dev: Device, v: string, m: number, n: number, k: number): Kernel | undefined {
   const caps = dev.target.caps;
   if (v.startsWith("fma")) return matmul(caps, { n, k, batch: m, w: "bf16", tile: Number(v.slice(3)) || 8 });
+  if (v === "tiled") return tiledLayout(caps, "bf16", m, n) && tiledMatmul(caps, { n, k, batch: m, w: "bf16" });
+  if (v === "coop" || v.startsWith("coop:")) {
+    const parts = v.split(":").slice(1), given: Partial<CoopLayout> = {};
+    for (const p of parts) {
+      if (/^\d+x\d+$/.test(p)) [given.bm, given.bn] = p.split("x").map(Number);
+      else if (/^w\d+x\d+$/.test(p)) [given.wm, given.wn] = p.slice(1).split("x").map(Number);
+      else if (/^k\d+$/.test(p)) given.bk = Number(p.slice(1));
+      else if (p !== "f32") throw new RangeError(`coop layout: unknown part ${p}`);
+    }
+    const base = coopLayout(caps, m, n, k);
+    if (!base) return undefined;
+    const l = { ...base, ...given };
+    return coopMatmulFits(caps, "bf16", n, k, l) ? coopMatmul(caps, { n, k, batch: m, w: "bf16", layout: l, prepared: !parts.includes("f32") }) : undefined;
+  }
   if (v === "staged" || v.startsWith("staged:")) {
     const asked = parseStaged(v.split(":").slice(1));
     // a layout asked for in full is warp MMA unless it says wg; bare `staged` takes the default, wg or not
@@ -238,8 +258,8 @@ export async function main(args: string[]): Promise<number> {
     },
   });
   const dev: Device = values.backend === "js"
-    ? new JsDevice({ caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, mma: true } })
-    : await PtxDevice.open();
+    ? new JsDevice({ caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, mma: true, coop: { bf16: true, f16: false } } })
+    : values.backend === "vulkan" ? openVulkanDevice() : await PtxDevice.open();
   try {
     if (values.serve) {
       const nums = (v: string) => v.split(",").map(Number);

@@ -355,8 +355,11 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
     status: "present" | "absent" | "refused";
     why?: string;
     device?: string;
-    /** int8Dot: "fast" (caps.dot4: the integer gemv is the default), "native" (the instruction, not the default), or false. */
-    caps?: { subgroups: number | false; f16: boolean; int8Dot: "fast" | "native" | false };
+    /**
+     * int8Dot: "fast" (caps.dot4: the integer gemv is the default), "native" (the instruction, not the default), or false.
+     * coop: the input types of caps.coop's cooperative matrices ("f16", "bf16", "f16+bf16"), or false.
+     */
+    caps?: { subgroups: number | false; f16: boolean; int8Dot: "fast" | "native" | false; coop: string | false };
     memoryBytes?: number;
   }
   const backends: BackendInfo[] = [];
@@ -375,6 +378,7 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
       caps: {
         subgroups: t.caps.subgroups ? t.caps.subgroupSize : false, f16: t.caps.f16,
         int8Dot: t.caps.dot4 ? "fast" : t.caps.dot4Native ? "native" : false,
+        coop: (["f16", "bf16"] as const).filter((k) => t.caps.coop?.[k]).join("+") || false,
       },
       memoryBytes: t.memory.totalBytes,
     });
@@ -392,7 +396,7 @@ async function info(f: ReturnType<typeof InfoFlags.parse>, positionals: string[]
     ...modelLines(model),
     "backends:",
     ...backends.map((b) => `  ${b.backend.padEnd(6)} ${b.status}` + (b.caps
-      ? `: ${b.device} (subgroups ${b.caps.subgroups || "no"}, f16 ${b.caps.f16}, int8 dot ${b.caps.int8Dot || "no"}, memory ${((b.memoryBytes ?? 0) / 2 ** 30).toFixed(1)} GiB)${b.why ? `; ${b.why}` : ""}`
+      ? `: ${b.device} (subgroups ${b.caps.subgroups || "no"}, f16 ${b.caps.f16}, int8 dot ${b.caps.int8Dot || "no"}, coop ${b.caps.coop || "no"}, memory ${((b.memoryBytes ?? 0) / 2 ** 30).toFixed(1)} GiB)${b.why ? `; ${b.why}` : ""}`
       : `: ${b.why}`)),
   ];
   if (backend === "auto") lines.push(`auto takes ${auto ?? "nothing (no backend present)"}`);

@@ -1,8 +1,9 @@
 // libvulkan: the compute subset of Vulkan 1.0-1.3 as a symbol table (exported by the loader, so no
-// vkGet*ProcAddr dance), and thin wrappers that pack create-infos, read out-params and turn a negative VkResult
-// into VkError {fn, result}. Handles are bigint (dispatchable ones are pointers, the rest uint64_t).
+// vkGet*ProcAddr dance but for one extension query, cooperativeMatrixProperties), and thin wrappers that pack
+// create-infos, read out-params and turn a negative VkResult into VkError {fn, result}. Handles are bigint
+// (dispatchable ones are pointers, the rest uint64_t).
 
-import { type Bound, dlopen, keepAlive, type Library, type Pointer, ptrArray, ptrOf } from "./lib.ts";
+import { type Bound, cstr, dlopen, fnFromPointer, keepAlive, type Library, type Pointer, ptrArray, ptrOf } from "./lib.ts";
 import { type Decoded, decode, decodeArray, type DecodedRecordOf, type Fields, type Init, pack, packArray, type Struct } from "./layout.ts";
 import * as S from "./vulkan_structs.ts";
 import { vulkanSymbols } from "./vulkan_symbols.ts";
@@ -149,7 +150,8 @@ export class Vulkan {
   ): Decoded<F>[] {
     const count = new Uint32Array(1);
     this.check(fn, call(count, null));
-    const out = new Uint8Array(new ArrayBuffer(Math.max(count[0] * s.size, 1)));
+    // each element over the struct's defaults: an output struct with an sType must carry it into the call
+    const out = packArray(s, new Array<Init<F>>(count[0]).fill({}));
     this.check(fn, call(count, out));
     return decodeArray(s, out, count[0]);
   }
@@ -233,6 +235,18 @@ export class Vulkan {
   }
   deviceExtensions(pd: Handle): string[] {
     return this.#enumerate("vkEnumerateDeviceExtensionProperties", (n, out) => this.fn.vkEnumerateDeviceExtensionProperties(pd, null, n, out), S.VkExtensionProperties).map((e) => e.extensionName);
+  }
+  /**
+   * The matrix shapes and types VK_KHR_cooperative_matrix runs on `pd` (ask only where the device lists the
+   * extension); [] where the instance has no such entry point. An extension function the loader does not
+   * export, so it comes through vkGetInstanceProcAddr.
+   */
+  cooperativeMatrixProperties(instance: Handle, pd: Handle): Decoded<typeof S.VkCooperativeMatrixPropertiesKHR.fields>[] {
+    const name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR";
+    const p = this.fn.vkGetInstanceProcAddr(instance, cstr(name));
+    if (!p) return [];
+    const f = fnFromPointer(p, { args: ["u64", "buffer", "buffer"], result: "i32" });
+    return this.#enumerate(name, (n, out) => f(pd, n, out), S.VkCooperativeMatrixPropertiesKHR);
   }
 
   // --- logical device and queues -------------------------------------------------------------------------

@@ -169,6 +169,29 @@ export const VkPhysicalDeviceShaderIntegerDotProductProperties = struct("VkPhysi
   integerDotProductAccumulatingSaturating64BitSignedAccelerated: "u32",
   integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated: "u32",
 }, { defaults: { sType: 1000280001 } });
+// The Vulkan memory model (core in 1.2, VK_KHR_vulkan_memory_model before it): the model cooperative-matrix
+// shaders declare. A struct of its own because the device chain holds the 1.2 features one by one.
+export const VkPhysicalDeviceVulkanMemoryModelFeatures = struct("VkPhysicalDeviceVulkanMemoryModelFeatures", {
+  sType: "u32", pNext: "pointer", vulkanMemoryModel: "u32", vulkanMemoryModelDeviceScope: "u32",
+  vulkanMemoryModelAvailabilityVisibilityChains: "u32",
+}, { defaults: { sType: 1000211000 } });
+export const VkPhysicalDeviceCooperativeMatrixFeaturesKHR = struct("VkPhysicalDeviceCooperativeMatrixFeaturesKHR", {
+  sType: "u32", pNext: "pointer", cooperativeMatrix: "u32", cooperativeMatrixRobustBufferAccess: "u32",
+}, { defaults: { sType: 1000506000 } });
+export const VkPhysicalDeviceShaderBfloat16FeaturesKHR = struct("VkPhysicalDeviceShaderBfloat16FeaturesKHR", {
+  sType: "u32", pNext: "pointer", shaderBFloat16Type: "u32", shaderBFloat16DotProduct: "u32",
+  shaderBFloat16CooperativeMatrix: "u32",
+}, { defaults: { sType: 1000141000 } });
+// One matrix shape and type combination the device runs (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR).
+export const VkCooperativeMatrixPropertiesKHR = struct("VkCooperativeMatrixPropertiesKHR", {
+  sType: "u32", pNext: "pointer", MSize: "u32", NSize: "u32", KSize: "u32", AType: "u32", BType: "u32", CType: "u32",
+  ResultType: "u32", saturatingAccumulation: "u32", scope: "u32",
+}, { defaults: { sType: 1000506001 } });
+// VkComponentTypeKHR and VkScopeKHR values of its fields
+export const VK_COMPONENT_TYPE_FLOAT16_KHR = 0;
+export const VK_COMPONENT_TYPE_FLOAT32_KHR = 1;
+export const VK_COMPONENT_TYPE_BFLOAT16_KHR = 1000141000;
+export const VK_SCOPE_SUBGROUP_KHR = 3;
 export const VkPhysicalDeviceTimelineSemaphoreFeatures = struct("VkPhysicalDeviceTimelineSemaphoreFeatures", {
   sType: "u32", pNext: "pointer", timelineSemaphore: "u32",
 }, { defaults: { sType: 1000207000 } });

@@ -92,7 +92,7 @@ export type Expr =
   | { k: "sload"; t: CType; mem: Shared; index: Expr }
   | { k: "subgroup"; t: CType; op: ReduceOp; a: Expr }   // reduce over the subgroup; every lane gets it
   | { k: "shuffle"; t: CType; mode: "xor" | "idx" | "down"; a: Expr; lane: Expr }
-  // two f32 rounded (to nearest even) to bf16/f16 in one u32, a in the low half: MMA operands (caps.mma only)
+  // two f32 rounded (to nearest even) to bf16/f16 in one u32, a in the low half: MMA / cooperative-matrix operands
   | { k: "pack2"; t: "u32"; ab: "bf16" | "f16"; a: Expr; b: Expr };
 
 export type Stmt =
@@ -120,6 +120,7 @@ export type Stmt =
   | { k: "cpwait"; pending: number }                    // waits until at most `pending` closed groups are in flight
   | LdMatrixStmt
   | WgmmaStmt
+  | CoopStmt
   // closes this warpgroup's open group of wgmma statements and waits until at most `pending` groups are in
   // flight (PTX wgmma.commit_group + wait_group); the whole workgroup together, like a barrier
   | { k: "wgwait"; pending: number }
@@ -208,6 +209,33 @@ export interface WgmmaStmt {
   b: Expr;
 }
 
+/**
+ * A subgroup's 16 x 16 cooperative matrix (CoopStmt): an operand ("a", "b": `ab` values) or an f32 accumulator
+ * ("acc"). Opaque, declared on the kernel (Kernel.coop), touched only by coop statements; each subgroup has its own.
+ */
+export interface CoopMat {
+  name: string;
+  use: "a" | "b" | "acc";
+  ab?: "bf16" | "f16";
+}
+
+/**
+ * Cooperative matrices (caps.coop; SPIR-V SPV_KHR_cooperative_matrix, 16 x 16 x 16 with f32 accumulation):
+ * - cmload: an operand from the u32 shared array `mem`: row r of A (16 values, the even k in a word's low half)
+ *   at words index + r·stride .. + 7; column c of B (its 16 k values likewise) the same way, so a row-major
+ *   W[n, k] is B as it stands (wgmma's B); strides are multiples of 4 (16-byte rows);
+ * - cmzero: acc = 0;  cmmad: acc += A B;
+ * - cmstore: the f32 shared array `mem` gets acc[r][c] at index + r·stride + c.
+ * Every invocation of a subgroup must reach them together (uniform flow) with the same operands, and the
+ * workgroup must be whole subgroups. The products are exact; the order and internal precision of the sums are
+ * the implementation's (fixed for a device, so a row's result never depends on the other rows).
+ */
+export type CoopStmt =
+  | { k: "cmzero"; acc: CoopMat }
+  | { k: "cmload"; dst: CoopMat; mem: Shared; index: Expr; stride: number }
+  | { k: "cmmad"; acc: CoopMat; a: CoopMat; b: CoopMat }
+  | { k: "cmstore"; acc: CoopMat; mem: Shared; index: Expr; stride: number };
+
 export interface Kernel {
   name: string;
   /** Invocations per workgroup. */
@@ -216,9 +244,11 @@ export interface Kernel {
   grid: [number, number, number];
   buffers: Buffer[];
   shared: Shared[];
+  /** Cooperative matrices (CoopStmt), where the body has any. */
+  coop?: CoopMat[];
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
-  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean };
+  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean; coop?: boolean };
 }
 
 export class KernelError extends Error {
@@ -341,9 +371,10 @@ export interface KernelOptions {
 export class KernelBuilder {
   private readonly buffers: Buffer[] = [];
   private readonly sharedMem: Shared[] = [];
+  private readonly coopMats: CoopMat[] = [];
   private blocks: Stmt[][] = [[]];
   private nvar = 0;
-  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false };
+  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false, coop: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
 
@@ -506,10 +537,12 @@ export class KernelBuilder {
     return new Val({ k: "shuffle", t: a.t, mode, a: a.e, lane: lift(lane, "u32").e });
   }
 
-  /** Two f32 rounded to `ab` and packed in a u32 (lo in the low half): an MMA operand word (caps.mma). */
+  /**
+   * Two f32 rounded to `ab` and packed in a u32 (lo in the low half): an MMA or cooperative-matrix operand word
+   * (PTX converts both at once; SPIR-V rounds in integer arithmetic, decomp/mod.ts pack2Bits).
+   */
   pack2(ab: "bf16" | "f16", lo: Val, hi: Val): Val {
     if (lo.t !== "f32" || hi.t !== "f32") throw new KernelError(`${this.name}: pack2 takes two f32`);
-    this.uses.mma = true;
     return new Val({ k: "pack2", t: "u32", ab, a: lo.e, b: hi.e });
   }
   /** A warp MMA tile (see MmaStmt): returns the 4 accumulator values of this lane as fresh f32 locals. */
@@ -581,6 +614,50 @@ export class KernelBuilder {
     this.emit({ k: "asyncfence" });
   }
 
+  /** A cooperative matrix of each subgroup (CoopMat): an operand of `ab` values, or an f32 accumulator zeroed here. */
+  coopMat(use: "a" | "b", ab: "bf16" | "f16"): CoopMat;
+  coopMat(use: "acc"): CoopMat;
+  coopMat(use: CoopMat["use"], ab?: "bf16" | "f16"): CoopMat {
+    const m: CoopMat = use === "acc" ? { name: `cacc${this.nvar++}`, use } : { name: `c${use}${this.nvar++}`, use, ab };
+    this.coopMats.push(m);
+    if (use === "acc") this.coopZero(m);
+    else this.uses.coop = this.uses.subgroups = true;
+    return m;
+  }
+  private coopUse(m: CoopMat, use: CoopMat["use"]): void {
+    if (!this.coopMats.includes(m)) throw new KernelError(`${this.name}: cooperative matrix ${m.name} is not this kernel's`);
+    if (m.use !== use) throw new KernelError(`${this.name}: cooperative matrix ${m.name} is an ${m.use}, used as ${use}`);
+    this.uses.coop = this.uses.subgroups = true;
+  }
+  /** acc = 0 (CoopStmt cmzero). */
+  coopZero(acc: CoopMat): void {
+    this.coopUse(acc, "acc");
+    this.emit({ k: "cmzero", acc });
+  }
+  /** An operand from u32 shared words (CoopStmt cmload). */
+  coopLoad(dst: CoopMat, mem: Shared, index: Like, stride: number): void {
+    if (dst.use === "acc") throw new KernelError(`${this.name}: cmload of accumulator ${dst.name}`);
+    this.coopUse(dst, dst.use);
+    if (mem.t !== "u32") throw new KernelError(`${this.name}: cooperative matrices from ${mem.t} shared ${mem.name} (u32 words only)`);
+    if (!(Number.isInteger(stride) && stride >= 8 && stride % 4 === 0)) throw new KernelError(`${this.name}: cooperative matrix stride ${stride} (a multiple of 4, >= 8)`);
+    this.emit({ k: "cmload", dst, mem, index: lift(index, "u32").e, stride });
+  }
+  /** acc += A B (CoopStmt cmmad). */
+  coopMulAdd(acc: CoopMat, a: CoopMat, bm: CoopMat): void {
+    this.coopUse(acc, "acc");
+    this.coopUse(a, "a");
+    this.coopUse(bm, "b");
+    if (a.ab !== bm.ab) throw new KernelError(`${this.name}: cmmad of ${a.ab} and ${bm.ab} operands`);
+    this.emit({ k: "cmmad", acc, a, b: bm });
+  }
+  /** f32 shared mem[index + r·stride + c] = acc[r][c] (CoopStmt cmstore). */
+  coopStore(acc: CoopMat, mem: Shared, index: Like, stride: number): void {
+    this.coopUse(acc, "acc");
+    if (mem.t !== "f32") throw new KernelError(`${this.name}: cooperative matrix store into ${mem.t} shared ${mem.name} (f32 only)`);
+    if (!(Number.isInteger(stride) && stride >= 16 && stride % 4 === 0)) throw new KernelError(`${this.name}: cooperative matrix store stride ${stride}`);
+    this.emit({ k: "cmstore", acc, mem, index: lift(index, "u32").e, stride });
+  }
+
   build(): Kernel {
     if (this.blocks.length !== 1) throw new KernelError(`${this.name}: build inside a block`);
     return {
@@ -589,6 +666,7 @@ export class KernelBuilder {
       grid: this.grid,
       buffers: this.buffers,
       shared: this.sharedMem,
+      ...(this.coopMats.length ? { coop: this.coopMats } : {}),
       body: this.blocks[0],
       uses: { ...this.uses },
     };
@@ -622,6 +700,7 @@ export function stmtExprs(s: Stmt): Expr[] {
     case "cpasync": return [s.sindex, s.index];
     case "ldmatrix": return [s.index];
     case "wgmma": return [s.a, s.b]; // and its accumulators, read and written in place (s.acc)
+    case "cmload": case "cmstore": return [s.index];
     default: return [];
   }
 }

@@ -75,6 +75,16 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    */
   tiled?: boolean | "auto";
   tiledMinRows?: number;
+  /**
+   * bf16 matmuls and attention (unless `flash` is false) of at least `coopMinRows` (default COOP_MIN_ROWS) rows on
+   * cooperative matrices (kernels/lib/coop_matmul.ts, coop_flash.ts) where the target has `caps.coop` and `mma`
+   * is "auto" (prefill chunks; serving entries keep their one kernel for every row count): default true, false
+   * for the FMA kernels (A/B runs).
+   */
+  coop?: boolean;
+  coopMinRows?: number;
+  /** The cooperative-matrix matmul's tile (tuning runs), where it fits; default coopLayout's. */
+  coopLayout?: lib.CoopLayout;
   /** The tiled matmul's tile (tuning runs; the K slice stays the weight type's), where it fits; default tiledLayout's. */
   tiledTile?: Omit<lib.TiledLayout, "bk">;
   /**

@@ -38,6 +38,12 @@ export interface Caps {
    */
   mma?: boolean;
   /**
+   * Cooperative matrices (kernels/ir.ts CoopStmt): subgroup-scope 16 x 16 x 16 multiply-adds with f32
+   * accumulators, per input type the device offers. Vulkan where VK_KHR_cooperative_matrix lists that size
+   * (bf16 with VK_KHR_shader_bfloat16) and the Vulkan memory model is there; absent elsewhere.
+   */
+  coop?: { bf16: boolean; f16: boolean };
+  /**
    * The device records collectives between the ranks of its tensor-parallel group in its own step list
    * (Program steps of kind "collective": NCCL calls inside each rank's CUDA graph). Absent everywhere but a
    * PTX rank whose group opened NCCL communicators (backends/ptx/nccl.ts).

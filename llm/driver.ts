@@ -66,7 +66,7 @@ export class Driver {
     }
     const caps = exec.targetSet().caps;
     const prefill = opts.prefill ?? prefillDefault(caps);
-    const stepRows = opts.prefillStepRows ?? (caps.mma ? 128 : 0);
+    const stepRows = opts.prefillStepRows ?? (caps.mma || caps.coop ? 128 : 0);
     if (!(typeof stepRows === "number" && Number.isFinite(stepRows) && stepRows >= 0)) {
       throw new InvalidArgumentError("prefillStepRows", `${String(stepRows)} is not a number >= 0`);
     }

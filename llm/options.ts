@@ -32,7 +32,7 @@ export interface DriverOptions {
   kvDtype?: "f32" | "f16" | "auto";
   /**
    * Prefill row shapes prepared up front (default prefillDefault(): [2048, 512, 64, 16, 8] where the device
-   * has tensor-core tiles and shared-memory staging, [512, 64, 16, 8] with tiles only, [512, 32, 8] on other
+   * has tensor-core tiles and shared-memory staging or cooperative matrices, [512, 64, 16, 8] with tiles only, [512, 32, 8] on other
    * GPUs (the tiled matmul), [32, 8] on the JS device; 1 is always there: the decode step).
    */
   prefill?: number[];
@@ -41,7 +41,7 @@ export interface DriverOptions {
    * prepared shapes, the last one padded to a wider shape where that is cheaper (planPrefill: a 300-token prompt
    * of the 8B on the H200 as one 512-row chunk, 18.1 ms, instead of 11 steps, 124.9 ms). Default 128 where the
    * device has tensor-core tiles (caps.mma: the H200 ran the 8B's 512-row chunk in 18.4 ms and its 2048-row one
-   * in 64.8), 0 elsewhere: whole chunks, widest first.
+   * in 64.8) or cooperative matrices, 0 elsewhere: whole chunks, widest first.
    */
   prefillStepRows?: number;
   /**

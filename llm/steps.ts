@@ -230,9 +230,12 @@ export class AheadSteps {
  * 175 ms in 32-row chunks), the FMA kernel's sizes elsewhere (the JS device). With shared-memory staging
  * (kernels/lib/mma_staged.ts, flash_staged.ts) 2048-row chunks first: the 1B's 2048-token prompt took 38.8 ms in
  * one 2048-row chunk, 65.8 ms in 512-row ones (H200, session 6: the staged matmul reaches its speed at 2048 rows).
+ * With cooperative matrices (caps.coop: Vulkan) the same as with staging: the 1B's 2048-token prompt on the H200's
+ * Vulkan took 48.1 ms in 512-row chunks, its 2048-row chunk 38.0 (coop_matmul.ts, coop_flash.ts; session 22).
  */
 export function prefillDefault(caps: Caps): number[] {
-  return caps.mma ? (caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8]) : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
+  if (caps.mma) return caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8];
+  return caps.coop ? [2048, 512, 64, 16, 8] : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
 }
 
 /** The slot naming the chunk row whose logits a step samples (a prefill chunk's last prompt row). */
@@ -301,10 +304,10 @@ export function kvDtypeOf(model: Pick<ModelHandle, "map" | "store">, opts: Pick<
  */
 export function contextRequest(model: ModelHandle, exec: Executor, opts: DriverOptions, kvDtype: "f32" | "f16"): ContextRequest {
   const c = model.config, kvBytes = kvDtype === "f16" ? 2 : 4;
-  // Chunks of >= 16 rows on MMA tiles run the flash attention, which keeps no per-position scores: its wide
-  // default chunks are counted as the 32 rows of the FMA path (so a context that fit before still fits).
+  // Chunks of >= 16 rows on MMA tiles or cooperative matrices run a flash attention, which keeps no per-position
+  // scores: their wide default chunks are counted as the 32 rows of the FMA path (so a context that fit still fits).
   const caps = exec.targetSet().caps;
-  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(caps)).map((r) => caps.mma && r >= 16 ? Math.min(r, 32) : r));
+  const rows = Math.max(1, ...(opts.prefill ?? prefillDefault(caps)).map((r) => (caps.mma || caps.coop) && r >= 16 ? Math.min(r, 32) : r));
   let fixed = 0;
   for (const name of model.map.values()) fixed += model.store.info(name)?.byteLength ?? 0;
   return {

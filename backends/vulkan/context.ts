@@ -19,13 +19,15 @@ export interface VulkanOptions {
   /** Force the renderer's u32-word storage path even where 16/8-bit storage exists (tests both paths). */
   noStorage16?: boolean;
   noStorage8?: boolean;
-  /** Report no f16 arithmetic (kernels then decode f16 with integer ops and cannot compute in f16). */
+  /** Report no f16 arithmetic (kernels then decode f16 with integer ops and cannot compute in f16, nor use f16 coop). */
   noFloat16?: boolean;
   /**
    * Leave integer dot products off (caps.dot4Native and caps.dot4 false): the renderer decomposes BinOp dot4 into
    * byte products and the decode gemv defaults to its float path (tests both renderings on one driver).
    */
   noDot4?: boolean;
+  /** Leave cooperative matrices off (caps.coop absent): the kernels take their paths without them (A/B runs). */
+  noCoop?: boolean;
   /** Never map `device` buffers, even where device memory is host-visible (exercises the staged path of a discrete GPU). */
   stageDeviceMemory?: boolean;
   /** Write a timestamp around every step of a recording (stepTimes); refused where the queue has none. */
@@ -78,6 +80,11 @@ export interface Enabled {
   subgroups: boolean;
   /** shaderIntegerDotProduct (OpSDot in shaders: Vulkan 1.3 or VK_KHR_shader_integer_dot_product). */
   dotProduct: boolean;
+  /**
+   * Cooperative matrices with the Vulkan memory model (and bf16 ones with VK_KHR_shader_bfloat16) enabled: the
+   * same value as caps.coop, undefined where they are off.
+   */
+  coop: Caps["coop"];
   /** REQUIRE_FULL_SUBGROUPS may be set on pipelines (computeFullSubgroups). */
   fullSubgroups: boolean;
   maxSubgroupSize: number;
@@ -189,6 +196,10 @@ function createDevice(
   const dotProduct = feature(dot?.shaderIntegerDotProduct ?? 0, api13 ? undefined : "VK_KHR_shader_integer_dot_product");
   const subgroups = (sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT) !== 0 &&
     (sub.supportedOperations & NEEDED_SUBGROUP_OPS) === NEEDED_SUBGROUP_OPS;
+  // The coop kernels split a tile over full subgroups of 32 or 64 lanes; f16 matrices are f16 arithmetic.
+  const coopOk = !opts.noCoop && subgroups && (sub.subgroupSize === 32 || sub.subgroupSize === 64);
+  const coop = coopOk ? cooperativeMatrix(api, instance, pd, exts, api12, float16 && !opts.noFloat16) : undefined;
+  if (coop) extensions.push(...coopExtensions(coop, api12));
 
   const chain: Uint8Array[] = [pack(vk.VkPhysicalDeviceFeatures2, { features: { robustBufferAccess: opts.unsafeNoRobustAccess ? 0 : 1 } })];
   if (storage16) chain.push(pack(vk.VkPhysicalDevice16BitStorageFeatures, { storageBuffer16BitAccess: 1 }));
@@ -196,6 +207,7 @@ function createDevice(
   if (float16) chain.push(pack(vk.VkPhysicalDeviceShaderFloat16Int8Features, { shaderFloat16: 1 }));
   if (fullSubgroups) chain.push(pack(vk.VkPhysicalDeviceSubgroupSizeControlFeatures, { computeFullSubgroups: 1 }));
   if (dotProduct) chain.push(pack(vk.VkPhysicalDeviceShaderIntegerDotProductFeatures, { shaderIntegerDotProduct: 1 }));
+  if (coop) chain.push(...coopFeatures(coop));
   const family = queueFamily(api.queueFamilies(pd), opts.queue ?? (env.POOT_VULKAN_QUEUE === "any" ? "any" : "compute"));
   const device = api.createDevice(pd, { queues: [{ family }], extensions, pNext: vk.linkChain(...chain) });
   const queue = api.deviceQueue(device, family);
@@ -227,6 +239,7 @@ function createDevice(
     // The integer gemv only where the driver says its packed signed dot beats the arithmetic written out
     // (NVIDIA: dp4a); lavapipe offers the instruction but not accelerated, so it keeps the float default.
     dot4: dotProduct && dot!.accelerated,
+    ...(coop ? { coop } : {}),
   };
   const target: TargetSet = {
     backend: "vulkan",
@@ -245,7 +258,7 @@ function createDevice(
     timestamps = { nsPerTick: lim.timestampPeriod, validBits };
   }
   const enabled: Enabled = {
-    storage16, storage8, float16, subgroups, dotProduct, fullSubgroups,
+    storage16, storage8, float16, subgroups, dotProduct, fullSubgroups, coop,
     maxSubgroupSize: Math.max(sub.subgroupSize, fullSubgroups ? sgp.maxSubgroupSize : 0),
     maxWorkgroupDims: lim.maxComputeWorkGroupSize as [number, number, number],
     nonCoherentAtomSize: Number(lim.nonCoherentAtomSize),
@@ -269,6 +282,66 @@ function integerDot(api: vk.Vulkan, pd: bigint, api13: boolean, exts: Set<string
   const [, f] = api.physicalDeviceFeatures2(pd, [vk.VkPhysicalDeviceShaderIntegerDotProductFeatures]);
   const [, p] = api.physicalDeviceProperties2(pd, [vk.VkPhysicalDeviceShaderIntegerDotProductProperties]);
   return { shaderIntegerDotProduct: f.shaderIntegerDotProduct, accelerated: p.integerDotProduct4x8BitPackedSignedAccelerated !== 0 };
+}
+
+const COOP_EXT = "VK_KHR_cooperative_matrix";
+const MEMORY_MODEL_EXT = "VK_KHR_vulkan_memory_model";
+const BF16_EXT = "VK_KHR_shader_bfloat16";
+
+/**
+ * The cooperative matrices the kernels can use (caps.coop): VK_KHR_cooperative_matrix with a subgroup-scope
+ * 16x16x16 f32-accumulating shape for f16 inputs (where `f16` arithmetic is on) and/or bf16 ones (with
+ * VK_KHR_shader_bfloat16's types in cooperative matrices), and the Vulkan memory model at device scope, which
+ * the extension's shaders declare. Undefined where neither input type qualifies.
+ */
+function cooperativeMatrix(
+  api: vk.Vulkan,
+  instance: bigint,
+  pd: bigint,
+  exts: Set<string>,
+  api12: boolean,
+  f16: boolean,
+): Caps["coop"] {
+  // a struct goes into a feature query only where the device knows it
+  if (!exts.has(COOP_EXT) || !(api12 || exts.has(MEMORY_MODEL_EXT))) return undefined;
+  const [, cm, model] = api.physicalDeviceFeatures2(pd, [vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR, vk.VkPhysicalDeviceVulkanMemoryModelFeatures]);
+  if (!cm.cooperativeMatrix || !model.vulkanMemoryModel || !model.vulkanMemoryModelDeviceScope) return undefined;
+  const shapes = api.cooperativeMatrixProperties(instance, pd);
+  const has = (input: number) => shapes.some((s) => isTile16(s, input));
+  const coop = {
+    bf16: has(vk.VK_COMPONENT_TYPE_BFLOAT16_KHR) && bf16Matrices(api, pd, exts),
+    f16: f16 && has(vk.VK_COMPONENT_TYPE_FLOAT16_KHR),
+  };
+  return coop.bf16 || coop.f16 ? coop : undefined;
+}
+
+/** A subgroup-scope 16x16x16 shape taking `input` for A and B and accumulating in f32, without saturation. */
+function isTile16(s: ReturnType<vk.Vulkan["cooperativeMatrixProperties"]>[number], input: number): boolean {
+  const F32 = vk.VK_COMPONENT_TYPE_FLOAT32_KHR;
+  return s.scope === vk.VK_SCOPE_SUBGROUP_KHR && s.MSize === 16 && s.NSize === 16 && s.KSize === 16 &&
+    s.AType === input && s.BType === input && s.CType === F32 && s.ResultType === F32 && !s.saturatingAccumulation;
+}
+
+/** VK_KHR_shader_bfloat16 with bf16 types allowed in shaders and in cooperative matrices. */
+function bf16Matrices(api: vk.Vulkan, pd: bigint, exts: Set<string>): boolean {
+  if (!exts.has(BF16_EXT)) return false;
+  const [, b] = api.physicalDeviceFeatures2(pd, [vk.VkPhysicalDeviceShaderBfloat16FeaturesKHR]);
+  return !!b.shaderBFloat16Type && !!b.shaderBFloat16CooperativeMatrix;
+}
+
+/** The device extensions cooperativeMatrix's answer needs enabled. */
+function coopExtensions(coop: NonNullable<Caps["coop"]>, api12: boolean): string[] {
+  return [COOP_EXT, ...(api12 ? [] : [MEMORY_MODEL_EXT]), ...(coop.bf16 ? [BF16_EXT] : [])];
+}
+
+/** The feature structs cooperativeMatrix's answer needs in the device-create chain. */
+function coopFeatures(coop: NonNullable<Caps["coop"]>): Uint8Array[] {
+  const chain = [
+    pack(vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR, { cooperativeMatrix: 1 }),
+    pack(vk.VkPhysicalDeviceVulkanMemoryModelFeatures, { vulkanMemoryModel: 1, vulkanMemoryModelDeviceScope: 1 }),
+  ];
+  if (coop.bf16) chain.push(pack(vk.VkPhysicalDeviceShaderBfloat16FeaturesKHR, { shaderBFloat16Type: 1, shaderBFloat16CooperativeMatrix: 1 }));
+  return chain;
 }
 
 /**

@@ -251,6 +251,7 @@ export class VulkanDevice implements Device {
       throw e;
     }
     if (shader.needs.dotProduct && !enabled.dotProduct) throw new Unsupported(`vulkan: ${kernel.name}: OpSDot needs shaderIntegerDotProduct, which this device lacks`);
+    if (shader.needs.coop && !enabled.coop) throw new Unsupported(`vulkan: ${kernel.name}: cooperative matrices are off on this device`);
     if (shader.bindings > enabled.maxStorageBuffers) {
       throw new Unsupported(`vulkan: ${kernel.name}: ${shader.bindings} storage buffers exceed the device's ${enabled.maxStorageBuffers}`);
     }

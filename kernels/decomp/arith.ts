@@ -37,6 +37,11 @@ export interface Needs {
   math?: readonly UnOp[];
   /** The int8x4 dot product (BinOp "dot4") as byte extractions, multiplies and adds, where the language has none. */
   dot4?: boolean;
+  /**
+   * pack2 as two integer roundings (narrow.ts's f16/bf16 encoders) where the language has no conversion for them:
+   * "all", or "bf16" (the target converts to f16 itself).
+   */
+  pack2?: "all" | "bf16";
   /** 8- / 16-bit element loads and stores through u32 words (narrow.ts), where the target has none. */
   narrow?: NarrowNeeds;
 }

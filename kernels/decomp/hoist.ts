@@ -177,6 +177,7 @@ export function hoistKernel(k: Kernel, rules: HoistRules, prefix: string): Kerne
       case "cpasync": return same(s, { ...s, sindex: f(s.sindex), index: f(s.index) });
       case "ldmatrix": return same(s, { ...s, index: f(s.index) });
       case "wgmma": return same(s, { ...s, a: f(s.a), b: f(s.b) });
+      case "cmload": case "cmstore": return same(s, { ...s, index: f(s.index) });
       default:
         return s;
     }

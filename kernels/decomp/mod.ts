@@ -8,7 +8,7 @@ import type { Expr, Kernel } from "../ir.ts";
 import { dot4, intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { expandMath } from "./expand.ts";
 import { foldKernel } from "./fold.ts";
-import { narrowStorage } from "./narrow.ts";
+import { bf16BitsOf, f16BitsOf, narrowStorage } from "./narrow.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
 
 export type { Needs } from "./arith.ts";
@@ -25,6 +25,14 @@ export const boolSubgroup: Rule = (e) => {
   return { k: "bin", t: "bool", op: "ne", a: r, b: { k: "const", t: "u32", v: 0 } };
 };
 
+/** pack2 as its two halves' round-to-nearest-even bits (NaN a quiet NaN), the low one first. */
+export const pack2Bits = (only?: "bf16"): Rule => (e) => {
+  if (e.k !== "pack2" || (only && e.ab !== only)) return undefined;
+  const enc = e.ab === "bf16" ? bf16BitsOf : f16BitsOf;
+  const hi: Expr = { k: "bin", t: "u32", op: "shl", a: enc(e.b), b: { k: "const", t: "u32", v: 16 } };
+  return { k: "bin", t: "u32", op: "or", a: enc(e.a), b: hi };
+};
+
 /** The kernel as a renderer whose language `needs` these decompositions sees it. */
 export function decompose(k: Kernel, needs: Needs = {}): Kernel {
   const rules: Rule[] = [boolSubgroup];
@@ -32,6 +40,7 @@ export function decompose(k: Kernel, needs: Needs = {}): Kernel {
   if (needs.nanMinMax) rules.push(nanMinMax);
   if (needs.intDivMod) rules.push(intDivMod);
   if (needs.dot4) rules.push(dot4);
+  if (needs.pack2) rules.push(pack2Bits(needs.pack2 === "bf16" ? "bf16" : undefined));
   const rule: Rule = rules.length === 1 ? boolSubgroup : (e) => {
     for (const r of rules) {
       const out = r(e);

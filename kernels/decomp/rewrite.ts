@@ -100,6 +100,10 @@ function mapStmt(s: Stmt, f: (e: Expr) => Expr): Stmt {
       const a = f(s.a), b = f(s.b);
       return a === s.a && b === s.b ? s : { ...s, a, b };
     }
+    case "cmload": case "cmstore": {
+      const index = f(s.index);
+      return index === s.index ? s : { ...s, index };
+    }
     default:
       return s;
   }

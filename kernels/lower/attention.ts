@@ -1,5 +1,6 @@
-// Lowering of attention: over a contiguous cache (the staged flash kernel for long prefill, flash on tensor
-// cores, split-K flash-decoding with a separate or fused combine, or one kernel) and over a paged cache.
+// Lowering of attention: over a contiguous cache (flash on cooperative matrices for prefill on Vulkan, the staged
+// flash kernel for long prefill, flash on tensor cores, split-K flash-decoding with a separate or fused combine,
+// or one kernel) and over a paged cache.
 import { byteSize } from "../../graph/dtype.ts";
 import type { Node } from "../../graph/ir.ts";
 import type { Unit } from "../../graph/plan.ts";
@@ -9,7 +10,7 @@ import type { Kernel } from "../ir.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
 import { fusesTails, itype, LoweringError } from "./common.ts";
-import { MMA_MIN_ROWS, mmaSplitDefault, STAGED_MIN_ROWS } from "./matmul.ts";
+import { COOP_MIN_ROWS, MMA_MIN_ROWS, mmaSplitDefault, STAGED_MIN_ROWS } from "./matmul.ts";
 
 /**
  * Chunks for split-K attention: enough (row, head, chunk) teams to fill a wide GPU, about 1024 warps, and
@@ -81,6 +82,11 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   // flash attention's operands are rounded as the matmuls' x are
   const fsplit = opts.flashSplit ?? opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto");
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };
+  // prefill chunks on cooperative matrices (Vulkan), as the matmuls (CompileOptions.coop)
+  if ((opts.flash ?? true) && (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && R >= (opts.coopMinRows ?? COOP_MIN_ROWS) && lib.coopFlashFits(caps, shape)) {
+    kernel(lib.coopFlash(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+    return;
+  }
   if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
     lib.flashStagedFits(caps, staged) && lib.flashPrepBytes(staged) <= FLASH_STAGED_MAX_BYTES) {
     // K/V to f16 halves once per chunk and layer (scratch every layer reuses), then the staged kernel

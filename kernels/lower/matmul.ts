@@ -15,6 +15,8 @@ import { isElementwise } from "../../graph/ops.ts";
 
 /** Rows from which "auto" picks the tensor-core matmul: below, the FMA kernel reads W about as fast. */
 export const MMA_MIN_ROWS = 16;
+/** Rows from which "auto" takes the cooperative-matrix matmul (caps.coop), as MMA_MIN_ROWS for PTX's tiles. */
+export const COOP_MIN_ROWS = 16;
 /** Rows from which prefill MMA matmuls and flash attention run on the staged kernels (blocks of 64+ rows). */
 export const STAGED_MIN_ROWS = 128;
 
@@ -55,6 +57,16 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 }
 
 /**
+ * Whether matmulSteps runs this matmul on cooperative matrices (caps.coop: Vulkan): bf16 weights, prefill chunks
+ * ("auto") of at least coopMinRows rows. Serving entries ("all") keep matmul.ts, whose one kernel serves every
+ * row count.
+ */
+function takesCoop(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): boolean {
+  return (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && s.batch >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
+    lib.coopMatmulFits(caps, s.w, s.n, s.k) && lib.coopLayout(caps, s.batch, s.n, s.k) !== undefined;
+}
+
+/**
  * The elementwise groups an MMA matmul computes in its x preparation instead of reading them (CompileOptions
  * .mmaPrepFuse, default on): a group of f32 values of x's shape, from full-length f32 inputs, whose value only the
  * next unit reads, as the x of a matmul on the tensor-core path (in a Llama prefill chunk, the SiLU product of
@@ -82,7 +94,8 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     if (!mm || source(mm.inputs[0]) !== root.id || unitInputs(p.graph, next).filter((id) => source(id) === root.id).length !== 1) return;
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
-    if (!takesMma(caps, opts, { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype })) return;
+    const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
+    if (!takesMma(caps, opts, s) && !takesCoop(caps, opts, s)) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -91,37 +104,45 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
 
 /**
  * y = x W^T (+ bias / residual), `rest` the bindings after x's (w, bias or residual, y): on tensor cores where opts.mma and
- * the target allow (x made into MMA words once by a small kernel, into a scratch buffer every such matmul
- * reuses: steps run in order; computed there from its inputs when x is a group mmaPrepGroups chose), else the
- * FMA kernel.
+ * the target allow (PTX's MMA tiles, or cooperative matrices: x made into MMA words once by a small kernel, into a
+ * scratch buffer every such matmul reuses: steps run in order; computed there from its inputs when x is a group
+ * mmaPrepGroups chose), else the FMA kernel.
  */
 function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x: number, rest: Binding[], work: Work): void {
   const { caps, opts, buf, kernel, bind, bytesOfIds } = cx;
   // x bound only where a kernel reads it: a value the preparation computes has no storage (Plan unstored)
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
-  if (takesMma(caps, opts, s)) {
-    const split = opts.mmaSplit ?? mmaSplitDefault(mode);
+  const coop = takesCoop(caps, opts, s);
+  if (coop || takesMma(caps, opts, s)) {
+    const w = s.w as "bf16"; // both take bf16 weights only
+    const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
-    const key = `${x}:${s.batch}:${s.k}:${s.w}:${split}`;
+    const key = `${x}:${s.batch}:${s.k}:${w}:${split}`;
     if (cx.mmaWords.key !== key) {
       const g = cx.prepGroups.get(viewSource(cx.nodes, x));
-      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: s.w, split, ew: g && { inputs: g.inputs, expr: g.expr } });
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: w, split, ew: g && { inputs: g.inputs, expr: g.expr } });
       const ins = g ? g.ids.map(bind) : [bind(x)];
       kernel(prep, [...ins, xw], { bytes: (g ? bytesOfIds(g.ids) : s.batch * s.k * 4) + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
     }
+    if (coop) {
+      const given = opts.coopLayout && lib.coopMatmulFits(caps, s.w, s.n, s.k, opts.coopLayout) ? opts.coopLayout : undefined;
+      const layout = given ?? lib.coopLayout(caps, s.batch, s.n, s.k)!;
+      kernel(lib.coopMatmul(caps, { ...s, layout, prepared: true }), [xw, ...rest], work);
+      return;
+    }
     const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split, !!caps.wgmma);
     if (mode === "auto" && (opts.staged ?? true) && s.batch >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&
       lib.stagedMatmulFits(caps, s.w, s.n, s.k, staged, split)) {
-      const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split });
+      const k = lib.stagedMatmul(caps, { ...staged, n: s.n, k: s.k, batch: s.batch, w, bias: s.bias, residual: s.residual, split });
       kernel(k, [xw, ...rest], work);
       return;
     }
     // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
     const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
-    const shape: lib.MmaMatmulShape = { ...layout, n: s.n, k: s.k, batch: s.batch, w: s.w, bias: s.bias, residual: s.residual, split, prepared: true };
+    const shape: lib.MmaMatmulShape = { ...layout, n: s.n, k: s.k, batch: s.batch, w, bias: s.bias, residual: s.residual, split, prepared: true };
     // a pipeline the target cannot stage, or whose stages do not fit its shared memory, loads directly (the same bits)
     while (shape.stages && (!caps.staging || lib.mmaSharedBytes(caps, shape) > caps.maxSharedBytes)) shape.stages = shape.stages > 2 ? shape.stages - 1 : 0;
     const k = lib.mmaMatmul(caps, shape);

@@ -89,7 +89,7 @@ export function pathOf(k: Kernel, subgroupSize: number): "scalar" | "simt" {
   scan(k.body, u);
   const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
   if (wg === 1) return "scalar";
-  if (u.barrier || k.uses.mma || k.uses.staging) return "simt";
+  if (u.barrier || k.uses.mma || k.uses.staging || k.uses.coop) return "simt";
   if (u.subgroup && subgroupSize > 1) return "simt";
   return "scalar";
 }
@@ -121,7 +121,7 @@ export function renderJs(k: Kernel, opts: JsRenderOptions): JsKernel {
   const src: string[] = [
     `"use strict";`,
     `const fr = Math.fround;
-const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, wgmma, pack2, cpWait, ldsm, dot4, Fault } = RT;`,
+const { h16, H2F, BF2F, f2h, f2bf, toI32, toU32, bitsU, bitsI, fromBits, mma16816, wgmma, coopLoad, coopMad, coopStore, pack2, cpWait, ldsm, dot4, Fault } = RT;`,
     `const K = ${JSON.stringify(k.name)};`,
     `function fail(code) { throw new Fault(K, code); }`,
     `function ck(i, n, what, align) { if (!(i >= 0 && i < n) || i % align !== 0) throw new Fault(K, 0, "access " + what + "[" + i + "] outside 0.." + (n - 1) + (align > 1 ? " or not aligned to " + align : "")); return i; }`,

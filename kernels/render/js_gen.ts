@@ -3,7 +3,7 @@
 // through per-statement temporaries). It records what the body needs (typed-array views, variables,
 // factory-level temporaries) for js.ts to declare around it. The semantics (rounding, wrapping, out-of-range
 // results) are stated at the top of js.ts.
-import type { Buffer, CType, EType, Expr, Kernel, Stmt, Var } from "../ir.ts";
+import type { Buffer, CoopMat, CType, EType, Expr, Kernel, Stmt, Var } from "../ir.ts";
 import { KernelError } from "../ir.ts";
 import { fold } from "../decomp/fold.ts";
 
@@ -421,6 +421,8 @@ export class Gen {
         this.perLane(s.acc.map((v, j) => `${this.at(this.varName(v))} = ${D}[l * ${per} + ${j}];`).join(" "));
         return;
       }
+      case "cmzero": case "cmload": case "cmmad": case "cmstore":
+        return this.coop(s);
       // the JS device runs a wgmma when it is reached, so nothing is ever in flight or behind another proxy
       case "wgwait": case "asyncfence":
         return;
@@ -437,6 +439,35 @@ export class Gen {
         return this.simt ? this.forSimt(s) : this.forScalar(s);
     }
   }
+  /** A cooperative-matrix statement: once per subgroup, which must be whole and all active (CoopStmt). */
+  private coop(s: Extract<Stmt, { k: "cmzero" | "cmload" | "cmmad" | "cmstore" }>): void {
+    const sg = this.sg;
+    if (!this.simt || this.wgSize % sg !== 0) throw new KernelError(`${this.k.name}: cooperative matrices need whole subgroups run in lockstep`);
+    const arr = (m: CoopMat) => {
+      const C = `CM_${m.name}`;
+      if (!this.coopDeclared.has(C)) {
+        this.coopDeclared.add(C);
+        this.head.push(`const ${C} = new Float64Array(${(this.wgSize / sg) * 256});`);
+      }
+      return C;
+    };
+    const at = `(w / ${sg}) * 256`;
+    let I = "";
+    if (s.k === "cmload" || s.k === "cmstore") {
+      const [idx] = this.exprs([s.index]);
+      I = this.tmp("ci");
+      this.head.push(`const ${I} = new Uint32Array(N);`);
+      this.perLane(`${I}[l] = ${idx};`);
+    }
+    const op = s.k === "cmzero" ? `${arr(s.acc)}.fill(0, ${at}, ${at} + 256); const e = "";`
+      : s.k === "cmload" ? `const e = coopLoad(S_${s.mem.name}, ${I}, w, ${sg}, ${s.stride}, ${s.dst.ab === "bf16"}, ${arr(s.dst)}, ${at});`
+      : s.k === "cmmad" ? `coopMad(${arr(s.acc)}, ${at}, ${arr(s.a)}, ${at}, ${arr(s.b)}, ${at}); const e = "";`
+      : `const e = coopStore(${arr(s.acc)}, ${at}, S_${s.mem.name}, ${I}, w, ${sg}, ${s.stride});`;
+    this.line(`for (let w = 0; w < N; w += ${sg}) { let n = 0; for (let l = w; l < w + ${sg}; l++) n += ${this.mask}[l]; ` +
+      `if (n === 0) continue; if (n !== ${sg}) throw new Fault(K, 0, "${s.k} reached by " + n + " of ${sg} lanes"); ${op} if (e) throw new Fault(K, 0, e); }`);
+  }
+  private readonly coopDeclared = new Set<string>();
+
   private load1(view: EType, arr: string, idx: string): string {
     if (view === "f16") return `H2F[${arr}[${idx}]]`;
     if (view === "bf16") return `BF2F[${arr}[${idx}]]`;

@@ -121,6 +121,54 @@ export function wgmma(S: Uint32Array, A: Uint32Array, B: Uint32Array, lane0: num
 }
 
 /**
+ * Cooperative matrices (kernels/ir.ts CoopStmt) of the subgroup at lanes lane0 .. lane0 + sg - 1, held as 256
+ * doubles at an offset of their array: an operand row-major by its 16-value rows (A's rows, B's columns), an
+ * accumulator row-major. Each lane's index in I must agree. Return an error message for a bad operand, else "".
+ */
+function agreed(I: Uint32Array, lane0: number, sg: number, what: string): number | string {
+  const i0 = I[lane0];
+  for (let l = lane0; l < lane0 + sg; l++) if (I[l] !== i0) return `${what} at ${I[l]} in lane ${l - lane0}, ${i0} in lane 0`;
+  return i0;
+}
+/** cmload: 16 rows of 16 `bf16`/f16 values at words index + r·stride of S. */
+export function coopLoad(S: Uint32Array, I: Uint32Array, lane0: number, sg: number, stride: number, bf16: boolean, D: Float64Array, d0: number): string {
+  const base = agreed(I, lane0, sg, "cooperative matrix load");
+  if (typeof base === "string") return base;
+  for (let r = 0; r < 16; r++) {
+    for (let kk = 0; kk < 16; kk++) {
+      const w = base + r * stride + (kk >> 1);
+      if (w >= S.length) return `cooperative matrix row ${r} at word ${w}, past the shared array's ${S.length}`;
+      const bits = (S[w] >>> (16 * (kk & 1))) & 0xffff;
+      D[d0 + r * 16 + kk] = bf16 ? BF2F[bits] : H2F[bits];
+    }
+  }
+  return "";
+}
+/** cmmad: each element's 16 exact products and its old value summed in double, rounded once to f32. */
+export function coopMad(C: Float64Array, c0: number, A: Float64Array, a0: number, B: Float64Array, b0: number): void {
+  for (let r = 0; r < 16; r++) {
+    for (let c = 0; c < 16; c++) {
+      let s = C[c0 + r * 16 + c];
+      for (let kk = 0; kk < 16; kk++) s += A[a0 + r * 16 + kk] * B[b0 + c * 16 + kk];
+      C[c0 + r * 16 + c] = Math.fround(s);
+    }
+  }
+}
+/** cmstore: the accumulator into f32 shared S at index + r·stride + c. */
+export function coopStore(C: Float64Array, c0: number, S: Float32Array, I: Uint32Array, lane0: number, sg: number, stride: number): string {
+  const i0 = agreed(I, lane0, sg, "cooperative matrix store");
+  if (typeof i0 === "string") return i0;
+  for (let r = 0; r < 16; r++) {
+    for (let c = 0; c < 16; c++) {
+      const at = i0 + r * stride + c;
+      if (at >= S.length) return `cooperative matrix store at ${at}, past the shared array's ${S.length}`;
+      S[at] = C[c0 + r * 16 + c];
+    }
+  }
+  return "";
+}
+
+/**
  * A workgroup's cp.async copies (kernels/ir.ts CpAsyncStmt) on the JS device: a copy reads its 16 bytes when
  * issued and lands in shared memory only when a wait retires its group, so a kernel that reads a stage before
  * waiting for it sees the stale words here too.

@@ -138,6 +138,7 @@ function exprsOf(s: Stmt): Expr[] {
     case "mma": return [...s.a, ...s.b, ...s.c];
     case "cpasync": return [s.sindex, s.index];
     case "wgmma": return [s.a, s.b];
+    case "cmload": case "cmstore": return [s.index];
     default: return [];
   }
 }
@@ -160,6 +161,7 @@ function withParts(s: Stmt, es: Expr[], bodies: Stmt[][]): Stmt {
     }
     case "cpasync": return { ...s, sindex: es[0], index: es[1] };
     case "wgmma": return { ...s, a: es[0], b: es[1] };
+    case "cmload": case "cmstore": return { ...s, index: es[0] };
     default: return s;
   }
 }
@@ -178,6 +180,10 @@ function headOf(s: Stmt): string {
     case "wgwait": return `wgwait:${s.pending}`;
     case "wgmma": return `wgmma:${s.ab}:${s.n}:${s.mem.name}:${s.acc.map((v) => v.name).join(",")}`;
     case "barrier": return `barrier:${s.device ?? false}`;
+    case "cmzero": return `cmzero:${s.acc.name}`;
+    case "cmload": return `cmload:${s.dst.name}:${s.mem.name}:${s.stride}`;
+    case "cmmad": return `cmmad:${s.acc.name}:${s.a.name}:${s.b.name}`;
+    case "cmstore": return `cmstore:${s.acc.name}:${s.mem.name}:${s.stride}`;
     default: return s.k;
   }
 }

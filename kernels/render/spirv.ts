@@ -11,7 +11,7 @@
 // GLSL.std.450's are only loosely bounded) arrive decomposed. The int8x4 dot (BinOp dot4) is OpSDotKHR where the
 // device has integer dot products (caps.dot4Native: the module then declares SPV_KHR_integer_dot_product, which
 // Vulkan 1.3 or VK_KHR_shader_integer_dot_product accepts), decomposed into byte products elsewhere.
-import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import type { Builtin, CoopMat, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
@@ -20,7 +20,8 @@ import { Buffers } from "./spirv/memory.ts";
 import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import {
-  BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, PackedVectorFormat4x8Bit, Scope, Semantics, Storage,
+  BuiltIn, Cap, Dec, FPEncodingBFloat16, GLSL, GroupOperationReduce, LoopControl, MatrixLayout, MatrixUse, Op, PackedVectorFormat4x8Bit,
+  Scope, Semantics, Storage,
 } from "./spirv/spec.ts";
 import { unrollLoops } from "./unroll.ts";
 
@@ -58,9 +59,10 @@ export interface SpirvShader {
   errorBinding: number | undefined;
   /**
    * Device features the module relies on (the device enables them and refuses the kernel without them);
-   * dotProduct: shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product), for OpSDot.
+   * dotProduct: shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product), for OpSDot; coop:
+   * cooperative matrices and the Vulkan memory model (caps.coop).
    */
-  needs: { float16: boolean; storage16: boolean; storage8: boolean; subgroups: boolean; dotProduct: boolean };
+  needs: { float16: boolean; storage16: boolean; storage8: boolean; subgroups: boolean; dotProduct: boolean; coop: boolean };
 }
 
 const BUILTINS: Record<Builtin, [number, number]> = {
@@ -82,7 +84,9 @@ const SPIRV_NEEDS: Needs = {
 /** Renders a kernel for a target with capabilities `caps`. Throws KernelError for what the target lacks. */
 export function renderSpirv(kernel: Kernel, caps: Caps, opts: SpirvOptions = {}): SpirvShader {
   const narrow = { bits16: !native16(caps, opts), bits8: !native8(caps, opts) };
-  const needs = { ...SPIRV_NEEDS, dot4: !caps.dot4Native, narrow };
+  // f16 MMA operands convert with OpFConvert where the device has f16 (its rounding is the driver's: an operand's
+  // precision, not a stored value's bits), with integer arithmetic elsewhere and for bf16
+  const needs: Needs = { ...SPIRV_NEEDS, dot4: !caps.dot4Native, narrow, pack2: caps.f16 ? "bf16" : "all" };
   return new Emitter(decompose(opts.unroll === false ? kernel : unrollLoops(kernel), needs), caps, opts).render();
 }
 const native16 = (caps: Caps, opts: SpirvOptions) => (opts.storage16 ?? true) && caps.storage16;
@@ -102,7 +106,8 @@ class Emitter {
   private memo = new Map<Expr, number>();
   private terminated = false;
   private readonly errorBinding: number | undefined;
-  private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false, dotProduct: false };
+  private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false, dotProduct: false, coop: false };
+  private readonly coopVars = new Map<string, number>();
   private readonly names: boolean;
   private readonly halfFast: (() => number) | undefined;
 
@@ -118,6 +123,7 @@ class Emitter {
       if (s.k === "check") checks = true;
       if (s.k === "barrier" && s.device) device = true;
     });
+    if (k.uses.coop) this.coopModel(device);
     this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device, opts.restrictReads ?? false);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
@@ -135,6 +141,7 @@ class Emitter {
     k.buffers.forEach((b, i) => { if (b.binding !== i) this.fail(`buffer ${b.name} has binding ${b.binding}, expected ${i}`); });
     m.capability(Cap.Shader);
     for (const s of k.shared) this.declareShared(s);
+    for (const c of k.coop ?? []) this.declareCoop(c);
 
     const main = m.id();
     a.s(Op.Function, m.tVoid, main, 0, m.tFn(m.tVoid));
@@ -277,7 +284,11 @@ class Emitter {
       case "subgroup": return this.reduce(e.op, this.expr(e.a), e.a.t);
       case "shuffle":
         return this.shuffle(e.mode, this.expr(e.a), e.a.t, this.index(e.lane), e.lane.k === "const" ? e.lane.v : undefined);
-      case "pack2": return this.fail("pack2 is an MMA operand (PTX only)");
+      case "pack2": { // f16 only: bf16 arrives decomposed (decomp/mod.ts pack2Bits)
+        const h = this.f16();
+        const lo = a.v(Op.FConvert, h, this.expr(e.a)), hi = a.v(Op.FConvert, h, this.expr(e.b));
+        return a.v(Op.Bitcast, m.tU32, a.v(Op.CompositeConstruct, m.tVec(h, 2), lo, hi));
+      }
     }
   }
 
@@ -526,6 +537,7 @@ class Emitter {
         return;
       }
       case "check": return this.check(s.c, s.code);
+      case "cmzero": case "cmload": case "cmmad": case "cmstore": return this.coop(s);
       case "return":
         a.s(Op.Return);
         this.terminated = true;
@@ -583,6 +595,85 @@ class Emitter {
     a.s(Op.Store, iv.id, a.v(Op.IAdd, T, i2, this.constant(s.v.t, s.step)));
     a.s(Op.Branch, header);
     a.label(merge);
+  }
+
+  // ---- cooperative matrices (SPV_KHR_cooperative_matrix) ----
+
+  /**
+   * A module with cooperative matrices declares the Vulkan memory model, as the extension requires; that model
+   * has no Coherent decoration, which a device-scope barrier's bindings need here, so the two do not mix.
+   */
+  private coopModel(device: boolean): void {
+    const { k, m, caps } = this;
+    if (!caps.coop) this.fail("cooperative matrices need caps.coop");
+    if (device) this.fail("a device-scope barrier beside cooperative matrices (the Vulkan memory model has no Coherent bindings)");
+    const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
+    if (!caps.subgroups || wg % caps.subgroupSize !== 0) this.fail(`cooperative matrices need whole subgroups (workgroup ${wg}, subgroup ${caps.subgroupSize})`);
+    m.vulkanMemoryModel = true;
+    m.capability(Cap.VulkanMemoryModel);
+    m.capability(Cap.VulkanMemoryModelDeviceScope); // the checks' error-word atomics are device-scope
+    m.extension("SPV_KHR_vulkan_memory_model");
+    m.capability(Cap.CooperativeMatrixKHR);
+    m.extension("SPV_KHR_cooperative_matrix");
+    this.needs.coop = true;
+  }
+  /** The cooperative matrix type of `use` whose components are `c` ("f32" accumulators, "bf16"/"f16" operands). */
+  private coopType(c: "f32" | "bf16" | "f16", use: number): number {
+    const { m } = this;
+    let comp: number;
+    if (c === "f32") comp = m.tF32;
+    else if (c === "f16") {
+      if (!this.caps.coop?.f16) this.fail("f16 cooperative matrices need caps.coop.f16");
+      comp = this.f16();
+    } else {
+      if (!this.caps.coop?.bf16) this.fail("bf16 cooperative matrices need caps.coop.bf16");
+      m.capability(Cap.BFloat16TypeKHR);
+      m.capability(Cap.BFloat16CooperativeMatrixKHR);
+      m.extension("SPV_KHR_bfloat16");
+      comp = m.cached("bfloat16", Op.TypeFloat, (id) => [id, 16, FPEncodingBFloat16]);
+    }
+    const n16 = m.constU32(16), scope = m.constU32(Scope.Subgroup), u = m.constU32(use);
+    return m.cached(`coop:${c}:${use}`, Op.TypeCooperativeMatrixKHR, (id) => [id, comp, scope, n16, n16, u]);
+  }
+  private matType(c: CoopMat): number {
+    return c.use === "acc" ? this.coopType("f32", MatrixUse.Accumulator) : this.coopType(c.ab!, c.use === "a" ? MatrixUse.A : MatrixUse.B);
+  }
+  private declareCoop(c: CoopMat): void {
+    const id = this.m.id();
+    this.fnVars.push((4 << 16) | Op.Variable, this.m.tPtr(Storage.Function, this.matType(c)), id, Storage.Function);
+    if (this.names) this.m.name(id, c.name);
+    this.coopVars.set(c.name, id);
+  }
+  private coopVar(c: CoopMat): number {
+    const id = this.coopVars.get(c.name);
+    if (id === undefined) this.fail(`cooperative matrix ${c.name} is not declared`);
+    return id;
+  }
+  private coop(s: Extract<Stmt, { k: "cmzero" | "cmload" | "cmmad" | "cmstore" }>): void {
+    const { a, m } = this;
+    const load = (c: CoopMat) => a.v(Op.Load, this.matType(c), this.coopVar(c));
+    const at = (mem: Shared, index: Expr) =>
+      a.v(Op.AccessChain, m.tPtr(Storage.Workgroup, this.type(mem.t)), this.shared(mem), this.index(index));
+    switch (s.k) {
+      case "cmzero": {
+        const T = this.matType(s.acc);
+        a.s(Op.Store, this.coopVar(s.acc), m.cached("coop:f32:zero", Op.ConstantComposite, (id) => [T, id, m.constF32(0)]));
+        return;
+      }
+      case "cmload": {
+        // B's columns are contiguous in memory: column-major for the B use
+        const layout = s.dst.use === "b" ? MatrixLayout.ColumnMajor : MatrixLayout.RowMajor;
+        const v = a.v(Op.CooperativeMatrixLoadKHR, this.matType(s.dst), at(s.mem, s.index), m.constU32(layout), m.constU32(s.stride));
+        a.s(Op.Store, this.coopVar(s.dst), v);
+        return;
+      }
+      case "cmmad":
+        a.s(Op.Store, this.coopVar(s.acc), a.v(Op.CooperativeMatrixMulAddKHR, this.matType(s.acc), load(s.a), load(s.b), load(s.acc)));
+        return;
+      case "cmstore":
+        a.s(Op.CooperativeMatrixStoreKHR, at(s.mem, s.index), load(s.acc), m.constU32(MatrixLayout.RowMajor), m.constU32(s.stride));
+        return;
+    }
   }
 
   private check(c: Expr, code: number): void {

@@ -78,6 +78,15 @@ int main(void) {
 #define T VkComputePipelineCreateInfo
   S() F(sType) F(pNext) F(flags) F(stage) F(layout) F(basePipelineHandle) F(basePipelineIndex) E()
 #undef T
+#ifdef VK_KHR_cooperative_matrix /* headers 1.3.255 and later */
+#define T VkCooperativeMatrixPropertiesKHR
+  S() F(sType) F(pNext) F(MSize) F(NSize) F(KSize) F(AType) F(BType) F(CType) F(ResultType)
+      F(saturatingAccumulation) F(scope) E()
+#undef T
+#define T VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+  S() F(sType) F(pNext) F(cooperativeMatrix) F(cooperativeMatrixRobustBufferAccess) E()
+#undef T
+#endif
 #define T VkConformanceVersion
   S() F(major) F(minor) F(subminor) F(patch) E()
 #undef T
@@ -228,6 +237,11 @@ int main(void) {
 #define T VkPhysicalDeviceRobustness2FeaturesEXT
   S() F(sType) F(pNext) F(robustBufferAccess2) F(robustImageAccess2) F(nullDescriptor) E()
 #undef T
+#ifdef VK_KHR_shader_bfloat16 /* headers 1.4.311 and later */
+#define T VkPhysicalDeviceShaderBfloat16FeaturesKHR
+  S() F(sType) F(pNext) F(shaderBFloat16Type) F(shaderBFloat16DotProduct) F(shaderBFloat16CooperativeMatrix) E()
+#undef T
+#endif
 #define T VkPhysicalDeviceShaderFloat16Int8Features
   S() F(sType) F(pNext) F(shaderFloat16) F(shaderInt8) E()
 #undef T
@@ -276,6 +290,10 @@ int main(void) {
 #undef T
 #define T VkPhysicalDeviceTimelineSemaphoreFeatures
   S() F(sType) F(pNext) F(timelineSemaphore) E()
+#undef T
+#define T VkPhysicalDeviceVulkanMemoryModelFeatures
+  S() F(sType) F(pNext) F(vulkanMemoryModel) F(vulkanMemoryModelDeviceScope)
+      F(vulkanMemoryModelAvailabilityVisibilityChains) E()
 #undef T
 #define T VkPhysicalDeviceVulkan11Features
   S() F(sType) F(pNext) F(storageBuffer16BitAccess) F(uniformAndStorageBuffer16BitAccess)

@@ -466,6 +466,7 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   // room of the previous kernel's later waves (and the next kernel's early blocks took its own). On the H200 the
   // 1B's 512-token prefill on staged kernels took 13.8 ms with PDL, 9.5 ms without (session 6).
   const pdl = (opts.pdl ?? false) !== false && sm >= 90 && !k.uses.staging;
+  if (k.uses.coop) throw new KernelError(`${k.name}: cooperative matrices are a SPIR-V kernel's (caps.coop); PTX has its own MMA kernels`);
   if (k.uses.wgmma && sm !== 90) throw new KernelError(`${k.name}: wgmma needs sm_90 (sm_90a), not sm_${sm}`);
   // wgmma's 128-byte swizzle is a function of the absolute shared address: the block starts 1024-aligned
   const align = k.uses.wgmma ? 1024 : 16;

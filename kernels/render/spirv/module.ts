@@ -2,7 +2,7 @@
 // type and constant is declared once. Instructions are plain words; `assemble` lays the sections out in the
 // order the specification requires (2.4 Logical Layout of a Module).
 import {
-  AddressingLogical, ExecutionModeLocalSize, ExecutionModelGLCompute, MAGIC, MemoryModelGLSL450, Op, VERSION_1_3,
+  AddressingLogical, ExecutionModeLocalSize, ExecutionModelGLCompute, MAGIC, MemoryModelGLSL450, MemoryModelVulkan, Op, VERSION_1_3,
 } from "./spec.ts";
 
 // f32 bits and f16 constants round as the host does everywhere else (graph/half.ts).
@@ -31,6 +31,8 @@ export class SpirvModule {
   private readonly globals: number[] = [];
   private readonly cache = new Map<string, number>();
   private glslId = 0;
+  /** The Vulkan memory model instead of GLSL450's (a module with cooperative matrices; no Coherent bindings). */
+  vulkanMemoryModel = false;
   /** The function bodies (one entry function here). */
   readonly code: number[] = [];
 
@@ -128,7 +130,7 @@ export class SpirvModule {
     for (const c of [...this.caps].sort((a, b) => a - b)) push(out, Op.Capability, [c]);
     for (const e of this.exts) push(out, Op.Extension, stringWords(e));
     if (this.glslId) push(out, Op.ExtInstImport, [this.glslId, ...stringWords("GLSL.std.450")]);
-    push(out, Op.MemoryModel, [AddressingLogical, MemoryModelGLSL450]);
+    push(out, Op.MemoryModel, [AddressingLogical, this.vulkanMemoryModel ? MemoryModelVulkan : MemoryModelGLSL450]);
     push(out, Op.EntryPoint, [ExecutionModelGLCompute, entry, ...stringWords("main"), ...iface]);
     push(out, Op.ExecutionMode, [entry, ExecutionModeLocalSize, ...local]);
     out[3] = this.bound;

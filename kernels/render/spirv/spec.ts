@@ -28,6 +28,7 @@ export const Op = {
   ConstantTrue: 41,
   ConstantFalse: 42,
   Constant: 43,
+  ConstantComposite: 44,
   Function: 54,
   FunctionEnd: 56,
   Variable: 59,
@@ -117,7 +118,17 @@ export const Op = {
   GroupNonUniformFMax: 358,
   /** OpSDot (SPIR-V 1.6; OpSDotKHR of SPV_KHR_integer_dot_product before it, the same number). */
   SDot: 4450,
+  TypeCooperativeMatrixKHR: 4456,
+  CooperativeMatrixLoadKHR: 4457,
+  CooperativeMatrixStoreKHR: 4458,
+  CooperativeMatrixMulAddKHR: 4459,
 } as const;
+
+/** OpTypeCooperativeMatrixKHR's Use operand and the load/store MemoryLayout operand (SPV_KHR_cooperative_matrix). */
+export const MatrixUse = { A: 0, B: 1, Accumulator: 2 } as const;
+export const MatrixLayout = { RowMajor: 0, ColumnMajor: 1 } as const;
+/** OpTypeFloat's FP Encoding operand for bfloat16 (SPV_KHR_bfloat16). */
+export const FPEncodingBFloat16 = 0;
 
 /** OpSDot's packed-vector-format operand: each 32-bit operand holds four 8-bit components. */
 export const PackedVectorFormat4x8Bit = 0;
@@ -153,6 +164,11 @@ export const Cap = {
   StorageBuffer8BitAccess: 4448,
   DotProductInput4x8BitPacked: 6018,
   DotProduct: 6019,
+  BFloat16TypeKHR: 5116,
+  BFloat16CooperativeMatrixKHR: 5118,
+  VulkanMemoryModel: 5345,
+  VulkanMemoryModelDeviceScope: 5346,
+  CooperativeMatrixKHR: 6022,
 } as const;
 
 export const Dec = {
@@ -190,6 +206,8 @@ export const Storage = {
 export const ExecutionModelGLCompute = 5;
 export const AddressingLogical = 0;
 export const MemoryModelGLSL450 = 1;
+/** The Vulkan memory model (SPV_KHR_vulkan_memory_model), which cooperative matrices require. */
+export const MemoryModelVulkan = 3;
 export const ExecutionModeLocalSize = 17;
 
 export const Scope = { Device: 1, Workgroup: 2, Subgroup: 3 } as const;

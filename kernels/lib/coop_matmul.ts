@@ -1,0 +1,196 @@
+// Tiled matmul on cooperative matrices (caps.coop: Vulkan's VK_KHR_cooperative_matrix, the tensor cores of
+// NVIDIA, AMD RDNA3+ and Intel Xe GPUs behind it): y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]),
+// the bindings and epilogues of tiled_matmul.ts, for prefill chunks of bf16 weights.
+//
+// A workgroup owns a BM x BN tile of y, each subgroup a WM x WN part of it as (WM/16) x (WN/16) 16 x 16 f32
+// accumulators. K is walked in slices of BK (32 or 64): the workgroup stages x's slice [BM, BK] (bf16 words made
+// once by mmaPrepX, or f32 rounded to bf16 here, as the PTX prefill path and llama.cpp round a bf16 matmul's
+// activations) and W's slice [BN, BK] (bf16 as stored) in one u32 shared array, rows of BK/2 words padded by 4
+// (16 bytes off a multiple of 128 apart, so the 8 rows of a 16-byte-per-row read fall in distinct 16-byte bank
+// groups); the next slice's global loads go into registers before the
+// current slice's multiplies, so they are in flight meanwhile. Each 16-deep step loads the subgroup's A and B
+// fragments once and runs every accumulator's multiply-add. The epilogue stores one accumulator at a time into
+// the subgroup's 16 x 16 f32 scratch, from which each lane adds bias / residual and writes its elements of y.
+// Rows past m read the last row (clamped), columns past n the last column; neither is written.
+//
+// Summation: every y[m, n] sums its k in slices of 16 in order, each slice's order and internal precision the
+// device's (fixed for a device), from 0, then + bias, then + residual: a row's bits depend on its x row and W
+// alone, at any M and whichever layout the row count picks.
+import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { gridFor, wgIndex } from "./common.ts";
+import type { MatmulShape } from "./matmul.ts";
+
+/** Workgroup tile BM x BN, subgroup tile WM x WN (multiples of 16), K slices of BK (32 or 64; default 32). */
+export interface CoopLayout {
+  bm: number;
+  bn: number;
+  wm: number;
+  wn: number;
+  bk?: number;
+}
+
+export interface CoopMatmulShape extends Omit<MatmulShape, "wide" | "tile"> {
+  batch: number;
+  layout?: CoopLayout;
+  /**
+   * x arrives as bf16 words made once by mma_matmul.ts mmaPrepX (binding 0 is u32 [batch, k / 2], unsplit)
+   * instead of f32: the workgroups stage both operands with 16-byte loads and no conversion.
+   */
+  prepared?: boolean;
+}
+
+/** u32 words per staged row: BK / 2 of values, 4 of padding (rows 16 bytes off a 128-byte multiple apart). */
+const rowWords = (bk: number) => bk / 2 + 4;
+
+const subgroups = (caps: Caps, l: CoopLayout) => (l.bm / l.wm) * (l.bn / l.wn);
+const sharedBytes = (caps: Caps, l: CoopLayout) => (l.bm + l.bn) * rowWords(l.bk ?? 32) * 4 + subgroups(caps, l) * 256 * 4;
+
+/** Whether the target runs this kernel: bf16 cooperative matrices, whole subgroups, the layout within its limits. */
+export function coopMatmulFits(caps: Caps, w: string, n: number, k: number, l?: CoopLayout): boolean {
+  if (!caps.coop?.bf16 || w !== "bf16" || !caps.subgroups || caps.subgroupSize < 1 || k % 32 !== 0 || n < 16) return false;
+  if (!l) return true;
+  const BK = l.bk ?? 32;
+  return (BK === 32 || BK === 64) && k % BK === 0 && l.bm % l.wm === 0 && l.bn % l.wn === 0 && l.wm % 16 === 0 && l.wn % 16 === 0 &&
+    subgroups(caps, l) * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(caps, l) <= Math.min(caps.maxSharedBytes, 48 * 1024) &&
+    (l.bm * BK / 8) % (subgroups(caps, l) * caps.subgroupSize) === 0 && (l.bn * BK / 8) % (subgroups(caps, l) * caps.subgroupSize) === 0;
+}
+
+/** Workgroups that keep a large GPU busy: below, a smaller tile is worth its extra reads (tiled_matmul.ts's rule). */
+const WANT_TILES = 256;
+
+/**
+ * The largest layout that still makes WANT_TILES workgroups, else the one with the most; K slices of 64 where k
+ * allows. On the H200's Vulkan (bench/mma.ts --backend vulkan, x prepared): 512 x 8192 x 2048 in 80.9 µs with
+ * 64-deep slices against 111.7 with 32 (212 / 154 TFLOP/s), 2048 x 14336 x 4096 in 1069 against 1491, 512 x 2048 x
+ * 2048 in 26.6 against 37.3; a 4-subgroup 128 x 128 tile of 64 x 64 was faster at 512 x 8192 x 2048 (58.5 µs)
+ * but slower at every other shape measured.
+ */
+export function coopLayout(caps: Caps, batch: number, n: number, k: number): CoopLayout | undefined {
+  const bk = k % 64 === 0 ? 64 : 32;
+  const cands: CoopLayout[] = [
+    { bm: 128, bn: 128, wm: 64, wn: 32, bk }, { bm: 64, bn: 128, wm: 32, wn: 32, bk }, { bm: 64, bn: 64, wm: 32, wn: 32, bk },
+    { bm: 32, bn: 64, wm: 16, wn: 32, bk },
+  ].filter((l) => coopMatmulFits(caps, "bf16", n, k, l));
+  if (!cands.length) return undefined;
+  const tiles = (l: CoopLayout) => Math.ceil(batch / l.bm) * Math.ceil(n / l.bn);
+  return cands.find((l) => tiles(l) >= WANT_TILES) ?? cands.reduce((a, l) => (tiles(l) > tiles(a) ? l : a));
+}
+
+/**
+ * Bindings, in order (as tiled_matmul.ts): x f32 [batch, k] (r; `prepared`: u32 bf16 words [batch, k / 2]); W bf16 [n, k] (r); bias f32 [n] (r, when
+ * `bias`); residual f32 [batch, n] (r, when `residual`; may be the same bytes as y); y f32 [batch, n] (w).
+ */
+export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
+  const { n, k, w, batch: m } = s;
+  if (!(n >= 1 && k >= 1 && m >= 1)) throw new KernelError(`coop matmul: bad shape n=${n} k=${k} batch=${m}`);
+  if (m * Math.max(n, k) >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop matmul: indices exceed 32 bits");
+  const l = s.layout ?? coopLayout(caps, m, n, k);
+  if (!l || !coopMatmulFits(caps, w, n, k, l)) throw new KernelError(`coop matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(l)})`);
+  const { bm, bn, wm, wn } = l, BK = l.bk ?? 32, ROW = rowWords(BK), QW = BK / 8, QF = BK / 4;
+  const sg = caps.subgroupSize, warps = subgroups(caps, l), threads = warps * sg, across = bn / wn;
+  const mTiles = Math.ceil(m / bm), nTiles = Math.ceil(n / bn), total = mTiles * nTiles;
+  const grid = gridFor(caps, total);
+  const name = s.name ?? `coop_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${BK}_${wm}x${wn}${s.prepared ? "_xw" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: threads, grid });
+  const x = b.buffer("x", s.prepared ? "u32" : "f32", "r");
+  const W = b.buffer("w", "bf16", "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const tile = b.shared("tiles", "u32", (bm + bn) * ROW);
+  const out = b.shared("out", "f32", warps * 256);
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups
+  const mt = nTiles > 1 ? L.div(nTiles) : L, nt = nTiles > 1 ? L.mod(nTiles) : u32(0);
+  const m0 = b.let(mt.mul(bm), "u32", "m0"), n0 = b.let(nt.mul(bn), "u32", "n0");
+  const t = b.lid.x, sgid = b.builtin("sgid");
+  const wr = b.let(across > 1 ? sgid.div(across) : sgid, "u32", "wr"), wc = b.let(across > 1 ? sgid.mod(across) : u32(0), "u32", "wc");
+
+  // Staging: a slice is loaded into registers (`load`) and written to shared memory later (`store`), so the next
+  // slice's global loads are in flight during this one's multiplies. An item is 16 bytes of a staged row (4 of
+  // its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
+  interface Stager {
+    load(k0: Val): void;
+    store(): void;
+  }
+  // a bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`
+  const wordStager = (buf: typeof W, rows: number, r0: Val, limit: number, at0: number): Stager => {
+    const regs = Array.from({ length: (rows * BK / 8) / threads }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
+    return {
+      load: (k0) => regs.forEach((r, i) => {
+        const e = t.add(i * threads), row = e.div(QW), q = e.mod(QW);
+        const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(k0.shr(1)).add(q.mul(4)), "u32", "wa");
+        b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(r[j], v));
+      }),
+      store: () => regs.forEach((r, i) => {
+        const e = t.add(i * threads), at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
+        r.forEach((v, j) => b.sstore(tile, at.add(j), v));
+      }),
+    };
+  };
+  // x f32 [m, k]: 4 values a load, rounded to bf16 as they are staged
+  const floatStager = (): Stager => {
+    const regs = Array.from({ length: (bm * BK / 4) / threads }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "xv")));
+    return {
+      load: (k0) => regs.forEach((r, i) => {
+        const e = t.add(i * threads), row = e.div(QF), q = e.mod(QF);
+        const at = b.let(m0.add(row).min(m - 1).mul(k).add(k0).add(q.mul(4)), "u32", "xa");
+        b.loadv(x, at, 4).forEach((v, j) => b.set(r[j], v));
+      }),
+      store: () => regs.forEach((r, i) => {
+        const e = t.add(i * threads), at = b.let(e.div(QF).mul(ROW).add(e.mod(QF).mul(2)), "u32", "xs");
+        for (let h = 0; h < 2; h++) b.sstore(tile, at.add(h), b.pack2("bf16", r[2 * h], r[2 * h + 1]));
+      }),
+    };
+  };
+  const xs = s.prepared ? wordStager(x, bm, m0, m, 0) : floatStager();
+  const ws = wordStager(W, bn, n0, n, bm);
+  const loads = (k0: Val) => (xs.load(k0), ws.load(k0));
+  const stores = () => (xs.store(), ws.store());
+
+  const fi = wm / 16, fj = wn / 16;
+  const acc = Array.from({ length: fi * fj }, () => b.coopMat("acc"));
+  const A = Array.from({ length: fi }, () => b.coopMat("a", "bf16"));
+  const B = Array.from({ length: fj }, () => b.coopMat("b", "bf16"));
+  const aRow = b.let(wr.mul(wm * ROW), "u32", "ar"), bRow = b.let(wc.mul(wn).add(bm).mul(ROW), "u32", "br");
+  loads(u32(0));
+  b.for(u32(0), u32(k), BK, (k0) => {
+    stores();
+    b.barrier();
+    if (k > BK) b.if(k0.add(BK).lt(k), () => loads(k0.add(BK)));
+    for (let kk = 0; kk < BK / 16; kk++) {
+      A.forEach((a, i) => b.coopLoad(a, tile, aRow.add(16 * i * ROW + 8 * kk), ROW));
+      B.forEach((bb, j) => b.coopLoad(bb, tile, bRow.add(16 * j * ROW + 8 * kk), ROW));
+      for (let i = 0; i < fi; i++) for (let j = 0; j < fj; j++) b.coopMulAdd(acc[i * fj + j], A[i], B[j]);
+    }
+    b.barrier(); // the next slice overwrites the tiles
+  });
+
+  // epilogue: one accumulator at a time through the subgroup's scratch
+  const lane = b.builtin("lane"), scratch = b.let(sgid.mul(256), "u32", "so");
+  for (let i = 0; i < fi; i++) {
+    for (let j = 0; j < fj; j++) {
+      b.coopStore(acc[i * fj + j], out, scratch, 16);
+      b.barrier();
+      for (let r = 0; r < 256 / sg; r++) {
+        const e = r ? lane.add(r * sg) : lane;
+        const row = b.let(m0.add(wr.mul(wm)).add(16 * i).add(e.shr(4)), "u32", "ym");
+        const col = b.let(n0.add(wc.mul(wn)).add(16 * j).add(e.and(15)), "u32", "yn");
+        const emit = () => {
+          let v = b.sload(out, scratch.add(e));
+          if (bias) v = v.add(b.load(bias, col));
+          const at = b.let(row.mul(n).add(col), "u32", "yi");
+          if (res) v = v.add(b.load(res, at));
+          b.store(y, at, v);
+        };
+        const inRow = m % bm !== 0, inCol = n % bn !== 0;
+        if (inRow || inCol) b.if(inRow && inCol ? row.lt(m).and(col.lt(n)) : inRow ? row.lt(m) : col.lt(n), emit);
+        else emit();
+      }
+      b.barrier(); // the next accumulator overwrites the scratch
+    }
+  }
+  return b.build();
+}
