@@ -10,10 +10,12 @@
 //   product by a kernel of its own, not in the down projection's x preparation; flash-split: only flash
 //   attention's operands as hi + lo; tiled: the shared-memory tiled matmul (mma off) in chunks of 512/64/16/8
 //   rows; untiled-wide: matmul.ts in the same chunks; flash:WARPSxBKV: the default with that staged flash attention
-//   layout (CompileOptions.flashLayout).
+//   layout (CompileOptions.flashLayout); coopflash:WARPSxBC: the cooperative-matrix attention (Vulkan) with that many
+//   subgroups and positions per block (CompileOptions.coopFlashLayout).
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
+//   deno run -A bench/prefill.ts --shape llama-3-8b --backend vulkan --dtype q4_k_m --prompts 512,2048 --variants mma,tiled
 import { exit } from "node:process";
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
@@ -22,13 +24,15 @@ import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
 import { Driver } from "../llm/driver.ts";
 import type { ModelHandle } from "../llm/model.ts";
 import { familyOf } from "../llm/registry.ts";
-import { syntheticLlama } from "../llm/synthetic.ts";
+import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
 import { parseLayout, parseStaged } from "./mma.ts";
 import type { Graph } from "../graph/ir.ts";
+import type { DType } from "../graph/dtype.ts";
+import type { WeightRole } from "../graph/weights.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { appendSampler } from "../llm/sampling.ts";
 import type { Device } from "../backends/device.ts";
@@ -73,6 +77,8 @@ export async function runPrefillBench(o: {
   backend: BackendChoice;
   prompts: number[];
   variants: string[];
+  /** Weight dtype or llama-quantize mix (default bf16). */
+  dtype?: SyntheticDtype;
   prefill?: number[];
   /** Tiling of the prefill MMA matmuls (CompileOptions.mmaLayout), for the mma variants. */
   layout?: CompileOptions["mmaLayout"];
@@ -89,12 +95,13 @@ export async function runPrefillBench(o: {
   for (const name of o.shapes) {
     if (!isShapeName(name)) throw new RangeError(`unknown shape ${name}: ${Object.keys(SHAPES).join(", ")}`);
     const c = SHAPES[name];
-    const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
+    const syn = syntheticLlama(c, { dtype: o.dtype ?? "bf16", scratch: true });
     const ctx = Math.max(...o.prompts) + 16;
     for (const v of o.variants) {
       // flash:WARPSxBKV: the default with that staged flash attention layout
-      const spec = VARIANTS[v] ?? (v.startsWith("flash:") ? { compile: { mma: "auto" as const, flashLayout: flashLayoutOf(v.slice(6)) } } : undefined);
-      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}, flash:WARPSxBKV`);
+      const spec = VARIANTS[v] ?? (v.startsWith("flash:") ? { compile: { mma: "auto" as const, flashLayout: flashLayoutOf(v.slice(6)) } }
+        : v.startsWith("coopflash:") ? { compile: { mma: "auto" as const, coopFlashLayout: coopFlashLayoutOf(v.slice(10)) } } : undefined);
+      if (!spec) throw new RangeError(`unknown variant ${v}: ${Object.keys(VARIANTS).join(", ")}, flash:WARPSxBKV, coopflash:WARPSxBC`);
       const model = {
         arch: "llama", family: familyOf("llama"), config: c, format: "hf", store: syn.store, map: syn.map, tokenizer: NO_TEXT,
         path: name, contextLength: ctx, close() {},
@@ -124,7 +131,7 @@ export async function runPrefillBench(o: {
           rows.push({ shape: name, variant: v, prompt: p, ms, chunks });
           o.log(`  prompt ${p}: ${ms.toFixed(2)} ms (best of ${o.reps}: ${times.map((x) => x.toFixed(1)).join(" ")})`);
         }
-        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, copts, o.log);
+        if (o.profile) await profile(dev.inner, c, o.profile.rows, o.profile.at, copts, o.log, syn.dtypeOf);
       } finally {
         await driver.close();
       }
@@ -134,8 +141,8 @@ export async function runPrefillBench(o: {
 }
 
 /** One chunk's step graph as the Driver builds it (last-row logits, sampler). */
-function chunkGraph(c: LlamaConfig, rows: number, cap: number): Graph {
-  const { tracer, logits } = familyOf("llama").trace(c, { rows, cap }, { dtypeOf: (r) => (r.role.endsWith("norm") ? "f32" : "bf16") });
+function chunkGraph(c: LlamaConfig, rows: number, cap: number, dtypeOf: (r: WeightRole) => DType): Graph {
+  const { tracer, logits } = familyOf("llama").trace(c, { rows, cap }, { dtypeOf });
   const lm = tracer.nodes[logits.id];
   const x = tracer.nodes[lm.inputs[0]];
   appendSampler(tracer, rows === 1 ? logits : tracer.matmul(tracer.slice(x, 0, rows - 1, rows), tracer.nodes[lm.inputs[1]]));
@@ -143,9 +150,9 @@ function chunkGraph(c: LlamaConfig, rows: number, cap: number): Graph {
 }
 
 /** Device time of one chunk's program (zeroed weights) and of its kernels, the costliest first. */
-async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, opts: CompileOptions, log: (s: string) => void): Promise<void> {
+async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, opts: CompileOptions, log: (s: string) => void, dtypeOf: (r: WeightRole) => DType): Promise<void> {
   const cap = at + rows + 16;
-  const prog = compileGraph(chunkGraph(c, rows, cap), dev.target, opts);
+  const prog = compileGraph(chunkGraph(c, rows, cap, dtypeOf), dev.target, opts);
   const whole = await timeProgram(dev, prog, 5, at);
   log(`  profile: a ${rows}-row chunk at position ${at}: ${whole.queued.toFixed(2)} ms queued, ${whole.synced.toFixed(2)} ms synced`);
   const rowsOut: { name: string; count: number; us: number }[] = [];
@@ -154,6 +161,19 @@ async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, op
   }
   rowsOut.sort((a, b) => b.us * b.count - a.us * a.count);
   for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
+}
+
+/** --dtype: a synthetic weight type. */
+function dtypeOf(v: string): SyntheticDtype {
+  if (!(SYNTHETIC_DTYPES as readonly string[]).includes(v)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${v}`);
+  return v as SyntheticDtype;
+}
+
+/** coopflash:WARPSxBC: the cooperative-matrix attention's subgroups and positions per block (Vulkan). */
+function coopFlashLayoutOf(v: string): CompileOptions["coopFlashLayout"] {
+  const [warps, bc] = v.split("x").map(Number);
+  if (!(warps >= 1 && bc >= 16)) throw new RangeError(`coopflash:${v}: WARPSxBC, e.g. 4x64`);
+  return { warps, bc };
 }
 
 /** --flash-layout WARPSxBKV. */
@@ -171,6 +191,8 @@ export async function main(args: string[]): Promise<number> {
       backend: { type: "string", default: "auto" },
       prompts: { type: "string", default: "512,2048" },
       variants: { type: "string", default: "mma,fma" },
+      // weight dtype or llama-quantize mix of the synthetic model (bf16, q4_k_m, q8_0, ...)
+      dtype: { type: "string", default: "bf16" },
       prefill: { type: "string" },
       reps: { type: "string", default: "3" },
       // ROWS@POS: time one chunk's program by kernel
@@ -190,7 +212,7 @@ export async function main(args: string[]): Promise<number> {
   });
   const rows = await runPrefillBench({
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
-    variants: values.variants!.split(","), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
+    variants: values.variants!.split(","), dtype: dtypeOf(values.dtype!), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
     layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
     stagedLayout: values["staged-layout"] ? parseStaged(values["staged-layout"].split(":")) : undefined,

@@ -85,6 +85,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   coopMinRows?: number;
   /** The cooperative-matrix matmul's tile (tuning runs), where it fits; default coopLayout's. */
   coopLayout?: lib.CoopLayout;
+  /** The cooperative-matrix attention's subgroups and block (tuning runs; must fit); default its own. */
+  coopFlashLayout?: lib.CoopFlashLayout;
   /** The tiled matmul's tile (tuning runs; the K slice stays the weight type's), where it fits; default tiledLayout's. */
   tiledTile?: Omit<lib.TiledLayout, "bk">;
   /**

@@ -18,7 +18,7 @@ import type { AttentionShape } from "./attention.ts";
 import { gridFor, wgIndex } from "./common.ts";
 
 /** Subgroups per workgroup (16 query rows each) and positions per block. */
-interface CoopFlashLayout {
+export interface CoopFlashLayout {
   warps: number;
   bc: number;
 }
@@ -31,13 +31,16 @@ function sharedBytes(hd: number, l: CoopFlashLayout): number {
   return 4 * (br * rowWords(hd) + l.bc * rowWords(hd) + hd * rowWords(l.bc) + l.warps * 16 * l.bc);
 }
 
-/** The widest block (then the most subgroups) whose tiles fit the target's shared memory; P sits in Q's rows, so BC <= hd. */
+/** Whether a layout runs on the target: P sits in Q's rows (BC <= hd, whole passes), the tiles in its shared memory. */
+function layoutFits(caps: Caps, hd: number, l: CoopFlashLayout): boolean {
+  return [16, 32, 64].includes(l.bc) && l.warps >= 1 && l.warps <= 8 && l.bc <= hd && hd % l.bc === 0 &&
+    l.warps * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(hd, l) <= Math.min(caps.maxSharedBytes, SHARED_CAP);
+}
+
+/** The widest block (then the most subgroups) whose tiles fit the target's shared memory. */
 function coopFlashLayout(caps: Caps, hd: number): CoopFlashLayout | undefined {
   for (const warps of [4, 2]) {
-    for (const bc of [64, 32, 16]) {
-      const l = { warps, bc };
-      if (bc <= hd && hd % bc === 0 && warps * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(hd, l) <= Math.min(caps.maxSharedBytes, SHARED_CAP)) return l;
-    }
+    for (const bc of [64, 32, 16]) if (layoutFits(caps, hd, { warps, bc })) return { warps, bc };
   }
   return undefined;
 }
@@ -54,12 +57,13 @@ export function coopFlashFits(caps: Caps, s: AttentionShape): boolean {
  * Bindings, as attention(): q f32 [rows, heads, hd] (r); k [cap, kvHeads, hd] (r); v likewise (r); pos [1] u32|i32
  * (r: position of query row 0); out f32 [rows, heads, hd] (w). Faults FAULT.ATTENTION_POS when pos + rows > cap.
  */
-export function coopFlash(caps: Caps, s: AttentionShape): Kernel {
+export function coopFlash(caps: Caps, s: AttentionShape & { layout?: CoopFlashLayout }): Kernel {
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
   if (!coopFlashFits(caps, s)) throw new KernelError(`coop flash: needs caps.coop, subgroups of 16/32/64, hd a multiple of 16 (<= 256), no window or softcap; got hd=${hd}`);
   if (rows > cap) throw new KernelError(`coop flash: ${rows} rows exceed cap ${cap}`);
   if (cap * kvHeads * hd >= 2 ** 32 || rows * heads * hd >= 2 ** 32) throw new KernelError("coop flash: indices exceed 32 bits");
-  const { warps, bc } = coopFlashLayout(caps, hd)!;
+  if (s.layout && !layoutFits(caps, hd, s.layout)) throw new KernelError(`coop flash: layout ${JSON.stringify(s.layout)} does not fit hd=${hd} on this target`);
+  const { warps, bc } = s.layout ?? coopFlashLayout(caps, hd)!;
   const kv = s.kv ?? "f32", pt = s.pos ?? "u32", ab = caps.coop!.f16 ? "f16" : "bf16";
   const group = heads / kvHeads, scale = s.scale ?? 1 / Math.sqrt(hd);
   const sg = caps.subgroupSize, LR = sg / 16, threads = warps * sg, br = 16 * warps;

@@ -18,8 +18,10 @@
 // alone, at any M and whichever layout the row count picks.
 import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { gridFor, wgIndex } from "./common.ts";
+import { elemOf, gridFor, wgIndex } from "./common.ts";
+import { chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
 import type { MatmulShape } from "./matmul.ts";
+import { tiledSlice } from "./tiled_matmul.ts";
 
 /** Workgroup tile BM x BN, subgroup tile WM x WN (multiples of 16), K slices of BK (32 or 64; default 32). */
 export interface CoopLayout {
@@ -46,14 +48,26 @@ const rowWords = (bk: number) => bk / 2 + 4;
 const subgroups = (caps: Caps, l: CoopLayout) => (l.bm / l.wm) * (l.bn / l.wn);
 const sharedBytes = (caps: Caps, l: CoopLayout) => (l.bm + l.bn) * rowWords(l.bk ?? 32) * 4 + subgroups(caps, l) * 256 * 4;
 
-/** Whether the target runs this kernel: bf16 cooperative matrices, whole subgroups, the layout within its limits. */
+/** Whether a block type's chunks pair up: every group of consecutive values starts even and has an even length. */
+function pairsUp(w: QType): boolean {
+  const q = QLAYOUT[w];
+  return q.per % 2 === 0 && tiledSlice(w) % 32 === 0;
+}
+
+/**
+ * Whether the target runs this kernel: bf16 cooperative matrices, whole subgroups, bf16 weights or GGUF blocks
+ * (dequantized to bf16 as they are staged, K slices of one span of the type: tiled_matmul.ts tiledSlice), the
+ * layout within its limits.
+ */
 export function coopMatmulFits(caps: Caps, w: string, n: number, k: number, l?: CoopLayout): boolean {
-  if (!caps.coop?.bf16 || w !== "bf16" || !caps.subgroups || caps.subgroupSize < 1 || k % 32 !== 0 || n < 16) return false;
+  const block = isQType(w);
+  if (!caps.coop?.bf16 || !(w === "bf16" || (block && pairsUp(w))) || !caps.subgroups || caps.subgroupSize < 1 || n < 16) return false;
+  if (k % 32 !== 0 || (block && k % QLAYOUT[w].elems !== 0)) return false;
   if (!l) return true;
   const BK = l.bk ?? 32;
-  return (BK === 32 || BK === 64) && k % BK === 0 && l.bm % l.wm === 0 && l.bn % l.wn === 0 && l.wm % 16 === 0 && l.wn % 16 === 0 &&
-    subgroups(caps, l) * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(caps, l) <= Math.min(caps.maxSharedBytes, 48 * 1024) &&
-    (l.bm * BK / 8) % (subgroups(caps, l) * caps.subgroupSize) === 0 && (l.bn * BK / 8) % (subgroups(caps, l) * caps.subgroupSize) === 0;
+  if (block ? BK !== tiledSlice(w) : BK !== 32 && BK !== 64) return false;
+  return k % BK === 0 && l.bm % l.wm === 0 && l.bn % l.wn === 0 && l.wm % 16 === 0 && l.wn % 16 === 0 &&
+    subgroups(caps, l) * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(caps, l) <= Math.min(caps.maxSharedBytes, 48 * 1024);
 }
 
 /** Workgroups that keep a large GPU busy: below, a smaller tile is worth its extra reads (tiled_matmul.ts's rule). */
@@ -66,12 +80,12 @@ const WANT_TILES = 256;
  * 2048 in 26.6 against 37.3; a 4-subgroup 128 x 128 tile of 64 x 64 was faster at 512 x 8192 x 2048 (58.5 µs)
  * but slower at every other shape measured.
  */
-export function coopLayout(caps: Caps, batch: number, n: number, k: number): CoopLayout | undefined {
-  const bk = k % 64 === 0 ? 64 : 32;
+export function coopLayout(caps: Caps, batch: number, n: number, k: number, w = "bf16"): CoopLayout | undefined {
+  const bk = isQType(w) ? tiledSlice(w) : k % 64 === 0 ? 64 : 32;
   const cands: CoopLayout[] = [
     { bm: 128, bn: 128, wm: 64, wn: 32, bk }, { bm: 64, bn: 128, wm: 32, wn: 32, bk }, { bm: 64, bn: 64, wm: 32, wn: 32, bk },
     { bm: 32, bn: 64, wm: 16, wn: 32, bk },
-  ].filter((l) => coopMatmulFits(caps, "bf16", n, k, l));
+  ].filter((l) => coopMatmulFits(caps, w, n, k, l));
   if (!cands.length) return undefined;
   const tiles = (l: CoopLayout) => Math.ceil(batch / l.bm) * Math.ceil(n / l.bn);
   return cands.find((l) => tiles(l) >= WANT_TILES) ?? cands.reduce((a, l) => (tiles(l) > tiles(a) ? l : a));
@@ -85,7 +99,7 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
   const { n, k, w, batch: m } = s;
   if (!(n >= 1 && k >= 1 && m >= 1)) throw new KernelError(`coop matmul: bad shape n=${n} k=${k} batch=${m}`);
   if (m * Math.max(n, k) >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop matmul: indices exceed 32 bits");
-  const l = s.layout ?? coopLayout(caps, m, n, k);
+  const l = s.layout ?? coopLayout(caps, m, n, k, w);
   if (!l || !coopMatmulFits(caps, w, n, k, l)) throw new KernelError(`coop matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(l)})`);
   const { bm, bn, wm, wn } = l, BK = l.bk ?? 32, ROW = rowWords(BK), QW = BK / 8, QF = BK / 4;
   const sg = caps.subgroupSize, warps = subgroups(caps, l), threads = warps * sg, across = bn / wn;
@@ -94,7 +108,7 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
   const name = s.name ?? `coop_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${BK}_${wm}x${wn}${s.prepared ? "_xw" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("x", s.prepared ? "u32" : "f32", "r");
-  const W = b.buffer("w", "bf16", "r");
+  const W = b.buffer("w", elemOf(w), "r");
   const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
   const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
   const y = b.buffer("y", "f32", "w");
@@ -115,38 +129,82 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
     load(k0: Val): void;
     store(): void;
   }
+  // `count` items over the workgroup, item e = t + i·threads (the last round guarded where it is partial)
+  const slots = (count: number) => Math.ceil(count / threads);
+  const spread = (count: number, body: (e: Val, i: number) => void) => {
+    for (let i = 0; i < slots(count); i++) {
+      const e = i ? t.add(i * threads) : t;
+      if ((i + 1) * threads > count) b.if(e.lt(count), () => body(e, i));
+      else body(e, i);
+    }
+  };
   // a bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`
   const wordStager = (buf: typeof W, rows: number, r0: Val, limit: number, at0: number): Stager => {
-    const regs = Array.from({ length: (rows * BK / 8) / threads }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
+    const count = rows * BK / 8;
+    const regs = Array.from({ length: slots(count) }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
     return {
-      load: (k0) => regs.forEach((r, i) => {
-        const e = t.add(i * threads), row = e.div(QW), q = e.mod(QW);
+      load: (k0) => spread(count, (e, i) => {
+        const row = e.div(QW), q = e.mod(QW);
         const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(k0.shr(1)).add(q.mul(4)), "u32", "wa");
-        b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(r[j], v));
+        b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(regs[i][j], v));
       }),
-      store: () => regs.forEach((r, i) => {
-        const e = t.add(i * threads), at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
-        r.forEach((v, j) => b.sstore(tile, at.add(j), v));
+      store: () => spread(count, (e, i) => {
+        const at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
+        regs[i].forEach((v, j) => b.sstore(tile, at.add(j), v));
       }),
     };
   };
   // x f32 [m, k]: 4 values a load, rounded to bf16 as they are staged
   const floatStager = (): Stager => {
-    const regs = Array.from({ length: (bm * BK / 4) / threads }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "xv")));
+    const count = bm * BK / 4;
+    const regs = Array.from({ length: slots(count) }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "xv")));
     return {
-      load: (k0) => regs.forEach((r, i) => {
-        const e = t.add(i * threads), row = e.div(QF), q = e.mod(QF);
+      load: (k0) => spread(count, (e, i) => {
+        const row = e.div(QF), q = e.mod(QF);
         const at = b.let(m0.add(row).min(m - 1).mul(k).add(k0).add(q.mul(4)), "u32", "xa");
-        b.loadv(x, at, 4).forEach((v, j) => b.set(r[j], v));
+        b.loadv(x, at, 4).forEach((v, j) => b.set(regs[i][j], v));
       }),
-      store: () => regs.forEach((r, i) => {
-        const e = t.add(i * threads), at = b.let(e.div(QF).mul(ROW).add(e.mod(QF).mul(2)), "u32", "xs");
-        for (let h = 0; h < 2; h++) b.sstore(tile, at.add(h), b.pack2("bf16", r[2 * h], r[2 * h + 1]));
+      store: () => spread(count, (e, i) => {
+        const at = b.let(e.div(QF).mul(ROW).add(e.mod(QF).mul(2)), "u32", "xs");
+        for (let h = 0; h < 2; h++) b.sstore(tile, at.add(h), b.pack2("bf16", regs[i][2 * h], regs[i][2 * h + 1]));
+      }),
+    };
+  };
+  // GGUF blocks: a slice is one span of the type (dequant.ts: cps chunks of `per` values each); a chunk is
+  // decoded (ggml's exact values) as it is loaded, rounded to bf16 pairs, and its words land at its values' places
+  const blockStager = (qt: QType): Stager => {
+    const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, count = bn * cps;
+    const items = Array.from({ length: slots(count) }, () => ({
+      at: b.let(u32(0), "u32", "qat"),
+      words: Array.from({ length: q.per / 2 }, () => b.let(u32(0), "u32", "qw")),
+    }));
+    let offs: number[] = []; // each pair's element offset from the chunk's start: the same for every chunk
+    return {
+      load: (k0) => {
+        const blk = b.let(k0.div(q.elems), "u32", "blk");
+        const c0 = b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0");
+        const sb = b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb");
+        spread(count, (e, i) => {
+          const it = items[i], col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
+          const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
+          const ch = dequantChunk(b, W, qt, base, c0.add(ci));
+          b.set(it.at, ch.at.sub(sb));
+          const vals = chunkValues(ch);
+          if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
+            throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
+          }
+          offs = vals.filter((_, j) => j % 2 === 0).map((v) => v.off);
+          it.words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
+        });
+      },
+      store: () => spread(count, (e, i) => {
+        const row = b.let((cps > 1 ? e.div(cps) : e).add(bm).mul(ROW), "u32", "qr");
+        items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
       }),
     };
   };
   const xs = s.prepared ? wordStager(x, bm, m0, m, 0) : floatStager();
-  const ws = wordStager(W, bn, n0, n, bm);
+  const ws = isQType(w) ? blockStager(w) : wordStager(W, bn, n0, n, bm);
   const loads = (k0: Val) => (xs.load(k0), ws.load(k0));
   const stores = () => (xs.store(), ws.store());
 

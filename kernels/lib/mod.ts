@@ -6,7 +6,7 @@ export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type
 export { gemv, type GemvPart, type GemvShape, gemvTeam, type GemvTune, gemvTune } from "./gemv.ts";
 export { xqLayout, type XqLayout, xqPrep, xqPrepCombines, type XqPrepShape } from "./xq_prep.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
-export { coopFlash, coopFlashFits } from "./coop_flash.ts";
+export { coopFlash, coopFlashFits, type CoopFlashLayout } from "./coop_flash.ts";
 export { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits, type CoopMatmulShape } from "./coop_matmul.ts";
 export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";

@@ -84,7 +84,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };
   // prefill chunks on cooperative matrices (Vulkan), as the matmuls (CompileOptions.coop)
   if ((opts.flash ?? true) && (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && R >= (opts.coopMinRows ?? COOP_MIN_ROWS) && lib.coopFlashFits(caps, shape)) {
-    kernel(lib.coopFlash(caps, shape), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
+    kernel(lib.coopFlash(caps, { ...shape, layout: opts.coopFlashLayout }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
     return;
   }
   if ((opts.flash ?? true) && (opts.mma ?? "auto") !== "off" && (opts.flashStaged ?? true) && R >= (opts.stagedMinRows ?? STAGED_MIN_ROWS) &&

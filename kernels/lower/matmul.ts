@@ -57,13 +57,13 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 }
 
 /**
- * Whether matmulSteps runs this matmul on cooperative matrices (caps.coop: Vulkan): bf16 weights, prefill chunks
- * ("auto") of at least coopMinRows rows. Serving entries ("all") keep matmul.ts, whose one kernel serves every
- * row count.
+ * Whether matmulSteps runs this matmul on cooperative matrices (caps.coop: Vulkan): bf16 or GGUF block weights
+ * (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least coopMinRows rows. Serving entries
+ * ("all") keep matmul.ts, whose one kernel serves every row count.
  */
 function takesCoop(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): boolean {
   return (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && s.batch >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
-    lib.coopMatmulFits(caps, s.w, s.n, s.k) && lib.coopLayout(caps, s.batch, s.n, s.k) !== undefined;
+    lib.coopMatmulFits(caps, s.w, s.n, s.k) && lib.coopLayout(caps, s.batch, s.n, s.k, s.w) !== undefined;
 }
 
 /**
@@ -115,7 +115,8 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   const mode = opts.mma ?? "auto";
   const coop = takesCoop(caps, opts, s);
   if (coop || takesMma(caps, opts, s)) {
-    const w = s.w as "bf16"; // both take bf16 weights only
+    // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights only; blocks are bf16 on coop)
+    const w = coop ? "bf16" : s.w as "bf16";
     const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
@@ -129,7 +130,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     }
     if (coop) {
       const given = opts.coopLayout && lib.coopMatmulFits(caps, s.w, s.n, s.k, opts.coopLayout) ? opts.coopLayout : undefined;
-      const layout = given ?? lib.coopLayout(caps, s.batch, s.n, s.k)!;
+      const layout = given ?? lib.coopLayout(caps, s.batch, s.n, s.k, s.w)!;
       kernel(lib.coopMatmul(caps, { ...s, layout, prepared: true }), [xw, ...rest], work);
       return;
     }

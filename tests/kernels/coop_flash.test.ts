@@ -67,6 +67,7 @@ const vulkan = openVulkan();
 const devices: [string, () => Device, Caps | undefined, string | false][] = [
   ["js sg32 f16", () => new JsDevice({ debug: true, caps: emulated(32) }), emulated(32), false],
   ["js sg16 bf16", () => new JsDevice({ debug: true, caps: emulated(16, { bf16: true, f16: false }) }), emulated(16, { bf16: true, f16: false }), false],
+  ["js sg64 f16", () => new JsDevice({ debug: true, caps: emulated(64) }), emulated(64), false],
   ["vulkan", () => vulkan as VulkanDevice, typeof vulkan === "string" ? undefined : vulkan.target.caps, typeof vulkan === "string" ? vulkan : false],
 ];
 

@@ -10,7 +10,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { openVulkanDevice, type VulkanDevice } from "../../backends/vulkan/mod.ts";
-import { type CoopLayout, coopLayout, coopMatmul, type CoopMatmulShape } from "../../kernels/lib/coop_matmul.ts";
+import { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits, type CoopMatmulShape } from "../../kernels/lib/coop_matmul.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
 import { JS_CAPS, type Caps } from "../../kernels/target.ts";
@@ -19,12 +19,14 @@ import { assertCase, runCase, runKernel } from "./harness.ts";
 import type { KernelCase } from "./cases.ts";
 import { asF32, bytes, floats, Rng } from "./data.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
+import { type BlockDType, dequantize } from "../../graph/dtype.ts";
+import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
 
-type Shape = Omit<CoopMatmulShape, "w" | "name"> & { layout: CoopLayout };
+type Shape = Omit<CoopMatmulShape, "w" | "name"> & { layout: CoopLayout; w?: BlockDType };
 
 const emulated = (sg: number): Caps => ({
   ...JS_CAPS, subgroups: true, subgroupSize: sg, maxWorkgroupSize: 1024, maxSharedBytes: 48 * 1024, coop: { bf16: true, f16: false },
@@ -32,13 +34,15 @@ const emulated = (sg: number): Caps => ({
 
 function coopCase(s: Shape): KernelCase {
   const { n, k, batch } = s, l = s.layout;
-  const name = `coop matmul n=${n} k=${k} m=${batch} ${l.bm}x${l.bn}x${l.bk ?? 32}/${l.wm}x${l.wn}${s.prepared ? " x words" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
+  const name = `coop matmul ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ${l.bm}x${l.bn}x${l.bk ?? 32}/${l.wm}x${l.wn}${s.prepared ? " x words" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
   let w: Float64Array;
   let cached: Uint8Array[] | undefined;
   const inputs = () => {
     if (!cached) {
       const rng = new Rng(name);
-      const f = floats(rng, "bf16", n * k);
+      // block weights: ggml's quantization of U(-1, 1); the reference reads their exact dequantization
+      const blocks = s.w && quantizeBlocks(s.w, rng.f32(n * k, -1, 1));
+      const f = s.w ? { bytes: bytes(blocks!), values: Float64Array.from(dequantize(s.w, blocks!, n * k)) } : floats(rng, "bf16", n * k);
       w = f.values;
       const x = rng.f32(batch * k);
       // prepared: x as mmaPrepX's unsplit words (bf16 pairs, the even k in the low half)
@@ -52,7 +56,7 @@ function coopCase(s: Shape): KernelCase {
   };
   return {
     name,
-    make: (caps) => coopMatmul(caps, { ...s, w: "bf16" }),
+    make: (caps) => coopMatmul(caps, { ...s, w: s.w ?? "bf16" }),
     inputs,
     expect(ins) {
       const words = new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4);
@@ -73,8 +77,8 @@ function coopCase(s: Shape): KernelCase {
           mag[b * n + r] = m;
         }
       }
-      // words hold x exactly: only the f32 sums' rounding is left
-      const rel = (s.prepared ? 0 : 2 ** -8) + k * 2 ** -23;
+      // words hold x exactly: only the f32 sums' rounding is left; block weights are rounded to bf16 as staged
+      const rel = (s.prepared ? 0 : 2 ** -8) + (s.w ? 2 ** -8 : 0) + k * 2 ** -23;
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel } }];
     },
   };
@@ -90,6 +94,12 @@ const SHAPES: Shape[] = [
   { n: 40, k: 64, batch: 17, prepared: true, layout: { bm: 32, bn: 64, wm: 16, wn: 32 } },
   { n: 136, k: 192, batch: 70, prepared: true, bias: true, layout: { bm: 128, bn: 128, wm: 64, wn: 32, bk: 64 } },
   { n: 72, k: 128, batch: 33, layout: { bm: 64, bn: 64, wm: 32, wn: 32, bk: 64 } },
+  // GGUF blocks: a K slice is one span of the type (32 / 64 / 128 values)
+  { w: "q8_0", n: 72, k: 96, batch: 40, prepared: true, residual: true, layout: { bm: 64, bn: 64, wm: 32, wn: 32, bk: 32 } },
+  { w: "q4_0", n: 40, k: 64, batch: 17, prepared: true, layout: { bm: 32, bn: 64, wm: 16, wn: 32, bk: 32 } },
+  { w: "q4_k", n: 136, k: 512, batch: 70, prepared: true, bias: true, layout: { bm: 128, bn: 128, wm: 64, wn: 32, bk: 64 } },
+  { w: "q5_k", n: 64, k: 256, batch: 20, prepared: true, layout: { bm: 32, bn: 64, wm: 16, wn: 32, bk: 64 } },
+  { w: "q6_k", n: 72, k: 512, batch: 33, prepared: true, residual: true, layout: { bm: 64, bn: 64, wm: 32, wn: 32, bk: 128 } },
 ];
 
 function openVulkan(): VulkanDevice | string {
@@ -105,6 +115,8 @@ const vulkan = openVulkan();
 const devices: [string, () => Device, Caps | undefined, string | false][] = [
   ["js sg32", () => new JsDevice({ debug: true, caps: emulated(32) }), emulated(32), false],
   ["js sg8", () => new JsDevice({ debug: true, caps: emulated(8) }), emulated(8), false],
+  // 64-lane subgroups (AMD's wave64): twice the invocations, a slice's staging in a partial round
+  ["js sg64", () => new JsDevice({ debug: true, caps: emulated(64) }), emulated(64), false],
   ["vulkan", () => vulkan as VulkanDevice, typeof vulkan === "string" ? undefined : vulkan.target.caps, typeof vulkan === "string" ? vulkan : false],
 ];
 
@@ -112,6 +124,7 @@ for (const [label, open, caps, skip] of devices) {
   for (const s of SHAPES) {
     const kc = coopCase(s);
     test(`${label}: ${kc.name}`, { skip, timeout: 120_000 }, async () => {
+      assert.ok(coopMatmulFits(caps!, s.w ?? "bf16", s.n, s.k, s.layout), "the layout fits");
       const dev = open();
       assertCase({ ...kc, make: () => kc.make(caps!) }, await runCase(dev, { ...kc, make: () => kc.make(caps!) }));
     });
@@ -124,9 +137,10 @@ for (const [label, open, caps, skip] of devices) {
       const out = await runKernel(dev, kernel, [bytes(x.slice(0, rows * k)), wb.slice(), bytes(new Float32Array(rows * n))]);
       return new Uint32Array(out[2].buffer, out[2].byteOffset, rows * n);
     };
-    const layouts: CoopLayout[] = [
+    const layouts = ([
       { bm: 32, bn: 64, wm: 16, wn: 32 }, { bm: 64, bn: 64, wm: 32, wn: 32 }, { bm: 128, bn: 128, wm: 64, wn: 32 }, { bm: 64, bn: 128, wm: 32, wn: 32, bk: 64 },
-    ];
+    ] as CoopLayout[]).filter((l) => coopMatmulFits(caps!, "bf16", n, k, l));
+    assert.ok(layouts.length >= 2, `${layouts.length} layouts fit`);
     const base = await run(70, layouts[0]);
     for (const l of layouts) {
       for (const rows of [1, 37, 70]) {
