@@ -82,8 +82,10 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   // flash attention's operands are rounded as the matmuls' x are
   const fsplit = opts.flashSplit ?? opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto");
   const staged = { ...shape, ...opts.flashLayout, split: fsplit };
-  // prefill chunks on cooperative matrices (Vulkan), as the matmuls (CompileOptions.coop)
-  if ((opts.flash ?? true) && (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && R >= (opts.coopMinRows ?? COOP_MIN_ROWS) && lib.coopFlashFits(caps, shape)) {
+  // prefill chunks on cooperative matrices (Vulkan), as the matmuls (CompileOptions.coop); operands rounded once,
+  // so not where split operands are asked for
+  if ((opts.flash ?? true) && (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && !fsplit && R >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
+    lib.coopFlashFits(caps, shape)) {
     kernel(lib.coopFlash(caps, { ...shape, layout: opts.coopFlashLayout }), [bind(q), bind(k), bind(v), bind(u.pos), bind(n.id)], work);
     return;
   }

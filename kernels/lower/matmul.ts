@@ -59,10 +59,11 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 /**
  * Whether matmulSteps runs this matmul on cooperative matrices (caps.coop: Vulkan): bf16 or GGUF block weights
  * (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least coopMinRows rows. Serving entries
- * ("all") keep matmul.ts, whose one kernel serves every row count.
+ * ("all") keep matmul.ts, whose one kernel serves every row count. The kernel rounds x (and block weights) once
+ * to bf16: where mmaSplit asks for the hi + lo parts' f32-level precision, the FMA kernel keeps the matmul.
  */
 function takesCoop(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): boolean {
-  return (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && s.batch >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
+  return (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && opts.mmaSplit !== true && s.batch >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
     lib.coopMatmulFits(caps, s.w, s.n, s.k) && lib.coopLayout(caps, s.batch, s.n, s.k, s.w) !== undefined;
 }
 

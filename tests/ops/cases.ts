@@ -119,7 +119,8 @@ export function opCases(): OpCase[] {
   for (const axis of [1, 0]) add(`argmax axis ${axis}`, (b) => b.done({ y: b.t.argmax(b.input("f32", [5, 301]), axis) }));
   for (const dt of ["f32", "f16", "bf16", "q8_0", "q4_0"] as const) for (const [batch, n, k] of [[1, 33, 64], [3, 17, 96], [1, 129, 256], [64, 33, 96], ...(dt.startsWith("q") ? [] : [[300, 67, 131]])]) {
     // x as hi + lo parts where a tensor-core path takes the rows (PTX, >= 16 rows of bf16): the f32 bound holds
-    // there; x rounded once (the prefill default) is checked against float64 in tests/kernels/mma_cases.ts
+    // there; x rounded once (the prefill default) is checked against float64 in tests/kernels/mma_cases.ts (and
+    // the cooperative matrices', which have no split and so leave these to the FMA kernel, in coop_matmul.test.ts)
     add(`matmul ${dt} ${batch}x${n}x${k}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, k]), b.weight(dt, [n, k])) }, { compile: { mmaSplit: true } }));
   }
   add("matmul + residual", (b) => {

@@ -60,9 +60,11 @@ export function quantCases(add: Add, decodeBlock: DecodeBlock): void {
       const ids = b.t.slot("ids", { kind: "Input", dtype: "i32", shape: [rows] });
       return b.done({ y: b.t.gather(b.weightBytes(t, [rows, W], craftedBlocks(t, rows, W, 77 + W)), ids) });
     });
-    // 260 rows: the tiled matmul on GPU targets (kernels/lib/tiled_matmul.ts, from TILED_MIN_ROWS rows)
+    // 260 rows: the tiled matmul on GPU targets (kernels/lib/tiled_matmul.ts, from TILED_MIN_ROWS rows). mmaSplit
+    // asks for f32-level operands, which keeps it there where cooperative matrices would take the rows (Vulkan:
+    // x and the weights rounded once to bf16, checked against float64 in tests/kernels/coop_matmul.test.ts)
     for (const [batch, n, kk] of k ? [[1, 33, 256], [3, 17, 512], [11, 9, 256], [260, 17, 256]] : [[1, 40, 64], [5, 17, 96], [11, 9, 64], [260, 17, 96]]) {
-      add(`matmul ${t} ${batch}x${n}x${kk}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, kk]), b.weight(t, [n, kk])) }));
+      add(`matmul ${t} ${batch}x${n}x${kk}`, (b) => b.done({ y: b.t.matmul(b.input("f32", [batch, kk]), b.weight(t, [n, kk])) }, { compile: { mmaSplit: true } }));
     }
     if (hasXq(t)) {
       // The integer path (graph/ops/qdot.ts): random x, x with an all-zero run and one huge value, extreme
