@@ -1,11 +1,12 @@
-// Tiled matmul on cooperative matrices (caps.coop: Vulkan's VK_KHR_cooperative_matrix, the tensor cores of
-// NVIDIA, AMD RDNA3+ and Intel Xe GPUs behind it): y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]),
-// the bindings and epilogues of tiled_matmul.ts, for prefill chunks of bf16 weights.
+// Tiled matmul on cooperative matrices (caps.coop: Vulkan's VK_KHR_cooperative_matrix, a GPU's matrix units behind
+// it): y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]), the bindings and epilogues of
+// tiled_matmul.ts, for prefill chunks of bf16 or GGUF block weights.
 //
 // A workgroup owns a BM x BN tile of y, each subgroup a WM x WN part of it as (WM/16) x (WN/16) 16 x 16 f32
 // accumulators. K is walked in slices of BK (32 or 64): the workgroup stages x's slice [BM, BK] (bf16 words made
 // once by mmaPrepX, or f32 rounded to bf16 here, as the PTX prefill path and llama.cpp round a bf16 matmul's
-// activations) and W's slice [BN, BK] (bf16 as stored) in one u32 shared array, rows of BK/2 words padded by 4
+// activations) and W's slice [BN, BK] (bf16 as stored; GGUF blocks dequantized to bf16 as they are staged, BK one
+// span of the type) in one u32 shared array, rows of BK/2 words padded by 4
 // (16 bytes off a multiple of 128 apart, so the 8 rows of a 16-byte-per-row read fall in distinct 16-byte bank
 // groups); the next slice's global loads go into registers before the
 // current slice's multiplies, so they are in flight meanwhile. Each 16-deep step loads the subgroup's A and B
@@ -23,7 +24,7 @@ import { chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from 
 import type { MatmulShape } from "./matmul.ts";
 import { tiledSlice } from "./tiled_matmul.ts";
 
-/** Workgroup tile BM x BN, subgroup tile WM x WN (multiples of 16), K slices of BK (32 or 64; default 32). */
+/** Workgroup tile BM x BN, subgroup tile WM x WN (multiples of 16), K slices of BK (bf16: 32 or 64, default 32; blocks: their span). */
 export interface CoopLayout {
   bm: number;
   bn: number;
@@ -45,8 +46,8 @@ export interface CoopMatmulShape extends Omit<MatmulShape, "wide" | "tile"> {
 /** u32 words per staged row: BK / 2 of values, 4 of padding (rows 16 bytes off a 128-byte multiple apart). */
 const rowWords = (bk: number) => bk / 2 + 4;
 
-const subgroups = (caps: Caps, l: CoopLayout) => (l.bm / l.wm) * (l.bn / l.wn);
-const sharedBytes = (caps: Caps, l: CoopLayout) => (l.bm + l.bn) * rowWords(l.bk ?? 32) * 4 + subgroups(caps, l) * 256 * 4;
+const subgroups = (l: CoopLayout) => (l.bm / l.wm) * (l.bn / l.wn);
+const sharedBytes = (l: CoopLayout) => (l.bm + l.bn) * rowWords(l.bk ?? 32) * 4 + subgroups(l) * 256 * 4;
 
 /** Whether a block type's chunks pair up: every group of consecutive values starts even and has an even length. */
 function pairsUp(w: QType): boolean {
@@ -67,7 +68,7 @@ export function coopMatmulFits(caps: Caps, w: string, n: number, k: number, l?: 
   const BK = l.bk ?? 32;
   if (block ? BK !== tiledSlice(w) : BK !== 32 && BK !== 64) return false;
   return k % BK === 0 && l.bm % l.wm === 0 && l.bn % l.wn === 0 && l.wm % 16 === 0 && l.wn % 16 === 0 &&
-    subgroups(caps, l) * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(caps, l) <= Math.min(caps.maxSharedBytes, 48 * 1024);
+    subgroups(l) * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes(l) <= Math.min(caps.maxSharedBytes, 48 * 1024);
 }
 
 /** Workgroups that keep a large GPU busy: below, a smaller tile is worth its extra reads (tiled_matmul.ts's rule). */
@@ -102,7 +103,7 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
   const l = s.layout ?? coopLayout(caps, m, n, k, w);
   if (!l || !coopMatmulFits(caps, w, n, k, l)) throw new KernelError(`coop matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(l)})`);
   const { bm, bn, wm, wn } = l, BK = l.bk ?? 32, ROW = rowWords(BK), QW = BK / 8, QF = BK / 4;
-  const sg = caps.subgroupSize, warps = subgroups(caps, l), threads = warps * sg, across = bn / wn;
+  const sg = caps.subgroupSize, warps = subgroups(l), threads = warps * sg, across = bn / wn;
   const mTiles = Math.ceil(m / bm), nTiles = Math.ceil(n / bn), total = mTiles * nTiles;
   const grid = gridFor(caps, total);
   const name = s.name ?? `coop_matmul_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${BK}_${wm}x${wn}${s.prepared ? "_xw" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;

@@ -6,7 +6,8 @@
 // subtrees included), locals become Function variables, `for` is a structured loop (OpLoopMerge, condition
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
 // Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
-// every driver computes the same bits; storage access lives in spirv/memory.ts. NaN-safe float compares and
+// every driver computes the same bits (but for f16 MMA operands, pack2: OpFConvert, whose rounding is the driver's);
+// storage access lives in spirv/memory.ts. Cooperative matrices (caps.coop) declare the Vulkan memory model. NaN-safe float compares and
 // max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
 // GLSL.std.450's are only loosely bounded) arrive decomposed. The int8x4 dot (BinOp dot4) is OpSDotKHR where the
 // device has integer dot products (caps.dot4Native: the module then declares SPV_KHR_integer_dot_product, which

@@ -291,7 +291,7 @@ class Wgsl {
         return `${f}(${this.ex(e.a)})`;
       }
       case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
-      case "pack2": throw new KernelError(`${this.k.name}: wgsl: pack2 is an MMA operand (PTX only)`);
+      case "pack2": throw new KernelError(`${this.k.name}: wgsl: pack2 is an MMA / cooperative-matrix operand (PTX and SPIR-V)`);
     }
   }
 

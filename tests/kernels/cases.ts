@@ -13,7 +13,7 @@ import * as lib from "../../kernels/lib/mod.ts";
 import { BLOCK, type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import {
-  asF32, bytes, decode, floats, halfToNum, numToHalf, q4Rows, q8Rows, Rng, zeros,
+  asF32, bytes, decode, floats, halfToNum, matmulWant, numToHalf, q4Rows, q8Rows, Rng, zeros,
 } from "./data.ts";
 
 export interface Expect {
@@ -75,23 +75,7 @@ function matmulCase(w: lib.WType, n: number, k: number, batch: number, bias = fa
     make: (caps) => tiled ? lib.tiledMatmul(caps, { n, k, batch, w, bias, residual }) : lib.matmul(caps, { n, k, batch, w, bias, residual }),
     inputs,
     expect(ins) {
-      const x = asF32(ins[0]);
-      const bi = bias ? asF32(ins[2]) : undefined, re = residual ? asF32(ins[bias ? 3 : 2]) : undefined;
-      const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
-      for (let b = 0; b < batch; b++) {
-        for (let r = 0; r < n; r++) {
-          let s = 0, m = 0;
-          for (let j = 0; j < k; j++) {
-            const t = x[b * k + j] * wv[r * k + j];
-            s += t;
-            m += Math.abs(t);
-          }
-          if (bi) (s += bi[r], m += Math.abs(bi[r]));
-          if (re) (s += re[b * n + r], m += Math.abs(re[b * n + r]));
-          want[b * n + r] = s;
-          mag[b * n + r] = m;
-        }
-      }
+      const { want, mag } = matmulWant(asF32(ins[0]), wv, { n, k, batch, bias, residual }, ins);
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-6, rel: (k + 4) * 2 * EPS } }];
     },
   };

@@ -6,22 +6,17 @@
 // Tolerance: q·scale, K, V and P are rounded once to the operand type (f16: 2^-11 relative, bf16: 2^-8), the
 // scores' error grows with |q|·|k|·hd; flash.ts's unsplit bound (4e-3 of the magnitude) for f16, 8x that for bf16.
 import { test } from "node:test";
-import { JsDevice } from "../../backends/js/device.ts";
-import { openVulkanDevice, type VulkanDevice } from "../../backends/vulkan/mod.ts";
 import { coopFlash } from "../../kernels/lib/coop_flash.ts";
 import { compileGraph } from "../../kernels/lower.ts";
-import { JS_CAPS, type Caps } from "../../kernels/target.ts";
-import type { Device } from "../../backends/device.ts";
+import type { Caps } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
 import { type AttnCfg, attentionCase, type KernelCase } from "./cases.ts";
 import assert from "node:assert/strict";
-import { traceLlama } from "../../llm/families/llama.ts";
-import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
+import { coopDevices, emulatedCoop, jsTarget, openVulkanWith, tinyLlamaStep } from "./coop_cases.ts";
 
-const emulated = (sg: number, coop: Caps["coop"] = { bf16: true, f16: true }): Caps => ({
-  ...JS_CAPS, subgroups: true, subgroupSize: sg, maxWorkgroupSize: 1024, maxSharedBytes: 48 * 1024, coop, f16: true,
-});
+const emulated = (sg: number, coop: Caps["coop"] = { bf16: true, f16: true }): Caps => emulatedCoop(sg, coop);
 
 /** attention()'s case with the cache rows past pos + rows set to NaN (unwritten), on the coop kernel. */
 function flashCase(c: AttnCfg, caps: Caps): KernelCase {
@@ -54,22 +49,9 @@ const CFGS: AttnCfg[] = [
   { rows: 20, heads: 3, kvHeads: 1, hd: 128, cap: 64, pos: 30, kv: "bf16" },
 ];
 
-function openVulkan(): VulkanDevice | string {
-  try {
-    const v = openVulkanDevice();
-    return v.target.caps.coop ? v : `${v.target.device} has no cooperative matrices`;
-  } catch (e) {
-    return `no usable Vulkan device: ${(e as Error).message}`;
-  }
-}
-const vulkan = openVulkan();
-
-const devices: [string, () => Device, Caps | undefined, string | false][] = [
-  ["js sg32 f16", () => new JsDevice({ debug: true, caps: emulated(32) }), emulated(32), false],
-  ["js sg16 bf16", () => new JsDevice({ debug: true, caps: emulated(16, { bf16: true, f16: false }) }), emulated(16, { bf16: true, f16: false }), false],
-  ["js sg64 f16", () => new JsDevice({ debug: true, caps: emulated(64) }), emulated(64), false],
-  ["vulkan", () => vulkan as VulkanDevice, typeof vulkan === "string" ? undefined : vulkan.target.caps, typeof vulkan === "string" ? vulkan : false],
-];
+const devices = coopDevices([
+  ["js sg32 f16", emulated(32)], ["js sg16 bf16", emulated(16, { bf16: true, f16: false })], ["js sg64 f16", emulated(64)],
+], openVulkanWith("coop"));
 
 for (const [label, open, caps, skip] of devices) {
   for (const c of CFGS) {
@@ -78,24 +60,15 @@ for (const [label, open, caps, skip] of devices) {
   }
 }
 
-const TARGET = (caps: Caps) => ({ backend: "js" as const, device: "cpu", caps, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 });
-
-function llamaStep(rows: number) {
-  const { store, map, dtypeOf } = randomLlama(TINY_LLAMA, 11, true);
-  const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 64 }, { dtypeOf });
-  tracer.output("logits", logits);
-  return { store, map, graph: tracer.build() };
-}
-
 test("lowering: a 20-row chunk's attention runs on cooperative matrices where caps.coop, not without or at 8 rows", () => {
-  const names = (caps: Caps, rows = 20) => compileGraph(llamaStep(rows).graph, TARGET(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const names = (caps: Caps, rows = 20) => compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
   assert.equal(names(emulated(32)).filter((n) => n.startsWith("coop_flash")).length, TINY_LLAMA.layers);
   assert.ok(!names({ ...emulated(32), coop: undefined }).some((n) => n.startsWith("coop_")));
   assert.ok(!names(emulated(32), 8).some((n) => n.startsWith("coop_")));
 });
 
 test("a 20-row Llama prefill with attention and matmuls on (emulated) cooperative matrices equals the FMA path within their precision", { timeout: 120_000 }, async () => {
-  const m = llamaStep(20);
+  const m = tinyLlamaStep(20);
   const b = await prefillLogits(m, 20, TINY_LLAMA.vocab, { ...emulated(32), coop: undefined });
   const a = await prefillLogits(m, 20, TINY_LLAMA.vocab, emulated(32));
   const { worst, scale } = logitGap(a, b);

@@ -9,28 +9,25 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
-import { openVulkanDevice, type VulkanDevice } from "../../backends/vulkan/mod.ts";
 import { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits, type CoopMatmulShape } from "../../kernels/lib/coop_matmul.ts";
 import { renderSpirv } from "../../kernels/render/spirv.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
-import { JS_CAPS, type Caps } from "../../kernels/target.ts";
+import type { Caps } from "../../kernels/target.ts";
 import type { Device } from "../../backends/device.ts";
 import { assertCase, runCase, runKernel } from "./harness.ts";
 import type { KernelCase } from "./cases.ts";
-import { asF32, bytes, floats, Rng } from "./data.ts";
+import { asF32, bytes, floats, matmulWant, Rng } from "./data.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
 import { type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import { compileGraph } from "../../kernels/lower.ts";
-import { traceLlama } from "../../llm/families/llama.ts";
-import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
+import { coopDevices, emulatedCoop, jsTarget, openVulkanWith, tinyLlamaStep } from "./coop_cases.ts";
 
 type Shape = Omit<CoopMatmulShape, "w" | "name"> & { layout: CoopLayout; w?: BlockDType };
 
-const emulated = (sg: number): Caps => ({
-  ...JS_CAPS, subgroups: true, subgroupSize: sg, maxWorkgroupSize: 1024, maxSharedBytes: 48 * 1024, coop: { bf16: true, f16: false },
-});
+const emulated = (sg: number): Caps => emulatedCoop(sg);
 
 function coopCase(s: Shape): KernelCase {
   const { n, k, batch } = s, l = s.layout;
@@ -61,22 +58,7 @@ function coopCase(s: Shape): KernelCase {
     expect(ins) {
       const words = new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4);
       const x = s.prepared ? Float64Array.from({ length: batch * k }, (_, i) => bf16ToF32(words[i >> 1] >>> (16 * (i & 1)))) : asF32(ins[0]);
-      const bi = s.bias ? asF32(ins[2]) : undefined, re = s.residual ? asF32(ins[s.bias ? 3 : 2]) : undefined;
-      const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
-      for (let b = 0; b < batch; b++) {
-        for (let r = 0; r < n; r++) {
-          let acc = 0, m = 0;
-          for (let i = 0; i < k; i++) {
-            const p = x[b * k + i] * w[r * k + i];
-            acc += p;
-            m += Math.abs(p);
-          }
-          if (bi) (acc += bi[r], m += Math.abs(bi[r]));
-          if (re) (acc += re[b * n + r], m += Math.abs(re[b * n + r]));
-          want[b * n + r] = acc;
-          mag[b * n + r] = m;
-        }
-      }
+      const { want, mag } = matmulWant(x, w, s, ins);
       // words hold x exactly: only the f32 sums' rounding is left; block weights are rounded to bf16 as staged
       const rel = (s.prepared ? 0 : 2 ** -8) + (s.w ? 2 ** -8 : 0) + k * 2 ** -23;
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel } }];
@@ -102,23 +84,8 @@ const SHAPES: Shape[] = [
   { w: "q6_k", n: 72, k: 512, batch: 33, prepared: true, residual: true, layout: { bm: 64, bn: 64, wm: 32, wn: 32, bk: 128 } },
 ];
 
-function openVulkan(): VulkanDevice | string {
-  try {
-    const v = openVulkanDevice();
-    return v.target.caps.coop?.bf16 ? v : `${v.target.device} has no bf16 cooperative matrices`;
-  } catch (e) {
-    return `no usable Vulkan device: ${(e as Error).message}`;
-  }
-}
-const vulkan = openVulkan();
-
-const devices: [string, () => Device, Caps | undefined, string | false][] = [
-  ["js sg32", () => new JsDevice({ debug: true, caps: emulated(32) }), emulated(32), false],
-  ["js sg8", () => new JsDevice({ debug: true, caps: emulated(8) }), emulated(8), false],
-  // 64-lane subgroups (AMD's wave64): twice the invocations, a slice's staging in a partial round
-  ["js sg64", () => new JsDevice({ debug: true, caps: emulated(64) }), emulated(64), false],
-  ["vulkan", () => vulkan as VulkanDevice, typeof vulkan === "string" ? undefined : vulkan.target.caps, typeof vulkan === "string" ? vulkan : false],
-];
+// 64-lane subgroups (AMD's wave64): twice the invocations, a slice's staging in a partial round
+const devices = coopDevices([["js sg32", emulated(32)], ["js sg8", emulated(8)], ["js sg64", emulated(64)]], openVulkanWith("bf16"));
 
 for (const [label, open, caps, skip] of devices) {
   for (const s of SHAPES) {
@@ -179,17 +146,8 @@ test("spirv: a cooperative-matrix kernel declares the Vulkan memory model, the K
   assert.throws(() => renderSpirv(coopMatmul(caps, { n: 64, k: 64, batch: 32, w: "bf16" }), { ...caps, coop: undefined }), /caps\.coop/);
 });
 
-const TARGET = (caps: Caps) => ({ backend: "js" as const, device: "cpu", caps, memory: { totalBytes: 2 ** 30 }, watchdogBudget: 0 });
-
-function llamaStep(rows: number) {
-  const { store, map, dtypeOf } = randomLlama(TINY_LLAMA, 11, true);
-  const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 64 }, { dtypeOf });
-  tracer.output("logits", logits);
-  return { store, map, graph: tracer.build() };
-}
-
 test("lowering: a 20-row Llama chunk's bf16 matmuls run on cooperative matrices where caps.coop, x prepared once per input", () => {
-  const names = (caps: Caps, rows = 20) => compileGraph(llamaStep(rows).graph, TARGET(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const names = (caps: Caps, rows = 20) => compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
   const on = names(emulated(32)), off = names({ ...emulated(32), coop: undefined });
   // per layer q, k, v, o, gate, up (the down projection's k = 344 is no multiple of 32) and the head
   assert.equal(on.filter((n) => n.startsWith("coop_matmul")).length, 6 * TINY_LLAMA.layers + 1, on.join(" "));
@@ -200,7 +158,7 @@ test("lowering: a 20-row Llama chunk's bf16 matmuls run on cooperative matrices 
 });
 
 test("a 20-row Llama prefill on (emulated) cooperative matrices equals the FMA path within bf16's precision", { timeout: 120_000 }, async () => {
-  const m = llamaStep(20);
+  const m = tinyLlamaStep(20);
   const b = await prefillLogits(m, 20, TINY_LLAMA.vocab, { ...emulated(32), coop: undefined });
   const a = await prefillLogits(m, 20, TINY_LLAMA.vocab, emulated(32));
   const { worst, scale } = logitGap(a, b);
@@ -209,16 +167,8 @@ test("a 20-row Llama prefill on (emulated) cooperative matrices equals the FMA p
   assert.ok(worst > 0, "the coop path ran the same kernels as the FMA path");
 });
 
-function openAnyVulkan(): VulkanDevice | string {
-  try {
-    return openVulkanDevice();
-  } catch (e) {
-    return `no usable Vulkan device: ${(e as Error).message}`;
-  }
-}
-
 test("pack2 (the operands' rounding) on Vulkan gives the JS device's bits: f16 by OpFConvert, bf16 in integers", async (t) => {
-  const any = openAnyVulkan();
+  const any = openVulkanWith("any");
   if (typeof any === "string") return t.skip(any);
   const b = new KernelBuilder("pack2_words", { workgroup: 64, grid: 1 });
   const x = b.buffer("x", "f32", "r"), y = b.buffer("y", "u32", "w");

@@ -18,6 +18,33 @@ export function zeros(n: number): Uint8Array {
 export function asF32(b: Uint8Array): Float32Array {
   return new Float32Array(b.buffer, b.byteOffset, b.byteLength >>> 2);
 }
+/**
+ * The float64 reference of y = x W^T (+ bias) (+ residual) over a matmul case's inputs (x [batch, k] given, W's
+ * values [n, k], bias and residual read from `ins` at their bindings) and each element's Σ|terms| (the bound's scale).
+ */
+export function matmulWant(
+  x: ArrayLike<number>, w: Float64Array, s: { n: number; k: number; batch: number; bias?: boolean; residual?: boolean }, ins: Uint8Array[],
+): { want: Float64Array; mag: Float64Array } {
+  const { n, k, batch } = s;
+  const bi = s.bias ? asF32(ins[2]) : undefined, re = s.residual ? asF32(ins[s.bias ? 3 : 2]) : undefined;
+  const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
+  for (let b = 0; b < batch; b++) {
+    for (let r = 0; r < n; r++) {
+      let acc = 0, m = 0;
+      for (let i = 0; i < k; i++) {
+        const p = x[b * k + i] * w[r * k + i];
+        acc += p;
+        m += Math.abs(p);
+      }
+      if (bi) (acc += bi[r], m += Math.abs(bi[r]));
+      if (re) (acc += re[b * n + r], m += Math.abs(re[b * n + r]));
+      want[b * n + r] = acc;
+      mag[b * n + r] = m;
+    }
+  }
+  return { want, mag };
+}
+
 export function asU32(b: Uint8Array): Uint32Array {
   return new Uint32Array(b.buffer, b.byteOffset, b.byteLength >>> 2);
 }

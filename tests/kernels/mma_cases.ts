@@ -21,7 +21,7 @@ import { attentionCase, type KernelCase } from "./cases.ts";
 import { flashAttention } from "../../kernels/lib/flash.ts";
 import { flashPrepBytes, flashPrepKV, flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { attentionCombine } from "../../kernels/lib/attention_combine.ts";
-import { asF32, bytes, floats, Rng } from "./data.ts";
+import { asF32, bytes, floats, matmulWant, Rng } from "./data.ts";
 
 export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 
@@ -66,24 +66,8 @@ export function mmaCase(s: MmaCaseShape, emulate: boolean): KernelCase {
     make: (caps) => mmaMatmul(mmaCaps(caps, emulate), s),
     inputs,
     expect(ins) {
-      const { n, k, batch } = s;
-      const x = asF32(ins[0]);
-      const bi = s.bias ? asF32(ins[2]) : undefined, re = s.residual ? asF32(ins[s.bias ? 3 : 2]) : undefined;
-      const want = new Float64Array(batch * n), mag = new Float64Array(batch * n);
-      for (let b = 0; b < batch; b++) {
-        for (let r = 0; r < n; r++) {
-          let acc = 0, m = 0;
-          for (let i = 0; i < k; i++) {
-            const p = x[b * k + i] * w[r * k + i];
-            acc += p;
-            m += Math.abs(p);
-          }
-          if (bi) { acc += bi[r]; m += Math.abs(bi[r]); }
-          if (re) { acc += re[b * n + r]; m += Math.abs(re[b * n + r]); }
-          want[b * n + r] = acc;
-          mag[b * n + r] = m;
-        }
-      }
+      const { k } = s;
+      const { want, mag } = matmulWant(asF32(ins[0]), w, s, ins);
       const xr = s.split === false ? (s.w === "bf16" ? 2 ** -7 : 2 ** -10) : 2 ** -15;
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: xr + k * 2 ** -23 } }];
     },

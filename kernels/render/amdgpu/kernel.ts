@@ -192,7 +192,7 @@ class Lowering {
       }
       case "subgroup": return this.subgroup(e.op, e.t, this.ex(e.a));
       case "shuffle": return this.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
-      case "pack2": throw new KernelError(`${this.k.name}: pack2 is an MMA operand; the amdgpu targets have no mma capability`);
+      case "pack2": throw new KernelError(`${this.k.name}: pack2 is an MMA / cooperative-matrix operand; the amdgpu targets have neither`);
     }
   }
 
