@@ -103,6 +103,11 @@ export const VK_ERROR_OUT_OF_HOST_MEMORY = -1;
 export const VK_ERROR_OUT_OF_DEVICE_MEMORY = -2;
 export const VK_ERROR_DEVICE_LOST = -4;
 
+// VkComponentTypeKHR and VkScopeKHR values of VkCooperativeMatrixPropertiesKHR's fields
+export const VK_COMPONENT_TYPE_FLOAT16_KHR = 0;
+export const VK_COMPONENT_TYPE_FLOAT32_KHR = 1;
+export const VK_COMPONENT_TYPE_BFLOAT16_KHR = 1000141000;
+export const VK_SCOPE_SUBGROUP_KHR = 3;
 /** VkResult names by value. */
 export const VK_RESULT_NAMES: Readonly<Record<number, string>> = {
   0: "VK_SUCCESS",

@@ -187,11 +187,6 @@ export const VkCooperativeMatrixPropertiesKHR = struct("VkCooperativeMatrixPrope
   sType: "u32", pNext: "pointer", MSize: "u32", NSize: "u32", KSize: "u32", AType: "u32", BType: "u32", CType: "u32",
   ResultType: "u32", saturatingAccumulation: "u32", scope: "u32",
 }, { defaults: { sType: 1000506001 } });
-// VkComponentTypeKHR and VkScopeKHR values of its fields
-export const VK_COMPONENT_TYPE_FLOAT16_KHR = 0;
-export const VK_COMPONENT_TYPE_FLOAT32_KHR = 1;
-export const VK_COMPONENT_TYPE_BFLOAT16_KHR = 1000141000;
-export const VK_SCOPE_SUBGROUP_KHR = 3;
 export const VkPhysicalDeviceTimelineSemaphoreFeatures = struct("VkPhysicalDeviceTimelineSemaphoreFeatures", {
   sType: "u32", pNext: "pointer", timelineSemaphore: "u32",
 }, { defaults: { sType: 1000207000 } });

@@ -71,12 +71,24 @@ export function gridFor(caps: Caps, count: number): [number, number, number] {
   if (gz > caps.maxWorkgroupsPerDim[2]) throw new RangeError(`${count} workgroups exceed the target's grid`);
   return [gx, gy, gz];
 }
-/** The linear workgroup index of a grid made by gridFor. */
 /** A u32 index from a u32 or i32 buffer value (negative i32 becomes >= 2^31, failing any `< bound` check). */
 export function asIndex(v: Val): Val {
   return v.t === "i32" ? v.bitcast("u32") : v;
 }
 
+/**
+ * `count` items spread over a workgroup of `threads` invocations (`t` the invocation's index): round r gives
+ * item e = t + r·threads, its last round guarded where it is partial. The cooperative staging of the tiled kernels.
+ */
+export function eachItem(b: KernelBuilder, t: Val, threads: number, count: number, body: (e: Val, r: number) => void): void {
+  for (let r = 0; r * threads < count; r++) {
+    const e = r ? t.add(r * threads) : t;
+    if ((r + 1) * threads > count) b.if(e.lt(count), () => body(e, r));
+    else body(e, r);
+  }
+}
+
+/** The linear workgroup index of a grid made by gridFor. */
 export function wgIndex(b: KernelBuilder, grid: [number, number, number]): Val {
   let i = b.wgid.x;
   if (grid[1] > 1 || grid[2] > 1) i = i.add(b.wgid.y.mul(grid[0]));

@@ -15,7 +15,7 @@ import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import type { AttentionShape } from "./attention.ts";
-import { gridFor, wgIndex } from "./common.ts";
+import { eachItem, gridFor, wgIndex } from "./common.ts";
 
 /** Subgroups per workgroup (16 query rows each) and positions per block. */
 export interface CoopFlashLayout {
@@ -96,14 +96,7 @@ export function coopFlash(caps: Caps, s: AttentionShape & { layout?: CoopFlashLa
   const seen = b.let(pos0.add(rowIn.min(rows - 1)), "u32", "seen"); // the last position the row sees
   const end = b.let(pos0.add(row0.add(br).min(rows)), "u32", "end"); // positions the tile sees: [0, end)
 
-  // `count` items over the workgroup, item e = t + i·threads
-  const each = (count: number, body: (e: Val) => void) => {
-    for (let i = 0; i * threads < count; i++) {
-      const e = i ? t.add(i * threads) : t;
-      if ((i + 1) * threads > count) b.if(e.lt(count), () => body(e));
-      else body(e);
-    }
-  };
+  const each = (count: number, body: (e: Val) => void) => eachItem(b, t, threads, count, body);
   const dq = hd / 4; // 4-value groups of a row
 
   // Q tile (scaled, rounded), then each subgroup's Q fragments, held for the whole walk
@@ -132,7 +125,7 @@ export function coopFlash(caps: Caps, s: AttentionShape & { layout?: CoopFlashLa
   const scRow = b.let(scBase.add(r.mul(bc)).add(part.mul(per)), "u32", "scr");
   const acc = Array.from({ length: bc / 16 }, () => b.coopMat("acc"));
   const kb = b.coopMat("b", ab), pa = Array.from({ length: bc / 16 }, () => b.coopMat("a", ab));
-  const load4 = (buf: typeof K, at: Val) => b.loadv(buf, at, 4, kv).map((x) => x.t === "f32" ? x : x.cast("f32"));
+  const load4 = (buf: typeof K, at: Val) => b.loadv(buf, at, 4, kv); // f32 values whatever the cache's type
 
   b.for(u32(0), end, bc, (p0) => {
     // stage K (rows = positions) and V transposed (rows = dims: two positions a word), V past `end` zeroed

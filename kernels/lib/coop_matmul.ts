@@ -19,8 +19,8 @@
 // alone, at any M and whichever layout the row count picks.
 import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { elemOf, gridFor, wgIndex } from "./common.ts";
-import { chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import { eachItem, elemOf, gridFor, wgIndex } from "./common.ts";
+import { chunkGroups, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
 import type { MatmulShape } from "./matmul.ts";
 import { tiledSlice } from "./tiled_matmul.ts";
 
@@ -49,11 +49,8 @@ const rowWords = (bk: number) => bk / 2 + 4;
 const subgroups = (l: CoopLayout) => (l.bm / l.wm) * (l.bn / l.wn);
 const sharedBytes = (l: CoopLayout) => (l.bm + l.bn) * rowWords(l.bk ?? 32) * 4 + subgroups(l) * 256 * 4;
 
-/** Whether a block type's chunks pair up: every group of consecutive values starts even and has an even length. */
-function pairsUp(w: QType): boolean {
-  const q = QLAYOUT[w];
-  return q.per % 2 === 0 && tiledSlice(w) % 32 === 0;
-}
+/** Whether a block type's chunks pair up into bf16 words: every group of consecutive values starts even and has an even length. */
+const pairsUp = (w: QType): boolean => chunkGroups(w).every((g) => g.off % 2 === 0 && g.n % 2 === 0);
 
 /**
  * Whether the target runs this kernel: bf16 cooperative matrices, whole subgroups, bf16 weights or GGUF blocks
@@ -130,15 +127,9 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
     load(k0: Val): void;
     store(): void;
   }
-  // `count` items over the workgroup, item e = t + i·threads (the last round guarded where it is partial)
+  // registers for the rounds of `count` items over the workgroup (common.ts eachItem)
   const slots = (count: number) => Math.ceil(count / threads);
-  const spread = (count: number, body: (e: Val, i: number) => void) => {
-    for (let i = 0; i < slots(count); i++) {
-      const e = i ? t.add(i * threads) : t;
-      if ((i + 1) * threads > count) b.if(e.lt(count), () => body(e, i));
-      else body(e, i);
-    }
-  };
+  const spread = (count: number, body: (e: Val, i: number) => void) => eachItem(b, t, threads, count, body);
   // a bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`
   const wordStager = (buf: typeof W, rows: number, r0: Val, limit: number, at0: number): Stager => {
     const count = rows * BK / 8;

@@ -20,7 +20,7 @@
 // different order, so a row's bits differ between the two kernels: the lowering picks by row count.)
 import { f32, fma, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
-import { elemOf, gridFor, vecWidth, wgIndex, type WType } from "./common.ts";
+import { eachItem, elemOf, gridFor, vecWidth, wgIndex, type WType } from "./common.ts";
 import { chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
 import type { MatmulShape } from "./matmul.ts";
 
@@ -132,13 +132,7 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
   // Cooperative staging: `count` items spread over the workgroup's invocations, item e = t + r·threads. A
   // slice is loaded into registers first (`load`) and written to shared memory later (`store`), so the next
   // slice's global loads are in flight while the current one is multiplied.
-  const each = (count: number, body: (e: Val, r: number) => void): void => {
-    for (let r = 0; r * threads < count; r++) {
-      const e = r ? t.add(r * threads) : t;
-      if ((r + 1) * threads > count) b.if(e.lt(count), () => body(e, r));
-      else body(e, r);
-    }
-  };
+  const each = (count: number, body: (e: Val, r: number) => void) => eachItem(b, t, threads, count, body);
   interface Stager {
     load(k0: Val): void;
     store(): void;

@@ -57,14 +57,16 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 }
 
 /**
- * Whether matmulSteps runs this matmul on cooperative matrices (caps.coop: Vulkan): bf16 or GGUF block weights
- * (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least coopMinRows rows. Serving entries
- * ("all") keep matmul.ts, whose one kernel serves every row count. The kernel rounds x (and block weights) once
- * to bf16: where mmaSplit asks for the hi + lo parts' f32-level precision, the FMA kernel keeps the matmul.
+ * The layout matmulSteps runs this matmul in on cooperative matrices (caps.coop: Vulkan), or undefined where it
+ * does not: bf16 or GGUF block weights (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least
+ * coopMinRows rows. Serving entries ("all") keep matmul.ts, whose one kernel serves every row count. The kernel
+ * rounds x (and block weights) once to bf16: where mmaSplit asks for the hi + lo parts' f32-level precision, the
+ * FMA kernel keeps the matmul. opts.coopLayout where it fits, else coopLayout's.
  */
-function takesCoop(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): boolean {
-  return (opts.mma ?? "auto") === "auto" && (opts.coop ?? true) && opts.mmaSplit !== true && s.batch >= (opts.coopMinRows ?? COOP_MIN_ROWS) &&
-    lib.coopMatmulFits(caps, s.w, s.n, s.k) && lib.coopLayout(caps, s.batch, s.n, s.k, s.w) !== undefined;
+function coopLayoutFor(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): lib.CoopLayout | undefined {
+  if ((opts.mma ?? "auto") !== "auto" || !(opts.coop ?? true) || opts.mmaSplit === true || s.batch < (opts.coopMinRows ?? COOP_MIN_ROWS)) return undefined;
+  if (opts.coopLayout && lib.coopMatmulFits(caps, s.w, s.n, s.k, opts.coopLayout)) return opts.coopLayout;
+  return lib.coopLayout(caps, s.batch, s.n, s.k, s.w);
 }
 
 /**
@@ -96,7 +98,7 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
-    if (!takesMma(caps, opts, s) && !takesCoop(caps, opts, s)) return;
+    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s)) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -114,7 +116,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   // x bound only where a kernel reads it: a value the preparation computes has no storage (Plan unstored)
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
-  const coop = takesCoop(caps, opts, s);
+  const coop = coopLayoutFor(caps, opts, s);
   if (coop || takesMma(caps, opts, s)) {
     // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights only; blocks are bf16 on coop)
     const w = coop ? "bf16" : s.w as "bf16";
@@ -130,9 +132,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       cx.mmaWords.key = key;
     }
     if (coop) {
-      const given = opts.coopLayout && lib.coopMatmulFits(caps, s.w, s.n, s.k, opts.coopLayout) ? opts.coopLayout : undefined;
-      const layout = given ?? lib.coopLayout(caps, s.batch, s.n, s.k, s.w)!;
-      kernel(lib.coopMatmul(caps, { ...s, layout, prepared: true }), [xw, ...rest], work);
+      kernel(lib.coopMatmul(caps, { ...s, layout: coop, prepared: true }), [xw, ...rest], work);
       return;
     }
     const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split, !!caps.wgmma);
