@@ -27,7 +27,7 @@
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
 //   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
-//   "xq-prep": CompileOptions.xqPrep; "attention-skip-empty": the fused attention's empty chunks neither write nor count;
+//   "[no-]xq-prep": CompileOptions.xqPrep (as --xq-prep, which sets every entry's default); "attention-skip-empty": the fused attention's empty chunks neither write nor count;
 //   "no-attention-local": nor does it combine in the workgroup at short context (CompileOptions.attentionLocal); "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
@@ -80,6 +80,9 @@ let weightDtype: SyntheticDtype = "bf16";
  * 40, top-p 0.95).
  */
 let decodeTail: "argmax" | "greedy" | "sample" = "argmax";
+
+/** --quantized-x / --xq-prep: compile options every plan starts from, the --backend entries' too. */
+let baseCompile: CompileOptions = {};
 const TAILS = ["argmax", "greedy", "sample"] as const;
 
 /** The sampler slot's words for --tail (others: undefined, the program's own fill). */
@@ -245,7 +248,7 @@ async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Prof
  * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
  * buffers; each gemv role's default and best µs per launch by the timestamps, and the tuning that won.
  */
-async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }): Promise<Record<string, number>> {
+async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }, compile: CompileOptions): Promise<Record<string, number>> {
   const best = new Map<string, { tune: string; micros: number; def: number }>();
   for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: "default " + r.name.slice(role(r.name).length + 1), micros: r.micros, def: r.micros });
   const sweep: Record<string, number> = {};
@@ -254,7 +257,7 @@ async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: Dev
       for (const unroll of grid.unroll) {
         let prog: Program;
         try {
-          prog = decodeProgram(shape, dev, { gemvTune: { lanes, rows, unroll } });
+          prog = decodeProgram(shape, dev, { ...compile, gemvTune: { lanes, rows, unroll } });
         } catch (e) {
           console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
           continue;
@@ -312,7 +315,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
   const [name, flags = ""] = entry.split(":");
   if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
   const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps }, rocm: RocmDeviceOptions = { timestamps };
-  const compile: CompileOptions = {};
+  const compile: CompileOptions = { ...baseCompile };
   for (const f of flags.split("+").filter(Boolean)) {
     const fuse = fusionFlag(f);
     if (fuse) Object.assign(compile, fuse);
@@ -329,6 +332,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (f === "no-attention-local") compile.attentionLocal = false;
     else if (/^attention-wg\d+$/.test(f)) compile.attentionWorkgroup = Number(f.slice(12));
     else if (f === "xq-prep") compile.xqPrep = true;
+    else if (f === "no-xq-prep") compile.xqPrep = false;
     else if (f === "no-attention-live") compile.attentionLive = false;
     else if (f === "attention-prefetch") compile.attentionPrefetch = true;
     else if (f === "decode-flash") compile.decodeFlash = true;
@@ -342,7 +346,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }
@@ -407,7 +411,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
           p.backend = b;
           profiles.push(p);
           result[`${b}:${shape}`] = p;
-          if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid);
+          if (grid) result[`sweep:${b}:${shape}`] = await sweepProfile(dev, shape, p, bufs, prog, grid, compile);
         } finally {
           for (const x of bufs) dev.free(x);
         }
@@ -433,6 +437,7 @@ async function main(args: string[]): Promise<number> {
   const xp = values["xq-prep"];
   if (xp !== undefined && xp !== "on" && xp !== "off" && xp !== "no-norm") throw new RangeError(`--xq-prep: on, off or no-norm, not ${xp}`);
   const xq: CompileOptions = { ...(qx === undefined ? {} : { quantizedX: qx === "on" }), ...(xp === undefined ? {} : { xqPrep: xp === "no-norm" ? xp : xp === "on" }) };
+  baseCompile = xq;
   if (values.tail) {
     if (!(TAILS as readonly string[]).includes(values.tail)) throw new RangeError(`--tail: one of ${TAILS.join(", ")}, not ${values.tail}`);
     decodeTail = values.tail as typeof decodeTail;

@@ -44,7 +44,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * a value), not quantized by every team from f32 x; bit-identical results, one more dispatch per unit. A prep
    * with a fused norm is one workgroup (r must be summed in the gemv team's order); "no-norm": only the units
    * without one (o, down). Default: on for the weight types of kernels/lower/gemv.ts XQ_PREP_DEFAULT (every
-   * type whose integer path is the default) where dispatches cost little (not caps.dispatchGap), off elsewhere.
+   * type whose integer path is the default), on every target (a dispatch's fixed cost on Vulkan and WebGPU is far
+   * less than what each team's own quantization costs there).
    */
   xqPrep?: boolean | "no-norm";
   /**

@@ -23,12 +23,14 @@ import { ropeAndCache } from "./rope.ts";
 export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"];
 
 /**
- * The weight types whose integer path prepares x once per unit (CompileOptions.xqPrep) by default, on targets whose
- * dependent dispatches cost little (not caps.dispatchGap: PTX with programmatic dependent launch): every type whose
- * integer path is the default. Session 9 measured only the k-quants faster with it, under the tuning made for x
- * quantized in each team; with the gemvs tuned for prepared x (kernels/lib/gemv.ts prepTune) the H200 measured
- * every measured type faster (session 11, `bench/decode.ts --shape llama-3-8b --quantized-x on --xq-prep on,off`,
- * tok/s): q4_k_m 470.0 / 373.0, q5_k_m 438.4 / 315.6, q4_0 484.5 / 404.8, q8_0 382.5 / 322.2.
+ * The weight types whose integer path prepares x once per unit (CompileOptions.xqPrep) by default, on every target:
+ * every type whose integer path is the default. Session 9 measured only the k-quants faster with it, under the
+ * tuning made for x quantized in each team; with the gemvs tuned for prepared x (kernels/lib/gemv.ts prepTune) the
+ * H200 measured every measured type faster (session 11, `bench/decode.ts --shape llama-3-8b --quantized-x on
+ * --xq-prep on,off`, tok/s): q4_k_m 470.0 / 373.0, q5_k_m 438.4 / 315.6, q4_0 484.5 / 404.8, q8_0 382.5 / 322.2.
+ * Until session 23 targets with a dependent-dispatch cost (caps.dispatchGap) kept x quantized in each team to save
+ * the prep's dispatch; the H200 measured that the wrong way round (`--backend vulkan|wgpu --xq-prep on,off`, tok/s):
+ * Vulkan 8B q4_k_m 393.4 / 223.7, q8_0 320.9 / 243.4, 1B 1153 / 944 and 1121 / 812; wgpu 1B 799 / 696 and 801 / 688.
  */
 export const XQ_PREP_DEFAULT: readonly string[] = XQ_DEFAULT;
 
@@ -82,7 +84,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   // Marked matmuls (plan.ts keeps them apart from unmarked ones) or the option: the integer path; by default
   // where the target has an int8 dot, for the types measured faster there.
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
-  const asked = opts.xqPrep ?? (!caps.dispatchGap && XQ_PREP_DEFAULT.includes(wn.dtype));
+  const asked = opts.xqPrep ?? XQ_PREP_DEFAULT.includes(wn.dtype);
   const prep = xq && (asked === true || (asked === "no-norm" && !norm));
   const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
   const k = lib.gemv(caps, shape);

@@ -240,3 +240,18 @@ test("a ptx decode plan folds the attention combine into the o projection's prep
   assert.deepEqual(after("q4_k_m"), ["xq_prep_q4_k_k2048_combine_d64_s32", "gemv_q4_kx8p_k2048_n2048r"]);
   assert.deepEqual(after("q8_0", false), ["attention_combine_i32_d64_s32", "xq_prep_q8_0_k2048"]);
 });
+
+test("x is prepared once per gemv by default on every target with an int8 dot, dispatch gap or not (Vulkan, WebGPU, ptx)", () => {
+  const c = SHAPES["llama-3.2-1b"];
+  for (const backend of ["ptx", "spirv", "wgsl"] as const) {
+    const t = targetFor(backend), target = { ...t, caps: { ...t.caps, dot4: true } };
+    const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype: "q4_k_m" }).dtypeOf });
+    tracer.output("token", tracer.argmax(logits, 1));
+    const names = compileGraph(tracer.build(), target).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+    const gemvs = names.filter((n) => n.startsWith("gemv_"));
+    assert.ok(gemvs.length > 0 && gemvs.every((n) => /^gemv_q[46]_kx8p_/.test(n)), `${backend}: ${gemvs.filter((n) => !/x8p_/.test(n)).slice(0, 3).join(", ")}`);
+    assert.ok(names.some((n) => n.startsWith("xq_prep_")), backend);
+    const off = compileGraph(tracer.build(), target, { xqPrep: false }).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+    assert.ok(!off.some((n) => n.startsWith("xq_prep_")) && off.some((n) => /^gemv_q4_kx8_/.test(n)), `${backend}: xqPrep false`);
+  }
+});
