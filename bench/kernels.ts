@@ -27,7 +27,8 @@
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
 //   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
-//   "[no-]xq-prep": CompileOptions.xqPrep (as --xq-prep, which sets every entry's default); "attention-skip-empty": the fused attention's empty chunks neither write nor count;
+//   "[no-]xq-prep": CompileOptions.xqPrep (as --xq-prep, which sets every entry's default); "no-attention-prep": the
+//   fused attention leaves the o projection's x to a prep of its own (CompileOptions.attentionPrep); "attention-skip-empty": the fused attention's empty chunks neither write nor count;
 //   "no-attention-local": nor does it combine in the workgroup at short context (CompileOptions.attentionLocal); "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
@@ -333,6 +334,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (/^attention-wg\d+$/.test(f)) compile.attentionWorkgroup = Number(f.slice(12));
     else if (f === "xq-prep") compile.xqPrep = true;
     else if (f === "no-xq-prep") compile.xqPrep = false;
+    else if (f === "no-attention-prep") compile.attentionPrep = false;
     else if (f === "no-attention-live") compile.attentionLive = false;
     else if (f === "attention-prefetch") compile.attentionPrefetch = true;
     else if (f === "decode-flash") compile.decodeFlash = true;
@@ -346,7 +348,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]xq-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]xq-prep, no-attention-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

@@ -57,6 +57,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * invocation, cost 1-4% on five of those six (fewer invocations, each a longer chain of loads).
    */
   combinePrep?: boolean;
+  /**
+   * Where the o projection's x is prepared (xqPrep, no norm) from a fused decode attention's output (Vulkan,
+   * WebGPU: lib.attentionFused), that kernel's combining team writes the prepared x (lib.FusedPrep) and the prep
+   * dispatch goes: the same bits. Default true.
+   */
+  attentionPrep?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
@@ -266,7 +272,14 @@ export interface LowerContext {
    * The latest split-K attention combine: the node it writes, its step, shape and partials (a gemv whose x
    * preparation reads that node alone may take the combine into its prep: kernels/lower/gemv.ts).
    */
-  combine?: { node: number; step: number; s: { rows: number; heads: number; hd: number; splits: number }; part: Binding };
+  combine?: {
+    node: number;
+    step: number;
+    s: { rows: number; heads: number; hd: number; splits: number };
+    part: Binding;
+    /** The step is lib.attentionFused (the combine is its tail): its shape, its bindings but the output, its work. */
+    fused?: { shape: Parameters<typeof lib.attentionFused>[1]; inputs: Binding[]; work: Work };
+  };
 }
 
 /** The largest output CompileOptions.outputsInPlace writes straight into its readback buffer. */

@@ -12,6 +12,8 @@ import { fuseCombine } from "./attention_combine.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import { asIndex, type FType, gridFor, type IType, pairwise, type Team, team, teamRow, teamReduce, vecWidth } from "./common.ts";
+import { QLAYOUT, type QType, XQ_TYPES } from "./dequant.ts";
+import { runsPerItem, xqLayout } from "./xq_layout.ts";
 
 export interface AttentionShape {
   /** Query rows (1 = decode). */
@@ -137,11 +139,32 @@ export function attentionPartial(caps: Caps, s: AttentionShape & { splits: numbe
  * [rows * heads], all zero before the first dispatch (rw: a State buffer, zeroed again by a state reset);
  * out f32 [rows, heads, hd] (w). Needs subgroup teams and a grid of whole teams (attentionFusable).
  */
-export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean; local?: boolean; wg?: number }): Kernel {
+export function attentionFused(caps: Caps, s: AttentionShape & { splits: number; count?: FusedCount; skipEmpty?: boolean; local?: boolean; wg?: number; prep?: FusedPrep }): Kernel {
   if (!(s.splits >= 1 && s.splits <= s.cap)) throw new KernelError(`attention: ${s.splits} splits of cap ${s.cap}`);
-  const why = attentionFusable(caps, s);
+  const why = s.prep ? attentionPreps(caps, s) : attentionFusable(caps, s);
   if (why) throw new KernelError(`attention: no fused combine: ${why}`);
-  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false, local: s.local ?? true, wg: s.wg });
+  return attentionKernel(caps, s, s.splits, undefined, { count: s.count ?? "lane", skipEmpty: s.skipEmpty ?? false, local: s.local ?? true, wg: s.wg, prep: s.prep });
+}
+/**
+ * attentionFused's output as the o projection's prepared x (CompileOptions.attentionPrep): the combining team
+ * quantizes the item's values into kernels/lib/xq_layout.ts's runs for weight type `w` (k = heads · hd) instead of
+ * storing them as f32, so the o projection needs no prep dispatch. The bits of attentionFused then xqPrep. The out
+ * binding is then the prep's u32 words [xqLayout(w, k, false).total].
+ */
+export interface FusedPrep {
+  w: QType;
+  k: number;
+}
+/** Why attentionFused cannot write the prepared x of `prep` for the shape on these caps, or "" (it can). */
+export function attentionPreps(caps: Caps, s: { rows?: number; heads: number; hd: number; splits: number; wg?: number; prep?: FusedPrep }): string {
+  const why = attentionFusable(caps, s);
+  if (why || !s.prep) return why || "no prep";
+  const { w, k } = s.prep;
+  if ((s.rows ?? 1) !== 1 || k !== s.heads * s.hd) return `x of ${s.rows ?? 1} rows x ${s.heads * s.hd} is not one row of k ${k}`;
+  if (!XQ_TYPES.includes(w) || k % QLAYOUT[w].elems) return `k ${k} is not whole ${w} blocks`;
+  if (!runsPerItem(w, s.hd)) return `${w}'s runs straddle heads of ${s.hd}`;
+  if (caps.subgroupSize % xqLayout(w, k, false).words) return `a ${w} run's words do not fit subgroups of ${caps.subgroupSize}`;
+  return "";
 }
 /**
  * Who counts a finished team in attentionFused: "lane" (default), every lane of it (splits * lanes atomics on
@@ -165,6 +188,7 @@ export type FusedCount = "lane" | "team";
  */
 interface Fused {
   count: FusedCount;
+  prep?: FusedPrep;
   skipEmpty: boolean;
   local: boolean;
   /** Invocations a workgroup (team()'s default where undefined): its teams, so how deep the local combine reaches. */
@@ -249,7 +273,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
   // (where an item spans workgroups, W is the combine's real splits: a power of two up to 32, CombineSource.real)
   const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}${fusedAs.wg ? `_wg${fusedAs.wg}` : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}${fusedAs.wg ? `_wg${fusedAs.wg}` : ""}${fusedAs.prep ? `_xq${fusedAs.prep.w}` : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
@@ -257,7 +281,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const TB = paged ? b.buffer("table", tt, "r") : undefined;
   const P = b.buffer("pos", pt, "r");
   const out = b.buffer(splits ? "part" : "out", "f32", fused ? "rw" : "w");
-  const final = fused ? b.buffer("out", "f32", "w") : undefined;
+  const final = fused ? (fusedAs.prep ? b.buffer("xq", "u32", "w") : b.buffer("out", "f32", "w")) : undefined;
 
   const { lane, row: trow } = teamRow(b, t, grid);
   let pos: Val = u32(0);
@@ -403,7 +427,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     const inWg = local && mem
       ? { local, mem, per, slot0, first: chunkIdx!.lt(W), lid: b.let(chunkIdx!.mul(t.lanes).add(lane), "u32", "lid"), size: per * t.lanes }
       : undefined;
-    fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled, local: inWg });
+    fuseCombine(b, out, final, { item, lane, lanes: t.lanes, items, splits: S, hd, count: fusedAs!.count, active, filled, local: inWg, prep: fusedAs!.prep });
   }
   return b.build();
 }

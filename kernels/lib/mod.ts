@@ -18,7 +18,7 @@ export {
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
-  attention, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, type AttentionShape, type FusedCount, attentionSplits,
+  attention, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, attentionPreps, type AttentionShape, type FusedCount, type FusedPrep, attentionSplits,
   attentionTrip, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
 export { attentionCombine } from "./attention_combine.ts";

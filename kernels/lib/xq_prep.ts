@@ -13,52 +13,16 @@
 // partials, combining them as attentionCombine does (combinePrep: an invocation per value; the o projection's prep
 // in place of the combine kernel, CompileOptions.combinePrep).
 //
-// Layout of the buffer (u32 words; run i is chunk i of a weight row, blocks in order; xqLayout):
-//   [0, runs·W)             run i's int8x4 words at i·W: its groups' words in chunkGroups order (W = values / 4)
-//   [metaAt, + runs·M)      run i's M words at metaAt + i·M: dx (f32 bits), then Σq of its groups as i16 pairs
-//                           (group 2j in the low half; |Σq| <= 127·16), padded to 4 words for q6_k's four
-//                           groups; q8_0 (no offset, no min) has dx alone
-//   rAt                     r (f32 bits), with a norm
+// The buffer's layout: xq_layout.ts.
 import { f32, fma, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Buffer } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
-import { chunkGroups, QLAYOUT, type QType, quantizeRun, quantizeWord, runDx, runScale, tree, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
-import { XQ_RUNS } from "../../graph/ops/qdot.ts";
+import { chunkGroups, QLAYOUT, type QType, quantizeRun, runDx, runScale, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { combineAt } from "./attention_combine.ts";
+import { prepWord, runAt, storeMeta, type XqLayout, xqLayout } from "./xq_layout.ts";
 
-export interface XqLayout {
-  /** Runs of x: chunks of a weight row. */
-  runs: number;
-  /** int8x4 words per run. */
-  words: number;
-  /** Words of a run's dx and group sums. */
-  meta: number;
-  metaAt: number;
-  /** r's word, with a norm. */
-  rAt?: number;
-  /** Words in all. */
-  total: number;
-}
-
-export function xqLayout(w: QType, k: number, norm: boolean): XqLayout {
-  const q = QLAYOUT[w], runs = (k / q.elems) * q.chunks, groups = chunkGroups(w).length;
-  const words = q.per / 4, meta = w === "q8_0" ? 1 : groups <= 2 ? 2 : 4;
-  const metaAt = runs * words, end = metaAt + runs * meta;
-  return { runs, words, meta, metaAt, rAt: norm ? end : undefined, total: end + (norm ? 1 : 0) };
-}
-
-/** Where chunk c of a block starts: (c >> shift)·a + (c & (2^shift − 1))·b (dequant.ts loadChunk's `at`). */
-const START: Record<QType, [number, number, number]> = {
-  q8_0: [0, 16, 0], q4_0: [0, 8, 0], q4_1: [0, 8, 0], q5_0: [0, 8, 0], q5_1: [0, 8, 0],
-  q4_k: [1, 64, 16], q5_k: [1, 64, 16], q6_k: [2, 128, 8],
-};
-for (const t of XQ_TYPES) {
-  const [sh, a, bb] = START[t];
-  XQ_RUNS[t]!.forEach((run, c) => {
-    if (run[0][0] !== (c >> sh) * a + (c & ((1 << sh) - 1)) * bb) throw new Error(`xq_prep.ts: chunk ${c} of ${t} does not start where graph/ops/qdot.ts's run does`);
-  });
-}
+export { type XqLayout, xqLayout } from "./xq_layout.ts";
 
 /**
  * The x of a chunk at element `xat` as chunkGroups(w)'s groups of f32 values (times g when `g`), 4-wide loads
@@ -101,14 +65,6 @@ export function loadRun(b: KernelBuilder, w: QType, q: Buffer, l: XqLayout, gi: 
     return b.let(i & 1 ? h.bitcast("i32").shr(16) : h.shl(16).bitcast("i32").shr(16), "i32", "qxs");
   });
   return { words, sums, dx: b.let(meta[0].bitcast("f32"), "f32", "dx") };
-}
-
-/** Element index of run `gi`'s first value: its block's, plus its chunk's start (START). */
-function runAt(b: KernelBuilder, w: QType, gi: Val): Val {
-  const q = QLAYOUT[w], [sh, sa, sb] = START[w];
-  const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
-  const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
-  return b.let(blk.mul(q.elems).add(start), "u32", "xat");
 }
 
 /** The prep's builder and bindings (x, g with a norm, q), and g's load width. */
@@ -238,21 +194,6 @@ function combinePrep(caps: Caps, s: XqPrepShape & { combine: { hd: number; split
   return b.build();
 }
 
-/** A run's meta words: dx (f32 bits), then its groups' Σq as i16 pairs, padded to l.meta words. */
-function storeMeta(b: KernelBuilder, out: Buffer, l: XqLayout, gi: Val, dx: Val, sums: Val[]): void {
-  const meta: Val[] = [dx.bitcast("u32")];
-  if (l.meta > 1) {
-    for (let i = 0; i < sums.length; i += 2) {
-      const lo = sums[i].bitcast("u32").and(0xffff);
-      meta.push(i + 1 < sums.length ? lo.or(sums[i + 1].bitcast("u32").shl(16)) : lo);
-    }
-    while (meta.length < l.meta) meta.push(u32(0));
-  }
-  const mAt = b.let(gi.mul(l.meta).add(l.metaAt), "u32", "xm");
-  if (l.meta === 1) b.store(out, mAt, meta[0]);
-  else b.storev(out, mAt, meta);
-}
-
 /** Whether wordPrep serves the shape: subgroups a run's words fit in, and a norm's team of whole subgroups. */
 function wordFits(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "norm" | "team">): boolean {
   const W = xqLayout(s.w, s.k, false).words, sg = caps.subgroupSize;
@@ -280,7 +221,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const wg = s.norm ? t!.lanes : Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
   const grid = gridFor(caps, Math.ceil(words / wg));
   const { b, x, g, out, gv } = prepKernel(s, wg, grid);
-  const tid = b.lid.x, lane = b.builtin("lane");
+  const tid = b.lid.x;
   const wgi = b.let(wgIndex(b, grid), "u32", "wgi");
 
   // This invocation's word; past the last (a partial workgroup) it takes the last run's and stores nothing.
@@ -297,21 +238,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
     for (let o = 0; o < 4; o += gv) gs.push(...(gv > 1 ? b.loadv(g, o ? at.add(o) : at, gv) : [b.load(g, o ? at.add(o) : at)]));
     v = v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
   }
-  let m = b.let(tree(v.map((e) => e.abs()), (a, c) => a.max(c)), "f32", "am");
-  for (let o = W / 2; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
-  const { amax, is } = runScale(b, m);
-  const word = quantizeWord(b, v, is);
-  let sum = b.let(wordSum(word), "i32", "qxs");
-  for (let o = wpg / 2; o >= 1; o /= 2) sum = b.let(sum.add(b.shuffle("xor", sum, o)), "i32", "qxs");
-  // the run's first lane gathers each group's Σq
-  const base = b.let(lane.sub(j), "u32", "rl");
-  const sums = groups.map((_, gi2) => (gi2 ? b.let(b.shuffle("idx", sum, base.add(gi2 * wpg)), "i32", "qxs") : sum));
-  const store = () => {
-    b.store(out, wi, word);
-    b.if(j.eq(u32(0)), () => storeMeta(b, out, l, gi, runDx(b, amax), sums));
-  };
-  if (live) b.if(live, store);
-  else store();
+  prepWord(b, w, l, out, { v, gi, j, wi, live });
   if (!s.norm) return b.build();
 
   // Σx² as the gemv's team sums it (the per-run prep's order), its runs unrolled so their loads issue together

@@ -128,7 +128,10 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
     // one per size, zeroed when made and by resetState (a step that failed midway may leave a count)
     const bytes = lib.attentionFusedBytes({ rows: R, heads: H, hd: D, splits });
     const part: Binding = { buffer: buf("state", `attention-partials:${bytes}`, bytes), offset: 0, bytes };
-    kernel(lib.attentionFused(caps, { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty, local: opts.attentionLocal, wg: opts.attentionWorkgroup }), [bind(q), bind(k), bind(v), bind(u.pos), part, bind(n.id)], work);
+    const fs = { ...shape, splits, count: opts.attentionCount, skipEmpty: opts.attentionSkipEmpty, local: opts.attentionLocal, wg: opts.attentionWorkgroup };
+    const inputs = [bind(q), bind(k), bind(v), bind(u.pos), part];
+    kernel(lib.attentionFused(caps, fs), [...inputs, bind(n.id)], work);
+    cx.combine = { node: n.id, step: cx.steps.length - 1, s: { rows: R, heads: H, hd: D, splits }, part, fused: { shape: fs, inputs, work } };
     return;
   }
   partialsThenCombine(cx, { rows: R, heads: H, hd: D, splits }, lib.attentionPartial(caps, { ...shape, splits, group }), [bind(q), bind(k), bind(v), bind(u.pos)], n.id, work);

@@ -36,13 +36,14 @@ export const XQ_PREP_DEFAULT: readonly string[] = XQ_DEFAULT;
 
 /**
  * The split-K attention combine a prep of x may take in (CompileOptions.combinePrep, default on): the step just
- * before, writing x's source for one row, which this unit alone reads, where lib.xqPrep can combine it.
+ * before, writing x's source for one row, which this unit alone reads, where lib.xqPrep can combine it; or, where
+ * that step is the fused attention (its combine a tail: CompileOptions.attentionPrep), where it can write x prepared.
  */
 function combineInto(cx: LowerContext, x: number, s: { k: number; w: lib.QType; norm?: lib.GemvShape["norm"] }): LowerContext["combine"] {
   const c = cx.combine, src = viewSource(cx.nodes, x);
-  if (cx.opts.combinePrep === false || !c || c.node !== src || c.step !== cx.steps.length - 1 || c.s.rows !== 1 || !cx.sole.has(src)) return undefined;
-  if (c.s.heads * c.s.hd !== s.k || !lib.xqPrepCombines(cx.caps, { ...s, combine: c.s })) return undefined;
-  return c;
+  if (!c || c.node !== src || c.step !== cx.steps.length - 1 || c.s.rows !== 1 || !cx.sole.has(src)) return undefined;
+  if (c.fused) return cx.opts.attentionPrep !== false && !s.norm && !lib.attentionPreps(cx.caps, { ...c.fused.shape, prep: { w: s.w, k: s.k } }) ? c : undefined;
+  return cx.opts.combinePrep !== false && c.s.heads * c.s.hd === s.k && lib.xqPrepCombines(cx.caps, { ...s, combine: c.s }) ? c : undefined;
 }
 
 /** A gemv unit (batch-1 matmuls of one x, with their fused norm, rope, cache write, bias or residual) as one kernel. */
@@ -93,7 +94,12 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     const w = wn.dtype as lib.QType, ins = norm ? 2 : 1, bytes = lib.xqLayout(w, K, !!norm).total * 4;
     const q: Binding = { buffer: cx.buf("arena", "xq-x", bytes), offset: 0, bytes };
     const c = combineInto(cx, u.x, { k: K, w, norm });
-    if (c) {
+    if (c?.fused) {
+      // the fused attention, the step just before, writes x prepared: its f32 output never stored
+      cx.steps.pop();
+      const { shape: fs, inputs, work } = c.fused;
+      kernel(lib.attentionFused(caps, { ...fs, prep: { w, k: K } }), [...inputs, q], { bytes: work.bytes - bytesOfIds([c.node]) + bytes, flops: work.flops + 4 * K });
+    } else if (c) {
       // the attention's combine, the step just before, becomes this prep: x combined from its partials, never stored
       cx.steps.pop();
       kernel(lib.xqPrep(caps, { k: K, w, combine: c.s }), [c.part, q], { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K });

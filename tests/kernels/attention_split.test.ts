@@ -3,7 +3,7 @@
 // 8-lane-subgroup targets. Then the fused kernel (one dispatch) against those two, bit for bit (see below).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { Device } from "../../backends/device.ts";
+import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { type Caps, JS_CAPS } from "../../kernels/target.ts";
 import * as lib from "../../kernels/lib/mod.ts";
@@ -183,5 +183,74 @@ for (const [tag, dev] of grouped) {
         }
       });
     }
+  }
+}
+
+// The fused kernel writing the o projection's prepared x (lib.FusedPrep: its combining team quantizes the item's
+// values into xq_layout.ts's runs) against the fused kernel then xqPrep on its f32 output: the same words, scales
+// and sums bit for bit, for each weight type whose runs keep to a head (runsPerItem), over the workgroup-local
+// combine (short context) and the last team's, twice (the counters).
+const PREP_CFGS: (AttnCfg & { splits: number })[] = [
+  { rows: 1, heads: 8, kvHeads: 2, hd: 64, cap: 512, pos: 40, splits: 32, kv: "f16" },
+  { rows: 1, heads: 8, kvHeads: 2, hd: 64, cap: 512, pos: 400, splits: 32, kv: "f16" },
+  { rows: 1, heads: 4, kvHeads: 2, hd: 128, cap: 512, pos: 7, splits: 32, kv: "f16" },
+  { rows: 1, heads: 4, kvHeads: 2, hd: 128, cap: 512, pos: 300, splits: 32, kv: "f16" },
+];
+const PREP_TYPES = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k"] as const;
+for (const [tag, dev] of fusedOn) {
+  for (const c of PREP_CFGS) {
+    const kc = attentionCase(c);
+    const caps = typeof dev === "string" ? undefined : dev.target.caps;
+    const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, pos: c.pt, splits: c.splits };
+    const k = c.heads * c.hd;
+    const skip = typeof dev === "string" ? dev : !caps!.subgroups ? `${tag}: no subgroups` : lib.attentionFusable(caps!, s) || false;
+    test(`${tag}: fused split-K writing the prepared x (${PREP_TYPES.join(", ")}) ${kc.name} == fused + xqPrep, bit for bit, twice`, { skip }, async () => {
+      const d = dev as Device;
+      const types = PREP_TYPES.filter((w) => !lib.attentionPreps(caps!, { ...s, prep: { w, k } }));
+      // q6_k's runs span 128 values: not at hd 64; every other type here fits
+      assert.deepEqual(types, PREP_TYPES.filter((w) => w !== "q6_k" || c.hd % 128 === 0), "the types attentionPreps allows");
+      const inputs = kc.inputs();
+      const bufs = inputs.slice(0, 4).map((b) => {
+        const x = d.alloc(b.byteLength, "device");
+        d.write(x, 0, b);
+        return x;
+      });
+      const fresh = () => {
+        const p = d.alloc(lib.attentionFusedBytes(s), "device");
+        d.write(p, 0, new Uint8Array(p.bytes));
+        return p;
+      };
+      const f = lib.attentionFused(caps!, s), fpart = fresh(), fout = d.alloc(inputs[4].byteLength, "device");
+      const all = (xs: DeviceBuffer[]) => xs.map((buffer) => ({ buffer, offset: 0, bytes: buffer.bytes }));
+      const work = { bytes: 0, flops: 0 };
+      const made: DeviceBuffer[] = [...bufs, fpart, fout];
+      try {
+        d.run([{ k: "kernel", compiled: d.compile(f), grid: f.grid, work, bindings: all([...bufs, fpart, fout]) }]);
+        for (const w of types) {
+          const bytes = lib.xqLayout(w, k, false).total * 4;
+          const prep = lib.xqPrep(caps!, { k, w }), fp = lib.attentionFused(caps!, { ...s, prep: { w, k } });
+          const want = d.alloc(bytes, "device"), got = d.alloc(bytes, "device"), ppart = fresh();
+          made.push(want, got, ppart);
+          d.write(got, 0, new Uint8Array(bytes).fill(0xa5));
+          const fused = { k: "kernel" as const, compiled: d.compile(fp), grid: fp.grid, work, bindings: all([...bufs, ppart, got]) };
+          d.run([{ k: "kernel", compiled: d.compile(prep), grid: prep.grid, work, bindings: all([fout, want]) }, fused]);
+          await d.synchronize(60_000);
+          const ref = await d.read(want, 0, bytes);
+          assert.ok(new Uint32Array(ref.slice().buffer).some((x) => x !== 0), `${w}: the prepared x is not all zero`);
+          for (const round of [1, 2]) {
+            assert.deepEqual(await d.read(got, 0, bytes), ref, `${w}, round ${round}: the fused prep differs`);
+            const counters = new Uint32Array((await d.read(ppart, 0, ppart.bytes)).slice().buffer).slice(-c.heads);
+            assert.deepEqual([...counters], new Array(c.heads).fill(0), `${w}, round ${round}: counters left non-zero`);
+            if (round === 1) {
+              d.write(got, 0, new Uint8Array(bytes).fill(0x5a));
+              d.run([fused]);
+              await d.synchronize(60_000);
+            }
+          }
+        }
+      } finally {
+        for (const b of made) d.free(b);
+      }
+    });
   }
 }

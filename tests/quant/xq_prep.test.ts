@@ -17,7 +17,7 @@ import { JsDevice } from "../../backends/js/device.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
 import { assertClose } from "../../graph/tolerance.ts";
-import { compileGraph } from "../../kernels/lower.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import type { Program } from "../../kernels/program.ts";
 import { type Caps, JS_CAPS } from "../../kernels/target.ts";
 import type { GemvTune, Team } from "../../kernels/lib/mod.ts";
@@ -253,5 +253,24 @@ test("x is prepared once per gemv by default on every target with an int8 dot, d
     assert.ok(names.some((n) => n.startsWith("xq_prep_")), backend);
     const off = compileGraph(tracer.build(), target, { xqPrep: false }).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
     assert.ok(!off.some((n) => n.startsWith("xq_prep_")) && off.some((n) => /^gemv_q4_kx8_/.test(n)), `${backend}: xqPrep false`);
+  }
+});
+
+test("a Vulkan or WebGPU decode plan's fused attention writes the o projection's prepared x (CompileOptions.attentionPrep false: a prep of its own)", () => {
+  const c = SHAPES["llama-3.2-1b"];
+  for (const backend of ["spirv", "wgsl"] as const) {
+    const t = targetFor(backend), target = { ...t, caps: { ...t.caps, dot4: true } };
+    for (const dtype of ["q8_0", "q4_k_m"] as const) {
+      const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype }).dtypeOf });
+      tracer.output("token", tracer.argmax(logits, 1));
+      const w = dtype === "q8_0" ? "q8_0" : "q4_k";
+      const after = (opts: CompileOptions) => {
+        const names = compileGraph(tracer.build(), target, opts).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name.replace(/_l\d+r\d+u\d+t\d+$/, "")] : []));
+        const i = names.findIndex((n) => n.startsWith("attention_fused"));
+        return names.slice(i);
+      };
+      assert.deepEqual(after({}).slice(0, 2), [`attention_fused_r1_h32_kv8_d64_c2048_f16_i32_s32_wl_xq${w}`, `gemv_${w}x8p_k2048_n2048r`], `${backend} ${dtype}`);
+      assert.deepEqual(after({ attentionPrep: false }).slice(0, 3), ["attention_fused_r1_h32_kv8_d64_c2048_f16_i32_s32_wl", `xq_prep_${w}_k2048`, `gemv_${w}x8p_k2048_n2048r`], `${backend} ${dtype}, attentionPrep false`);
+    }
   }
 });
