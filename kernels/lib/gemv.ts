@@ -192,6 +192,11 @@ export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "x
   let sgs = 1;
   if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && s.k >= sg * sgs * 2 * vec / 2) sgs *= 2;
   const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
+  // Where a dispatch has a fixed cost (Vulkan, WebGPU), a gate/up whose few short rows would take teams of 4
+  // subgroups (qwen2.5-0.5b's 4864 x 896) runs as one-subgroup teams, 4 a workgroup: no shared-memory round, a
+  // quarter of the workgroups. H200 sweep (bench/kernels.ts --sweep, session 23): Vulkan 11.32 -> 9.59 µs; ptx
+  // level at 7.23 / 7.27, so it keeps its rule.
+  if (caps.dispatchGap && sgs === 4 && s.parts.some((p) => p.kind === "silu_mul")) return { lanes: sg, rows, unroll: 2, teams: 4 };
   return { lanes: sg * sgs, rows, unroll: twoDots ? 8 : 2, teams: 4 };
 }
 
