@@ -92,7 +92,9 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   if (prep) {
     // x (and g) in, the quantized runs (and r) out; the gemv binds those in their place
     const w = wn.dtype as lib.QType, ins = norm ? 2 : 1, bytes = lib.xqLayout(w, K, !!norm).total * 4;
-    const q: Binding = { buffer: cx.buf("arena", "xq-x", bytes), offset: 0, bytes };
+    // scratch per weight type: a layer's q/k prep (q4_k) and v prep (q6_k) of one x write different bytes, so
+    // where steps run together unless they touch the same bytes (Vulkan, ROCm) the v prep overlaps the q/k gemv
+    const q: Binding = { buffer: cx.buf("arena", `xq-x:${w}`, bytes), offset: 0, bytes };
     const c = combineInto(cx, u.x, { k: K, w, norm });
     if (c?.fused) {
       // the fused attention, the step just before, writes x prepared: its f32 output never stored

@@ -13,6 +13,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
 import { Engine } from "../../backends/executor.ts";
+import { barriersBefore, type StepAccess } from "../../backends/hazards.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
@@ -272,5 +273,28 @@ test("a Vulkan or WebGPU decode plan's fused attention writes the o projection's
       assert.deepEqual(after({}).slice(0, 2), [`attention_fused_r1_h32_kv8_d64_c2048_f16_i32_s32_wl_xq${w}`, `gemv_${w}x8p_k2048_n2048r`], `${backend} ${dtype}`);
       assert.deepEqual(after({ attentionPrep: false }).slice(0, 3), ["attention_fused_r1_h32_kv8_d64_c2048_f16_i32_s32_wl", `xq_prep_${w}_k2048`, `gemv_${w}x8p_k2048_n2048r`], `${backend} ${dtype}, attentionPrep false`);
     }
+  }
+});
+
+test("a layer's q/k and v preps (q4_k, q6_k) write different scratch: where steps run together unless their bytes meet, the v prep needs no barrier after the q/k gemv", () => {
+  const c = SHAPES["llama-3.2-1b"], t = targetFor("spirv"), target = { ...t, caps: { ...t.caps, dot4: true } };
+  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype: "q4_k_m" }).dtypeOf });
+  tracer.output("token", tracer.argmax(logits, 1));
+  const steps = compileGraph(tracer.build(), target).steps;
+  const span = (b: { buffer: number; offset: number; bytes: number }) => ({ buffer: b.buffer, lo: b.offset, hi: b.offset + b.bytes });
+  const access = steps.map((s): StepAccess => {
+    if (s.k === "copy") return { reads: [span(s.src)], writes: [span(s.dst)] };
+    if (s.k !== "kernel") throw new Error("a collective in a one-device plan");
+    const io = s.kernel.buffers.map((b, i) => ({ a: b.access, s: span(s.bindings[i]) }));
+    return { reads: io.filter((x) => x.a !== "w").map((x) => x.s), writes: io.filter((x) => x.a !== "r").map((x) => x.s) };
+  });
+  const barrier = barriersBefore(access);
+  const names = steps.map((s) => (s.k === "kernel" ? s.kernel.name : s.k));
+  const vPreps = names.flatMap((n, i) => (n.startsWith("xq_prep_q6_k_k2048_norm") && i + 1 < names.length && names[i + 1].includes("_n512f16c") ? [i] : []));
+  assert.ok(vPreps.length >= 2, `layers with a q6_k v: ${vPreps.length}`);
+  for (const i of vPreps) {
+    assert.match(names[i - 1], /^gemv_q4_kx8p_k2048_norm_rope/, "the q/k gemv just before");
+    assert.equal(barrier[i], false, `${names[i]} (step ${i}) waits for ${names[i - 1]}`);
+    assert.equal(barrier[i + 1], true, "the v gemv waits for its prep");
   }
 });
