@@ -42,7 +42,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * Gemv units on the integer path take x quantized once per unit by a kernel of its own (kernels/lib/xq_prep.ts:
    * x·g as int8 runs with their scales and sums, and the norm's r, into a scratch buffer the gemv reads at 1 byte
    * a value), not quantized by every team from f32 x; bit-identical results, one more dispatch per unit. A prep
-   * with a fused norm is one workgroup (r must be summed in the gemv team's order); "no-norm": only the units
+   * with a fused norm sums r in the gemv team's order (in each of its workgroups); "no-norm": only the units
    * without one (o, down). Default: on for the weight types of kernels/lower/gemv.ts XQ_PREP_DEFAULT (every
    * type whose integer path is the default), on every target (a dispatch's fixed cost on Vulkan and WebGPU is far
    * less than what each team's own quantization costs there).

@@ -7,8 +7,8 @@ import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, type Shared,
 import type { Caps } from "../target.ts";
 import type { FusedCount } from "./attention.ts";
 import { gridFor, pairwise, wgIndex } from "./common.ts";
-import { chunkGroups, type QType } from "./dequant.ts";
-import { prepWord, runAt, runsPerItem, xqLayout } from "./xq_layout.ts";
+import type { QType } from "./dequant.ts";
+import { prepWord, runAt, runsPerItem, wordOffset, xqLayout } from "./xq_layout.ts";
 
 /**
  * Split-K phase 2: out[i, :] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s with M = max_s m_s.
@@ -128,7 +128,7 @@ export function fuseCombine(
      * there from slot `slot0`), whether this team is in the item's first workgroup, and its invocations in the item's.
      */
     local?: { local: Val; mem: Shared; per: number; slot0: Val; first: Val; lid: Val; size: number };
-    /** The output as the o projection's prepared x (kernels/lib/xq_prep.ts's layout for weight type w, k = items · hd), not f32. */
+    /** The output as the o projection's prepared x (kernels/lib/xq_layout.ts's layout for weight type w, k = items · hd), not f32. */
     prep?: { w: QType; k: number };
   },
 ): void {
@@ -180,13 +180,12 @@ export function fuseCombine(
 /**
  * An item's combined output quantized as xqPrep would quantize it (its runs are the item's alone: runsPerItem),
  * invocation `lane` of `lanes` taking words lane, lane + lanes, ... of the item: 4 values each, combined as
- * storeCombined's, then xq_prep.ts prepWord (a run's words on neighbouring lanes). The same f32 values, the same
+ * storeCombined's, then xq_layout.ts prepWord (a run's words on neighbouring lanes). The same f32 values, the same
  * quantization: the bits of storeCombined then xqPrep.
  */
 function storePrepared(w: QType, k: number) {
   return (b: KernelBuilder, out: Buffer, item: Val, hd: number, splits: number, ws: CombineWeights, lane: Val, lanes: number): void => {
     const l = xqLayout(w, k, false), W = l.words, R = runsPerItem(w, hd), words = R * W;
-    const groups = chunkGroups(w), wpg = W / groups.length, step = groups.length > 1 ? groups[1].off : 0;
     if (!R || lanes % W) throw new KernelError(`attention: no ${w} prep of hd ${hd} over ${lanes} lanes`);
     const run0 = b.let(item.mul(R), "u32", "run0"), x0 = b.let(item.mul(hd), "u32", "x0");
     b.for(0, Math.ceil(words / lanes), 1, (it) => {
@@ -196,8 +195,7 @@ function storePrepared(w: QType, k: number) {
       const live = words % lanes ? b.let(t0.lt(words), "bool", "live") : undefined;
       const t = live ? b.let(t0.min(words - 1), "u32", "tc") : t0;
       const gi = b.let(run0.add(t.div(W)), "u32", "gi"), j = b.let(t0.mod(W), "u32", "j");
-      const off = groups.length > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
-      const d = b.let(runAt(b, w, gi).add(off).sub(x0).add(2), "u32", "d");
+      const d = b.let(runAt(b, w, gi).add(wordOffset(w, j)).sub(x0).add(2), "u32", "d");
       const v = [0, 1, 2, 3].map((e) => b.let(combineDim(b, e ? d.add(e) : d, ws, splits), "f32", "o"));
       prepWord(b, w, l, out, { v, gi, j, wi: b.let(gi.mul(W).add(j), "u32", "wi"), live });
     });

@@ -8,7 +8,7 @@
 //                           (group 2j in the low half; |Σq| <= 127·16), padded to 4 words for q6_k's four
 //                           groups; q8_0 (no offset, no min) has dx alone
 //   rAt                     r (f32 bits), with a norm
-import { type Buffer, type KernelBuilder, u32, type Val } from "../ir.ts";
+import { type Buffer, type KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import { chunkGroups, QLAYOUT, type QType, quantizeWord, runDx, runScale, tree, wordSum, XQ_TYPES } from "./dequant.ts";
 import { XQ_RUNS } from "../../graph/ops/qdot.ts";
 
@@ -51,6 +51,13 @@ export function runAt(b: KernelBuilder, w: QType, gi: Val): Val {
   const blk = gi.shr(Math.log2(q.chunks)), c = gi.and(q.chunks - 1);
   const start = sh ? c.shr(sh).mul(sa).add(c.and((1 << sh) - 1).mul(sb)) : c.mul(sa);
   return b.let(blk.mul(q.elems).add(start), "u32", "xat");
+}
+
+/** Where word j (a Val, 0 .. W − 1) of a run starts, from the run's first value: its group's offset plus 4 a word before it there. */
+export function wordOffset(w: QType, j: Val): Val {
+  const groups = chunkGroups(w), W = QLAYOUT[w].per / 4, wpg = W / groups.length;
+  if (groups.some((g, i) => g.n !== 4 * wpg || g.off !== i * (groups.length > 1 ? groups[1].off : 0))) throw new KernelError(`xq_prep: ${w}'s groups are not evenly spaced`);
+  return groups.length > 1 ? j.div(wpg).mul(groups[1].off).add(j.mod(wpg).mul(4)) : j.mul(4);
 }
 
 /** A run's meta words: dx (f32 bits), then its groups' Σq as i16 pairs, padded to l.meta words. */

@@ -20,7 +20,7 @@ import type { Caps } from "../target.ts";
 import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex } from "./common.ts";
 import { chunkGroups, QLAYOUT, type QType, quantizeRun, runDx, runScale, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { combineAt } from "./attention_combine.ts";
-import { prepWord, runAt, storeMeta, type XqLayout, xqLayout } from "./xq_layout.ts";
+import { prepWord, runAt, storeMeta, wordOffset, type XqLayout, xqLayout } from "./xq_layout.ts";
 
 export { type XqLayout, xqLayout } from "./xq_layout.ts";
 
@@ -168,15 +168,14 @@ export function xqPrepCombines(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "nor
 function combinePrep(caps: Caps, s: XqPrepShape & { combine: { hd: number; splits: number } }): Kernel {
   const { k, w } = s;
   const l = xqLayout(w, k, false), groups = chunkGroups(w);
-  const W = l.words, G = groups.length, wpg = W / G, step = G > 1 ? groups[1].off : 0;
+  const W = l.words, wpg = W / groups.length;
   const wg = Math.max(caps.subgroupSize, 64), grid = gridFor(caps, k / wg);
   const { b, x: part, out } = prepKernel(s, wg, grid);
   const vi = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "vi");
   // value vi is byte e of word wi: word j of run gi
   const wi = b.let(vi.shr(2), "u32", "wi"), e = b.let(vi.and(3), "u32", "e");
   const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi.mod(W), "u32", "j");
-  const off = G > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
-  const [v] = combineAt(b, part, s.combine, b.let(runAt(b, w, gi).add(off).add(e), "u32", "at"), 1);
+  const [v] = combineAt(b, part, s.combine, b.let(runAt(b, w, gi).add(wordOffset(w, j)).add(e), "u32", "at"), 1);
   let m = b.let(v.abs(), "f32", "am");
   for (let o = 2 * W; o >= 1; o /= 2) m = b.let(m.max(b.shuffle("xor", m, o)), "f32", "am");
   const { amax, is } = runScale(b, m);
@@ -213,10 +212,8 @@ function wordFits(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "norm" | "team">)
  */
 function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const { k, w } = s;
-  const l = xqLayout(w, k, !!s.norm), groups = chunkGroups(w);
-  const W = l.words, G = groups.length, wpg = W / G, step = G > 1 ? groups[1].off : 0;
-  if (groups.some((g, i) => g.n !== 4 * wpg || g.off !== i * step)) throw new KernelError(`xq_prep: ${w}'s groups are not evenly spaced`);
-  const words = l.runs * W, sg = caps.subgroupSize;
+  const l = xqLayout(w, k, !!s.norm);
+  const W = l.words, words = l.runs * W, sg = caps.subgroupSize;
   const t = s.team;
   const wg = s.norm ? t!.lanes : Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
   const grid = gridFor(caps, Math.ceil(words / wg));
@@ -230,8 +227,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const wi = live ? b.let(wi0.min(words - 1), "u32", "wc") : wi0;
   // j from the unclamped index: lane - j is then the first lane of the invocation's block of W in every lane
   const gi = b.let(wi.div(W), "u32", "gi"), j = b.let(wi0.mod(W), "u32", "j");
-  const off = G > 1 ? j.div(wpg).mul(step).add(j.mod(wpg).mul(4)) : j.mul(4);
-  const at = b.let(runAt(b, w, gi).add(off), "u32", "at");
+  const at = b.let(runAt(b, w, gi).add(wordOffset(w, j)), "u32", "at");
   let v = b.loadv(x, at, 4);
   if (g) {
     const gs: Val[] = [];
