@@ -5,7 +5,8 @@
 //   prefill  bench/driver.ts: time to first token of 512- and 2048-token prompts through the Driver's own chunks
 //   vulkan-prefill  the same on Vulkan (cooperative matrices where the driver has them)
 //   host     host µs per token: bench/decode.ts and the Driver (bench/driver.ts) at stories260K
-//   vulkan, wgpu  bench/decode.ts at the 1B shape on those backends
+//   vulkan, wgpu  bench/decode.ts at the 1B and qwen2.5-0.5b shapes on those backends (issue 23)
+//   quant, vulkan-quant, wgpu-quant  bench/decode.ts over Q4_K_M and Q8_0 weights (8B and 1B; wgpu the 1B)
 //   bun      bench/decode.ts at the 1B shape under Bun (skipped, saying why, when `bun` is not on PATH)
 //
 //   deno run -A bench/suite.ts [--rows decode,deep,...] [--shapes A,B (decode rows; default the three)]
@@ -34,7 +35,7 @@ export interface SuiteRow {
   seconds: number;
 }
 
-interface Job {
+export interface Job {
   group: string;
   /** Command (argv[0] "deno" means this runtime's executable) and its time bound. */
   cmd: string[];
@@ -46,6 +47,8 @@ interface Job {
   skip?: string;
 }
 
+/** Issue 16's goals for the quantized decode rows (fractions of the roofline), by shape and weights. */
+const QUANT_GOALS: Record<string, string> = { "llama-3-8b q4_k_m": ">= 60% of roofline", "llama-3-8b q8_0": ">= 75% of roofline" };
 const SHAPE_GOALS: Record<string, { goal: string; pytorch: number }> = {
   "llama-3.2-1b": { goal: ">= 1380 tok/s (80%)", pytorch: 743 },
   "qwen2.5-0.5b": { goal: ">= 2800 tok/s (65%)", pytorch: 856 },
@@ -59,18 +62,22 @@ function which(cmd: string): string | undefined {
   return r.status === 0 ? r.stdout.trim().split("\n")[0] : undefined;
 }
 
-function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
+export function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
   const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
   // tag "" is the PTX decode row (the issue's goals and PyTorch reference); others carry their own goal.
-  const decodeRows = (tag: string, goal?: string) => (j: any) =>
-    j.rows.map((r: any) => ({
-      name: `${r.shape} ${tag}${r.backend} ${r.dtype}, cap ${r.cap}`,
-      value: r.replay?.tokPerSec, unit: "tok/s",
-      against: r.replay ? `roofline ${(1000 / r.replay.rooflineMs).toFixed(0)} tok/s` : undefined,
-      fraction: r.replay?.rooflineFraction,
-      goal: goal ?? (tag === "" ? SHAPE_GOALS[r.shape]?.goal : undefined),
-      note: r.error ?? (SHAPE_GOALS[r.shape] && tag === "" && !goal ? `PyTorch compiled ${SHAPE_GOALS[r.shape].pytorch} tok/s (issue)` : `${r.replay?.msPerToken.toFixed(3)} ms/token, host ${r.replay?.hostMicros.toFixed(0)} µs`),
-    }));
+  // goalOf: one goal for every row, or one per row (a quantized row's, "" for none)
+  const decodeRows = (tag: string, goalOf?: string | ((r: { shape: string; dtype: string }) => string | undefined)) => (j: any) =>
+    j.rows.map((r: any) => {
+      const goal = typeof goalOf === "function" ? goalOf(r) ?? "" : goalOf;
+      return {
+        name: `${r.shape} ${tag}${r.backend} ${r.dtype}, cap ${r.cap}`,
+        value: r.replay?.tokPerSec, unit: "tok/s",
+        against: r.replay ? `roofline ${(1000 / r.replay.rooflineMs).toFixed(0)} tok/s` : undefined,
+        fraction: r.replay?.rooflineFraction,
+        goal: goal === "" ? undefined : goal ?? (tag === "" ? SHAPE_GOALS[r.shape]?.goal : undefined),
+        note: r.error ?? (SHAPE_GOALS[r.shape] && tag === "" && goal === undefined ? `PyTorch compiled ${SHAPE_GOALS[r.shape].pytorch} tok/s (issue)` : `${r.replay?.msPerToken.toFixed(3)} ms/token, host ${r.replay?.hostMicros.toFixed(0)} µs`),
+      };
+    });
   const out: Job[] = [];
   if (groups.has("decode")) {
     out.push({
@@ -127,9 +134,20 @@ function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
   for (const b of ["vulkan", "wgpu"]) {
     if (!groups.has(b)) continue;
     out.push({
-      group: b, timeoutS: 60, names: [`llama-3.2-1b ${b}`],
-      rows: decodeRows("", b === "vulkan" ? ">= 70% of the ptx row" : "<= 1 ms per step"),
-      cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b", "--backend", b, "--tokens", b === "wgpu" ? "32" : "128", "--deep", "0", "--no-eager", "--json"),
+      group: b, timeoutS: 90, names: [`llama-3.2-1b ${b}`, `qwen2.5-0.5b ${b}`],
+      rows: decodeRows("", b === "vulkan" ? ">= 80% of the ptx row (issue 23)" : ">= 50% of the ptx row, <= 1 ms host per step (issue 23)"),
+      cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b,qwen2.5-0.5b", "--backend", b, "--tokens", b === "wgpu" ? "32" : "128", "--deep", "0", "--no-eager", "--json"),
+    });
+  }
+  // GGUF block weights (issue 16's goals on the suite's backend; Vulkan and WebGPU against it)
+  for (const [group, b] of [["quant", backend], ["vulkan-quant", "vulkan"], ["wgpu-quant", "wgpu"]]) {
+    if (!groups.has(group)) continue;
+    const shapes = b === "wgpu" ? ["llama-3.2-1b"] : ["llama-3-8b", "llama-3.2-1b"];
+    const goal = (r: { shape: string; dtype: string }) => group === "quant" ? QUANT_GOALS[`${r.shape} ${r.dtype}`] : `>= ${b === "vulkan" ? 80 : 50}% of the ${backend} row (issue 23)`;
+    out.push({
+      group, timeoutS: 200, names: shapes.map((x) => `${x} ${b} q4_k_m, q8_0`),
+      rows: decodeRows("", goal),
+      cmd: deno("bench/decode.ts", "--shape", shapes.join(","), "--dtype", "q4_k_m,q8_0", "--backend", b, "--tokens", "32", "--deep", "0", "--no-eager", "--json"),
     });
   }
   if (groups.has("bun")) {
@@ -186,7 +204,7 @@ export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
   return [line(head), line(head.map(() => "---")), ...body.map(line)].join("\n");
 }
 
-const ALL = ["decode", "deep", "prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "bun"];
+const ALL = ["decode", "deep", "prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "quant", "vulkan-quant", "wgpu-quant", "bun"];
 
 if (import.meta.main) {
   const { values } = parseArgs({

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { runDriverBench, SAMPLED } from "../../bench/driver.ts";
-import { formatSuite, type SuiteRow } from "../../bench/suite.ts";
+import { formatSuite, jobs, type SuiteRow } from "../../bench/suite.ts";
 
 test("runDriverBench on the JS device: time to first token per prompt length and Driver decode, finite and positive", { timeout: 120_000 }, async () => {
   const lines: string[] = [];
@@ -47,4 +47,22 @@ test("formatSuite: one Markdown row per measurement, an old column from a baseli
   assert.match(b[2], /\| a ptx bf16, cap 2048 \| 1168 tok\/s \| 1235 tok\/s \|/);
   assert.match(b[3], /\| 1\.40x \| 1\.08x \|/);
   assert.match(b[4], /\| a under Bun \| - \| - \|/);
+});
+
+test("the suite's quantized and Vulkan/WebGPU rows: both issue-23 shapes, issue 16's goals on the 8B rows of the suite's backend, the other backends read against it", () => {
+  const byGroup = (g: string) => jobs(new Set([g]), "ptx", []);
+  const vk = byGroup("vulkan")[0];
+  assert.deepEqual(vk.names, ["llama-3.2-1b vulkan", "qwen2.5-0.5b vulkan"]);
+  assert.ok(vk.cmd.includes("llama-3.2-1b,qwen2.5-0.5b"), vk.cmd.join(" "));
+  const replay = { tokPerSec: 500, rooflineMs: 1, rooflineFraction: 0.5, msPerToken: 2, hostMicros: 20 };
+  const json = { rows: ["q4_k_m", "q8_0"].flatMap((dtype) => ["llama-3-8b", "llama-3.2-1b"].map((shape) => ({ shape, dtype, backend: "ptx", cap: 2048, replay }))) };
+  const q = byGroup("quant")[0];
+  assert.ok(q.cmd.join(" ").includes("--dtype q4_k_m,q8_0 --backend ptx"), q.cmd.join(" "));
+  const rows = q.rows(json);
+  assert.deepEqual(rows.map((r) => r.goal), [">= 60% of roofline", undefined, ">= 75% of roofline", undefined]);
+  assert.ok(rows.every((r) => !/PyTorch/.test(r.note ?? "")), "no bf16 reference on quantized rows");
+  const v = byGroup("vulkan-quant")[0];
+  assert.ok(v.cmd.includes("vulkan"));
+  assert.ok(v.rows({ rows: json.rows.map((r) => ({ ...r, backend: "vulkan" })) }).every((r) => r.goal === ">= 80% of the ptx row (issue 23)"));
+  assert.deepEqual(byGroup("wgpu-quant")[0].names, ["llama-3.2-1b wgpu q4_k_m, q8_0"]);
 });
