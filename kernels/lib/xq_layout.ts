@@ -41,7 +41,7 @@ const START: Record<QType, [number, number, number]> = {
 for (const t of XQ_TYPES) {
   const [sh, a, bb] = START[t];
   XQ_RUNS[t]!.forEach((run, c) => {
-    if (run[0][0] !== (c >> sh) * a + (c & ((1 << sh) - 1)) * bb) throw new Error(`xq_prep.ts: chunk ${c} of ${t} does not start where graph/ops/qdot.ts's run does`);
+    if (run[0][0] !== (c >> sh) * a + (c & ((1 << sh) - 1)) * bb) throw new Error(`xq_layout.ts: chunk ${c} of ${t} does not start where graph/ops/qdot.ts's run does`);
   });
 }
 
