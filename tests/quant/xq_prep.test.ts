@@ -8,7 +8,9 @@
 // partial: every case on the one-lane JS device; elsewhere the cases whose team shape it changes: the fused norms'
 // r and the 2048-wide runs). WGSL on a GPU may contract float code differently in two kernels: there the oracle's bound only. The
 // numerics do not depend on the runtime: under Bun (whose JS device is several times slower) the subgroup JS
-// devices are left to Deno.
+// devices are left to Deno. Then the decode plans: where the prep is taken (every target with an int8 dot), what
+// takes its place (ptx: the combine's prep; Vulkan/WebGPU: the fused attention's prepared output, whose bits
+// tests/kernels/attention_split.test.ts checks), and which barriers a layer's two preps need.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
