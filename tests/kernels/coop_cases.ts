@@ -6,6 +6,7 @@ import { openVulkanDevice, type VulkanDevice } from "../../backends/vulkan/mod.t
 import type { Device } from "../../backends/device.ts";
 import { JS_CAPS, type Caps, type TargetSet } from "../../kernels/target.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
+import { compileGraph } from "../../kernels/lower.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
 
 /** JS caps with cooperative matrices of `coop`'s types, `sg`-lane subgroups and Vulkan's 48 KiB of shared memory. */
@@ -43,4 +44,9 @@ export function tinyLlamaStep(rows: number) {
   const { tracer, logits } = traceLlama(TINY_LLAMA, { rows, cap: 64 }, { dtypeOf });
   tracer.output("logits", logits);
   return { store, map, graph: tracer.build() };
+}
+
+/** The kernel names of tinyLlamaStep(rows) lowered for a CPU target with these caps. */
+export function tinyLlamaKernels(caps: Caps, rows = 20): string[] {
+  return compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
 }

@@ -7,14 +7,13 @@
 // scores' error grows with |q|·|k|·hd; flash.ts's unsplit bound (4e-3 of the magnitude) for f16, 8x that for bf16.
 import { test } from "node:test";
 import { coopFlash } from "../../kernels/lib/coop_flash.ts";
-import { compileGraph } from "../../kernels/lower.ts";
 import type { Caps } from "../../kernels/target.ts";
 import { assertCase, runCase } from "./harness.ts";
 import { type AttnCfg, attentionCase, type KernelCase } from "./cases.ts";
 import assert from "node:assert/strict";
 import { TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
-import { coopDevices, emulatedCoop, jsTarget, openVulkanWith, tinyLlamaStep } from "./coop_cases.ts";
+import { coopDevices, emulatedCoop, openVulkanWith, tinyLlamaKernels, tinyLlamaStep } from "./coop_cases.ts";
 
 const emulated = (sg: number, coop: Caps["coop"] = { bf16: true, f16: true }): Caps => emulatedCoop(sg, coop);
 
@@ -61,7 +60,7 @@ for (const [label, open, caps, skip] of devices) {
 }
 
 test("lowering: a 20-row chunk's attention runs on cooperative matrices where caps.coop, not without or at 8 rows", () => {
-  const names = (caps: Caps, rows = 20) => compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const names = tinyLlamaKernels;
   assert.equal(names(emulated(32)).filter((n) => n.startsWith("coop_flash")).length, TINY_LLAMA.layers);
   assert.ok(!names({ ...emulated(32), coop: undefined }).some((n) => n.startsWith("coop_")));
   assert.ok(!names(emulated(32), 8).some((n) => n.startsWith("coop_")));

@@ -20,10 +20,9 @@ import { asF32, bytes, floats, matmulWant, Rng } from "./data.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
 import { type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
-import { compileGraph } from "../../kernels/lower.ts";
 import { TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
-import { coopDevices, emulatedCoop, jsTarget, openVulkanWith, tinyLlamaStep } from "./coop_cases.ts";
+import { coopDevices, emulatedCoop, openVulkanWith, tinyLlamaKernels, tinyLlamaStep } from "./coop_cases.ts";
 
 type Shape = Omit<CoopMatmulShape, "w" | "name"> & { layout: CoopLayout; w?: BlockDType };
 
@@ -147,7 +146,7 @@ test("spirv: a cooperative-matrix kernel declares the Vulkan memory model, the K
 });
 
 test("lowering: a 20-row Llama chunk's bf16 matmuls run on cooperative matrices where caps.coop, x prepared once per input", () => {
-  const names = (caps: Caps, rows = 20) => compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const names = tinyLlamaKernels;
   const on = names(emulated(32)), off = names({ ...emulated(32), coop: undefined });
   // per layer q, k, v, o, gate, up (the down projection's k = 344 is no multiple of 32) and the head
   assert.equal(on.filter((n) => n.startsWith("coop_matmul")).length, 6 * TINY_LLAMA.layers + 1, on.join(" "));
