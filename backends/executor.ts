@@ -18,8 +18,7 @@ import { byteSize, type DType } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
 import type { CollectiveDevice, CompiledKernel, Device, DeviceBuffer, GroupStep, Recording } from "./device.ts";
-import type { Kernel } from "../kernels/ir.ts";
-import { zeroFill } from "../kernels/lib/fill.ts";
+import { StateReset } from "./reset.ts";
 import { DeviceTimeout, ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
 import { clearInterval, setInterval } from "node:timers";
 
@@ -215,6 +214,15 @@ export class Engine<D extends Device> implements Executor {
   private entries = new Map<EntryId, Entry>();
   private byKey = new Map<EntryKey, EntryId>();
   private nextId = 1;
+  /** resetState's recorded fills, by the State names they zero. */
+  private readonly resets: StateReset;
+  /**
+   * Work enqueued so far (launches and resets), how much of it the latest synchronize covered, and what waits for
+   * a synchronize to free (buffers and recordings that queued work may still use).
+   */
+  private enqueued = 0;
+  private coveredWork = 0;
+  private afterSync: (() => void)[] = [];
   private replays = 0;
   private steps = 0;
   /** Launches so far, and how many of them the latest synchronize covered (Launched.seq). */
@@ -238,6 +246,7 @@ export class Engine<D extends Device> implements Executor {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.compileProgram = opts.compile;
     this.ownsDevice = opts.ownsDevice ?? true;
+    this.resets = new StateReset(device);
   }
 
   /** Why the device is unusable (its own fault, or a wait the engine abandoned), or undefined. */
@@ -471,6 +480,7 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.deviceFor(inst.steps).run(inst.steps);
       else this.device.replay(inst.rec);
       this.replays++;
+      this.enqueued++;
     } catch (err) {
       this.spoil(e);
       throw err;
@@ -554,18 +564,33 @@ export class Engine<D extends Device> implements Executor {
 
   /** Synchronizes the device now: the launches made so far are covered by it (or share its failure). */
   private async syncNow(): Promise<void> {
-    const upTo = this.launches;
+    const upTo = this.launches, work = this.enqueued;
     const done = this.device.synchronize(this.timeoutMs);
     this.syncing = done;
     try {
       await done;
     } catch (err) {
       this.failed = { upTo, err };
+      // A fault stops the device's work there (its later work is dropped): nothing it had queued runs after.
+      if (this.poisoned === undefined) this.coveredWork = work;
       throw err;
     } finally {
       if (this.syncing === done) this.syncing = undefined;
     }
     this.synced = upTo;
+    this.coveredWork = work;
+    // Work enqueued while this synchronize waited is not covered by it: its frees wait for the next.
+    if (work === this.enqueued && this.afterSync.length) {
+      const frees = this.afterSync;
+      this.afterSync = [];
+      for (const f of frees) f();
+    }
+  }
+
+  /** Waits for a synchronize in progress, then synchronizes if work was enqueued since. */
+  private async drain(): Promise<void> {
+    while (this.syncing) await this.syncing.catch(() => {});
+    if (this.enqueued > this.coveredWork) await this.syncNow();
   }
 
   /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */
@@ -580,35 +605,16 @@ export class Engine<D extends Device> implements Executor {
     return await this.bounded("synchronize", read());
   }
 
-  /**
-   * Zeroes a buffer's first `bytes` on the device (a fill kernel, compiled once per size) where the size is whole
-   * words; else through a host upload. K/V state is large (hundreds of MB at long contexts): uploading zeros
-   * cost ~80 ms before every prompt on the H200.
-   */
-  private zero(buf: DeviceBuffer, bytes: number): void {
-    if (bytes % 4 !== 0 || bytes < 1024) {
-      this.device.write(buf, 0, new Uint8Array(bytes));
-      return;
-    }
-    let c = this.zeroKernels.get(bytes);
-    if (!c) this.zeroKernels.set(bytes, c = { k: zeroFill(this.device.target.caps, bytes / 4), compiled: undefined });
-    c.compiled ??= this.device.compile(c.k);
-    this.device.run([{ k: "kernel", compiled: c.compiled, grid: c.k.grid, work: { bytes, flops: 0 }, bindings: [{ buffer: buf, offset: 0, bytes }] }]);
-  }
-  private zeroKernels = new Map<number, { k: Kernel; compiled: CompiledKernel | undefined }>();
-
   resetState(id?: EntryId): void {
     this.live();
     const targets = id === undefined ? [...this.entries.values()] : [this.entry(id)];
     const names = new Set<string>();
     for (const e of targets) for (const p of e.program.state) names.add(p.name);
     for (const b of targets.flatMap((e) => e.program.buffers.filter((x) => x.kind === "state"))) names.add(b.name);
-    for (const n of names) {
-      const s = this.state.get(n);
-      if (!s) continue;
-      this.zero(s.buf, s.bytes);
-      for (const u of s.users) this.entries.get(u)!.needsReset = false;
-    }
+    const live = [...names].filter((n) => this.state.has(n)).sort();
+    this.resets.zero(live.join("\n"), live.map((n) => this.state.get(n)!));
+    this.enqueued++;
+    for (const n of live) for (const u of this.state.get(n)!.users) this.entries.get(u)!.needsReset = false;
     for (const e of targets) e.needsReset = false;
   }
 
@@ -616,18 +622,25 @@ export class Engine<D extends Device> implements Executor {
     const e = this.entry(id);
     this.entries.delete(id);
     this.byKey.delete(e.key);
+    const poisoned = this.poisoned !== undefined;
+    const frees: (() => void)[] = [];
     for (const [n, s] of this.state) {
       s.users.delete(id);
       if (s.users.size === 0) {
-        if (this.poisoned === undefined) this.device.free(s.buf);
+        for (const rec of this.resets.forget(s.buf)) frees.push(() => this.device.releaseRecording(rec));
+        frees.push(() => this.device.free(s.buf));
         this.state.delete(n);
       }
     }
-    if (this.poisoned !== undefined) return; // leak: pending work may reference them
     for (const inst of e.inst) {
-      this.device.releaseRecording(inst.rec);
-      for (const b of inst.own) this.device.free(b);
+      frees.push(() => this.device.releaseRecording(inst.rec));
+      for (const b of inst.own) frees.push(() => this.device.free(b));
     }
+    if (poisoned) return; // leak: pending work may reference them
+    // Work still queued (a step not finished, a resetState's fills) may write these buffers: they go at the next
+    // synchronize, not under it.
+    if (this.enqueued > this.coveredWork) this.afterSync.push(...frees);
+    else for (const f of frees) f();
   }
 
   stats(): ExecutorStats {
@@ -651,9 +664,12 @@ export class Engine<D extends Device> implements Executor {
   }
 
   async unload(): Promise<void> {
+    // Queued work (a step never finished, a reset's fills) may still write what is about to be freed.
+    if (this.poisoned === undefined) await this.bounded("synchronize", this.drain()).catch(() => {});
     const abandoned = this.abandoned !== undefined;
     if (this.poisoned === undefined) {
       for (const id of [...this.entries.keys()]) this.removeEntry(id);
+      for (const f of this.afterSync.splice(0)) f();
       for (const w of new Set(this.weights.values())) this.device.free(w);
     }
     this.entries.clear();

@@ -10,6 +10,8 @@
 //   rec queued      the same replays queued back to back, one synchronize
 //   rec + writes    bare, with the Engine's slot writes of one step (same buffers, same bytes) before each replay
 //   rec + read      bare, with the Engine's readback of the token after each synchronize
+//   reset           resetState and a synchronize (every engine line pays one before its timed steps)
+//   launch + sync   the Engine's launch (slot writes, replay) with a bare synchronize and read after each
 //   own buffers     the plan recorded over buffers bench/kernels.ts allocates (allocProgram, random weights)
 //   engine last     the Engine's loop once more, after all of that
 //
@@ -57,6 +59,15 @@ interface Line {
   ms: number;
   waitMicros: number;
   hostMicros: number;
+  /** Of hostMicros, replay() (issuing) and read() (readback), when the line counted them. */
+  issueMicros?: number;
+  readMicros?: number;
+}
+
+/** A line from the device's times over `tokens` steps of `ms` each. */
+function lineOf(what: string, ms: number, t: { wait: number; issue: number; read: number }, tokens: number): Line {
+  const per = (x: number) => x / tokens * 1000;
+  return { what, ms, waitMicros: per(t.wait), hostMicros: ms * 1000 - per(t.wait), issueMicros: per(t.issue), readMicros: per(t.read) };
 }
 
 /** Per-step times summed over replays, then a Profile (µs per launch per kernel) of `prog`. */
@@ -108,7 +119,8 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
   const lines: Line[] = [];
   const say = (l: Line) => {
     lines.push(l);
-    console.log(`${entry} ${shape}: ${l.what.padEnd(14)} ${l.ms.toFixed(3)} ms/token (${(1000 / l.ms).toFixed(0)} tok/s), wait ${l.waitMicros.toFixed(0)} µs, host ${l.hostMicros.toFixed(0)} µs`);
+    const parts = l.issueMicros === undefined ? "" : ` (issue ${l.issueMicros.toFixed(0)}, read ${l.readMicros!.toFixed(0)})`;
+    console.log(`${entry} ${shape}: ${l.what.padEnd(14)} ${l.ms.toFixed(3)} ms/token (${(1000 / l.ms).toFixed(0)} tok/s), wait ${l.waitMicros.toFixed(0)} µs, host ${l.hostMicros.toFixed(0)} µs${parts}`);
   };
   const stepTimes = (rec: Recording) => dev0.stepTimes?.(rec);
   try {
@@ -138,8 +150,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
         tok = (await eng.step(id, { token: tokenBuf, pos: posBuf })).outputs.token[0];
         sum?.add(stepTimes(rec));
       }
-      const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
-      say({ what, ms, waitMicros: wait * 1000, hostMicros: (ms - wait) * 1000 });
+      say(lineOf(what, (performance.now() - t1) / tokens, dev.take(), tokens));
     };
     const bare = async (what: string, queued: boolean, writes = false, reads = false) => {
       for (let i = 0; i < 3; i++) {
@@ -155,8 +166,7 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
         if (reads) for (const [b, o, n] of dev.reads) await dev.read(b, o, n);
       }
       if (queued) await dev.synchronize(60_000);
-      const ms = (performance.now() - t1) / tokens, wait = dev.take().wait / tokens;
-      say({ what, ms, waitMicros: wait * 1000, hostMicros: (ms - wait) * 1000 });
+      say(lineOf(what, (performance.now() - t1) / tokens, dev.take(), tokens));
     };
 
     await engine("engine", (i) => i, true);
@@ -179,6 +189,31 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
     await bare("rec queued", true);
     await bare("rec + writes", false, true);
     await bare("rec + read", false, false, true);
+    // resetState and a synchronize: each engine line resets before its timed steps, so pays it once per `tokens`.
+    {
+      const n = 8, t1 = performance.now();
+      for (let i = 0; i < n; i++) {
+        eng.resetState();
+        await dev.synchronize(60_000);
+      }
+      const us = (performance.now() - t1) / n * 1000;
+      console.log(`${entry} ${shape}: reset         ${us.toFixed(0)} µs (resetState + synchronize; ${(us / tokens).toFixed(1)} µs a token of an engine line)`);
+    }
+    // The Engine's launch (slot checks and writes, replay) with a bare wait and read: what finish() adds is the rest.
+    {
+      eng.resetState();
+      await dev.synchronize(60_000);
+      const tokenBuf = new Int32Array([1]), posBuf = new Int32Array([0]);
+      dev.take();
+      const t1 = performance.now();
+      for (let i = 0; i < tokens; i++) {
+        eng.launch(id, { token: tokenBuf, pos: posBuf });
+        await dev.synchronize(60_000);
+        for (const [b, o, n] of dev.reads) await dev.read(b, o, n);
+      }
+      say(lineOf("launch + sync", (performance.now() - t1) / tokens, dev.take(), tokens));
+      await eng.step(id, { token: tokenBuf, pos: posBuf }); // the engine's own count of launches caught up
+    }
 
     // The same plan over buffers of its own (bench/kernels.ts's allocProgram, random weights), position 0.
     const bufs = allocProgram(dev0, prog!, 0, "random");
