@@ -6,9 +6,8 @@
 // - once the device reports itself poisoned, every later call throws Poisoned without touching the device;
 // - a step that fails after it replayed marks its entry NeedsReset until resetState;
 // - every wait is bounded by `timeoutMs` (600 s default), by the engine itself: each promise it awaits from the
-//   device is watched by one interval timer per engine (ticking only while a wait is open: a timer armed and
-//   cleared per step costs microseconds of a token), so a device whose wait never settles still yields
-//   DeviceTimeout on time (within timeoutMs plus an eighth of it, at most 100 ms late). The engine
+//   device is watched (backends/bound.ts), so a device whose wait never settles still yields DeviceTimeout on
+//   time (within timeoutMs plus an eighth of it, at most 100 ms late). The engine
 //   then counts the device as poisoned (its pending work may still write its buffers) and never calls it
 //   again, not even to free or destroy. A device that blocks the thread inside a wait (a spin or a blocking
 //   fence wait) cannot be pre-empted by a timer: those backends bound their own waits with the same timeoutMs.
@@ -19,8 +18,8 @@ import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
 import type { CollectiveDevice, CompiledKernel, Device, DeviceBuffer, GroupStep, Recording } from "./device.ts";
 import { StateReset } from "./reset.ts";
-import { DeviceTimeout, ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
-import { clearInterval, setInterval } from "node:timers";
+import { ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
+import { Bound } from "./bound.ts";
 
 export type { Device } from "./device.ts";
 
@@ -238,15 +237,15 @@ export class Engine<D extends Device> implements Executor {
   private lastSyncEnd = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
-  /** Open waits (deadline and how to give up on each) and the one timer that checks them. */
-  private readonly waits = new Set<{ deadline: number; expire: () => void }>();
-  private watchdog: ReturnType<typeof setInterval> | undefined;
+  /** The bound on each wait (one timer for all of them). */
+  private readonly bound: Bound;
 
   constructor(readonly device: D, opts: EngineOptions) {
     this.timeoutMs = opts.timeoutMs ?? 600_000;
     this.compileProgram = opts.compile;
     this.ownsDevice = opts.ownsDevice ?? true;
     this.resets = new StateReset(device);
+    this.bound = new Bound(this.timeoutMs, () => device.target.backend, (what) => this.abandoned ??= `${what} did not finish within ${this.timeoutMs} ms`);
   }
 
   /** Why the device is unusable (its own fault, or a wait the engine abandoned), or undefined. */
@@ -262,45 +261,7 @@ export class Engine<D extends Device> implements Executor {
 
   /** Awaits a device promise for at most timeoutMs; past it, poisons the engine and raises DeviceTimeout. */
   private bounded<T>(what: string, p: Promise<T>): Promise<T> {
-    const ms = this.timeoutMs;
-    return new Promise<T>((resolve, reject) => {
-      const w = {
-        deadline: performance.now() + ms,
-        expire: () => {
-          this.abandoned ??= `${what} did not finish within ${ms} ms`;
-          reject(new DeviceTimeout(this.device.target.backend, what, ms));
-        },
-      };
-      this.watch(w);
-      p.then((v) => {
-        this.unwatch(w);
-        resolve(v);
-      }, (e) => {
-        this.unwatch(w);
-        reject(e);
-      });
-    });
-  }
-
-  private watch(w: { deadline: number; expire: () => void }): void {
-    this.waits.add(w);
-    if (!this.watchdog) {
-      this.watchdog = setInterval(() => {
-        const now = performance.now();
-        for (const x of this.waits) {
-          if (now < x.deadline) continue;
-          this.waits.delete(x);
-          x.expire();
-        }
-        if (this.waits.size === 0) this.watchdog?.unref();
-      }, Math.max(1, Math.min(100, this.timeoutMs / 8)));
-    } else if (this.waits.size === 1) this.watchdog.ref();
-  }
-
-  private unwatch(w: { deadline: number; expire: () => void }): void {
-    this.waits.delete(w);
-    // Idle, the timer must not keep the process alive (and costs nothing while unreferenced).
-    if (this.waits.size === 0) this.watchdog?.unref();
+    return this.bound.wait(what, p);
   }
 
   targetSet(): TargetSet {
@@ -680,8 +641,7 @@ export class Engine<D extends Device> implements Executor {
     try {
       if (this.ownsDevice && !abandoned) await this.bounded("destroy", this.device.destroy());
     } finally {
-      if (this.watchdog) clearInterval(this.watchdog);
-      this.watchdog = undefined;
+      this.bound.close();
     }
   }
 }
