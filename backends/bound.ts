@@ -16,7 +16,7 @@ export class Bound {
   #timer: ReturnType<typeof setInterval> | undefined;
 
   /** `onExpire` hears of each wait given up on (`what`, as the DeviceTimeout names it) before its promise rejects. */
-  constructor(readonly ms: number, readonly backend: () => string, readonly onExpire: (what: string) => void) {}
+  constructor(readonly ms: number, readonly backend: string, readonly onExpire: (what: string) => void) {}
 
   /** Settles as `p` does, or rejects with DeviceTimeout once `ms` have passed. */
   wait<T>(what: string, p: Promise<T>): Promise<T> {
@@ -26,7 +26,7 @@ export class Bound {
         deadline: performance.now() + ms,
         expire: () => {
           this.onExpire(what);
-          reject(new DeviceTimeout(this.backend(), what, ms));
+          reject(new DeviceTimeout(this.backend, what, ms));
         },
       };
       this.#watch(w);

@@ -215,16 +215,11 @@ export class Engine<D extends Device> implements Executor {
   private nextId = 1;
   /** resetState's recorded fills, by the State names they zero. */
   private readonly resets: StateReset;
-  /**
-   * Work enqueued so far (launches and resets), how much of it the latest synchronize covered, and what waits for
-   * a synchronize to free (buffers and recordings that queued work may still use).
-   */
-  private enqueued = 0;
-  private coveredWork = 0;
+  /** What waits for a synchronize to free (buffers and recordings that queued work may still use). */
   private afterSync: (() => void)[] = [];
   private replays = 0;
   private steps = 0;
-  /** Launches so far, and how many of them the latest synchronize covered (Launched.seq). */
+  /** Work enqueued so far (launches, each a Launched.seq, and resets), and how much the latest synchronize covered. */
   private launches = 0;
   private synced = 0;
   /** The synchronize in progress, if any, and the latest that failed (with the launches it covered). */
@@ -237,7 +232,7 @@ export class Engine<D extends Device> implements Executor {
   private lastSyncEnd = 0;
   /** Set when the engine gave up on a wait the device never finished; the device may not know it. */
   private abandoned: string | undefined;
-  /** The bound on each wait (one timer for all of them). */
+  /** Bounds every device promise the engine awaits (timeoutMs); past it, poisons the engine: DeviceTimeout. */
   private readonly bound: Bound;
 
   constructor(readonly device: D, opts: EngineOptions) {
@@ -245,7 +240,7 @@ export class Engine<D extends Device> implements Executor {
     this.compileProgram = opts.compile;
     this.ownsDevice = opts.ownsDevice ?? true;
     this.resets = new StateReset(device);
-    this.bound = new Bound(this.timeoutMs, () => device.target.backend, (what) => this.abandoned ??= `${what} did not finish within ${this.timeoutMs} ms`);
+    this.bound = new Bound(this.timeoutMs, device.target.backend, (what) => this.abandoned ??= `${what} did not finish within ${this.timeoutMs} ms`);
   }
 
   /** Why the device is unusable (its own fault, or a wait the engine abandoned), or undefined. */
@@ -257,11 +252,6 @@ export class Engine<D extends Device> implements Executor {
   private live(): void {
     const p = this.poisoned;
     if (p !== undefined) throw new Poisoned(this.device.target.backend, p);
-  }
-
-  /** Awaits a device promise for at most timeoutMs; past it, poisons the engine and raises DeviceTimeout. */
-  private bounded<T>(what: string, p: Promise<T>): Promise<T> {
-    return this.bound.wait(what, p);
   }
 
   targetSet(): TargetSet {
@@ -300,7 +290,7 @@ export class Engine<D extends Device> implements Executor {
       this.weights.set(role, buf);
       opts.onTensor?.(++done, roles.length, doneBytes, totalBytes);
     }
-    await this.bounded("synchronize", this.syncNow());
+    await this.bound.wait("synchronize", this.syncNow());
   }
 
   addEntry(key: EntryKey, graph: Graph): EntryId {
@@ -441,7 +431,6 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.deviceFor(inst.steps).run(inst.steps);
       else this.device.replay(inst.rec);
       this.replays++;
-      this.enqueued++;
     } catch (err) {
       this.spoil(e);
       throw err;
@@ -462,7 +451,7 @@ export class Engine<D extends Device> implements Executor {
       if (parkMs >= PARK_MIN_MS) await new Promise<void>((r) => setTimeout(r, parkMs));
       const parkedMicros = parkMs >= PARK_MIN_MS ? (performance.now() - tRun) * 1000 : 0;
       // One bound (one timer) for the wait and the readbacks together: a timer per await costs microseconds.
-      const { outputs, waited: waits } = await this.bounded("synchronize", this.collect(e, l));
+      const { outputs, waited: waits } = await this.bound.wait("synchronize", this.collect(e, l));
       const hostMicros = (performance.now() - t0) * 1000, waitMicros = waits ? this.lastWait * 1000 : 0;
       // A wait that found the device already done after a park says only that the device took less than the
       // park: the estimate halves (parking too long delays every token; too short only overlaps less), else the
@@ -525,23 +514,20 @@ export class Engine<D extends Device> implements Executor {
 
   /** Synchronizes the device now: the launches made so far are covered by it (or share its failure). */
   private async syncNow(): Promise<void> {
-    const upTo = this.launches, work = this.enqueued;
+    const upTo = this.launches;
     const done = this.device.synchronize(this.timeoutMs);
     this.syncing = done;
     try {
       await done;
     } catch (err) {
       this.failed = { upTo, err };
-      // A fault stops the device's work there (its later work is dropped): nothing it had queued runs after.
-      if (this.poisoned === undefined) this.coveredWork = work;
       throw err;
     } finally {
       if (this.syncing === done) this.syncing = undefined;
     }
     this.synced = upTo;
-    this.coveredWork = work;
     // Work enqueued while this synchronize waited is not covered by it: its frees wait for the next.
-    if (work === this.enqueued && this.afterSync.length) {
+    if (upTo === this.launches && this.afterSync.length) {
       const frees = this.afterSync;
       this.afterSync = [];
       for (const f of frees) f();
@@ -551,7 +537,7 @@ export class Engine<D extends Device> implements Executor {
   /** Waits for a synchronize in progress, then synchronizes if work was enqueued since. */
   private async drain(): Promise<void> {
     while (this.syncing) await this.syncing.catch(() => {});
-    if (this.enqueued > this.coveredWork) await this.syncNow();
+    if (this.launches > this.synced) await this.syncNow();
   }
 
   /** The bytes a State buffer holds now (for checks against the oracle; not a per-token path). */
@@ -563,7 +549,7 @@ export class Engine<D extends Device> implements Executor {
       await this.syncNow();
       return await this.device.read(s.buf, 0, s.bytes);
     };
-    return await this.bounded("synchronize", read());
+    return await this.bound.wait("synchronize", read());
   }
 
   resetState(id?: EntryId): void {
@@ -574,7 +560,7 @@ export class Engine<D extends Device> implements Executor {
     for (const b of targets.flatMap((e) => e.program.buffers.filter((x) => x.kind === "state"))) names.add(b.name);
     const live = [...names].filter((n) => this.state.has(n)).sort();
     this.resets.zero(live.join("\n"), live.map((n) => this.state.get(n)!));
-    this.enqueued++;
+    this.launches++; // enqueued work a synchronize covers, as a launch's
     for (const n of live) for (const u of this.state.get(n)!.users) this.entries.get(u)!.needsReset = false;
     for (const e of targets) e.needsReset = false;
   }
@@ -600,7 +586,7 @@ export class Engine<D extends Device> implements Executor {
     if (poisoned) return; // leak: pending work may reference them
     // Work still queued (a step not finished, a resetState's fills) may write these buffers: they go at the next
     // synchronize, not under it.
-    if (this.enqueued > this.coveredWork) this.afterSync.push(...frees);
+    if (this.launches > this.synced) this.afterSync.push(...frees);
     else for (const f of frees) f();
   }
 
@@ -626,7 +612,7 @@ export class Engine<D extends Device> implements Executor {
 
   async unload(): Promise<void> {
     // Queued work (a step never finished, a reset's fills) may still write what is about to be freed.
-    if (this.poisoned === undefined) await this.bounded("synchronize", this.drain()).catch(() => {});
+    if (this.poisoned === undefined) await this.bound.wait("synchronize", this.drain()).catch(() => {});
     const abandoned = this.abandoned !== undefined;
     if (this.poisoned === undefined) {
       for (const id of [...this.entries.keys()]) this.removeEntry(id);
@@ -639,7 +625,7 @@ export class Engine<D extends Device> implements Executor {
     this.state.clear();
     // A device with a wait still outstanding is not destroyed: destroy would wait on that same work.
     try {
-      if (this.ownsDevice && !abandoned) await this.bounded("destroy", this.device.destroy());
+      if (this.ownsDevice && !abandoned) await this.bound.wait("destroy", this.device.destroy());
     } finally {
       this.bound.close();
     }
