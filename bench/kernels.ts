@@ -354,9 +354,9 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
-async function wallBackends(backends: string[], shapes: string[], pos: number, weights: "zero" | "random", warmupMs: number, cap = 2048): Promise<number> {
-  if (!(Number.isInteger(pos) && pos >= 0 && pos < cap)) throw new RangeError(`--pos ${pos} outside the capacity ${cap}`);
-  for (const shape of shapes) {
+async function wallBackends(backends: string[], shapes: string[], positions: number[], weights: "zero" | "random", warmupMs: number, cap = 2048): Promise<number> {
+  for (const pos of positions) if (!(Number.isInteger(pos) && pos >= 0 && pos < cap)) throw new RangeError(`--pos ${pos} outside the capacity ${cap}`);
+  for (const shape of shapes) for (const pos of positions) {
     console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token after ${warmupMs} ms of warm-up replays (median of 5 rounds of 30 ± half the spread)`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(14)} ${"synced".padStart(14)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
@@ -455,7 +455,7 @@ async function main(args: string[]): Promise<number> {
   if (weights !== "zero" && weights !== "random") throw new RangeError(`--weights: zero or random, not ${weights}`);
   const warmupMs = Number(values["warmup-ms"] ?? 1000);
   if (!(Number.isInteger(warmupMs) && warmupMs >= 0)) throw new RangeError(`--warmup-ms: a whole number of ms, not ${values["warmup-ms"]}`);
-  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), weights, warmupMs, Number(values.cap ?? 2048));
+  if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, (values.pos ?? "0").split(",").map(Number), weights, warmupMs, Number(values.cap ?? 2048));
   if (values.backend && values.backend !== "ptx") {
     const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);

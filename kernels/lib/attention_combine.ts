@@ -29,7 +29,7 @@ export function attentionCombine(caps: Caps, s: { rows?: number; heads: number; 
   if (grid[0] * grid[1] * grid[2] * wg > total) b.if(idx.ge(total), () => b.return());
   const base = b.let(idx.div(hd).mul(splits * stride), "u32", "base");
   const d = b.let(idx.mod(hd).add(2), "u32", "d");
-  const ws = combineWeights(b, partSource(b, part, base, stride), splits);
+  const ws = combineWeights(b, loadedFirst(b, partSource(b, part, base, stride), splits, [d]), splits);
   b.store(out, idx, combineDim(b, d, ws, splits));
   return b.build();
 }
@@ -68,6 +68,23 @@ function partSource(b: KernelBuilder, part: Buffer, base: Val, stride: number, a
     },
   };
 }
+/**
+ * `src` with every split's (m, l) and its acc elements `ds` loaded before any is used: one round trip to L2 where
+ * loading the acc elements after the weights took two (H200, qwen2.5-0.5b's combine 2.43 -> 2.02 µs). The same
+ * values, so the same bits.
+ */
+function loadedFirst(b: KernelBuilder, src: CombineSource, splits: number, ds: Val[]): CombineSource {
+  const ml = Array.from({ length: splits }, (_, sp) => src.ml(sp));
+  const accs = ds.map((d) => Array.from({ length: splits }, (_, sp) => b.let(src.acc(sp, d), "f32", "a")));
+  return {
+    ml: (sp) => ml[sp],
+    acc: (sp, d) => {
+      const i = ds.indexOf(d);
+      if (i < 0) throw new KernelError("attention combine: an acc element not loaded first");
+      return accs[i][sp];
+    },
+  };
+}
 interface CombineWeights {
   src: CombineSource;
   /** e^(m_s - M) per split. */
@@ -103,9 +120,11 @@ function padded(sum: Val, splits: number, real?: number): Val {
  */
 export function combineAt(b: KernelBuilder, part: Buffer, s: { hd: number; splits: number }, e: Val, n: number): Val[] {
   const stride = s.hd + 2;
-  const ws = combineWeights(b, partSource(b, part, b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base"), stride), s.splits);
+  const base = b.let(e.div(s.hd).mul(s.splits * stride), "u32", "base");
   const d = b.let(e.mod(s.hd).add(2), "u32", "d");
-  return Array.from({ length: n }, (_, i) => b.let(combineDim(b, i ? d.add(i) : d, ws, s.splits), "f32", "o"));
+  const ds = Array.from({ length: n }, (_, i) => (i ? b.let(d.add(i), "u32", "d") : d));
+  const ws = combineWeights(b, loadedFirst(b, partSource(b, part, base, stride), s.splits, ds), s.splits);
+  return ds.map((di) => b.let(combineDim(b, di, ws, s.splits), "f32", "o"));
 }
 
 /** Output element `d - 2` of the item (d counts from the partial's acc, past m and l). */
