@@ -16,6 +16,7 @@ import type { WeightMap, WeightStore } from "../graph/weights.ts";
 import { byteSize, type DType } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Program } from "../kernels/program.ts";
+import type { CompileOptions } from "../kernels/lower.ts";
 import type { CollectiveDevice, CompiledKernel, Device, DeviceBuffer, GroupStep, Recording } from "./device.ts";
 import { StateReset } from "./reset.ts";
 import { ExecError, NeedsReset, Poisoned, Unsupported } from "./errors.ts";
@@ -123,7 +124,8 @@ export interface Executor {
    */
   stepsAhead?(): number;
   loadWeights(store: WeightStore, map: WeightMap, opts?: LoadOptions): Promise<void>;
-  addEntry(key: EntryKey, graph: Graph): EntryId;
+  /** `opts`: compile options of this entry over the executor's own (a variant of a step: llm/steps.ts short decode). */
+  addEntry(key: EntryKey, graph: Graph, opts?: CompileOptions): EntryId;
   step(entry: EntryId, slots: SlotValues, opts?: StepOptions): Promise<StepResult>;
   resetState(entry?: EntryId): void;
   removeEntry(entry: EntryId): void;
@@ -138,7 +140,7 @@ export interface LoadOptions {
 }
 
 /** Turns a graph into a Program for a target (optimize, plan, lower). Injected so the engine stays generic. */
-export type ProgramCompiler = (graph: Graph, target: TargetSet) => Program;
+export type ProgramCompiler = (graph: Graph, target: TargetSet, opts?: CompileOptions) => Program;
 
 export interface EngineOptions {
   compile: ProgramCompiler;
@@ -293,11 +295,11 @@ export class Engine<D extends Device> implements Executor {
     await this.bound.wait("synchronize", this.syncNow());
   }
 
-  addEntry(key: EntryKey, graph: Graph): EntryId {
+  addEntry(key: EntryKey, graph: Graph, opts?: CompileOptions): EntryId {
     this.live();
     const known = this.byKey.get(key);
     if (known !== undefined) return known;
-    const program = this.compileProgram(graph, this.device.target);
+    const program = this.compileProgram(graph, this.device.target, opts);
     const id = this.nextId++;
     try {
       const compiled = new Map<object, CompiledKernel>();

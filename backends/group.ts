@@ -25,6 +25,7 @@ import { rankWeights } from "../graph/shard.ts";
 import { runStages, type Staged, splitAtCollectives } from "../graph/stages.ts";
 import type { Storage } from "../graph/dtype.ts";
 import type { TargetSet } from "../kernels/target.ts";
+import type { CompileOptions } from "../kernels/lower.ts";
 import { ExecError, Poisoned, Unsupported } from "./errors.ts";
 import {
   Engine, type EntryId, type EntryKey, type Executor, type ExecutorStats, type HostArray, type Launched, type LoadOptions,
@@ -143,7 +144,7 @@ export class RankGroup implements Executor {
     }
   }
 
-  addEntry(key: EntryKey, graph: Graph): EntryId {
+  addEntry(key: EntryKey, graph: Graph, opts?: CompileOptions): EntryId {
     const known = this.byKey.get(key);
     if (known !== undefined) return known;
     const sharded = shardGraph(graph, this.plan);
@@ -151,8 +152,8 @@ export class RankGroup implements Executor {
     const ids: EntryId[][] = this.ranks.map(() => []);
     try {
       for (let r = 0; r < this.ranks.length; r++) {
-        if (!staged) ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}`, sharded));
-        else staged.stages.forEach((s, k) => ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}.${k}`, s.graph)));
+        if (!staged) ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}`, sharded, opts));
+        else staged.stages.forEach((s, k) => ids[r].push(this.ranks[r].addEntry(`${key}#tp${this.plan.tp}.${k}`, s.graph, opts)));
       }
     } catch (e) {
       ids.forEach((row, r) => row.forEach((id) => this.ranks[r].removeEntry(id)));

@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { Engine, MAX_INSTANCES } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
-import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
+import { compileGraph, type CompileOptions, SHORT_DECODE, shortDecodeReach } from "../kernels/lower.ts";
 import type { Program } from "../kernels/program.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Graph } from "../graph/ir.ts";
@@ -91,6 +91,11 @@ export interface BenchVariant {
    * back to back and then finished in order, so the device runs them without waiting for the host in between.
    */
   ahead?: number;
+  /**
+   * The short-context entry beside the step's, taken while a step's row sees at most its reach of positions, as
+   * the Driver does (llm/steps.ts, kernels/lower/attention.ts SHORT_DECODE; default true: where it differs).
+   */
+  short?: boolean;
 }
 
 /** One timed run of consecutive decode steps. */
@@ -123,6 +128,8 @@ export interface BenchRow {
   shape: string;
   /** The lowering variant's label (BenchOptions.variants), when there are variants. */
   variant?: string;
+  /** Positions below which the short-context entry ran (BenchVariant.short), when there was one. */
+  shortReach?: number;
   config: LlamaConfig;
   backend: string;
   device: string;
@@ -250,9 +257,9 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   const timed = new TimedDevice(dev);
   let program: Program | undefined;
   let planMs = 0, current = opts.compile;
-  const compile = (g: Graph, t: TargetSet): Program => {
+  const compile = (g: Graph, t: TargetSet, o?: CompileOptions): Program => {
     const t0 = performance.now();
-    program = compileGraph(g, t, current);
+    program = compileGraph(g, t, { ...current, ...o });
     planMs += performance.now() - t0;
     return program;
   };
@@ -276,7 +283,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
       program = undefined;
       planMs = 0;
       try {
-        await variantRow(row, v.label, v.ahead ?? 1);
+        await variantRow(row, v.label, v.ahead ?? 1, v.short ?? true);
       } catch (e) {
         row.error = `${(e as Error).name}: ${(e as Error).message}`;
         log(`${shape.name}${v.label ? ` (${v.label})` : ""}: failed: ${(e as Error).stack ?? row.error}`);
@@ -296,11 +303,12 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
   }
   return rows;
 
-  async function variantRow(row: BenchRow, label: string, ahead: number): Promise<void> {
+  async function variantRow(row: BenchRow, label: string, ahead: number, short: boolean): Promise<void> {
     const name = label ? `${shape.name} (${label})` : shape.name;
     timed.take();
     const t0 = performance.now();
-    const id = eng.addEntry(`decode:${shape.name}:${cap}:${kvDtype}:${label}`, decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1));
+    const key = `decode:${shape.name}:${cap}:${kvDtype}:${label}`, graph = decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1);
+    const id = eng.addEntry(key, graph);
     row.compileSeconds = (performance.now() - t0) / 1000;
     const ct = timed.take();
     row.planSeconds = planMs / 1000;
@@ -311,6 +319,14 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     row.plannedBytes = program!.steps.reduce((a, s) => a + s.work.bytes, 0);
     log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
       `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
+    // the short-context entry, as the Driver's Steps make it (the same graph; its own compile options)
+    const reach = short ? shortDecodeReach(dev.target.caps, { heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, cap, kv: kvDtype }) : 0;
+    const shortId = reach > 0 ? eng.addEntry(`${key}:short`, graph, { ...current, ...SHORT_DECODE }) : undefined;
+    if (shortId !== undefined) {
+      row.shortReach = reach;
+      log(`${name}: short-context entry for positions below ${reach}: ${program!.steps.length} dispatches`);
+    }
+    const at = (p: number) => (shortId !== undefined && p + 1 <= reach ? shortId : id);
 
     // Greedy tokens from `tok` at positions start.. start + n - 1, one step at a time or `ahead` in flight (every
     // step after the first of the run reading the token its predecessor left on the device).
@@ -320,7 +336,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
         for (let p = start; p < start + n; p++) {
           tokenBuf[0] = tok;
           posBuf[0] = p;
-          tok = (await eng.step(id, { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
+          tok = (await eng.step(at(p), { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
           ids?.push(tok);
         }
         return tok;
@@ -330,7 +346,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
         for (let i = 0; i < ahead && p + i < start + n; i++) {
           tokenBuf[0] = p + i === start ? tok : -1;
           posBuf[0] = p + i;
-          launched.push(eng.launch(id, { token: tokenBuf, pos: posBuf }, { instance: i }));
+          launched.push(eng.launch(at(p + i), { token: tokenBuf, pos: posBuf }, { instance: i }));
         }
         for (const l of launched) {
           tok = (await eng.finish(l)).outputs.token[0];
@@ -381,6 +397,7 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     const deepAt = Math.min(deep, cap - Math.max(warmup, ahead) - deepTokens); // its warm-up runs `ahead` steps
     if (deep > 0 && deepAt > 0) say("replay", row.deep = await phase(deepAt, deepTokens, false));
     eng.removeEntry(id);
+    if (shortId !== undefined) eng.removeEntry(shortId);
   }
 }
 
@@ -402,7 +419,9 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
   list gives a row per value on one load of the weights) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
   step the token its predecessor sampled on the device, launches K steps back to back and reads their tokens
-  after; default 1, each token read before the next step; a list gives a row per value)
+  after; default 1, each token read before the next step; a list gives a row per value) [--short-decode on|off[,...]]
+  (the step's short-context entry taken while a row sees few positions, as the Driver does: kernels/lower/attention.ts
+  SHORT_DECODE; default on, where the target has one; a list gives a row per value)
 shapes: ${Object.keys(SHAPES).join(", ")}, custom (with --custom dim=64,hidden=172,layers=5,heads=8,kvHeads=4,...)
 dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype; q4_k_m, q5_k_m, q6_k, q4_0
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
@@ -428,7 +447,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
-      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, ahead: { type: "string" },
+      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, ahead: { type: "string" }, "short-decode": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -468,8 +487,13 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
   const xqs = xp?.map((v): BenchVariant => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
   const aheads = values.ahead?.split(",").map((v) => int("ahead", v.trim(), 1)!);
   if (aheads?.some((k) => k > MAX_INSTANCES)) throw new RangeError(`--ahead must be at most ${MAX_INSTANCES}`);
-  const variants = !aheads ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
+  const ahead = !aheads ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
     aheads.map((k): BenchVariant => ({ label: [v.label, `ahead ${k}`].filter(Boolean).join(", "), compile: v.compile, ahead: k }))
+  );
+  const sd = values["short-decode"]?.split(",").map((s) => s.trim());
+  if (sd && (sd.length === 0 || sd.some((v) => v !== "on" && v !== "off"))) throw new RangeError(`--short-decode must be on, off or a list of them, got "${values["short-decode"]}"`);
+  const variants = !sd ? ahead : (ahead ?? [{ label: "", compile: {} }]).flatMap((v) =>
+    sd.map((o): BenchVariant => ({ ...v, label: [v.label, `short ${o}`].filter(Boolean).join(", "), short: o === "on" }))
   );
   return {
     shapes, backend: (values.backend ?? "auto") as BackendChoice,

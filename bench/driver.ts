@@ -93,7 +93,7 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
     format: "gguf", contextLength: ctx, close() {},
   } as unknown as ModelHandle;
   const dev = new TimedDevice(await openBackend(o.backend));
-  const exec = new Engine(dev, { compile: (g, t) => compileGraph(g, t) });
+  const exec = new Engine(dev, { compile: (g, t, opts) => compileGraph(g, t, opts) });
   const t0 = performance.now();
   const driver = await Driver.open(model, exec, {
     ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}), ...(o.stepRows !== undefined ? { prefillStepRows: o.stepRows } : {}),

@@ -108,7 +108,7 @@ export async function runPrefillBench(o: {
       } as unknown as ModelHandle;
       const dev = new TimedDevice(await openBackend(o.backend));
       const copts: CompileOptions = { mmaLayout: o.layout, stagedLayout: o.stagedLayout, flashLayout: o.flashLayout, ...spec.compile };
-      const engine = new Engine(dev, { compile: (g, t) => compileGraph(g, t, copts) });
+      const engine = new Engine(dev, { compile: (g, t, o) => compileGraph(g, t, { ...copts, ...o }) });
       const t0 = performance.now();
       const driver = await Driver.open(model, engine, { ctx, prefill: o.prefill ?? spec.prefill });
       const chunks = (driver as unknown as { steps: { prefillRows: number[] } }).steps.prefillRows.join(",");

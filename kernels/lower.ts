@@ -582,3 +582,4 @@ function literalBytes(n: Node): Uint8Array {
   const v = evaluate(one).output.x;
   return new Uint8Array(v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength));
 }
+export { SHORT_DECODE, shortDecodeReach } from "./lower/attention.ts";

@@ -79,6 +79,8 @@ export class Driver {
     if (opts.stepsAhead !== undefined && !(isInt(opts.stepsAhead) && opts.stepsAhead >= 1 && opts.stepsAhead <= MAX_INSTANCES)) {
       throw new InvalidArgumentError("stepsAhead", `${String(opts.stepsAhead)} is not an integer from 1 to ${MAX_INSTANCES}`);
     }
+    const sd = opts.shortDecode;
+    if (sd !== undefined && typeof sd !== "boolean" && !(isInt(sd) && sd >= 1)) throw new InvalidArgumentError("shortDecode", `${String(sd)} is not a boolean or a positive integer`);
     // An executor without stepsAhead (a tensor-parallel group) runs an entry's steps one at a time.
     const ahead = exec.stepsAhead ? opts.stepsAhead ?? exec.stepsAhead() : 1;
     this.kvDtype = kvDtypeOf(model, opts);
@@ -88,7 +90,7 @@ export class Driver {
     const prefillRows = [...new Set(prefill.filter((r) => r > 1 && r <= this.ctx))].sort((a, b) => b - a);
     this.steps = new Steps(model, exec, this.ctx, prefillRows, () => {
       if (this.encoder) throw new ModelKindError(this.model.arch, "is an encoder: it embeds and reranks (poot embed, poot rerank); it cannot generate text");
-    }, this.kvDtype, stepRows, caps.staging ? STAGED_MIN_ROWS : 0, ahead);
+    }, this.kvDtype, stepRows, caps.staging ? STAGED_MIN_ROWS : 0, ahead, opts.shortDecode ?? true);
   }
 
   /**

@@ -53,6 +53,13 @@ export interface DriverOptions {
    * the device's (8 on WebGPU and ptx, 1 elsewhere: Device.stepsAhead); a tensor-parallel group runs one at a time.
    */
   stepsAhead?: number;
+  /**
+   * A decode step has a second entry for short contexts where the target's decode attention is two kernels (PTX):
+   * one fused kernel while the row sees few positions (kernels/lower/attention.ts SHORT_DECODE: up to 128-256 of
+   * them), ~2-5% faster there; where that covers the whole context, the step's one entry is compiled so. Default
+   * on; false: the one entry as the target's default; a number: short entries for at most that many positions.
+   */
+  shortDecode?: boolean | number;
   /** Called as weights go to the device (per tensor) and as step shapes compile (per entry). */
   onProgress?: (p: LoadProgress) => void;
   /** An encoder model's (batch, seq) buckets compiled at open (default batches [1, 8, 32], seqs [32, 128, 512]). */

@@ -5,7 +5,7 @@
 // sizes the context (contextRequest).
 import { type EntryId, type Executor, MAX_INSTANCES, type StepOptions } from "../backends/executor.ts";
 import type { Caps } from "../kernels/target.ts";
-import { tiledAuto } from "../kernels/lower.ts";
+import { SHORT_DECODE, shortDecodeReach, tiledAuto } from "../kernels/lower.ts";
 import { LlmError } from "./errors.ts";
 import type { ModelHandle } from "./model.ts";
 import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BIAS, readSample, type RowContext, type RowLogprobs, type SamplerParams, SamplerSlots } from "./sampling.ts";
@@ -29,6 +29,13 @@ export class Steps {
   private readonly entries = new Map<string, EntryId>();
   /** The sampler's slots (one row), rewritten every step. */
   private readonly sampling: SamplerSlots;
+  /**
+   * Positions a one-row step may see while its short entry is the faster one (kernels/lower/attention.ts
+   * SHORT_DECODE), 0: no short entries.
+   */
+  private readonly reach: number;
+  /** The short entry of a one-row step's entry (run takes it while pos + 1 <= reach). */
+  private readonly short = new Map<EntryId, EntryId>();
 
   /**
    * `prefillRows`: the prompt chunk row counts, widest first (1 is implied); `guard` throws where the model
@@ -51,7 +58,15 @@ export class Steps {
      * token (StepShape.feed), whoever runs it.
      */
     readonly ahead = 1,
+    /**
+     * One-row steps get a second entry for short contexts where it differs (shortDecodeReach); a number: at most
+     * that many positions (DriverOptions.shortDecode).
+     */
+    shortDecode: boolean | number = false,
   ) {
+    const c = model.config;
+    const reach = shortDecode === false ? 0 : shortDecodeReach(exec.targetSet().caps, { heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, cap: ctx, kv: kvDtype });
+    this.reach = reach >= MIN_REACH ? Math.min(reach, ctx, typeof shortDecode === "number" ? shortDecode : Infinity) : 0;
     // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
     this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
   }
@@ -101,8 +116,13 @@ export class Steps {
     } else {
       tracer.output("hidden", hidden);
     }
-    id = this.exec.addEntry(key, tracer.build());
+    const graph = tracer.build();
+    // A one-row step compiled for short contexts too (the same slots, State and outputs): run picks it by
+    // position; where it serves the whole context, it is the step's one entry.
+    const short = this.reach > 0 && kind === "step" && rows === 1, whole = short && this.reach >= this.ctx;
+    id = this.exec.addEntry(key, graph, whole ? SHORT_DECODE : undefined);
     this.entries.set(key, id);
+    if (short && !whole) this.short.set(id, this.exec.addEntry(`${key}:short`, graph, SHORT_DECODE));
     return id;
   }
 
@@ -150,7 +170,8 @@ export class Steps {
     const h = ctx.history, V = this.model.config.vocab;
     const at = Int32Array.from(tokens, (t, i) => (h && i < real ? t : V));
     const value = Uint32Array.from(tokens, (t, i) => (h && i < real ? countWord(h, t) : 0));
-    const r = await this.exec.step(id, {
+    const short = this.short.get(id);
+    const r = await this.exec.step(short !== undefined && pos + tokens.length <= this.reach ? short : id, {
       token: Int32Array.from(tokens),
       pos: new Int32Array([pos]),
       ...(tokens.length > 1 ? { [LAST_ROW_SLOT]: new Int32Array([real - 1]) } : {}),
@@ -237,6 +258,9 @@ export function prefillDefault(caps: Caps): number[] {
   if (caps.mma) return caps.staging ? [2048, 512, 64, 16, 8] : [512, 64, 16, 8];
   return caps.coop ? [2048, 512, 64, 16, 8] : tiledAuto(caps) ? [512, 32, 8] : [32, 8];
 }
+
+/** Short entries only where they would serve at least this many positions (each costs a compile and a recording). */
+const MIN_REACH = 32;
 
 /** The slot naming the chunk row whose logits a step samples (a prefill chunk's last prompt row). */
 export const LAST_ROW_SLOT = "last_row";

@@ -249,6 +249,27 @@ export function attentionTrip(caps: Caps, s: AttentionShape & { splits: number }
   return G * U;
 }
 
+/**
+ * The most positions a row of attentionFused (default variant, one row) may see while its chunks with positions all
+ * fall in the item's first workgroup (Fused.local: combined there, no partials through memory, nothing counted): the
+ * kernel's own chunking (chunkOf over trips of attentionTrip) for every count of positions from 1 up; 0 where the
+ * local combine does not apply.
+ */
+export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: number; wg?: number }): number {
+  const S = Math.max(1, s.splits), heads = s.heads;
+  const t = team(caps, { rows: heads * S, wg: s.wg });
+  const W = t.rows;
+  if (attentionFusable(caps, { heads, splits: S, wg: s.wg }) || !(W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0)))) return 0;
+  const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false), trip = s.live === false ? 1 : G * U;
+  let len = 0;
+  for (; len < s.cap; len++) {
+    const n = len + 1, live = S === 1 ? 1 : Math.min(S, Math.max(1, Math.ceil(n / trip)));
+    const share = Math.ceil(n / live);
+    if (Math.ceil(n / share) > W) break;
+  }
+  return len;
+}
+
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedAs?: Fused): Kernel {
   const fused = fusedAs !== undefined;
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;

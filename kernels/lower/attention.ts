@@ -8,7 +8,7 @@ import type { TargetSet } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
 import type { Kernel } from "../ir.ts";
 import * as lib from "../lib/mod.ts";
-import type { LowerContext } from "../lower.ts";
+import type { CompileOptions, LowerContext } from "../lower.ts";
 import { fusesTails, itype, LoweringError } from "./common.ts";
 import { COOP_MIN_ROWS, MMA_MIN_ROWS, mmaSplitDefault, STAGED_MIN_ROWS } from "./matmul.ts";
 
@@ -64,6 +64,31 @@ function flashDecodeSplits(cap: number, warps: number): number {
 export function attentionGroup(opts: { attentionGroup?: number }, group: number): number {
   const g = opts.attentionGroup ?? 1;
   return group % g === 0 ? g : 1;
+}
+
+/**
+ * Decode at a short context (llm/steps.ts: a step's second entry, used while its row sees at most `reach`
+ * positions). Where split-K decode attention is two kernels (no dispatch gap: PTX's MMA flash decode and its
+ * combine), the fused kernel (lib.attentionFused) is one while a row's chunks with positions all fall in its first
+ * workgroup, which combines them itself (lib.attentionLocalReach); past that it is slower (a device-wide count,
+ * no tensor cores). H200, `bench/kernels.ts --wall --backend ptx,ptx:attention-fuse+no-decode-flash --pos
+ * 0,128,256,512` (session 25, cap 2048, ms a token): qwen2.5-0.5b (reach 256) 0.610 / 0.583, 0.625 / 0.590,
+ * 0.623 / 0.663, 0.631 / 0.677; the 1B (reach 128) 0.826 / 0.802, 0.835 / 0.812, 0.833 / 0.863; the 8B (reach
+ * 128) q4_k_m 1.995 / 1.954 at pos 0, 2.021 / 2.073 at 256; bf16 4.106 / 4.034, 4.124 / 4.217.
+ */
+export const SHORT_DECODE: CompileOptions = { attentionFuse: true, decodeFlash: false };
+
+/**
+ * The positions a decode row may see while SHORT_DECODE's entry is the faster one; 0 where the step's decode
+ * attention is not the MMA flash decode and its combine (the case measured: targets with a dispatch gap fuse
+ * already, and the subgroup partials' case was not timed), or the fused kernel has no local combine. The same split
+ * count and team as the lowering takes under SHORT_DECODE with default options.
+ */
+export function shortDecodeReach(caps: TargetSet["caps"], s: { heads: number; kvHeads: number; hd: number; cap: number; kv: "f32" | "f16" | "bf16" }): number {
+  if (caps.dispatchGap || !caps.mma || lib.flashDecodeFits(caps, s) !== "") return 0;
+  const splits = Math.min(attentionSplitCount(caps, s.cap, s.heads), s.cap);
+  if (splits <= 1) return 0;
+  return lib.attentionLocalReach(caps, { rows: 1, ...s, splits });
 }
 
 /** Largest scratch (each of K and V as f16 halves) the staged flash attention takes; past it, flash.ts. */
