@@ -190,9 +190,9 @@ export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "x
   const teams = s.parts.reduce((a, p) => a + partTeams(p, rows), 0);
   const vec = vecWidth(s.w === "f32" ? 4 : 2, s.k);
   let sgs = 1;
-  // PTX: the q/k/v projection (its rope parts read a row pair a team) widens its teams only while the grid stays
-  // within about a wave (8192 warps). H200 sweep (session 25), µs: the 8B's at 64 / 128 lanes 14.70 / 16.45, the
-  // 1B's (6144 warps at 128) 5.81 / 5.50.
+  // Without a dispatch gap (measured on PTX): the q/k/v projection (rope parts: a row pair a team) widens its teams
+  // only while the grid stays within about a wave (8192 warps). H200 sweep (session 25), µs: the 8B's at 64 / 128
+  // lanes 14.70 / 16.45, the 1B's (6144 warps at 128) 5.81 / 5.50.
   const wave = !caps.dispatchGap && s.parts.some((p) => p.kind === "rope");
   if (sg > 1) while (sgs < 4 && teams * sgs < 16384 && !(wave && teams * sgs * 2 > 8192) && s.k >= sg * sgs * 2 * vec / 2) sgs *= 2;
   const twoDots = rows === 2 || s.parts.some((p) => p.kind === "rope" || p.kind === "silu_mul");
@@ -201,8 +201,8 @@ export function gemvTune(caps: Caps, s: Pick<GemvShape, "k" | "w" | "parts" | "x
   // quarter of the workgroups. H200 sweep (bench/kernels.ts --sweep, session 23): Vulkan 11.32 -> 9.59 µs; ptx
   // level at 7.23 / 7.27, so it keeps its rule.
   if (caps.dispatchGap && sgs === 4 && s.parts.some((p) => p.kind === "silu_mul")) return { lanes: sg, rows, unroll: 2, teams: 4 };
-  // PTX: one dot a team over a long row (more than 4 trips of the team's loads: the down projections) keeps 4 loads
-  // in flight per lane. H200 sweep (session 25, `bench/kernels.ts --only gemv --sweep`), µs at unroll 2 / 4: the 8B's
+  // Without a dispatch gap (measured on PTX): one dot a team over a long row (more than 4 trips of the team's loads:
+  // the down projections) keeps 4 loads in flight per lane. H200 sweep (session 25, `bench/kernels.ts --only gemv --sweep`), µs at unroll 2 / 4: the 8B's
   // down 30.72 / 28.37, qwen2.5-0.5b's 4.13 / 3.97, the 1B's 9.33 / 9.31; the 8B's o projection (4 trips) 9.20 /
   // 10.24. Whole steps (`--wall --pos 64`, ms) 8B 4.156 -> 4.099, qwen2.5-0.5b 0.626 -> 0.622, the 1B level; Vulkan
   // measured level to 3% slower (1B 0.942 -> 0.969 and 1.006), so it keeps 2 (as WebGPU).
