@@ -99,7 +99,7 @@ const tiny = (() => {
 
 test("the Driver's short-context entry: made by reach, run by position, the same tokens as without it (JS, MMA tiles)", { skip, timeout: 300_000 }, async () => {
   const dev = js32(true);
-  const gen = async (shortDecode: boolean | number) => {
+  const gen = async (shortDecode: boolean | number, stepsAhead = 1) => {
     const seen: (CompileOptions | undefined)[] = [];
     const engine = new Engine(dev, { compile: (g, t, o) => (seen.push(o), compileGraph(g, t, o)), ownsDevice: false });
     // the entry each one-row step ran, by its position
@@ -111,7 +111,7 @@ test("the Driver's short-context entry: made by reach, run by position, the same
       return step(id, slots, o);
     };
     // f16 K/V: the MMA flash decode's (a 256-position context: 4 chunks, inside one workgroup's reach)
-    const driver = await Driver.open(tiny, engine, { ctx: 256, prefill: [16], stepsAhead: 1, kvDtype: "f16", shortDecode });
+    const driver = await Driver.open(tiny, engine, { ctx: 256, prefill: [16], stepsAhead, kvDtype: "f16", shortDecode });
     try {
       const r = await driver.generate([1, 5, 9, 13, 17], { maxTokens: 70, ignoreEos: true });
       return { ids: r.generatedIds, keys: engine.stats().keys, seen, ran };
@@ -119,7 +119,7 @@ test("the Driver's short-context entry: made by reach, run by position, the same
       await driver.close();
     }
   };
-  const off = await gen(false), whole = await gen(true), cut = await gen(40);
+  const off = await gen(false), whole = await gen(true), cut = await gen(40), ahead = await gen(40, 4);
   assert.equal(off.ids.length, 70);
   // the reach covers the context: the decode step is one entry, compiled under SHORT_DECODE
   assert.ok(!whole.keys.some((k) => k.endsWith(":short")), whole.keys.join(" "));
@@ -131,6 +131,9 @@ test("the Driver's short-context entry: made by reach, run by position, the same
   assert.ok(shortKeys[0].includes(":rows=1:"), shortKeys[0]);
   assert.deepEqual(whole.ids, off.ids);
   assert.deepEqual(cut.ids, off.ids);
+  // 4 steps in flight, fed by the device (a block crosses the reach: its steps on both entries, one token State)
+  assert.deepEqual(ahead.ids, off.ids);
+  assert.equal(new Set(ahead.ran.map(([, id]) => id)).size, 2);
   // positions below 40 on one entry, the rest on another; without the cut one entry throughout
   const below = new Set(cut.ran.filter(([p]) => p < 40).map(([, id]) => id)), past = new Set(cut.ran.filter(([p]) => p >= 40).map(([, id]) => id));
   assert.ok(below.size === 1 && past.size === 1 && [...below][0] !== [...past][0] && cut.ran.some(([p]) => p >= 70), JSON.stringify(cut.ran));
