@@ -8,6 +8,7 @@
 //   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512 --tokens 128 --ctx 8192 --decode-after 4096 --kv-type f32,f16
 // (--decode-after N: the timed decode follows an N-token prompt, default 4; --kv-type: DriverOptions.kvDtype, one
 // run per value, default the library's f32; --steps-ahead K,...: DriverOptions.stepsAhead, one run per value;
+// --short-decode on,off: DriverOptions.shortDecode, one run per value;
 // --sample: the timed decode samples at temperature 0.8 with top-k 40 and top-p 0.95, as bench/kernels.ts --tail
 // sample, instead of greedily)
 import { argv, exit, stderr } from "node:process";
@@ -46,6 +47,8 @@ export interface DriverBenchOptions {
   stepRows?: number;
   /** DriverOptions.stepsAhead (decode steps in flight; default the device's). */
   stepsAhead?: number;
+  /** DriverOptions.shortDecode (the short-context decode entry; default the library's: on). */
+  shortDecode?: boolean;
   /** The timed decode's sampler (default greedy). */
   sampler?: SamplerParams;
   log?: (s: string) => void;
@@ -97,7 +100,7 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
   const t0 = performance.now();
   const driver = await Driver.open(model, exec, {
     ctx, kvDtype: o.kvDtype, ...(o.prefill ? { prefill: o.prefill } : {}), ...(o.stepRows !== undefined ? { prefillStepRows: o.stepRows } : {}),
-    stepsAhead: o.stepsAhead,
+    stepsAhead: o.stepsAhead, ...(o.shortDecode !== undefined ? { shortDecode: o.shortDecode } : {}),
   });
   const res: DriverBenchResult = {
     shape: o.shape, backend: dev.target.backend, device: dev.target.device, ctx, kvDtype: driver.kvDtype, stepsAhead: o.stepsAhead, ...(o.sampler ? { sampler: o.sampler } : {}), loadSeconds: (performance.now() - t0) / 1000, ttftMs: {},
@@ -146,7 +149,7 @@ if (import.meta.main) {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },
       ctx: { type: "string" }, prefill: { type: "string" }, reps: { type: "string" }, json: { type: "boolean" }, out: { type: "string" },
       "decode-after": { type: "string" }, "kv-type": { type: "string" }, "step-rows": { type: "string" },
-      "steps-ahead": { type: "string" }, sample: { type: "boolean" },
+      "steps-ahead": { type: "string" }, "short-decode": { type: "string" }, sample: { type: "boolean" },
     },
   });
   const ints = (k: string, v: string | undefined, d: number[]): number[] => {
@@ -168,9 +171,12 @@ if (import.meta.main) {
     const all: DriverBenchResult[] = [];
     // --steps-ahead A,B: one run per DriverOptions.stepsAhead
     const aheads = values["steps-ahead"] ? ints("steps-ahead", values["steps-ahead"], []) : [undefined];
-    for (const kv of kvs) for (const sr of stepRows) for (const ahead of aheads) {
+    // --short-decode on,off: one run per DriverOptions.shortDecode
+    const shorts = values["short-decode"] ? values["short-decode"].split(",").map((v) => v.trim()) : [undefined];
+    if (!shorts.every((v) => v === undefined || v === "on" || v === "off")) throw new RangeError(`--short-decode must be on, off or a list of them, got ${values["short-decode"]}`);
+    for (const kv of kvs) for (const sr of stepRows) for (const ahead of aheads) for (const sd of shorts) {
       all.push(await runDriverBench({
-        stepRows: sr, stepsAhead: ahead,
+        stepRows: sr, stepsAhead: ahead, shortDecode: sd === undefined ? undefined : sd === "on",
         shape: values.shape ?? "llama-3.2-1b", backend: backend as BackendChoice, prompts: ints("prompts", values.prompts, [512, 2048]),
         tokens: ints("tokens", values.tokens, [128])[0], ctx: values.ctx ? ints("ctx", values.ctx, [])[0] : undefined,
         prefill: values.prefill ? ints("prefill", values.prefill, []) : undefined, reps: values.reps ? ints("reps", values.reps, [])[0] : undefined,
