@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { Engine, MAX_INSTANCES } from "../backends/executor.ts";
 import type { Device } from "../backends/device.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
-import { compileGraph, type CompileOptions, SHORT_DECODE, shortDecodeReach } from "../kernels/lower.ts";
+import { compileGraph, type CompileOptions, SHORT_DECODE } from "../kernels/lower.ts";
 import type { Program } from "../kernels/program.ts";
 import type { TargetSet } from "../kernels/target.ts";
 import type { Graph } from "../graph/ir.ts";
@@ -24,6 +24,7 @@ import type { WeightRole } from "../graph/weights.ts";
 import type { LlamaConfig } from "../llm/families/llama.ts";
 import { familyOf } from "../llm/registry.ts";
 import { feedToken } from "../llm/families/common.ts";
+import { shortReach } from "../llm/steps.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
 import { bytes, count, formatTable, pct } from "./table.ts";
@@ -308,7 +309,9 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     timed.take();
     const t0 = performance.now();
     const key = `decode:${shape.name}:${cap}:${kvDtype}:${label}`, graph = decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1);
-    const id = eng.addEntry(key, graph);
+    // the short-context entry as the Driver's Steps make it (the step's one entry where it serves the whole cap)
+    const reach = shortReach(dev.target.caps, c, cap, kvDtype, short);
+    const id = eng.addEntry(key, graph, reach >= cap ? SHORT_DECODE : undefined);
     row.compileSeconds = (performance.now() - t0) / 1000;
     const ct = timed.take();
     row.planSeconds = planMs / 1000;
@@ -319,12 +322,10 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     row.plannedBytes = program!.steps.reduce((a, s) => a + s.work.bytes, 0);
     log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
       `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
-    // the short-context entry, as the Driver's Steps make it (the same graph; its own compile options)
-    const reach = short ? shortDecodeReach(dev.target.caps, { heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, cap, kv: kvDtype }) : 0;
-    const shortId = reach > 0 ? eng.addEntry(`${key}:short`, graph, { ...current, ...SHORT_DECODE }) : undefined;
-    if (shortId !== undefined) {
+    const shortId = reach > 0 && reach < cap ? eng.addEntry(`${key}:short`, graph, SHORT_DECODE) : undefined;
+    if (reach > 0) {
       row.shortReach = reach;
-      log(`${name}: short-context entry for positions below ${reach}: ${program!.steps.length} dispatches`);
+      log(`${name}: short-context entry for positions below ${reach}${shortId === undefined ? " (the step's one entry)" : ""}: ${program!.steps.length} dispatches`);
     }
     const at = (p: number) => (shortId !== undefined && p + 1 <= reach ? shortId : id);
 

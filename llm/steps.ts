@@ -64,9 +64,7 @@ export class Steps {
      */
     shortDecode: boolean | number = false,
   ) {
-    const c = model.config;
-    const reach = shortDecode === false ? 0 : shortDecodeReach(exec.targetSet().caps, { heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, cap: ctx, kv: kvDtype });
-    this.reach = reach >= MIN_REACH ? Math.min(reach, ctx, typeof shortDecode === "number" ? shortDecode : Infinity) : 0;
+    this.reach = shortReach(exec.targetSet().caps, model.config, ctx, kvDtype, shortDecode);
     // Entries for the bias and the min_tokens bans; the penalties read token counts in device State.
     this.sampling = new SamplerSlots(1, model.config.vocab, MAX_LOGIT_BIAS + model.tokenizer.eog.size);
   }
@@ -261,6 +259,18 @@ export function prefillDefault(caps: Caps): number[] {
 
 /** Short entries only where they would serve at least this many positions (each costs a compile and a recording). */
 const MIN_REACH = 32;
+
+/**
+ * The positions a one-row step's short-context entry serves (kernels/lower/attention.ts shortDecodeReach, at most
+ * the context and `limit` where that is a number), 0: none (false, or fewer than MIN_REACH). At the context's
+ * length or more, it is the step's one entry.
+ */
+export function shortReach(
+  caps: Caps, c: { heads: number; kvHeads: number; headDim: number }, ctx: number, kv: "f32" | "f16", limit: boolean | number = true,
+): number {
+  const reach = limit === false ? 0 : shortDecodeReach(caps, { heads: c.heads, kvHeads: c.kvHeads, hd: c.headDim, cap: ctx, kv });
+  return reach >= MIN_REACH ? Math.min(reach, ctx, typeof limit === "number" ? limit : Infinity) : 0;
+}
 
 /** The slot naming the chunk row whose logits a step samples (a prefill chunk's last prompt row). */
 export const LAST_ROW_SLOT = "last_row";

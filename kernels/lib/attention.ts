@@ -259,7 +259,7 @@ export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: nu
   const S = Math.max(1, s.splits), heads = s.heads;
   const t = team(caps, { rows: heads * S, wg: s.wg });
   const W = t.rows;
-  if (attentionFusable(caps, { heads, splits: S, wg: s.wg }) || !(W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0)))) return 0;
+  if (attentionFusable(caps, { heads, splits: S, wg: s.wg }) || !localFits(W, S)) return 0;
   const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false), trip = s.live === false ? 1 : G * U;
   let len = 0;
   for (; len < s.cap; len++) {
@@ -268,6 +268,11 @@ export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: nu
     if (Math.ceil(n / share) > W) break;
   }
   return len;
+}
+
+/** Whether W teams a workgroup can combine an item's S chunks locally (Fused.local): whole items, or W of an item's chunks at a time. */
+function localFits(W: number, S: number): boolean {
+  return W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
 }
 
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedAs?: Fused): Kernel {
@@ -293,7 +298,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (s.prefetch && t.lanes > 1 ? "_pf" : "");
   // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
   // (where an item spans workgroups, W is the combine's real splits: a power of two up to 32, CombineSource.real)
-  const W = t.rows, localOk = !!fusedAs?.local && W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
+  const W = t.rows, localOk = !!fusedAs?.local && localFits(W, S);
   const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}${fusedAs.wg ? `_wg${fusedAs.wg}` : ""}${fusedAs.prep ? `_xq${fusedAs.prep.w}` : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");

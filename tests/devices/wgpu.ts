@@ -2,6 +2,7 @@
 // saying why (the harness registers its tests as skipped with it).
 import type { Device } from "../../backends/device.ts";
 import { probeBackend } from "../../backends/open.ts";
+import { slowDevice } from "./index.ts";
 
 let shared: Promise<Device | string> | undefined;
 
@@ -14,10 +15,7 @@ let shared: Promise<Device | string> | undefined;
  */
 async function probe(): Promise<Device | string> {
   const d = await probeBackend("wgpu");
-  if (typeof d === "string") return d;
-  const info = (d as { gpu?: { adapterInfo?: { isFallbackAdapter?: boolean } } }).gpu?.adapterInfo;
-  const soft = info?.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|software|fallback/i.test(d.target.device);
-  if (!soft || d.target.caps.subgroups) return d;
+  if (typeof d === "string" || !slowDevice(d)) return d;
   await d.destroy();
   return `wgpu: ${d.target.device} is a software adapter without subgroups (WebGPU over OpenGL: no Vulkan driver installed; .ci/run installs mesa-vulkan-drivers)`;
 }
