@@ -341,6 +341,8 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (f === "no-decode-flash") compile.decodeFlash = false;
     else if (/^attention-stages\d$/.test(f)) compile.attentionStages = Number(f.slice(16));
     else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
+    else if (f === "siblings") compile.siblings = true;
+    else if (f === "no-siblings") compile.siblings = false;
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
@@ -348,7 +350,7 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]xq-prep, no-attention-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile };
 }

@@ -23,6 +23,7 @@ import { lowerAttention, lowerPagedAttention } from "./lower/attention.ts";
 import { lowerNormRope, lowerRope } from "./lower/rope.ts";
 import { lowerArgmax, lowerLogitsProcess, lowerLogprobs, lowerSample } from "./lower/sampling.ts";
 import { lowerCollective } from "./lower/collective.ts";
+import { mergeSiblings } from "./lower/siblings.ts";
 
 export { LoweringError } from "./lower/common.ts";
 export { MMA_MIN_ROWS, STAGED_MIN_ROWS, TILED_MIN_ROWS, tiledAuto } from "./lower/matmul.ts";
@@ -63,6 +64,11 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * dispatch goes: the same bits. Default true.
    */
   attentionPrep?: boolean;
+  /**
+   * Kernel steps with no common bytes run as one dispatch (kernels/lower/siblings.ts: a Q4_K_M layer's two x
+   * preps and its q/k and v gemvs). Default: where the target has no dispatch gap (PTX, JS); false: never.
+   */
+  siblings?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
@@ -231,7 +237,8 @@ export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptio
   const p = plan(g, popts);
   // planned again with no storage for the values matmuls compute in their preparation (the same units)
   const unstored = new Set(mmaPrepGroups(p, target.caps, opts).keys());
-  return lower(unstored.size ? plan(g, { ...popts, unstored }) : p, target, opts);
+  const prog = lower(unstored.size ? plan(g, { ...popts, unstored }) : p, target, opts);
+  return opts.siblings ?? !gap ? mergeSiblings(prog, target.caps.maxSharedBytes) : prog;
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the
