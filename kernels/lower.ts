@@ -66,7 +66,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionPrep?: boolean;
   /**
    * Kernel steps with no common bytes run as one dispatch (kernels/lower/siblings.ts: a Q4_K_M layer's two x
-   * preps and its q/k and v gemvs). Default: where the target has no dispatch gap (PTX, JS); false: never.
+   * preps and its q/k and v gemvs), within the device's binding limit. Default true; false: never.
    */
   siblings?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
@@ -238,7 +238,7 @@ export function compileGraph(graph: Graph, target: TargetSet, opts: CompileOptio
   // planned again with no storage for the values matmuls compute in their preparation (the same units)
   const unstored = new Set(mmaPrepGroups(p, target.caps, opts).keys());
   const prog = lower(unstored.size ? plan(g, { ...popts, unstored }) : p, target, opts);
-  return opts.siblings ?? !gap ? mergeSiblings(prog, target.caps.maxSharedBytes) : prog;
+  return opts.siblings ?? true ? mergeSiblings(prog, target.caps) : prog;
 }
 /**
  * What every lowerer shares: the plan and its nodes, the target, and the program under construction with the

@@ -24,6 +24,8 @@ export interface Caps {
   maxSharedBytes: number;
   /** Largest byte range one storage binding may cover. */
   maxBindingBytes: number;
+  /** Storage bindings one kernel may declare, a renderer's own (the fault word) included; absent: no limit that matters. */
+  maxStorageBuffers?: number;
   /** Byte alignment of a binding's offset into a buffer. */
   bindingAlign: number;
   /**

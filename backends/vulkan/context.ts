@@ -231,6 +231,7 @@ function createDevice(
     maxWorkgroupsPerDim: lim.maxComputeWorkGroupCount as [number, number, number],
     maxSharedBytes: lim.maxComputeSharedMemorySize,
     maxBindingBytes: lim.maxStorageBufferRange,
+    maxStorageBuffers: lim.maxPerStageDescriptorStorageBuffers,
     // 16 at least: uvec4 views of a binding must start on a 16-byte boundary
     bindingAlign: Math.max(16, Number(lim.minStorageBufferOffsetAlignment)),
     // a barrier between dependent dispatches drains the queue: 3-7 µs each on the H200 (README)

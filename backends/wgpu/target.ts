@@ -115,6 +115,7 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
     maxWorkgroupsPerDim: [dl.maxComputeWorkgroupsPerDimension, dl.maxComputeWorkgroupsPerDimension, dl.maxComputeWorkgroupsPerDimension],
     maxSharedBytes: dl.maxComputeWorkgroupStorageSize,
     maxBindingBytes: Math.min(dl.maxStorageBufferBindingSize, dl.maxBufferSize),
+    maxStorageBuffers: dl.maxStorageBuffersPerShaderStage,
     bindingAlign: Math.max(16, dl.minStorageBufferOffsetAlignment),
     // each dependent dispatch costs ~10 µs on the H200 (wgpu's barriers between passes/dispatches)
     dispatchGap: true,

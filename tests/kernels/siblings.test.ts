@@ -5,7 +5,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { mergeSiblings } from "../../kernels/lower/siblings.ts";
-import { KernelBuilder } from "../../kernels/ir.ts";
+import { type Kernel, KernelBuilder } from "../../kernels/ir.ts";
+import { runKernel } from "./harness.ts";
 import type { Program, Step } from "../../kernels/program.ts";
 import { JS_CAPS, type TargetSet } from "../../kernels/target.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
@@ -29,37 +30,89 @@ function step(name: string, grid: number, wg: number, read: [number, number], wr
     bindings: [{ buffer: read[0], offset: read[1], bytes: 4 * grid * wg }, { buffer: write[0], offset: write[1], bytes: 4 * grid * wg }],
   };
 }
+const CAPS = { ...JS_CAPS, maxSharedBytes: 1 << 16 };
 const prog = (steps: Step[]): Program => ({ buffers: [], steps, slots: [], state: [], outputs: [], weights: [] });
 // (a merged kernel's name ends in "@" and where each of the second kernel's buffers is bound)
 const names = (p: Program) => p.steps.map((s) => (s.k === "kernel" ? s.kernel.name.replace(/@[\d.]+$/, "") : s.k));
 
-test("mergeSiblings: independent kernels of one workgroup size merge; a hazard, another size or a collective between keeps them apart", () => {
+test("mergeSiblings: independent kernels of one workgroup size merge; a hazard, another size, the binding limit or a collective between keeps them apart", () => {
   // b reads what a writes: apart. c shares only a read with a: merged.
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("b", 2, 64, [1, 0], [2, 0])]), 1 << 16)), ["a", "b"]);
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 3, 64, [0, 0], [2, 0])]), 1 << 16)), ["a+c"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("b", 2, 64, [1, 0], [2, 0])]), CAPS)), ["a", "b"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 3, 64, [0, 0], [2, 0])]), CAPS)), ["a+c"]);
   // writes to disjoint ranges of one buffer: merged; overlapping ranges (arena reuse): apart
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [1, 512])]), 1 << 16)), ["a+c"]);
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [1, 256])]), 1 << 16)), ["a", "c"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [1, 512])]), CAPS)), ["a+c"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [1, 256])]), CAPS)), ["a", "c"]);
+  // the device's per-stage binding limit: 3 bindings fit where c's read is a's (bound once), 4 do not
+  const lim = { ...CAPS, maxStorageBuffers: 3 };
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [2, 0])]), lim)), ["a+c"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [5, 0], [2, 0])]), lim)), ["a", "c"]);
   // another workgroup size
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 128, [0, 0], [2, 0])]), 1 << 16)), ["a", "c"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 128, [0, 0], [2, 0])]), CAPS)), ["a", "c"]);
   // d moves past the independent x to meet a (the earliest sibling it reaches), then y meets x
-  const moved = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("x", 2, 32, [1, 0], [2, 0]), step("d", 2, 64, [0, 0], [3, 0]), step("y", 1, 32, [3, 0], [4, 0])]), 1 << 16);
+  const moved = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("x", 2, 32, [1, 0], [2, 0]), step("d", 2, 64, [0, 0], [3, 0]), step("y", 1, 32, [3, 0], [4, 0])]), CAPS);
   assert.deepEqual(names(moved), ["a+d", "x+y"]);
   // not past a step it depends on, nor past a collective
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("x", 2, 32, [1, 0], [2, 0]), step("d", 2, 64, [2, 0], [3, 0])]), 1 << 16)), ["a", "x", "d"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("x", 2, 32, [1, 0], [2, 0]), step("d", 2, 64, [2, 0], [3, 0])]), CAPS)), ["a", "x", "d"]);
   const coll: Step = { k: "collective", op: "all_reduce", dtype: "f32", count: 1, ranks: 2, src: { buffer: 9, offset: 0, bytes: 4 }, dst: { buffer: 9, offset: 0, bytes: 4 }, work: { bytes: 0, flops: 0 } };
-  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), coll, step("d", 2, 64, [0, 0], [3, 0])]), 1 << 16)), ["a", "collective", "d"]);
+  assert.deepEqual(names(mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), coll, step("d", 2, 64, [0, 0], [3, 0])]), CAPS)), ["a", "collective", "d"]);
   // the merged kernel's grid is both grids; the second kernel's bindings follow the first's, a shared read bound once
-  const m = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 3, 64, [0, 0], [2, 0])]), 1 << 16).steps[0];
+  const m = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 3, 64, [0, 0], [2, 0])]), CAPS).steps[0];
   assert.ok(m.k === "kernel");
   assert.deepEqual(m.grid, [5, 1, 1]);
   assert.deepEqual(m.bindings.map((b) => b.buffer), [0, 1, 0, 2]);
-  const same = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [2, 0])]), 1 << 16).steps[0];
+  const same = mergeSiblings(prog([step("a", 2, 64, [0, 0], [1, 0]), step("c", 2, 64, [0, 0], [2, 0])]), CAPS).steps[0];
   assert.ok(same.k === "kernel");
   assert.deepEqual(same.bindings.map((b) => b.buffer), [0, 1, 2]);
   assert.deepEqual(same.kernel.buffers.map((b) => b.binding), [0, 1, 2]);
   assert.equal(same.kernel.name, "a+c@0.2");
   assert.equal(m.kernel.name, "a+c@2.3");
+});
+
+// A grid-stride kernel: every invocation walks the array by the grid's size, tagging each value with its
+// workgroup, global invocation and the grid it saw; another with shared memory and a barrier.
+function strided(name: string, n: number, grid: number): Kernel {
+  const k = new KernelBuilder(name, { workgroup: 32, grid });
+  const src = k.buffer("src", "u32", "r"), dst = k.buffer("dst", "u32", "w");
+  k.for(k.gid.x, n, grid * 32, (i) => {
+    k.store(dst, i, k.load(src, i).add(k.wgid.x.mul(1000)).add(k.nwg.x.mul(100000)).add(k.gid.x.mul(7)));
+  });
+  return k.build();
+}
+function staged(name: string, grid: number): Kernel {
+  const k = new KernelBuilder(name, { workgroup: 32, grid });
+  const src = k.buffer("src", "u32", "r"), dst = k.buffer("dst", "u32", "w");
+  const t = k.shared("t", "u32", 32);
+  k.sstore(t, k.lid.x, k.load(src, k.gid.x));
+  k.barrier();
+  k.store(dst, k.gid.x, k.sload(t, k.lid.x.xor(5)).add(k.wgid.x));
+  return k.build();
+}
+
+test("a merged kernel runs each part's invocations with its own workgroup index, invocation index and grid (JS)", async () => {
+  const dev = new JsDevice({ caps: { ...JS_CAPS, subgroupSize: 32, maxWorkgroupSize: 256 } });
+  const words = (n: number, seed: number) => new Uint8Array(Uint32Array.from({ length: n }, (_, i) => (i * 2654435761 + seed) >>> 0).buffer);
+  const zero = (n: number) => new Uint8Array(4 * n);
+  const pairs: [Kernel, Kernel, number, number][] = [
+    [strided("a", 300, 3), strided("b", 200, 2), 300, 200],
+    [staged("a", 4), strided("b", 100, 5), 128, 100],
+    [strided("a", 100, 2), staged("b", 3), 100, 96],
+  ];
+  for (const [ka, kb, na, nb] of pairs) {
+    const at = (k: Kernel, i: number, n: number): Step => ({
+      k: "kernel", kernel: k, grid: k.grid, work: { bytes: 0, flops: 0 },
+      bindings: [{ buffer: 2 * i, offset: 0, bytes: 4 * n }, { buffer: 2 * i + 1, offset: 0, bytes: 4 * n }],
+    });
+    const merged = mergeSiblings(prog([at(ka, 0, na), at(kb, 1, nb)]), CAPS).steps;
+    assert.equal(merged.length, 1);
+    const m = merged[0];
+    assert.ok(m.k === "kernel");
+    const [sa, sb] = [words(na, 1), words(nb, 2)];
+    const alone = [...await runKernel(dev, ka, [sa, zero(na)]), ...await runKernel(dev, kb, [sb, zero(nb)])];
+    const both = await runKernel(dev, m.kernel, [sa, zero(na), sb, zero(nb)]);
+    assert.deepEqual(both[1], alone[1], `${m.kernel.name}: the first part's output`);
+    assert.deepEqual(both[3], alone[3], `${m.kernel.name}: the second part's output`);
+  }
+  await dev.destroy();
 });
 
 // Eight layers, some with v in q6_k as llama-quantize's Q4_K_M gives it (llm/formats/quantize.ts quantPlan)

@@ -283,7 +283,8 @@ test("a layer's q/k and v preps (q4_k, q6_k) write different scratch: where step
   const c = SHAPES["llama-3.2-1b"], t = targetFor("spirv"), target = { ...t, caps: { ...t.caps, dot4: true } };
   const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 2048, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype: "q4_k_m" }).dtypeOf });
   tracer.output("token", tracer.argmax(logits, 1));
-  const steps = compileGraph(tracer.build(), target).steps;
+  // (siblings off: the two preps and the two gemvs would otherwise be one launch each, tests/kernels/siblings.test.ts)
+  const steps = compileGraph(tracer.build(), target, { siblings: false }).steps;
   const span = (b: { buffer: number; offset: number; bytes: number }) => ({ buffer: b.buffer, lo: b.offset, hi: b.offset + b.bytes });
   const access = steps.map((s): StepAccess => {
     if (s.k === "copy") return { reads: [span(s.src)], writes: [span(s.dst)] };
