@@ -8,7 +8,7 @@
 // steps it has no hazard with to meet its sibling; the byte ranges of the bindings decide (arena reuse shows
 // there as overlap, so the plan's lifetimes hold). Plain data in and out; results do not change: every
 // workgroup runs exactly what it ran before.
-import type { Buffer, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import type { Buffer, Expr, Kernel, Stmt, Var } from "../ir.ts";
 import type { Binding, Program, Step } from "../program.ts";
 import type { Caps } from "../target.ts";
 
