@@ -11,7 +11,7 @@
 //   kernel object and the kernarg/group/private sizes, which must match the code object's metadata.
 // - record: a prebuilt packet list (packets.ts): one dispatch packet per step, its kernarg segment written
 //   once into kernarg memory, a barrier-AND packet before a step only where it depends on one since the last
-//   barrier (backends/hazards.ts), and a tail barrier-AND that releases to system scope and decrements the
+//   barrier (kernels/hazards.ts), and a tail barrier-AND that releases to system scope and decrements the
 //   device's completion signal. replay: the list copied into the ring, one doorbell. run: the same list with
 //   a barrier before every step, built per call (eager). With `timestamps`, each recorded step has a
 //   completion signal the profiler stamps, which stepTimes reads.

@@ -1,6 +1,6 @@
 // A recording of the ROCm device: the steps checked once and turned into a prebuilt packet list (packets.ts)
 // with every dispatch's kernarg segment written once into kernarg memory. A barrier-AND packet goes before a
-// step only where it depends on a step since the last barrier (backends/hazards.ts; before every step for
+// step only where it depends on a step since the last barrier (kernels/hazards.ts; before every step for
 // eager runs and the allBarriers option); the first dispatch acquires at system scope (slots the host wrote),
 // the others at agent scope; a tail barrier-AND waits for everything, releases to system scope (readback the
 // host reads) and decrements the device's completion signal. Copy steps are dispatches of a copy kernel
@@ -8,7 +8,7 @@
 import type { Caps } from "../../kernels/target.ts";
 import type { DeviceBinding, DeviceBuffer, DeviceStep, Recording } from "../device.ts";
 import { Unsupported } from "../errors.ts";
-import { barriersBefore, type StepAccess } from "../hazards.ts";
+import { barriersBefore, type StepAccess } from "../../kernels/hazards.ts";
 import { RocmCompiled } from "./code.ts";
 import { COPY_GROUPS } from "./copy.ts";
 import { writeKernargs } from "./kernarg.ts";

@@ -3,7 +3,7 @@
 // host-visible buffer, aligned to the device's storage offset alignment. A barrier (compute and transfer
 // writes before it visible to compute and transfer after it) sits before a step only where the step touches
 // bytes that a step since the last barrier wrote (read after write, write after write) or reads bytes it
-// writes (write after read): backends/hazards.ts, shared with ROCm; steps with no such overlap run without
+// writes (write after read): kernels/hazards.ts, shared with ROCm; steps with no such overlap run without
 // one (allBarriers: before every step, as a full memory barrier). Each command buffer ends with a full barrier and one that makes its writes visible
 // to the host.
 //
@@ -17,7 +17,7 @@ import * as vk from "../../ffi/vulkan.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import type { CompiledKernel, DeviceBinding, DeviceStep, Recording } from "../device.ts";
 import { Unsupported } from "../errors.ts";
-import { barriersBefore, type StepAccess } from "../hazards.ts";
+import { barriersBefore, type StepAccess } from "../../kernels/hazards.ts";
 import type { Context } from "./context.ts";
 import { createBuf, destroyBuf, type VkBuf } from "./memory.ts";
 

@@ -11,40 +11,33 @@
 import type { Buffer, Expr, Kernel, Stmt, Var } from "../ir.ts";
 import type { Binding, Program, Step } from "../program.ts";
 import type { Caps } from "../target.ts";
+import { conflicts, type Span, type StepAccess } from "../hazards.ts";
 
 /** How far back (in steps) a kernel may move to meet its sibling. */
 const REACH = 2;
 
-interface Access {
-  b: Binding;
-  write: boolean;
-}
-function accesses(s: Step): Access[] | undefined {
-  if (s.k === "kernel") return s.bindings.map((b, i) => ({ b, write: s.kernel.buffers[i].access !== "r" }));
-  if (s.k === "copy") return [{ b: s.src, write: false }, { b: s.dst, write: true }];
-  return undefined; // a collective: nothing moves across it
+/** What a step reads and writes, by program buffer; none for a collective (nothing moves across it). */
+function accessOf(s: Step): StepAccess | undefined {
+  const span = (b: Binding): Span => ({ buffer: b.buffer, lo: b.offset, hi: b.offset + b.bytes });
+  if (s.k === "copy") return { reads: [span(s.src)], writes: [span(s.dst)] };
+  if (s.k !== "kernel") return undefined;
+  const io = s.kernel.buffers.map((b, i) => ({ access: b.access, span: span(s.bindings[i]) }));
+  return { reads: io.filter((x) => x.access !== "w").map((x) => x.span), writes: io.filter((x) => x.access !== "r").map((x) => x.span) };
 }
 /** Whether two steps may run in either order or at once. */
 function independent(x: Step, y: Step): boolean {
-  const ax = accesses(x), ay = accesses(y);
-  if (!ax || !ay) return false;
-  for (const p of ax) {
-    for (const q of ay) {
-      if (!p.write && !q.write) continue;
-      if (p.b.buffer !== q.b.buffer) continue;
-      if (p.b.offset < q.b.offset + q.b.bytes && q.b.offset < p.b.offset + p.b.bytes) return false;
-    }
-  }
-  return true;
+  const ax = accessOf(x), ay = accessOf(y);
+  return ax !== undefined && ay !== undefined && !conflicts(ax, ay);
 }
 
 type KernelStep = Extract<Step, { k: "kernel" }>;
 /** Kernels this pass may merge: a 1-D grid, and none of the statements that tie a kernel to its own launch. */
-function mergeable(s: Step, caps: Caps): s is KernelStep {
+function mergeable(s: Step): s is KernelStep {
   if (s.k !== "kernel") return false;
   const k = s.kernel, u = k.uses;
-  return k.grid[1] === 1 && k.grid[2] === 1 && !u.staging && !u.wgmma && !u.mma && !u.coop && sharedBytes(k) <= caps.maxSharedBytes;
+  return k.grid[1] === 1 && k.grid[2] === 1 && !u.staging && !u.wgmma && !u.mma && !u.coop;
 }
+/** Shared memory a kernel declares, 4 bytes an element at most (an upper bound for the merged kernel's). */
 function sharedBytes(k: Kernel): number {
   return k.shared.reduce((n, s) => n + s.count * 4, 0);
 }
@@ -68,13 +61,13 @@ export function mergeSiblings(prog: Program, caps: Caps): Program {
   const steps = [...prog.steps];
   for (let j = 1; j < steps.length; j++) {
     const b = steps[j];
-    if (!mergeable(b, caps)) continue;
+    if (!mergeable(b)) continue;
     // the earliest sibling it can reach, moving past independent steps only (so a prep meets the prep before
     // the gemv between them, and that gemv is left for the next gemv)
     let at = -1;
     for (let i = j - 1; i >= 0 && i >= j - 1 - REACH; i--) {
       const a = steps[i];
-      if (mergeable(a, caps) && siblings(a, b, caps)) at = i;
+      if (mergeable(a) && siblings(a, b, caps)) at = i;
       if (!independent(a, b)) break;
     }
     if (at < 0) continue;

@@ -15,7 +15,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
 import { Engine } from "../../backends/executor.ts";
-import { barriersBefore, type StepAccess } from "../../backends/hazards.ts";
+import { barriersBefore, type StepAccess } from "../../kernels/hazards.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { evaluate } from "../../graph/eval.ts";
 import { type Storage, storageFromBytes } from "../../graph/dtype.ts";
