@@ -87,7 +87,10 @@ for (const [tag, dev] of devices) {
   const bitwise = typeof dev === "string" || dev.target.backend !== "wgpu" || /llvmpipe|lavapipe/i.test(dev.target.device);
   for (const tune of TUNES) {
     const what = tune ? `tune ${JSON.stringify(tune)}` : "default tuning";
-    const mine = tune && tag !== "js" ? cases.filter((c) => /rmsnorm|1x21x2048/.test(c.name)) : cases;
+    // Off the one-lane JS device the forced tuning takes the cases it changes, and of the 32-value types the one
+    // each family's variants (q4_1, q5_0, q5_1: an offset, a min, a fifth bit) share their team code with: a tuning
+    // moves lanes and rows, which no block layout's decoding sees (the default tuning runs them all everywhere).
+    const mine = tune && tag !== "js" ? cases.filter((c) => /rmsnorm|1x21x2048/.test(c.name) && !/q4_1|q5_0|q5_1/.test(c.name)) : cases;
     test(`${tag}, ${what}: ${mine.length} quantized-x cases, x prepared == quantized in the kernel${bitwise ? " bit for bit" : ""}, both within the oracle's bound`, { skip, timeout: 900_000 }, async () => {
       const d = dev as Device;
       let prep = false, last: Program | undefined;
@@ -150,16 +153,19 @@ for (const [tag, dev] of devices) {
 // The prep's two shapes (an invocation per word where subgroups allow, else per run) against each other, bit for
 // bit, at model widths (k past one workgroup of words, and a partial one) and the team shapes a gemv takes (Σx²'s
 // order follows its lanes): x with magnitudes over 16 binades, so that a sum in another order would differ.
+// The JS devices take every width; a GPU's renderer sees the same kernel with other constants at each, so it takes
+// 2304 alone: 576 words, past one workgroup, and the last of the no-norm prep's workgroups of 128 partial.
 const WIDTHS = [2304, 4096, 8192];
 for (const [tag, dev] of devices) {
   const skip = typeof dev === "string" ? dev : !dev.target.caps.subgroups || dev.target.caps.subgroupSize < 8 ? "no subgroups of 8 lanes or more: the per-run prep only" : slowDevice(dev);
-  test(`${tag}: the per-word prep writes the per-run prep's words, sums, scales and r bit for bit (k ${WIDTHS.join(", ")})`, { skip, timeout: 600_000 }, async () => {
+  const widths = tag.startsWith("js") ? WIDTHS : WIDTHS.slice(0, 1);
+  test(`${tag}: the per-word prep writes the per-run prep's words, sums, scales and r bit for bit (k ${widths.join(", ")})`, { skip, timeout: 600_000 }, async () => {
     const d = dev as Device, caps = d.target.caps, sg = caps.subgroupSize;
     const teams: (Team | undefined)[] = [undefined, { lanes: 2 * sg, rows: 1, size: 2 * sg, shared: false, sgs: 2 }, { lanes: sg, rows: 1, size: sg, shared: false, sgs: 1 }, { lanes: 4 * sg, rows: 1, size: 4 * sg, shared: false, sgs: 4 }];
     const bad: string[] = [];
     let seed = 7;
     const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
-    for (const k of WIDTHS) {
+    for (const k of widths) {
       const x = Float32Array.from({ length: k }, () => (rnd() - 0.5) * 2 ** Math.floor(rnd() * 16 - 8));
       const g = Float32Array.from({ length: k }, () => 0.5 + rnd());
       for (const w of QTYPES) {
