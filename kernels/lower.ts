@@ -69,7 +69,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * preps and its q/k and v gemvs), within the device's binding limit. Default true; false: never.
    */
   siblings?: boolean;
-  /** Overrides the gemv kernels' tuning (kernels/lib/gemv.ts gemvTune). */
+  /** Overrides the gemv kernels' tuning (kernels/lib/gemv_tune.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */
   matmulTile?: number;

@@ -25,7 +25,7 @@ export const XQ_DEFAULT: readonly string[] = ["q8_0", "q4_0", "q4_k", "q5_k", "q
 /**
  * The weight types whose integer path prepares x once per unit (CompileOptions.xqPrep) by default, on every target:
  * every type whose integer path is the default. Session 9 measured only the k-quants faster with it, under the
- * tuning made for x quantized in each team; with the gemvs tuned for prepared x (kernels/lib/gemv.ts prepTune) the
+ * tuning made for x quantized in each team; with the gemvs tuned for prepared x (kernels/lib/gemv_tune.ts prepTune) the
  * H200 measured every measured type faster (session 11, `bench/decode.ts --shape llama-3-8b --quantized-x on
  * --xq-prep on,off`, tok/s): q4_k_m 470.0 / 373.0, q5_k_m 438.4 / 315.6, q4_0 484.5 / 404.8, q8_0 382.5 / 322.2.
  * Until session 23 targets with a dependent-dispatch cost (caps.dispatchGap) kept x quantized in each team to save

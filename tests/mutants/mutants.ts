@@ -19,7 +19,7 @@ export const MUTANTS: Mutant[] = [
   {
     name: "gemv-long-k-x1.25",
     what: "the fused gemv kernel multiplies its output by 1.25 when k > 1000",
-    file: "kernels/lib/gemv.ts",
+    file: "kernels/lib/gemv_units.ts",
     find: "b.store(pb.y, at, pb.res ? vals[d].add(b.load(pb.res, row)) : vals[d]);",
     replace: "const vd = s.k > 1000 ? vals[d].mul(1.25) : vals[d];\n          b.store(pb.y, at, pb.res ? vd.add(b.load(pb.res, row)) : vd);",
     tests: ["tests/ops/ops.test.ts"],
