@@ -152,6 +152,20 @@ function nodeBytes(n: Node): number {
   return byteSize(n.dtype === "bool" ? "u8" : n.dtype, numel(n.shape));
 }
 
+/** What the planning phases share: the graph's nodes, their uses, and which nodes leave the step. */
+interface PlanCx {
+  g: Graph;
+  nodes: Node[];
+  uses: number[][];
+  outputNodes: Set<number>;
+  /** State write node -> the State's name. */
+  stateWrites: Map<number, string>;
+  /** A node with one use that is neither an output nor a State write (its user may compute it). */
+  single: (id: number) => boolean;
+  /** A State write that updates its own read in place (the read's only use). */
+  inPlaceUpdate: (id: number) => boolean;
+}
+
 /** Plans a graph (call graph/passes optimize first to get fusion groups). */
 export function plan(g: Graph, opts: PlanOptions = {}): Plan {
   const nodes = g.nodes;
@@ -164,16 +178,30 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     stateReads.set(s.read, s.name);
     if (s.write !== s.read) stateWrites.set(s.write, s.name);
   }
-
-  // 1. Units. Epilogues first: a matmul whose only use is an add of a residual (same shape) or of a bias (a
-  // const [N], broadcast), and a K/V update whose row is a float cast, become one kernel each.
-  const covered = new Set<number>();
-  const unitOf = new Map<number, Unit>();
   const single = (id: number) => uses[id].length === 1 && !outputNodes.has(id) && !stateWrites.has(id);
   const inPlaceUpdate = (id: number) => {
     const target = nodes[id].inputs[0];
     return stateWrites.has(id) && stateReads.get(target) === stateWrites.get(id) && uses[target].length === 1;
   };
+  const cx: PlanCx = { g, nodes, uses, outputNodes, stateWrites, single, inPlaceUpdate };
+  const { unitOf, gemvAt, maskOnly } = planUnits(cx, opts);
+  const { values, inPlaceOf, units } = placeUnits(cx, unitOf, gemvAt, maskOnly);
+  const arenaBytes = placeTemps(cx, opts, units, values, inPlaceOf);
+  const outputs = Object.entries(g.outputs).map(([name, node]) => ({ name, node }));
+  const stateCopies = [...stateWrites].filter(([w]) => !inPlaceOf.has(w)).map(([node, name]) => ({ name, node }));
+  return { graph: g, units, values, arenaBytes, outputs, stateCopies };
+}
+
+/**
+ * 1. Units. Epilogues first: a matmul whose only use is an add of a residual (same shape) or of a bias (a const
+ * [N], broadcast), and a K/V update whose row is a float cast, become one kernel each. Returns the unit of each
+ * node a unit is keyed by, the gemv (and norm_rope) units by the node they are placed at, and which causal masks
+ * only attention units read (never materialized).
+ */
+function planUnits(cx: PlanCx, opts: PlanOptions): { unitOf: Map<number, Unit>; gemvAt: Map<number, Unit>; maskOnly: (id: number) => boolean } {
+  const { g, nodes, uses, outputNodes, single, inPlaceUpdate } = cx;
+  const covered = new Set<number>();
+  const unitOf = new Map<number, Unit>();
   const gemvAt = new Map<number, Unit>(); // position node -> gemv (or norm_rope) unit
   const gemvs = opts.gemv ?? true ? planGemv(g, uses, single, inPlaceUpdate, outputNodes) : [];
   for (const { unit, nodes: inside, at } of gemvs) {
@@ -186,47 +214,8 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       gemvAt.set(at, unit);
     }
   }
-  if (opts.normAdd) {
-    const alone = (id: number) => !(g.groups ?? []).some((grp) => grp.nodes.includes(id) && grp.nodes.length > 1);
-    for (const n of nodes) {
-      if (n.op !== "rmsnorm" || n.dtype !== "f32" || covered.has(n.id)) continue;
-      const u: Extract<Unit, { k: "norm_add" }> = { k: "norm_add", norm: n.id, weight: n.inputs[1] };
-      const wa = weightAddOf(g, n.inputs[1]);
-      if (wa && single(n.inputs[1]) && !covered.has(n.inputs[1]) && alone(n.inputs[1])) [u.weight, u.weightAdd] = wa;
-      const a = single(n.id) ? nodes[uses[n.id][0]] : undefined;
-      if (a?.op === "add" && a.dtype === "f32" && a.inputs[0] !== a.inputs[1] && !covered.has(a.id) && alone(a.id)) {
-        const r = a.inputs[0] === n.id ? a.inputs[1] : a.inputs[0];
-        if (nodes[r].dtype === "f32" && sameShape(nodes[r].shape, n.shape) && sameShape(a.shape, n.shape)) [u.add, u.residual] = [a.id, r];
-      }
-      if (u.add === undefined && u.weightAdd === undefined) continue;
-      covered.add(n.id);
-      if (u.weightAdd !== undefined) covered.add(n.inputs[1]);
-      if (u.add !== undefined) covered.add(u.add);
-      unitOf.set(u.add ?? n.id, u);
-    }
-  }
-  for (const n of nodes) {
-    if (n.op !== "add" || n.dtype !== "f32" || covered.has(n.id)) continue;
-    const [a, b] = n.inputs;
-    for (const [m, r] of [[a, b], [b, a]]) {
-      const mm = nodes[m], rn = nodes[r];
-      if (mm.op !== "matmul" || !single(m) || covered.has(m) || m === r || mm.shape.length !== 2 ||
-        nodes[mm.inputs[1]].op !== "const" || nodes[mm.inputs[0]].dtype !== "f32" || rn.dtype !== "f32") continue;
-      const N = mm.shape[1];
-      const biasConst = rn.op === "broadcast" && single(r) && nodes[rn.inputs[0]].op === "const" &&
-          numel(nodes[rn.inputs[0]].shape) === N && nodes[rn.inputs[0]].dtype === "f32"
-        ? rn.inputs[0]
-        : rn.op === "const" && sameShape(rn.shape, n.shape) && mm.shape[0] === 1 ? r : undefined;
-      if (biasConst !== undefined) {
-        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, bias: biasConst });
-        if (rn.op === "broadcast") covered.add(r);
-      } else if (sameShape(rn.shape, n.shape)) {
-        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
-      } else continue;
-      covered.add(m);
-      break;
-    }
-  }
+  if (opts.normAdd) normAddUnits(cx, covered, unitOf);
+  matmulEpilogues(cx, covered, unitOf);
   if (opts.gatherCast) {
     for (const n of nodes) {
       if (n.op !== "gather" || covered.has(n.id) || !single(n.id)) continue;
@@ -272,8 +261,61 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
   const maskOnly = (id: number) =>
     nodes[id].op === "causal_mask" && !outputNodes.has(id) && uses[id].length > 0 &&
     uses[id].every((u) => unitOf.get(u)?.k === "attention");
+  return { unitOf, gemvAt, maskOnly };
+}
 
-  // 2. Homes of leaves and in-place updates; which nodes need arena storage.
+/** norm_add units: an f32 rmsnorm with its weight's scalar add before and its residual add after, either or both. */
+function normAddUnits(cx: PlanCx, covered: Set<number>, unitOf: Map<number, Unit>): void {
+  const { g, nodes, uses, single } = cx;
+  const alone = (id: number) => !(g.groups ?? []).some((grp) => grp.nodes.includes(id) && grp.nodes.length > 1);
+  for (const n of nodes) {
+    if (n.op !== "rmsnorm" || n.dtype !== "f32" || covered.has(n.id)) continue;
+    const u: Extract<Unit, { k: "norm_add" }> = { k: "norm_add", norm: n.id, weight: n.inputs[1] };
+    const wa = weightAddOf(g, n.inputs[1]);
+    if (wa && single(n.inputs[1]) && !covered.has(n.inputs[1]) && alone(n.inputs[1])) [u.weight, u.weightAdd] = wa;
+    const a = single(n.id) ? nodes[uses[n.id][0]] : undefined;
+    if (a?.op === "add" && a.dtype === "f32" && a.inputs[0] !== a.inputs[1] && !covered.has(a.id) && alone(a.id)) {
+      const r = a.inputs[0] === n.id ? a.inputs[1] : a.inputs[0];
+      if (nodes[r].dtype === "f32" && sameShape(nodes[r].shape, n.shape) && sameShape(a.shape, n.shape)) [u.add, u.residual] = [a.id, r];
+    }
+    if (u.add === undefined && u.weightAdd === undefined) continue;
+    covered.add(n.id);
+    if (u.weightAdd !== undefined) covered.add(n.inputs[1]);
+    if (u.add !== undefined) covered.add(u.add);
+    unitOf.set(u.add ?? n.id, u);
+  }
+}
+
+/** matmul_residual units: an f32 add of a matmul (a const weight, its only use) and a residual or a bias. */
+function matmulEpilogues(cx: PlanCx, covered: Set<number>, unitOf: Map<number, Unit>): void {
+  const { nodes, single } = cx;
+  for (const n of nodes) {
+    if (n.op !== "add" || n.dtype !== "f32" || covered.has(n.id)) continue;
+    const [a, b] = n.inputs;
+    for (const [m, r] of [[a, b], [b, a]]) {
+      const mm = nodes[m], rn = nodes[r];
+      if (mm.op !== "matmul" || !single(m) || covered.has(m) || m === r || mm.shape.length !== 2 ||
+        nodes[mm.inputs[1]].op !== "const" || nodes[mm.inputs[0]].dtype !== "f32" || rn.dtype !== "f32") continue;
+      const N = mm.shape[1];
+      const biasConst = rn.op === "broadcast" && single(r) && nodes[rn.inputs[0]].op === "const" &&
+          numel(nodes[rn.inputs[0]].shape) === N && nodes[rn.inputs[0]].dtype === "f32"
+        ? rn.inputs[0]
+        : rn.op === "const" && sameShape(rn.shape, n.shape) && mm.shape[0] === 1 ? r : undefined;
+      if (biasConst !== undefined) {
+        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, bias: biasConst });
+        if (rn.op === "broadcast") covered.add(r);
+      } else if (sameShape(rn.shape, n.shape)) {
+        unitOf.set(n.id, { k: "matmul_residual", matmul: m, add: n.id, residual: r });
+      } else continue;
+      covered.add(m);
+      break;
+    }
+  }
+}
+
+/** 2. Homes of leaves and in-place updates, and the units in node order (gemv units where they are placed). */
+function placeUnits(cx: PlanCx, unitOf: Map<number, Unit>, gemvAt: Map<number, Unit>, maskOnly: (id: number) => boolean): { values: Value[]; inPlaceOf: Map<number, number>; units: Unit[] } {
+  const { nodes } = cx;
   const values: Value[] = new Array(nodes.length);
   const inPlaceOf = new Map<number, number>(); // update node -> the node whose home it shares
   const units: Unit[] = [];
@@ -315,8 +357,12 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
     }
     if (u && !(n.op === "causal_mask" && maskOnly(n.id))) units.push(u);
   }
+  return { values, inPlaceOf, units };
+}
 
-  // 3. Lifetimes of arena values, in unit order, then offsets.
+/** 3. Lifetimes of arena values, in unit order, then offsets; views take their source's home. Returns the arena's bytes. */
+function placeTemps(cx: PlanCx, opts: PlanOptions, units: Unit[], values: Value[], inPlaceOf: Map<number, number>): number {
+  const { g, nodes, outputNodes, stateWrites } = cx;
   const producedAt = new Map<number, number>();
   units.forEach((u, i) => {
     for (const r of resultsOf(u)) producedAt.set(r, i);
@@ -349,10 +395,7 @@ export function plan(g: Graph, opts: PlanOptions = {}): Plan {
       values[n.id] = { node: n.id, dtype: n.dtype, shape: n.shape, bytes: nodeBytes(n), home: { k: "temp", offset: -1 } };
     }
   }
-
-  const outputs = Object.entries(g.outputs).map(([name, node]) => ({ name, node }));
-  const stateCopies = [...stateWrites].filter(([w]) => !inPlaceOf.has(w)).map(([node, name]) => ({ name, node }));
-  return { graph: g, units, values, arenaBytes: layout.bytes, outputs, stateCopies };
+  return layout.bytes;
 }
 
 function ref(n: Node) {
