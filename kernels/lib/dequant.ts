@@ -305,188 +305,207 @@ export function chunkGroups(t: QType): { off: number; n: number }[] {
  * u32 words).
  */
 export function loadChunk(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide = true, pairs4 = false, xq = false): LoadedChunk {
+  switch (t) {
+    case "q8_0": return loadQ8_0(b, W, base, c, pairs4, xq);
+    case "q4_0": case "q5_0": return loadQ4_0(b, W, t, base, c, pairs4, xq);
+    case "q4_1": case "q5_1": return loadQ4_1(b, W, t, base, c);
+    case "q4_k": case "q5_k": return loadQK(b, W, t, base, c, wide);
+    case "q6_k": return loadQ6K(b, W, base, c, pairs4, xq);
+  }
+}
+
+/** loadChunk of q8_0: d, qs[32]: chunk c = qs[16c .. 16c+15] */
+function loadQ8_0(b: KernelBuilder, W: Buffer, base: Val, c: Val, pairs4: boolean, xq: boolean): LoadedChunk {
+  const qv = (v: Val) => b.let(v, "f32", "q");
+  const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
+  // pairs4: every other block starts 4-byte aligned, so u32 loads (and selects) read the quants.
+  const pick = pairs4 && !xq ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
+  const ws = pick || (xq && pairs4) ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
+  const at = c.mul(16);
+  const ints = xq && pairs4 ? words32(b, W, base.add(c.mul(8)).add(1), 4) : undefined;
+  return {
+    at,
+    decode: () => {
+      const d = b.let(half(dw, false), "f32", "d");
+      const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
+      return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
+    },
+    ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: [{ w: ints ? ints() : pairUp(b, ws) }] }),
+  };
+}
+
+/** loadChunk of q4_0 and q5_0: d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l) */
+function loadQ4_0(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, pairs4: boolean, xq: boolean): LoadedChunk {
+  const qv = (v: Val) => b.let(v, "f32", "q");
+  const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
+  const q5 = t === "q5_0";
+  const at16 = base.add(c.mul(4)).add(q5 ? 3 : 1);
+  // The int path with pairs4: the quants as u32 words (words32), as q8_0's.
+  const ints = xq && pairs4 ? words32(b, W, at16, 2) : undefined;
+  const ws = ints ? [] : words(b, W, "u16", at16, 4, false);
+  const qh = q5 ? b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh") : undefined;
+  const at = c.mul(8);
+  return {
+    at,
+    ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: nibbleGroups(b, ints ? ints() : pairUp(b, ws), qh, q5 ? 16 : 8) }),
+    decode: () => {
+      const d = b.let(half(dw, false), "f32", "d");
+      if (!qh) {
+        const [a, h] = inPlace(b, ws, false, 4, 8);
+        return { at, groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
+      }
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 8; l++) {
+        const byte = byteOf(ws, l, 16);
+        const a = byte.and(15).or(qh.shr(l).and(1).shl(4)), h = byte.shr(4).or(qh.shr(l + 16).and(1).shl(4));
+        lo.push(qv(small(a, 16)));
+        hi.push(qv(small(h, 16)));
+      }
+      return { at, groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
+    },
+  };
+}
+
+/** loadChunk of q4_1 and q5_1: d, m, [qh u32], qs[16] (u32 words): chunk c = qs[8c .. 8c+7] */
+function loadQ4_1(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val): LoadedChunk {
+  const qv = (v: Val) => b.let(v, "f32", "q");
+  const dm = b.let(b.load(W, base, "u32"), "u32", "dm");
+  const q5 = t === "q5_1";
+  const ws = words(b, W, "u32", base.add(c.mul(2)).add(q5 ? 2 : 1), 2, false);
+  const qh = q5 ? b.let(b.load(W, base.add(1), "u32").shr(c.mul(8)), "u32", "qh") : undefined;
+  const at = c.mul(8);
+  return {
+    at,
+    // the min adds: dmin = −m (graph/ops/qdot.ts)
+    ints: () => ({ d: b.let(half(dm, false), "f32", "d"), dmin: b.let(half(dm, true).neg(), "f32", "nm"), groups: nibbleGroups(b, ws, qh, 0) }),
+    decode: () => {
+      const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 8; l++) {
+        const byte = byteOf(ws, l, 32);
+        let a = byte.and(15), h = byte.shr(4);
+        if (qh) {
+          a = a.or(qh.shr(l).and(1).shl(4));
+          h = h.or(qh.shr(l + 16).and(1).shl(4));
+        }
+        lo.push(qv(small(a)));
+        hi.push(qv(small(h)));
+      }
+      return { at, groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
+    },
+  };
+}
+
+/** loadChunk of q4_k and q5_k. */
+function loadQK(b: KernelBuilder, W: Buffer, t: QType, base: Val, c: Val, wide: boolean): LoadedChunk {
   const f = (v: Val) => small(v);
   const qv = (v: Val) => b.let(v, "f32", "q");
-  switch (t) {
-    case "q8_0": { // d, qs[32]: chunk c = qs[16c .. 16c+15]
-      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
-      // pairs4: every other block starts 4-byte aligned, so u32 loads (and selects) read the quants.
-      const pick = pairs4 && !xq ? halves(b, W, base.add(c.mul(8)).add(1), 8) : undefined;
-      const ws = pick || (xq && pairs4) ? [] : words(b, W, "u16", base.add(c.mul(8)).add(1), 8, false);
-      const at = c.mul(16);
-      const ints = xq && pairs4 ? words32(b, W, base.add(c.mul(8)).add(1), 4) : undefined;
-      return {
-        at,
-        decode: () => {
-          const d = b.let(half(dw, false), "f32", "d");
-          const [v] = inPlace(b, pick ? pick() : ws, false, 8, 128, 0x8080);
-          return { at, groups: [{ scale: d, off: 0, q: v.v.map(qv), p: v.p }] };
-        },
-        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: [{ w: ints ? ints() : pairUp(b, ws) }] }),
-      };
-    }
-    case "q4_0": case "q5_0": { // d, [qh u32], qs[16]: chunk c = qs[8c .. 8c+7] (elements 8c+l and 16+8c+l)
-      const dw = b.let(b.load(W, base, "u16"), "u32", "dw");
-      const q5 = t === "q5_0";
-      const at16 = base.add(c.mul(4)).add(q5 ? 3 : 1);
-      // The int path with pairs4: the quants as u32 words (words32), as q8_0's.
-      const ints = xq && pairs4 ? words32(b, W, at16, 2) : undefined;
-      const ws = ints ? [] : words(b, W, "u16", at16, 4, false);
-      const qh = q5 ? b.let(b.load(W, base.add(1), "u16").or(b.load(W, base.add(2), "u16").shl(16)).shr(c.mul(8)), "u32", "qh") : undefined;
-      const at = c.mul(8);
-      return {
-        at,
-        ints: () => ({ d: b.let(half(dw, false), "f32", "d"), groups: nibbleGroups(b, ints ? ints() : pairUp(b, ws), qh, q5 ? 16 : 8) }),
-        decode: () => {
-          const d = b.let(half(dw, false), "f32", "d");
-          if (!qh) {
-            const [a, h] = inPlace(b, ws, false, 4, 8);
-            return { at, groups: [{ scale: d, off: 0, q: a.v.map(qv), p: a.p }, { scale: d, off: 16, q: h.v.map(qv), p: h.p }] };
-          }
-          const lo: Val[] = [], hi: Val[] = [];
-          for (let l = 0; l < 8; l++) {
-            const byte = byteOf(ws, l, 16);
-            const a = byte.and(15).or(qh.shr(l).and(1).shl(4)), h = byte.shr(4).or(qh.shr(l + 16).and(1).shl(4));
-            lo.push(qv(small(a, 16)));
-            hi.push(qv(small(h, 16)));
-          }
-          return { at, groups: [{ scale: d, off: 0, q: lo }, { scale: d, off: 16, q: hi }] };
-        },
-      };
-    }
-    case "q4_1": case "q5_1": { // d, m, [qh u32], qs[16] (u32 words): chunk c = qs[8c .. 8c+7]
-      const dm = b.let(b.load(W, base, "u32"), "u32", "dm");
-      const q5 = t === "q5_1";
-      const ws = words(b, W, "u32", base.add(c.mul(2)).add(q5 ? 2 : 1), 2, false);
-      const qh = q5 ? b.let(b.load(W, base.add(1), "u32").shr(c.mul(8)), "u32", "qh") : undefined;
-      const at = c.mul(8);
-      return {
-        at,
-        // the min adds: dmin = −m (graph/ops/qdot.ts)
-        ints: () => ({ d: b.let(half(dm, false), "f32", "d"), dmin: b.let(half(dm, true).neg(), "f32", "nm"), groups: nibbleGroups(b, ws, qh, 0) }),
-        decode: () => {
-          const d = b.let(half(dm, false), "f32", "d"), m = b.let(half(dm, true), "f32", "m");
-          const lo: Val[] = [], hi: Val[] = [];
-          for (let l = 0; l < 8; l++) {
-            const byte = byteOf(ws, l, 32);
-            let a = byte.and(15), h = byte.shr(4);
-            if (qh) {
-              a = a.or(qh.shr(l).and(1).shl(4));
-              h = h.or(qh.shr(l + 16).and(1).shl(4));
-            }
-            lo.push(qv(small(a)));
-            hi.push(qv(small(h)));
-          }
-          return { at, groups: [{ scale: d, bias: m, off: 0, q: lo }, { scale: d, bias: m, off: 16, q: hi }] };
-        },
-      };
-    }
-    case "q4_k": case "q5_k": {
-      // d, dmin, scales[12], [qh[32]], qs[128] in u32 words; chunk c: j = c>>1 (64 elements), h = c&1 (half of
-      // its 32 quant bytes): low nibbles are elements 64j+16h+l (sub-block 2j), high ones +32 (sub-block 2j+1).
-      const hdr = words(b, W, "u32", base, 4, wide);
-      const j = b.let(c.shr(1), "u32", "j"), h = c.and(1);
-      const q5 = t === "q5_k";
-      const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
-      const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
-      const at = b.let(j.mul(64).add(h.mul(16)), "u32", "at");
-      return {
-        at,
-        decode: () => {
-          const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
-          const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
-          const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
-            scale: b.let(d.mul(f(sc)), "f32", "ds"),
-            bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
-            off,
-            q,
-            p,
-          });
-          if (!qh) {
-            const [a, e] = inPlace(b, qs, true, 4, 0);
-            return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
-          }
-          const sh = b.let(j.mul(2), "u32", "hs");
-          const lo: Val[] = [], hi: Val[] = [];
-          for (let l = 0; l < 16; l++) {
-            const byte = byteOf(qs, l, 32);
-            const hb = byteOf(qh, l, 32).shr(sh);
-            lo.push(qv(small(byte.and(15).or(hb.and(1).shl(4)))));
-            hi.push(qv(small(byte.shr(4).or(hb.and(2).shl(3)))));
-          }
-          return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
-        },
-        ints: () => {
-          const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
-          const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j).map((v) => b.let(v.bitcast("i32"), "i32", "ksi"));
-          // q5_k: qh byte l's bits 2j and 2j + 1 are the fifth bits of the low and the high nibble of qs byte l
-          const hb = qh?.map((w) => b.let(w.shr(j.mul(2)), "u32", "q5h"));
-          const lo = qs.map((w, i) => b.let(hb ? w.and(0x0f0f0f0f).or(hb[i].and(0x01010101).shl(4)) : w.and(0x0f0f0f0f), "u32", "qlo"));
-          const hi = qs.map((w, i) => b.let(hb ? w.shr(4).and(0x0f0f0f0f).or(hb[i].and(0x02020202).shl(3)) : w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
-          return { d, dmin, groups: [{ w: lo, sc: sc0, m: m0 }, { w: hi, sc: sc1, m: m1 }] };
-        },
-      };
-    }
-    case "q6_k": {
-      // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
-      // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
-      const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
-      const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
-      // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves); the int path takes them as 2 u32 words each
-      // (words32), 16-bit words otherwise.
-      const w32 = xq && pairs4;
-      const piece = (at16: Val): () => Val[] => {
-        if (w32) return words32(b, W, at16, 2);
-        if (pairs4) return halves(b, W, at16, 4);
-        const ws = words(b, W, "u16", at16, 4, false);
-        return () => ws;
-      };
-      const pA = piece(base.add(n.mul(32)).add(r.mul(4))), pB = piece(base.add(n.mul(32)).add(16).add(r.mul(4)));
-      const pH = piece(base.add(64).add(n.mul(16)).add(r.mul(4))), pS = piece(base.add(96).add(n.mul(4)));
-      const at = b.let(n.mul(128).add(r.mul(8)), "u32", "at");
-      return {
-        at,
-        decode: () => {
-          const d = b.let(half(dw, false), "f32", "d");
-          const qlA = pA(), qlB = pB(), qhW = pH(), scW = pS();
-          const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
-          // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit
-          // word, with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (4 - 2(g&1)).
-          const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
-          const groups: QGroup[] = [];
-          for (let g = 0; g < 4; g++) {
-            const sc = scW[g].shr(odd).and(0xff);
-            const q: Val[] = [], p: number[] = [];
-            for (let l = 0; l < 8; l++) {
-              const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
-              const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
-              q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
-              p.push(sh);
-            }
-            groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
-          }
-          return { at, groups };
-        },
-        ints: () => {
-          const d = b.let(half(dw, false), "f32", "d");
-          const word = (p: () => Val[]) => (w32 ? p() : pairUp(b, p()));
-          const A = word(pA), B = word(pB), H = word(pH), S = word(pS);
-          const odd = r.shr(1).mul(8); // scale byte 2g + (r>>1): byte (r>>1) of 16-bit word g
-          const groups: QIntGroup[] = [];
-          for (let g = 0; g < 4; g++) {
-            const w = [0, 1].map((j) => {
-              const ql = (g & 1 ? B : A)[j], nib = (g < 2 ? ql : ql.shr(4)).and(0x0f0f0f0f);
-              const hb = (g ? H[j].shr(2 * g) : H[j]).and(0x03030303).shl(4);
-              return b.let(nib.or(hb), "u32", "q6w");
-            });
-            const sw = g & 1 ? S[g >> 1].shr(16) : S[g >> 1];
-            groups.push({ w, sc: b.let(sbyteI(sw.shr(odd).and(0xff)), "i32", "q6s"), off: 32 });
-          }
-          return { d, groups };
-        },
-      };
-    }
-  }
+  // d, dmin, scales[12], [qh[32]], qs[128] in u32 words; chunk c: j = c>>1 (64 elements), h = c&1 (half of
+  // its 32 quant bytes): low nibbles are elements 64j+16h+l (sub-block 2j), high ones +32 (sub-block 2j+1).
+  const hdr = words(b, W, "u32", base, 4, wide);
+  const j = b.let(c.shr(1), "u32", "j"), h = c.and(1);
+  const q5 = t === "q5_k";
+  const qs = words(b, W, "u32", base.add(q5 ? 12 : 4).add(j.mul(8)).add(h.mul(4)), 4, wide);
+  const qh = q5 ? words(b, W, "u32", base.add(4).add(h.mul(4)), 4, wide) : undefined;
+  const at = b.let(j.mul(64).add(h.mul(16)), "u32", "at");
+  return {
+    at,
+    decode: () => {
+      const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+      const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j);
+      const g = (sc: Val, m: Val, off: number, q: Val[], p?: number[]): QGroup => ({
+        scale: b.let(d.mul(f(sc)), "f32", "ds"),
+        bias: b.let(dmin.mul(f(m)).neg(), "f32", "dm"),
+        off,
+        q,
+        p,
+      });
+      if (!qh) {
+        const [a, e] = inPlace(b, qs, true, 4, 0);
+        return { at, groups: [g(sc0, m0, 0, a.v.map(qv), a.p), g(sc1, m1, 32, e.v.map(qv), e.p)] };
+      }
+      const sh = b.let(j.mul(2), "u32", "hs");
+      const lo: Val[] = [], hi: Val[] = [];
+      for (let l = 0; l < 16; l++) {
+        const byte = byteOf(qs, l, 32);
+        const hb = byteOf(qh, l, 32).shr(sh);
+        lo.push(qv(small(byte.and(15).or(hb.and(1).shl(4)))));
+        hi.push(qv(small(byte.shr(4).or(hb.and(2).shl(3)))));
+      }
+      return { at, groups: [g(sc0, m0, 0, lo), g(sc1, m1, 32, hi)] };
+    },
+    ints: () => {
+      const d = b.let(half(hdr[0], false), "f32", "d"), dmin = b.let(half(hdr[0], true), "f32", "dmin");
+      const [sc0, m0, sc1, m1] = scalesK4(b, hdr.slice(1), j).map((v) => b.let(v.bitcast("i32"), "i32", "ksi"));
+      // q5_k: qh byte l's bits 2j and 2j + 1 are the fifth bits of the low and the high nibble of qs byte l
+      const hb = qh?.map((w) => b.let(w.shr(j.mul(2)), "u32", "q5h"));
+      const lo = qs.map((w, i) => b.let(hb ? w.and(0x0f0f0f0f).or(hb[i].and(0x01010101).shl(4)) : w.and(0x0f0f0f0f), "u32", "qlo"));
+      const hi = qs.map((w, i) => b.let(hb ? w.shr(4).and(0x0f0f0f0f).or(hb[i].and(0x02020202).shl(3)) : w.shr(4).and(0x0f0f0f0f), "u32", "qhi"));
+      return { d, dmin, groups: [{ w: lo, sc: sc0, m: m0 }, { w: hi, sc: sc1, m: m1 }] };
+    },
+  };
+}
+
+/** loadChunk of q6_k. */
+function loadQ6K(b: KernelBuilder, W: Buffer, base: Val, c: Val, pairs4: boolean, xq: boolean): LoadedChunk {
+  const qv = (v: Val) => b.let(v, "f32", "q");
+  // ql[128], qh[64], scales[16] (i8), d (u16 words); chunk c: n = c>>2 (128 elements), r = c&3 (8 of its 32
+  // columns l): element 128n + 8r + l + 32g (g = 0..3) has scale scales[8n + (r>>1) + 2g].
+  const n = b.let(c.shr(2), "u32", "n"), r = b.let(c.and(3), "u32", "r");
+  const dw = b.let(b.load(W, base.add(104), "u16"), "u32", "dw");
+  // pairs4: 4 x 4 16-bit words as 4 x 3 u32 loads (see halves); the int path takes them as 2 u32 words each
+  // (words32), 16-bit words otherwise.
+  const w32 = xq && pairs4;
+  const piece = (at16: Val): () => Val[] => {
+    if (w32) return words32(b, W, at16, 2);
+    if (pairs4) return halves(b, W, at16, 4);
+    const ws = words(b, W, "u16", at16, 4, false);
+    return () => ws;
+  };
+  const pA = piece(base.add(n.mul(32)).add(r.mul(4))), pB = piece(base.add(n.mul(32)).add(16).add(r.mul(4)));
+  const pH = piece(base.add(64).add(n.mul(16)).add(r.mul(4))), pS = piece(base.add(96).add(n.mul(4)));
+  const at = b.let(n.mul(128).add(r.mul(8)), "u32", "at");
+  return {
+    at,
+    decode: () => {
+      const d = b.let(half(dw, false), "f32", "d");
+      const qlA = pA(), qlB = pB(), qhW = pH(), scW = pS();
+      const odd = r.shr(1).mul(8); // scales[is + 2g] is byte (is) of word g
+      // In place (see inPlace): value l of group g is ql's nibble at bit sh (+4 for g >= 2) of its 16-bit
+      // word, with qh's 2 bits (2g, 2g+1 of byte l) moved just above it by one shift per qh word (4 - 2(g&1)).
+      const up = [4, 2].map((k) => qhW.map((w) => b.let(w.shl(k), "u32", "qhs")));
+      const groups: QGroup[] = [];
+      for (let g = 0; g < 4; g++) {
+        const sc = scW[g].shr(odd).and(0xff);
+        const q: Val[] = [], p: number[] = [];
+        for (let l = 0; l < 8; l++) {
+          const wi = l >> 1, sh = (l & 1) * 8 + (g < 2 ? 0 : 4);
+          const ql = (g & 1 ? qlB : qlA)[wi], qh = up[g & 1][wi];
+          q.push(qv(small(ql.and(0xf << sh).or(qh.and(0x30 << sh)), 32 * 2 ** sh)));
+          p.push(sh);
+        }
+        groups.push({ scale: b.let(d.mul(sbyte(sc)), "f32", "ds"), off: 32 * g, q, p });
+      }
+      return { at, groups };
+    },
+    ints: () => {
+      const d = b.let(half(dw, false), "f32", "d");
+      const word = (p: () => Val[]) => (w32 ? p() : pairUp(b, p()));
+      const A = word(pA), B = word(pB), H = word(pH), S = word(pS);
+      const odd = r.shr(1).mul(8); // scale byte 2g + (r>>1): byte (r>>1) of 16-bit word g
+      const groups: QIntGroup[] = [];
+      for (let g = 0; g < 4; g++) {
+        const w = [0, 1].map((j) => {
+          const ql = (g & 1 ? B : A)[j], nib = (g < 2 ? ql : ql.shr(4)).and(0x0f0f0f0f);
+          const hb = (g ? H[j].shr(2 * g) : H[j]).and(0x03030303).shl(4);
+          return b.let(nib.or(hb), "u32", "q6w");
+        });
+        const sw = g & 1 ? S[g >> 1].shr(16) : S[g >> 1];
+        groups.push({ w, sc: b.let(sbyteI(sw.shr(odd).and(0xff)), "i32", "q6s"), off: 32 });
+      }
+      return { d, groups };
+    },
+  };
 }
 
 /** The exact dequantized values of a chunk (ggml's order of operations), each with its element offset. */
