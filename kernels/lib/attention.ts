@@ -275,6 +275,53 @@ function localFits(W: number, S: number): boolean {
   return W > 1 && (W % S === 0 || (S % W === 0 && W <= 32 && (W & (W - 1)) === 0));
 }
 
+/** An attention kernel's name: its shape, and what it is (fused, partial, paged or whole). */
+function kernelName(s: AttentionShape, o: { splits: number; S: number; gq: number; paged?: PagedAttentionShape; fusedAs?: Fused; localOk: boolean; prefetch: boolean }): string {
+  const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s, kv = s.kv ?? "f32", pt = s.pos ?? "u32";
+  const { splits, S, gq, paged, fusedAs: f } = o;
+  const tt = paged?.table ?? "i32";
+  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
+    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
+    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (o.prefetch ? "_pf" : "");
+  if (f) return `attention_fused_${base}_s${S}${f.count === "team" ? "_tc" : ""}${f.skipEmpty ? "_se" : ""}${o.localOk ? "_wl" : ""}${f.wg ? `_wg${f.wg}` : ""}${f.prep ? `_xq${f.prep.w}` : ""}`;
+  return splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`;
+}
+
+/**
+ * One trip of positions for one head (online softmax): its scores against the trip's K rows (out-of-range ones
+ * -inf), the running max moved to the trip's, the sum l and the weighted V acc rescaled and added to.
+ */
+function onlineTrip(
+  b: KernelBuilder,
+  h: { qs: Val[]; m: Val; l: Val; acc: Val[] },
+  trip: { subs: { inRange?: Val }[]; ks: Val[][]; vs: Val[][] },
+  o: { scale: number; softcap?: number; nd: number; groupSum: (v: Val) => Val },
+): void {
+  const { qs, m, l, acc } = h, { subs, ks, vs } = trip, { scale, softcap, nd, groupSum } = o;
+  const scs = subs.map((x, j) => {
+    const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
+    let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
+    if (softcap) sc = b.let(sc.div(softcap).tanh().mul(softcap), "f32", "s");
+    return x.inRange ? b.let(x.inRange.select(sc, f32(-Infinity)), "f32", "s") : sc;
+  });
+  let top = [m, ...scs];
+  while (top.length > 1) {
+    const next: Val[] = [];
+    for (let i = 0; i < top.length; i += 2) next.push(i + 1 < top.length ? top[i].max(top[i + 1]) : top[i]);
+    top = next;
+  }
+  const mn = b.let(top[0], "f32", "mn");
+  // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
+  const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
+  const pes = scs.map((sc, j) => {
+    const r = subs[j].inRange;
+    return b.let(r ? r.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
+  });
+  b.set(l, l.mul(corr).add(pairwise(pes)));
+  for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
+  b.set(m, mn);
+}
+
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedAs?: Fused): Kernel {
   const fused = fusedAs !== undefined;
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
@@ -293,13 +340,10 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const t = team(caps, { rows: teams, wg: fusedAs?.wg });
   const grid = gridFor(caps, Math.ceil(teams / t.rows));
   const tt = paged?.table ?? "i32";
-  const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
-    (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
-    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (s.prefetch && t.lanes > 1 ? "_pf" : "");
   // Fused.local: W teams a workgroup, holding one item's chunks W at a time or whole items
   // (where an item spans workgroups, W is the combine's real splits: a power of two up to 32, CombineSource.real)
   const W = t.rows, localOk = !!fusedAs?.local && localFits(W, S);
-  const name = s.name ?? (fused ? `attention_fused_${base}_s${S}${fusedAs.count === "team" ? "_tc" : ""}${fusedAs.skipEmpty ? "_se" : ""}${localOk ? "_wl" : ""}${fusedAs.wg ? `_wg${fusedAs.wg}` : ""}${fusedAs.prep ? `_xq${fusedAs.prep.w}` : ""}` : splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`);
+  const name = s.name ?? kernelName(s, { splits, S, gq, paged, fusedAs, localOk, prefetch: !!s.prefetch && t.lanes > 1 });
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
   const q = b.buffer("q", "f32", "r");
   const K = b.buffer("k", kv, "r");
@@ -379,32 +423,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     K, V, kv, load: loadRow, physRow, kvHeads, kvh, hd, G, U, gi, nd, d0, vk, exact, start, stop, prefetch: !!s.prefetch && t.lanes > 1,
   });
   b.for(start, stop, G * U, (p0) => {
-    const { subs, ks, vs, done } = tripAt(p0);
-    for (const { qs, m, l, acc } of hs) {
-      const scs = subs.map((x, j) => {
-        const part = pairwise(qs.map((qj, e) => qj.mul(ks[j][e]))); // a tree: short dependency chains
-        let sc = b.let(groupSum(b.let(part, "f32", "part")).mul(scale), "f32", "s");
-        if (s.softcap) sc = b.let(sc.div(s.softcap).tanh().mul(s.softcap), "f32", "s");
-        return x.inRange ? b.let(x.inRange.select(sc, f32(-Infinity)), "f32", "s") : sc;
-      });
-      let top = [m, ...scs];
-      while (top.length > 1) {
-        const next: Val[] = [];
-        for (let i = 0; i < top.length; i += 2) next.push(i + 1 < top.length ? top[i].max(top[i + 1]) : top[i]);
-        top = next;
-      }
-      const mn = b.let(top[0], "f32", "mn");
-      // exp(0) = 1 exactly: skipping it when the max holds changes nothing (and saves a CPU target an exp)
-      const corr = b.let(m.eq(mn).select(f32(1), m.sub(mn).exp()), "f32", "corr");
-      const pes = scs.map((sc, j) => {
-        const r = subs[j].inRange;
-        return b.let(r ? r.select(sc.sub(mn).exp(), f32(0)) : sc.sub(mn).exp(), "f32", "pe");
-      });
-      b.set(l, l.mul(corr).add(pairwise(pes)));
-      for (let e = 0; e < nd; e++) b.set(acc[e], acc[e].mul(corr).add(pairwise(pes.map((pe, j) => pe.mul(vs[j][e])))));
-      b.set(m, mn);
-    }
-    done();
+    const trip = tripAt(p0);
+    for (const h of hs) onlineTrip(b, h, trip, { scale, softcap: s.softcap, nd, groupSum });
+    trip.done();
   });
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
   const withPositions = (fusedAs?.skipEmpty || localOk) && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
