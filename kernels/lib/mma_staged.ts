@@ -23,7 +23,7 @@
 // many rows there are or which block or warp computes it (batch invariant within this kernel), but they differ
 // from mma_matmul.ts's order: the lowering uses this kernel for prefill chunks only, never the server's entries.
 // Rows past m read the last row (clamped) and are not written; columns past n likewise.
-import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 import type { MmaOperands } from "./mma_matmul.ts";
@@ -251,41 +251,87 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   };
   const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
 
-  if (wg) {
-    // Warpgroup q = warp / 4 owns rows wi * WM .. and columns wj * WN ..; each k16 step of a slice is one wgmma per
-    // 64 rows and x part (lo first), reading the stage where it lies: x rows at 32 words a row, 8 words a step.
-    const q = b.let(warp.shr(2), "u32", "q");
-    const wi = b.let(q.mod(wm), "u32", "wi"), wj = b.let(q.div(wm), "u32", "wj");
-    const mt = WM / 64;
-    const acc = Array.from({ length: mt }, () => Array.from({ length: WN / 2 }, () => b.let(0, "f32", "acc")));
-    const aBase = b.let(wi.mul(WM * rowW), "u32", "ab"), bBase = b.let(wj.mul(WN * rowW).add(parts * aW), "u32", "bb");
-    b.for(u32(0), u32(KT), 1, (kt) => {
-      slice(kt);
-      for (let st = 0; st < bk / 16; st++) {
-        for (let i = 0; i < mt; i++) {
-          for (let p = parts - 1; p >= 0; p--) {
-            b.wgmma(w, WN, acc[i], sm, rs.add(aBase).add(p * aW + 64 * i * rowW + 8 * st), rs.add(bBase).add(8 * st));
-          }
-        }
-      }
-      b.wgWait(pending);
-      advance();
-    });
-    if (pending) b.wgWait(0);
-    // Lane l of warp r (of its warpgroup) holds columns 8j + 2t, +1 of rows 16r + g and 16r + g + 8 of each 64 rows.
-    const r16 = b.let(warp.and(3).mul(16).add(g), "u32", "r16");
-    for (let i = 0; i < mt; i++) {
-      for (let j = 0; j < WN / 8; j++) {
-        const col = b.let(n0.add(wj.mul(WN)).add(8 * j).add(t.mul(2)), "u32", "col");
-        for (const h of [0, 1]) {
-          const row = b.let(m0.add(wi.mul(WM)).add(64 * i + 8 * h).add(r16), "u32", "row");
-          storePair(row, col, [acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]]);
+  const cx: StagedBuild = { b, w, sm, rs, KT, bk, C, rowW, aW, parts, split, wm, WM, WN, pending, warp, lane, g, t, m0, n0, slice, advance, storePair };
+  if (wg) wgmmaTiles(cx);
+  else warpTiles(cx);
+  return b.build();
+}
+
+/** What the staged matmul's tile code shares with its setup (stagedMatmul). */
+interface StagedBuild {
+  b: KernelBuilder;
+  w: StagedMatmulShape["w"];
+  /** The stages in shared memory, and the word base of the stage being read. */
+  sm: Shared;
+  rs: Val;
+  /** Slices of k, the slice's width, 16-byte chunks a staged row, u32 words a staged row. */
+  KT: number;
+  bk: number;
+  C: number;
+  rowW: number;
+  /** Words of one part of x per stage, and the parts (hi and lo, or one). */
+  aW: number;
+  parts: number;
+  split: boolean;
+  /** Warps (warpgroups) along M, the tile a warp (warpgroup) owns, warpgroup MMA groups in flight. */
+  wm: number;
+  WM: number;
+  WN: number;
+  pending: number;
+  warp: Val;
+  lane: Val;
+  /** A lane's fragment row group (lane / 4) and column pair (lane % 4). */
+  g: Val;
+  t: Val;
+  /** The block's first row and column. */
+  m0: Val;
+  n0: Val;
+  /** Waits for slice kt and issues the copies ahead of it; moves the read stage on. */
+  slice: (kt: Val) => void;
+  advance: () => void;
+  /** Stores two neighbouring columns of a row with bias and residual, what lies inside y. */
+  storePair: (row: Val, col: Val, vs: Val[]) => void;
+}
+
+/** The warpgroup MMA (wgmma) tiles of a staged matmul: its k loop over the staged slices, then its stores. */
+function wgmmaTiles(cx: StagedBuild): void {
+  const { b, w, sm, rs, KT, bk, rowW, aW, parts, wm, WM, WN, pending, warp, g, t, m0, n0, slice, advance, storePair } = cx;
+  // Warpgroup q = warp / 4 owns rows wi * WM .. and columns wj * WN ..; each k16 step of a slice is one wgmma per
+  // 64 rows and x part (lo first), reading the stage where it lies: x rows at 32 words a row, 8 words a step.
+  const q = b.let(warp.shr(2), "u32", "q");
+  const wi = b.let(q.mod(wm), "u32", "wi"), wj = b.let(q.div(wm), "u32", "wj");
+  const mt = WM / 64;
+  const acc = Array.from({ length: mt }, () => Array.from({ length: WN / 2 }, () => b.let(0, "f32", "acc")));
+  const aBase = b.let(wi.mul(WM * rowW), "u32", "ab"), bBase = b.let(wj.mul(WN * rowW).add(parts * aW), "u32", "bb");
+  b.for(u32(0), u32(KT), 1, (kt) => {
+    slice(kt);
+    for (let st = 0; st < bk / 16; st++) {
+      for (let i = 0; i < mt; i++) {
+        for (let p = parts - 1; p >= 0; p--) {
+          b.wgmma(w, WN, acc[i], sm, rs.add(aBase).add(p * aW + 64 * i * rowW + 8 * st), rs.add(bBase).add(8 * st));
         }
       }
     }
-    return b.build();
+    b.wgWait(pending);
+    advance();
+  });
+  if (pending) b.wgWait(0);
+  // Lane l of warp r (of its warpgroup) holds columns 8j + 2t, +1 of rows 16r + g and 16r + g + 8 of each 64 rows.
+  const r16 = b.let(warp.and(3).mul(16).add(g), "u32", "r16");
+  for (let i = 0; i < mt; i++) {
+    for (let j = 0; j < WN / 8; j++) {
+      const col = b.let(n0.add(wj.mul(WN)).add(8 * j).add(t.mul(2)), "u32", "col");
+      for (const h of [0, 1]) {
+        const row = b.let(m0.add(wi.mul(WM)).add(64 * i + 8 * h).add(r16), "u32", "row");
+        storePair(row, col, [acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]]);
+      }
+    }
   }
+}
 
+/** The warp MMA (mma.sync) tiles of a staged matmul, fed by ldmatrix: its k loop, then its stores. */
+function warpTiles(cx: StagedBuild): void {
+  const { b, w, sm, rs, KT, bk, C, rowW, aW, parts, split, wm, WM, WN, warp, lane, g, t, m0, n0, slice, advance, storePair } = cx;
   // This warp's tile and its lanes' ldmatrix row offsets (the swizzle key of a fragment row depends on the
   // lane only: tile rows start at multiples of 16).
   const mt = WM / 16, nt = WN / 8; // m16 tiles and n8 tiles per warp
@@ -331,5 +377,4 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
       }
     }
   }
-  return b.build();
 }
