@@ -19,7 +19,7 @@
 // the split), never on how many rows there are. `ks` is a function of (n, k) alone; `mt`/`nt` only choose which
 // warp computes a row (and `unroll` only the loop's shape). Rows past m read the last row (clamped) and are not
 // written; columns past n likewise.
-import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
+import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 import { evalEw, type EwExpr, type EwInput } from "./elementwise.ts";
@@ -396,9 +396,56 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     }, { unroll });
   }
 
-  // Tail: the leftover chunks and the last k % 32 columns in masked k16 steps, all on warp kk == 0 after its
-  // main loop (the same place at every row count).
-  const tailStart = main * 32;
+  const cx: MmaBuild = { b, w, n, k, m, x, W, y, bias, res, split, prepared, mt, nt, nw, ks, groups, E, kk, grp, lane, g, t, m0, n0, xr, wr, acc, aWords, mmaStep };
+  maskedTail(cx, main * 32);
+  if (redWords) sliceSums(cx, pipe ?? b.shared("mma_red", "f32", redWords), !!pipe);
+  storeTiles(cx);
+  return b.build();
+}
+
+/** What mmaMatmul's tail, K-slice sums and stores share with its setup. */
+interface MmaBuild {
+  b: KernelBuilder;
+  w: MmaMatmulShape["w"];
+  n: number;
+  k: number;
+  m: number;
+  x: Buffer;
+  W: Buffer;
+  y: Buffer;
+  bias?: Buffer;
+  res?: Buffer;
+  split: boolean;
+  prepared: boolean;
+  /** m16 and n8 tiles a warp, warps along n, K slices, warps a K slice, accumulators a lane. */
+  mt: number;
+  nt: number;
+  nw: number;
+  ks: number;
+  groups: number;
+  E: number;
+  /** This warp's K slice and its (wm, wn) group; the lane, its row group g and column pair t. */
+  kk: Val;
+  grp: Val;
+  lane: Val;
+  g: Val;
+  t: Val;
+  /** The warp's first row and column; the element index of its lanes' x rows and W rows; the accumulators. */
+  m0: Val;
+  n0: Val;
+  xr: Val[][];
+  wr: Val[];
+  acc: Val[][][];
+  aWords: (pairs: Val[][][]) => { hi: Val[]; lo?: Val[] };
+  mmaStep: (A: { hi: Val[]; lo?: Val[] }, bw: Val[], i: number, j: number) => void;
+}
+
+/**
+ * The tail: the leftover chunks and the last k % 32 columns in masked k16 steps, all on warp kk == 0 after its
+ * main loop (the same place at every row count).
+ */
+function maskedTail(cx: MmaBuild, tailStart: number): void {
+  const { b, k, m, x, W, split, prepared, mt, nt, ks, kk, t, xr, wr, aWords, mmaStep } = cx;
   if (tailStart < k) {
     const tail = () => {
       b.for(u32(tailStart), u32(k), 16, (kb) => {
@@ -426,23 +473,31 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     if (ks > 1) b.if(kk.eq(0), tail);
     else tail();
   }
+}
 
+/**
+ * The K slices meet: warps kk > 0 park their sums in `red`, warp kk == 0 adds them in order kk = 1, 2, ... (the
+ * others return). `inPipe`: red is the pipeline's stages, which every warp must be done reading first.
+ */
+function sliceSums(cx: MmaBuild, red: Shared, inPipe: boolean): void {
+  const { b, ks, groups, E, kk, grp, lane, acc } = cx;
   const flat = acc.flat(2);
-  if (redWords) {
-    // K slices meet: warps kk > 0 park their sums, warp kk == 0 adds them in order kk = 1, 2, ... In the
-    // pipeline's words when there is one (every copy has landed; the barrier first lets every warp finish
-    // reading its last stage), else in words of their own.
-    const slot = (kq: Val | number, e: number): Val => u32(0).add(kq).sub(1).mul(groups).add(grp).mul(E * 32).add(e * 32).add(lane);
-    const red = pipe ?? b.shared("mma_red", "f32", redWords);
-    if (pipe) b.barrier();
-    const park = (i: Val, v: Val) => (red.t === "f32" ? b.sstore(red, i, v) : b.sstore(red, i, v.bitcast("u32")));
-    const fetch = (i: Val) => (red.t === "f32" ? b.sload(red, i) : b.sload(red, i).bitcast("f32"));
-    b.if(kk.ne(0), () => flat.forEach((v, e) => park(slot(kk, e), v)));
-    b.barrier();
-    b.if(kk.ne(0), () => b.return());
-    for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(fetch(slot(q, e)))));
-  }
+  // K slices meet: warps kk > 0 park their sums, warp kk == 0 adds them in order kk = 1, 2, ... In the
+  // pipeline's words when there is one (every copy has landed; the barrier first lets every warp finish
+  // reading its last stage), else in words of their own.
+  const slot = (kq: Val | number, e: number): Val => u32(0).add(kq).sub(1).mul(groups).add(grp).mul(E * 32).add(e * 32).add(lane);
+  if (inPipe) b.barrier();
+  const park = (i: Val, v: Val) => (red.t === "f32" ? b.sstore(red, i, v) : b.sstore(red, i, v.bitcast("u32")));
+  const fetch = (i: Val) => (red.t === "f32" ? b.sload(red, i) : b.sload(red, i).bitcast("f32"));
+  b.if(kk.ne(0), () => flat.forEach((v, e) => park(slot(kk, e), v)));
+  b.barrier();
+  b.if(kk.ne(0), () => b.return());
+  for (let q = 1; q < ks; q++) flat.forEach((v, e) => b.set(v, v.add(fetch(slot(q, e)))));
+}
 
+/** The epilogue: bias and residual, then the stores of the rows and columns inside y. */
+function storeTiles(cx: MmaBuild): void {
+  const { b, n, m, y, bias, res, mt, nt, nw, g, t, m0, n0, acc } = cx;
   // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile. The epilogue's loads (bias, residual)
   // all go out before the first store, from addresses clamped into range: a load placed after a store to a
   // binding that may alias it (the residual is often y's own bytes) waits for that store, and the 2 x mt x nt x
@@ -478,5 +533,4 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
       }
     });
   }
-  return b.build();
 }
