@@ -104,7 +104,7 @@ export interface GemvBuild {
   R: number;
   rowsPer: number;
   lane: Val;
-  /** Float weights: values per weight load, per x load and per g load; add chains per dot. */
+  /** Values per weight load (4 for block weights), per x load and per g load (float weights); add chains per dot. */
   vec: number;
   xv: number;
   gv: number;
