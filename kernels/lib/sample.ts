@@ -42,7 +42,7 @@ import { bracket } from "./sample_bracket.ts";
 import { Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
 import { pickToken } from "./sample_pick.ts";
 import { cutAndCompact } from "./sample_cut.ts";
-import { covers, filterOf, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
+import { covers, type Filter, filterOf, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
 
 export interface SampleShape {
   rows: number;
@@ -222,7 +222,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   });
 
   const wOf = (x: Val): Val => b.let(x.sub(m).mul(invT).exp(), "f32", "w");
-  const flt = filterOf(b, V, topK, topP, minP), { kOn, pOn, mOn } = flt;
+  const flt = filterOf(b, V, topK, topP, minP);
   const bits = mix32(b, ctr.xor(mix32(b, seed)));
   const u = b.let(bits.shr(8).cast("f32").mul(f32(2 ** -24)), "f32", "u");
   const fallback = (first: Val, near: Val, total: Val) =>
@@ -240,6 +240,68 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   }
 
   // 2. the candidate list.
+  const { sKey, sW, sIdx, nFast, nSlow, nRow, zAll, fast, listed, br } = candidateList({
+    b, L, s, lanes, lid, W, sg, NP, X, base, V, vw, CAP, steps, row, split, MS: MS || undefined, LS, LW, m, negMin, flt, topP, wOf, overRow, when,
+  });
+
+  // 3-4. θk, θp and the draw (sample_pick.ts): a short list on one subgroup alone, anything else on the workgroup.
+  const env = {
+    b, lanes, W, mode: L.mode, bits: L.bits, sg, X, base, V, list: { key: sKey, w: sW, idx: sIdx }, nFast, nSlow, nRow, fast,
+    listed, zAll, filter: { ...flt, topP }, wOf, u, fallback, br, when,
+  };
+  const SG_LIST = s.subgroupList ?? SUBGROUP_LIST;
+  const short = !lean || L.mode !== "subgroup" || W === sg || SG_LIST < 1 ? false : L.small ? V <= SG_LIST : b.let(fast!.and(nFast.le(u32(SG_LIST))), "bool", "short");
+  const onWorkgroup = () => write(pickToken(env), i32(0));
+  if (short === false) onWorkgroup();
+  else {
+    const one = new Lanes(b, { ...L, lanes: sg }, sg, Math.max(NP, 3));
+    const lane = b.builtin("lane");
+    // the list holds the kept set: the row is not read again
+    const onSubgroup = () => b.if(b.builtin("sgid").eq(u32(0)), () => write(pickToken({ ...env, lanes: one, W: sg, nSlow: undefined, nRow: undefined, fast: undefined }), i32(0), lane.eq(u32(0))));
+    if (short === true) onSubgroup();
+    else b.if(short, onSubgroup, onWorkgroup);
+  }
+  return b.build();
+}
+
+/** What step 2 (the candidate list) reads of sample()'s setup. */
+interface ListBuild {
+  b: KernelBuilder;
+  L: SampleLayout;
+  s: SampleShape;
+  lanes: Lanes;
+  lid: Val;
+  W: number;
+  sg: number;
+  NP: number;
+  X: Buffer;
+  base: Val;
+  V: number;
+  vw: number;
+  CAP: number;
+  steps: number;
+  row: Val;
+  split: ReturnType<typeof sampleSplit> | undefined;
+  MS: Buffer | undefined;
+  LS: Buffer | undefined;
+  LW: number;
+  m: Val;
+  negMin: Val;
+  flt: Filter;
+  topP: Val;
+  wOf: (x: Val) => Val;
+  overRow: (active: Val | null, f: (i: Val, x: Val) => void, inOrder?: boolean) => void;
+  when: (c: Val, body: () => void) => void;
+}
+
+/**
+ * Step 2: the candidate list in shared memory: a short row whole; a long row's kept set (listed by the parts,
+ * or cut and compacted here), or only the top-p bracket; `fast` where it holds the kept set, else the steps
+ * after it read the row (nSlow / nRow).
+ */
+function candidateList(cx: ListBuild) {
+  const { b, L, s, lanes, lid, W, sg, NP, X, base, V, vw, CAP, steps, row, split, MS, LS, LW, m, negMin, flt, topP, wOf, overRow, when } = cx;
+  const { kOn, pOn, mOn } = flt;
   const sKey = b.shared("ckey", "u32", L.small ? V : CAP);
   const sW = b.shared("cw", "f32", L.small ? V : CAP);
   const sIdx = L.small ? undefined : b.shared("cidx", "u32", CAP);
@@ -268,7 +330,7 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     const pre = LS && b.let(b.load(LS, row.mul(u32(LW))).gt(u32(0)), "bool", "pre");
     // else the cut (the parts' pivots, then the search) and the list compacted from the row, or neither
     const fromRow = () => cutAndCompact({
-      b, lanes, W, mode: L.mode, sg, NP, X, base, V, vw, CAP, steps, row, split, MS: MS || undefined, m,
+      b, lanes, W, mode: L.mode, sg, NP, X, base, V, vw, CAP, steps, row, split, MS, m,
       filter: { ...flt, topP }, needZ, cover, wOf, overRow, when, br,
       list: { key: sKey, w: sW, idx: sIdx! }, found, cut, lo2, hi, z, total,
     });
@@ -295,24 +357,5 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
     nSlow = b.let(listed.select(u32(0), u32(V)), "u32", "nSlow");
     nRow = br ? b.let(isFast.select(u32(0), u32(V)), "u32", "nRow") : nSlow;
   }
-
-  // 3-4. θk, θp and the draw (sample_pick.ts): a short list on one subgroup alone, anything else on the workgroup.
-  const env = {
-    b, lanes, W, mode: L.mode, bits: L.bits, sg, X, base, V, list: { key: sKey, w: sW, idx: sIdx }, nFast, nSlow, nRow, fast,
-    listed, zAll, filter: { ...flt, topP }, wOf, u, fallback, br, when,
-  };
-  const SG_LIST = s.subgroupList ?? SUBGROUP_LIST;
-  const short = !lean || L.mode !== "subgroup" || W === sg || SG_LIST < 1 ? false : L.small ? V <= SG_LIST : b.let(fast!.and(nFast.le(u32(SG_LIST))), "bool", "short");
-  const onWorkgroup = () => write(pickToken(env), i32(0));
-  if (short === false) onWorkgroup();
-  else {
-    const one = new Lanes(b, { ...L, lanes: sg }, sg, Math.max(NP, 3));
-    const lane = b.builtin("lane");
-    // the list holds the kept set: the row is not read again
-    const onSubgroup = () => b.if(b.builtin("sgid").eq(u32(0)), () => write(pickToken({ ...env, lanes: one, W: sg, nSlow: undefined, nRow: undefined, fast: undefined }), i32(0), lane.eq(u32(0))));
-    if (short === true) onSubgroup();
-    else b.if(short, onSubgroup, onWorkgroup);
-  }
-  return b.build();
+  return { sKey, sW, sIdx, nFast, nSlow, nRow, zAll, fast, listed, br };
 }
-
