@@ -53,7 +53,7 @@ interface Item {
 
 /** The drawn token (u32), the same on every lane that ran it. */
 export function pickToken(e: PickEnv): Val {
-  const { b, lanes, W, X, base, V, list, nFast, nSlow, filter: { kOn, kF, pOn, mOn, topP, minP }, when } = e;
+  const { b, lanes, W, X, base, list, nFast, nSlow, filter: { kOn, kF, pOn, mOn, topP, minP }, when } = e;
   const lid = lanes.lid, NP = (1 << e.bits) - 1;
   const fromShared = (j: Val): Item => ({
     idx: list.idx ? b.let(b.sload(list.idx, j), "u32", "ix") : j,
@@ -136,83 +136,16 @@ export function pickToken(e: PickEnv): Val {
     return b.let(keptMask(it, w).select(w, f32(0)), "f32", "kw");
   };
 
-  /**
-   * The draw over one list part of n items (subgroup mode): each subgroup sums the kept w of its segment
-   * (coalesced), a scan over segments gives each its start, the last segment starting at or below u · total
-   * walks its items in order (contiguous slices per lane, a subgroup scan for their starts). When rounding
-   * leaves no crossing there, that segment's last kept index with w > 0 (the knife edge's neighbour).
-   */
-  function drawBySegments(n: Val, get: (j: Val) => Item, row = false): Val {
-    const S = e.sg, G = W / S;
-    const lane = b.builtin("lane"), sgid = G === 1 ? u32(0) : b.builtin("sgid");
-    // The row itself is read 4 logits per lane and step (segments start at multiples of 4).
-    const rv = row && V % 4 === 0 ? 4 : 1;
-    const seg = b.let(n.add(G * rv - 1).div(G * rv).mul(rv), "u32", "seg");
-    const s0 = b.let(sgid.mul(seg).min(n), "u32", "s0");
-    const s1 = b.let(s0.add(seg).min(n), "u32", "s1");
-    const acc = b.let(f32(0), "f32", "acc"), lastI = b.let(f32(-1), "f32", "lastI");
-    const add = (it: Item) => {
-      const w = it.w();
-      b.if(keptMask(it, w), () => {
-        b.set(acc, acc.add(w));
-        b.if(w.gt(f32(0)), () => b.set(lastI, lastI.max(it.idx.cast("f32"))));
-      });
-    };
-    if (rv > 1) {
-      b.for(s0.add(lane.mul(rv)), s1, S * rv, (j) => {
-        b.loadv(X, base.add(j), rv).forEach((x, k) => {
-          const xv = b.let(x, "f32", "xv");
-          add({ idx: k ? j.add(k) : j, key: orderKey(b, xv), w: () => e.wOf(xv) });
-        });
-      });
-    } else b.for(s0.add(lane), s1, S, (j) => add(get(j)));
-    const segSum = b.let(b.subgroupReduce("add", acc), "f32", "segSum");
-    const segLast = b.let(b.subgroupReduce("max", lastI), "f32", "segLast");
-    const { excl, total } = lanes.scan(lane.eq(u32(0)).select(segSum, f32(0)));
-    const start = b.let(b.shuffle("idx", excl, u32(0)), "f32", "start");
-    const target = b.let(e.u.mul(total), "f32", "target");
-    const claim = start.le(target).and(segSum.gt(f32(0))).select(sgid.cast("f32"), f32(-1));
-    const [chosen, lastAll] = lanes.reduce("max", [claim, segLast]);
-    const mine = b.let(sgid.cast("f32").eq(chosen), "bool", "mine");
-    const per = b.let(seg.add(S - 1).div(S), "u32", "per");
-    const t0 = b.let(s0.add(lane.mul(per)).min(s1), "u32", "t0");
-    const t1 = b.let(mine.select(t0.add(per).min(s1), t0), "u32", "t1");
-    const my = b.let(f32(0), "f32", "mys");
-    b.for(t0, t1, 1, (j) => {
-      const it = get(j);
-      const w = it.w();
-      b.if(keptMask(it, w), () => b.set(my, my.add(w)));
-    });
-    const x = b.let(my, "f32", "inc");
-    for (let d = 1; d < S; d *= 2) {
-      const up = lane.ge(d);
-      const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
-      b.set(x, x.add(up.select(y, f32(0))));
-    }
-    const cum = b.let(start.add(x.sub(my)), "f32", "cum");
-    const pick = b.let(f32(NONE), "f32", "pick");
-    b.for(t0, t1, 1, (j) => {
-      const it = get(j);
-      const w = it.w();
-      b.if(keptMask(it, w), () => {
-        b.set(cum, cum.add(w));
-        b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
-      });
-    });
-    const [negPick, near] = lanes.reduce("max", [pick.neg(), mine.select(segLast, f32(-1))]);
-    return e.fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total);
-  }
-
   // 4. the draw.
   if (e.mode === "subgroup") {
     // Segments of the list in index order, one per subgroup, read coalesced (lanes interleaved); only the
     // segment holding u · total is then walked in order. The list part a row does not draw from is skipped.
     const pick = b.let(f32(NONE), "f32", "dpick");
     const { fast, nRow } = e;
-    const fromList = () => b.set(pick, drawBySegments(nFast, fromShared));
+    const fromList = () => b.set(pick, drawBySegments(e, keptMask, nFast, fromShared));
     if (fast) when(fast, fromList);
     else fromList();
-    if (nRow) when(fast!.not(), () => b.set(pick, fast!.select(pick, drawBySegments(nRow, fromRow, true))));
+    if (nRow) when(fast!.not(), () => b.set(pick, fast!.select(pick, drawBySegments(e, keptMask, nRow, fromRow, true))));
     return b.let(pick.cast("u32"), "u32", "tok");
   }
   const mySum = b.let(f32(0), "f32", "my");
@@ -231,4 +164,73 @@ export function pickToken(e: PickEnv): Val {
   });
   const [negPick, lastAll] = lanes.reduce("max", [pick.neg(), last]);
   return b.let(e.fallback(negPick.neg(), lastAll, total).cast("u32"), "u32", "tok");
+}
+
+/**
+ * The draw over one list part of n items (subgroup mode): each subgroup sums the kept w of its segment
+ * (coalesced), a scan over segments gives each its start, the last segment starting at or below u · total
+ * walks its items in order (contiguous slices per lane, a subgroup scan for their starts). When rounding
+ * leaves no crossing there, that segment's last kept index with w > 0 (the knife edge's neighbour). keptMask: θk,
+ * θp and min-p's test of an item.
+ */
+function drawBySegments(e: PickEnv, keptMask: (it: Item, w: Val) => Val, n: Val, get: (j: Val) => Item, row = false): Val {
+  const { b, lanes, W, X, base, V } = e;
+  const S = e.sg, G = W / S;
+  const lane = b.builtin("lane"), sgid = G === 1 ? u32(0) : b.builtin("sgid");
+  // The row itself is read 4 logits per lane and step (segments start at multiples of 4).
+  const rv = row && V % 4 === 0 ? 4 : 1;
+  const seg = b.let(n.add(G * rv - 1).div(G * rv).mul(rv), "u32", "seg");
+  const s0 = b.let(sgid.mul(seg).min(n), "u32", "s0");
+  const s1 = b.let(s0.add(seg).min(n), "u32", "s1");
+  const acc = b.let(f32(0), "f32", "acc"), lastI = b.let(f32(-1), "f32", "lastI");
+  const add = (it: Item) => {
+    const w = it.w();
+    b.if(keptMask(it, w), () => {
+      b.set(acc, acc.add(w));
+      b.if(w.gt(f32(0)), () => b.set(lastI, lastI.max(it.idx.cast("f32"))));
+    });
+  };
+  if (rv > 1) {
+    b.for(s0.add(lane.mul(rv)), s1, S * rv, (j) => {
+      b.loadv(X, base.add(j), rv).forEach((x, k) => {
+        const xv = b.let(x, "f32", "xv");
+        add({ idx: k ? j.add(k) : j, key: orderKey(b, xv), w: () => e.wOf(xv) });
+      });
+    });
+  } else b.for(s0.add(lane), s1, S, (j) => add(get(j)));
+  const segSum = b.let(b.subgroupReduce("add", acc), "f32", "segSum");
+  const segLast = b.let(b.subgroupReduce("max", lastI), "f32", "segLast");
+  const { excl, total } = lanes.scan(lane.eq(u32(0)).select(segSum, f32(0)));
+  const start = b.let(b.shuffle("idx", excl, u32(0)), "f32", "start");
+  const target = b.let(e.u.mul(total), "f32", "target");
+  const claim = start.le(target).and(segSum.gt(f32(0))).select(sgid.cast("f32"), f32(-1));
+  const [chosen, lastAll] = lanes.reduce("max", [claim, segLast]);
+  const mine = b.let(sgid.cast("f32").eq(chosen), "bool", "mine");
+  const per = b.let(seg.add(S - 1).div(S), "u32", "per");
+  const t0 = b.let(s0.add(lane.mul(per)).min(s1), "u32", "t0");
+  const t1 = b.let(mine.select(t0.add(per).min(s1), t0), "u32", "t1");
+  const my = b.let(f32(0), "f32", "mys");
+  b.for(t0, t1, 1, (j) => {
+    const it = get(j);
+    const w = it.w();
+    b.if(keptMask(it, w), () => b.set(my, my.add(w)));
+  });
+  const x = b.let(my, "f32", "inc");
+  for (let d = 1; d < S; d *= 2) {
+    const up = lane.ge(d);
+    const y = b.let(b.shuffle("idx", x, up.select(lane.sub(d), lane)), "f32", "sy");
+    b.set(x, x.add(up.select(y, f32(0))));
+  }
+  const cum = b.let(start.add(x.sub(my)), "f32", "cum");
+  const pick = b.let(f32(NONE), "f32", "pick");
+  b.for(t0, t1, 1, (j) => {
+    const it = get(j);
+    const w = it.w();
+    b.if(keptMask(it, w), () => {
+      b.set(cum, cum.add(w));
+      b.if(pick.eq(f32(NONE)).and(cum.gt(target)), () => b.set(pick, it.idx.cast("f32")));
+    });
+  });
+  const [negPick, near] = lanes.reduce("max", [pick.neg(), mine.select(segLast, f32(-1))]);
+  return e.fallback(negPick.neg(), near.ge(f32(0)).select(near, lastAll), total);
 }
