@@ -12,7 +12,7 @@
 // Precision: as flash.ts (split: hi*hi + hi*lo + lo*hi per product, ~21 bits of each operand; unsplit: f16).
 // Rows of 16-byte chunks in shared memory are XOR-swizzled (chunk ^ row & 7), so the eight rows an ldmatrix
 // phase reads fall in distinct banks.
-import { f32, type Kernel, KernelBuilder, KernelError, u32, un, type Val } from "../ir.ts";
+import { f32, type Kernel, KernelBuilder, KernelError, type Shared, u32, un, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { FAULT } from "./codes.ts";
 import type { AttentionShape } from "./attention.ts";
@@ -168,7 +168,6 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
   // chunk; its A fragments come back by ldmatrix per 16-dim step (registers stay free for S and O).
   const qW = 16 * rowW; // words of one warp's part
   const qBase = b.let(warp.mul(parts * qW).add(stages * stageW), "u32", "qs");
-  const ksteps = hd / 16;
   for (let it = 0; it < (16 * rowW) / 32; it++) {
     const id = lane.add(32 * it); // word (row, pair) of the warp's tile
     const row = b.let(id.div(rowW), "u32", "qr"), wd = b.let(id.mod(rowW), "u32", "qw");
@@ -197,7 +196,7 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
 
   const m = [b.let(f32(-Infinity), "f32", "m"), b.let(f32(-Infinity), "f32", "m")];
   const l = [b.let(f32(0), "f32", "l"), b.let(f32(0), "f32", "l")];
-  const dt = hd / 8, nt = bkv / 8;
+  const dt = hd / 8;
   const o = Array.from({ length: dt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "o")));
   const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
 
@@ -209,53 +208,7 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
     b.cpCommit();
     const p0 = b.let(kt.mul(bkv), "u32", "p0");
     b.if(p0.le(lastW), () => {
-      // S for positions p0 + 8j + g (B column g of n tile j)
-      const sc: Val[][] = Array.from({ length: nt }, () => [f32(0), f32(0), f32(0), f32(0)]);
-      for (let st = 0; st < ksteps; st++) {
-        const qf = qa(st);
-        for (let jj = 0; jj < nt / 2; jj++) {
-          const kb = Array.from({ length: parts }, (_, p) =>
-            b.ldmatrix(sm, rs.add(p * region + 16 * jj * rowW).add(kRow).add(kKey.xor(2 * st).shl(2)), 4));
-          for (const [j, lo] of [[2 * jj, 0], [2 * jj + 1, 2]]) {
-            sc[j] = mmaSplit(b, qf, kb.map((w) => [w[lo], w[lo + 1]]), sc[j]);
-          }
-        }
-      }
-      // causal mask: column position p0 + 8j + 2t + c against row position qp[row]
-      const sm2 = sc.map((acc, j) => acc.map((v, e) => {
-        const pc = p0.add(8 * j + (e & 1)).add(t.mul(2));
-        return b.let(pc.le(qp[e >> 1]).select(v, f32(-Infinity)), "f32", "s");
-      }));
-      // online softmax per row (row g: elements 0, 1; row g + 8: elements 2, 3), reduced over the quad; tile 0
-      // shows every row position 0, so m is finite from the first tile on
-      const pe: Val[][] = [[], []];
-      const corr: Val[] = [];
-      for (let rr = 0; rr < 2; rr++) {
-        let mx = sm2[0][2 * rr];
-        for (let j = 0; j < nt; j++) for (const c of [0, 1]) if (j || c) mx = mx.max(sm2[j][2 * rr + c]);
-        mx = b.let(mx, "f32", "mx");
-        for (const off of [1, 2]) mx = b.let(mx.max(b.shuffle("xor", mx, off)), "f32", "mx");
-        const mn = b.let(m[rr].max(mx), "f32", "mn");
-        corr.push(b.let(m[rr].eq(mn).select(f32(1), m[rr].sub(mn).exp()), "f32", "corr"));
-        for (let j = 0; j < nt; j++) for (const c of [0, 1]) pe[rr].push(b.let(sm2[j][2 * rr + c].sub(mn).exp(), "f32", "p"));
-        let sum = pe[rr][0];
-        for (let i = 1; i < pe[rr].length; i++) sum = sum.add(pe[rr][i]);
-        b.set(l[rr], l[rr].mul(corr[rr]).add(sum));
-        b.set(m[rr], mn);
-      }
-      for (let dn = 0; dn < dt; dn++) o[dn].forEach((x, e) => b.set(x, x.mul(corr[e >> 1])));
-      // O += P V per 16 positions: P from S's layout as the A operand, V's B fragments by ldmatrix.trans
-      for (let kk = 0; kk < bkv / 16; kk++) {
-        const j0 = 2 * kk, j1 = 2 * kk + 1; // n tiles of positions 16kk..+7, +8..+15: pe[row] index 2j + c
-        const pa = f16Parts(b, split, [[pe[0][2 * j0], pe[0][2 * j0 + 1]], [pe[1][2 * j0], pe[1][2 * j0 + 1]], [pe[0][2 * j1], pe[0][2 * j1 + 1]], [pe[1][2 * j1], pe[1][2 * j1 + 1]]]);
-        for (let dp = 0; dp < dt / 2; dp++) {
-          const vb = Array.from({ length: parts }, (_, p) =>
-            b.ldmatrix(sm, rs.add((parts + p) * region + 16 * kk * rowW).add(vRow).add(vKey.xor(2 * dp).shl(2)), 4, true));
-          for (const [dn, lo] of [[2 * dp, 0], [2 * dp + 1, 2]]) {
-            mmaSplit(b, pa, vb.map((w) => [w[lo], w[lo + 1]]), o[dn]).forEach((v, e) => b.set(o[dn][e], v));
-          }
-        }
-      }
+      tileMath({ b, sm, split, parts, region, rowW, hd, bkv, qa, kRow, kKey, vRow, vKey, rs, qp, t, m, l, o }, p0);
     });
     b.set(rs, rs.eq(0).select(u32(stageW), u32(0)));
   });
@@ -270,4 +223,88 @@ export function flashStaged(caps: Caps, s: FlashStagedShape): Kernel {
     });
   }
   return b.build();
+}
+
+/** What one K/V tile's math reads of flashStaged's setup (its stage in shared memory, Q's fragments, the state). */
+interface TileBuild {
+  b: KernelBuilder;
+  sm: Shared;
+  split: boolean;
+  parts: number;
+  /** Words of one (tensor, part) tile, of a staged row. */
+  region: number;
+  rowW: number;
+  hd: number;
+  bkv: number;
+  /** Q's A fragments of 16-dim step st, per part. */
+  qa: (st: number) => Val[][];
+  kRow: Val;
+  kKey: Val;
+  vRow: Val;
+  vKey: Val;
+  /** Word base of the stage being read. */
+  rs: Val;
+  /** Positions of the lane's two rows. */
+  qp: Val[];
+  t: Val;
+  /** The online softmax's running max and sum per row, and O's accumulators (dim tile x fragment). */
+  m: Val[];
+  l: Val[];
+  o: Val[][];
+}
+
+/**
+ * One K/V tile of positions p0..p0+bkv-1 against the warp's 16 rows: S = Q K^T on MMA tiles, the causal mask, the
+ * online softmax's update of m, l and O, then O += P V.
+ */
+function tileMath(cx: TileBuild, p0: Val): void {
+  const { b, sm, split, parts, region, rowW, hd, bkv, qa, kRow, kKey, vRow, vKey, rs, qp, t, m, l, o } = cx;
+  const ksteps = hd / 16, dt = hd / 8, nt = bkv / 8;
+  // S for positions p0 + 8j + g (B column g of n tile j)
+  const sc: Val[][] = Array.from({ length: nt }, () => [f32(0), f32(0), f32(0), f32(0)]);
+  for (let st = 0; st < ksteps; st++) {
+    const qf = qa(st);
+    for (let jj = 0; jj < nt / 2; jj++) {
+      const kb = Array.from({ length: parts }, (_, p) =>
+        b.ldmatrix(sm, rs.add(p * region + 16 * jj * rowW).add(kRow).add(kKey.xor(2 * st).shl(2)), 4));
+      for (const [j, lo] of [[2 * jj, 0], [2 * jj + 1, 2]]) {
+        sc[j] = mmaSplit(b, qf, kb.map((w) => [w[lo], w[lo + 1]]), sc[j]);
+      }
+    }
+  }
+  // causal mask: column position p0 + 8j + 2t + c against row position qp[row]
+  const sm2 = sc.map((acc, j) => acc.map((v, e) => {
+    const pc = p0.add(8 * j + (e & 1)).add(t.mul(2));
+    return b.let(pc.le(qp[e >> 1]).select(v, f32(-Infinity)), "f32", "s");
+  }));
+  // online softmax per row (row g: elements 0, 1; row g + 8: elements 2, 3), reduced over the quad; tile 0
+  // shows every row position 0, so m is finite from the first tile on
+  const pe: Val[][] = [[], []];
+  const corr: Val[] = [];
+  for (let rr = 0; rr < 2; rr++) {
+    let mx = sm2[0][2 * rr];
+    for (let j = 0; j < nt; j++) for (const c of [0, 1]) if (j || c) mx = mx.max(sm2[j][2 * rr + c]);
+    mx = b.let(mx, "f32", "mx");
+    for (const off of [1, 2]) mx = b.let(mx.max(b.shuffle("xor", mx, off)), "f32", "mx");
+    const mn = b.let(m[rr].max(mx), "f32", "mn");
+    corr.push(b.let(m[rr].eq(mn).select(f32(1), m[rr].sub(mn).exp()), "f32", "corr"));
+    for (let j = 0; j < nt; j++) for (const c of [0, 1]) pe[rr].push(b.let(sm2[j][2 * rr + c].sub(mn).exp(), "f32", "p"));
+    let sum = pe[rr][0];
+    for (let i = 1; i < pe[rr].length; i++) sum = sum.add(pe[rr][i]);
+    b.set(l[rr], l[rr].mul(corr[rr]).add(sum));
+    b.set(m[rr], mn);
+  }
+  for (let dn = 0; dn < dt; dn++) o[dn].forEach((x, e) => b.set(x, x.mul(corr[e >> 1])));
+  // O += P V per 16 positions: P from S's layout as the A operand, V's B fragments by ldmatrix.trans
+  for (let kk = 0; kk < bkv / 16; kk++) {
+    const j0 = 2 * kk, j1 = 2 * kk + 1; // n tiles of positions 16kk..+7, +8..+15: pe[row] index 2j + c
+    const pa = f16Parts(b, split, [[pe[0][2 * j0], pe[0][2 * j0 + 1]], [pe[1][2 * j0], pe[1][2 * j0 + 1]], [pe[0][2 * j1], pe[0][2 * j1 + 1]], [pe[1][2 * j1], pe[1][2 * j1 + 1]]]);
+    for (let dp = 0; dp < dt / 2; dp++) {
+      const vb = Array.from({ length: parts }, (_, p) =>
+        b.ldmatrix(sm, rs.add((parts + p) * region + 16 * kk * rowW).add(vRow).add(vKey.xor(2 * dp).shl(2)), 4, true));
+      for (const [dn, lo] of [[2 * dp, 0], [2 * dp + 1, 2]]) {
+        mmaSplit(b, pa, vb.map((w) => [w[lo], w[lo + 1]]), o[dn]).forEach((v, e) => b.set(o[dn][e], v));
+      }
+    }
+  }
 }
