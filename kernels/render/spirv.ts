@@ -7,21 +7,23 @@
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
 // Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
 // every driver computes the same bits (but for f16 MMA operands, pack2: OpFConvert, whose rounding is the driver's);
-// storage access lives in spirv/memory.ts. Cooperative matrices (caps.coop) declare the Vulkan memory model. NaN-safe float compares and
+// storage access lives in spirv/memory.ts, cooperative matrices (caps.coop: the Vulkan memory model) in
+// spirv/coop.ts. NaN-safe float compares and
 // max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
 // GLSL.std.450's are only loosely bounded) arrive decomposed. The int8x4 dot (BinOp dot4) is OpSDotKHR where the
 // device has integer dot products (caps.dot4Native: the module then declares SPV_KHR_integer_dot_product, which
 // Vulkan 1.3 or VK_KHR_shader_integer_dot_product accepts), decomposed into byte products elsewhere.
-import type { Builtin, CoopMat, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
+import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
 import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
+import { CoopMats } from "./spirv/coop.ts";
 import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import {
-  BuiltIn, Cap, Dec, FPEncodingBFloat16, GLSL, GroupOperationReduce, LoopControl, MatrixLayout, MatrixUse, Op, PackedVectorFormat4x8Bit,
+  BuiltIn, Cap, Dec, GLSL, GroupOperationReduce, LoopControl, Op, PackedVectorFormat4x8Bit,
   Scope, Semantics, Storage,
 } from "./spirv/spec.ts";
 import { unrollLoops } from "./unroll.ts";
@@ -108,7 +110,7 @@ class Emitter {
   private terminated = false;
   private readonly errorBinding: number | undefined;
   private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false, dotProduct: false, coop: false };
-  private readonly coopVars = new Map<string, number>();
+  private readonly coop: CoopMats;
   private readonly names: boolean;
   private readonly halfFast: (() => number) | undefined;
 
@@ -124,7 +126,14 @@ class Emitter {
       if (s.k === "check") checks = true;
       if (s.k === "barrier" && s.device) device = true;
     });
-    if (k.uses.coop) this.coopModel(device);
+    this.coop = new CoopMats({
+      m: this.m, a: this.a, caps, names: this.names, fnVars: this.fnVars, fail: (msg) => this.fail(msg), f16: () => this.f16(),
+      at: (mem, index) => this.a.v(Op.AccessChain, this.m.tPtr(Storage.Workgroup, this.type(mem.t)), this.shared(mem), this.index(index)),
+    });
+    if (k.uses.coop) {
+      this.coop.model(k, device);
+      this.needs.coop = true;
+    }
     this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device, opts.restrictReads ?? false);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
@@ -142,7 +151,7 @@ class Emitter {
     k.buffers.forEach((b, i) => { if (b.binding !== i) this.fail(`buffer ${b.name} has binding ${b.binding}, expected ${i}`); });
     m.capability(Cap.Shader);
     for (const s of k.shared) this.declareShared(s);
-    for (const c of k.coop ?? []) this.declareCoop(c);
+    for (const c of k.coop ?? []) this.coop.declare(c);
 
     const main = m.id();
     a.s(Op.Function, m.tVoid, main, 0, m.tFn(m.tVoid));
@@ -538,7 +547,7 @@ class Emitter {
         return;
       }
       case "check": return this.check(s.c, s.code);
-      case "cmzero": case "cmload": case "cmmad": case "cmstore": return this.coop(s);
+      case "cmzero": case "cmload": case "cmmad": case "cmstore": return this.coop.stmt(s);
       case "return":
         a.s(Op.Return);
         this.terminated = true;
@@ -596,85 +605,6 @@ class Emitter {
     a.s(Op.Store, iv.id, a.v(Op.IAdd, T, i2, this.constant(s.v.t, s.step)));
     a.s(Op.Branch, header);
     a.label(merge);
-  }
-
-  // ---- cooperative matrices (SPV_KHR_cooperative_matrix) ----
-
-  /**
-   * A module with cooperative matrices declares the Vulkan memory model, as the extension requires; that model
-   * has no Coherent decoration, which a device-scope barrier's bindings need here, so the two do not mix.
-   */
-  private coopModel(device: boolean): void {
-    const { k, m, caps } = this;
-    if (!caps.coop) this.fail("cooperative matrices need caps.coop");
-    if (device) this.fail("a device-scope barrier beside cooperative matrices (the Vulkan memory model has no Coherent bindings)");
-    const wg = k.workgroup[0] * k.workgroup[1] * k.workgroup[2];
-    if (!caps.subgroups || wg % caps.subgroupSize !== 0) this.fail(`cooperative matrices need whole subgroups (workgroup ${wg}, subgroup ${caps.subgroupSize})`);
-    m.vulkanMemoryModel = true;
-    m.capability(Cap.VulkanMemoryModel);
-    m.capability(Cap.VulkanMemoryModelDeviceScope); // the checks' error-word atomics are device-scope
-    m.extension("SPV_KHR_vulkan_memory_model");
-    m.capability(Cap.CooperativeMatrixKHR);
-    m.extension("SPV_KHR_cooperative_matrix");
-    this.needs.coop = true;
-  }
-  /** The cooperative matrix type of `use` whose components are `c` ("f32" accumulators, "bf16"/"f16" operands). */
-  private coopType(c: "f32" | "bf16" | "f16", use: number): number {
-    const { m } = this;
-    let comp: number;
-    if (c === "f32") comp = m.tF32;
-    else if (c === "f16") {
-      if (!this.caps.coop?.f16) this.fail("f16 cooperative matrices need caps.coop.f16");
-      comp = this.f16();
-    } else {
-      if (!this.caps.coop?.bf16) this.fail("bf16 cooperative matrices need caps.coop.bf16");
-      m.capability(Cap.BFloat16TypeKHR);
-      m.capability(Cap.BFloat16CooperativeMatrixKHR);
-      m.extension("SPV_KHR_bfloat16");
-      comp = m.cached("bfloat16", Op.TypeFloat, (id) => [id, 16, FPEncodingBFloat16]);
-    }
-    const n16 = m.constU32(16), scope = m.constU32(Scope.Subgroup), u = m.constU32(use);
-    return m.cached(`coop:${c}:${use}`, Op.TypeCooperativeMatrixKHR, (id) => [id, comp, scope, n16, n16, u]);
-  }
-  private matType(c: CoopMat): number {
-    return c.use === "acc" ? this.coopType("f32", MatrixUse.Accumulator) : this.coopType(c.ab!, c.use === "a" ? MatrixUse.A : MatrixUse.B);
-  }
-  private declareCoop(c: CoopMat): void {
-    const id = this.m.id();
-    this.fnVars.push((4 << 16) | Op.Variable, this.m.tPtr(Storage.Function, this.matType(c)), id, Storage.Function);
-    if (this.names) this.m.name(id, c.name);
-    this.coopVars.set(c.name, id);
-  }
-  private coopVar(c: CoopMat): number {
-    const id = this.coopVars.get(c.name);
-    if (id === undefined) this.fail(`cooperative matrix ${c.name} is not declared`);
-    return id;
-  }
-  private coop(s: Extract<Stmt, { k: "cmzero" | "cmload" | "cmmad" | "cmstore" }>): void {
-    const { a, m } = this;
-    const load = (c: CoopMat) => a.v(Op.Load, this.matType(c), this.coopVar(c));
-    const at = (mem: Shared, index: Expr) =>
-      a.v(Op.AccessChain, m.tPtr(Storage.Workgroup, this.type(mem.t)), this.shared(mem), this.index(index));
-    switch (s.k) {
-      case "cmzero": {
-        const T = this.matType(s.acc);
-        a.s(Op.Store, this.coopVar(s.acc), m.cached("coop:f32:zero", Op.ConstantComposite, (id) => [T, id, m.constF32(0)]));
-        return;
-      }
-      case "cmload": {
-        // B's columns are contiguous in memory: column-major for the B use
-        const layout = s.dst.use === "b" ? MatrixLayout.ColumnMajor : MatrixLayout.RowMajor;
-        const v = a.v(Op.CooperativeMatrixLoadKHR, this.matType(s.dst), at(s.mem, s.index), m.constU32(layout), m.constU32(s.stride));
-        a.s(Op.Store, this.coopVar(s.dst), v);
-        return;
-      }
-      case "cmmad":
-        a.s(Op.Store, this.coopVar(s.acc), a.v(Op.CooperativeMatrixMulAddKHR, this.matType(s.acc), load(s.a), load(s.b), load(s.acc)));
-        return;
-      case "cmstore":
-        a.s(Op.CooperativeMatrixStoreKHR, at(s.mem, s.index), load(s.acc), m.constU32(MatrixLayout.RowMajor), m.constU32(s.stride));
-        return;
-    }
   }
 
   private check(c: Expr, code: number): void {
