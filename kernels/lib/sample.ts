@@ -41,7 +41,7 @@ import { plainDraw, plainFromMasses, rowStats, sampleSplit, statsStep } from "./
 import { bracket } from "./sample_bracket.ts";
 import { Lanes, mix32, NONE, orderKey } from "./sample_lanes.ts";
 import { pickToken } from "./sample_pick.ts";
-import { cutAndCompact } from "./sample_cut.ts";
+import { cutAndCompact, type CutEnv } from "./sample_cut.ts";
 import { covers, type Filter, filterOf, LIST, LIST_HEAD, listWords } from "./sample_list.ts";
 
 export interface SampleShape {
@@ -264,34 +264,17 @@ export function sample(caps: Caps, s: SampleShape): Kernel {
   return b.build();
 }
 
-/** What step 2 (the candidate list) reads of sample()'s setup. */
-interface ListBuild {
-  b: KernelBuilder;
+/** What step 2 (the candidate list) reads of sample()'s setup: what the cut (sample_cut.ts) reads, and its own. */
+interface ListBuild extends Pick<CutEnv, "b" | "lanes" | "W" | "sg" | "NP" | "X" | "base" | "V" | "vw" | "CAP" | "steps" | "row" | "MS" | "m" | "wOf" | "overRow" | "when"> {
   L: SampleLayout;
   s: SampleShape;
-  lanes: Lanes;
   lid: Val;
-  W: number;
-  sg: number;
-  NP: number;
-  X: Buffer;
-  base: Val;
-  V: number;
-  vw: number;
-  CAP: number;
-  steps: number;
-  row: Val;
   split: ReturnType<typeof sampleSplit> | undefined;
-  MS: Buffer | undefined;
   LS: Buffer | undefined;
   LW: number;
-  m: Val;
   negMin: Val;
   flt: Filter;
   topP: Val;
-  wOf: (x: Val) => Val;
-  overRow: (active: Val | null, f: (i: Val, x: Val) => void, inOrder?: boolean) => void;
-  when: (c: Val, body: () => void) => void;
 }
 
 /**
