@@ -35,12 +35,12 @@ export interface Caps {
    */
   dispatchGap: boolean;
   /**
-   * Warp matrix multiply-accumulate tiles (kernels/ir.ts MmaStmt: m16n8k16, bf16/f16 in, f32 accumulate) in
+   * Warp matrix multiply-accumulate tiles (kernels/ir_data.ts MmaStmt: m16n8k16, bf16/f16 in, f32 accumulate) in
    * 32-lane subgroups; absent (false) everywhere but PTX on sm_80+, where the library keeps its plain kernels.
    */
   mma?: boolean;
   /**
-   * Cooperative matrices (kernels/ir.ts CoopStmt): subgroup-scope 16 x 16 x 16 multiply-adds with f32
+   * Cooperative matrices (kernels/ir_data.ts CoopStmt): subgroup-scope 16 x 16 x 16 multiply-adds with f32
    * accumulators, per input type the device offers. Vulkan where VK_KHR_cooperative_matrix lists that size
    * (bf16 with VK_KHR_shader_bfloat16) and the Vulkan memory model is there; absent elsewhere.
    */
@@ -52,12 +52,12 @@ export interface Caps {
    */
   collectives?: boolean;
   /**
-   * Shared-memory staging statements (kernels/ir.ts CpAsyncStmt, LdMatrixStmt: cp.async global -> shared and
+   * Shared-memory staging statements (kernels/ir_data.ts CpAsyncStmt, LdMatrixStmt: cp.async global -> shared and
    * ldmatrix); PTX on sm_80+ only, absent elsewhere.
    */
   staging?: boolean;
   /**
-   * Warpgroup matrix multiply-accumulate from shared memory (kernels/ir.ts WgmmaStmt: PTX wgmma.mma_async,
+   * Warpgroup matrix multiply-accumulate from shared memory (kernels/ir_data.ts WgmmaStmt: PTX wgmma.mma_async,
    * sm_90a). PTX on sm_90 exactly (Hopper; later GPUs have other instructions); absent elsewhere.
    */
   wgmma?: boolean;

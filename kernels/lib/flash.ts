@@ -1,4 +1,4 @@
-// Prefill attention on warp MMA tiles (flash-attention style, kernels/ir.ts MmaStmt), for targets with
+// Prefill attention on warp MMA tiles (flash-attention style, kernels/ir_data.ts MmaStmt), for targets with
 // `caps.mma`: the same contract as attention() in attention.ts (causal over positions <= pos + row), chosen for
 // prefill chunks only. A warp owns 16 query rows of one head and walks the positions in blocks of 16:
 // S = Q K^T on MMA tiles, an online softmax on the S fragments (row max and sum over the 4 lanes of a quad), and

@@ -1,4 +1,4 @@
-// Decode attention on warp MMA tiles (kernels/ir.ts MmaStmt), for targets with `caps.mma` and 16-bit K/V: the
+// Decode attention on warp MMA tiles (kernels/ir_data.ts MmaStmt), for targets with `caps.mma` and 16-bit K/V: the
 // split-K partials of attentionPartial (a contiguous cache) and pagedAttentionPartial (a paged pool, serving), one
 // warp per (row, KV head, chunk) instead of one subgroup per (row, query head, chunk).
 //

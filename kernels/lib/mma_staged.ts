@@ -1,5 +1,5 @@
 // Tensor-core matmul with shared-memory staging, for prefill chunks: y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n])
-// (+ residual[m, n]) on warp MMA tiles (kernels/ir.ts MmaStmt, m16n8k16, f32 accumulate), with operands brought
+// (+ residual[m, n]) on warp MMA tiles (kernels/ir_data.ts MmaStmt, m16n8k16, f32 accumulate), with operands brought
 // to shared memory by cp.async and into fragments by ldmatrix (caps.mma and caps.staging: PTX on sm_80+).
 //
 // Layout. A workgroup owns a block of bm rows by bn columns and walks K in slices of bk. Each slice of x (as MMA
@@ -10,7 +10,7 @@
 // exactly the row.col operands, no transpose). Rows of 16-byte chunks are XOR-swizzled so the eight rows an
 // ldmatrix phase reads, and the chunks a cp.async wave writes, fall in distinct banks.
 //
-// Warpgroup MMA (`wg`, caps.wgmma: Hopper's wgmma.mma_async, kernels/ir.ts WgmmaStmt): with 64-element slices a
+// Warpgroup MMA (`wg`, caps.wgmma: Hopper's wgmma.mma_async, kernels/ir_data.ts WgmmaStmt): with 64-element slices a
 // staged row is 128 bytes and that swizzle is the hardware's 128-byte one, so the 4 warps of a warpgroup multiply
 // a 64 x n tile straight from the stage (no ldmatrix, no fragments in registers) and the MMA runs asynchronously
 // beside the next slice's copies; with wgPending 1 a group stays in flight across the barrier, one stage more
@@ -43,7 +43,7 @@ export interface StagedMatmulShape extends MmaOperands {
   wm?: number;
   wn?: number;
   /**
-   * Warpgroup MMA (caps.wgmma, kernels/ir.ts WgmmaStmt) instead of warp tiles: each of wm x wn warpgroups multiplies
+   * Warpgroup MMA (caps.wgmma, kernels/ir_data.ts WgmmaStmt) instead of warp tiles: each of wm x wn warpgroups multiplies
    * a (bm / wm) x (bn / wn) tile straight from the staged slices (bk must be 64: one 128-byte swizzled row a slice).
    */
   wg?: boolean;
@@ -163,7 +163,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
 
   /**
    * Word offset of 16-byte chunk c of staged row r, swizzled: chunk c ^ key(r) with key spreading 8 rows over
-   * banks. With 64-element slices (C = 8) this is wgmma's 128-byte swizzle (kernels/ir.ts WgmmaStmt).
+   * banks. With 64-element slices (C = 8) this is wgmma's 128-byte swizzle (kernels/ir_data.ts WgmmaStmt).
    */
   const swz = (r: Val, c: Val): Val => {
     const key = C === 8 ? r.and(7) : r.shr(1).and(3);

@@ -48,7 +48,7 @@ export function fromBits(x: number): number {
 }
 
 /**
- * One warp's m16n8k16 MMA (kernels/ir.ts MmaStmt) over lane-major operands: F holds, for each of 32 lanes from
+ * One warp's m16n8k16 MMA (kernels/ir_data.ts MmaStmt) over lane-major operands: F holds, for each of 32 lanes from
  * `lane0`, 10 numbers (a[4] and b[2] u32 words of two halves, c[4] f32); D gets 4 f32 per lane. The 16 exact
  * products and C are summed in double and rounded once to f32 (the hardware's order is its own).
  */
@@ -80,7 +80,7 @@ export function mma16816(F: Float64Array, lane0: number, bf16: boolean, D: Float
 }
 
 /**
- * One warpgroup's wgmma m64nNk16 (kernels/ir.ts WgmmaStmt) from shared words S: A and B hold each lane's operand
+ * One warpgroup's wgmma m64nNk16 (kernels/ir_data.ts WgmmaStmt) from shared words S: A and B hold each lane's operand
  * word indices (from `lane0`; the same in all 128 lanes), D each lane's n / 2 accumulators (read and written).
  * Each accumulator's 16 exact products and its old value are summed in double and rounded once to f32. Returns an
  * error message for a bad operand, else "".
@@ -121,7 +121,7 @@ export function wgmma(S: Uint32Array, A: Uint32Array, B: Uint32Array, lane0: num
 }
 
 /**
- * Cooperative matrices (kernels/ir.ts CoopStmt) of the subgroup at lanes lane0 .. lane0 + sg - 1, held as 256
+ * Cooperative matrices (kernels/ir_data.ts CoopStmt) of the subgroup at lanes lane0 .. lane0 + sg - 1, held as 256
  * doubles at an offset of their array: an operand row-major by its 16-value rows (A's rows, B's columns), an
  * accumulator row-major. Each lane's index in I must agree. Return an error message for a bad operand, else "".
  */
@@ -169,7 +169,7 @@ export function coopStore(C: Float64Array, c0: number, S: Float32Array, I: Uint3
 }
 
 /**
- * A workgroup's cp.async copies (kernels/ir.ts CpAsyncStmt) on the JS device: a copy reads its 16 bytes when
+ * A workgroup's cp.async copies (kernels/ir_data.ts CpAsyncStmt) on the JS device: a copy reads its 16 bytes when
  * issued and lands in shared memory only when a wait retires its group, so a kernel that reads a stage before
  * waiting for it sees the stale words here too.
  */
@@ -188,7 +188,7 @@ export function cpWait(q: CpQueue, pending: number): void {
 }
 
 /**
- * One warp's ldmatrix (kernels/ir.ts LdMatrixStmt) of n matrices: A holds each lane's row word index (from
+ * One warp's ldmatrix (kernels/ir_data.ts LdMatrixStmt) of n matrices: A holds each lane's row word index (from
  * `lane0`), D gets n words per lane (4 slots each). Returns an error message for a bad address, else "".
  */
 export function ldsm(S: Uint32Array, A: Uint32Array, lane0: number, n: number, trans: boolean, D: Uint32Array): string {

@@ -346,7 +346,7 @@ class Lowering {
   private afterWgmma = false;
 
   /**
-   * wgmma.mma_async m64nNk16 (kernels/ir.ts WgmmaStmt) on the accumulators' own registers. The shared-memory
+   * wgmma.mma_async m64nNk16 (kernels/ir_data.ts WgmmaStmt) on the accumulators' own registers. The shared-memory
    * descriptors: start address >> 4 in bits 0..13, leading byte offset 1 (unused by K-major swizzled operands),
    * stride byte offset 1024 >> 4 (8-row groups of 128-byte rows) in bits 32..45, and the 128-byte swizzle (1) in
    * bits 62..63.
@@ -374,14 +374,14 @@ class Lowering {
     f();
   }
 
-  /** ldmatrix.m8n8 (kernels/ir.ts LdMatrixStmt) straight into the destination variables' registers. */
+  /** ldmatrix.m8n8 (kernels/ir_data.ts LdMatrixStmt) straight into the destination variables' registers. */
   private ldmatrix(s: Extract<Stmt, { k: "ldmatrix" }>): void {
     const addr = this.sharedAddr(s.mem, s.index);
     const rs = s.dst.map((v) => this.varReg(v));
     this.a.op(`ldmatrix.sync.aligned.m8n8.x${rs.length}${s.trans ? ".trans" : ""}.shared.b16 {${rs.join(", ")}}, ${addr}`);
   }
 
-  /** mma.sync m16n8k16 (kernels/ir.ts MmaStmt), f32 accumulate. */
+  /** mma.sync m16n8k16 (kernels/ir_data.ts MmaStmt), f32 accumulate. */
   private mma(s: Extract<Stmt, { k: "mma" }>): void {
     const a = this.a;
     if (this.sm < 80) throw new KernelError(`${this.k.name}: mma needs sm_80 or newer`);
