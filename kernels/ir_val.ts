@@ -2,8 +2,6 @@
 // constructors check operand types where the tree is made, so a renderer never meets an ill-typed expression.
 import { type BinOp, type CType, type Expr, KernelError, type UnOp } from "./ir_data.ts";
 
-// ---- values: a thin typed wrapper over Expr so kernel code reads like arithmetic ----------------------
-
 export type Like = Val | number | boolean;
 
 export class Val {
