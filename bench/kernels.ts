@@ -8,10 +8,11 @@
 //
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
-//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8] [--persist 0,32,64]] [--pdl on|off|exit|both|all] [--out FILE]
 //     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off|no-norm] (CompileOptions.xqPrep)
-// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0:
-// the library's width)
+// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0 and
+// --rows 0: the library's width and rows; --persist N: a persistent grid of N warps a multiprocessor, GemvTune.persist,
+// 0 the plain grid)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
 // as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
@@ -217,7 +218,7 @@ export function floor(dev: Device): Promise<number> {
 }
 
 /** The role of a gemv kernel across tunings: its name without the tuning suffix. */
-const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+$/, "");
+const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+(_g\d+)?$/, "");
 
 /** What a device's renderer gets: its Caps, and what the backend knows beyond them. */
 function describe(dev: Device): string {
@@ -434,7 +435,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, persist: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
   });
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
@@ -509,8 +510,8 @@ async function main(args: string[]): Promise<number> {
         const sweep: Record<string, number> = {};
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
-            for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) {
-              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), rows: rw, unroll, ...(ahead ? { ahead } : {}) };
+            for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) for (const persist of list(values.persist, [0])) {
+              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), ...(rw ? { rows: rw } : {}), unroll, ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) };
               const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv") || (only && !only.test(step.kernel.name))) continue;
