@@ -1,4 +1,4 @@
-// The Engine's bound on every wait it awaits from a device (backends/executor.ts's error model): one interval
+// The Engine's bound on every wait it awaits from a device (the error model of backends/contract.ts): one interval
 // timer per engine checks the open waits, ticking only while one is open (a timer armed and cleared per step
 // costs microseconds of a token) and unreferenced while none is (it must not keep the process alive), so a device
 // whose wait never settles still yields DeviceTimeout on time: within the bound plus an eighth of it, at most

@@ -1,4 +1,4 @@
-// Engine.step's `park` (backends/executor.ts StepOptions): a step whose device time is long parks the event loop
+// Engine.step's `park` (backends/contract.ts StepOptions): a step whose device time is long parks the event loop
 // on a timer before it waits, so timers (and, in a server, socket polls) run while the device works; without it
 // the wait spins and nothing else runs until the device is done. The device here is the JS device behind a
 // wrapper whose synchronize busy-waits until DEVICE_MS after the replay, as a GPU's spin on its fence does, and
