@@ -10,7 +10,7 @@
 // - compile: the kernel is rendered to PTX (kernels/render/ptx.ts) and JIT-compiled by cuModuleLoadDataEx.
 //   Identical PTX shares one module (module.ts loads it).
 // - run: cuLaunchKernel / cuMemcpyDtoDAsync per step (eager). record: the same calls under
-//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate; replay: cuGraphLaunch. Preparing steps
+//   cuStreamBeginCapture -> cuStreamEndCapture -> cuGraphInstantiate (capture.ts); replay: cuGraphLaunch. Preparing steps
 //   into launches and cuLaunchKernelEx (programmatic dependent launch) are launch.ts; the handles handles.ts;
 //   the pinned fault words and read stage pinned.ts.
 // - Collectives (a tensor-parallel rank, once backends/ptx/nccl.ts attached it to an NCCL group): a collective
@@ -32,19 +32,17 @@ import type { CollectiveDevice, CompiledKernel, DeviceBuffer, GroupStep, Recordi
 import { DeviceLost, DeviceTimeout, ExecError, KernelFault, OutOfMemory, Poisoned, Unsupported } from "../errors.ts";
 import { allZero } from "../bytes.ts";
 import type { Kernel } from "../../kernels/ir.ts";
-import { KernelError } from "../../kernels/ir.ts";
 import type { TargetSet } from "../../kernels/target.ts";
-import type { PtxModule } from "../../kernels/render/ptx.ts";
-import { RENDERERS } from "../../kernels/render/mod.ts";
 import { capsFromAttributes, ptxArch } from "./caps.ts";
 import { readAttributes } from "./attributes.ts";
-import type { PtxDeviceOptions } from "./options.ts";
+import { type PtxDeviceOptions, resolveOptions } from "./options.ts";
 export type { PtxDeviceOptions } from "./options.ts";
 import { StagingRing } from "./staging.ts";
 import { FaultWords, ReadStage } from "./pinned.ts";
 import { SLOT_MAX, SlotSlabs } from "./slots.ts";
 import { type HostSpan, PtxBuffer, PtxCompiled, PtxRecording } from "./handles.ts";
-import { loadModule } from "./module.ts";
+import { loadModule, renderModule } from "./module.ts";
+import { endCapture, instantiate } from "./capture.ts";
 import { cutAtCollectives, type Launch, LaunchEx, type PrepareContext, prepareLaunches, uploadSpans } from "./launch.ts";
 import type { CollectiveCall, NcclGroup } from "./nccl.ts";
 
@@ -152,19 +150,15 @@ export class PtxDevice implements CollectiveDevice {
       // A display GPU with a kernel watchdog would need recordings split; compute GPUs (the H200) have none.
       watchdogBudget: attrs.execTimeout ? 256 << 20 : 0,
     };
+    const { pdl, carveout, slotSlabs } = resolveOptions(opts, env);
     this.stream = cu.streamCreate(CU_STREAM_NON_BLOCKING);
+    this.pdl = pdl;
     // Only through a real libcuda (a fake one in tests has no cuLaunchKernelEx to bind).
-    const envPdl = env.POOT_PTX_PDL;
-    this.pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
     this.launchEx = this.pdl !== false && this.sm >= 90 && cu instanceof Cuda ? LaunchEx.open(cu) : undefined;
-    const envCarveout = env.POOT_PTX_CARVEOUT;
-    this.carveout = opts.carveout ?? (envCarveout !== undefined && envCarveout !== "" ? Number(envCarveout) : undefined);
-    if (this.carveout !== undefined && !(Number.isInteger(this.carveout) && this.carveout >= 0 && this.carveout <= 100)) {
-      throw new RangeError(`ptx: carveout ${envCarveout ?? this.carveout} is not a percentage (0..100)`);
-    }
+    this.carveout = carveout;
     this.ring = new StagingRing(cu, this.stream, (e) => this.waitEvent(e));
     this.slots = new SlotSlabs(cu, caps.bindingAlign);
-    this.slotSlabs = opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0";
+    this.slotSlabs = slotSlabs;
     this.readStage = new ReadStage(cu);
     this.faultWords = new FaultWords(cu);
   }
@@ -379,18 +373,7 @@ export class PtxDevice implements CollectiveDevice {
     this.alive();
     const known = this.byKernel.get(kernel);
     if (known) return known;
-    if (kernel.uses.f16 && !this.target.caps.f16) throw new Unsupported(`ptx: ${kernel.name} needs f16 arithmetic`);
-    if (kernel.uses.mma && !this.target.caps.mma) throw new Unsupported(`ptx: ${kernel.name} needs warp MMA tiles (sm_80+)`);
-    let mod: PtxModule;
-    try {
-      mod = RENDERERS.ptx.render(kernel, this.target.caps, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
-    } catch (e) {
-      if (e instanceof KernelError) throw new Unsupported(`ptx: ${e.message}`);
-      throw e;
-    }
-    if (mod.sharedBytes > this.target.caps.maxSharedBytes) {
-      throw new Unsupported(`ptx: ${kernel.name} needs ${mod.sharedBytes} bytes of shared memory (${this.target.caps.maxSharedBytes} available)`);
-    }
+    const mod = renderModule(kernel, this.target.caps, { sm: this.sm, pdl: this.launchEx ? this.pdl : false });
     let c = this.byText.get(mod.ptx);
     if (!c) {
       const m = mod;
@@ -472,20 +455,10 @@ export class PtxDevice implements CollectiveDevice {
       try {
         this.enqueue(list);
       } finally {
-        // Always end the capture so the stream stays usable; a failed capture returns no graph.
-        const out = new BigUint64Array(1);
-        const r = this.cu.fn.cuStreamEndCapture(this.stream, out);
-        graph = out[0];
-        if (r !== 0 && graph !== 0n) this.cu.fn.cuGraphDestroy(graph);
-        this.checkCode("cuStreamEndCapture", r);
+        graph = endCapture(this.cu, this.stream); // always, so that the stream stays usable
       }
-      try {
-        const exec = this.cu.graphInstantiate(graph, 0);
-        this.cu.graphUpload(exec, this.stream);
-        return this.keep(new PtxRecording(exec, steps.length, this.kernelsOf(list), uploadSpans(list)));
-      } finally {
-        this.cu.graphDestroy(graph);
-      }
+      const exec = instantiate(this.cu, this.stream, graph);
+      return this.keep(new PtxRecording(exec, steps.length, this.kernelsOf(list), uploadSpans(list)));
     });
   }
   private keep(r: PtxRecording): PtxRecording {
@@ -602,11 +575,11 @@ export class PtxDevice implements CollectiveDevice {
   /** Ends the open capture and returns its graph (throws when the capture failed; the stream is usable again). */
   endCapture(): bigint {
     this.bind();
-    const out = new BigUint64Array(1);
-    const code = this.cu.fn.cuStreamEndCapture(this.stream, out);
-    if (code === 0) return out[0];
-    if (out[0] !== 0n) this.cu.fn.cuGraphDestroy(out[0]);
-    throw this.failure("group capture", new CudaError("cuStreamEndCapture", code, this.cu.errorName(code)));
+    try {
+      return endCapture(this.cu, this.stream);
+    } catch (e) {
+      throw this.failure("group capture", e);
+    }
   }
   /** Instantiates a captured graph as `rec` (a pending part's recording), or discards it (`rec` undefined). */
   completeRecording(rec: Recording | undefined, graph: bigint): void {
@@ -616,14 +589,7 @@ export class PtxDevice implements CollectiveDevice {
       return;
     }
     const r = rec as PtxRecording;
-    this.guard("group capture", () => {
-      try {
-        r.exec = this.cu.graphInstantiate(graph, 0);
-        this.cu.graphUpload(r.exec, this.stream);
-      } finally {
-        this.cu.graphDestroy(graph);
-      }
-    });
+    this.guard("group capture", () => r.exec = instantiate(this.cu, this.stream, graph));
     r.pending = false;
   }
   /** Marks a pending part's recording as failed: replaying it says why. */

@@ -1,4 +1,5 @@
-// What a PtxDevice can be opened with (backends/ptx/device.ts; the backend registry passes them through).
+// What a PtxDevice can be opened with (backends/ptx/device.ts; the backend registry passes them through), and the
+// environment variables that set the tuning ones where the options do not.
 export interface PtxDeviceOptions {
   /** CUDA device ordinal (default 0). */
   ordinal?: number;
@@ -28,4 +29,15 @@ export interface PtxDeviceOptions {
    * written through the staging ring (a copy per write). The environment variable POOT_PTX_SLOTS=0 turns it off.
    */
   slotSlabs?: boolean;
+}
+
+/** The tuning `opts` give, else the environment's POOT_PTX_* variables, else the defaults. Throws RangeError on a bad carveout. */
+export function resolveOptions(opts: PtxDeviceOptions, env: Record<string, string | undefined>): { pdl: boolean | "exit"; carveout?: number; slotSlabs: boolean } {
+  const envPdl = env.POOT_PTX_PDL, envCarveout = env.POOT_PTX_CARVEOUT;
+  const pdl = opts.pdl ?? (envPdl === "0" || envPdl === "off" ? false : envPdl === "exit" ? "exit" : true);
+  const carveout = opts.carveout ?? (envCarveout !== undefined && envCarveout !== "" ? Number(envCarveout) : undefined);
+  if (carveout !== undefined && !(Number.isInteger(carveout) && carveout >= 0 && carveout <= 100)) {
+    throw new RangeError(`ptx: carveout ${envCarveout ?? carveout} is not a percentage (0..100)`);
+  }
+  return { pdl, carveout, slotSlabs: opts.slotSlabs ?? env.POOT_PTX_SLOTS !== "0" };
 }

@@ -14,6 +14,7 @@ import { entryName } from "../../kernels/render/ptx.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { checkCase, featureCases } from "../devices/feature_kernels.ts";
+import { resolveOptions } from "../../backends/ptx/options.ts";
 import { FakeCuda } from "./fake_cuda.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 import { compareRuns, readAll, runFeature, sameBytesModNaN, stepOf, upload } from "../devices/run.ts";
@@ -292,4 +293,13 @@ test("fake CUDA: slots live in slab shadows: a write makes no driver call, each 
   dev.releaseRecording(rec);
   await dev.destroy();
   assert.equal(cu.liveAllocations, 0, "destroy frees the slabs");
+});
+
+test("PtxDevice's tuning: its options, else POOT_PTX_PDL / POOT_PTX_CARVEOUT / POOT_PTX_SLOTS, else the defaults; a bad carveout is a RangeError", () => {
+  assert.deepEqual(resolveOptions({}, {}), { pdl: true, carveout: undefined, slotSlabs: true });
+  assert.deepEqual(resolveOptions({}, { POOT_PTX_PDL: "off", POOT_PTX_CARVEOUT: "25", POOT_PTX_SLOTS: "0" }), { pdl: false, carveout: 25, slotSlabs: false });
+  assert.deepEqual(resolveOptions({}, { POOT_PTX_PDL: "exit", POOT_PTX_CARVEOUT: "" }), { pdl: "exit", carveout: undefined, slotSlabs: true });
+  assert.deepEqual(resolveOptions({ pdl: true, carveout: 0, slotSlabs: true }, { POOT_PTX_PDL: "0", POOT_PTX_CARVEOUT: "50", POOT_PTX_SLOTS: "0" }), { pdl: true, carveout: 0, slotSlabs: true });
+  for (const bad of ["101", "-1", "12.5", "lots"]) assert.throws(() => resolveOptions({}, { POOT_PTX_CARVEOUT: bad }), RangeError, bad);
+  assert.throws(() => resolveOptions({ carveout: 200 }, {}), /carveout 200 is not a percentage/);
 });
