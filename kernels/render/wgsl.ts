@@ -1,5 +1,5 @@
 // Renders a Kernel (kernels/ir.ts) to WGSL for a WebGPU compute pipeline (Deno's wgpu/Naga). Storage access
-// lives in wgsl_storage.ts, the float helpers in wgsl_math.ts.
+// lives in wgsl_storage.ts, the operators in wgsl_ops.ts, the float helpers in wgsl_math.ts.
 //
 // Storage. WGSL storage only has 32-bit scalars (f16 needs `enable f16`), so every binding is declared as an
 // array of u32 words, f32/i32 read and written by bitcast; 8- and 16-bit element accesses arrive as word
@@ -40,6 +40,7 @@ import { wgslMath } from "./wgsl_math.ts";
 import { decompose, type Needs } from "../decomp/mod.ts";
 import { type BufInfo, WordStorage } from "./wgsl_storage.ts";
 import { unrollLoops } from "./unroll.ts";
+import { binary, conv, type OpsHost, partialSubgroup, shuffle, unary } from "./wgsl_ops.ts";
 
 export interface WgslOptions {
   /** The device has `shader-f16` enabled (kernels computing in f16 need it). */
@@ -80,8 +81,6 @@ export interface WgslShader {
   errorBinding: number;
 }
 
-const ZERO: Record<CType, string> = { f32: "0.0f", f16: "0.0h", i32: "0i", u32: "0u", bool: "false" };
-const ONE: Record<CType, string> = { f32: "1.0f", f16: "1.0h", i32: "1i", u32: "1u", bool: "true" };
 
 function ident(s: string): string {
   return s.replace(/[^A-Za-z0-9_]/g, "_");
@@ -115,7 +114,7 @@ const mayStop = (s: Stmt): boolean => contains(s, (x) => x.k === "return" || x.k
 
 // ---- the renderer --------------------------------------------------------------------------------------
 
-class Wgsl {
+class Wgsl implements OpsHost {
   private readonly bufs = new Map<number, BufInfo>();
   private readonly helpers = new Set<string>();      // wgsl_math names
   private readonly local = new Map<string, string>(); // generated per-kernel helpers by name
@@ -191,9 +190,15 @@ class Wgsl {
     if (!this.local.has(name)) this.local.set(name, code());
     return name;
   }
+  conv(x: string, from: CType, t: CType): string {
+    return conv(this, x, from, t);
+  }
+  useDot4(): void {
+    this.usesDot4 = true;
+  }
 
   /** Element index (any integer expression) as u32. */
-  private idx(e: Expr): string {
+  idx(e: Expr): string {
     const s = this.ex(e);
     return e.t === "u32" ? s : e.t === "i32" ? `bitcast<u32>(${s})` : `u32(${s})`;
   }
@@ -241,44 +246,16 @@ class Wgsl {
     return `p_${n}.${c}`;
   }
 
-  /** Converts expression x of type from to type t with the IR's (and the JS renderer's) semantics. */
-  conv(x: string, from: CType, t: CType): string {
-    if (from === t) return x;
-    if (t === "bool") return `(${x} != ${ZERO[from]})`; // a float's NaN test: decompose()
-    if (from === "bool") return `select(${ZERO[t]}, ${ONE[t]}, ${x})`;
-    const fromF = from === "f32" || from === "f16";
-    switch (t) {
-      case "f32": return `f32(${x})`;
-      case "f16": return `${this.toF16()}(${fromF ? x : `f32(${x})`})`; // |int| < 2^24 is exact in f32, larger is inf either way
-      case "i32":
-        if (fromF) return `${this.need("p_f2i")}(${from === "f16" ? `f32(${x})` : x})`;
-        return `bitcast<i32>(${x})`;
-      case "u32":
-        if (fromF) return `${this.need("p_f2u")}(${from === "f16" ? `f32(${x})` : x})`;
-        return `bitcast<u32>(${x})`;
-    }
-  }
-
-  /**
-   * f32 -> f16 rounded to nearest even in integer ops, then made an f16 exactly. WGSL's own f16(x) rounds
-   * once, but NVIDIA's compiler drops a round trip f32(f16(x)) altogether (f16(70000) came back as 70000,
-   * 65519 stayed 65519): integer ops are opaque to it.
-   */
-  private toF16(): string {
-    const f2h = this.need("p_f2h");
-    return this.fn("p_tof16", () => `fn p_tof16(x: f32) -> f16 { return f16(unpack2x16float(${f2h}(x)).x); }`);
-  }
-
   ex(e: Expr): string {
     switch (e.k) {
       case "const": return this.lit(e.v, e.t);
       case "var": return this.varName(e.v);
       case "builtin": return this.builtin(e.b);
-      case "un": return this.unary(e.op, e.t, e.a);
-      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "un": return unary(this, e.op, e.t, e.a);
+      case "bin": return binary(this, e.op, e.t, e.a, e.b);
       case "fma": return `fma(${this.ex(e.a)}, ${this.ex(e.b)}, ${this.ex(e.c)})`;
       case "select": return `select(${this.ex(e.b)}, ${this.ex(e.a)}, ${this.ex(e.c)})`;
-      case "cast": return this.conv(this.ex(e.a), e.a.t, e.t);
+      case "cast": return conv(this, this.ex(e.a), e.a.t, e.t);
       case "bitcast": return e.a.t === e.t ? this.ex(e.a) : `bitcast<${e.t}>(${this.ex(e.a)})`;
       case "load": return this.mem.load(e.buf, e.view, this.idx(e.index), e.t);
       case "sload": {
@@ -290,113 +267,9 @@ class Wgsl {
         const f = e.op === "add" ? "subgroupAdd" : e.op === "max" ? "subgroupMax" : "subgroupMin";
         return `${f}(${this.ex(e.a)})`;
       }
-      case "shuffle": return this.shuffle(e.mode, e.t, e.a, e.lane);
+      case "shuffle": return shuffle(this, e.mode, e.t, e.a, e.lane);
       case "pack2": throw new KernelError(`${this.k.name}: wgsl: pack2 is an MMA / cooperative-matrix operand (PTX and SPIR-V)`);
     }
-  }
-
-  private shuffle(mode: "xor" | "idx" | "down", t: CType, a: Expr, lane: Expr): string {
-    const st = t === "bool" ? "u32" : t;
-    const name = `p_shf_${mode}_${st}`;
-    this.fn(name, () => {
-      const op = mode === "xor" ? "subgroupShuffleXor" : mode === "idx" ? "subgroupShuffle" : "subgroupShuffleDown";
-      const src = mode === "xor" ? "(p_lane ^ l)" : mode === "idx" ? "l" : "(p_lane + l)";
-      // The last subgroup of a workgroup that is no multiple of the size holds only the invocations left (its
-      // other lanes are inactive: reading one is indeterminate, NVIDIA gives 0), so they count as past the end.
-      // Subgroup sizes are powers of two up to 128, so a multiple of 128 never has such a subgroup.
-      const n = this.partialSubgroup() ? "p_sgn" : "p_sgsize";
-      return `fn ${name}(x: ${st}, l: u32) -> ${st} { let r = ${op}(x, l); return select(x, r, ${src} < ${n}); }`;
-    });
-    const x = this.ex(a), l = this.idx(lane);
-    return t === "bool" ? `(${name}(select(0u, 1u, ${x}), ${l}) != 0u)` : `${name}(${x}, ${l})`;
-  }
-
-  private partialSubgroup(): boolean {
-    const [wx, wy, wz] = this.k.workgroup;
-    return (wx * wy * wz) % 128 !== 0;
-  }
-
-  private unary(op: string, t: CType, a: Expr): string {
-    const x = this.ex(a);
-    const at = a.t;
-    switch (op) {
-      case "neg": return t === "u32" ? `(0u - ${x})` : `(-${x})`;
-      // abs of a u32 is the value itself; saying so keeps it off backends that translate abs(u32) as signed (wgpu GL).
-      case "abs": return t === "u32" ? x : `abs(${x})`;
-      case "exp2": return `exp2(${x})`;
-      case "sqrt": return `sqrt(${x})`;
-      case "rsqrt": return `inverseSqrt(${x})`;
-      case "recip": return `(${ONE[t]} / ${x})`;
-      case "floor": return `floor(${x})`;
-      case "ceil": return `ceil(${x})`;
-      case "not": return t === "bool" ? `(!${x})` : `(~${x})`;
-      case "isfinite": return `${this.need("p_isfinite")}(${at === "f16" ? `f32(${x})` : x})`;
-      case "isnan": return `${this.need("p_isnan")}(${at === "f16" ? `f32(${x})` : x})`;
-      case "f16bits": return `unpack2x16float(${x}).x`;
-      case "bf16bits": return `bitcast<f32>(${x} << 16u)`;
-    }
-    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
-  }
-
-  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
-    let a = this.ex(ea), b = this.ex(eb);
-    const at = ea.t;
-    const CMP: Record<string, string> = { lt: "<", le: "<=", gt: ">", ge: ">=", eq: "==", ne: "!=" };
-    if (op in CMP) {
-      if (at === "bool" && op !== "eq" && op !== "ne") {
-        a = this.conv(a, "bool", "u32");
-        b = this.conv(b, "bool", "u32");
-      }
-      return `(${a} ${CMP[op]} ${b})`;
-    }
-    if (at === "bool") {
-      switch (op) {
-        case "and": case "min": return `(${a} && ${b})`;
-        case "or": case "max": return `(${a} || ${b})`;
-        case "xor": return `(${a} != ${b})`;
-      }
-      throw new KernelError(`${this.k.name}: ${op} on bool`);
-    }
-    switch (op) {
-      case "dot4":
-        if (!this.opts.dot4) throw new KernelError(`${this.k.name}: dot4 reached the renderer without dot4I8Packed`);
-        this.usesDot4 = true;
-        return `dot4I8Packed(${a}, ${b})`;
-      case "add": return `(${a} + ${b})`;
-      case "sub": return `(${a} - ${b})`;
-      case "mul": return `(${a} * ${b})`;
-      case "max": case "min":
-        if (t === "f32" || t === "f16") return `${this.fmax(op, t)}(${a}, ${b})`;
-        return `${op}(${a}, ${b})`;
-      case "pow": return `pow(${a}, ${b})`;
-      case "and": return `(${a} & ${b})`;
-      case "or": return `(${a} | ${b})`;
-      case "xor": return `(${a} ^ ${b})`;
-      case "div": case "mod": {
-        const sym = op === "div" ? "/" : "%";
-        if (t === "f32" || t === "f16") return `(${a} ${sym} ${b})`;
-        if (t === "u32" && eb.k === "const" && eb.v !== 0) return `(${a} ${sym} ${b})`;
-        return `${this.need(`p_${op}${t === "i32" ? "i" : "u"}`)}(${a}, ${b})`;
-      }
-      case "shl": case "shr": {
-        const sym = op === "shl" ? "<<" : ">>";
-        if (eb.k === "const") return `(${a} ${sym} ${(eb.v & 31) >>> 0}u)`;
-        return `(${a} ${sym} (${eb.t === "u32" ? b : `bitcast<u32>(${b})`} & 31u))`;
-      }
-    }
-    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
-  }
-
-  /**
-   * NaN-propagating float max/min (WGSL's return the other operand, JS's Math.max returns NaN), as a helper
-   * function: decomp/arith.ts's nanMinMax would repeat nested operands in the text (see its Needs).
-   */
-  private fmax(op: "max" | "min", t: CType): string {
-    // NaN tests on the bits: Mesa's NIR may fold a float `a == a` to true (it treats WGSL float ops as inexact).
-    const nan = this.need("p_isnan");
-    const arg = (v: string) => t === "f16" ? `f32(${v})` : v;
-    return this.fn(`p_${op}${t}`, () =>
-      `fn p_${op}${t}(a: ${t}, b: ${t}) -> ${t} { return select(${op}(a, b), a + b, ${nan}(${arg("a")}) || ${nan}(${arg("b")})); }`);
   }
 
   private sharedName(s: Shared): string {
@@ -569,7 +442,7 @@ class Wgsl {
     });
     const sg = this.usesSubgroups;
     if (sg) head.push("var<private> p_lane: u32;", "var<private> p_sgsize: u32;");
-    const sgn = sg && this.partialSubgroup() && [...this.local.keys()].some((n) => n.startsWith("p_shf_"));
+    const sgn = sg && partialSubgroup(this.k) && [...this.local.keys()].some((n) => n.startsWith("p_shf_"));
     if (sgn) head.push("var<private> p_sgn: u32; // invocations in this one's subgroup");
     head.push(...wgslMath(this.helpers), ...this.local.values());
 
