@@ -1,7 +1,7 @@
 // Lowers one Kernel (kernels/ir.ts) to LLVM IR text for the amdgcn-amd-amdhsa triple: one amdgpu_kernel
 // function that comgr compiles to a code object (compile.ts). No ROCm device library is linked: the math
 // library is kernels/decomp/math.ts over LlMath, everything else is plain instructions and llvm.amdgcn.*
-// intrinsics.
+// intrinsics. The operators and casts are arith.ts's; this file lowers the rest (builtins, memory, waves, control).
 //
 // Arguments as on the other targets: one `ptr addrspace(1)` per binding (its address with the binding's byte
 // offset applied), plus, when the kernel has checks, one more pointing at a host-visible u32 word that a
@@ -21,13 +21,13 @@
 // broadcast. A shuffle from a lane outside the wave or past the workgroup's end returns the caller's value.
 import type { Buffer, Builtin, CType, EType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
 import { ESIZE, KernelError } from "../../ir.ts";
-import * as math from "../../decomp/math.ts";
 import { decompose } from "../../decomp/mod.ts";
 import { forEachExpr, hasChecks, invariant } from "../ptx/analysis.ts";
 import { f16c, f32c, linkModules, Ll, type LlParts, LT } from "./ll.ts";
 
 export type { LlParts };
 import { LlMath } from "./math.ts";
+import { type ArithHost, binary, cast, isFloat, unary } from "./arith.ts";
 
 export interface AmdgpuOptions {
   /** Lanes per wave: 64 (gfx90a, gfx942) or 32 (gfx1100). */
@@ -53,7 +53,6 @@ export interface AmdgpuModule {
 }
 
 const SHARED_SIZE: Record<CType, number> = { f32: 4, f16: 2, i32: 4, u32: 4, bool: 1 };
-const isFloat = (t: CType) => t === "f32" || t === "f16";
 const G = "ptr addrspace(1)";
 
 /** An LLVM-safe function name derived from the kernel's name. */
@@ -64,7 +63,7 @@ export function entryName(name: string): string {
 
 type ForStmt = Extract<Stmt, { k: "for" }>;
 
-class Lowering {
+class Lowering implements ArithHost {
   readonly ll = new Ll();
   readonly m = new LlMath(this.ll);
   private readonly vars = new Map<string, { slot: string; t: CType }>();
@@ -171,14 +170,14 @@ class Lowering {
         if (r === undefined) throw new KernelError(`${this.k.name}: builtin ${e.b} missed by the prologue`);
         return r;
       }
-      case "un": return this.unary(e.op, e.t, e.a);
-      case "bin": return this.binary(e.op, e.t, e.a, e.b);
+      case "un": return unary(this, e.op, e.t, e.a);
+      case "bin": return binary(this, e.op, e.t, e.a, e.b);
       case "fma": {
         const t = LT[e.t];
         return ll.call(t, `llvm.fma.${e.t}`, [[t, this.ex(e.a)], [t, this.ex(e.b)], [t, this.ex(e.c)]]);
       }
       case "select": return ll.v(`select i1 ${this.ex(e.c)}, ${LT[e.t]} ${this.ex(e.a)}, ${LT[e.t]} ${this.ex(e.b)}`);
-      case "cast": return this.cast(this.ex(e.a), e.a.t, e.t);
+      case "cast": return cast(this.ll, this.ex(e.a), e.a.t, e.t);
       case "bitcast": {
         const x = this.ex(e.a);
         if (LT[e.a.t] === LT[e.t]) return x; // i32 <-> u32
@@ -194,113 +193,6 @@ class Lowering {
       case "shuffle": return this.shuffle(e.mode, e.t, this.ex(e.a), e.lane);
       case "pack2": throw new KernelError(`${this.k.name}: pack2 is an MMA / cooperative-matrix operand; the amdgpu targets have neither`);
     }
-  }
-
-  private toF32(x: string, t: CType): string {
-    return t === "f16" ? this.ll.v(`fpext half ${x} to float`) : x;
-  }
-  private fromF32(x: string, t: CType): string {
-    return t === "f16" ? this.ll.v(`fptrunc float ${x} to half`) : x;
-  }
-  private viaF32(t: CType, x: string, f: (x: string) => string): string {
-    return this.fromF32(f(this.toF32(x, t)), t);
-  }
-
-  private unary(op: string, t: CType, ea: Expr): string {
-    const ll = this.ll, m = this.m;
-    const x = this.ex(ea);
-    const ft = LT[t];
-    const routine = math.UNARY_ROUTINES[op];
-    if (routine) return this.viaF32(t, x, (v) => routine(m, v));
-    switch (op) {
-      case "neg": return isFloat(t) ? ll.v(`fneg ${ft} ${x}`) : ll.v(`sub i32 0, ${x}`);
-      case "abs":
-        if (isFloat(t)) return ll.call(ft, `llvm.fabs.${t}`, [[ft, x]]);
-        return t === "i32" ? ll.call("i32", "llvm.abs.i32", [["i32", x], ["i1", "false"]]) : x;
-      case "sqrt": return this.viaF32(t, x, (v) => ll.call("float", "llvm.sqrt.f32", [["float", v]]));
-      case "rsqrt": return this.viaF32(t, x, (v) => ll.v(`fdiv float 1.0, ${ll.call("float", "llvm.sqrt.f32", [["float", v]])}`));
-      case "recip": return this.viaF32(t, x, (v) => ll.v(`fdiv float 1.0, ${v}`));
-      case "floor": return ll.call(ft, `llvm.floor.${t}`, [[ft, x]]);
-      case "ceil": return ll.call(ft, `llvm.ceil.${t}`, [[ft, x]]);
-      case "not": return ll.v(t === "bool" ? `xor i1 ${x}, true` : `xor i32 ${x}, -1`);
-      case "isfinite": {
-        const bits = ll.v(`bitcast float ${this.toF32(x, ea.t)} to i32`);
-        return ll.v(`icmp ne i32 ${ll.v(`and i32 ${bits}, 2139095040`)}, 2139095040`);
-      }
-      case "isnan": return ll.v(`fcmp uno ${LT[ea.t]} ${x}, ${x}`);
-      case "f16bits": return ll.v(`fpext half ${ll.v(`bitcast i16 ${ll.v(`trunc i32 ${x} to i16`)} to half`)} to float`);
-      case "bf16bits": return ll.v(`bitcast i32 ${ll.v(`shl i32 ${x}, 16`)} to float`);
-    }
-    throw new KernelError(`${this.k.name}: unknown unary op ${op}`);
-  }
-
-  private binary(op: string, t: CType, ea: Expr, eb: Expr): string {
-    const ll = this.ll;
-    const at = ea.t;
-    const x = this.ex(ea), y = this.ex(eb);
-    const ty = LT[at];
-    if (at === "bool") {
-      switch (op) {
-        case "and": case "min": return ll.v(`and i1 ${x}, ${y}`);
-        case "or": case "max": return ll.v(`or i1 ${x}, ${y}`);
-        case "xor": case "ne": return ll.v(`xor i1 ${x}, ${y}`);
-        case "eq": return ll.v(`icmp eq i1 ${x}, ${y}`);
-        case "lt": case "le": case "gt": case "ge": return ll.v(`icmp u${op} i1 ${x}, ${y}`);
-      }
-      throw new KernelError(`${this.k.name}: ${op} on bool`);
-    }
-    if (isFloat(at)) {
-      const fc = { lt: "olt", le: "ole", gt: "ogt", ge: "oge", eq: "oeq", ne: "une" }[op as "lt"];
-      if (fc) return ll.v(`fcmp ${fc} ${ty} ${x}, ${y}`);
-      switch (op) {
-        case "add": return ll.v(`fadd ${ty} ${x}, ${y}`);
-        case "sub": return ll.v(`fsub ${ty} ${x}, ${y}`);
-        case "mul": return ll.v(`fmul ${ty} ${x}, ${y}`);
-        case "max": case "min": return this.m.nanMinMax(op, ty, x, y);
-      }
-      const fx = this.toF32(x, at), fy = this.toF32(y, at);
-      let r: string;
-      if (op === "div") r = ll.v(`fdiv float ${fx}, ${fy}`);
-      else if (op === "mod") r = math.fmodf(this.m, fx, fy);
-      else if (op === "pow") r = math.powf(this.m, fx, fy);
-      else throw new KernelError(`${this.k.name}: ${op} on floats`);
-      return this.fromF32(r, t);
-    }
-    const s = at === "i32";
-    const ic = { lt: "lt", le: "le", gt: "gt", ge: "ge" }[op as "lt"];
-    if (ic) return ll.v(`icmp ${s ? "s" : "u"}${ic} i32 ${x}, ${y}`);
-    switch (op) {
-      case "eq": return ll.v(`icmp eq i32 ${x}, ${y}`);
-      case "ne": return ll.v(`icmp ne i32 ${x}, ${y}`);
-      case "add": case "sub": case "mul": case "and": case "or": case "xor": return ll.v(`${op} i32 ${x}, ${y}`);
-      case "max": case "min": return ll.call("i32", `llvm.${s ? "s" : "u"}${op}.i32`, [["i32", x], ["i32", y]]);
-      case "shl": case "shr": {
-        const n = eb.k === "const" ? String(eb.v & 31) : ll.v(`and i32 ${y}, 31`);
-        return ll.v(`${op === "shl" ? "shl" : s ? "ashr" : "lshr"} i32 ${x}, ${n}`);
-      }
-      case "div": case "mod": {
-        // decompose(intDivMod) left only u32 division by a value that is never 0
-        if (s) throw new KernelError(`${this.k.name}: i32 ${op} reached the renderer (decomp intDivMod missing)`);
-        return ll.v(`${op === "div" ? "udiv" : "urem"} i32 ${x}, ${y}`);
-      }
-    }
-    throw new KernelError(`${this.k.name}: ${op} on ${t}`);
-  }
-
-  /** Numeric conversion of x from type `from` to `to`. */
-  cast(x: string, from: CType, to: CType): string {
-    const ll = this.ll;
-    if (from === to) return x;
-    if (to === "bool") return isFloat(from) ? ll.v(`fcmp une ${LT[from]} ${x}, 0.0`) : ll.v(`icmp ne i32 ${x}, 0`);
-    if (from === "bool") {
-      if (isFloat(to)) return ll.v(`uitofp i1 ${x} to ${LT[to]}`);
-      return ll.v(`zext i1 ${x} to i32`);
-    }
-    if (!isFloat(from) && !isFloat(to)) return x;
-    if (isFloat(from) && isFloat(to)) return ll.v(from === "f32" ? `fptrunc float ${x} to half` : `fpext half ${x} to float`);
-    if (isFloat(to)) return ll.v(`${from === "i32" ? "sitofp" : "uitofp"} i32 ${x} to ${LT[to]}`);
-    const f = from === "f16" ? "f16" : "f32";
-    return ll.call("i32", `llvm.${to === "i32" ? "fptosi" : "fptoui"}.sat.i32.${f}`, [[LT[from], x]]);
   }
 
   // ---- global memory -----------------------------------------------------------------------------------
@@ -341,11 +233,11 @@ class Lowering {
     const t = e.t;
     const x = this.ex(e);
     switch (view) {
-      case "f32": return this.cast(x, t, "f32");
-      case "f16": return t === "f16" ? x : ll.v(`fptrunc float ${this.cast(x, t, "f32")} to half`);
-      case "bf16": return this.bf16(this.cast(x, t, "f32"));
+      case "f32": return cast(this.ll, x, t, "f32");
+      case "f16": return t === "f16" ? x : ll.v(`fptrunc float ${cast(this.ll, x, t, "f32")} to half`);
+      case "bf16": return this.bf16(cast(this.ll, x, t, "f32"));
       default: {
-        const w = isFloat(t) || t === "bool" ? this.cast(x, t, view === "u32" || view === "u8" || view === "u16" ? "u32" : "i32") : x;
+        const w = isFloat(t) || t === "bool" ? cast(this.ll, x, t, view === "u32" || view === "u8" || view === "u16" ? "u32" : "i32") : x;
         const st = this.storedType(view);
         return st === "i32" ? w : ll.v(`trunc i32 ${w} to ${st}`);
       }
