@@ -7,8 +7,8 @@
 // in the header, increment in the continue block), `if`/`check` are selections (OpSelectionMerge).
 // Float add/sub/mul are NoContraction; 16-bit float conversions are integer arithmetic in spirv/math.ts so
 // every driver computes the same bits (but for f16 MMA operands, pack2: OpFConvert, whose rounding is the driver's);
-// storage access lives in spirv/memory.ts, cooperative matrices (caps.coop: the Vulkan memory model) in
-// spirv/coop.ts. NaN-safe float compares and
+// storage access lives in spirv/memory.ts, the operators and casts in spirv/arith.ts, cooperative matrices
+// (caps.coop: the Vulkan memory model) in spirv/coop.ts. NaN-safe float compares and
 // max/min, integer div/mod (kernels/decomp/arith.ts) and exp/exp2/log/log2/sin/cos/tanh (decomp/math_f32.ts:
 // GLSL.std.450's are only loosely bounded) arrive decomposed. The int8x4 dot (BinOp dot4) is OpSDotKHR where the
 // device has integer dot products (caps.dot4Native: the module then declares SPV_KHR_integer_dot_product, which
@@ -17,9 +17,9 @@ import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../ir.ts";
 import { KernelError, walkStmts } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { Asm } from "./spirv/asm.ts";
-import * as math from "./spirv/math.ts";
 import { Buffers } from "./spirv/memory.ts";
 import { CoopMats } from "./spirv/coop.ts";
+import { type ArithHost, binary, cast, toF16, unary } from "./spirv/arith.ts";
 import { decompose, type Needs } from "../decomp/mod.ts";
 import { SpirvModule } from "./spirv/module.ts";
 import {
@@ -112,7 +112,7 @@ class Emitter {
   private readonly needs = { float16: false, storage16: false, storage8: false, subgroups: false, dotProduct: false, coop: false };
   private readonly coop: CoopMats;
   private readonly names: boolean;
-  private readonly halfFast: (() => number) | undefined;
+  private readonly arith: ArithHost;
 
   constructor(private readonly k: Kernel, private readonly caps: Caps, opts: SpirvOptions) {
     this.names = opts.names ?? true;
@@ -120,7 +120,10 @@ class Emitter {
     if (k.uses.staging) throw new KernelError(`${k.name}: spirv: cp.async/ldmatrix staging is PTX-only (caps.staging)`);
     const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
-    this.halfFast = half;
+    this.arith = {
+      a: this.a, m: this.m, halfFast: half, fail: (msg) => this.fail(msg),
+      type: (t) => this.type(t), constant: (t, v) => this.constant(t, v),
+    };
     let checks = false, device = false;
     walkStmts(k.body, (s) => {
       if (s.k === "check") checks = true;
@@ -134,7 +137,7 @@ class Emitter {
       this.coop.model(k, device);
       this.needs.coop = true;
     }
-    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => this.cast(id, from, to), this.names, half, device, opts.restrictReads ?? false);
+    this.mem = new Buffers(this.a, k.buffers, n16, n8, (id, from, to) => cast(this.arith, id, from, to), this.names, half, device, opts.restrictReads ?? false);
     this.errorBinding = checks ? k.buffers.length : undefined;
   }
 
@@ -271,16 +274,16 @@ class Emitter {
         return a.v(Op.Load, this.type(l.t), l.id);
       }
       case "builtin": return this.builtin(e.b);
-      case "un": return this.unary(e.op, this.expr(e.a), e.a.t);
+      case "un": return unary(this.arith, e.op, this.expr(e.a), e.a.t);
       case "bin":
         if (e.op === "dot4") return this.dot4(this.expr(e.a), this.expr(e.b));
-        return this.binary(e.op, this.expr(e.a), this.expr(e.b), e.a.t);
+        return binary(this.arith, e.op, this.expr(e.a), this.expr(e.b), e.a.t);
       case "fma": {
         if (e.t !== "f32" && e.t !== "f16") this.fail("fma needs floats");
         return a.glsl(this.type(e.t), GLSL.Fma, this.expr(e.a), this.expr(e.b), this.expr(e.c));
       }
       case "select": return a.sel(this.type(e.t), this.expr(e.c), this.expr(e.a), this.expr(e.b));
-      case "cast": return this.cast(this.expr(e.a), e.a.t, e.t);
+      case "cast": return cast(this.arith, this.expr(e.a), e.a.t, e.t);
       case "bitcast": {
         if (e.t === e.a.t) return this.expr(e.a);
         if (e.t === "bool" || e.a.t === "bool" || e.t === "f16" || e.a.t === "f16") this.fail(`bitcast ${e.a.t} -> ${e.t}`);
@@ -315,128 +318,6 @@ class Emitter {
     this.fail(`index of type ${e.t}`);
   }
 
-  private cast(id: number, from: CType, to: CType): number {
-    if (from === to) return id;
-    const { a } = this;
-    const T = this.type(to);
-    const isF = (t: CType) => t === "f32" || t === "f16";
-    if (to === "bool") {
-      if (isF(from)) { // decompose() tests a cast's NaN; this serves the storage paths' own casts
-        const ne = a.v(Op.FUnordNotEqual, a.b, id, this.constant(from, 0));
-        return a.lor(ne, math.isNan(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id));
-      }
-      return a.v(Op.INotEqual, a.b, id, this.constant(from, 0));
-    }
-    if (from === "bool") return a.sel(T, id, this.constant(to, 1), this.constant(to, 0));
-    if (to === "f16") return this.toF16(isF(from) ? id : a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, a.f, id));
-    if (isF(from) && isF(to)) return a.v(Op.FConvert, T, id); // f16 -> f32: exact
-    if (isF(from)) return math.toInt(a, from === "f16" ? a.v(Op.FConvert, a.f, id) : id, to === "i32");
-    if (isF(to)) return a.v(from === "i32" ? Op.ConvertSToF : Op.ConvertUToF, T, id);
-    return a.v(Op.Bitcast, T, id); // i32 <-> u32
-  }
-
-  /**
-   * An f32 (an int's |value| < 2^24 is exact in f32, a larger one is inf either way) -> f16, rounded to nearest
-   * even in integer ops and reinterpreted: OpFConvert's rounding mode is the driver's, and NVIDIA's compiler
-   * drops a round trip f32 -> f16 -> f32 altogether (seen through Naga, which emits the same OpFConverts).
-   */
-  private toF16(x: number): number {
-    const { a } = this;
-    const half = this.type("f16");
-    return a.v(Op.CompositeExtract, half, a.v(Op.Bitcast, this.m.tVec(half, 2), math.f32ToF16(a, x)), 0);
-  }
-
-  /** A float compare as its instruction: decompose() added the NaN tests SPIR-V's compares may skip. */
-  private fcmp(op: string, x: number, y: number, t: CType): number {
-    const code = {
-      lt: Op.FOrdLessThan, le: Op.FOrdLessThanEqual, gt: Op.FOrdGreaterThan, ge: Op.FOrdGreaterThanEqual,
-      eq: Op.FOrdEqual, ne: Op.FUnordNotEqual,
-    }[op];
-    if (code === undefined) this.fail(`${op} on ${t}`);
-    return this.a.v(code, this.a.b, x, y);
-  }
-
-  private unary(op: string, x: number, t: CType): number {
-    const { a } = this;
-    const T = this.type(t);
-    const isF = t === "f32" || t === "f16";
-    switch (op) {
-      case "neg":
-        return isF ? a.v(Op.FNegate, T, x) : t === "bool" ? this.fail("neg of bool") : a.v(Op.SNegate, T, x);
-      case "abs":
-        if (isF) return a.glsl(T, GLSL.FAbs, x);
-        return t === "i32" ? a.glsl(T, GLSL.SAbs, x) : x;
-      case "sqrt": return a.glsl(T, GLSL.Sqrt, x);
-      case "rsqrt": return a.glsl(T, GLSL.InverseSqrt, x);
-      case "recip": return a.v(Op.FDiv, T, this.constant(t, 1), x);
-      case "floor": return a.glsl(T, GLSL.Floor, x);
-      case "ceil": return a.glsl(T, GLSL.Ceil, x);
-      case "not": return t === "bool" ? a.v(Op.LogicalNot, T, x) : a.v(Op.Not, T, x);
-      case "isfinite": return math.isFinite(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
-      case "isnan": return math.isNan(a, t === "f16" ? a.v(Op.FConvert, a.f, x) : x);
-      case "f16bits": return this.halfFast ? math.f16ToF32Convert(a, x, this.halfFast()) : math.f16ToF32(a, x);
-      case "bf16bits": return math.bf16ToF32(a, x);
-    }
-    this.fail(`unary ${op}`);
-  }
-
-  private binary(op: string, x: number, y: number, t: CType): number {
-    const { a } = this;
-    const T = this.type(t);
-    if (t === "bool") {
-      switch (op) {
-        case "and": return a.v(Op.LogicalAnd, T, x, y);
-        case "or": return a.v(Op.LogicalOr, T, x, y);
-        case "xor": case "ne": return a.v(Op.LogicalNotEqual, T, x, y);
-        case "eq": return a.v(Op.LogicalEqual, T, x, y);
-        case "lt": case "le": case "gt": case "ge": { // false < true, as 0 < 1 (the JS and WGSL renderers agree)
-          const u = (v: number) => a.sel(a.u, v, a.cu(1), a.cu(0));
-          return this.binary(op, u(x), u(y), "u32");
-        }
-      }
-      this.fail(`${op} on bool`);
-    }
-    if (t === "f32" || t === "f16") {
-      switch (op) {
-        case "add": return a.precise(Op.FAdd, T, x, y);
-        case "sub": return a.precise(Op.FSub, T, x, y);
-        case "mul": return a.precise(Op.FMul, T, x, y);
-        case "div": return a.v(Op.FDiv, T, x, y);
-        case "mod": return a.v(Op.FRem, T, x, y);
-        case "max": return a.glsl(T, GLSL.FMax, x, y);
-        case "min": return a.glsl(T, GLSL.FMin, x, y);
-        case "pow": return a.glsl(T, GLSL.Pow, x, y);
-        case "lt": case "le": case "gt": case "ge": case "eq": case "ne": return this.fcmp(op, x, y, t);
-      }
-      this.fail(`${op} on ${t}`);
-    }
-    const s = t === "i32";
-    // shift amounts wrap at 32 as in JS, WGSL and the other renderers (SPIR-V leaves >= 32 undefined)
-    const amount = () => a.and(T, y, this.constant(t, 31));
-    switch (op) {
-      case "add": return a.v(Op.IAdd, T, x, y);
-      case "sub": return a.v(Op.ISub, T, x, y);
-      case "mul": return a.v(Op.IMul, T, x, y);
-      case "div": case "mod": // decompose() leaves only u32 by a non-zero divisor (OpSDiv/OpSRem: arith.ts says why not)
-        if (s) this.fail(`i32 ${op} was not decomposed`);
-        return a.v(op === "div" ? Op.UDiv : Op.UMod, T, x, y);
-      case "max": return a.glsl(T, s ? GLSL.SMax : GLSL.UMax, x, y);
-      case "min": return a.glsl(T, s ? GLSL.SMin : GLSL.UMin, x, y);
-      case "and": return a.v(Op.BitwiseAnd, T, x, y);
-      case "or": return a.v(Op.BitwiseOr, T, x, y);
-      case "xor": return a.v(Op.BitwiseXor, T, x, y);
-      case "shl": return a.v(Op.ShiftLeftLogical, T, x, amount());
-      case "shr": return a.v(s ? Op.ShiftRightArithmetic : Op.ShiftRightLogical, T, x, amount());
-      case "lt": return a.v(s ? Op.SLessThan : Op.ULessThan, a.b, x, y);
-      case "le": return a.v(s ? Op.SLessThanEqual : Op.ULessThanEqual, a.b, x, y);
-      case "gt": return a.v(s ? Op.SGreaterThan : Op.UGreaterThan, a.b, x, y);
-      case "ge": return a.v(s ? Op.SGreaterThanEqual : Op.UGreaterThanEqual, a.b, x, y);
-      case "eq": return a.v(Op.IEqual, a.b, x, y);
-      case "ne": return a.v(Op.INotEqual, a.b, x, y);
-    }
-    this.fail(`${op} on ${t}`);
-  }
-
   /**
    * The signed int8x4 dot of two u32 words, native: OpSDotKHR in this SPIR-V 1.3 module (SPV_KHR_integer_dot_product;
    * OpSDot of SPIR-V 1.6 is the same instruction). decompose() left it only where caps.dot4Native says so.
@@ -462,7 +343,7 @@ class Emitter {
     const { a } = this;
     this.subgroups(Cap.GroupNonUniformArithmetic);
     if (t === "bool") this.fail("subgroup reduce of bool");
-    if (t === "f16") return this.toF16(this.reduce(op, a.v(Op.FConvert, a.f, x), "f32")); // an f32 sum, rounded once
+    if (t === "f16") return toF16(this.arith, this.reduce(op, a.v(Op.FConvert, a.f, x), "f32")); // an f32 sum, rounded once
     const table = {
       f32: { add: Op.GroupNonUniformFAdd, max: Op.GroupNonUniformFMax, min: Op.GroupNonUniformFMin },
       i32: { add: Op.GroupNonUniformIAdd, max: Op.GroupNonUniformSMax, min: Op.GroupNonUniformSMin },
