@@ -239,6 +239,28 @@ export async function runBench(opts: BenchOptions = {}): Promise<BenchResult> {
   return result;
 }
 
+/** What a shape's variant rows share: the engine holding its weights, the bench's settings, the last plan compiled. */
+interface ShapeRun {
+  shape: Shape;
+  dev: Device;
+  eng: Engine<TimedDevice>;
+  timed: TimedDevice;
+  model: ReturnType<typeof syntheticLlama>;
+  opts: BenchOptions;
+  bandwidth: number;
+  log: (s: string) => void;
+  /** The plan the engine's compile made last, and the ms spent planning since the variant began. */
+  last: { program?: Program; planMs: number };
+  cap: number;
+  kvDtype: "f16" | "f32";
+  tokens: number;
+  warmup: number;
+  warmupMs: number;
+  deep: number;
+  deepTokens: number;
+  kvBytesPerPosition: number;
+}
+
 /** One shape and dtype: the weights loaded once, then a row per lowering variant (each its own entry). */
 async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwidth: number, log: (s: string) => void): Promise<BenchRow[]> {
   const c = shape.config;
@@ -256,17 +278,18 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     compileSeconds: 0, dispatches: 0, kernels: 0, plannedBytes: 0,
   };
   const timed = new TimedDevice(dev);
-  let program: Program | undefined;
-  let planMs = 0, current = opts.compile;
+  const last: ShapeRun["last"] = { planMs: 0 };
+  let current = opts.compile;
   const compile = (g: Graph, t: TargetSet, o?: CompileOptions): Program => {
     const t0 = performance.now();
-    program = compileGraph(g, t, { ...current, ...o });
-    planMs += performance.now() - t0;
-    return program;
+    last.program = compileGraph(g, t, { ...current, ...o });
+    last.planMs += performance.now() - t0;
+    return last.program;
   };
   const eng = new Engine(timed, { compile, timeoutMs: opts.timeoutMs });
   const variants: BenchVariant[] = opts.variants?.length ? opts.variants : [{ label: "", compile: {} }];
   const rows: BenchRow[] = [];
+  const run: ShapeRun = { shape, dev, eng, timed, model, opts, bandwidth, log, last, cap, kvDtype, tokens, warmup, warmupMs, deep, deepTokens, kvBytesPerPosition };
 
   try {
     log(`${shape.name}: ${count(base.params)} params, ${bytes(model.bytes)} of ${dtype} weights on ${base.backend} (${base.device})`);
@@ -281,10 +304,10 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
       const row: BenchRow = v.label ? { ...base, variant: v.label } : { ...base };
       rows.push(row);
       current = { ...opts.compile, ...v.compile };
-      program = undefined;
-      planMs = 0;
+      last.program = undefined;
+      last.planMs = 0;
       try {
-        await variantRow(row, v.label, v.ahead ?? 1, v.short ?? true);
+        await variantRow(run, row, v.label, v.ahead ?? 1, v.short ?? true);
       } catch (e) {
         row.error = `${(e as Error).name}: ${(e as Error).message}`;
         log(`${shape.name}${v.label ? ` (${v.label})` : ""}: failed: ${(e as Error).stack ?? row.error}`);
@@ -303,103 +326,107 @@ async function benchShape(shape: Shape, dev: Device, opts: BenchOptions, bandwid
     }
   }
   return rows;
+}
 
-  async function variantRow(row: BenchRow, label: string, ahead: number, short: boolean): Promise<void> {
-    const name = label ? `${shape.name} (${label})` : shape.name;
-    timed.take();
-    const t0 = performance.now();
-    const key = `decode:${shape.name}:${cap}:${kvDtype}:${label}`, graph = decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1);
-    // the short-context entry as the Driver's Steps make it (the step's one entry where it serves the whole cap)
-    const reach = shortReach(dev.target.caps, c, cap, kvDtype, short);
-    const id = eng.addEntry(key, graph, reach >= cap ? SHORT_DECODE : undefined);
-    row.compileSeconds = (performance.now() - t0) / 1000;
-    const ct = timed.take();
-    row.planSeconds = planMs / 1000;
-    row.jitSeconds = ct.compile / 1000;
-    row.recordSeconds = ct.record / 1000;
-    row.dispatches = program!.steps.length;
-    row.kernels = new Set(program!.steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : [])).size;
-    row.plannedBytes = program!.steps.reduce((a, s) => a + s.work.bytes, 0);
-    log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
-      `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
-    const shortId = reach > 0 && reach < cap ? eng.addEntry(`${key}:short`, graph, SHORT_DECODE) : undefined;
-    if (reach > 0) {
-      row.shortReach = reach;
-      log(`${name}: short-context entry for positions below ${reach}${shortId === undefined ? " (the step's one entry)" : ""}: ${program!.steps.length} dispatches`);
-    }
-    const at = (p: number) => (shortId !== undefined && p + 1 <= reach ? shortId : id);
+/** A variant's row: its entry (and short-context entry) compiled, then decoded eagerly, replayed and replayed deep. */
+async function variantRow(run: ShapeRun, row: BenchRow, label: string, ahead: number, short: boolean): Promise<void> {
+  const { shape, dev, eng, timed, model, opts, bandwidth, log, last } = run;
+  const { cap, kvDtype, tokens, warmup, warmupMs, deep, deepTokens, kvBytesPerPosition } = run;
+  const c = shape.config;
+  const name = label ? `${shape.name} (${label})` : shape.name;
+  timed.take();
+  const t0 = performance.now();
+  const key = `decode:${shape.name}:${cap}:${kvDtype}:${label}`, graph = decodeGraph(c, cap, kvDtype, model.dtypeOf, ahead > 1);
+  // the short-context entry as the Driver's Steps make it (the step's one entry where it serves the whole cap)
+  const reach = shortReach(dev.target.caps, c, cap, kvDtype, short);
+  const id = eng.addEntry(key, graph, reach >= cap ? SHORT_DECODE : undefined);
+  row.compileSeconds = (performance.now() - t0) / 1000;
+  const ct = timed.take();
+  row.planSeconds = last.planMs / 1000;
+  row.jitSeconds = ct.compile / 1000;
+  row.recordSeconds = ct.record / 1000;
+  row.dispatches = last.program!.steps.length;
+  row.kernels = new Set(last.program!.steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : [])).size;
+  row.plannedBytes = last.program!.steps.reduce((a, s) => a + s.work.bytes, 0);
+  log(`${name}: compiled in ${row.compileSeconds.toFixed(1)} s (plan ${row.planSeconds.toFixed(1)} s, ` +
+    `kernels ${row.jitSeconds.toFixed(1)} s, record ${row.recordSeconds.toFixed(2)} s): ${row.dispatches} dispatches, ${row.kernels} kernels`);
+  const shortId = reach > 0 && reach < cap ? eng.addEntry(`${key}:short`, graph, SHORT_DECODE) : undefined;
+  if (reach > 0) {
+    row.shortReach = reach;
+    log(`${name}: short-context entry for positions below ${reach}${shortId === undefined ? " (the step's one entry)" : ""}: ${last.program!.steps.length} dispatches`);
+  }
+  const at = (p: number) => (shortId !== undefined && p + 1 <= reach ? shortId : id);
 
-    // Greedy tokens from `tok` at positions start.. start + n - 1, one step at a time or `ahead` in flight (every
-    // step after the first of the run reading the token its predecessor left on the device).
-    const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
-    const decode = async (tok: number, start: number, n: number, eager: boolean, ids?: number[]): Promise<number> => {
-      if (eager || ahead === 1) {
-        for (let p = start; p < start + n; p++) {
-          tokenBuf[0] = tok;
-          posBuf[0] = p;
-          tok = (await eng.step(at(p), { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
-          ids?.push(tok);
-        }
-        return tok;
-      }
-      for (let p = start; p < start + n; p += ahead) {
-        const launched = [];
-        for (let i = 0; i < ahead && p + i < start + n; i++) {
-          tokenBuf[0] = p + i === start ? tok : -1;
-          posBuf[0] = p + i;
-          launched.push(eng.launch(at(p + i), { token: tokenBuf, pos: posBuf }, { instance: i }));
-        }
-        for (const l of launched) {
-          tok = (await eng.finish(l)).outputs.token[0];
-          ids?.push(tok);
-        }
+  // Greedy tokens from `tok` at positions start.. start + n - 1, one step at a time or `ahead` in flight (every
+  // step after the first of the run reading the token its predecessor left on the device).
+  const tokenBuf = new Int32Array(1), posBuf = new Int32Array(1);
+  const decode = async (tok: number, start: number, n: number, eager: boolean, ids?: number[]): Promise<number> => {
+    if (eager || ahead === 1) {
+      for (let p = start; p < start + n; p++) {
+        tokenBuf[0] = tok;
+        posBuf[0] = p;
+        tok = (await eng.step(at(p), { token: tokenBuf, pos: posBuf }, { eager })).outputs.token[0];
+        ids?.push(tok);
       }
       return tok;
-    };
-    const phase = async (pos: number, n: number, eager: boolean): Promise<Phase> => {
-      eng.resetState();
-      let tok = 1;
-      const w0 = performance.now();
-      // Rewriting the same positions is the same work as the first time (K/V rows overwritten in place). With
-      // steps in flight the warm-up runs as many as there are instances, so that each is recorded (and, on
-      // WebGPU, its staging buffer mapped once) before the timing starts.
-      const wn = warmup > 0 && !eager ? Math.max(warmup, ahead) : warmup;
-      do tok = await decode(tok, pos, wn, eager); while (wn > 0 && performance.now() - w0 < warmupMs);
-      if (pos === 0) {
-        eng.resetState(); // time from an empty cache at position 0, as a fresh sequence does
-        tok = 1;
+    }
+    for (let p = start; p < start + n; p += ahead) {
+      const launched = [];
+      for (let i = 0; i < ahead && p + i < start + n; i++) {
+        tokenBuf[0] = p + i === start ? tok : -1;
+        posBuf[0] = p + i;
+        launched.push(eng.launch(at(p + i), { token: tokenBuf, pos: posBuf }, { instance: i }));
       }
-      const start = pos === 0 ? 0 : pos + wn;
-      const ids: number[] = [];
-      timed.take();
-      const t1 = performance.now();
-      await decode(tok, start, n, eager, ids);
-      const ms = (performance.now() - t1) / n;
-      const dt: DeviceTimes = timed.take();
-      // Attention at position p reads p + 1 rows of K and V; the step also writes one.
-      const meanRows = start + (n - 1) / 2 + 1;
-      const bytes = row.weightBytesPerToken + kvBytesPerPosition * (meanRows + 1);
-      const rooflineMs = bytes / bandwidth * 1000;
-      return {
-        pos: start, tokens: n, tokPerSec: 1000 / ms, msPerToken: ms,
-        hostMicros: (ms - dt.wait / n) * 1000, issueMicros: (dt.write + dt.issue) / n * 1000, waitMicros: dt.wait / n * 1000,
-        engineMicros: eng.stats().hostMicrosPerStep, bytesPerToken: bytes, rooflineMs, rooflineFraction: rooflineMs / ms,
-        tokenIds: ids,
-      };
+      for (const l of launched) {
+        tok = (await eng.finish(l)).outputs.token[0];
+        ids?.push(tok);
+      }
+    }
+    return tok;
+  };
+  const phase = async (pos: number, n: number, eager: boolean): Promise<Phase> => {
+    eng.resetState();
+    let tok = 1;
+    const w0 = performance.now();
+    // Rewriting the same positions is the same work as the first time (K/V rows overwritten in place). With
+    // steps in flight the warm-up runs as many as there are instances, so that each is recorded (and, on
+    // WebGPU, its staging buffer mapped once) before the timing starts.
+    const wn = warmup > 0 && !eager ? Math.max(warmup, ahead) : warmup;
+    do tok = await decode(tok, pos, wn, eager); while (wn > 0 && performance.now() - w0 < warmupMs);
+    if (pos === 0) {
+      eng.resetState(); // time from an empty cache at position 0, as a fresh sequence does
+      tok = 1;
+    }
+    const start = pos === 0 ? 0 : pos + wn;
+    const ids: number[] = [];
+    timed.take();
+    const t1 = performance.now();
+    await decode(tok, start, n, eager, ids);
+    const ms = (performance.now() - t1) / n;
+    const dt: DeviceTimes = timed.take();
+    // Attention at position p reads p + 1 rows of K and V; the step also writes one.
+    const meanRows = start + (n - 1) / 2 + 1;
+    const bytes = row.weightBytesPerToken + kvBytesPerPosition * (meanRows + 1);
+    const rooflineMs = bytes / bandwidth * 1000;
+    return {
+      pos: start, tokens: n, tokPerSec: 1000 / ms, msPerToken: ms,
+      hostMicros: (ms - dt.wait / n) * 1000, issueMicros: (dt.write + dt.issue) / n * 1000, waitMicros: dt.wait / n * 1000,
+      engineMicros: eng.stats().hostMicrosPerStep, bytesPerToken: bytes, rooflineMs, rooflineFraction: rooflineMs / ms,
+      tokenIds: ids,
     };
-    const say = (what: string, p: Phase) =>
-      log(`${name}: ${what} at pos ${p.pos}: ${p.tokPerSec.toFixed(1)} tok/s, ${p.msPerToken.toFixed(3)} ms/token ` +
-        `(host ${p.hostMicros.toFixed(0)} µs, issue ${p.issueMicros.toFixed(0)} µs, wait ${p.waitMicros.toFixed(0)} µs), ` +
-        `${pct(p.rooflineFraction)} of roofline`);
+  };
+  const say = (what: string, p: Phase) =>
+    log(`${name}: ${what} at pos ${p.pos}: ${p.tokPerSec.toFixed(1)} tok/s, ${p.msPerToken.toFixed(3)} ms/token ` +
+      `(host ${p.hostMicros.toFixed(0)} µs, issue ${p.issueMicros.toFixed(0)} µs, wait ${p.waitMicros.toFixed(0)} µs), ` +
+      `${pct(p.rooflineFraction)} of roofline`);
 
-    if (opts.eager ?? true) say("eager", row.eager = await phase(0, tokens, true));
-    say("replay", row.replay = await phase(0, tokens, false));
-    if (row.eager) row.eagerMatchesReplay = row.eager.tokenIds.join() === row.replay.tokenIds.join();
-    const deepAt = Math.min(deep, cap - Math.max(warmup, ahead) - deepTokens); // its warm-up runs `ahead` steps
-    if (deep > 0 && deepAt > 0) say("replay", row.deep = await phase(deepAt, deepTokens, false));
-    eng.removeEntry(id);
-    if (shortId !== undefined) eng.removeEntry(shortId);
-  }
+  if (opts.eager ?? true) say("eager", row.eager = await phase(0, tokens, true));
+  say("replay", row.replay = await phase(0, tokens, false));
+  if (row.eager) row.eagerMatchesReplay = row.eager.tokenIds.join() === row.replay.tokenIds.join();
+  const deepAt = Math.min(deep, cap - Math.max(warmup, ahead) - deepTokens); // its warm-up runs `ahead` steps
+  if (deep > 0 && deepAt > 0) say("replay", row.deep = await phase(deepAt, deepTokens, false));
+  eng.removeEntry(id);
+  if (shortId !== undefined) eng.removeEntry(shortId);
 }
 
 // ---- command line ----------------------------------------------------------------------------------------
