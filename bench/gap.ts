@@ -25,7 +25,7 @@
 import { argv, exit } from "node:process";
 import { parseArgs } from "node:util";
 import { Engine } from "../backends/executor.ts";
-import type { DeviceBuffer, DeviceStep, Recording, StepTime } from "../backends/device.ts";
+import type { Device, DeviceBuffer, DeviceStep, Recording, StepTime } from "../backends/device.ts";
 import type { MemoryReport } from "../backends/vulkan/memory.ts";
 import { probeBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -215,43 +215,16 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
       await eng.step(id, { token: tokenBuf, pos: posBuf }); // the engine's own count of launches caught up
     }
 
-    // The same plan over buffers of its own (bench/kernels.ts's allocProgram, random weights), position 0.
-    const bufs = allocProgram(dev0, prog!, 0, "random");
-    const ownSum = new StepSum(prog!);
-    let ownMs = NaN;
-    try {
-      const own = dev0.record(deviceSteps(dev0, prog!, bufs));
-      try {
-        for (let i = 0; i < 3; i++) {
-          dev0.replay(own);
-          await dev0.synchronize(60_000);
-        }
-        dev.take();
-        const t1 = performance.now();
-        let wait = 0;
-        for (let i = 0; i < tokens; i++) {
-          dev0.replay(own);
-          const w0 = performance.now();
-          await dev0.synchronize(60_000);
-          wait += performance.now() - w0;
-          ownSum.add(stepTimes(own));
-        }
-        ownMs = (performance.now() - t1) / tokens;
-        say({ what: "own buffers", ms: ownMs, waitMicros: wait / tokens * 1000, hostMicros: (ownMs - wait / tokens) * 1000 });
-      } finally {
-        dev0.releaseRecording(own);
-      }
-      const mem2 = (dev0 as { memoryReport?: () => MemoryReport }).memoryReport?.();
-      if (mem2) console.log(`${entry} ${shape}: memory with both sets of buffers\n${formatMemory(mem2)}`);
-    } finally {
-      for (const b of bufs) dev0.free(b);
-    }
+    dev.take();
+    const own = await ownBuffers(dev0, prog!, tokens);
+    say(own.line);
+    if (own.memory) console.log(`${entry} ${shape}: memory with both sets of buffers\n${formatMemory(own.memory)}`);
     await engine("engine last", (i) => i, true);
 
     const profiles = [
       engSum.profile(`${name}:eng`, dev0.target.device, lines[1].ms),
       pos0Sum.profile(`${name}:eng0`, dev0.target.device, lines[2].ms),
-      ownSum.profile(`${name}:own`, dev0.target.device, ownMs),
+      own.sum.profile(`${name}:own`, dev0.target.device, own.line.ms),
     ].filter((p): p is Profile => p !== undefined);
     if (profiles.length) {
       console.log(`\n${entry} ${shape}: µs per launch by timestamps (eng: the Engine's recording at positions 0..${tokens - 1}; eng0: held at 0; own: own buffers at 0)`);
@@ -265,6 +238,42 @@ async function gapOf(entry: string, shape: string, tokens: number, profile: bool
   } finally {
     await eng.unload().catch((e) => console.log(`${entry} ${shape}: unload failed: ${(e as Error).message}`));
   }
+}
+
+/**
+ * The plan over buffers of its own (bench/kernels.ts's allocProgram, random weights), recorded and replayed at
+ * position 0 without the Engine: ms a token, the device's timestamps, and its memory while both sets are held.
+ */
+async function ownBuffers(dev0: Device, prog: Program, tokens: number): Promise<{ line: Line; sum: StepSum; memory?: MemoryReport }> {
+  const bufs = allocProgram(dev0, prog, 0, "random");
+  const sum = new StepSum(prog);
+  let line: Line = { what: "own buffers", ms: NaN, waitMicros: NaN, hostMicros: NaN }, memory: MemoryReport | undefined;
+  try {
+    const own = dev0.record(deviceSteps(dev0, prog, bufs));
+    try {
+      for (let i = 0; i < 3; i++) {
+        dev0.replay(own);
+        await dev0.synchronize(60_000);
+      }
+      const t1 = performance.now();
+      let wait = 0;
+      for (let i = 0; i < tokens; i++) {
+        dev0.replay(own);
+        const w0 = performance.now();
+        await dev0.synchronize(60_000);
+        wait += performance.now() - w0;
+        sum.add(dev0.stepTimes?.(own));
+      }
+      const ms = (performance.now() - t1) / tokens;
+      line = { what: "own buffers", ms, waitMicros: wait / tokens * 1000, hostMicros: (ms - wait / tokens) * 1000 };
+    } finally {
+      dev0.releaseRecording(own);
+    }
+    memory = (dev0 as { memoryReport?: () => MemoryReport }).memoryReport?.();
+  } finally {
+    for (const b of bufs) dev0.free(b);
+  }
+  return { line, sum, memory };
 }
 
 /** µs per dispatch of a one-workgroup kernel, 400 in a recording: dependent (one buffer read and written by all) and independent. */
