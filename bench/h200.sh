@@ -163,12 +163,13 @@ for what in "$@"; do
     persist)
       # the decode gemvs on persistent grids (GemvTune.persist: N warps a multiprocessor, one wave of workgroups that
       # walk the teams' workgroups): their tests on ptx (bit for bit against the plain grid; one wave by registers),
-      # the 8B's per-gemv sweep (0: the plain grid) and the 8B decode per value, q4_k_m and q8_0
+      # the 8B's per-gemv sweep (0: the plain grid; rows 0 the library's row units, 2 two a team, so that a trip's
+      # second unit's loads overlap the first's decode) and the 8B decode per value, q4_k_m and q8_0
       POOT_BACKENDS=ptx timeout 150 deno test -A --no-check tests/kernels/gemv_persist.test.ts tests/ptx/qgemv_render.test.ts \
         > "$out/persist-tests.txt" 2>&1; echo "tests exit $?" >> "$out/persist-tests.txt"
       grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||tests exit" "$out/persist-tests.txt" | head -12
       timeout 200 deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${PERSIST_DTYPE:-q4_k_m} --only gemv --sweep \
-        --lanes 0 --rows 0 --unroll 2 --persist ${PERSIST:-0,32,48,64} > "$out/persist-sweep.txt" 2>&1; echo "sweep exit $?" >> "$out/persist-sweep.txt"
+        --lanes 0 --rows ${PERSIST_ROWS:-0,2} --unroll 2 --persist ${PERSIST:-0,32,48,64} > "$out/persist-sweep.txt" 2>&1; echo "sweep exit $?" >> "$out/persist-sweep.txt"
       grep -v "^\s*$" "$out/persist-sweep.txt" | grep -v "^  gemv" | tail -14
       timeout 240 deno run -A --no-check bench/decode.ts --shape llama-3-8b --dtype q4_k_m,q8_0 --backend ptx --gemv-persist ${PERSIST:-0,32,48,64} \
         --tokens 32 --no-eager --deep 0 > "$out/persist-decode.txt" 2>&1; echo "decode exit $?" >> "$out/persist-decode.txt"
