@@ -198,6 +198,8 @@ for (const backend of selectedBackends()) {
   const skip = refSkip || (typeof dev === "string" ? dev : slowDevice(dev));
   if (skip && typeof dev === "object") await dev.destroy();
   test(`converted families on ${backend}: poot reading each GGUF generates llama.cpp's greedy tokens`, { skip, timeout: 600_000 }, async () => {
+    // (the files and llama.cpp's runs of them are the first test's: a --filter that leaves it out would check nothing)
+    assert.ok(files.size > 0 && reference.size > 0, "no converted files or llama.cpp runs: the conversion test (this file's first) did not run");
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
     const cover = COVER[backend] && softVulkan(dev as Device) ? new Set(COVER[backend]) : undefined;
     /** Kernel names compiled for the device by the files run, and the files left out (see COVER). */
