@@ -18,7 +18,7 @@
 #   (XQ_DTYPES=q5_k_m,q4_0 for the other mixes; XQ_DTYPE for the kernels and the sweep). One call each.
 # persist: the decode gemvs on persistent grids (issue 16, session 29: built and held bit for bit on JS, lavapipe and
 #   wgpu, not yet timed): tests, the 8B per-gemv sweep over PERSIST (warps a multiprocessor, default 0,32,48,64) and the
-#   8B decode per value. One call (~8 minutes).
+#   8B decode per value. One call (~8 minutes). persist-bf16: the same at qwen2.5-0.5b and the 1B in bf16 (~6 minutes).
 # dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
 #   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
@@ -174,6 +174,15 @@ for what in "$@"; do
       timeout 240 deno run -A --no-check bench/decode.ts --shape llama-3-8b --dtype q4_k_m,q8_0 --backend ptx --gemv-persist ${PERSIST:-0,32,48,64} \
         --tokens 32 --no-eager --deep 0 > "$out/persist-decode.txt" 2>&1; echo "decode exit $?" >> "$out/persist-decode.txt"
       grep -v "^\s*$" "$out/persist-decode.txt" | tail -11 ;;
+    persist-bf16)
+      # the same at the small bf16 shapes of issue 18 (their gate/up and vocabulary head are the gemvs with more
+      # workgroups than a wave): the per-gemv sweep and the decode per value
+      timeout 200 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --only gemv --sweep --lanes 0 --rows 0 \
+        --unroll 0 --persist ${PERSIST:-0,32,48,64} > "$out/persist-bf16-sweep.txt" 2>&1; echo "sweep exit $?" >> "$out/persist-bf16-sweep.txt"
+      grep -v "^\s*$" "$out/persist-bf16-sweep.txt" | grep -v "^  gemv" | tail -16
+      timeout 240 deno run -A --no-check bench/decode.ts --shape qwen2.5-0.5b,llama-3.2-1b --backend ptx --gemv-persist ${PERSIST:-0,32,48,64} \
+        --tokens 64 --no-eager --deep 0 > "$out/persist-bf16-decode.txt" 2>&1; echo "decode exit $?" >> "$out/persist-bf16-decode.txt"
+      grep -v "^\s*$" "$out/persist-bf16-decode.txt" | tail -11 ;;
     vk-wall)
       timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --wall --backend \
         ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:attention-skip-empty+attention-team-count,vulkan:splits8,vulkan:restrict,vulkan:no-robust,wgpu,wgpu:no-plan-fuse,wgpu:no-outputs-in-place,wgpu:no-gather-cast,wgpu:no-attention-fuse,wgpu:attention-skip-empty \

@@ -10,8 +10,8 @@
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
 //     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8] [--persist 0,32,64]] [--pdl on|off|exit|both|all] [--out FILE]
 //     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off|no-norm] (CompileOptions.xqPrep)
-// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0 and
-// --rows 0: the library's width and rows; --persist N: a persistent grid of N warps a multiprocessor, GemvTune.persist,
+// (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0,
+// --rows 0 and --unroll 0: the library's; --persist N: a persistent grid of N warps a multiprocessor, GemvTune.persist,
 // 0 the plain grid)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
 // as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
@@ -511,7 +511,7 @@ async function main(args: string[]): Promise<number> {
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) for (const persist of list(values.persist, [0])) {
-              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), ...(rw ? { rows: rw } : {}), unroll, ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) };
+              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), ...(rw ? { rows: rw } : {}), ...(unroll ? { unroll } : {}), ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) };
               const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: tune }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv") || (only && !only.test(step.kernel.name))) continue;
