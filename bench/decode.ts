@@ -431,7 +431,7 @@ async function variantRow(run: ShapeRun, row: BenchRow, label: string, ahead: nu
 
 // ---- command line ----------------------------------------------------------------------------------------
 
-const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js] [--tokens N]
+const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--backend auto|ptx|rocm|vulkan|wgpu|js[,...]] (a list: a table per backend) [--tokens N]
   [--warmup N] [--warmup-ms MS] (warm-up tokens, repeated until MS have passed: default 4 and 1000, so that a
   GPU that idled while the weights were built has raised its clock) [--deep POS] [--deep-tokens N] [--cap N] [--dtype D[,D...]] [--kv f16|f32]
   [--bandwidth B/s] [--seed N] [--no-eager] [--custom key=value,...] [--json] [--out FILE]
@@ -456,7 +456,7 @@ dtypes: ${SYNTHETIC_DTYPES.join(", ")} (a list gives one row per shape and dtype
   and q8_0 are llama-quantize's per-tensor mixes, bytes per token counted from the quantized tensors)`;
 
 /** Parses the command line into BenchOptions (plus output flags). Throws RangeError on a bad flag. */
-export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; out?: string; help: boolean } {
+export function parseBenchArgs(args: string[]): BenchOptions & { backends: BackendChoice[]; json: boolean; out?: string; help: boolean } {
   // A value that starts with "-" (`--tokens -3`) is joined to its flag so that the range check, not the
   // parser, answers it.
   const flagsTakingNoValue = new Set(["--no-eager", "--json", "--help", "-h"]);
@@ -487,8 +487,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     if (!Number.isInteger(n) || n < min) throw new RangeError(`--${k} must be an integer >= ${min}, got ${v}`);
     return n;
   };
-  if (values.backend !== undefined && values.backend !== "auto" && !isBackendName(values.backend)) {
-    throw new RangeError(`--backend: unknown backend ${JSON.stringify(values.backend)} (auto, ptx, rocm, vulkan, wgpu, js)`);
+  const backends = (values.backend ?? "auto").split(",").map((s) => s.trim());
+  for (const b of backends) {
+    if (b !== "auto" && !isBackendName(b)) throw new RangeError(`--backend: unknown backend ${JSON.stringify(b)} (auto, ptx, rocm, vulkan, wgpu, js)`);
   }
   const names = (values.shape ?? (values.custom ? "custom" : "all")).split(",").map((s) => s.trim()).filter(Boolean);
   if (names.length === 0) throw new RangeError(`--shape ${JSON.stringify(values.shape)} names no shape (${Object.keys(SHAPES).join(", ")}, all, custom)`);
@@ -529,7 +530,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { json: boolean; 
     sd.map((o): BenchVariant => ({ ...v, label: [v.label, `short ${o}`].filter(Boolean).join(", "), short: o === "on" }))
   );
   return {
-    shapes, backend: (values.backend ?? "auto") as BackendChoice,
+    shapes, backend: backends[0] as BackendChoice, backends: backends as BackendChoice[],
     tokens: int("tokens", values.tokens, 1), warmup: int("warmup", values.warmup, 0), warmupMs: int("warmup-ms", values["warmup-ms"], 0) ?? 1000, deep: int("deep", values.deep, 0),
     deepTokens: int("deep-tokens", values["deep-tokens"], 1), cap: int("cap", values.cap, 2),
     dtype: dtypes[0] as SyntheticDtype, dtypes: dtypes as SyntheticDtype[], kvDtype: kv, bandwidth, seed: int("seed", values.seed, 0),
@@ -564,18 +565,21 @@ export async function main(args: string[], opts: { prog?: string; prefix?: strin
     console.log(usage(prog));
     return 0;
   }
-  let res: BenchResult;
-  try {
-    res = await runBench(o);
-  } catch (e) {
-    // A bad option, or no device: say so without a stack (shape failures are reported in their rows).
-    fail(e instanceof RangeError ? `${e.message} (${prog} --help lists the flags)` : `${(e as Error).name}: ${(e as Error).message}`);
-    return e instanceof RangeError ? 2 : 1;
+  // one table (and JSON object) per backend, in the order given; several backends' JSON is an array of them
+  const results: BenchResult[] = [];
+  for (const backend of o.backends) {
+    try {
+      results.push(await runBench({ ...o, backend }));
+    } catch (e) {
+      // A bad option, or no device: say so without a stack (shape failures are reported in their rows).
+      fail(e instanceof RangeError ? `${e.message} (${prog} --help lists the flags)` : `${(e as Error).name}: ${(e as Error).message}`);
+      return e instanceof RangeError ? 2 : 1;
+    }
   }
-  const { table, ...data } = res;
-  if (o.out) writeFileSync(o.out, JSON.stringify(data, null, 2) + "\n");
-  console.log(o.json ? JSON.stringify(data, null, 2) : table);
-  return res.rows.some((r) => r.error) ? 1 : 0;
+  const data = results.map(({ table: _, ...d }) => d), json = JSON.stringify(data.length === 1 ? data[0] : data, null, 2);
+  if (o.out) writeFileSync(o.out, json + "\n");
+  console.log(o.json ? json : results.map((r) => r.table).join("\n\n"));
+  return results.some((res) => res.rows.some((r) => r.error)) ? 1 : 0;
 }
 
 if (import.meta.main) {

@@ -93,6 +93,9 @@ test("parseBenchArgs: defaults, shape lists, custom, flags", () => {
   const o = parseBenchArgs(["--shape", "llama-3.2-1b,stories260K", "--backend", "ptx", "--tokens", "64", "--bandwidth", "3.35e12", "--no-eager", "--json"]);
   assert.deepEqual(o.shapes, ["llama-3.2-1b", "stories260K"]);
   assert.equal(o.backend, "ptx");
+  assert.deepEqual(o.backends, ["ptx"]);
+  assert.deepEqual(parseBenchArgs(["--backend", "ptx, vulkan,wgpu"]).backends, ["ptx", "vulkan", "wgpu"]);
+  assert.throws(() => parseBenchArgs(["--backend", "ptx,cuda"]), /unknown backend "cuda"/);
   assert.equal(o.tokens, 64);
   assert.equal(o.bandwidth, 3.35e12);
   assert.equal(o.eager, false);
