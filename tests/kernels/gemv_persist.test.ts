@@ -31,11 +31,11 @@ const SHAPES: [Parameters<typeof gemvCase>[0], number, Opts][] = [
   ["f16", 96, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 13, ffn: 5, cap: 4, pos: 2, tune: { rows: 1, unroll: 2 } }],
 ];
 
-/** Each shape's kernel with a grid of 1 and of 3 subgroups' worth, against the plain grid and the oracle. */
-async function kernels(dev: Device, caps: Caps): Promise<void> {
+/** Each shape's kernel on grids of `persists` subgroups' worth, against the plain grid and the oracle. */
+async function kernels(dev: Device, caps: Caps, persists = [1, 3]): Promise<void> {
   for (const [w, k, o] of SHAPES) {
     const base = gemvCase(w, k, o).make(caps);
-    for (const persist of [1, 3]) {
+    for (const persist of persists) {
       // (a case's inputs are drawn by its name, which names the tuning: the plain grid runs this one's)
       const kc = gemvCase(w, k, { ...o, tune: { ...o.tune, persist } });
       const kern = kc.make(one(caps));
@@ -104,15 +104,19 @@ for (const backend of selectedBackends()) {
   });
 }
 
-const LOCKSTEP: Record<string, Caps> = {
-  sg8: { ...JS_CAPS, subgroupSize: 8, maxWorkgroupSize: 128 },
-  shared: { ...JS_CAPS, subgroups: false, subgroupSize: 0, maxWorkgroupSize: 64 },
+// (sg32: one-subgroup teams four a workgroup, the last workgroup's teams past the end; tiny: grids of at most 3 x 2
+// workgroups a plane, so that both the plain and the persistent grids are 2-D or 3-D)
+const LOCKSTEP: Record<string, [Caps, number[]]> = {
+  sg32: [{ ...JS_CAPS, subgroupSize: 32, maxWorkgroupSize: 1024 }, [1, 8]],
+  sg8: [{ ...JS_CAPS, subgroupSize: 8, maxWorkgroupSize: 128 }, [1, 3]],
+  shared: [{ ...JS_CAPS, subgroups: false, subgroupSize: 0, maxWorkgroupSize: 64 }, [1, 3]],
+  tiny: [{ ...JS_CAPS, subgroupSize: 8, maxWorkgroupSize: 128, maxWorkgroupsPerDim: [3, 2, 65535] }, [3, 16]],
 };
-for (const [tag, caps] of Object.entries(LOCKSTEP)) {
+for (const [tag, [caps, persists]] of Object.entries(LOCKSTEP)) {
   test(`persistent gemv grids on the lockstep JS device (${tag}, barriers checked)`, async () => {
     const dev = new JsDevice({ debug: true, caps });
     try {
-      await kernels(dev, caps);
+      await kernels(dev, caps, persists);
     } finally {
       await dev.destroy();
     }
