@@ -218,7 +218,10 @@ export function floor(dev: Device): Promise<number> {
 }
 
 /** The role of a gemv kernel across tunings: its name without the tuning suffix. */
-const role = (name: string) => name.replace(/_l\d+r\d+u\d+t\d+(_g\d+)?$/, "");
+/** A gemv's name without its tuning (each part of a sibling launch, kernels/lower/siblings.ts, without it and the binding map). */
+const role = (name: string) => name.replace(/@[\d.]+$/, "").split("+").map((n) => n.replace(/_l\d+r\d+u\d+t\d+(_g\d+)?$/, "")).join("+");
+/** Its tuning: what follows the role, or the whole name of a sibling launch. */
+const tuning = (name: string) => (name.startsWith(`${role(name)}_`) ? name.slice(role(name).length + 1) : name);
 
 /** What a device's renderer gets: its Caps, and what the backend knows beyond them. */
 function describe(dev: Device): string {
@@ -246,22 +249,33 @@ async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Prof
   return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
 }
 
+/** The gemv tunings a sweep tries (bench/kernels.ts --lanes, --rows, --unroll, --persist; 0: the library's). */
+interface SweepGrid {
+  lanes: number[];
+  rows: number[];
+  unroll: number[];
+  persist: number[];
+}
+/** One point of a sweep as GemvTune: a 0 keeps the library's choice (no persistent grid, for persist). */
+const sweepTune = (lanes: number, rows: number, unroll: number, persist: number, ahead?: number): Partial<GemvTune> =>
+  ({ ...(lanes ? { lanes } : {}), ...(rows ? { rows } : {}), ...(unroll ? { unroll } : {}), ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) });
+
 /**
  * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
  * buffers; each gemv role's default and best µs per launch by the timestamps, and the tuning that won.
  */
-async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: { lanes: number[]; rows: number[]; unroll: number[] }, compile: CompileOptions): Promise<Record<string, number>> {
+async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: DeviceBuffer[], prog0: Program, grid: SweepGrid, compile: CompileOptions): Promise<Record<string, number>> {
   const best = new Map<string, { tune: string; micros: number; def: number }>();
-  for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: "default " + r.name.slice(role(r.name).length + 1), micros: r.micros, def: r.micros });
+  for (const r of base.rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${tuning(r.name)}`, micros: r.micros, def: r.micros });
   const sweep: Record<string, number> = {};
   for (const lanes of grid.lanes) {
     for (const rows of grid.rows) {
-      for (const unroll of grid.unroll) {
+      for (const unroll of grid.unroll) for (const persist of grid.persist) {
         let prog: Program;
         try {
-          prog = decodeProgram(shape, dev, { ...compile, gemvTune: { lanes, rows, unroll } });
+          prog = decodeProgram(shape, dev, { ...compile, gemvTune: sweepTune(lanes, rows, unroll, persist) });
         } catch (e) {
-          console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
+          console.log(`  l${lanes}r${rows}u${unroll}${persist ? ` persist ${persist}` : ""}: ${(e as Error).message}`);
           continue;
         }
         if (!sameBuffers(prog0, prog)) continue;
@@ -270,7 +284,7 @@ async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: Dev
           if (!r.name.startsWith("gemv") || sweep[r.name] !== undefined) continue;
           sweep[r.name] = r.micros;
           const e = best.get(role(r.name));
-          if (e && r.micros < e.micros) Object.assign(e, { tune: r.name.slice(role(r.name).length + 1), micros: r.micros });
+          if (e && r.micros < e.micros) Object.assign(e, { tune: tuning(r.name), micros: r.micros });
         }
       }
     }
@@ -383,7 +397,7 @@ async function wallBackends(backends: string[], shapes: string[], positions: num
   return 0;
 }
 
-async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: { lanes: number[]; rows: number[]; unroll: number[] }, weights: "zero" | "random" = "zero"): Promise<number> {
+async function profileBackends(backends: string[], shapes: string[], pos: number, out: string | undefined, grid?: SweepGrid, weights: "zero" | "random" = "zero"): Promise<number> {
   const result: Record<string, unknown> = {};
   for (const shape of shapes) {
     const profiles: Profile[] = [];
@@ -460,7 +474,7 @@ async function main(args: string[]): Promise<number> {
   if (!(Number.isInteger(warmupMs) && warmupMs >= 0)) throw new RangeError(`--warmup-ms: a whole number of ms, not ${values["warmup-ms"]}`);
   if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, (values.pos ?? "0").split(",").map(Number), weights, warmupMs, Number(values.cap ?? 2048));
   if (values.backend && values.backend !== "ptx") {
-    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
+    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]), persist: list(values.persist, [0]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);
   }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
@@ -506,13 +520,12 @@ async function main(args: string[]): Promise<number> {
         if (!values.sweep || pdl !== modes[modes.length - 1] || variant !== attn[0] || pos !== positions[0]) continue;
         // gemv tuning sweep: every variant of (lanes, rows, unroll) for each gemv kernel of the plan.
         const best = new Map<string, { tune: string; micros: number; def?: number }>();
-        for (const r of rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${r.name.slice(role(r.name).length + 1)}`, micros: r.micros, def: r.micros });
+        for (const r of rows) if (r.name.startsWith("gemv")) best.set(role(r.name), { tune: `default ${tuning(r.name)}`, micros: r.micros, def: r.micros });
         const sweep: Record<string, number> = {};
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
             for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) for (const persist of list(values.persist, [0])) {
-              const tune: Partial<GemvTune> = { ...(lanes ? { lanes } : {}), ...(rw ? { rows: rw } : {}), ...(unroll ? { unroll } : {}), ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) };
-              const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: tune }, cap);
+              const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: sweepTune(lanes, rw, unroll, persist, ahead) }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv") || (only && !only.test(step.kernel.name))) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);
@@ -520,7 +533,7 @@ async function main(args: string[]): Promise<number> {
                 sweep[tag] = us;
                 console.log(`  ${tag.padEnd(80)} ${us.toFixed(2).padStart(9)} µs ${(step.work.bytes / us / 1000).toFixed(0).padStart(6)} GB/s`);
                 const e = best.get(role(step.kernel.name));
-                if (e && us < e.micros) Object.assign(e, { tune: tag.slice(role(step.kernel.name).length + 1), micros: us });
+                if (e && us < e.micros) Object.assign(e, { tune: `${tuning(step.kernel.name)}${ahead ? ` a${ahead}` : ""}`, micros: us });
               }
             }
           }
