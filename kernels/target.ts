@@ -76,7 +76,7 @@ export interface Caps {
   dot4Native?: boolean;
   /**
    * Multiprocessors (SMs) the device has, where its driver says (PTX); a persistent grid (kernels/lib/gemv_tune.ts
-   * GemvTune.persist) is sized by it. Absent elsewhere, where such a grid counts one.
+   * GemvTune.persist) is sized by it. Absent elsewhere, where gemvs keep their plain grids.
    */
   multiprocessors?: number;
 }

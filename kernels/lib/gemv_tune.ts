@@ -18,9 +18,10 @@ export interface GemvTune {
   /** Block weights: rows whose loads are issued ahead of the row being decoded (default by block size). */
   ahead?: number;
   /**
-   * A persistent grid: subgroups per multiprocessor (caps.multiprocessors, one where absent) the grid fills, its
-   * workgroups walking the teams' workgroups in strides of the grid, so no workgroup retires and is replaced while
-   * the weights stream (default: off, a workgroup per team workgroup). Only where it is fewer workgroups.
+   * A persistent grid: subgroups per multiprocessor (caps.multiprocessors) the grid fills, its workgroups walking
+   * the teams' workgroups in strides of the grid, so no workgroup retires and is replaced while the weights stream
+   * (default: off, a workgroup per team workgroup). Only where it is fewer workgroups, on a target that says how
+   * many multiprocessors it has.
    */
   persist?: number;
 }
@@ -190,8 +191,8 @@ export function layout(caps: Caps, s: GemvShape): GemvLayout {
     ? wideTeam(caps, tune.lanes)
     : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const wgs = Math.ceil(total / t.rows);
-  const perSM = Math.max(1, Math.floor((tune.persist ?? 0) * sg / t.size)), sms = caps.multiprocessors ?? 1;
-  if (!tune.persist || wgs <= perSM * sms) return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, wgs) };
+  const perSM = Math.max(1, Math.floor((tune.persist ?? 0) * sg / t.size)), sms = caps.multiprocessors ?? 0;
+  if (!tune.persist || !sms || wgs <= perSM * sms) return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, wgs) };
   return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, perSM * sms), resident: perSM };
 }
 
