@@ -5,7 +5,8 @@
 // shapes). Kernels: block weights with several row units per team on teams of several subgroups (their shared
 // scratch reused by the next workgroup), one-subgroup teams several a workgroup (the last one's teams past the
 // end), float weights; then a Q4_K_M decode plan (x prepared once, sibling launches) for three tokens, and the
-// lockstep JS device's variants (8-lane subgroups, none, debug barriers that every lane must reach).
+// lockstep JS device's variants (32- and 8-lane subgroups, none, 2-D/3-D grids; debug barriers that every lane must
+// reach).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
