@@ -138,7 +138,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const { tune, R, rowsPer, units, counts, total, t, wgs, grid, resident } = layout(caps, s);
   const G = grid[0] * grid[1] * grid[2];
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${G < wgs ? `_g${G}` : ""}`;
+  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${resident ? `_g${G}` : ""}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid, resident });
 
   // prep: x arrives quantized (xq_prep.ts), with r in it when the norm is fused
@@ -202,7 +202,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     if (pi === s.parts.length - 1) run();
     else b.if(T.lt(end), run, () => chain(T, pi + 1, end));
   };
-  if (G >= wgs) {
+  if (!resident) {
     const T = teamOf(wgi);
     if (G * t.rows > total) b.if(T.ge(total), () => b.return());
     chain(T, 0, 0);

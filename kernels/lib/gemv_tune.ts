@@ -192,8 +192,8 @@ export function layout(caps: Caps, s: GemvShape): GemvLayout {
     : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
   const wgs = Math.ceil(total / t.rows);
   const perSM = Math.max(1, Math.floor((tune.persist ?? 0) * sg / t.size)), sms = caps.multiprocessors ?? 0;
-  if (!tune.persist || !sms || wgs <= perSM * sms) return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, wgs) };
-  return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, perSM * sms), resident: perSM };
+  const persistent = !!tune.persist && sms > 0 && wgs > perSM * sms;
+  return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, persistent ? perSM * sms : wgs), ...(persistent ? { resident: perSM } : {}) };
 }
 
 /** The team a gemv's teams are (kernels/lib/xq_prep.ts sums x² in its order). */

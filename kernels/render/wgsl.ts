@@ -81,7 +81,6 @@ export interface WgslShader {
   errorBinding: number;
 }
 
-
 function ident(s: string): string {
   return s.replace(/[^A-Za-z0-9_]/g, "_");
 }
