@@ -25,9 +25,9 @@ export interface DriverOptions {
   /** Allow a `ctx` above the context length the model was trained for (quality may suffer past it). */
   allowLongContext?: boolean;
   /**
-   * Element type of the K/V cache (default f32). f16 halves its memory and what attention reads, and on a device
-   * with tensor-core tiles (ptx) decode attention runs on them; "auto": f16 where the model's matrices are 16-bit
-   * or quantized (llama.cpp's default), f32 where they are f32 (kvTypeFor).
+   * Element type of the K/V cache (default "auto": f16 where the model's matrices are 16-bit or quantized, as
+   * llama.cpp and `poot run` do, f32 where they are f32; kvTypeFor). f16 halves its memory and what attention
+   * reads, and on a device with tensor-core tiles (ptx) decode attention runs on them.
    */
   kvDtype?: "f32" | "f16" | "auto";
   /**

@@ -326,9 +326,9 @@ export function kvTypeFor(model: Pick<ModelHandle, "map" | "store">): "f32" | "f
   return "f32";
 }
 
-/** DriverOptions.kvDtype resolved for a model (default f32). */
+/** DriverOptions.kvDtype resolved for a model (default "auto", as the command line and llama.cpp). */
 export function kvDtypeOf(model: Pick<ModelHandle, "map" | "store">, opts: Pick<DriverOptions, "kvDtype">): "f32" | "f16" {
-  return opts.kvDtype === "auto" ? kvTypeFor(model) : opts.kvDtype ?? "f32";
+  return (opts.kvDtype ?? "auto") === "auto" ? kvTypeFor(model) : opts.kvDtype as "f32" | "f16";
 }
 
 /**

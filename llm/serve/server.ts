@@ -30,7 +30,7 @@ export interface ServeOptions {
   kvMemory?: number;
   /** Positions per KV block (default 16). */
   block?: number;
-  /** Element type of the K/V pool (default f32); "auto": kvTypeFor the model (llm/steps.ts kvDtypeOf, as the Driver). */
+  /** Element type of the K/V pool (default "auto": kvTypeFor the model, llm/steps.ts kvDtypeOf, as the Driver). */
   kvDtype?: "f32" | "f16" | "auto";
   /** An exact KV block count (overrides kvMemory; tests). */
   kvBlocks?: number;

@@ -232,7 +232,8 @@ for (const backend of selectedBackends()) {
           const t0 = performance.now();
           const m = loadModel(path), engine = new Engine(dev as Device, { compile: sharingKernels(recordKernels(ran)), ownsDevice: false });
           try {
-            const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8] });
+            // llama.cpp's answers were recorded with an f32 K/V cache
+            const driver = await Driver.open(m, engine, { ctx: 128, prefill: [8], kvDtype: "f32" });
             const exact = reference.get(`${family}:${type}.f32`);
             for (const [i, want] of ref.entries()) {
               const got = (await driver.generate(want.prompt_ids, { maxTokens: want.generated_ids.length, ignoreEos: true })).generatedIds;
@@ -261,7 +262,7 @@ for (const backend of selectedBackends()) {
         const m = loadModel(path), kernels = new Set<string>(), target = (dev as Device).target;
         const engine = new Engine(new JsDevice(), { compile: (g, t) => (recordKernels(kernels)(g, target), compileGraph(g, t)) });
         try {
-          await (await Driver.open(m, engine, { ctx: 128, prefill: [8] })).close();
+          await (await Driver.open(m, engine, { ctx: 128, prefill: [8], kvDtype: "f32" })).close();
         } finally {
           m.close();
           await engine.unload();

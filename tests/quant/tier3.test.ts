@@ -132,7 +132,7 @@ async function inProcessLines(dev: Device, file: string, xq: "on" | "off", prep:
   const model = loadModel(file);
   const engine = new Engine(dev, { compile: sharingKernels((g, t) => compileGraph(g, t, { quantizedX: xq === "on", xqPrep: prep })), ownsDevice: false });
   try {
-    const driver = await Driver.open(model, engine, { ctx: 256 });
+    const driver = await Driver.open(model, engine, { ctx: 256, kvDtype: "f32" }); // as --kv-type f32 above
     const lines: Line[] = [];
     for (const p of PROMPTS) {
       const r = await driver.generate(driver.tokenize(p), { maxTokens: NEW, sampler: { temperature: 0 } });
