@@ -445,8 +445,7 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
   for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
   of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
-  list gives a row per value on one load of the weights) [--gemv-persist N[,N...]] (the decode gemvs on persistent grids
-  of N warps a multiprocessor, GemvTune.persist; 0: the plain grid, the default; a row per value) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
+  list gives a row per value on one load of the weights) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
   step the token its predecessor sampled on the device, launches K steps back to back and reads their tokens
   after; default 1, each token read before the next step; a list gives a row per value) [--short-decode on|off[,...]]
   (the step's short-context entry taken while a row sees few positions, as the Driver does: kernels/lower/attention.ts
@@ -477,7 +476,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { backends: Backe
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
       "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, ahead: { type: "string" }, "short-decode": { type: "string" },
-      "gemv-persist": { type: "string" }, help: { type: "boolean", short: "h" },
+      help: { type: "boolean", short: "h" },
     },
     strict: true,
   });
@@ -515,13 +514,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { backends: Backe
   const xp = values["xq-prep"]?.split(",").map((s) => s.trim());
   if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off" && v !== "no-norm"))) throw new RangeError(`--xq-prep must be on, off, no-norm or a list of them, got "${values["xq-prep"]}"`);
   const xqs = xp?.map((v): BenchVariant => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
-  const gp = values["gemv-persist"]?.split(",").map((v) => int("gemv-persist", v.trim(), 0)!);
-  const persist = !gp ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
-    gp.map((n): BenchVariant => ({ label: [v.label, `persist ${n}`].filter(Boolean).join(", "), compile: { ...v.compile, ...(n ? { gemvTune: { persist: n } } : {}) } }))
-  );
   const aheads = values.ahead?.split(",").map((v) => int("ahead", v.trim(), 1)!);
   if (aheads?.some((k) => k > MAX_INSTANCES)) throw new RangeError(`--ahead must be at most ${MAX_INSTANCES}`);
-  const ahead = !aheads ? persist : (persist ?? [{ label: "", compile: {} }]).flatMap((v) =>
+  const ahead = !aheads ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
     aheads.map((k): BenchVariant => ({ label: [v.label, `ahead ${k}`].filter(Boolean).join(", "), compile: v.compile, ahead: k }))
   );
   const sd = values["short-decode"]?.split(",").map((s) => s.trim());

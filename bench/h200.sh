@@ -16,9 +16,6 @@
 # xq-prep-tests / xq-prep / xq-prep-kernels / xq-prep-sweep: issue 16's x quantized once per gemv (kernels/lib/xq_prep.ts):
 #   its tests, the 8B decode and the per-kernel times with it on and off, the gemv tuning sweep with it on
 #   (XQ_DTYPES=q5_k_m,q4_0 for the other mixes; XQ_DTYPE for the kernels and the sweep). One call each.
-# persist: the decode gemvs on persistent grids (issue 16, session 29: built and held bit for bit on JS, lavapipe and
-#   wgpu, not yet timed): tests, the 8B per-gemv sweep over PERSIST (warps a multiprocessor, default 0,32,48,64) and the
-#   8B decode per value. One call (~8 minutes). persist-bf16: the same at qwen2.5-0.5b and the 1B in bf16 (~6 minutes).
 # dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
 #   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, deep context, prefill, host µs, vulkan, wgpu, bun rows).
@@ -160,29 +157,6 @@ for what in "$@"; do
       timeout ${XQ_TIMEOUT:-560} deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${XQ_DTYPE:-q4_k_m} --quantized-x on \
         --xq-prep on --only "gemv|xq_prep" --sweep --lanes ${XQ_LANES:-0} --rows ${XQ_ROWS:-2,4,8} --unroll 2 --ahead ${XQ_AHEAD:-4,8} > "$f" 2>&1
       echo "sweep exit $?" >> "$f"; grep -v "^\s*$" "$f" | grep -v "^  gemv" | tail -40 ;;
-    persist)
-      # the decode gemvs on persistent grids (GemvTune.persist: N warps a multiprocessor, one wave of workgroups that
-      # walk the teams' workgroups): their tests on ptx (bit for bit against the plain grid; one wave by registers),
-      # the 8B's per-gemv sweep (0: the plain grid; rows 0 the library's row units, 2 two a team, so that a trip's
-      # second unit's loads overlap the first's decode) and the 8B decode per value, q4_k_m and q8_0
-      POOT_BACKENDS=ptx timeout 150 deno test -A --no-check tests/kernels/gemv_persist.test.ts tests/ptx/qgemv_render.test.ts \
-        > "$out/persist-tests.txt" 2>&1; echo "tests exit $?" >> "$out/persist-tests.txt"
-      grep -E "\.\.\. (ok|FAILED|ignored)|^(ok|FAILED) \||tests exit" "$out/persist-tests.txt" | head -12
-      timeout 200 deno run -A --no-check bench/kernels.ts --shape llama-3-8b --dtype ${PERSIST_DTYPE:-q4_k_m} --only gemv --sweep \
-        --lanes 0 --rows ${PERSIST_ROWS:-0,2} --unroll 2 --persist ${PERSIST:-0,32,48,64} > "$out/persist-sweep.txt" 2>&1; echo "sweep exit $?" >> "$out/persist-sweep.txt"
-      grep -v "^\s*$" "$out/persist-sweep.txt" | grep -v "^  gemv" | tail -14
-      timeout 240 deno run -A --no-check bench/decode.ts --shape llama-3-8b --dtype q4_k_m,q8_0 --backend ptx --gemv-persist ${PERSIST:-0,32,48,64} \
-        --tokens 32 --no-eager --deep 0 > "$out/persist-decode.txt" 2>&1; echo "decode exit $?" >> "$out/persist-decode.txt"
-      grep -v "^\s*$" "$out/persist-decode.txt" | tail -11 ;;
-    persist-bf16)
-      # the same at the small bf16 shapes of issue 18 (their gate/up and vocabulary head are the gemvs with more
-      # workgroups than a wave): the per-gemv sweep and the decode per value
-      timeout 200 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --only gemv --sweep --lanes 0 --rows 0 \
-        --unroll 0 --persist ${PERSIST:-0,32,48,64} > "$out/persist-bf16-sweep.txt" 2>&1; echo "sweep exit $?" >> "$out/persist-bf16-sweep.txt"
-      grep -v "^\s*$" "$out/persist-bf16-sweep.txt" | grep -v "^  gemv" | tail -16
-      timeout 240 deno run -A --no-check bench/decode.ts --shape qwen2.5-0.5b,llama-3.2-1b --backend ptx --gemv-persist ${PERSIST:-0,32,48,64} \
-        --tokens 64 --no-eager --deep 0 > "$out/persist-bf16-decode.txt" 2>&1; echo "decode exit $?" >> "$out/persist-bf16-decode.txt"
-      grep -v "^\s*$" "$out/persist-bf16-decode.txt" | tail -11 ;;
     vk-wall)
       timeout 480 deno run -A --no-check bench/kernels.ts --shape qwen2.5-0.5b,llama-3.2-1b --wall --backend \
         ptx,vulkan,vulkan:no-attention-fuse,vulkan:attention-team-count,vulkan:attention-skip-empty,vulkan:attention-skip-empty+attention-team-count,vulkan:splits8,vulkan:restrict,vulkan:no-robust,wgpu,wgpu:no-plan-fuse,wgpu:no-outputs-in-place,wgpu:no-gather-cast,wgpu:no-attention-fuse,wgpu:attention-skip-empty \

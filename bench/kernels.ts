@@ -8,11 +8,10 @@
 //
 //   deno run -A bench/kernels.ts --shape llama-3.2-1b,qwen2.5-0.5b [--pos 64[,4100]] [--cap 8192] [--sequence]
 //     [--sequence-only] [--only REGEX] [--dtype q4_k_m|q8_0|...] [--splits 32,128 --attn-unroll 2,4] [--sweep]
-//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8] [--persist 0,32,64]] [--pdl on|off|exit|both|all] [--out FILE]
+//     [--lanes 32,64,128 --rows 1,2 --unroll 2,4,8 [--ahead 4,8]] [--pdl on|off|exit|both|all] [--out FILE]
 //     [--quantized-x on|off] (CompileOptions.quantizedX; default the lowering's) [--xq-prep on|off|no-norm] (CompileOptions.xqPrep)
 // (--ahead: block-weight gemvs' chunk loads in flight per lane, GemvTune.ahead; default the library's; --lanes 0,
-// --rows 0 and --unroll 0: the library's; --persist N: a persistent grid of N warps a multiprocessor, GemvTune.persist,
-// 0 the plain grid)
+// --rows 0 and --unroll 0: the library's)
 // With --dtype a block type or mix, the block-weight gemvs read --rows as row units per team (1..16) and --lanes
 // as the team's width (any multiple of the subgroup, one workgroup); --unroll stays the chunk loop's.
 // --splits / --attn-unroll time each decode-attention variant (CompileOptions.attentionSplits/attentionUnroll);
@@ -249,16 +248,15 @@ async function ptxProfile(dev: Device, prog: Program, pos: number): Promise<Prof
   return { backend: "ptx", device: dev.target.device, steps: prog.steps.length, deviceMs, wallMs: t.synced, rows };
 }
 
-/** The gemv tunings a sweep tries (bench/kernels.ts --lanes, --rows, --unroll, --persist; 0: the library's). */
+/** The gemv tunings a sweep tries (bench/kernels.ts --lanes, --rows, --unroll; 0: the library's). */
 interface SweepGrid {
   lanes: number[];
   rows: number[];
   unroll: number[];
-  persist: number[];
 }
-/** One point of a sweep as GemvTune: a 0 keeps the library's choice (no persistent grid, for persist). */
-const sweepTune = (lanes: number, rows: number, unroll: number, persist: number, ahead?: number): Partial<GemvTune> =>
-  ({ ...(lanes ? { lanes } : {}), ...(rows ? { rows } : {}), ...(unroll ? { unroll } : {}), ...(ahead ? { ahead } : {}), ...(persist ? { persist } : {}) });
+/** One point of a sweep as GemvTune: a 0 keeps the library's choice. */
+const sweepTune = (lanes: number, rows: number, unroll: number, ahead?: number): Partial<GemvTune> =>
+  ({ ...(lanes ? { lanes } : {}), ...(rows ? { rows } : {}), ...(unroll ? { unroll } : {}), ...(ahead ? { ahead } : {}) });
 
 /**
  * --backend with --sweep: the whole step again for every gemv tuning (lanes x rows x unroll) over the same
@@ -270,12 +268,12 @@ async function sweepProfile(dev: Device, shape: string, base: Profile, bufs: Dev
   const sweep: Record<string, number> = {};
   for (const lanes of grid.lanes) {
     for (const rows of grid.rows) {
-      for (const unroll of grid.unroll) for (const persist of grid.persist) {
+      for (const unroll of grid.unroll) {
         let prog: Program;
         try {
-          prog = decodeProgram(shape, dev, { ...compile, gemvTune: sweepTune(lanes, rows, unroll, persist) });
+          prog = decodeProgram(shape, dev, { ...compile, gemvTune: sweepTune(lanes, rows, unroll) });
         } catch (e) {
-          console.log(`  l${lanes}r${rows}u${unroll}${persist ? ` persist ${persist}` : ""}: ${(e as Error).message}`);
+          console.log(`  l${lanes}r${rows}u${unroll}: ${(e as Error).message}`);
           continue;
         }
         if (!sameBuffers(prog0, prog)) continue;
@@ -449,7 +447,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, persist: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
   });
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
@@ -474,7 +472,7 @@ async function main(args: string[]): Promise<number> {
   if (!(Number.isInteger(warmupMs) && warmupMs >= 0)) throw new RangeError(`--warmup-ms: a whole number of ms, not ${values["warmup-ms"]}`);
   if (values.backend && values.wall) return wallBackends(values.backend.split(","), shapes, (values.pos ?? "0").split(",").map(Number), weights, warmupMs, Number(values.cap ?? 2048));
   if (values.backend && values.backend !== "ptx") {
-    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]), persist: list(values.persist, [0]) } : undefined;
+    const grid = values.sweep ? { lanes: list(values.lanes, [32, 64, 128, 256]), rows: list(values.rows, [1, 2]), unroll: list(values.unroll, [2, 4, 8]) } : undefined;
     return profileBackends(values.backend.split(","), shapes, Number((values.pos ?? "0").split(",")[0]), values.out, grid, weights);
   }
   const modes: (boolean | "exit")[] = values.pdl === "both" ? [false, true] : values.pdl === "all" ? [false, "exit", true]
@@ -524,8 +522,8 @@ async function main(args: string[]): Promise<number> {
         const sweep: Record<string, number> = {};
         for (const lanes of list(values.lanes, [32, 64, 128, 256])) {
           for (const rw of list(values.rows, [1, 2])) {
-            for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) for (const persist of list(values.persist, [0])) {
-              const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: sweepTune(lanes, rw, unroll, persist, ahead) }, cap);
+            for (const unroll of list(values.unroll, [2, 4, 8])) for (const ahead of values.ahead ? list(values.ahead, []) : [undefined]) {
+              const p2 = decodeProgram(shape, dev, { ...xq, gemvTune: sweepTune(lanes, rw, unroll, ahead) }, cap);
               for (const { step } of distinct(p2)) {
                 if (!step.kernel.name.startsWith("gemv") || (only && !only.test(step.kernel.name))) continue;
                 const us = await timeStep(dev, p2, step, launchesFor(step.work.bytes), pos);

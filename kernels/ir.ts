@@ -36,8 +36,6 @@ export { bin, c, f32, fma, i32, type Like, u32, un, Val } from "./ir_val.ts";
 export interface KernelOptions {
   workgroup: [number, number, number] | number;
   grid: [number, number, number] | number;
-  /** Kernel.resident. */
-  resident?: number;
 }
 
 /** Builds a Kernel. Statement-producing methods append to the current block. */
@@ -50,7 +48,6 @@ export class KernelBuilder {
   private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false, coop: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
-  private readonly resident?: number;
 
   constructor(readonly name: string, opts: KernelOptions) {
     const dim = (x: [number, number, number] | number): [number, number, number] =>
@@ -60,8 +57,6 @@ export class KernelBuilder {
     for (const n of [...this.workgroup, ...this.grid]) {
       if (!Number.isInteger(n) || n < 1) throw new KernelError(`${name}: bad workgroup/grid size ${n}`);
     }
-    if (opts.resident !== undefined && !(Number.isInteger(opts.resident) && opts.resident >= 1)) throw new KernelError(`${name}: bad resident count ${opts.resident}`);
-    this.resident = opts.resident;
   }
 
   buffer(name: string, elem: EType, access: "r" | "w" | "rw"): Buffer {
@@ -345,7 +340,6 @@ export class KernelBuilder {
       ...(this.coopMats.length ? { coop: this.coopMats } : {}),
       body: this.blocks[0],
       uses: { ...this.uses },
-      ...(this.resident ? { resident: this.resident } : {}),
     };
   }
 }

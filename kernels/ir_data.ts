@@ -230,11 +230,6 @@ export interface Kernel {
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
   uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean; coop?: boolean };
-  /**
-   * Workgroups per multiprocessor the grid counts on being resident at once (a persistent grid, one wave: the
-   * PTX renderer bounds the registers for it, .minnctapersm); absent: none.
-   */
-  resident?: number;
 }
 
 export class KernelError extends Error {

@@ -74,11 +74,6 @@ export interface Caps {
    * Exact either way; it says nothing about speed (dot4 does). The PTX and JS renderers ignore it (always native).
    */
   dot4Native?: boolean;
-  /**
-   * Multiprocessors (SMs) the device has, where its driver says (PTX); a persistent grid (kernels/lib/gemv_tune.ts
-   * GemvTune.persist) is sized by it. Absent elsewhere, where gemvs keep their plain grids.
-   */
-  multiprocessors?: number;
 }
 
 export interface TargetSet {

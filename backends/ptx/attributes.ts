@@ -7,7 +7,6 @@ import {
 import type { CudaAttributes } from "./caps.ts";
 
 const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5;
-const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17;
 
 /** Device `dev`'s attributes, and `execTimeout`: a display GPU's kernel watchdog is on. */
@@ -21,7 +20,6 @@ export function readAttributes(cu: Cuda, dev: number): CudaAttributes & { execTi
     maxGrid: [0, 1, 2].map((i) => attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X + i)) as [number, number, number],
     maxSharedOptin: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
     maxSharedPerBlock: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
-    multiprocessors: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
     execTimeout: attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT) !== 0,
   };
 }

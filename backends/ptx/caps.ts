@@ -13,7 +13,6 @@ export interface CudaAttributes {
   /** Opt-in shared memory per block (dynamic shared memory past the 48 KiB static limit). */
   maxSharedOptin: number;
   maxSharedPerBlock: number;
-  multiprocessors: number;
 }
 
 /** The PTX .target the renderer emits for a compute capability: sm_80 .. sm_90 (newer GPUs JIT sm_90 PTX). */
@@ -45,7 +44,6 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     // warpgroup MMA from shared memory: sm_90a's wgmma, Hopper only
     wgmma: a.ccMajor === 9 && a.ccMinor === 0,
     dot4: a.ccMajor * 10 + a.ccMinor >= 61,
-    multiprocessors: a.multiprocessors,
   };
 }
 
@@ -58,7 +56,5 @@ export const SM90_ATTRIBUTES: CudaAttributes = {
   maxGrid: [2 ** 31 - 1, 65535, 65535],
   maxSharedOptin: 227 * 1024,
   maxSharedPerBlock: 48 * 1024,
-  // H100 / H200 SXM
-  multiprocessors: 132,
 };
 export const SM90_CAPS: Caps = capsFromAttributes(SM90_ATTRIBUTES);

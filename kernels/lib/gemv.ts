@@ -135,11 +135,10 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const qt = isQType(w) ? w : undefined;
   if (s.xq && !(qt && XQ_TYPES.includes(qt))) throw new KernelError(`gemv: quantized x needs a weight of ${XQ_TYPES.join(", ")}, got ${w}`);
   const xq = !!s.xq, prep = s.xq === "prep";
-  const { tune, R, rowsPer, units, counts, total, t, wgs, grid, resident } = layout(caps, s);
-  const G = grid[0] * grid[1] * grid[2];
+  const { tune, R, rowsPer, units, counts, total, t, grid } = layout(caps, s);
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${resident ? `_g${G}` : ""}`;
-  const b = new KernelBuilder(name, { workgroup: t.size, grid, resident });
+  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
+  const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   // prep: x arrives quantized (xq_prep.ts), with r in it when the norm is fused
   const x = prep ? b.buffer("xq", "u32", "r") : b.buffer("x", "f32", "r");
@@ -161,7 +160,8 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const single = t.shared || t.sgs > 1 || t.rows === 1;
   const lane = t.lanes === 1 ? u32(0) : single ? b.lid.x : b.builtin("lane");
   const wgi = wgIndex(b, grid);
-  const teamOf = (w: Val) => b.let(t.rows === 1 ? w : w.mul(t.rows).add(t.lanes === 1 ? b.lid.x : b.builtin("sgid")), "u32", "team");
+  const T = b.let(t.rows === 1 ? wgi : wgi.mul(t.rows).add(t.lanes === 1 ? b.lid.x : b.builtin("sgid")), "u32", "team");
+  if (grid[0] * grid[1] * grid[2] * t.rows > total) b.if(T.ge(total), () => b.return());
 
   const vec = qt ? 4 : vecWidth(w === "f32" ? 4 : 2, k);
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), vec) : 1;
@@ -196,24 +196,12 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   };
 
   // Parts by team range: if T < end0 { part 0 } else if T < end1 { part 1 } ...
-  const chain = (T: Val, pi: number, start: number): void => {
+  const chain = (pi: number, start: number): void => {
     const end = start + counts[pi];
     const run = () => body(pi, start === 0 ? T : b.let(T.sub(start), "u32", "tl"));
     if (pi === s.parts.length - 1) run();
-    else b.if(T.lt(end), run, () => chain(T, pi + 1, end));
+    else b.if(T.lt(end), run, () => chain(pi + 1, end));
   };
-  if (!resident) {
-    const T = teamOf(wgi);
-    if (G * t.rows > total) b.if(T.ge(total), () => b.return());
-    chain(T, 0, 0);
-  } else {
-    // persistent (tune.persist): workgroup w, w + G, ...; a team's shared scratch is reused by its next workgroup
-    b.for(wgi, u32(wgs), G, (w) => {
-      const T = teamOf(w);
-      if (wgs * t.rows > total) b.if(T.lt(total), () => chain(T, 0, 0));
-      else chain(T, 0, 0);
-      if (t.sgs > 1 || t.shared) b.barrier();
-    });
-  }
+  chain(0, 0);
   return b.build();
 }

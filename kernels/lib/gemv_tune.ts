@@ -17,13 +17,6 @@ export interface GemvTune {
   teams: number;
   /** Block weights: rows whose loads are issued ahead of the row being decoded (default by block size). */
   ahead?: number;
-  /**
-   * A persistent grid: subgroups per multiprocessor (caps.multiprocessors) the grid fills, its workgroups walking
-   * the teams' workgroups in strides of the grid, so no workgroup retires and is replaced while the weights stream
-   * (default: off, a workgroup per team workgroup). Only where it is fewer workgroups, on a target that says how
-   * many multiprocessors it has.
-   */
-  persist?: number;
 }
 
 /** Teams a part needs: one per row pair ("dot" with rows 2, "rope"), one per row otherwise. */
@@ -170,11 +163,7 @@ export interface GemvLayout {
   /** Teams in all. */
   total: number;
   t: Team;
-  /** Workgroups the teams fill; the grid has fewer where it is persistent (tune.persist). */
-  wgs: number;
   grid: [number, number, number];
-  /** A persistent grid's workgroups per multiprocessor (Kernel.resident). */
-  resident?: number;
 }
 
 /** The layout `s` takes on `caps` (its own tuning over gemvTune's). */
@@ -190,10 +179,7 @@ export function layout(caps: Caps, s: GemvShape): GemvLayout {
   const t = qt && sg > 1 && tune.lanes > sg
     ? wideTeam(caps, tune.lanes)
     : team(caps, { wg: Math.max(1, tune.teams) * sg, rows: total, wide: tune.lanes > sg ? tune.lanes : undefined });
-  const wgs = Math.ceil(total / t.rows);
-  const perSM = Math.max(1, Math.floor((tune.persist ?? 0) * sg / t.size)), sms = caps.multiprocessors ?? 0;
-  const persistent = !!tune.persist && sms > 0 && wgs > perSM * sms;
-  return { tune, R, rowsPer, units, counts, total, t, wgs, grid: gridFor(caps, persistent ? perSM * sms : wgs), ...(persistent ? { resident: perSM } : {}) };
+  return { tune, R, rowsPer, units, counts, total, t, grid: gridFor(caps, Math.ceil(total / t.rows)) };
 }
 
 /** The team a gemv's teams are (kernels/lib/xq_prep.ts sums x² in its order). */

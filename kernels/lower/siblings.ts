@@ -119,8 +119,6 @@ function merge(a: KernelStep, b: KernelStep): KernelStep {
       f16: ka.uses.f16 || kb.uses.f16,
       checks: ka.uses.checks || kb.uses.checks,
     },
-    // a persistent part keeps its register bound (the other part's workgroups come after its wave)
-    ...(ka.resident || kb.resident ? { resident: Math.min(ka.resident ?? Infinity, kb.resident ?? Infinity) } : {}),
   };
   return {
     k: "kernel",

@@ -91,7 +91,7 @@ function blockRows(rng: Rng, t: BlockDType, n: number): { bytes: Uint8Array; val
  * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
  * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
  */
-export function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
+function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
   const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, ${o.gelu ? "gelu" : "silu"}_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
   const nr = o.heads * o.hd;
   const freqs = Float32Array.from({ length: o.rot / 2 }, (_, i) => Math.fround(Math.pow(10000, -(2 * i) / o.rot)));

@@ -17,15 +17,6 @@ export interface Mutant {
 
 export const MUTANTS: Mutant[] = [
   {
-    name: "persistent-gemv-past-the-end",
-    what: "a persistent gemv grid's last workgroup runs its teams past the last one",
-    file: "kernels/lib/gemv.ts",
-    find: "if (wgs * t.rows > total) b.if(T.lt(total), () => chain(T, 0, 0));",
-    replace: "if (wgs * t.rows > total) chain(T, 0, 0);",
-    tests: ["tests/kernels/gemv_persist.test.ts"],
-    backends: "js",
-  },
-  {
     name: "gemv-long-k-x1.25",
     what: "the fused gemv kernel multiplies its output by 1.25 when k > 1000",
     file: "kernels/lib/gemv_units.ts",

@@ -12,7 +12,7 @@ import { XQ_DEFAULT, XQ_PREP_DEFAULT } from "../../kernels/lower/gemv.ts";
 import { familyOf } from "../../llm/registry.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
 import { SHAPES } from "../../bench/shapes.ts";
-import { assemble, assembleMany, findPtxas } from "./ptxas.ts";
+import { assembleMany, findPtxas } from "./ptxas.ts";
 
 const ptxas = findPtxas();
 const skip = ptxas ? false : "ptxas not found (set PTXAS or install the CUDA toolkit)";
@@ -77,36 +77,4 @@ test("8B q4_k_m, q8_0, q5_k_m, q4_0 with x prepared (xqPrep): the prep kernels a
   const bad = assembleMany(ptxas!, list, "sm_90").flatMap((r, i) => (r.ok ? [] : [`${list[i].kernel.name}: ${r.log.split("\n").slice(0, 6).join(" | ")}`]));
   assert.deepEqual(bad, []);
   console.log(`${list.length} kernels assembled: ${[...mods.keys()].filter((n) => n.startsWith("xq_prep_")).join(", ")}`);
-});
-
-// Persistent gemv grids (GemvTune.persist, CompileOptions.gemvTune): the 8B q4_k_m plan's gemvs at 64 warps a
-// multiprocessor take grids of 132 x the workgroups that many warps make, at most the plain grid's; each such
-// kernel says .minnctapersm, and ptxas bounds its registers so that the grid is one wave (65536 a multiprocessor).
-test("8B q4_k_m with persistent gemv grids: one wave of workgroups, .minnctapersm, registers that fit it", { skip, timeout: 300_000 }, () => {
-  const c = SHAPES["llama-3-8b"];
-  const { tracer, logits } = familyOf("llama").trace(c, { rows: 1, cap: 256, kvDtype: "f16" }, { dtypeOf: syntheticLlama(c, { dtype: "q4_k_m" }).dtypeOf });
-  tracer.output("logits", logits);
-  const graph = tracer.build();
-  const plain = compileGraph(graph, TARGET), pers = compileGraph(graph, TARGET, { gemvTune: { persist: 64 } });
-  const gemvs = (p: typeof plain) => p.steps.flatMap((s) => (s.k === "kernel" && s.kernel.name.startsWith("gemv_q") ? [s] : []));
-  const [a, b] = [gemvs(plain), gemvs(pers)];
-  assert.equal(a.length, b.length);
-  const mods = new Map<string, { m: PtxModule; bound: number }>();
-  b.forEach((s, i) => {
-    const k = s.kernel;
-    if (!k.resident) return assert.deepEqual(s.grid, a[i].grid, `${k.name}: not persistent, the plain grid`);
-    assert.match(k.name, /_g\d+(\+|$)/);
-    assert.ok(s.grid[0] < a[i].grid[0] && (k.name.includes("+") || s.grid[0] === 132 * k.resident), `${k.name}: grid ${s.grid} of ${a[i].grid}`);
-    assert.equal(k.resident, Math.floor(64 * 32 / k.workgroup[0]));
-    if (!mods.has(k.name)) mods.set(k.name, { m: renderPtx(k, { sm: 90 }), bound: Math.floor(65536 / (k.resident * k.workgroup[0])) });
-  });
-  assert.ok(mods.size >= 4, [...mods.keys()].join(", "));
-  const bad: string[] = [];
-  for (const [name, { m, bound }] of mods) {
-    assert.match(m.ptx, new RegExp(`\\.minnctapersm ${m.kernel.resident}\\n`), name);
-    const r = assemble(ptxas!, m.ptx, "sm_90", true);
-    const regs = Number(/Used (\d+) registers/.exec(r.log)?.[1]);
-    if (!r.ok || !(regs <= bound)) bad.push(`${name}: ${r.ok ? `${regs} registers, over ${bound}` : r.log.split("\n").slice(0, 4).join(" | ")}`);
-  }
-  assert.deepEqual(bad, []);
 });

@@ -487,9 +487,7 @@ export function renderPtx(k: Kernel, opts: PtxOptions = {}): PtxModule {
   if (dynamic) head.push(`.extern .shared .align ${align} .b8 smem[];`, "");
   const params = Array.from({ length: nparams }, (_, i) => `\t.param .u64 ${entry}_param_${i}`);
   head.push(`.visible .entry ${entry}(`, params.join(",\n"), ")");
-  head.push(`.reqntid ${k.workgroup.join(", ")}`);
-  if (k.resident) head.push(`.minnctapersm ${k.resident}`);
-  head.push("{");
+  head.push(`.reqntid ${k.workgroup.join(", ")}`, "{");
   head.push(...L.a.decls());
   if (L.sharedBytes > 0 && !dynamic) head.push(`\t.shared .align ${align} .b8 smem[${L.sharedBytes}];`);
   head.push("");
