@@ -7,7 +7,8 @@
 //   deno run -A bench/driver.ts --shape stories260K --backend js --prompts 64 --tokens 32 --json
 //   deno run -A bench/driver.ts --shape llama-3.2-1b --backend ptx --prompts 512 --tokens 128 --ctx 8192 --decode-after 4096 --kv-type f32,f16
 // (--decode-after N: the timed decode follows an N-token prompt, default 4; --kv-type: DriverOptions.kvDtype, one
-// run per value, default the library's f32; --steps-ahead K,...: DriverOptions.stepsAhead, one run per value;
+// run per value, default the library's: auto, f16 for the 16-bit and quantized synthetic weights; --steps-ahead
+// K,...: DriverOptions.stepsAhead, one run per value;
 // --short-decode on,off: DriverOptions.shortDecode, one run per value;
 // --sample: the timed decode samples at temperature 0.8 with top-k 40 and top-p 0.95, as bench/kernels.ts --tail
 // sample, instead of greedily)
