@@ -322,6 +322,35 @@ function onlineTrip(
   b.set(m, mn);
 }
 
+/**
+ * A team's work item: (row, head) or, with gq > 1, (row, kv head, group of gq heads), and its heads' items; its
+ * split-K chunk; the positions its row sees (end: one past its own; first: a sliding window's start) and, paged,
+ * its row of the block table.
+ */
+function workItem(b: KernelBuilder, o: {
+  trow: Val; splits: number; S: number; gq: number; heads: number; group: number; paged?: PagedAttentionShape; P: Buffer; pos: Val; window?: number;
+}): { chunkIdx?: Val; kvh: Val; itemsOf: Val[]; end: Val; tbase?: Val; first?: Val } {
+  const { trow, splits, S, gq, heads, group, paged } = o;
+  const witem = splits ? b.let(trow.div(S), "u32", "item") : trow;
+  const chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
+  const hfirst = gq === 1 ? witem.mod(heads) : b.let(witem.mod(heads / gq).mul(gq), "u32", "h0");
+  const kvh = b.let(group === 1 ? hfirst : hfirst.div(group), "u32", "kvh");
+  const r = gq === 1 ? witem.div(heads) : b.let(witem.div(heads / gq), "u32", "r");
+  const itemsOf = Array.from({ length: gq }, (_, j) => gq === 1 ? witem : b.let(r.mul(heads).add(hfirst).add(j), "u32", "it"));
+  let end: Val;
+  if (paged) {
+    // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
+    const pos = b.let(asIndex(b.load(o.P, r)), "u32", "pos");
+    b.check(pos.lt(paged.maxBlocks * paged.block), FAULT.ATTENTION_POS);
+    end = b.let(pos.add(1), "u32", "end");
+  } else end = b.let(o.pos.add(r).add(1), "u32", "end");
+  const tbase = paged ? b.let(r.mul(paged.maxBlocks), "u32", "tb") : undefined;
+  // A sliding window starts the sweep at end - window (the positions before it are masked out).
+  const w = o.window;
+  const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
+  return { chunkIdx, kvh, itemsOf, end, tbase, first };
+}
+
 function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: PagedAttentionShape, fusedAs?: Fused): Kernel {
   const fused = fusedAs !== undefined;
   const rows = s.rows ?? 1, { heads, kvHeads, hd, cap } = s;
@@ -354,7 +383,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const final = fused ? (fusedAs.prep ? b.buffer("xq", "u32", "w") : b.buffer("out", "f32", "w")) : undefined;
 
   const { lane, row: trow } = teamRow(b, t, grid);
-  let pos: Val = u32(0);
+  let pos: Val = u32(0); // row 0's position (paged: each row's own, in workItem)
   if (!paged) {
     pos = b.let(asIndex(b.load(P, 0)), "u32", "pos");
     b.check(pos.le(cap - rows), FAULT.ATTENTION_POS);
@@ -362,25 +391,8 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   // (never in a fused kernel: attentionFusable wants whole workgroups of teams, as its barriers do)
   if (grid[0] * grid[1] * grid[2] * t.rows > teams) b.if(trow.ge(teams), () => b.return());
 
-  // A team's work item: (row, head) or, with gq > 1, (row, kv head, group of gq heads); its heads' items
-  const witem = splits ? b.let(trow.div(S), "u32", "item") : trow;
-  const chunkIdx = splits ? b.let(trow.mod(S), "u32", "ci") : undefined;
-  const hfirst = gq === 1 ? witem.mod(heads) : b.let(witem.mod(heads / gq).mul(gq), "u32", "h0");
-  const kvh = b.let(group === 1 ? hfirst : hfirst.div(group), "u32", "kvh");
-  const r = gq === 1 ? witem.div(heads) : b.let(witem.div(heads / gq), "u32", "r");
-  const itemsOf = Array.from({ length: gq }, (_, j) => gq === 1 ? witem : b.let(r.mul(heads).add(hfirst).add(j), "u32", "it"));
+  const { chunkIdx, kvh, itemsOf, end, tbase, first } = workItem(b, { trow, splits, S, gq, heads, group, paged, P, pos, window: s.window });
   const item = itemsOf[0];
-  let end: Val;
-  if (paged) {
-    // This row's own position: the loop (and so the reduction order) depends on nothing else in the step.
-    pos = b.let(asIndex(b.load(P, r)), "u32", "pos");
-    b.check(pos.lt(paged.maxBlocks * paged.block), FAULT.ATTENTION_POS);
-    end = b.let(pos.add(1), "u32", "end");
-  } else end = b.let(pos.add(r).add(1), "u32", "end");
-  const tbase = paged ? b.let(r.mul(paged.maxBlocks), "u32", "tb") : undefined;
-  // A sliding window starts the sweep at end - window (the positions before it are masked out).
-  const w = s.window;
-  const first = w ? b.let(end.max(w).sub(w), "u32", "first") : undefined;
 
   // Position groups: on a subgroup team, lanes split into G groups of lpp lanes; each group takes every G-th
   // position of the chunk (one 16-byte K/V slice per lane where hd allows), keeps its own running max, sum and
