@@ -17,7 +17,7 @@
 // Summation: every y[m, n] sums its k in slices of 16 in order, each slice's order and internal precision the
 // device's (fixed for a device), from 0, then + bias, then + residual: a row's bits depend on its x row and W
 // alone, at any M and whichever layout the row count picks.
-import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import { type Buffer, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { eachItem, elemOf, gridFor, wgIndex } from "./common.ts";
 import { chunkGroups, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
@@ -99,7 +99,7 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
   if (m * Math.max(n, k) >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop matmul: indices exceed 32 bits");
   const l = s.layout ?? coopLayout(caps, m, n, k, w);
   if (!l || !coopMatmulFits(caps, w, n, k, l)) throw new KernelError(`coop matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(l)})`);
-  const { bm, bn, wm, wn } = l, BK = l.bk ?? 32, ROW = rowWords(BK), QW = BK / 8, QF = BK / 4;
+  const { bm, bn, wm, wn } = l, BK = l.bk ?? 32, ROW = rowWords(BK);
   const sg = caps.subgroupSize, warps = subgroups(l), threads = warps * sg, across = bn / wn;
   const mTiles = Math.ceil(m / bm), nTiles = Math.ceil(n / bn), total = mTiles * nTiles;
   const grid = gridFor(caps, total);
@@ -120,83 +120,9 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
   const t = b.lid.x, sgid = b.builtin("sgid");
   const wr = b.let(across > 1 ? sgid.div(across) : sgid, "u32", "wr"), wc = b.let(across > 1 ? sgid.mod(across) : u32(0), "u32", "wc");
 
-  // Staging: a slice is loaded into registers (`load`) and written to shared memory later (`store`), so the next
-  // slice's global loads are in flight during this one's multiplies. An item is 16 bytes of a staged row (4 of
-  // its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
-  interface Stager {
-    load(k0: Val): void;
-    store(): void;
-  }
-  // registers for the rounds of `count` items over the workgroup (common.ts eachItem)
-  const slots = (count: number) => Math.ceil(count / threads);
-  const spread = (count: number, body: (e: Val, i: number) => void) => eachItem(b, t, threads, count, body);
-  // a bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`
-  const wordStager = (buf: typeof W, rows: number, r0: Val, limit: number, at0: number): Stager => {
-    const count = rows * BK / 8;
-    const regs = Array.from({ length: slots(count) }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
-    return {
-      load: (k0) => spread(count, (e, i) => {
-        const row = e.div(QW), q = e.mod(QW);
-        const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(k0.shr(1)).add(q.mul(4)), "u32", "wa");
-        b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(regs[i][j], v));
-      }),
-      store: () => spread(count, (e, i) => {
-        const at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
-        regs[i].forEach((v, j) => b.sstore(tile, at.add(j), v));
-      }),
-    };
-  };
-  // x f32 [m, k]: 4 values a load, rounded to bf16 as they are staged
-  const floatStager = (): Stager => {
-    const count = bm * BK / 4;
-    const regs = Array.from({ length: slots(count) }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "xv")));
-    return {
-      load: (k0) => spread(count, (e, i) => {
-        const row = e.div(QF), q = e.mod(QF);
-        const at = b.let(m0.add(row).min(m - 1).mul(k).add(k0).add(q.mul(4)), "u32", "xa");
-        b.loadv(x, at, 4).forEach((v, j) => b.set(regs[i][j], v));
-      }),
-      store: () => spread(count, (e, i) => {
-        const at = b.let(e.div(QF).mul(ROW).add(e.mod(QF).mul(2)), "u32", "xs");
-        for (let h = 0; h < 2; h++) b.sstore(tile, at.add(h), b.pack2("bf16", regs[i][2 * h], regs[i][2 * h + 1]));
-      }),
-    };
-  };
-  // GGUF blocks: a slice is one span of the type (dequant.ts: cps chunks of `per` values each); a chunk is
-  // decoded (ggml's exact values) as it is loaded, rounded to bf16 pairs, and its words land at its values' places
-  const blockStager = (qt: QType): Stager => {
-    const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, count = bn * cps;
-    const items = Array.from({ length: slots(count) }, () => ({
-      at: b.let(u32(0), "u32", "qat"),
-      words: Array.from({ length: q.per / 2 }, () => b.let(u32(0), "u32", "qw")),
-    }));
-    let offs: number[] = []; // each pair's element offset from the chunk's start: the same for every chunk
-    return {
-      load: (k0) => {
-        const blk = b.let(k0.div(q.elems), "u32", "blk");
-        const c0 = b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0");
-        const sb = b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb");
-        spread(count, (e, i) => {
-          const it = items[i], col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
-          const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
-          const ch = dequantChunk(b, W, qt, base, c0.add(ci));
-          b.set(it.at, ch.at.sub(sb));
-          const vals = chunkValues(ch);
-          if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
-            throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
-          }
-          offs = vals.filter((_, j) => j % 2 === 0).map((v) => v.off);
-          it.words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
-        });
-      },
-      store: () => spread(count, (e, i) => {
-        const row = b.let((cps > 1 ? e.div(cps) : e).add(bm).mul(ROW), "u32", "qr");
-        items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
-      }),
-    };
-  };
-  const xs = s.prepared ? wordStager(x, bm, m0, m, 0) : floatStager();
-  const ws = isQType(w) ? blockStager(w) : wordStager(W, bn, n0, n, bm);
+  const sc: StageCx = { b, t, threads, BK, ROW, tile };
+  const xs = s.prepared ? wordStager(sc, x, bm, m0, m, k, 0) : floatStager(sc, x, bm, m0, m, k);
+  const ws = isQType(w) ? blockStager(sc, W, w, bn, n0, n, k, bm) : wordStager(sc, W, bn, n0, n, k, bm);
   const loads = (k0: Val) => (xs.load(k0), ws.load(k0));
   const stores = () => (xs.store(), ws.store());
 
@@ -243,4 +169,98 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
     }
   }
   return b.build();
+}
+
+// Staging: a slice is loaded into registers (`load`) and written to shared memory later (`store`), so the next
+// slice's global loads are in flight during this one's multiplies. An item is 16 bytes of a staged row (4 of
+// its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
+interface Stager {
+  load(k0: Val): void;
+  store(): void;
+}
+
+/** What the stagers share: the workgroup's invocations, the slice width BK and the tiles' rows of ROW words. */
+interface StageCx {
+  b: KernelBuilder;
+  t: Val;
+  threads: number;
+  BK: number;
+  ROW: number;
+  tile: Shared;
+}
+
+// registers for the rounds of `count` items over the workgroup (common.ts eachItem)
+const slots = (c: StageCx, count: number) => Math.ceil(count / c.threads);
+const spread = (c: StageCx, count: number, body: (e: Val, i: number) => void) => eachItem(c.b, c.t, c.threads, count, body);
+
+/** A bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`. */
+function wordStager(c: StageCx, buf: Buffer, rows: number, r0: Val, limit: number, k: number, at0: number): Stager {
+  const { b, BK, ROW, tile } = c, QW = BK / 8, count = rows * BK / 8;
+  const regs = Array.from({ length: slots(c, count) }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
+  return {
+    load: (k0) => spread(c, count, (e, i) => {
+      const row = e.div(QW), q = e.mod(QW);
+      const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(k0.shr(1)).add(q.mul(4)), "u32", "wa");
+      b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(regs[i][j], v));
+    }),
+    store: () => spread(c, count, (e, i) => {
+      const at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
+      regs[i].forEach((v, j) => b.sstore(tile, at.add(j), v));
+    }),
+  };
+}
+
+/** x f32 [m, k], rows from m0: 4 values a load, rounded to bf16 as they are staged. */
+function floatStager(c: StageCx, x: Buffer, bm: number, m0: Val, m: number, k: number): Stager {
+  const { b, BK, ROW, tile } = c, QF = BK / 4, count = bm * BK / 4;
+  const regs = Array.from({ length: slots(c, count) }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "xv")));
+  return {
+    load: (k0) => spread(c, count, (e, i) => {
+      const row = e.div(QF), q = e.mod(QF);
+      const at = b.let(m0.add(row).min(m - 1).mul(k).add(k0).add(q.mul(4)), "u32", "xa");
+      b.loadv(x, at, 4).forEach((v, j) => b.set(regs[i][j], v));
+    }),
+    store: () => spread(c, count, (e, i) => {
+      const at = b.let(e.div(QF).mul(ROW).add(e.mod(QF).mul(2)), "u32", "xs");
+      for (let h = 0; h < 2; h++) b.sstore(tile, at.add(h), b.pack2("bf16", regs[i][2 * h], regs[i][2 * h + 1]));
+    }),
+  };
+}
+
+/**
+ * GGUF blocks W [n, k] of `qt`, rows from n0, staged at shared row `at0`: a slice is one span of the type
+ * (dequant.ts: cps chunks of `per` values each); a chunk is decoded (ggml's exact values) as it is loaded, rounded
+ * to bf16 pairs, and its words land at its values' places.
+ */
+function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: number, k: number, at0: number): Stager {
+  const { b, BK, ROW, tile } = c;
+  const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, count = bn * cps;
+  const items = Array.from({ length: slots(c, count) }, () => ({
+    at: b.let(u32(0), "u32", "qat"),
+    words: Array.from({ length: q.per / 2 }, () => b.let(u32(0), "u32", "qw")),
+  }));
+  let offs: number[] = []; // each pair's element offset from the chunk's start: the same for every chunk
+  return {
+    load: (k0) => {
+      const blk = b.let(k0.div(q.elems), "u32", "blk");
+      const c0 = b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0");
+      const sb = b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb");
+      spread(c, count, (e, i) => {
+        const it = items[i], col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
+        const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
+        const ch = dequantChunk(b, W, qt, base, c0.add(ci));
+        b.set(it.at, ch.at.sub(sb));
+        const vals = chunkValues(ch);
+        if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
+          throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
+        }
+        offs = vals.filter((_, j) => j % 2 === 0).map((v) => v.off);
+        it.words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
+      });
+    },
+    store: () => spread(c, count, (e, i) => {
+      const row = b.let((cps > 1 ? e.div(cps) : e).add(at0).mul(ROW), "u32", "qr");
+      items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
+    }),
+  };
 }
