@@ -42,7 +42,7 @@
 // synchronized replays, median of 5 rounds; variants name a device's old ways;
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { PtxDevice } from "../backends/ptx/mod.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
@@ -447,8 +447,14 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 async function main(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" } },
+    options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
+  if (values.help) {
+    // the header comment is the usage
+    const src = readFileSync(new URL(import.meta.url), "utf8").split("\n");
+    console.log(src.slice(0, src.findIndex((l) => !l.startsWith("//"))).map((l) => l.replace(/^\/\/ ?/, "")).join("\n"));
+    return 0;
+  }
   const qx = values["quantized-x"];
   if (qx !== undefined && qx !== "on" && qx !== "off") throw new RangeError(`--quantized-x: on or off, not ${qx}`);
   const xp = values["xq-prep"];
@@ -548,7 +554,15 @@ async function main(args: string[]): Promise<number> {
   return 0;
 }
 
-if (import.meta.main) exit(await main(argv.slice(2)));
+if (import.meta.main) {
+  // A bad flag or value (parseArgs' errors carry a code, the checks above throw RangeError): one line, no stack.
+  const bad = (e: unknown) => e instanceof RangeError || (e instanceof TypeError && String((e as { code?: string }).code).startsWith("ERR_PARSE_ARGS"));
+  exit(await main(argv.slice(2)).catch((e) => {
+    if (!bad(e)) throw e;
+    console.error(`bench/kernels.ts: ${(e as Error).message} (bench/kernels.ts --help lists the flags)`);
+    return 2;
+  }));
+}
 
 /** µs per launch of `steps` recorded once, replayed `reps` times after one warm-up replay. */
 export async function replayMicros(dev: Device, steps: DeviceStep[], reps: number, launches: number): Promise<number> {
