@@ -14,7 +14,7 @@
 // sample, instead of greedily)
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -144,7 +144,7 @@ export async function runDriverBench(o: DriverBenchOptions): Promise<DriverBench
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
+  const { values } = parseFlags("bench/driver.ts", {
     args: argv.slice(2),
     options: {
       shape: { type: "string" }, backend: { type: "string" }, prompts: { type: "string" }, tokens: { type: "string" },

@@ -6,7 +6,7 @@
 //   deno run -A bench/embed.ts --backend ptx --batch 1,32,256 --seq 128 [--layers 12 --dim 768]
 //     [--tiled auto|on|off] [--tiled-min-rows N] [--tiled-tile BMxBNxTMxTN]   (the tiled matmul's choice and tile:
 //     CompileOptions.tiled / tiledMinRows / tiledTile)
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
@@ -16,7 +16,7 @@ import { bert } from "../llm/families/bert.ts";
 import type { ModelHandle } from "../llm/model.ts";
 import { EncoderRunner } from "../llm/encoder.ts";
 
-const { values: a } = parseArgs({
+const { values: a } = parseFlags("bench/embed.ts", {
   options: {
     backend: { type: "string", default: "auto" }, batch: { type: "string", default: "1,32,256" }, seq: { type: "string", default: "128" },
     layers: { type: "string", default: "12" }, dim: { type: "string", default: "768" }, seconds: { type: "string", default: "1" },

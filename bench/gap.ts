@@ -23,7 +23,7 @@
 //   deno run -A bench/gap.ts --floor --backend vulkan,wgpu   (µs per dispatch of a tiny kernel: a chain where each
 //     dispatch depends on the one before, so a barrier sits between them, and one where none does)
 import { argv, exit } from "node:process";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { Engine } from "../backends/executor.ts";
 import type { Device, DeviceBuffer, DeviceStep, Recording, StepTime } from "../backends/device.ts";
 import type { MemoryReport } from "../backends/vulkan/memory.ts";
@@ -303,7 +303,7 @@ async function floorOf(entry: string): Promise<void> {
 }
 
 async function main(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags("bench/gap.ts", {
     args,
     options: { shape: { type: "string" }, backend: { type: "string" }, tokens: { type: "string" }, profile: { type: "boolean" }, cap: { type: "string" }, floor: { type: "boolean" } },
   });

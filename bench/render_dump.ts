@@ -7,10 +7,10 @@
 // The real shapes follow: the stories260K model file and the Llama 3.2 1B / Qwen2.5 0.5B shapes of bench/shapes.ts
 // (synthetic weights, bf16 and q4_k_m), decode (1 row) and prefill (16 and 512 rows: the MMA, staged and tiled
 // thresholds), each distinct kernel once per target.
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { fileURLToPath } from "node:url";
 
-const { values } = parseArgs({ options: { root: { type: "string" }, out: { type: "string" } } });
+const { values } = parseFlags("bench/render_dump.ts", { options: { root: { type: "string" }, out: { type: "string" } } });
 const ROOT = values.root ?? fileURLToPath(new URL("..", import.meta.url));
 const OUT = values.out;
 if (!OUT) throw new Error("usage: render_dump.ts [--root TREE] --out DIR");

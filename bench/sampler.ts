@@ -12,7 +12,7 @@
 //
 //   deno run -A bench/sampler.ts --backend ptx --steps 64 [--sample-parts 1]
 //   deno run -A bench/sampler.ts --backend js --shape stories260K --vocab 128256 --steps 16   (host columns)
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { Engine, type SlotValues } from "../backends/executor.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -23,7 +23,7 @@ import { xgrammar } from "../llm/grammar.ts";
 import { BYTE_TO_CHAR } from "../llm/tokenizer/byte-level.ts";
 import { SHAPES, type ShapeName } from "./shapes.ts";
 
-const { values: o } = parseArgs({
+const { values: o } = parseFlags("bench/sampler.ts", {
   options: {
     shape: { type: "string", default: "llama-3.2-1b" },
     backend: { type: "string", default: "auto" },

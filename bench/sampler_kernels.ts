@@ -11,7 +11,7 @@
 //
 //   deno run -A bench/sampler_kernels.ts --backend ptx [--vocab 128256] [--rows 1] [--sample-parts 1] [--flat] [--no-bracket]
 //     [--no-lean] [--subgroup-list 512] [--kinds greedy,tkp]
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { type BackendChoice, openBackend } from "../backends/open.ts";
 import type { DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -20,7 +20,7 @@ import { appendSampler, COUNT_AT_SLOT, COUNT_VALUE_SLOT, countWord, MAX_LOGIT_BI
 import { allocProgram } from "./profile.ts";
 import { replayMicros } from "./kernels.ts";
 
-const { values: o } = parseArgs({
+const { values: o } = parseFlags("bench/sampler_kernels.ts", {
   options: {
     backend: { type: "string", default: "auto" },
     vocab: { type: "string", default: "128256" },

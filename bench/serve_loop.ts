@@ -9,7 +9,7 @@
 //
 //   deno run -A bench/serve_loop.ts --step-ms 3 --streams 32       bun bench/serve_loop.ts --step-ms 3
 //   deno run -A bench/serve_loop.ts --step-ms 10 --streams 1 --io-every 5 --park off,on     (an 8B-sized step)
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import type { ModelHandle } from "../llm/model.ts";
 import type { BatchRow, BatchRunner, RowSample } from "../llm/serve/batch.ts";
 import { Metrics } from "../llm/serve/metrics.ts";
@@ -19,7 +19,7 @@ import { listen } from "../llm/serve/listen.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { PARK_MARGIN_MS, PARK_MIN_MS } from "../backends/executor.ts";
 
-const { values: o } = parseArgs({
+const { values: o } = parseFlags("bench/serve_loop.ts", {
   options: {
     "step-ms": { type: "string", default: "3" },
     streams: { type: "string", default: "32" },

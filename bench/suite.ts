@@ -17,7 +17,7 @@
 import { argv, env, execPath, exit, stderr } from "node:process";
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { H200_BANDWIDTH } from "./decode.ts";
 
 /** One printed line of the table. `value` is what --baseline compares; `text` how it prints. */
@@ -207,7 +207,7 @@ export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
 const ALL = ["decode", "deep", "prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "quant", "vulkan-quant", "wgpu-quant", "bun"];
 
 if (import.meta.main) {
-  const { values } = parseArgs({
+  const { values } = parseFlags("bench/suite.ts", {
     args: argv.slice(2),
     options: { rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" }, shapes: { type: "string" } },
   });
