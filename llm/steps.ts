@@ -328,7 +328,8 @@ export function kvTypeFor(model: Pick<ModelHandle, "map" | "store">): "f32" | "f
 
 /** DriverOptions.kvDtype resolved for a model (default "auto", as the command line and llama.cpp). */
 export function kvDtypeOf(model: Pick<ModelHandle, "map" | "store">, opts: Pick<DriverOptions, "kvDtype">): "f32" | "f16" {
-  return (opts.kvDtype ?? "auto") === "auto" ? kvTypeFor(model) : opts.kvDtype as "f32" | "f16";
+  const k = opts.kvDtype ?? "auto";
+  return k === "auto" ? kvTypeFor(model) : k;
 }
 
 /**
