@@ -43,7 +43,7 @@
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./flags.ts";
 import { PtxDevice } from "../backends/ptx/mod.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
@@ -445,7 +445,7 @@ async function profileBackends(backends: string[], shapes: string[], pos: number
 }
 
 async function main(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags("bench/kernels.ts", {
     args,
     options: { shape: { type: "string" }, sweep: { type: "boolean" }, sequence: { type: "boolean" }, "sequence-only": { type: "boolean" }, pos: { type: "string" }, cap: { type: "string" }, splits: { type: "string" }, "attn-unroll": { type: "string" }, only: { type: "string" }, pdl: { type: "string" }, out: { type: "string" }, lanes: { type: "string" }, unroll: { type: "string" }, rows: { type: "string" }, ahead: { type: "string" }, backend: { type: "string" }, wall: { type: "boolean" }, weights: { type: "string" }, dtype: { type: "string" }, "quantized-x": { type: "string" }, "xq-prep": { type: "string" }, "warmup-ms": { type: "string" }, tail: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
@@ -555,10 +555,9 @@ async function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  // A bad flag or value (parseArgs' errors carry a code, the checks above throw RangeError): one line, no stack.
-  const bad = (e: unknown) => e instanceof RangeError || (e instanceof TypeError && String((e as { code?: string }).code).startsWith("ERR_PARSE_ARGS"));
+  // A bad value (main's checks throw RangeError; a bad flag is parseFlags'): one line, no stack.
   exit(await main(argv.slice(2)).catch((e) => {
-    if (!bad(e)) throw e;
+    if (!(e instanceof RangeError)) throw e;
     console.error(`bench/kernels.ts: ${(e as Error).message} (bench/kernels.ts --help lists the flags)`);
     return 2;
   }));
