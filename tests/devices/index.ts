@@ -38,3 +38,21 @@ export function slowDevice(dev: Device | string): string | false {
     (info?.isFallbackAdapter === true || /llvmpipe|lavapipe|swiftshader|software|fallback/i.test(t.device));
   return soft ? `heavy case skipped on ${t.device}, a software fallback adapter without subgroups (slow)` : false;
 }
+
+/** lavapipe (or llvmpipe): a CPU's Vulkan, which the vulkan and wgpu backends both run on where it is the driver. */
+export function softwareVulkan(dev: Device): boolean {
+  return /llvmpipe|lavapipe/i.test(dev.target.device);
+}
+
+/**
+ * The part of a list of forced variants (tunings, the cases a forced tuning takes) a device runs: every item,
+ * except on a software Vulkan, where the vulkan backend takes the even items and wgpu the odd ones. There both
+ * render for the same CPU JIT, whose compiles are most of CI's time on a fresh machine (a cold Mesa cache); each
+ * variant still runs through one of the two renderers there, every one through the JS devices, and every one
+ * through each backend on a GPU. The defaults (a case's own tuning) stay on every device.
+ */
+export function softwareShare<T>(dev: Device, items: readonly T[]): T[] {
+  const b = dev.target.backend;
+  if (!softwareVulkan(dev) || (b !== "vulkan" && b !== "wgpu")) return [...items];
+  return items.filter((_, i) => i % 2 === (b === "vulkan" ? 0 : 1));
+}

@@ -35,6 +35,8 @@ export interface KernelCase {
   expect(inputs: Uint8Array[]): Expect[];
   /** A fault case: the dispatch must raise KernelFault with this code. */
   fault?: number;
+  /** The kernel takes a tuning the library would not choose for it (a GemvTune given). */
+  forced?: boolean;
 }
 
 const EPS = 2 ** -24;
@@ -110,6 +112,7 @@ function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: nu
   });
   return {
     name,
+    forced: o.tune !== undefined,
     make: (caps) => lib.gemv(caps, {
       k, w, norm: { eps: 1e-5, weight: "f32" }, tune: o.tune,
       parts: [

@@ -48,7 +48,7 @@ import { type FileType, quantizeToGGUF } from "../../llm/formats/quantize.ts";
 import { roleKey } from "../../graph/weights.ts";
 import { dequantizedCopy } from "./dequantized.ts";
 import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
-import { type BackendName, openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { type BackendName, openDevice, selectedBackends, slowDevice, softwareVulkan } from "../devices/index.ts";
 import type { Device } from "../../backends/device.ts";
 import { expected, FAMILY_DIRS, FIXTURES, MARGIN as FIXTURE_MARGIN } from "../families/fixtures.ts";
 import { wideLlama } from "./wide_llama.ts";
@@ -94,7 +94,6 @@ const COVER: Partial<Record<string, string[]>> = {
   ],
   wgpu: ["gemma3:f16", "llama-wide:q4_k_m", "gemma2:q8_0", "llama-wide:q5_k_m", "llama:f16", "qwen2:q8_0", "llama-wide:q6_k", "qwen2:f16", "gemma2:f16", "qwen3:q8_0"],
 };
-const softVulkan = (dev: Device) => /llvmpipe|lavapipe/i.test(dev.target.device);
 type Run = { prompt_ids: number[]; generated_ids: number[]; margins: number[]; seconds: number[] };
 
 const nodeOk = spawnSync("node", ["--version"], { encoding: "utf8" }).status === 0;
@@ -201,7 +200,7 @@ for (const backend of selectedBackends()) {
     // (the files and llama.cpp's runs of them are the first test's: a --filter that leaves it out would check nothing)
     assert.ok(files.size > 0 && reference.size > 0, "no converted files or llama.cpp runs: the conversion test (this file's first) did not run");
     const bad: string[] = [], flips: string[] = [], rounded: string[] = [];
-    const cover = COVER[backend] && softVulkan(dev as Device) ? new Set(COVER[backend]) : undefined;
+    const cover = COVER[backend] && softwareVulkan(dev as Device) ? new Set(COVER[backend]) : undefined;
     /** Kernel names compiled for the device by the files run, and the files left out (see COVER). */
     const ran = new Set<string>(), left: [string, string][] = [];
     // The f32 path on every device: the exact rule above is about the dequantized weights' f32 math, which the

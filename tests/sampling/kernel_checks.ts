@@ -13,7 +13,7 @@ import type { Device } from "../../backends/device.ts";
 import { planRow, rowParams, sampleRows } from "../../graph/sample.ts";
 import { sampleLayout, type SampleShape } from "../../kernels/lib/sample.ts";
 import { lmLogits, type Params, paramWords, runKernel } from "./run.ts";
-import { slowDevice } from "../devices/index.ts";
+import { slowDevice, softwareShare } from "../devices/index.ts";
 
 const CONFIGS: Params[] = [
   { invTemp: 0 },
@@ -86,10 +86,14 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
       await check(dev as Device, { rows: 12, vocab: 256, subgroupList: 0 }, 10);
       await check(dev as Device, { rows: 12, vocab: 256, lean: false }, 11);
     });
+    // The first check of each test runs on every device; its forced variants (workgroup lists, not lean, other
+    // part counts) alternate between vulkan and wgpu on lavapipe (tests/devices/index.ts softwareShare).
+    const variants = async (list: [SampleShape, number, Params[]?][]) => {
+      for (const [shape, seed, configs] of typeof dev === "string" ? list : softwareShare(dev, list)) await check(dev as Device, shape, seed, configs);
+    };
     test(`sample kernel on ${name}: long rows, cut and compacted or read in place`, { skip }, async () => {
       await check(dev as Device, { rows: quick ? 24 : 36, vocab: 700, cap: 64 }, 3);
-      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, subgroupList: 0 }, 12);
-      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, lean: false }, 13);
+      await variants([[{ rows: 12, vocab: 700, cap: 64, subgroupList: 0 }, 12], [{ rows: 12, vocab: 700, cap: 64, lean: false }, 13]]);
       // every row read in place (no cut search), and a tiny candidate list
       if (quick || name === "js") {
         await check(dev as Device, { rows: 12, vocab: 700, cap: 64, cutoffSteps: 0 }, 4);
@@ -98,10 +102,12 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
     });
     test(`sample kernel on ${name}: long rows split over parts (stats, masses, pick)`, { skip }, async () => {
       await check(dev as Device, { rows: 24, vocab: 2000, parts: 7 }, 7, PLAIN);
-      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5 }, 8);
-      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5, subgroupList: 0 }, 14);
-      await check(dev as Device, { rows: 12, vocab: 700, cap: 64, parts: 5, lean: false }, 15);
-      await check(dev as Device, { rows: 6, vocab: 1001, parts: 3 }, 9, PLAIN);
+      await variants([
+        [{ rows: 12, vocab: 700, cap: 64, parts: 5 }, 8],
+        [{ rows: 12, vocab: 700, cap: 64, parts: 5, subgroupList: 0 }, 14],
+        [{ rows: 12, vocab: 700, cap: 64, parts: 5, lean: false }, 15],
+        [{ rows: 6, vocab: 1001, parts: 3 }, 9, PLAIN],
+      ]);
     });
     if (!quick) {
       test(`sample kernel on ${name}: a real vocabulary (32000)`, { skip: skip || slowDevice(dev) }, async () => {
