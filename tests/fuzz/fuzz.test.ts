@@ -4,14 +4,15 @@
 // (runner.ts says how RSS is bounded). Seeded: POOT_FUZZ_SEED=N (or "random") picks other bytes of the same
 // classes; a failure prints the seed that reproduces it, and POOT_FUZZ_ONLY=<regexp> runs just the cases it
 // names. POOT_FUZZ_CLI points the suite at another tree's cli/main.ts (to measure a before/after). A runtime
-// that is not installed is a skip with the reason.
+// that is not installed is a skip with the reason. Where .ci/test runs both runtimes (POOT_RUNTIME_SPLIT=1), Bun
+// takes every other case of each class of gguf_cases.ts (runner.ts forRuntime).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { FuzzCase } from "./case.ts";
 import { fuzzSeed } from "./case.ts";
-import { BOUNDS, caseFiles, repoChanges, repoSnapshot, report, runAll, runtimeBinary, runtimes, selected } from "./runner.ts";
+import { BOUNDS, caseFiles, forRuntime, repoChanges, repoSnapshot, report, runAll, runtimeBinary, runtimes, selected } from "./runner.ts";
 
 const seed = fuzzSeed();
 const files: [string, FuzzCase[]][] = [];
@@ -35,7 +36,7 @@ test("fuzz case names are unique and every case has a class, an exit code and a 
 for (const rt of runtimes()) {
   const bin = runtimeBinary(rt);
   for (const [file, all] of files) {
-    const cases = selected(all);
+    const cases = forRuntime(file, selected(all), rt);
     if (!cases.length) continue;
     test(`fuzz ${file} under ${rt}: ${cases.length} cases, one line each, right exit, nothing written, ` +
       `under ${BOUNDS.wallMs / 1000} s and ${BOUNDS.rssMiB} MiB (seed ${seed})`, {
