@@ -29,7 +29,7 @@ for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
   const skip = typeof dev === "string" ? dev : false;
   // (on lavapipe the vulkan and wgpu backends take alternate tunings: tests/devices/index.ts softwareShare)
-  const tunes = typeof dev === "string" ? TUNES : softwareShare(dev, TUNES);
+  const tunes = softwareShare(dev, TUNES);
   test(`quantized-x gemvs on ${backend} under ${tunes.length} forced tunings: ${cases.length} cases vs the oracle`, { skip, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
     const failures: string[] = [];

@@ -92,7 +92,7 @@ for (const [tag, dev] of devices) {
     // moves lanes and rows, which no block layout's decoding sees (the default tuning runs them all everywhere).
     // On lavapipe the vulkan and wgpu backends take alternate ones of those (tests/devices/index.ts softwareShare).
     const changed = cases.filter((c) => /rmsnorm|1x21x2048/.test(c.name) && !/q4_1|q5_0|q5_1/.test(c.name));
-    const mine = tune && tag !== "js" ? (typeof dev === "string" ? changed : softwareShare(dev, changed)) : cases;
+    const mine = tune && tag !== "js" ? softwareShare(dev, changed) : cases;
     test(`${tag}, ${what}: ${mine.length} quantized-x cases, x prepared == quantized in the kernel${bitwise ? " bit for bit" : ""}, both within the oracle's bound`, { skip, timeout: 900_000 }, async () => {
       const d = dev as Device;
       let prep = false, last: Program | undefined;

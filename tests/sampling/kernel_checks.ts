@@ -89,7 +89,7 @@ export function kernelTests(list: { name: string; dev: Device | string; quick: b
     // The first check of each test runs on every device; its forced variants (workgroup lists, not lean, other
     // part counts) alternate between vulkan and wgpu on lavapipe (tests/devices/index.ts softwareShare).
     const variants = async (list: [SampleShape, number, Params[]?][]) => {
-      for (const [shape, seed, configs] of typeof dev === "string" ? list : softwareShare(dev, list)) await check(dev as Device, shape, seed, configs);
+      for (const [shape, seed, configs] of softwareShare(dev, list)) await check(dev as Device, shape, seed, configs);
     };
     test(`sample kernel on ${name}: long rows, cut and compacted or read in place`, { skip }, async () => {
       await check(dev as Device, { rows: quick ? 24 : 36, vocab: 700, cap: 64 }, 3);
