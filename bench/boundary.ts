@@ -1,0 +1,159 @@
+// What a kernel boundary costs a memory-bound decode step, and how much of it one persistent kernel could win
+// back (issue 18: the small shapes' distance to the roofline). A decode step is a chain of weight streams that
+// depend on each other (each gemv reads the x the one before wrote); this times that chain with the compute
+// stripped out, so only the streams and their boundaries are left:
+//   pdl      one kernel per stream, launched with programmatic dependent launch (as poot's PTX decode runs),
+//            griddepcontrol.wait before it reads the previous stream's word;
+//   early    the same, its first loads issued before griddepcontrol.wait (weights never depend on the previous
+//            kernel; session 27 found this slower inside the real gemvs);
+//   persist  one kernel for the whole chain: a grid of c blocks a multiprocessor, every block streaming its
+//            share of each stream, a grid-wide barrier (a release add and an acquire spin on one counter) in
+//            place of each boundary;
+//   prefetch the same, each block's first loads of the next stream issued before it enters the barrier
+//            (what a megakernel does to keep the memory busy across a boundary).
+// Each stream: 256-thread blocks, 16-byte loads, --unroll loads in flight a thread, a sum a thread, a warp and
+// block reduction and one word stored a block (a gemv's epilogue); the next stream adds the first block's word
+// (the dependency). "one stream" reads all the chain's bytes as one stream: the ceiling. The chains: each
+// shape's layer (q/k/v, attention as a 128 KiB read, o, gate/up, down, bf16) times its layers, then the head.
+// Every byte of a chain is distinct memory (far past L2), as a model's weights are.
+//
+//   deno run -A bench/boundary.ts [--shape qwen2.5-0.5b,llama-3.2-1b] [--unroll 8] [--cpt 16,32] [--blocks 1,2,4]
+// (--cpt: 16-byte chunks a thread of a pdl/early stream, which sets its grid as a gemv's rows set its; --blocks:
+// the persistent grid's blocks a multiprocessor, capped at what its registers let be resident at once.)
+import { exit } from "node:process";
+import { parseFlags } from "./flags.ts";
+import { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_FUNC_ATTRIBUTE_NUM_REGS, KernelArgs, openCuda } from "../ffi/cuda.ts";
+import { LaunchEx } from "../backends/ptx/launch.ts";
+import { isShapeName, type ShapeName } from "./shapes.ts";
+import { boundaryPtx, chainOf, T } from "./boundary_ptx.ts";
+
+const { values: flags } = parseFlags("bench/boundary.ts", {
+  options: {
+    shape: { type: "string", default: "qwen2.5-0.5b,llama-3.2-1b" },
+    unroll: { type: "string", default: "8" },
+    cpt: { type: "string", default: "16,32" },
+    blocks: { type: "string", default: "1,2,4" },
+    threads: { type: "string", default: "256" },
+    reps: { type: "string", default: "50" },
+  },
+});
+const ints = (s: string, what: string) =>
+  s.split(",").map((v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) {
+      console.error(`bench/boundary.ts: --${what}: ${v} is not a positive integer`);
+      exit(2);
+    }
+    return n;
+  });
+const shapes = flags.shape.split(",");
+for (const s of shapes) if (!isShapeName(s)) (console.error(`bench/boundary.ts: --shape: unknown shape ${s}`), exit(2));
+const U = ints(flags.unroll, "unroll")[0], CPTS = ints(flags.cpt, "cpt"), BLOCKS = ints(flags.blocks, "blocks");
+const REPS = ints(flags.reps, "reps")[0], THREADS = ints(flags.threads, "threads");
+
+// ---- device ----
+const cu = (() => {
+  try {
+    const c = openCuda();
+    c.init();
+    return c;
+  } catch (e) {
+    console.error(`bench/boundary.ts: needs libcuda and an sm_90 GPU: ${(e as Error).message.split("\n")[0]}`);
+    exit(1);
+  }
+})();
+const dev = cu.device(0);
+const ctx = cu.primaryCtxRetain(dev);
+cu.ctxSetCurrent(ctx);
+const sms = cu.deviceAttribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+const lx = LaunchEx.open(cu);
+if (!lx) (console.error("bench/boundary.ts: this libcuda has no cuLaunchKernelEx"), exit(1));
+const stream = cu.streamCreate();
+const fn = (ptx: string, name: string) => {
+  const { module } = cu.moduleLoadDataEx(ptx);
+  return cu.moduleGetFunction(module, name);
+};
+const ptx = boundaryPtx(U);
+const stageFns = new Map(THREADS.map((t) => [t, { pdl: fn(ptx.stage(false, t), "stage_pdl"), early: fn(ptx.stage(true, t), "stage_early") }]));
+const fPersist = fn(ptx.chain(false), "chain_persist"), fPrefetch = fn(ptx.chain(true), "chain_prefetch");
+const regs = cu.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, fPrefetch);
+const resident = Math.min(Math.floor(65536 / (Math.ceil(regs / 8) * 8 * T)), 2048 / T);
+console.log(`\n== ${cu.deviceName(dev)}: ${sms} SMs; ${U} loads in flight a thread; persistent kernel ${regs} registers (${resident} blocks an SM resident)`);
+
+/** µs per chain: `record` launches one chain; captured `per` times in a graph, replayed. */
+function time(record: () => void, per = 2): number {
+  cu.streamBeginCapture(stream);
+  for (let i = 0; i < per; i++) record();
+  const exec = cu.graphInstantiate(cu.streamEndCapture(stream));
+  for (let i = 0; i < 3; i++) cu.graphLaunch(exec, stream);
+  cu.streamSynchronize(stream);
+  const a = cu.eventCreate(), b = cu.eventCreate();
+  cu.eventRecord(a, stream);
+  for (let i = 0; i < REPS; i++) cu.graphLaunch(exec, stream);
+  cu.eventRecord(b, stream);
+  cu.eventSynchronize(b);
+  const ms = cu.eventElapsedTime(a, b);
+  cu.graphExecDestroy(exec);
+  return (ms * 1000) / (REPS * per);
+}
+
+for (const shape of shapes) {
+  const c = chainOf(shape as ShapeName);
+  const sizes = [...Array.from({ length: c.layers }, () => c.layer).flat(), c.head];
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const w = cu.memAlloc(total);
+  const firsts: number[] = [];
+  let at = 0;
+  for (const b of sizes) (firsts.push(at / 16), at += b);
+  const tab = new Uint32Array(sizes.flatMap((b, i) => [firsts[i], b / 16]));
+  const dtab = cu.memAlloc(tab.byteLength);
+  cu.memcpyHtoD(dtab, tab);
+  const maxGrid = Math.max(sms * 8, ...sizes.map((b) => Math.ceil(b / 16 / (Math.min(...THREADS) * Math.min(...CPTS)))));
+  const outWords = sizes.length * maxGrid + 1;
+  const out = cu.memAlloc(outWords * 4), cnt = cu.memAlloc(16);
+  cu.memcpyHtoD(out, new Uint32Array(outWords));
+  const zero = () => cu.memcpyHtoD(cnt, new Uint32Array(4));
+  zero();
+  const rows: [string, number][] = [];
+  const chainArgs = new KernelArgs(["u64", "u64", "u32", "u64", "u64"]);
+  const persist = (f: bigint, grid: number, ns: number, tabAt: bigint) => {
+    chainArgs.set(0, w), chainArgs.set(1, tabAt), chainArgs.set(2, ns), chainArgs.set(3, cnt), chainArgs.set(4, out);
+    cu.launchKernel(f, [grid, 1, 1], [T, 1, 1], 0, stream, chainArgs.params); // plainly: the next launch must not overlap
+  };
+  // the ceiling: every byte as one stream on a full persistent grid
+  const one = new Uint32Array([0, total / 16]), oneTab = cu.memAlloc(8);
+  cu.memcpyHtoD(oneTab, one);
+  rows.push(["one stream (ceiling)", time(() => persist(fPersist, sms * resident, 1, oneTab))]);
+  for (const [tb, fs] of stageFns) for (const cpt of CPTS) {
+    for (const [label, f] of [["pdl", fs.pdl], ["early", fs.early]] as const) {
+      const args = sizes.map((b, i) => {
+        const grid = Math.max(32, Math.ceil(b / 16 / (tb * cpt)));
+        const a = new KernelArgs(["u64", "u32", "u64", "u64"], [w + BigInt(firsts[i] * 16), b / 16, i ? out + BigInt((i - 1) * maxGrid * 4) : out + BigInt((outWords - 1) * 4), out + BigInt(i * maxGrid * 4)]);
+        return { a, grid };
+      });
+      rows.push([`${label}, ${tb}x${cpt} chunks`, time(() => {
+        for (const { a, grid } of args) {
+          const r = lx!.launch(f, [grid, 1, 1], [tb, 1, 1], 0, stream, a.params);
+          if (r !== 0) throw new Error(`cuLaunchKernelEx: ${cu.errorName(r)}`);
+        }
+      })]);
+    }
+  }
+  for (const bl of BLOCKS.filter((b) => b <= resident)) {
+    for (const [label, f] of [["persist", fPersist], ["prefetch", fPrefetch]] as const) {
+      rows.push([`${label}, ${bl} blocks an SM`, time(() => persist(f, sms * bl, sizes.length, dtab))]);
+    }
+  }
+  const flag = new Uint32Array(4);
+  cu.memcpyDtoH(flag, cnt);
+  const gb = total / 1e9;
+  console.log(`\n${shape}: ${sizes.length} streams, ${gb.toFixed(3)} GB a chain${flag[2] ? " (a barrier spin timed out: the grid was not resident)" : ""}`);
+  console.log(`${"variant".padEnd(30)} ${"µs/chain".padStart(10)} ${"TB/s".padStart(7)} ${"µs/stream over ceiling".padStart(24)}`);
+  const ceil = rows[0][1];
+  for (const [label, us] of rows) {
+    console.log(`${label.padEnd(30)} ${us.toFixed(1).padStart(10)} ${(gb / us * 1e3).toFixed(2).padStart(7)} ${((us - ceil) / sizes.length).toFixed(2).padStart(24)}`);
+  }
+  for (const p of [w, dtab, out, cnt, oneTab]) cu.memFree(p);
+}
+cu.streamDestroy(stream);
+cu.primaryCtxRelease(dev);
