@@ -66,9 +66,8 @@ export function dots(cx: GemvBuild, rows: DotRow[], between?: () => void): { sum
     }
   } else between?.();
   if (groups * u * step < k) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
-  const sums = acc.map((a) => teamReduce(b, t, "add", pairwise(a)));
-  const ss = g ? teamReduce(b, t, "add", pairwise(ssAcc)) : undefined;
-  return { sums, ss };
+  const red = reduceAll(cx, [...acc.map((a) => pairwise(a)), ...(g ? [pairwise(ssAcc)] : [])]);
+  return { sums: red.slice(0, acc.length), ss: g ? red[acc.length] : undefined };
 }
 
 /**
@@ -133,7 +132,8 @@ function dotsBlock(cx: GemvBuild, rows: DotRow[], between?: () => void): { sums:
 
 /**
  * Team sums of several values: one shared-memory round for all of them on a team of several subgroups (a
- * barrier per value would serialize the units' reductions).
+ * barrier per value would serialize the units' reductions; the rows and Σx² of a float gemv's team likewise).
+ * The same order of adds as teamReduce's, so the same bits.
  */
 function reduceAll(cx: GemvBuild, vals: Val[]): Val[] {
   const { b, t } = cx;

@@ -22,15 +22,22 @@ export function tail(cx: GemvBuild, f: () => void): void {
   else f();
 }
 
-/** Each dot scaled by the norm's r, plus its bias. */
-function finish(cx: GemvBuild, sums: Val[], ss: Val | undefined, bias: Buffer[], rows: Val[]): Val[] {
+/**
+ * Each dot's bias, loaded in the unit's `between` (while its first weight loads are in flight) rather than after
+ * the team's reduction, where it would add a round trip to the kernel's tail (qwen2's q/k/v).
+ */
+function biases(cx: GemvBuild, bias: Buffer[], rows: Val[]): Val[] {
+  return bias.length ? rows.map((row, d) => cx.b.let(cx.b.load(bias[Math.min(d, bias.length - 1)], row), "f32", "bias")) : [];
+}
+
+/** Each dot scaled by the norm's r, plus its bias (`biases`' values). */
+function finish(cx: GemvBuild, sums: Val[], ss: Val | undefined, bias: Val[]): Val[] {
   const { b, k, s, x, xl } = cx;
   const r = ss ? b.let(ss.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r")
     : xl?.rAt !== undefined ? b.let(b.load(x, xl.rAt).bitcast("f32"), "f32", "r") : undefined;
   return sums.map((v, d) => {
-    let o = r ? v.mul(r) : v;
-    if (bias.length) o = o.add(b.load(bias[Math.min(d, bias.length - 1)], rows[d]));
-    return b.let(o, "f32", "dot");
+    const o = r ? v.mul(r) : v;
+    return b.let(bias.length ? o.add(bias[d]) : o, "f32", "dot");
   });
 }
 
@@ -65,10 +72,14 @@ export function unit(cx: GemvBuild, pi: number, tl: Val): Unit {
 /** silu(x·Wa)·(x·Wb) (or gelu) of row tl. */
 function siluMul(cx: GemvBuild, pi: number, row: Val): Unit {
   const { b } = cx, p = cx.s.parts[pi], pb = cx.bufs[pi];
+  let bias: Val[] = [];
   return {
     rows: [{ buf: pb.ws[0], row }, { buf: pb.ws[1], row }],
+    between: () => {
+      bias = biases(cx, pb.bias, [row, row]);
+    },
     end: (sums, ss, ok) => {
-      const [gt, up] = finish(cx, sums, ss, pb.bias, [row, row]);
+      const [gt, up] = finish(cx, sums, ss, bias);
       once(cx, () => guard(cx, ok, () => b.store(pb.y, outAt(p, loadPos(cx, p, pb), row), evalEw({ op: "mul", args: [{ op: p.gelu ? "gelu" : "silu", args: [{ in: 0 }] }, { in: 1 }] }, [gt, up]))));
     },
   };
@@ -86,22 +97,25 @@ function rope(cx: GemvBuild, pi: number, tl: Val): Unit {
   const ib = b.let(style === "half" && rot === hd ? ia.add(rot / 2) : style === "half" ? inRot.select(ia.add(rot / 2), ia.add(1)) : ia.add(1), "u32", "ib");
   // The angle's cos and sin right after the first weight loads: they do not depend on the dots, so they
   // overlap those loads.
-  let p0!: Val, cs!: Val, sn!: Val;
+  let p0!: Val, cs!: Val, sn!: Val, bias: Val[] = [];
   const angle = () => {
     const pv = b.load(pb.pos!, 0);
     p0 = pv.t === "i32" ? b.let(pv, "i32", "p") : b.let(pv, "u32", "p");
     const ang = b.let(p0.cast("f32").mul(b.load(pb.freqs!, rot === hd ? i : i.min(rot / 2 - 1))), "f32", "ang");
     cs = b.let(ang.cos(), "f32", "c");
     sn = b.let(ang.sin(), "f32", "s");
+    bias = biases(cx, pb.bias, [ia, ib]);
   };
   return {
     rows: [{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }],
     between: angle,
     end: (sums, ss, ok) => {
-      const [x0, x1] = finish(cx, sums, ss, pb.bias, [ia, ib]);
+      const [x0, x1] = finish(cx, sums, ss, bias);
       once(cx, () => guard(cx, ok, () => {
         if (p0.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
-        const pos = loadPos(cx, p, pb);
+        // the K/V row's position is the angle's (the same slot), not loaded again
+        const pos = p.cap ? b.let(p0.t === "i32" ? p0.bitcast("u32") : p0, "u32", "pos") : undefined;
+        if (pos) b.check(pos.lt(p.cap!), FAULT.UPDATE_POS);
         const store = (y0: Val, y1: Val) => {
           b.store(pb.y, outAt(p, pos, ia), y0);
           b.store(pb.y, outAt(p, pos, ib), y1);
@@ -120,10 +134,14 @@ function dot(cx: GemvBuild, pi: number, tl: Val): Unit {
   const r0 = b.let(cx.rowsPer === 2 ? tl.mul(2) : tl, "u32", "r0");
   const r1 = cx.rowsPer === 2 ? b.let(p.n % 2 ? r0.add(1).min(p.n - 1) : r0.add(1), "u32", "r1") : undefined;
   const rows = r1 ? [r0, r1] : [r0];
+  let bias: Val[] = [];
   return {
     rows: rows.map((row) => ({ buf: pb.ws[0], row })),
+    between: () => {
+      bias = biases(cx, pb.bias, rows);
+    },
     end: (sums, ss, ok) => {
-      const vals = finish(cx, sums, ss, pb.bias, rows);
+      const vals = finish(cx, sums, ss, bias);
       once(cx, () => guard(cx, ok, () => {
         const pos = loadPos(cx, p, pb);
         rows.forEach((row, d) => {

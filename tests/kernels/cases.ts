@@ -91,7 +91,7 @@ function blockRows(rng: Rng, t: BlockDType, n: number): { bytes: Uint8Array; val
 }
 /**
  * lib.gemv with an rmsnorm folded in and three parts: q-like rope pairs (bias, written at row pos of an f16
- * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up.
+ * [cap, n] cache), an odd-width dot with a residual, and silu(gate)·up. A pos at or past cap faults UPDATE_POS.
  */
 function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: number; heads: number; rot: number; style: "half" | "adjacent"; n: number; ffn: number; cap: number; pos: number; tune?: Partial<lib.GemvTune>; gelu?: boolean }): KernelCase {
   const name = `gemv ${w} k=${k} norm, rope ${o.style} ${o.heads}x${o.hd}/${o.rot} f16 at pos ${o.pos} of ${o.cap}, dot n=${o.n} residual, ${o.gelu ? "gelu" : "silu"}_mul n=${o.ffn}${o.tune ? ` ${JSON.stringify(o.tune)}` : ""}`;
@@ -110,9 +110,11 @@ function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: nu
       mats[2].bytes, mats[3].bytes, bytes(new Float32Array(o.ffn).fill(NaN)),
     ];
   });
+  const fault = o.pos >= o.cap;
   return {
-    name,
+    name: fault ? `${name} (fault)` : name,
     forced: o.tune !== undefined,
+    fault: fault ? lib.FAULT.UPDATE_POS : undefined,
     make: (caps) => lib.gemv(caps, {
       k, w, norm: { eps: 1e-5, weight: "f32" }, tune: o.tune,
       parts: [
@@ -123,6 +125,7 @@ function gemvCase(w: "f32" | "f16" | "bf16" | BlockDType, k: number, o: { hd: nu
     }),
     inputs,
     expect(ins) {
+      if (fault) return [];
       const x = asF32(ins[0]), g = asF32(ins[1]), bias = asF32(ins[3]), res = asF32(ins[8]);
       let ss = 0;
       for (let j = 0; j < k; j++) ss += x[j] * x[j];
@@ -751,6 +754,7 @@ export const cases: KernelCase[] = [
   gemvCase("f16", 200, { hd: 12, heads: 2, rot: 8, style: "adjacent", n: 33, ffn: 5, cap: 4, pos: 0, tune: { rows: 1, unroll: 2 } }),
   gemvCase("f32", 300, { hd: 8, heads: 1, rot: 6, style: "half", n: 9, ffn: 3, cap: 3, pos: 2, tune: { lanes: 64 } }),
   gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 3, gelu: true }),
+  gemvCase("bf16", 64, { hd: 16, heads: 2, rot: 16, style: "half", n: 7, ffn: 12, cap: 5, pos: 5 }),
   // Block weights: several row units per team (3: the last team repeats a unit and must not add the residual
   // twice), teams of several subgroups, and the defaults.
   gemvCase("q4_k", 512, { hd: 16, heads: 3, rot: 12, style: "half", n: 7, ffn: 5, cap: 3, pos: 1, tune: { rows: 3, lanes: 64 } }),
