@@ -17,9 +17,11 @@
 // shape's layer (q/k/v, attention as a 128 KiB read, o, gate/up, down, bf16) times its layers, then the head.
 // Every byte of a chain is distinct memory (far past L2), as a model's weights are.
 //
-//   deno run -A bench/boundary.ts [--shape qwen2.5-0.5b,llama-3.2-1b] [--unroll 8] [--cpt 16,32] [--blocks 1,2,4]
-// (--cpt: 16-byte chunks a thread of a pdl/early stream, which sets its grid as a gemv's rows set its; --blocks:
-// the persistent grid's blocks a multiprocessor, capped at what its registers let be resident at once.)
+//   deno run -A bench/boundary.ts [--shape qwen2.5-0.5b,llama-3.2-1b] [--unroll 8] [--threads 256] [--cpt 16,32]
+//     [--blocks 1,2,4] [--reps 50]
+// (--threads x --cpt: a pdl/early stream's blocks and 16-byte chunks a thread, which set its grid as a gemv's
+// team and rows set its; --blocks: the persistent grid's blocks a multiprocessor, capped at what its registers
+// let be resident at once; --reps: graph replays timed, two chains each. README "Session 32" has the H200's rows.)
 import { exit } from "node:process";
 import { parseFlags } from "./flags.ts";
 import { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_FUNC_ATTRIBUTE_NUM_REGS, KernelArgs, openCuda } from "../ffi/cuda.ts";
