@@ -52,6 +52,8 @@ const shapes = flags.shape.split(",");
 for (const s of shapes) if (!isShapeName(s)) (console.error(`bench/boundary.ts: --shape: unknown shape ${s}`), exit(2));
 const U = ints(flags.unroll, "unroll")[0], CPTS = ints(flags.cpt, "cpt"), BLOCKS = ints(flags.blocks, "blocks");
 const REPS = ints(flags.reps, "reps")[0], THREADS = ints(flags.threads, "threads");
+// a block reduces through 8 words of shared memory (boundary_ptx.ts): whole warps, at most 256 threads
+for (const t of THREADS) if (t % 32 || t > 256) (console.error(`bench/boundary.ts: --threads: ${t} is not a multiple of 32 up to 256`), exit(2));
 
 // ---- device ----
 const cu = (() => {
