@@ -39,21 +39,19 @@ const { values: flags } = parseFlags("bench/boundary.ts", {
     reps: { type: "string", default: "50" },
   },
 });
-const ints = (s: string, what: string) =>
-  s.split(",").map((v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) {
-      console.error(`bench/boundary.ts: --${what}: ${v} is not a positive integer`);
-      exit(2);
-    }
-    return n;
-  });
+/** A bad flag: one line naming it, exit status 2 (as parseFlags does). */
+function bad(flag: string, why: string): never {
+  console.error(`bench/boundary.ts: --${flag}: ${why}`);
+  exit(2);
+}
+const ints = (s: string, flag: string) =>
+  s.split(",").map((v) => Number.isInteger(Number(v)) && Number(v) >= 1 ? Number(v) : bad(flag, `${v} is not a positive integer`));
 const shapes = flags.shape.split(",");
-for (const s of shapes) if (!isShapeName(s)) (console.error(`bench/boundary.ts: --shape: unknown shape ${s}`), exit(2));
+for (const s of shapes) if (!isShapeName(s)) bad("shape", `unknown shape ${s}`);
 const U = ints(flags.unroll, "unroll")[0], CPTS = ints(flags.cpt, "cpt"), BLOCKS = ints(flags.blocks, "blocks");
 const REPS = ints(flags.reps, "reps")[0], THREADS = ints(flags.threads, "threads");
 // a block reduces through 8 words of shared memory (boundary_ptx.ts): whole warps, at most 256 threads
-for (const t of THREADS) if (t % 32 || t > 256) (console.error(`bench/boundary.ts: --threads: ${t} is not a multiple of 32 up to 256`), exit(2));
+for (const t of THREADS) if (t % 32 || t > 256) bad("threads", `${t} is not a multiple of 32 up to 256`);
 
 // ---- device ----
 const cu = (() => {

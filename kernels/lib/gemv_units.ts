@@ -52,13 +52,15 @@ const guard = (cx: GemvBuild, ok: Val | undefined, f: () => void) => (ok ? cx.b.
 /** Output index of row `row` (at row pos of a [cap, n] destination when cap). */
 const outAt = (p: GemvPart, pos: Val | undefined, row: Val): Val => (p.cap ? pos!.mul(p.n).add(row) : row);
 
-function loadPos(cx: GemvBuild, p: GemvPart, pb: PartBufs): Val | undefined {
-  if (!pb.pos || !p.cap) return undefined;
-  const b = cx.b;
-  const v = b.load(pb.pos, 0);
-  const pos = b.let(v.t === "i32" ? v.bitcast("u32") : v, "u32", "pos");
-  b.check(pos.lt(p.cap), FAULT.UPDATE_POS);
+/** The K/V row a cap part writes: the slot's value `v` as u32 (a negative i32 past any cap), faulting UPDATE_POS past cap. */
+function capPos(cx: GemvBuild, p: GemvPart, v: Val): Val {
+  const pos = cx.b.let(v.t === "i32" ? v.bitcast("u32") : v, "u32", "pos");
+  cx.b.check(pos.lt(p.cap!), FAULT.UPDATE_POS);
   return pos;
+}
+
+function loadPos(cx: GemvBuild, p: GemvPart, pb: PartBufs): Val | undefined {
+  return pb.pos && p.cap ? capPos(cx, p, cx.b.load(pb.pos, 0)) : undefined;
 }
 
 /** Unit `tl` of part `pi`. */
@@ -114,8 +116,7 @@ function rope(cx: GemvBuild, pi: number, tl: Val): Unit {
       once(cx, () => guard(cx, ok, () => {
         if (p0.t === "i32") b.check(p0.ge(0), FAULT.ROPE_POS);
         // the K/V row's position is the angle's (the same slot), not loaded again
-        const pos = p.cap ? b.let(p0.t === "i32" ? p0.bitcast("u32") : p0, "u32", "pos") : undefined;
-        if (pos) b.check(pos.lt(p.cap!), FAULT.UPDATE_POS);
+        const pos = p.cap ? capPos(cx, p, p0) : undefined;
         const store = (y0: Val, y1: Val) => {
           b.store(pb.y, outAt(p, pos, ia), y0);
           b.store(pb.y, outAt(p, pos, ib), y1);
