@@ -29,6 +29,7 @@
 //   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
 //   "[no-]xq-prep": CompileOptions.xqPrep (as --xq-prep, which sets every entry's default); "no-attention-prep": the
 //   fused attention leaves the o projection's x to a prep of its own (CompileOptions.attentionPrep); "attention-skip-empty": the fused attention's empty chunks neither write nor count;
+//   "drop-NAME" (--wall only): the step without its kernels whose name contains NAME, timing only (what fusing them away could save);
 //   "no-attention-local": nor does it combine in the workgroup at short context (CompileOptions.attentionLocal); "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
@@ -325,8 +326,9 @@ async function streamRates(dev: Device): Promise<string> {
  * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
  * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
  */
-export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions; compile: CompileOptions } {
+export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions; compile: CompileOptions; drop: string[] } {
   const [name, flags = ""] = entry.split(":");
+  const drop: string[] = [];
   if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
   const vulkan: VulkanOptions = { timestamps }, wgpu: WgpuOptions = { timestamps }, rocm: RocmDeviceOptions = { timestamps };
   const compile: CompileOptions = { ...baseCompile };
@@ -363,9 +365,21 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else if (/^drop-\w+$/.test(f)) drop.push(f.slice(5));
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
-  return { name, opts: { vulkan, wgpu, rocm }, compile };
+  return { name, opts: { vulkan, wgpu, rocm }, compile, drop };
+}
+
+/**
+ * A "drop-NAME" variant's program: its kernel steps whose name contains one of `drop` taken out, so --wall
+ * bounds what fusing them away could save (timing only: what the step computes is then wrong).
+ */
+function withoutKernels(prog: Program, drop: string[]): Program {
+  if (!drop.length) return prog;
+  const steps = prog.steps.filter((s) => !(s.k === "kernel" && drop.some((d) => s.kernel.name.includes(d))));
+  if (steps.length === prog.steps.length) throw new RangeError(`--backend drop-${drop.join("/")}: no kernel of the step has that in its name`);
+  return { ...prog, steps };
 }
 
 /** --wall: ms per token of the whole step (no timestamps), queued back to back and synchronized each, per backend entry. */
@@ -375,14 +389,15 @@ async function wallBackends(backends: string[], shapes: string[], positions: num
     console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token after ${warmupMs} ms of warm-up replays (median of 5 rounds of 30 ± half the spread)`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(14)} ${"synced".padStart(14)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
-      const { name, opts, compile } = backendVariant(entry, false);
+      const { name, opts, compile, drop } = backendVariant(entry, false);
       const dev = await probeBackend(name, opts);
       if (typeof dev === "string") {
         console.log(`${entry.padEnd(32)} skipped: ${dev}`);
         continue;
       }
       try {
-        const t = await timeProgram(dev, decodeProgram(shape, dev, compile, cap), 30, pos, weights, tailFill, { warmupMs, rounds: 5 });
+        const prog = withoutKernels(decodeProgram(shape, dev, compile, cap), drop);
+        const t = await timeProgram(dev, prog, 30, pos, weights, tailFill, { warmupMs, rounds: 5 });
         const ms = (x: number, spread: number) => `${x.toFixed(3)} ±${(spread / 2).toFixed(3)}`;
         console.log(`${entry.padEnd(32)} ${ms(t.queued, t.queuedSpread).padStart(14)} ${ms(t.synced, t.syncedSpread).padStart(14)} ${(1000 / t.synced).toFixed(0).padStart(8)}`);
       } catch (e) {
