@@ -181,8 +181,9 @@ export type FusedCount = "lane" | "team";
  * same operations on the same values, so still bit-identical to partial + combine.
  * local (default on where a workgroup holds several teams of an item): while an item's chunks with positions all
  * fall in its first workgroup (a short context: at most that many trips), that workgroup's teams leave their
- * partials in shared memory, neither write nor count them, and after the barrier the workgroup combines them
- * itself, the chunks past it taken as (-inf, 0, 0); the item's other workgroups do nothing. The same operations on
+ * partials in shared memory, neither write nor count them, and after a workgroup barrier (not the counting path's
+ * two device barriers) the workgroup combines them itself, the chunks past it taken as (-inf, 0, 0); the item's other
+ * workgroups do nothing. The same operations on
  * the same values again (bit-identical), without the partials' trip through memory, the counting and the
  * last team's reads. Past that, every team takes the path above.
  */

@@ -154,46 +154,48 @@ export function fuseCombine(
   const { item, lane, lanes, items, splits, hd, active, filled, local, prep } = s, stride = hd + 2;
   const store = prep ? storePrepared(prep.w, prep.k) : storeCombined;
   const counter = b.let(item.add(items * splits * stride), "u32", "ctr");
-  // (the barriers stay in uniform control flow, as WGSL wants: the local path counts nothing and combines after them)
-  b.barrier("device"); // release: every lane's partial before any lane's count
-  // Teams that count: all of them, or (skipEmpty) those with positions, `active` per item.
-  const counted = active ?? u32(splits);
-  let lastCount: Val;
-  if (s.count === "team" || filled) {
-    // team: lane 0 counts for its team (the barrier above made every lane's partial available at device
-    // scope); skipEmpty: only the teams whose chunk has positions count. `seen` is the count this one made.
-    const seen = b.let(u32(0), "u32", "seen");
-    const who = s.count === "team" ? lane.eq(u32(0)) : undefined;
-    const cond = who && filled ? who.and(filled) : who ?? filled!;
-    b.if(local ? cond.and(local.local.not()) : cond, () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
-    lastCount = seen.eq(s.count === "team" ? counted : counted.mul(lanes)).select(u32(1), u32(0));
-  } else if (local) {
-    // `seen`: 1 + the count before this lane's, 0 for a lane that did not count (never the last)
-    const seen = b.let(u32(0), "u32", "seen");
-    b.if(local.local.not(), () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
-    lastCount = seen.eq(splits * lanes).select(u32(1), u32(0));
-  } else {
-    const seen = b.atomicFetch(part, counter, "add", 1);
-    lastCount = seen.eq(splits * lanes - 1).select(u32(1), u32(0));
-  }
-  b.barrier("device"); // acquire: the last count's lane (and with it its workgroup) sees every partial
-  const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
-  b.if(last.eq(u32(1)), () => {
-    const base = b.let(item.mul(splits * stride), "u32", "base");
-    store(b, out, item, hd, splits, combineWeights(b, partSource(b, part, base, stride, active), splits), lane, lanes);
-    b.if(lane.eq(u32(0)), () => b.atomic(part, counter, "and", 0));
-  });
-  if (local) {
-    // the first workgroup combines its teams' partials, an invocation a dim; the chunks past it are empty
-    const { mem, per, slot0, first, lid, size } = local;
+  /** Every team counts its finish (release, count, acquire); the item's last one combines its partials from memory. */
+  const counted = () => {
+    b.barrier("device"); // release: every lane's partial before any lane's count
+    // Teams that count: all of them, or (skipEmpty) those with positions, `active` per item.
+    const teams = active ?? u32(splits);
+    let lastCount: Val;
+    if (s.count === "team" || filled) {
+      // team: lane 0 counts for its team (the barrier above made every lane's partial available at device
+      // scope); skipEmpty: only the teams whose chunk has positions count. `seen` is the count this one made.
+      const seen = b.let(u32(0), "u32", "seen");
+      const who = s.count === "team" ? lane.eq(u32(0)) : undefined;
+      b.if(who && filled ? who.and(filled) : who ?? filled!, () => b.set(seen, b.atomicFetch(part, counter, "add", 1).add(1)));
+      lastCount = seen.eq(s.count === "team" ? teams : teams.mul(lanes)).select(u32(1), u32(0));
+    } else {
+      const seen = b.atomicFetch(part, counter, "add", 1);
+      lastCount = seen.eq(splits * lanes - 1).select(u32(1), u32(0));
+    }
+    b.barrier("device"); // acquire: the last count's lane (and with it its workgroup) sees every partial
+    const last = b.let(b.subgroupReduce("max", lastCount), "u32", "last");
+    b.if(last.eq(u32(1)), () => {
+      const base = b.let(item.mul(splits * stride), "u32", "base");
+      store(b, out, item, hd, splits, combineWeights(b, partSource(b, part, base, stride, active), splits), lane, lanes);
+      b.if(lane.eq(u32(0)), () => b.atomic(part, counter, "and", 0));
+    });
+  };
+  if (!local) return counted();
+  // Fused.local follows the position alone, so a workgroup takes one branch as a whole (a barrier inside is met by
+  // all of it, as kernels/lib/sample.ts's are; Naga does not apply WGSL's static uniformity rule to barriers): the
+  // first workgroup of an item meets at a plain barrier and combines its teams' partials from shared memory, an
+  // invocation a dim, the chunks past it empty; the device barriers, which cost the H100 ~1.7 µs a layer at short
+  // context, are left to the counting path.
+  const { mem, per, slot0, first, lid, size } = local;
+  b.if(local.local, () => {
+    b.barrier();
     const sb = b.let(slot0.mul(stride), "u32", "lb");
     const src: CombineSource = {
       ml: (sp) => [b.sload(mem, sb.add(sp * stride)), b.sload(mem, sb.add(sp * stride + 1))],
       acc: (sp, d) => b.sload(mem, sb.add(d).add(sp * stride)),
       real: per,
     };
-    b.if(local.local.and(first), () => store(b, out, item, hd, splits, combineWeights(b, src, splits), lid, size));
-  }
+    b.if(first, () => store(b, out, item, hd, splits, combineWeights(b, src, splits), lid, size));
+  }, counted);
 }
 
 /**
