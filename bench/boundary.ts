@@ -23,7 +23,7 @@
 // team and rows set its; --blocks: the persistent grid's blocks a multiprocessor, capped at what its registers
 // let be resident at once; --reps: graph replays timed, two chains each. README "Session 32" has the H200's rows.)
 import { exit } from "node:process";
-import { parseFlags } from "./flags.ts";
+import { intList, parseFlags } from "./flags.ts";
 import { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_FUNC_ATTRIBUTE_NUM_REGS, KernelArgs, openCuda } from "../ffi/cuda.ts";
 import { LaunchEx } from "../backends/ptx/launch.ts";
 import { isShapeName, type ShapeName } from "./shapes.ts";
@@ -44,8 +44,13 @@ function bad(flag: string, why: string): never {
   console.error(`bench/boundary.ts: --${flag}: ${why}`);
   exit(2);
 }
-const ints = (s: string, flag: string) =>
-  s.split(",").map((v) => Number.isInteger(Number(v)) && Number(v) >= 1 ? Number(v) : bad(flag, `${v} is not a positive integer`));
+const ints = (s: string, flag: string): number[] => {
+  try {
+    return intList(flag, s);
+  } catch (e) {
+    return bad(flag, (e as Error).message.replace(/^--\S+: /, ""));
+  }
+};
 const shapes = flags.shape.split(",");
 for (const s of shapes) if (!isShapeName(s)) bad("shape", `unknown shape ${s}`);
 const U = ints(flags.unroll, "unroll")[0], CPTS = ints(flags.cpt, "cpt"), BLOCKS = ints(flags.blocks, "blocks");

@@ -14,7 +14,7 @@
 // sample, instead of greedily)
 import { argv, exit, stderr } from "node:process";
 import { writeFileSync } from "node:fs";
-import { parseFlags } from "./flags.ts";
+import { intList, parseFlags } from "./flags.ts";
 import { Engine } from "../backends/executor.ts";
 import { type BackendChoice, isBackendName, openBackend } from "../backends/open.ts";
 import { compileGraph } from "../kernels/lower.ts";
@@ -153,12 +153,7 @@ if (import.meta.main) {
       "steps-ahead": { type: "string" }, "short-decode": { type: "string" }, sample: { type: "boolean" },
     },
   });
-  const ints = (k: string, v: string | undefined, d: number[]): number[] => {
-    if (v === undefined) return d;
-    const xs = v.split(",").map(Number);
-    if (!xs.every((x) => Number.isInteger(x) && x >= 0)) throw new RangeError(`--${k} must be integers >= 0, got ${v}`);
-    return xs;
-  };
+  const ints = (k: string, v: string | undefined, d: number[]): number[] => (v === undefined ? d : intList(k, v, 0));
   const backend = values.backend ?? "auto";
   if (backend !== "auto" && !isBackendName(backend)) {
     console.error(`bench/driver.ts: --backend: unknown backend ${JSON.stringify(backend)}`);

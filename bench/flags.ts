@@ -11,3 +11,12 @@ export function parseFlags<T extends ParseArgsConfig>(prog: string, config: T): 
     exit(2);
   }
 }
+
+/** A comma-separated list of whole numbers, each `min` or more; a bad entry throws a RangeError naming the flag. */
+export function intList(flag: string, v: string, min = 1): number[] {
+  return v.split(",").map((s) => {
+    const x = Number(s.trim());
+    if (s.trim() === "" || !Number.isInteger(x) || x < min) throw new RangeError(`--${flag}: ${JSON.stringify(s)} is not a whole number >= ${min}`);
+    return x;
+  });
+}

@@ -27,6 +27,7 @@ import { familyOf } from "../llm/registry.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { intList } from "./flags.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
 import { parseLayout, parseStaged } from "./mma.ts";
@@ -205,11 +206,7 @@ export async function main(args: string[]): Promise<number> {
       "flash-layout": { type: "string" },
     },
   });
-  const ints = (v: string, what: string) => v.split(",").map((s) => {
-    const x = Number(s);
-    if (!Number.isInteger(x) || x < 1) throw new RangeError(`--${what}: ${s} is not a positive integer`);
-    return x;
-  });
+  const ints = (v: string, what: string) => intList(what, v);
   const rows = await runPrefillBench({
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
     variants: values.variants!.split(","), dtype: dtypeOf(values.dtype!), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
