@@ -175,7 +175,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const body = (pi: number, tl: Val): void => {
     if (R === 1) {
       const u = unit(cx, pi, tl);
-      const { sums, ss } = dots(cx, u.rows, u.between);
+      const { sums, ss } = dots(cx, u.rows, u.between, u.waits);
       tail(cx, () => u.end(sums, ss));
       return;
     }
@@ -185,7 +185,7 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
       const ok = units[pi] % R ? raw.lt(units[pi]) : undefined;
       return { ...unit(cx, pi, ok ? b.let(raw.min(units[pi] - 1), "u32", "unit") : j ? b.let(raw, "u32", "unit") : first), ok };
     });
-    const { sums, ss } = dots(cx, us.flatMap((u) => u.rows), () => us.forEach((u) => u.between?.()));
+    const { sums, ss } = dots(cx, us.flatMap((u) => u.rows), () => us.forEach((u) => u.between?.()), us.some((u) => u.waits));
     tail(cx, () => {
       let at = 0;
       for (const u of us) {

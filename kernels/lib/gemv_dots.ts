@@ -19,30 +19,37 @@ export interface DotRow {
 
 /**
  * Dots of rows `rows` over all of k; `between` runs once the first group's weight loads are issued (work that
- * overlaps them); returns the team-wide sums (and Σx² with a norm).
+ * overlaps them; under one trip of the team, before them unless it `waits` on a load of its own); returns the
+ * team-wide sums (and Σx² with a norm).
  */
-export function dots(cx: GemvBuild, rows: DotRow[], between?: () => void): { sums: Val[]; ss?: Val } {
+export function dots(cx: GemvBuild, rows: DotRow[], between?: () => void, waits = false): { sums: Val[]; ss?: Val } {
   if (cx.qt) return dotsBlock(cx, rows, between);
   const { b, k, x, g, t, vec, xv, gv, chains, lane } = cx;
   const acc = rows.map(() => Array.from({ length: chains }, () => b.let(f32(0), "f32", "acc")));
   const ssAcc = g ? Array.from({ length: chains }, () => b.let(f32(0), "f32", "ss")) : [];
   const bases = rows.map((r) => b.let(r.row.mul(k), "u32", "wrow"));
   const loadW = (d: number, i: Val): Val[] => (vec > 1 ? b.loadv(rows[d].buf, bases[d].add(i), vec) : [b.load(rows[d].buf, bases[d].add(i))]);
-  const consume = (i: Val, ws: Val[][]): void => {
-    let xs: Val[] = [];
+  const loadX = (i: Val): { xs: Val[]; gs: Val[] } => {
+    const xs: Val[] = [], gs: Val[] = [];
     for (let o = 0; o < vec; o += xv) xs.push(...(xv > 1 ? b.loadv(x, i.add(o), xv) : [b.load(x, i.add(o))]));
+    if (g) for (let o = 0; o < vec; o += gv) gs.push(...(gv > 1 ? b.loadv(g, i.add(o), gv) : [b.load(g, i.add(o))]));
+    return { xs, gs };
+  };
+  // has: whether the lane's chunk is real (a clamped one's sums leave the accumulators as they were)
+  const consume = (i: Val, ws: Val[][], has?: Val, loaded = loadX(i)): void => {
+    const keep = (a: Val, v: Val) => b.set(a, has ? has.select(v, a) : v);
+    let { xs } = loaded;
+    const { gs } = loaded;
     if (g) {
-      const gs: Val[] = [];
-      for (let o = 0; o < vec; o += gv) gs.push(...(gv > 1 ? b.loadv(g, i.add(o), gv) : [b.load(g, i.add(o))]));
       const sq = ssAcc.map((a) => a);
       xs.forEach((v, e) => (sq[e % chains] = sq[e % chains].add(v.mul(v))));
-      sq.forEach((v, c) => b.set(ssAcc[c], v));
+      sq.forEach((v, c) => keep(ssAcc[c], v));
       xs = xs.map((v, e) => b.let(v.mul(gs[e]), "f32", "xg"));
     }
     ws.forEach((wd, d) => {
       const next = acc[d].map((a) => a);
       wd.forEach((wv, e) => (next[e % chains] = next[e % chains].add(wv.mul(xs[e]))));
-      next.forEach((v, c) => b.set(acc[d][c], v));
+      next.forEach((v, c) => keep(acc[d][c], v));
     });
   };
   // Every lane has at least `common` trips of `step`; they run in groups of `u` whose weight loads are all
@@ -64,10 +71,22 @@ export function dots(cx: GemvBuild, rows: DotRow[], between?: () => void): { sum
     if (groups > 1) {
       b.for(u32(1), u32(groups), 1, (grp) => group(b.let(start.add(grp.mul(u * step)), "u32", "kg")), { unroll: groups <= 4 ? groups - 1 : 1 });
     }
+  } else if (between && waits && k < step) {
+    // Under one trip of the team (k < lanes x vec): a lane's one chunk (and its x), clamped into the row for the
+    // lanes past it, is loaded before `between` (a rope part's angle waits on the position's load: first, it held the
+    // weight loads back by that round trip) and added only where the lane has one. The same adds (bit-identical).
+    const has = b.let(start.lt(k), "bool", "has"), at = b.let(start.min(k - vec), "u32", "kc");
+    const ws = rows.map((_, d) => loadW(d, at)), xg = loadX(at);
+    between();
+    consume(at, ws, has, xg);
+    return reduced();
   } else between?.();
   if (groups * u * step < k) b.for(start.add(groups * u * step), u32(k), step, (i) => consume(i, rows.map((_, d) => loadW(d, i))));
-  const red = reduceAll(cx, [...acc.map((a) => pairwise(a)), ...(g ? [pairwise(ssAcc)] : [])]);
-  return { sums: red.slice(0, acc.length), ss: g ? red[acc.length] : undefined };
+  return reduced();
+  function reduced(): { sums: Val[]; ss?: Val } {
+    const red = reduceAll(cx, [...acc.map((a) => pairwise(a)), ...(g ? [pairwise(ssAcc)] : [])]);
+    return { sums: red.slice(0, acc.length), ss: g ? red[acc.length] : undefined };
+  }
 }
 
 /**

@@ -13,6 +13,8 @@ import type { DotRow } from "./gemv_dots.ts";
 export interface Unit {
   rows: DotRow[];
   between?: () => void;
+  /** `between` waits on a load of its own (a rope part's angle, on the position): the weight loads go first. */
+  waits?: boolean;
   end: (sums: Val[], ss: Val | undefined, ok?: Val) => void;
 }
 
@@ -111,6 +113,7 @@ function rope(cx: GemvBuild, pi: number, tl: Val): Unit {
   return {
     rows: [{ buf: pb.ws[0], row: ia }, { buf: pb.ws[0], row: ib }],
     between: angle,
+    waits: true,
     end: (sums, ss, ok) => {
       const [x0, x1] = finish(cx, sums, ss, bias);
       once(cx, () => guard(cx, ok, () => {
