@@ -8,7 +8,7 @@
 // Bytes per token: every weight tensor once, except an untied embedding table, of which a token reads one row
 // (the tied one is read whole by the logits matmul), plus the K/V the attention reads at the positions decoded
 // (it loops to pos, so this grows with context) and the K/V row written. The roofline is those bytes at the
-// copy bandwidth (default 4.27e12 B/s, the H200's measured device-to-device rate).
+// copy bandwidth (default 4.27e12 B/s, the H200's measured device-to-device rate; the header says so on another device).
 import { argv, exit, stderr, versions } from "node:process";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -27,12 +27,11 @@ import { feedToken } from "../llm/families/common.ts";
 import { shortReach } from "../llm/steps.ts";
 import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { checkConfig, isShapeName, paramCount, parseCustom, REAL_SHAPES, type Shape, SHAPES } from "./shapes.ts";
-import { bytes, count, formatTable, pct } from "./table.ts";
+import { bytes, count, formatTable, H200_BANDWIDTH, pct } from "./table.ts";
 import { type DeviceTimes, TimedDevice } from "./timed.ts";
 import { FUSIONS, fusionFlag } from "./fusions.ts";
 
-/** The H200's measured device-to-device copy rate (read + write bytes per second). */
-export const H200_BANDWIDTH = 4.27e12;
+export { H200_BANDWIDTH };
 
 export interface BenchOptions {
   /** Shapes to run, in order (names of SHAPES or custom configs). Default: the three real shapes. */

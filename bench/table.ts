@@ -1,6 +1,9 @@
 // The decode benchmark's printed table: one row per shape, the columns of the PTX issue's closing note.
 import type { BenchResult, BenchRow } from "./decode.ts";
 
+/** The H200's measured device-to-device copy rate (read + write bytes per second): the roofline by default. */
+export const H200_BANDWIDTH = 4.27e12;
+
 interface Column {
   head: string;
   cell(r: BenchRow): string;
@@ -49,13 +52,18 @@ const COLUMNS: Column[] = [
   { head: "eager=replay", cell: (r) => r.eagerMatchesReplay === undefined ? "-" : r.eagerMatchesReplay ? "yes" : "NO" },
 ];
 
+/** Whether the roofline is the H200's default on a device that is not an H200 (its fractions are then against the H200's). */
+function borrowed(res: Omit<BenchResult, "table">): boolean {
+  return res.bandwidth === H200_BANDWIDTH && !!res.device && !/H200/i.test(res.device);
+}
+
 /** The header lines and the table, columns aligned; a failed shape's error follows the table. */
 export function formatTable(res: Omit<BenchResult, "table">): string {
   const cells = res.rows.map((r) => COLUMNS.map((c) => r.error && !r.replay && c.head !== "shape" && c.head !== "weights" ? "-" : c.cell(r)));
   const widths = COLUMNS.map((c, i) => Math.max(c.head.length, ...cells.map((row) => row[i].length)));
   const line = (xs: string[]) => xs.map((x, i) => i === 0 ? x.padEnd(widths[i]) : x.padStart(widths[i])).join("  ").trimEnd();
   const out = [
-    `backend ${res.backend || "-"} on ${res.device || "-"} (${res.runtime}); roofline at ${num(res.bandwidth / 1e12, 2)} TB/s; batch 1, greedy`,
+    `backend ${res.backend || "-"} on ${res.device || "-"} (${res.runtime}); roofline at ${num(res.bandwidth / 1e12, 2)} TB/s${borrowed(res) ? " (the H200's: --bandwidth sets this device's)" : ""}; batch 1, greedy`,
     line(COLUMNS.map((c) => c.head)),
     line(widths.map((w) => "-".repeat(w))),
     ...cells.map(line),

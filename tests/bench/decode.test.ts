@@ -31,6 +31,8 @@ test("runBench on the JS device: a custom shape and stories260K, every field fin
   assert.equal(res.backend, "js");
   assert.match(res.device, /JavaScript/);
   assert.equal(res.bandwidth, H200_BANDWIDTH);
+  // not an H200: the header says whose roofline it is
+  assert.match(res.table.split("\n")[0], /roofline at 4\.27 TB\/s \(the H200's: --bandwidth sets this device's\)/);
   assert.equal(res.rows.length, 2);
   const [row] = res.rows as [BenchRow];
   assert.equal(row.error, undefined);
