@@ -326,7 +326,7 @@ async function streamRates(dev: Device): Promise<string> {
  * A --backend entry: a backend name, optionally with variants after a colon ("vulkan:all-barriers+no-spin",
  * "wgpu:no-early-map"), so one run can put a device's old ways beside its new ones.
  */
-export function backendVariant(entry: string, timestamps: boolean): { name: BackendName; opts: OpenOptions; compile: CompileOptions; drop: string[] } {
+export function backendVariant(entry: string, timestamps: boolean, wall = false): { name: BackendName; opts: OpenOptions; compile: CompileOptions; drop: string[] } {
   const [name, flags = ""] = entry.split(":");
   const drop: string[] = [];
   if (!isBackendName(name)) throw new RangeError(`--backend: unknown backend ${name}`);
@@ -365,8 +365,8 @@ export function backendVariant(entry: string, timestamps: boolean): { name: Back
     else if (name === "wgpu" && f === "no-early-map") wgpu.earlyMap = false;
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
-    else if (/^drop-\w+$/.test(f)) drop.push(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME; vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else if (wall && /^drop-\w+$/.test(f)) drop.push(f.slice(5));
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile, drop };
 }
@@ -389,7 +389,7 @@ async function wallBackends(backends: string[], shapes: string[], positions: num
     console.log(`\n${shape} (pos ${pos}, cap ${cap}): whole decode step as one recording, ${weights} weights, ms per token after ${warmupMs} ms of warm-up replays (median of 5 rounds of 30 ± half the spread)`);
     console.log(`${"backend".padEnd(32)} ${"queued".padStart(14)} ${"synced".padStart(14)} ${"tok/s".padStart(8)}`);
     for (const entry of backends) {
-      const { name, opts, compile, drop } = backendVariant(entry, false);
+      const { name, opts, compile, drop } = backendVariant(entry, false, true);
       const dev = await probeBackend(name, opts);
       if (typeof dev === "string") {
         console.log(`${entry.padEnd(32)} skipped: ${dev}`);
