@@ -4,8 +4,8 @@
 // (runner.ts says how RSS is bounded). Seeded: POOT_FUZZ_SEED=N (or "random") picks other bytes of the same
 // classes; a failure prints the seed that reproduces it, and POOT_FUZZ_ONLY=<regexp> runs just the cases it
 // names. POOT_FUZZ_CLI points the suite at another tree's cli/main.ts (to measure a before/after). A runtime
-// that is not installed is a skip with the reason. Where .ci/test runs both runtimes (POOT_RUNTIME_SPLIT=1), Bun
-// takes every other case of each class of gguf_cases.ts (runner.ts forRuntime).
+// that is not installed is a skip with the reason. Where .ci/test runs both runtimes (POOT_RUNTIME_SPLIT=1), they
+// deal gguf_cases.ts's cases between them, every class reached by both (runner.ts forRuntime).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { basename } from "node:path";
@@ -29,6 +29,10 @@ test("fuzz case names are unique and every case has a class, an exit code and a 
       assert.ok(!seen.has(c.name), `duplicate case name ${c.name}`);
       seen.add(c.name);
       assert.ok(c.cls && c.message instanceof RegExp && Number.isInteger(c.exit) && c.exit > 0, c.name);
+    }
+    // forRuntime deals these between the runtimes: a class of one case would reach only one of them
+    if (file === "gguf_cases.ts") {
+      for (const cls of new Set(cases.map((c) => c.cls))) assert.ok(cases.filter((c) => c.cls === cls).length >= 2, `${file}: class ${cls} has one case`);
     }
   }
 });

@@ -215,17 +215,19 @@ export function selected<T extends { name: string }>(cases: readonly T[]): T[] {
 
 /**
  * The cases of a file a runtime runs: all of them, except where one run of .ci/test runs both runtimes
- * (POOT_RUNTIME_SPLIT=1): there Bun takes every other case of each class of gguf_cases.ts (Deno all 98). The
- * GGUF reader those cases reach is the same code under either runtime; what Bun's run adds is its own file
- * reads, error path and exit, which every class still reaches (each has two cases or more).
+ * (POOT_RUNTIME_SPLIT=1): there gguf_cases.ts is dealt between them, Bun every other case of each class and Deno
+ * the rest, so each of the 98 runs once. The GGUF reader those cases reach is the same code under either runtime;
+ * what each runtime's run adds is its own file reads, error path and exit, which every class still reaches under
+ * both (each has two cases or more). The other files (flags through node:util's parseArgs, which each runtime
+ * implements itself; the quantizer's writes) run whole under both.
  */
 export function forRuntime<T extends { cls: string }>(file: string, cases: readonly T[], rt: Runtime): T[] {
-  if (rt !== "bun" || env.POOT_RUNTIME_SPLIT !== "1" || file !== "gguf_cases.ts") return [...cases];
+  if (env.POOT_RUNTIME_SPLIT !== "1" || file !== "gguf_cases.ts") return [...cases];
   const seen = new Map<string, number>();
   return cases.filter((c) => {
     const n = seen.get(c.cls) ?? 0;
     seen.set(c.cls, n + 1);
-    return n % 2 === 0;
+    return n % 2 === (rt === "bun" ? 0 : 1);
   });
 }
 

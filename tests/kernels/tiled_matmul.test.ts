@@ -5,7 +5,9 @@
 // one row (tiledMinRows 1) and the test checks it did. Batch invariance: rows computed alone (M = 1) and inside
 // a batch of 300 are bit-identical. Layouts fit each target's limits; the default lowering picks the kernel
 // from TILED_MIN_ROWS rows and keeps matmul.ts below. A missing device reports a skip. (Under Bun the JS device
-// runs rows 1/63/64 only and leaves the layout sweep to Deno: the same kernels, at twice the time.)
+// runs rows 1/63/64 only and leaves the layout sweep to Deno: the same kernels, at twice the time. Every case here
+// is a forced variant, so on lavapipe the vulkan and wgpu backends deal the cases and layouts between them:
+// tests/devices/index.ts softwareShare.)
 import { test } from "node:test";
 import process from "node:process";
 import assert from "node:assert/strict";
@@ -14,7 +16,7 @@ import { compileGraph, type CompileOptions, TILED_MIN_ROWS } from "../../kernels
 import { evaluate } from "../../graph/eval.ts";
 import { assertClose, assertMeaningful } from "../../graph/tolerance.ts";
 import type { DType, Storage } from "../../graph/dtype.ts";
-import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice, softwareShare } from "../devices/index.ts";
 import { CaseBuilder, type OpCase, rng } from "../ops/cases.ts";
 import { loadCaseWeights } from "../ops/load.ts";
 import { tiledFits, tiledLayout, tiledSlice } from "../../kernels/lib/tiled_matmul.ts";
@@ -143,14 +145,14 @@ for (const backend of selectedBackends()) {
   const heavy = typeof dev !== "string" && !slowDevice(dev) && !(backend === "js" && "Bun" in globalThis);
   test(`tiled matmul on ${backend}: rows ${heavy ? ROWS.join("/") : "1/63/64"}, every weight type, vs the oracle`, { skip, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
-    assert.deepEqual(await runCases(dev, FORCE, cases(heavy), (names) => names.some((nm) => nm.startsWith("tiled_matmul_"))), []);
+    assert.deepEqual(await runCases(dev, FORCE, softwareShare(dev, cases(heavy)), (names) => names.some((nm) => nm.startsWith("tiled_matmul_"))), []);
   });
 
   const layoutSkip = skip || (backend === "js" && "Bun" in globalThis ? "runs under Deno (the same JS kernels)" : false);
   test(`tiled matmul on ${backend}: every tile layout (128x128 of 8x8 down to 32x32 of 2x2) vs the oracle`, { skip: layoutSkip, timeout: 600_000 }, async () => {
     if (typeof dev === "string") return;
     const failures: string[] = [];
-    for (const [bm, bn, tm, tn] of [[128, 128, 8, 8], [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2]]) {
+    for (const [bm, bn, tm, tn] of softwareShare(dev, [[128, 128, 8, 8], [128, 64, 8, 4], [64, 64, 4, 4], [64, 32, 4, 2], [32, 32, 2, 2]])) {
       let seed = bm * 7 + bn;
       const add = (name: string, f: (b: CaseBuilder) => OpCase) => f(new CaseBuilder(name, rng(seed++)));
       const cs = [
