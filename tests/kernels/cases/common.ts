@@ -22,7 +22,7 @@ export interface KernelCase {
   expect(inputs: Uint8Array[]): Expect[];
   /** A fault case: the dispatch must raise KernelFault with this code. */
   fault?: number;
-  /** The kernel takes a tuning the library would not choose for it (a GemvTune given). */
+  /** The kernel takes a tuning or a kernel the library would not choose for it (a GemvTune given; the tiled matmul at a few rows). */
   forced?: boolean;
 }
 

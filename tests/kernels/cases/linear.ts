@@ -31,6 +31,8 @@ export function matmulCase(w: lib.WType, n: number, k: number, batch: number, bi
   });
   return {
     name,
+    // below the rows the lowering gives it (kernels/lower.ts TILED_MIN_ROWS), at the layout's largest tile
+    forced: tiled,
     make: (caps) => tiled ? lib.tiledMatmul(caps, { n, k, batch, w, bias, residual }) : lib.matmul(caps, { n, k, batch, w, bias, residual }),
     inputs,
     expect(ins) {
