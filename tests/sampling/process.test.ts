@@ -21,7 +21,7 @@ import { evaluate } from "../../graph/eval.ts";
 import { samplerDistribution, rowParams } from "../../graph/sample.ts";
 import { BANNED, processRows } from "../../graph/logits.ts";
 import { appendSampler, COUNT_SLOT, COUNTS_STATE, EXTRA_SLOT, LOGPROBS_OUTPUT, readSample, type SamplerParams, SamplerSlots, TokenHistory } from "../../llm/sampling.ts";
-import { openDevice, selectedBackends, slowDevice } from "../devices/index.ts";
+import { openDevice, selectedBackends, slowDevice, softwareShare } from "../devices/index.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { chiSquare, lmLogits } from "./run.ts";
 
@@ -64,8 +64,10 @@ for (const backend of selectedBackends()) devices.push([backend, await openDevic
 devices.push(["js (lockstep, subgroups of 8)", new JsDevice({ caps: { subgroupSize: 8 } })]);
 for (const [backend, dev] of devices) {
   const skip = typeof dev === "string" ? dev : false;
-  // each size also with the split sample and logprobs kernels forced (the default only on wide GPUs at V >= 16k)
-  for (const [V, split] of [[512, undefined], [5000, undefined], [5000, [7, 9]], [5000, [7, 64]]] as const) {
+  // each size also with the split sample and logprobs kernels forced (the default only on wide GPUs at V >= 16k;
+  // on lavapipe the vulkan and wgpu backends deal those between them: tests/devices/index.ts softwareShare)
+  const forced = softwareShare(dev, [[5000, [7, 9]], [5000, [7, 64]]] as const);
+  for (const [V, split] of [[512, undefined], [5000, undefined], ...forced] as const) {
     const R = 16, E = 64;
     const opts = split ? { sampleParts: split[0], logprobsParts: split[1] } : {};
     const what = split ? ` (split: sample ${split[0]} parts, logprobs ${split[1]})` : "";
