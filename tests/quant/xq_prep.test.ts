@@ -6,7 +6,7 @@
 // device (one-lane teams), JS devices with 8- and 32-lane subgroups and without subgroups, and each GPU present, at the default tuning
 // and a forced one (teams of several subgroups: Σx² meets through shared memory; 3 row units, the last team
 // partial: every case on the one-lane JS device; elsewhere the cases whose team shape it changes: the fused norms'
-// r and the 2048-wide runs). WGSL on a GPU may contract float code differently in two kernels: there the oracle's bound only. The
+// r and the 2048-wide runs; on lavapipe, where neither is a default, the vulkan and wgpu backends deal the cases). WGSL on a GPU may contract float code differently in two kernels: there the oracle's bound only. The
 // numerics do not depend on the runtime: under Bun (whose JS device is several times slower) the subgroup JS
 // devices are left to Deno. Then the decode plans: where the prep is taken (every target with an int8 dot), what
 // takes its place (ptx: the combine's prep; Vulkan/WebGPU: the fused attention's prepared output, whose bits
@@ -90,9 +90,11 @@ for (const [tag, dev] of devices) {
     // Off the one-lane JS device the forced tuning takes the cases it changes, and of the 32-value types the one
     // each family's variants (q4_1, q5_0, q5_1: an offset, a min, a fifth bit) share their team code with: a tuning
     // moves lanes and rows, which no block layout's decoding sees (the default tuning runs them all everywhere).
-    // On lavapipe the vulkan and wgpu backends take alternate ones of those (tests/devices/index.ts softwareShare).
+    // On lavapipe the vulkan and wgpu backends take alternate ones of those, and of the default tuning's cases too:
+    // a CPU device takes neither quantized x nor its prep by default (caps.dot4 false), so both are forced variants
+    // there (tests/devices/index.ts softwareShare); each case still runs through one of the two renderers.
     const changed = cases.filter((c) => /rmsnorm|1x21x2048/.test(c.name) && !/q4_1|q5_0|q5_1/.test(c.name));
-    const mine = tune && tag !== "js" ? softwareShare(dev, changed) : cases;
+    const mine = softwareShare(dev, tune && tag !== "js" ? changed : cases);
     test(`${tag}, ${what}: ${mine.length} quantized-x cases, x prepared == quantized in the kernel${bitwise ? " bit for bit" : ""}, both within the oracle's bound`, { skip, timeout: 900_000 }, async () => {
       const d = dev as Device;
       let prep = false, last: Program | undefined;
