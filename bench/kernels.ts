@@ -27,6 +27,7 @@
 //   (any backend's "no-plan-fuse" variant plans without CompileOptions gatherCast/outputsInPlace/normRope/normAdd;
 //   "no-gather-cast", "no-outputs-in-place", "no-norm-rope", "no-norm-add", "no-attention-fuse" turn one off, and
 //   the name without "no-" turns it on: FUSIONS; "splitsN": decode attention in N split-K chunks;
+//   "attention-unrollN": N positions per position group per trip (CompileOptions.attentionUnroll);
 //   "[no-]xq-prep": CompileOptions.xqPrep (as --xq-prep, which sets every entry's default); "no-attention-prep": the
 //   fused attention leaves the o projection's x to a prep of its own (CompileOptions.attentionPrep); "attention-skip-empty": the fused attention's empty chunks neither write nor count;
 //   "drop-NAME" (--wall only): the step without its kernels whose name contains NAME, timing only (what fusing them away could save);
@@ -344,6 +345,7 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (name === "vulkan" && f === "restrict") vulkan.restrictReads = true;
     else if (name === "vulkan" && f === "any-queue") vulkan.queue = "any";
     else if (/^splits\d+$/.test(f)) compile.attentionSplits = Number(f.slice(6));
+    else if (/^attention-unroll\d+$/.test(f)) compile.attentionUnroll = Number(f.slice(16));
     else if (f === "attention-skip-empty") compile.attentionSkipEmpty = true;
     else if (f === "no-attention-local") compile.attentionLocal = false;
     else if (/^attention-wg\d+$/.test(f)) compile.attentionWorkgroup = Number(f.slice(12));
@@ -366,7 +368,7 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
     else if (wall && /^drop-\w+$/.test(f)) drop.push(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-unrollN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile, drop };
 }
