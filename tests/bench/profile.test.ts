@@ -58,3 +58,16 @@ test("kernelTable of one backend lists all its kernels in its table; none is emp
   assert.ok(!t.some((l) => l.startsWith("only on")));
   assert.equal(kernelTable([]), "");
 });
+
+test("bench/kernels.ts --backend variants: attention options parse into CompileOptions, an unknown one is named", async () => {
+  const { backendVariant } = await import("../../bench/kernels.ts");
+  const v = backendVariant("ptx:attention-fuse+no-decode-flash+attention-unroll4+attention-wg128+splits8", false, true);
+  assert.equal(v.name, "ptx");
+  assert.equal(v.compile.attentionUnroll, 4);
+  assert.equal(v.compile.attentionWorkgroup, 128);
+  assert.equal(v.compile.attentionSplits, 8);
+  assert.equal(v.compile.decodeFlash, false);
+  assert.deepEqual(backendVariant("ptx:drop-attention", false, true).drop, ["attention"]);
+  assert.throws(() => backendVariant("ptx:attention-unrollx", false, true), /unknown variant attention-unrollx of ptx/);
+  assert.throws(() => backendVariant("ptx:drop-attention", false, false), /unknown variant drop-attention/);
+});
