@@ -50,6 +50,11 @@ export interface AttentionShape {
    */
   live?: boolean;
   /**
+   * Split-K, not paged: a row with too few positions for whole trips on a workgroup's teams spreads them a slot each
+   * over those teams, and a team's last trip runs only the slots it has positions for (chunking below). Default true.
+   */
+  spread?: boolean;
+  /**
    * Paged split-K: a chunk's block-table entries held in lanes, taken by shuffle (default true where they fit).
    * H200, session 8 (bench/serve_kernels.ts, pos 576): the 8B's paged attention 53.9 µs a layer at 32 rows and
    * 9.7 at one (60.2 and 11.4 with a table load per position, measured in an earlier call); the whole 32-row entry
@@ -240,20 +245,49 @@ function positionGroups(t: Team, hd: number, kv: FType, unroll: number | undefin
 }
 
 /**
- * Positions per loop trip of a split-K team of attentionPartial / attentionFused on these caps: the chunking of
- * the live positions follows it (a chunk is a whole number of trips while there are fewer than splits of them).
+ * How a split-K team of attentionPartial / attentionFused on these caps cuts a row's live positions (liveChunks):
+ * `trip` positions a loop trip, `step` positions a trip's slot (its position groups), and `spread` the teams a
+ * short row spreads over at a slot each (1: none).
  */
-export function attentionTrip(caps: Caps, s: AttentionShape & { splits: number }): number {
-  if (s.live === false) return 1;
-  const t = team(caps, { rows: ((s.rows ?? 1) * s.heads / (s.group ?? 1)) * Math.max(1, s.splits) });
-  const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false);
-  return G * U;
+export interface Chunking {
+  trip: number;
+  step: number;
+  spread: number;
+}
+
+/** The chunking of attentionPartial / attentionFused (split-K, not paged) on these caps. */
+export function attentionChunking(caps: Caps, s: AttentionShape & { splits: number }): Chunking {
+  const teams = ((s.rows ?? 1) * s.heads / (s.group ?? 1)) * Math.max(1, s.splits);
+  return chunking(team(caps, { rows: teams }), caps, teams, s, false);
+}
+
+/**
+ * Spreading: a row with few positions takes a slot (`step` positions) on each of up to `spread` teams, the teams of
+ * one workgroup, rather than whole trips on a few (the workgroup's combine takes them all the same), and each
+ * team's last trip runs only the slots it has positions for (the loop's tail trips). So a short row's time is one
+ * slot's loads and arithmetic, not one trip's. Not paged (serving's rows fill the GPU already), not `live: false`.
+ */
+function chunking(t: Team, caps: Caps, teams: number, s: AttentionShape, paged: boolean): Chunking {
+  if (s.live === false) return { trip: 1, step: 1, spread: 1 };
+  const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, paged);
+  const spread = paged || U === 1 || s.spread === false ? 1 : team(caps, { rows: teams }).rows;
+  return { trip: G * U, step: G, spread };
+}
+
+/**
+ * Chunks holding positions of a row of len positions over S splits: as many as hold a whole trip each, or, spread,
+ * a slot each on up to `spread` teams, at most S (chunkOf's count, in numbers).
+ */
+export function liveChunks(len: number, S: number, c: Chunking): number {
+  if (S <= 1) return 1;
+  const spread = c.spread > 1 ? Math.min(c.spread, Math.ceil(len / c.step)) : 1;
+  return Math.min(S, Math.max(1, Math.ceil(len / c.trip), spread));
 }
 
 /**
  * The most positions a row of attentionFused (default variant, one row) may see while its chunks with positions all
  * fall in the item's first workgroup (Fused.local: combined there, no partials through memory, nothing counted): the
- * kernel's own chunking (chunkOf over trips of attentionTrip) for every count of positions from 1 up; 0 where the
+ * kernel's own chunking (liveChunks) for every count of positions from 1 up; 0 where the
  * local combine does not apply.
  */
 export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: number; wg?: number }): number {
@@ -261,11 +295,10 @@ export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: nu
   const t = team(caps, { rows: heads * S, wg: s.wg });
   const W = t.rows;
   if (attentionFusable(caps, { heads, splits: S, wg: s.wg }) || !localFits(W, S)) return 0;
-  const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, false), trip = s.live === false ? 1 : G * U;
+  const c = chunking(t, caps, heads * S, s, false);
   let len = 0;
   for (; len < s.cap; len++) {
-    const n = len + 1, live = S === 1 ? 1 : Math.min(S, Math.max(1, Math.ceil(n / trip)));
-    const share = Math.ceil(n / live);
+    const n = len + 1, share = Math.ceil(n / liveChunks(n, S, c));
     if (Math.ceil(n / share) > W) break;
   }
   return len;
@@ -283,7 +316,7 @@ function kernelName(s: AttentionShape, o: { splits: number; S: number; gq: numbe
   const tt = paged?.table ?? "i32";
   const base = `r${rows}_h${heads}_kv${kvHeads}_d${hd}_c${cap}_${kv}_${pt}${s.window ? `_w${s.window}` : ""}${s.softcap ? `_cap${String(s.softcap).replace(/\W/g, "_")}` : ""}` +
     (paged ? `_b${paged.block}_m${paged.maxBlocks}_${tt}` : "") + (s.unroll && s.unroll !== (paged ? 2 : 8) ? `_u${s.unroll}` : "") +
-    (splits && s.live === false ? "_even" : "") + (gq > 1 ? `_g${gq}` : "") + (o.prefetch ? "_pf" : "");
+    (splits && s.live === false ? "_even" : "") + (splits && s.spread === false ? "_ns" : "") + (gq > 1 ? `_g${gq}` : "") + (o.prefetch ? "_pf" : "");
   if (f) return `attention_fused_${base}_s${S}${f.count === "team" ? "_tc" : ""}${f.skipEmpty ? "_se" : ""}${o.localOk ? "_wl" : ""}${f.wg ? `_wg${f.wg}` : ""}${f.prep ? `_xq${f.prep.w}` : ""}`;
   return splits ? `attention_partial_${base}_s${S}` : paged ? `paged_attention_${base}` : `attention_${base}`;
 }
@@ -422,8 +455,9 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
     return x;
   };
+  const cut = chunking(t, caps, teams, s, !!paged);
   const { start, stop, share, len } = splits && chunkIdx
-    ? chunkOf(b, { first, end, chunkIdx, S, trip: s.live === false ? 1 : G * U })
+    ? chunkOf(b, { first, end, chunkIdx, S, ...cut })
     : { start: first ?? u32(0), stop: end, share: undefined, len: undefined };
   // Paged split-K on a subgroup team whose chunk spans at most `lanes` blocks (a chunk holds at most max(trip,
   // ceil(table / splits)) positions) holds the chunk's table entries in lanes.
@@ -435,10 +469,23 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   const tripAt = kvTrips(b, {
     K, V, kv, load: loadRow, physRow, kvHeads, kvh, hd, G, U, gi, nd, d0, vk, exact, start, stop, prefetch: !!s.prefetch && t.lanes > 1,
   });
-  b.for(start, stop, G * U, (p0) => {
-    const trip = tripAt(p0);
+  const body = (p0: Val, slots: number) => {
+    const trip = tripAt(p0, slots);
     for (const h of hs) onlineTrip(b, h, trip, { scale, softcap: s.softcap, nd, groupSum });
     trip.done();
+  };
+  // Tail trips (spreading's, chunking above): a trip with positions for fewer than half its slots runs a body of
+  // half the slots, and so on down to one. The slots it drops would add exp(-inf) = 0 terms at the end of the
+  // same pairwise trees: the same bits (but for the sign of a sum that is exactly zero).
+  const tiers = splits && cut.spread > 1 && !s.prefetch ? tailTiers(U) : [U];
+  b.for(start, stop, G * U, (p0) => {
+    if (tiers.length === 1) return body(p0, U);
+    const left = b.let(stop.sub(p0), "u32", "left");
+    const tier = (i: number): void => {
+      if (i === tiers.length - 1) return body(p0, tiers[i]);
+      b.if(left.gt(G * tiers[i + 1]), () => body(p0, tiers[i]), () => tier(i + 1));
+    };
+    tier(0);
   });
   // skipEmpty: only a chunk with positions writes (and counts); chunks 0 .. active-1 have them
   const withPositions = (fusedAs?.skipEmpty || localOk) && share && len ? b.let(len.add(share).sub(1).div(share), "u32", "active") : undefined;
@@ -492,16 +539,28 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   return b.build();
 }
 
+/** Slots of a loop's tail trips: U, then halved (rounding up) down to 1. */
+function tailTiers(U: number): number[] {
+  const tiers = [U];
+  while (tiers[tiers.length - 1] > 1) tiers.push(Math.ceil(tiers[tiers.length - 1] / 2));
+  return tiers;
+}
+
 /**
  * A row's split-K chunk: the live positions spread over as many of the S teams as get a whole trip (`trip`
  * positions) each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip
  * the loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut
- * in S equal chunks. It depends on this row's positions only (as the order of its sums must).
+ * in S equal chunks. With `spread`, a row too short for that many trips takes a slot (`step` positions) on each of
+ * up to `spread` teams instead (liveChunks). It depends on this row's positions only (as the order of its sums must).
  */
-export function chunkOf(b: KernelBuilder, o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number }): { start: Val; stop: Val; share: Val; len: Val } {
-  const { first, end, chunkIdx, S, trip } = o;
+export function chunkOf(
+  b: KernelBuilder,
+  o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number; step?: number; spread?: number },
+): { start: Val; stop: Val; share: Val; len: Val } {
+  const { first, end, chunkIdx, S, trip, step = trip, spread = 1 } = o;
   const len = b.let(first ? end.sub(first) : end, "u32", "len");
-  const live = S === 1 ? u32(1) : b.let(len.add(trip - 1).div(trip).max(1).min(S), "u32", "live");
+  const whole = len.add(trip - 1).div(trip);
+  const live = S === 1 ? u32(1) : b.let((spread > 1 ? whole.max(len.add(step - 1).div(step).min(spread)) : whole).max(1).min(S), "u32", "live");
   const share = b.let(len.add(live).sub(1).div(live), "u32", "share");
   const chunk = chunkIdx.mul(share);
   const start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");

@@ -64,20 +64,23 @@ export interface KvTripShape {
   prefetch: boolean;
 }
 
-/** Emits what comes before the loop (the prefetch's first loads) and returns the rows of the trip at p0. */
-export function kvTrips(b: KernelBuilder, o: KvTripShape): (p0: Val) => TripRows {
+/**
+ * Emits what comes before the loop (the prefetch's first loads) and returns the rows of the trip at p0: its first
+ * `slots` positions of each group (default U; a tail trip's fewer, not with prefetch, whose carried rows are U).
+ */
+export function kvTrips(b: KernelBuilder, o: KvTripShape): (p0: Val, slots?: number) => TripRows {
   const { K, V, kv, load, physRow, kvHeads, kvh, hd, G, U, gi, nd, d0, vk, start, stop } = o;
   const posOf = (p0: Val, j: number) => (G > 1 ? p0.add(gi).add(j * G) : j ? p0.add(j) : p0);
   // the rows of a trip at p0; a position past stop reads `fallback` (the trip's first, or the chunk's first)
-  const rowsAt = (p0: Val, fallback: Val) => Array.from({ length: U }, (_, j) => {
+  const rowsAt = (p0: Val, fallback: Val, slots = U) => Array.from({ length: slots }, (_, j) => {
     const pj = posOf(p0, j);
     const inRange = G > 1 || j > 0 || fallback !== p0 ? b.let(pj.lt(stop), "bool", "in") : undefined;
     const p = inRange ? b.let(inRange.select(pj, fallback), "u32", "p") : p0;
     return { inRange, kb: b.let(physRow(p).mul(kvHeads).add(kvh).mul(hd), "u32", "kb") };
   });
   if (!o.prefetch) {
-    return (p0) => {
-      const subs = rowsAt(p0, p0);
+    return (p0, slots) => {
+      const subs = rowsAt(p0, p0, slots);
       return { subs, ks: subs.map((x) => load(K, x.kb, vk)), vs: subs.map((x) => load(V, x.kb, vk)), done: () => {} };
     };
   }

@@ -19,7 +19,7 @@ export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashS
 export { type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
   attention, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, attentionPreps, type AttentionShape, type FusedCount, type FusedPrep, attentionSplits,
-  attentionTrip, attentionLocalReach, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
+  attentionChunking, attentionLocalReach, type Chunking, liveChunks, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,
 } from "./attention.ts";
 export { attentionCombine } from "./attention_combine.ts";
 export { flashDecodeFits, flashDecodePartial, pagedFlashPartial } from "./flash_decode.ts";

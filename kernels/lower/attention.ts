@@ -104,7 +104,7 @@ export function lowerAttention(cx: LowerContext, u: Extract<Unit, { k: "attentio
   if (nodes[v].shape[2] !== D || nodes[q].dtype !== "f32") throw new LoweringError("attention needs f32 q and Dv == D");
   const kv = nodes[k].dtype;
   if ((kv !== "f32" && kv !== "f16" && kv !== "bf16") || nodes[v].dtype !== kv) throw new LoweringError(`attention over ${kv} K and ${nodes[v].dtype} V`);
-  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive, prefetch: opts.attentionPrefetch };
+  const shape = { rows: R, heads: H, kvHeads: KVH, hd: D, cap: C, kv, pos: itype(nodes[u.pos].dtype), scale: n.attrs.scale, window: u.window, softcap: n.attrs.softcap, unroll: opts.attentionUnroll, live: opts.attentionLive, spread: opts.attentionSpread, prefetch: opts.attentionPrefetch };
   const work = { bytes: bytesOfIds([q, k, v, n.id]), flops: 4 * R * H * C * D };
   // flash attention's operands are rounded as the matmuls' x are
   const fsplit = opts.flashSplit ?? opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto");

@@ -61,8 +61,9 @@ test("kernelTable of one backend lists all its kernels in its table; none is emp
 
 test("bench/kernels.ts --backend variants: attention options parse into CompileOptions, an unknown one is named", async () => {
   const { backendVariant } = await import("../../bench/kernels.ts");
-  const v = backendVariant("ptx:attention-fuse+no-decode-flash+attention-unroll4+attention-wg128+splits8", false, true);
+  const v = backendVariant("ptx:attention-fuse+no-decode-flash+attention-unroll4+attention-wg128+splits8+no-attention-spread", false, true);
   assert.equal(v.name, "ptx");
+  assert.equal(v.compile.attentionSpread, false);
   assert.equal(v.compile.attentionUnroll, 4);
   assert.equal(v.compile.attentionWorkgroup, 128);
   assert.equal(v.compile.attentionSplits, 8);

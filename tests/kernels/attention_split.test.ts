@@ -69,8 +69,7 @@ function combinesLocally(caps: Caps, c: AttnCfg & { splits: number; unroll?: num
   const s = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv: c.kv, splits: c.splits, unroll: c.unroll };
   const S = c.splits, W = lib.team(caps, { rows: c.rows * c.heads * S }).rows;
   if (W <= 1 || (W % S !== 0 && (S % W !== 0 || W > 32 || (W & (W - 1)) !== 0))) return false;
-  const len = c.pos + r + 1, trip = lib.attentionTrip(caps, s);
-  const live = Math.min(S, Math.max(1, Math.ceil(len / trip))), share = Math.ceil(len / live);
+  const len = c.pos + r + 1, share = Math.ceil(len / lib.liveChunks(len, S, lib.attentionChunking(caps, s)));
   return Math.ceil(len / share) <= W;
 }
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { compileGraph, type CompileOptions, SHORT_DECODE, shortDecodeReach } from "../../kernels/lower.ts";
 import { JS_CAPS, type TargetSet } from "../../kernels/target.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
-import { attentionLocalReach } from "../../kernels/lib/mod.ts";
+import * as lib from "../../kernels/lib/mod.ts";
 import { JsDevice } from "../../backends/js/mod.ts";
 import { Engine } from "../../backends/executor.ts";
 import type { Graph } from "../../graph/ir.ts";
@@ -40,6 +40,20 @@ test("shortDecodeReach: the fused kernel's local reach where decode attention is
   assert.equal(shortDecodeReach(SM90_CAPS, { heads: 32, kvHeads: 32, hd: 96, cap: 2048, kv: "f16" }), 0);
 });
 
+test("liveChunks: a short row spreads a slot a team over the workgroup's 8 teams; the reach stays where whole trips put it", () => {
+  const qwen = lib.attentionChunking(SM90_CAPS, { heads: 14, kvHeads: 2, hd: 64, cap: 2048, kv: "f16", splits: 16 });
+  assert.deepEqual(qwen, { trip: 32, step: 4, spread: 8 });
+  // 17 positions: 5 teams of a slot (4 positions) each, where whole trips put them all on one team
+  assert.deepEqual([1, 4, 5, 17, 33, 256, 257, 300].map((n) => lib.liveChunks(n, 16, qwen)), [1, 1, 2, 5, 8, 8, 9, 10]);
+  assert.deepEqual([1, 5, 17, 33, 256, 257, 300].map((n) => lib.liveChunks(n, 16, { ...qwen, spread: 1 })), [1, 1, 1, 2, 8, 9, 10]);
+  const off = lib.attentionChunking(SM90_CAPS, { heads: 14, kvHeads: 2, hd: 64, cap: 2048, kv: "f16", splits: 16, spread: false });
+  assert.equal(off.spread, 1);
+  // hd 128: 16 positions a trip, 2 a slot; at most the splits
+  const l8b = lib.attentionChunking(SM90_CAPS, { heads: 32, kvHeads: 8, hd: 128, cap: 2048, kv: "f16", splits: 16 });
+  assert.deepEqual([4, 17, 200, 300].map((n) => lib.liveChunks(n, 16, l8b)), [2, 8, 13, 16]);
+  assert.equal(lib.liveChunks(100, 1, l8b), 1);
+});
+
 // One layer, hd 64, two heads: 16 chunks at cap 1024 against 8 teams a workgroup, so a reach of 128 of 1024.
 const TINY: LlamaConfig = {
   dim: 128, hidden: 192, layers: 1, heads: 2, kvHeads: 1, headDim: 64, vocab: 96,
@@ -51,7 +65,7 @@ test("a decode step under SHORT_DECODE gives the default entry's bits below its 
   const dev = js32();
   const caps = dev.target.caps;
   // the lowering's 16 chunks at this capacity (kernels/lower/attention.ts attentionSplitCount)
-  const reach = attentionLocalReach(caps, { heads: TINY.heads, kvHeads: TINY.kvHeads, hd: TINY.headDim, cap: CAP, kv: "f32", splits: 16 });
+  const reach = lib.attentionLocalReach(caps, { heads: TINY.heads, kvHeads: TINY.kvHeads, hd: TINY.headDim, cap: CAP, kv: "f32", splits: 16 });
   assert.equal(reach, 128);
   const model = syntheticLlama(TINY, { dtype: "f32", seed: 7, std: 0.5 });
   const { tracer, logits } = familyOf("llama").trace(TINY, { rows: 1, cap: CAP, kvDtype: "f32" }, { dtypeOf: model.dtypeOf });

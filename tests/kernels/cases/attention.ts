@@ -64,12 +64,12 @@ export function attentionPartialCase(c: AttnCfg, splits: number, prefetch = fals
   const full = attentionCase(c);
   const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}${prefetch ? " prefetch" : ""}`;
   const kv = c.kv ?? "f32";
-  let trip = 1; // the kernel's positions per loop trip on the caps it was made for (the chunking follows it)
+  let cut: lib.Chunking = { trip: 1, step: 1, spread: 1 }; // the kernel's chunking on the caps it was made for
   return {
     name,
     make: (caps) => {
       const shape = { rows: c.rows, heads: c.heads, kvHeads: c.kvHeads, hd: c.hd, cap: c.cap, kv, pos: c.pt ?? "u32", splits, window: c.window, prefetch };
-      trip = lib.attentionTrip(caps, shape);
+      cut = lib.attentionChunking(caps, shape);
       return lib.attentionPartial(caps, shape);
     },
     inputs: () => {
@@ -88,9 +88,10 @@ export function attentionPartialCase(c: AttnCfg, splits: number, prefetch = fals
           for (let sp = 0; sp < splits; sp++) {
             const o = ((r * heads + h) * splits + sp) * st;
             // Row r sees positions 0 .. pos + r (with a window from end - window), in `live` shares of
-            // ceil(len / live): as many chunks as hold a whole trip of positions each, at most `splits`.
+            // ceil(len / live): as many chunks as hold a whole trip of positions each, or spread at a slot of
+            // positions each over up to a workgroup's teams, at most `splits`.
             const end = pos + r + 1, first = c.window ? Math.max(0, end - c.window) : 0, len = end - first;
-            const live = Math.min(splits, Math.max(1, Math.ceil(len / trip))), share = Math.ceil(len / live);
+            const live = lib.liveChunks(len, splits, cut), share = Math.ceil(len / live);
             const lo = Math.min(end, first + sp * share), hi = Math.min(end, lo + share);
             const sc: number[] = [], sm: number[] = [];
             for (let p = lo; p < hi; p++) {
