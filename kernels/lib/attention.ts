@@ -50,8 +50,8 @@ export interface AttentionShape {
    */
   live?: boolean;
   /**
-   * Split-K, not paged: a row with too few positions for whole trips on a workgroup's teams spreads them a slot each
-   * over those teams, and a team's last trip runs only the slots it has positions for (chunking below). Default true.
+   * Split-K, not paged: a row with at most two slots of positions for each of a workgroup's teams spreads them over
+   * those teams, and a team's last trip runs only the slots it has positions for (chunking below). Default true.
    * H100, session 36 (README; bench/kernels.ts --wall, the PTX short entry, tail bodies in the loop as first built):
    * qwen2.5-0.5b 0.598 -> 0.581 ms a token at pos 16, the 1B 1.021 -> 1.010; on Vulkan the 1B 1.136 -> 1.115.
    */
@@ -248,41 +248,46 @@ function positionGroups(t: Team, hd: number, kv: FType, unroll: number | undefin
 
 /**
  * How a split-K team of attentionPartial / attentionFused on these caps cuts a row's live positions (liveChunks):
- * `trip` positions a loop trip, `step` positions a trip's slot (its position groups), and `spread` the teams a
- * short row spreads over at a slot each (1: none).
+ * `trip` positions a loop trip, `step` positions a trip's slot (its position groups), `spread` the teams a short
+ * row spreads over (1: none) and `tail` the most slots a team then takes (its largest tail trip).
  */
 export interface Chunking {
   trip: number;
   step: number;
   spread: number;
+  tail: number;
 }
 
 /** The chunking of attentionPartial / attentionFused (split-K, not paged) on these caps. */
 export function attentionChunking(caps: Caps, s: AttentionShape & { splits: number }): Chunking {
   const teams = ((s.rows ?? 1) * s.heads / (s.group ?? 1)) * Math.max(1, s.splits);
-  return chunking(team(caps, { rows: teams }), caps, teams, s, false);
+  return chunking(team(caps, { rows: teams }), caps, s, false);
 }
 
 /**
- * Spreading: a row with few positions takes a slot (`step` positions) on each of up to `spread` teams, the teams of
- * one workgroup, rather than whole trips on a few (the workgroup's combine takes them all the same), and each
- * team's last trip runs only the slots it has positions for (the loop's tail trips). So a short row's time is one
- * slot's loads and arithmetic, not one trip's. Not paged (serving's rows fill the GPU already), not `live: false`.
+ * Spreading: a row with at most `tail` slots (`step` positions each) for each of a workgroup's `spread` teams
+ * takes a slot on each of as many of them as it fills, then a second, rather than whole trips on a few (the
+ * workgroup's combine takes them all the same), and a team's last trip runs only the slots it has positions for
+ * (the loop's tail trips, tailTiers). So a short row's time is a slot or two of loads and arithmetic, not a trip's.
+ * Longer rows are cut in whole trips as before: spread to 8 teams of 4 slots, the 8B at 48 positions measured
+ * slower than 4 teams of 8 (README, session 36). Not paged (serving's rows fill the GPU already), not `live: false`,
+ * not with `prefetch` (its carried rows are a whole trip's).
  */
-function chunking(t: Team, caps: Caps, teams: number, s: AttentionShape, paged: boolean): Chunking {
-  if (s.live === false) return { trip: 1, step: 1, spread: 1 };
+function chunking(t: Team, caps: Caps, s: AttentionShape, paged: boolean): Chunking {
+  if (s.live === false) return { trip: 1, step: 1, spread: 1, tail: 1 };
   const { G, U } = positionGroups(t, s.hd, s.kv ?? "f32", s.unroll, paged);
-  const spread = paged || U === 1 || s.spread === false ? 1 : team(caps, { rows: teams }).rows;
-  return { trip: G * U, step: G, spread };
+  // a default workgroup's teams, whatever the count of rows, heads or heads a team: a row's chunks depend on it alone
+  const spread = paged || U === 1 || s.spread === false || s.prefetch ? 1 : team(caps).rows;
+  return { trip: G * U, step: G, spread, tail: tailTiers(U)[1] ?? 1 };
 }
 
 /**
- * Chunks holding positions of a row of len positions over S splits: as many as hold a whole trip each, or, spread,
- * a slot each on up to `spread` teams, at most S (chunkOf's count, in numbers).
+ * Chunks holding positions of a row of len positions over S splits: as many as hold a whole trip each, or, spread
+ * (at most spread x tail slots of positions), a slot each on up to `spread` teams; at most S (chunkOf's count).
  */
 export function liveChunks(len: number, S: number, c: Chunking): number {
   if (S <= 1) return 1;
-  const spread = c.spread > 1 ? Math.min(c.spread, Math.ceil(len / c.step)) : 1;
+  const spread = c.spread > 1 && len <= c.spread * c.tail * c.step ? Math.min(c.spread, Math.ceil(len / c.step)) : 1;
   return Math.min(S, Math.max(1, Math.ceil(len / c.trip), spread));
 }
 
@@ -297,7 +302,7 @@ export function attentionLocalReach(caps: Caps, s: AttentionShape & { splits: nu
   const t = team(caps, { rows: heads * S, wg: s.wg });
   const W = t.rows;
   if (attentionFusable(caps, { heads, splits: S, wg: s.wg }) || !localFits(W, S)) return 0;
-  const c = chunking(t, caps, heads * S, s, false);
+  const c = chunking(t, caps, s, false);
   let len = 0;
   for (; len < s.cap; len++) {
     const n = len + 1, share = Math.ceil(n / liveChunks(n, S, c));
@@ -457,7 +462,7 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (let off = lpp / 2; off >= 1; off /= 2) x = b.let(x.add(b.shuffle("xor", x, off)), "f32", "gs");
     return x;
   };
-  const cut = chunking(t, caps, teams, s, !!paged);
+  const cut = chunking(t, caps, s, !!paged);
   const { start, stop, share, len } = splits && chunkIdx
     ? chunkOf(b, { first, end, chunkIdx, S, ...cut })
     : { start: first ?? u32(0), stop: end, share: undefined, len: undefined };
@@ -476,16 +481,17 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
     for (const h of hs) onlineTrip(b, h, trip, { scale, softcap: s.softcap, nd, groupSum });
     trip.done();
   };
-  // Tail trips (spreading's, chunking above): the loop takes the trips with more than half their slots in range,
-  // and a last trip with at most half of them runs a body of half the slots or fewer, down to one. The slots it
-  // drops would add exp(-inf) = 0 terms at the end of the same pairwise trees: the same bits (but for the sign of a
-  // sum that is exactly zero). The loop's body is the one without tails, its branches outside it.
-  const tiers = splits && cut.spread > 1 && !s.prefetch ? tailTiers(U) : [U];
+  // Tail trips (spreading's, chunking above): the loop takes the trips with more than `tail` slots in range, and a
+  // last trip with at most that many runs a body of only those slots (2 or 1). The slots it drops would add
+  // exp(-inf) = 0 terms at the end of the same pairwise trees: the same bits (but for the sign of a sum that is
+  // exactly zero). The loop's body is the one without tails, its branches outside it: in the loop they cost the
+  // whole trips 0.2-0.5% (H100, session 36).
+  const tiers = splits && cut.spread > 1 ? tailTiers(U) : [U];
   if (tiers.length === 1) b.for(start, stop, G * U, (p0) => body(p0, U));
   else {
-    const half = G * tiers[1], full = b.let(stop.max(start.add(half)).sub(half), "u32", "full");
+    const most = G * tiers[1], full = b.let(stop.max(start.add(most)).sub(most), "u32", "full");
     b.for(start, full, G * U, (p0) => body(p0, U));
-    // the first trip the loop left: past stop, or with at most `half` positions
+    // the first trip the loop left: past stop, or with at most `most` positions
     const p0 = b.let(full.sub(start).add(G * U - 1).div(G * U).mul(G * U).add(start), "u32", "tail");
     const left = b.let(stop.max(p0).sub(p0), "u32", "left");
     const tier = (i: number): void => {
@@ -546,28 +552,31 @@ function attentionKernel(caps: Caps, s: AttentionShape, splits: number, paged?: 
   return b.build();
 }
 
-/** Slots of a loop's tail trips: U, then halved (rounding up) down to 1. */
+/**
+ * A loop's trip bodies: U slots, then its tail trips' 2 and 1. No 4: an 8B row at 48 positions spread over 8 teams
+ * of 4 slots measured slower than whole trips (README, session 36), and each body is code lavapipe compiles.
+ */
 function tailTiers(U: number): number[] {
-  const tiers = [U];
-  while (tiers[tiers.length - 1] > 1) tiers.push(Math.ceil(tiers[tiers.length - 1] / 2));
-  return tiers;
+  return U > 2 ? [U, 2, 1] : U === 2 ? [2, 1] : [U];
 }
 
 /**
  * A row's split-K chunk: the live positions spread over as many of the S teams as get a whole trip (`trip`
  * positions) each, at most S: a short context takes one trip on a few teams (the rest find an empty chunk and skip
  * the loop) instead of a few positions on every team, whose K/V loads mostly fetch masked rows; a long one is cut
- * in S equal chunks. With `spread`, a row too short for that many trips takes a slot (`step` positions) on each of
- * up to `spread` teams instead (liveChunks). It depends on this row's positions only (as the order of its sums must).
+ * in S equal chunks. With `spread`, a row of at most spread x tail slots (`step` positions each) takes a slot on
+ * each of up to `spread` teams instead (liveChunks). It depends on this row's positions only (as the order of its
+ * sums must).
  */
 export function chunkOf(
   b: KernelBuilder,
-  o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number; step?: number; spread?: number },
+  o: { first?: Val; end: Val; chunkIdx: Val; S: number; trip: number; step?: number; spread?: number; tail?: number },
 ): { start: Val; stop: Val; share: Val; len: Val } {
-  const { first, end, chunkIdx, S, trip, step = trip, spread = 1 } = o;
+  const { first, end, chunkIdx, S, trip, step = trip, spread = 1, tail = 1 } = o;
   const len = b.let(first ? end.sub(first) : end, "u32", "len");
   const whole = len.add(trip - 1).div(trip);
-  const live = S === 1 ? u32(1) : b.let((spread > 1 ? whole.max(len.add(step - 1).div(step).min(spread)) : whole).max(1).min(S), "u32", "live");
+  const spreadOf = () => len.le(spread * tail * step).select(whole.max(len.add(step - 1).div(step).min(spread)), whole);
+  const live = S === 1 ? u32(1) : b.let((spread > 1 ? spreadOf() : whole).max(1).min(S), "u32", "live");
   const share = b.let(len.add(live).sub(1).div(live), "u32", "share");
   const chunk = chunkIdx.mul(share);
   const start = b.let((first ? first.add(chunk) : chunk).min(end), "u32", "start");

@@ -40,17 +40,19 @@ test("shortDecodeReach: the fused kernel's local reach where decode attention is
   assert.equal(shortDecodeReach(SM90_CAPS, { heads: 32, kvHeads: 32, hd: 96, cap: 2048, kv: "f16" }), 0);
 });
 
-test("liveChunks: a short row spreads a slot a team over the workgroup's 8 teams; the reach stays where whole trips put it", () => {
+test("liveChunks: a short row spreads a slot or two a team over the workgroup's 8 teams; longer ones whole trips, the reach unchanged", () => {
   const qwen = lib.attentionChunking(SM90_CAPS, { heads: 14, kvHeads: 2, hd: 64, cap: 2048, kv: "f16", splits: 16 });
-  assert.deepEqual(qwen, { trip: 32, step: 4, spread: 8 });
-  // 17 positions: 5 teams of a slot (4 positions) each, where whole trips put them all on one team
-  assert.deepEqual([1, 4, 5, 17, 33, 256, 257, 300].map((n) => lib.liveChunks(n, 16, qwen)), [1, 1, 2, 5, 8, 8, 9, 10]);
-  assert.deepEqual([1, 5, 17, 33, 256, 257, 300].map((n) => lib.liveChunks(n, 16, { ...qwen, spread: 1 })), [1, 1, 1, 2, 8, 9, 10]);
-  const off = lib.attentionChunking(SM90_CAPS, { heads: 14, kvHeads: 2, hd: 64, cap: 2048, kv: "f16", splits: 16, spread: false });
-  assert.equal(off.spread, 1);
-  // hd 128: 16 positions a trip, 2 a slot; at most the splits
+  assert.deepEqual(qwen, { trip: 32, step: 4, spread: 8, tail: 2 });
+  // 17 positions: 5 teams of a slot (4 positions) each, where whole trips put them all on one team; up to 64
+  // (8 teams of 2 slots) spread, past that whole trips of 32
+  assert.deepEqual([1, 4, 5, 17, 33, 64, 65, 100, 256, 257, 300].map((n) => lib.liveChunks(n, 16, qwen)), [1, 1, 2, 5, 8, 8, 3, 4, 8, 9, 10]);
+  assert.deepEqual([1, 5, 17, 33, 64, 256, 257].map((n) => lib.liveChunks(n, 16, { ...qwen, spread: 1 })), [1, 1, 1, 2, 2, 8, 9]);
+  for (const off of [{ spread: false }, { prefetch: true }]) {
+    assert.equal(lib.attentionChunking(SM90_CAPS, { heads: 14, kvHeads: 2, hd: 64, cap: 2048, kv: "f16", splits: 16, ...off }).spread, 1);
+  }
+  // hd 128: 16 positions a trip, 2 a slot, spread up to 32; at most the splits
   const l8b = lib.attentionChunking(SM90_CAPS, { heads: 32, kvHeads: 8, hd: 128, cap: 2048, kv: "f16", splits: 16 });
-  assert.deepEqual([4, 17, 200, 300].map((n) => lib.liveChunks(n, 16, l8b)), [2, 8, 13, 16]);
+  assert.deepEqual([4, 17, 32, 33, 49, 200, 300].map((n) => lib.liveChunks(n, 16, l8b)), [2, 8, 8, 3, 4, 13, 16]);
   assert.equal(lib.liveChunks(100, 1, l8b), 1);
 });
 
