@@ -64,7 +64,7 @@ export function attentionPartialCase(c: AttnCfg, splits: number, prefetch = fals
   const full = attentionCase(c);
   const name = `attention_partial rows=${c.rows} heads=${c.heads}/${c.kvHeads} hd=${c.hd} cap=${c.cap} pos=${c.pos} splits=${splits} ${c.kv ?? "f32"}${c.window ? ` window=${c.window}` : ""}${prefetch ? " prefetch" : ""}`;
   const kv = c.kv ?? "f32";
-  let cut: lib.Chunking = { trip: 1, step: 1, spread: 1 }; // the kernel's chunking on the caps it was made for
+  let cut: lib.Chunking = { trip: 1, step: 1, spread: 1, tail: 1 }; // the kernel's chunking on the caps it was made for
   return {
     name,
     make: (caps) => {
