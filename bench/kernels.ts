@@ -33,7 +33,7 @@
 //   "drop-NAME" (--wall only): the step without its kernels whose name contains NAME, timing only (what fusing them away could save);
 //   "no-attention-local": nor does it combine in the workgroup at short context (CompileOptions.attentionLocal); "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "no-attention-spread": nor a short row's
-//   positions a slot a team over the workgroup, nor tail trips (CompileOptions.attentionSpread); "groupN": N query heads per
+//   positions a slot or two a team over the workgroup, nor tail trips (CompileOptions.attentionSpread); "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
 //   MMA tiles or not (CompileOptions.decodeFlash); "attention-stagesN": its K/V through N cp.async stages; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both

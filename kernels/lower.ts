@@ -211,7 +211,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   attentionWorkgroup?: number;
   /** Positions per position group per trip of the attention kernels (AttentionShape.unroll); default the library's. */
   attentionUnroll?: number;
-  /** A short row's positions spread a slot a team over a workgroup's teams, with tail trips (AttentionShape.spread); default on. */
+  /** A short row's positions spread a slot or two a team over a workgroup's teams, with tail trips (AttentionShape.spread); default on. */
   attentionSpread?: boolean;
   /** Parts per row of the split sample kernels (kernels/lib/sample_split.ts; 1 = one workgroup per row); default sampleParts'. */
   sampleParts?: number;
