@@ -9,6 +9,8 @@
 // - 64-bit results ("u64", "i64", "usize", "pointer", "function") always come back as bigint.
 // - The bound functions are the runtime's raw FFI functions: no wrapper closure sits on the hot path.
 
+import { readFileSync } from "node:fs";
+
 /** The type vocabulary of symbol tables (and of callbacks). */
 export type NativeType =
   | "u8"
@@ -295,6 +297,62 @@ export function pinLibrary(name: string): void {
     if (libc.symbols.dlopen(cstr(name), RTLD_LAZY | RTLD_NODELETE) === 0n) throw new LibraryNotFound(name, [name], "dlopen(RTLD_NODELETE) failed");
   } finally {
     libc.close();
+  }
+}
+
+/**
+ * The shared libraries mapped into this process, by path (Linux's /proc/self/maps); undefined where that cannot be
+ * read (another OS, or a Deno without read permission).
+ */
+export function mappedLibraries(): Set<string> | undefined {
+  if (!granted()) return undefined;
+  let text: string;
+  try {
+    text = readFileSync("/proc/self/maps", "utf8");
+  } catch {
+    return undefined;
+  }
+  const out = new Set<string>();
+  for (const line of text.split("\n")) {
+    const path = line.split(/\s+/)[5];
+    if (path?.startsWith("/") && /\.so(\.|$)/.test(path)) out.add(path);
+  }
+  return out;
+}
+
+/**
+ * Pins (pinLibrary) every shared library mapped now that was not in `before` (mappedLibraries() taken before a
+ * driver was opened): the driver and what it brought in stay loaded for the process's life. Deno unloads a
+ * worker's libraries when the worker ends, and a Vulkan driver whose last instance is destroyed is unloaded by the
+ * loader; Mesa's lavapipe (and its GL twin swrast_dri) leave state behind in libLLVM, which never unloads, and a
+ * process that had unloaded one crashed at exit (a jump into lavapipe's unmapped code, or glibc's "corrupted size
+ * vs. prev_size" abort). Best effort: without /proc, or without read and FFI permission (Deno: no prompt is raised),
+ * nothing is pinned.
+ */
+export function pinLibrariesSince(before: Set<string> | undefined): void {
+  if (!before) return;
+  const now = mappedLibraries();
+  if (!now) return;
+  for (const path of now) {
+    if (before.has(path) || pinned.has(path)) continue;
+    try {
+      pinLibrary(path);
+      pinned.add(path);
+    } catch {
+      // (a library gone again, or no FFI permission: nothing to keep)
+    }
+  }
+}
+const pinned = new Set<string>();
+
+/** Whether reading /proc/self/maps and calling dlopen go ahead without a permission prompt (always under Bun). */
+function granted(): boolean {
+  if (bun) return true;
+  try {
+    return Deno.permissions.querySync({ name: "ffi" }).state === "granted" &&
+      Deno.permissions.querySync({ name: "read", path: "/proc/self/maps" }).state === "granted";
+  } catch {
+    return false;
   }
 }
 

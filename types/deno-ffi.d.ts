@@ -18,6 +18,7 @@ declare namespace Deno {
   }
   type UnsafeCallbackFunction<_P = unknown, _R = unknown> = (...args: never[]) => unknown;
   function dlopen<S extends Record<string, ForeignFunction>>(path: string | URL, symbols: S): DynamicLibrary<S>;
+  const permissions: { querySync(desc: { name: string; path?: string }): { readonly state: string } };
   class UnsafePointer {
     static create(value: bigint): PointerValue;
     static of(value: BufferSource): PointerValue;

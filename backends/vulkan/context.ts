@@ -2,6 +2,7 @@
 // access), a logical device with the features kernels can use enabled, one compute queue, and what the
 // device can do as a TargetSet.
 import { pack } from "../../ffi/layout.ts";
+import { mappedLibraries, pinLibrariesSince } from "../../ffi/lib.ts";
 import { env } from "node:process";
 import * as vk from "../../ffi/vulkan.ts";
 import type { Caps, TargetSet } from "../../kernels/target.ts";
@@ -131,12 +132,15 @@ const NEEDED_SUBGROUP_OPS = vk.VK_SUBGROUP_FEATURE_BASIC_BIT | vk.VK_SUBGROUP_FE
  */
 export function openContext(opts: VulkanOptions = {}, api: vk.Vulkan = vk.openVulkan(opts.library)): Context {
   let instance = 0n;
+  const before = mappedLibraries();
   try {
     const loaderVersion = api.instanceVersion();
     instance = api.createInstance({
       appName: "poot",
       apiVersion: loaderVersion >= vk.VK_API_VERSION_1_3 ? vk.VK_API_VERSION_1_3 : vk.VK_API_VERSION_1_1,
     });
+    // The drivers the loader opened stay loaded, even when this open fails and destroys its instance (ffi/lib.ts).
+    pinLibrariesSince(before);
     const pds = api.physicalDevices(instance);
     const usable = pds.map((pd, index) => ({ pd, index, props: api.physicalDeviceProperties(pd) }))
       .filter((d) => d.props.apiVersion >= vk.VK_API_VERSION_1_1)

@@ -1,5 +1,6 @@
 // Opening a WebGPU device (navigator.gpu: Deno's built-in wgpu) and describing it as a TargetSet.
 import { totalmem } from "node:os";
+import { mappedLibraries, pinLibrariesSince } from "../../ffi/lib.ts";
 import type { Caps, TargetSet } from "../../kernels/target.ts";
 
 /** What the renderer may use on this device, beyond the TargetSet. */
@@ -62,10 +63,15 @@ export async function openGpu(opts: WgpuOpenOptions = {}): Promise<Opened | stri
   if (missing) return missing;
   const gpu = (navigator as unknown as { gpu: GPU }).gpu;
   let adapter: GPUAdapter | null;
+  // The first adapter request of an isolate starts the runtime's drivers (Deno: Vulkan, and GL through EGL), which
+  // it unloads again when the isolate ends: they stay loaded instead (ffi/lib.ts pinLibrariesSince).
+  const before = mappedLibraries();
   try {
     adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? "high-performance" });
   } catch (e) {
     return `requestAdapter failed: ${(e as Error).message}`;
+  } finally {
+    pinLibrariesSince(before);
   }
   if (!adapter) return "navigator.gpu offers no adapter";
   const limits = limitsOf(adapter);
