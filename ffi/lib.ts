@@ -324,10 +324,9 @@ export function mappedLibraries(): Set<string> | undefined {
  * Pins (pinLibrary) every shared library mapped now that was not in `before` (mappedLibraries() taken before a
  * driver was opened): the driver and what it brought in stay loaded for the process's life. Deno unloads a
  * worker's libraries when the worker ends, and a Vulkan driver whose last instance is destroyed is unloaded by the
- * loader; Mesa's lavapipe (and its GL twin swrast_dri) leave state behind in libLLVM, which never unloads, and a
- * process that had unloaded one crashed at exit (a jump into lavapipe's unmapped code, or glibc's "corrupted size
- * vs. prev_size" abort). Best effort: without /proc, or without read and FFI permission (Deno: no prompt is raised),
- * nothing is pinned.
+ * loader; a process that had unloaded Mesa's lavapipe (its libLLVM, marked never to unload, stays) crashed at exit
+ * with a jump into lavapipe's unmapped code (README, "Known issues"). Best effort: without /proc, or without read and
+ * FFI permission (Deno: no prompt is raised), nothing is pinned.
  */
 export function pinLibrariesSince(before: Set<string> | undefined): void {
   if (!before) return;

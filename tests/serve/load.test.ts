@@ -20,9 +20,8 @@ import { dlopen } from "../../ffi/lib.ts";
 
 /**
  * A full garbage collection before reading RSS (Bun.gc, or V8's gc exposed at run time), then glibc's free memory
- * handed back (malloc_trim), so that RSS shows what is live. Without the trim, what glibc kept of freed blocks
- * moved Deno's RSS on vulkan (lavapipe's allocations come from several threads' arenas) by 20 MiB between rounds
- * with no leak: 378.2, 357.7, 376.4, 378.1 MiB (a fresh-clone run, 2026-12-06).
+ * handed back (malloc_trim), so that RSS shows what is live. Without the trim, Deno's RSS on vulkan moved by 20 MiB
+ * between rounds with no leak: 378.2, 357.7, 376.4, 378.1 MiB (a fresh-clone run, 2026-12-06).
  */
 function collectGarbage(): void {
   const bun = (globalThis as { Bun?: { gc(force: boolean): void } }).Bun;
