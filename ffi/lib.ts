@@ -333,16 +333,15 @@ export function pinLibrariesSince(before: Set<string> | undefined): void {
   const now = mappedLibraries();
   if (!now) return;
   for (const path of now) {
-    if (before.has(path) || pinned.has(path)) continue;
+    // (a library pinned once stays mapped, so a later `before` holds it)
+    if (before.has(path)) continue;
     try {
       pinLibrary(path);
-      pinned.add(path);
     } catch {
       // (a library gone again, or no FFI permission: nothing to keep)
     }
   }
 }
-const pinned = new Set<string>();
 
 /** Whether reading /proc/self/maps and calling dlopen go ahead without a permission prompt (always under Bun). */
 function granted(): boolean {
