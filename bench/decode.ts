@@ -547,6 +547,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { backends: Backe
  */
 export async function main(args: string[], opts: { prog?: string; prefix?: string } = {}): Promise<number> {
   const prog = opts.prog ?? "bench/decode.ts";
+  // deno-lint-ignore no-control-regex -- control characters are what it escapes
   const fail = (msg: string) => console.error(`${opts.prefix ?? prog}: ${msg.split("\n")[0].replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)}`);
   let o: ReturnType<typeof parseBenchArgs>;
   try {

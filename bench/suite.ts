@@ -20,6 +20,9 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { parseFlags } from "./flags.ts";
 import { H200_BANDWIDTH } from "./decode.ts";
 
+// deno-lint-ignore no-explicit-any -- the commands' JSON output, read field by field
+type Json = any;
+
 /** One printed line of the table. `value` is what --baseline compares; `text` how it prints. */
 export interface SuiteRow {
   group: string;
@@ -41,7 +44,7 @@ export interface Job {
   cmd: string[];
   timeoutS: number;
   /** Rows from the command's JSON output; `err` is the failure line when it produced none. */
-  rows(json: any): Omit<SuiteRow, "group" | "seconds">[];
+  rows(json: Json): Omit<SuiteRow, "group" | "seconds">[];
   /** The names its rows would have (printed with the failure when it fails). */
   names: string[];
   skip?: string;
@@ -66,8 +69,8 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
   const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
   // tag "" is the PTX decode row (the issue's goals and PyTorch reference); others carry their own goal.
   // goalOf: one goal for every row, or one per row (a quantized row's, "" for none)
-  const decodeRows = (tag: string, goalOf?: string | ((r: { shape: string; dtype: string }) => string | undefined)) => (j: any) =>
-    j.rows.map((r: any) => {
+  const decodeRows = (tag: string, goalOf?: string | ((r: { shape: string; dtype: string }) => string | undefined)) => (j: Json) =>
+    j.rows.map((r: Json) => {
       const goal = typeof goalOf === "function" ? goalOf(r) ?? "" : goalOf;
       return {
         name: `${r.shape} ${tag}${r.backend} ${r.dtype}, cap ${r.cap}`,
@@ -89,7 +92,7 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
     out.push({
       group: "deep", timeoutS: 45, names: ["llama-3.2-1b cap 8192"],
       cmd: deno("bench/decode.ts", "--shape", "llama-3.2-1b", "--backend", backend, "--cap", "8192", "--tokens", "32", "--deep", "4096", "--deep-tokens", "32", "--no-eager", "--json"),
-      rows: (j) => j.rows.map((r: any) => ({
+      rows: (j) => j.rows.map((r: Json) => ({
         name: `${r.shape} ${r.backend}, cap ${r.cap}: pos ${r.deep?.pos} over pos 0`,
         value: r.deep && r.replay ? r.deep.msPerToken / r.replay.msPerToken : undefined, unit: "x per token",
         against: r.deep ? `K/V adds ${(100 * (r.deep.bytesPerToken / r.replay.bytesPerToken - 1)).toFixed(1)}% bytes` : undefined,
@@ -117,7 +120,7 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
     out.push({
       group: "host", timeoutS: 30, names: ["stories260K bench"],
       cmd: deno("bench/decode.ts", "--shape", "stories260K", "--backend", backend, "--tokens", "256", "--deep", "0", "--no-eager", "--json"),
-      rows: (j) => j.rows.map((r: any) => ({
+      rows: (j) => j.rows.map((r: Json) => ({
         name: `${r.shape} ${r.backend}: host µs per token, bench/decode.ts`, value: r.replay?.hostMicros, unit: "µs",
         goal: "<= 15 µs", note: r.error ?? `${r.replay?.tokPerSec.toFixed(0)} tok/s, ${r.replay?.msPerToken.toFixed(3)} ms/token`,
       })),

@@ -32,6 +32,7 @@ export function imageFormat(b: Uint8Array): "png" | "jpeg" | undefined {
 }
 
 /** Decodes PNG or JPEG bytes to RGB; `what` names the image in errors. */
+// deno-lint-ignore require-await -- a bad image must reject the promise, not throw where the caller did not await
 export async function decodeImage(bytes: Uint8Array, what = "image", maxPixels = MAX_PIXELS): Promise<RGBImage> {
   if (!(bytes instanceof Uint8Array)) throw new ImageError(what, "must be the bytes of a PNG or JPEG file (a Uint8Array)");
   const f = imageFormat(bytes);

@@ -191,6 +191,9 @@ export class NcclGroup {
       });
       const graphs: bigint[] = [];
       let began = 0;
+      // Every capture that began ends (each stream stays usable); the first failure is raised (the enqueueing's
+      // before an end's), and a failed capture's siblings are discarded.
+      let err: unknown;
       try {
         for (const d of devs) {
           d.beginCapture();
@@ -200,21 +203,19 @@ export class NcclGroup {
           devs.forEach((d, r) => d.enqueueStretch(runs[r][k].launches));
           if (runs[0][k].call) this.together((r) => devs[r].issueCollective(runs[r][k].call!));
         }
-      } finally {
-        // Every capture that began ends (each stream stays usable); the first failure is raised, and a failed
-        // capture's siblings are discarded.
-        let err: unknown;
-        for (let r = 0; r < began; r++) {
-          try {
-            graphs[r] = devs[r].endCapture();
-          } catch (e) {
-            err ??= e;
-          }
+      } catch (e) {
+        err = e;
+      }
+      for (let r = 0; r < began; r++) {
+        try {
+          graphs[r] = devs[r].endCapture();
+        } catch (e) {
+          err ??= e;
         }
-        if (err) {
-          graphs.forEach((g, r) => g && devs[r].completeRecording(undefined, g));
-          throw err;
-        }
+      }
+      if (err) {
+        graphs.forEach((g, r) => g && devs[r].completeRecording(undefined, g));
+        throw err;
       }
       devs.forEach((d, r) => d.completeRecording(parts[r].rec, graphs[r]));
     } catch (e) {

@@ -333,6 +333,7 @@ export class VulkanDevice implements Device {
     this.#inflight = s;
   }
 
+  // deno-lint-ignore require-await -- the Device interface is async: a failure here must reach the caller as a rejection
   async synchronize(timeoutMs: number): Promise<void> {
     this.#live();
     const deadline = performance.now() + timeoutMs;
@@ -411,6 +412,7 @@ export class VulkanDevice implements Device {
     releaseRecording(this.#ctx, this.#cmdPool, r);
   }
 
+  // deno-lint-ignore require-await -- as synchronize
   async destroy(): Promise<void> {
     const { api, device, instance } = this.#ctx;
     if (this.#poisoned !== undefined) return; // leak everything: the queue may still be running our work

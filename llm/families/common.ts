@@ -11,7 +11,7 @@
 // [blocks * block, kv_heads, head_dim] and attention reads it through each row's table (paged_attention), so
 // a row's result does not depend on the other rows of the step.
 import type { DType } from "../../graph/dtype.ts";
-import { type Tensor, Tracer } from "../../graph/tracer.ts";
+import type { Tensor, Tracer } from "../../graph/tracer.ts";
 import type { WeightRole } from "../../graph/weights.ts";
 import { LlmError } from "../errors.ts";
 import type { ModelConfig, StepShape, TraceOptions } from "./family.ts";

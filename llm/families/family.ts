@@ -6,11 +6,9 @@
 // ModelConfig is one flat record for every family: the Llama core plus optional quirks that a family's trace
 // reads (soft-capping, sliding windows, q/k norms ...). Optional fields absent = the plain Llama behaviour.
 import type { DType } from "../../graph/dtype.ts";
-import { isBlock, isFloat } from "../../graph/dtype.ts";
 import type { RopeStyle } from "../../graph/ir.ts";
 import type { Tensor, Tracer } from "../../graph/tracer.ts";
 import { roleKey, type TensorInfo, type WeightMap, type WeightRole, type WeightStore } from "../../graph/weights.ts";
-import { ModelFormatError } from "../errors.ts";
 import { checkTensors as validateTensors, type ExpectedTensor, matrixDTypes } from "../validate.ts";
 import type { GGUFFile } from "../formats/gguf.ts";
 import type { EncodeShape, EncoderInfo, EncoderTraced } from "./bert.ts";

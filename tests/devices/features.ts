@@ -3,7 +3,7 @@
 // spirv.test.ts renders them and runs spirv-val; device.test.ts runs them on a Vulkan device.
 import { bin, c, f32, fma, i32, type Kernel, KernelBuilder, u32, un } from "../../kernels/ir.ts";
 import type { Caps } from "../../kernels/target.ts";
-import { F, I, Rng, U, U16, bitsOf, bytes, fr, fromBf16, fromBits, fromHalf, pad16, report, sameF, toBf16, toHalf, zeros } from "../vulkan/data.ts";
+import { F, I, Rng, U, U16, bitsOf, bytes, fr, fromBf16, fromBits, fromHalf, report, sameF, toBf16, toHalf, zeros } from "../vulkan/data.ts";
 import { halfCasts, nanCompares } from "./features_ieee.ts";
 
 export interface Feature {
@@ -461,7 +461,7 @@ const subgroups: Feature = {
       for (let lane = 0; lane < members.length; lane++) {
         const g = members[lane];
         if (g === undefined) continue;
-        const own = (src: number, k: number, v: (m: number) => number) => src < size && members[src] !== undefined ? v(members[src]) : v(g);
+        const own = (src: number, _k: number, v: (m: number) => number) => src < size && members[src] !== undefined ? v(members[src]) : v(g);
         const want = [bitsOf(xs.reduce((a, b) => a + b, 0)), bitsOf(Math.max(...xs)), bitsOf(Math.min(...xs)),
           xs.reduce((a, b) => a + b, 0) >>> 0, Math.max(...xs) >>> 0, Math.min(...xs) >>> 0,
           members.reduce((a, b) => a + b, 0), Math.max(...members), Math.min(...members),

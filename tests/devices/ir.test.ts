@@ -116,7 +116,7 @@ for (const backend of selectedBackends().filter((b) => b !== "js")) {
   const js = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: typeof dev === "string" ? 8 : dev.target.caps.subgroupSize || 8 } });
 
   /** Runs k on both devices and compares every binding; all that differ are reported together. */
-  async function same(k: Kernel, inputs: Uint8Array[], rules: Record<number, Rule> = {}, ref: Device = js): Promise<void> {
+  const same = async (k: Kernel, inputs: Uint8Array[], rules: Record<number, Rule> = {}, ref: Device = js): Promise<void> => {
     const g = await runKernel(dev as Device, k, inputs.map((b) => b.slice()));
     const j = await runKernel(ref, k, inputs.map((b) => b.slice()));
     const bad: string[] = [];
@@ -126,7 +126,7 @@ for (const backend of selectedBackends().filter((b) => b !== "js")) {
       if (d.length) bad.push(`binding ${i} (${k.buffers[i].name}): ${d.join(", ")}`);
     }
     assert.deepEqual(bad, [], `${k.name}: ${backend} vs js`);
-  }
+  };
 
   test(`IR vs js on ${backend}: i32 and u32 arithmetic, bit ops, shifts, compares`, { skip }, async () => {
     const N = 64;

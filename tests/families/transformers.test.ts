@@ -7,7 +7,6 @@
 // POOT_FAMILIES=llama,qwen2 limits the families.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
 import type { ModelHandle } from "../../llm/model.ts";
 import { chatTokens } from "../../llm/chat.ts";

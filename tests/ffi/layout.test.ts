@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { array, chars, decode, decodeArray, encode, offsetOf, pack, packArray, type Struct, struct, union } from "../../ffi/layout.ts";
-import { ptrView, readCString, readU32, readU64 } from "../../ffi/lib.ts";
+import { ptrView, readCString, readU32 } from "../../ffi/lib.ts";
 import * as vs from "../../ffi/vulkan_structs.ts";
 import * as cu from "../../ffi/cuda.ts";
 import * as hs from "../../ffi/hsa.ts";

@@ -26,7 +26,7 @@ function junk(rng: () => number, n: number): Uint8Array {
 const list: FuzzCase[] = [
   // 12.6 empty values are errors, not 0
   flag("cli/empty/max-tokens", "12.6 empty values", ["--max-tokens", ""], /--max-tokens: "" is not an integer/),
-  flag("cli/empty/max-tokens-blank", "12.6 empty values", ["--max-tokens", "  "], /--max-tokens: "  " is not an integer/),
+  flag("cli/empty/max-tokens-blank", "12.6 empty values", ["--max-tokens", "  "], /--max-tokens: " {2}" is not an integer/),
   flag("cli/empty/temperature", "12.6 empty values", ["--temperature", ""], /--temperature: "" is not a number/),
   flag("cli/empty/seed", "12.6 empty values", ["--seed", ""], /--seed: "" is not an integer/),
   flag("cli/empty/max-tokens-negative", "12.6 empty values", ["--max-tokens=-1"], /--max-tokens: "-1" is not an integer from 0/),

@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import {
-  AbortError, ContextLengthError, ContextOverflowError, DEFAULT_MAX_TOKENS, Driver, DriverClosedError, InvalidArgumentError, type LoadProgress, open,
+  AbortError, ContextLengthError, ContextOverflowError, DEFAULT_MAX_TOKENS, type Driver, DriverClosedError, InvalidArgumentError, type LoadProgress, open,
 } from "../../mod.ts";
 import { type Engine, loadModel } from "../../engine.ts";
 import type { JsDevice } from "../../backends/js/device.ts";

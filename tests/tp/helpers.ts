@@ -13,7 +13,7 @@ import { loadModel, type ModelHandle } from "../../llm/model.ts";
 import { FIXTURES } from "../families/fixtures.ts";
 import type { RankGroup } from "../../backends/group.ts";
 import { storageFromBytes } from "../../graph/dtype.ts";
-import { type TpPlan } from "../../graph/passes/tp.ts";
+import type { TpPlan } from "../../graph/passes/tp.ts";
 import { tpPlan } from "../../llm/tp.ts";
 import { openCuda } from "../../ffi/cuda.ts";
 import { selectedBackends } from "../devices/index.ts";

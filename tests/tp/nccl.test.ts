@@ -7,7 +7,7 @@
 // enough GPUs or a libnccl (POOT_NCCL_LIBRARY may name one).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { openRankGroup, RankGroup } from "../../backends/group.ts";
+import { openRankGroup, type RankGroup } from "../../backends/group.ts";
 import { ncclLibraryNames } from "../../backends/ptx/nccl.ts";
 import { openNccl } from "../../ffi/nccl.ts";
 import { compileGraph } from "../../kernels/lower.ts";

@@ -19,7 +19,7 @@ const skipFor = (tp: number) => typeof gpus === "string" ? gpus : gpus < tp ? `t
 for (const tp of [2, 4]) {
   for (const family of ["llama", "qwen2"]) {
     test(`${family} on ${tp} GPUs (ptx) equals the unsharded oracle within tier 2`, { skip: skipFor(tp), timeout: 300_000 }, async () => {
-      await checkGroup(family, [tp], (n, plan) => openRankGroup("ptx", plan, { compile: compileGraph }));
+      await checkGroup(family, [tp], (_n, plan) => openRankGroup("ptx", plan, { compile: compileGraph }));
     });
   }
   test(`stories260K at tp ${tp} on ptx: greedy tokens equal llama2.c's`, { skip: skipFor(tp), timeout: 300_000 }, async () => {
