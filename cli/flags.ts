@@ -130,7 +130,7 @@ export const COMMANDS = {
     summary: "score documents against a query with a cross-encoder reranker (raw logits, document order)",
     positionals: "",
     flags: [
-      { ...model, help: "Hugging Face folder of a reranker (BertForSequenceClassification, one label) (required)" },
+      { ...model, help: "Hugging Face folder of a reranker (BertForSequenceClassification or XLMRobertaForSequenceClassification, one label) (required)" },
       { name: "query", short: "q", arg: "TEXT", help: "the query (required)" },
       { name: "document", short: "d", arg: "TEXT", multiple: true, help: "a document; repeat for several" },
       backend,

@@ -13,7 +13,7 @@ import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
 import { EncoderServer } from "../llm/serve/encode.ts";
 
-export const SERVE_USAGE = `usage: poot serve [--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
+export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
                   [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type auto|f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
@@ -50,7 +50,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp"].map((k) => [k, { type: "string" as const }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
       allowPositionals: false,
       strict: true,
     }).values;

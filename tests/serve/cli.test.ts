@@ -19,6 +19,8 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
     [["serve", "--kv-type", "f8"], 2, /kv-type/],
     [["serve", "--bogus"], 2, /bogus/],
     [["serve", "--model", "/nonexistent/model.gguf", "--backend", "js"], 1, /nonexistent/],
+    // -m as run, chat and llama-server take it: the path reaches the loader
+    [["serve", "-m", "/nonexistent/short.gguf", "--backend", "js"], 1, /short\.gguf/],
   ];
   for (const [args, code, msg] of cases) {
     const r = spawnSync(runtime, cmd(args), { cwd: ROOT, encoding: "utf8", timeout: 60_000, env: { ...process.env, NO_COLOR: "1" } });
