@@ -33,7 +33,8 @@
 //   "drop-NAME" (--wall only): the step without its kernels whose name contains NAME, timing only (what fusing them away could save);
 //   "no-attention-local": nor does it combine in the workgroup at short context (CompileOptions.attentionLocal); "no-attention-live":
 //   split-K chunks cut over all N chunks, not whole trips of the live positions; "no-attention-spread": nor a short row's
-//   positions a slot or two a team over the workgroup, nor tail trips (CompileOptions.attentionSpread); "groupN": N query heads per
+//   positions a slot or two a team over the workgroup, nor tail trips (CompileOptions.attentionSpread); "no-gemv-hints" /
+//   "gemv-hints-weights": the decode gemvs' loads without cache hints / with the weights' alone (CompileOptions.gemvHints); "groupN": N query heads per
 //   attention team; "attention-prefetch": each trip's successor's K/V loaded ahead; "[no-]decode-flash": decode attention on
 //   MMA tiles or not (CompileOptions.decodeFlash); "attention-stagesN": its K/V through N cp.async stages; vulkan:no-robust
 //   opens the device without robustBufferAccess, and vulkan:restrict renders read-only bindings Restrict, both
@@ -355,6 +356,8 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (f === "no-attention-prep") compile.attentionPrep = false;
     else if (f === "no-attention-live") compile.attentionLive = false;
     else if (f === "no-attention-spread") compile.attentionSpread = false;
+    else if (f === "no-gemv-hints") compile.gemvHints = false;
+    else if (f === "gemv-hints-weights") compile.gemvHints = "weights";
     else if (f === "attention-prefetch") compile.attentionPrefetch = true;
     else if (f === "decode-flash") compile.decodeFlash = true;
     else if (f === "no-decode-flash") compile.decodeFlash = false;
@@ -370,7 +373,7 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
     else if (wall && /^drop-\w+$/.test(f)) drop.push(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-unrollN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, no-attention-spread, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-unrollN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, no-attention-spread, no-gemv-hints, gemv-hints-weights, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile, drop };
 }

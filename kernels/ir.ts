@@ -59,9 +59,10 @@ export class KernelBuilder {
     }
   }
 
-  buffer(name: string, elem: EType, access: "r" | "w" | "rw"): Buffer {
+  buffer(name: string, elem: EType, access: "r" | "w" | "rw", reads?: Buffer["reads"]): Buffer {
     if (this.buffers.some((b) => b.name === name)) throw new KernelError(`${this.name}: buffer ${name} declared twice`);
-    const b: Buffer = { name, elem, access, binding: this.buffers.length };
+    if (reads && access !== "r") throw new KernelError(`${this.name}: buffer ${name}: a read hint on a binding that is written`);
+    const b: Buffer = { name, elem, access, binding: this.buffers.length, ...(reads ? { reads } : {}) };
     this.buffers.push(b);
     return b;
   }

@@ -49,6 +49,8 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * less than what each team's own quantization costs there).
    */
   xqPrep?: boolean | "no-norm";
+  /** Cache hints on the decode gemvs' loads (lib.GemvShape.hints, Buffer.reads); default on; "weights": theirs alone. */
+  gemvHints?: boolean | "weights";
   /**
    * A prepared x that is a split-K decode attention's output (the o projection's) is combined from the partials in
    * the prep kernel (lib.xqPrep combine): one kernel, not a combine and a prep, the same bits. Default true. H200,

@@ -71,6 +71,11 @@ export interface GemvShape {
    * its buffer in place of x and g, and r in it with a norm), bit-identical.
    */
   xq?: boolean | "prep";
+  /**
+   * Cache hints (Buffer.reads; default on): the weights "once" (float) or "near" (block types), x (and g) "many";
+   * "weights": the weights' alone.
+   */
+  hints?: boolean | "weights";
 }
 
 /** A part's bindings. */
@@ -137,17 +142,18 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const xq = !!s.xq, prep = s.xq === "prep";
   const { tune, R, rowsPer, units, counts, total, t, grid } = layout(caps, s);
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
-  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}`;
+  const hints = s.hints !== false, xHint = s.hints === "weights" ? undefined : hints ? "many" as const : undefined;
+  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${hints ? (xHint ? "" : "_wh") : "_nh"}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   // prep: x arrives quantized (xq_prep.ts), with r in it when the norm is fused
-  const x = prep ? b.buffer("xq", "u32", "r") : b.buffer("x", "f32", "r");
-  const g = s.norm && !prep ? b.buffer("g", s.norm.weight, "r") : undefined;
+  const x = prep ? b.buffer("xq", "u32", "r", xHint) : b.buffer("x", "f32", "r", xHint);
+  const g = s.norm && !prep ? b.buffer("g", s.norm.weight, "r", xHint) : undefined;
   const xl = prep ? xqLayout(qt!, k, !!s.norm) : undefined;
   const bufs: PartBufs[] = s.parts.map((p, i) => {
     const kind = p.kind ?? "dot";
     const nw = kind === "silu_mul" ? 2 : 1;
-    const ws = Array.from({ length: nw }, (_, j) => b.buffer(`w${i}_${j}`, elemOf(w), "r"));
+    const ws = Array.from({ length: nw }, (_, j) => b.buffer(`w${i}_${j}`, elemOf(w), "r", hints ? (qt ? "near" : "once") : undefined));
     const bias = p.bias ? Array.from({ length: nw }, (_, j) => b.buffer(`bias${i}_${j}`, "f32", "r")) : [];
     const res = p.residual ? b.buffer(`res${i}`, "f32", "r") : undefined;
     const freqs = kind === "rope" ? b.buffer(`freqs${i}`, "f32", "r") : undefined;

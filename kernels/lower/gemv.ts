@@ -87,7 +87,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   const xq = hasXq(wn.dtype) && (nodes[u.parts[0].matmuls[0]].attrs.xq || (opts.quantizedX ?? (!!caps.dot4 && XQ_DEFAULT.includes(wn.dtype))));
   const asked = opts.xqPrep ?? XQ_PREP_DEFAULT.includes(wn.dtype);
   const prep = xq && (asked === true || (asked === "no-norm" && !norm));
-  const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune };
+  const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune, hints: opts.gemvHints };
   const k = lib.gemv(caps, shape);
   if (prep) {
     // x (and g) in, the quantized runs (and r) out; the gemv binds those in their place

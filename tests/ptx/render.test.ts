@@ -12,6 +12,7 @@ import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/lla
 import { atomicKernel, checkCase, featureCases } from "../devices/feature_kernels.ts";
 import { assemble, assembleMany, findPtxas } from "./ptxas.ts";
 import { tiledMatmul } from "../../kernels/lib/tiled_matmul.ts";
+import { gemv } from "../../kernels/lib/gemv.ts";
 import { cases as libraryCases } from "../kernels/cases.ts";
 
 const ptxas = findPtxas();
@@ -122,6 +123,22 @@ test("vector loads and stores use 16-byte accesses", () => {
   assert.match(ptx, /st\.global\.v4\.f32/);
   assert.match(ptx, /st\.global\.v4\.b32/);
   assert.match(ptx, /ld\.global\.nc\.v2\.f32/);
+});
+
+test("cache hints: a decode gemv's weights load once past L1 (float) or leave it first (blocks), x stays longest; none when off", slow, () => {
+  const loads = (ptx: string) => new Set(ptx.match(/ld\.global\.nc(\.L[12]::\w+)*/g));
+  const mods: PtxModule[] = [];
+  for (const [w, weight] of [["bf16", ".L1::no_allocate.L2::256B"], ["q4_k", ".L1::evict_first"]] as const) {
+    const shape = { k: 512, w, norm: { eps: 1e-5, weight: "f32" as const }, parts: [{ n: 64 }] };
+    const on = renderPtx(gemv(SM90_CAPS, shape), { sm: 90 }), off = renderPtx(gemv(SM90_CAPS, { ...shape, hints: false }), { sm: 90 });
+    assert.ok(loads(on.ptx).has(`ld.global.nc${weight}`), `${w}: ${[...loads(on.ptx)]}`);
+    assert.ok(loads(on.ptx).has("ld.global.nc.L1::evict_last"), `${w} x: ${[...loads(on.ptx)]}`);
+    assert.deepEqual([...loads(off.ptx)], ["ld.global.nc"], `${w} without hints`);
+    mods.push(on);
+  }
+  assembleAll(mods);
+  const b = new KernelBuilder("hint_on_output", { workgroup: 32, grid: 1 });
+  assert.throws(() => b.buffer("y", "f32", "w", "once"), KernelError);
 });
 
 test("subgroup ops: butterfly shuffles for full warps, a member mask for a partial last warp", () => {
