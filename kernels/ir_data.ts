@@ -49,11 +49,11 @@ export interface Buffer {
   /** Index of the binding, in declaration order. */
   binding: number;
   /**
-   * How a read-only binding's bytes are read, a cache hint for targets that take one (PTX): "once", each byte by
-   * one load and never again in the kernel, so it need not stay in L1 (a decode gemv's 16-bit or f32 weights);
-   * "near", again only by neighbouring loads soon after, so it leaves L1 first (block weights: a block's header
-   * and its unaligned pieces); "many", by many loads of the kernel's workgroups, so it stays in L1 longest (a
-   * gemv's x). Never changes what a load returns.
+   * How a read-only binding's bytes are read, a cache hint for targets that take one (PTX; SPIR-V marks "once"
+   * Nontemporal): "once", each byte by one load and never again in the kernel, so it need not stay in L1 (a decode
+   * gemv's 16-bit or f32 weights); "near", again only by neighbouring loads soon after, so it leaves L1 first
+   * (block weights: a block's header and its unaligned pieces); "many", by many loads of the kernel's workgroups,
+   * so it stays in L1 longest (a gemv's x). Never changes what a load returns.
    */
   reads?: "once" | "near" | "many";
 }

@@ -17,6 +17,7 @@ import { compileGraph } from "../../kernels/lower.ts";
 import { type LlamaConfig, traceDecode, traceStep } from "../../llm/families/llama.ts";
 import { features } from "../devices/features.ts";
 import { dot4Case } from "../devices/feature_kernels.ts";
+import { gemv } from "../../kernels/lib/gemv.ts";
 
 /**
  * lavapipe's capabilities (integer dot products included), and the same target without 16/8-bit storage, and a
@@ -258,6 +259,24 @@ test("spirv: restrictReads decorates exactly the read-only bindings Restrict, an
   assert.ok(reads > 0 && reads < k.buffers.length, "the case has read-only and written bindings");
   assert.equal(restricted(restrict.words), reads);
   assert.equal(validate(restrict.words, "vulkan1.1"), "");
+});
+
+test("spirv: a float gemv's weight loads are Nontemporal (Buffer.reads once), none without hints, and validate", { skip: noVal }, () => {
+  // OpLoad (opcode 61): 4 words, or 5 with a memory-operand mask (Nontemporal = 0x4)
+  const loads = (w: Uint32Array) => {
+    let plain = 0, nontemporal = 0;
+    for (let i = 5; i < w.length; i += w[i] >>> 16) {
+      if ((w[i] & 0xffff) !== 61) continue;
+      if (w[i] >>> 16 === 5 && w[i + 4] === 0x4) nontemporal++;
+      else plain++;
+    }
+    return { plain, nontemporal };
+  };
+  const shape = { k: 512, w: "bf16" as const, parts: [{ n: 64 }] };
+  const on = renderSpirv(gemv(FULL, shape), FULL), off = renderSpirv(gemv(FULL, { ...shape, hints: false }), FULL);
+  assert.ok(loads(on.words).nontemporal > 0 && loads(on.words).plain > 0, JSON.stringify(loads(on.words)));
+  assert.equal(loads(off.words).nontemporal, 0);
+  assert.equal(validate(on.words, "vulkan1.1"), "");
 });
 
 test("spirv: cleanup", () => rmSync(dir, { recursive: true, force: true }));
