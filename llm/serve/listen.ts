@@ -26,9 +26,11 @@ type BunServe = (o: { hostname: string; port: number; fetch: (r: Request) => Pro
 export function listen(handler: (req: Request) => Promise<Response>, o: ListenOptions): Promise<Listener> {
   const g = globalThis as unknown as { Deno?: { serve: DenoServe }; Bun?: { serve: BunServe } };
   if (g.Deno) {
-    // The handler reads request.signal to drop a non-streamed request whose client left. Deno warns once that
-    // the signal also fires after a successful response (legacy behaviour); harmless here (the request is done
-    // then), and info.completed is no substitute: it does not settle while the handler is still computing.
+    // The handler reads request.signal to drop a non-streamed request whose client left. This package's deno.json
+    // opts into Deno's newer behaviour (unstable "no-legacy-abort"): the signal fires only when the client leaves.
+    // Under a config without it, it also fires after a successful response and Deno prints a warning once;
+    // harmless here (the request is done then). info.completed is no substitute: it does not settle while the
+    // handler is still computing.
     const s = g.Deno.serve({ hostname: o.hostname, port: o.port, onListen: () => {} }, handler);
     return Promise.resolve({ hostname: o.hostname, port: s.addr.port, close: () => s.shutdown() });
   }
