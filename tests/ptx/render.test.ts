@@ -125,21 +125,24 @@ test("vector loads and stores use 16-byte accesses", () => {
   assert.match(ptx, /ld\.global\.nc\.v2\.f32/);
 });
 
-test("cache hints: a decode gemv's weights load once past L1 (float) or leave it first (blocks), x stays longest; none when off", slow, () => {
+const hinted = (["bf16", "q4_k"] as const).map((w) => {
+  const shape = { k: 512, w, norm: { eps: 1e-5, weight: "f32" as const }, parts: [{ n: 64 }] };
+  return { w, on: renderPtx(gemv(SM90_CAPS, shape), { sm: 90 }), off: renderPtx(gemv(SM90_CAPS, { ...shape, hints: false }), { sm: 90 }) };
+});
+
+test("cache hints: a decode gemv's weights load once past L1 (float) or leave it first (blocks), x stays longest; none when off", () => {
   const loads = (ptx: string) => new Set(ptx.match(/ld\.global\.nc(\.L[12]::\w+)*/g));
-  const mods: PtxModule[] = [];
-  for (const [w, weight] of [["bf16", ".L1::no_allocate.L2::256B"], ["q4_k", ".L1::evict_first"]] as const) {
-    const shape = { k: 512, w, norm: { eps: 1e-5, weight: "f32" as const }, parts: [{ n: 64 }] };
-    const on = renderPtx(gemv(SM90_CAPS, shape), { sm: 90 }), off = renderPtx(gemv(SM90_CAPS, { ...shape, hints: false }), { sm: 90 });
+  for (const { w, on, off } of hinted) {
+    const weight = w === "bf16" ? ".L1::no_allocate.L2::256B" : ".L1::evict_first";
     assert.ok(loads(on.ptx).has(`ld.global.nc${weight}`), `${w}: ${[...loads(on.ptx)]}`);
     assert.ok(loads(on.ptx).has("ld.global.nc.L1::evict_last"), `${w} x: ${[...loads(on.ptx)]}`);
     assert.deepEqual([...loads(off.ptx)], ["ld.global.nc"], `${w} without hints`);
-    mods.push(on);
   }
-  assembleAll(mods);
   const b = new KernelBuilder("hint_on_output", { workgroup: 32, grid: 1 });
   assert.throws(() => b.buffer("y", "f32", "w", "once"), KernelError);
 });
+
+test("cache hints assemble for sm_90", slow, () => assembleAll(hinted.map((h) => h.on)));
 
 test("subgroup ops: butterfly shuffles for full warps, a member mask for a partial last warp", () => {
   const full = renderPtx(features.find((c) => c.name === "subgroups_128")!.kernel, { sm: 90 }).ptx;
