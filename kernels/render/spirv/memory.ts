@@ -22,7 +22,7 @@ interface View {
  * A load's memory operands: Nontemporal (MemoryAccess 0x4) for a binding whose bytes are each read once
  * (Buffer.reads "once": a decode gemv's float weights), a hint the driver may take or leave.
  */
-const access = (buf: Buffer): number[] => (buf.reads === "once" ? [0x4] : []);
+const memoryOperands = (buf: Buffer): number[] => (buf.reads === "once" ? [0x4] : []);
 
 /** Converts between compute types (numeric conversion, as the IR's `cast`). */
 export type Convert = (id: number, from: CType, to: CType) => number;
@@ -198,18 +198,18 @@ export class Buffers {
     if (t === "f16") {
       if (view !== "f16") throw new KernelError(`f16 load needs an f16 view, got ${view}`);
       if (!this.native16) this.undecomposed(view);
-      return a.v(Op.Load, m.tFloat(16), this.ptr(this.view(buf, "f16"), index), ...access(buf));
+      return a.v(Op.Load, m.tFloat(16), this.ptr(this.view(buf, "f16"), index), ...memoryOperands(buf));
     }
     if (view === "f16" && this.native16 && this.half) {
-      const h = a.v(Op.Load, this.half(), this.ptr(this.view(buf, "f16"), index), ...access(buf));
+      const h = a.v(Op.Load, this.half(), this.ptr(this.view(buf, "f16"), index), ...memoryOperands(buf));
       return this.convert(a.v(Op.FConvert, a.f, h), "f32", t);
     }
     let bits: number;
     if (size === 4) {
-      bits = a.v(Op.Load, a.u, this.ptr(this.view(buf, "u32"), index), ...access(buf));
+      bits = a.v(Op.Load, a.u, this.ptr(this.view(buf, "u32"), index), ...memoryOperands(buf));
     } else if ((size === 2 && this.native16) || (size === 1 && this.native8)) {
       const v = this.view(buf, size === 2 ? "u16" : "u8");
-      const raw = a.v(Op.Load, v.elem, this.ptr(v, index), ...access(buf));
+      const raw = a.v(Op.Load, v.elem, this.ptr(v, index), ...memoryOperands(buf));
       bits = view === "i8" || view === "i16" ? a.v(Op.SConvert, a.i, raw) : a.v(Op.UConvert, a.u, raw);
     } else {
       this.undecomposed(view);
@@ -262,7 +262,7 @@ export class Buffers {
     }
     const v = this.view(buf, kind);
     const vi = n === 1 ? index : a.shr(index, a.cu(Math.log2(n)));
-    const loaded = a.v(Op.Load, v.elem, this.ptr(v, vi), ...access(buf));
+    const loaded = a.v(Op.Load, v.elem, this.ptr(v, vi), ...memoryOperands(buf));
     const words: number[] = kind === "u32"
       ? [loaded]
       : Array.from({ length: kind === "v2" ? 2 : 4 }, (_, w) => a.v(Op.CompositeExtract, a.u, loaded, w));
