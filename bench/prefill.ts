@@ -11,7 +11,8 @@
 //   attention's operands as hi + lo; tiled: the shared-memory tiled matmul (mma off) in chunks of 512/64/16/8
 //   rows; untiled-wide: matmul.ts in the same chunks; flash:WARPSxBKV: the default with that staged flash attention
 //   layout (CompileOptions.flashLayout); coopflash:WARPSxBC: the cooperative-matrix attention (Vulkan) with that many
-//   subgroups and positions per block (CompileOptions.coopFlashLayout).
+//   subgroups and positions per block (CompileOptions.coopFlashLayout); no-blocks: with --dtype a GGUF block type or
+//   mix, its matmuls on the tiled FMA kernel instead of the staged MMA kernel over the blocks (CompileOptions.mmaBlocks).
 //
 //   deno run -A bench/prefill.ts --shape llama-3.2-1b,llama-3-8b --backend ptx --prompts 512,2048
 //   deno run -A bench/prefill.ts --shape stories260K --backend js --prompts 32 --variants fma
@@ -50,6 +51,8 @@ const VARIANTS: Record<string, { compile: CompileOptions; prefill?: number[] }> 
   split: { compile: { mma: "auto", mmaSplit: true } },
   "prep-apart": { compile: { mma: "auto", mmaPrepFuse: false } },
   "flash-split": { compile: { mma: "auto", flashSplit: true } },
+  // GGUF block weights' matmuls on the tiled FMA kernel (x and W in f32), not the staged MMA kernel over the blocks
+  "no-blocks": { compile: { mma: "auto", mmaBlocks: false } },
   fma: { compile: { mma: "off" }, prefill: [32, 8] },
   "fma-wide": { compile: { mma: "off" } },
   // the shared-memory tiled matmul (kernels/lib/tiled_matmul.ts) in wide chunks, and matmul.ts in the same chunks

@@ -143,6 +143,12 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   staged?: boolean;
   stagedMinRows?: number;
   /**
+   * Prefill ("auto") matmuls over GGUF block weights of at least MMA_MIN_ROWS rows on the staged kernel, the blocks
+   * dequantized to bf16 as they are staged (kernels/lib/mma_blocks.ts) and x rounded once, where the target has
+   * caps.mma and caps.staging; default true. Off (or with mmaSplit): the tiled FMA kernel, x and W in f32.
+   */
+  mmaBlocks?: boolean;
+  /**
    * Prefill attention of chunks of >= stagedMinRows rows on the staged flash kernels (kernels/lib/flash_staged.ts:
    * K/V to f16 halves once, then cp.async tiles and ldmatrix) where caps.staging and flash allow; default true.
    */

@@ -27,6 +27,8 @@ import { type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } f
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 import type { MmaOperands } from "./mma_matmul.ts";
+import { type BlockStage, blockStage, blockStageFits, type Issued } from "./mma_blocks.ts";
+import type { QType } from "./dequant.ts";
 
 export interface StagedMatmulShape extends MmaOperands {
   /** Block rows and columns (multiples of 16 * wm and 16 * wn); default 128 x 128. */
@@ -49,6 +51,11 @@ export interface StagedMatmulShape extends MmaOperands {
   wg?: boolean;
   /** With `wg`: warpgroup MMA groups left in flight while the next slice's copies are issued (0 or 1; default 0). */
   wgPending?: number;
+  /**
+   * W holds GGUF blocks of this type (w must be "bf16", bk 64): each slice's chunks are loaded when the slice is
+   * issued and dequantized to bf16 into its stage after the current slice's MMAs (kernels/lib/mma_blocks.ts).
+   */
+  blocks?: QType;
 }
 
 /** The block tiling of a staged matmul. */
@@ -92,11 +99,23 @@ export function stagedLayout(m: number, n: number, k = 0, split = true, wgmma = 
 }
 
 /** Whether the staged MMA matmul takes this shape on this target in this layout (its shared memory included). */
-export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l: StagedLayout = {}, split = true): boolean {
+export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l: StagedLayout = {}, split = true, blocks?: QType): boolean {
   const bk = l.bk ?? 32;
   return !!caps.mma && !!caps.staging && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
     k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes &&
-    (!l.wg || (!!caps.wgmma && bk === 64));
+    (!l.wg || (!!caps.wgmma && bk === 64)) && (!blocks || (w === "bf16" && !split && blockStageFits(blocks, k, bk)));
+}
+
+/**
+ * The tiling of a staged matmul over GGUF blocks: stagedLayout's for x rounded once, with 64-element slices (a
+ * slice is whole spans of the type, or half of q6_k's) and at most 128 columns a block (a lane holds its chunks'
+ * raw words beside its accumulators while the MMAs run).
+ */
+export function stagedBlockLayout(m: number, n: number, k: number, wgmma: boolean): StagedLayout {
+  const l = stagedLayout(m, n, k, false, wgmma);
+  if (l.wg) return (l.bn ?? 128) > 128 ? { ...l, bn: 128 } : l;
+  // warp tiles: 64-row blocks of 2 x 2 warps (at 2 x 4, ptxas held q5_k's to 80 registers and spilled)
+  return l.bm === 64 ? { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } : { ...l, bk: 64, stages: Math.min(l.stages ?? 4, 3) };
 }
 
 /** Bytes of shared memory of a layout: `stages` slices of x (one or two parts) and W. */
@@ -115,8 +134,8 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const bm = s.bm ?? 128, bn = s.bn ?? 128, bk = s.bk ?? (wg ? 64 : 32), stages = s.stages ?? 4;
   const wm = s.wm ?? 2, wn = s.wn ?? (wg ? 1 : 4), pending = wg ? s.wgPending ?? 0 : 0;
   const split = s.split ?? true, parts = split ? 2 : 1;
-  if (!stagedMatmulFits(caps, w, n, k, { bk, wg }, split)) {
-    throw new KernelError(`staged matmul: needs caps.mma and caps.staging${wg ? ", caps.wgmma and bk 64" : ""}, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8; got ${w} n=${n} k=${k} bk=${bk}`);
+  if (!stagedMatmulFits(caps, w, n, k, { bk, wg }, split, s.blocks)) {
+    throw new KernelError(`staged matmul: needs caps.mma and caps.staging${wg ? ", caps.wgmma and bk 64" : ""}, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8${s.blocks ? ", x rounded once and bk 64 over whole spans of the blocks" : ""}; got ${w}${s.blocks ? ` (${s.blocks})` : ""} n=${n} k=${k} bk=${bk}`);
   }
   if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`staged matmul: bad batch ${m}`);
   if (parts * m * k >= 2 ** 32 || n * k >= 2 ** 32 || m * n >= 2 ** 32) throw new KernelError("staged matmul: indices exceed 32 bits");
@@ -144,10 +163,10 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), total = bM * bN;
   const grid = gridFor(caps, total);
   const name = s.name ??
-    `mma_staged_${w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_${wg ? `wg${wm}x${wn}${pending ? `_p${pending}` : ""}` : `w${wm}x${wn}`}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+    `mma_staged_${s.blocks ?? w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_${wg ? `wg${wm}x${wn}${pending ? `_p${pending}` : ""}` : `w${wm}x${wn}`}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("xw", "u32", "r");
-  const W = b.buffer("w", w, "r");
+  const W = b.buffer("w", s.blocks ? "u8" : w, "r");
   const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
   const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
   const y = b.buffer("y", "f32", "w");
@@ -185,7 +204,9 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   };
   const half = k / 2;
   for (let p = 0; p < parts; p++) region(x, bm, p * aW, (r) => m0.add(r).min(m - 1).mul(half).add((p * m * k) / 2));
-  region(W, bn, parts * aW, (r) => n0.add(r).min(n - 1).mul(half));
+  if (!s.blocks) region(W, bn, parts * aW, (r) => n0.add(r).min(n - 1).mul(half));
+  // block weights: not copied but loaded into registers, decoded and stored (mma_blocks.ts)
+  const wq: BlockStage | undefined = s.blocks && blockStage(b, { W, sm, t: s.blocks, n, k, bn, n0, tid, threads, KT, at: parts * aW, place: swz });
   /** Issues slice kt's copies into the stage at word `base`. */
   const load = (base: Val | number, kt: Val | number) => {
     const kofs = typeof kt === "number" ? u32(kt * rowW) : kt.mul(rowW), at = typeof base === "number" ? u32(base) : base;
@@ -200,23 +221,40 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   // warp has read it: the warp MMAs read a stage before the next barrier, the warpgroup MMAs `pending` slices later.
   const ahead = stages - 1 - pending;
   for (let st = 0; st < ahead; st++) {
-    if (st < KT) load(st * stageW, st);
+    if (st < KT) {
+      load(st * stageW, st);
+      if (wq) wq.store(st * stageW, wq.issue(u32(st)));
+    }
     b.cpCommit();
   }
   const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
   /** Waits for slice kt, then issues the copies of slice kt + ahead into the stage slice kt - 1 - pending had. */
+  // Block weights: slice kt + ahead's chunks are loaded here (clamped to the last slice: a stage past it is never
+  // read) and stored by `advance`, after this slice's MMAs, into the stage the copies went to. That stage is the
+  // one slice kt - 1 - pending had, which no warp reads any more; the next barrier publishes the stores.
+  let pend: { ws: Val; issued: Issued } | undefined;
   const slice = (kt: Val) => {
     b.cpWait(ahead - 1); // slice kt has landed (this invocation's copies) ...
     if (wg) b.asyncFence(); // ... for the warpgroup MMAs' reads too ...
     b.barrier(); // ... everyone's, and every warp is done with the stage the next load overwrites
     const next = kt.add(ahead);
-    b.if(next.lt(KT), () => {
+    if (wq) {
       const t = rs.add(ahead * stageW);
-      load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), next);
-    });
+      const ws = b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws");
+      b.if(next.lt(KT), () => load(ws, next));
+      pend = { ws, issued: wq.issue(b.let(next.min(KT - 1), "u32", "kq")) };
+    } else {
+      b.if(next.lt(KT), () => {
+        const t = rs.add(ahead * stageW);
+        load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), next);
+      });
+    }
     b.cpCommit();
   };
-  const advance = () => b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+  const advance = () => {
+    if (wq && pend) wq.store(pend.ws, pend.issued);
+    b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+  };
 
   /** Stores y[row, col] and y[row, col + 1] (col even) from v[0], v[1], with bias and residual; skips what is outside. */
   const whole = n % 8 === 0, even = n % 2 === 0;

@@ -7,6 +7,7 @@ import { isBlock } from "../../graph/dtype.ts";
 import type { Caps } from "../target.ts";
 import type { Binding, Work } from "../program.ts";
 import * as lib from "../lib/mod.ts";
+import { isQType } from "../lib/dequant.ts";
 import { batchedMatmul } from "../lib/generic.ts";
 import type { LowerContext } from "../lower.ts";
 import { etype, last, LoweringError } from "./common.ts";
@@ -57,6 +58,17 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 }
 
 /**
+ * The staged layout matmulSteps runs a matmul over GGUF blocks in on tensor cores (CompileOptions.mmaBlocks:
+ * prefill chunks of at least MMA_MIN_ROWS rows, x rounded once), or undefined where it does not. There is no
+ * other MMA path for blocks on PTX: the staged kernel takes them from 16 rows, where bf16 weights take it from 128.
+ */
+function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): lib.StagedLayout | undefined {
+  if (!isQType(s.w) || (opts.mma ?? "auto") !== "auto" || !(opts.mmaBlocks ?? true) || !(opts.staged ?? true) || opts.mmaSplit === true || s.batch < MMA_MIN_ROWS) return undefined;
+  const l = lib.stagedBlockLayout(s.batch, s.n, s.k, !!caps.wgmma);
+  return lib.stagedMatmulFits(caps, "bf16", s.n, s.k, l, false, s.w) ? l : undefined;
+}
+
+/**
  * The layout matmulSteps runs this matmul in on cooperative matrices (caps.coop: Vulkan), or undefined where it
  * does not: bf16 or GGUF block weights (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least
  * coopMinRows rows. Serving entries ("all") keep matmul.ts, whose one kernel serves every row count. The kernel
@@ -98,7 +110,7 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
-    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s)) return;
+    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !stagedBlocks(caps, opts, s)) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -117,10 +129,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
   const coop = coopLayoutFor(caps, opts, s);
-  if (coop || takesMma(caps, opts, s)) {
-    // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights only; blocks are bf16 on coop)
-    const w = coop ? "bf16" : s.w as "bf16";
-    const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
+  const blocks = coop ? undefined : stagedBlocks(caps, opts, s);
+  if (coop || blocks || takesMma(caps, opts, s)) {
+    // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights; blocks are dequantized to bf16)
+    const w = coop || blocks ? "bf16" : s.w as "bf16";
+    const split = coop || blocks ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${w}:${split}`;
@@ -133,6 +146,10 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     }
     if (coop) {
       kernel(lib.coopMatmul(caps, { ...s, layout: coop, prepared: true }), [xw, ...rest], work);
+      return;
+    }
+    if (blocks) {
+      kernel(lib.stagedMatmul(caps, { ...blocks, n: s.n, k: s.k, batch: s.batch, w, blocks: s.w as lib.QType, bias: s.bias, residual: s.residual, split }), [xw, ...rest], work);
       return;
     }
     const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split, !!caps.wgmma);

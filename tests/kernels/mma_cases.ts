@@ -22,6 +22,9 @@ import { flashAttention } from "../../kernels/lib/flash.ts";
 import { flashPrepBytes, flashPrepKV, flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { attentionCombine } from "../../kernels/lib/attention_combine.ts";
 import { asF32, bytes, floats, matmulWant, Rng } from "./data.ts";
+import { type BlockDType, dequantize } from "../../graph/dtype.ts";
+import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
+import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 
 export type MmaCaseShape = Omit<MmaMatmulShape, "name">;
 
@@ -482,4 +485,76 @@ export function logitGap(a: Float32Array, b: Float32Array): { worst: number; sca
     scale = Math.max(scale, Math.abs(b[i]));
   }
   return { worst, scale };
+}
+
+// ---- the staged matmul over GGUF blocks (kernels/lib/mma_blocks.ts) ----------------------------------
+
+/** A block case: W as blocks of `t` (ggml's quantization of U(-1, 1)), x as prepared bf16 words, the layout. */
+export interface StagedBlockCase {
+  t: BlockDType;
+  n: number;
+  k: number;
+  batch: number;
+  bias?: boolean;
+  residual?: boolean;
+  layout: StagedCase["layout"];
+}
+
+export function stagedBlockName(c: StagedBlockCase): string {
+  const l = c.layout;
+  return `staged ${c.t} blocks n=${c.n} k=${c.k} m=${c.batch}${c.bias ? " bias" : ""}${c.residual ? " residual" : ""} block ${l.bm}x${l.bn}x64 ${l.stages ?? 4} stages ${
+    l.wg ? `${l.wm}x${l.wn} warpgroups${l.wgPending ? " 1 pending" : ""}` : `${l.wm}x${l.wn} warps`}`;
+}
+
+/**
+ * Every block type; a row of one slice and of several (q6_k: both halves of its 128-value spans), rows and
+ * columns off the tile, warp and warpgroup tiles, one group in flight, bias and residual.
+ */
+export function stagedBlockCases(): StagedBlockCase[] {
+  const wg = { bk: 64, wg: true };
+  return [
+    { t: "q4_k", n: 72, k: 512, batch: 40, layout: { ...wg, bm: 64, bn: 64, stages: 3, wm: 1, wn: 1 } },
+    { t: "q6_k", n: 40, k: 512, batch: 17, residual: true, layout: { bm: 32, bn: 32, bk: 64, stages: 2, wm: 1, wn: 1 } },
+    { t: "q8_0", n: 64, k: 128, batch: 33, bias: true, layout: { bm: 32, bn: 64, bk: 64, stages: 3, wm: 1, wn: 2 } },
+    { t: "q4_0", n: 24, k: 192, batch: 16, layout: { ...wg, bm: 64, bn: 64, stages: 4, wm: 1, wn: 1, wgPending: 1 } },
+    { t: "q5_k", n: 136, k: 256, batch: 20, residual: true, layout: { bm: 32, bn: 128, bk: 64, stages: 3, wm: 1, wn: 2 } },
+    { t: "q5_0", n: 16, k: 64, batch: 16, layout: { bm: 16, bn: 16, bk: 64, stages: 2, wm: 1, wn: 1 } },
+    { t: "q4_1", n: 32, k: 128, batch: 9, layout: { ...wg, bm: 64, bn: 32, stages: 2, wm: 1, wn: 1 } },
+    { t: "q5_1", n: 48, k: 64, batch: 24, bias: true, layout: { bm: 32, bn: 48, bk: 64, stages: 2, wm: 1, wn: 3 } },
+  ];
+}
+
+/**
+ * The case as a KernelCase: the reference multiplies x and the blocks' exact values each rounded to bf16 as the
+ * kernel rounds them, so only the f32 sums' order is left (rel k·2^-22): a value staged in the wrong place, a
+ * wrong half or an unrounded weight fails it.
+ */
+export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCase {
+  const name = stagedBlockName(c);
+  let cached: Uint8Array[] | undefined, w: Float64Array;
+  const pad = (b: Uint8Array) => (b.byteLength % 16 ? Uint8Array.from({ length: Math.ceil(b.byteLength / 16) * 16 }, (_, i) => b[i] ?? 0) : b);
+  return {
+    name,
+    make: (caps) => stagedMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: false, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout }),
+    inputs() {
+      if (!cached) {
+        const rng = new Rng(name);
+        const blocks = quantizeBlocks(c.t, rng.f32(c.n * c.k, -1, 1));
+        w = Float64Array.from(dequantize(c.t, blocks, c.n * c.k), (v) => bf16ToF32(f32ToBf16(v)));
+        const x = rng.f32(c.batch * c.k);
+        const words = Uint32Array.from({ length: (c.batch * c.k) / 2 }, (_, i) => (f32ToBf16(x[2 * i]) | (f32ToBf16(x[2 * i + 1]) << 16)) >>> 0);
+        cached = [bytes(words), pad(blocks)];
+        if (c.bias) cached.push(bytes(rng.f32(c.n)));
+        if (c.residual) cached.push(bytes(rng.f32(c.batch * c.n)));
+        cached.push(bytes(new Float32Array(c.batch * c.n).fill(NaN)));
+      }
+      return cached.map((b) => b.slice());
+    },
+    expect(ins) {
+      const words = new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4);
+      const x = Float64Array.from({ length: c.batch * c.k }, (_, i) => bf16ToF32(words[i >> 1] >>> (16 * (i & 1))));
+      const { want, mag } = matmulWant(x, w, c, ins);
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: c.k * 2 ** -22 } }];
+    },
+  };
 }

@@ -8,20 +8,21 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";
 import { SM90_CAPS } from "../../backends/ptx/caps.ts";
-import { stagedLayout, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
+import { stagedBlockLayout, stagedLayout, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
 import { mmaMatmul, mmaPrepX } from "../../kernels/lib/mma_matmul.ts";
 import { KernelBuilder } from "../../kernels/ir.ts";
 import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { runCase } from "./harness.ts";
-import { flashCase, flashStagedCfgs, flashStagedName, logitGap, prefillLogits, runFlashStaged, runStaged, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
+import { flashCase, flashStagedCfgs, flashStagedName, logitGap, prefillLogits, runFlashStaged, runStaged, stagedBlockCase, stagedBlockCases, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
 import { flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { assertCase } from "./harness.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { syntheticLlama } from "../../llm/synthetic.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
 const caps = { ...dev.target.caps, mma: true, staging: true };
@@ -30,6 +31,11 @@ const SLOW = { timeout: 120_000 };
 
 for (const c of stagedCases()) {
   test(`js (emulated): ${stagedName(c)}`, SLOW, async () => assert.deepEqual(await runStaged(dev, c, true), []));
+}
+
+for (const c of stagedBlockCases()) {
+  const kc = stagedBlockCase(c, true);
+  test(`js (emulated): ${kc.name}`, SLOW, async () => assertCase(kc, await runCase(dev, kc)));
 }
 
 test("js (emulated): a row alone and inside m=37 give identical bits on the staged matmul", SLOW, async () => {
@@ -160,6 +166,45 @@ test("a 20-row Llama prefill on the staged kernels (matmul and flash attention) 
   }
 });
 
+// A Q4_K_M Llama (q4_k, and q6_k where llama-quantize puts it) whose rows are whole blocks: its prefill matmuls
+// on the staged kernel over the blocks (CompileOptions.mmaBlocks) from MMA_MIN_ROWS rows
+const QCFG = { ...TINY_LLAMA, dim: 256, hidden: 512, heads: 4, kvHeads: 2, headDim: 64 };
+function qstep(rows: number) {
+  const syn = syntheticLlama(QCFG, { dtype: "q4_k_m", seed: 5, std: 0.06 });
+  const { tracer, logits } = traceLlama(QCFG, { rows, cap: 64 }, { dtypeOf: syn.dtypeOf });
+  tracer.output("logits", logits);
+  return { store: syn.store, map: syn.map, graph: tracer.build() };
+}
+
+test("lowering runs a quantized prefill chunk's block matmuls on the staged kernel from 16 rows with caps.staging, not when told otherwise", SLOW, () => {
+  const names = (rows: number, c: typeof caps, opts: CompileOptions = {}) =>
+    compileGraph(qstep(rows).graph, { ...target(true), caps: c }, opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const on = names(16, { ...caps, staging: true, wgmma: true });
+  const blocks = on.filter((n) => /^mma_staged_q\d_k_/.test(n));
+  // per layer q, k, v, o, gate, up, down; and the head
+  assert.equal(blocks.length, 7 * QCFG.layers + 1, on.join(" "));
+  assert.ok(blocks.some((n) => n.startsWith("mma_staged_q6_k")) && blocks.every((n) => /_wg\dx\d/.test(n) && n.endsWith("_nosplit") || n.includes("_nosplit_")), blocks.join(" "));
+  assert.ok(!on.some((n) => n.startsWith("tiled_matmul") || n.startsWith("matmul_")), on.join(" "));
+  const none = (ns: string[], why: string) => assert.ok(!ns.some((n) => /^mma_staged_q/.test(n)), `${why}: ${ns.join(" ")}`);
+  none(names(15, { ...caps, staging: true }), "below 16 rows");
+  none(names(16, { ...caps, staging: false }), "without caps.staging");
+  none(names(16, { ...caps, staging: true }, { mmaBlocks: false }), "mmaBlocks: false");
+  none(names(16, { ...caps, staging: true }, { mmaSplit: true }), "mmaSplit: true");
+  none(names(16, { ...caps, staging: true }, { mma: "all" }), "a serving entry");
+});
+
+test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA path within bf16's precision, warp and warpgroup MMA", { timeout: 120_000 }, async () => {
+  const m = qstep(ROWS);
+  const b = await prefillLogits(m, ROWS, QCFG.vocab, { ...caps, staging: false, mma: false });
+  for (const wgmma of [false, true]) {
+    const a = await prefillLogits(m, ROWS, QCFG.vocab, { ...caps, staging: true, mma: true, wgmma });
+    const { worst, scale } = logitGap(a, b);
+    // x and the weights each rounded once to bf16 (8 significant bits): twice the bf16 bound above
+    assert.ok(worst <= 2 * 2 ** 8 * 1e-4 * scale, `wgmma ${wgmma}: max |staged - fma| = ${worst} of logits up to ${scale}`);
+    assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
+  }
+});
+
 /** Llama 1B / 8B projections, one per default layout (128x256, 128x128, 64-row blocks; x split and not), as the lowering renders them. */
 export const PREFILL_PROJECTIONS: [number, number, number][] = [[2048, 14336, 4096], [512, 4096, 4096], [512, 2048, 2048]];
 
@@ -170,6 +215,10 @@ test("staged matmul (warp and warpgroup MMA) and flash attention PTX assembles f
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k), n, k, batch: m, w: "bf16", residual: true })),
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k, false), n, k, batch: m, w: "bf16", split: false })),
     ...PREFILL_PROJECTIONS.map(([m, n, k]) => stagedMatmul(SM90_CAPS, { ...stagedLayout(m, n, k, false, true), n, k, batch: m, w: "bf16", split: false, residual: true })),
+    // GGUF blocks as the lowering stages them (warpgroup and warp tiles), and the emulated block cases
+    ...(["q4_k", "q6_k", "q8_0", "q5_k"] as const).flatMap((t) => PREFILL_PROJECTIONS.flatMap(([m, n, k]) => [true, false].map((wgmma) =>
+      stagedMatmul(SM90_CAPS, { ...stagedBlockLayout(m, n, k, wgmma), n, k, batch: m, w: "bf16", split: false, blocks: t, residual: true })))),
+    ...stagedBlockCases().map((c) => stagedMatmul(SM90_CAPS, { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: false, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout })),
     // the 1B's and 8B's attention at a 512-row chunk, and the split-off variants
     ...[{ hd: 64 }, { hd: 128 }, { hd: 128, split: false }, { hd: 128, warps: 8 }].map((o) =>
       flashStaged(SM90_CAPS, { rows: 512, heads: 32, kvHeads: 8, cap: 2064, pos: "u32", ...o })),

@@ -9,7 +9,11 @@ import { probePtx } from "../../backends/ptx/mod.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedCase, stagedCases, stagedInvariance, stagedName } from "../kernels/mma_cases.ts";
+import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedBlockCase, stagedBlockCase, stagedBlockCases, type StagedCase, stagedCases, stagedInvariance, stagedName } from "../kernels/mma_cases.ts";
+import { runCase } from "../kernels/harness.ts";
+import { assertCase } from "../kernels/harness.ts";
+import { stagedBlockLayout } from "../../kernels/lib/mma_staged.ts";
+import { syntheticLlama } from "../../llm/synthetic.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 
 const probe = probePtx();
@@ -28,6 +32,56 @@ const big: StagedCase[] = [
 for (const c of [...stagedCases(), ...big]) {
   test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
 }
+
+// GGUF blocks dequantized as staged: the emulated cases, and projection-sized ones in the lowering's layouts
+const blockBig: StagedBlockCase[] = [
+  { t: "q4_k", n: 1024, k: 4096, batch: 256, residual: true, layout: stagedBlockLayout(256, 1024, 4096, true) },
+  { t: "q6_k", n: 520, k: 2048, batch: 300, layout: stagedBlockLayout(300, 520, 2048, true) },
+  { t: "q8_0", n: 768, k: 1024, batch: 130, bias: true, layout: stagedBlockLayout(130, 768, 1024, true) },
+  { t: "q5_k", n: 256, k: 1024, batch: 64, layout: stagedBlockLayout(64, 256, 1024, false) },
+];
+for (const c of [...stagedBlockCases(), ...blockBig]) {
+  const kc = stagedBlockCase(c, false);
+  test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+
+test("ptx: a 160-row Q4_K_M Llama prefill chunk on the staged block kernels equals the FMA path within bf16's precision", opts, async () => {
+  const rows = 160;
+  const c = { ...TINY_LLAMA, dim: 256, hidden: 512, heads: 4, kvHeads: 2, headDim: 64 };
+  const syn = syntheticLlama(c, { dtype: "q4_k_m", seed: 5, std: 0.06 });
+  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf: syn.dtypeOf });
+  tracer.output("logits", logits);
+  const graph = tracer.build();
+  const run = async (o: CompileOptions) => {
+    const names: string[] = [];
+    const compile = (g: typeof graph, t: Parameters<typeof compileGraph>[1]) => {
+      const p = compileGraph(g, t, o);
+      for (const s of p.steps) if (s.k === "kernel") names.push(s.kernel.name);
+      return p;
+    };
+    const eng = new Engine(dev!, { compile, ownsDevice: false });
+    try {
+      await eng.loadWeights(syn.store, syn.map);
+      const id = eng.addEntry("prefill", graph);
+      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
+      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
+      return { logits: (r.outputs.logits as Float32Array).slice(), names };
+    } finally {
+      await eng.unload();
+    }
+  };
+  const b = await run({ mma: "off" });
+  const a = await run({});
+  assert.ok(a.names.filter((n) => /^mma_staged_q\d_k/.test(n)).length === 7 * c.layers + 1, a.names.join(" "));
+  let worst = 0, scale = 0;
+  for (let i = 0; i < a.logits.length; i++) {
+    assert.ok(Number.isFinite(a.logits[i]), `logit ${i} is ${a.logits[i]}`);
+    worst = Math.max(worst, Math.abs(a.logits[i] - b.logits[i]));
+    scale = Math.max(scale, Math.abs(b.logits[i]));
+  }
+  // x and the weights each rounded once to bf16 (tests/kernels/mma_staged.test.ts: ~1% of the range on JS)
+  assert.ok(worst <= 2 * 2 ** 8 * 1e-4 * scale && worst > 0, `max |staged - fma| = ${worst} of logits up to ${scale}`);
+});
 
 test("ptx: staged matmul rows alone equal the same rows inside a batch of 300 (128 x 128 blocks, hardware MMA order)", opts, async () => {
   const c: StagedCase = { s: { n: 256, k: 1024, batch: 300, w: "bf16" }, layout: { bm: 128, bn: 128, wm: 2, wn: 4 } };

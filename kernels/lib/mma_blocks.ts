@@ -1,0 +1,124 @@
+// GGUF block weights as the staged tensor-core matmul's W operand (kernels/lib/mma_staged.ts `blocks`): a prefill
+// chunk over a quantized model multiplies on the tensor cores, the blocks read in place and dequantized to bf16
+// as they are staged, as the cooperative-matrix matmul does on Vulkan (coop_matmul.ts blockStager).
+//
+// A staged slice is 64 values of k for each of the block's bn rows. That is whole spans of the type (dequant.ts
+// QLayout.span: q8_0 and the other 32-value types two blocks, q4_k / q5_k one sub-block pair) or, for q6_k,
+// whose span is 128 values, half of one: its chunks hold 8-value runs 32 apart, so a half takes two of each
+// chunk's four runs (a select on the slice's parity; the other two are decoded and dropped).
+//
+// The work is split in two so the loads fly while the warps multiply: `issue` loads this invocation's chunks of a
+// slice into registers (dequant.ts loadChunk), `store` decodes them (ggml's exact values), rounds each pair to a
+// bf16 word and writes every 8-value run as one 16-byte row chunk of the stage, where the swizzle of the copied
+// operands puts it (`place`).
+import { type Buffer, type KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
+import { chunkGroups, chunkValues, type LoadedChunk, loadChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
+
+/** Values of k a staged slice holds. */
+const SLICE = 64;
+
+/** Values one span of the type covers contiguously. */
+const spanOf = (t: QType): number => QLAYOUT[t].per * QLAYOUT[t].span;
+
+/** A chunk's values as 8-value runs: each run's offset from the chunk's `at` (a multiple of 8), in chunkValues order. */
+function runOffsets(t: QType): number[] | undefined {
+  const offs: number[] = [];
+  for (const g of chunkGroups(t)) {
+    if (g.off % 8 || g.n % 8) return undefined;
+    for (let o = 0; o < g.n; o += 8) offs.push(g.off + o);
+  }
+  return offs;
+}
+
+/** Whether a slice of bk values of k can stage blocks of type t for rows of k values. */
+export function blockStageFits(t: QType, k: number, bk: number): boolean {
+  const q = QLAYOUT[t], S = spanOf(t), offs = runOffsets(t);
+  if (bk !== SLICE || k % q.elems !== 0 || !offs) return false;
+  if (S <= SLICE) return SLICE % S === 0;
+  // half a span: run j of the second half lies 64 values past run j of the first
+  const R = offs.length / 2;
+  // (a chunk starts at most 24 values into its span: its first-half runs end inside the half)
+  return S === 2 * SLICE && offs.slice(R).every((o, j) => o === offs[j] + SLICE) && offs.slice(0, R).every((o) => o + 32 <= SLICE);
+}
+
+export interface BlockStageShape {
+  W: Buffer;
+  /** The stages. */
+  sm: Shared;
+  t: QType;
+  n: number;
+  k: number;
+  /** Rows of W a block stages, its first row. */
+  bn: number;
+  n0: Val;
+  tid: Val;
+  threads: number;
+  /** Slices of k. */
+  KT: number;
+  /** Word offset of W's region inside a stage. */
+  at: number;
+  /** Word offset (inside a region) of 16-byte chunk c of staged row r: the operands' swizzle. */
+  place: (r: Val, c: Val) => Val;
+}
+
+/** This invocation's chunks of one slice, loaded: decoded by `store`. */
+export interface Issued {
+  items: { row: Val; pos: Val; ch: LoadedChunk; odd?: Val }[];
+}
+
+export interface BlockStage {
+  /** Loads this invocation's chunks of slice kt (0 .. KT - 1). */
+  issue(kt: Val): Issued;
+  /** Decodes what `issue` loaded into the stage at word `base`. */
+  store(base: Val | number, what: Issued): void;
+}
+
+/** The stager of a staged matmul whose W holds blocks of `s.t` (blockStageFits must hold). */
+export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
+  const { W, t, n, k, bn, n0, tid, threads } = s;
+  const q = QLAYOUT[t], S = spanOf(t), offs = runOffsets(t);
+  if (!offs || !blockStageFits(t, k, SLICE)) throw new KernelError(`staged matmul: ${t} blocks do not stage in slices of ${SLICE}`);
+  const half = S > SLICE, R = half ? offs.length / 2 : offs.length;
+  // chunks a row takes per slice: whole spans, or every chunk of the span a half slice lies in
+  const cps = q.span, spans = half ? 1 : SLICE / S, cpr = spans * cps, items = bn * cpr;
+  const slots = Math.ceil(items / threads), nb = k / q.elems, qw = qWords(t);
+  return {
+    issue(kt) {
+      // element index (in the row) of the slice's first span, and, for a half slice, which half
+      const odd = half ? b.let(kt.and(1).ne(0), "bool", "qodd") : undefined;
+      const k0 = b.let(half ? kt.shr(1).mul(S) : kt.mul(SLICE), "u32", "qk0");
+      const out: Issued = { items: [] };
+      for (let i = 0; i < slots; i++) {
+        // past the last item (a partial round) the loads repeat it; store skips it
+        const e = b.let(i === 0 ? tid : tid.add(i * threads), "u32", "qe");
+        const ec = (i + 1) * threads > items ? b.let(e.min(items - 1), "u32", "qec") : e;
+        const row = b.let(ec.div(cpr), "u32", "qrow"), ci = cpr > 1 ? b.let(ec.mod(cpr), "u32", "qci") : u32(0);
+        const sp = spans > 1 ? b.let(ci.div(cps), "u32", "qsp") : u32(0);
+        const e0 = spans > 1 ? b.let(k0.add(sp.mul(S)), "u32", "qe0") : k0;
+        const inBlk = b.let(e0.mod(q.elems), "u32", "qib");
+        const base = b.let(n0.add(row).min(n - 1).mul(nb).add(e0.div(q.elems)).mul(qw), "u32", "qbase");
+        const c = b.let(inBlk.div(S).mul(cps).add(cps > 1 ? ci.mod(cps) : u32(0)), "u32", "qc");
+        const ch = loadChunk(b, W, t, base, c);
+        // the chunk's first value, counted from the slice's start
+        const pos = b.let(ch.at.sub(inBlk).add(spans > 1 ? sp.mul(S) : u32(0)), "u32", "qpos");
+        out.items.push({ row, pos, ch, odd });
+      }
+      return out;
+    },
+    store(base, what) {
+      what.items.forEach((it, i) => {
+        const emit = () => {
+          const vals = chunkValues(it.ch.decode());
+          for (let j = 0; j < R; j++) {
+            const run = vals.slice(8 * j, 8 * j + 8).map((v, x) => (it.odd ? it.odd.select(vals[8 * (j + R) + x].v, v.v) : v.v));
+            const c16 = it.pos.add(offs[j]).shr(3);
+            const at = b.let(s.place(it.row, c16).add(s.at).add(base), "u32", "qsw");
+            for (let w = 0; w < 4; w++) b.sstore(s.sm, w ? at.add(w) : at, b.pack2("bf16", run[2 * w], run[2 * w + 1]));
+          }
+        };
+        if ((i + 1) * threads > items) b.if(tid.add(i * threads).lt(items), emit);
+        else emit();
+      });
+    },
+  };
+}
