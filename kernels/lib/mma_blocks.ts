@@ -98,7 +98,8 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
         const inBlk = b.let(e0.mod(q.elems), "u32", "qib");
         const base = b.let(n0.add(row).min(n - 1).mul(nb).add(e0.div(q.elems)).mul(qw), "u32", "qbase");
         const c = b.let(inBlk.div(S).mul(cps).add(cps > 1 ? ci.mod(cps) : u32(0)), "u32", "qc");
-        const ch = loadChunk(b, W, t, base, c);
+        // rows of an even number of blocks: the 16-bit types' quants read as u32 words (as the decode gemv does)
+        const ch = loadChunk(b, W, t, base, c, true, nb % 2 === 0);
         // the chunk's first value, counted from the slice's start
         const pos = b.let(ch.at.sub(inBlk).add(spans > 1 ? sp.mul(S) : u32(0)), "u32", "qpos");
         out.items.push({ row, pos, ch, odd });

@@ -508,7 +508,8 @@ export function stagedBlockName(c: StagedBlockCase): string {
 
 /**
  * Every block type; a row of one slice and of several (q6_k: both halves of its 128-value spans), rows and
- * columns off the tile, warp and warpgroup tiles, one group in flight, bias and residual.
+ * columns off the tile, warp and warpgroup tiles, one group in flight, bias and residual; rows of an odd and an
+ * even number of blocks.
  */
 export function stagedBlockCases(): StagedBlockCase[] {
   const wg = { bk: 64, wg: true };
@@ -521,6 +522,9 @@ export function stagedBlockCases(): StagedBlockCase[] {
     { t: "q5_0", n: 16, k: 64, batch: 16, layout: { bm: 16, bn: 16, bk: 64, stages: 2, wm: 1, wn: 1 } },
     { t: "q4_1", n: 32, k: 128, batch: 9, layout: { ...wg, bm: 64, bn: 32, stages: 2, wm: 1, wn: 1 } },
     { t: "q5_1", n: 48, k: 64, batch: 24, bias: true, layout: { bm: 32, bn: 48, bk: 64, stages: 2, wm: 1, wn: 3 } },
+    // rows of an odd number of blocks (q6_k's quants then read as 16-bit words), and of an even number (u32 words)
+    { t: "q6_k", n: 24, k: 768, batch: 16, layout: { ...wg, bm: 64, bn: 32, stages: 3, wm: 1, wn: 1 } },
+    { t: "q8_0", n: 40, k: 192, batch: 20, layout: { bm: 32, bn: 32, bk: 64, stages: 2, wm: 1, wn: 1 } },
   ];
 }
 

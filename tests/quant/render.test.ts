@@ -81,7 +81,7 @@ const kernelsFor = (target: TargetSet) => kernelsOf(prepared(), target, { xqPrep
 const quantKernel = (name: string) => QTYPES.some((t) => name.includes(t));
 const ptxas = findPtxas();
 
-test("kernels reading blocks assemble with ptxas -arch=sm_90", { skip: ptxas ? false : "ptxas not found", timeout: 300_000 }, () => {
+test("kernels reading blocks assemble with ptxas -arch=sm_90 (sm_90a for warpgroup MMA)", { skip: ptxas ? false : "ptxas not found", timeout: 300_000 }, () => {
   const target: TargetSet = { backend: "ptx", device: "sm_90 (no device)", caps: SM90_CAPS, memory: { totalBytes: 141e9 }, watchdogBudget: 0 };
   const all = kernelsFor(target), ks = [...all.values()];
   // The full 32 layers of q4_k_m (its types vary by layer as q5_k_m's do) give no kernel the 8 layers lack.
@@ -91,7 +91,12 @@ test("kernels reading blocks assemble with ptxas -arch=sm_90", { skip: ptxas ? f
   const q = ks.filter((k) => quantKernel(k.name)).length;
   assert.ok(q >= 40, `only ${q} block-reading kernels`);
   assert.ok(ks.filter((k) => k.name.startsWith("xq_prep_")).length >= 16, "prep kernels of every XQ type, with and without a norm");
-  const bad = assembleMany(ptxas!, mods, "sm_90").flatMap((r, i) => (r.ok ? [] : [`${ks[i].name}: ${r.log.split("\n")[0]}`]));
+  // warpgroup MMA (the prefill matmuls over blocks) assembles for sm_90a, the rest for sm_90
+  const bad = (["sm_90", "sm_90a"] as const).flatMap((arch) => {
+    const at = ks.flatMap((k, i) => (!!k.uses.wgmma === (arch === "sm_90a") ? [i] : []));
+    return assembleMany(ptxas!, at.map((i) => mods[i]), arch).flatMap((r, j) => (r.ok ? [] : [`${ks[at[j]].name}: ${r.log.split("\n")[0]}`]));
+  });
+  assert.ok(ks.some((k) => k.uses.wgmma && quantKernel(k.name)), "no prefill matmul over blocks on warpgroup MMA");
   assert.deepEqual(bad, []);
   console.log(`ptx: ${mods.length} kernels (${q} read blocks) assembled`);
 });
