@@ -14,6 +14,9 @@ import { runCase } from "../kernels/harness.ts";
 import { assertCase } from "../kernels/harness.ts";
 import { stagedBlockLayout } from "../../kernels/lib/mma_staged.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
+import type { LlamaConfig } from "../../llm/families/llama.ts";
+import type { WeightMap, WeightRole, WeightStore } from "../../graph/weights.ts";
+import type { DType } from "../../graph/dtype.ts";
 import { randomLlama, TINY_LLAMA } from "./model.ts";
 
 const probe = probePtx();
@@ -33,6 +36,31 @@ for (const c of [...stagedCases(), ...big]) {
   test(`ptx: ${stagedName(c)}`, opts, async () => assert.deepEqual(await runStaged(dev!, c, false), []));
 }
 
+/** A prefill chunk of `rows` rows of the Llama `c` with these weights, compiled with the options given: its logits and kernels. */
+function chunkRunner(c: LlamaConfig, rows: number, m: { store: WeightStore; map: WeightMap; dtypeOf: (r: WeightRole) => DType }) {
+  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf: m.dtypeOf });
+  tracer.output("logits", logits);
+  const graph = tracer.build();
+  return async (o: CompileOptions) => {
+    const names: string[] = [];
+    const compile = (g: typeof graph, t: Parameters<typeof compileGraph>[1]) => {
+      const p = compileGraph(g, t, o);
+      for (const s of p.steps) if (s.k === "kernel") names.push(s.kernel.name);
+      return p;
+    };
+    const eng = new Engine(dev!, { compile, ownsDevice: false });
+    try {
+      await eng.loadWeights(m.store, m.map);
+      const id = eng.addEntry("prefill", graph);
+      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
+      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
+      return { logits: (r.outputs.logits as Float32Array).slice(), names };
+    } finally {
+      await eng.unload();
+    }
+  };
+}
+
 // GGUF blocks dequantized as staged: the emulated cases, and projection-sized ones in the lowering's layouts
 const blockBig: StagedBlockCase[] = [
   { t: "q4_k", n: 1024, k: 4096, batch: 256, residual: true, layout: stagedBlockLayout(256, 1024, 4096, true) },
@@ -49,27 +77,7 @@ test("ptx: a 160-row Q4_K_M Llama prefill chunk on the staged block kernels equa
   const rows = 160;
   const c = { ...TINY_LLAMA, dim: 256, hidden: 512, heads: 4, kvHeads: 2, headDim: 64 };
   const syn = syntheticLlama(c, { dtype: "q4_k_m", seed: 5, std: 0.06 });
-  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf: syn.dtypeOf });
-  tracer.output("logits", logits);
-  const graph = tracer.build();
-  const run = async (o: CompileOptions) => {
-    const names: string[] = [];
-    const compile = (g: typeof graph, t: Parameters<typeof compileGraph>[1]) => {
-      const p = compileGraph(g, t, o);
-      for (const s of p.steps) if (s.k === "kernel") names.push(s.kernel.name);
-      return p;
-    };
-    const eng = new Engine(dev!, { compile, ownsDevice: false });
-    try {
-      await eng.loadWeights(syn.store, syn.map);
-      const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
-      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
-      return { logits: (r.outputs.logits as Float32Array).slice(), names };
-    } finally {
-      await eng.unload();
-    }
-  };
+  const run = chunkRunner(c, rows, syn);
   const b = await run({ mma: "off" });
   const a = await run({});
   assert.ok(a.names.filter((n) => /^mma_staged_q\d_k/.test(n)).length === 7 * c.layers + 1, a.names.join(" "));
@@ -96,27 +104,7 @@ test("ptx: a 160-row Llama prefill chunk on the staged kernels (matmul, flash at
   const rows = 160;
   const c = { ...TINY_LLAMA, heads: 2, kvHeads: 1, headDim: 64 }; // head_dim 64: the staged flash attention's
   const { store, map, dtypeOf } = randomLlama(c, 11, true);
-  const { tracer, logits } = traceLlama(c, { rows, cap: 256 }, { dtypeOf });
-  tracer.output("logits", logits);
-  const graph = tracer.build();
-  const run = async (o: CompileOptions) => {
-    const names: string[] = [];
-    const compile = (g: typeof graph, t: Parameters<typeof compileGraph>[1]) => {
-      const p = compileGraph(g, t, o);
-      for (const s of p.steps) if (s.k === "kernel") names.push(s.kernel.name);
-      return p;
-    };
-    const eng = new Engine(dev!, { compile, ownsDevice: false });
-    try {
-      await eng.loadWeights(store, map);
-      const id = eng.addEntry("prefill", graph);
-      const token = Int32Array.from({ length: rows }, (_, i) => (i * 37 + 5) % c.vocab);
-      const r = await eng.step(id, { token, pos: new Int32Array([3]) });
-      return { logits: (r.outputs.logits as Float32Array).slice(), names };
-    } finally {
-      await eng.unload();
-    }
-  };
+  const run = chunkRunner(c, rows, { store, map, dtypeOf });
   const b = await run({ mma: "off" });
   // x (and flash attention's operands) as hi + lo parts: ~16 significant bits; rounded once (the prefill
   // default): 8, so the bound is 2^8 times wider (session 12 measured 0.0119 of logits up to 2.28 there)
