@@ -101,7 +101,8 @@ export class KernelBuilder {
   /** A mutable local initialised to `init`; returns a Val that reads it (assign with `set`). */
   let(init: Like, t?: CType, hint = "v"): Val {
     const x = init instanceof Val ? init : lift(init, t ?? (typeof init === "number" && !Number.isInteger(init) ? "f32" : "i32"));
-    const v: Var = { name: `${hint}${this.nvar++}`, t: t ?? x.t };
+    // a hint ending in a digit takes a separator: "q16" + 88 must not name what "q" + 1688 names
+    const v: Var = { name: /\d$/.test(hint) ? `${hint}_${this.nvar++}` : `${hint}${this.nvar++}`, t: t ?? x.t };
     if (x.t !== v.t) throw new KernelError(`${this.name}: let of ${v.t} from ${x.t}`);
     this.emit({ k: "let", v, e: x.e });
     return new Val({ k: "var", t: v.t, v });
