@@ -10,6 +10,8 @@
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
 //   --tune ks16/s1x4/b4x1: the serving MMA matmuls' layout (bench/serve_kernels.ts --tune)
+//   --dtype q4_k_m|q8_0|...: synthetic weights of a GGUF block type or mix (default bf16); --mma-blocks on: their
+//   matmuls on the staged MMA kernel in every entry (CompileOptions.mmaBlocks "all") instead of the FMA kernel
 //   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
 //   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
 // Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
@@ -24,7 +26,7 @@ import { BatchRunner, servingCompileWith } from "../llm/serve/batch.ts";
 import { Metrics } from "../llm/serve/metrics.ts";
 import { BlockPool, planPool } from "../llm/serve/pool.ts";
 import { Scheduler } from "../llm/serve/scheduler.ts";
-import { syntheticLlama } from "../llm/synthetic.ts";
+import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
@@ -49,6 +51,10 @@ export interface ServeBenchOptions {
   mmaSplit?: boolean;
   /** Layout of the serving MMA matmuls (bench/serve_kernels.ts --tune syntax; default the library's). */
   mmaServing?: MmaServingTune;
+  /** The synthetic weights' type (default bf16; a GGUF block type or mix such as q4_k_m). */
+  dtype?: SyntheticDtype;
+  /** Block weights' matmuls on the staged MMA kernel in every entry (CompileOptions.mmaBlocks "all"), not the FMA one. */
+  mmaBlocks?: boolean;
   /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
   sampler?: "greedy" | "full";
   log: (s: string) => void;
@@ -124,11 +130,11 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
   for (const name of o.shapes) {
     if (!isShapeName(name)) throw new RangeError(`unknown shape ${name}: ${Object.keys(SHAPES).join(", ")}`);
     const c = SHAPES[name];
-    const syn = syntheticLlama(c, { dtype: "bf16", scratch: true });
+    const syn = syntheticLlama(c, { dtype: o.dtype ?? "bf16", scratch: true });
     const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing }) });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, mmaBlocks: o.mmaBlocks ? "all" : undefined }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -246,6 +252,8 @@ export async function main(args: string[]): Promise<number> {
       "mma-split": { type: "string", default: "on" },
       sampler: { type: "string", default: "greedy" },
       tune: { type: "string", default: "default" },
+      dtype: { type: "string", default: "bf16" },
+      "mma-blocks": { type: "string", default: "off" },
       out: { type: "string" },
     },
   });
@@ -258,6 +266,8 @@ export async function main(args: string[]): Promise<number> {
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv-type: ${kv} is not f16 or f32`);
   const sampler = values.sampler;
   if (sampler !== "greedy" && sampler !== "full") throw new RangeError(`--sampler: ${sampler} is not greedy or full`);
+  const dtype = values.dtype!;
+  if (!(SYNTHETIC_DTYPES as readonly string[]).includes(dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${dtype}`);
   const onOff = (v: string, what: string) => {
     if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
     return v === "on";
@@ -267,7 +277,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!),
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!), dtype: dtype as SyntheticDtype, mmaBlocks: onOff(values["mma-blocks"]!, "mma-blocks"),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(

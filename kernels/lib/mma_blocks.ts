@@ -67,6 +67,8 @@ export interface Issued {
 }
 
 export interface BlockStage {
+  /** Registers of raw words an invocation holds for one slice's chunks between `issue` and `store`. */
+  regs: number;
   /** Loads this invocation's chunks of slice kt (0 .. KT - 1). */
   issue(kt: Val): Issued;
   /** Decodes what `issue` loaded into the stage at word `base`. */
@@ -83,6 +85,7 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
   const cps = q.span, spans = half ? 1 : SLICE / S, cpr = spans * cps, items = bn * cpr;
   const slots = Math.ceil(items / threads), nb = k / q.elems, qw = qWords(t);
   return {
+    regs: slots * q.raw,
     issue(kt) {
       // element index (in the row) of the slice's first span, and, for a half slice, which half
       const odd = half ? b.let(kt.and(1).ne(0), "bool", "qodd") : undefined;

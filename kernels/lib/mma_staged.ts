@@ -36,7 +36,7 @@ export interface StagedMatmulShape extends MmaOperands {
   bn?: number;
   /** K slice per stage: 32 or 64 (k must be a multiple); default 32. */
   bk?: number;
-  /** Shared buffers in the cp.async pipeline, 2..5; default 4. */
+  /** Shared buffers in the cp.async pipeline, 2..6; default 4. */
   stages?: number;
   /**
    * Warps along M and N; default 2 x 4 (64 x 32 warp tiles: ~128 registers, two workgroups an SM). With `wg`,
@@ -103,7 +103,7 @@ export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l:
   const bk = l.bk ?? 32;
   return !!caps.mma && !!caps.staging && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
     k % bk === 0 && k >= bk && n >= 8 && stagedSharedBytes(l, split) <= caps.maxSharedBytes &&
-    (!l.wg || (!!caps.wgmma && bk === 64)) && (!blocks || (w === "bf16" && !split && blockStageFits(blocks, k, bk)));
+    (!l.wg || (!!caps.wgmma && bk === 64)) && (!blocks || (w === "bf16" && blockStageFits(blocks, k, bk)));
 }
 
 /**
@@ -113,9 +113,10 @@ export function stagedMatmulFits(caps: Caps, w: string, n: number, k: number, l:
  */
 export function stagedBlockLayout(m: number, n: number, k: number, wgmma: boolean): StagedLayout {
   const l = stagedLayout(m, n, k, false, wgmma);
-  if (l.wg) return (l.bn ?? 128) > 128 ? { ...l, bn: 128 } : l;
-  // warp tiles: 64-row blocks of 2 x 2 warps (at 2 x 4, ptxas held q5_k's to 80 registers and spilled)
-  return l.bm === 64 ? { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } : { ...l, bk: 64, stages: Math.min(l.stages ?? 4, 3) };
+  // stages enough for 4 slices a trip ahead of the one read (stagedMatmul: the blocks' loads fly for a trip)
+  if (l.wg) return { ...l, bn: Math.min(l.bn ?? 128, 128), stages: 6 };
+  // warp tiles (one slice a trip): 64-row blocks of 2 x 2 warps (at 2 x 4, ptxas held q5_k's to 80 registers and spilled)
+  return l.bm === 64 ? { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } : { ...l, bk: 64, stages: 3 };
 }
 
 /** Bytes of shared memory of a layout: `stages` slices of x (one or two parts) and W. */
@@ -135,12 +136,12 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const wm = s.wm ?? 2, wn = s.wn ?? (wg ? 1 : 4), pending = wg ? s.wgPending ?? 0 : 0;
   const split = s.split ?? true, parts = split ? 2 : 1;
   if (!stagedMatmulFits(caps, w, n, k, { bk, wg }, split, s.blocks)) {
-    throw new KernelError(`staged matmul: needs caps.mma and caps.staging${wg ? ", caps.wgmma and bk 64" : ""}, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8${s.blocks ? ", x rounded once and bk 64 over whole spans of the blocks" : ""}; got ${w}${s.blocks ? ` (${s.blocks})` : ""} n=${n} k=${k} bk=${bk}`);
+    throw new KernelError(`staged matmul: needs caps.mma and caps.staging${wg ? ", caps.wgmma and bk 64" : ""}, 32-lane subgroups, bf16/f16 weights, k a multiple of ${bk}, n >= 8${s.blocks ? ", bf16 and bk 64 over whole spans of the blocks" : ""}; got ${w}${s.blocks ? ` (${s.blocks})` : ""} n=${n} k=${k} bk=${bk}`);
   }
   if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`staged matmul: bad batch ${m}`);
   if (parts * m * k >= 2 ** 32 || n * k >= 2 ** 32 || m * n >= 2 ** 32) throw new KernelError("staged matmul: indices exceed 32 bits");
   if (bk !== 32 && bk !== 64) throw new KernelError(`staged matmul: bk ${bk} (32 or 64)`);
-  if (!(Number.isInteger(stages) && stages >= 2 + pending && stages <= 5)) throw new KernelError(`staged matmul: ${stages} stages (${2 + pending}..5)`);
+  if (!(Number.isInteger(stages) && stages >= 2 + pending && stages <= 6)) throw new KernelError(`staged matmul: ${stages} stages (${2 + pending}..6)`);
   if (pending !== 0 && pending !== 1) throw new KernelError(`staged matmul: ${pending} warpgroup MMA groups in flight (0 or 1)`);
   const WM = bm / wm, WN = bn / wn; // a warp's (warpgroup's) tile
   if (wg) {
@@ -229,10 +230,11 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   }
   const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
   /** Waits for slice kt, then issues the copies of slice kt + ahead into the stage slice kt - 1 - pending had. */
-  // Block weights: slice kt + ahead's chunks are loaded here (clamped to the last slice: a stage past it is never
-  // read) and stored by `advance`, after this slice's MMAs, into the stage the copies went to. That stage is the
-  // one slice kt - 1 - pending had, which no warp reads any more; the next barrier publishes the stores.
-  let pend: { ws: Val; issued: Issued } | undefined;
+  // Block weights: slice kt + ahead's chunks are loaded when slice kt is waited for (clamped to the last slice: a
+  // stage past it is never read), and decoded into the stage the copies went to once `unroll` slices' MMAs have run
+  // (the loads fly meanwhile). That stage is one slice kt - 1 - pending or later had, which no warp reads any more;
+  // the next barrier publishes the stores.
+  const pend: { ws: Val; issued: Issued }[] = [];
   const slice = (kt: Val) => {
     b.cpWait(ahead - 1); // slice kt has landed (this invocation's copies) ...
     if (wg) b.asyncFence(); // ... for the warpgroup MMAs' reads too ...
@@ -242,7 +244,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
       const t = rs.add(ahead * stageW);
       const ws = b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws");
       b.if(next.lt(KT), () => load(ws, next));
-      pend = { ws, issued: wq.issue(b.let(next.min(KT - 1), "u32", "kq")) };
+      pend.push({ ws, issued: wq.issue(b.let(next.min(KT - 1), "u32", "kq")) });
     } else {
       b.if(next.lt(KT), () => {
         const t = rs.add(ahead * stageW);
@@ -251,9 +253,24 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
     }
     b.cpCommit();
   };
-  const advance = () => {
-    if (wq && pend) wq.store(pend.ws, pend.issued);
-    b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+  const advance = () => b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
+  // Block weights: `unroll` slices a trip (the largest of 4, 2, 1 dividing KT and at most `ahead`: a trip's stores
+  // then miss the stages its last slice, and with a warpgroup MMA group in flight the one before, may still be
+  // read in), their decoding after the trip's MMAs.
+  // A trip's chunks in flight hold at most ~72 registers on warpgroup tiles (ptxas then assembles every type's
+  // layouts without spills: q6_k's 17 raw words a chunk take two slices a trip, q4_k's 8 four). Warp tiles (sm_80)
+  // take one slice a trip: ptxas spilled q5_k's and q4_0's 64 x 64 blocks at two.
+  const most = wg ? ahead : 1;
+  const unroll = wq ? [4, 2, 1].find((u) => KT % u === 0 && u <= most && (u === 1 || u * wq.regs <= 72))! : 1;
+  const kloop = (body: () => void) => {
+    b.for(u32(0), u32(KT), unroll, (k0) => {
+      for (let q = 0; q < unroll; q++) {
+        slice(q ? b.let(k0.add(q), "u32", "kt") : k0);
+        body();
+        advance();
+      }
+      for (const p of pend.splice(0)) wq!.store(p.ws, p.issued);
+    });
   };
 
   /** Stores y[row, col] and y[row, col + 1] (col even) from v[0], v[1], with bias and residual; skips what is outside. */
@@ -289,7 +306,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   };
   const g = b.let(lane.shr(2), "u32", "g"), t = b.let(lane.and(3), "u32", "t");
 
-  const cx: StagedBuild = { b, w, sm, rs, KT, bk, C, rowW, aW, parts, split, wm, WM, WN, pending, warp, lane, g, t, m0, n0, slice, advance, storePair };
+  const cx: StagedBuild = { b, w, sm, rs, bk, C, rowW, aW, parts, split, wm, WM, WN, pending, warp, lane, g, t, m0, n0, kloop, storePair };
   if (wg) wgmmaTiles(cx);
   else warpTiles(cx);
   return b.build();
@@ -302,8 +319,7 @@ interface StagedBuild {
   /** The stages in shared memory, and the word base of the stage being read. */
   sm: Shared;
   rs: Val;
-  /** Slices of k, the slice's width, 16-byte chunks a staged row, u32 words a staged row. */
-  KT: number;
+  /** The slice's width, 16-byte chunks a staged row, u32 words a staged row. */
   bk: number;
   C: number;
   rowW: number;
@@ -324,16 +340,15 @@ interface StagedBuild {
   /** The block's first row and column. */
   m0: Val;
   n0: Val;
-  /** Waits for slice kt and issues the copies ahead of it; moves the read stage on. */
-  slice: (kt: Val) => void;
-  advance: () => void;
+  /** The k loop: each slice waited for (and the copies ahead of it issued), `body` run on it, the read stage moved on. */
+  kloop: (body: () => void) => void;
   /** Stores two neighbouring columns of a row with bias and residual, what lies inside y. */
   storePair: (row: Val, col: Val, vs: Val[]) => void;
 }
 
 /** The warpgroup MMA (wgmma) tiles of a staged matmul: its k loop over the staged slices, then its stores. */
 function wgmmaTiles(cx: StagedBuild): void {
-  const { b, w, sm, rs, KT, bk, rowW, aW, parts, wm, WM, WN, pending, warp, g, t, m0, n0, slice, advance, storePair } = cx;
+  const { b, w, sm, rs, bk, rowW, aW, parts, wm, WM, WN, pending, warp, g, t, m0, n0, kloop, storePair } = cx;
   // Warpgroup q = warp / 4 owns rows wi * WM .. and columns wj * WN ..; each k16 step of a slice is one wgmma per
   // 64 rows and x part (lo first), reading the stage where it lies: x rows at 32 words a row, 8 words a step.
   const q = b.let(warp.shr(2), "u32", "q");
@@ -341,8 +356,7 @@ function wgmmaTiles(cx: StagedBuild): void {
   const mt = WM / 64;
   const acc = Array.from({ length: mt }, () => Array.from({ length: WN / 2 }, () => b.let(0, "f32", "acc")));
   const aBase = b.let(wi.mul(WM * rowW), "u32", "ab"), bBase = b.let(wj.mul(WN * rowW).add(parts * aW), "u32", "bb");
-  b.for(u32(0), u32(KT), 1, (kt) => {
-    slice(kt);
+  kloop(() => {
     for (let st = 0; st < bk / 16; st++) {
       for (let i = 0; i < mt; i++) {
         for (let p = parts - 1; p >= 0; p--) {
@@ -351,7 +365,6 @@ function wgmmaTiles(cx: StagedBuild): void {
       }
     }
     b.wgWait(pending);
-    advance();
   });
   if (pending) b.wgWait(0);
   // Lane l of warp r (of its warpgroup) holds columns 8j + 2t, +1 of rows 16r + g and 16r + g + 8 of each 64 rows.
@@ -369,7 +382,7 @@ function wgmmaTiles(cx: StagedBuild): void {
 
 /** The warp MMA (mma.sync) tiles of a staged matmul, fed by ldmatrix: its k loop, then its stores. */
 function warpTiles(cx: StagedBuild): void {
-  const { b, w, sm, rs, KT, bk, C, rowW, aW, parts, split, wm, WM, WN, warp, lane, g, t, m0, n0, slice, advance, storePair } = cx;
+  const { b, w, sm, rs, bk, C, rowW, aW, parts, split, wm, WM, WN, warp, lane, g, t, m0, n0, kloop, storePair } = cx;
   // This warp's tile and its lanes' ldmatrix row offsets (the swizzle key of a fragment row depends on the
   // lane only: tile rows start at multiples of 16).
   const mt = WM / 16, nt = WN / 8; // m16 tiles and n8 tiles per warp
@@ -380,8 +393,7 @@ function warpTiles(cx: StagedBuild): void {
   const bKey = b.let(lane.shr(3).and(1).xor(C === 8 ? bRow.and(7) : bRow.shr(1).and(3)), "u32", "bk");
   const acc = Array.from({ length: mt }, () => Array.from({ length: nt }, () => Array.from({ length: 4 }, () => b.let(0, "f32", "acc"))));
 
-  b.for(u32(0), u32(KT), 1, (kt) => {
-    slice(kt);
+  kloop(() => {
     for (let st = 0; st < bk / 16; st++) {
       const af: Val[][][] = []; // [part][i] -> 4 words
       for (let p = 0; p < parts; p++) {
@@ -402,7 +414,6 @@ function warpTiles(cx: StagedBuild): void {
         }
       }
     }
-    advance();
   });
 
   // Write: lane holds columns 2t, 2t+1 of rows g and g+8 of each tile.

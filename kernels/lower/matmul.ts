@@ -58,15 +58,28 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 }
 
 /**
- * The staged layout matmulSteps runs a matmul over GGUF blocks in on tensor cores (CompileOptions.mmaBlocks:
- * prefill chunks of at least MMA_MIN_ROWS rows, x rounded once), or undefined where it does not. There is no
- * other MMA path for blocks on PTX: the staged kernel takes them from 16 rows, where bf16 weights take it from 128.
+ * The staged layout matmulSteps runs a matmul over GGUF blocks in on tensor cores (CompileOptions.mmaBlocks), or
+ * undefined where it does not. There is no other MMA path for blocks on PTX, so the staged kernel takes them in
+ * prefill chunks ("auto", x rounded once) from MMA_MIN_ROWS rows (where bf16 weights take it from 128), and, with mmaBlocks "all",
+ * in every serving entry ("all") in one layout of n and k alone (SERVING_BLOCKS): a row's sums then run in the same
+ * order at every entry size (mma_staged.ts: the order depends on k and the split only), which the batch invariance asks.
  */
-function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): lib.StagedLayout | undefined {
-  if (!isQType(s.w) || (opts.mma ?? "auto") !== "auto" || !(opts.mmaBlocks ?? true) || !(opts.staged ?? true) || opts.mmaSplit === true || s.batch < MMA_MIN_ROWS) return undefined;
-  const l = lib.stagedBlockLayout(s.batch, s.n, s.k, !!caps.wgmma);
-  return lib.stagedMatmulFits(caps, "bf16", s.n, s.k, l, false, s.w) ? l : undefined;
+function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }, split: boolean): lib.StagedLayout | undefined {
+  const mode = opts.mma ?? "auto";
+  const on = opts.mmaBlocks ?? true;
+  if (!isQType(s.w) || mode === "off" || !on || (mode === "all" && on !== "all") || !(opts.staged ?? true)) return undefined;
+  // a prefill chunk that asks for f32-level operands (mmaSplit) keeps the FMA kernel: the weights would be rounded
+  if (mode === "auto" && (s.batch < MMA_MIN_ROWS || split)) return undefined;
+  const l = mode === "all" ? SERVING_BLOCKS(!!caps.wgmma) : lib.stagedBlockLayout(s.batch, s.n, s.k, !!caps.wgmma);
+  return lib.stagedMatmulFits(caps, "bf16", s.n, s.k, l, split, s.w) ? l : undefined;
 }
+
+/**
+ * The serving entries' block layout: 64 x 64 blocks, whose grid of n / 64 blocks a decode batch of up to 64 rows
+ * fills alone (warpgroup MMA where the target has it; one choice per target, never per entry size).
+ */
+const SERVING_BLOCKS = (wgmma: boolean): lib.StagedLayout =>
+  wgmma ? { bm: 64, bn: 64, bk: 64, stages: 6, wm: 1, wn: 1, wg: true, wgPending: 1 } : { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 };
 
 /**
  * The layout matmulSteps runs this matmul in on cooperative matrices (caps.coop: Vulkan), or undefined where it
@@ -110,7 +123,7 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
-    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !stagedBlocks(caps, opts, s)) return;
+    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto"))) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -129,11 +142,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
   const coop = coopLayoutFor(caps, opts, s);
-  const blocks = coop ? undefined : stagedBlocks(caps, opts, s);
+  const blocks = coop ? undefined : stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(mode));
   if (coop || blocks || takesMma(caps, opts, s)) {
     // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights; blocks are dequantized to bf16)
     const w = coop || blocks ? "bf16" : s.w as "bf16";
-    const split = coop || blocks ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
+    const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${w}:${split}`;

@@ -497,12 +497,14 @@ export interface StagedBlockCase {
   batch: number;
   bias?: boolean;
   residual?: boolean;
+  /** x as hi + lo bf16 parts (the serving entries'); default rounded once. */
+  split?: boolean;
   layout: StagedCase["layout"];
 }
 
 export function stagedBlockName(c: StagedBlockCase): string {
   const l = c.layout;
-  return `staged ${c.t} blocks n=${c.n} k=${c.k} m=${c.batch}${c.bias ? " bias" : ""}${c.residual ? " residual" : ""} block ${l.bm}x${l.bn}x64 ${l.stages ?? 4} stages ${
+  return `staged ${c.t} blocks n=${c.n} k=${c.k} m=${c.batch}${c.bias ? " bias" : ""}${c.residual ? " residual" : ""}${c.split ? " split" : ""} block ${l.bm}x${l.bn}x64 ${l.stages ?? 4} stages ${
     l.wg ? `${l.wm}x${l.wn} warpgroups${l.wgPending ? " 1 pending" : ""}` : `${l.wm}x${l.wn} warps`}`;
 }
 
@@ -525,6 +527,9 @@ export function stagedBlockCases(): StagedBlockCase[] {
     // rows of an odd number of blocks (q6_k's quants then read as 16-bit words), and of an even number (u32 words)
     { t: "q6_k", n: 24, k: 768, batch: 16, layout: { ...wg, bm: 64, bn: 32, stages: 3, wm: 1, wn: 1 } },
     { t: "q8_0", n: 40, k: 192, batch: 20, layout: { bm: 32, bn: 32, bk: 64, stages: 2, wm: 1, wn: 1 } },
+    // x as hi + lo parts (the serving entries' layout), one row and several
+    { t: "q4_k", n: 64, k: 512, batch: 1, split: true, residual: true, layout: { ...wg, bm: 64, bn: 64, stages: 4, wm: 1, wn: 1, wgPending: 1 } },
+    { t: "q6_k", n: 72, k: 256, batch: 9, split: true, layout: { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } },
   ];
 }
 
@@ -539,14 +544,18 @@ export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCas
   const pad = (b: Uint8Array) => (b.byteLength % 16 ? Uint8Array.from({ length: Math.ceil(b.byteLength / 16) * 16 }, (_, i) => b[i] ?? 0) : b);
   return {
     name,
-    make: (caps) => stagedMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: false, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout }),
+    make: (caps) => stagedMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout }),
     inputs() {
       if (!cached) {
         const rng = new Rng(name);
         const blocks = quantizeBlocks(c.t, rng.f32(c.n * c.k, -1, 1));
         w = Float64Array.from(dequantize(c.t, blocks, c.n * c.k), (v) => bf16ToF32(f32ToBf16(v)));
         const x = rng.f32(c.batch * c.k);
-        const words = Uint32Array.from({ length: (c.batch * c.k) / 2 }, (_, i) => (f32ToBf16(x[2 * i]) | (f32ToBf16(x[2 * i + 1]) << 16)) >>> 0);
+        // x's words: part 0 its bf16 rounding (hi), with split part 1 the rest's (lo), as mmaPrepX lays them out
+        const lo = Float32Array.from(x, (v) => v - bf16ToF32(f32ToBf16(v)));
+        const pair = (v: Float32Array, i: number) => (f32ToBf16(v[2 * i]) | (f32ToBf16(v[2 * i + 1]) << 16)) >>> 0;
+        const half = (c.batch * c.k) / 2;
+        const words = Uint32Array.from({ length: (c.split ? 2 : 1) * half }, (_, i) => (i < half ? pair(x, i) : pair(lo, i - half)));
         cached = [bytes(words), pad(blocks)];
         if (c.bias) cached.push(bytes(rng.f32(c.n)));
         if (c.residual) cached.push(bytes(rng.f32(c.batch * c.n)));
@@ -555,8 +564,9 @@ export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCas
       return cached.map((b) => b.slice());
     },
     expect(ins) {
-      const words = new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4);
-      const x = Float64Array.from({ length: c.batch * c.k }, (_, i) => bf16ToF32(words[i >> 1] >>> (16 * (i & 1))));
+      const words = new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4), half = (c.batch * c.k) / 2;
+      const part = (p: number, i: number) => bf16ToF32(words[p * half + (i >> 1)] >>> (16 * (i & 1)));
+      const x = Float64Array.from({ length: c.batch * c.k }, (_, i) => part(0, i) + (c.split ? part(1, i) : 0));
       const { want, mag } = matmulWant(x, w, c, ins);
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: c.k * 2 ** -22 } }];
     },

@@ -176,7 +176,7 @@ function qstep(rows: number) {
   return { store: syn.store, map: syn.map, graph: tracer.build() };
 }
 
-test("lowering runs a quantized prefill chunk's block matmuls on the staged kernel from 16 rows with caps.staging, not when told otherwise", SLOW, () => {
+test("lowering runs a quantized prefill chunk's block matmuls on the staged kernel from 16 rows with caps.staging, every serving entry's in one layout with mmaBlocks \"all\", not when told otherwise", SLOW, () => {
   const names = (rows: number, c: typeof caps, opts: CompileOptions = {}) =>
     compileGraph(qstep(rows).graph, { ...target(true), caps: c }, opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
   const on = names(16, { ...caps, staging: true, wgmma: true });
@@ -189,8 +189,16 @@ test("lowering runs a quantized prefill chunk's block matmuls on the staged kern
   none(names(15, { ...caps, staging: true }), "below 16 rows");
   none(names(16, { ...caps, staging: false }), "without caps.staging");
   none(names(16, { ...caps, staging: true }, { mmaBlocks: false }), "mmaBlocks: false");
+  // a chunk that asks for f32-level operands keeps the FMA kernel (tests/ops/quant_cases.ts's matmuls do)
   none(names(16, { ...caps, staging: true }, { mmaSplit: true }), "mmaSplit: true");
-  none(names(16, { ...caps, staging: true }, { mma: "all" }), "a serving entry");
+  // every serving entry, one row included, in the one serving layout, x split
+  // (llm/serve/batch.ts servingCompileWith's options): the FMA kernels by default, the staged kernel with mmaBlocks "all"
+  const serve: CompileOptions = { mma: "all", gemv: false, tiled: false };
+  none(names(32, { ...caps, staging: true, wgmma: true }, serve), "a serving entry without mmaBlocks \"all\"");
+  for (const rows of [1, 32]) {
+    const serving = names(rows, { ...caps, staging: true, wgmma: true }, { ...serve, mmaBlocks: "all" }).filter((n) => /^mma_staged_q/.test(n));
+    assert.ok(serving.length === 7 * QCFG.layers + 1 && serving.every((n) => /_64x64x64_s6_wg1x1_p1(_res)?$/.test(n)), serving.join(" "));
+  }
 });
 
 test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA path within bf16's precision, warp and warpgroup MMA", { timeout: 120_000 }, async () => {

@@ -10,7 +10,7 @@ import { Engine } from "../../backends/executor.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { assertClose } from "../../graph/tolerance.ts";
 import { SLOTS, traceLlama } from "../../llm/families/llama.ts";
-import { servingCompile, servingCompileWith } from "../../llm/serve/batch.ts";
+import { servingCompileWith, type ServingChoices } from "../../llm/serve/batch.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
 import type { LlamaConfig } from "../../llm/families/llama.ts";
@@ -47,14 +47,18 @@ type Model = { config: LlamaConfig; store: WeightStore; map: WeightMap };
  * before them, padding after), bit for bit; with a 32-row matmul tile too; and the batched step against the oracle.
  * Returns the 32-row plan's kernel names.
  */
-async function checkInvariance(dev: Device, m: Model, A: number[], other: number[], kvDtype?: "f16"): Promise<string[]> {
+async function checkInvariance(dev: Device, m: Model, A: number[], other: number[], kvDtype?: "f16", blocks = false): Promise<string[]> {
+  // blocks: the serving matmuls over GGUF blocks on the staged MMA kernel (CompileOptions.mmaBlocks "all"), whose
+  // weights are rounded to bf16 as staged
+  const choices: ServingChoices = blocks ? { mmaBlocks: "all" } : {};
+  const compile = servingCompileWith(choices);
   const V = m.config.vocab;
   const graph = (rows: number) => {
     const { tracer, logits } = traceLlama(m.config, { rows, cap: B * MB, batch, kvDtype }, { dtypeOf: dtypesFromStore(m.store, m.map) });
     tracer.output("logits", logits);
     return tracer.build();
   };
-  const eng = new Engine(dev, { compile: servingCompile, timeoutMs: 120_000, ownsDevice: false });
+  const eng = new Engine(dev, { compile, timeoutMs: 120_000, ownsDevice: false });
   try {
     await eng.loadWeights(m.store, m.map);
     const g1 = graph(1), g32 = graph(32);
@@ -78,7 +82,7 @@ async function checkInvariance(dev: Device, m: Model, A: number[], other: number
       assert.deepEqual(got, want, `logits of position ${p} differ between batch 1 and batch 32`);
     }
     // A matmul tile of 32 rows (W read once a step) gives the same bits as the default tile.
-    const eng32 = new Engine(dev, { compile: servingCompileWith({ matmulTile: 32 }), timeoutMs: 120_000, ownsDevice: false });
+    const eng32 = new Engine(dev, { compile: servingCompileWith({ ...choices, matmulTile: 32 }), timeoutMs: 120_000, ownsDevice: false });
     try {
       await eng32.loadWeights(m.store, m.map);
       const t32 = await eng32.step(eng32.addEntry("inv:32:t32", g32), slots(rows, 32));
@@ -88,8 +92,19 @@ async function checkInvariance(dev: Device, m: Model, A: number[], other: number
     }
     // And the batched step against the oracle.
     const ev = evaluate(g32, { consts: constsFromStore(m.store, m.map), slots: slots(rows, 32) }, { bounds: "expected" });
-    assertClose("logits", "f32", all, ev.output.logits, ev.bounds!.output.logits);
-    return servingCompile(g32, dev.target).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
+    if (!blocks) assertClose("logits", "f32", all, ev.output.logits, ev.bounds!.output.logits);
+    else {
+      // weights rounded to bf16 as the MMA stages them (GGUF blocks): within ~1% of the logits' range, as the prefill tests
+      const want = ev.output.logits as ArrayLike<number>;
+      let worst = 0, scale = 0;
+      for (let i = 0; i < rows.length * V; i++) {
+        assert.ok(Number.isFinite(all[i]), `logit ${i} is ${all[i]}`);
+        worst = Math.max(worst, Math.abs(all[i] - want[i]));
+        scale = Math.max(scale, Math.abs(want[i]));
+      }
+      assert.ok(worst <= 2 ** 8 * 1e-4 * scale, `max |batched - oracle| = ${worst} of logits up to ${scale}`);
+    }
+    return compile(g32, dev.target).steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
   } finally {
     await eng.unload();
   }
@@ -101,6 +116,10 @@ const gqa = syntheticLlama({
   dim: 256, hidden: 512, layers: 2, heads: 8, kvHeads: 2, headDim: 64, vocab: 384, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "half", tiedEmbeddings: false,
 }, { dtype: "bf16", std: 0.05, seed: 3 });
 const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => (i * k + 7) % 384);
+// The same model as Q4_K_M blocks: where the target has MMA tiles and cp.async staging and mmaBlocks is "all",
+// every serving entry runs its matmuls on the staged kernel over the blocks in one layout (kernels/lower/matmul.ts
+// stagedBlocks; opt-in: at batch 1 it is slower than the FMA kernel, README "Quantized prefill on tensor cores").
+const gqaQ = syntheticLlama({ ...gqa.config }, { dtype: "q4_k_m", std: 0.05, seed: 3 });
 
 for (const backend of selectedBackends()) {
   const dev = await openDevice(backend);
@@ -112,5 +131,10 @@ for (const backend of selectedBackends()) {
   test(`serving step on ${backend}: the same with the paged attention on MMA tiles (GQA, head_dim 64, f16 pool)`, { skip: mma }, async () => {
     const names = await checkInvariance(dev as Device, gqa, ids(11, 37), ids(6, 101), "f16");
     assert.ok(names.some((n) => n.startsWith("paged_flash_")), `the MMA paged attention is in the plan: ${names.filter((n) => /attention|flash/.test(n)).join(", ")}`);
+  });
+  const staged = typeof mma === "string" ? mma : !(dev as Device).target.caps.staging ? `${(dev as Device).target.device} has no cp.async staging` : false;
+  test(`serving step on ${backend}: the same over Q4_K_M blocks on the staged MMA kernel (mmaBlocks "all")`, { skip: staged }, async () => {
+    const names = await checkInvariance(dev as Device, gqaQ, ids(11, 37), ids(6, 101), "f16", true);
+    assert.ok(names.some((n) => /^mma_staged_q\d_k/.test(n)), `the block matmuls on the staged kernel: ${names.filter((n) => /matmul|mma/.test(n)).join(", ")}`);
   });
 }
