@@ -18,6 +18,9 @@
 //
 // Precision: as mma_matmul.ts (split: x as hi + lo, two MMAs per tile, lo first; unsplit: x rounded once).
 //
+// GGUF blocks (`blocks`, kernels/lib/mma_blocks.ts): W is not copied but loaded into registers a trip of slices
+// ahead and dequantized into the stages (rounded once to bf16); the rest of the pipeline is the same.
+//
 // Summation order: every row's sum runs over k in k16 steps from 0 up, each step one MMA (warp or warpgroup) per
 // part (lo, then hi) into the same accumulator. It depends on nothing but k and the split, so a row's bits do not depend on how
 // many rows there are or which block or warp computes it (batch invariant within this kernel), but they differ
@@ -52,8 +55,9 @@ export interface StagedMatmulShape extends MmaOperands {
   /** With `wg`: warpgroup MMA groups left in flight while the next slice's copies are issued (0 or 1; default 0). */
   wgPending?: number;
   /**
-   * W holds GGUF blocks of this type (w must be "bf16", bk 64): each slice's chunks are loaded when the slice is
-   * issued and dequantized to bf16 into its stage after the current slice's MMAs (kernels/lib/mma_blocks.ts).
+   * W holds GGUF blocks of this type (w must be "bf16", bk 64): each slice's chunks are loaded when the slice
+   * `ahead` of it is waited for, and dequantized to bf16 into its stage after that trip of slices' MMAs
+   * (kernels/lib/mma_blocks.ts).
    */
   blocks?: QType;
 }
@@ -229,12 +233,12 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
     b.cpCommit();
   }
   const rs = b.let(u32(0), "u32", "rs"); // word base of the stage being read
-  /** Waits for slice kt, then issues the copies of slice kt + ahead into the stage slice kt - 1 - pending had. */
   // Block weights: slice kt + ahead's chunks are loaded when slice kt is waited for (clamped to the last slice: a
   // stage past it is never read), and decoded into the stage the copies went to once `unroll` slices' MMAs have run
   // (the loads fly meanwhile). That stage is one slice kt - 1 - pending or later had, which no warp reads any more;
   // the next barrier publishes the stores.
   const pend: { ws: Val; issued: Issued }[] = [];
+  /** Waits for slice kt, then issues the copies of slice kt + ahead into the stage slice kt - 1 - pending had. */
   const slice = (kt: Val) => {
     b.cpWait(ahead - 1); // slice kt has landed (this invocation's copies) ...
     if (wg) b.asyncFence(); // ... for the warpgroup MMAs' reads too ...
