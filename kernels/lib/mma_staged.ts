@@ -60,6 +60,12 @@ export interface StagedMatmulShape extends MmaOperands {
    * (kernels/lib/mma_blocks.ts).
    */
   blocks?: QType;
+  /**
+   * Workgroups splitting k (default 1): each walks KT / splitK slices from its own start and stores its raw sums
+   * into y as partials [splitK, batch, n] (no bias or residual), which stagedCombine adds in split order. For
+   * decode-sized batches, whose n / bn blocks alone would leave most of the GPU idle while each walks every slice.
+   */
+  splitK?: number;
 }
 
 /** The block tiling of a staged matmul. */
@@ -130,8 +136,9 @@ export function stagedSharedBytes(l: StagedLayout, split = true): number {
 }
 
 /**
- * Bindings, in order: xw u32 [parts, batch, k / 2] (r; mmaPrepX's words); W [n, k] bf16/f16 (r); bias f32 [n]
- * (r, when `bias`); residual f32 [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
+ * Bindings, in order: xw u32 [parts, batch, k / 2] (r; mmaPrepX's words); W [n, k] bf16/f16 (r; `blocks`: the
+ * blocks' bytes); bias f32 [n] (r, when `bias`); residual f32 [batch, n] (r, when `residual`; may be y's bytes);
+ * y f32 [batch, n] (w; with splitK the partials, [splitK, batch, n]).
  */
 export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const { n, k, batch: m, w } = s;
@@ -164,11 +171,14 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const stageW = parts * aW + bW;
   const bytes = stagedSharedBytes({ bm, bn, bk, stages }, split);
   if (bytes > caps.maxSharedBytes) throw new KernelError(`staged matmul: ${bytes} bytes of shared memory (max ${caps.maxSharedBytes})`);
-  const KT = k / bk;
-  const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), total = bM * bN;
+  const KT = k / bk, S = s.splitK ?? 1, KTs = KT / S;
+  if (!(Number.isInteger(KTs) && KTs >= 1) || (S > 1 && (s.bias || s.residual))) {
+    throw new KernelError(`staged matmul: splitK ${S} must divide k's ${KT} slices, and takes no bias or residual (stagedCombine adds them)`);
+  }
+  const bM = Math.ceil(m / bm), bN = Math.ceil(n / bn), tiles = bM * bN, total = tiles * S;
   const grid = gridFor(caps, total);
   const name = s.name ??
-    `mma_staged_${s.blocks ?? w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_${wg ? `wg${wm}x${wn}${pending ? `_p${pending}` : ""}` : `w${wm}x${wn}`}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+    `mma_staged_${s.blocks ?? w}_n${n}_k${k}_b${m}_${bm}x${bn}x${bk}_s${stages}_${wg ? `wg${wm}x${wn}${pending ? `_p${pending}` : ""}` : `w${wm}x${wn}`}${split ? "" : "_nosplit"}${S > 1 ? `_sk${S}` : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("xw", "u32", "r");
   const W = b.buffer("w", s.blocks ? "u8" : w, "r");
@@ -182,8 +192,14 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   const tid = b.let(b.lid.x, "u32", "tid");
   const lane = b.let(b.builtin("lane"), "u32", "lane");
   const warp = b.let(b.builtin("sgid"), "u32", "warp");
-  const m0 = b.let(L.mod(bM).mul(bm), "u32", "m0"); // blocks along M first: neighbours share W's slice in L2
-  const n0 = b.let(L.div(bM).mul(bn), "u32", "n0");
+  // with splitK, workgroup L walks slices sk·KTs .. of tile L mod tiles (its partials at sk·m·n)
+  const T = S > 1 ? b.let(L.mod(tiles), "u32", "tile") : L, sk = S > 1 ? b.let(L.div(tiles), "u32", "sk") : undefined;
+  const m0 = b.let(T.mod(bM).mul(bm), "u32", "m0"); // blocks along M first: neighbours share W's slice in L2
+  const n0 = b.let(T.div(bM).mul(bn), "u32", "n0");
+  const kBase = sk ? b.let(sk.mul(KTs), "u32", "kb") : undefined;
+  const lift32 = (v: Val | number): Val => (typeof v === "number" ? u32(v) : v);
+  /** The global slice of this workgroup's slice kt. */
+  const kg = (kt: Val | number): Val | number => (kBase ? kBase.add(kt) : kt);
 
   /**
    * Word offset of 16-byte chunk c of staged row r, swizzled: chunk c ^ key(r) with key spreading 8 rows over
@@ -226,9 +242,9 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   // warp has read it: the warp MMAs read a stage before the next barrier, the warpgroup MMAs `pending` slices later.
   const ahead = stages - 1 - pending;
   for (let st = 0; st < ahead; st++) {
-    if (st < KT) {
-      load(st * stageW, st);
-      if (wq) wq.store(st * stageW, wq.issue(u32(st)));
+    if (st < KTs) {
+      load(st * stageW, kg(st));
+      if (wq) wq.store(st * stageW, wq.issue(lift32(kg(st))));
     }
     b.cpCommit();
   }
@@ -247,27 +263,27 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
     if (wq) {
       const t = rs.add(ahead * stageW);
       const ws = b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws");
-      b.if(next.lt(KT), () => load(ws, next));
-      pend.push({ ws, issued: wq.issue(b.let(next.min(KT - 1), "u32", "kq")) });
+      b.if(next.lt(KTs), () => load(ws, kg(next)));
+      pend.push({ ws, issued: wq.issue(b.let(lift32(kg(next.min(KTs - 1))), "u32", "kq")) });
     } else {
-      b.if(next.lt(KT), () => {
+      b.if(next.lt(KTs), () => {
         const t = rs.add(ahead * stageW);
-        load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), next);
+        load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), kg(next));
       });
     }
     b.cpCommit();
   };
   const advance = () => b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));
-  // Block weights: `unroll` slices a trip (the largest of 4, 2, 1 dividing KT and at most `ahead`: a trip's stores
+  // Block weights: `unroll` slices a trip (the largest of 4, 2, 1 dividing KTs and at most `ahead`: a trip's stores
   // then miss the stages its last slice, and with a warpgroup MMA group in flight the one before, may still be
   // read in), their decoding after the trip's MMAs.
   // A trip's chunks in flight hold at most ~72 registers on warpgroup tiles (ptxas then assembles every type's
   // layouts without spills: q6_k's 17 raw words a chunk take two slices a trip, q4_k's 8 four). Warp tiles (sm_80)
   // take one slice a trip: ptxas spilled q5_k's and q4_0's 64 x 64 blocks at two.
   const most = wg ? ahead : 1;
-  const unroll = wq ? [4, 2, 1].find((u) => KT % u === 0 && u <= most && (u === 1 || u * wq.regs <= 72))! : 1;
+  const unroll = wq ? [4, 2, 1].find((u) => KTs % u === 0 && u <= most && (u === 1 || u * wq.regs <= 72))! : 1;
   const kloop = (body: () => void) => {
-    b.for(u32(0), u32(KT), unroll, (k0) => {
+    b.for(u32(0), u32(KTs), unroll, (k0) => {
       for (let q = 0; q < unroll; q++) {
         slice(q ? b.let(k0.add(q), "u32", "kt") : k0);
         body();
@@ -280,7 +296,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   /** Stores y[row, col] and y[row, col + 1] (col even) from v[0], v[1], with bias and residual; skips what is outside. */
   const whole = n % 8 === 0, even = n % 2 === 0;
   const storePair = (row: Val, col: Val, vs: Val[]) => {
-    const at = b.let(row.mul(n).add(col), "u32", "yi");
+    const at = b.let(sk ? sk.mul(m * n).add(row.mul(n)).add(col) : row.mul(n).add(col), "u32", "yi");
     const inside = n % bn === 0 ? row.lt(m) : row.lt(m).and(col.lt(n));
     b.if(inside, () => {
       if (even) {
@@ -430,4 +446,28 @@ function warpTiles(cx: StagedBuild): void {
       }
     }
   }
+}
+
+/**
+ * The sum of a split-K staged matmul's partials (StagedMatmulShape.splitK): y = ((p0 + p1) + ...) + bias +
+ * residual, in split order, an invocation per value. Bindings: part f32 [splits, batch, n] (r); bias f32 [n] (r,
+ * when `bias`); residual f32 [batch, n] (r, when `residual`; may be y's bytes); y f32 [batch, n] (w).
+ */
+export function stagedCombine(caps: Caps, s: { n: number; batch: number; splits: number; bias?: boolean; residual?: boolean }): Kernel {
+  const { n, batch: m, splits } = s, count = m * n, wg = 256;
+  if (!(splits >= 2) || splits * count >= 2 ** 32) throw new KernelError(`staged combine: ${splits} splits of ${m} x ${n}`);
+  const grid = gridFor(caps, Math.ceil(count / wg));
+  const b = new KernelBuilder(`mma_staged_combine_n${n}_b${m}_sk${splits}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`, { workgroup: wg, grid });
+  const part = b.buffer("part", "f32", "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const i = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "i");
+  if (grid[0] * grid[1] * grid[2] * wg > count) b.if(i.ge(count), () => b.return());
+  const v = b.let(b.load(part, i), "f32", "v");
+  for (let p = 1; p < splits; p++) b.set(v, v.add(b.load(part, i.add(p * count))));
+  if (bias) b.set(v, v.add(b.load(bias, i.mod(n))));
+  if (res) b.set(v, v.add(b.load(res, i)));
+  b.store(y, i, v);
+  return b.build();
 }

@@ -16,7 +16,7 @@ export {
   mmaServingTiles, mmaSharedBytes, type MmaWarpTiles,
 } from "./mma_matmul.ts";
 export { flashPrepBytes, flashPrepKV, flashStaged, type FlashStagedShape, flashStagedFits } from "./flash_staged.ts";
-export { stagedBlockLayout, type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
+export { stagedBlockLayout, stagedCombine, type StagedLayout, stagedLayout, stagedMatmul, stagedMatmulFits, type StagedMatmulShape } from "./mma_staged.ts";
 export {
   attention, attentionFusable, attentionFused, attentionFusedBytes, attentionPartial, attentionPreps, type AttentionShape, type FusedCount, type FusedPrep, attentionSplits,
   attentionChunking, attentionLocalReach, type Chunking, liveChunks, pagedAttention, pagedAttentionPartial, type PagedAttentionShape,

@@ -79,6 +79,19 @@ function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k:
  * The serving entries' block layout: 64 x 64 blocks, whose grid of n / 64 blocks a decode batch of up to 64 rows
  * fills alone (warpgroup MMA where the target has it; one choice per target, never per entry size).
  */
+/**
+ * Workgroups splitting k in a serving entry over blocks (StagedMatmulShape.splitK), a function of n and k alone (the
+ * invariance): doubled from 1 while the n / 64 blocks times the splits stay under two waves of ~132 SMs and each
+ * split keeps at least 8 of k's 64-value slices (two trips). Not measured yet on a GPU (session 39 ran out of
+ * device time): the unsplit kernel's batch-1 step was 6x the FMA kernel's, each block walking all of k's slices.
+ */
+export function servingSplits(n: number, k: number): number {
+  const KT = k / 64, blocks = Math.ceil(n / 64);
+  let s = 1;
+  while (blocks * s < 264 && KT % (2 * s) === 0 && KT / (2 * s) >= 8) s *= 2;
+  return s;
+}
+
 const SERVING_BLOCKS = (wgmma: boolean): lib.StagedLayout =>
   wgmma ? { bm: 64, bn: 64, bk: 64, stages: 6, wm: 1, wn: 1, wg: true, wgPending: 1 } : { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 };
 
@@ -163,7 +176,17 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       return;
     }
     if (blocks) {
-      kernel(lib.stagedMatmul(caps, { ...blocks, n: s.n, k: s.k, batch: s.batch, w, blocks: s.w as lib.QType, bias: s.bias, residual: s.residual, split }), [xw, ...rest], work);
+      const shape = { ...blocks, n: s.n, k: s.k, batch: s.batch, w, blocks: s.w as lib.QType, split };
+      const splits = mode === "all" ? servingSplits(s.n, s.k) : 1;
+      if (splits === 1) {
+        kernel(lib.stagedMatmul(caps, { ...shape, bias: s.bias, residual: s.residual }), [xw, ...rest], work);
+        return;
+      }
+      // split over k, then the partials summed in split order with the bias and residual (rest: w, bias or residual, y)
+      const pb = splits * s.batch * s.n * 4;
+      const part: Binding = { buffer: buf("arena", "mma-partials", pb), offset: 0, bytes: pb };
+      kernel(lib.stagedMatmul(caps, { ...shape, splitK: splits }), [xw, rest[0], part], work);
+      kernel(lib.stagedCombine(caps, { n: s.n, batch: s.batch, splits, bias: s.bias, residual: s.residual }), [part, ...rest.slice(1)], { bytes: pb + s.batch * s.n * 4, flops: pb / 4 });
       return;
     }
     const staged = opts.stagedLayout ?? lib.stagedLayout(s.batch, s.n, s.k, split, !!caps.wgmma);

@@ -8,7 +8,7 @@
 import type { Caps } from "../../kernels/target.ts";
 import type { Kernel } from "../../kernels/ir.ts";
 import { mmaMatmul, type MmaMatmulShape, mmaPrepX, mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
-import { stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
+import { stagedCombine, stagedMatmul, type StagedMatmulShape } from "../../kernels/lib/mma_staged.ts";
 import type { Device, DeviceBuffer } from "../../backends/device.ts";
 import { KernelFault } from "../../backends/errors.ts";
 import { JsDevice } from "../../backends/js/device.ts";
@@ -571,4 +571,44 @@ export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCas
       return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: c.k * 2 ** -22 } }];
     },
   };
+}
+
+/**
+ * A block case split over k (StagedMatmulShape.splitK): the staged kernel into partials [splits, m, n], then
+ * stagedCombine with the case's bias and residual into y; checked as stagedBlockCase is. The problems (empty = pass).
+ */
+export async function runStagedSplitK(dev: Device, c: StagedBlockCase, splits: number, emulate: boolean): Promise<string[]> {
+  const kc = stagedBlockCase(c, emulate);
+  const caps = mmaCaps(dev.target.caps, emulate);
+  const ins = kc.inputs();
+  const mm = stagedMatmul(caps, { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, blocks: c.t, splitK: splits, ...c.layout });
+  const ck = stagedCombine(caps, { n: c.n, batch: c.batch, splits, bias: c.bias, residual: c.residual });
+  const bufs = ins.map((b) => {
+    const d = dev.alloc(b.byteLength, "device");
+    dev.write(d, 0, b);
+    return d;
+  });
+  const part = dev.alloc(splits * c.batch * c.n * 4, "device");
+  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
+  try {
+    dev.run([
+      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(bufs[1]), bind(part)] },
+      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), ...bufs.slice(2).map(bind)] },
+    ]);
+    await dev.synchronize(60_000);
+    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
+    return checkCase(kc, { inputs: ins, outputs });
+  } finally {
+    for (const b of [...bufs, part]) dev.free(b);
+  }
+}
+
+/** Split-K block cases: q4_k over 4 splits of 2 slices, q6_k (two slices a trip) over 2, bias and residual in the combine. */
+export function stagedSplitKCases(): [StagedBlockCase, number][] {
+  const wg = { bk: 64, wg: true, wm: 1, wn: 1, wgPending: 1 };
+  return [
+    [{ t: "q4_k", n: 64, k: 512, batch: 3, split: true, residual: true, layout: { ...wg, bm: 64, bn: 64, stages: 6 } }, 4],
+    [{ t: "q6_k", n: 72, k: 512, batch: 20, bias: true, layout: { ...wg, bm: 64, bn: 64, stages: 6 } }, 2],
+    [{ t: "q8_0", n: 40, k: 256, batch: 9, split: true, layout: { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } }, 4],
+  ];
 }

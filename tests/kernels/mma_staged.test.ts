@@ -15,7 +15,7 @@ import { renderPtx } from "../../kernels/render/ptx.ts";
 import { renderWgsl } from "../../kernels/render/wgsl.ts";
 import { JS_CAPS } from "../../kernels/target.ts";
 import { runCase } from "./harness.ts";
-import { flashCase, flashStagedCfgs, flashStagedName, logitGap, prefillLogits, runFlashStaged, runStaged, stagedBlockCase, stagedBlockCases, stagedCases, stagedInvariance, stagedName } from "./mma_cases.ts";
+import { flashCase, flashStagedCfgs, flashStagedName, logitGap, prefillLogits, runFlashStaged, runStaged, stagedBlockCase, stagedBlockCases, stagedBlockName, stagedCases, stagedSplitKCases, runStagedSplitK, stagedInvariance, stagedName } from "./mma_cases.ts";
 import { flashStaged } from "../../kernels/lib/flash_staged.ts";
 import { assertCase } from "./harness.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
@@ -23,6 +23,7 @@ import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
+import { servingSplits } from "../../kernels/lower/matmul.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024, maxSharedBytes: 227 * 1024 } });
 const caps = { ...dev.target.caps, mma: true, staging: true };
@@ -36,6 +37,9 @@ for (const c of stagedCases()) {
 for (const c of stagedBlockCases()) {
   const kc = stagedBlockCase(c, true);
   test(`js (emulated): ${kc.name}`, SLOW, async () => assertCase(kc, await runCase(dev, kc)));
+}
+for (const [c, splits] of stagedSplitKCases()) {
+  test(`js (emulated): ${stagedBlockName(c)} over ${splits} k splits, then their combine`, SLOW, async () => assert.deepEqual(await runStagedSplitK(dev, c, splits, true), []));
 }
 
 test("js (emulated): a row alone and inside m=37 give identical bits on the staged matmul", SLOW, async () => {
@@ -199,6 +203,19 @@ test("lowering runs a quantized prefill chunk's block matmuls on the staged kern
     const serving = names(rows, { ...caps, staging: true, wgmma: true }, { ...serve, mmaBlocks: "all" }).filter((n) => /^mma_staged_q/.test(n));
     assert.ok(serving.length === 7 * QCFG.layers + 1 && serving.every((n) => /_64x64x64_s6_wg1x1_p1(_res)?$/.test(n)), serving.join(" "));
   }
+  // rows of k = 1024 or more split over k in serving (servingSplits: of n and k alone), the same at every entry size
+  const wide = { ...QCFG, dim: 1024, hidden: 2048, heads: 16, kvHeads: 4 };
+  const wideNames = (rows: number) => {
+    const syn = syntheticLlama(wide, { dtype: "q4_k_m", seed: 5, std: 0.06 });
+    const { tracer, logits } = traceLlama(wide, { rows, cap: 64 }, { dtypeOf: syn.dtypeOf });
+    tracer.output("logits", logits);
+    return compileGraph(tracer.build(), { ...target(true), caps: { ...caps, staging: true, wgmma: true } }, { ...serve, mmaBlocks: "all" }).steps
+      .flatMap((s) => s.k === "kernel" && /^mma_staged_/.test(s.kernel.name) ? [s.kernel.name.replace(/_b\d+_/, "_b*_")] : []);
+  };
+  const one = wideNames(1);
+  assert.ok(one.some((n) => n.includes("_sk2")) && one.some((n) => n.includes("_sk4")) && one.some((n) => n.startsWith("mma_staged_combine")), one.join(" "));
+  assert.deepEqual(wideNames(32), one, "the serving entries of 1 and 32 rows take different kernels");
+  assert.deepEqual([[4096, 4096], [14336, 4096], [4096, 14336], [128256, 4096], [896, 896]].map(([n, k]) => servingSplits(n, k)), [8, 2, 8, 1, 1]);
 });
 
 test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA path within bf16's precision, warp and warpgroup MMA", { timeout: 120_000 }, async () => {
@@ -211,6 +228,20 @@ test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA p
     assert.ok(worst <= 2 * 2 ** 8 * 1e-4 * scale, `wgmma ${wgmma}: max |staged - fma| = ${worst} of logits up to ${scale}`);
     assert.ok(worst > 0, "the staged path ran the same kernels as the FMA path");
   }
+});
+
+test("a 5-row serving step over Q4_K_M blocks split over k (mmaBlocks \"all\") equals the FMA path within bf16's precision", { timeout: 300_000 }, async () => {
+  const wide = { ...QCFG, dim: 1024, hidden: 2048, heads: 16, kvHeads: 4, layers: 1 };
+  const syn = syntheticLlama(wide, { dtype: "q4_k_m", seed: 5, std: 0.03 });
+  const { tracer, logits } = traceLlama(wide, { rows: 5, cap: 64 }, { dtypeOf: syn.dtypeOf });
+  tracer.output("logits", logits);
+  const m = { store: syn.store, map: syn.map, graph: tracer.build() };
+  const serve: CompileOptions = { mma: "all", gemv: false, tiled: false };
+  const b = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, serve);
+  const a = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, { ...serve, mmaBlocks: "all" });
+  const { worst, scale } = logitGap(a, b);
+  // x as hi + lo parts, the weights rounded once to bf16
+  assert.ok(worst <= 2 ** 8 * 1e-4 * scale && worst > 0, `max |staged - fma| = ${worst} of logits up to ${scale}`);
 });
 
 /** Llama 1B / 8B projections, one per default layout (128x256, 128x128, 64-row blocks; x split and not), as the lowering renders them. */
@@ -226,7 +257,9 @@ test("staged matmul (warp and warpgroup MMA) and flash attention PTX assembles f
     // GGUF blocks as the lowering stages them (warpgroup and warp tiles), and the emulated block cases
     ...(["q4_k", "q6_k", "q8_0", "q5_k"] as const).flatMap((t) => PREFILL_PROJECTIONS.flatMap(([m, n, k]) => [true, false].map((wgmma) =>
       stagedMatmul(SM90_CAPS, { ...stagedBlockLayout(m, n, k, wgmma), n, k, batch: m, w: "bf16", split: false, blocks: t, residual: true })))),
-    ...stagedBlockCases().map((c) => stagedMatmul(SM90_CAPS, { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: false, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout })),
+    ...stagedBlockCases().map((c) => stagedMatmul(SM90_CAPS, { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout })),
+    // the serving entries' layout with mmaBlocks "all": x split, k split 8 ways (kernels/lower/matmul.ts)
+    ...(["q4_k", "q6_k", "q8_0"] as const).map((t) => stagedMatmul(SM90_CAPS, { bm: 64, bn: 64, bk: 64, stages: 6, wm: 1, wn: 1, wg: true, wgPending: 1, n: 4096, k: 4096, batch: 32, w: "bf16", split: true, blocks: t, splitK: 8 })),
     // the 1B's and 8B's attention at a 512-row chunk, and the split-off variants
     ...[{ hd: 64 }, { hd: 128 }, { hd: 128, split: false }, { hd: 128, warps: 8 }].map((o) =>
       flashStaged(SM90_CAPS, { rows: 512, heads: 32, kvHeads: 8, cap: 2064, pos: "u32", ...o })),

@@ -9,7 +9,7 @@ import { probePtx } from "../../backends/ptx/mod.ts";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
-import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, type StagedBlockCase, stagedBlockCase, stagedBlockCases, type StagedCase, stagedCases, stagedInvariance, stagedName } from "../kernels/mma_cases.ts";
+import { flashStagedCfgs, flashStagedName, runFlashStaged, runStaged, runStagedSplitK, type StagedBlockCase, stagedBlockCase, stagedBlockCases, stagedBlockName, type StagedCase, stagedCases, stagedInvariance, stagedName, stagedSplitKCases } from "../kernels/mma_cases.ts";
 import { runCase } from "../kernels/harness.ts";
 import { assertCase } from "../kernels/harness.ts";
 import { stagedBlockLayout } from "../../kernels/lib/mma_staged.ts";
@@ -71,6 +71,10 @@ const blockBig: StagedBlockCase[] = [
 for (const c of [...stagedBlockCases(), ...blockBig]) {
   const kc = stagedBlockCase(c, false);
   test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+// split over k (the serving entries' path with mmaBlocks "all"), then the combine; and the 8B's o projection's shape
+for (const [c, splits] of [...stagedSplitKCases(), [{ t: "q4_k", n: 4096, k: 4096, batch: 32, split: true, residual: true, layout: { bm: 64, bn: 64, bk: 64, stages: 6, wm: 1, wn: 1, wg: true, wgPending: 1 } }, 8] as [StagedBlockCase, number]]) {
+  test(`ptx: ${stagedBlockName(c)} over ${splits} k splits, then their combine`, opts, async () => assert.deepEqual(await runStagedSplitK(dev!, c, splits, false), []));
 }
 
 test("ptx: a 160-row Q4_K_M Llama prefill chunk on the staged block kernels equals the FMA path within bf16's precision", opts, async () => {
