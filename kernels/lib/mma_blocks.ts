@@ -53,8 +53,6 @@ export interface BlockStageShape {
   n0: Val;
   tid: Val;
   threads: number;
-  /** Slices of k. */
-  KT: number;
   /** Word offset of W's region inside a stage. */
   at: number;
   /** Word offset (inside a region) of 16-byte chunk c of staged row r: the operands' swizzle. */
@@ -69,7 +67,7 @@ export interface Issued {
 export interface BlockStage {
   /** Registers of raw words an invocation holds for one slice's chunks between `issue` and `store`. */
   regs: number;
-  /** Loads this invocation's chunks of slice kt (0 .. KT - 1). */
+  /** Loads this invocation's chunks of slice kt (0 .. k / 64 - 1). */
   issue(kt: Val): Issued;
   /** Decodes what `issue` loaded into the stage at word `base`. */
   store(base: Val | number, what: Issued): void;

@@ -227,7 +227,7 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
   for (let p = 0; p < parts; p++) region(x, bm, p * aW, (r) => m0.add(r).min(m - 1).mul(half).add((p * m * k) / 2));
   if (!s.blocks) region(W, bn, parts * aW, (r) => n0.add(r).min(n - 1).mul(half));
   // block weights: not copied but loaded into registers, decoded and stored (mma_blocks.ts)
-  const wq: BlockStage | undefined = s.blocks && blockStage(b, { W, sm, t: s.blocks, n, k, bn, n0, tid, threads, KT, at: parts * aW, place: swz });
+  const wq: BlockStage | undefined = s.blocks && blockStage(b, { W, sm, t: s.blocks, n, k, bn, n0, tid, threads, at: parts * aW, place: swz });
   /** Issues slice kt's copies into the stage at word `base`. */
   const load = (base: Val | number, kt: Val | number) => {
     const kofs = typeof kt === "number" ? u32(kt * rowW) : kt.mul(rowW), at = typeof base === "number" ? u32(base) : base;
