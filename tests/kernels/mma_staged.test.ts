@@ -232,7 +232,7 @@ test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA p
 });
 
 test("a 5-row serving step over Q4_K_M blocks split over k (mmaBlocks \"all\") equals the FMA path within bf16's precision", { timeout: 300_000 }, async () => {
-  const wide = { ...QCFG, dim: 1024, hidden: 2048, heads: 16, kvHeads: 4, layers: 1 };
+  const wide = { ...QCFG, dim: 1024, hidden: 1024, heads: 16, kvHeads: 4, layers: 1 };
   const syn = syntheticLlama(wide, { dtype: "q4_k_m", seed: 5, std: 0.03 });
   const { tracer, logits } = traceLlama(wide, { rows: 5, cap: 64 }, { dtypeOf: syn.dtypeOf });
   tracer.output("logits", logits);
