@@ -47,7 +47,7 @@
 // no-dot4 hides the native int8 dot, so a --dtype q4_k_m/q8_0 plan takes the float gemv where it took the integer one)
 import { argv, exit } from "node:process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { parseFlags } from "./flags.ts";
+import { parseFlags, syntheticDtype } from "./flags.ts";
 import { PtxDevice } from "../backends/ptx/mod.ts";
 import type { Device, DeviceBuffer, DeviceStep } from "../backends/device.ts";
 import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
@@ -59,7 +59,7 @@ import { appendSampler, SAMPLER_SLOT, samplerSlot } from "../llm/sampling.ts";
 import type { WeightRole } from "../graph/weights.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
 import { FUSIONS, fusionFlag } from "./fusions.ts";
-import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import { type BackendName, isBackendName, type OpenOptions, probeBackend } from "../backends/open.ts";
 import type { VulkanOptions } from "../backends/vulkan/mod.ts";
 import type { WgpuOptions } from "../backends/wgpu/mod.ts";
@@ -488,8 +488,7 @@ async function main(args: string[]): Promise<number> {
     decodeTail = values.tail as typeof decodeTail;
   }
   if (values.dtype) {
-    if (!(SYNTHETIC_DTYPES as readonly string[]).includes(values.dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${values.dtype}`);
-    weightDtype = values.dtype as SyntheticDtype;
+    weightDtype = syntheticDtype(values.dtype);
   }
   const shapes = (values.shape ?? "llama-3.2-1b,qwen2.5-0.5b,llama-3-8b").split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`unknown shape ${s}`);

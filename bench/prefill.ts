@@ -25,10 +25,10 @@ import { compileGraph, type CompileOptions } from "../kernels/lower.ts";
 import { Driver } from "../llm/driver.ts";
 import type { ModelHandle } from "../llm/model.ts";
 import { familyOf } from "../llm/registry.ts";
-import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import { isShapeName, SHAPES } from "./shapes.ts";
-import { intList } from "./flags.ts";
+import { intList, syntheticDtype } from "./flags.ts";
 import { TimedDevice } from "./timed.ts";
 import { distinct, timeProgram, timeStep } from "./kernels.ts";
 import { parseLayout, parseStaged } from "./mma.ts";
@@ -167,11 +167,6 @@ async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, op
   for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
 }
 
-/** --dtype: a synthetic weight type. */
-function dtypeOf(v: string): SyntheticDtype {
-  if (!(SYNTHETIC_DTYPES as readonly string[]).includes(v)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${v}`);
-  return v as SyntheticDtype;
-}
 
 /** coopflash:WARPSxBC: the cooperative-matrix attention's subgroups and positions per block (Vulkan). */
 function coopFlashLayoutOf(v: string): CompileOptions["coopFlashLayout"] {
@@ -212,7 +207,7 @@ export async function main(args: string[]): Promise<number> {
   const ints = (v: string, what: string) => intList(what, v);
   const rows = await runPrefillBench({
     shapes: values.shape!.split(","), backend: values.backend as BackendChoice, prompts: ints(values.prompts!, "prompts"),
-    variants: values.variants!.split(","), dtype: dtypeOf(values.dtype!), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
+    variants: values.variants!.split(","), dtype: syntheticDtype(values.dtype!), prefill: values.prefill ? ints(values.prefill, "prefill") : undefined,
     reps: ints(values.reps!, "reps")[0], log: (s) => console.error(s),
     layout: values["mma-layout"] ? parseLayout(values["mma-layout"].split(":")) : undefined,
     stagedLayout: values["staged-layout"] ? parseStaged(values["staged-layout"].split(":")) : undefined,

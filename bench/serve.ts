@@ -26,7 +26,8 @@ import { BatchRunner, servingCompileWith } from "../llm/serve/batch.ts";
 import { Metrics } from "../llm/serve/metrics.ts";
 import { BlockPool, planPool } from "../llm/serve/pool.ts";
 import { Scheduler } from "../llm/serve/scheduler.ts";
-import { SYNTHETIC_DTYPES, type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { type SyntheticDtype, syntheticLlama } from "../llm/synthetic.ts";
+import { syntheticDtype } from "./flags.ts";
 import { familyOf } from "../llm/registry.ts";
 import type { Tokenizer } from "../llm/tokenizer/mod.ts";
 import type { SamplerParams } from "../llm/sampling.ts";
@@ -266,8 +267,7 @@ export async function main(args: string[]): Promise<number> {
   if (kv !== "f16" && kv !== "f32") throw new RangeError(`--kv-type: ${kv} is not f16 or f32`);
   const sampler = values.sampler;
   if (sampler !== "greedy" && sampler !== "full") throw new RangeError(`--sampler: ${sampler} is not greedy or full`);
-  const dtype = values.dtype!;
-  if (!(SYNTHETIC_DTYPES as readonly string[]).includes(dtype)) throw new RangeError(`--dtype: one of ${SYNTHETIC_DTYPES.join(", ")}, not ${dtype}`);
+  const dtype = syntheticDtype(values.dtype!);
   const onOff = (v: string, what: string) => {
     if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
     return v === "on";
@@ -277,7 +277,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!), dtype: dtype as SyntheticDtype, mmaBlocks: onOff(values["mma-blocks"]!, "mma-blocks"),
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!), dtype, mmaBlocks: onOff(values["mma-blocks"]!, "mma-blocks"),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(

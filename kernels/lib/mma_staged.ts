@@ -259,18 +259,10 @@ export function stagedMatmul(caps: Caps, s: StagedMatmulShape): Kernel {
     b.cpWait(ahead - 1); // slice kt has landed (this invocation's copies) ...
     if (wg) b.asyncFence(); // ... for the warpgroup MMAs' reads too ...
     b.barrier(); // ... everyone's, and every warp is done with the stage the next load overwrites
-    const next = kt.add(ahead);
-    if (wq) {
-      const t = rs.add(ahead * stageW);
-      const ws = b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws");
-      b.if(next.lt(KTs), () => load(ws, kg(next)));
-      pend.push({ ws, issued: wq.issue(b.let(lift32(kg(next.min(KTs - 1))), "u32", "kq")) });
-    } else {
-      b.if(next.lt(KTs), () => {
-        const t = rs.add(ahead * stageW);
-        load(b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws"), kg(next));
-      });
-    }
+    const next = kt.add(ahead), t = rs.add(ahead * stageW);
+    const ws = b.let(t.ge(stages * stageW).select(t.sub(stages * stageW), t), "u32", "ws");
+    b.if(next.lt(KTs), () => load(ws, kg(next)));
+    if (wq) pend.push({ ws, issued: wq.issue(b.let(lift32(kg(next.min(KTs - 1))), "u32", "kq")) });
     b.cpCommit();
   };
   const advance = () => b.set(rs, rs.eq((stages - 1) * stageW).select(u32(0), rs.add(stageW)));

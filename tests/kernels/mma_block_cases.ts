@@ -5,14 +5,13 @@
 // Reference: x and the blocks' exact values each rounded to bf16 as the kernel rounds them (x as hi + lo parts where
 // split), so only the f32 sums' order is left: rel k·2^-22.
 import type { KernelCase } from "./cases.ts";
-import type { Device, DeviceBuffer } from "../../backends/device.ts";
+import type { Device } from "../../backends/device.ts";
 import { stagedCombine, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
 import { type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
-import { checkCase } from "./harness.ts";
 import { bytes, matmulWant, Rng } from "./data.ts";
-import { mmaCaps, type StagedCase } from "./mma_cases.ts";
+import { mmaCaps, runPartialCombine, type StagedCase } from "./mma_cases.ts";
 
 /** A block case: W as blocks of `t` (ggml's quantization of U(-1, 1)), x as prepared bf16 words, the layout. */
 export interface StagedBlockCase {
@@ -102,30 +101,13 @@ export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCas
  * A block case split over k (StagedMatmulShape.splitK): the staged kernel into partials [splits, m, n], then
  * stagedCombine with the case's bias and residual into y; checked as stagedBlockCase is. The problems (empty = pass).
  */
-export async function runStagedSplitK(dev: Device, c: StagedBlockCase, splits: number, emulate: boolean): Promise<string[]> {
+export function runStagedSplitK(dev: Device, c: StagedBlockCase, splits: number, emulate: boolean): Promise<string[]> {
   const kc = stagedBlockCase(c, emulate);
   const caps = mmaCaps(dev.target.caps, emulate);
-  const ins = kc.inputs();
   const mm = stagedMatmul(caps, { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, blocks: c.t, splitK: splits, ...c.layout });
   const ck = stagedCombine(caps, { n: c.n, batch: c.batch, splits, bias: c.bias, residual: c.residual });
-  const bufs = ins.map((b) => {
-    const d = dev.alloc(b.byteLength, "device");
-    dev.write(d, 0, b);
-    return d;
-  });
-  const part = dev.alloc(splits * c.batch * c.n * 4, "device");
-  const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
-  try {
-    dev.run([
-      { k: "kernel", compiled: dev.compile(mm), grid: mm.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(bufs[0]), bind(bufs[1]), bind(part)] },
-      { k: "kernel", compiled: dev.compile(ck), grid: ck.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), ...bufs.slice(2).map(bind)] },
-    ]);
-    await dev.synchronize(60_000);
-    const outputs = await Promise.all(bufs.map((b) => dev.read(b, 0, b.bytes)));
-    return checkCase(kc, { inputs: ins, outputs });
-  } finally {
-    for (const b of [...bufs, part]) dev.free(b);
-  }
+  // the matmul reads x's words and the blocks, the combine the bias and residual and writes y
+  return runPartialCombine(dev, kc, kc.inputs(), mm, ck, splits * c.batch * c.n * 4, 2);
 }
 
 /** Split-K block cases: q4_k over 4 splits of 2 slices, q6_k (two slices a trip) over 2, bias and residual in the combine. */

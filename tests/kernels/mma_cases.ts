@@ -292,11 +292,11 @@ export function runFlashSplit(dev: Device, c: FlashCfg, splits: number, emulate:
 }
 
 /**
- * A split-K attention case through its two kernels: `partial` over the case's bindings 0..3 (q, k, v, pos) into a
- * scratch of `partBytes`, then `combine` into binding 4 (out); the case's problems (empty = pass), its fault case's
- * when the dispatch faults.
+ * A split-K case through its two kernels: `partial` over the case's first `leading` bindings (attention's q, k, v,
+ * pos) into a scratch of `partBytes`, then `combine` over the scratch and the rest (attention's out); the case's
+ * problems (empty = pass), its fault case's when the dispatch faults.
  */
-export async function runPartialCombine(dev: Device, kc: KernelCase, ins: Uint8Array[], partial: Kernel, combine: Kernel, partBytes: number): Promise<string[]> {
+export async function runPartialCombine(dev: Device, kc: KernelCase, ins: Uint8Array[], partial: Kernel, combine: Kernel, partBytes: number, leading = 4): Promise<string[]> {
   const bufs = ins.map((b) => {
     const d = dev.alloc(b.byteLength, "device");
     dev.write(d, 0, b);
@@ -306,8 +306,8 @@ export async function runPartialCombine(dev: Device, kc: KernelCase, ins: Uint8A
   const bind = (b: DeviceBuffer) => ({ buffer: b, offset: 0, bytes: b.bytes });
   try {
     dev.run([
-      { k: "kernel", compiled: dev.compile(partial), grid: partial.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, 4).map(bind), bind(part)] },
-      { k: "kernel", compiled: dev.compile(combine), grid: combine.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), bind(bufs[4])] },
+      { k: "kernel", compiled: dev.compile(partial), grid: partial.grid, work: { bytes: 0, flops: 0 }, bindings: [...bufs.slice(0, leading).map(bind), bind(part)] },
+      { k: "kernel", compiled: dev.compile(combine), grid: combine.grid, work: { bytes: 0, flops: 0 }, bindings: [bind(part), ...bufs.slice(leading).map(bind)] },
     ]);
     try {
       await dev.synchronize(60_000);
