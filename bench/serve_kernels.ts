@@ -7,10 +7,10 @@
 // No weights are loaded (zeroed device memory): a read costs the same whatever its values.
 //
 //   deno run -A bench/serve_kernels.ts --shape llama-3.2-1b,llama-3-8b --rows 1,32 [--pos 576] [--only REGEX]
-//     [--mma-split off] [--tune default,ks16/s1x4/b4x1,...] [--breakdown off] [--out FILE.json]
+//     [--mma-split off] [--tune default,ks16/s1x4/b4x1,...] [--breakdown off] [--dtype q4_k_m] [--out FILE.json]
 // --tune: serving MMA layouts (kernels/lib/mma_matmul.ts MmaServingTune) to compare by the whole entry's
 // time at each --rows: "default" (the library's), or ksK|kswide|ksauto, sNTxU[wNW][pS] (up to 16 rows), bNTxU[wNW][pS]
-// (past 16; pS: an S-stage cp.async pipeline), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
+// (past 16; pS: an S-stage cp.async pipeline; mMT: MT 16-row tiles a warp), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
 // trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages)
@@ -44,15 +44,17 @@ export function parseTune(spec: string): MmaServingTune {
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
     else if ((m = /^ks(\d+)$/.exec(part))) t.ks = Number(m[1]);
-    else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?(?:p(\d+))?$/.exec(part))) {
-      const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}) };
+    else if ((m = /^([sb])(\d+)x(\d+)(?:w(\d+))?(?:p(\d+))?(?:m(\d+))?$/.exec(part))) {
+      const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}), ...(m[6] ? { mt: Number(m[6]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN)`);
   }
   return t;
 }
 import { isShapeName, SHAPES } from "./shapes.ts";
+import { syntheticDtype } from "./flags.ts";
+import type { SyntheticDtype } from "../llm/synthetic.ts";
 
 const BLOCK = 16;
 
@@ -67,10 +69,11 @@ export interface EntryProgram {
  */
 export function servingEntry(
   shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attn: AttentionTune = {},
+  dtype: SyntheticDtype = "bf16",
 ): EntryProgram {
   if (!isShapeName(shape)) throw new RangeError(`unknown shape ${shape}`);
   const c = SHAPES[shape];
-  const syn = syntheticLlama(c, { dtype: "bf16" });
+  const syn = syntheticLlama(c, { dtype });
   const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: { eog: new Set<number>() }, path: shape } as unknown as ModelHandle;
   const ctx = Math.ceil((pos + 2) / BLOCK) * BLOCK;
   const maxRows = Math.max(rows, slots);
@@ -111,8 +114,8 @@ export interface EntryRow {
 }
 
 /** The whole entry's device ms (queued back to back) under a tune. */
-async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune): Promise<number> {
-  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn);
+async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune, dtype: SyntheticDtype): Promise<number> {
+  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn, dtype);
   return (await timeProgram(dev, prog, 20, pos, "zero", fill)).queued;
 }
 
@@ -142,8 +145,9 @@ const tuneAttention = (spec: string): AttentionTune => {
 
 async function profileEntry(
   dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune,
+  dtype: SyntheticDtype,
 ): Promise<Record<string, unknown>> {
-  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn);
+  const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn, dtype);
   const out: EntryRow[] = [];
   for (const { step, count } of distinct(prog)) {
     if (only && !only.test(step.kernel.name)) continue;
@@ -181,9 +185,11 @@ async function main(args: string[]): Promise<number> {
       tune: { type: "string", default: "default" },
       breakdown: { type: "string", default: "on" },
       backend: { type: "string", default: "ptx" },
+      dtype: { type: "string", default: "bf16" },
       out: { type: "string" },
     },
   });
+  const dtype = syntheticDtype(values.dtype!);
   const shapes = values.shape!.split(",");
   for (const s of shapes) if (!isShapeName(s)) throw new RangeError(`--shape: unknown shape ${s}`);
   const rows = values.rows!.split(",").map(Number);
@@ -202,7 +208,7 @@ async function main(args: string[]): Promise<number> {
     const tunes = values.tune!.split(",");
     const parsed = tunes.map(parseTune);
     for (const shape of shapes) {
-      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, tuneSplit(tunes[0], split === "on"), parsed[0], tuneAttention(tunes[0]));
+      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, tuneSplit(tunes[0], split === "on"), parsed[0], tuneAttention(tunes[0]), dtype);
       if (tunes.length < 2) continue;
       // every tune's whole entry at every size: the step's device time and its ratio to the first size's
       console.log(`\n### ${shape}: whole entry, device ms queued back to back, by tune (pos ${pos})`);
@@ -210,7 +216,7 @@ async function main(args: string[]): Promise<number> {
       console.log(`| --- | ${rows.map(() => "---").join(" | ")} | --- |`);
       for (const [i, tune] of tunes.entries()) {
         const ms: number[] = [];
-        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune)).catch((e) => {
+        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune), dtype).catch((e) => {
           console.error(`${shape} b${r} ${tune}: ${(e as Error).message}`);
           return NaN;
         }));

@@ -250,7 +250,7 @@ function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: n
         const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
         const ch = dequantChunk(b, W, qt, base, c0.add(ci));
         b.set(it.at, ch.at.sub(sb));
-        const vals = chunkValues(ch);
+        const vals = chunkValues(ch, b);
         if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
           throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
         }

@@ -508,12 +508,24 @@ function loadQ6K(b: KernelBuilder, W: Buffer, base: Val, c: Val, pairs4: boolean
   };
 }
 
-/** The exact dequantized values of a chunk (ggml's order of operations), each with its element offset. */
-export function chunkValues(ch: QChunk): { off: number; v: Val }[] {
+/**
+ * The exact dequantized values of a chunk (ggml's order of operations), each with its element offset. With `b`, a
+ * value held times 2^p takes its group's scale times 2^-p, made once per group and p: one multiply a value instead
+ * of two, the same bits (scaling by a power of two is exact, and no scale comes near f32's subnormals).
+ */
+export function chunkValues(ch: QChunk, b?: KernelBuilder): { off: number; v: Val }[] {
   const out: { off: number; v: Val }[] = [];
   for (const g of ch.groups) {
+    const scaled = new Map<number, Val>();
+    const scale = (p: number) => {
+      if (!p) return g.scale;
+      if (!b) return undefined;
+      if (!scaled.has(p)) scaled.set(p, b.let(g.scale.mul(2 ** -p), "f32", "dsp"));
+      return scaled.get(p)!;
+    };
     g.q.forEach((q, i) => {
-      const y = (g.p?.[i] ? q.mul(2 ** -g.p[i]) : q).mul(g.scale);
+      const p = g.p?.[i] ?? 0, sp = scale(p);
+      const y = sp ? q.mul(sp) : q.mul(2 ** -p).mul(g.scale);
       out.push({ off: g.off + i, v: g.bias ? y.add(g.bias) : y });
     });
   }

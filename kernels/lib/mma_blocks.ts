@@ -21,7 +21,7 @@ const SLICE = 64;
 const spanOf = (t: QType): number => QLAYOUT[t].per * QLAYOUT[t].span;
 
 /** A chunk's values as 8-value runs: each run's offset from the chunk's `at` (a multiple of 8), in chunkValues order. */
-function runOffsets(t: QType): number[] | undefined {
+export function runOffsets(t: QType): number[] | undefined {
   const offs: number[] = [];
   for (const g of chunkGroups(t)) {
     if (g.off % 8 || g.n % 8) return undefined;
@@ -110,7 +110,7 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
     store(base, what) {
       what.items.forEach((it, i) => {
         const emit = () => {
-          const vals = chunkValues(it.ch.decode());
+          const vals = chunkValues(it.ch.decode(), b);
           for (let j = 0; j < R; j++) {
             const run = vals.slice(8 * j, 8 * j + 8).map((v, x) => (it.odd ? it.odd.select(vals[8 * (j + R) + x].v, v.v) : v.v));
             const c16 = it.pos.add(offs[j]).shr(3);
@@ -121,6 +121,57 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
         if ((i + 1) * threads > items) b.if(tid.add(i * threads).lt(items), emit);
         else emit();
       });
+    },
+  };
+}
+
+/**
+ * GGUF blocks as W of the register-operand MMA matmul (kernels/lib/mma_matmul.ts `blocks`, the serving entries'):
+ * no stage; each lane decodes one chunk of its column a trip, and the chunk's 8-value runs are its pieces, each
+ * feeding two k16 MMAs as a bf16 row's 16 bytes would. The four lanes of a column take four consecutive chunks:
+ * they cover `span` values of k contiguously (a trip), two q8_0 blocks, or a q4_k sub-block pair's two halves twice.
+ */
+export interface BlockLanes {
+  /** Values of k one trip covers (4 chunks). */
+  span: number;
+  /** Trips over a row (the last one partial where k is not a multiple of span). */
+  trips: number;
+  /** 8-value runs per chunk, each at `at + runs[r]`. */
+  runs: number[];
+  /**
+   * Loads lane `t`'s chunk of trip `trip` of W row `col` (already clamped into n); `guard`: the trip may run past
+   * the row (its last, partial one), where the block read is clamped and its words are zeros. `words()` decodes:
+   * [run][4] bf16 pairs of ggml's exact values; `at` is the chunk's first element in the row.
+   */
+  load(col: Val, trip: Val, t: Val, guard: boolean): { at: Val; words(): Val[][] };
+}
+
+export function blockLanes(b: KernelBuilder, W: Buffer, t: QType, k: number): BlockLanes {
+  const q = QLAYOUT[t], offs = runOffsets(t);
+  if (!offs || k % q.elems) throw new KernelError(`mma matmul: rows of ${k} values do not hold whole ${t} blocks`);
+  const nb = k / q.elems, qw = qWords(t), span = 4 * q.per;
+  return {
+    span,
+    trips: Math.ceil(k / span),
+    runs: offs,
+    load(col, trip, lane, guard) {
+      const gc = b.let(trip.mul(4).add(lane), "u32", "qgc"); // the chunk's index along the row
+      const blk = b.let(gc.div(q.chunks), "u32", "qblk");
+      const inside = guard ? b.let(blk.lt(nb), "bool", "qin") : undefined;
+      const base = b.let(col.mul(nb).add(guard ? blk.min(nb - 1) : blk).mul(qw), "u32", "qbase");
+      // rows of an even number of blocks: the 16-bit types' quants read as u32 words (as the decode gemv does)
+      const ch = loadChunk(b, W, t, base, gc.mod(q.chunks), true, nb % 2 === 0);
+      const at = b.let(blk.min(nb - 1).mul(q.elems).add(ch.at), "u32", "qat");
+      return {
+        at,
+        words() {
+          const vals = chunkValues(ch.decode(), b).map((v) => v.v);
+          return offs.map((_, r) => [0, 1, 2, 3].map((w) => {
+            const word = b.pack2("bf16", vals[8 * r + 2 * w], vals[8 * r + 2 * w + 1]);
+            return b.let(inside ? inside.select(word, u32(0)) : word, "u32", "qbw");
+          }));
+        },
+      };
     },
   };
 }

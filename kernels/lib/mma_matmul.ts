@@ -23,6 +23,8 @@ import { type Buffer, f32, type Kernel, KernelBuilder, KernelError, type Shared,
 import type { Caps } from "../target.ts";
 import { gridFor, wgIndex } from "./common.ts";
 import { evalEw, type EwExpr, type EwInput } from "./elementwise.ts";
+import { QLAYOUT, type QType } from "./dequant.ts";
+import { blockLanes } from "./mma_blocks.ts";
 
 /** What every tensor-core matmul takes (this file's and kernels/lib/mma_staged.ts's), before its tiling. */
 export interface MmaOperands {
@@ -68,6 +70,13 @@ export interface MmaMatmulShape extends MmaOperands {
    * of the direct loads. Default 0 (direct loads).
    */
   stages?: number;
+  /**
+   * W holds GGUF blocks of this type (w must be "bf16"; kernels/lib/mma_blocks.ts blockLanes): each lane decodes one
+   * chunk of its column a trip to ggml's exact values, rounded to bf16, and feeds each 8-value run to the MMAs as a
+   * bf16 row's 16 bytes; a trip is 4 chunks of k (`ks` warps split the trips as they split chunks). Needs prepared x,
+   * no stages.
+   */
+  blocks?: QType;
 }
 
 /**
@@ -127,6 +136,8 @@ export function mmaKSplitWide(n: number, k: number): number {
 /** Tiles and unroll of one warp at a range of row counts (MmaMatmulShape's; mt follows the rows). */
 export interface MmaWarpTiles {
   nt: number;
+  /** 16-row tiles per warp past 16 rows (default 2; over blocks mmaBlockTiles'). */
+  mt?: number;
   unroll: number;
   /** Warps along N per workgroup (default max(1, 4 / ks)). */
   nw?: number;
@@ -156,11 +167,13 @@ export interface MmaServingTune {
  * at ks 8 against 36.0 / 58.9 at 16; the 128256 x 4096 head 270 / 390 at 8 against 321 / 516 at mmaKSplitWide's
  * 2; 4096-wide (q/o, down) and 1024-wide (k/v) outputs best at 16.
  */
-export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}): number {
+export function mmaServingKSplit(n: number, k: number, tune: MmaServingTune = {}, blocks?: QType): number {
   const want = tune.ks ?? "auto";
-  if (want === "wide") return mmaKSplitWide(n, k);
-  let ks = want === "auto" ? (n <= 4096 ? 16 : 8) : Math.min(16, 2 ** Math.floor(Math.log2(Math.max(1, want))));
-  while (ks > 1 && Math.floor(k / 32) < ks * 4) ks /= 2;
+  if (want === "wide" && !blocks) return mmaKSplitWide(n, k);
+  // blocks: at most 8 (ptxas spilled q4_k's and q6_k's 16-warp workgroups), at least two trips of 4 chunks a warp
+  let ks = want === "auto" || want === "wide" ? (n <= 4096 && !blocks ? 16 : 8) : Math.min(16, 2 ** Math.floor(Math.log2(Math.max(1, want))));
+  const per = blocks ? 4 * QLAYOUT[blocks].per : 32, least = blocks ? 2 : 4;
+  while (ks > 1 && Math.floor(k / per) < ks * least) ks /= 2;
   return ks;
 }
 
@@ -190,20 +203,33 @@ export function mmaServingTiles(n: number, m: number, k = 0, ks = n <= 4096 ? 16
   return n >= 4096 ? { nt: 4, unroll: 1 } : { nt: 2, unroll: 1 };
 }
 
+/**
+ * The tiles of a serving matmul over GGUF blocks (no pipeline: the blocks' loads are not 16-byte pieces). Past 16
+ * rows the x words a lane loads (two row tiles, two parts) outweigh its W chunks, so four column tiles share them.
+ * H100, 8B Q4_K_M serving entries (bench/serve_kernels.ts --dtype q4_k_m --tune), ms at 1 / 32 / 160 rows: 2 x 2
+ * tiles 5.63 / 13.13 / 64.79, 2 x 4 5.57 / 11.31 / 42.29; four row tiles lost (4 x 2: 13.14 / 71.21, 8 x 2: 26.5
+ * / 81.0: 150+ registers). Up to 16 rows the tiles barely mattered (1 x 1 .. 1 x 2, unroll 1 or 2: 5.57 - 6.1).
+ * The 32-value types past 32 rows keep two: ptxas held q8_0's and q4_0's 2 x 4 tiles to 128 registers and spilled.
+ */
+export function mmaBlockTiles(n: number, m: number, t: QType): MmaWarpTiles {
+  if (m <= 16) return n >= 2048 ? { nt: 2, unroll: 1 } : { nt: 1, unroll: 2 };
+  return { nt: m > 32 && QLAYOUT[t].elems === 32 ? 2 : 4, unroll: 1 };
+}
+
 /** The layout of a serving matmul of m rows: the tune's fields, else mmaServingKSplit's and mmaServingTiles'. */
-export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw" | "stages"> {
-  const ks = mmaServingKSplit(n, k, tune);
-  const t = (m <= 16 ? tune.small : tune.big) ?? mmaServingTiles(n, m, k, ks, tune.pipeline ?? true);
+export function mmaServingLayout(n: number, k: number, m: number, tune: MmaServingTune = {}, blocks?: QType): Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll" | "nw" | "stages"> {
+  const ks = mmaServingKSplit(n, k, tune, blocks);
+  const t = (m <= 16 ? tune.small : tune.big) ?? (blocks ? mmaBlockTiles(n, m, blocks) : mmaServingTiles(n, m, k, ks, tune.pipeline ?? true));
   return {
-    ks, mt: m <= 16 ? 1 : 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}),
+    ks, mt: m <= 16 ? 1 : t.mt ?? 2, nt: t.nt, unroll: t.unroll, ...(t.nw ? { nw: Math.min(t.nw, Math.max(1, Math.floor(32 / ks))) } : {}),
     ...(t.stages ? { stages: t.stages } : {}),
   };
 }
 
-/** Whether the MMA matmul takes this shape on this target. */
-export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number): boolean {
-  return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || w === "f16") &&
-    k % 8 === 0 && k >= 32 && n >= 8;
+/** Whether the MMA matmul takes this shape on this target (`blocks`: W of that block type, w bf16). */
+export function mmaMatmulFits(caps: Caps, w: string, n: number, k: number, blocks?: QType): boolean {
+  return !!caps.mma && caps.subgroups && caps.subgroupSize === 32 && (w === "bf16" || (w === "f16" && !blocks)) &&
+    k % 8 === 0 && k >= 32 && n >= 8 && (!blocks || k % QLAYOUT[blocks].elems === 0);
 }
 
 /** A shape's layout with the defaults filled in, checked; `pieces`: the 16-byte loads of a lane per chunk. */
@@ -229,10 +255,12 @@ function mmaLayout(caps: Caps, s: MmaMatmulShape) {
   if (!(Number.isInteger(nw) && Number.isInteger(mw) && nw >= 1 && mw >= 1 && ks * nw * mw <= 32)) {
     throw new KernelError(`mma matmul: ${ks} x ${nw} x ${mw} warps per workgroup`);
   }
-  const chunks = Math.floor(k / 32);
+  // blocks: a "chunk" here is a trip of 4 chunks of the block type (its last one may be partial)
+  const chunks = s.blocks ? Math.ceil(k / (4 * QLAYOUT[s.blocks].per)) : Math.floor(k / 32);
   if (![1, 2, 4, 8, 16].includes(ks) || chunks < ks) throw new KernelError(`mma matmul: K split ${ks} over ${chunks} chunks`);
   if (!(mt >= 1 && mt <= 8 && nt >= 1 && nt <= 8)) throw new KernelError(`mma matmul: tiles ${mt}x${nt}`);
   const stages = s.stages ?? 0;
+  if (s.blocks && (stages || !s.prepared)) throw new KernelError("mma matmul: block weights need prepared x and no stages");
   if (stages && !(Number.isInteger(stages) && stages >= 2 && stages <= 6 && s.prepared && caps.staging)) {
     throw new KernelError(`mma matmul: a ${stages}-stage pipeline needs prepared x and caps.staging (2..6 stages)`);
   }
@@ -258,19 +286,19 @@ export function mmaSharedBytes(caps: Caps, s: MmaMatmulShape): number {
  */
 export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   const { n, k, batch: m, w } = s;
-  if (!mmaMatmulFits(caps, w, n, k)) {
-    throw new KernelError(`mma matmul: needs caps.mma, 32-lane subgroups, bf16/f16 weights, k a multiple of 8 (>= 32), n >= 8; got ${w} n=${n} k=${k}`);
+  if (!mmaMatmulFits(caps, w, n, k, s.blocks)) {
+    throw new KernelError(`mma matmul: needs caps.mma, 32-lane subgroups, bf16/f16 weights (bf16 over blocks), k a multiple of 8 (>= 32) and of the blocks, n >= 8; got ${w}${s.blocks ? ` (${s.blocks})` : ""} n=${n} k=${k}`);
   }
   if (!(Number.isInteger(m) && m >= 1)) throw new KernelError(`mma matmul: bad batch ${m}`);
   if (n * k >= 2 ** 32 || m * Math.max(n, k) >= 2 ** 32) throw new KernelError("mma matmul: indices exceed 32 bits");
   const { split, ks, mt, nt, unroll, nw, mw, stages, bM, bN, pad, pieces: perChunk } = mmaLayout(caps, s);
   const total = bM * bN;
   const grid = gridFor(caps, total);
-  const name = s.name ?? `mma_matmul_${w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${nw !== Math.max(1, Math.floor(4 / ks)) || mw > 1 ? `_w${nw}x${mw}` : ""}${unroll > 1 ? `_u${unroll}` : ""}${stages ? `_p${stages}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `mma_matmul_${s.blocks ?? w}_n${n}_k${k}_b${m}_ks${ks}_${mt}x${nt}${nw !== Math.max(1, Math.floor(4 / ks)) || mw > 1 ? `_w${nw}x${mw}` : ""}${unroll > 1 ? `_u${unroll}` : ""}${stages ? `_p${stages}` : ""}${s.prepared ? "_xw" : ""}${split ? "" : "_nosplit"}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: 32 * ks * nw * mw, grid });
   const prepared = s.prepared ?? false;
   const x = prepared ? b.buffer("xw", "u32", "r") : b.buffer("x", "f32", "r");
-  const W = b.buffer("w", w, "r");
+  const W = b.buffer("w", s.blocks ? "u8" : w, "r");
   const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
   const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
   const y = b.buffer("y", "f32", "w");
@@ -334,7 +362,26 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     }
   };
   const zeros = () => [zero!, zero!, zero!, zero!];
-  if (stages) {
+  const xWords = (at: Val) => (i: number, p: number) => xr[i].map((r, half) => half && pad[i] ? zeros() : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32"));
+  if (s.blocks) {
+    // W rows (clamped) of this lane's column in each n tile
+    const cols = Array.from({ length: nt }, (_, j) => b.let(n0.add(8 * j).add(g).min(n - 1), "u32", "wc"));
+    const bl = blockLanes(b, W, s.blocks, k);
+    const trip = (tr: Val, guard: boolean) => {
+      const ch = cols.map((c) => bl.load(c, tr, t, guard)); // every tile's loads before the first decode
+      const ws = ch.map((c) => c.words());
+      bl.runs.forEach((off, r) => preparedChunk(ws.map((w) => w[r]), xWords(b.let(ch[0].at.add(off), "u32", "xat"))));
+    };
+    // trips kk, kk + ks, ... of the whole ones; the rest (a partial trip where k is not a multiple of the span) on
+    // warp kk == 0 after its loop, the same place at every row count
+    const whole = Math.floor(k / bl.span), main = whole - (whole % ks);
+    b.for(kk, u32(main), ks, (tr) => trip(tr, false), { unroll });
+    if (main < bl.trips) {
+      const rest = () => b.for(u32(main), u32(bl.trips), 1, (tr) => trip(tr, true));
+      if (ks > 1) b.if(kk.eq(0), rest);
+      else rest();
+    }
+  } else if (stages) {
     // This lane's pieces of a chunk (16 bytes each, word index in its buffer at the lane's k offset `at`): W
     // tiles, then x rows (g, g + 8) of each m tile and part, padded halves left out.
     const pieces: { buf: typeof W; word: (at: Val) => Val }[] = wr.map((r) => ({ buf: W, word: (at: Val) => r.add(at).shr(1) }));
@@ -381,7 +428,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
       const at = b.let(kb.add(t.mul(8)), "u32", "kat");
       const ws = wr.map((r) => b.loadv(W, r.add(at).shr(1), 4, "u32"));
       if (prepared) {
-        preparedChunk(ws, (i, p) => xr[i].map((r, half) => half && pad[i] ? zeros() : b.loadv(x, r.add(at).shr(1).add((p * m * k) / 2), 4, "u32")));
+        preparedChunk(ws, xWords(at));
         return;
       }
       for (let i = 0; i < mt; i++) {
@@ -397,7 +444,7 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   }
 
   const cx: MmaBuild = { b, w, n, k, m, x, W, y, bias, res, split, prepared, mt, nt, nw, ks, groups, E, kk, grp, lane, g, t, m0, n0, xr, wr, acc, aWords, mmaStep };
-  maskedTail(cx, main * 32);
+  if (!s.blocks) maskedTail(cx, main * 32);
   if (redWords) sliceSums(cx, pipe ?? b.shared("mma_red", "f32", redWords), !!pipe);
   storeTiles(cx);
   return b.build();

@@ -140,7 +140,7 @@ export function gather(caps: Caps, s: GatherShape): Kernel {
     const base = b.let(id.mul(nb).add(blk).mul(qWords(table)), "u32", "base");
     const ch = dequantChunk(b, T, table, base, j.mod(q.chunks));
     const o = b.let(r.mul(width).add(blk.mul(q.elems)).add(ch.at), "u32", "o");
-    for (const { off, v } of chunkValues(ch)) b.store(out, off ? o.add(off) : o, v);
+    for (const { off, v } of chunkValues(ch, b)) b.store(out, off ? o.add(off) : o, v);
   }
   return b.build();
 }

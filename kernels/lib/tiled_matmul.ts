@@ -179,7 +179,7 @@ export function tiledMatmul(caps: Caps, s: TiledMatmulShape): Kernel {
           const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
           const ch = dequantChunk(b, W, qt, base, c0.add(ci));
           b.set(items[r].at, ch.at.sub(sb));
-          const vals = chunkValues(ch);
+          const vals = chunkValues(ch, b);
           if (vals.length !== q!.per) throw new KernelError(`tiled matmul ${w}: a chunk of ${vals.length} values`);
           offs = vals.map((v) => v.off);
           vals.forEach((v, i) => b.set(items[r].vals[i], v.v));

@@ -76,6 +76,17 @@ function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k:
 }
 
 /**
+ * Whether a serving entry ("all") runs this matmul over GGUF blocks on the register-operand MMA kernel (mma_matmul.ts
+ * `blocks`): each lane decodes its chunks once for every row tile, x as hi + lo, the K split a function of n, k and
+ * the block type, so a row's sums run in one order at every entry size (the batch invariance). Default where the
+ * target has MMA tiles; mmaBlocks false keeps the FMA kernel, "all" the staged kernel's serving layout.
+ */
+function registerBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; w: string }): s is { n: number; k: number; w: lib.QType } {
+  const on = opts.mmaBlocks ?? true;
+  return (opts.mma ?? "auto") === "all" && on === true && isQType(s.w) && lib.mmaMatmulFits(caps, "bf16", s.n, s.k, s.w);
+}
+
+/**
  * The serving entries' block layout: 64 x 64 blocks, whose grid of n / 64 blocks a decode batch of up to 64 rows
  * fills alone (warpgroup MMA where the target has it; one choice per target, never per entry size).
  */
@@ -137,7 +148,7 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
-    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto"))) return;
+    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !registerBlocks(caps, opts, s) && !stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto"))) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -156,10 +167,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
   const coop = coopLayoutFor(caps, opts, s);
-  const blocks = coop ? undefined : stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(mode));
-  if (coop || blocks || takesMma(caps, opts, s)) {
+  const regBlocks = !coop && registerBlocks(caps, opts, s);
+  const blocks = coop || regBlocks ? undefined : stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(mode));
+  if (coop || regBlocks || blocks || takesMma(caps, opts, s)) {
     // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights; blocks are dequantized to bf16)
-    const w = coop || blocks ? "bf16" : s.w as "bf16";
+    const w = coop || regBlocks || blocks ? "bf16" : s.w as "bf16";
     const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
     const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
@@ -197,8 +209,10 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       return;
     }
     // serving entries: a K split of the shape alone (the same at every entry: invariance), tiles by rows
-    const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing);
-    const shape: lib.MmaMatmulShape = { ...layout, n: s.n, k: s.k, batch: s.batch, w, bias: s.bias, residual: s.residual, split, prepared: true };
+    const q = regBlocks ? s.w as lib.QType : undefined;
+    const layout = mode === "auto" ? opts.mmaLayout : lib.mmaServingLayout(s.n, s.k, s.batch, opts.mmaServing, q);
+    const shape: lib.MmaMatmulShape = { ...layout, n: s.n, k: s.k, batch: s.batch, w, bias: s.bias, residual: s.residual, split, prepared: true, blocks: q };
+    if (q) delete shape.stages;
     // a pipeline the target cannot stage, or whose stages do not fit its shared memory, loads directly (the same bits)
     while (shape.stages && (!caps.staging || lib.mmaSharedBytes(caps, shape) > caps.maxSharedBytes)) shape.stages = shape.stages > 2 ? shape.stages - 1 : 0;
     const k = lib.mmaMatmul(caps, shape);

@@ -1,17 +1,23 @@
-// Conformance cases of the staged tensor-core matmul over GGUF blocks (kernels/lib/mma_staged.ts `blocks`,
-// kernels/lib/mma_blocks.ts) and its split over k (`splitK`, stagedCombine): run on the JS device with the MMA
-// emulated (tests/kernels/mma_staged.test.ts) and on a real PTX device (tests/ptx/mma_staged.test.ts).
+// Conformance cases of the tensor-core matmuls over GGUF blocks: the staged kernel (kernels/lib/mma_staged.ts
+// `blocks`, kernels/lib/mma_blocks.ts) and its split over k (`splitK`, stagedCombine), and the register-operand
+// kernel of the serving entries (kernels/lib/mma_matmul.ts `blocks`): run on the JS device with the MMA emulated
+// (tests/kernels/mma_staged.test.ts, mma_js.test.ts) and on a real PTX device (tests/ptx/mma_staged.test.ts,
+// tests/ptx/mma.test.ts).
 //
 // Reference: x and the blocks' exact values each rounded to bf16 as the kernel rounds them (x as hi + lo parts where
 // split), so only the f32 sums' order is left: rel k·2^-22.
 import type { KernelCase } from "./cases.ts";
 import type { Device } from "../../backends/device.ts";
 import { stagedCombine, stagedMatmul } from "../../kernels/lib/mma_staged.ts";
+import { type MmaMatmulShape, mmaMatmul, mmaServingLayout } from "../../kernels/lib/mma_matmul.ts";
+import type { Caps } from "../../kernels/target.ts";
+import type { Kernel } from "../../kernels/ir.ts";
 import { type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import { bytes, matmulWant, Rng } from "./data.ts";
 import { mmaCaps, runPartialCombine, type StagedCase } from "./mma_cases.ts";
+import { runCase } from "./harness.ts";
 
 /** A block case: W as blocks of `t` (ggml's quantization of U(-1, 1)), x as prepared bf16 words, the layout. */
 export interface StagedBlockCase {
@@ -63,12 +69,17 @@ export function stagedBlockCases(): StagedBlockCase[] {
  * wrong half or an unrounded weight fails it.
  */
 export function stagedBlockCase(c: StagedBlockCase, emulate: boolean): KernelCase {
-  const name = stagedBlockName(c);
+  return blockCase(c, stagedBlockName(c), (caps) =>
+    stagedMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout }));
+}
+
+/** A matmul over blocks of `t` with x prepared (bindings xw, W, bias?, residual?, y), checked as stagedBlockCase says. */
+function blockCase(c: Omit<StagedBlockCase, "layout">, name: string, make: (caps: Caps) => Kernel): KernelCase {
   let cached: Uint8Array[] | undefined, w: Float64Array;
   const pad = (b: Uint8Array) => (b.byteLength % 16 ? Uint8Array.from({ length: Math.ceil(b.byteLength / 16) * 16 }, (_, i) => b[i] ?? 0) : b);
   return {
     name,
-    make: (caps) => stagedMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, bias: c.bias, residual: c.residual, blocks: c.t, ...c.layout }),
+    make,
     inputs() {
       if (!cached) {
         const rng = new Rng(name);
@@ -118,4 +129,68 @@ export function stagedSplitKCases(): [StagedBlockCase, number][] {
     [{ t: "q6_k", n: 72, k: 512, batch: 20, bias: true, layout: { ...wg, bm: 64, bn: 64, stages: 6 } }, 2],
     [{ t: "q8_0", n: 40, k: 256, batch: 9, split: true, layout: { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 } }, 4],
   ];
+}
+
+/** A case of the register-operand MMA matmul over blocks (the serving entries'): the blocks, the rows, the layout. */
+export type RegisterBlockCase = Omit<StagedBlockCase, "layout"> & { layout: Pick<MmaMatmulShape, "ks" | "mt" | "nt" | "unroll"> };
+
+export function registerBlockName(c: RegisterBlockCase): string {
+  const l = c.layout;
+  return `mma matmul ${c.t} blocks n=${c.n} k=${c.k} m=${c.batch}${c.bias ? " bias" : ""}${c.residual ? " residual" : ""}${c.split ? " split" : ""} ks=${l.ks} ${l.mt ?? "-"}x${l.nt ?? "-"} tiles${l.unroll ? ` unroll ${l.unroll}` : ""}`;
+}
+
+export function registerBlockCase(c: RegisterBlockCase, emulate: boolean): KernelCase {
+  return blockCase(c, registerBlockName(c), (caps) =>
+    mmaMatmul(mmaCaps(caps, emulate), { n: c.n, k: c.k, batch: c.batch, w: "bf16", split: !!c.split, bias: c.bias, residual: c.residual, blocks: c.t, prepared: true, ...c.layout }));
+}
+
+/**
+ * Every block type; one row (the padded half tile), a few, and two row tiles; k split over warps with and without a
+ * rest on warp 0, a partial last trip (q8_0 rows of an odd number of blocks), columns off the tile, bias and
+ * residual; rows of an odd and an even number of blocks.
+ */
+export function registerBlockCases(): RegisterBlockCase[] {
+  return [
+    { t: "q4_k", n: 40, k: 512, batch: 1, split: true, residual: true, layout: { ks: 2, mt: 1, nt: 2 } },
+    { t: "q6_k", n: 24, k: 768, batch: 5, split: true, layout: { ks: 1, mt: 1, nt: 1, unroll: 2 } },
+    { t: "q6_k", n: 8, k: 512, batch: 17, split: true, bias: true, layout: { ks: 4, mt: 2, nt: 1 } },
+    { t: "q8_0", n: 16, k: 96, batch: 20, split: true, bias: true, layout: { ks: 1, mt: 2, nt: 1 } },
+    { t: "q8_0", n: 20, k: 224, batch: 3, split: true, layout: { ks: 2, mt: 1, nt: 2 } },
+    { t: "q4_0", n: 8, k: 128, batch: 33, layout: { ks: 2, mt: 2, nt: 1 } },
+    { t: "q5_k", n: 16, k: 256, batch: 2, split: true, residual: true, layout: { ks: 2, mt: 1, nt: 2 } },
+    { t: "q4_1", n: 16, k: 192, batch: 9, split: true, layout: { ks: 2, mt: 1, nt: 1 } },
+    { t: "q5_0", n: 8, k: 64, batch: 16, split: true, layout: { ks: 1, mt: 1, nt: 1 } },
+    { t: "q5_1", n: 8, k: 128, batch: 1, layout: { ks: 2, mt: 1, nt: 1 } },
+  ];
+}
+
+/**
+ * The serving entries' invariance over blocks: rows `rows` of a batch of `m` under mmaServingLayout's layout for m
+ * rows against each row alone under the layout for 1 row (other tiles; the same K split), bit for bit. The mismatches.
+ */
+export async function registerBlockInvariance(dev: Device, c: Omit<RegisterBlockCase, "layout" | "batch">, m: number, rows: number[], emulate: boolean): Promise<string[]> {
+  const at = (batch: number): RegisterBlockCase => ({ ...c, batch, split: true, layout: mmaServingLayout(c.n, c.k, batch, {}, c.t) });
+  const y = async (kc: KernelCase, ins: Uint8Array[]) => {
+    const r = await runCase(dev, { ...kc, inputs: () => ins });
+    if (!r.outputs) throw new Error(r.fault?.message ?? "no outputs");
+    return new Uint32Array(r.outputs[r.outputs.length - 1].slice().buffer);
+  };
+  const full = registerBlockCase(at(m), emulate), ins = full.inputs();
+  const all = await y(full, ins);
+  const { n, k } = c, half = (m * k) / 2, rowWords = k / 2;
+  const words = new Uint32Array(ins[0].slice().buffer);
+  const out: string[] = [];
+  for (const r of rows) {
+    // x's two parts of row r, the blocks, the bias, row r's residual, y
+    const xw = Uint32Array.from({ length: 2 * rowWords }, (_, i) => words[(i < rowWords ? 0 : half) + r * rowWords + (i % rowWords)]);
+    const one = [bytes(xw), ins[1]];
+    let i = 2;
+    if (c.bias) one.push(ins[i++]);
+    if (c.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
+    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const alone = await y(registerBlockCase(at(1), emulate), one);
+    const col = alone.findIndex((v, j) => v !== all[r * n + j]);
+    if (col >= 0) out.push(`row ${r} col ${col}: alone ${alone[col].toString(16)} vs in m=${m} ${all[r * n + col].toString(16)}`);
+  }
+  return out;
 }

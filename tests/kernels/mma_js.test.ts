@@ -16,6 +16,8 @@ import {
 } from "./mma_cases.ts";
 import { assemble, findPtxas } from "../ptx/ptxas.ts";
 import { servingEntry } from "../../bench/serve_kernels.ts";
+import { registerBlockCase, registerBlockCases, registerBlockInvariance } from "./mma_block_cases.ts";
+import { mmaServingLayout } from "../../kernels/lib/mma_matmul.ts";
 
 const dev = new JsDevice({ debug: true, caps: { ...JS_CAPS, subgroups: true, subgroupSize: 32, maxWorkgroupSize: 1024 } });
 
@@ -79,6 +81,17 @@ test("js (emulated mma): serving layouts give a row the same bits alone (1-row l
   }
 });
 
+// GGUF blocks as W of the serving entries' matmul: each lane decodes its chunks into MMA operands
+for (const c of registerBlockCases()) {
+  const kc = registerBlockCase(c, true);
+  test(`js (emulated mma): ${kc.name}`, async () => assertCase(kc, await runCase(dev, kc)));
+}
+test("js (emulated mma): over blocks, a row alone (1-row layout) and inside 37 rows (two row tiles) give identical bits", { timeout: 120_000 }, async () => {
+  // q8_0 rows of 7 blocks: a partial last trip on warp 0 after the K split's whole trips
+  assert.deepEqual(await registerBlockInvariance(dev, { t: "q8_0", n: 24, k: 448, bias: true, residual: true }, 37, [0, 17, 36], true), []);
+  assert.deepEqual(await registerBlockInvariance(dev, { t: "q4_k", n: 16, k: 1024 }, 37, [5, 36], true), []);
+});
+
 test("mma matmul is refused where the target has no MMA tile", () => {
   assert.throws(() => mmaMatmul(JS_CAPS, { n: 16, k: 64, batch: 2, w: "bf16" }), /caps\.mma/);
   const k = mmaMatmul({ ...SM90_CAPS }, { n: 16, k: 64, batch: 2, w: "bf16" });
@@ -99,6 +112,20 @@ test("mma matmul PTX assembles for sm_90", { skip: ptxas ? false : "no ptxas ins
     const k = flashAttention(SM90_CAPS, { ...c, pos: c.pt ?? "u32" });
     const r = assemble(ptxas!, renderPtx(k, { sm: 90 }).ptx, "sm_90");
     assert.ok(r.ok, `${k.name}: ${r.log}`);
+  }
+});
+
+test("mma matmul over blocks: the serving layouts of the 8B's projections assemble for sm_90 without spills", { skip: ptxas ? false : "no ptxas installed", timeout: 300_000 }, () => {
+  const shapes: [number, number][] = [[4096, 4096], [1024, 4096], [14336, 4096], [4096, 14336]];
+  for (const t of ["q4_k", "q6_k", "q8_0", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"] as const) {
+    for (const [n, k] of shapes) {
+      for (const m of [1, 32, 160]) {
+        const kern = mmaMatmul(SM90_CAPS, { ...mmaServingLayout(n, k, m, {}, t), n, k, batch: m, w: "bf16", blocks: t, prepared: true, residual: true });
+        const r = assemble(ptxas!, renderPtx(kern, { sm: 90 }).ptx, "sm_90", true);
+        assert.ok(r.ok, `${kern.name}: ${r.log}`);
+        assert.doesNotMatch(r.log, /[1-9]\d* bytes spill stores/, `${kern.name} spills: ${r.log}`);
+      }
+    }
   }
 });
 

@@ -196,10 +196,17 @@ test("lowering runs a quantized prefill chunk's block matmuls on the staged kern
   none(names(16, { ...caps, staging: true }, { mmaBlocks: false }), "mmaBlocks: false");
   // a chunk that asks for f32-level operands keeps the FMA kernel (tests/ops/quant_cases.ts's matmuls do)
   none(names(16, { ...caps, staging: true }, { mmaSplit: true }), "mmaSplit: true");
-  // every serving entry, one row included, in the one serving layout, x split
-  // (llm/serve/batch.ts servingCompileWith's options): the FMA kernels by default, the staged kernel with mmaBlocks "all"
+  // every serving entry, one row included (llm/serve/batch.ts servingCompileWith's options): the register-operand
+  // MMA kernel over the blocks by default, the FMA kernels with mmaBlocks false, the staged kernel in one layout
+  // with mmaBlocks "all"
   const serve: CompileOptions = { mma: "all", gemv: false, tiled: false };
-  none(names(32, { ...caps, staging: true, wgmma: true }, serve), "a serving entry without mmaBlocks \"all\"");
+  for (const rows of [1, 32]) {
+    const reg = names(rows, caps, serve);
+    none(reg, "a serving entry without mmaBlocks \"all\"");
+    assert.equal(reg.filter((n) => /^mma_matmul_q\d_k_/.test(n)).length, 7 * QCFG.layers + 1, reg.join(" "));
+    const fma = names(rows, caps, { ...serve, mmaBlocks: false });
+    assert.ok(!fma.some((n) => n.startsWith("mma_")) && fma.some((n) => n.startsWith("matmul_")), fma.join(" "));
+  }
   for (const rows of [1, 32]) {
     const serving = names(rows, { ...caps, staging: true, wgmma: true }, { ...serve, mmaBlocks: "all" }).filter((n) => /^mma_staged_q/.test(n));
     assert.ok(serving.length === 7 * QCFG.layers + 1 && serving.every((n) => /_64x64x64_s6_wg1x1_p1(_res)?$/.test(n)), serving.join(" "));
@@ -231,18 +238,20 @@ test("a 20-row Q4_K_M Llama prefill on the staged block kernels equals the FMA p
   }
 });
 
-test("a 5-row serving step over Q4_K_M blocks split over k (mmaBlocks \"all\") equals the FMA path within bf16's precision", { timeout: 300_000 }, async () => {
+test("a 5-row serving step over Q4_K_M blocks, on the MMA kernel (default) and staged split over k (mmaBlocks \"all\"), equals the FMA path within bf16's precision", { timeout: 300_000 }, async () => {
   const wide = { ...QCFG, dim: 1024, hidden: 1024, heads: 16, kvHeads: 4, layers: 1 };
   const syn = syntheticLlama(wide, { dtype: "q4_k_m", seed: 5, std: 0.03 });
   const { tracer, logits } = traceLlama(wide, { rows: 5, cap: 64 }, { dtypeOf: syn.dtypeOf });
   tracer.output("logits", logits);
   const m = { store: syn.store, map: syn.map, graph: tracer.build() };
   const serve: CompileOptions = { mma: "all", gemv: false, tiled: false };
-  const b = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, serve);
-  const a = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, { ...serve, mmaBlocks: "all" });
-  const { worst, scale } = logitGap(a, b);
-  // x as hi + lo parts, the weights rounded once to bf16
-  assert.ok(worst <= 2 ** 8 * 1e-4 * scale && worst > 0, `max |staged - fma| = ${worst} of logits up to ${scale}`);
+  const b = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, { ...serve, mmaBlocks: false });
+  for (const mmaBlocks of [true, "all"] as const) {
+    const a = await prefillLogits(m, 5, wide.vocab, { ...caps, staging: true, mma: true, wgmma: true }, { ...serve, mmaBlocks });
+    const { worst, scale } = logitGap(a, b);
+    // x as hi + lo parts, the weights rounded once to bf16
+    assert.ok(worst <= 2 ** 8 * 1e-4 * scale && worst > 0, `mmaBlocks ${mmaBlocks}: max |mma - fma| = ${worst} of logits up to ${scale}`);
+  }
 });
 
 /** Llama 1B / 8B projections, one per default layout (128x256, 128x128, 64-row blocks; x split and not), as the lowering renders them. */

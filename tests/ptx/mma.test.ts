@@ -10,7 +10,8 @@ import {
   checkInvariance, checkPipelined, checkServingInvariance, flashCase, flashCfgs, mmaCase, type MmaCaseShape, mmaShapes, pipelinedShapes, runFlashSplit,
   runPrepared,
 } from "../kernels/mma_cases.ts";
-import type { MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
+import { mmaServingLayout, type MmaServingTune } from "../../kernels/lib/mma_matmul.ts";
+import { type RegisterBlockCase, registerBlockCase, registerBlockCases, registerBlockInvariance } from "../kernels/mma_block_cases.ts";
 
 const probe = probePtx();
 const dev = typeof probe === "string" ? undefined : probe;
@@ -25,6 +26,20 @@ for (const s of [...mmaShapes(), { n: 256, k: 2048, batch: 70, w: "bf16" as cons
 for (const s of mmaShapes().filter((s) => s.w === "bf16")) {
   test(`ptx: prepared x: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await runPrepared(dev!, s, false), []));
 }
+
+// GGUF blocks as W (the serving entries' matmul): the emulated cases, projection-sized ones in the serving layouts,
+// and a row alone against the same row inside 32 rows
+const blockBig: RegisterBlockCase[] = (["q4_k", "q6_k", "q8_0", "q5_k"] as const).flatMap((t) =>
+  [1, 32].map((batch) => ({ t, n: 1024, k: 4096, batch, split: true, residual: true, layout: mmaServingLayout(1024, 4096, batch, {}, t) })));
+for (const c of [...registerBlockCases(), ...blockBig]) {
+  const kc = registerBlockCase(c, false);
+  test(`ptx: ${kc.name}`, opts, async () => assertCase(kc, await runCase(dev!, kc)));
+}
+test("ptx: over blocks, a row alone equals the same row inside 32 and 37 rows (serving layouts)", opts, async () => {
+  assert.deepEqual(await registerBlockInvariance(dev!, { t: "q4_k", n: 512, k: 4096, residual: true }, 32, [0, 31], false), []);
+  assert.deepEqual(await registerBlockInvariance(dev!, { t: "q6_k", n: 264, k: 2048, bias: true }, 37, [3, 36], false), []);
+  assert.deepEqual(await registerBlockInvariance(dev!, { t: "q8_0", n: 96, k: 2080, residual: true }, 37, [0, 20], false), []);
+});
 
 for (const s of [...pipelinedShapes(), { n: 4096, k: 1024, batch: 32, w: "bf16" as const, ks: 16, nt: 2, residual: true, stages: 2 }]) {
   test(`ptx: ${s.stages}-stage pipeline equals direct loads: ${mmaCase(s, false).name}`, opts, async () => assert.deepEqual(await checkPipelined(dev!, s, false), []));

@@ -47,10 +47,8 @@ type Model = { config: LlamaConfig; store: WeightStore; map: WeightMap };
  * before them, padding after), bit for bit; with a 32-row matmul tile too; and the batched step against the oracle.
  * Returns the 32-row plan's kernel names.
  */
-async function checkInvariance(dev: Device, m: Model, A: number[], other: number[], kvDtype?: "f16", blocks = false): Promise<string[]> {
-  // blocks: the serving matmuls over GGUF blocks on the staged MMA kernel (CompileOptions.mmaBlocks "all"), whose
-  // weights are rounded to bf16 as staged
-  const choices: ServingChoices = blocks ? { mmaBlocks: "all" } : {};
+async function checkInvariance(dev: Device, m: Model, A: number[], other: number[], kvDtype?: "f16", choices: ServingChoices = {}, blocks = false): Promise<string[]> {
+  // blocks: the weights are GGUF blocks, whose matmuls (on MMA tiles) round them to bf16
   const compile = servingCompileWith(choices);
   const V = m.config.vocab;
   const graph = (rows: number) => {
@@ -116,9 +114,8 @@ const gqa = syntheticLlama({
   dim: 256, hidden: 512, layers: 2, heads: 8, kvHeads: 2, headDim: 64, vocab: 384, rmsEps: 1e-5, ropeTheta: 10000, ropeStyle: "half", tiedEmbeddings: false,
 }, { dtype: "bf16", std: 0.05, seed: 3 });
 const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => (i * k + 7) % 384);
-// The same model as Q4_K_M blocks: where the target has MMA tiles and cp.async staging and mmaBlocks is "all",
-// every serving entry runs its matmuls on the staged kernel over the blocks in one layout (kernels/lower/matmul.ts
-// stagedBlocks; opt-in: at batch 1 it is slower than the FMA kernel, README "Quantized prefill on tensor cores").
+// The same model as Q4_K_M blocks: where the target has MMA tiles, every serving entry runs its matmuls on the MMA
+// kernel over the blocks, each lane decoding its chunks into operands (kernels/lower/matmul.ts registerBlocks).
 const gqaQ = syntheticLlama({ ...gqa.config }, { dtype: "q4_k_m", std: 0.05, seed: 3 });
 
 for (const backend of selectedBackends()) {
@@ -132,9 +129,13 @@ for (const backend of selectedBackends()) {
     const names = await checkInvariance(dev as Device, gqa, ids(11, 37), ids(6, 101), "f16");
     assert.ok(names.some((n) => n.startsWith("paged_flash_")), `the MMA paged attention is in the plan: ${names.filter((n) => /attention|flash/.test(n)).join(", ")}`);
   });
+  test(`serving step on ${backend}: the same over Q4_K_M blocks on the MMA kernel`, { skip: mma }, async () => {
+    const names = await checkInvariance(dev as Device, gqaQ, ids(11, 37), ids(6, 101), "f16", {}, true);
+    assert.ok(names.some((n) => /^mma_matmul_q\d_k/.test(n)), `the block matmuls on the MMA kernel: ${names.filter((n) => /matmul|mma/.test(n)).join(", ")}`);
+  });
   const staged = typeof mma === "string" ? mma : !(dev as Device).target.caps.staging ? `${(dev as Device).target.device} has no cp.async staging` : false;
   test(`serving step on ${backend}: the same over Q4_K_M blocks on the staged MMA kernel (mmaBlocks "all")`, { skip: staged }, async () => {
-    const names = await checkInvariance(dev as Device, gqaQ, ids(11, 37), ids(6, 101), "f16", true);
+    const names = await checkInvariance(dev as Device, gqaQ, ids(11, 37), ids(6, 101), "f16", { mmaBlocks: "all" }, true);
     assert.ok(names.some((n) => /^mma_staged_q\d_k/.test(n)), `the block matmuls on the staged kernel: ${names.filter((n) => /matmul|mma/.test(n)).join(", ")}`);
   });
 }
