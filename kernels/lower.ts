@@ -144,13 +144,14 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   staged?: boolean;
   stagedMinRows?: number;
   /**
-   * Matmuls over GGUF block weights on the staged MMA kernel, the blocks dequantized to bf16 as they are staged
-   * (kernels/lib/mma_blocks.ts), where the target has caps.mma and caps.staging. true (default): prefill ("auto")
-   * chunks of at least MMA_MIN_ROWS rows, x rounded once (not where mmaSplit asks for f32-level operands: the
-   * weights are rounded). "all": also every serving ("all") entry, in one layout, x as hi + lo, k split over
-   * workgroups (kernels/lower/matmul.ts servingSplits). Opt-in: on an H100 an 8B Q4_K_M serving step at batch 32
-   * took 27 ms against the FMA kernel's 117, at batch 1 32 ms against 5.3, before k was split (not measured since).
-   * false: neither; the FMA kernels, x and W in f32.
+   * Matmuls over GGUF block weights on tensor cores, the blocks dequantized to bf16 in the kernel (kernels/lib/
+   * mma_blocks.ts), where the target has caps.mma. true (default): prefill ("auto") chunks of at least MMA_MIN_ROWS
+   * rows on the staged kernel (with caps.staging), x rounded once (not where mmaSplit asks for f32-level operands:
+   * the weights are rounded); every serving ("all") entry on the register-operand MMA kernel (mma_matmul.ts `blocks`),
+   * x as hi + lo. "all": the serving entries on the staged kernel instead, in one layout, k split over workgroups
+   * (kernels/lower/matmul.ts servingSplits). H100, 8B Q4_K_M serving steps at batch 1 / 32: FMA 5.24 / 117.1 ms,
+   * register MMA 5.6 / 11.3, staged 24.4 / 19.3 (README "Serving quantized models"). false: neither; the FMA
+   * kernels, x and W in f32.
    */
   mmaBlocks?: boolean | "all";
   /**

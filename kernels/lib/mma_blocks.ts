@@ -1,6 +1,7 @@
-// GGUF block weights as the staged tensor-core matmul's W operand (kernels/lib/mma_staged.ts `blocks`): a prefill
-// chunk over a quantized model multiplies on the tensor cores, the blocks read in place and dequantized to bf16
-// as they are staged, as the cooperative-matrix matmul does on Vulkan (coop_matmul.ts blockStager).
+// GGUF block weights as the tensor-core matmuls' W operand: a prefill chunk over a quantized model multiplies on the
+// staged kernel (kernels/lib/mma_staged.ts `blocks`), the blocks read in place and dequantized to bf16 as they are
+// staged, as the cooperative-matrix matmul does on Vulkan (coop_matmul.ts blockStager); the server's entries on the
+// register-operand kernel (mma_matmul.ts `blocks`, blockLanes at the end of this file), straight into operands.
 //
 // A staged slice is 64 values of k for each of the block's bn rows. That is whole spans of the type (dequant.ts
 // QLayout.span: q8_0 and the other 32-value types two blocks, q4_k / q5_k one sub-block pair) or, for q6_k,

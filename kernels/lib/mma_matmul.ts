@@ -1,5 +1,6 @@
 // Tensor-core matmul: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]) on warp MMA tiles
-// (kernels/ir_data.ts MmaStmt, m16n8k16, f32 accumulate), for targets with `caps.mma` and bf16/f16 weights.
+// (kernels/ir_data.ts MmaStmt, m16n8k16, f32 accumulate), for targets with `caps.mma` and bf16/f16 weights, or GGUF
+// blocks (`blocks`: each lane decodes its column's chunks into the operands, kernels/lib/mma_blocks.ts blockLanes).
 //
 // Layout. A warp owns `mt` tiles of 16 rows by `nt` tiles of 8 columns and walks K in chunks of 32. Operands go
 // straight from global memory to registers (with `stages`, through a per-lane cp.async pipeline in shared memory,

@@ -59,11 +59,10 @@ function takesMma<S extends { n: number; k: number; batch: number; w: string }>(
 
 /**
  * The staged layout matmulSteps runs a matmul over GGUF blocks in on tensor cores (CompileOptions.mmaBlocks), or
- * undefined where it does not. There is no other MMA path for blocks on PTX, so the staged kernel takes them in
- * prefill chunks ("auto", x rounded once) from MMA_MIN_ROWS rows (where bf16 weights take it from 128), and, with
- * mmaBlocks "all", in every serving entry ("all") in one layout of n and k alone (SERVING_BLOCKS): a row's sums then
- * run in the same order at every entry size (mma_staged.ts: the order depends on k and the split only), which the
- * batch invariance asks.
+ * undefined where it does not: prefill chunks ("auto", x rounded once) from MMA_MIN_ROWS rows (where bf16 weights
+ * take it from 128), and, with mmaBlocks "all", every serving entry ("all") in one layout of n and k alone
+ * (SERVING_BLOCKS): a row's sums then run in the same order at every entry size (mma_staged.ts: the order depends on
+ * k and the split only), which the batch invariance asks. By default serving entries take registerBlocks' kernel.
  */
 function stagedBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }, split: boolean): lib.StagedLayout | undefined {
   const mode = opts.mma ?? "auto";
