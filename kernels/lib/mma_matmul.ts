@@ -50,7 +50,10 @@ export interface MmaMatmulShape extends MmaOperands {
   mt?: number;
   /** 8-column tiles per warp (default by batch). */
   nt?: number;
-  /** K chunks per main-loop trip (an unroll: more loads in flight per warp); default 1. */
+  /**
+   * K chunks per main-loop trip (an unroll: more loads in flight per warp); default 1. Over blocks: trips whose
+   * loads are all issued before the first one's decode.
+   */
   unroll?: number;
   /**
    * Warps of a workgroup along N and along M (default 4 / ks and 1): warps that share columns or rows share
@@ -368,17 +371,22 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
     // W rows (clamped) of this lane's column in each n tile
     const cols = Array.from({ length: nt }, (_, j) => b.let(n0.add(8 * j).add(g).min(n - 1), "u32", "wc"));
     const bl = blockLanes(b, W, s.blocks, k);
-    const trip = (tr: Val, guard: boolean) => {
-      const ch = cols.map((c) => bl.load(c, tr, t, guard)); // every tile's loads before the first decode
-      const ws = ch.map((c) => c.words());
-      bl.runs.forEach((off, r) => preparedChunk(ws.map((w) => w[r]), xWords(b.let(ch[0].at.add(off), "u32", "xat"))));
+    /** Trips `trs` in order, every tile's loads of all of them issued before the first decode. */
+    const trips = (trs: Val[], guard: boolean) => {
+      const ch = trs.map((tr) => cols.map((c) => bl.load(c, tr, t, guard)));
+      for (const c of ch) {
+        const ws = c.map((x) => x.words());
+        bl.runs.forEach((off, r) => preparedChunk(ws.map((w) => w[r]), xWords(b.let(c[0].at.add(off), "u32", "xat"))));
+      }
     };
-    // trips kk, kk + ks, ... of the whole ones; the rest (a partial trip where k is not a multiple of the span) on
-    // warp kk == 0 after its loop, the same place at every row count
-    const whole = Math.floor(k / bl.span), main = whole - (whole % ks);
-    b.for(kk, u32(main), ks, (tr) => trip(tr, false), { unroll });
+    // trips kk, kk + ks, ... of the whole ones, `unroll` at a time (then the odd ones one by one: the same trips in
+    // the same order whatever the unroll); the rest (a partial trip where k is not a multiple of the span) on warp
+    // kk == 0 after its loop, the same place at every row count
+    const whole = Math.floor(k / bl.span), main = whole - (whole % ks), per = main / ks, grouped = per - (per % unroll);
+    if (grouped) b.for(kk, u32(grouped * ks), ks * unroll, (tr) => trips(Array.from({ length: unroll }, (_, u) => (u ? tr.add(u * ks) : tr)), false));
+    if (grouped < per) b.for(kk.add(grouped * ks), u32(main), ks, (tr) => trips([tr], false));
     if (main < bl.trips) {
-      const rest = () => b.for(u32(main), u32(bl.trips), 1, (tr) => trip(tr, true));
+      const rest = () => b.for(u32(main), u32(bl.trips), 1, (tr) => trips([tr], true));
       if (ks > 1) b.if(kk.eq(0), rest);
       else rest();
     }

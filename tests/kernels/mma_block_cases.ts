@@ -161,6 +161,8 @@ export function registerBlockCases(): RegisterBlockCase[] {
     { t: "q4_1", n: 16, k: 192, batch: 9, split: true, layout: { ks: 2, mt: 1, nt: 1 } },
     { t: "q5_0", n: 8, k: 64, batch: 16, split: true, layout: { ks: 1, mt: 1, nt: 1 } },
     { t: "q5_1", n: 8, k: 128, batch: 1, layout: { ks: 2, mt: 1, nt: 1 } },
+    // three trips a warp two at a time: a pair, then one
+    { t: "q4_k", n: 16, k: 768, batch: 4, split: true, layout: { ks: 2, mt: 1, nt: 2, unroll: 2 } },
   ];
 }
 
