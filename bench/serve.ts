@@ -10,8 +10,9 @@
 //   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
 //   --tune ks16/s1x4/b4x1: the serving MMA matmuls' layout (bench/serve_kernels.ts --tune)
-//   --dtype q4_k_m|q8_0|...: synthetic weights of a GGUF block type or mix (default bf16); --mma-blocks on: their
-//   matmuls on the staged MMA kernel in every entry (CompileOptions.mmaBlocks "all") instead of the FMA kernel
+//   --dtype q4_k_m|q8_0|...: synthetic weights of a GGUF block type or mix (default bf16); --mma-blocks: their
+//   matmuls on the register-operand MMA kernel ("mma", the default), the staged one ("staged": CompileOptions
+//   .mmaBlocks "all") or the FMA kernel ("off")
 //   --sampler full: every request with T 0.8, top-k 40, penalties, 50 logit-bias entries and top-5 logprobs
 //   (the batched full sampler: per-slot token counts in device State; compare with the greedy rows)
 // Each concurrency row also says µs per step inside the batched step and around it (the scheduler loop) and the
@@ -54,8 +55,8 @@ export interface ServeBenchOptions {
   mmaServing?: MmaServingTune;
   /** The synthetic weights' type (default bf16; a GGUF block type or mix such as q4_k_m). */
   dtype?: SyntheticDtype;
-  /** Block weights' matmuls on the staged MMA kernel in every entry (CompileOptions.mmaBlocks "all"), not the FMA one. */
-  mmaBlocks?: boolean;
+  /** Block weights' matmuls (CompileOptions.mmaBlocks): the register-operand MMA kernel (true, default), staged ("all"), FMA (false). */
+  mmaBlocks?: boolean | "all";
   /** The requests' sampler: greedy (default), or "full": T 0.8, top-k 40, penalties, 50 bias entries, top-5 logprobs. */
   sampler?: "greedy" | "full";
   log: (s: string) => void;
@@ -135,7 +136,7 @@ export async function runServeBench(o: ServeBenchOptions): Promise<{ rows: Serve
     const model = { arch: "llama", family: familyOf("llama"), config: c, store: syn.store, map: syn.map, tokenizer: NO_TEXT, path: name } as unknown as ModelHandle;
     const slots = Math.max(32, ...o.concurrency);
     const block = 16, ctx = Math.ceil((o.prompt + o.gen + 1) / block) * block;
-    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, mmaBlocks: o.mmaBlocks ? "all" : undefined }) });
+    const exec = new Engine(await openBackend(o.backend), { compile: servingCompileWith({ matmulTile: o.matmulTile, mma: o.mma, mmaSplit: o.mmaSplit, mmaServing: o.mmaServing, mmaBlocks: o.mmaBlocks }) });
     try {
       const t0 = performance.now();
       const plan = planPool({ layers: c.layers, kvHeads: c.kvHeads, headDim: c.headDim, elemBytes: o.kvDtype === "f16" ? 2 : 4 }, {
@@ -254,7 +255,7 @@ export async function main(args: string[]): Promise<number> {
       sampler: { type: "string", default: "greedy" },
       tune: { type: "string", default: "default" },
       dtype: { type: "string", default: "bf16" },
-      "mma-blocks": { type: "string", default: "off" },
+      "mma-blocks": { type: "string", default: "mma" },
       out: { type: "string" },
     },
   });
@@ -268,6 +269,11 @@ export async function main(args: string[]): Promise<number> {
   const sampler = values.sampler;
   if (sampler !== "greedy" && sampler !== "full") throw new RangeError(`--sampler: ${sampler} is not greedy or full`);
   const dtype = syntheticDtype(values.dtype!);
+  const blockPath = (v: string): boolean | "all" => {
+    const paths: Record<string, boolean | "all"> = { mma: true, staged: "all", off: false };
+    if (!(v in paths)) throw new RangeError(`--mma-blocks: mma, staged or off, not ${v}`);
+    return paths[v];
+  };
   const onOff = (v: string, what: string) => {
     if (v !== "on" && v !== "off") throw new RangeError(`--${what}: ${v} is not on or off`);
     return v === "on";
@@ -277,7 +283,7 @@ export async function main(args: string[]): Promise<number> {
     concurrency: values.concurrency === "none" ? [] : values.concurrency!.split(",").map((c) => n(c, "concurrency")),
     mma: onOff(values.mma!, "mma") ? "all" : "off", mmaSplit: onOff(values["mma-split"]!, "mma-split"),
     prompt: n(values.prompt!, "prompt"), gen: n(values.gen!, "gen"), chunk: n(values.chunk!, "chunk"), kvDtype: kv,
-    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!), dtype, mmaBlocks: onOff(values["mma-blocks"]!, "mma-blocks"),
+    stepReps: n(values["step-reps"]!, "step-reps"), log: (s) => console.error(s), sampler, mmaServing: parseTune(values.tune!), dtype, mmaBlocks: blockPath(values["mma-blocks"]!),
     matmulTile: values["matmul-tile"] === undefined ? undefined : n(values["matmul-tile"], "matmul-tile"),
   });
   console.log(formatTable(
