@@ -130,7 +130,8 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
  * GGUF blocks as W of the register-operand MMA matmul (kernels/lib/mma_matmul.ts `blocks`, the serving entries'):
  * no stage; each lane decodes one chunk of its column a trip, and the chunk's 8-value runs are its pieces, each
  * feeding two k16 MMAs as a bf16 row's 16 bytes would. The four lanes of a column take four consecutive chunks:
- * they cover `span` values of k contiguously (a trip), two q8_0 blocks, or a q4_k sub-block pair's two halves twice.
+ * they cover `span` values of k contiguously (a trip): two q8_0 blocks, or two of a q4_k block's 64-value sub-block
+ * pairs.
  */
 export interface BlockLanes {
   /** Values of k one trip covers (4 chunks). */

@@ -140,7 +140,7 @@ export function mmaKSplitWide(n: number, k: number): number {
 /** Tiles and unroll of one warp at a range of row counts (MmaMatmulShape's; mt follows the rows). */
 export interface MmaWarpTiles {
   nt: number;
-  /** 16-row tiles per warp past 16 rows (default 2; over blocks mmaBlockTiles'). */
+  /** 16-row tiles per warp past 16 rows (default 2). */
   mt?: number;
   unroll: number;
   /** Warps along N per workgroup (default max(1, 4 / ks)). */
