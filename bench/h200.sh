@@ -28,7 +28,7 @@
 # serve: bench/serve.ts at the 1B and 8B shapes (SERVE_ARGS="--matmul-tile 32" SERVE_TAG=-t32 for the tiled variant).
 # serve-blocks: serving GGUF blocks (session 40): the 8B's entries at 1 / 32 / 160 rows per block type and a few tiles (bench/serve_kernels.ts
 #   --dtype, weights zeroed), then bench/serve.ts at concurrency 32 over Q4_K_M on each path (--mma-blocks mma, staged,
-#   off = the FMA kernel; BLOCK_PATHS to choose). ~8 minutes on an H100: one call.
+#   off = the FMA kernel; BLOCK_PATHS to choose). ~9 minutes on an H100 (BLOCK_PATHS=mma: ~5, one call).
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
 #   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
@@ -99,7 +99,7 @@ for what in "$@"; do
     serve-blocks)
       nvidia-smi --query-gpu=name --format=csv,noheader > "$out/gpu.txt" 2>&1
       for dt in q4_k_m q8_0; do
-        timeout 90 deno run -A --no-check bench/serve_kernels.ts --shape llama-3-8b --rows 1,32,160 --dtype $dt --breakdown off --tune default,b2x1,s1x1,s1x2,s2x1/ks16 \
+        timeout 150 deno run -A --no-check bench/serve_kernels.ts --shape llama-3-8b --rows 1,32,160 --dtype $dt --breakdown off --tune default,b2x1,s1x1,s1x2,s2x1/ks16 \
           > "$out/serve-entries-$dt.txt" 2>&1; tail -4 "$out/serve-entries-$dt.txt"
       done
       for path in ${BLOCK_PATHS:-mma staged off}; do
