@@ -212,7 +212,8 @@ export function mmaServingTiles(n: number, m: number, k = 0, ks = n <= 4096 ? 16
  * rows the x words a lane loads (two row tiles, two parts) outweigh its W chunks, so four column tiles share them.
  * H100, 8B Q4_K_M serving entries (bench/serve_kernels.ts --dtype q4_k_m --tune), ms at 1 / 32 / 160 rows: 2 x 2
  * tiles 5.63 / 13.13 / 64.79, 2 x 4 5.57 / 11.31 / 42.29; four row tiles lost (4 x 2: 13.14 / 71.21, 8 x 2: 26.5
- * / 81.0: 150+ registers). Up to 16 rows the tiles barely mattered (1 x 1 .. 1 x 2, unroll 1 or 2: 5.57 - 6.1).
+ * / 81.0: 150+ registers). At one row one or two column tiles, unroll 1 or 2 and ks 4 to 16 gave 5.57 - 6.7 ms, four
+ * tiles 6.9 - 7.1 (session 40; 1 x 1 and 1 x 2 at ks 8 not measured).
  * The 32-value types past 32 rows keep two: ptxas held q8_0's and q4_0's 2 x 4 tiles to 128 registers and spilled.
  */
 export function mmaBlockTiles(n: number, m: number, t: QType): MmaWarpTiles {
