@@ -1,6 +1,7 @@
 // The tensor-core matmul on the JS device with the warp MMA emulated (32-lane subgroups in lockstep, caps.mma
 // forced on): its fragment indexing, K permutation, tails, split-K reduction and epilogue against the float64
-// reference, its batch invariance, and the PTX it renders for sm_90 (assembled by ptxas where installed).
+// reference, its batch invariance, and the PTX it renders for sm_90 (assembled by ptxas where installed); the same
+// over GGUF blocks (the serving entries' path: every block type, invariance, the 8B's layouts without spills).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JsDevice } from "../../backends/js/device.ts";

@@ -1,6 +1,6 @@
 // The tensor-core matmul (kernels/lib/mma_matmul.ts) on a real PTX device (skips without libcuda or a CUDA
 // device of sm_80+): the conformance cases against the float64 reference, a projection-sized case, and batch
-// invariance: a row alone gives the same bits as inside batches of 37, 64 and 130 rows.
+// invariance: a row alone gives the same bits as inside batches of 37, 64 and 130 rows; the same over GGUF blocks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { probePtx } from "../../backends/ptx/mod.ts";
