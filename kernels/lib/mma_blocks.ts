@@ -31,6 +31,9 @@ export function runOffsets(t: QType): number[] | undefined {
   return offs;
 }
 
+/** An 8-value run as the 4 bf16 pairs (low half the even value) that a bf16 row's 16 bytes would hold. */
+const runWords = (b: KernelBuilder, run: Val[]): Val[] => [0, 1, 2, 3].map((w) => b.pack2("bf16", run[2 * w], run[2 * w + 1]));
+
 /** Whether a slice of bk values of k can stage blocks of type t for rows of k values. */
 export function blockStageFits(t: QType, k: number, bk: number): boolean {
   const q = QLAYOUT[t], S = spanOf(t), offs = runOffsets(t);
@@ -116,7 +119,7 @@ export function blockStage(b: KernelBuilder, s: BlockStageShape): BlockStage {
             const run = vals.slice(8 * j, 8 * j + 8).map((v, x) => (it.odd ? it.odd.select(vals[8 * (j + R) + x].v, v.v) : v.v));
             const c16 = it.pos.add(offs[j]).shr(3);
             const at = b.let(s.place(it.row, c16).add(s.at).add(base), "u32", "qsw");
-            for (let w = 0; w < 4; w++) b.sstore(s.sm, w ? at.add(w) : at, b.pack2("bf16", run[2 * w], run[2 * w + 1]));
+            runWords(b, run).forEach((word, w) => b.sstore(s.sm, w ? at.add(w) : at, word));
           }
         };
         if ((i + 1) * threads > items) b.if(tid.add(i * threads).lt(items), emit);
@@ -168,10 +171,7 @@ export function blockLanes(b: KernelBuilder, W: Buffer, t: QType, k: number): Bl
         at,
         words() {
           const vals = chunkValues(ch.decode(), b).map((v) => v.v);
-          return offs.map((_, r) => [0, 1, 2, 3].map((w) => {
-            const word = b.pack2("bf16", vals[8 * r + 2 * w], vals[8 * r + 2 * w + 1]);
-            return b.let(inside ? inside.select(word, u32(0)) : word, "u32", "qbw");
-          }));
+          return offs.map((_, r) => runWords(b, vals.slice(8 * r, 8 * r + 8)).map((word) => b.let(inside ? inside.select(word, u32(0)) : word, "u32", "qbw")));
         },
       };
     },

@@ -328,8 +328,8 @@ export function mmaMatmul(caps: Caps, s: MmaMatmulShape): Kernel {
   for (let i = 0; i < mt; i++) {
     xr.push([0, 8].map((o) => b.let(m0.add(16 * i + o).add(g).min(m - 1).mul(k), "u32", "xr")));
   }
-  // W row starts (element index) of this lane's column in each n tile, clamped.
-  const wr = Array.from({ length: nt }, (_, j) => b.let(n0.add(8 * j).add(g).min(n - 1).mul(k), "u32", "wr"));
+  // W row starts (element index) of this lane's column in each n tile, clamped (blocks: blockLanes locates its chunks)
+  const wr = s.blocks ? [] : Array.from({ length: nt }, (_, j) => b.let(n0.add(8 * j).add(g).min(n - 1).mul(k), "u32", "wr"));
   const acc = Array.from({ length: mt }, () => Array.from({ length: nt }, () => Array.from({ length: 4 }, () => b.let(f32(0), "f32", "acc"))));
 
   /** Packs x pairs into A words (hi and, with split, lo) for one m tile: pairs[r][q] = [x0, x1]. */

@@ -86,14 +86,10 @@ function registerBlocks(caps: Caps, opts: LowerContext["opts"], s: { n: number; 
 }
 
 /**
- * The serving entries' block layout: 64 x 64 blocks, whose grid of n / 64 blocks a decode batch of up to 64 rows
- * fills alone (warpgroup MMA where the target has it; one choice per target, never per entry size).
- */
-/**
- * Workgroups splitting k in a serving entry over blocks (StagedMatmulShape.splitK), a function of n and k alone (the
- * invariance): doubled from 1 while the n / 64 blocks times the splits stay under two waves of ~132 SMs and each
- * split keeps at least 8 of k's 64-value slices (two trips). Not measured yet on a GPU (session 39 ran out of
- * device time): the unsplit kernel's batch-1 step was 6x the FMA kernel's, each block walking all of k's slices.
+ * Workgroups splitting k in a serving entry over blocks on the staged kernel (mmaBlocks "all"; StagedMatmulShape
+ * .splitK), a function of n and k alone (the invariance): doubled from 1 while the n / 64 blocks times the splits stay
+ * under two waves of ~132 SMs and each split keeps at least 8 of k's 64-value slices (two trips). H100, 8B Q4_K_M
+ * steps at batch 1 / 32: 31.6 / 27.0 ms unsplit, 24.4 / 19.3 split (session 40; registerBlocks' kernel 5.6 / 11.5).
  */
 export function servingSplits(n: number, k: number): number {
   const KT = k / 64, blocks = Math.ceil(n / 64);
@@ -102,6 +98,10 @@ export function servingSplits(n: number, k: number): number {
   return s;
 }
 
+/**
+ * The serving entries' block layout on the staged kernel: 64 x 64 blocks, whose grid of n / 64 blocks a decode batch
+ * of up to 64 rows fills alone (warpgroup MMA where the target has it; one choice per target, never per entry size).
+ */
 const SERVING_BLOCKS = (wgmma: boolean): lib.StagedLayout =>
   wgmma ? { bm: 64, bn: 64, bk: 64, stages: 6, wm: 1, wn: 1, wg: true, wgPending: 1 } : { bm: 64, bn: 64, bk: 64, stages: 3, wm: 2, wn: 2 };
 

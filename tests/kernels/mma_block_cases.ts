@@ -16,7 +16,7 @@ import { type BlockDType, dequantize } from "../../graph/dtype.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 import { bytes, matmulWant, Rng } from "./data.ts";
-import { mmaCaps, runPartialCombine, type StagedCase } from "./mma_cases.ts";
+import { mmaCaps, rowInputs, runPartialCombine, type StagedCase } from "./mma_cases.ts";
 import { runCase } from "./harness.ts";
 
 /** A block case: W as blocks of `t` (ggml's quantization of U(-1, 1)), x as prepared bf16 words, the layout. */
@@ -183,13 +183,9 @@ export async function registerBlockInvariance(dev: Device, c: Omit<RegisterBlock
   const words = new Uint32Array(ins[0].slice().buffer);
   const out: string[] = [];
   for (const r of rows) {
-    // x's two parts of row r, the blocks, the bias, row r's residual, y
+    // x's two parts of row r
     const xw = Uint32Array.from({ length: 2 * rowWords }, (_, i) => words[(i < rowWords ? 0 : half) + r * rowWords + (i % rowWords)]);
-    const one = [bytes(xw), ins[1]];
-    let i = 2;
-    if (c.bias) one.push(ins[i++]);
-    if (c.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
-    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const one = rowInputs(ins, c, r, bytes(xw));
     const alone = await y(registerBlockCase(at(1), emulate), one);
     const col = alone.findIndex((v, j) => v !== all[r * n + j]);
     if (col >= 0) out.push(`row ${r} col ${col}: alone ${alone[col].toString(16)} vs in m=${m} ${all[r * n + col].toString(16)}`);

@@ -94,6 +94,19 @@ export function mmaShapes(): MmaCaseShape[] {
   ];
 }
 
+/**
+ * A matmul's inputs (x, W, bias?, residual?, y) for row r alone: `x` that row's x bytes, W and the bias as they
+ * are, row r of the residual, a NaN-filled y of one row.
+ */
+export function rowInputs(ins: Uint8Array[], s: { n: number; bias?: boolean; residual?: boolean }, r: number, x: Uint8Array): Uint8Array[] {
+  const { n } = s, one = [x, ins[1]];
+  let i = 2;
+  if (s.bias) one.push(ins[i++]);
+  if (s.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
+  one.push(bytes(new Float32Array(n).fill(NaN)));
+  return one;
+}
+
 export interface InvarianceResult {
   /** Rows whose bits differ between the batch-1 run and the same row inside the batch, with the first column. */
   mismatches: string[];
@@ -117,11 +130,7 @@ export async function checkInvariance(
   const mismatches: string[] = [];
   const { n, k } = base;
   for (const r of rows) {
-    const one: Uint8Array[] = [ins[0].slice(r * k * 4, (r + 1) * k * 4), ins[1]];
-    let i = 2;
-    if (base.bias) one.push(ins[i++]);
-    if (base.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
-    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const one = rowInputs(ins, base, r, ins[0].slice(r * k * 4, (r + 1) * k * 4));
     const alone = new Uint32Array((await run(mmaMatmul(mmaCaps(caps, emulate), { ...base, batch: 1 }), one)).slice().buffer);
     for (let c = 0; c < n; c++) {
       if (alone[c] !== all[r * n + c]) {
@@ -265,11 +274,7 @@ export async function checkServingInvariance(
   const all = new Uint32Array((await preparedY(dev, at(m), ins, emulate)).buffer);
   const mismatches: string[] = [];
   for (const r of rows) {
-    const one: Uint8Array[] = [ins[0].slice(r * k * 4, (r + 1) * k * 4), ins[1]];
-    let i = 2;
-    if (base.bias) one.push(ins[i++]);
-    if (base.residual) one.push(ins[i++].slice(r * n * 4, (r + 1) * n * 4));
-    one.push(bytes(new Float32Array(n).fill(NaN)));
+    const one = rowInputs(ins, base, r, ins[0].slice(r * k * 4, (r + 1) * k * 4));
     const alone = new Uint32Array((await preparedY(dev, at(1), one, emulate)).buffer);
     for (let c = 0; c < n; c++) {
       if (alone[c] !== all[r * n + c]) {
