@@ -167,7 +167,6 @@ async function profile(dev: Device, c: LlamaConfig, rows: number, at: number, op
   for (const r of rowsOut.slice(0, 14)) log(`    ${(r.us * r.count / 1000).toFixed(2)} ms = ${r.count} x ${r.us.toFixed(1)} µs  ${r.name}`);
 }
 
-
 /** coopflash:WARPSxBC: the cooperative-matrix attention's subgroups and positions per block (Vulkan). */
 function coopFlashLayoutOf(v: string): CompileOptions["coopFlashLayout"] {
   const [warps, bc] = v.split("x").map(Number);
