@@ -7,7 +7,8 @@
 //   deno run -A bench/serve.ts --shape llama-3.2-1b,llama-3-8b --backend ptx            (the H200 table)
 //   deno run -A bench/serve.ts --shape stories260K --backend js --prompt 32 --gen 8 --concurrency 1,4
 //   --matmul-tile 32: matmuls carry 32 rows a pass (W read once for a decode batch of 32; default 8)
-//   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles);
+//   --mma off: the FMA matmul instead of the tensor-core one (default on where the device has MMA tiles, or
+//   cooperative matrices on Vulkan: kernels/lib/coop_serving.ts);
 //   --mma-split off: x rounded once to bf16 in the MMA instead of hi + lo; --concurrency none: step times only
 //   --tune ks16/s1x4/b4x1: the serving MMA matmuls' layout (bench/serve_kernels.ts --tune)
 //   --dtype q4_k_m|q8_0|...: synthetic weights of a GGUF block type or mix (default bf16); --mma-blocks: their

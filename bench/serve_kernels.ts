@@ -13,7 +13,8 @@
 // (past 16; pS: an S-stage cp.async pipeline; mMT: MT 16-row tiles a warp), direct (past 16 rows, the direct loads' tiles of session 8), nosplit (x rounded once: CompileOptions.mmaSplit off), aN (N paged-attention splits), gN (N query heads per
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
-// trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages)
+// trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages),
+// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN (its K parts, columns, row tiles)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -39,7 +40,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneAttention)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
@@ -48,7 +49,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}), ...(m[6] ? { mt: Number(m[6]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN)`);
   }
   return t;
 }
@@ -68,7 +69,7 @@ export interface EntryProgram {
  * position `pos` of its own sequence (blocks 1 + i * maxBlocks ...), every row sampled, greedy.
  */
 export function servingEntry(
-  shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attn: AttentionTune = {},
+  shape: string, target: TargetSet, rows: number, pos: number, slots = 32, mmaSplit?: boolean, mmaServing?: MmaServingTune, attn: EntryTune = {},
   dtype: SyntheticDtype = "bf16",
 ): EntryProgram {
   if (!isShapeName(shape)) throw new RangeError(`unknown shape ${shape}`);
@@ -114,15 +115,20 @@ export interface EntryRow {
 }
 
 /** The whole entry's device ms (queued back to back) under a tune. */
-async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune, dtype: SyntheticDtype): Promise<number> {
+async function entryMs(dev: Device, shape: string, rows: number, pos: number, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: EntryTune, dtype: SyntheticDtype): Promise<number> {
   const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn, dtype);
   return (await timeProgram(dev, prog, 20, pos, "zero", fill)).queued;
 }
 
 /** A --tune entry's x split: off with a "nosplit" part, else the run's --mma-split. */
 const tuneSplit = (spec: string, split: boolean) => (spec.split("/").includes("nosplit") ? false : split);
-/** The attention options of a serving entry (CompileOptions attentionSplits, attentionGroup, pagedUnroll). */
-export interface AttentionTune {
+/**
+ * A serving entry's other compile options: attention (CompileOptions attentionSplits, attentionGroup, pagedUnroll,
+ * ...), the FMA matmuls (`mma` "off"), the cooperative-matrix kernel's layout or none (coopServing).
+ */
+export interface EntryTune {
+  mma?: "off";
+  coopServing?: false | { ks?: number; cols?: number; mt?: number };
   attentionSplits?: number;
   attentionGroup?: number;
   pagedUnroll?: number;
@@ -131,20 +137,27 @@ export interface AttentionTune {
   pagedFlash?: boolean;
   attentionStages?: number;
 }
-/** A --tune entry's attention parts: "aN" splits, "gN" heads per team, "uN" paged unroll; else the library's. */
-const tuneAttention = (spec: string): AttentionTune => {
+/**
+ * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
+ * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" (its K parts, columns, row tiles); else
+ * the library's.
+ */
+const tuneEntry = (spec: string): EntryTune => {
   const num = (c: string) => {
     const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
     return a ? Number(a.slice(c.length)) : undefined;
   };
-  return { attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),
+  const parts = spec.split("/"), coop = { ks: num("cks"), cols: num("cc"), mt: num("cm") };
+  return {
+    ...(parts.includes("fma") ? { mma: "off" as const } : {}),
+    ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v) ? { coopServing: coop } : {}), attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),
     ...(spec.split("/").includes("pf") ? { attentionPrefetch: true } : {}),
     ...(spec.split("/").includes("flash") ? { pagedFlash: true } : spec.split("/").includes("noflash") ? { pagedFlash: false } : {}),
     ...(num("fp") ? { attentionStages: num("fp") } : {}) };
 };
 
 async function profileEntry(
-  dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: AttentionTune,
+  dev: Device, shape: string, rows: number, pos: number, only: RegExp | undefined, mmaSplit: boolean | undefined, tune: MmaServingTune, attn: EntryTune,
   dtype: SyntheticDtype,
 ): Promise<Record<string, unknown>> {
   const { prog, fill } = servingEntry(shape, dev.target, rows, pos, 32, mmaSplit, tune, attn, dtype);
@@ -208,7 +221,7 @@ async function main(args: string[]): Promise<number> {
     const tunes = values.tune!.split(",");
     const parsed = tunes.map(parseTune);
     for (const shape of shapes) {
-      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, tuneSplit(tunes[0], split === "on"), parsed[0], tuneAttention(tunes[0]), dtype);
+      if (values.breakdown !== "off") for (const r of rows) result[`${shape}:${r}`] = await profileEntry(dev, shape, r, pos, only, tuneSplit(tunes[0], split === "on"), parsed[0], tuneEntry(tunes[0]), dtype);
       if (tunes.length < 2) continue;
       // every tune's whole entry at every size: the step's device time and its ratio to the first size's
       console.log(`\n### ${shape}: whole entry, device ms queued back to back, by tune (pos ${pos})`);
@@ -216,7 +229,7 @@ async function main(args: string[]): Promise<number> {
       console.log(`| --- | ${rows.map(() => "---").join(" | ")} | --- |`);
       for (const [i, tune] of tunes.entries()) {
         const ms: number[] = [];
-        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneAttention(tune), dtype).catch((e) => {
+        for (const r of rows) ms.push(await entryMs(dev, shape, r, pos, tuneSplit(tune, split === "on"), parsed[i], tuneEntry(tune), dtype).catch((e) => {
           console.error(`${shape} b${r} ${tune}: ${(e as Error).message}`);
           return NaN;
         }));

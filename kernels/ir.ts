@@ -307,11 +307,13 @@ export class KernelBuilder {
     this.coopUse(acc, "acc");
     this.emit({ k: "cmzero", acc });
   }
-  /** An operand from u32 shared words (CoopStmt cmload). */
-  coopLoad(dst: CoopMat, mem: Shared, index: Like, stride: number): void {
+  /** An operand from u32 words of shared memory or of a readable buffer (CoopStmt cmload). */
+  coopLoad(dst: CoopMat, mem: Shared | Buffer, index: Like, stride: number): void {
     if (dst.use === "acc") throw new KernelError(`${this.name}: cmload of accumulator ${dst.name}`);
     this.coopUse(dst, dst.use);
-    if (mem.t !== "u32") throw new KernelError(`${this.name}: cooperative matrices from ${mem.t} shared ${mem.name} (u32 words only)`);
+    if ("binding" in mem) {
+      if (mem.elem !== "u32" || mem.access === "w") throw new KernelError(`${this.name}: cooperative matrices from ${mem.elem} buffer ${mem.name} (${mem.access}; readable u32 words only)`);
+    } else if (mem.t !== "u32") throw new KernelError(`${this.name}: cooperative matrices from ${mem.t} shared ${mem.name} (u32 words only)`);
     if (!(Number.isInteger(stride) && stride >= 8 && stride % 4 === 0)) throw new KernelError(`${this.name}: cooperative matrix stride ${stride} (a multiple of 4, >= 8)`);
     this.emit({ k: "cmload", dst, mem, index: lift(index, "u32").e, stride });
   }

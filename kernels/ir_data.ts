@@ -210,7 +210,7 @@ export interface CoopMat {
 
 /**
  * Cooperative matrices (caps.coop; SPIR-V SPV_KHR_cooperative_matrix, 16 x 16 x 16 with f32 accumulation):
- * - cmload: an operand from the u32 shared array `mem`: row r of A (16 values, the even k in a word's low half)
+ * - cmload: an operand from the u32 shared array or readable u32 buffer `mem`: row r of A (16 values, the even k in a word's low half)
  *   at words index + r·stride .. + 7; column c of B (its 16 k values likewise) the same way, so a row-major
  *   W[n, k] is B as it stands (wgmma's B); strides are multiples of 4 (16-byte rows);
  * - cmzero: acc = 0;  cmmad: acc += A B;
@@ -221,7 +221,7 @@ export interface CoopMat {
  */
 export type CoopStmt =
   | { k: "cmzero"; acc: CoopMat }
-  | { k: "cmload"; dst: CoopMat; mem: Shared; index: Expr; stride: number }
+  | { k: "cmload"; dst: CoopMat; mem: Shared | Buffer; index: Expr; stride: number }
   | { k: "cmmad"; acc: CoopMat; a: CoopMat; b: CoopMat }
   | { k: "cmstore"; acc: CoopMat; mem: Shared; index: Expr; stride: number };
 

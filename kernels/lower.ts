@@ -93,11 +93,18 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /**
    * bf16 matmuls and attention (unless `flash` is false) of at least `coopMinRows` (default COOP_MIN_ROWS) rows on
    * cooperative matrices (kernels/lib/coop_matmul.ts, coop_flash.ts) where the target has `caps.coop` and `mma`
-   * is "auto" (prefill chunks; serving entries keep their one kernel for every row count): default true, false
-   * for the FMA kernels (A/B runs).
+   * is "auto" (prefill chunks; serving entries' matmuls: coopServing): default true, false for the FMA kernels
+   * (A/B runs).
    */
   coop?: boolean;
   coopMinRows?: number;
+  /**
+   * Serving entries' ("all") matmuls, bf16 or GGUF blocks, on cooperative matrices where the target has
+   * `caps.coop` (kernels/lib/coop_serving.ts: one summation order per weight shape, x as mmaPrepX's words, hi + lo
+   * with mmaSplit): default true; false keeps the FMA kernel (matmul.ts). An object tunes its layout (its ks and
+   * cols must be the same at every entry size: bench runs).
+   */
+  coopServing?: boolean | Partial<lib.CoopServingLayout>;
   /** The cooperative-matrix matmul's tile (tuning runs), where it fits; default coopLayout's. */
   coopLayout?: lib.CoopLayout;
   /** The cooperative-matrix attention's subgroups and block (tuning runs; must fit); default its own. */

@@ -174,13 +174,13 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
 // Staging: a slice is loaded into registers (`load`) and written to shared memory later (`store`), so the next
 // slice's global loads are in flight during this one's multiplies. An item is 16 bytes of a staged row (4 of
 // its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
-interface Stager {
+export interface Stager {
   load(k0: Val): void;
   store(): void;
 }
 
 /** What the stagers share: the workgroup's invocations, the slice width BK and the tiles' rows of ROW words. */
-interface StageCx {
+export interface StageCx {
   b: KernelBuilder;
   t: Val;
   threads: number;
@@ -193,17 +193,22 @@ interface StageCx {
 const slots = (c: StageCx, count: number) => Math.ceil(count / c.threads);
 const spread = (c: StageCx, count: number, body: (e: Val, i: number) => void) => eachItem(c.b, c.t, c.threads, count, body);
 
-/** A bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`. */
-function wordStager(c: StageCx, buf: Buffer, rows: number, r0: Val, limit: number, k: number, at0: number): Stager {
-  const { b, BK, ROW, tile } = c, QW = BK / 8, count = rows * BK / 8;
+/**
+ * A bf16 [rows, k] matrix as u32 words, rows from r0 (clamped below `limit`), staged at shared row `at0`; with
+ * `parts` > 1, part p's slice is the one BK·p further along k, staged `rows` shared rows further down.
+ */
+export function wordStager(c: StageCx, buf: Buffer, rows: number, r0: Val, limit: number, k: number, at0: number, parts = 1): Stager {
+  const { b, BK, ROW, tile } = c, QW = BK / 8, per = rows * QW, count = parts * per;
   const regs = Array.from({ length: slots(c, count) }, () => Array.from({ length: 4 }, () => b.let(u32(0), "u32", "wv")));
   return {
     load: (k0) => spread(c, count, (e, i) => {
-      const row = e.div(QW), q = e.mod(QW);
-      const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(k0.shr(1)).add(q.mul(4)), "u32", "wa");
+      const p = parts > 1 ? e.div(per) : undefined, r = p ? e.mod(per) : e;
+      const row = r.div(QW), q = r.mod(QW), kp = p ? k0.add(p.mul(BK)) : k0;
+      const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(kp.shr(1)).add(q.mul(4)), "u32", "wa");
       b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(regs[i][j], v));
     }),
     store: () => spread(c, count, (e, i) => {
+      // part p's rows follow part p - 1's: e / QW counts rows across the parts
       const at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
       regs[i].forEach((v, j) => b.sstore(tile, at.add(j), v));
     }),
@@ -230,23 +235,30 @@ function floatStager(c: StageCx, x: Buffer, bm: number, m0: Val, m: number, k: n
 /**
  * GGUF blocks W [n, k] of `qt`, rows from n0, staged at shared row `at0`: a slice is one span of the type
  * (dequant.ts: cps chunks of `per` values each); a chunk is decoded (ggml's exact values) as it is loaded, rounded
- * to bf16 pairs, and its words land at its values' places.
+ * to bf16 pairs, and its words land at its values' places. With `parts` > 1, part p's slice is the one BK·p
+ * further along k, staged `bn` shared rows further down.
  */
-function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: number, k: number, at0: number): Stager {
+export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: number, k: number, at0: number, parts = 1): Stager {
   const { b, BK, ROW, tile } = c;
-  const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, count = bn * cps;
+  const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, per = bn * cps, count = parts * per;
   const items = Array.from({ length: slots(c, count) }, () => ({
     at: b.let(u32(0), "u32", "qat"),
     words: Array.from({ length: q.per / 2 }, () => b.let(u32(0), "u32", "qw")),
   }));
   let offs: number[] = []; // each pair's element offset from the chunk's start: the same for every chunk
+  /** The slice at k0: its block, first chunk and element offset in the block. */
+  const slice = (k0: Val) => ({
+    blk: b.let(k0.div(q.elems), "u32", "blk"),
+    c0: b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0"),
+    sb: b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb"),
+  });
   return {
     load: (k0) => {
-      const blk = b.let(k0.div(q.elems), "u32", "blk");
-      const c0 = b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0");
-      const sb = b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb");
+      const one = parts > 1 ? undefined : slice(k0);
       spread(c, count, (e, i) => {
-        const it = items[i], col = cps > 1 ? e.div(cps) : e, ci = cps > 1 ? e.mod(cps) : u32(0);
+        const p = parts > 1 ? e.div(per) : undefined, r = p ? e.mod(per) : e;
+        const { blk, c0, sb } = one ?? slice(k0.add(p!.mul(BK)));
+        const it = items[i], col = cps > 1 ? r.div(cps) : r, ci = cps > 1 ? r.mod(cps) : u32(0);
         const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
         const ch = dequantChunk(b, W, qt, base, c0.add(ci));
         b.set(it.at, ch.at.sub(sb));
@@ -259,6 +271,7 @@ function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: n
       });
     },
     store: () => spread(c, count, (e, i) => {
+      // part p's rows follow part p - 1's: e / cps counts columns across the parts
       const row = b.let((cps > 1 ? e.div(cps) : e).add(at0).mul(ROW), "u32", "qr");
       items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
     }),

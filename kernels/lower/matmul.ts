@@ -108,14 +108,23 @@ const SERVING_BLOCKS = (wgmma: boolean): lib.StagedLayout =>
 /**
  * The layout matmulSteps runs this matmul in on cooperative matrices (caps.coop: Vulkan), or undefined where it
  * does not: bf16 or GGUF block weights (dequantized to bf16 in the kernel), prefill chunks ("auto") of at least
- * coopMinRows rows. Serving entries ("all") keep matmul.ts, whose one kernel serves every row count. The kernel
- * rounds x (and block weights) once to bf16: where mmaSplit asks for the hi + lo parts' f32-level precision, the
- * FMA kernel keeps the matmul. opts.coopLayout where it fits, else coopLayout's.
+ * coopMinRows rows (serving entries, "all": coopServingFor). The kernel rounds x (and block weights) once to
+ * bf16: where mmaSplit asks for the hi + lo parts' f32-level precision, the FMA kernel keeps the matmul.
+ * opts.coopLayout where it fits, else coopLayout's.
  */
 function coopLayoutFor(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; batch: number; w: string }): lib.CoopLayout | undefined {
   if ((opts.mma ?? "auto") !== "auto" || !(opts.coop ?? true) || opts.mmaSplit === true || s.batch < (opts.coopMinRows ?? COOP_MIN_ROWS)) return undefined;
   if (opts.coopLayout && lib.coopMatmulFits(caps, s.w, s.n, s.k, opts.coopLayout)) return opts.coopLayout;
   return lib.coopLayout(caps, s.batch, s.n, s.k, s.w);
+}
+
+/**
+ * Whether a serving entry ("all") runs this matmul on cooperative matrices (caps.coop: Vulkan; kernels/lib/
+ * coop_serving.ts): bf16 or GGUF block weights the kernel takes, unless opts.coopServing is false. Its K split
+ * follows n, k and the weight type alone, so every entry size sums a row in one order.
+ */
+function coopServingFor(caps: Caps, opts: LowerContext["opts"], s: { n: number; k: number; w: string }): boolean {
+  return (opts.mma ?? "auto") === "all" && (opts.coop ?? true) && opts.coopServing !== false && !!caps.coop && lib.coopServingFits(caps, s.w, s.n, s.k);
 }
 
 /**
@@ -147,7 +156,7 @@ export function mmaPrepGroups(p: Plan, caps: Caps, opts: LowerContext["opts"]): 
     const wn = nodes[mm.inputs[1]], K = root.shape[root.shape.length - 1];
     if (wn.shape.length !== 2 || wn.shape[1] !== K) return;
     const s = { n: wn.shape[0], k: K, batch: numel(root.shape) / K, w: wn.dtype };
-    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !registerBlocks(caps, opts, s) && !stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto"))) return;
+    if (!takesMma(caps, opts, s) && !coopLayoutFor(caps, opts, s) && !coopServingFor(caps, opts, s) && !registerBlocks(caps, opts, s) && !stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(opts.mma ?? "auto"))) return;
     const g = groupExpr(nodes, u);
     if (g.inputs.every((x) => x.type === "f32" && x.len === numel(root.shape))) out.set(root.id, g);
   });
@@ -166,13 +175,15 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
   const bindings = () => [bind(x), ...rest];
   const mode = opts.mma ?? "auto";
   const coop = coopLayoutFor(caps, opts, s);
-  const regBlocks = !coop && registerBlocks(caps, opts, s);
-  const blocks = coop || regBlocks ? undefined : stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(mode));
-  if (coop || regBlocks || blocks || takesMma(caps, opts, s)) {
+  const serving = !coop && coopServingFor(caps, opts, s);
+  const regBlocks = !coop && !serving && registerBlocks(caps, opts, s);
+  const blocks = coop || serving || regBlocks ? undefined : stagedBlocks(caps, opts, s, opts.mmaSplit ?? mmaSplitDefault(mode));
+  if (coop || serving || regBlocks || blocks || takesMma(caps, opts, s)) {
     // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights; blocks are dequantized to bf16)
-    const w = coop || regBlocks || blocks ? "bf16" : s.w as "bf16";
+    const w = coop || serving || regBlocks || blocks ? "bf16" : s.w as "bf16";
     const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
-    const bytes = (split ? 2 : 1) * s.batch * s.k * 2;
+    // the serving kernel loads x's 16-row tiles whole: room for the last one's rows past the batch
+    const bytes = serving ? lib.xWordsBytes(s.batch, s.k, split) : (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
     const key = `${x}:${s.batch}:${s.k}:${w}:${split}`;
     if (cx.mmaWords.key !== key) {
@@ -184,6 +195,11 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     }
     if (coop) {
       kernel(lib.coopMatmul(caps, { ...s, layout: coop, prepared: true }), [xw, ...rest], work);
+      return;
+    }
+    if (serving) {
+      const layout = typeof opts.coopServing === "object" ? opts.coopServing : undefined;
+      kernel(lib.coopServing(caps, { ...s, split, layout }), [xw, ...rest], work);
       return;
     }
     if (blocks) {

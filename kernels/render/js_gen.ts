@@ -460,7 +460,7 @@ export class Gen {
       this.perLane(`${I}[l] = ${idx};`);
     }
     const op = s.k === "cmzero" ? `${arr(s.acc)}.fill(0, ${at}, ${at} + 256); const e = "";`
-      : s.k === "cmload" ? `const e = coopLoad(S_${s.mem.name}, ${I}, w, ${sg}, ${s.stride}, ${s.dst.ab === "bf16"}, ${arr(s.dst)}, ${at});`
+      : s.k === "cmload" ? `const e = coopLoad(${"binding" in s.mem ? this.view(s.mem, "u32") : `S_${s.mem.name}`}, ${I}, w, ${sg}, ${s.stride}, ${s.dst.ab === "bf16"}, ${arr(s.dst)}, ${at});`
       : s.k === "cmmad" ? `coopMad(${arr(s.acc)}, ${at}, ${arr(s.a)}, ${at}, ${arr(s.b)}, ${at}); const e = "";`
       : `const e = coopStore(${arr(s.acc)}, ${at}, S_${s.mem.name}, ${I}, w, ${sg}, ${s.stride});`;
     this.line(`for (let w = 0; w < N; w += ${sg}) { let n = 0; for (let l = w; l < w + ${sg}; l++) n += ${this.mask}[l]; ` +

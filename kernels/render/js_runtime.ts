@@ -130,14 +130,14 @@ function agreed(I: Uint32Array, lane0: number, sg: number, what: string): number
   for (let l = lane0; l < lane0 + sg; l++) if (I[l] !== i0) return `${what} at ${I[l]} in lane ${l - lane0}, ${i0} in lane 0`;
   return i0;
 }
-/** cmload: 16 rows of 16 `bf16`/f16 values at words index + r·stride of S. */
+/** cmload: 16 rows of 16 `bf16`/f16 values at words index + r·stride of S (shared words or a buffer's). */
 export function coopLoad(S: Uint32Array, I: Uint32Array, lane0: number, sg: number, stride: number, bf16: boolean, D: Float64Array, d0: number): string {
   const base = agreed(I, lane0, sg, "cooperative matrix load");
   if (typeof base === "string") return base;
   for (let r = 0; r < 16; r++) {
     for (let kk = 0; kk < 16; kk++) {
       const w = base + r * stride + (kk >> 1);
-      if (w >= S.length) return `cooperative matrix row ${r} at word ${w}, past the shared array's ${S.length}`;
+      if (w >= S.length) return `cooperative matrix row ${r} at word ${w}, past the array's ${S.length} words`;
       const bits = (S[w] >>> (16 * (kk & 1))) & 0xffff;
       D[d0 + r * 16 + kk] = bf16 ? BF2F[bits] : H2F[bits];
     }

@@ -181,7 +181,7 @@ function headOf(s: Stmt): string {
     case "wgmma": return `wgmma:${s.ab}:${s.n}:${s.mem.name}:${s.acc.map((v) => v.name).join(",")}`;
     case "barrier": return `barrier:${s.device ?? false}`;
     case "cmzero": return `cmzero:${s.acc.name}`;
-    case "cmload": return `cmload:${s.dst.name}:${s.mem.name}:${s.stride}`;
+    case "cmload": return `cmload:${s.dst.name}:${"binding" in s.mem ? `b${s.mem.binding}` : s.mem.name}:${s.stride}`;
     case "cmmad": return `cmmad:${s.acc.name}:${s.a.name}:${s.b.name}`;
     case "cmstore": return `cmstore:${s.acc.name}:${s.mem.name}:${s.stride}`;
     default: return s.k;

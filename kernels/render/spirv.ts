@@ -132,6 +132,7 @@ class Emitter {
     this.coop = new CoopMats({
       m: this.m, a: this.a, caps, names: this.names, fnVars: this.fnVars, fail: (msg) => this.fail(msg), f16: () => this.f16(),
       at: (mem, index) => this.a.v(Op.AccessChain, this.m.tPtr(Storage.Workgroup, this.type(mem.t)), this.shared(mem), this.index(index)),
+      atBuffer: (buf, index) => this.mem.wordPtr(buf, this.index(index)),
     });
     if (k.uses.coop) {
       this.coop.model(k, device);

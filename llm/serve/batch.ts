@@ -40,7 +40,7 @@ export const servingCompile: ProgramCompiler = (g, t) => compileGraph(g, t, { ge
 /** The compile options a serving run may vary (bench/serve.ts comparisons and tuning runs). */
 export type ServingChoices = Pick<
   CompileOptions,
-  "matmulTile" | "mmaSplit" | "mmaServing" | "mmaBlocks" | "attentionSplits" | "attentionGroup" | "pagedUnroll" | "pagedTableInLanes" | "attentionPrefetch" | "pagedFlash" | "attentionStages"
+  "matmulTile" | "mmaSplit" | "mmaServing" | "mmaBlocks" | "coopServing" | "attentionSplits" | "attentionGroup" | "pagedUnroll" | "pagedTableInLanes" | "attentionPrefetch" | "pagedFlash" | "attentionStages"
 > & { mma?: "all" | "off" };
 
 /** servingCompile with other matmul and attention choices. */

@@ -2,7 +2,8 @@
 // rows are identical whether its tokens run one per step in the 1-row entry, or as one prefill chunk mixed with
 // another sequence's rows and padding in the 32-row entry (the server's paths: decode alone, prefill chunk in a
 // full batch), also with 32-row matmul passes; for stories260K and, where the target has MMA tiles, for a GQA model
-// whose attention takes them. And against the oracle (graph/eval) within the tier-2 bound, so "identical" is also "right".
+// whose attention takes them (bf16 and Q4_K_M), or cooperative matrices for its matmuls. And against the oracle
+// (graph/eval) within the tier-2 bound, so "identical" is also "right".
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Device } from "../../backends/device.ts";
@@ -132,6 +133,13 @@ for (const backend of selectedBackends()) {
   test(`serving step on ${backend}: the same over Q4_K_M blocks on the MMA kernel`, { skip: mma }, async () => {
     const names = await checkInvariance(dev as Device, gqaQ, ids(11, 37), ids(6, 101), "f16", {}, true);
     assert.ok(names.some((n) => /^mma_matmul_q\d_k/.test(n)), `the block matmuls on the MMA kernel: ${names.filter((n) => /matmul|mma/.test(n)).join(", ")}`);
+  });
+  const coop = typeof dev === "string" ? dev : dev.target.caps.coop?.bf16 ? false : `${dev.target.device} has no bf16 cooperative matrices`;
+  test(`serving step on ${backend}: the same with bf16 and with Q4_K_M matmuls on cooperative matrices`, { skip: coop }, async () => {
+    for (const [m, blocks] of [[gqa, false], [gqaQ, true]] as const) {
+      const names = await checkInvariance(dev as Device, m, ids(11, 37), ids(6, 101), "f16", {}, blocks);
+      assert.ok(names.some((n) => n.startsWith("coop_serving_")), `the matmuls on the serving kernel: ${names.filter((n) => /matmul|coop/.test(n)).join(", ")}`);
+    }
   });
   const staged = typeof mma === "string" ? mma : !(dev as Device).target.caps.staging ? `${(dev as Device).target.device} has no cp.async staging` : false;
   test(`serving step on ${backend}: the same over Q4_K_M blocks on the staged MMA kernel (mmaBlocks "all")`, { skip: staged }, async () => {

@@ -1,9 +1,9 @@
 // Cooperative matrices in the SPIR-V renderer (kernels/render/spirv.ts; SPV_KHR_cooperative_matrix, caps.coop): the
 // module's memory model, the matrix types, one Function variable per CoopMat, and the four statements (zero, load
-// from and store to shared memory, multiply-add). 16 x 16 matrices of a subgroup; bf16 operands through
-// SPV_KHR_bfloat16.
+// from shared memory or a buffer, store to shared memory, multiply-add). 16 x 16 matrices of a subgroup; bf16
+// operands through SPV_KHR_bfloat16.
 import type { Caps } from "../../target.ts";
-import type { CoopMat, Expr, Kernel, Shared, Stmt } from "../../ir.ts";
+import type { Buffer, CoopMat, Expr, Kernel, Shared, Stmt } from "../../ir.ts";
 import type { Asm } from "./asm.ts";
 import type { SpirvModule } from "./module.ts";
 import { Cap, FPEncodingBFloat16, MatrixLayout, MatrixUse, Op, Scope, Storage } from "./spec.ts";
@@ -22,6 +22,8 @@ export interface CoopContext {
   f16(): number;
   /** A pointer to element `index` of a shared array. */
   at(mem: Shared, index: Expr): number;
+  /** A pointer to u32 word `index` of a buffer. */
+  atBuffer(buf: Buffer, index: Expr): number;
 }
 
 export class CoopMats {
@@ -94,7 +96,8 @@ export class CoopMats {
       case "cmload": {
         // B's columns are contiguous in memory: column-major for the B use
         const layout = s.dst.use === "b" ? MatrixLayout.ColumnMajor : MatrixLayout.RowMajor;
-        const v = a.v(Op.CooperativeMatrixLoadKHR, this.matType(s.dst), at(s.mem, s.index), m.constU32(layout), m.constU32(s.stride));
+        const ptr = "binding" in s.mem ? this.cx.atBuffer(s.mem, s.index) : at(s.mem, s.index);
+        const v = a.v(Op.CooperativeMatrixLoadKHR, this.matType(s.dst), ptr, m.constU32(layout), m.constU32(s.stride));
         a.s(Op.Store, this.variable(s.dst), v);
         return;
       }

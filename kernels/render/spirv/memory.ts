@@ -125,6 +125,11 @@ export class Buffers {
     return this.a.v(Op.AccessChain, v.ptr, v.variable, this.a.cu(0), index);
   }
 
+  /** A pointer to u32 word `index` of `buf` (cooperative matrices load from buffers through it). */
+  wordPtr(buf: Buffer, index: number): number {
+    return this.ptr(this.view(buf, "u32"), index);
+  }
+
   /** Marks every binding seen through more than one view Aliased, so no view's accesses get reordered past another's. */
   finish(): void {
     for (const views of this.perBinding.values()) {

@@ -1,0 +1,162 @@
+// The serving entries' matmul on cooperative matrices (caps.coop: Vulkan's VK_KHR_cooperative_matrix): y[m, n] =
+// sum_k x[m, k] * W[n, k] (+ bias[n]) (+ residual[m, n]) for every entry size of `poot serve`, batch 1 included,
+// over bf16 or GGUF block weights, in one summation order per (n, k, weight type) so that a row's bits do not
+// depend on the batch it is in (batch invariance), as PTX's serving entries do on mma_matmul.ts.
+//
+// A workgroup owns `cols` columns of y for up to 16·`mt` rows; its `ks` subgroups split K: slice j (BK values of
+// k: 64 for bf16, one span of a block type) belongs to subgroup j mod ks, so a trip is ks consecutive slices, one
+// each. W's slices of a trip are staged together (coop_matmul.ts's stagers: bf16 words as stored, blocks decoded to
+// ggml's exact values and rounded to bf16), the next trip's global loads in registers while this one multiplies.
+// x comes as mmaPrepX's words (x rounded to bf16, and with `split` the rounding's remainder, also bf16: x = hi + lo
+// to about 16 bits) and is loaded as matrices straight from that buffer: small, reread from cache, no staging. The
+// buffer must hold whole 16-row tiles: `xWordsBytes`. Each subgroup's accumulators sum its slices in order (hi
+// then lo for each 16 values of k); the epilogue adds the ks partials in subgroup order, then the bias, then the
+// residual. Rows past m compute on whatever the padding holds and are never written; columns past n read the last
+// column and are not written.
+//
+// Summation: y[m, n] = ((Σ_{p < ks} acc_p) + bias) + residual, acc_p over p's slices in order, each 16-deep step
+// the device's fixed order: nothing depends on m, on the row's place in its tile or on mt.
+import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
+import type { Caps } from "../target.ts";
+import { elemOf, gridFor, wgIndex } from "./common.ts";
+import { blockStager, coopMatmulFits, type StageCx, wordStager } from "./coop_matmul.ts";
+import { isQType } from "./dequant.ts";
+import type { MatmulShape } from "./matmul.ts";
+import { tiledSlice } from "./tiled_matmul.ts";
+
+/** How a serving matmul is cut: K parts (subgroups a workgroup), columns a workgroup (16 or 32), 16-row tiles a workgroup (1..4). */
+export interface CoopServingLayout {
+  ks: number;
+  cols: number;
+  mt: number;
+}
+
+export interface CoopServingShape extends Omit<MatmulShape, "wide" | "tile"> {
+  batch: number;
+  /** x as hi + lo words (mmaPrepX split): two multiply-adds a step. */
+  split: boolean;
+  /** ks and cols: the entry's tuning (the same at every entry size: invariance); mt follows the rows. */
+  layout?: Partial<CoopServingLayout>;
+}
+
+/** K slice of a weight type: 64 for bf16 (k a multiple of 64, else 32), a block type's span. */
+const sliceOf = (w: string, k: number) => (isQType(w) ? tiledSlice(w) : k % 64 === 0 ? 64 : 32);
+const rowWords = (bk: number) => bk / 2 + 4;
+const sharedBytes = (l: Pick<CoopServingLayout, "ks" | "cols">, bk: number) => l.ks * l.cols * rowWords(bk) * 4 + l.ks * 256 * 4;
+
+/**
+ * The default cut of (n, k, w), never of the rows: as many K parts as divide the slices evenly and fit (8 at most,
+ * at least two trips each), 16 columns a workgroup where 32 would leave fewer than 256 workgroups at one row tile.
+ */
+export function coopServingLayout(caps: Caps, n: number, k: number, w: string, batch: number, want: Partial<CoopServingLayout> = {}): CoopServingLayout | undefined {
+  const bk = sliceOf(w, k), slices = k / bk, limit = Math.min(caps.maxSharedBytes, 48 * 1024);
+  const cols = want.cols ?? (Math.ceil(n / 32) >= 256 ? 32 : 16);
+  const mt = Math.max(1, Math.min(4, want.mt ?? Math.ceil(batch / 16)));
+  const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols }, bk) <= limit;
+  if (want.ks) return fits(want.ks) ? { ks: want.ks, cols, mt } : undefined;
+  for (const ks of [8, 4, 2, 1]) if (fits(ks) && (slices >= 2 * ks || ks === 1)) return { ks, cols, mt };
+  return undefined;
+}
+
+/** Whether the target runs the serving kernel for this weight (coop_matmul.ts's conditions; k a multiple of 16·2 for the x matrices). */
+export function coopServingFits(caps: Caps, w: string, n: number, k: number): boolean {
+  return coopMatmulFits(caps, w, n, k) && !!coopServingLayout(caps, n, k, w, 1);
+}
+
+/** Bytes the x words binding needs: mmaPrepX's [parts, m, k / 2] words, and the rows up to a whole 16-row tile after the last part. */
+export function xWordsBytes(m: number, k: number, split: boolean): number {
+  return ((split ? 2 : 1) * m + (Math.ceil(m / 16) * 16 - m)) * k * 2;
+}
+
+/**
+ * Bindings, in order: x u32 words [parts, m, k / 2] (r; xWordsBytes); W bf16 [n, k] or blocks (r); bias f32 [n] (r,
+ * when `bias`); residual f32 [m, n] (r, when `residual`; may be the same bytes as y); y f32 [m, n] (w).
+ */
+export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
+  const { n, k, w, batch: m } = s;
+  if (!(n >= 1 && k >= 1 && m >= 1)) throw new KernelError(`coop serving matmul: bad shape n=${n} k=${k} batch=${m}`);
+  if ((2 * m + 16) * k >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop serving matmul: indices exceed 32 bits");
+  const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout) : undefined;
+  if (!l || (l.cols !== 16 && l.cols !== 32)) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(s.layout ?? {})})`);
+  const { ks, cols, mt } = l, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
+  const sg = caps.subgroupSize, threads = ks * sg, trips = k / BK / ks;
+  const mTiles = Math.ceil(m / (16 * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
+  const lastTile = Math.ceil(m / 16) * 16 - 16; // the last 16-row tile the x words hold
+  const grid = gridFor(caps, total);
+  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const b = new KernelBuilder(name, { workgroup: threads, grid });
+  const x = b.buffer("x", "u32", "r");
+  const W = b.buffer("w", elemOf(w), "r");
+  const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
+  const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
+  const y = b.buffer("y", "f32", "w");
+  const tile = b.shared("tiles", "u32", ks * cols * ROW);
+  const out = b.shared("out", "f32", ks * 256);
+
+  const L = wgIndex(b, grid);
+  if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups
+  const mIdx = nTiles > 1 ? L.div(nTiles) : L, nIdx = nTiles > 1 ? L.mod(nTiles) : u32(0);
+  const m0 = b.let(mIdx.mul(16 * mt), "u32", "m0"), n0 = b.let(nIdx.mul(cols), "u32", "n0");
+  const t = b.lid.x, p = b.builtin("sgid");
+
+  const sc: StageCx = { b, t, threads, BK, ROW, tile };
+  const ws = isQType(w) ? blockStager(sc, W, w, cols, n0, n, k, 0, ks) : wordStager(sc, W, cols, n0, n, k, 0, ks);
+  // x's 16-row tiles: the word of row r0 (clamped to the last whole tile) at k = 0, hi and (split) lo
+  const xRows = Array.from({ length: mt }, (_, i) => b.let(m0.add(16 * i).min(lastTile).mul(KW), "u32", "xr"));
+  const loWords = m * KW;
+
+  const acc = Array.from({ length: mt * fj }, () => b.coopMat("acc"));
+  // x's matrices of the first `hoist` 16-deep steps are loaded before the trip's barrier (in flight while W is
+  // stored and the workgroup meets), the later steps' into the same registers after their use
+  const parts = s.split ? 2 : 1, steps = BK / 16, hoist = Math.min(steps, Math.max(1, Math.floor(8 / (mt * parts))));
+  const A = Array.from({ length: hoist }, () => Array.from({ length: mt * parts }, () => b.coopMat("a", "bf16")));
+  const B = Array.from({ length: fj }, () => b.coopMat("b", "bf16"));
+  const bRow = b.let(p.mul(cols * ROW), "u32", "br");
+  const loadA = (kw: Val, kk: number) => {
+    const at = kk ? kw.add(8 * kk) : kw;
+    for (let i = 0; i < mt; i++) for (let h = 0; h < parts; h++) b.coopLoad(A[kk % hoist][i * parts + h], x, h ? xRows[i].add(at).add(loWords) : xRows[i].add(at), KW);
+  };
+  ws.load(u32(0));
+  b.for(u32(0), u32(trips), 1, (trip) => {
+    const k0 = b.let(trip.mul(ks * BK), "u32", "k0");
+    const kw = b.let(k0.add(p.mul(BK)).shr(1), "u32", "kw"); // this subgroup's slice, in words
+    for (let kk = 0; kk < hoist; kk++) loadA(kw, kk);
+    ws.store();
+    b.barrier();
+    if (trips > 1) b.if(trip.add(1).lt(trips), () => ws.load(k0.add(ks * BK)));
+    for (let kk = 0; kk < steps; kk++) {
+      if (kk >= hoist) loadA(kw, kk);
+      B.forEach((bb, j) => b.coopLoad(bb, tile, bRow.add(16 * j * ROW + 8 * kk), ROW));
+      // hi then lo: x = hi + lo enters each 16-deep step in that order
+      for (let i = 0; i < mt; i++) for (let j = 0; j < fj; j++) for (let h = 0; h < parts; h++) b.coopMulAdd(acc[i * fj + j], A[kk % hoist][i * parts + h], B[j]);
+    }
+    b.barrier(); // the next trip overwrites the tiles
+  });
+
+  // epilogue: one accumulator at a time, every part's through its scratch, summed in part order
+  const scratch = b.let(p.mul(256), "u32", "so");
+  for (let i = 0; i < mt; i++) {
+    for (let j = 0; j < fj; j++) {
+      b.coopStore(acc[i * fj + j], out, scratch, 16);
+      b.barrier();
+      for (let r = 0; r * threads < 256; r++) {
+        const e = r ? t.add(r * threads) : t;
+        const row = b.let(m0.add(16 * i).add(e.shr(4)), "u32", "ym");
+        const col = b.let(n0.add(16 * j).add(e.and(15)), "u32", "yn");
+        const emit = () => {
+          let v = b.sload(out, e);
+          for (let q = 1; q < ks; q++) v = v.add(b.sload(out, e.add(q * 256)));
+          if (bias) v = v.add(b.load(bias, col));
+          const at = b.let(row.mul(n).add(col), "u32", "yi");
+          if (res) v = v.add(b.load(res, at));
+          b.store(y, at, v);
+        };
+        const inCol = n % cols !== 0;
+        const cond = (e0: ReturnType<typeof row.lt>) => (inCol ? e0.and(col.lt(n)) : e0);
+        b.if(cond(row.lt(m)), () => ((r + 1) * threads > 256 ? b.if(e.lt(256), emit) : emit()));
+      }
+      b.barrier(); // the next accumulator overwrites the scratch
+    }
+  }
+  return b.build();
+}

@@ -1,0 +1,202 @@
+// The serving entries' cooperative-matrix matmul (kernels/lib/coop_serving.ts) against the float64 reference of its
+// operands: on the JS device with the matrices emulated (subgroups of 32, 8 and 64 in lockstep) and on a Vulkan
+// device that offers bf16 cooperative matrices (skipped, saying why, where none does: lavapipe has none). x arrives
+// as mmaPrepX's words, split (hi + lo) or not, the rows past the batch up to a whole tile holding NaN (they must
+// never reach y); every block type; K split over 1 to 8 subgroups; rows and columns off the tile. And its batch
+// invariance: a row has the same bits alone, in 17, 37 and 70 rows, at every tile of rows and columns.
+//
+// Tolerance: the words hold x exactly (the reference reads them), the products are exact, the sums f32 in the
+// device's order: |got - want| <= k·2^-22 · Σ|x w|, plus 2^-8 where block weights are rounded to bf16 as staged.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { coopServing, coopServingLayout, type CoopServingLayout, type CoopServingShape, xWordsBytes } from "../../kernels/lib/coop_serving.ts";
+import { renderSpirv } from "../../kernels/render/spirv.ts";
+import type { Caps } from "../../kernels/target.ts";
+import { assertCase, runCase, runKernel } from "./harness.ts";
+import type { KernelCase } from "./cases.ts";
+import { bytes, floats, matmulWant, Rng } from "./data.ts";
+import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
+import { type BlockDType, dequantize } from "../../graph/dtype.ts";
+import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
+import { coopDevices, emulatedCoop, jsTarget, openVulkanWith } from "./coop_cases.ts";
+import { logitGap, prefillLogits } from "./mma_cases.ts";
+import { TINY_LLAMA } from "../ptx/model.ts";
+import { syntheticLlama } from "../../llm/synthetic.ts";
+import { traceLlama } from "../../llm/families/llama.ts";
+import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
+
+type Shape = Omit<CoopServingShape, "w" | "name"> & { w?: BlockDType };
+
+/** mmaPrepX's words of x [m, k] (hi, then lo with split), then NaN pairs up to a whole 16-row tile. */
+export function servingWords(x: Float32Array, m: number, k: number, split: boolean): Uint32Array {
+  const words = new Uint32Array(xWordsBytes(m, k, split) / 4).fill(0x7fc07fc0);
+  for (let i = 0; i < (m * k) / 2; i++) {
+    const hi = [0, 1].map((h) => f32ToBf16(x[2 * i + h]));
+    words[i] = (hi[0] | (hi[1] << 16)) >>> 0;
+    if (split) {
+      const lo = [0, 1].map((h) => f32ToBf16(x[2 * i + h] - bf16ToF32(hi[h])));
+      words[(m * k) / 2 + i] = (lo[0] | (lo[1] << 16)) >>> 0;
+    }
+  }
+  return words;
+}
+
+/** The x the words hold: hi (+ lo) per value, exactly. */
+function wordsX(words: Uint32Array, m: number, k: number, split: boolean): Float64Array {
+  const half = (i: number) => bf16ToF32(words[i >> 1] >>> (16 * (i & 1)) & 0xffff);
+  return Float64Array.from({ length: m * k }, (_, i) => half(i) + (split ? half(m * k + i) : 0));
+}
+
+function servingCase(s: Shape): KernelCase {
+  const { n, k, batch } = s, l = s.layout ?? {};
+  const name = `coop serving ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ks${l.ks ?? "-"} c${l.cols ?? "-"} m${l.mt ?? "-"}${s.split ? " split" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
+  let w: Float64Array;
+  let cached: Uint8Array[] | undefined;
+  const inputs = () => {
+    if (!cached) {
+      const rng = new Rng(name);
+      const blocks = s.w && quantizeBlocks(s.w, rng.f32(n * k, -1, 1));
+      const f = s.w ? { bytes: bytes(blocks!), values: Float64Array.from(dequantize(s.w, blocks!, n * k)) } : floats(rng, "bf16", n * k);
+      w = f.values;
+      cached = [bytes(servingWords(rng.f32(batch * k), batch, k, s.split)), f.bytes];
+      if (s.bias) cached.push(bytes(rng.f32(n)));
+      if (s.residual) cached.push(bytes(rng.f32(batch * n)));
+      cached.push(bytes(new Float32Array(batch * n).fill(NaN)));
+    }
+    return cached.map((b) => b.slice());
+  };
+  return {
+    name,
+    make: (caps) => coopServing(caps, { ...s, w: s.w ?? "bf16" }),
+    inputs,
+    expect(ins) {
+      const x = wordsX(new Uint32Array(ins[0].buffer, ins[0].byteOffset, ins[0].byteLength / 4), batch, k, s.split);
+      const { want, mag } = matmulWant(x, w, s, ins);
+      return [{ binding: ins.length - 1, type: "f32", want, mag, tol: { abs: 1e-30, rel: (s.w ? 2 ** -8 : 0) + k * 2 ** -22 } }];
+    },
+  };
+}
+
+const SHAPES: Shape[] = [
+  { n: 40, k: 128, batch: 1, split: true, layout: { ks: 2, cols: 16 } },
+  { n: 40, k: 256, batch: 17, split: true, bias: true, residual: true, layout: { ks: 4, cols: 32 } },
+  { n: 64, k: 512, batch: 70, split: true, residual: true, layout: { ks: 8, cols: 32 } },
+  { n: 48, k: 96, batch: 5, split: false, layout: { ks: 3, cols: 16 } }, // 32-value slices: k 96
+  { n: 33, k: 192, batch: 37, split: false, bias: true, layout: { ks: 1, cols: 16, mt: 2 } },
+  { w: "q8_0", n: 40, k: 128, batch: 3, split: true, residual: true, layout: { ks: 4, cols: 16 } },
+  { w: "q4_0", n: 32, k: 64, batch: 20, split: true, layout: { ks: 2, cols: 32 } },
+  { w: "q4_1", n: 24, k: 64, batch: 1, split: true, layout: { ks: 1, cols: 16 } },
+  { w: "q5_0", n: 16, k: 96, batch: 2, split: true, layout: { ks: 3, cols: 16 } },
+  { w: "q5_1", n: 16, k: 64, batch: 9, split: false, layout: { ks: 2, cols: 16 } },
+  { w: "q4_k", n: 40, k: 512, batch: 1, split: true, bias: true, layout: { ks: 8, cols: 16 } },
+  { w: "q4_k", n: 64, k: 1024, batch: 33, split: true, residual: true, layout: { ks: 4, cols: 32 } },
+  { w: "q5_k", n: 32, k: 256, batch: 17, split: true, layout: { ks: 2, cols: 16 } },
+  { w: "q6_k", n: 40, k: 512, batch: 1, split: true, layout: { ks: 4, cols: 16 } },
+  { w: "q6_k", n: 32, k: 256, batch: 18, split: true, residual: true, layout: { ks: 2, cols: 32 } },
+];
+
+const devices = coopDevices([["js sg32", emulatedCoop(32)], ["js sg8", emulatedCoop(8)], ["js sg64", emulatedCoop(64)]], openVulkanWith("bf16"));
+
+for (const [label, open, caps, skip] of devices) {
+  // sg64: a few shapes (64-lane workgroups take the epilogue in partial rounds)
+  const shapes = label === "js sg64" ? SHAPES.filter((_, i) => i % 4 === 1) : SHAPES;
+  for (const s of shapes) {
+    const kc = servingCase(s);
+    test(`${label}: ${kc.name}`, { skip, timeout: 120_000 }, async () => {
+      assert.ok(coopServingLayout(caps!, s.n, s.k, s.w ?? "bf16", s.batch, s.layout), "the layout fits");
+      const dev = open();
+      assertCase({ ...kc, make: () => kc.make(caps!) }, await runCase(dev, { ...kc, make: () => kc.make(caps!) }));
+    });
+  }
+  test(`${label}: a row has the same bits alone, in 17, 37 and 70 rows, at every tile of rows and columns`, { skip, timeout: 180_000 }, async () => {
+    const dev = open(), n = 48, k = 256, rng = new Rng("coop serving invariance");
+    const x = rng.f32(70 * k);
+    for (const w of ["bf16", "q4_k"] as const) {
+      const wb = w === "bf16" ? floats(rng, "bf16", n * k).bytes : bytes(quantizeBlocks(w, rng.f32(n * k, -1, 1)));
+      const run = async (rows: number, layout: Partial<CoopServingLayout>) => {
+        const kernel = coopServing(caps!, { n, k, batch: rows, w, split: true, layout: { ks: 2, ...layout } });
+        const out = await runKernel(dev, kernel, [bytes(servingWords(x.subarray(0, rows * k), rows, k, true)), wb.slice(), bytes(new Float32Array(rows * n))]);
+        return new Uint32Array(out[2].buffer, out[2].byteOffset, rows * n);
+      };
+      const base = await run(70, { cols: 16 });
+      for (const layout of [{ cols: 16 }, { cols: 32 }, { cols: 16, mt: 1 }, { cols: 32, mt: 2 }]) {
+        for (const rows of [1, 17, 37, 70]) {
+          const got = await run(rows, layout);
+          assert.deepEqual(got, base.subarray(0, rows * n), `${w}: rows ${rows}, layout ${JSON.stringify(layout)}`);
+        }
+      }
+    }
+  });
+}
+
+const VK: Caps = { ...emulatedCoop(32), f16: true };
+
+test("coopServingLayout: K parts that divide the slices and fit 48 KiB, 16 or 32 columns by n, row tiles by the batch", () => {
+  // 8B shapes: k 4096 in 64 slices of 64 (q4_k and bf16), k 14336 in 224; q6_k's 128-value slices
+  assert.deepEqual(coopServingLayout(VK, 4096, 4096, "q4_k", 1), { ks: 8, cols: 16, mt: 1 });
+  assert.deepEqual(coopServingLayout(VK, 14336, 4096, "bf16", 32), { ks: 8, cols: 32, mt: 2 });
+  assert.deepEqual(coopServingLayout(VK, 4096, 14336, "q6_k", 160), { ks: 8, cols: 16, mt: 4 });
+  assert.deepEqual(coopServingLayout(VK, 14336, 4096, "q6_k", 1), { ks: 4, cols: 32, mt: 1 }, "8 parts of 32 columns past 48 KiB");
+  // qwen2.5-0.5b's k 896: 14 slices of 64, so 2 parts (7 trips)
+  assert.deepEqual(coopServingLayout(VK, 896, 896, "bf16", 1), { ks: 2, cols: 16, mt: 1 });
+  assert.equal(coopServingLayout(VK, 64, 128, "bf16", 1, { ks: 3 }), undefined, "3 parts of 2 slices");
+  assert.equal(coopServingLayout({ ...VK, maxSharedBytes: 16 * 1024 }, 64, 4096, "q6_k", 1, { ks: 8 }), undefined, "8 parts of q6_k slices past 16 KiB");
+});
+
+test("the serving kernel's SPIR-V loads x as matrices from its buffer and W from shared memory", () => {
+  const k = coopServing(VK, { n: 64, k: 256, batch: 5, w: "q4_k", split: true, layout: { ks: 2 } });
+  const words = renderSpirv(k, VK).words;
+  const ops = new Map<number, number>();
+  for (let i = 5; i < words.length;) {
+    const op = words[i] & 0xffff, len = words[i] >>> 16;
+    ops.set(op, (ops.get(op) ?? 0) + 1);
+    i += len || 1;
+  }
+  const LOAD = 4457, MAD = 4459; // OpCooperativeMatrixLoadKHR, OpCooperativeMatrixMulAddKHR
+  // per 16 values of k: x hi and lo of one row tile, one W column tile (16 columns); two mads
+  assert.equal(ops.get(LOAD), (64 / 16) * 3, "cmloads");
+  assert.equal(ops.get(MAD), (64 / 16) * 2, "cmmads");
+  assert.throws(() => coopServing(VK, { n: 64, k: 96, batch: 1, w: "q4_k", split: true }), /no layout fits/);
+});
+
+// A Q4_K_M Llama whose matmuls all fit the kernel (k = 256 and 512: whole q4_k/q6_k blocks).
+const QCFG = { ...TINY_LLAMA, dim: 256, hidden: 512, heads: 4, kvHeads: 2, headDim: 64 };
+function qstep(rows: number, cfg = QCFG, dtype: "q4_k_m" | "bf16" = "q4_k_m") {
+  const syn = syntheticLlama(cfg, { dtype, seed: 5, std: 0.06 });
+  const { tracer, logits } = traceLlama(cfg, { rows, cap: 64 }, { dtypeOf: syn.dtypeOf });
+  tracer.output("logits", logits);
+  return { store: syn.store, map: syn.map, graph: tracer.build() };
+}
+// llm/serve/batch.ts servingCompileWith's options
+const SERVE: CompileOptions = { mma: "all", gemv: false, tiled: false };
+
+test("lowering: every serving entry's matmuls, one row included, run on the serving kernel where caps.coop, in one layout whatever the rows", () => {
+  const names = (rows: number, caps: Caps, opts: CompileOptions, dtype: "q4_k_m" | "bf16" = "q4_k_m") =>
+    compileGraph(qstep(rows, QCFG, dtype).graph, jsTarget(caps), opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+  const layouts = (ns: string[]) => ns.filter((n) => n.startsWith("coop_serving")).map((n) => n.replace(/_b\d+_/, "_b*_").replace(/m\d(_|$)/, "m*$1"));
+  for (const dtype of ["q4_k_m", "bf16"] as const) {
+    const one = names(1, VK, SERVE, dtype);
+    // q, k, v, o, gate, up, down per layer, and the head
+    assert.equal(layouts(one).length, 7 * QCFG.layers + 1, one.join(" "));
+    assert.ok(!one.some((n) => n.startsWith("matmul_") || n.startsWith("coop_matmul")), one.join(" "));
+    assert.ok(one.some((n) => n.startsWith("mma_prep_")) && !one.some((n) => n.includes("_nosplit")), `x prepared as hi + lo: ${one.join(" ")}`);
+    for (const rows of [5, 32, 60]) assert.deepEqual(layouts(names(rows, VK, SERVE, dtype)), layouts(one), `${dtype}: ${rows} rows`);
+    const fma = (ns: string[], why: string) => assert.ok(!ns.some((n) => n.startsWith("coop_")) && ns.some((n) => n.startsWith("matmul_")), `${why}: ${ns.join(" ")}`);
+    fma(names(1, VK, { ...SERVE, coopServing: false }, dtype), "coopServing false");
+    fma(names(1, VK, { ...SERVE, coop: false }, dtype), "coop false");
+    fma(names(1, { ...VK, coop: undefined }, SERVE, dtype), "no caps.coop");
+  }
+  // prefill chunks keep coop_matmul.ts from 16 rows
+  assert.ok(names(32, VK, {}).some((n) => n.startsWith("coop_matmul")) && !names(32, VK, {}).some((n) => n.startsWith("coop_serving")));
+});
+
+test("a 5-row serving step over Q4_K_M blocks and over bf16 on the serving kernel equals the FMA path within bf16's precision", { timeout: 300_000 }, async () => {
+  for (const dtype of ["q4_k_m", "bf16"] as const) {
+    const m = qstep(5, QCFG, dtype);
+    const b = await prefillLogits(m, 5, QCFG.vocab, VK, { ...SERVE, coopServing: false });
+    const a = await prefillLogits(m, 5, QCFG.vocab, VK, SERVE);
+    const { worst, scale } = logitGap(a, b);
+    // x as hi + lo parts (about 16 bits); block weights rounded once to bf16 (bf16 weights are exact)
+    assert.ok(worst <= 2 ** 8 * 1e-4 * scale && worst > 0, `${dtype}: max |coop - fma| = ${worst} of logits up to ${scale}`);
+  }
+});
