@@ -14,7 +14,7 @@
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
 // trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages),
-// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN (its K parts, columns, row tiles)
+// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN (its K parts, columns, row tiles, W stages)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -40,7 +40,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m|s)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
@@ -49,7 +49,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}), ...(m[6] ? { mt: Number(m[6]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN, csN)`);
   }
   return t;
 }
@@ -128,7 +128,7 @@ const tuneSplit = (spec: string, split: boolean) => (spec.split("/").includes("n
  */
 export interface EntryTune {
   mma?: "off";
-  coopServing?: false | { ks?: number; cols?: number; mt?: number };
+  coopServing?: false | { ks?: number; cols?: number; mt?: number; stages?: 1 | 2 };
   attentionSplits?: number;
   attentionGroup?: number;
   pagedUnroll?: number;
@@ -139,7 +139,7 @@ export interface EntryTune {
 }
 /**
  * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
- * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" (its K parts, columns, row tiles); else
+ * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" (its K parts, columns, row tiles, stages); else
  * the library's.
  */
 const tuneEntry = (spec: string): EntryTune => {
@@ -147,7 +147,7 @@ const tuneEntry = (spec: string): EntryTune => {
     const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
     return a ? Number(a.slice(c.length)) : undefined;
   };
-  const parts = spec.split("/"), coop = { ks: num("cks"), cols: num("cc"), mt: num("cm") };
+  const parts = spec.split("/"), coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages: num("cs") as 1 | 2 | undefined };
   return {
     ...(parts.includes("fma") ? { mma: "off" as const } : {}),
     ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v) ? { coopServing: coop } : {}), attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),

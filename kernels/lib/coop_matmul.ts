@@ -176,7 +176,8 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
 // its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
 export interface Stager {
   load(k0: Val): void;
-  store(): void;
+  /** Into the staged rows, `rows` further down with it (a second stage). */
+  store(rows?: Val): void;
 }
 
 /** What the stagers share: the workgroup's invocations, the slice width BK and the tiles' rows of ROW words. */
@@ -207,9 +208,10 @@ export function wordStager(c: StageCx, buf: Buffer, rows: number, r0: Val, limit
       const at = b.let(r0.add(row).min(limit - 1).mul(k / 2).add(kp.shr(1)).add(q.mul(4)), "u32", "wa");
       b.loadv(buf, at, 4, "u32").forEach((v, j) => b.set(regs[i][j], v));
     }),
-    store: () => spread(c, count, (e, i) => {
+    store: (down) => spread(c, count, (e, i) => {
       // part p's rows follow part p - 1's: e / QW counts rows across the parts
-      const at = b.let(e.div(QW).add(at0).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
+      const row = e.div(QW).add(at0);
+      const at = b.let((down ? row.add(down) : row).mul(ROW).add(e.mod(QW).mul(4)), "u32", "ws");
       regs[i].forEach((v, j) => b.sstore(tile, at.add(j), v));
     }),
   };
@@ -270,9 +272,10 @@ export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Va
         it.words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
       });
     },
-    store: () => spread(c, count, (e, i) => {
+    store: (down) => spread(c, count, (e, i) => {
       // part p's rows follow part p - 1's: e / cps counts columns across the parts
-      const row = b.let((cps > 1 ? e.div(cps) : e).add(at0).mul(ROW), "u32", "qr");
+      const col = (cps > 1 ? e.div(cps) : e).add(at0);
+      const row = b.let((down ? col.add(down) : col).mul(ROW), "u32", "qr");
       items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
     }),
   };

@@ -24,11 +24,15 @@ import { isQType } from "./dequant.ts";
 import type { MatmulShape } from "./matmul.ts";
 import { tiledSlice } from "./tiled_matmul.ts";
 
-/** How a serving matmul is cut: K parts (subgroups a workgroup), columns a workgroup (16 or 32), 16-row tiles a workgroup (1..4). */
+/**
+ * How a serving matmul is cut: K parts (subgroups a workgroup), columns a workgroup (16 or 32), 16-row tiles a
+ * workgroup (1..4), and W's staged slices: one set (two barriers a trip) or two alternating (`stages` 2: one).
+ */
 export interface CoopServingLayout {
   ks: number;
   cols: number;
   mt: number;
+  stages?: 1 | 2;
 }
 
 export interface CoopServingShape extends Omit<MatmulShape, "wide" | "tile"> {
@@ -42,7 +46,7 @@ export interface CoopServingShape extends Omit<MatmulShape, "wide" | "tile"> {
 /** K slice of a weight type: 64 for bf16 (k a multiple of 64, else 32), a block type's span. */
 const sliceOf = (w: string, k: number) => (isQType(w) ? tiledSlice(w) : k % 64 === 0 ? 64 : 32);
 const rowWords = (bk: number) => bk / 2 + 4;
-const sharedBytes = (l: Pick<CoopServingLayout, "ks" | "cols">, bk: number) => l.ks * l.cols * rowWords(bk) * 4 + l.ks * 256 * 4;
+const sharedBytes = (l: Pick<CoopServingLayout, "ks" | "cols" | "stages">, bk: number) => (l.stages ?? 1) * l.ks * l.cols * rowWords(bk) * 4 + l.ks * 256 * 4;
 
 /**
  * The default cut of (n, k, w), never of the rows: as many K parts as divide the slices evenly and fit (8 at most,
@@ -52,9 +56,11 @@ export function coopServingLayout(caps: Caps, n: number, k: number, w: string, b
   const bk = sliceOf(w, k), slices = k / bk, limit = Math.min(caps.maxSharedBytes, 48 * 1024);
   const cols = want.cols ?? (Math.ceil(n / 32) >= 256 ? 32 : 16);
   const mt = Math.max(1, Math.min(4, want.mt ?? Math.ceil(batch / 16)));
-  const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols }, bk) <= limit;
-  if (want.ks) return fits(want.ks) ? { ks: want.ks, cols, mt } : undefined;
-  for (const ks of [8, 4, 2, 1]) if (fits(ks) && (slices >= 2 * ks || ks === 1)) return { ks, cols, mt };
+  const stages = want.stages ?? 1;
+  const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols, stages }, bk) <= limit;
+  const l = (ks: number): CoopServingLayout => (stages > 1 ? { ks, cols, mt, stages } : { ks, cols, mt });
+  if (want.ks) return fits(want.ks) ? l(want.ks) : undefined;
+  for (const ks of [8, 4, 2, 1]) if (fits(ks) && (slices >= 2 * ks || ks === 1)) return l(ks);
   return undefined;
 }
 
@@ -78,19 +84,19 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   if ((2 * m + 16) * k >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop serving matmul: indices exceed 32 bits");
   const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout) : undefined;
   if (!l || (l.cols !== 16 && l.cols !== 32)) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(s.layout ?? {})})`);
-  const { ks, cols, mt } = l, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
+  const { ks, cols, mt } = l, stages = l.stages ?? 1, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
   const sg = caps.subgroupSize, threads = ks * sg, trips = k / BK / ks;
   const mTiles = Math.ceil(m / (16 * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
   const lastTile = Math.ceil(m / 16) * 16 - 16; // the last 16-row tile the x words hold
   const grid = gridFor(caps, total);
-  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${stages > 1 ? "s2" : ""}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("x", "u32", "r");
   const W = b.buffer("w", elemOf(w), "r");
   const bias = s.bias ? b.buffer("bias", "f32", "r") : undefined;
   const res = s.residual ? b.buffer("residual", "f32", "r") : undefined;
   const y = b.buffer("y", "f32", "w");
-  const tile = b.shared("tiles", "u32", ks * cols * ROW);
+  const tile = b.shared("tiles", "u32", stages * ks * cols * ROW);
   const out = b.shared("out", "f32", ks * 256);
 
   const L = wgIndex(b, grid);
@@ -121,16 +127,19 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
     const k0 = b.let(trip.mul(ks * BK), "u32", "k0");
     const kw = b.let(k0.add(p.mul(BK)).shr(1), "u32", "kw"); // this subgroup's slice, in words
     for (let kk = 0; kk < hoist; kk++) loadA(kw, kk);
-    ws.store();
+    // two stages: odd trips' slices go ks·cols rows further down, and the trip before's reads are behind this barrier
+    const down = stages > 1 ? b.let(trip.and(1).mul(ks * cols), "u32", "sd") : undefined;
+    ws.store(down);
     b.barrier();
     if (trips > 1) b.if(trip.add(1).lt(trips), () => ws.load(k0.add(ks * BK)));
+    const bAt = down ? b.let(bRow.add(down.mul(ROW)), "u32", "ba") : bRow;
     for (let kk = 0; kk < steps; kk++) {
       if (kk >= hoist) loadA(kw, kk);
-      B.forEach((bb, j) => b.coopLoad(bb, tile, bRow.add(16 * j * ROW + 8 * kk), ROW));
+      B.forEach((bb, j) => b.coopLoad(bb, tile, bAt.add(16 * j * ROW + 8 * kk), ROW));
       // hi then lo: x = hi + lo enters each 16-deep step in that order
       for (let i = 0; i < mt; i++) for (let j = 0; j < fj; j++) for (let h = 0; h < parts; h++) b.coopMulAdd(acc[i * fj + j], A[kk % hoist][i * parts + h], B[j]);
     }
-    b.barrier(); // the next trip overwrites the tiles
+    if (stages === 1) b.barrier(); // the next trip overwrites the tiles
   });
 
   // epilogue: one accumulator at a time, every part's through its scratch, summed in part order

@@ -49,7 +49,7 @@ function wordsX(words: Uint32Array, m: number, k: number, split: boolean): Float
 
 function servingCase(s: Shape): KernelCase {
   const { n, k, batch } = s, l = s.layout ?? {};
-  const name = `coop serving ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ks${l.ks ?? "-"} c${l.cols ?? "-"} m${l.mt ?? "-"}${s.split ? " split" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
+  const name = `coop serving ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ks${l.ks ?? "-"} c${l.cols ?? "-"} m${l.mt ?? "-"}${l.stages ? ` s${l.stages}` : ""}${s.split ? " split" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
   let w: Float64Array;
   let cached: Uint8Array[] | undefined;
   const inputs = () => {
@@ -93,6 +93,9 @@ const SHAPES: Shape[] = [
   { w: "q5_k", n: 32, k: 256, batch: 17, split: true, layout: { ks: 2, cols: 16 } },
   { w: "q6_k", n: 40, k: 512, batch: 1, split: true, layout: { ks: 4, cols: 16 } },
   { w: "q6_k", n: 32, k: 256, batch: 18, split: true, residual: true, layout: { ks: 2, cols: 32 } },
+  // two stages of W's slices (one barrier a trip), an odd number of trips too
+  { n: 40, k: 384, batch: 3, split: true, bias: true, layout: { ks: 2, cols: 16, stages: 2 } },
+  { w: "q4_k", n: 48, k: 768, batch: 20, split: true, residual: true, layout: { ks: 4, cols: 16, stages: 2 } },
 ];
 
 const devices = coopDevices([["js sg32", emulatedCoop(32)], ["js sg8", emulatedCoop(8)], ["js sg64", emulatedCoop(64)]], openVulkanWith("bf16"));
@@ -119,7 +122,7 @@ for (const [label, open, caps, skip] of devices) {
         return new Uint32Array(out[2].buffer, out[2].byteOffset, rows * n);
       };
       const base = await run(70, { cols: 16 });
-      for (const layout of [{ cols: 16 }, { cols: 32 }, { cols: 16, mt: 1 }, { cols: 32, mt: 2 }]) {
+      for (const layout of [{ cols: 16 }, { cols: 32 }, { cols: 16, mt: 1 }, { cols: 32, mt: 2 }, { cols: 16, stages: 2 as const }]) {
         for (const rows of [1, 17, 37, 70]) {
           const got = await run(rows, layout);
           assert.deepEqual(got, base.subarray(0, rows * n), `${w}: rows ${rows}, layout ${JSON.stringify(layout)}`);
