@@ -100,7 +100,7 @@ export function servingEntry(
 /** The kind a kernel's time is summed under. */
 export function kernelKind(name: string): string {
   if (name.startsWith("mma_prep")) return "matmul x prep";
-  if (/matmul|gemv/.test(name)) return "matmul";
+  if (/matmul|gemv|coop_serving/.test(name)) return "matmul";
   if (name.startsWith("attention")) return "attention";
   if (/^(sample|logits|logprobs)/.test(name)) return "sampler";
   if (name.startsWith("scatter")) return "scatter (KV write, counts)";
