@@ -8,6 +8,9 @@ import { JS_CAPS, type Caps, type TargetSet } from "../../kernels/target.ts";
 import { traceLlama } from "../../llm/families/llama.ts";
 import { compileGraph } from "../../kernels/lower.ts";
 import { randomLlama, TINY_LLAMA } from "../ptx/model.ts";
+import { bytes, floats, type Rng } from "./data.ts";
+import { type BlockDType, dequantize } from "../../graph/dtype.ts";
+import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
 
 /** JS caps with cooperative matrices of `coop`'s types, `sg`-lane subgroups and Vulkan's 48 KiB of shared memory. */
 export const emulatedCoop = (sg: number, coop: Caps["coop"] = { bf16: true, f16: false }): Caps => ({
@@ -49,4 +52,20 @@ export function tinyLlamaStep(rows: number) {
 /** The kernel names of tinyLlamaStep(rows) lowered for a CPU target with these caps. */
 export function tinyLlamaKernels(caps: Caps, rows = 20): string[] {
   return compileGraph(tinyLlamaStep(rows).graph, jsTarget(caps)).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
+}
+
+/** A matmul case's W [n, k]: bf16 values, or ggml's quantization of U(-1, 1) to `w` (values: its exact dequantization). */
+export function caseWeights(rng: Rng, w: BlockDType | undefined, n: number, k: number): { bytes: Uint8Array; values: Float64Array } {
+  if (!w) return floats(rng, "bf16", n * k);
+  const blocks = quantizeBlocks(w, rng.f32(n * k, -1, 1));
+  return { bytes: bytes(blocks), values: Float64Array.from(dequantize(w, blocks, n * k)) };
+}
+
+/** A matmul case's inputs after x and W: bias [n] and residual [batch, n] where asked, then y filled with NaN. */
+export function caseRest(rng: Rng, s: { n: number; batch: number; bias?: boolean; residual?: boolean }): Uint8Array[] {
+  return [
+    ...(s.bias ? [bytes(rng.f32(s.n))] : []),
+    ...(s.residual ? [bytes(rng.f32(s.batch * s.n))] : []),
+    bytes(new Float32Array(s.batch * s.n).fill(NaN)),
+  ];
 }

@@ -18,11 +18,10 @@ import { assertCase, runCase, runKernel } from "./harness.ts";
 import type { KernelCase } from "./cases.ts";
 import { asF32, bytes, floats, matmulWant, Rng } from "./data.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
-import { type BlockDType, dequantize } from "../../graph/dtype.ts";
-import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
+import type { BlockDType } from "../../graph/dtype.ts";
 import { TINY_LLAMA } from "../ptx/model.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
-import { coopDevices, emulatedCoop, openVulkanWith, tinyLlamaKernels, tinyLlamaStep } from "./coop_cases.ts";
+import { caseRest, caseWeights, coopDevices, emulatedCoop, openVulkanWith, tinyLlamaKernels, tinyLlamaStep } from "./coop_cases.ts";
 
 type Shape = Omit<CoopMatmulShape, "w" | "name"> & { layout: CoopLayout; w?: BlockDType };
 
@@ -37,16 +36,12 @@ function coopCase(s: Shape): KernelCase {
     if (!cached) {
       const rng = new Rng(name);
       // block weights: ggml's quantization of U(-1, 1); the reference reads their exact dequantization
-      const blocks = s.w && quantizeBlocks(s.w, rng.f32(n * k, -1, 1));
-      const f = s.w ? { bytes: bytes(blocks!), values: Float64Array.from(dequantize(s.w, blocks!, n * k)) } : floats(rng, "bf16", n * k);
+      const f = caseWeights(rng, s.w, n, k);
       w = f.values;
       const x = rng.f32(batch * k);
       // prepared: x as mmaPrepX's unsplit words (bf16 pairs, the even k in the low half)
       const words = Uint32Array.from({ length: (batch * k) / 2 }, (_, i) => (f32ToBf16(x[2 * i]) | (f32ToBf16(x[2 * i + 1]) << 16)) >>> 0);
-      cached = [s.prepared ? bytes(words) : bytes(x), f.bytes];
-      if (s.bias) cached.push(bytes(rng.f32(n)));
-      if (s.residual) cached.push(bytes(rng.f32(batch * n)));
-      cached.push(bytes(new Float32Array(batch * n).fill(NaN)));
+      cached = [s.prepared ? bytes(words) : bytes(x), f.bytes, ...caseRest(rng, s)];
     }
     return cached.map((b) => b.slice());
   };

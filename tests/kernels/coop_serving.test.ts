@@ -16,9 +16,9 @@ import { assertCase, runCase, runKernel } from "./harness.ts";
 import type { KernelCase } from "./cases.ts";
 import { bytes, floats, matmulWant, Rng } from "./data.ts";
 import { bf16ToF32, f32ToBf16 } from "../../graph/half.ts";
-import { type BlockDType, dequantize } from "../../graph/dtype.ts";
+import type { BlockDType } from "../../graph/dtype.ts";
 import { quantizeBlocks } from "../../llm/formats/ggml-quants.ts";
-import { coopDevices, emulatedCoop, jsTarget, openVulkanWith } from "./coop_cases.ts";
+import { caseRest, caseWeights, coopDevices, emulatedCoop, jsTarget, openVulkanWith } from "./coop_cases.ts";
 import { logitGap, prefillLogits } from "./mma_cases.ts";
 import { TINY_LLAMA } from "../ptx/model.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
@@ -55,13 +55,9 @@ function servingCase(s: Shape): KernelCase {
   const inputs = () => {
     if (!cached) {
       const rng = new Rng(name);
-      const blocks = s.w && quantizeBlocks(s.w, rng.f32(n * k, -1, 1));
-      const f = s.w ? { bytes: bytes(blocks!), values: Float64Array.from(dequantize(s.w, blocks!, n * k)) } : floats(rng, "bf16", n * k);
+      const f = caseWeights(rng, s.w, n, k);
       w = f.values;
-      cached = [bytes(servingWords(rng.f32(batch * k), batch, k, s.split)), f.bytes];
-      if (s.bias) cached.push(bytes(rng.f32(n)));
-      if (s.residual) cached.push(bytes(rng.f32(batch * n)));
-      cached.push(bytes(new Float32Array(batch * n).fill(NaN)));
+      cached = [bytes(servingWords(rng.f32(batch * k), batch, k, s.split)), f.bytes, ...caseRest(rng, s)];
     }
     return cached.map((b) => b.slice());
   };
