@@ -8,7 +8,7 @@
 // each. W's slices of a trip are staged together (coop_matmul.ts's stagers: bf16 words as stored, blocks decoded to
 // ggml's exact values and rounded to bf16; one set, or two alternating with `stages` 2), the next trip's loads
 // issued before this one multiplies (bf16 words stay in flight meanwhile; blocks are decoded as they arrive, before
-// the multiplies: what holds the one-row entries, README "Serving on cooperative matrices").
+// the multiplies: a lead for the one-row entries' time, README "Serving on cooperative matrices").
 // x comes as mmaPrepX's words (x rounded to bf16, and with `split` the rounding's remainder, also bf16: x = hi + lo
 // to about 16 bits) and is loaded as matrices straight from that buffer: small, reread from cache, no staging. The
 // buffer must hold whole 16-row tiles: `xWordsBytes`. Each subgroup's accumulators sum its slices in order (hi
