@@ -66,7 +66,7 @@ export function coopServingLayout(caps: Caps, n: number, k: number, w: string, b
   return undefined;
 }
 
-/** Whether the target runs the serving kernel for this weight (coop_matmul.ts's conditions; k a multiple of 16·2 for the x matrices). */
+/** Whether the target runs the serving kernel for this weight: coop_matmul.ts's conditions (k a multiple of 32, whole blocks), and a layout fits. */
 export function coopServingFits(caps: Caps, w: string, n: number, k: number): boolean {
   return coopMatmulFits(caps, w, n, k) && !!coopServingLayout(caps, n, k, w, 1);
 }
