@@ -139,21 +139,28 @@ export interface EntryTune {
 }
 /**
  * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
- * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" (its K parts, columns, row tiles, stages); else
- * the library's.
+ * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" (its K parts, columns, row
+ * tiles, W stages); else the library's.
  */
 const tuneEntry = (spec: string): EntryTune => {
+  const parts = spec.split("/");
   const num = (c: string) => {
-    const a = spec.split("/").find((p) => new RegExp(`^${c}\\d+$`).test(p));
+    const a = parts.find((p) => new RegExp(`^${c}\\d+$`).test(p));
     return a ? Number(a.slice(c.length)) : undefined;
   };
-  const parts = spec.split("/"), coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages: num("cs") as 1 | 2 | undefined };
+  const cs = num("cs");
+  if (cs !== undefined && cs !== 1 && cs !== 2) throw new RangeError(`--tune: cs${cs} (W stages of the cooperative-matrix kernel: 1 or 2)`);
+  const stages: 1 | 2 | undefined = cs;
+  const coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages };
   return {
     ...(parts.includes("fma") ? { mma: "off" as const } : {}),
-    ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v) ? { coopServing: coop } : {}), attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"), ...(spec.split("/").includes("tload") ? { pagedTableInLanes: false } : {}),
-    ...(spec.split("/").includes("pf") ? { attentionPrefetch: true } : {}),
-    ...(spec.split("/").includes("flash") ? { pagedFlash: true } : spec.split("/").includes("noflash") ? { pagedFlash: false } : {}),
-    ...(num("fp") ? { attentionStages: num("fp") } : {}) };
+    ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v) ? { coopServing: coop } : {}),
+    attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"),
+    ...(parts.includes("tload") ? { pagedTableInLanes: false } : {}),
+    ...(parts.includes("pf") ? { attentionPrefetch: true } : {}),
+    ...(parts.includes("flash") ? { pagedFlash: true } : parts.includes("noflash") ? { pagedFlash: false } : {}),
+    ...(num("fp") ? { attentionStages: num("fp") } : {}),
+  };
 };
 
 async function profileEntry(
