@@ -14,7 +14,7 @@
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
 // trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages),
-// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN (its K parts, columns, row tiles, W stages)
+// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN / caN (its K parts, columns, row tiles, W stages, trips in flight)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -40,7 +40,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m|s)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m|s|a)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
@@ -49,7 +49,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}), ...(m[6] ? { mt: Number(m[6]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN, csN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN, csN, caN)`);
   }
   return t;
 }
@@ -139,8 +139,8 @@ export interface EntryTune {
 }
 /**
  * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
- * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" (its K parts, columns, row
- * tiles, W stages); else the library's.
+ * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" / "caN" (its K parts, columns,
+ * row tiles, W stages, trips in flight); else the library's.
  */
 const tuneEntry = (spec: string): EntryTune => {
   const parts = spec.split("/");
@@ -151,10 +151,13 @@ const tuneEntry = (spec: string): EntryTune => {
   const cs = num("cs");
   if (cs !== undefined && cs !== 1 && cs !== 2) throw new RangeError(`--tune: cs${cs} (W stages of the cooperative-matrix kernel: 1 or 2)`);
   const stages: 1 | 2 | undefined = cs;
-  const coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages };
+  const ca = num("ca");
+  if (ca !== undefined && ca !== 0 && ca !== 1 && ca !== 2) throw new RangeError(`--tune: ca${ca} (how many trips ahead the cooperative-matrix kernel loads block weights: 0, 1 or 2)`);
+  const ahead: 0 | 1 | 2 | undefined = ca;
+  const coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages, ahead };
   return {
     ...(parts.includes("fma") ? { mma: "off" as const } : {}),
-    ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v) ? { coopServing: coop } : {}),
+    ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v !== undefined) ? { coopServing: coop } : {}),
     attentionSplits: num("a"), attentionGroup: num("g"), pagedUnroll: num("u"),
     ...(parts.includes("tload") ? { pagedTableInLanes: false } : {}),
     ...(parts.includes("pf") ? { attentionPrefetch: true } : {}),

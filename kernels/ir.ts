@@ -107,6 +107,12 @@ export class KernelBuilder {
     this.emit({ k: "let", v, e: x.e });
     return new Val({ k: "var", t: v.t, v });
   }
+  /** Runs `f`, returning the locals its statements define at this level (lets, vector loads' elements), in order. */
+  defines(f: () => void): Val[] {
+    const blk = this.blocks[this.blocks.length - 1], from = blk.length;
+    f();
+    return blk.slice(from).flatMap((s) => (s.k === "let" ? [s.v] : s.k === "loadv" ? s.dst : [])).map((v) => new Val({ k: "var", t: v.t, v }));
+  }
   set(target: Val, value: Like): void {
     if (target.e.k !== "var") throw new KernelError(`${this.name}: set needs a variable`);
     const x = lift(value, target.t);

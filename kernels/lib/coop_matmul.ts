@@ -20,7 +20,7 @@
 import { type Buffer, type Kernel, KernelBuilder, KernelError, type Shared, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { eachItem, elemOf, gridFor, wgIndex } from "./common.ts";
-import { chunkGroups, chunkValues, dequantChunk, isQType, QLAYOUT, type QType, qWords } from "./dequant.ts";
+import { chunkGroups, chunkValues, isQType, type LoadedChunk, loadChunk, type QChunk, QLAYOUT, type QType, qWords } from "./dequant.ts";
 import type { MatmulShape } from "./matmul.ts";
 import { tiledSlice } from "./tiled_matmul.ts";
 
@@ -175,9 +175,10 @@ export function coopMatmul(caps: Caps, s: CoopMatmulShape): Kernel {
 // slice's global loads are in flight during this one's multiplies. An item is 16 bytes of a staged row (4 of
 // its words: 8 bf16), or, for x as f32, 4 values that become 2 words.
 export interface Stager {
-  load(k0: Val): void;
+  /** `set`: which of the stager's register sets takes the slice (blocks loaded `late` hold several). */
+  load(k0: Val, set?: number): void;
   /** Into the staged rows, `rows` further down with it (a second stage). */
-  store(rows?: Val): void;
+  store(rows?: Val, set?: number): void;
 }
 
 /** What the stagers share: the workgroup's invocations, the slice width BK and the tiles' rows of ROW words. */
@@ -238,9 +239,10 @@ function floatStager(c: StageCx, x: Buffer, bm: number, m0: Val, m: number, k: n
  * GGUF blocks W [n, k] of `qt`, rows from n0, staged at shared row `at0`: a slice is one span of the type
  * (dequant.ts: cps chunks of `per` values each); a chunk is decoded (ggml's exact values) as it is loaded, rounded
  * to bf16 pairs, and its words land at its values' places. With `parts` > 1, part p's slice is the one BK·p
- * further along k, staged `bn` shared rows further down.
+ * further along k, staged `bn` shared rows further down. `late`: `load` only issues the chunks' loads (their raw
+ * words held), `store` decodes them: work between the two runs while the loads are in flight.
  */
-export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: number, k: number, at0: number, parts = 1): Stager {
+export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Val, n: number, k: number, at0: number, parts = 1, late = false): Stager {
   const { b, BK, ROW, tile } = c;
   const q = QLAYOUT[qt], cps = BK / (q.elems / q.chunks), nb = k / q.elems, spans = q.elems / BK, per = bn * cps, count = parts * per;
   const items = Array.from({ length: slots(c, count) }, () => ({
@@ -248,31 +250,58 @@ export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Va
     words: Array.from({ length: q.per / 2 }, () => b.let(u32(0), "u32", "qw")),
   }));
   let offs: number[] = []; // each pair's element offset from the chunk's start: the same for every chunk
+  const issued: { ch: LoadedChunk; at: Val; defs: Val[] }[][] = []; // late: each set's chunks (first loaded), their first values' places
   /** The slice at k0: its block, first chunk and element offset in the block. */
   const slice = (k0: Val) => ({
     blk: b.let(k0.div(q.elems), "u32", "blk"),
     c0: b.let(spans > 1 ? k0.mod(q.elems).div(BK).mul(cps) : u32(0), "u32", "c0"),
     sb: b.let(spans > 1 ? k0.mod(q.elems) : u32(0), "u32", "sb"),
   });
+  /** The chunk's values as bf16 pairs in the item's words. */
+  const pack = (ch: QChunk, i: number) => {
+    const vals = chunkValues(ch, b);
+    if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
+      throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
+    }
+    offs = vals.filter((_, j) => j % 2 === 0).map((v) => v.off);
+    items[i].words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
+  };
   return {
-    load: (k0) => {
-      const one = parts > 1 ? undefined : slice(k0);
+    load: (k0, set = 0) => {
+      // late: every local a chunk's decoding may read is defined per item (see `home` below)
+      const one = parts > 1 || late ? undefined : slice(k0);
       spread(c, count, (e, i) => {
         const p = parts > 1 ? e.div(per) : undefined, r = p ? e.mod(per) : e;
-        const { blk, c0, sb } = one ?? slice(k0.add(p!.mul(BK)));
         const it = items[i], col = cps > 1 ? r.div(cps) : r, ci = cps > 1 ? r.mod(cps) : u32(0);
-        const base = b.let(n0.add(col).min(n - 1).mul(nb).add(blk).mul(qWords(qt)), "u32", "base");
-        const ch = dequantChunk(b, W, qt, base, c0.add(ci));
-        b.set(it.at, ch.at.sub(sb));
-        const vals = chunkValues(ch, b);
-        if (vals.length !== q.per || vals.some((v, j) => j % 2 === 1 && v.off !== vals[j - 1].off + 1 || j % 2 === 0 && v.off % 2 !== 0)) {
-          throw new KernelError(`coop matmul ${qt}: a chunk's values do not pair up`);
+        let ch!: LoadedChunk, sb!: Val;
+        const defs = b.defines(() => {
+          const sl = one ?? slice(parts > 1 ? k0.add(p!.mul(BK)) : k0);
+          const base = b.let(n0.add(col).min(n - 1).mul(nb).add(sl.blk).mul(qWords(qt)), "u32", "base");
+          ch = loadChunk(b, W, qt, base, sl.c0.add(ci));
+          sb = sl.sb;
+        });
+        if (late) {
+          // a set's chunks are decoded from the locals of its first load: a later load of the set copies into them
+          const home = (issued[set] ??= [])[i];
+          if (!home) issued[set][i] = { ch, at: b.let(ch.at.sub(sb), "u32", "qat"), defs };
+          else {
+            if (home.defs.length !== defs.length) throw new KernelError(`coop matmul ${qt}: a chunk's loads define ${defs.length} locals, its first ${home.defs.length}`);
+            defs.forEach((d, j) => b.set(home.defs[j], d));
+            b.set(home.at, ch.at.sub(sb));
+          }
+          return;
         }
-        offs = vals.filter((_, j) => j % 2 === 0).map((v) => v.off);
-        it.words.forEach((wd, j) => b.set(wd, b.pack2("bf16", vals[2 * j].v, vals[2 * j + 1].v)));
+        const now = ch.decode();
+        b.set(it.at, ch.at.sub(sb));
+        pack(now, i);
       });
     },
-    store: (down) => spread(c, count, (e, i) => {
+    store: (down, set = 0) => spread(c, count, (e, i) => {
+      if (late) {
+        const { ch, at } = issued[set][i];
+        pack(ch.decode(), i);
+        b.set(items[i].at, at);
+      }
       // part p's rows follow part p - 1's: e / cps counts columns across the parts
       const col = (cps > 1 ? e.div(cps) : e).add(at0);
       const row = b.let((down ? col.add(down) : col).mul(ROW), "u32", "qr");

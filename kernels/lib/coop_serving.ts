@@ -35,6 +35,12 @@ export interface CoopServingLayout {
   cols: number;
   mt: number;
   stages?: 1 | 2;
+  /**
+   * Block weights: 0, a trip's loads are issued after the barrier of the trip before and decoded as they arrive,
+   * before its multiplies; 1, they are issued before the multiplies of the trip before and decoded after them; 2,
+   * issued two trips ahead (where a row takes an even number of trips; else 0).
+   */
+  ahead?: 0 | 1 | 2;
 }
 
 export interface CoopServingShape extends Omit<MatmulShape, "wide" | "tile"> {
@@ -51,16 +57,26 @@ const rowWords = (bk: number) => bk / 2 + 4;
 const sharedBytes = (l: Pick<CoopServingLayout, "ks" | "cols" | "stages">, bk: number) => (l.stages ?? 1) * l.ks * l.cols * rowWords(bk) * 4 + l.ks * 256 * 4;
 
 /**
- * The default cut of (n, k, w), never of the rows: as many K parts as divide the slices evenly and fit (8 at most,
- * at least two trips each), 16 columns a workgroup where 32 would leave fewer than 256 workgroups at one row tile.
+ * The default cut of (n, k, w), never of the rows (the sums' order): as many K parts as divide the slices evenly and
+ * fit (8 at most, at least two trips each), 16 columns a workgroup where 32 would leave fewer than 256 workgroups at
+ * one row tile. The row tiles and when W's loads are issued (`ahead`) follow the rows: neither changes a sum.
  */
 export function coopServingLayout(caps: Caps, n: number, k: number, w: string, batch: number, want: Partial<CoopServingLayout> = {}): CoopServingLayout | undefined {
   const bk = sliceOf(w, k), slices = k / bk, limit = Math.min(caps.maxSharedBytes, 48 * 1024);
   const cols = want.cols ?? (Math.ceil(n / 32) >= 256 ? 32 : 16);
   const mt = Math.max(1, Math.min(4, want.mt ?? Math.ceil(batch / 16)));
-  const stages = want.stages ?? 1;
+  // W's loads two trips ahead from two row tiles (H100 Vulkan, 8B Q4_K_M entry: 31.8 against 33.9 ms at 32 rows,
+  // 27.5 against 24.1 at one): when loads are issued changes no sum, so it may follow the rows (README, "W's
+  // loads ahead")
+  const stages = want.stages ?? 1, ahead = want.ahead ?? (mt > 1 ? 2 : 0);
   const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols, stages }, bk) <= limit;
-  const l = (ks: number): CoopServingLayout => (stages > 1 ? { ks, cols, mt, stages } : { ks, cols, mt });
+  const l = (ks: number): CoopServingLayout => {
+    const out: CoopServingLayout = stages > 1 ? { ks, cols, mt, stages } : { ks, cols, mt };
+    // blocks only (bf16 words are in flight either way); two trips ahead where a row takes an even number of trips
+    // (the loop goes by pairs), else as they arrive
+    if (isQType(w) && (ahead === 1 || (ahead === 2 && (slices / ks) % 2 === 0))) out.ahead = ahead;
+    return out;
+  };
   if (want.ks) return fits(want.ks) ? l(want.ks) : undefined;
   for (const ks of [8, 4, 2, 1]) if (fits(ks) && (slices >= 2 * ks || ks === 1)) return l(ks);
   return undefined;
@@ -86,12 +102,13 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   if ((2 * m + 16) * k >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop serving matmul: indices exceed 32 bits");
   const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout) : undefined;
   if (!l || (l.cols !== 16 && l.cols !== 32)) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(s.layout ?? {})})`);
+  if (l.ahead && (!isQType(w) || (l.ahead === 2 && (k / sliceOf(w, k) / l.ks) % 2 !== 0))) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: loads ${l.ahead} trips ahead need block weights (and for 2, an even number of trips)`);
   const { ks, cols, mt } = l, stages = l.stages ?? 1, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
   const sg = caps.subgroupSize, threads = ks * sg, trips = k / BK / ks;
   const mTiles = Math.ceil(m / (16 * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
   const lastTile = Math.ceil(m / 16) * 16 - 16; // the last 16-row tile the x words hold
   const grid = gridFor(caps, total);
-  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${stages > 1 ? "s2" : ""}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${stages > 1 ? "s2" : ""}${l.ahead ? `a${l.ahead}` : ""}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("x", "u32", "r");
   const W = b.buffer("w", elemOf(w), "r");
@@ -108,7 +125,7 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   const t = b.lid.x, p = b.builtin("sgid");
 
   const sc: StageCx = { b, t, threads, BK, ROW, tile };
-  const ws = isQType(w) ? blockStager(sc, W, w, cols, n0, n, k, 0, ks) : wordStager(sc, W, cols, n0, n, k, 0, ks);
+  const ws = isQType(w) ? blockStager(sc, W, w, cols, n0, n, k, 0, ks, (l.ahead ?? 0) > 0) : wordStager(sc, W, cols, n0, n, k, 0, ks);
   // x's 16-row tiles: the word of row r0 (clamped to the last whole tile) at k = 0, hi and (split) lo
   const xRows = Array.from({ length: mt }, (_, i) => b.let(m0.add(16 * i).min(lastTile).mul(KW), "u32", "xr"));
   const loWords = m * KW;
@@ -124,24 +141,41 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
     const at = kk ? kw.add(8 * kk) : kw;
     for (let i = 0; i < mt; i++) for (let h = 0; h < parts; h++) b.coopLoad(A[kk % hoist][i * parts + h], x, h ? xRows[i].add(at).add(loWords) : xRows[i].add(at), KW);
   };
+  // ahead 0: trip t issues trip t + 1's loads after its barrier, decoded as they arrive (blocks; bf16 words stay in
+  // flight), and stores them at the top of trip t + 1. ahead 1 / 2: W's slices of trip 0 (and 1) are loaded first;
+  // trip t issues the loads of trip t + ahead (into register set t mod ahead) before its multiplies and decodes and
+  // stores trip t + 1's after them.
+  const ahead = l.ahead ?? 0, late = ahead > 0, by = Math.max(1, ahead);
   ws.load(u32(0));
-  b.for(u32(0), u32(trips), 1, (trip) => {
-    const k0 = b.let(trip.mul(ks * BK), "u32", "k0");
-    const kw = b.let(k0.add(p.mul(BK)).shr(1), "u32", "kw"); // this subgroup's slice, in words
-    for (let kk = 0; kk < hoist; kk++) loadA(kw, kk);
-    // two stages: odd trips' slices go ks·cols rows further down, and the trip before's reads are behind this barrier
-    const down = stages > 1 ? b.let(trip.and(1).mul(ks * cols), "u32", "sd") : undefined;
-    ws.store(down);
-    b.barrier();
-    if (trips > 1) b.if(trip.add(1).lt(trips), () => ws.load(k0.add(ks * BK)));
-    const bAt = down ? b.let(bRow.add(down.mul(ROW)), "u32", "ba") : bRow;
-    for (let kk = 0; kk < steps; kk++) {
-      if (kk >= hoist) loadA(kw, kk);
-      B.forEach((bb, j) => b.coopLoad(bb, tile, bAt.add(16 * j * ROW + 8 * kk), ROW));
-      // hi then lo: x = hi + lo enters each 16-deep step in that order
-      for (let i = 0; i < mt; i++) for (let j = 0; j < fj; j++) for (let h = 0; h < parts; h++) b.coopMulAdd(acc[i * fj + j], A[kk % hoist][i * parts + h], B[j]);
+  if (late) ws.store();
+  for (let a = 1; a < ahead; a++) ws.load(u32(a * ks * BK), a);
+  b.for(u32(0), u32(trips), by, (t0) => {
+    for (let u = 0; u < by; u++) {
+      const trip = u ? b.let(t0.add(u), "u32", "trip") : t0;
+      const k0 = b.let(trip.mul(ks * BK), "u32", "k0");
+      const kw = b.let(k0.add(p.mul(BK)).shr(1), "u32", "kw"); // this subgroup's slice, in words
+      for (let kk = 0; kk < hoist; kk++) loadA(kw, kk);
+      // two stages: odd trips' slices go ks·cols rows further down, and the trip before's reads are behind this barrier
+      const down = stages > 1 && !late ? b.let(trip.and(1).mul(ks * cols), "u32", "sd") : undefined;
+      if (!late) ws.store(down);
+      b.barrier();
+      if (trips > by) b.if(trip.add(by).lt(trips), () => ws.load(k0.add(by * ks * BK), u));
+      const bAt = down ? b.let(bRow.add(down.mul(ROW)), "u32", "ba") : stages > 1 ? b.let(bRow.add(trip.and(1).mul(ks * cols * ROW)), "u32", "ba") : bRow;
+      for (let kk = 0; kk < steps; kk++) {
+        if (kk >= hoist) loadA(kw, kk);
+        B.forEach((bb, j) => b.coopLoad(bb, tile, bAt.add(16 * j * ROW + 8 * kk), ROW));
+        // hi then lo: x = hi + lo enters each 16-deep step in that order
+        for (let i = 0; i < mt; i++) for (let j = 0; j < fj; j++) for (let h = 0; h < parts; h++) b.coopMulAdd(acc[i * fj + j], A[kk % hoist][i * parts + h], B[j]);
+      }
+      if (!late) {
+        if (stages === 1) b.barrier(); // the next trip overwrites the tiles
+      } else if (trips > 1) {
+        // one stage: every subgroup's reads of it are done before it is overwritten; two: the other stage was read
+        // last trip, before this trip's barrier
+        if (stages === 1) b.barrier();
+        b.if(trip.add(1).lt(trips), () => ws.store(stages > 1 ? b.let(trip.add(1).and(1).mul(ks * cols), "u32", "sd") : undefined, (u + 1) % ahead));
+      }
     }
-    if (stages === 1) b.barrier(); // the next trip overwrites the tiles
   });
 
   // epilogue: one accumulator at a time, every part's through its scratch, summed in part order

@@ -49,7 +49,7 @@ function wordsX(words: Uint32Array, m: number, k: number, split: boolean): Float
 
 function servingCase(s: Shape): KernelCase {
   const { n, k, batch } = s, l = s.layout ?? {};
-  const name = `coop serving ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ks${l.ks ?? "-"} c${l.cols ?? "-"} m${l.mt ?? "-"}${l.stages ? ` s${l.stages}` : ""}${s.split ? " split" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
+  const name = `coop serving ${s.w ?? "bf16"} n=${n} k=${k} m=${batch} ks${l.ks ?? "-"} c${l.cols ?? "-"} m${l.mt ?? "-"}${l.stages ? ` s${l.stages}` : ""}${l.ahead !== undefined ? ` a${l.ahead}` : ""}${s.split ? " split" : ""}${s.bias ? " bias" : ""}${s.residual ? " residual" : ""}`;
   let w: Float64Array;
   let cached: Uint8Array[] | undefined;
   const inputs = () => {
@@ -92,6 +92,13 @@ const SHAPES: Shape[] = [
   // two stages of W's slices (one barrier a trip), an odd number of trips too
   { n: 40, k: 384, batch: 3, split: true, bias: true, layout: { ks: 2, cols: 16, stages: 2 } },
   { w: "q4_k", n: 48, k: 768, batch: 20, split: true, residual: true, layout: { ks: 4, cols: 16, stages: 2 } },
+  // block weights two trips ahead (the default from two row tiles where a row takes an even number of trips), with
+  // two stages; one ahead; decoded on arrival (ahead 0, the default for one row tile)
+  { w: "q4_k", n: 64, k: 1024, batch: 5, split: true, bias: true, layout: { ks: 2, cols: 16, stages: 2, ahead: 2 } },
+  { w: "q8_0", n: 32, k: 512, batch: 2, split: true, layout: { ks: 2, cols: 32, ahead: 2 } },
+  { w: "q6_k", n: 32, k: 1024, batch: 1, split: true, residual: true, layout: { ks: 2, cols: 16, ahead: 1 } },
+  { w: "q5_0", n: 48, k: 512, batch: 19, split: true, layout: { ks: 4, cols: 16, ahead: 0 } },
+  { w: "q4_k", n: 32, k: 1024, batch: 4, split: false, layout: { ks: 2, cols: 32, stages: 2, ahead: 0 } },
 ];
 
 const devices = coopDevices([["js sg32", emulatedCoop(32)], ["js sg8", emulatedCoop(8)], ["js sg64", emulatedCoop(64)]], openVulkanWith("bf16"));
@@ -118,7 +125,9 @@ for (const [label, open, caps, skip] of devices) {
         return new Uint32Array(out[2].buffer, out[2].byteOffset, rows * n);
       };
       const base = await run(70, { cols: 16 });
-      for (const layout of [{ cols: 16 }, { cols: 32 }, { cols: 16, mt: 1 }, { cols: 32, mt: 2 }, { cols: 16, stages: 2 as const }]) {
+      // and whenever W's loads are issued (ahead: the default follows the rows)
+      const aheads = [{ cols: 16, ahead: 0 as const }, { cols: 16, ahead: 1 as const }, { cols: 32, ahead: 2 as const }];
+      for (const layout of [{ cols: 16 }, { cols: 32 }, { cols: 16, mt: 1 }, { cols: 32, mt: 2 }, { cols: 16, stages: 2 as const }, ...aheads]) {
         for (const rows of [1, 17, 37, 70]) {
           const got = await run(rows, layout);
           assert.deepEqual(got, base.subarray(0, rows * n), `${w}: rows ${rows}, layout ${JSON.stringify(layout)}`);
@@ -133,8 +142,14 @@ const VK: Caps = { ...emulatedCoop(32), f16: true };
 test("coopServingLayout: K parts that divide the slices and fit 48 KiB, 16 or 32 columns by n, row tiles by the batch", () => {
   // 8B shapes: k 4096 in 64 slices of 64 (q4_k and bf16), k 14336 in 224; q6_k's 128-value slices
   assert.deepEqual(coopServingLayout(VK, 4096, 4096, "q4_k", 1), { ks: 8, cols: 16, mt: 1 });
+  // block weights' loads two trips ahead from two row tiles (8 trips a row here), where asked, and never for bf16
+  assert.deepEqual(coopServingLayout(VK, 4096, 4096, "q4_k", 17), { ks: 8, cols: 16, mt: 2, ahead: 2 });
+  assert.deepEqual(coopServingLayout(VK, 4096, 4096, "q4_k", 1, { ahead: 1 }), { ks: 8, cols: 16, mt: 1, ahead: 1 });
+  assert.deepEqual(coopServingLayout(VK, 4096, 4096, "q4_k", 32, { ahead: 0 }), { ks: 8, cols: 16, mt: 2 });
+  assert.deepEqual(coopServingLayout(VK, 48, 768, "q4_k", 32, { ks: 4 }), { ks: 4, cols: 16, mt: 2 }, "3 trips a row: not by pairs");
+  assert.deepEqual(coopServingLayout(VK, 4096, 4096, "bf16", 32, { ahead: 2 }), { ks: 8, cols: 16, mt: 2 });
   assert.deepEqual(coopServingLayout(VK, 14336, 4096, "bf16", 32), { ks: 8, cols: 32, mt: 2 });
-  assert.deepEqual(coopServingLayout(VK, 4096, 14336, "q6_k", 160), { ks: 8, cols: 16, mt: 4 });
+  assert.deepEqual(coopServingLayout(VK, 4096, 14336, "q6_k", 160), { ks: 8, cols: 16, mt: 4, ahead: 2 });
   assert.deepEqual(coopServingLayout(VK, 14336, 4096, "q6_k", 1), { ks: 4, cols: 32, mt: 1 }, "8 parts of 32 columns past 48 KiB");
   // qwen2.5-0.5b's k 896: 14 slices of 64, so 2 parts (7 trips)
   assert.deepEqual(coopServingLayout(VK, 896, 896, "bf16", 1), { ks: 2, cols: 16, mt: 1 });
@@ -143,18 +158,25 @@ test("coopServingLayout: K parts that divide the slices and fit 48 KiB, 16 or 32
 });
 
 test("the serving kernel's SPIR-V loads x as matrices from its buffer and W from shared memory", () => {
-  const k = coopServing(VK, { n: 64, k: 256, batch: 5, w: "q4_k", split: true, layout: { ks: 2 } });
-  const words = renderSpirv(k, VK).words;
-  const ops = new Map<number, number>();
-  for (let i = 5; i < words.length;) {
-    const op = words[i] & 0xffff, len = words[i] >>> 16;
-    ops.set(op, (ops.get(op) ?? 0) + 1);
-    i += len || 1;
-  }
+  const count = (ahead: 0 | 1 | 2) => {
+    const k = coopServing(VK, { n: 64, k: 256, batch: 5, w: "q4_k", split: true, layout: { ks: 2, ahead } });
+    const words = renderSpirv(k, VK).words;
+    const ops = new Map<number, number>();
+    for (let i = 5; i < words.length;) {
+      const op = words[i] & 0xffff, len = words[i] >>> 16;
+      ops.set(op, (ops.get(op) ?? 0) + 1);
+      i += len || 1;
+    }
+    return ops;
+  };
   const LOAD = 4457, MAD = 4459; // OpCooperativeMatrixLoadKHR, OpCooperativeMatrixMulAddKHR
-  // per 16 values of k: x hi and lo of one row tile, one W column tile (16 columns); two mads
-  assert.equal(ops.get(LOAD), (64 / 16) * 3, "cmloads");
-  assert.equal(ops.get(MAD), (64 / 16) * 2, "cmmads");
+  // per 16 values of k: x hi and lo of one row tile, one W column tile (16 columns); two mads; two trips ahead,
+  // the loop takes trips by pairs (the register sets alternate)
+  for (const ahead of [0, 1, 2] as const) {
+    const ops = count(ahead), by = Math.max(1, ahead);
+    assert.equal(ops.get(LOAD), (64 / 16) * 3 * by, `cmloads, ${ahead} ahead`);
+    assert.equal(ops.get(MAD), (64 / 16) * 2 * by, `cmmads, ${ahead} ahead`);
+  }
   assert.throws(() => coopServing(VK, { n: 64, k: 96, batch: 1, w: "q4_k", split: true }), /no layout fits/);
 });
 
@@ -172,7 +194,7 @@ const SERVE: CompileOptions = { mma: "all", gemv: false, tiled: false };
 test("lowering: every serving entry's matmuls, one row included, run on the serving kernel where caps.coop, in one layout whatever the rows", () => {
   const names = (rows: number, caps: Caps, opts: CompileOptions, dtype: "q4_k_m" | "bf16" = "q4_k_m") =>
     compileGraph(qstep(rows, QCFG, dtype).graph, jsTarget(caps), opts).steps.flatMap((s) => s.k === "kernel" ? [s.kernel.name] : []);
-  const layouts = (ns: string[]) => ns.filter((n) => n.startsWith("coop_serving")).map((n) => n.replace(/_b\d+_/, "_b*_").replace(/m\d(_|$)/, "m*$1"));
+  const layouts = (ns: string[]) => ns.filter((n) => n.startsWith("coop_serving")).map((n) => n.replace(/_b\d+_/, "_b*_").replace(/c(16|32)m\d(a\d)?/, "c$1m*"));
   for (const dtype of ["q4_k_m", "bf16"] as const) {
     const one = names(1, VK, SERVE, dtype);
     // q, k, v, o, gate, up, down per layer, and the head
