@@ -7,8 +7,10 @@
 // k: 64 for bf16, one span of a block type) belongs to subgroup j mod ks, so a trip is ks consecutive slices, one
 // each. W's slices of a trip are staged together (coop_matmul.ts's stagers: bf16 words as stored, blocks decoded to
 // ggml's exact values and rounded to bf16; one set, or two alternating with `stages` 2), the next trip's loads
-// issued before this one multiplies (bf16 words stay in flight meanwhile; blocks are decoded as they arrive, before
-// the multiplies: a lead for the one-row entries' time, README "Serving on cooperative matrices").
+// issued before this one multiplies (bf16 words stay in flight meanwhile). A trip's block loads are issued after the
+// barrier of the trip before and decoded as they arrive, before its multiplies (`ahead` 0); or issued before the
+// trip before multiplies and decoded after it (1); or two trips ahead (2, the default from two row tiles: README
+// "W's loads ahead").
 // x comes as mmaPrepX's words (x rounded to bf16, and with `split` the rounding's remainder, also bf16: x = hi + lo
 // to about 16 bits) and is loaded as matrices straight from that buffer: small, reread from cache, no staging. The
 // buffer must hold whole 16-row tiles: `xWordsBytes`. Each subgroup's accumulators sum its slices in order (hi
@@ -17,7 +19,7 @@
 // column and are not written.
 //
 // Summation: y[m, n] = ((Σ_{p < ks} acc_p) + bias) + residual, acc_p over p's slices in order, each 16-deep step
-// the device's fixed order: nothing depends on m, on the row's place in its tile or on mt.
+// the device's fixed order: nothing depends on m, on the row's place in its tile, on mt or on `ahead`.
 import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { elemOf, gridFor, wgIndex } from "./common.ts";
