@@ -67,9 +67,9 @@ export function coopServingLayout(caps: Caps, n: number, k: number, w: string, b
   const bk = sliceOf(w, k), slices = k / bk, limit = Math.min(caps.maxSharedBytes, 48 * 1024);
   const cols = want.cols ?? (Math.ceil(n / 32) >= 256 ? 32 : 16);
   const mt = Math.max(1, Math.min(4, want.mt ?? Math.ceil(batch / 16)));
-  // W's loads two trips ahead from two row tiles (H100 Vulkan, 8B Q4_K_M entry: 31.8 against 33.9 ms at 32 rows,
-  // 27.5 against 24.1 at one): when loads are issued changes no sum, so it may follow the rows (README, "W's
-  // loads ahead")
+  // W's loads two trips ahead from two row tiles (H100 Vulkan, 8B Q4_K_M entry, two calls: 31.1-31.8 against 33.9
+  // ms at 32 rows, 24.8-27.5 against 23.9-24.1 at one): when loads are issued changes no sum, so it may follow the
+  // rows (README, "W's loads ahead")
   const stages = want.stages ?? 1, ahead = want.ahead ?? (mt > 1 ? 2 : 0);
   const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols, stages }, bk) <= limit;
   const l = (ks: number): CoopServingLayout => {
