@@ -14,7 +14,7 @@
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
 // trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages),
-// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN / caN (its K parts, columns, row tiles, W stages, trips in flight)
+// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN / caN (its K parts, columns, row tiles, W stages, block loads issued N trips ahead)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -140,7 +140,7 @@ export interface EntryTune {
 /**
  * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
  * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" / "caN" (its K parts, columns,
- * row tiles, W stages, trips in flight); else the library's.
+ * row tiles, W stages, block loads issued N trips ahead); else the library's.
  */
 const tuneEntry = (spec: string): EntryTune => {
   const parts = spec.split("/");
