@@ -297,15 +297,12 @@ export function blockStager(c: StageCx, W: Buffer, qt: QType, bn: number, n0: Va
       });
     },
     store: (down, set = 0) => spread(c, count, (e, i) => {
-      if (late) {
-        const { ch, at } = issued[set][i];
-        pack(ch.decode(), i);
-        b.set(items[i].at, at);
-      }
+      if (late) pack(issued[set][i].ch.decode(), i);
+      const at = late ? issued[set][i].at : items[i].at;
       // part p's rows follow part p - 1's: e / cps counts columns across the parts
       const col = (cps > 1 ? e.div(cps) : e).add(at0);
       const row = b.let((down ? col.add(down) : col).mul(ROW), "u32", "qr");
-      items[i].words.forEach((wd, j) => b.sstore(tile, row.add(items[i].at.add(offs[j]).shr(1)), wd));
+      items[i].words.forEach((wd, j) => b.sstore(tile, row.add(at.add(offs[j]).shr(1)), wd));
     }),
   };
 }

@@ -104,7 +104,6 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   if ((2 * m + 16) * k >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop serving matmul: indices exceed 32 bits");
   const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout) : undefined;
   if (!l || (l.cols !== 16 && l.cols !== 32)) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(s.layout ?? {})})`);
-  if (l.ahead && (!isQType(w) || (l.ahead === 2 && (k / sliceOf(w, k) / l.ks) % 2 !== 0))) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: loads ${l.ahead} trips ahead need block weights (and for 2, an even number of trips)`);
   const { ks, cols, mt } = l, stages = l.stages ?? 1, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
   const sg = caps.subgroupSize, threads = ks * sg, trips = k / BK / ks;
   const mTiles = Math.ceil(m / (16 * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
