@@ -8,7 +8,7 @@ import type { Expr, Kernel } from "../ir.ts";
 import { dot4, intDivMod, nanCompare, nanMinMax, type Needs } from "./arith.ts";
 import { expandMath } from "./expand.ts";
 import { foldKernel } from "./fold.ts";
-import { bf16BitsOf, f16BitsOf, narrowStorage } from "./narrow.ts";
+import { bf16PairBits, f16BitsOf, narrowStorage } from "./narrow.ts";
 import { rewriteKernel, type Rule } from "./rewrite.ts";
 
 export type { Needs } from "./arith.ts";
@@ -28,9 +28,9 @@ export const boolSubgroup: Rule = (e) => {
 /** pack2 as its two halves' round-to-nearest-even bits (NaN a quiet NaN), the low one first. */
 export const pack2Bits = (only?: "bf16"): Rule => (e) => {
   if (e.k !== "pack2" || (only && e.ab !== only)) return undefined;
-  const enc = e.ab === "bf16" ? bf16BitsOf : f16BitsOf;
-  const hi: Expr = { k: "bin", t: "u32", op: "shl", a: enc(e.b), b: { k: "const", t: "u32", v: 16 } };
-  return { k: "bin", t: "u32", op: "or", a: enc(e.a), b: hi };
+  if (e.ab === "bf16") return bf16PairBits(e.a, e.b);
+  const hi: Expr = { k: "bin", t: "u32", op: "shl", a: f16BitsOf(e.b), b: { k: "const", t: "u32", v: 16 } };
+  return { k: "bin", t: "u32", op: "or", a: f16BitsOf(e.a), b: hi };
 };
 
 /** The kernel as a renderer whose language `needs` these decompositions sees it. */

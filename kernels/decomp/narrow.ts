@@ -54,12 +54,21 @@ export function f16BitsOf(x: Expr): Expr {
   return or(r, sign);
 }
 
-/** f32 -> bf16 bits in a u32, round to nearest even; NaN stays a quiet NaN. */
-export function bf16BitsOf(x: Expr): Expr {
+/**
+ * f32 x rounded to bf16 in the upper half of a u32, round to nearest even (the carry into the upper half is
+ * 0x7fff plus the kept half's lowest bit), a NaN a quiet NaN with its top payload bits; the lower half is junk.
+ */
+function bf16High(x: Expr): Expr {
   const b = bits(x);
-  const rne = shr(add(add(b, u(0x7fff)), and(shr(b, u(16)), u(1))), u(16));
-  return sel(bin("gt", "bool", and(b, u(0x7fffffff)), u(0x7f800000)), or(shr(b, u(16)), u(0x40)), rne);
+  const nan = bin("gt", "bool", and(b, u(0x7fffffff)), u(0x7f800000));
+  return sel(nan, or(b, u(0x400000)), add(add(b, u(0x7fff)), and(shr(b, u(16)), u(1))));
 }
+
+/** f32 -> bf16 bits in a u32, round to nearest even; NaN stays a quiet NaN. */
+export const bf16BitsOf = (x: Expr): Expr => shr(bf16High(x), u(16));
+
+/** Two f32 as bf16 bits in one u32, `lo` in the low half, each as bf16BitsOf rounds it (no shift for `hi`). */
+export const bf16PairBits = (lo: Expr, hi: Expr): Expr => or(bf16BitsOf(lo), and(bf16High(hi), u(0xffff0000)));
 
 /** The element bits (low bits of a u32, upper bits clear) of value e stored as `view`. */
 function encode(view: EType, e: Expr, h: Hoist): Expr {

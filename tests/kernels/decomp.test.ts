@@ -14,6 +14,7 @@ import { decompose, type Needs } from "../../kernels/decomp/mod.ts";
 import { dot4Case, featureCases } from "../devices/feature_kernels.ts";
 import { runFeature } from "../devices/run.ts";
 import { cases } from "./cases.ts";
+import { Rng } from "./data.ts";
 import { runCase } from "./harness.ts";
 
 const ALL: Needs = { nanCompare: true, nanMinMax: true, intDivMod: true, dot4: true, narrow: { bits8: true, bits16: true } };
@@ -112,4 +113,29 @@ test("integer div/mod and float compares/max/min decomposed give the IR's result
   const want = await runFeature(js, fc), got = await runFeature(js, { ...fc, kernel: decompose(k, ALL) });
   assert.ok(sameUpToNaN(want, got, new Set([3])));
   assert.notDeepEqual(decompose(k, ALL), k);
+});
+
+test("pack2 in integers (bf16 and f16 rounded to nearest even, NaN kept quiet) gives the JS device's bits", async () => {
+  const js = new JsDevice({ caps: { subgroupSize: 1 } });
+  const n = 2048;
+  const b = new KernelBuilder("pack2_edges", { workgroup: 64, grid: n / 64 });
+  const X = b.buffer("x", "f32", "r"), Y = b.buffer("y", "u32", "w");
+  const i = b.gid.x, lo = b.let(b.load(X, i.mul(2))), hi = b.let(b.load(X, i.mul(2).add(1)));
+  b.store(Y, i, b.pack2("bf16", lo, hi));
+  b.store(Y, i.add(n), b.pack2("f16", lo, hi));
+  const k = b.build();
+  // NaNs (payloads in either half, both signs), bf16 ties (even and odd kept bit), the largest finite values
+  // (round up to infinity), f16 ties, overflow and subnormal halves, zeros; then random bits, every fourth a tie
+  const edges = [0x7f800001, 0x7fffffff, 0xffc00001, 0x7fc00000, 0x3f808000, 0x3f818000, 0x3f808001, 0x7f7fffff,
+    0xff7fffff, 0x00008000, 0x00018000, 0x80000000, 0x7f800000, 0xff800000, 0x3f80ffff, 0x477ff000, 0x477fefff,
+    0x33000000, 0x33000001, 0xb3c00000, 0x3f801000, 0x3f803000];
+  const xs = new Uint32Array(2 * n), rng = new Rng("pack2 edges");
+  for (let j = 0; j < 2 * n; j++) {
+    const r = rng.u32();
+    xs[j] = j < edges.length ? edges[j] : j % 4 === 0 ? ((r & 0xffff0000) | 0x8000) >>> 0 : r;
+  }
+  const fc = { name: "pack2_edges", kernel: k, inputs: [new Uint8Array(xs.buffer), new Uint8Array(2 * n * 4)], checks: [] };
+  const dec = decompose(k, { pack2: "all" });
+  assert.notDeepEqual(dec, k);
+  assert.deepEqual(await runFeature(js, { ...fc, kernel: dec }), await runFeature(js, fc));
 });
