@@ -14,7 +14,7 @@
 // attention team: CompileOptions.attentionGroup), uN (paged attention's positions per group per trip: pagedUnroll),
 // tload (paged attention loads a block-table entry per position: pagedTableInLanes off), pf (attention loads each
 // trip's successor's K/V ahead: attentionPrefetch), flash / noflash (paged attention on MMA tiles or not: pagedFlash), fpN (its K/V through N cp.async stages: attentionStages),
-// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN / caN (its K parts, columns, row tiles, W stages, block loads issued N trips ahead)
+// fma (the FMA matmuls: CompileOptions.mma "off"), nocoop (Vulkan: no cooperative-matrix serving kernel), cksN / ccN / cmN / csN / caN / ceN (its K parts, columns, row tiles, W stages, block loads issued N trips ahead, ce1: x's hi and lo of 8 rows in one matrix)
 // joined by "/"; the per-kernel table is
 // printed for the first.   (--backend js --shape stories260K: a check that it runs, anywhere)
 import { argv, exit } from "node:process";
@@ -49,7 +49,7 @@ export function parseTune(spec: string): MmaServingTune {
       const tiles = { nt: Number(m[2]), unroll: Number(m[3]), ...(m[4] ? { nw: Number(m[4]) } : {}), ...(m[5] ? { stages: Number(m[5]) } : {}), ...(m[6] ? { mt: Number(m[6]) } : {}) };
       if (m[1] === "s") t.small = tiles;
       else t.big = tiles;
-    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN, csN, caN)`);
+    } else throw new RangeError(`--tune: unknown part ${part} of ${spec} (ksK, kswide, ksauto, direct, sNTxU[wNW][pS], bNTxU[wNW][pS][mMT], nosplit, aN, gN, uN, tload, pf, flash, noflash, fpN, fma, nocoop, cksN, ccN, cmN, csN, caN, ceN)`);
   }
   return t;
 }
@@ -139,8 +139,9 @@ export interface EntryTune {
 }
 /**
  * A --tune entry's other parts: "aN" splits, "gN" heads per team, "uN" paged unroll, ...; "fma" (the FMA matmuls),
- * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" / "caN" (its K parts, columns,
- * row tiles, W stages, block loads issued N trips ahead); else the library's.
+ * "nocoop" (no cooperative-matrix serving kernel), "cksN" / "ccN" / "cmN" / "csN" / "caN" / "ceN" (its K parts,
+ * columns, row tiles, W stages, block loads issued N trips ahead, x's parts of 8 rows in one matrix); else the
+ * library's.
  */
 const tuneEntry = (spec: string): EntryTune => {
   const parts = spec.split("/");
@@ -154,7 +155,9 @@ const tuneEntry = (spec: string): EntryTune => {
   const ca = num("ca");
   if (ca !== undefined && ca !== 0 && ca !== 1 && ca !== 2) throw new RangeError(`--tune: ca${ca} (how many trips ahead the cooperative-matrix kernel loads block weights: 0, 1 or 2)`);
   const ahead: 0 | 1 | 2 | undefined = ca;
-  const coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages, ahead };
+  const ce = num("ce");
+  if (ce !== undefined && ce !== 0 && ce !== 1) throw new RangeError(`--tune: ce${ce} (x's hi and lo parts of 8 rows in one matrix: 1, or 0)`);
+  const coop = { ks: num("cks"), cols: num("cc"), mt: num("cm"), stages, ahead, eights: ce === undefined ? undefined : ce === 1 };
   return {
     ...(parts.includes("fma") ? { mma: "off" as const } : {}),
     ...(parts.includes("nocoop") ? { coopServing: false as const } : Object.values(coop).some((v) => v !== undefined) ? { coopServing: coop } : {}),

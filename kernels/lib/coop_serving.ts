@@ -12,14 +12,18 @@
 // trip before multiplies and decoded after it (1); or two trips ahead (2, the default from two row tiles: README
 // "W's loads ahead").
 // x comes as mmaPrepX's words (x rounded to bf16, and with `split` the rounding's remainder, also bf16: x = hi + lo
-// to about 16 bits) and is loaded as matrices straight from that buffer: small, reread from cache, no staging. The
-// buffer must hold whole 16-row tiles: `xWordsBytes`. Each subgroup's accumulators sum its slices in order (hi
-// then lo for each 16 values of k); the epilogue adds the ks partials in subgroup order, then the bias, then the
-// residual. Rows past m compute on whatever the padding holds and are never written; columns past n read the last
-// column and are not written.
+// to about 16 bits) and is loaded as matrices straight from that buffer: small, reread from cache, no staging. A
+// row tile is 16 rows of x, its hi and lo parts two matrices and two multiply-adds a step; or with `eights` (split
+// only) 8 rows' hi words above the same rows' lo words (mmaPrepX `eights`), one matrix and one multiply-add, so a
+// batch of up to 8 rows takes half the multiplies. The buffer must hold whole tiles: `xWordsBytes`. Each subgroup's
+// accumulators sum its slices in order (split: hi then lo each 16 values of k); the epilogue adds the ks partials
+// in subgroup order (eights: the hi rows' partials, then the lo rows', then the two), then the bias, then the
+// residual. Rows past m compute on whatever the padding holds and are never written (a matrix row's products reach
+// only its own accumulator row); columns past n read the last column and are not written.
 //
-// Summation: y[m, n] = ((Σ_{p < ks} acc_p) + bias) + residual, acc_p over p's slices in order, each 16-deep step
-// the device's fixed order: nothing depends on m, on the row's place in its tile, on mt or on `ahead`.
+// Summation: y[m, n] = ((Σ_{p < ks} acc_p) + bias) + residual, acc_p over p's slices in order; with eights
+// ((Σ_p hi_p + Σ_p lo_p) + bias) + residual; each 16-deep step the device's fixed order: nothing depends on m, on
+// the row's place in its tile, on mt or on `ahead` (eights changes the sums: an entry set takes one value).
 import { type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { elemOf, gridFor, wgIndex } from "./common.ts";
@@ -29,8 +33,9 @@ import type { MatmulShape } from "./matmul.ts";
 import { tiledSlice } from "./tiled_matmul.ts";
 
 /**
- * How a serving matmul is cut: K parts (subgroups a workgroup), columns a workgroup (16 or 32), 16-row tiles a
- * workgroup (1..4), and W's staged slices: one set (two barriers a trip) or two alternating (`stages` 2: one).
+ * How a serving matmul is cut: K parts (subgroups a workgroup), columns a workgroup (16 or 32), row tiles a
+ * workgroup (16 rows: 1..4; with eights 8 rows, as many as keep 8 accumulators: 1..4, or 1..8 of 16 columns), and
+ * W's staged slices: one set (two barriers a trip) or two alternating (`stages` 2: one).
  */
 export interface CoopServingLayout {
   ks: number;
@@ -43,6 +48,12 @@ export interface CoopServingLayout {
    * issued two trips ahead (where a row takes an even number of trips; else 0).
    */
   ahead?: 0 | 1 | 2;
+  /**
+   * Split x only: each row tile 8 rows' hi and lo parts in one matrix (one multiply-add a step instead of two). It
+   * changes the sums, so unlike mt and ahead it must not follow the rows: the caller asks for it or not, for every
+   * entry size alike (off by default: not yet measured against the two-matrix form on a device).
+   */
+  eights?: boolean;
 }
 
 export interface CoopServingShape extends Omit<MatmulShape, "wide" | "tile"> {
@@ -63,17 +74,22 @@ const sharedBytes = (l: Pick<CoopServingLayout, "ks" | "cols" | "stages">, bk: n
  * fit (8 at most, at least two trips each), 16 columns a workgroup where 32 would leave fewer than 256 workgroups at
  * one row tile. The row tiles and when W's loads are issued (`ahead`) follow the rows: neither changes a sum.
  */
-export function coopServingLayout(caps: Caps, n: number, k: number, w: string, batch: number, want: Partial<CoopServingLayout> = {}): CoopServingLayout | undefined {
+export function coopServingLayout(
+  caps: Caps, n: number, k: number, w: string, batch: number, want: Partial<CoopServingLayout> = {}, split = false,
+): CoopServingLayout | undefined {
   const bk = sliceOf(w, k), slices = k / bk, limit = Math.min(caps.maxSharedBytes, 48 * 1024);
   const cols = want.cols ?? (Math.ceil(n / 32) >= 256 ? 32 : 16);
-  const mt = Math.max(1, Math.min(4, want.mt ?? Math.ceil(batch / 16)));
-  // W's loads two trips ahead from two row tiles (H100 Vulkan, 8B Q4_K_M entry, two calls: 31.1-31.8 against 33.9
-  // ms at 32 rows, 24.8-27.5 against 23.9-24.1 at one): when loads are issued changes no sum, so it may follow the
-  // rows (README, "W's loads ahead")
-  const stages = want.stages ?? 1, ahead = want.ahead ?? (mt > 1 ? 2 : 0);
+  // a row tile: 16 rows, or with eights 8 (their hi and lo parts in one matrix); at most 8 accumulators
+  const eights = coopServingEights(split, want), tileRows = eights ? 8 : 16, most = eights ? 8 / (cols / 16) : 4;
+  const mt = Math.max(1, Math.min(most, want.mt ?? Math.ceil(batch / tileRows)));
+  // W's loads two trips ahead past 16 rows a workgroup (H100 Vulkan, 8B Q4_K_M entry, two calls: 31.1-31.8 against
+  // 33.9 ms at 32 rows, 24.8-27.5 against 23.9-24.1 at one): when loads are issued changes no sum, so it may follow
+  // the rows (README, "W's loads ahead")
+  const stages = want.stages ?? 1, ahead = want.ahead ?? (mt * tileRows > 16 ? 2 : 0);
   const fits = (ks: number) => slices % ks === 0 && ks * caps.subgroupSize <= caps.maxWorkgroupSize && sharedBytes({ ks, cols, stages }, bk) <= limit;
   const l = (ks: number): CoopServingLayout => {
     const out: CoopServingLayout = stages > 1 ? { ks, cols, mt, stages } : { ks, cols, mt };
+    if (eights) out.eights = true;
     // blocks only (bf16 words are in flight either way); two trips ahead where a row takes an even number of trips
     // (the loop goes by pairs), else as they arrive
     if (isQType(w) && (ahead === 1 || (ahead === 2 && (slices / ks) % 2 === 0))) out.ahead = ahead;
@@ -89,9 +105,15 @@ export function coopServingFits(caps: Caps, w: string, n: number, k: number): bo
   return coopMatmulFits(caps, w, n, k) && !!coopServingLayout(caps, n, k, w, 1);
 }
 
-/** Bytes the x words binding needs: mmaPrepX's [parts, m, k / 2] words, and the rows up to a whole 16-row tile after the last part. */
-export function xWordsBytes(m: number, k: number, split: boolean): number {
-  return ((split ? 2 : 1) * m + (Math.ceil(m / 16) * 16 - m)) * k * 2;
+/** Whether x's row tiles are 8 rows' hi and lo parts in one matrix (CoopServingLayout.eights): split x, asked for. */
+export const coopServingEights = (split: boolean, want: Partial<CoopServingLayout> = {}): boolean => split && !!want.eights;
+
+/**
+ * Bytes the x words binding needs: mmaPrepX's [parts, m, k / 2] words, and the rows up to a whole 16-row tile after
+ * the last part; with eights, its `eights` words (16 rows for each 8 rows of x: their hi, then their lo words).
+ */
+export function xWordsBytes(m: number, k: number, split: boolean, eights = false): number {
+  return (eights ? Math.ceil(m / 8) * 16 : (split ? 2 : 1) * m + (Math.ceil(m / 16) * 16 - m)) * k * 2;
 }
 
 /**
@@ -102,14 +124,16 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   const { n, k, w, batch: m } = s;
   if (!(n >= 1 && k >= 1 && m >= 1)) throw new KernelError(`coop serving matmul: bad shape n=${n} k=${k} batch=${m}`);
   if ((2 * m + 16) * k >= 2 ** 32 || n * k >= 2 ** 32) throw new KernelError("coop serving matmul: indices exceed 32 bits");
-  const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout) : undefined;
+  const l = coopMatmulFits(caps, w, n, k) ? coopServingLayout(caps, n, k, w, m, s.layout, s.split) : undefined;
   if (!l || (l.cols !== 16 && l.cols !== 32)) throw new KernelError(`coop serving matmul ${w} n=${n} k=${k}: no layout fits the target (${JSON.stringify(s.layout ?? {})})`);
   const { ks, cols, mt } = l, stages = l.stages ?? 1, BK = sliceOf(w, k), ROW = rowWords(BK), KW = k / 2, fj = cols / 16;
   const sg = caps.subgroupSize, threads = ks * sg, trips = k / BK / ks;
-  const mTiles = Math.ceil(m / (16 * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
-  const lastTile = Math.ceil(m / 16) * 16 - 16; // the last 16-row tile the x words hold
+  // a row tile: 16 rows of x's words (split: hi and lo, two matrices), or 8 rows' hi words then their lo words
+  const eights = !!l.eights, R = eights ? 8 : 16, parts = s.split && !eights ? 2 : 1;
+  const mTiles = Math.ceil(m / (R * mt)), nTiles = Math.ceil(n / cols), total = mTiles * nTiles;
+  const lastTile = Math.ceil(m / R) - 1; // the last row tile the x words hold
   const grid = gridFor(caps, total);
-  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${stages > 1 ? "s2" : ""}${l.ahead ? `a${l.ahead}` : ""}${s.split ? "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
+  const name = s.name ?? `coop_serving_${w}_n${n}_k${k}_b${m}_ks${ks}c${cols}m${mt}${stages > 1 ? "s2" : ""}${l.ahead ? `a${l.ahead}` : ""}${s.split ? eights ? "_eights" : "_split" : ""}${s.bias ? "_bias" : ""}${s.residual ? "_res" : ""}`;
   const b = new KernelBuilder(name, { workgroup: threads, grid });
   const x = b.buffer("x", "u32", "r");
   const W = b.buffer("w", elemOf(w), "r");
@@ -122,19 +146,19 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
   const L = wgIndex(b, grid);
   if (grid[0] * grid[1] * grid[2] > total) b.if(L.ge(total), () => b.return()); // whole workgroups
   const mIdx = nTiles > 1 ? L.div(nTiles) : L, nIdx = nTiles > 1 ? L.mod(nTiles) : u32(0);
-  const m0 = b.let(mIdx.mul(16 * mt), "u32", "m0"), n0 = b.let(nIdx.mul(cols), "u32", "n0");
+  const m0 = b.let(mIdx.mul(R * mt), "u32", "m0"), n0 = b.let(nIdx.mul(cols), "u32", "n0");
   const t = b.lid.x, p = b.builtin("sgid");
 
   const sc: StageCx = { b, t, threads, BK, ROW, tile };
   const ws = isQType(w) ? blockStager(sc, W, w, cols, n0, n, k, 0, ks, (l.ahead ?? 0) > 0) : wordStager(sc, W, cols, n0, n, k, 0, ks);
-  // x's 16-row tiles: the word of row r0 (clamped to the last whole tile) at k = 0, hi and (split) lo
-  const xRows = Array.from({ length: mt }, (_, i) => b.let(m0.add(16 * i).min(lastTile).mul(KW), "u32", "xr"));
+  // x's row tiles (clamped to the last the words hold): the first word of the tile's 16 rows (split: the hi part's)
+  const xRows = Array.from({ length: mt }, (_, i) => b.let(mIdx.mul(mt).add(i).min(lastTile).mul(16 * KW), "u32", "xr"));
   const loWords = m * KW;
 
   const acc = Array.from({ length: mt * fj }, () => b.coopMat("acc"));
   // x's matrices of the first `hoist` 16-deep steps are loaded before the trip's barrier (in flight while W is
   // stored and the workgroup meets), the later steps' into the same registers after their use
-  const parts = s.split ? 2 : 1, steps = BK / 16, hoist = Math.min(steps, Math.max(1, Math.floor(8 / (mt * parts))));
+  const steps = BK / 16, hoist = Math.min(steps, Math.max(1, Math.floor(8 / (mt * parts))));
   const A = Array.from({ length: hoist }, () => Array.from({ length: mt * parts }, () => b.coopMat("a", "bf16")));
   const B = Array.from({ length: fj }, () => b.coopMat("b", "bf16"));
   const bRow = b.let(p.mul(cols * ROW), "u32", "br");
@@ -165,7 +189,7 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
       for (let kk = 0; kk < steps; kk++) {
         if (kk >= hoist) loadA(kw, kk);
         B.forEach((bb, j) => b.coopLoad(bb, tile, bAt.add(16 * j * ROW + 8 * kk), ROW));
-        // hi then lo: x = hi + lo enters each 16-deep step in that order
+        // split: hi then lo, x = hi + lo enters each 16-deep step in that order
         for (let i = 0; i < mt; i++) for (let j = 0; j < fj; j++) for (let h = 0; h < parts; h++) b.coopMulAdd(acc[i * fj + j], A[kk % hoist][i * parts + h], B[j]);
       }
       if (!late) {
@@ -179,19 +203,25 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
     }
   });
 
-  // epilogue: one accumulator at a time, every part's through its scratch, summed in part order
-  const scratch = b.let(p.mul(256), "u32", "so");
+  // epilogue: one accumulator at a time, every part's through its scratch, summed in part order (eights: the hi
+  // rows' sums, then the lo rows' sums, then the two added)
+  const scratch = b.let(p.mul(256), "u32", "so"), outs = R * 16;
   for (let i = 0; i < mt; i++) {
     for (let j = 0; j < fj; j++) {
       b.coopStore(acc[i * fj + j], out, scratch, 16);
       b.barrier();
-      for (let r = 0; r * threads < 256; r++) {
+      for (let r = 0; r * threads < outs; r++) {
         const e = r ? t.add(r * threads) : t;
-        const row = b.let(m0.add(16 * i).add(e.shr(4)), "u32", "ym");
+        const row = b.let(m0.add(R * i).add(e.shr(4)), "u32", "ym");
         const col = b.let(n0.add(16 * j).add(e.and(15)), "u32", "yn");
+        const partSum = (at: Val) => {
+          let v = b.sload(out, at);
+          for (let q = 1; q < ks; q++) v = v.add(b.sload(out, at.add(q * 256)));
+          return v;
+        };
         const emit = () => {
-          let v = b.sload(out, e);
-          for (let q = 1; q < ks; q++) v = v.add(b.sload(out, e.add(q * 256)));
+          let v = partSum(e);
+          if (eights) v = v.add(partSum(e.add(128)));
           if (bias) v = v.add(b.load(bias, col));
           const at = b.let(row.mul(n).add(col), "u32", "yi");
           if (res) v = v.add(b.load(res, at));
@@ -199,7 +229,7 @@ export function coopServing(caps: Caps, s: CoopServingShape): Kernel {
         };
         const inCol = n % cols !== 0;
         const cond = (e0: ReturnType<typeof row.lt>) => (inCol ? e0.and(col.lt(n)) : e0);
-        b.if(cond(row.lt(m)), () => ((r + 1) * threads > 256 ? b.if(e.lt(256), emit) : emit()));
+        b.if(cond(row.lt(m)), () => ((r + 1) * threads > outs ? b.if(e.lt(outs), emit) : emit()));
       }
       b.barrier(); // the next accumulator overwrites the scratch
     }

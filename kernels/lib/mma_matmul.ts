@@ -88,17 +88,19 @@ export interface MmaMatmulShape extends MmaOperands {
  * even k; part 1 with split: the rounding's remainder, rounded likewise), for mmaMatmul's `prepared` input.
  * `ew`: x is that elementwise expression (kernels/lib/elementwise.ts, evaluated as its kernel does) of f32 inputs
  * of x's shape, computed here instead of read.
- * Bindings: x f32 [m, k] (r) (ew: its inputs, f32 [m, k] (r) each); xw u32 [parts * m * k / 2] (w). k must be a
- * multiple of 8.
+ * `eights` (with split; coop_serving.ts): the parts interleaved by 8-row groups instead, [ceil(m / 8), 2, 8, k / 2]:
+ * group g's hi rows, then its lo rows, so that one 16-row matrix holds both parts of 8 rows.
+ * Bindings: x f32 [m, k] (r) (ew: its inputs, f32 [m, k] (r) each); xw u32 [parts * m * k / 2] (w; eights: the
+ * groups' 16 rows each, the rows past m unwritten). k must be a multiple of 8.
  */
-export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean; ew?: { inputs: EwInput[]; expr: EwExpr } }): Kernel {
-  const { m, k, ab } = s, split = s.split ?? true;
+export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean; eights?: boolean; ew?: { inputs: EwInput[]; expr: EwExpr } }): Kernel {
+  const { m, k, ab } = s, split = s.split ?? true, eights = split && !!s.eights;
   if (!(k % 8 === 0 && m >= 1)) throw new KernelError(`mma prep: k=${k} is not a multiple of 8`);
-  if (m * k >= 2 ** 32) throw new KernelError("mma prep: indices exceed 32 bits");
+  if (m * k >= 2 ** 32 || (eights && (m + 16) * k >= 2 ** 32)) throw new KernelError("mma prep: indices exceed 32 bits");
   if (s.ew?.inputs.some((x) => x.type !== "f32" || (x.len ?? m * k) !== m * k)) throw new KernelError("mma prep: an elementwise x reads f32 inputs of x's shape only");
   const items = (m * k) / 8, wg = Math.min(256, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(items / wg));
-  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? "" : "_nosplit"}${s.ew ? `_ew${s.ew.inputs.length}` : ""}`, { workgroup: wg, grid });
+  const b = new KernelBuilder(`mma_prep_${ab}_m${m}_k${k}${split ? eights ? "_eights" : "" : "_nosplit"}${s.ew ? `_ew${s.ew.inputs.length}` : ""}`, { workgroup: wg, grid });
   const xs = s.ew ? s.ew.inputs.map((_, j) => b.buffer(`in${j}`, "f32", "r")) : [b.buffer("x", "f32", "r")];
   const xw = b.buffer("xw", "u32", "w");
   const i = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "i");
@@ -106,11 +108,14 @@ export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f1
     const loaded = xs.map((x) => [...b.loadv(x, i.mul(8), 4), ...b.loadv(x, i.mul(8).add(4), 4)]);
     const v = s.ew ? loaded[0].map((_, e) => b.let(evalEw(s.ew!.expr, loaded.map((l) => l[e])), "f32", "xe")) : loaded[0];
     const hi = [0, 2, 4, 6].map((j) => b.let(b.pack2(ab, v[j], v[j + 1]), "u32", "hw"));
-    b.storev(xw, i.mul(4), hi);
+    // eights: row r's words go to row (r / 8) * 16 + r % 8 of the groups' rows, its lo words 8 rows further
+    const per = k / 8, r = eights ? b.let(i.div(per), "u32", "r") : undefined;
+    const at = r ? b.let(r.shr(3).mul(16).add(r.and(7)).mul(k / 2).add(i.sub(r.mul(per)).mul(4)), "u32", "at") : i.mul(4);
+    b.storev(xw, at, hi);
     if (split) {
       const half = (w: Val, upper: boolean) => un(ab === "bf16" ? "bf16bits" : "f16bits", upper ? w.shr(16) : w.and(0xffff));
       const lo = [0, 2, 4, 6].map((j, q) => b.pack2(ab, v[j].sub(half(hi[q], false)), v[j + 1].sub(half(hi[q], true))));
-      b.storev(xw, i.mul(4).add((m * k) / 2), lo);
+      b.storev(xw, at.add(eights ? 4 * k : (m * k) / 2), lo);
     }
   });
   return b.build();

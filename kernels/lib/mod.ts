@@ -8,7 +8,7 @@ export { xqLayout, type XqLayout, xqPrep, xqPrepCombines, type XqPrepShape } fro
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { coopFlash, coopFlashFits, type CoopFlashLayout } from "./coop_flash.ts";
 export { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits, type CoopMatmulShape } from "./coop_matmul.ts";
-export { coopServing, coopServingFits, type CoopServingLayout, type CoopServingShape, xWordsBytes } from "./coop_serving.ts";
+export { coopServing, coopServingEights, coopServingFits, type CoopServingLayout, type CoopServingShape, xWordsBytes } from "./coop_serving.ts";
 export { tiledFits, tiledLayout, type TiledLayout, tiledMatmul, type TiledMatmulShape, tiledSlice } from "./tiled_matmul.ts";
 export { flashAttention, flashFits } from "./flash.ts";
 export { zeroFill } from "./fill.ts";

@@ -182,13 +182,16 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
     // x in MMA words of the weights' type (bf16 here: PTX's tiles take bf16 weights; blocks are dequantized to bf16)
     const w = coop || serving || regBlocks || blocks ? "bf16" : s.w as "bf16";
     const split = coop ? false : opts.mmaSplit ?? mmaSplitDefault(mode);
-    // the serving kernel loads x's 16-row tiles whole: room for the last one's rows past the batch
-    const bytes = serving ? lib.xWordsBytes(s.batch, s.k, split) : (split ? 2 : 1) * s.batch * s.k * 2;
+    // the serving kernel loads x's 16-row tiles whole: room for the last one's rows past the batch; with eights its
+    // tiles are 8 rows' hi and lo words (mmaPrepX eights)
+    const want = typeof opts.coopServing === "object" ? opts.coopServing : undefined;
+    const eights = !!serving && lib.coopServingEights(split, want);
+    const bytes = serving ? lib.xWordsBytes(s.batch, s.k, split, eights) : (split ? 2 : 1) * s.batch * s.k * 2;
     const xw: Binding = { buffer: buf("arena", "mma-x-words", bytes), offset: 0, bytes };
-    const key = `${x}:${s.batch}:${s.k}:${w}:${split}`;
+    const key = `${x}:${s.batch}:${s.k}:${w}:${split}:${eights}`;
     if (cx.mmaWords.key !== key) {
       const g = cx.prepGroups.get(viewSource(cx.nodes, x));
-      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: w, split, ew: g && { inputs: g.inputs, expr: g.expr } });
+      const prep = lib.mmaPrepX(caps, { m: s.batch, k: s.k, ab: w, split, eights, ew: g && { inputs: g.inputs, expr: g.expr } });
       const ins = g ? g.ids.map(bind) : [bind(x)];
       kernel(prep, [...ins, xw], { bytes: (g ? bytesOfIds(g.ids) : s.batch * s.k * 4) + bytes, flops: s.batch * s.k });
       cx.mmaWords.key = key;
@@ -198,8 +201,7 @@ function matmulSteps(cx: LowerContext, s: lib.MatmulShape & { batch: number }, x
       return;
     }
     if (serving) {
-      const layout = typeof opts.coopServing === "object" ? opts.coopServing : undefined;
-      kernel(lib.coopServing(caps, { ...s, split, layout }), [xw, ...rest], work);
+      kernel(lib.coopServing(caps, { ...s, split, layout: want }), [xw, ...rest], work);
       return;
     }
     if (blocks) {
