@@ -40,7 +40,7 @@ export function parseTune(spec: string): MmaServingTune {
   if (spec === "default") return t;
   for (const part of spec.split("/")) {
     let m: RegExpExecArray | null;
-    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m|s|a)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
+    if (part === "nosplit" || part === "tload" || part === "pf" || part === "flash" || part === "noflash" || /^fp\d$/.test(part) || /^[agu]\d+$/.test(part) || part === "fma" || part === "nocoop" || /^c(ks|c|m|s|a|e)\d+$/.test(part)) continue; // not layouts: the entry's mmaSplit and attention options (tuneEntry)
     if (part === "direct") t.pipeline = false;
     else if (part === "kswide") t.ks = "wide";
     else if (part === "ksauto") t.ks = "auto";
