@@ -96,7 +96,7 @@ export interface MmaMatmulShape extends MmaOperands {
 export function mmaPrepX(caps: Caps, s: { m: number; k: number; ab: "bf16" | "f16"; split?: boolean; eights?: boolean; ew?: { inputs: EwInput[]; expr: EwExpr } }): Kernel {
   const { m, k, ab } = s, split = s.split ?? true, eights = split && !!s.eights;
   if (!(k % 8 === 0 && m >= 1)) throw new KernelError(`mma prep: k=${k} is not a multiple of 8`);
-  if (m * k >= 2 ** 32 || (eights && (m + 16) * k >= 2 ** 32)) throw new KernelError("mma prep: indices exceed 32 bits");
+  if ((eights ? m + 16 : m) * k >= 2 ** 32) throw new KernelError("mma prep: indices exceed 32 bits");
   if (s.ew?.inputs.some((x) => x.type !== "f32" || (x.len ?? m * k) !== m * k)) throw new KernelError("mma prep: an elementwise x reads f32 inputs of x's shape only");
   const items = (m * k) / 8, wg = Math.min(256, caps.maxWorkgroupSize);
   const grid = gridFor(caps, Math.ceil(items / wg));
