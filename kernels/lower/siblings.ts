@@ -78,6 +78,17 @@ export function mergeSiblings(prog: Program, caps: Caps): Program {
   return steps.length === prog.steps.length ? prog : { ...prog, steps };
 }
 
+/**
+ * Two kernel steps as one dispatch: a's workgroups first, then b's (each part sees its own workgroup indices and
+ * count). Both must have the same workgroup. Also how a handoff's producer and consumer share a dispatch
+ * (kernels/lower/gemv.ts), where b depends on a.
+ */
+export function launchTogether(a: KernelStep, b: KernelStep): KernelStep {
+  const [wa, wb] = [a.kernel.workgroup, b.kernel.workgroup];
+  if (wa[0] !== wb[0] || wa[1] !== wb[1] || wa[2] !== wb[2]) throw new Error(`siblings: ${a.kernel.name} and ${b.kernel.name} have other workgroups`);
+  return merge(a, b);
+}
+
 function merge(a: KernelStep, b: KernelStep): KernelStep {
   const ka = a.kernel, kb = b.kernel;
   const ga = ka.grid[0], gb = kb.grid[0];
@@ -118,6 +129,7 @@ function merge(a: KernelStep, b: KernelStep): KernelStep {
       subgroups: ka.uses.subgroups || kb.uses.subgroups,
       f16: ka.uses.f16 || kb.uses.f16,
       checks: ka.uses.checks || kb.uses.checks,
+      ...(ka.uses.handoff || kb.uses.handoff ? { handoff: true } : {}),
     },
   };
   return {

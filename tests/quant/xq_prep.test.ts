@@ -117,7 +117,7 @@ for (const [tag, dev] of devices) {
               const names = last!.steps.flatMap((s) => (s.k === "kernel" ? [s.kernel.name] : []));
               // the path under test is the one that ran
               assert.equal(names.some((n) => n.startsWith("xq_prep_")), p, `${c.name}: prep kernels ${p}: ${names.join(", ")}`);
-              assert.ok(names.some((n) => /^gemv_q\d_[0-9k]x8/.test(n)), `${c.name}: an int-path gemv`);
+              assert.ok(names.some((n) => /(^|\+)gemv_q\d_[0-9k]x8/.test(n)), `${c.name}: an int-path gemv`);
               const got = await eng.step(id, c.slots as Record<string, Storage>);
               const out: Record<string, Uint8Array> = {};
               for (const [name, x] of Object.entries(want.output)) {
