@@ -445,7 +445,7 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
   of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
   list gives a row per value on one load of the weights) [--handoff on|off[,...]] (the x prep in its gemv's dispatch,
-  CompileOptions.handoff; default on where caps.handoff (ptx); a list gives a row per value) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
+  CompileOptions.handoff; default off; on where caps.handoff (ptx); a list gives a row per value) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
   step the token its predecessor sampled on the device, launches K steps back to back and reads their tokens
   after; default 1, each token read before the next step; a list gives a row per value) [--short-decode on|off[,...]]
   (the step's short-context entry taken while a row sees few positions, as the Driver does: kernels/lower/attention.ts

@@ -74,7 +74,7 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
   /**
    * Where the target starts a dispatch's workgroups in index order (caps.handoff: PTX, JS), a decode gemv's x prep
    * runs in the gemv's own dispatch, its workgroups first (kernels/lib/handoff.ts): no kernel boundary between the
-   * two. Default true.
+   * two. Default false (kernels/lower/gemv.ts HANDOFF_DEFAULT: measured slower so far).
    */
   handoff?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv_tune.ts gemvTune). */

@@ -100,7 +100,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     const c = combineInto(cx, u.x, { k: K, w, norm });
     // with a handoff, the prep's workgroups (as many invocations as the gemv's) run first in the gemv's dispatch
     const team = lib.gemvTeam(caps, shape), consumers = lib.gemvHandoff(caps, shape);
-    const fits = !c?.fused && (opts.handoff ?? true) && consumers > 0 && lib.xqPrepSignals(caps, { k: K, w, norm, team, combine: c?.s });
+    const fits = !c?.fused && (opts.handoff ?? HANDOFF_DEFAULT) && consumers > 0 && lib.xqPrepSignals(caps, { k: K, w, norm, team, combine: c?.s });
     const word = fits ? handoffWord(cx) : undefined, hand = word !== undefined;
     const handoff = (pk: Kernel): Binding[] => {
       if (!word) return [];
@@ -135,6 +135,14 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     cx.steps.push(launchTogether(pk, g));
   }
 }
+
+/**
+ * Whether a gemv's x prep shares its dispatch (CompileOptions.handoff) by default: not yet. An H100 measured the first
+ * form (one word every workgroup polled with acquire: an L1 invalidation each) 40% slower on the 8B Q4_K_M decode
+ * (`bench/decode.ts --handoff on,off`: 2.99 against 2.14 ms a token), the relaxed poll 36% (2.91); the form here
+ * (words spread over 32 lines, no sleep) is unmeasured so far.
+ */
+const HANDOFF_DEFAULT = false;
 
 /** Handoffs a program may have; past them a prep keeps its own dispatch. */
 const HANDOFFS = 512;

@@ -37,7 +37,7 @@ test("a Q4_K_M decode plan on the H200's caps runs every x prep in its gemv's di
   const model = syntheticLlama(SHAPES["llama-3.2-1b"], { dtype: "q4_k_m", seed: 1 });
   const graph = trace(SHAPES["llama-3.2-1b"], model.dtypeOf);
   const target = { ...targetFor("ptx"), caps: SM90_CAPS };
-  const on = compileGraph(graph, target), off = compileGraph(graph, target, { handoff: false });
+  const on = compileGraph(graph, target, { handoff: true }), off = compileGraph(graph, target);
   const preps = kernels(off).filter((s) => s.kernel.name.includes("xq_prep_")).length;
   assert.ok(preps > 0);
   // every prep now shares a dispatch with the gemv after it (a layer's two q/k/v pairs as siblings: one launch)
@@ -54,12 +54,12 @@ test("a Q4_K_M decode plan on the H200's caps runs every x prep in its gemv's di
   assert.deepEqual(regions.map((r) => r.offset).sort((a, b) => a - b), regions.map((_, i) => i * HANDOFF_BYTES));
   // Vulkan's caps (no handoff): no change
   const vk = { ...targetFor("spirv"), caps: { ...SM90_CAPS, handoff: undefined } };
-  assert.equal(compileGraph(graph, vk).steps.length, compileGraph(graph, vk, { handoff: false }).steps.length);
+  assert.equal(compileGraph(graph, vk, { handoff: true }).steps.length, compileGraph(graph, vk).steps.length);
 });
 
 test("PTX: the gemv's workgroups issue their weight loads, then wait, then read x through coherent loads; the prep signals after a device barrier", () => {
   const model = syntheticLlama(SHAPES["llama-3.2-1b"], { dtype: "q4_k_m", seed: 1 });
-  const prog = compileGraph(trace(SHAPES["llama-3.2-1b"], model.dtypeOf), { ...targetFor("ptx"), caps: SM90_CAPS });
+  const prog = compileGraph(trace(SHAPES["llama-3.2-1b"], model.dtypeOf), { ...targetFor("ptx"), caps: SM90_CAPS }, { handoff: true });
   const gu = kernels(prog).find((s) => /\+gemv_q4_kx8p_\w*_sm\d+/.test(s.kernel.name))!;
   assert.ok(gu, "a fused gate/up");
   const ptx = renderPtx(gu.kernel, { sm: 90, pdl: true }).ptx.split("\n");
