@@ -47,7 +47,7 @@ export function handoffDone(b: KernelBuilder, sync: Buffer, consumers: number): 
 export function handoffAwait(b: KernelBuilder, sync: Buffer, producers: number, wg: Val, seen: Val): void {
   if (!(producers >= 1 && producers <= HANDOFF_MAX)) throw new KernelError(`handoff: ${producers} producer workgroups (1..${HANDOFF_MAX})`);
   const at = b.let(wg.mod(HANDOFF_LINES).mul(WORDS), "u32", "hw"); // (a line the producers raise: wg < consumers)
-  if (!(globalThis as any).Deno?.env.get("POOT_DEV_NOWAIT")) b.await(sync, at, producers * PRODUCER, FAULT.HANDOFF);
+  b.await(sync, at, producers * PRODUCER, FAULT.HANDOFF);
   b.if(b.lid.x.eq(u32(0)), () => b.atomicFetch(sync, at, "add", 1, seen));
 }
 
