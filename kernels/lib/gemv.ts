@@ -80,7 +80,7 @@ export interface GemvShape {
   /**
    * (xq "prep") x is prepared in the same dispatch by `producers` workgroups before this kernel's (the handoff's
    * consumer: kernels/lib/handoff.ts, caps.handoff): each workgroup issues its first weight loads, then waits for
-   * them. A sync binding follows the parts'; the prepared x is bound rw. Where gemvHandoff holds.
+   * the producers. A sync binding follows the parts'; the prepared x is bound rw. Where gemvHandoff holds.
    */
   handoff?: { producers: number };
 }
@@ -133,7 +133,7 @@ export interface GemvBuild {
  * "silu_mul"), bias f32 [n] (r) per weight (when bias), residual f32 [n] (r, when residual), freqs f32
  * [rot/2] (r, "rope": the frequency table), pos [1] (r, "rope" or cap), y [n] or [cap, n] of `out` (w; rw with cap).
  * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap. With a handoff: sync
- * u32 [1] (rw) last, the prepared x rw; FAULT.HANDOFF when its producers never finish.
+ * u32 [HANDOFF_BYTES / 4] (rw) last, the prepared x rw; FAULT.HANDOFF when its producers never finish.
  */
 export function gemv(caps: Caps, s: GemvShape): Kernel {
   const { k, w } = s;

@@ -1,8 +1,9 @@
 // A producer and its consumer in one dispatch, without a kernel boundary between them (caps.handoff): the
-// producer's workgroups take the lowest indices and, once done, raise a word; each consumer workgroup issues
-// what does not depend on the producer (a gemv's weight loads), waits for the word (the "await" statement),
-// counts itself, and the last to count sets the word back to zero for the next dispatch. What a consumer then
-// computes is what it computed as a kernel of its own: the same bits.
+// producer's workgroups take the lowest indices and, once done, raise the handoff's words; each consumer workgroup
+// issues what does not depend on the producer (a gemv's weight loads), waits for its word (the "await" statement),
+// counts itself there, and the last to count sets the word back to zero for the next dispatch. What a consumer
+// then computes is what it computed as a kernel of its own: the same bits. (CompileOptions.handoff, off by default:
+// the H100 measured the first form slower, README "A gemv's x prep in the gemv's own dispatch".)
 //
 // The words (u32, zero between dispatches) are HANDOFF_LINES lines of their own cache line (HANDOFF_STRIDE bytes
 // apart), so the consumers' polls and counts spread over as many L2 slices instead of queueing at one: consumer

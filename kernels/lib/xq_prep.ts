@@ -68,7 +68,7 @@ export function loadRun(b: KernelBuilder, w: QType, q: Buffer, l: XqLayout, gi: 
   return { words, sums, dx: b.let(meta[0].bitcast("f32"), "f32", "dx") };
 }
 
-/** The prep's builder and bindings (x, g with a norm, q), and g's load width. */
+/** The prep's builder and bindings (x, g with a norm, q, sync with a signal), and g's load width. */
 function prepKernel(s: XqPrepShape, wg: number, grid: [number, number, number]) {
   const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}${s.combine ? `_combine_d${s.combine.hd}_s${s.combine.splits}` : ""}${s.wg ? `_g${s.wg}` : ""}${s.signal ? "_h" : ""}`;
   const b = new KernelBuilder(name, { workgroup: wg, grid });
@@ -97,7 +97,10 @@ export interface XqPrepShape {
    * bits) instead of loaded: the combine and the prep in one kernel. Per word only, no norm (xqPrepCombines).
    */
   combine?: { hd: number; splits: number };
-  /** Invocations per workgroup of the per-word prep without a norm (default up to 128): its consumer's, to share its dispatch. */
+  /**
+   * Invocations per workgroup of the per-word prep without a norm (default up to 128) or of the combining one
+   * (default 64): its consumer's, to share its dispatch.
+   */
   wg?: number;
   /**
    * The prep is the producer of a handoff (kernels/lib/handoff.ts) to a gemv of `consumers` workgroups: each

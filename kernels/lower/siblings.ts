@@ -8,7 +8,7 @@
 // steps it has no hazard with to meet its sibling; the byte ranges of the bindings decide (arena reuse shows
 // there as overlap, so the plan's lifetimes hold). Plain data in and out; results do not change: every
 // workgroup runs exactly what it ran before.
-import type { Buffer, Expr, Kernel, Stmt, Var } from "../ir.ts";
+import { type Buffer, type Expr, type Kernel, KernelError, type Stmt, type Var } from "../ir.ts";
 import type { Binding, Program, Step } from "../program.ts";
 import type { Caps } from "../target.ts";
 import { conflicts, type Span, type StepAccess } from "../hazards.ts";
@@ -85,7 +85,7 @@ export function mergeSiblings(prog: Program, caps: Caps): Program {
  */
 export function launchTogether(a: KernelStep, b: KernelStep): KernelStep {
   const [wa, wb] = [a.kernel.workgroup, b.kernel.workgroup];
-  if (wa[0] !== wb[0] || wa[1] !== wb[1] || wa[2] !== wb[2]) throw new Error(`siblings: ${a.kernel.name} and ${b.kernel.name} have other workgroups`);
+  if (wa[0] !== wb[0] || wa[1] !== wb[1] || wa[2] !== wb[2]) throw new KernelError(`siblings: ${a.kernel.name} and ${b.kernel.name} have other workgroups`);
   return merge(a, b);
 }
 
