@@ -78,8 +78,9 @@ export interface Caps {
    * A dispatch's workgroups start in index order, so one may wait (the "await" statement) on a word that workgroups
    * of lower index raise: a small producer's workgroups run first in the kernel of the step that consumes their
    * output (kernels/lower/gemv.ts: the decode gemv's x prep), with no kernel boundary between them. PTX on sm_70+
-   * (the hardware's block dispatch; ld.acquire, nanosleep) and JS (one workgroup at a time); not Vulkan, WebGPU or
-   * ROCm, whose specifications promise no such order.
+   * (what its block dispatch does, though CUDA does not promise it: an await that is never answered faults; and
+   * ld.relaxed.gpu) and JS (one workgroup at a time); not Vulkan, WebGPU or ROCm, whose specifications promise no
+   * such order.
    */
   handoff?: boolean;
 }

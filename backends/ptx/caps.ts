@@ -44,7 +44,8 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     // warpgroup MMA from shared memory: sm_90a's wgmma, Hopper only
     wgmma: a.ccMajor === 9 && a.ccMinor === 0,
     dot4: a.ccMajor * 10 + a.ccMinor >= 61,
-    // blocks are dispatched in index order; ld.acquire.gpu and nanosleep need sm_70
+    // blocks start in index order (what the hardware does, not a documented promise: an unanswered await faults);
+    // ld.relaxed.gpu needs sm_70
     handoff: a.ccMajor >= 7,
   };
 }
