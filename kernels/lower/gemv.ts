@@ -8,7 +8,6 @@ import { byteSize } from "../../graph/dtype.ts";
 import { numel } from "../../graph/ir.ts";
 import { type Unit, viewSource } from "../../graph/plan.ts";
 import type { Binding } from "../program.ts";
-import type { Kernel } from "../ir.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
 import { floatOf, LoweringError } from "./common.ts";
@@ -101,26 +100,21 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     // with a handoff, the prep's workgroups (as many invocations as the gemv's) run first in the gemv's dispatch
     const team = lib.gemvTeam(caps, shape), consumers = lib.gemvHandoff(caps, shape);
     const fits = !c?.fused && (opts.handoff ?? HANDOFF_DEFAULT) && consumers > 0 && lib.xqPrepSignals(caps, { k: K, w, norm, team, combine: c?.s });
-    const word = fits ? handoffWord(cx) : undefined, hand = word !== undefined;
-    const handoff = (pk: Kernel): Binding[] => {
-      if (!word) return [];
-      shape.handoff = { producers: pk.grid[0] * pk.grid[1] * pk.grid[2] };
-      return [sync = word];
-    };
-    const signal = hand ? { signal: { consumers }, wg: norm ? undefined : team.size } : {};
+    sync = fits ? handoffWord(cx) : undefined;
     if (c?.fused) {
       // the fused attention, the step just before, writes x prepared: its f32 output never stored
       cx.steps.pop();
       const { shape: fs, inputs, work } = c.fused;
       kernel(lib.attentionFused(caps, { ...fs, prep: { w, k: K } }), [...inputs, q], { bytes: work.bytes - bytesOfIds([c.node]) + bytes, flops: work.flops + 4 * K });
-    } else if (c) {
-      // the attention's combine, the step just before, becomes this prep: x combined from its partials, never stored
-      cx.steps.pop();
-      const pk = lib.xqPrep(caps, { k: K, w, combine: c.s, ...signal });
-      kernel(pk, [c.part, q, ...handoff(pk)], { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K });
     } else {
-      const pk = lib.xqPrep(caps, { k: K, w, norm, team: norm ? team : undefined, ...signal });
-      kernel(pk, [...bindings.slice(0, ins), q, ...handoff(pk)], { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K });
+      const signal = sync ? { signal: { consumers }, wg: norm ? undefined : team.size } : {};
+      // with `c`, the attention's combine, the step just before, becomes this prep: x combined from its partials,
+      // never stored
+      const pk = c ? lib.xqPrep(caps, { k: K, w, combine: c.s, ...signal }) : lib.xqPrep(caps, { k: K, w, norm, team: norm ? team : undefined, ...signal });
+      if (sync) shape.handoff = { producers: pk.grid[0] * pk.grid[1] * pk.grid[2] };
+      if (c) cx.steps.pop();
+      const work = c ? { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K } : { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K };
+      kernel(pk, [...(c ? [c.part] : bindings.slice(0, ins)), q, ...(sync ? [sync] : [])], work);
     }
     bindings.splice(0, ins, q);
     reads.splice(0, ins);
