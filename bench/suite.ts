@@ -8,15 +8,23 @@
 //   vulkan, wgpu  bench/decode.ts at the 1B and qwen2.5-0.5b shapes on those backends (issue 23)
 //   quant, vulkan-quant, wgpu-quant  bench/decode.ts over Q4_K_M and Q8_0 weights (8B and 1B; wgpu the 1B)
 //   bun      bench/decode.ts at the 1B shape under Bun (skipped, saying why, when `bun` is not on PATH)
+//   pytorch, pytorch-prefill  the PyTorch anchors (../shared/tools/anchors: gpt-fast's model compiled with
+//            reduce-overhead and CUDA graphs; eager prefill) in the same run, from --anchors DIR (default
+//            .dev/anchor), which holds the two scripts and gpt-fast's model.py as gf_model.py (not in this
+//            repository: BSD-3, fetched by whoever runs it); skipped, saying why, where DIR or python3 is missing
 //
 //   deno run -A bench/suite.ts [--rows decode,deep,...] [--shapes A,B (decode rows; default the three)]
-//     [--backend ptx] [--out FILE.json] [--baseline OLD.json]
+//     [--backend ptx] [--out FILE.json] [--baseline OLD.json] [--anchors DIR]
+//   deno run -A bench/suite.ts --from A.json,B.json [--baseline OLD.json]   (one table from runs' --out files)
 //
-// --baseline puts an earlier run's numbers (its --out file) beside the new ones. References are the H200
-// measurements quoted in issue 18 (PyTorch compiled / eager on the same card); they are not re-measured here.
+// --baseline puts an earlier run's numbers (its --out file) beside the new ones. Where the pytorch groups ran, the
+// decode and prefill rows are read against their figures from this run; elsewhere against the H200 measurements
+// quoted in issue 18, marked "(issue)".
 import { argv, env, execPath, exit, stderr } from "node:process";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
 import { parseFlags } from "./flags.ts";
 import { H200_BANDWIDTH } from "./decode.ts";
 
@@ -36,6 +44,9 @@ export interface SuiteRow {
   goal?: string;
   note?: string;
   seconds: number;
+  /** On a PyTorch row: what it measures ("compiled SHAPE", "prefill SHAPE N"); on a poot row: which of those it is read against. */
+  anchor?: string;
+  versus?: string;
 }
 
 export interface Job {
@@ -43,6 +54,8 @@ export interface Job {
   /** Command (argv[0] "deno" means this runtime's executable) and its time bound. */
   cmd: string[];
   timeoutS: number;
+  /** The JSON result's file name in a fresh folder the command gets as $OUT (where it does not print it). */
+  file?: string;
   /** Rows from the command's JSON output; `err` is the failure line when it produced none. */
   rows(json: Json): Omit<SuiteRow, "group" | "seconds">[];
   /** The names its rows would have (printed with the failure when it fails). */
@@ -65,7 +78,16 @@ function which(cmd: string): string | undefined {
   return r.status === 0 ? r.stdout.trim().split("\n")[0] : undefined;
 }
 
-export function jobs(groups: Set<string>, backend: string, shapes: string[]): Job[] {
+/** The anchors' folder's problem, or undefined when the PyTorch rows can run from it. */
+function anchorsMissing(dir: string, script: string): string | undefined {
+  for (const f of [script, "gf_model.py"]) if (!existsSync(join(dir, f))) return `${join(dir, f)} is missing (--anchors DIR: ../shared/tools/anchors/README.md says how to make it)`;
+  return which("python3") ? undefined : "python3 is not on PATH";
+}
+
+// The anchor script's names for the bench's shapes (its qwen2.5-0.5b has no q/k/v bias and an untied head).
+const ANCHOR_SHAPE: Record<string, string> = { "llama-3.2-1b": "llama-3.2-1b", "qwen2.5-0.5b-like": "qwen2.5-0.5b", "llama-3-8b": "llama-3-8b" };
+
+export function jobs(groups: Set<string>, backend: string, shapes: string[], anchors = ".dev/anchor"): Job[] {
   const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
   // tag "" is the PTX decode row (the issue's goals and PyTorch reference); others carry their own goal.
   // goalOf: one goal for every row, or one per row (a quantized row's, "" for none)
@@ -79,6 +101,7 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
         fraction: r.replay?.rooflineFraction,
         goal: goal === "" ? undefined : goal ?? (tag === "" ? SHAPE_GOALS[r.shape]?.goal : undefined),
         note: r.error ?? (SHAPE_GOALS[r.shape] && tag === "" && goal === undefined ? `PyTorch compiled ${SHAPE_GOALS[r.shape].pytorch} tok/s (issue)` : `${r.replay?.msPerToken.toFixed(3)} ms/token, host ${r.replay?.hostMicros.toFixed(0)} µs`),
+        versus: SHAPE_GOALS[r.shape] && tag === "" && goal === undefined ? `compiled ${r.shape}` : undefined,
       };
     });
   const out: Job[] = [];
@@ -86,6 +109,16 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
     out.push({
       group: "decode", timeoutS: 150, names: shapes, rows: decodeRows(""),
       cmd: deno("bench/decode.ts", "--shape", shapes.join(","), "--backend", backend, "--tokens", "128", "--deep", "0", "--no-eager", "--json"),
+    });
+  }
+  if (groups.has("pytorch")) {
+    out.push({
+      group: "pytorch", timeoutS: 330, names: Object.values(ANCHOR_SHAPE).map((x) => `${x} PyTorch compiled`), file: "anchors.json",
+      cmd: ["env", "SKIP_HF=1", "python3", join(anchors, "gptfast_decode.py")], skip: anchorsMissing(anchors, "gptfast_decode.py"),
+      rows: (j) => Object.entries(ANCHOR_SHAPE).map(([key, shape]) => ({
+        name: `${shape} PyTorch compiled (gpt-fast, reduce-overhead, CUDA graphs), bf16`, value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`,
+        note: `eager ${j[`${key}/gptfast_eager`]?.toFixed(0)} tok/s; copy ceiling ${j.copy_TBps?.toFixed(2)} TB/s` + (shape === "llama-3-8b" ? "" : "; reads an untied head"),
+      })),
     });
   }
   if (groups.has("deep")) {
@@ -111,10 +144,20 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
           name: `${shape} ${j.backend}: time to first token, ${n}-token prompt (Driver)`, value: ms, unit: "ms",
           against: PREFILL_REF[shape]?.[Number(n)] ? `PyTorch eager ${PREFILL_REF[shape][Number(n)]} ms (issue)` : undefined,
           goal: group === "prefill" && PREFILL_REF[shape]?.[Number(n)] ? `<= ${PREFILL_REF[shape][Number(n)]} ms` : undefined,
-          note: `${(Number(n) / ms * 1000).toFixed(0)} prompt tok/s`,
+          note: `${(Number(n) / ms * 1000).toFixed(0)} prompt tok/s`, versus: `prefill ${shape} ${n}`,
         })),
       });
     }
+  }
+  if (groups.has("pytorch-prefill")) {
+    out.push({
+      group: "pytorch-prefill", timeoutS: 150, names: Object.keys(PREFILL_REF).map((x) => `${x} PyTorch eager prefill`), file: "prefill.json",
+      cmd: ["python3", join(anchors, "torch_prefill.py")], skip: anchorsMissing(anchors, "torch_prefill.py"),
+      rows: (j) => Object.keys(PREFILL_REF).flatMap((shape) => [512, 2048].map((n) => ({
+        name: `${shape} PyTorch eager (SDPA, cuBLAS): time to first token, ${n}-token prompt`, value: j[`${shape}/prefill${n}_eager_ms`], unit: "ms",
+        anchor: `prefill ${shape} ${n}`,
+      }))),
+    });
   }
   if (groups.has("host")) {
     out.push({
@@ -164,15 +207,25 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[]): Jo
   return out;
 }
 
-function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
+export function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   const fail = (note: string, seconds: number) => job.names.map((name) => ({ group: job.group, name, unit: "", note, seconds }));
   if (job.skip) return fail(`skipped: ${job.skip}`, 0);
   const [bin, ...args] = job.cmd;
   log(`[${job.group}] ${job.cmd.join(" ")} (at most ${job.timeoutS} s)`);
   const t0 = performance.now();
+  const dir = job.file ? mkdtempSync(join(tmpdir(), "poot-suite-")) : undefined;
   const r = spawnSync(bin === "deno" ? execPath : bin, args, {
-    encoding: "utf8", timeout: job.timeoutS * 1000, killSignal: "SIGKILL", maxBuffer: 64 << 20, env: { ...env, NO_COLOR: "1" },
+    encoding: "utf8", timeout: job.timeoutS * 1000, killSignal: "SIGKILL", maxBuffer: 64 << 20, env: { ...env, NO_COLOR: "1", ...(dir ? { OUT: dir } : {}) },
   });
+  let text = r.stdout ?? "";
+  if (dir) {
+    try {
+      text = readFileSync(join(dir, job.file!), "utf8");
+    } catch {
+      text = "";
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
   const seconds = (performance.now() - t0) / 1000;
   const errTail = (r.stderr ?? "").trim().split("\n").slice(-3).join(" | ");
   for (const line of (r.stderr ?? "").trim().split("\n")) if (line) log(`  ${line}`);
@@ -180,7 +233,7 @@ function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   if (r.error) return fail(`failed to start: ${r.error.message}`, seconds);
   let json: unknown;
   try {
-    const text = r.stdout.trim();
+    text = text.trim();
     json = JSON.parse(text.slice(text.indexOf("{")));
   } catch {
     return fail(`exit ${r.status}, no JSON: ${errTail}`, seconds);
@@ -190,6 +243,22 @@ function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   } catch (e) {
     return fail(`exit ${r.status}, unreadable result (${(e as Error).message}): ${errTail}`, seconds);
   }
+}
+
+/** Reads each poot row against the PyTorch row of this run it names (`versus`), where that row has a value. */
+export function readAgainstAnchors(rows: SuiteRow[]): SuiteRow[] {
+  const anchors = new Map(rows.filter((r) => r.anchor && Number.isFinite(r.value)).map((r) => [r.anchor!, r.value!]));
+  return rows.map((r) => {
+    const a = r.versus === undefined ? undefined : anchors.get(r.versus);
+    if (a === undefined || r.value === undefined) return r;
+    const compiled = r.versus!.startsWith("compiled ");
+    const ratio = compiled ? r.value / a : a / r.value;
+    return {
+      ...r,
+      against: [r.against && !r.against.includes("(issue)") ? r.against : undefined, `PyTorch ${compiled ? "compiled" : "eager"} ${fmt(a, r.unit)} (this run)`].filter(Boolean).join("; "),
+      note: [r.note?.includes("(issue)") ? undefined : r.note, `${ratio.toFixed(2)}x ${compiled ? "PyTorch's tok/s" : "as fast as PyTorch"}`].filter(Boolean).join("; "),
+    };
+  });
 }
 
 const fmt = (x: number | undefined, unit: string) =>
@@ -207,12 +276,15 @@ export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
   return [line(head), line(head.map(() => "---")), ...body.map(line)].join("\n");
 }
 
-const ALL = ["decode", "deep", "prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "quant", "vulkan-quant", "wgpu-quant", "bun"];
+const ALL = ["decode", "pytorch", "deep", "prefill", "pytorch-prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "quant", "vulkan-quant", "wgpu-quant", "bun"];
 
 if (import.meta.main) {
   const { values } = parseFlags("bench/suite.ts", {
     args: argv.slice(2),
-    options: { rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" }, shapes: { type: "string" } },
+    options: {
+      rows: { type: "string" }, out: { type: "string" }, baseline: { type: "string" }, backend: { type: "string" }, shapes: { type: "string" },
+      anchors: { type: "string" }, from: { type: "string" },
+    },
   });
   const groups = new Set((values.rows ?? ALL.join(",")).split(",").map((s) => s.trim()));
   for (const g of groups) {
@@ -233,12 +305,25 @@ if (import.meta.main) {
   const log = (s: string) => void stderr.write(s + "\n");
   const t0 = performance.now();
   const shapes = (values.shapes ?? Object.keys(SHAPE_GOALS).join(",")).split(",").map((x) => x.trim());
-  const rows: SuiteRow[] = [];
-  for (const j of jobs(groups, values.backend ?? "ptx", shapes)) {
-    rows.push(...runJob(j, log));
-    // The rows so far, so that a suite stopped from outside still leaves what it measured.
-    if (values.out) writeFileSync(values.out, JSON.stringify({ head: "partial", rows }, null, 1) + "\n");
+  let rows: SuiteRow[] = [];
+  if (values.from) {
+    // runs that together make the table (a device call's time limit can hold only part of it)
+    for (const f of values.from.split(",")) {
+      try {
+        rows.push(...(JSON.parse(readFileSync(f, "utf8")).rows as SuiteRow[]));
+      } catch (e) {
+        console.error(`bench/suite.ts: --from ${f}: ${(e as Error).message}`);
+        exit(2);
+      }
+    }
+  } else {
+    for (const j of jobs(groups, values.backend ?? "ptx", shapes, values.anchors)) {
+      rows.push(...runJob(j, log));
+      // The rows so far, so that a suite stopped from outside still leaves what it measured.
+      if (values.out) writeFileSync(values.out, JSON.stringify({ head: "partial", rows }, null, 1) + "\n");
+    }
   }
+  rows = readAgainstAnchors(rows);
   const table = formatSuite(rows, baseline);
   const head = `poot speed table (${new Date().toISOString()}), roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s, ` +
     `batch 1, greedy; ${((performance.now() - t0) / 1000).toFixed(0)} s`;

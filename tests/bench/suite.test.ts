@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { runDriverBench, SAMPLED } from "../../bench/driver.ts";
-import { formatSuite, jobs, type SuiteRow } from "../../bench/suite.ts";
+import { formatSuite, jobs, readAgainstAnchors, runJob, type SuiteRow } from "../../bench/suite.ts";
 
 test("runDriverBench on the JS device: time to first token per prompt length and Driver decode, finite and positive", { timeout: 120_000 }, async () => {
   const lines: string[] = [];
@@ -65,4 +65,50 @@ test("the suite's quantized and Vulkan/WebGPU rows: both issue-23 shapes, issue 
   assert.ok(v.cmd.includes("vulkan"));
   assert.ok(v.rows({ rows: json.rows.map((r) => ({ ...r, backend: "vulkan" })) }).every((r) => r.goal === ">= 80% of the ptx row (issue 23)"));
   assert.deepEqual(byGroup("wgpu-quant")[0].names, ["llama-3.2-1b wgpu q4_k_m, q8_0"]);
+});
+
+test("the PyTorch anchors in the same run: their rows from the script's JSON file, the decode and prefill rows read against them; a missing anchor folder is a skip that says why", async () => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const none = jobs(new Set(["pytorch", "pytorch-prefill"]), "ptx", [], "/nonexistent/anchors");
+  assert.equal(none.length, 2);
+  for (const j of none) {
+    const rows = runJob(j, () => {});
+    assert.ok(rows.length > 0 && rows.every((r) => r.value === undefined && /skipped: .*nonexistent\/anchors/.test(r.note ?? "")), JSON.stringify(rows));
+  }
+  // a stand-in anchor folder: scripts that write what gptfast_decode.py and torch_prefill.py write to $OUT
+  const dir = mkdtempSync(join(tmpdir(), "poot-anchors-"));
+  try {
+    writeFileSync(join(dir, "gf_model.py"), "");
+    const anchors = { copy_TBps: 4.3, "llama-3.2-1b/gptfast_compiled": 740, "llama-3.2-1b/gptfast_eager": 90, "qwen2.5-0.5b-like/gptfast_compiled": 850, "llama-3-8b/gptfast_compiled": 186 };
+    writeFileSync(join(dir, "gptfast_decode.py"), `import json, os\njson.dump(${JSON.stringify(anchors)}, open(os.path.join(os.environ["OUT"], "anchors.json"), "w"))\n`);
+    writeFileSync(join(dir, "torch_prefill.py"), `import json, os\njson.dump({"llama-3-8b/prefill512_eager_ms": 50.0}, open(os.path.join(os.environ["OUT"], "prefill.json"), "w"))\n`);
+    const [dec, pre] = jobs(new Set(["pytorch", "pytorch-prefill"]), "ptx", [], dir);
+    if (dec.skip) {
+      assert.match(dec.skip, /python3 is not on PATH/);
+      return;
+    }
+    const torch = [...runJob(dec, () => {}), ...runJob(pre, () => {})];
+    const byName = (re: RegExp) => torch.find((r) => re.test(r.name));
+    assert.equal(byName(/^llama-3.2-1b PyTorch compiled/)?.value, 740);
+    assert.equal(byName(/^qwen2.5-0.5b PyTorch compiled/)?.value, 850);
+    assert.equal(byName(/^llama-3-8b PyTorch eager .* 512-token/)?.value, 50);
+    assert.equal(byName(/^llama-3-8b PyTorch eager .* 2048-token/)?.value, undefined, "a figure the script did not write stays empty");
+    // poot's rows as the decode and prefill jobs make them
+    const replay = { tokPerSec: 1480, rooflineMs: 0.5, rooflineFraction: 0.74, msPerToken: 0.676, hostMicros: 9 };
+    const decode = jobs(new Set(["decode"]), "ptx", ["llama-3.2-1b"])[0].rows({ rows: [{ shape: "llama-3.2-1b", dtype: "bf16", backend: "ptx", cap: 2048, replay }] });
+    const prefill = jobs(new Set(["prefill"]), "ptx", [])[1].rows({ backend: "ptx", ttftMs: { 512: 20, 2048: 60 } });
+    const read = readAgainstAnchors([...decode, ...prefill, ...torch].map((r) => ({ group: "x", seconds: 1, ...r })));
+    const d = read.find((r) => r.name.startsWith("llama-3.2-1b ptx bf16"))!;
+    assert.match(d.against ?? "", /^roofline 2000 tok\/s; PyTorch compiled 740 tok\/s \(this run\)$/);
+    assert.match(d.note ?? "", /^2\.00x PyTorch's tok\/s$/, "the issue's figure gives way to this run's");
+    const p512 = read.find((r) => /^llama-3-8b ptx: .* 512-token/.test(r.name))!;
+    assert.match(p512.against ?? "", /^PyTorch eager 50\.0 ms \(this run\)$/);
+    assert.match(p512.note ?? "", /2\.50x as fast as PyTorch$/);
+    const p2048 = read.find((r) => /^llama-3-8b ptx: .* 2048-token/.test(r.name))!;
+    assert.match(p2048.against ?? "", /\(issue\)/, "no figure this run: the issue's stays");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
