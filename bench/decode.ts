@@ -444,8 +444,7 @@ const usage = (prog: string) => `usage: ${prog} [--shape NAME[,NAME...]|all] [--
   where caps.dot4 (ptx; vulkan where the driver reports the packed int8 dot accelerated; wgpu on a GPU adapter), off
   for q4_1/q5_0/q5_1) [--xq-prep on|off|no-norm|on,off,...] (the int8 path's x quantized once per gemv by a kernel
   of its own, CompileOptions.xqPrep; no-norm: only the gemvs without a fused norm; default the lowering's: off; a
-  list gives a row per value on one load of the weights) [--handoff on|off[,...]] (the x prep in its gemv's dispatch,
-  CompileOptions.handoff; default off; on where caps.handoff (ptx); a list gives a row per value) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
+  list gives a row per value on one load of the weights) [--ahead K[,K...]] (replayed steps in flight: K > 1 feeds each
   step the token its predecessor sampled on the device, launches K steps back to back and reads their tokens
   after; default 1, each token read before the next step; a list gives a row per value) [--short-decode on|off[,...]]
   (the step's short-context entry taken while a row sees few positions, as the Driver does: kernels/lower/attention.ts
@@ -475,7 +474,7 @@ export function parseBenchArgs(args: string[]): BenchOptions & { backends: Backe
       kv: { type: "string" }, bandwidth: { type: "string" }, seed: { type: "string" }, "no-eager": { type: "boolean" },
       custom: { type: "string" }, json: { type: "boolean" }, out: { type: "string" }, "timeout-ms": { type: "string" },
       "attention-splits": { type: "string" }, "attention-unroll": { type: "string" }, "attention-fuse": { type: "string" },
-      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, handoff: { type: "string" }, ahead: { type: "string" }, "short-decode": { type: "string" },
+      "quantized-x": { type: "string" }, "plan-fuse": { type: "string" }, "xq-prep": { type: "string" }, ahead: { type: "string" }, "short-decode": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -514,13 +513,9 @@ export function parseBenchArgs(args: string[]): BenchOptions & { backends: Backe
   const xp = values["xq-prep"]?.split(",").map((s) => s.trim());
   if (xp && (xp.length === 0 || xp.some((v) => v !== "on" && v !== "off" && v !== "no-norm"))) throw new RangeError(`--xq-prep must be on, off, no-norm or a list of them, got "${values["xq-prep"]}"`);
   const xqs = xp?.map((v): BenchVariant => ({ label: `xq-prep ${v}`, compile: { xqPrep: v === "no-norm" ? v : v === "on" } }));
-  const ho = values.handoff?.split(",").map((s) => s.trim());
-  if (ho && (ho.length === 0 || ho.some((v) => v !== "on" && v !== "off"))) throw new RangeError(`--handoff must be on, off or a list of them, got "${values.handoff}"`);
-  const hos = ho?.map((v): BenchVariant => ({ label: `handoff ${v}`, compile: { handoff: v === "on" } }));
-  const preps = !xqs ? hos : !hos ? xqs : xqs.flatMap((a) => hos.map((h): BenchVariant => ({ label: `${a.label}, ${h.label}`, compile: { ...a.compile, ...h.compile } })));
   const aheads = values.ahead?.split(",").map((v) => int("ahead", v.trim(), 1)!);
   if (aheads?.some((k) => k > MAX_INSTANCES)) throw new RangeError(`--ahead must be at most ${MAX_INSTANCES}`);
-  const ahead = !aheads ? preps : (preps ?? [{ label: "", compile: {} }]).flatMap((v) =>
+  const ahead = !aheads ? xqs : (xqs ?? [{ label: "", compile: {} }]).flatMap((v) =>
     aheads.map((k): BenchVariant => ({ label: [v.label, `ahead ${k}`].filter(Boolean).join(", "), compile: v.compile, ahead: k }))
   );
   const sd = values["short-decode"]?.split(",").map((s) => s.trim());

@@ -365,8 +365,6 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (/^group\d+$/.test(f)) compile.attentionGroup = Number(f.slice(5));
     else if (f === "siblings") compile.siblings = true;
     else if (f === "no-siblings") compile.siblings = false;
-    else if (f === "handoff") compile.handoff = true;
-    else if (f === "no-handoff") compile.handoff = false;
     else if (name === "wgpu" && f === "no-dot4") wgpu.dot4 = false;
     else if (name === "wgpu" && f === "no-unroll") wgpu.unroll = false;
     else if (name === "rocm" && f === "all-barriers") rocm.allBarriers = true;
@@ -375,7 +373,7 @@ export function backendVariant(entry: string, timestamps: boolean, wall = false)
     else if (name === "wgpu" && f === "pass-per-dispatch") wgpu.passPerDispatch = true;
     else if (name === "wgpu" && /^parts\d+$/.test(f)) wgpu.submitParts = Number(f.slice(5));
     else if (wall && /^drop-\w+$/.test(f)) drop.push(f.slice(5));
-    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-unrollN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, no-attention-spread, no-gemv-hints, gemv-hints-weights, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]handoff, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
+    else throw new RangeError(`--backend: unknown variant ${f} of ${name} (any: no-plan-fuse, ${Object.keys(FUSIONS).map((k) => `[no-]${k}`).join(", ")}, splitsN, attention-unrollN, attention-skip-empty, no-attention-local, attention-wgN, no-attention-live, no-attention-spread, no-gemv-hints, gemv-hints-weights, attention-prefetch, [no-]decode-flash, attention-stagesN, groupN, [no-]siblings, [no-]xq-prep, no-attention-prep, drop-NAME (--wall); vulkan: all-barriers, no-spin, no-unroll, no-dot4, no-robust, attention-team-count, restrict, any-queue; wgpu: no-early-map, no-unroll, all-rw, pass-per-dispatch, partsN, no-dot4; rocm: all-barriers)`);
   }
   return { name, opts: { vulkan, wgpu, rocm }, compile, drop };
 }

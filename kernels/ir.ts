@@ -45,7 +45,7 @@ export class KernelBuilder {
   private readonly coopMats: CoopMat[] = [];
   private blocks: Stmt[][] = [[]];
   private nvar = 0;
-  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false, coop: false, handoff: false };
+  private readonly uses = { subgroups: false, f16: false, checks: false, mma: false, staging: false, wgmma: false, coop: false };
   readonly workgroup: [number, number, number];
   readonly grid: [number, number, number];
 
@@ -159,16 +159,12 @@ export class KernelBuilder {
     if (v.t !== "u32") throw new KernelError(`${this.name}: atomic ${op} of ${v.t} (u32 words only)`);
     this.emit({ k: "atomic", op, buf, index: lift(index, "u32").e, e: v.e });
   }
-  /**
-   * atomic() that returns the word's value from before the operation (atomicAdd's old value); `into`: a u32 variable
-   * that takes it (no copy, so nothing waits for the value until it is read).
-   */
-  atomicFetch(buf: Buffer, index: Like, op: AtomicOp, value: Like, into?: Val): Val {
+  /** atomic() that returns the word's value from before the operation (atomicAdd's old value). */
+  atomicFetch(buf: Buffer, index: Like, op: AtomicOp, value: Like): Val {
     if (buf.access === "r") throw new KernelError(`${this.name}: atomic ${op} on read-only buffer ${buf.name}`);
     const v = lift(value, "u32");
     if (v.t !== "u32") throw new KernelError(`${this.name}: atomic ${op} of ${v.t} (u32 words only)`);
-    if (into && (into.e.k !== "var" || into.t !== "u32")) throw new KernelError(`${this.name}: atomic ${op} into a ${into.t} ${into.e.k}, not a u32 variable`);
-    const dst: Var = into ? (into.e as Extract<Expr, { k: "var" }>).v : { name: `v${this.nvar++}`, t: "u32" };
+    const dst: Var = { name: `v${this.nvar++}`, t: "u32" };
     this.emit({ k: "atomic", op, buf, index: lift(index, "u32").e, e: v.e, dst });
     return new Val({ k: "var", t: "u32", v: dst });
   }
@@ -199,19 +195,6 @@ export class KernelBuilder {
   /** A workgroup barrier; "device": one whose buffer-memory ordering reaches every workgroup (see Stmt). */
   barrier(scope?: "device"): void {
     this.emit(scope === "device" ? { k: "barrier", device: true } : { k: "barrier" });
-  }
-  /**
-   * Waits until u32 word `index` of buf reaches `count`, raised by workgroups of lower index of the same dispatch
-   * (see the "await" Stmt; targets with caps.handoff); faults with `code` if it never does.
-   */
-  await(buf: Buffer, index: Like, count: number, code: number): void {
-    if (buf.access === "r") throw new KernelError(`${this.name}: await on read-only buffer ${buf.name}`);
-    if (!Number.isInteger(count) || count < 0 || count >= 2 ** 32) throw new KernelError(`${this.name}: await count ${count}`);
-    if (!Number.isInteger(code) || code < 1 || code > 0xffff) throw new KernelError(`${this.name}: await code ${code}`);
-    if (this.workgroup[1] !== 1 || this.workgroup[2] !== 1) throw new KernelError(`${this.name}: await in a ${this.workgroup.join("x")} workgroup (1-D only: its poller is lid.x 0)`);
-    this.uses.checks = true;
-    this.uses.handoff = true;
-    this.emit({ k: "await", buf, index: lift(index, "u32").e, count, code });
   }
   /** Faults the dispatch with `code` (a positive integer below 2^16) when cond is false. */
   check(cond: Val, code: number): void {
@@ -366,8 +349,7 @@ export class KernelBuilder {
       shared: this.sharedMem,
       ...(this.coopMats.length ? { coop: this.coopMats } : {}),
       body: this.blocks[0],
-      // handoff only where set: kernels without it look as they did
-      uses: (({ handoff, ...u }) => (handoff ? { ...u, handoff } : u))(this.uses),
+      uses: { ...this.uses },
     };
   }
 }

@@ -93,8 +93,7 @@ export type Stmt =
   | { k: "sstore"; mem: Shared; index: Expr; e: Expr }
   // word[index] = word[index] op e, atomically (u32 words of the buffer, whatever its element type): what a
   // store narrower than a word becomes where the target has no narrow storage (kernels/decomp/narrow.ts).
-  // Relaxed, device scope; `dst` (a u32 variable: a fresh one, or one the kernel declared) receives the word's value
-  // before the operation.
+  // Relaxed, device scope; `dst` (a fresh u32 variable) receives the word's value before the operation.
   | { k: "atomic"; op: AtomicOp; buf: Buffer; index: Expr; e: Expr; dst?: Var }
   | { k: "for"; v: Var; start: Expr; end: Expr; step: number; unroll: number; body: Stmt[] } // v < end
   | { k: "if"; c: Expr; then: Stmt[]; else: Stmt[] }
@@ -102,13 +101,6 @@ export type Stmt =
   // scope (acquire-release with every workgroup: what orders a workgroup's writes before an atomic another
   // workgroup reads, and that workgroup's reads after it). Like any barrier: the whole workgroup, uniform flow.
   | { k: "barrier"; device?: boolean }
-  // invocation 0 polls u32 word `index` of buf (a relaxed read at device scope) until it is at least `count`
-  // (unsigned), then the workgroup meets at a barrier; its reads after that see what the workgroups that raised the
-  // word wrote and released (a device barrier) before they did, provided those reads bypass or never filled a cache
-  // line earlier in the dispatch (kernels/lib/handoff.ts). The raisers must have lower workgroup indices (a target
-  // with caps.handoff starts workgroups in index order); after about a second of polls the dispatch faults with
-  // `code` instead of hanging. Like any barrier: the whole workgroup, uniform flow (`index` uniform too).
-  | { k: "await"; buf: Buffer; index: Expr; count: number; code: number }
   | { k: "check"; c: Expr; code: number }                // fault with `code` when c is false
   | { k: "return" }
   | MmaStmt
@@ -245,7 +237,7 @@ export interface Kernel {
   coop?: CoopMat[];
   body: Stmt[];
   /** Capabilities the body relies on (renderers refuse what the target lacks). */
-  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean; coop?: boolean; handoff?: boolean };
+  uses: { subgroups: boolean; f16: boolean; checks: boolean; mma?: boolean; staging?: boolean; wgmma?: boolean; coop?: boolean };
 }
 
 export class KernelError extends Error {
@@ -275,7 +267,6 @@ export function stmtExprs(s: Stmt): Expr[] {
     case "storev": return [s.index, ...s.es];
     case "for": return [s.start, s.end];
     case "if": case "check": return [s.c];
-    case "await": return [s.index];
     case "mma": return [...s.a, ...s.b, ...s.c];
     case "cpasync": return [s.sindex, s.index];
     case "ldmatrix": return [s.index];

@@ -71,12 +71,6 @@ export interface CompileOptions extends Omit<PlanOptions, "align"> {
    * preps and its q/k and v gemvs), within the device's binding limit. Default true; false: never.
    */
   siblings?: boolean;
-  /**
-   * Where the target starts a dispatch's workgroups in index order (caps.handoff: PTX, JS), a decode gemv's x prep
-   * runs in the gemv's own dispatch, its workgroups first (kernels/lib/handoff.ts): no kernel boundary between the
-   * two. Default false (kernels/lower/gemv.ts HANDOFF_DEFAULT: measured slower so far).
-   */
-  handoff?: boolean;
   /** Overrides the gemv kernels' tuning (kernels/lib/gemv_tune.ts gemvTune). */
   gemvTune?: Partial<lib.GemvTune>;
   /** Batch rows a matmul pass carries (kernels/lib/matmul.ts MatmulShape.tile); default the library's. */

@@ -74,15 +74,6 @@ export interface Caps {
    * Exact either way; it says nothing about speed (dot4 does). The PTX and JS renderers ignore it (always native).
    */
   dot4Native?: boolean;
-  /**
-   * A dispatch's workgroups start in index order, so one may wait (the "await" statement) on a word that workgroups
-   * of lower index raise: a small producer's workgroups run first in the kernel of the step that consumes their
-   * output (kernels/lower/gemv.ts: the decode gemv's x prep), with no kernel boundary between them. PTX on sm_70+
-   * (what its block dispatch does, though CUDA does not promise it: an await that is never answered faults; and
-   * ld.relaxed.gpu) and JS (one workgroup at a time); not Vulkan, WebGPU or ROCm, whose specifications promise no
-   * such order.
-   */
-  handoff?: boolean;
 }
 
 export interface TargetSet {
@@ -109,5 +100,4 @@ export const JS_CAPS: Caps = {
   maxBindingBytes: 2 ** 31,
   bindingAlign: 16,
   dispatchGap: false,
-  handoff: true,
 };

@@ -44,9 +44,6 @@ export function capsFromAttributes(a: CudaAttributes): Caps {
     // warpgroup MMA from shared memory: sm_90a's wgmma, Hopper only
     wgmma: a.ccMajor === 9 && a.ccMinor === 0,
     dot4: a.ccMajor * 10 + a.ccMinor >= 61,
-    // blocks start in index order (what the hardware does, not a documented promise: an unanswered await faults);
-    // ld.relaxed.gpu needs sm_70
-    handoff: a.ccMajor >= 7,
   };
 }
 

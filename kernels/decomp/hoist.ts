@@ -157,7 +157,6 @@ export function hoistKernel(k: Kernel, rules: HoistRules, prefix: string): Kerne
       case "loadv": return same(s, { ...s, index: f(s.index) });
       case "storev": return same(s, { ...s, index: f(s.index), es: s.es.map(f) });
       case "check": return same(s, { ...s, c: f(s.c) });
-      case "await": return same(s, { ...s, index: f(s.index) });
       case "if": {
         const c = f(s.c), then = body(s.then), els = body(s.else);
         return c === s.c && then.every((x, i) => x === s.then[i]) && then.length === s.then.length &&

@@ -88,10 +88,6 @@ function mapStmt(s: Stmt, f: (e: Expr) => Expr): Stmt {
       const c = f(s.c);
       return c === s.c ? s : { ...s, c };
     }
-    case "await": {
-      const index = f(s.index);
-      return index === s.index ? s : { ...s, index };
-    }
     case "cpasync": {
       const sindex = f(s.sindex), index = f(s.index);
       return sindex === s.sindex && index === s.index ? s : { ...s, sindex, index };

@@ -10,7 +10,6 @@
 // | 0x0401 | attention     | pos + rows > cap (or pos negative, i32)                            |
 // | 0x0402 | attention     | a paged row's block table entry is >= the pool's blocks (or negative) |
 // | 0x0501 | rope          | a position is negative (i32 positions)                             |
-// | 0x0601 | handoff       | a gemv's workgroup waited ~1 s for its x prep's workgroups (await)   |
 export const FAULT = {
   GATHER_ID: 0x0101,
   UPDATE_POS: 0x0201,
@@ -18,6 +17,5 @@ export const FAULT = {
   ATTENTION_POS: 0x0401,
   PAGED_BLOCK: 0x0402,
   ROPE_POS: 0x0501,
-  HANDOFF: 0x0601,
 } as const;
 export type FaultCode = (typeof FAULT)[keyof typeof FAULT];

@@ -32,7 +32,6 @@ import { type XqLayout, xqLayout } from "./xq_prep.ts";
 import { type GemvTune, layout } from "./gemv_tune.ts";
 import { dots } from "./gemv_dots.ts";
 import { tail, unit } from "./gemv_units.ts";
-import { HANDOFF_CONSUMERS, handoffAwait, handoffEnd } from "./handoff.ts";
 export { gemvTeam, type GemvTune, gemvTune } from "./gemv_tune.ts";
 
 export interface GemvPart {
@@ -77,12 +76,6 @@ export interface GemvShape {
    * "weights": the weights' alone.
    */
   hints?: boolean | "weights";
-  /**
-   * (xq "prep") x is prepared in the same dispatch by `producers` workgroups before this kernel's (the handoff's
-   * consumer: kernels/lib/handoff.ts, caps.handoff): each workgroup issues its first weight loads, then waits for
-   * the producers. A sync binding follows the parts'; the prepared x is bound rw. Where gemvHandoff holds.
-   */
-  handoff?: { producers: number };
 }
 
 /** A part's bindings. */
@@ -123,8 +116,6 @@ export interface GemvBuild {
   chains: number;
   /** The team reduction's shared scratch, made by the first reduction that needs it. */
   qsum?: Shared;
-  /** A handoff's wait (GemvShape.handoff), once per workgroup: after its first weight loads, before any x load. */
-  awaitX?: () => void;
 }
 
 /**
@@ -132,8 +123,7 @@ export interface GemvBuild {
  * (r), in place of both: kernels/lib/xq_prep.ts); then per part: w [n, k] (r) (a second one for
  * "silu_mul"), bias f32 [n] (r) per weight (when bias), residual f32 [n] (r, when residual), freqs f32
  * [rot/2] (r, "rope": the frequency table), pos [1] (r, "rope" or cap), y [n] or [cap, n] of `out` (w; rw with cap).
- * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap. With a handoff: sync
- * u32 [HANDOFF_BYTES / 4] (rw) last, the prepared x rw; FAULT.HANDOFF when its producers never finish.
+ * Faults FAULT.ROPE_POS on a negative (i32) rope position, FAULT.UPDATE_POS when pos >= cap.
  */
 export function gemv(caps: Caps, s: GemvShape): Kernel {
   const { k, w } = s;
@@ -151,15 +141,13 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   if (s.xq && !(qt && XQ_TYPES.includes(qt))) throw new KernelError(`gemv: quantized x needs a weight of ${XQ_TYPES.join(", ")}, got ${w}`);
   const xq = !!s.xq, prep = s.xq === "prep";
   const { tune, R, rowsPer, units, counts, total, t, grid } = layout(caps, s);
-  if (s.handoff && !gemvHandoff(caps, s)) throw new KernelError(`gemv: no handoff here (prepared x, a team a workgroup, a 1-D grid of whole teams, at most ${HANDOFF_CONSUMERS} workgroups)`);
   const tag = s.parts.map((p) => `${p.kind === "silu_mul" ? (p.gelu ? "gm" : "sm") : p.kind === "rope" ? "rope" : "n"}${p.n}${p.bias ? "b" : ""}${p.residual ? "r" : ""}${p.out && p.out !== "f32" ? p.out : ""}${p.cap ? "c" : ""}`).join("_");
   const hints = s.hints !== false, xHint = s.hints === "weights" ? undefined : hints ? "many" as const : undefined;
-  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${hints ? (xHint ? "" : "_wh") : "_nh"}${s.handoff ? "_h" : ""}`;
+  const name = s.name ?? `gemv_${w}${prep ? "x8p" : xq ? "x8" : ""}_k${k}${s.norm ? "_norm" : ""}_${tag}_l${t.lanes}r${qt ? R : rowsPer}u${tune.unroll}t${t.rows}${hints ? (xHint ? "" : "_wh") : "_nh"}`;
   const b = new KernelBuilder(name, { workgroup: t.size, grid });
 
   // prep: x arrives quantized (xq_prep.ts), with r in it when the norm is fused
-  // with a handoff x is written in this dispatch: a plain (coherent) load, no read hint
-  const x = prep ? (s.handoff ? b.buffer("xq", "u32", "rw") : b.buffer("xq", "u32", "r", xHint)) : b.buffer("x", "f32", "r", xHint);
+  const x = prep ? b.buffer("xq", "u32", "r", xHint) : b.buffer("x", "f32", "r", xHint);
   const g = s.norm && !prep ? b.buffer("g", s.norm.weight, "r", xHint) : undefined;
   const xl = prep ? xqLayout(qt!, k, !!s.norm) : undefined;
   const bufs: PartBufs[] = s.parts.map((p, i) => {
@@ -173,7 +161,6 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     const y = b.buffer(`y${i}`, p.out ?? "f32", p.cap ? "rw" : "w");
     return { ws, bias, res, freqs, pos, y };
   });
-  const sync = s.handoff ? b.buffer("sync", "u32", "rw") : undefined;
 
   // Team index: workgroup * teams per workgroup + subgroup (a wide or shared team is a whole workgroup).
   const single = t.shared || t.sgs > 1 || t.rows === 1;
@@ -186,8 +173,6 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, k), vec) : 1;
   // A one-lane team (a CPU) is latency-bound on the rounded add chain: one chain per vector element.
   const cx: GemvBuild = { b, s, k, qt, xq, prep, x, g, xl, bufs, t, tune, R, rowsPer, lane, vec, xv: Math.min(4, vec), gv, chains: t.lanes === 1 ? vec : 1 };
-  const seen = sync ? b.let(u32(0), "u32", "seen") : undefined;
-  if (sync) cx.awaitX = () => handoffAwait(b, sync, s.handoff!.producers, wgi, seen!);
 
   /**
    * Team tl of part pi: units tl·R .. tl·R + R - 1 in one pass over x (the last team's units past the part's
@@ -224,16 +209,5 @@ export function gemv(caps: Caps, s: GemvShape): Kernel {
     else b.if(T.lt(end), run, () => chain(pi + 1, end));
   };
   chain(0, 0);
-  if (sync) handoffEnd(b, sync, wgi, seen!, grid[0] * grid[1] * grid[2]);
   return b.build();
-}
-
-/**
- * The workgroups of a gemv of shape `s` where it can be a handoff's consumer (GemvShape.handoff: prepared x, a team a
- * workgroup, no idle team, a 1-D grid), else 0.
- */
-export function gemvHandoff(caps: Caps, s: GemvShape): number {
-  if (s.xq !== "prep" || !caps.handoff) return 0;
-  const { total, t, grid } = layout(caps, s), wgs = grid[0] * grid[1] * grid[2];
-  return t.rows === 1 && wgs === total && grid[1] === 1 && grid[2] === 1 && wgs <= HANDOFF_CONSUMERS ? wgs : 0;
 }

@@ -101,11 +101,6 @@ function dotsBlock(cx: GemvBuild, rows: DotRow[], between?: () => void): { sums:
   const ssAcc = g ? b.let(f32(0), "f32", "ss") : undefined;
   const bases = rows.map((r) => b.let(r.row.mul(nb), "u32", "rblk"));
   between?.();
-  let waited = !cx.awaitX;
-  const wait = () => {
-    if (!waited) cx.awaitX!();
-    waited = true;
-  };
   // About 32 registers of raw block words in flight per lane (64 on the int path, whose x takes fewer).
   const trips = Math.ceil(total / t.lanes), unrolled = total % t.lanes === 0 && trips <= 4;
   const ahead = Math.max(1, cx.tune.ahead ?? Math.min(rows.length * 2, xq ? xqAhead(qt, rows.length, trips, unrolled) : Math.floor(32 / q.raw)));
@@ -128,7 +123,6 @@ function dotsBlock(cx: GemvBuild, rows: DotRow[], between?: () => void): { sums:
     };
     gis.forEach((gi, j) => {
       issue();
-      if (j === 0) wait(); // the first loads in flight, no x read yet
       let run: XRun | undefined, xs: Val[][] = [];
       if (prep) run = loadRun(b, qt, x, xl!, gi); // the run as the prep quantized it (run gi is chunk gi)
       else {
@@ -150,10 +144,7 @@ function dotsBlock(cx: GemvBuild, rows: DotRow[], between?: () => void): { sums:
     // The f32 path keeps its measured per-slot window; the int path's window runs on across slots.
     if (xq) slots(gis);
     else gis.forEach((gi) => slots([gi]));
-  } else {
-    wait(); // not inside the loop: once per workgroup, before any x read
-    b.for(lane, u32(total), t.lanes, (gi) => slots([gi]), { unroll: Math.max(1, Math.min(cx.tune.unroll, trips)) });
-  }
+  } else b.for(lane, u32(total), t.lanes, (gi) => slots([gi]), { unroll: Math.max(1, Math.min(cx.tune.unroll, trips)) });
   const red = reduceAll(cx, ssAcc ? [...acc, ssAcc] : acc);
   return { sums: red.slice(0, acc.length), ss: ssAcc ? red[acc.length] : undefined };
 }

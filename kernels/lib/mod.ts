@@ -2,10 +2,9 @@
 // function of its shape and the target's Caps. Each factory's doc comment lists its bindings (order, element
 // type, shape); fault codes of its checks are in codes.ts.
 export { FAULT, type FaultCode } from "./codes.ts";
-export { HANDOFF_BYTES } from "./handoff.ts";
 export { bytesOf, elemOf, type FType, gridFor, type IType, type Team, team, type WType } from "./common.ts";
-export { gemv, gemvHandoff, type GemvPart, type GemvShape, gemvTeam, type GemvTune, gemvTune } from "./gemv.ts";
-export { xqLayout, type XqLayout, xqPrep, xqPrepCombines, type XqPrepShape, xqPrepSignals } from "./xq_prep.ts";
+export { gemv, type GemvPart, type GemvShape, gemvTeam, type GemvTune, gemvTune } from "./gemv.ts";
+export { xqLayout, type XqLayout, xqPrep, xqPrepCombines, type XqPrepShape } from "./xq_prep.ts";
 export { matmul, MATMUL_BATCH_TILE, type MatmulShape, matmulWide } from "./matmul.ts";
 export { coopFlash, coopFlashFits, type CoopFlashLayout } from "./coop_flash.ts";
 export { type CoopLayout, coopLayout, coopMatmul, coopMatmulFits, type CoopMatmulShape } from "./coop_matmul.ts";

@@ -21,7 +21,6 @@ import { type FType, gridFor, pairwise, type Team, teamReduce, vecWidth, wgIndex
 import { chunkGroups, QLAYOUT, type QType, quantizeRun, runDx, runScale, wordSum, type XRun, XQ_TYPES } from "./dequant.ts";
 import { combineAt } from "./attention_combine.ts";
 import { prepWord, runAt, storeMeta, wordOffset, type XqLayout, xqLayout } from "./xq_layout.ts";
-import { handoffDone } from "./handoff.ts";
 
 export { type XqLayout, xqLayout } from "./xq_layout.ts";
 
@@ -68,16 +67,15 @@ export function loadRun(b: KernelBuilder, w: QType, q: Buffer, l: XqLayout, gi: 
   return { words, sums, dx: b.let(meta[0].bitcast("f32"), "f32", "dx") };
 }
 
-/** The prep's builder and bindings (x, g with a norm, q, sync with a signal), and g's load width. */
+/** The prep's builder and bindings (x, g with a norm, q), and g's load width. */
 function prepKernel(s: XqPrepShape, wg: number, grid: [number, number, number]) {
-  const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}${s.combine ? `_combine_d${s.combine.hd}_s${s.combine.splits}` : ""}${s.wg ? `_g${s.wg}` : ""}${s.signal ? "_h" : ""}`;
+  const name = s.name ?? `xq_prep_${s.w}_k${s.k}${s.norm ? `_norm_l${s.team!.lanes}` : ""}${s.combine ? `_combine_d${s.combine.hd}_s${s.combine.splits}` : ""}`;
   const b = new KernelBuilder(name, { workgroup: wg, grid });
   const x = b.buffer(s.combine ? "part" : "x", "f32", "r");
   const g = s.norm ? b.buffer("g", s.norm.weight, "r") : undefined;
-  const out = b.buffer("q", "u32", s.signal ? "rw" : "w");
-  const sync = s.signal ? b.buffer("sync", "u32", "rw") : undefined;
+  const out = b.buffer("q", "u32", "w");
   const gv = g ? Math.min(vecWidth(s.norm!.weight === "f32" ? 4 : 2, s.k), 4) : 1;
-  return { b, x, g, out, sync, gv };
+  return { b, x, g, out, gv };
 }
 
 export interface XqPrepShape {
@@ -97,22 +95,11 @@ export interface XqPrepShape {
    * bits) instead of loaded: the combine and the prep in one kernel. Per word only, no norm (xqPrepCombines).
    */
   combine?: { hd: number; splits: number };
-  /**
-   * Invocations per workgroup of the per-word prep without a norm (default up to 128) or of the combining one
-   * (default 64): its consumer's, to share its dispatch.
-   */
-  wg?: number;
-  /**
-   * The prep is the producer of a handoff (kernels/lib/handoff.ts) to a gemv of `consumers` workgroups: each
-   * workgroup raises the words of a `sync` binding (u32 [HANDOFF_BYTES / 4], rw, after q) when its writes are
-   * released; q is then bound rw (its consumer reads it in the same dispatch). Per word or combining only.
-   */
-  signal?: { consumers: number };
 }
 
 /**
  * Bindings: x f32 [k] (r) (with combine: the partials f32 [k / hd, splits, hd + 2]); g [k] (r, when norm); q u32
- * [xqLayout(w, k, norm).total] (w; rw with signal); sync u32 [HANDOFF_BYTES / 4] (rw, with signal).
+ * [xqLayout(w, k, norm).total] (w).
  */
 export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   const { k, w } = s;
@@ -120,11 +107,10 @@ export function xqPrep(caps: Caps, s: XqPrepShape): Kernel {
   if (!(k >= 1) || k % QLAYOUT[w].elems) throw new KernelError(`xq_prep: k=${k} is not a whole number of ${w} blocks`);
   if (s.norm && !s.team) throw new KernelError("xq_prep: a norm needs the consuming gemv's team");
   if (s.combine) {
-    if (!xqPrepCombines(caps, s) || (s.wg && k % s.wg)) throw new KernelError(`xq_prep: no combine into ${w} x of k=${k} here`);
+    if (!xqPrepCombines(caps, s)) throw new KernelError(`xq_prep: no combine into ${w} x of k=${k} here`);
     return combinePrep(caps, s as XqPrepShape & { combine: { hd: number; splits: number } });
   }
   if ((s.perWord ?? true) && wordFits(caps, s)) return wordPrep(caps, s);
-  if (s.signal || s.wg) throw new KernelError(`xq_prep: ${w} k=${k}: a signal or a workgroup size is the per-word prep's (subgroups of whole runs)`);
   const l = xqLayout(w, k, !!s.norm);
   const t = s.team;
   const wg = t ? t.lanes : Math.min(128, caps.maxWorkgroupSize);
@@ -183,9 +169,8 @@ function combinePrep(caps: Caps, s: XqPrepShape & { combine: { hd: number; split
   const { k, w } = s;
   const l = xqLayout(w, k, false), groups = chunkGroups(w);
   const W = l.words, wpg = W / groups.length;
-  const wg = s.wg ?? Math.max(caps.subgroupSize, 64), grid = gridFor(caps, k / wg);
-  if (k % wg || wg % caps.subgroupSize || wg > caps.maxWorkgroupSize) throw new KernelError(`xq_prep: a combine over ${k} values in workgroups of ${wg}`);
-  const { b, x: part, out, sync } = prepKernel(s, wg, grid);
+  const wg = Math.max(caps.subgroupSize, 64), grid = gridFor(caps, k / wg);
+  const { b, x: part, out } = prepKernel(s, wg, grid);
   const vi = b.let(wgIndex(b, grid).mul(wg).add(b.lid.x), "u32", "vi");
   // value vi is byte e of word wi: word j of run gi
   const wi = b.let(vi.shr(2), "u32", "wi"), e = b.let(vi.and(3), "u32", "e");
@@ -205,13 +190,7 @@ function combinePrep(caps: Caps, s: XqPrepShape & { combine: { hd: number; split
   const sums = groups.map((_, g) => (g ? b.let(b.shuffle("idx", sum, base.add(g * 4 * wpg)), "i32", "qxs") : sum));
   b.if(e.eq(u32(0)), () => b.store(out, wi, word));
   b.if(j.eq(u32(0)).and(e.eq(u32(0))), () => storeMeta(b, out, l, gi, runDx(b, amax), sums));
-  if (sync) handoffDone(b, sync, s.signal!.consumers);
   return b.build();
-}
-
-/** Whether xqPrep can be a handoff's producer for the shape (XqPrepShape.signal): the per-word or the combining prep. */
-export function xqPrepSignals(caps: Caps, s: Pick<XqPrepShape, "k" | "w" | "norm" | "team" | "combine">): boolean {
-  return s.combine ? xqPrepCombines(caps, s) : wordFits(caps, s);
 }
 
 /** Whether wordPrep serves the shape: subgroups a run's words fit in, and a norm's team of whole subgroups. */
@@ -236,10 +215,9 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const l = xqLayout(w, k, !!s.norm);
   const W = l.words, words = l.runs * W, sg = caps.subgroupSize;
   const t = s.team;
-  const wg = s.norm ? t!.lanes : s.wg ?? Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
-  if (s.wg && (wg % W || wg > caps.maxWorkgroupSize)) throw new KernelError(`xq_prep: a workgroup of ${wg} invocations for runs of ${W} words`);
+  const wg = s.norm ? t!.lanes : Math.min(Math.ceil(words / sg) * sg, Math.max(sg, 128));
   const grid = gridFor(caps, Math.ceil(words / wg));
-  const { b, x, g, out, sync, gv } = prepKernel(s, wg, grid);
+  const { b, x, g, out, gv } = prepKernel(s, wg, grid);
   const tid = b.lid.x;
   const wgi = b.let(wgIndex(b, grid), "u32", "wgi");
 
@@ -257,11 +235,7 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
     v = v.map((e, i) => b.let(e.mul(gs[i]), "f32", "xg"));
   }
   prepWord(b, w, l, out, { v, gi, j, wi, live });
-  const done = () => {
-    if (sync) handoffDone(b, sync, s.signal!.consumers);
-    return b.build();
-  };
-  if (!s.norm) return done();
+  if (!s.norm) return b.build();
 
   // Σx² as the gemv's team sums it (the per-run prep's order), its runs unrolled so their loads issue together
   const ss = b.let(f32(0), "f32", "ss");
@@ -274,5 +248,5 @@ function wordPrep(caps: Caps, s: XqPrepShape): Kernel {
   const tot = teamReduce(b, { ...t!, rows: 1, size: t!.lanes }, "add", ss);
   const rr = b.let(tot.div(k).add(f32(s.norm!.eps)).rsqrt(), "f32", "r");
   b.if(wgi.eq(u32(0)).and(tid.eq(u32(0))), () => b.store(out, l.rAt!, rr.bitcast("u32")));
-  return done();
+  return b.build();
 }

@@ -10,9 +10,8 @@ import { type Unit, viewSource } from "../../graph/plan.ts";
 import type { Binding } from "../program.ts";
 import * as lib from "../lib/mod.ts";
 import type { LowerContext } from "../lower.ts";
-import { floatOf, LoweringError } from "./common.ts";
+import { floatOf } from "./common.ts";
 import { ropeAndCache } from "./rope.ts";
-import { launchTogether } from "./siblings.ts";
 
 /**
  * The weight types whose integer path is the default on a target with an int8 dot (caps.dot4): those an H200
@@ -89,7 +88,7 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   const asked = opts.xqPrep ?? XQ_PREP_DEFAULT.includes(wn.dtype);
   const prep = xq && (asked === true || (asked === "no-norm" && !norm));
   const shape: lib.GemvShape = { k: K, w: wn.dtype as lib.WType, norm, parts, xq: prep ? "prep" : xq, tune: opts.gemvTune, hints: opts.gemvHints };
-  let sync: Binding | undefined; // the handoff's word, where the prep shares the gemv's dispatch
+  const k = lib.gemv(caps, shape);
   if (prep) {
     // x (and g) in, the quantized runs (and r) out; the gemv binds those in their place
     const w = wn.dtype as lib.QType, ins = norm ? 2 : 1, bytes = lib.xqLayout(w, K, !!norm).total * 4;
@@ -97,24 +96,18 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
     // where steps run together unless they touch the same bytes (Vulkan, ROCm) the v prep overlaps the q/k gemv
     const q: Binding = { buffer: cx.buf("arena", `xq-x:${w}`, bytes), offset: 0, bytes };
     const c = combineInto(cx, u.x, { k: K, w, norm });
-    // with a handoff, the prep's workgroups (as many invocations as the gemv's) run first in the gemv's dispatch
-    const team = lib.gemvTeam(caps, shape), consumers = lib.gemvHandoff(caps, shape);
-    const fits = !c?.fused && (opts.handoff ?? HANDOFF_DEFAULT) && consumers > 0 && lib.xqPrepSignals(caps, { k: K, w, norm, team, combine: c?.s });
-    sync = fits ? handoffWord(cx) : undefined;
     if (c?.fused) {
       // the fused attention, the step just before, writes x prepared: its f32 output never stored
       cx.steps.pop();
       const { shape: fs, inputs, work } = c.fused;
       kernel(lib.attentionFused(caps, { ...fs, prep: { w, k: K } }), [...inputs, q], { bytes: work.bytes - bytesOfIds([c.node]) + bytes, flops: work.flops + 4 * K });
+    } else if (c) {
+      // the attention's combine, the step just before, becomes this prep: x combined from its partials, never stored
+      cx.steps.pop();
+      kernel(lib.xqPrep(caps, { k: K, w, combine: c.s }), [c.part, q], { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K });
     } else {
-      const signal = sync ? { signal: { consumers }, wg: norm ? undefined : team.size } : {};
-      // with `c`, the attention's combine, the step just before, becomes this prep: x combined from its partials,
-      // never stored
-      const pk = c ? lib.xqPrep(caps, { k: K, w, combine: c.s, ...signal }) : lib.xqPrep(caps, { k: K, w, norm, team: norm ? team : undefined, ...signal });
-      if (sync) shape.handoff = { producers: pk.grid[0] * pk.grid[1] * pk.grid[2] };
-      if (c) cx.steps.pop();
-      const work = c ? { bytes: c.part.bytes + bytes, flops: c.part.bytes / 4 + 4 * K } : { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K };
-      kernel(pk, [...(c ? [c.part] : bindings.slice(0, ins)), q, ...(sync ? [sync] : [])], work);
+      const pk = lib.xqPrep(caps, { k: K, w, norm, team: norm ? lib.gemvTeam(caps, shape) : undefined });
+      kernel(pk, [...bindings.slice(0, ins), q], { bytes: bytesOfIds(reads.slice(0, ins)) + bytes, flops: 4 * K });
     }
     bindings.splice(0, ins, q);
     reads.splice(0, ins);
@@ -122,33 +115,5 @@ export function lowerGemv(cx: LowerContext, u: Extract<Unit, { k: "gemv" }>): vo
   const xBytes = prep ? bindings[0].bytes : 0;
   const outBytes = u.parts.reduce((a, pp) => a + (pp.update !== undefined ? byteSize(nodes[pp.out].dtype, numel(nodes[pp.matmuls[0]].shape)) : p.values[pp.out].bytes), 0);
   const flops = u.parts.reduce((a, pp) => a + 2 * K * numel(nodes[pp.matmuls[0]].shape) * pp.matmuls.length, 0);
-  kernel(lib.gemv(caps, shape), sync ? [...bindings, sync] : bindings, { bytes: bytesOfIds(reads) + xBytes + outBytes, flops });
-  if (sync) {
-    const g = cx.steps.pop()!, pk = cx.steps.pop()!;
-    if (pk.k !== "kernel" || g.k !== "kernel") throw new LoweringError("gemv: a handoff's prep and gemv are kernel steps");
-    cx.steps.push(launchTogether(pk, g));
-  }
-}
-
-/**
- * Whether a gemv's x prep shares its dispatch (CompileOptions.handoff) by default: not yet. An H100 measured the first
- * form (one word every workgroup polled with acquire: an L1 invalidation each) 40% slower on the 8B Q4_K_M decode
- * (`bench/decode.ts --handoff on,off`: 2.99 against 2.14 ms a token), the relaxed poll 36% (2.91); the form here
- * (words spread over 32 lines, no sleep) is unmeasured so far.
- */
-const HANDOFF_DEFAULT = false;
-
-/** Handoffs a program may have; past them a prep keeps its own dispatch. */
-const HANDOFFS = 512;
-
-/**
- * A handoff's words of its own (lib.HANDOFF_BYTES) in the State buffer "handoff", one size in every program
- * (entries share State by name): zero when made and by a state reset (a step that failed midway may leave a count),
- * and each dispatch leaves its words zero, so entries may share them too. Words of their own keep two handoffs
- * independent (a layer's q/k and v gemvs may still launch as siblings). Undefined when the program has used them all.
- */
-function handoffWord(cx: LowerContext): Binding | undefined {
-  const id = cx.buf("state", "handoff", HANDOFFS * lib.HANDOFF_BYTES);
-  const n = cx.steps.filter((s) => s.k === "kernel" && s.bindings.some((b) => b.buffer === id)).length;
-  return n < HANDOFFS ? { buffer: id, offset: n * lib.HANDOFF_BYTES, bytes: lib.HANDOFF_BYTES } : undefined;
+  kernel(k, bindings, { bytes: bytesOfIds(reads) + xBytes + outBytes, flops });
 }

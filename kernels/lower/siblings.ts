@@ -8,7 +8,7 @@
 // steps it has no hazard with to meet its sibling; the byte ranges of the bindings decide (arena reuse shows
 // there as overlap, so the plan's lifetimes hold). Plain data in and out; results do not change: every
 // workgroup runs exactly what it ran before.
-import { type Buffer, type Expr, type Kernel, KernelError, type Stmt, type Var } from "../ir.ts";
+import type { Buffer, Expr, Kernel, Stmt, Var } from "../ir.ts";
 import type { Binding, Program, Step } from "../program.ts";
 import type { Caps } from "../target.ts";
 import { conflicts, type Span, type StepAccess } from "../hazards.ts";
@@ -78,17 +78,6 @@ export function mergeSiblings(prog: Program, caps: Caps): Program {
   return steps.length === prog.steps.length ? prog : { ...prog, steps };
 }
 
-/**
- * Two kernel steps as one dispatch: a's workgroups first, then b's (each part sees its own workgroup indices and
- * count). Both must have the same workgroup. Also how a handoff's producer and consumer share a dispatch
- * (kernels/lower/gemv.ts), where b depends on a.
- */
-export function launchTogether(a: KernelStep, b: KernelStep): KernelStep {
-  const [wa, wb] = [a.kernel.workgroup, b.kernel.workgroup];
-  if (wa[0] !== wb[0] || wa[1] !== wb[1] || wa[2] !== wb[2]) throw new KernelError(`siblings: ${a.kernel.name} and ${b.kernel.name} have other workgroups`);
-  return merge(a, b);
-}
-
 function merge(a: KernelStep, b: KernelStep): KernelStep {
   const ka = a.kernel, kb = b.kernel;
   const ga = ka.grid[0], gb = kb.grid[0];
@@ -129,7 +118,6 @@ function merge(a: KernelStep, b: KernelStep): KernelStep {
       subgroups: ka.uses.subgroups || kb.uses.subgroups,
       f16: ka.uses.f16 || kb.uses.f16,
       checks: ka.uses.checks || kb.uses.checks,
-      ...(ka.uses.handoff || kb.uses.handoff ? { handoff: true } : {}),
     },
   };
   return {

@@ -429,10 +429,6 @@ export class Gen {
       case "barrier":
         if (this.simt && this.debug) this.line(`bar(${this.mask});`);
         return;
-      case "await": // workgroups run one at a time in index order here: the word is as high as it will get
-        this.perLane(`if (${this.index(this.view(s.buf, "u32"), this.exprs([s.index])[0])} < ${s.count >>> 0}) fail(${s.code});`);
-        if (this.simt && this.debug) this.line(`bar(${this.mask});`);
-        return;
       case "return":
         if (this.simt) this.line(`for (let l = 0; l < N; l++) if (${this.mask}[l]) { R[l] = 1; ${this.mask}[l] = 0; }`);
         else this.line("return;");

@@ -135,7 +135,6 @@ function exprsOf(s: Stmt): Expr[] {
     case "storev": return [s.index, ...s.es];
     case "for": return [s.start, s.end];
     case "if": case "check": return [s.c];
-    case "await": return [s.index];
     case "mma": return [...s.a, ...s.b, ...s.c];
     case "cpasync": return [s.sindex, s.index];
     case "wgmma": return [s.a, s.b];
@@ -156,7 +155,6 @@ function withParts(s: Stmt, es: Expr[], bodies: Stmt[][]): Stmt {
     case "for": return { ...s, start: es[0], end: es[1], body: bodies[0] };
     case "if": return { ...s, c: es[0], then: bodies[0], else: bodies[1] };
     case "check": return { ...s, c: es[0] };
-    case "await": return { ...s, index: es[0] };
     case "mma": {
       const na = s.a.length, nb = s.b.length;
       return { ...s, a: es.slice(0, na), b: es.slice(na, na + nb), c: es.slice(na + nb) };
@@ -182,7 +180,6 @@ function headOf(s: Stmt): string {
     case "wgwait": return `wgwait:${s.pending}`;
     case "wgmma": return `wgmma:${s.ab}:${s.n}:${s.mem.name}:${s.acc.map((v) => v.name).join(",")}`;
     case "barrier": return `barrier:${s.device ?? false}`;
-    case "await": return `await:${s.buf.binding}:${s.count}:${s.code}`;
     case "cmzero": return `cmzero:${s.acc.name}`;
     case "cmload": return `cmload:${s.dst.name}:${"binding" in s.mem ? `b${s.mem.binding}` : s.mem.name}:${s.stride}`;
     case "cmmad": return `cmmad:${s.acc.name}:${s.a.name}:${s.b.name}`;

@@ -118,7 +118,6 @@ class Emitter {
     this.names = opts.names ?? true;
     if (k.uses.mma) throw new KernelError(`${k.name}: spirv: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     if (k.uses.staging) throw new KernelError(`${k.name}: spirv: cp.async/ldmatrix staging is PTX-only (caps.staging)`);
-    if (k.uses.handoff) throw new KernelError(`${k.name}: spirv: await needs workgroups started in index order (caps.handoff: PTX, JS)`);
     const n16 = native16(caps, opts), n8 = native8(caps, opts);
     const half = caps.f16 && (opts.convertF16 ?? true) ? () => this.f16() : undefined;
     this.arith = {

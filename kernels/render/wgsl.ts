@@ -133,7 +133,6 @@ class Wgsl implements OpsHost {
     if (k.uses.mma) throw new KernelError(`${k.name}: wgsl: warp MMA tiles are PTX-only (the library picks its plain kernels here)`);
     if (k.uses.staging) throw new KernelError(`${k.name}: wgsl: cp.async/ldmatrix staging is PTX-only (caps.staging)`);
     if (k.uses.coop) throw new KernelError(`${k.name}: wgsl: WGSL has no cooperative matrices (caps.coop)`);
-    if (k.uses.handoff) throw new KernelError(`${k.name}: wgsl: await needs workgroups started in index order (caps.handoff: PTX, JS)`);
     this.analyse();
     this.mem = new WordStorage(k, this.bufs, this);
     this.flagMode = k.body.some(hasBarrier);

@@ -465,7 +465,6 @@ export function renderAmdgpu(k: Kernel, opts: AmdgpuOptions): AmdgpuModule {
   if (k.uses.mma) throw new KernelError(`${k.name}: mma kernels need the mma capability, which the amdgpu targets lack`);
   if (k.uses.staging) throw new KernelError(`${k.name}: cp.async/ldmatrix staging is PTX-only (caps.staging), which the amdgpu targets lack`);
   if (k.uses.coop) throw new KernelError(`${k.name}: cooperative matrices (caps.coop) are not rendered for amdgpu`);
-  if (k.uses.handoff) throw new KernelError(`${k.name}: await needs workgroups started in index order (caps.handoff: PTX, JS); not rendered for amdgpu`);
   const entry = entryName(k.name);
   const dk = decompose(k, { intDivMod: true, dot4: true });
   const L = new Lowering(dk, wave);

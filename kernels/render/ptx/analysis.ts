@@ -22,7 +22,7 @@ export function forEachExpr(body: Stmt[], f: (e: Expr) => void): void {
 export function hasChecks(k: Kernel): boolean {
   let found = false;
   walkStmts(k.body, (s) => {
-    if (s.k === "check" || s.k === "await") found = true;
+    if (s.k === "check") found = true;
   });
   return found;
 }

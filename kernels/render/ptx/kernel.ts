@@ -16,7 +16,7 @@
 // multiple of 32 the last warp is partial and its member mask is computed in the prologue. The subgroup ops
 // themselves are warp.ts; global loads and stores memory.ts; operators and casts arith.ts; the math routines math.ts.
 import type { Builtin, CType, Expr, Kernel, Shared, Stmt, Var } from "../../ir.ts";
-import { KernelError, walkStmts } from "../../ir.ts";
+import { KernelError } from "../../ir.ts";
 import { f32ToF16 } from "../../../graph/half.ts";
 import { forEachExpr, hasChecks, invariant } from "./analysis.ts";
 import { GlobalMemory } from "./memory.ts";
@@ -121,7 +121,6 @@ class Lowering {
       if (e.k === "builtin") used.add(e.b);
       if (e.k === "subgroup" || e.k === "shuffle") subgroups = true;
     });
-    walkStmts(this.k.body, (s) => { if (s.k === "await") used.add("lid.x"); }); // its poller is invocation 0
     const [wx, wy] = this.k.workgroup;
     const special = (b: Builtin): string => {
       const got = this.builtins.get(b);
@@ -274,13 +273,6 @@ class Lowering {
 
   // ---- statements ------------------------------------------------------------------------------------
 
-  /** Faults the dispatch: the code is left where the host can read it after the context is lost (host-mapped memory). */
-  private trap(code: number): void {
-    this.a.op(`st.volatile.global.u32 [${this.fault}], ${code}`);
-    this.a.op("membar.sys");
-    this.a.op("trap");
-  }
-
   block(body: Stmt[]): void {
     for (const s of body) this.stmt(s);
   }
@@ -317,16 +309,12 @@ class Lowering {
       case "check": {
         const ok = a.label();
         a.op(`@${this.ex(s.c)} bra ${ok}`);
-        this.trap(s.code);
+        // Leave the code where the host can read it after the context is lost (host-mapped memory).
+        a.op(`st.volatile.global.u32 [${this.fault}], ${s.code}`);
+        a.op("membar.sys");
+        a.op("trap");
         a.place(ok);
         return;
-      }
-      case "await": {
-        const rest = a.label();
-        a.op(`@${a.to("p", "setp.ne.u32", this.ex({ k: "builtin", t: "u32", b: "lid.x" }), "0")} bra ${rest}`);
-        this.mem.poll(s.buf, s.index, s.count, () => this.trap(s.code));
-        a.place(rest);
-        return a.op("bar.sync 0");
       }
       case "if": {
         const els = a.label(), end = a.label();

@@ -26,9 +26,6 @@ export interface MemCtx {
  */
 const READ_HINT: Record<NonNullable<Buffer["reads"]>, string> = { once: ".L1::no_allocate.L2::256B", near: ".L1::evict_first", many: ".L1::evict_last" };
 
-/** Reads an "await" makes before it faults: each an L2 round trip (0.5-1 µs), ~1-2 s in all. */
-const POLLS = 1 << 21;
-
 export class GlobalMemory {
   constructor(private readonly c: MemCtx) {}
 
@@ -91,28 +88,6 @@ export class GlobalMemory {
     const ty = op === "add" ? "u32" : "b32";
     if (dst) this.c.a.op(`atom.global.${op}.${ty} ${this.c.varReg(dst)}, ${this.addr(buf, index, 4)}, ${v}`);
     else this.c.a.op(`red.global.${op}.${ty} ${this.addr(buf, index, 4)}, ${v}`);
-  }
-
-  /**
-   * The "await" statement's poll by one invocation: u32 word `index` of `buf` read relaxed at gpu scope (from L2;
-   * an acquire would also invalidate the SM's L1, which the block weights' neighbouring loads rely on) until it is at
-   * least `count` (no sleep between reads: a handoff's words spread its pollers over many lines); after POLLS reads
-   * `timeout` runs (the fault).
-   */
-  poll(buf: Buffer, index: Expr, count: number, timeout: () => void): void {
-    const a = this.c.a;
-    const addr = this.addr(buf, index, 4);
-    const left = a.to("r", "mov.b32", String(POLLS));
-    const top = a.label(), done = a.label(), fail = a.label();
-    a.place(top);
-    const w = a.to("r", "ld.relaxed.gpu.global.u32", addr);
-    a.op(`@${a.to("p", "setp.ge.u32", w, String(count >>> 0))} bra ${done}`);
-    a.op(`sub.u32 ${left}, ${left}, 1`);
-    a.op(`@${a.to("p", "setp.eq.u32", left, "0")} bra ${fail}`);
-    a.op(`bra ${top}`);
-    a.place(fail);
-    timeout();
-    a.place(done);
   }
 
   /** cp.async of 16 bytes from u32 word `index` of `buf` to the shared address operand `saddr` ("[r+off]"). */
