@@ -117,7 +117,8 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[], anc
       cmd: ["env", "SKIP_HF=1", "python3", join(anchors, "gptfast_decode.py")], skip: anchorsMissing(anchors, "gptfast_decode.py"),
       rows: (j) => Object.entries(ANCHOR_SHAPE).map(([key, shape]) => ({
         name: `${shape} PyTorch compiled (gpt-fast, reduce-overhead, CUDA graphs), bf16`, value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`,
-        note: `eager ${j[`${key}/gptfast_eager`]?.toFixed(0)} tok/s; copy ceiling ${j.copy_TBps?.toFixed(2)} TB/s` + (shape === "llama-3-8b" ? "" : "; reads an untied head"),
+        note: j[`${key}/gptfast_compiled`] === undefined ? "not measured in this run"
+          : `eager ${j[`${key}/gptfast_eager`]?.toFixed(0)} tok/s; copy ceiling ${j.copy_TBps?.toFixed(2)} TB/s` + (shape === "llama-3-8b" ? "" : "; reads an untied head"),
       })),
     });
   }
@@ -228,7 +229,8 @@ export function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   }
   const seconds = (performance.now() - t0) / 1000;
   const errTail = (r.stderr ?? "").trim().split("\n").slice(-3).join(" | ");
-  for (const line of (r.stderr ?? "").trim().split("\n")) if (line) log(`  ${line}`);
+  // a job that writes its JSON to a file prints its progress (the anchors' compile times) on stdout
+  for (const line of `${r.stderr ?? ""}\n${dir ? r.stdout ?? "" : ""}`.trim().split("\n")) if (line) log(`  ${line}`);
   if (r.error && (r.error as NodeJS.ErrnoException).code === "ETIMEDOUT" || r.signal) return fail(`timed out after ${job.timeoutS} s: ${errTail}`, seconds);
   if (r.error) return fail(`failed to start: ${r.error.message}`, seconds);
   let json: unknown;
@@ -253,10 +255,12 @@ export function readAgainstAnchors(rows: SuiteRow[]): SuiteRow[] {
     if (a === undefined || r.value === undefined) return r;
     const compiled = r.versus!.startsWith("compiled ");
     const ratio = compiled ? r.value / a : a / r.value;
+    // the parts that come from a reference, the issue's or an earlier reading (so reading twice changes nothing)
+    const own = (text?: string) => (text ?? "").split("; ").filter((x) => x && !/\((issue|this run)\)|PyTorch's tok\/s|as fast as PyTorch/.test(x));
     return {
       ...r,
-      against: [r.against && !r.against.includes("(issue)") ? r.against : undefined, `PyTorch ${compiled ? "compiled" : "eager"} ${fmt(a, r.unit)} (this run)`].filter(Boolean).join("; "),
-      note: [r.note?.includes("(issue)") ? undefined : r.note, `${ratio.toFixed(2)}x ${compiled ? "PyTorch's tok/s" : "as fast as PyTorch"}`].filter(Boolean).join("; "),
+      against: [...own(r.against), `PyTorch ${compiled ? "compiled" : "eager"} ${fmt(a, r.unit)} (this run)`].join("; "),
+      note: [...own(r.note), `${ratio.toFixed(2)}x ${compiled ? "PyTorch's tok/s" : "as fast as PyTorch"}`].join("; "),
     };
   });
 }
@@ -308,9 +312,15 @@ if (import.meta.main) {
   let rows: SuiteRow[] = [];
   if (values.from) {
     // runs that together make the table (a device call's time limit can hold only part of it)
+    const byName = new Map<string, number>();
     for (const f of values.from.split(",")) {
       try {
-        rows.push(...(JSON.parse(readFileSync(f, "utf8")).rows as SuiteRow[]));
+        // a row measured in a later run replaces one of the same name; one without a value never replaces
+        for (const r of JSON.parse(readFileSync(f, "utf8")).rows as SuiteRow[]) {
+          const at = byName.get(r.name);
+          if (at === undefined) byName.set(r.name, rows.push(r) - 1);
+          else if (r.value !== undefined) rows[at] = r;
+        }
       } catch (e) {
         console.error(`bench/suite.ts: --from ${f}: ${(e as Error).message}`);
         exit(2);
