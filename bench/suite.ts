@@ -86,6 +86,9 @@ function anchorsMissing(dir: string, script: string): string | undefined {
 
 // The anchor script's names for the bench's shapes (its qwen2.5-0.5b has no q/k/v bias and an untied head).
 const ANCHOR_SHAPE: Record<string, string> = { "llama-3.2-1b": "llama-3.2-1b", "qwen2.5-0.5b-like": "qwen2.5-0.5b", "llama-3-8b": "llama-3-8b" };
+const compiledName = (shape: string) => `${shape} PyTorch compiled (gpt-fast, reduce-overhead, CUDA graphs), bf16`;
+const eagerName = (shape: string, n: number) => `${shape} PyTorch eager (SDPA, cuBLAS): time to first token, ${n}-token prompt`;
+const PREFILL_TOKENS = [512, 2048];
 
 export function jobs(groups: Set<string>, backend: string, shapes: string[], anchors = ".dev/anchor"): Job[] {
   const deno = (...a: string[]) => ["deno", "run", "-A", "--no-check", ...a];
@@ -113,10 +116,10 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[], anc
   }
   if (groups.has("pytorch")) {
     out.push({
-      group: "pytorch", timeoutS: 330, names: Object.values(ANCHOR_SHAPE).map((x) => `${x} PyTorch compiled`), file: "anchors.json",
+      group: "pytorch", timeoutS: 330, names: Object.values(ANCHOR_SHAPE).map(compiledName), file: "anchors.json",
       cmd: ["env", "SKIP_HF=1", "python3", join(anchors, "gptfast_decode.py")], skip: anchorsMissing(anchors, "gptfast_decode.py"),
       rows: (j) => Object.entries(ANCHOR_SHAPE).map(([key, shape]) => ({
-        name: `${shape} PyTorch compiled (gpt-fast, reduce-overhead, CUDA graphs), bf16`, value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`,
+        name: compiledName(shape), value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`,
         note: j[`${key}/gptfast_compiled`] === undefined ? "not measured in this run"
           : `eager ${j[`${key}/gptfast_eager`]?.toFixed(0)} tok/s; copy ceiling ${j.copy_TBps?.toFixed(2)} TB/s` + (shape === "llama-3-8b" ? "" : "; reads an untied head"),
       })),
@@ -152,10 +155,10 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[], anc
   }
   if (groups.has("pytorch-prefill")) {
     out.push({
-      group: "pytorch-prefill", timeoutS: 150, names: Object.keys(PREFILL_REF).map((x) => `${x} PyTorch eager prefill`), file: "prefill.json",
+      group: "pytorch-prefill", timeoutS: 150, names: Object.keys(PREFILL_REF).flatMap((x) => PREFILL_TOKENS.map((n) => eagerName(x, n))), file: "prefill.json",
       cmd: ["python3", join(anchors, "torch_prefill.py")], skip: anchorsMissing(anchors, "torch_prefill.py"),
-      rows: (j) => Object.keys(PREFILL_REF).flatMap((shape) => [512, 2048].map((n) => ({
-        name: `${shape} PyTorch eager (SDPA, cuBLAS): time to first token, ${n}-token prompt`, value: j[`${shape}/prefill${n}_eager_ms`], unit: "ms",
+      rows: (j) => Object.keys(PREFILL_REF).flatMap((shape) => PREFILL_TOKENS.map((n) => ({
+        name: eagerName(shape, n), value: j[`${shape}/prefill${n}_eager_ms`], unit: "ms",
         anchor: `prefill ${shape} ${n}`,
       }))),
     });
