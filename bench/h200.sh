@@ -19,7 +19,7 @@
 # dot4 / dot4-bench: the native int8 dot on Vulkan and WebGPU (issues 16/23): caps and tests, then the 8B q4_k_m/q8_0
 #   decode with and without the integer gemv (DOT4_BACKENDS=vulkan|wgpu, one per call).
 # table: the whole speed table of issue 18 (bench/suite.ts: decode, PyTorch anchors from .dev/anchor, deep context, prefill, host µs, vulkan, wgpu, bun rows).
-#   More than one call's 10 minutes: TABLE_ROWS=decode,pytorch TABLE_TAG=-a in one call (~7 minutes on an H100 with the
+#   More than one call's 10 minutes: TABLE_ROWS=decode,pytorch TABLE_TAG=-a in one call (~4 minutes on an H100 with the
 #   three shapes), TABLE_ROWS=prefill,pytorch-prefill,deep,host,vulkan,wgpu,bun TABLE_TAG=-b in the next, then here
 #   `deno run -A bench/suite.ts --from table-a.json,table-b.json` prints them as one table.
 # tp: tensor parallelism on nvidia-h200-x2 / -x4 (issue 21): tests/tp/ptx.test.ts (fixtures vs the oracle, stories vs
