@@ -8,10 +8,10 @@
 //   vulkan, wgpu  bench/decode.ts at the 1B and qwen2.5-0.5b shapes on those backends (issue 23)
 //   quant, vulkan-quant, wgpu-quant  bench/decode.ts over Q4_K_M and Q8_0 weights (8B and 1B; wgpu the 1B)
 //   bun      bench/decode.ts at the 1B shape under Bun (skipped, saying why, when `bun` is not on PATH)
-//   pytorch, pytorch-prefill  the PyTorch anchors (../shared/tools/anchors: gpt-fast's model compiled with
-//            reduce-overhead and CUDA graphs; eager prefill) in the same run, from --anchors DIR (default
-//            .dev/anchor), which holds the two scripts and gpt-fast's model.py as gf_model.py (not in this
-//            repository: BSD-3, fetched by whoever runs it); skipped, saying why, where DIR or python3 is missing
+//   pytorch, pytorch-prefill  the PyTorch anchors (gpt-fast's model compiled with reduce-overhead and CUDA graphs;
+//            eager prefill) in the same run, from --anchors DIR (default .dev/anchor), which holds the anchor scripts
+//            gptfast_decode.py and torch_prefill.py and gpt-fast's model.py as gf_model.py (none of them in this
+//            repository; README "The whole table in one command"); skipped, saying why, where DIR or python3 is missing
 //
 //   deno run -A bench/suite.ts [--rows decode,deep,...] [--shapes A,B (decode rows; default the three)]
 //     [--backend ptx] [--out FILE.json] [--baseline OLD.json] [--anchors DIR]
@@ -80,7 +80,7 @@ function which(cmd: string): string | undefined {
 
 /** The anchors' folder's problem, or undefined when the PyTorch rows can run from it. */
 function anchorsMissing(dir: string, script: string): string | undefined {
-  for (const f of [script, "gf_model.py"]) if (!existsSync(join(dir, f))) return `${join(dir, f)} is missing (--anchors DIR: ../shared/tools/anchors/README.md says how to make it)`;
+  for (const f of [script, "gf_model.py"]) if (!existsSync(join(dir, f))) return `${join(dir, f)} is missing (--anchors DIR holds gptfast_decode.py, torch_prefill.py and gpt-fast's model.py as gf_model.py)`;
   return which("python3") ? undefined : "python3 is not on PATH";
 }
 

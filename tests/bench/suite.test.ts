@@ -2,6 +2,9 @@
 // and bench/suite.ts's table: rows with and without a baseline, a failed row keeps its name and says why.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
 import { runDriverBench, SAMPLED } from "../../bench/driver.ts";
 import { formatSuite, jobs, readAgainstAnchors, runJob, type SuiteRow } from "../../bench/suite.ts";
 
@@ -67,10 +70,7 @@ test("the suite's quantized and Vulkan/WebGPU rows: both issue-23 shapes, issue 
   assert.deepEqual(byGroup("wgpu-quant")[0].names, ["llama-3.2-1b wgpu q4_k_m, q8_0"]);
 });
 
-test("the PyTorch anchors in the same run: their rows from the script's JSON file, the decode and prefill rows read against them; a missing anchor folder is a skip that says why", async () => {
-  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
-  const { join } = await import("node:path");
-  const { tmpdir } = await import("node:os");
+test("the PyTorch anchors in the same run: their rows from the script's JSON file, the decode and prefill rows read against them; a missing anchor folder is a skip that says why", () => {
   const none = jobs(new Set(["pytorch", "pytorch-prefill"]), "ptx", [], "/nonexistent/anchors");
   assert.equal(none.length, 2);
   for (const j of none) {
