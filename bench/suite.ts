@@ -47,6 +47,9 @@ export interface SuiteRow {
   /** On a PyTorch row: what it measures ("compiled SHAPE", "prefill SHAPE N"); on a poot row: which of those it is read against. */
   anchor?: string;
   versus?: string;
+  /** The card a poot row ran on (its command's JSON names it); a PyTorch row's copy ceiling there, TB/s. */
+  device?: string;
+  ceiling?: number;
 }
 
 export interface Job {
@@ -119,7 +122,7 @@ export function jobs(groups: Set<string>, backend: string, shapes: string[], anc
       group: "pytorch", timeoutS: 330, names: Object.values(ANCHOR_SHAPE).map(compiledName), file: "anchors.json",
       cmd: ["env", "SKIP_HF=1", "python3", join(anchors, "gptfast_decode.py")], skip: anchorsMissing(anchors, "gptfast_decode.py"),
       rows: (j) => Object.entries(ANCHOR_SHAPE).map(([key, shape]) => ({
-        name: compiledName(shape), value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`,
+        name: compiledName(shape), value: j[`${key}/gptfast_compiled`], unit: "tok/s", anchor: `compiled ${shape}`, ceiling: j.copy_TBps,
         note: j[`${key}/gptfast_compiled`] === undefined ? "not measured in this run"
           : `eager ${j[`${key}/gptfast_eager`]?.toFixed(0)} tok/s; copy ceiling ${j.copy_TBps?.toFixed(2)} TB/s` + (shape === "llama-3-8b" ? "" : "; reads an untied head"),
       })),
@@ -243,8 +246,10 @@ export function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   } catch {
     return fail(`exit ${r.status}, no JSON: ${errTail}`, seconds);
   }
+  // the card: bench/decode.ts names it per row and in its result, bench/driver.ts in its result
+  const j = json as Json, device = j?.device || j?.rows?.find?.((r: Json) => r?.device)?.device || undefined;
   try {
-    return job.rows(json).map((x) => ({ ...x, group: job.group, seconds }));
+    return job.rows(json).map((x) => ({ ...(device ? { device } : {}), ...x, group: job.group, seconds }));
   } catch (e) {
     return fail(`exit ${r.status}, unreadable result (${(e as Error).message}): ${errTail}`, seconds);
   }
@@ -281,6 +286,23 @@ export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
   ]);
   const line = (xs: string[]) => `| ${xs.join(" | ")} |`;
   return [line(head), line(head.map(() => "---")), ...body.map(line)].join("\n");
+}
+
+/**
+ * The table's first line: when, on which cards, the roofline's rate, and, where a row with a fraction ran on a card
+ * that is not an H200, that its fractions are against the H200's rate (with PyTorch's copy ceiling on that card
+ * where the rows measured it and name one card: a PyTorch row does not say which card it ran on).
+ */
+export function suiteHead(rows: SuiteRow[], seconds: number, at = new Date()): string {
+  const cards = [...new Set(rows.map((r) => r.device).filter((d): d is string => !!d))];
+  const other = [...new Set(rows.filter((r) => r.fraction !== undefined && r.device && !/H200/i.test(r.device)).map((r) => r.device!))];
+  const ceiling = rows.find((r) => Number.isFinite(r.ceiling))?.ceiling;
+  const borrowed = other.length
+    ? ` (the H200's measured copy rate: the "of roofline" column on ${other.join(", ")} is against it, not that card's` +
+      (ceiling !== undefined && cards.length === 1 ? `; PyTorch's copy ceiling there ${ceiling.toFixed(2)} TB/s` : "") + ")"
+    : "";
+  return `poot speed table (${at.toISOString()})${cards.length ? ` on ${cards.join(", ")}` : ""}, roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s` +
+    `${borrowed}, batch 1, greedy; ${seconds.toFixed(0)} s`;
 }
 
 const ALL = ["decode", "pytorch", "deep", "prefill", "pytorch-prefill", "vulkan-prefill", "host", "vulkan", "wgpu", "quant", "vulkan-quant", "wgpu-quant", "bun"];
@@ -338,8 +360,7 @@ if (import.meta.main) {
   }
   rows = readAgainstAnchors(rows);
   const table = formatSuite(rows, baseline);
-  const head = `poot speed table (${new Date().toISOString()}), roofline at ${(H200_BANDWIDTH / 1e12).toFixed(2)} TB/s, ` +
-    `batch 1, greedy; ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+  const head = suiteHead(rows, (performance.now() - t0) / 1000);
   if (values.out) writeFileSync(values.out, JSON.stringify({ head, rows }, null, 1) + "\n");
   console.log(`${head}\n\n${table}`);
   exit(0);

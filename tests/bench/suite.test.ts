@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { runDriverBench, SAMPLED } from "../../bench/driver.ts";
-import { formatSuite, jobs, readAgainstAnchors, runJob, type SuiteRow } from "../../bench/suite.ts";
+import { formatSuite, jobs, readAgainstAnchors, runJob, suiteHead, type SuiteRow } from "../../bench/suite.ts";
 
 test("runDriverBench on the JS device: time to first token per prompt length and Driver decode, finite and positive", { timeout: 120_000 }, async () => {
   const lines: string[] = [];
@@ -125,4 +125,30 @@ test("reading against the anchors twice changes nothing", () => {
   assert.equal(once[0].against, "roofline 400 tok/s; PyTorch compiled 150 tok/s (this run)");
   assert.equal(once[0].note, "2.00x PyTorch's tok/s");
   assert.deepEqual(readAgainstAnchors(once), once);
+});
+
+test("the table's first line names the cards, and says when the roofline's rate is the H200's on another card", () => {
+  const at = new Date("2026-12-07T00:00:00Z");
+  const row = (device: string | undefined, fraction?: number): SuiteRow => ({ group: "decode", name: "a", value: 1, unit: "tok/s", fraction, device, seconds: 1 });
+  const torch: SuiteRow = { group: "pytorch", name: "a torch", value: 1, unit: "tok/s", ceiling: 3.05, seconds: 1 };
+  assert.equal(suiteHead([row("NVIDIA H200", 0.7), torch], 12, at),
+    "poot speed table (2026-12-07T00:00:00.000Z) on NVIDIA H200, roofline at 4.27 TB/s, batch 1, greedy; 12 s");
+  const h100 = suiteHead([row("NVIDIA H100 80GB HBM3", 0.5), row("NVIDIA H100 80GB HBM3"), torch], 3, at);
+  assert.match(h100, / on NVIDIA H100 80GB HBM3, roofline at 4\.27 TB\/s \(the H200's measured copy rate: the "of roofline" column on NVIDIA H100 80GB HBM3 is against it, not that card's; PyTorch's copy ceiling there 3\.05 TB\/s\), batch 1/);
+  // rows without a fraction (time to first token, host µs) borrow nothing; two cards: no ceiling (a PyTorch row names none)
+  assert.doesNotMatch(suiteHead([row("NVIDIA H100 80GB HBM3")], 1, at), /H200's/);
+  const two = suiteHead([row("NVIDIA H200", 0.7), row("NVIDIA H100 80GB HBM3", 0.5), torch], 1, at);
+  assert.match(two, / on NVIDIA H200, NVIDIA H100 80GB HBM3, .*column on NVIDIA H100 80GB HBM3 is against it, not that card's\), batch/);
+  // runJob takes the card from the command's JSON
+  const dir = mkdtempSync(join(tmpdir(), "poot-suite-card-"));
+  try {
+    const file = join(dir, "out.json");
+    writeFileSync(file, JSON.stringify({ device: "NVIDIA H100 80GB HBM3", rows: [{ shape: "s", dtype: "bf16", backend: "ptx", cap: 64, replay: { tokPerSec: 9, rooflineMs: 1, rooflineFraction: 0.1, msPerToken: 1, hostMicros: 1 } }] }));
+    const job = { ...jobs(new Set(["decode"]), "ptx", ["s"])[0], cmd: ["deno", "eval", `console.log(Deno.readTextFileSync(${JSON.stringify(file)}))`] };
+    const rows = runJob(job, () => {});
+    assert.equal(rows[0].device, "NVIDIA H100 80GB HBM3", JSON.stringify(rows));
+    assert.equal(rows[0].value, 9);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
