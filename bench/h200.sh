@@ -32,6 +32,10 @@
 # serve-blocks: serving GGUF blocks (session 40): the 8B's entries at 1 / 32 / 160 rows per block type and a few tiles (bench/serve_kernels.ts
 #   --dtype, weights zeroed), then bench/serve.ts at concurrency 32 over Q4_K_M on each path (--mma-blocks mma, staged,
 #   off = the FMA kernel; BLOCK_PATHS to choose). ~9 minutes on an H100 (BLOCK_PATHS=mma: ~5, one call).
+# driver-ahead: decode steps in flight through the Driver (DriverOptions.stepsAhead; ptx's default 8, two banks of
+#   them): bench/driver.ts at stories260K (1 to 16), qwen2.5-0.5b and the 1B (1, 4, 8 twice), tok/s and host µs a
+#   token. Session 46 (H100): stories260K host 30-41 µs a token at the default, 32 at 1, 9.0 at 4 (12833 tok/s
+#   against 10129-11812): the data a default by step length would rest on. ~2 minutes.
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
 #   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
@@ -109,6 +113,10 @@ for what in "$@"; do
         timeout 200 deno run -A --no-check bench/serve.ts --shape llama-3-8b --backend ptx --dtype q4_k_m --concurrency 32 --prompt 512 --gen 64 \
           --mma-blocks $path > "$out/serve-blocks-$path.txt" 2>&1; echo "$path: $(grep -E '^\| llama' "$out/serve-blocks-$path.txt" | tr '\n' ' ')"
       done ;;
+    driver-ahead)
+      d() { timeout "$1" deno run -A --no-check bench/driver.ts "${@:2}" 2>&1 | grep -E "decode after|rror" | head -8; }
+      echo "== stories260K"; d 40 --shape stories260K --backend ptx --prompts 64 --tokens 1024 --ctx 2048 --steps-ahead 1,2,4,8,16,4,8
+      for s in qwen2.5-0.5b llama-3.2-1b; do echo "== $s"; d 80 --shape $s --backend ptx --prompts 16 --prefill 16 --tokens 256 --steps-ahead 1,4,8,4,8; done ;;
     goals)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       for shape in llama-3-8b llama-3.2-1b; do
