@@ -103,6 +103,11 @@ export class PtxDevice implements CollectiveDevice {
    * (another instance's slots, Engine StepOptions.instance) need not.
    */
   private slotsBusy: HostSpan[] | "all" = [];
+  /**
+   * Host counters (bench/driver.ts prints them a token): replays, µs inside cuGraphLaunch (it blocks on a full
+   * queue), slot writes that waited for an idle stream and their µs.
+   */
+  readonly stats = { replays: 0, launchMicros: 0, slotWaits: 0, slotWaitMicros: 0 };
   private readonly slotSlabs: boolean;
   private readonly spinMicros: number;
   private readonly timeoutMs: number;
@@ -318,7 +323,12 @@ export class PtxDevice implements CollectiveDevice {
     if (pb.slot) {
       const at = pb.slot.slab.hostPtr + BigInt(pb.slot.offset + offset), end = at + BigInt(data.byteLength);
       const busy = this.slotsBusy;
-      if (busy === "all" || busy.some((s) => s.lo < end && at < s.hi)) this.guard("write", () => this.waitIdle("slot write"));
+      if (busy === "all" || busy.some((s) => s.lo < end && at < s.hi)) {
+        const t0 = performance.now();
+        this.guard("write", () => this.waitIdle("slot write"));
+        this.stats.slotWaits++;
+        this.stats.slotWaitMicros += (performance.now() - t0) * 1000;
+      }
       pb.slot.shadow.set(data, offset);
       return;
     }
@@ -474,7 +484,10 @@ export class PtxDevice implements CollectiveDevice {
     if (rec.exec === 0n) return;
     if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
     this.busy(rec.uploads);
+    const t0 = performance.now();
     this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
+    this.stats.replays++;
+    this.stats.launchMicros += (performance.now() - t0) * 1000;
   }
 
   /** Notes the shadows a replay or run copies as busy until the stream is idle (undefined: all of them). */
