@@ -81,6 +81,14 @@ export interface StepOptions {
    * share is never used by two at once. Instance i is recorded the first time it is launched.
    */
   instance?: number;
+  /**
+   * Return to the caller before waiting on the device (Engine.step yields a microtask turn between its launch and
+   * its wait), so that steps launched one after another in one synchronous loop (llm/steps.ts AheadSteps) are all
+   * queued before the first wait: where a wait spins without yielding (ptx), the first step would otherwise run alone
+   * while the host spun, and the device idle while the host then launched the next. An executor that runs steps one
+   * at a time ignores it.
+   */
+  queued?: boolean;
 }
 
 /** Most instances an entry may have (StepOptions.instance): each is a recording and its slot and readback buffers. */

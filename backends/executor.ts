@@ -283,7 +283,9 @@ export class Engine<D extends Device> implements Executor {
   }
 
   async step(id: EntryId, slots: SlotValues, opts: StepOptions = {}): Promise<StepResult> {
-    return await this.finish(this.launch(id, slots, opts));
+    const l = this.launch(id, slots, opts);
+    if (opts.queued) await Promise.resolve();
+    return await this.finish(l);
   }
 
   /**

@@ -113,3 +113,36 @@ for (const backend of selectedBackends()) {
     }
   });
 }
+
+test("Engine.step with `queued`: steps started in one synchronous loop are all launched before the first wait (without it, the first waits before the second launches); the same tokens", async () => {
+  const { JsDevice } = await import("../../backends/js/device.ts");
+  const order: string[] = [];
+  const js = new JsDevice({});
+  const dev = new Proxy(js, {
+    get(t, k) {
+      const v = Reflect.get(t, k, t);
+      if (k === "replay" || k === "synchronize") return (...a: unknown[]) => (order.push(k === "replay" ? "R" : "S"), (v as (...x: unknown[]) => unknown).apply(t, a));
+      return typeof v === "function" ? v.bind(t) : v;
+    },
+  }) as unknown as Device;
+  const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
+  try {
+    await eng.loadWeights(gguf.store, gguf.map);
+    const id = eng.addEntry("decode+fed", fedGraph(16));
+    const run = async (queued: boolean) => {
+      eng.resetState();
+      for (let i = 0; i < 3; i++) await eng.step(id, { token: new Int32Array([i ? -1 : 1]), pos: new Int32Array([i]) }, { instance: i }); // records each instance
+      eng.resetState();
+      order.length = 0;
+      const steps = [0, 1, 2].map((i) => eng.step(id, { token: new Int32Array([i ? -1 : 1]), pos: new Int32Array([i]) }, { instance: i, queued }));
+      const tokens = (await Promise.all(steps)).map((r) => r.outputs.token[0]);
+      return { order: order.filter((x) => x === "R" || x === "S").join(""), tokens };
+    };
+    const plain = await run(false), queued = await run(true);
+    assert.equal(plain.order.slice(0, 3), "RSR", "without it the first step's wait comes before the second launch");
+    assert.equal(queued.order.slice(0, 4), "RRRS", "with it every launch comes before the first wait");
+    assert.deepEqual(queued.tokens, plain.tokens);
+  } finally {
+    await eng.unload();
+  }
+});
