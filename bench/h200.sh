@@ -36,7 +36,7 @@
 #   them): bench/driver.ts at stories260K (1 to 16), qwen2.5-0.5b and the 1B (1, 4, 8 twice), tok/s and host µs a
 #   token. Session 46 (H100, the tree before StepOptions.queued): stories260K host 30-41 µs a token at the default,
 #   32 at 1, 9.0 at 4 (12833 tok/s against 10129-11812): the data a default by step length would rest on. ~2 minutes.
-#   Each run's "per token" line has PtxDevice.stats: replays, launchMicros (inside cuGraphLaunch), slotWaits /
+#   Each run's "per token" line has PtxDevice.stats: launchMicros (inside cuGraphLaunch), slotWaits /
 #   slotWaitMicros (a slot write that waited for the idle stream), which tell a blocking launch from a drained pipeline.
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the

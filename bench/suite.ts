@@ -27,6 +27,7 @@ import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { parseFlags } from "./flags.ts";
 import { H200_BANDWIDTH } from "./decode.ts";
+import { isH200 } from "./table.ts";
 
 // deno-lint-ignore no-explicit-any -- the commands' JSON output, read field by field
 type Json = any;
@@ -246,8 +247,8 @@ export function runJob(job: Job, log: (s: string) => void): SuiteRow[] {
   } catch {
     return fail(`exit ${r.status}, no JSON: ${errTail}`, seconds);
   }
-  // the card: bench/decode.ts names it per row and in its result, bench/driver.ts in its result
-  const j = json as Json, device = j?.device || j?.rows?.find?.((r: Json) => r?.device)?.device || undefined;
+  // the card, as bench/decode.ts and bench/driver.ts name it in their results
+  const device: string | undefined = (json as Json)?.device || undefined;
   try {
     return job.rows(json).map((x) => ({ ...(device ? { device } : {}), ...x, group: job.group, seconds }));
   } catch (e) {
@@ -295,7 +296,7 @@ export function formatSuite(rows: SuiteRow[], baseline?: SuiteRow[]): string {
  */
 export function suiteHead(rows: SuiteRow[], seconds: number, at = new Date()): string {
   const cards = [...new Set(rows.map((r) => r.device).filter((d): d is string => !!d))];
-  const other = [...new Set(rows.filter((r) => r.fraction !== undefined && r.device && !/H200/i.test(r.device)).map((r) => r.device!))];
+  const other = [...new Set(rows.filter((r) => r.fraction !== undefined && r.device && !isH200(r.device)).map((r) => r.device!))];
   const ceiling = rows.find((r) => Number.isFinite(r.ceiling))?.ceiling;
   const borrowed = other.length
     ? ` (the H200's measured copy rate: the "of roofline" column on ${other.join(", ")} is against it, not that card's` +

@@ -52,9 +52,14 @@ const COLUMNS: Column[] = [
   { head: "eager=replay", cell: (r) => r.eagerMatchesReplay === undefined ? "-" : r.eagerMatchesReplay ? "yes" : "NO" },
 ];
 
+/** Whether a device name is an H200's (the card whose copy rate is the default roofline). */
+export function isH200(device: string): boolean {
+  return /H200/i.test(device);
+}
+
 /** Whether the roofline is the H200's default on a device that is not an H200 (its fractions are then against the H200's). */
 function borrowed(res: Omit<BenchResult, "table">): boolean {
-  return res.bandwidth === H200_BANDWIDTH && !!res.device && !/H200/i.test(res.device);
+  return res.bandwidth === H200_BANDWIDTH && !!res.device && !isH200(res.device);
 }
 
 /** The header lines and the table, columns aligned; a failed shape's error follows the table. */

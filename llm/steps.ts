@@ -218,7 +218,7 @@ export class AheadSteps {
     const banks = 2 * per <= MAX_INSTANCES ? 2 : 1, bank = this.bank++ % banks;
     const launched: Promise<Next>[] = [];
     // Steps.run launches before its first await: these are enqueued in order, now; `queued`: none waits before the
-    // last is launched (a ptx wait spins: the first step's would run it alone before the loop launched the second).
+    // last is launched (where a device's wait spins, the first step's would run it alone before the second launched).
     for (let i = 0; i < n; i++) {
       const p = this.steps.run(this.id, [i === 0 ? token : -1], pos + i, this.sampler, this.ctx, undefined, 1, { instance: bank * per + i, queued: true });
       p.catch(() => {}); // awaited in its turn or by drain: not an unhandled rejection meanwhile

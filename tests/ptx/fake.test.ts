@@ -275,9 +275,7 @@ test("fake CUDA: slots live in slab shadows: a write makes no driver call, each 
   // resume with most of the window already gone).
   const end = cu.busyEnd;
   assert.ok(end > performance.now(), "the stream is busy before the write");
-  const waits = dev.stats.slotWaits, replays = dev.stats.replays;
-  assert.equal(waits, 0, "no write has waited yet");
-  assert.equal(replays, 2, "two replays counted");
+  assert.equal(dev.stats.slotWaits, 0, "no write has waited yet");
   dev.write(sx, 0, u32(() => 5));
   assert.ok(performance.now() >= end, `the write returned ${(end - performance.now()).toFixed(0)} ms before the busy stream was idle`);
   assert.equal(dev.stats.slotWaits, 1, "the write that waited is counted");
@@ -288,7 +286,7 @@ test("fake CUDA: slots live in slab shadows: a write makes no driver call, each 
   dev.replay(rec);
   await dev.synchronize(1000);
   assert.deepEqual(await result(), Array.from({ length: 32 }, () => 106));
-  assert.deepEqual([dev.stats.replays, dev.stats.slotWaits], [3, 1]);
+  assert.equal(dev.stats.slotWaits, 1, "a write after the idle stream does not wait");
   // More slots than a slab holds: several slabs, each freed when its last slot goes.
   const many = Array.from({ length: 200 }, () => dev.alloc(1000, "upload"));
   many.forEach((s, i) => dev.write(s, 0, new Uint8Array(1000).fill(i & 255)));
