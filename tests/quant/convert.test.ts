@@ -7,10 +7,8 @@
 // logits; `poot quantize FOLDER` end to end. tests/quant/families.test.ts runs the converted models.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import process from "node:process";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "../../engine.ts";
@@ -22,10 +20,10 @@ import { FAMILY_DIRS, FIXTURES } from "../families/fixtures.ts";
 import { poot } from "../cli/poot.ts";
 import { constsFromStore, evaluate } from "../../graph/eval.ts";
 import { dtypesFromStore } from "../../llm/families/family.ts";
+import { scratchDir } from "../scratch.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), "poot-convert-"));
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("poot-convert-");
 const ARCH: Record<string, string> = { llama: "llama", mistral: "llama", qwen2: "qwen2", qwen3: "qwen3", gemma2: "gemma2", gemma3: "gemma3", phi3: "phi3" };
 
 const f32 = (b: Uint8Array) => new Float32Array(b.slice().buffer);

@@ -35,8 +35,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
@@ -52,6 +51,7 @@ import { type BackendName, openDevice, selectedBackends, slowDevice, softwareVul
 import type { Device } from "../../backends/device.ts";
 import { expected, FAMILY_DIRS, FIXTURES, MARGIN as FIXTURE_MARGIN } from "../families/fixtures.ts";
 import { wideLlama } from "./wide_llama.ts";
+import { scratchDir } from "../scratch.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 /** Largest llama.cpp top-two logit gap (nats) at which poot may take its second choice on the same file. */
@@ -100,9 +100,7 @@ const nodeOk = spawnSync("node", ["--version"], { encoding: "utf8" }).status ===
 const refSkip = !nodeOk ? "node is not installed"
   : !existsSync(`${root}node_modules/node-llama-cpp/package.json`) ? "node-llama-cpp is not installed (npm ci)" : false;
 
-const dir = mkdtempSync(join(tmpdir(), "poot-convert-t3-"));
-
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("poot-convert-t3-");
 
 /** family -> [file type, path] of its converted files; (family, type) -> llama.cpp's runs. */
 const files = new Map<string, [FileType, string][]>();

@@ -19,8 +19,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openDevice, slowDevice } from "../devices/index.ts";
@@ -31,6 +30,7 @@ import { JsDevice } from "../../backends/js/device.ts";
 import { QUANT_FTYPES } from "../../llm/formats/quantize.ts";
 import { dequantizedCopy } from "./dequantized.ts";
 import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
+import { scratchDir } from "../scratch.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const model = `${root}models/stories260K/stories260K.gguf`;
@@ -52,8 +52,7 @@ function poot(args: string[]): { status: number | null; stdout: string; stderr: 
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const dir = mkdtempSync(join(tmpdir(), "poot-quant-t3-"));
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("poot-quant-t3-");
 
 /** llama.cpp's answers for the files `poot quantize` writes (tests/llm/llamacpp_store.ts: used while the key matches). */
 const store = openStore(`${root}tests/quant/llamacpp_tier3.json`);

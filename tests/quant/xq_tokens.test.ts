@@ -18,8 +18,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { compileGraph, Driver, Engine, loadModel } from "../../engine.ts";
@@ -35,6 +34,7 @@ import { dequantizedCopy } from "./dequantized.ts";
 import { wideLlama } from "./wide_llama.ts";
 import { expected } from "../families/fixtures.ts";
 import { type Job, jobKey, openStore, resolve, staleNote } from "../llm/llamacpp_store.ts";
+import { scratchDir } from "../scratch.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 /** Largest llama.cpp top-two gap (nats) at which poot may take its second choice (the same file, or its f32 math). */
@@ -62,8 +62,7 @@ function retyped(src: string, out: string, t: BlockDType): void {
   }
 }
 
-const dir = mkdtempSync(join(tmpdir(), "poot-xq-t3-"));
-(globalThis as { process?: { on(e: string, f: () => void): void } }).process?.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+const dir = scratchDir("poot-xq-t3-");
 const paths: Record<string, string> = {};
 /** llama.cpp's runs per file, and per file + ".f32" of its exact f32 dequantization. */
 const ref: Record<string, Run[]> = {};
