@@ -38,6 +38,14 @@ export class TimedDevice implements Device {
   get poisoned(): string | undefined {
     return this.inner.poisoned;
   }
+  // The device's own schedule, which the Engine reads: without them a bench's Driver ran one step at a time
+  // (Device.stepsAhead absent) where `poot run` keeps the device's default in flight, and never parked.
+  get stepsAhead(): number | undefined {
+    return this.inner.stepsAhead;
+  }
+  get autonomous(): boolean | undefined {
+    return this.inner.autonomous;
+  }
   /** Returns the times so far and starts counting from zero. */
   take(): DeviceTimes {
     const t = this.times;

@@ -8,6 +8,8 @@ import { JsDevice } from "../../backends/js/device.ts";
 import { openBackend, probeBackend } from "../../backends/open.ts";
 import { OutOfMemory, Unsupported } from "../../backends/errors.ts";
 import { syntheticLlama } from "../../llm/synthetic.ts";
+import { TimedDevice } from "../../bench/timed.ts";
+import { Engine } from "../../backends/executor.ts";
 
 const TINY = "dim=32,hidden=64,layers=2,heads=4,kvHeads=2,vocab=96,qkvBias=true,ropeStyle=half";
 
@@ -143,4 +145,17 @@ test("openBackend: js opens, an unknown name and an absent backend say why", asy
   const rocm = await probeBackend("rocm");
   if (typeof rocm === "string") await assert.rejects(openBackend("rocm"), (e: Error) => e instanceof Unsupported && /rocm/.test(e.message));
   else await rocm.destroy();
+});
+
+test("TimedDevice passes on the schedule the Engine reads: a bench's Driver keeps the device's steps in flight", () => {
+  // A JS device with a GPU's schedule: bench/driver.ts's default ran one step at a time while TimedDevice hid it.
+  const inner = Object.assign(new JsDevice(), { stepsAhead: 8, autonomous: true });
+  const timed = new TimedDevice(inner);
+  assert.equal(timed.stepsAhead, 8);
+  assert.equal(timed.autonomous, true);
+  const compile = () => {
+    throw new Error("nothing is compiled here");
+  };
+  assert.equal(new Engine(timed, { compile }).stepsAhead(), 8);
+  assert.equal(new Engine(new TimedDevice(new JsDevice()), { compile }).stepsAhead(), 1);
 });
