@@ -52,6 +52,8 @@ export interface Launched {
   readonly instance: number;
   /** The engine's count of launches when this one was enqueued: a synchronize after it covers it. */
   readonly seq: number;
+  /** The device's mark after this launch (Device.mark), where it has them: the wait for it needs no later work. */
+  readonly mark?: number;
   /** performance.now() when the launch began (hostMicros counts from here). */
   readonly t0: number;
   /** performance.now() once the work was enqueued (the device time estimate counts from here). */

@@ -64,8 +64,17 @@ export interface Device {
   readonly stepsAhead?: number;
   /** Issue steps one by one without a recording (eager), for capture-vs-eager checks. */
   run(steps: DeviceStep[]): void;
-  /** Wait (bounded by timeoutMs) for all enqueued work; raises KernelFault / DeviceLost / DeviceTimeout. */
-  synchronize(timeoutMs: number): Promise<void>;
+  /**
+   * Wait (bounded by timeoutMs) for all enqueued work, or with `mark` for the work enqueued before that mark;
+   * raises KernelFault / DeviceLost / DeviceTimeout.
+   */
+  synchronize(timeoutMs: number, mark?: number): Promise<void>;
+  /**
+   * Where work runs in the order it was enqueued (one queue): a mark after the work enqueued so far, which
+   * synchronize then waits for without waiting for what was enqueued after it (a Driver's steps in flight each
+   * wait for their own). Absent: synchronize always waits for everything.
+   */
+  mark?(): number;
   releaseRecording(rec: Recording): void;
   destroy(): Promise<void>;
   /**

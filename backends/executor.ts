@@ -312,16 +312,18 @@ export class Engine<D extends Device> implements Executor {
       if (data.byteLength) this.device.write(inst.bufs[p.buffer], p.offset, data);
     }
     // From here on the device may have written State: any failure leaves the entry needing a reset.
+    let mark: number | undefined;
     try {
       if (opts.eager) this.deviceFor(inst.steps).run(inst.steps);
       else this.device.replay(inst.rec);
       this.replays++;
+      mark = opts.eager ? undefined : this.device.mark?.();
     } catch (err) {
       this.spoil(e);
       throw err;
     }
     const tRun = performance.now();
-    return { id, instance, seq: ++this.launches, t0, tRun, park: opts.park ?? false };
+    return { id, instance, seq: ++this.launches, mark, t0, tRun, park: opts.park ?? false };
   }
 
   /**
@@ -364,7 +366,7 @@ export class Engine<D extends Device> implements Executor {
   }
 
   private async collect(e: Entry, l: Launched): Promise<{ outputs: Record<string, HostArray>; waited: boolean }> {
-    const waited = await this.syncFor(l.seq);
+    const waited = await this.syncFor(l.seq, l.mark);
     const bufs = e.inst[l.instance].bufs;
     const outputs: Record<string, HostArray> = {};
     for (const p of e.program.outputs) {
@@ -378,9 +380,10 @@ export class Engine<D extends Device> implements Executor {
    * Waits until launch `seq` is done; true when this call waited on the device itself. A synchronize waits for
    * everything enqueued before it, so a launch it covered needs no other (on WebGPU a synchronize with nothing
    * submitted waits out Deno's 10 ms timer), and one in progress is awaited, not doubled (steps finished
-   * concurrently, as several `step` calls in flight are).
+   * concurrently, as several `step` calls in flight are). With the launch's `mark` (Device.mark) it waits for
+   * that launch and what came before it, not for the launches behind it.
    */
-  private async syncFor(seq: number): Promise<boolean> {
+  private async syncFor(seq: number, mark?: number): Promise<boolean> {
     while (seq > this.synced) {
       // A launch made before a synchronize that failed shares its failure (its outputs are void).
       if (this.failed && seq <= this.failed.upTo) throw this.failed.err;
@@ -389,7 +392,7 @@ export class Engine<D extends Device> implements Executor {
         continue;
       }
       const w0 = performance.now();
-      await this.syncNow();
+      await this.syncNow(mark === undefined ? undefined : { seq, mark });
       this.lastSyncEnd = performance.now();
       this.lastWait = this.lastSyncEnd - w0;
       return true;
@@ -397,10 +400,13 @@ export class Engine<D extends Device> implements Executor {
     return false;
   }
 
-  /** Synchronizes the device now: the launches made so far are covered by it (or share its failure). */
-  private async syncNow(): Promise<void> {
-    const upTo = this.launches;
-    const done = this.device.synchronize(this.timeoutMs);
+  /**
+   * Synchronizes the device now: the launches made so far are covered by it (or share its failure); with `until`,
+   * the launches up to until.seq, by waiting for its mark.
+   */
+  private async syncNow(until?: { seq: number; mark: number }): Promise<void> {
+    const upTo = until?.seq ?? this.launches;
+    const done = this.device.synchronize(this.timeoutMs, until?.mark);
     this.syncing = done;
     try {
       await done;
@@ -410,7 +416,7 @@ export class Engine<D extends Device> implements Executor {
     } finally {
       if (this.syncing === done) this.syncing = undefined;
     }
-    this.synced = upTo;
+    this.synced = Math.max(this.synced, upTo);
     // Work enqueued while this synchronize waited is not covered by it: its frees wait for the next.
     if (upTo === this.launches && this.afterSync.length) {
       const frees = this.afterSync;

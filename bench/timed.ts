@@ -30,7 +30,9 @@ export class TimedDevice implements Device {
   times: DeviceTimes = zeroTimes();
   /** Every recording made through this wrapper, in order (benches profile the Engine's own). */
   readonly recordings: Recording[] = [];
-  constructor(readonly inner: Device) {}
+  constructor(readonly inner: Device) {
+    if (inner.mark) this.mark = () => inner.mark!();
+  }
 
   get target(): TargetSet {
     return this.inner.target;
@@ -110,10 +112,12 @@ export class TimedDevice implements Device {
       this.times.issue += performance.now() - t0;
     }
   }
-  async synchronize(timeoutMs: number): Promise<void> {
+  /** Device.mark where the inner device has it. */
+  readonly mark?: () => number;
+  async synchronize(timeoutMs: number, mark?: number): Promise<void> {
     const t0 = performance.now();
     try {
-      await this.inner.synchronize(timeoutMs);
+      await this.inner.synchronize(timeoutMs, mark);
     } finally {
       this.times.wait += performance.now() - t0;
     }

@@ -17,13 +17,15 @@
 //   step is an NCCL call on this stream; a recording holding one is captured together with the other ranks'
 //   (the group pairs them and drives the capture through the "group capture" methods at the end of the class).
 // - synchronize: polls cuStreamQuery (busy for `spinMicros`, then yielding every millisecond) up to the
-//   timeout, since cuStreamSynchronize cannot be bounded. A timeout poisons (DeviceTimeout).
+//   timeout, since cuStreamSynchronize cannot be bounded. A timeout poisons (DeviceTimeout). With a mark
+//   (Device.mark: an event recorded after a replay) it polls that event instead, so a step in flight waits for
+//   itself and not for the steps launched behind it.
 // - Faults: a failing check stores its code into its kernel's word of a host-mapped array, then traps. The
 //   trap leaves a sticky CUDA error; the call that sees it finds the word and raises KernelFault naming the
 //   kernel (DeviceLost when no word is set), and the device is poisoned: later calls throw Poisoned without
 //   touching the driver.
 import {
-  CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
+  CU_EVENT_DISABLE_TIMING, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_NON_BLOCKING,
   Cuda, CUDA_ERROR_NOT_READY, CUDA_STICKY_ERRORS, CudaError, type KernelArgType, openCuda,
 } from "../../ffi/cuda.ts";
 import { ptrView } from "../../ffi/lib.ts";
@@ -50,6 +52,10 @@ const CUDA_ERROR_OUT_OF_MEMORY = 2;
 /** Codes after which the context cannot be trusted: the sticky ones, a watchdog kill, a dead context. */
 const FATAL = new Set([...CUDA_STICKY_ERRORS, 3, 4, 46, 201, 702, 709, 999]);
 const READ_CHUNK = 16 << 20;
+/** A slot shadow's host range that a replay's head copy reads, until `mark` (the first after the replay) completes. */
+type MarkedSpan = HostSpan & { mark: number };
+/** Events Device.mark reuses in turn: more than two banks of a Driver's steps in flight (MAX_INSTANCES each). */
+const MARKS = 256;
 const ZERO_WRITE_MIN = 1 << 20;
 
 /** One rank's prepared recording, waiting for the other ranks' (backends/ptx/nccl.ts pairs them). */
@@ -102,7 +108,15 @@ export class PtxDevice implements CollectiveDevice {
    * head copies enqueued since, or "all". A write into one first waits for the idle stream; a write elsewhere
    * (another instance's slots, Engine StepOptions.instance) need not.
    */
-  private slotsBusy: HostSpan[] | "all" = [];
+  private slotsBusy: MarkedSpan[] | "all" = [];
+  /**
+   * Device.mark: events recorded after the work enqueued so far, reused in turn; the mark each stands for now, the
+   * latest mark, and the latest one known to be complete (a wait for an earlier one returns at once).
+   */
+  private readonly markEvents: bigint[] = [];
+  private readonly markAt: number[] = [];
+  private marks = 0;
+  private markDone = 0;
   /**
    * Host counters (bench/driver.ts prints them a token): µs inside cuGraphLaunch (it blocks on a full queue), slot
    * writes that waited for an idle stream and their µs. (Engine.stats() counts the replays.)
@@ -117,8 +131,8 @@ export class PtxDevice implements CollectiveDevice {
   private readonly faultWords: FaultWords;
   private readonly buffers = new Set<PtxBuffer>();
   private readonly recordings = new Set<PtxRecording>();
-  /** Kernel lists enqueued since the stream was last seen idle, in order (to name a faulting one). */
-  private inflight: PtxCompiled[][] = [];
+  /** Kernel lists enqueued since the stream was last seen idle (or their mark complete), in order (to name a faulting one). */
+  private inflight: { kernels: PtxCompiled[]; mark: number }[] = [];
   private readonly readStage: ReadStage;
   private reading: Promise<void> = Promise.resolve();
   private readonly argTypes: KernelArgType[][] = [];
@@ -199,7 +213,7 @@ export class PtxDevice implements CollectiveDevice {
   }
   /** The kernel whose check wrote its fault word, preferring the work in flight (in launch order). */
   private findFault(): { kernel: string; code: number } | undefined {
-    for (const c of [...this.inflight.flat(), ...this.byText.values()]) {
+    for (const c of [...this.inflight.flatMap((f) => f.kernels), ...this.byText.values()]) {
       const f = c.fault;
       if (f && f.words[f.index] !== 0) return { kernel: c.kernel.name, code: f.words[f.index] };
     }
@@ -261,6 +275,15 @@ export class PtxDevice implements CollectiveDevice {
     this.ring.idle();
     this.slotsBusy = [];
     this.inflight = [];
+    this.markDone = this.marks;
+  }
+  /** Mark `m` is complete: so is everything enqueued before it (one stream), and the shadows and lists it covered. */
+  private reached(m: number): void {
+    if (m <= this.markDone) return;
+    this.markDone = m;
+    const busy = this.slotsBusy;
+    if (busy !== "all") while (busy.length && busy[0].mark <= m) busy.shift();
+    while (this.inflight.length && this.inflight[0].mark <= m) this.inflight.shift();
   }
 
   // ---- memory ----------------------------------------------------------------------------------------
@@ -438,7 +461,7 @@ export class PtxDevice implements CollectiveDevice {
       // One thread issuing every rank's NCCL calls needs them in group calls across ranks: only recordings do that.
       throw new Unsupported("ptx: eager steps with collectives in a group of several GPUs (record them)");
     }
-    if (this.inflight.length < 4096) this.inflight.push(this.kernelsOf(list));
+    if (this.inflight.length < 4096) this.inflight.push({ kernels: this.kernelsOf(list), mark: this.marks + 1 });
     this.busy(uploadSpans(list));
     this.guard("run", () => this.enqueue(list));
   }
@@ -482,7 +505,7 @@ export class PtxDevice implements CollectiveDevice {
     if (rec.failed !== undefined) throw new Unsupported(`ptx: this recording's group capture failed: ${rec.failed}`);
     if (rec.pending) throw new Unsupported("ptx: this recording waits for the other ranks of its NCCL group to record theirs");
     if (rec.exec === 0n) return;
-    if (this.inflight.length < 4096) this.inflight.push(rec.kernels);
+    if (this.inflight.length < 4096) this.inflight.push({ kernels: rec.kernels, mark: this.marks + 1 });
     this.busy(rec.uploads);
     const t0 = performance.now();
     this.guard("replay", () => this.cu.graphLaunch(rec.exec, this.stream));
@@ -493,20 +516,47 @@ export class PtxDevice implements CollectiveDevice {
   private busy(spans: HostSpan[] | undefined): void {
     if (this.slotsBusy === "all") return;
     if (!spans || this.slotsBusy.length + spans.length > 256) this.slotsBusy = "all";
-    else this.slotsBusy.push(...spans);
+    else for (const s of spans) this.slotsBusy.push({ lo: s.lo, hi: s.hi, mark: this.marks + 1 });
   }
 
-  async synchronize(timeoutMs: number): Promise<void> {
+  /**
+   * A mark after the work enqueued so far (Device.mark): an event recorded on the stream, ~2 µs of host time. A
+   * Driver's steps in flight each wait for their own (Engine.step), so the first draw of a block of steps arrives
+   * when its step is done, and the next block is launched behind the rest of this one: waiting for the whole
+   * stream drained the queue at every block.
+   */
+  mark(): number {
     this.alive();
+    const m = this.marks + 1, i = m % MARKS;
+    this.guard("mark", () => {
+      this.markEvents[i] ??= this.cu.eventCreate(CU_EVENT_DISABLE_TIMING);
+      this.cu.eventRecord(this.markEvents[i], this.stream);
+    });
+    this.marks = m;
+    this.markAt[i] = m;
+    return m;
+  }
+
+  async synchronize(timeoutMs: number, mark?: number): Promise<void> {
+    this.alive();
+    if (mark !== undefined && mark <= this.markDone) return;
+    // An event recorded again since stands for a later point of the same stream, which covers the mark too; a mark
+    // this device never recorded, for the whole stream.
+    const i = mark === undefined ? -1 : mark % MARKS;
+    const event = i >= 0 && this.markAt[i] >= mark! && mark! <= this.marks ? this.markEvents[i] : undefined;
+    const upTo = event === undefined ? 0 : this.markAt[i];
     const t0 = performance.now();
     const spinUntil = t0 + this.spinMicros / 1000, deadline = t0 + timeoutMs;
     for (;;) {
-      const r = this.cu.fn.cuStreamQuery(this.stream);
+      const r = event === undefined ? this.cu.fn.cuStreamQuery(this.stream) : this.cu.fn.cuEventQuery(event);
       if (r === 0) {
-        this.idle();
+        if (event === undefined) this.idle();
+        else this.reached(upTo);
         return;
       }
-      if (r !== CUDA_ERROR_NOT_READY) throw this.failure("synchronize", new CudaError("cuStreamQuery", r, this.cu.errorName(r)));
+      if (r !== CUDA_ERROR_NOT_READY) {
+        throw this.failure("synchronize", new CudaError(event === undefined ? "cuStreamQuery" : "cuEventQuery", r, this.cu.errorName(r)));
+      }
       const now = performance.now();
       if (now > deadline) {
         this.poisoned ??= `work did not finish within ${timeoutMs} ms`;
@@ -540,6 +590,7 @@ export class PtxDevice implements CollectiveDevice {
         for (const m of modules) this.cu.moduleUnload(m);
         this.byText.clear();
         this.ring.release();
+        this.markEvents.forEach((e) => this.cu.eventDestroy(e)); // (forEach skips the slots never used)
         this.slots.release();
         this.readStage.release();
         this.faultWords.release();

@@ -146,3 +146,40 @@ test("Engine.step with `queued`: steps started in one synchronous loop are all l
     await eng.unload();
   }
 });
+
+test("Engine.step on a device with marks: each launch takes a mark and its step waits for that mark only (a step in flight does not wait for the ones behind it); the same tokens", async () => {
+  const { JsDevice } = await import("../../backends/js/device.ts");
+  const order: string[] = [];
+  const js = new JsDevice({});
+  let marks = 0;
+  const dev = new Proxy(js, {
+    get(t, k) {
+      // The JS device runs its queue at synchronize whatever the mark: the order and the marks passed are what is checked.
+      if (k === "mark") return () => (order.push("M"), ++marks);
+      const v = Reflect.get(t, k, t);
+      if (k === "replay") return (...a: unknown[]) => (order.push("R"), (v as (...x: unknown[]) => unknown).apply(t, a));
+      if (k === "synchronize") return (...a: unknown[]) => (order.push(`S${a[1] ?? ""}`), (v as (...x: unknown[]) => unknown).apply(t, a));
+      return typeof v === "function" ? v.bind(t) : v;
+    },
+  }) as unknown as Device;
+  const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
+  try {
+    await eng.loadWeights(gguf.store, gguf.map);
+    const id = eng.addEntry("decode+fed", fedGraph(16));
+    const first = async (queued: boolean) => {
+      eng.resetState();
+      order.length = 0; // (the reset's own replay)
+      const steps = [0, 1, 2].map((i) => eng.step(id, { token: new Int32Array([i ? -1 : 1]), pos: new Int32Array([i]) }, { instance: i, queued }));
+      return (await Promise.all(steps)).map((r) => r.outputs.token[0]);
+    };
+    const want = await first(true); // records each instance
+    const m0 = marks;
+    const got = await first(true);
+    const syncs = order.filter((x) => x.startsWith("S"));
+    assert.equal(order.filter((x) => x === "R" || x === "M").join(""), "RMRMRM", "a mark after each launch");
+    assert.deepEqual(syncs, [`S${m0 + 1}`, `S${m0 + 2}`, `S${m0 + 3}`], `each step waits for its own mark, in order: ${order.join(" ")}`);
+    assert.deepEqual(got, want);
+  } finally {
+    await eng.unload();
+  }
+});

@@ -231,6 +231,57 @@ test("fake CUDA: the fault-child protocol of the GPU tests (each phase in its ow
   expectPhase.library(child(`library:${i}`, env));
 });
 
+test("fake CUDA: a mark's wait covers the work enqueued before it and not the work behind it; the slot shadows it covered take writes at once", { timeout: 30_000 }, async () => {
+  const { cu, dev, reg } = fake();
+  const b = new KernelBuilder("add_slots", { workgroup: 32, grid: 1 });
+  const x = b.buffer("x", "u32", "r"), out = b.buffer("out", "u32", "w");
+  b.store(out, b.gid.x, b.load(x, b.gid.x).add(1));
+  const k = reg(b.build());
+  const sb = new KernelBuilder("spin", { workgroup: 1, grid: 1 });
+  const z = sb.buffer("z", "u32", "w");
+  sb.if(sb.lid.x.eq(1000), () => sb.store(z, 0, 1));
+  const spinK = reg(sb.build());
+  const sx = dev.alloc(128, "upload"), r = dev.alloc(128, "readback"), scratch = dev.alloc(16, "device");
+  const rec = dev.record([{ k: "kernel", compiled: dev.compile(k), grid: k.grid, work: { bytes: 0, flops: 0 }, bindings: [{ buffer: sx, offset: 0, bytes: 128 }, { buffer: r, offset: 0, bytes: 128 }] }]);
+  const spin = () => dev.run([{ k: "kernel", compiled: dev.compile(spinK), grid: spinK.grid, work: { bytes: 0, flops: 0 }, bindings: [{ buffer: scratch, offset: 0, bytes: 16 }] }]);
+  const u32 = (v: number) => new Uint8Array(new Uint32Array(32).fill(v).buffer);
+  const result = async () => new Uint32Array((await dev.read(r, 0, 128)).slice().buffer)[5];
+  // 1 s of spin: the checks that the stream is still busy must not see a window a descheduled process slept through
+  cu.spinMs = 1000;
+  dev.write(sx, 0, u32(41));
+  dev.replay(rec);
+  const m1 = dev.mark();
+  spin();
+  const m2 = dev.mark();
+  await dev.synchronize(5000, m1);
+  assert.ok(cu.busyEnd > performance.now(), "the wait for the first mark returned while the work behind it still ran");
+  assert.equal(await result(), 42);
+  dev.write(sx, 0, u32(7));
+  assert.equal(dev.stats.slotWaits, 0, "the replay's slot copy was covered by its mark: a write to its slot does not wait for the stream");
+  assert.ok(cu.busyEnd > performance.now(), "still busy");
+  await dev.synchronize(5000, m2);
+  assert.ok(performance.now() >= cu.busyEnd, "the second mark's wait lasted until the work before it was done");
+  const n = cu.calls.length;
+  await dev.synchronize(5000, m1);
+  await dev.synchronize(5000, m2);
+  assert.equal(cu.calls.length, n, "a mark known complete is not asked again");
+  // Stream order: a mark after a replay that waits behind a spin is complete only when the spin is.
+  spin();
+  dev.replay(rec);
+  const m3 = dev.mark();
+  assert.ok(m3 > m2);
+  await dev.synchronize(5000, m3);
+  assert.ok(performance.now() >= cu.busyEnd, "a mark covers everything enqueued before it");
+  assert.equal(await result(), 8);
+  // A fault: the mark after it (its record, or the wait for it) raises the kernel's fault.
+  const g = reg(guard("guard_m", 21));
+  const gx = dev.alloc(4 * 256, "device"), gy = dev.alloc(4 * 256, "device");
+  dev.write(gx, 0, new Uint8Array(new Float32Array(256).fill(5000).buffer));
+  dev.run([{ k: "kernel", compiled: dev.compile(g), grid: g.grid, work: { bytes: 0, flops: 0 }, bindings: [{ buffer: gx, offset: 0, bytes: 1024 }, { buffer: gy, offset: 0, bytes: 1024 }] }]);
+  await assert.rejects(async () => await dev.synchronize(5000, dev.mark()), (e: unknown) => e instanceof KernelFault && e.kernel === "guard_m" && e.code === 21);
+  assert.throws(() => dev.mark(), Poisoned);
+});
+
 test("fake CUDA: slots live in slab shadows: a write makes no driver call, each replay copies them in one go, a write while a copy may be pending waits for the stream", async () => {
   const { cu, dev, reg } = fake();
   const b = new KernelBuilder("add_slots", { workgroup: 32, grid: 1 });

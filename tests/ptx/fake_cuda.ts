@@ -4,7 +4,8 @@
 // (ptrOf) so PtxDevice's ptrView over it works. Kernels run through the JS renderer (with 32-lane subgroups),
 // looked up by entry name in `kernels`; a failing check writes its code to the kernel's fault word (the last
 // param) and leaves a sticky CUDA_ERROR_LAUNCH_FAILED, as a trap does. Work runs when enqueued; a kernel
-// named "spin" keeps the stream busy for `spinMs`. An op that returns false is blocked (a collective waiting
+// named "spin" keeps the stream busy for `spinMs` more (after what it was busy with); an event completes when
+// the stream's work before it has. An op that returns false is blocked (a collective waiting
 // for the other ranks, fake_nccl.ts): it and the ops after it stay queued, the stream busy, until `drain`.
 import { CUDA_ERROR_NAMES, CudaError, type KernelArgs } from "../../ffi/cuda.ts";
 import { ptrOf, ptrView } from "../../ffi/lib.ts";
@@ -35,6 +36,8 @@ export class FakeCuda {
   sticky = 0;
   spinMs = 0;
   private busyUntil = 0;
+  /** When each recorded event completes (performance.now() time; Infinity while work before it is blocked). */
+  private readonly eventAt = new Map<bigint, number>();
   /** When the stream stops being busy (performance.now() time; 0 when it never was). */
   get busyEnd(): number {
     return this.busyUntil;
@@ -53,7 +56,7 @@ export class FakeCuda {
   constructor() {
     this.fn = {
       cuStreamQuery: () => this.query(),
-      cuEventQuery: () => this.query(),
+      cuEventQuery: ((e: bigint) => this.eventQuery(e)) as never,
       cuStreamEndCapture: ((_s: bigint, out: BigUint64Array) => {
         const ops = this.capture ?? [];
         this.capture = undefined;
@@ -66,6 +69,10 @@ export class FakeCuda {
     };
   }
 
+  private eventQuery(e: bigint): number {
+    if (this.sticky) return this.sticky;
+    return performance.now() < (this.eventAt.get(e) ?? 0) ? 600 : 0;
+  }
   private query(): number {
     if (this.sticky) return this.sticky;
     if (this.pending.length) return 600;
@@ -133,7 +140,11 @@ export class FakeCuda {
   streamCreate(): bigint { return 0x57n; }
   streamDestroy(): void { this.live("streamDestroy"); }
   eventCreate(): bigint { return this.handles++; }
-  eventRecord(): void { this.live("eventRecord"); }
+  eventRecord(event: bigint): void {
+    this.live("eventRecord");
+    this.eventAt.set(event, Infinity);
+    this.enqueue(() => void this.eventAt.set(event, this.busyUntil));
+  }
   eventDestroy(): void {}
 
   memAlloc(bytes: number | bigint): bigint {
@@ -227,7 +238,7 @@ export class FakeCuda {
     }
     // Busy from the end of the kernel's own JS run: a run slowed by a loaded machine (fault_child's spin loop
     // takes seconds there) must not use up the window the caller's synchronize is meant to see.
-    if (name === "spin") this.busyUntil = performance.now() + this.spinMs;
+    if (name === "spin") this.busyUntil = Math.max(performance.now(), this.busyUntil) + this.spinMs;
   }
 
   streamBeginCapture(): void {
