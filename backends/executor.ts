@@ -317,7 +317,7 @@ export class Engine<D extends Device> implements Executor {
       if (opts.eager) this.deviceFor(inst.steps).run(inst.steps);
       else this.device.replay(inst.rec);
       this.replays++;
-      mark = opts.eager ? undefined : this.device.mark?.();
+      mark = this.device.mark?.();
     } catch (err) {
       this.spoil(e);
       throw err;

@@ -520,7 +520,7 @@ export class PtxDevice implements CollectiveDevice {
   }
 
   /**
-   * A mark after the work enqueued so far (Device.mark): an event recorded on the stream, ~2 µs of host time. A
+   * A mark after the work enqueued so far (Device.mark): an event recorded on the stream (one driver call). A
    * Driver's steps in flight each wait for their own (Engine.step), so the first draw of a block of steps arrives
    * when its step is done, and the next block is launched behind the rest of this one: waiting for the whole
    * stream drained the queue at every block.
