@@ -34,8 +34,12 @@
 #   off = the FMA kernel; BLOCK_PATHS to choose). ~9 minutes on an H100 (BLOCK_PATHS=mma: ~5, one call).
 # driver-ahead: decode steps in flight through the Driver (DriverOptions.stepsAhead; ptx's default 8, two banks of
 #   them): bench/driver.ts at stories260K (1 to 16), qwen2.5-0.5b and the 1B (1, 4, 8 twice), tok/s and host µs a
-#   token. Session 46 (H100, the tree before StepOptions.queued): stories260K host 30-41 µs a token at the default,
-#   32 at 1, 9.0 at 4 (12833 tok/s against 10129-11812): the data a default by step length would rest on. ~2 minutes.
+#   token. Session 46's "default" rows ran one step at a time (bench/timed.ts hid Device.stepsAhead until session
+#   47). Session 47 (H100, two interleaved runs of each tree at 4 and 8 in flight): each step waiting for its own mark
+#   (Device.mark) against the whole stream (queued blocks, and the plain loop before them): stories260K 12981-13915
+#   tok/s against 11209-12978 and 11084-13001, the 1B 969-982 against 955-969 and 942-964, qwen2.5-0.5b 1527-1590
+#   against 1424-1574 and 1493-1552. Host µs a token (wall less the device wait) counts host work that overlaps the
+#   device too: at stories260K 20-28 with the marks, 18-41 queued, 7.5-19 plain, while tok/s rose. ~1 minute.
 #   Each run's "per token" line has PtxDevice.stats: launchMicros (inside cuGraphLaunch), slotWaits /
 #   slotWaitMicros (a slot write that waited for the idle stream), which tell a blocking launch from a drained pipeline.
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token

@@ -92,7 +92,9 @@ export class PtxDevice implements CollectiveDevice {
    * Graph launches queue on the stream back to back. H200 (session 19), `bench/decode.ts --ahead 1,2,4,8`: the 1B
    * 1180 / 1192 / 1203 / 1210 tok/s, qwen2.5-0.5b level (1649 / 1649 / 1624 / 1638); what it saves is the host's
    * time per token, which that loop barely has and the Driver has: `bench/driver.ts --steps-ahead 1,4,8` 1B 1124 /
-   * 1130 / 1174 tok/s (host 78 / 58 / 29 µs a token), qwen2.5-0.5b 1556 / 1517 / 1592.
+   * 1130 / 1174 tok/s (host 78 / 58 / 29 µs a token), qwen2.5-0.5b 1556 / 1517 / 1592. With each step waiting for
+   * its own mark (H100, session 47, two runs each, 4 / 8 in flight): stories260K 13.2k / 13.8k tok/s, the 1B 971 /
+   * 980, qwen2.5-0.5b 1571 / 1532 (4 ahead of 8 there, as without marks).
    */
   readonly stepsAhead = 8;
   /** The PTX .target the kernels are rendered for. */
