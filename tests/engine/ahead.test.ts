@@ -115,17 +115,29 @@ for (const backend of selectedBackends()) {
   });
 }
 
-test("Engine.step with `queued`: steps started in one synchronous loop are all launched before the first wait (without it, the first waits before the second launches); the same tokens", async () => {
+/**
+ * A JS device that logs its replays ("R") and waits ("S", then the mark waited for), and with `marks` has Device.mark
+ * ("M"). The JS device runs its queue at synchronize whatever the mark: the order and the marks are what is checked.
+ */
+async function logged(marks: boolean): Promise<{ dev: Device; order: string[]; marks: () => number }> {
   const { JsDevice } = await import("../../backends/js/device.ts");
   const order: string[] = [];
-  const js = new JsDevice({});
-  const dev = new Proxy(js, {
+  let n = 0;
+  const dev = new Proxy(new JsDevice({}), {
     get(t, k) {
+      if (k === "mark") return marks ? () => (order.push("M"), ++n) : undefined;
       const v = Reflect.get(t, k, t);
-      if (k === "replay" || k === "synchronize") return (...a: unknown[]) => (order.push(k === "replay" ? "R" : "S"), (v as (...x: unknown[]) => unknown).apply(t, a));
+      const log = (name: (a: unknown[]) => string) => (...a: unknown[]) => (order.push(name(a)), (v as (...x: unknown[]) => unknown).apply(t, a));
+      if (k === "replay") return log(() => "R");
+      if (k === "synchronize") return log((a) => `S${a[1] ?? ""}`);
       return typeof v === "function" ? v.bind(t) : v;
     },
   }) as unknown as Device;
+  return { dev, order, marks: () => n };
+}
+
+test("Engine.step with `queued`: steps started in one synchronous loop are all launched before the first wait (without it, the first waits before the second launches); the same tokens", async () => {
+  const { dev, order } = await logged(false);
   const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
   try {
     await eng.loadWeights(gguf.store, gguf.map);
@@ -149,20 +161,7 @@ test("Engine.step with `queued`: steps started in one synchronous loop are all l
 });
 
 test("Engine.step on a device with marks: each launch takes a mark and its step waits for that mark only (a step in flight does not wait for the ones behind it); the same tokens", async () => {
-  const { JsDevice } = await import("../../backends/js/device.ts");
-  const order: string[] = [];
-  const js = new JsDevice({});
-  let marks = 0;
-  const dev = new Proxy(js, {
-    get(t, k) {
-      // The JS device runs its queue at synchronize whatever the mark: the order and the marks passed are what is checked.
-      if (k === "mark") return () => (order.push("M"), ++marks);
-      const v = Reflect.get(t, k, t);
-      if (k === "replay") return (...a: unknown[]) => (order.push("R"), (v as (...x: unknown[]) => unknown).apply(t, a));
-      if (k === "synchronize") return (...a: unknown[]) => (order.push(`S${a[1] ?? ""}`), (v as (...x: unknown[]) => unknown).apply(t, a));
-      return typeof v === "function" ? v.bind(t) : v;
-    },
-  }) as unknown as Device;
+  const { dev, order, marks } = await logged(true);
   const eng = new Engine(dev, { compile: compileGraph, timeoutMs: 120_000 });
   try {
     await eng.loadWeights(gguf.store, gguf.map);
@@ -174,7 +173,7 @@ test("Engine.step on a device with marks: each launch takes a mark and its step 
       return (await Promise.all(steps)).map((r) => r.outputs.token[0]);
     };
     const want = await first(true); // records each instance
-    const m0 = marks;
+    const m0 = marks();
     const got = await first(true);
     const syncs = order.filter((x) => x.startsWith("S"));
     assert.equal(order.filter((x) => x === "R" || x === "M").join(""), "RMRMRM", "a mark after each launch");
