@@ -544,9 +544,8 @@ export class PtxDevice implements CollectiveDevice {
     if (mark !== undefined && mark <= this.markDone) return;
     // An event recorded again since stands for a later point of the same stream, which covers the mark too; a mark
     // this device never recorded, for the whole stream.
-    const i = mark === undefined ? -1 : mark % MARKS;
-    const event = i >= 0 && this.markAt[i] >= mark! && mark! <= this.marks ? this.markEvents[i] : undefined;
-    const upTo = event === undefined ? 0 : this.markAt[i];
+    const upTo = mark === undefined ? 0 : this.markAt[mark % MARKS] ?? 0;
+    const event = mark !== undefined && upTo >= mark ? this.markEvents[mark % MARKS] : undefined;
     const t0 = performance.now();
     const spinUntil = t0 + this.spinMicros / 1000, deadline = t0 + timeoutMs;
     for (;;) {
