@@ -121,8 +121,9 @@ for what in "$@"; do
       done ;;
     driver-ahead)
       d() { timeout "$1" deno run -A --no-check bench/driver.ts "${@:2}" 2>&1 | grep -E "decode after|per token|rror" | head -16; }
-      echo "== stories260K"; d 40 --shape stories260K --backend ptx --prompts 64 --tokens 1024 --ctx 2048 --steps-ahead 1,2,4,8,16,4,8
-      for s in qwen2.5-0.5b llama-3.2-1b; do echo "== $s"; d 80 --shape $s --backend ptx --prompts 16 --prefill 16 --tokens 256 --steps-ahead 1,4,8,4,8; done ;;
+      b=${DRIVER_BACKEND:-ptx}
+      echo "== stories260K $b"; d 40 --shape stories260K --backend $b --prompts 64 --tokens 1024 --ctx 2048 --steps-ahead ${DRIVER_AHEAD_SMALL:-1,2,4,8,16,4,8}
+      for s in qwen2.5-0.5b llama-3.2-1b; do echo "== $s $b"; d 80 --shape $s --backend $b --prompts 16 --prefill 16 --tokens 256 --steps-ahead ${DRIVER_AHEAD:-1,4,8,4,8}; done ;;
     goals)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       for shape in llama-3-8b llama-3.2-1b; do
