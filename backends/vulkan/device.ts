@@ -1,21 +1,9 @@
 // VulkanDevice: the raw-Vulkan Device. Pipelines are made by `compile` (SPIR-V from kernels/render/spirv.ts),
-// command buffers by `record` (once), and `replay` resubmits them verbatim, each with a fence of its own;
-// `synchronize` waits for those fences in order and raises the staged faults.
-//
-// Submissions in flight. Replays queue on the GPU back to back (up to IN_FLIGHT command buffers, each ending in
-// a full barrier, so each runs after the one before it), so a Driver's steps in flight (stepsAhead) leave the GPU
-// no gap while the host reads a token and writes the next slots. Two rules keep what one-at-a-time gave: a
-// recording's later command buffer (a watchdog budget's cut) goes out only once the one before it finished
-// without a fault, and a command buffer is never on the queue twice (a replay of a recording still in flight
-// waits in line: command buffers are recorded without SIMULTANEOUS_USE). `mark` names the work enqueued so far;
-// synchronize(timeout, mark) waits for that much. The Driver's default stays one step at a time here (no
-// Device.stepsAhead): on an H100 the one-at-a-time loop left the GPU ~10 µs idle a step of 775 (qwen2.5-0.5b) and
-// 1110 (the 1B), and 8 in flight measured ~1% slower there (not bisected: the fed-token graph differs); stories260K
-// through the Driver ran level at 1, 4 and 8 (~8100 tok/s), where 8 ran 7400-7750 with one submission at a time.
+// command buffers by `record` (once), and `replay` resubmits them verbatim, one submission at a time with a
+// fence wait after each; `synchronize` drives those waits and raises the staged faults.
 //
 // Failure model (spec, "Failure handling"): a failing check ORs its code into the dispatch's error word, the
-// replay stops there and synchronize raises KernelFault {kernel, code} (the device stays usable); work already
-// queued behind it runs out, void, and a mark among it raises the same fault. A failed
+// replay stops there and synchronize raises KernelFault {kernel, code} (the device stays usable). A failed
 // submit or fence wait (device loss included) poisons the device and raises DeviceLost; a wait past its bound
 // poisons and raises DeviceTimeout. A poisoned device refuses everything as Poisoned and frees nothing: the
 // work still on the queue may reference any of it.
@@ -39,14 +27,7 @@ const NS_PER_MS = 1_000_000n;
 interface Submission {
   rec: VkRecording;
   cb: number;
-  /** Its place in the order of enqueued command buffers (what a mark counts). */
-  seq: number;
-  /** The ring fence it was submitted with (while in flight). */
-  fence?: number;
 }
-
-/** Command buffers on the queue at once (a ring of fences). */
-const IN_FLIGHT = 16;
 
 export class VulkanDevice implements Device {
   readonly target: TargetSet;
@@ -59,9 +40,8 @@ export class VulkanDevice implements Device {
   readonly #unroll: boolean;
   readonly #restrictReads: boolean;
   readonly #cmdPool: bigint;
-  /** One fence per submission in flight, reused in turn; `#free` are those not on the queue. */
-  readonly #ring: BigUint64Array[];
-  #free: number[];
+  readonly #fence: bigint;
+  readonly #fences: BigUint64Array;
   readonly #xferFence: bigint;
   readonly #xferFences: BigUint64Array;
   readonly #xferCb: bigint;
@@ -72,14 +52,9 @@ export class VulkanDevice implements Device {
   /** One compiled pipeline per distinct shader (its bindings, flags and SPIR-V words). */
   readonly #byShader = new Map<string, VkKernel>();
   readonly #recordings = new Set<VkRecording>();
-  /** Command buffers waiting to be submitted, in order; `#inflight` those on the queue, oldest first. */
+  /** Command buffers waiting to be submitted, in order; `#inflight` is the one on the queue. */
   #pending: Submission[] = [];
-  #inflight: Submission[] = [];
-  /** Command buffers enqueued (replay) and finished (synchronize) so far: marks count them. */
-  #enqueued = 0;
-  #finished = 0;
-  /** The work a fault made void (marks from..to: the faulting command buffer's and those after it, dropped or run out). */
-  #void: { from: number; to: number; fault: KernelFault } | undefined;
+  #inflight: Submission | undefined;
   /** Submissions made so far (tests count them: a budget cut shows as more than one per replay). */
   submissions = 0;
 
@@ -96,8 +71,8 @@ export class VulkanDevice implements Device {
     this.#restrictReads = opts.restrictReads ?? false;
     const { api, device, family } = ctx;
     this.#cmdPool = api.createCommandPool(device, family);
-    this.#ring = Array.from({ length: IN_FLIGHT }, () => new BigUint64Array([api.createFence(device)]));
-    this.#free = this.#ring.map((_, i) => i);
+    this.#fence = api.createFence(device);
+    this.#fences = new BigUint64Array([this.#fence]);
     this.#xferFence = api.createFence(device);
     this.#xferFences = new BigUint64Array([this.#xferFence]);
     [this.#xferCb] = api.allocateCommandBuffers(device, this.#cmdPool, 1);
@@ -341,108 +316,65 @@ export class VulkanDevice implements Device {
     this.#live();
     const r = rec as VkRecording;
     if (!this.#recordings.has(r) || r.released) throw new ExecError("vulkan: replay of a released or foreign recording");
-    for (let cb = 0; cb < r.cbs.length; cb++) this.#pending.push({ rec: r, cb, seq: ++this.#enqueued });
-    this.#pump();
+    for (let cb = 0; cb < r.cbs.length; cb++) this.#pending.push({ rec: r, cb });
+    if (!this.#inflight) this.#next();
   }
-
-  /** A mark after every command buffer enqueued so far (Device.mark). */
-  mark(): number {
-    return this.#enqueued;
-  }
-
 
   run(steps: DeviceStep[]): void {
     this.#live();
     if (steps.length) this.replay(this.#record(steps, true));
   }
 
-  /**
-   * Submits pending command buffers in order while a fence is free (the GPU starts on them while the host does
-   * other things). The head waits while its recording's earlier command buffer is in flight (a fault there stops
-   * the replay) or the same command buffer is (a later replay of it).
-   */
-  #pump(): void {
-    while (this.#pending.length && this.#free.length) {
-      const s = this.#pending[0];
-      if (this.#inflight.some((f) => f.rec === s.rec)) return;
-      this.#pending.shift();
-      const fence = this.#free.pop()!;
-      try {
-        this.#submit(`replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`, s.rec.submits[s.cb], this.#ring[fence][0]);
-      } catch (e) {
-        this.#free.push(fence);
-        throw e;
-      }
-      this.#inflight.push({ ...s, fence });
-    }
+  /** Submits the next pending command buffer (the GPU starts on it while the host does other things). */
+  #next(): void {
+    const s = this.#pending.shift();
+    if (!s) return;
+    this.#submit(`replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`, s.rec.submits[s.cb], this.#fence);
+    this.#inflight = s;
   }
 
   // deno-lint-ignore require-await -- the Device interface is async: a failure here must reach the caller as a rejection
-  async synchronize(timeoutMs: number, mark?: number): Promise<void> {
+  async synchronize(timeoutMs: number): Promise<void> {
     this.#live();
     const deadline = performance.now() + timeoutMs;
-    const until = mark ?? this.#enqueued;
-    // A step's mark among the work a fault made void shares that fault (its outputs were never made).
-    const v = this.#void;
-    if (mark !== undefined && v && mark >= v.from && mark <= v.to) throw v.fault;
     try {
-      while (this.#finished < until && this.#inflight.length) {
-        const s = this.#inflight[0];
-        this.#retire(s, deadline, timeoutMs);
-        const slot = this.#faultSlot(s);
-        if (slot >= 0) this.#faulted(s, slot, deadline, timeoutMs);
-        this.#pump();
+      while (this.#inflight) {
+        const s = this.#inflight;
+        const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
+        this.#wait(what, this.#fences, Math.max(0, deadline - performance.now()), timeoutMs);
+        this.#inflight = undefined;
+        if (s.cb === s.rec.cbs.length - 1) s.rec.timed = true;
+        this.#fault(s);
+        this.#next();
       }
     } finally {
       if (this.#poisoned === undefined) this.#releaseTransients();
     }
   }
 
-  /** Waits for the oldest submission in flight (bounded) and frees its fence. */
-  #retire(s: Submission, deadline: number, timeoutMs: number): void {
-    const what = `replay command buffer ${s.cb + 1}/${s.rec.cbs.length}`;
-    this.#wait(what, this.#ring[s.fence!], Math.max(0, deadline - performance.now()), timeoutMs);
-    this.#inflight.shift();
-    this.#free.push(s.fence!);
-    this.#finished = s.seq;
-    if (s.cb === s.rec.cbs.length - 1) s.rec.timed = true;
-  }
-
-  /** The first dispatch slot of a finished command buffer with a non-zero error word, or -1. */
-  #faultSlot(s: Submission): number {
-    const { words, stride, slotRanges } = s.rec;
-    if (!words) return -1;
+  /** Raises the first non-zero error word of the command buffer just finished (and drops the rest of the work). */
+  #fault(s: Submission): void {
+    const { words, stride, slotRanges, slotKernels } = s.rec;
+    if (!words) return;
     const [first, end] = slotRanges[s.cb];
-    for (let i = first; i < end; i++) if (words[i * stride] !== 0) return i;
-    return -1;
-  }
-
-  /**
-   * Raises the fault of a finished command buffer. The faulting dispatch's results are void, and so is every later
-   * step that would consume them: the pending work is dropped, and what is already on the queue runs out (waited
-   * for, its error words cleared, so that a later synchronize does not raise what followed from this one).
-   */
-  #faulted(s: Submission, slot: number, deadline: number, timeoutMs: number): never {
-    const fault = new KernelFault("vulkan", s.rec.slotKernels[slot], s.rec.words![slot * s.rec.stride]);
-    this.#pending = [];
-    const clear = ({ rec, cb }: Submission) => {
-      const [first, end] = rec.slotRanges[cb];
-      if (rec.words) for (let i = first; i < end; i++) rec.words[i * rec.stride] = 0; // ready for the next replay
-    };
-    clear(s);
-    while (this.#inflight.length) {
-      const x = this.#inflight[0];
-      this.#retire(x, deadline, timeoutMs);
-      clear(x);
+    let slot = -1;
+    for (let i = first; i < end; i++) {
+      if (words[i * stride] !== 0) {
+        slot = i;
+        break;
+      }
     }
-    this.#void = { from: s.seq, to: this.#enqueued, fault };
-    this.#finished = this.#enqueued;
-    throw fault;
+    if (slot < 0) return;
+    const code = words[slot * stride];
+    for (let i = first; i < end; i++) words[i * stride] = 0; // ready for the next replay
+    // The faulting dispatch's results are void, and so is every later step that would consume them.
+    this.#pending = [];
+    throw new KernelFault("vulkan", slotKernels[slot], code);
   }
 
   #releaseTransients(): void {
     const busy = new Set<VkRecording>(this.#pending.map((p) => p.rec));
-    for (const s of this.#inflight) busy.add(s.rec);
+    if (this.#inflight) busy.add(this.#inflight.rec);
     for (const r of this.#recordings) {
       if (r.transient && !busy.has(r)) {
         this.#recordings.delete(r);
@@ -473,7 +405,7 @@ export class VulkanDevice implements Device {
     if (this.#poisoned !== undefined) return; // leaked
     const r = rec as VkRecording;
     if (!this.#recordings.has(r)) return;
-    if (this.#inflight.some((p) => p.rec === r) || this.#pending.some((p) => p.rec === r)) {
+    if (this.#inflight?.rec === r || this.#pending.some((p) => p.rec === r)) {
       throw new ExecError("vulkan: releasing a recording with work still queued; synchronize first");
     }
     this.#recordings.delete(r);
@@ -484,12 +416,14 @@ export class VulkanDevice implements Device {
   async destroy(): Promise<void> {
     const { api, device, instance } = this.#ctx;
     if (this.#poisoned !== undefined) return; // leak everything: the queue may still be running our work
-    this.#pending = [];
-    const deadline = performance.now() + this.#timeoutMs;
-    try {
-      while (this.#inflight.length) this.#retire(this.#inflight[0], deadline, this.#timeoutMs);
-    } catch {
-      return; // poisoned now: leak
+    if (this.#inflight) {
+      this.#pending = [];
+      try {
+        this.#wait("destroy", this.#fences, this.#timeoutMs);
+      } catch {
+        return; // poisoned now: leak
+      }
+      this.#inflight = undefined;
     }
     for (const r of this.#recordings) releaseRecording(this.#ctx, this.#cmdPool, r);
     this.#recordings.clear();
@@ -503,7 +437,7 @@ export class VulkanDevice implements Device {
     for (const b of this.#buffers) destroyBuf(this.#ctx, b);
     this.#buffers.clear();
     if (this.#staging) destroyBuf(this.#ctx, this.#staging);
-    for (const [f] of this.#ring) api.destroyFence(device, f);
+    api.destroyFence(device, this.#fence);
     api.destroyFence(device, this.#xferFence);
     api.destroyCommandPool(device, this.#cmdPool);
     api.destroyDevice(device);
