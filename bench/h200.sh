@@ -34,7 +34,8 @@
 #   off = the FMA kernel; BLOCK_PATHS to choose). ~9 minutes on an H100 (BLOCK_PATHS=mma: ~5, one call).
 # driver-ahead: decode steps in flight through the Driver (DriverOptions.stepsAhead; ptx's default 8, two banks of
 #   them): bench/driver.ts at stories260K (1 to 16), qwen2.5-0.5b and the 1B (1, 4, 8 twice), tok/s and host µs a
-#   token. Session 46's "default" rows ran one step at a time (bench/timed.ts hid Device.stepsAhead until session
+#   token (DRIVER_BACKEND=vulkan|wgpu for another backend, DRIVER_AHEAD_SMALL / DRIVER_AHEAD for other lists of steps
+#   in flight at stories260K / the two larger shapes). Session 46's "default" rows ran one step at a time (bench/timed.ts hid Device.stepsAhead until session
 #   47). Session 47 (H100, two interleaved runs of each tree at 4 and 8 in flight): each step waiting for its own mark
 #   (Device.mark) against the whole stream (queued blocks, and the plain loop before them): stories260K 12981-13915
 #   tok/s against 11209-12978 and 11084-13001, the 1B 969-982 against 955-969 and 942-964, qwen2.5-0.5b 1527-1590
