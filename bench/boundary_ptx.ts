@@ -99,3 +99,109 @@ export function boundaryPtx(U: number): { stage(early: boolean, T: number): stri
   }
   return { stage: stagePtx, chain: persistPtx };
 }
+
+/** Consumer threads of chain_mega (8 warps); one more warp's first thread is its loader. */
+export const MEGA_T = 256;
+
+/**
+ * The chain as a megakernel would run it (`chain_mega`): one block a multiprocessor, each block's share of
+ * every stream (a contiguous run of chunks, as a gemv's rows are) copied by one loader thread into a ring of
+ * `nb` shared-memory buffers of `bytes` each with bulk copies (cp.async.bulk, an mbarrier a buffer), as far
+ * ahead as the ring allows, since weights never wait on the stream before. The 256 consumer threads, per
+ * stream: wait until every block has finished the stream before (one counter, target s x grid, as in
+ * chain_persist, but no block waits for the rest at a barrier of its own), add the first block's word of it
+ * (the dependency), sum their share from shared memory, release each buffer, reduce, store one word and add
+ * one to the counter. out[s * grid + block] = the block's sum of stream s + (s ? out[(s - 1) * grid] : 0),
+ * (the next block's word with dep "one", none with "none"), which the host checks on a run from zeroed words (the weights as 32-bit ones: 4 a chunk). cnt as chain_persist's,
+ * then from word 4 one count a block (streams it finished). `dep` says what a block waits for before stream s:
+ * "all" every block's stream s - 1 (a gemv's x written by all of them), "one" only the next block's (a split-K
+ * gemv whose slice of x one block wrote), "none" nothing (the ring's own pace), "ll" every block's word itself:
+ * words are stored as (word, tag) pairs in one 8-byte store with no fence and no counter, and the first `grid`
+ * consumer threads each poll one word of stream s - 1 until its tag is this launch's (as NCCL's LL protocol
+ * carries a flag in each store; a gemv's x read straight from its writers), adding every word they read:
+ * out2[s * grid + b] = (the block's sum + the sum of stream s - 1's words, tag). cnt's word 3 counts launches
+ * (the tag is that count + 1, so zeroed words never match).
+ */
+export type MegaDep = "all" | "one" | "none" | "ll";
+export function megaPtx(nb: number, bytes: number, dep: MegaDep = "all"): string {
+  const PC = bytes / 16, C = MEGA_T;
+  /** A bounded wait on mbarrier `bar` (u32 shared address) for phase parity `par`; past it the flag is set. */
+  const wait = (bar: string, par: string, tag: string) =>
+    `mov.u32 %r46, 0;\nL_w${tag}:\nmbarrier.try_wait.parity.shared::cta.b64 %p7, [${bar}], ${par};\n@%p7 bra L_wd${tag};\n` +
+    `add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 16777216;\n@%p5 bra L_w${tag};\nst.global.u32 [%rd12+8], 2;\nL_wd${tag}:\n`;
+  /** Stream %r41's table entry (%r21 first chunk, %r22 chunks) and this block's share [%r50, %r52). */
+  const share = "mul.wide.u32 %rd6, %r41, 8;\nadd.s64 %rd7, %rd11, %rd6;\nld.global.nc.v2.u32 {%r21, %r22}, [%rd7];\n" +
+    "cvt.u64.u32 %rd2, %r3;\nmul.wide.u32 %rd1, %r22, %r2;\ndiv.u64 %rd1, %rd1, %rd2;\ncvt.u32.u64 %r50, %rd1;\n" +
+    "add.u32 %r51, %r2, 1;\nmul.wide.u32 %rd1, %r22, %r51;\ndiv.u64 %rd1, %rd1, %rd2;\ncvt.u32.u64 %r52, %rd1;\n";
+  /** Piece %r40's chunks %r53 (of what is left of the share), buffer %r54, phase parity %r55. */
+  const piece = `sub.u32 %r53, %r52, %r50;\nmin.u32 %r53, %r53, ${PC};\nrem.u32 %r54, %r40, ${nb};\ndiv.u32 %r55, %r40, ${nb};\nand.b32 %r55, %r55, 1;\n` +
+    "mad.lo.u32 %r56, %r54, 8, %r43;\nmad.lo.u32 %r64, %r54, 8, %r44;\n" + `mad.lo.u32 %r57, %r54, ${bytes}, %r42;\n`;
+  let s = `.version 8.0\n.target sm_90\n.address_size 64\n.extern .shared .align 128 .b8 ring[];\n` +
+    ".visible .entry chain_mega(.param .u64 pw, .param .u64 ptab, .param .u32 pns, .param .u64 pcnt, .param .u64 pout)\n{\n" +
+    ".reg .pred %p<16>;\n.reg .b32 %r<96>;\n.reg .b64 %rd<32>;\n" +
+    `.shared .align 8 .b64 fullb[${nb}];\n.shared .align 8 .b64 emptyb[${nb}];\n.shared .align 4 .b32 red[8];\n` +
+    "mov.u32 %r1, %tid.x;\nmov.u32 %r2, %ctaid.x;\nmov.u32 %r3, %nctaid.x;\nsetp.eq.u32 %p0, %r1, 0;\n" +
+    "ld.param.u64 %rd10, [pw];\nld.param.u64 %rd11, [ptab];\nld.param.u32 %r20, [pns];\nld.param.u64 %rd12, [pcnt];\nld.param.u64 %rd13, [pout];\n" +
+    "mov.u32 %r42, ring;\nmov.u32 %r43, fullb;\nmov.u32 %r44, emptyb;\nmov.u32 %r40, 0;\nmov.u32 %r41, 0;\n@!%p0 bra L_ini;\n";
+  if (dep === "ll") s = s.replace("@!%p0 bra L_ini;\n", "ld.relaxed.gpu.global.u32 %r36, [%rd12+12];\nadd.u32 %r36, %r36, 1;\n@!%p0 bra L_ini;\n");
+  for (let k = 0; k < nb; k++) s += `mbarrier.init.shared::cta.b64 [fullb+${8 * k}], 1;\nmbarrier.init.shared::cta.b64 [emptyb+${8 * k}], ${C};\n`;
+  s += "fence.mbarrier_init.release.cluster;\nL_ini:\nbar.sync 0;\n" + `setp.ge.u32 %p1, %r1, ${C};\n@%p1 bra L_prod;\n`;
+
+  // ---- consumers ----
+  s += "L_cs:\nmov.u32 %r7, 0;\nsetp.eq.u32 %p3, %r41, 0;\n@%p3 bra L_nodep;\n@!%p0 bra L_dsync;\n";
+  if (dep === "none") s += "bra L_dsync;\n";
+  if (dep === "ll") {
+    s = s.slice(0, -"@!%p0 bra L_dsync;\n".length) + "setp.ge.u32 %p12, %r1, %r3;\n@%p12 bra L_dsync;\n";
+    s += "sub.u32 %r48, %r41, 1;\nmad.lo.u32 %r48, %r48, %r3, %r1;\nmul.wide.u32 %rd4, %r48, 8;\nadd.s64 %rd5, %rd13, %rd4;\nmov.u32 %r46, 0;\n";
+    s += "L_ll:\nld.relaxed.gpu.global.v2.u32 {%r49, %r37}, [%rd5];\nsetp.eq.u32 %p4, %r37, %r36;\n@%p4 bra L_llgot;\n";
+    s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_ll;\nst.global.u32 [%rd12+8], 1;\nL_llgot:\nadd.u32 %r7, %r7, %r49;\nbra L_dsync;\n";
+  }
+  // the counter waited on: the global one (target s x grid) or the next block's own (target s)
+  s += dep === "one"
+    ? "add.u32 %r68, %r2, 1;\nrem.u32 %r68, %r68, %r3;\nmul.wide.u32 %rd15, %r68, 4;\nadd.s64 %rd15, %rd15, %rd12;\nadd.s64 %rd15, %rd15, 16;\nmov.u32 %r69, %r41;\n"
+    : "mov.b64 %rd15, %rd12;\nmul.lo.u32 %r69, %r41, %r3;\n";
+  s += "mul.lo.u32 %r45, %r41, %r3;\nmov.u32 %r46, 0;\nL_spin:\nld.acquire.gpu.global.u32 %r47, [%rd15];\nsetp.ge.u32 %p4, %r47, %r69;\n@%p4 bra L_got;\n";
+  s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_spin;\nst.global.u32 [%rd12+8], 1;\nL_got:\n";
+  s += "sub.u32 %r48, %r45, %r3;\n" + (dep === "one" ? "add.u32 %r48, %r48, %r68;\n" : "") + "mul.wide.u32 %rd4, %r48, 4;\nadd.s64 %rd5, %rd13, %rd4;\nld.relaxed.gpu.global.u32 %r49, [%rd5];\nadd.u32 %r7, %r7, %r49;\n";
+  s += `L_dsync:\nbar.sync 1, ${C};\nL_nodep:\n` + share;
+  s += "L_cp:\nsetp.ge.u32 %p6, %r50, %r52;\n@%p6 bra L_cdone;\n" + piece + wait("%r56", "%r55", "c");
+  // the piece's chunks, four a thread at a time (their loads in flight together)
+  s += "mov.u32 %r58, %r1;\nL_cj:\nsetp.ge.u32 %p8, %r58, %r53;\n@%p8 bra L_cjd;\n";
+  for (let k = 0; k < 4; k++) {
+    s += `add.u32 %r59, %r58, ${k * C};\nsetp.lt.u32 %p10, %r59, %r53;\nmad.lo.u32 %r59, %r59, 16, %r57;\n`;
+    s += `mov.u32 %r${70 + 2 * k}, 0;\nmov.u32 %r${71 + 2 * k}, 0;\nmov.u32 %r60, 0;\nmov.u32 %r61, 0;\n`;
+    s += `@%p10 ld.shared.v4.u32 {%r60, %r61, %r${70 + 2 * k}, %r${71 + 2 * k}}, [%r59];\nadd.u32 %r7, %r7, %r60;\nadd.u32 %r7, %r7, %r61;\n`;
+  }
+  for (let k = 0; k < 8; k++) s += `add.u32 %r7, %r7, %r${70 + k};\n`;
+  s += `add.u32 %r58, %r58, ${4 * C};\nbra L_cj;\nL_cjd:\nmbarrier.arrive.shared::cta.b64 %rd8, [%r64];\nadd.u32 %r50, %r50, %r53;\nadd.u32 %r40, %r40, 1;\nbra L_cp;\nL_cdone:\n`;
+  // the block's word of this stream, then the release add
+  s += "mov.u32 %r10, %r7;\n";
+  for (const o of [16, 8, 4, 2, 1]) s += `shfl.sync.bfly.b32 %r11, %r10, ${o}, 31, -1;\nadd.u32 %r10, %r10, %r11;\n`;
+  s += `and.b32 %r12, %r1, 31;\nsetp.eq.u32 %p3, %r12, 0;\nshr.u32 %r13, %r1, 5;\nmov.u32 %r14, red;\nmad.lo.u32 %r15, %r13, 4, %r14;\n@%p3 st.shared.u32 [%r15], %r10;\nbar.sync 1, ${C};\n`;
+  s += "@!%p0 bra L_r;\nmov.u32 %r10, 0;\n";
+  for (let i = 0; i < C / 32; i++) s += `ld.shared.u32 %r11, [%r14+${4 * i}];\nadd.u32 %r10, %r10, %r11;\n`;
+  if (dep === "ll") s += "mad.lo.u32 %r27, %r41, %r3, %r2;\nmul.wide.u32 %rd4, %r27, 8;\nadd.s64 %rd3, %rd13, %rd4;\nst.relaxed.gpu.global.v2.u32 [%rd3], {%r10, %r36};\n";
+  else {
+    s += "mad.lo.u32 %r27, %r41, %r3, %r2;\nmul.wide.u32 %rd4, %r27, 4;\nadd.s64 %rd3, %rd13, %rd4;\nst.global.u32 [%rd3], %r10;\n";
+    s += "red.release.gpu.global.add.u32 [%rd12], 1;\n";
+  }
+  if (dep === "one") s += "mul.wide.u32 %rd16, %r2, 4;\nadd.s64 %rd16, %rd16, %rd12;\nred.release.gpu.global.add.u32 [%rd16+16], 1;\n";
+  s += `L_r:\nbar.sync 1, ${C};\n`;
+  s += "add.u32 %r41, %r41, 1;\nsetp.lt.u32 %p9, %r41, %r20;\n@%p9 bra L_cs;\n";
+  // the last block out resets the counts for the next launch
+  s += "@!%p0 bra L_x;\natom.acq_rel.gpu.global.add.u32 %r33, [%rd12+4], 1;\nsub.u32 %r34, %r3, 1;\nsetp.eq.u32 %p7, %r33, %r34;\n";
+  s += "@!%p7 bra L_x;\nst.relaxed.gpu.global.u32 [%rd12], 0;\nst.relaxed.gpu.global.u32 [%rd12+4], 0;\n";
+  if (dep === "ll") s += "st.relaxed.gpu.global.u32 [%rd12+12], %r36;\n";
+  s += "mov.u32 %r35, 0;\nL_z:\nmul.wide.u32 %rd17, %r35, 4;\nadd.s64 %rd17, %rd17, %rd12;\nst.relaxed.gpu.global.u32 [%rd17+16], 0;\n";
+  s += "add.u32 %r35, %r35, 1;\nsetp.lt.u32 %p11, %r35, %r3;\n@%p11 bra L_z;\nbra L_x;\n";
+
+  // ---- the loader: every piece of every stream in the consumers' order, each into the next free buffer ----
+  s += `L_prod:\nsetp.ne.u32 %p2, %r1, ${C};\n@%p2 bra L_x;\n`;
+  s += "L_ps:\n" + share + "L_pp:\nsetp.ge.u32 %p6, %r50, %r52;\n@%p6 bra L_pn;\n" + piece;
+  s += "xor.b32 %r65, %r55, 1;\n" + wait("%r64", "%r65", "p");
+  s += "shl.b32 %r66, %r53, 4;\nmbarrier.arrive.expect_tx.shared::cta.b64 %rd8, [%r56], %r66;\n";
+  s += "add.u32 %r67, %r21, %r50;\nmul.wide.u32 %rd9, %r67, 16;\nadd.s64 %rd9, %rd10, %rd9;\n";
+  s += "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r57], [%rd9], %r66, [%r56];\n";
+  s += "add.u32 %r50, %r50, %r53;\nadd.u32 %r40, %r40, 1;\nbra L_pp;\nL_pn:\nadd.u32 %r41, %r41, 1;\nsetp.lt.u32 %p9, %r41, %r20;\n@%p9 bra L_ps;\n";
+  return s + "L_x:\nret;\n}\n";
+}
