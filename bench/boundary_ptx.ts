@@ -157,12 +157,12 @@ export function megaPtx(nb: number, bytes: number, dep: MegaDep = "all"): string
     s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_ll;\nst.global.u32 [%rd12+8], 1;\nL_llgot:\nadd.u32 %r7, %r7, %r49;\nbra L_dsync;\n";
   }
   // the counter waited on: the global one (target s x grid) or the next block's own (target s)
-  s += dep === "one"
+  if (dep !== "ll") s += dep === "one"
     ? "add.u32 %r68, %r2, 1;\nrem.u32 %r68, %r68, %r3;\nmul.wide.u32 %rd15, %r68, 4;\nadd.s64 %rd15, %rd15, %rd12;\nadd.s64 %rd15, %rd15, 16;\nmov.u32 %r69, %r41;\n"
     : "mov.b64 %rd15, %rd12;\nmul.lo.u32 %r69, %r41, %r3;\n";
-  s += "mul.lo.u32 %r45, %r41, %r3;\nmov.u32 %r46, 0;\nL_spin:\nld.acquire.gpu.global.u32 %r47, [%rd15];\nsetp.ge.u32 %p4, %r47, %r69;\n@%p4 bra L_got;\n";
-  s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_spin;\nst.global.u32 [%rd12+8], 1;\nL_got:\n";
-  s += "sub.u32 %r48, %r45, %r3;\n" + (dep === "one" ? "add.u32 %r48, %r48, %r68;\n" : "") + "mul.wide.u32 %rd4, %r48, 4;\nadd.s64 %rd5, %rd13, %rd4;\nld.relaxed.gpu.global.u32 %r49, [%rd5];\nadd.u32 %r7, %r7, %r49;\n";
+  if (dep !== "ll") s += "mul.lo.u32 %r45, %r41, %r3;\nmov.u32 %r46, 0;\nL_spin:\nld.acquire.gpu.global.u32 %r47, [%rd15];\nsetp.ge.u32 %p4, %r47, %r69;\n@%p4 bra L_got;\n";
+  if (dep !== "ll") s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_spin;\nst.global.u32 [%rd12+8], 1;\nL_got:\n";
+  if (dep !== "ll") s += "sub.u32 %r48, %r45, %r3;\n" + (dep === "one" ? "add.u32 %r48, %r48, %r68;\n" : "") + "mul.wide.u32 %rd4, %r48, 4;\nadd.s64 %rd5, %rd13, %rd4;\nld.relaxed.gpu.global.u32 %r49, [%rd5];\nadd.u32 %r7, %r7, %r49;\n";
   s += `L_dsync:\nbar.sync 1, ${C};\nL_nodep:\n` + share;
   s += "L_cp:\nsetp.ge.u32 %p6, %r50, %r52;\n@%p6 bra L_cdone;\n" + piece + wait("%r56", "%r55", "c");
   // the piece's chunks, four a thread at a time (their loads in flight together)
