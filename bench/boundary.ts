@@ -13,9 +13,9 @@
 //            (what a megakernel does to keep the memory busy across a boundary);
 //   mega     one block a multiprocessor whose loader thread bulk-copies the block's share of every stream into a
 //            ring of shared-memory buffers as far ahead as the ring holds (weights never wait), while its 256
-//            consumer threads wait per stream only until every block has finished the stream before, then sum
-//            their share from shared memory (Hazy Research's megakernel pattern without its compute;
-//            boundary_ptx.ts megaPtx). Its words are checked on the host on a run from zeroed words.
+//            consumer threads wait per stream for what --dep says, then sum their share from shared memory
+//            (Hazy Research's megakernel pattern without its compute; boundary_ptx.ts megaPtx). Its words are
+//            checked on the host on a run from zeroed words; a wrong one is printed and the run exits 1.
 // Each stream: 256-thread blocks, 16-byte loads, --unroll loads in flight a thread, a sum a thread, a warp and
 // block reduction and one word stored a block (a gemv's epilogue); the next stream adds the first block's word
 // (the dependency). "one stream" reads all the chain's bytes as one stream: the ceiling. The chains: each
@@ -29,7 +29,7 @@
 // let be resident at once; --ring: mega's buffers x KiB each, up to 224 KiB in all; --dep: what a mega block
 // waits for before a stream (megaPtx: every block's stream before, the next block's, nothing, every block's
 // word polled as it lands); --reps: graph replays timed, two chains each. README "Session 32" has the H200's rows.)
-import { exit } from "node:process";
+import process, { exit } from "node:process";
 import { intList, parseFlags } from "./flags.ts";
 import { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_NUM_REGS, KernelArgs, openCuda } from "../ffi/cuda.ts";
 import { LaunchEx } from "../backends/ptx/launch.ts";
@@ -203,6 +203,7 @@ for (const shape of shapes) {
     rows.push([`mega ${dep}, ${nb}x${kib} KiB ring`, time(() => mega(f, nb, kib, dtab, sizes.length))]);
   }
   for (const x of wrong) console.error(`bench/boundary.ts: WRONG ${x}`);
+  if (wrong.length) process.exitCode = 1;
   const flag = new Uint32Array(4);
   cu.memcpyDtoH(flag, cnt);
   const gb = total / 1e9;
