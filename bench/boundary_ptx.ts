@@ -104,25 +104,27 @@ export function boundaryPtx(U: number): { stage(early: boolean, T: number): stri
 export const MEGA_T = 256;
 
 /**
+ * What a chain_mega block waits for before stream s: "all" every block's stream s - 1 (one counter, target
+ * s x grid, as in chain_persist, but no block waits at a barrier of its own; a gemv's x is written by all of them),
+ * "one" only the next block's (a count a block; a split-K gemv whose slice of x one block wrote), "none" nothing
+ * (the ring's own pace), "ll" every block's word itself, stored with its launch's tag in one 8-byte store (no fence,
+ * no counter; NCCL's LL protocol carries its flag so), polled by the first `grid` consumer threads, one word each.
+ */
+export type MegaDep = "all" | "one" | "none" | "ll";
+
+/**
  * The chain as a megakernel would run it (`chain_mega`): one block a multiprocessor, each block's share of
  * every stream (a contiguous run of chunks, as a gemv's rows are) copied by one loader thread into a ring of
  * `nb` shared-memory buffers of `bytes` each with bulk copies (cp.async.bulk, an mbarrier a buffer), as far
  * ahead as the ring allows, since weights never wait on the stream before. The 256 consumer threads, per
- * stream: wait until every block has finished the stream before (one counter, target s x grid, as in
- * chain_persist, but no block waits for the rest at a barrier of its own), add the first block's word of it
- * (the dependency), sum their share from shared memory, release each buffer, reduce, store one word and add
- * one to the counter. out[s * grid + block] = the block's sum of stream s + (s ? out[(s - 1) * grid] : 0),
- * (the next block's word with dep "one", none with "none"), which the host checks on a run from zeroed words (the weights as 32-bit ones: 4 a chunk). cnt as chain_persist's,
- * then from word 4 one count a block (streams it finished). `dep` says what a block waits for before stream s:
- * "all" every block's stream s - 1 (a gemv's x written by all of them), "one" only the next block's (a split-K
- * gemv whose slice of x one block wrote), "none" nothing (the ring's own pace), "ll" every block's word itself:
- * words are stored as (word, tag) pairs in one 8-byte store with no fence and no counter, and the first `grid`
- * consumer threads each poll one word of stream s - 1 until its tag is this launch's (as NCCL's LL protocol
- * carries a flag in each store; a gemv's x read straight from its writers), adding every word they read:
- * out2[s * grid + b] = (the block's sum + the sum of stream s - 1's words, tag). cnt's word 3 counts launches
- * (the tag is that count + 1, so zeroed words never match).
+ * stream: wait for what `dep` says, add the word(s) they depend on, sum their share from shared memory,
+ * release each buffer, reduce, store one word and publish it. A block's word of stream s is its sum of the
+ * stream plus, for s > 0: the first block's word of s - 1 ("all"), the next block's ("one"), nothing ("none"),
+ * every block's ("ll"); the host checks that on a run from zeroed words (the weights as 32-bit ones: 4 a
+ * chunk). Words: out[s * grid + block], or (word, tag) pairs with "ll". cnt: chain_persist's three words, word
+ * 3 the launches so far (the "ll" tag is that count + 1, so zeroed words never match), then one count a block
+ * ("one": the streams it finished).
  */
-export type MegaDep = "all" | "one" | "none" | "ll";
 export function megaPtx(nb: number, bytes: number, dep: MegaDep = "all"): string {
   const PC = bytes / 16, C = MEGA_T;
   /** A bounded wait on mbarrier `bar` (u32 shared address) for phase parity `par`; past it the flag is set. */
