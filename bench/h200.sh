@@ -43,6 +43,8 @@
 #   device too: at stories260K 20-28 with the marks, 18-41 queued, 7.5-19 plain, while tok/s rose. ~1 minute.
 #   Each run's "per token" line has PtxDevice.stats: launchMicros (inside cuGraphLaunch), slotWaits /
 #   slotWaitMicros (a slot write that waited for the idle stream), which tell a blocking launch from a drained pipeline.
+# boundary: bench/boundary.ts's chains of bare weight streams at the three shapes, the megakernel pattern's waits
+#   included (BOUNDARY_RINGS, BOUNDARY_DEPS for other rings and modes). --dep ll was built in session 49 and not yet run.
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
 #   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
@@ -125,6 +127,11 @@ for what in "$@"; do
       b=${DRIVER_BACKEND:-ptx}
       echo "== stories260K $b"; d 40 --shape stories260K --backend $b --prompts 64 --tokens 1024 --ctx 2048 --steps-ahead ${DRIVER_AHEAD_SMALL:-1,2,4,8,16,4,8}
       for s in qwen2.5-0.5b llama-3.2-1b; do echo "== $s $b"; d 80 --shape $s --backend $b --prompts 16 --prefill 16 --tokens 256 --steps-ahead ${DRIVER_AHEAD:-1,4,8,4,8}; done ;;
+    boundary)
+      # What a kernel boundary and a megakernel's waits cost with the compute stripped out (bench/boundary.ts; README
+      # "Session 32" and "Session 49"): pdl, early, persist, prefetch and the mega chains in every --dep mode, ~20 s.
+      timeout 200 deno run -A --no-check bench/boundary.ts --shape qwen2.5-0.5b,llama-3.2-1b,llama-3-8b --cpt 2 --blocks 2 \
+        --ring ${BOUNDARY_RINGS:-6x32,3x64} --dep ${BOUNDARY_DEPS:-all,one,none,ll} 2>&1 | tee "$out/boundary.txt" ;;
     goals)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
       for shape in llama-3-8b llama-3.2-1b; do
