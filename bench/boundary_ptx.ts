@@ -13,6 +13,19 @@ export function chainOf(name: ShapeName): { layer: number[]; layers: number; hea
   return { layer: [b(c.dim * (c.dim + 2 * kv)), 128 << 10, b(c.dim * c.dim), b(c.dim * 2 * c.hidden), b(c.hidden * c.dim)], layers: c.layers, head: b(c.vocab * c.dim) };
 }
 
+/**
+ * Block reduction of %r7 over `T` threads through red[8], `bar` the barrier instruction: thread 0 (%p0) ends with
+ * the block's sum in %r10; the others have branched to L_r`tag` (which the caller places).
+ */
+function blockSum(tag: string, T: number, bar: string): string {
+  let s = "mov.u32 %r10, %r7;\n";
+  for (const o of [16, 8, 4, 2, 1]) s += `shfl.sync.bfly.b32 %r11, %r10, ${o}, 31, -1;\nadd.u32 %r10, %r10, %r11;\n`;
+  s += `and.b32 %r12, %r1, 31;\nsetp.eq.u32 %p3, %r12, 0;\nshr.u32 %r13, %r1, 5;\nmov.u32 %r14, red;\nmad.lo.u32 %r15, %r13, 4, %r14;\n@%p3 st.shared.u32 [%r15], %r10;\n${bar};\n`;
+  s += `@!%p0 bra L_r${tag};\nmov.u32 %r10, 0;\n`;
+  for (let i = 0; i < T / 32; i++) s += `ld.shared.u32 %r11, [%r14+${4 * i}];\nadd.u32 %r10, %r10, %r11;\n`;
+  return s;
+}
+
 /** The kernels with `U` 16-byte loads in flight a thread: stage_pdl / stage_early (one stream) and chain_persist / chain_prefetch. */
 export function boundaryPtx(U: number): { stage(early: boolean, T: number): string; chain(prefetch: boolean): string } {
   const head = (name: string, params: string[], T: number) =>
@@ -40,12 +53,7 @@ export function boundaryPtx(U: number): { stage(early: boolean, T: number): stri
   }
   /** Block reduction of %r7; thread 0 stores it at [%rd3] (u64 address). */
   function reduceStore(tag: string, T: number): string {
-    let s = "mov.u32 %r10, %r7;\n";
-    for (const o of [16, 8, 4, 2, 1]) s += `shfl.sync.bfly.b32 %r11, %r10, ${o}, 31, -1;\nadd.u32 %r10, %r10, %r11;\n`;
-    s += `and.b32 %r12, %r1, 31;\nsetp.eq.u32 %p3, %r12, 0;\nshr.u32 %r13, %r1, 5;\nmov.u32 %r14, red;\nmad.lo.u32 %r15, %r13, 4, %r14;\n@%p3 st.shared.u32 [%r15], %r10;\nbar.sync 0;\n`;
-    s += `@!%p0 bra L_r${tag};\nmov.u32 %r10, 0;\n`;
-    for (let i = 0; i < T / 32; i++) s += `ld.shared.u32 %r11, [%r14+${4 * i}];\nadd.u32 %r10, %r10, %r11;\n`;
-    return s + `st.global.u32 [%rd3], %r10;\nL_r${tag}:\nbar.sync 0;\n`;
+    return blockSum(tag, T, "bar.sync 0") + `st.global.u32 [%rd3], %r10;\nL_r${tag}:\nbar.sync 0;\n`;
   }
 
   function stagePtx(early: boolean, T: number): string {
@@ -144,27 +152,31 @@ export function megaPtx(nb: number, bytes: number, dep: MegaDep = "all"): string
     `.shared .align 8 .b64 fullb[${nb}];\n.shared .align 8 .b64 emptyb[${nb}];\n.shared .align 4 .b32 red[8];\n` +
     "mov.u32 %r1, %tid.x;\nmov.u32 %r2, %ctaid.x;\nmov.u32 %r3, %nctaid.x;\nsetp.eq.u32 %p0, %r1, 0;\n" +
     "ld.param.u64 %rd10, [pw];\nld.param.u64 %rd11, [ptab];\nld.param.u32 %r20, [pns];\nld.param.u64 %rd12, [pcnt];\nld.param.u64 %rd13, [pout];\n" +
-    "mov.u32 %r42, ring;\nmov.u32 %r43, fullb;\nmov.u32 %r44, emptyb;\nmov.u32 %r40, 0;\nmov.u32 %r41, 0;\n@!%p0 bra L_ini;\n";
-  if (dep === "ll") s = s.replace("@!%p0 bra L_ini;\n", "ld.relaxed.gpu.global.u32 %r36, [%rd12+12];\nadd.u32 %r36, %r36, 1;\n@!%p0 bra L_ini;\n");
+    "mov.u32 %r42, ring;\nmov.u32 %r43, fullb;\nmov.u32 %r44, emptyb;\nmov.u32 %r40, 0;\nmov.u32 %r41, 0;\n";
+  if (dep === "ll") s += "ld.relaxed.gpu.global.u32 %r36, [%rd12+12];\nadd.u32 %r36, %r36, 1;\n"; // the tag
+  s += "@!%p0 bra L_ini;\n";
   for (let k = 0; k < nb; k++) s += `mbarrier.init.shared::cta.b64 [fullb+${8 * k}], 1;\nmbarrier.init.shared::cta.b64 [emptyb+${8 * k}], ${C};\n`;
   s += "fence.mbarrier_init.release.cluster;\nL_ini:\nbar.sync 0;\n" + `setp.ge.u32 %p1, %r1, ${C};\n@%p1 bra L_prod;\n`;
 
   // ---- consumers ----
-  s += "L_cs:\nmov.u32 %r7, 0;\nsetp.eq.u32 %p3, %r41, 0;\n@%p3 bra L_nodep;\n@!%p0 bra L_dsync;\n";
-  if (dep === "none") s += "bra L_dsync;\n";
+  s += "L_cs:\nmov.u32 %r7, 0;\nsetp.eq.u32 %p3, %r41, 0;\n@%p3 bra L_nodep;\n";
   if (dep === "ll") {
-    s = s.slice(0, -"@!%p0 bra L_dsync;\n".length) + "setp.ge.u32 %p12, %r1, %r3;\n@%p12 bra L_dsync;\n";
+    // threads below grid: poll word %r1 of stream s - 1 until it carries this launch's tag, and add it
+    s += "setp.ge.u32 %p12, %r1, %r3;\n@%p12 bra L_dsync;\n";
     s += "sub.u32 %r48, %r41, 1;\nmad.lo.u32 %r48, %r48, %r3, %r1;\nmul.wide.u32 %rd4, %r48, 8;\nadd.s64 %rd5, %rd13, %rd4;\nmov.u32 %r46, 0;\n";
     s += "L_ll:\nld.relaxed.gpu.global.v2.u32 {%r49, %r37}, [%rd5];\nsetp.eq.u32 %p4, %r37, %r36;\n@%p4 bra L_llgot;\n";
     s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_ll;\nst.global.u32 [%rd12+8], 1;\nL_llgot:\nadd.u32 %r7, %r7, %r49;\nbra L_dsync;\n";
+  } else {
+    // thread 0: spin on the counter (the global one, target s x grid, or the next block's own, target s), then
+    // add the word depended on; "none" jumps past it all
+    s += "@!%p0 bra L_dsync;\n" + (dep === "none" ? "bra L_dsync;\n" : "");
+    s += dep === "one"
+      ? "add.u32 %r68, %r2, 1;\nrem.u32 %r68, %r68, %r3;\nmul.wide.u32 %rd15, %r68, 4;\nadd.s64 %rd15, %rd15, %rd12;\nadd.s64 %rd15, %rd15, 16;\nmov.u32 %r69, %r41;\n"
+      : "mov.b64 %rd15, %rd12;\nmul.lo.u32 %r69, %r41, %r3;\n";
+    s += "mul.lo.u32 %r45, %r41, %r3;\nmov.u32 %r46, 0;\nL_spin:\nld.acquire.gpu.global.u32 %r47, [%rd15];\nsetp.ge.u32 %p4, %r47, %r69;\n@%p4 bra L_got;\n";
+    s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_spin;\nst.global.u32 [%rd12+8], 1;\nL_got:\n";
+    s += "sub.u32 %r48, %r45, %r3;\n" + (dep === "one" ? "add.u32 %r48, %r48, %r68;\n" : "") + "mul.wide.u32 %rd4, %r48, 4;\nadd.s64 %rd5, %rd13, %rd4;\nld.relaxed.gpu.global.u32 %r49, [%rd5];\nadd.u32 %r7, %r7, %r49;\n";
   }
-  // the counter waited on: the global one (target s x grid) or the next block's own (target s)
-  if (dep !== "ll") s += dep === "one"
-    ? "add.u32 %r68, %r2, 1;\nrem.u32 %r68, %r68, %r3;\nmul.wide.u32 %rd15, %r68, 4;\nadd.s64 %rd15, %rd15, %rd12;\nadd.s64 %rd15, %rd15, 16;\nmov.u32 %r69, %r41;\n"
-    : "mov.b64 %rd15, %rd12;\nmul.lo.u32 %r69, %r41, %r3;\n";
-  if (dep !== "ll") s += "mul.lo.u32 %r45, %r41, %r3;\nmov.u32 %r46, 0;\nL_spin:\nld.acquire.gpu.global.u32 %r47, [%rd15];\nsetp.ge.u32 %p4, %r47, %r69;\n@%p4 bra L_got;\n";
-  if (dep !== "ll") s += "add.u32 %r46, %r46, 1;\nsetp.lt.u32 %p5, %r46, 67108864;\n@%p5 bra L_spin;\nst.global.u32 [%rd12+8], 1;\nL_got:\n";
-  if (dep !== "ll") s += "sub.u32 %r48, %r45, %r3;\n" + (dep === "one" ? "add.u32 %r48, %r48, %r68;\n" : "") + "mul.wide.u32 %rd4, %r48, 4;\nadd.s64 %rd5, %rd13, %rd4;\nld.relaxed.gpu.global.u32 %r49, [%rd5];\nadd.u32 %r7, %r7, %r49;\n";
   s += `L_dsync:\nbar.sync 1, ${C};\nL_nodep:\n` + share;
   s += "L_cp:\nsetp.ge.u32 %p6, %r50, %r52;\n@%p6 bra L_cdone;\n" + piece + wait("%r56", "%r55", "c");
   // the piece's chunks, four a thread at a time (their loads in flight together)
@@ -177,11 +189,7 @@ export function megaPtx(nb: number, bytes: number, dep: MegaDep = "all"): string
   for (let k = 0; k < 8; k++) s += `add.u32 %r7, %r7, %r${70 + k};\n`;
   s += `add.u32 %r58, %r58, ${4 * C};\nbra L_cj;\nL_cjd:\nmbarrier.arrive.shared::cta.b64 %rd8, [%r64];\nadd.u32 %r50, %r50, %r53;\nadd.u32 %r40, %r40, 1;\nbra L_cp;\nL_cdone:\n`;
   // the block's word of this stream, then the release add
-  s += "mov.u32 %r10, %r7;\n";
-  for (const o of [16, 8, 4, 2, 1]) s += `shfl.sync.bfly.b32 %r11, %r10, ${o}, 31, -1;\nadd.u32 %r10, %r10, %r11;\n`;
-  s += `and.b32 %r12, %r1, 31;\nsetp.eq.u32 %p3, %r12, 0;\nshr.u32 %r13, %r1, 5;\nmov.u32 %r14, red;\nmad.lo.u32 %r15, %r13, 4, %r14;\n@%p3 st.shared.u32 [%r15], %r10;\nbar.sync 1, ${C};\n`;
-  s += "@!%p0 bra L_r;\nmov.u32 %r10, 0;\n";
-  for (let i = 0; i < C / 32; i++) s += `ld.shared.u32 %r11, [%r14+${4 * i}];\nadd.u32 %r10, %r10, %r11;\n`;
+  s += blockSum("", C, `bar.sync 1, ${C}`);
   if (dep === "ll") s += "mad.lo.u32 %r27, %r41, %r3, %r2;\nmul.wide.u32 %rd4, %r27, 8;\nadd.s64 %rd3, %rd13, %rd4;\nst.relaxed.gpu.global.v2.u32 [%rd3], {%r10, %r36};\n";
   else {
     s += "mad.lo.u32 %r27, %r41, %r3, %r2;\nmul.wide.u32 %rd4, %r27, 4;\nadd.s64 %rd3, %rd13, %rd4;\nst.global.u32 [%rd3], %r10;\n";
