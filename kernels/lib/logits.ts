@@ -5,9 +5,8 @@
 // the workgroup), its lanes walk the row's entries and rewrite the ones whose id falls in the chunk. An
 // unconstrained row with no entries costs one copy of the row (R·V reads and writes over the whole GPU).
 // logprobs (kernels/lib/logprobs_split.ts splits a long row over many teams instead): one workgroup per row: one pass for the max, its first index (the first top entry) and Σ exp
-// against a running max, then N − 1 rounds of "largest after the previous" (one pass, two reductions each).
-// A row that wants no logprobs runs zero iterations of every pass; rounds past the row's top_logprobs do too
-// (the reductions still run: loops holding barriers have constant trip counts).
+// against a running max, then rounds of "largest after the previous" (one pass, two reductions each) up to the
+// row's top_logprobs. A row that wants no logprobs writes its zeros and returns.
 import { f32, type Kernel, KernelBuilder, KernelError, u32, type Val } from "../ir.ts";
 import type { Caps } from "../target.ts";
 import { gridFor, team, teamReduce, teamRow, wgIndex } from "./common.ts";
@@ -132,7 +131,10 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
     throw new KernelError(`logprobs: bad shape ${R}x${V}, n ${N}`);
   }
   if (V >= NONE || R * V >= 2 ** 32) throw new KernelError(`logprobs: ${R}x${V} logits exceed the kernel's index range`);
-  const t = team(caps, { wide: 1024, rows: 1, maxLanes: 256 });
+  // 256 lanes: this kernel serves rows under 16384 entries (longer ones split, logprobs_split.ts), 64 a lane at
+  // most; lavapipe runs a workgroup as one coroutine per 8 lanes, each frame ~11 KiB here, mapped afresh per
+  // workgroup, so 1024 lanes cost 1.4 MiB of page faults a row and step.
+  const t = team(caps, { wide: 256, rows: 1, maxLanes: 256 });
   const grid = gridFor(caps, R);
   const b = new KernelBuilder(`logprobs_r${R}_v${V}_n${N}`, { workgroup: t.size, grid });
   const X = b.buffer("logits", "f32", "r");
@@ -145,15 +147,26 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
   const want = b.let(b.load(P, row.mul(SAMPLER_WORDS).add(SAMPLER.logprobs)).eq(u32(1)), "bool", "want");
   const nTop = b.let(want.select(b.load(P, row.mul(SAMPLER_WORDS).add(SAMPLER.topLogprobs)).min(u32(N)), u32(0)), "u32", "ntop");
   const base = b.let(row.mul(u32(V)), "u32", "base");
-  const end = b.let(want.select(u32(V), u32(0)), "u32", "end");
   const lead = lane.eq(u32(0));
   const put = (k: number | Val, v: Val) => b.if(lead, () => b.store(OUT, row.mul(u32(OW)).add(k), v));
+
+  // The words the rounds below do not write: pairs past the row's top_logprobs ((−1, 0), or all 0 for a row
+  // that wants none), spread over the lanes. A row that wants none stops here, and the rounds stop at the row's
+  // top_logprobs: one row per workgroup, so the exit and the trip count are uniform. (Rounds unrolled to N
+  // made this kernel's lavapipe coroutine frames 3.5 MiB a workgroup.)
+  b.for(lane.add(nTop.mul(u32(2))), u32(2 * N), t.lanes, (w) => {
+    b.store(OUT, row.mul(u32(OW)).add(w).add(u32(1)), want.and(w.and(u32(1)).eq(u32(0))).select(f32(-1), f32(0)));
+  });
+  b.if(want.not(), () => {
+    put(0, f32(0));
+    b.return();
+  });
 
   // Passes over the row read vw consecutive logits per lane and step: a lane's loads are independent, so a
   // long row is not bound by one load's latency per element.
   const vw = V % 4 === 0 ? 4 : V % 2 === 0 ? 2 : 1;
-  const overRow = (end: Val, f: (i: Val, x: Val) => void) =>
-    b.for(lane.mul(vw), end, t.lanes * vw, (i) => {
+  const overRow = (f: (i: Val, x: Val) => void) =>
+    b.for(lane.mul(vw), u32(V), t.lanes * vw, (i) => {
       const xs = vw > 1 ? b.loadv(X, base.add(i), vw) : [b.load(X, base.add(i))];
       xs.forEach((x, e) => f(e ? i.add(e) : i, x));
     });
@@ -161,27 +174,29 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
   // kept against a running max (rescaled when the max moves), combined across lanes after.
   const NEG = f32(-Infinity);
   const mx = b.let(NEG, "f32", "mx"), mi = b.let(f32(NONE), "f32", "mi"), sm = b.let(f32(0), "f32", "sm");
-  overRow(end, (i, x) => maxSumStep(b, { mx, mi, sm }, i, x));
+  overRow((i, x) => maxSumStep(b, { mx, mi, sm }, i, x));
   const m = b.let(teamReduce(b, t, "max", mx), "f32", "m");
   const ls = b.let(teamReduce(b, t, "add", mx.gt(NEG).select(sm.mul(mx.sub(m).exp()), f32(0))).log(), "f32", "ls");
   const first = b.let(teamReduce(b, t, "min", mx.eq(m).select(mi, f32(NONE))), "f32", "first");
   const lp = (x: Val): Val => x.sub(m).sub(ls);
   const tok = b.let(b.load(S, row.mul(2)).bitcast("u32").min(u32(V - 1)), "u32", "tok");
-  put(0, want.select(lp(b.load(X, base.add(tok))), f32(0)));
+  put(0, lp(b.load(X, base.add(tok))));
+  if (N === 0) return b.build();
 
+  // Round k: the largest entry after round k − 1's (value descending, index ascending; NaN never ranks).
   const px = b.let(f32(Infinity), "f32", "px"), pi = b.let(f32(-1), "f32", "pi");
-  const emit = (k: number, got: Val, M: Val, I: Val) => {
-    put(1 + 2 * k, want.select(got.select(I, f32(-1)), f32(0)));
-    put(2 + 2 * k, want.and(got).select(lp(M), f32(0)));
+  const emit = (k: Val, got: Val, M: Val, I: Val) => {
+    put(k.mul(u32(2)).add(u32(1)), got.select(I, f32(-1)));
+    put(k.mul(u32(2)).add(u32(2)), got.select(lp(M), f32(0)));
     b.if(got, () => {
       b.set(px, M);
       b.set(pi, I);
     });
   };
-  if (N > 0) emit(0, b.let(nTop.gt(u32(0)).and(first.lt(f32(NONE))), "bool", "got"), m, first);
-  for (let k = 1; k < N; k++) {
+  b.if(nTop.gt(u32(0)), () => emit(u32(0), b.let(first.lt(f32(NONE)), "bool", "got"), m, first));
+  b.for(u32(1), nTop, 1, (k) => {
     const bx = b.let(f32(-Infinity), "f32", "bx"), bi = b.let(f32(NONE), "f32", "bi");
-    overRow(b.let(nTop.gt(u32(k)).select(end, u32(0)), "u32", "en"), (i, x) => {
+    overRow((i, x) => {
       const fi = b.let(i.cast("f32"), "f32", "fi");
       const after = x.lt(px).or(x.eq(px).and(fi.gt(pi)));
       b.if(after.and(x.eq(x)).and(x.gt(bx).or(bi.eq(f32(NONE)))), () => {
@@ -192,7 +207,7 @@ export function logprobs(caps: Caps, s: LogprobsShape): Kernel {
     const M = b.let(teamReduce(b, t, "max", bi.lt(f32(NONE)).select(bx, f32(-Infinity))), "f32", "M");
     const I = b.let(teamReduce(b, t, "min", bx.eq(M).select(bi, f32(NONE))), "f32", "I");
     emit(k, b.let(I.lt(f32(NONE)), "bool", "got"), M, I);
-  }
+  });
   return b.build();
 }
 
