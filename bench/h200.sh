@@ -44,7 +44,7 @@
 #   Each run's "per token" line has PtxDevice.stats: launchMicros (inside cuGraphLaunch), slotWaits /
 #   slotWaitMicros (a slot write that waited for the idle stream), which tell a blocking launch from a drained pipeline.
 # boundary: bench/boundary.ts's chains of bare weight streams at the three shapes, the megakernel pattern's waits
-#   included (BOUNDARY_RINGS, BOUNDARY_DEPS for other rings and modes). --dep ll was built in session 49 and not yet run.
+#   included (BOUNDARY_RINGS, BOUNDARY_DEPS for other rings and modes). Session 50 (H100): --dep ll the slowest mode at every shape.
 # goals: issues 14 and 17 in one call (bounded at 570 s): bench/serve.ts at 8B and at 1B (concurrency 1/8/32/64, 512-token
 #   prompts, 128 new tokens: tok/s, TTFT, ITL, step b32/b1, µs in/around the step, bytes uploaded per step), the
 #   1B serve rows again with the full sampler (--sampler full), bench/sampler.ts (the Driver's full sampler and a
