@@ -31,6 +31,9 @@ export {
   TensorMismatchError, UnknownArchitectureError,
 } from "./llm/errors.ts";
 export type { ChatContent, ChatMessage, ChatOptions, ImagePart } from "./llm/chat.ts";
+export {
+  callGrammar, type ParsedReply, parseReply, type Tool, type ToolCall, type ToolChoice, type ToolFunction, type ToolSyntax, toolSyntax,
+} from "./llm/tools.ts";
 export type { ImageInput, PromptInput } from "./llm/vision.ts";
 export type { RGBImage } from "./llm/image.ts";
 export { TpError } from "./llm/tp.ts";

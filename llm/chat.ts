@@ -1,13 +1,16 @@
 // Chat templates: OpenAI-style messages rendered with the model's own Jinja template (GGUF
 // tokenizer.chat_template, or tokenizer_config.json `chat_template` / chat_template.jinja of a Hugging Face
 // folder) by @huggingface/jinja, with the variables transformers' apply_chat_template passes: messages,
-// bos_token, eos_token, add_generation_prompt (raise_exception is @huggingface/jinja's own). The rendered text is tokenized as transformers
-// does (special tokens in the text are parsed, none added).
+// bos_token, eos_token, add_generation_prompt, and tools where a request has them (raise_exception is
+// @huggingface/jinja's own). An assistant turn's tool_calls reach the template with their arguments as objects, as
+// transformers and vLLM pass them (templates write them with `tojson`). The rendered text is tokenized as
+// transformers does (special tokens in the text are parsed, none added).
 import { Template } from "@huggingface/jinja";
 import { z } from "zod";
 import { ChatTemplateError } from "./errors.ts";
 import { imageFromUrl } from "./image.ts";
 import type { ModelHandle } from "./model.ts";
+import type { Tool, ToolCall } from "./tools.ts";
 
 /** An image part of a message: OpenAI's `image_url` (a data: URL; remote URLs are refused), or image bytes. */
 export type ImagePart = { type: "image_url"; image_url: { url: string } | string } | { type: "image"; image: Uint8Array };
@@ -21,6 +24,10 @@ export interface ChatMessage {
   content: ChatContent;
   /** An optional participant name, passed to the template. */
   name?: string;
+  /** An assistant turn's calls (arguments a JSON text, as OpenAI sends them). */
+  tool_calls?: ToolCall[];
+  /** A "tool" turn: the call it answers. */
+  tool_call_id?: string;
 }
 
 /** How a conversation is rendered. */
@@ -29,6 +36,8 @@ export interface ChatOptions {
   addGenerationPrompt?: boolean;
   /** A template for a model that has none (default: none, a ChatTemplateError); the server passes CHATML. */
   fallback?: string;
+  /** Functions the model may call: the template's `tools` (absent when not given, as templates test for it). */
+  tools?: Tool[];
 }
 
 /** ChatML, the template llama.cpp's server uses for a model that brings none. */
@@ -53,14 +62,18 @@ function templateOf(model: ModelHandle, fallback?: string): Template {
   if (!src) throw new ChatTemplateError(`${model.path}: the model has no chat template (GGUF tokenizer.chat_template, tokenizer_config.json chat_template or chat_template.jinja)`);
   const known = compiled.get(model);
   if (known && known.src === src) return known.t;
-  let t: Template;
-  try {
-    t = new Template(src);
-  } catch (e) {
-    throw new ChatTemplateError(`${model.path}: chat template does not parse: ${oneLine(e)}`);
-  }
+  const t = parseTemplate(src, model.path);
   compiled.set(model, { src, t });
   return t;
+}
+
+/** A chat template's source parsed (a ChatTemplateError naming `where` when it does not parse). */
+export function parseTemplate(src: string, where: string): Template {
+  try {
+    return new Template(src);
+  } catch (e) {
+    throw new ChatTemplateError(`${where}: chat template does not parse: ${oneLine(e)}`);
+  }
 }
 
 function oneLine(e: unknown): string {
@@ -96,6 +109,16 @@ export function chatImages(messages: ChatMessage[]): Uint8Array[] {
   return out;
 }
 
+/** A call as templates read it: the arguments an object where the JSON text holds one (else the text as sent). */
+function templateCall(c: ToolCall): unknown {
+  let args: unknown = c.function.arguments;
+  try {
+    const v = JSON.parse(c.function.arguments);
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) args = v;
+  } catch { /* kept as text */ }
+  return { ...c, function: { ...c.function, arguments: args } };
+}
+
 /** The conversation as the model's template renders it (a string ready to tokenize). */
 export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: ChatOptions = {}): string {
   const t = templateOf(model, opts.fallback);
@@ -103,7 +126,13 @@ export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: Ch
   const name = (id: number | undefined) => (id === undefined ? "" : tok.tokenText(id));
   try {
     return t.render({
-      messages: messages.map((m) => ({ ...m, content: templateContent(m.content) })),
+      // tool_calls only where a turn has them: templates test `'tool_calls' in message`
+      messages: messages.map(({ tool_calls, ...m }) => ({
+        ...m,
+        content: templateContent(m.content),
+        ...(tool_calls ? { tool_calls: tool_calls.map(templateCall) } : {}),
+      })),
+      ...(opts.tools ? { tools: opts.tools } : {}),
       bos_token: name(tok.bos),
       eos_token: name(tok.eos),
       unk_token: name(tok.unk),

@@ -19,7 +19,7 @@ import { BYTE_TO_CHAR } from "./tokenizer/byte-level.ts";
 export type ResponseFormat =
   | { type: "json_schema"; schema: unknown }
   | { type: "json_object" }
-  | { type: "grammar"; grammar: string };
+  | { type: "grammar"; grammar: string; root?: string };
 
 /** A format that cannot be compiled (bad schema, bad grammar) or an engine that cannot load. */
 export class GrammarError extends LlmError {
@@ -86,7 +86,7 @@ function formatKey(f: ResponseFormat): string {
       return `schema:${JSON.stringify(f.schema)}`;
     case "grammar":
       if (typeof f.grammar !== "string" || f.grammar.trim() === "") throw new GrammarError("grammar: must be a non-empty GBNF/EBNF string");
-      return `grammar:${f.grammar}`;
+      return `grammar:${f.root ?? "root"}:${f.grammar}`;
   }
   throw new GrammarError(`response format type ${JSON.stringify((f as { type?: unknown }).type)} is not json_schema, json_object or grammar`);
 }
@@ -108,7 +108,7 @@ export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFo
       const gc = await m.compiler;
       try {
         if (f.type !== "grammar") return await gc.compileGrammar(await schemaGrammar(xg, f.type === "json_object" ? { type: "object" } : f.schema));
-        return await gc.compileGrammar(f.grammar, "root");
+        return await gc.compileGrammar(f.grammar, f.root ?? "root");
       } catch (e) {
         throw new GrammarError(`${f.type === "grammar" ? "grammar" : "json_schema"}: ${(e as Error)?.message ?? String(e)}`);
       }

@@ -1,0 +1,190 @@
+// Tool calling, as OpenAI's `tools` / `tool_choice` and the servers users know (vLLM, llama.cpp --jinja) do it:
+// the tools go to the model's own chat template (the `tools` variable transformers' apply_chat_template passes),
+// and the reply is read back into `tool_calls` in the syntax that template teaches the model. The syntax is found
+// from the template's text; two are known:
+//   hermes  `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one block a call (Qwen 2.5 / 3, Hermes,
+//           and the templates written after them)
+//   llama3  the whole reply one JSON object `{"name": ..., "parameters": {...}}` (Llama 3.1-3.3's JSON tool use)
+// `tool_choice: "required"` or a named function constrains the reply to that syntax, with each tool's parameters
+// schema, through xgrammar (llm/grammar.ts). `auto` leaves the model free and parses what it wrote: a reply that
+// does not parse as calls stays text. Mistral's `[TOOL_CALLS]` is a control token that decoding drops, so its
+// templates are not read as either syntax (a request with tools for them is refused, not half-parsed).
+import { shown } from "./errors.ts";
+import { xgrammar } from "./grammar.ts";
+
+/** A function the model may call: its name, what it does and its arguments' JSON schema. */
+export interface ToolFunction {
+  /** The function's name (OpenAI: letters, digits, _ and -). */
+  name: string;
+  /** What it does, for the model. */
+  description?: string;
+  /** Its arguments' JSON schema (none: it takes no arguments). */
+  parameters?: Record<string, unknown>;
+}
+/** One entry of a request's `tools`. */
+export interface Tool {
+  /** Always "function". */
+  type: "function";
+  /** The function. */
+  function: ToolFunction;
+}
+/** `tool_choice`: no calls, the model's choice, at least one call, or this function. */
+export type ToolChoice = "none" | "auto" | "required" | { type: "function"; function: { name: string } };
+/** A call as OpenAI returns it: arguments are a JSON text. */
+export interface ToolCall {
+  /** The call's id, which a "tool" message's tool_call_id answers. */
+  id: string;
+  /** Always "function". */
+  type: "function";
+  /** The function's name and its arguments as a JSON text. */
+  function: { name: string; arguments: string };
+}
+/** The call syntaxes a template can teach (see the top of this file). */
+export type ToolSyntax = "hermes" | "llama3";
+
+/** The call syntax a chat template teaches, or undefined where it teaches none poot reads. */
+export function toolSyntax(template: string | undefined): ToolSyntax | undefined {
+  if (!template) return undefined;
+  if (template.includes("<tool_call>")) return "hermes";
+  if (template.includes("<|start_header_id|>") && template.includes("tools") && template.includes('"parameters"')) return "llama3";
+  return undefined;
+}
+
+/** A reply read back: the text outside the calls (null when there is none) and the calls. */
+export interface ParsedReply {
+  /** The reply's text outside its calls, trimmed; null when there is none. */
+  content: string | null;
+  /** The calls in order: each function's name and arguments (a JSON text of an object). */
+  calls: { name: string; arguments: string }[];
+}
+
+const OPEN = "<tool_call>", CLOSE = "</tool_call>";
+
+/** One call's JSON (`{"name", "arguments"|"parameters"}`), or undefined where it is not one. */
+function callOf(v: unknown): { name: string; arguments: string } | undefined {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  if (typeof o.name !== "string" || o.name === "") return undefined;
+  const args = "arguments" in o ? o.arguments : "parameters" in o ? o.parameters : {};
+  // a model that writes the arguments as a JSON text: kept as the text it wrote when that text is an object
+  if (typeof args === "string") {
+    try {
+      const inner = JSON.parse(args);
+      if (inner !== null && typeof inner === "object" && !Array.isArray(inner)) return { name: o.name, arguments: JSON.stringify(inner) };
+    } catch { /* not JSON: not a call */ }
+    return undefined;
+  }
+  if (args === null || typeof args !== "object" || Array.isArray(args)) return undefined;
+  return { name: o.name, arguments: JSON.stringify(args) };
+}
+
+function parseJson(s: string): unknown {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The calls in a reply, read by the template's syntax; a reply that does not read as calls is all content. */
+export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
+  const plain: ParsedReply = { content: text, calls: [] };
+  if (syntax === "hermes") {
+    const calls: ParsedReply["calls"] = [];
+    let rest = "", at = 0;
+    for (;;) {
+      const i = text.indexOf(OPEN, at);
+      if (i < 0) break;
+      rest += text.slice(at, i);
+      const j = text.indexOf(CLOSE, i + OPEN.length);
+      // the last block may lack its close where generation stopped right after the JSON (an end token)
+      const body = text.slice(i + OPEN.length, j < 0 ? text.length : j);
+      const c = callOf(parseJson(body.trim()));
+      if (!c) return plain;
+      calls.push(c);
+      at = j < 0 ? text.length : j + CLOSE.length;
+    }
+    if (calls.length === 0) return plain;
+    rest += text.slice(at);
+    return { content: rest.trim() === "" ? null : rest.trim(), calls };
+  }
+  // llama3: the reply is the call(s): one object, an array of them, or objects separated by ";"
+  let body = text.trim();
+  if (body.startsWith("<|python_tag|>")) body = body.slice("<|python_tag|>".length).trim();
+  if (!body.startsWith("{") && !body.startsWith("[")) return plain;
+  const whole = parseJson(body);
+  const parts = whole !== undefined ? (Array.isArray(whole) ? whole : [whole]) : body.split(/;\s*(?=\{)/).map((p) => parseJson(p.trim()));
+  const calls = parts.map(callOf);
+  if (calls.length === 0 || calls.some((c) => c === undefined)) return plain;
+  return { content: null, calls: calls as ParsedReply["calls"] };
+}
+
+/**
+ * How much of a reply may be streamed as content now: the text before anything that may start a call (a
+ * hermes block, or for llama3 a reply that opens with JSON). The rest is held until the reply ends.
+ */
+export function streamable(syntax: ToolSyntax, text: string): number {
+  if (syntax === "hermes") {
+    const i = text.indexOf(OPEN);
+    if (i >= 0) return i;
+    for (let n = Math.min(OPEN.length - 1, text.length); n > 0; n--) if (text.endsWith(OPEN.slice(0, n))) return text.length - n;
+    return text.length;
+  }
+  const lead = text.trimStart();
+  if (lead === "") return 0; // undecided until the first visible character
+  if (lead.startsWith("{") || lead.startsWith("[") || "<|python_tag|>".startsWith(lead.slice(0, 14))) return 0;
+  return text.length;
+}
+
+/** A fresh call id (OpenAI's shape: `call_` and 24 letters and digits). */
+export function callId(): string {
+  const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const r = crypto.getRandomValues(new Uint8Array(24));
+  let s = "call_";
+  for (const b of r) s += a[b % a.length];
+  return s;
+}
+
+/** The tools a choice allows (all, or the one it names); undefined name = unknown function. */
+export function allowedTools(tools: Tool[], choice: ToolChoice): Tool[] {
+  if (typeof choice === "string") return choice === "none" ? [] : tools;
+  return tools.filter((t) => t.function.name === choice.function.name);
+}
+
+const NO_PARAMETERS = { type: "object", properties: {}, additionalProperties: false };
+
+/** A JSON string literal of EBNF (xgrammar's escapes: \n, \", \\). */
+function lit(s: string): string {
+  return JSON.stringify(s);
+}
+
+/**
+ * The grammar (xgrammar EBNF, its start rule `tool_reply`) of a reply that is only calls of `tools` in `syntax`:
+ * each call's name one of theirs and its arguments valid against that tool's parameters schema (`{}` where it has
+ * none: OpenAI's function without parameters). Hermes takes one or more blocks (`parallel`), llama3 one call.
+ */
+export async function callGrammar(syntax: ToolSyntax, tools: Tool[], parallel: boolean): Promise<{ type: "grammar"; grammar: string; root: string }> {
+  const xg = await xgrammar();
+  const key = syntax === "hermes" ? "arguments" : "parameters";
+  const schema = {
+    anyOf: tools.map((t) => ({
+      type: "object",
+      properties: { name: { const: t.function.name }, [key]: t.function.parameters ?? NO_PARAMETERS },
+      required: ["name", key],
+      additionalProperties: false,
+    })),
+  };
+  // compact JSON (indent -1: none), as the templates show calls; the schema's rules keep their names (its start
+  // rule is `root`), the reply's own rules are named apart from them
+  const rules = String(await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false, -1))
+    .replaceAll(String.raw`[^"\\\r\n]`, String.raw`[^"\\\0-\x1f]`);
+  const top = syntax === "hermes"
+    ? `tool_reply ::= tool_block${parallel ? ` (${lit("\n")} tool_block)*` : ""}\ntool_block ::= ${lit(OPEN + "\n")} root ${lit("\n" + CLOSE)}\n`
+    : `tool_reply ::= root\n`;
+  return { type: "grammar", grammar: top + rules, root: "tool_reply" };
+}
+
+/** The tools' names, for an error message. */
+export function toolNames(tools: Tool[]): string {
+  return tools.map((t) => shown(t.function.name, 40)).join(", ");
+}
