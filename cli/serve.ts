@@ -12,9 +12,13 @@ import { servingCompile } from "../llm/serve/batch.ts";
 import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
 import { EncoderServer } from "../llm/serve/encode.ts";
+import { parseTemplate } from "../llm/chat.ts";
+import { escapeControls } from "../llm/errors.ts";
+import { readFileSync } from "node:fs";
 
 export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
                   [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type auto|f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
+                  [--chat-template FILE]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
@@ -23,7 +27,9 @@ export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.
                16-bit or quantized weights, f32 for f32 ones
   --api-key    require "Authorization: Bearer KEY" (or set POOT_API_KEY)
   --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them
-  --tp         tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group)`;
+  --tp         tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group)
+  --chat-template  a Jinja chat template file used in place of the model's own (llama.cpp's --chat-template-file);
+               tool calls are read in the syntax it teaches (Hermes <tool_call> blocks or Llama 3 JSON)`;
 
 const int = (name: string, lo: number, hi: number) =>
   z.string().regex(/^\d+$/, `--${name} must be an integer`).transform(Number).pipe(z.number().min(lo, `--${name} must be >= ${lo}`).max(hi, `--${name} must be <= ${hi}`));
@@ -41,6 +47,7 @@ const Flags = z.object({
   "api-key": z.string().min(1, "--api-key must not be empty").optional(),
   drain: int("drain", 0, 3600).default(30),
   tp: int("tp", 1, 64).default(1),
+  "chat-template": z.string().min(1, "--chat-template needs a file").optional(),
 });
 
 class UsageError extends Error {}
@@ -50,7 +57,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp", "chat-template"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
       allowPositionals: false,
       strict: true,
     }).values;
@@ -89,7 +96,18 @@ export async function main(args: string[], defaultModel: string): Promise<number
   }
   const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
   const apiKey = f["api-key"] ?? (env?.POOT_API_KEY || undefined);
+  let template: string | undefined;
+  if (f["chat-template"] !== undefined) {
+    try {
+      template = readFileSync(f["chat-template"], "utf8");
+      parseTemplate(template, f["chat-template"]);
+    } catch (e) {
+      console.error(`poot: serve: --chat-template: ${escapeControls(String((e as Error).message ?? e).split("\n")[0])}`);
+      return 2;
+    }
+  }
   const model = loadModel(f.model ?? defaultModel);
+  if (template !== undefined) model.chatTemplate = template;
   let exec: Executor;
   try {
     exec = f.tp > 1

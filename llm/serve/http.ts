@@ -2,17 +2,20 @@
 // Routes: POST /v1/chat/completions and /v1/completions (JSON, or SSE ending in `data: [DONE]`), GET /v1/models,
 // /health and /metrics (Prometheus text). Every error is OpenAI's error JSON {error: {message, type, param,
 // code}}; the handler never throws, so one bad request never touches another. A generation request becomes a
-// Job and its sequences in jobs.ts; this module routes, reads bodies and writes the responses.
+// Job and its sequences in jobs.ts, a chat's tool calls are read in calls.ts; this module routes, reads bodies
+// and writes the responses.
 import { type ChatMessage, CHATML, renderChat } from "../chat.ts";
 import type { VisionRunner } from "../vision.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs } from "../sampling.ts";
+import type { ToolCall } from "../tools.ts";
 import type { Tokenizer } from "../tokenizer/types.ts";
 import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
 import { chatImages, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
+import { CallStream, replyMessage, toolUse } from "./calls.ts";
 
 export interface HttpOptions {
   model: ModelHandle;
@@ -131,9 +134,11 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
     const completionTokens = ok.reduce((a, r) => a + r.completion, 0);
     return json(200, {
       id, object, created: Math.floor(Date.now() / 1000), model: o.modelId,
-      choices: ok.map((r, index) => kind === "chat"
-        ? { index, message: { role: "assistant", content: r.text }, logprobs: r.logprobs, finish_reason: r.finish }
-        : { index, text: r.text, logprobs: r.logprobs, finish_reason: r.finish }),
+      choices: ok.map((r, index) => {
+        if (kind !== "chat") return { index, text: r.text, logprobs: r.logprobs, finish_reason: r.finish };
+        const message = j.tools ? replyMessage(j.tools.syntax, r.text) : { content: r.text };
+        return { index, message: { role: "assistant", ...message }, logprobs: r.logprobs, finish_reason: message.tool_calls ? "tool_calls" : r.finish };
+      }),
       usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
     });
   }
@@ -142,23 +147,37 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
   const enc = new TextEncoder();
   const events = merge(hs);
   let completionTokens = 0;
-  const chunk = (index: number, piece: { text?: string; role?: boolean; lp?: unknown }, finish: string | null) => ({
+  const chunk = (index: number, piece: { text?: string; role?: boolean; lp?: unknown; calls?: ToolCall[] }, finish: string | null) => ({
     id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: o.modelId,
     choices: [kind === "chat"
-      ? { index, delta: finish !== null ? {} : { ...(piece.role ? { role: "assistant" } : {}), content: piece.text ?? "" }, logprobs: piece.lp ?? null, finish_reason: finish }
+      ? {
+        index,
+        delta: finish !== null ? {} : piece.calls
+          ? { tool_calls: piece.calls.map((c, i) => ({ index: i, ...c })) }
+          : { ...(piece.role ? { role: "assistant" } : {}), content: piece.text ?? "" },
+        logprobs: piece.lp ?? null, finish_reason: finish,
+      }
       : { index, text: piece.text ?? "", logprobs: piece.lp ?? null, finish_reason: finish }],
     ...(j.includeUsage ? { usage: null } : {}),
   });
+  // a chat with tools: each choice's text held while it may be a call, and read when the choice ends
+  const syntax = j.tools?.syntax;
+  const calls = syntax ? hs.map(() => new CallStream(syntax)) : undefined;
   async function* sse(): AsyncGenerator<string> {
     if (kind === "chat") for (let i = 0; i < hs.length; i++) yield `data: ${JSON.stringify(chunk(i, { role: true, text: "" }, null))}\n\n`;
     for await (const { index, e } of events) {
       if (e.type === "token") {
-        if (lp && e.logprobs) yield `data: ${JSON.stringify(chunk(index, { text: e.text, lp: lp([{ id: e.id, lp: e.logprobs }]) }, null))}\n\n`;
-        else if (e.text) yield `data: ${JSON.stringify(chunk(index, { text: e.text }, null))}\n\n`;
+        const text = calls ? calls[index].push(e.text) : e.text;
+        if (lp && e.logprobs) yield `data: ${JSON.stringify(chunk(index, { text, lp: lp([{ id: e.id, lp: e.logprobs }]) }, null))}\n\n`;
+        else if (text) yield `data: ${JSON.stringify(chunk(index, { text }, null))}\n\n`;
       } else if (e.type === "done") {
         completionTokens += e.completionTokens;
-        if (e.tail) yield `data: ${JSON.stringify(chunk(index, { text: e.tail }, null))}\n\n`;
-        yield `data: ${JSON.stringify(chunk(index, {}, e.finish))}\n\n`;
+        const tail = calls ? calls[index].push(e.tail ?? "") : e.tail;
+        if (tail) yield `data: ${JSON.stringify(chunk(index, { text: tail }, null))}\n\n`;
+        const end = calls?.[index].end();
+        if (end?.content) yield `data: ${JSON.stringify(chunk(index, { text: end.content }, null))}\n\n`;
+        if (end?.calls.length) yield `data: ${JSON.stringify(chunk(index, { calls: end.calls }, null))}\n\n`;
+        yield `data: ${JSON.stringify(chunk(index, {}, end?.calls.length ? "tool_calls" : e.finish))}\n\n`;
       } else {
         const f = failure(e.error);
         yield `data: ${JSON.stringify({ error: { message: f.message, type: f.type, param: null, code: f.code } })}\n\n`;
@@ -265,17 +284,21 @@ export function createHandler(o: HttpOptions): Handler {
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         const images = chatImages(r.messages, o.model);
+        const tools = await toolUse(o.model, r);
         const messages: ChatMessage[] = r.messages.map((m) => ({
           role: m.role,
           // image parts stay parts: the template renders its image marker where each one is
-          content: m.content === null ? "" : typeof m.content === "string" ? m.content
+          content: m.content == null ? "" : typeof m.content === "string" ? m.content
             : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
             : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
+          ...(m.name != null ? { name: m.name } : {}),
+          ...(m.tool_calls != null ? { tool_calls: m.tool_calls } : {}),
+          ...(m.tool_call_id != null ? { tool_call_id: m.tool_call_id } : {}),
         }));
         let text: string;
         try {
           // A model without a template is served with ChatML, as llama.cpp's server does.
-          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML });
+          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools });
         } catch (e) {
           throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
         }
@@ -283,9 +306,10 @@ export function createHandler(o: HttpOptions): Handler {
         // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
         // tokenizer adds to any prompt.
         const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
-        if (images.length === 0) return await generate(sv, "chat", makeJob(o, r, [tok.encode(text, chatEncode)]), req.signal);
+        const withTools = (j: Job): Job => !tools ? j : { ...j, tools: { syntax: tools.syntax }, ...(tools.format ? { format: { f: tools.format, field: "tools" } } : {}) };
+        if (images.length === 0) return await generate(sv, "chat", withTools(makeJob(o, r, [tok.encode(text, chatEncode)])), req.signal);
         const { ids, rows } = await imagePrompt(o, sv.vision, text, images);
-        return await generate(sv, "chat", { ...makeJob(o, r, [ids]), rows }, req.signal);
+        return await generate(sv, "chat", { ...withTools(makeJob(o, r, [ids])), rows }, req.signal);
       }
       case "/v1/completions": {
         const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));

@@ -7,6 +7,7 @@ import { imageFromUrl } from "../image.ts";
 import type { ModelHandle } from "../model.ts";
 import type { SamplerParams } from "../sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "../grammar.ts";
+import type { ToolSyntax } from "../tools.ts";
 import { type ChatRequest, type CompletionRequest, RequestError } from "./schema.ts";
 import { QueueFullError, type SequenceHandle, ShuttingDownError } from "./scheduler.ts";
 import type { HttpOptions } from "./http.ts";
@@ -26,6 +27,8 @@ export interface Job {
   logprobs?: { top: number };
   /** The prompt's image rows by value (a vision-language model's chat with images). */
   rows?: RowInputs;
+  /** A chat's tools: the syntax its replies are read in (undefined: read as text). */
+  tools?: { syntax?: ToolSyntax };
 }
 
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */

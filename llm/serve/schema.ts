@@ -1,9 +1,9 @@
 // Request bodies of the OpenAI routes, validated with zod. A failure names the field (`messages[0].content`)
 // in the 400. The sampler's fields: logit_bias, presence/frequency penalties, logprobs / top_logprobs (chat) and
 // logprobs N (completions), response_format (text, json_object, json_schema), and the extensions of vLLM and
-// llama.cpp's server: repetition_penalty, min_tokens, grammar (GBNF/EBNF). Tool calling and the other
-// parameters this server does not implement are refused with a 400 naming them, never silently ignored;
-// unknown fields are ignored, as OpenAI's own API does.
+// llama.cpp's server: repetition_penalty, min_tokens, grammar (GBNF/EBNF); chat's tools, tool_choice and
+// parallel_tool_calls (llm/tools.ts). The parameters this server does not implement are refused with a 400 naming
+// them, never silently ignored; unknown fields are ignored, as OpenAI's own API does.
 import { z } from "zod";
 
 const stop = z.union([z.string(), z.array(z.string()).max(4, "at most 4 stop sequences")]).nullish();
@@ -42,10 +42,32 @@ const common = {
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
 const imagePart = z.object({ type: z.literal("image_url"), image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().nullish() })]) });
+const toolCall = z.object({
+  id: z.string().min(1, "is empty"),
+  type: z.literal("function"),
+  function: z.object({ name: z.string().min(1, "is empty"), arguments: z.string() }),
+});
 const message = z.object({
-  role: z.enum(["system", "developer", "user", "assistant"]),
-  content: z.union([z.string(), z.array(z.union([textPart, imagePart])).min(1)]).nullable(),
+  role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+  content: z.union([z.string(), z.array(z.union([textPart, imagePart])).min(1)]).nullish(),
   name: z.string().nullish(),
+  tool_calls: z.array(toolCall).min(1, "is an empty list").nullish(),
+  tool_call_id: z.string().min(1, "is empty").nullish(),
+}).superRefine((m, ctx) => {
+  if (m.tool_calls != null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["tool_calls"], message: "only an assistant message carries tool_calls" });
+  if (m.role === "tool" && m.tool_call_id == null) ctx.addIssue({ code: "custom", path: ["tool_call_id"], message: "a tool message needs the id of the call it answers" });
+  if (m.content == null && !(m.role === "assistant" && m.tool_calls != null)) ctx.addIssue({ code: "custom", path: ["content"], message: "is missing (only an assistant message with tool_calls may leave it out)" });
+});
+/** OpenAI's function names: letters, digits, _ and -, 1 to 64 of them. */
+const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, '_' or '-'");
+const tool = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: functionName,
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
 });
 
 export const ChatRequest = z.object({
@@ -53,6 +75,12 @@ export const ChatRequest = z.object({
   messages: z.array(message).min(1, "needs at least one message"),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
+  tools: z.array(tool).min(1, "is an empty list").max(128, "at most 128 tools").nullish(),
+  tool_choice: z.union([
+    z.enum(["none", "auto", "required"]),
+    z.object({ type: z.literal("function"), function: z.object({ name: functionName }) }),
+  ]).nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
 });
 export type ChatRequest = z.infer<typeof ChatRequest>;
 
@@ -92,8 +120,6 @@ function fieldOf(path: readonly PropertyKey[]): string {
 
 /** Parameters not supported yet: present with a non-default value is a 400 naming them. */
 const NOT_YET: [string, (v: unknown) => boolean][] = [
-  ["tools", () => true],
-  ["tool_choice", (v) => v !== "none"],
   ["functions", () => true],
   ["function_call", () => true],
   ["echo", (v) => v !== false],

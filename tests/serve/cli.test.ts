@@ -1,9 +1,13 @@
 // `poot serve` as a process: bad flags exit 2 and a bad model 1, each with one `poot:` line; a real server
-// answers on loopback (127.0.0.1 by default) and SIGTERM drains it and exits 0 within a bound.
+// answers on loopback (127.0.0.1 by default), reads tool calls in the syntax of its --chat-template, and SIGTERM
+// drains it and exits 0 within a bound.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { scratchDir } from "../scratch.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const isBun = "Bun" in globalThis;
@@ -11,7 +15,11 @@ const runtime = isBun ? process.execPath : (globalThis as unknown as { Deno?: { 
 const cmd = (args: string[]) => isBun ? ["cli/main.ts", ...args] : ["run", "-A", "--no-check", "cli/main.ts", ...args];
 
 test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", { timeout: 120_000 }, () => {
+  const broken = join(scratchDir("poot-serve-cli-"), "broken.jinja");
+  writeFileSync(broken, "{% for m in messages %}{{ m.content }");
   const cases: [string[], number, RegExp][] = [
+    [["serve", "--chat-template", "/nonexistent/t.jinja"], 2, /--chat-template: .*nonexistent/],
+    [["serve", "--chat-template", broken], 2, /--chat-template: .*broken\.jinja: chat template does not parse/],
     [["serve", "--port", "http"], 2, /--port must be an integer/],
     [["serve", "--slots", "0"], 2, /--slots must be >= 1/],
     [["serve", "--kv-memory", "2"], 2, /--kv-memory must be in \(0, 1\]/],
@@ -34,7 +42,7 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
 });
 
 test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 120_000 }, async () => {
-  const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "128", "--slots", "4", "--drain", "5"]), {
+  const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "512", "--slots", "4", "--drain", "5", "--chat-template", "tests/serve/templates/hermes.jinja"]), {
     cwd: ROOT, env: { ...process.env, NO_COLOR: "1" },
   });
   let err = "";
@@ -54,6 +62,15 @@ test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 
     const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 8, temperature: 0 }) });
     assert.equal(r.status, 200);
     assert.equal((await r.json() as { usage: { completion_tokens: number } }).usage.completion_tokens, 8);
+    // --chat-template replaced the model's (it has none): its Hermes syntax is read back as a call
+    const tools = [{ type: "function", function: { name: "now" } }];
+    const c = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ messages: [{ role: "user", content: "Time?" }], tools, tool_choice: "required", parallel_tool_calls: false, max_tokens: 60, temperature: 0 }),
+    });
+    const choice = (await c.json() as { choices: { finish_reason: string; message: { tool_calls: { function: unknown }[] } }[] }).choices[0];
+    assert.equal(choice.finish_reason, "tool_calls");
+    assert.deepEqual(choice.message.tool_calls.map((t) => t.function), [{ name: "now", arguments: "{}" }]);
     const t0 = performance.now();
     process.kill(p.pid!, "SIGTERM"); // not p.kill: Deno's node:child_process then reports the signal, not the exit code
     assert.equal(await exited, "0/null", err);
