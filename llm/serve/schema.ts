@@ -56,7 +56,7 @@ const message = z.object({
 }).superRefine((m, ctx) => {
   if (m.tool_calls != null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["tool_calls"], message: "only an assistant message carries tool_calls" });
   if (m.role === "tool" && m.tool_call_id == null) ctx.addIssue({ code: "custom", path: ["tool_call_id"], message: "a tool message needs the id of the call it answers" });
-  if (m.content == null && !(m.role === "assistant" && m.tool_calls != null)) ctx.addIssue({ code: "custom", path: ["content"], message: "is missing (only an assistant message with tool_calls may leave it out)" });
+  if (m.content == null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["content"], message: "is missing (only an assistant message may leave it out)" });
 });
 /** OpenAI's function names: letters, digits, _ and -, 1 to 64 of them. */
 const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, '_' or '-'");
