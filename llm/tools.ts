@@ -145,7 +145,7 @@ export function callId(): string {
   return s;
 }
 
-/** The tools a choice allows (all, or the one it names); undefined name = unknown function. */
+/** The tools a choice allows: all, the one it names (none where no tool has that name), none for "none". */
 export function allowedTools(tools: Tool[], choice: ToolChoice): Tool[] {
   if (typeof choice === "string") return choice === "none" ? [] : tools;
   return tools.filter((t) => t.function.name === choice.function.name);
