@@ -120,15 +120,20 @@ export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFo
 }
 
 /**
- * A JSON schema's grammar: xgrammar's EBNF with its length-limited string class (minLength/maxLength,
- * `[^"\\\r\n]{m,n}`) narrowed to exclude raw control characters, which xgrammar 0.1.27 admits there and
- * JSON.parse rejects. (Known limit, not fixed here: its string classes also admit UTF-16 surrogate code points,
- * U+D800-DFFF, which a byte-level vocabulary can spell byte by byte; they decode as U+FFFD. xgrammar warns and
- * clamps when a negated class names code points above 127, so the class cannot exclude them.)
+ * A JSON schema as xgrammar EBNF (start rule `root`; `indent` -1: compact JSON), its length-limited string class
+ * (minLength/maxLength, `[^"\\\r\n]{m,n}`) narrowed to exclude raw control characters, which xgrammar 0.1.27
+ * admits there and JSON.parse rejects. (Known limit, not fixed here: its string classes also admit UTF-16 surrogate
+ * code points, U+D800-DFFF, which a byte-level vocabulary can spell byte by byte; they decode as U+FFFD. xgrammar
+ * warns and clamps when a negated class names code points above 127, so the class cannot exclude them.)
  */
+export async function schemaEbnf(schema: unknown, indent?: number): Promise<string> {
+  const xg = await xgrammar();
+  const ebnf: string = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false, indent);
+  return ebnf.replaceAll(String.raw`[^"\\\r\n]`, String.raw`[^"\\\0-\x1f]`);
+}
+
 async function schemaGrammar(xg: XG, schema: unknown): Promise<XG> {
-  const ebnf: string = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false);
-  return await xg.Grammar.fromEBNF(ebnf.replaceAll(String.raw`[^"\\\r\n]`, String.raw`[^"\\\0-\x1f]`), "root");
+  return await xg.Grammar.fromEBNF(await schemaEbnf(schema), "root");
 }
 
 /** One generation's grammar state: the mask for the next token, and the tokens accepted so far. */

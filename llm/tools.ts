@@ -10,7 +10,7 @@
 // does not parse as calls stays text. Mistral's `[TOOL_CALLS]` is a control token that decoding drops, so its
 // templates are not read as either syntax (a request with tools for them is refused, not half-parsed).
 import { shown } from "./errors.ts";
-import { xgrammar } from "./grammar.ts";
+import { schemaEbnf } from "./grammar.ts";
 
 /** A function the model may call: its name, what it does and its arguments' JSON schema. */
 export interface ToolFunction {
@@ -67,15 +67,9 @@ function callOf(v: unknown): { name: string; arguments: string } | undefined {
   if (typeof o.name !== "string" || o.name === "") return undefined;
   const args = "arguments" in o ? o.arguments : "parameters" in o ? o.parameters : {};
   // a model that writes the arguments as a JSON text: kept as the text it wrote when that text is an object
-  if (typeof args === "string") {
-    try {
-      const inner = JSON.parse(args);
-      if (inner !== null && typeof inner === "object" && !Array.isArray(inner)) return { name: o.name, arguments: JSON.stringify(inner) };
-    } catch { /* not JSON: not a call */ }
-    return undefined;
-  }
-  if (args === null || typeof args !== "object" || Array.isArray(args)) return undefined;
-  return { name: o.name, arguments: JSON.stringify(args) };
+  const obj = typeof args === "string" ? parseJson(args) : args;
+  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) return undefined;
+  return { name: o.name, arguments: JSON.stringify(obj) };
 }
 
 function parseJson(s: string): unknown {
@@ -164,7 +158,6 @@ function lit(s: string): string {
  * none: OpenAI's function without parameters). Hermes takes one or more blocks (`parallel`), llama3 one call.
  */
 export async function callGrammar(syntax: ToolSyntax, tools: Tool[], parallel: boolean): Promise<{ type: "grammar"; grammar: string; root: string }> {
-  const xg = await xgrammar();
   const key = syntax === "hermes" ? "arguments" : "parameters";
   const schema = {
     anyOf: tools.map((t) => ({
@@ -176,8 +169,7 @@ export async function callGrammar(syntax: ToolSyntax, tools: Tool[], parallel: b
   };
   // compact JSON (indent -1: none), as the templates show calls; the schema's rules keep their names (its start
   // rule is `root`), the reply's own rules are named apart from them
-  const rules = String(await xg.Testings._jsonSchemaToEBNF(JSON.stringify(schema), false, -1))
-    .replaceAll(String.raw`[^"\\\r\n]`, String.raw`[^"\\\0-\x1f]`);
+  const rules = await schemaEbnf(schema, -1);
   const top = syntax === "hermes"
     ? `tool_reply ::= tool_block${parallel ? ` (${lit("\n")} tool_block)*` : ""}\ntool_block ::= ${lit(OPEN + "\n")} root ${lit("\n" + CLOSE)}\n`
     : `tool_reply ::= root\n`;
