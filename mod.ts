@@ -34,6 +34,7 @@ export type { ChatContent, ChatMessage, ChatOptions, ImagePart } from "./llm/cha
 export {
   callGrammar, type ParsedReply, parseReply, type Tool, type ToolCall, type ToolChoice, type ToolFunction, type ToolSyntax, toolSyntax,
 } from "./llm/tools.ts";
+export { opensInside, ReasoningStream, type SplitReply, splitReasoning, thinkTags, type ThinkTags } from "./llm/reasoning.ts";
 export type { ImageInput, PromptInput } from "./llm/vision.ts";
 export type { RGBImage } from "./llm/image.ts";
 export { TpError } from "./llm/tp.ts";

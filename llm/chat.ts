@@ -1,13 +1,13 @@
 // Chat templates: OpenAI-style messages rendered with the model's own Jinja template (GGUF
 // tokenizer.chat_template, or tokenizer_config.json `chat_template` / chat_template.jinja of a Hugging Face
 // folder) by @huggingface/jinja, with the variables transformers' apply_chat_template passes: messages,
-// bos_token, eos_token, add_generation_prompt, and tools where a request has them (raise_exception is
-// @huggingface/jinja's own). An assistant turn's tool_calls reach the template with their arguments as objects, as
+// bos_token, eos_token, add_generation_prompt, tools where a request has them, and the caller's own variables
+// (chat_template_kwargs: Qwen3's enable_thinking); raise_exception is @huggingface/jinja's own. An assistant turn's tool_calls reach the template with their arguments as objects, as
 // transformers and vLLM pass them (templates write them with `tojson`). The rendered text is tokenized as
 // transformers does (special tokens in the text are parsed, none added).
 import { Template } from "@huggingface/jinja";
 import { z } from "zod";
-import { ChatTemplateError } from "./errors.ts";
+import { ChatTemplateError, InvalidArgumentError } from "./errors.ts";
 import { imageFromUrl } from "./image.ts";
 import type { ModelHandle } from "./model.ts";
 import type { Tool, ToolCall } from "./tools.ts";
@@ -28,6 +28,8 @@ export interface ChatMessage {
   tool_calls?: ToolCall[];
   /** A "tool" turn: the call it answers. */
   tool_call_id?: string;
+  /** An assistant turn's reasoning (a thinking model's think block), for templates that write it back. */
+  reasoning_content?: string;
 }
 
 /** How a conversation is rendered. */
@@ -38,7 +40,16 @@ export interface ChatOptions {
   fallback?: string;
   /** Functions the model may call: the template's `tools` (absent when not given, as templates test for it). */
   tools?: Tool[];
+  /**
+   * More variables for the template (transformers' apply_chat_template keyword arguments, the servers'
+   * chat_template_kwargs), e.g. `{ enable_thinking: false }` for Qwen3. They may not name the ones set here
+   * (TEMPLATE_VARIABLES).
+   */
+  templateVars?: Record<string, unknown>;
 }
+
+/** The variables renderChat sets itself, which templateVars may not replace. */
+export const TEMPLATE_VARIABLES = ["messages", "tools", "bos_token", "eos_token", "unk_token", "pad_token", "add_generation_prompt"];
 
 /** ChatML, the template llama.cpp's server uses for a model that brings none. */
 export const CHATML =
@@ -124,8 +135,11 @@ export function renderChat(model: ModelHandle, messages: ChatMessage[], opts: Ch
   const t = templateOf(model, opts.fallback);
   const tok = model.tokenizer;
   const name = (id: number | undefined) => (id === undefined ? "" : tok.tokenText(id));
+  const taken = Object.keys(opts.templateVars ?? {}).find((k) => TEMPLATE_VARIABLES.includes(k));
+  if (taken !== undefined) throw new InvalidArgumentError("templateVars", `'${taken}' is set by the chat renderer itself`);
   try {
     return t.render({
+      ...opts.templateVars,
       // tool_calls only where a turn has them: templates test `'tool_calls' in message`
       messages: messages.map(({ tool_calls, ...m }) => ({
         ...m,

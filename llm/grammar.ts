@@ -136,24 +136,56 @@ async function schemaGrammar(xg: XG, schema: unknown): Promise<XG> {
   return await xg.Grammar.fromEBNF(await schemaEbnf(schema), "root");
 }
 
+/**
+ * Where a thinking model's reply is free before the grammar holds it: the think tags' token ids (each tag one token
+ * of the vocabulary) and whether the prompt already opened the block. Free while inside the block (up to its close);
+ * with the block not opened, the first token may be the open tag (then free to the close) or the grammar's.
+ */
+export interface ThinkGate {
+  /** The open tag's token id. */
+  open: number;
+  /** The close tag's token id. */
+  close: number;
+  /** The rendered prompt ends inside a think block. */
+  inside: boolean;
+}
+
 /** One generation's grammar state: the mask for the next token, and the tokens accepted so far. */
 export class Constraint {
-  private constructor(private readonly matcher: XG, readonly words: number) {}
+  /** "think": inside a think block (no mask); "first": the open tag or the grammar's first token; "grammar". */
+  private state: "think" | "first" | "grammar";
 
-  /** A matcher for a compiled format, for a vocabulary of `vocab` tokens. */
-  static async create(compiled: XG, vocab: number): Promise<Constraint> {
-    const xg = await xgrammar();
-    return new Constraint(await xg.GrammarMatcher.createGrammarMatcher(compiled), Math.ceil(vocab / 32));
+  private constructor(private readonly matcher: XG, readonly words: number, private readonly gate?: ThinkGate) {
+    this.state = !gate ? "grammar" : gate.inside ? "think" : "first";
   }
 
-  /** The allowed next tokens: bit (id & 31) of word id >> 5. */
-  async mask(): Promise<Uint32Array> {
+  /** A matcher for a compiled format, for a vocabulary of `vocab` tokens (after a think block where `gate` says). */
+  static async create(compiled: XG, vocab: number, gate?: ThinkGate): Promise<Constraint> {
+    const xg = await xgrammar();
+    return new Constraint(await xg.GrammarMatcher.createGrammarMatcher(compiled), Math.ceil(vocab / 32), gate);
+  }
+
+  /** The allowed next tokens: bit (id & 31) of word id >> 5; none (any token) inside a think block. */
+  async mask(): Promise<Uint32Array | undefined> {
+    if (this.state === "think") return undefined;
     const m: Int32Array = await this.matcher.getNextTokenBitmask();
-    return new Uint32Array(m.buffer, m.byteOffset, this.words);
+    const words = new Uint32Array(m.buffer, m.byteOffset, this.words);
+    if (this.state === "grammar") return words;
+    const open = this.gate!.open, out = words.slice();
+    out[open >>> 5] |= 1 << (open & 31);
+    return out;
   }
 
   /** Advances the matcher; false when the grammar does not admit the token (a sampler that ignored the mask). */
   accept(token: number): boolean {
+    if (this.state === "think") {
+      if (token === this.gate!.close) this.state = "grammar";
+      return true;
+    }
+    if (this.state === "first") {
+      this.state = token === this.gate!.open ? "think" : "grammar";
+      if (this.state === "think") return true;
+    }
     return this.matcher.acceptToken(token);
   }
 

@@ -9,13 +9,15 @@ import type { VisionRunner } from "../vision.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs } from "../sampling.ts";
 import type { ToolCall } from "../tools.ts";
+import { InvalidArgumentError } from "../errors.ts";
 import type { Tokenizer } from "../tokenizer/types.ts";
 import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
 import { chatImages, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
-import { CallStream, replyMessage, toolUse } from "./calls.ts";
+import { toolUse } from "./calls.ts";
+import { chatReading, replyOf, ReplyStream } from "./reply.ts";
 
 export interface HttpOptions {
   model: ModelHandle;
@@ -31,6 +33,10 @@ export interface HttpOptions {
   bodyLimit: number;
   /** Time the whole body may take to arrive, ms (default 30 s). */
   bodyTimeoutMs?: number;
+  /** Where a thinking model's reasoning goes unless a request says (default "auto": reasoning_content). */
+  reasoningFormat?: "auto" | "deepseek" | "none";
+  /** Chat template variables every chat request renders with (a request's chat_template_kwargs win). */
+  templateVars?: Record<string, unknown>;
 }
 
 type Handler = (req: Request) => Promise<Response>;
@@ -136,7 +142,7 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
       id, object, created: Math.floor(Date.now() / 1000), model: o.modelId,
       choices: ok.map((r, index) => {
         if (kind !== "chat") return { index, text: r.text, logprobs: r.logprobs, finish_reason: r.finish };
-        const message = j.tools ? replyMessage(j.tools.syntax, r.text) : { content: r.text };
+        const message = replyOf(j.reading ?? {}, r.text);
         return { index, message: { role: "assistant", ...message }, logprobs: r.logprobs, finish_reason: message.tool_calls ? "tool_calls" : r.finish };
       }),
       usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
@@ -147,35 +153,37 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
   const enc = new TextEncoder();
   const events = merge(hs);
   let completionTokens = 0;
-  const chunk = (index: number, piece: { text?: string; role?: boolean; lp?: unknown; calls?: ToolCall[] }, finish: string | null) => ({
+  const chunk = (index: number, piece: { text?: string; reasoning?: string; role?: boolean; lp?: unknown; calls?: ToolCall[] }, finish: string | null) => ({
     id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: o.modelId,
     choices: [kind === "chat"
       ? {
         index,
         delta: finish !== null ? {} : piece.calls
           ? { tool_calls: piece.calls.map((c, i) => ({ index: i, ...c })) }
+          : piece.reasoning
+          ? { reasoning_content: piece.reasoning, ...(piece.text ? { content: piece.text } : {}) }
           : { ...(piece.role ? { role: "assistant" } : {}), content: piece.text ?? "" },
         logprobs: piece.lp ?? null, finish_reason: finish,
       }
       : { index, text: piece.text ?? "", logprobs: piece.lp ?? null, finish_reason: finish }],
     ...(j.includeUsage ? { usage: null } : {}),
   });
-  // a chat with tools: each choice's text held while it may be a call, and read when the choice ends
-  const syntax = j.tools?.syntax;
-  const calls = syntax ? hs.map(() => new CallStream(syntax)) : undefined;
+  // a chat's choices: reasoning split off, text held while it may be a call, calls read when the choice ends
+  const replies = kind === "chat" ? hs.map(() => new ReplyStream(j.reading ?? {})) : undefined;
+  const piece = (index: number, text: string) => replies ? replies[index].push(text) : { reasoning: "", content: text };
   async function* sse(): AsyncGenerator<string> {
     if (kind === "chat") for (let i = 0; i < hs.length; i++) yield `data: ${JSON.stringify(chunk(i, { role: true, text: "" }, null))}\n\n`;
     for await (const { index, e } of events) {
       if (e.type === "token") {
-        const text = calls ? calls[index].push(e.text) : e.text;
-        if (lp && e.logprobs) yield `data: ${JSON.stringify(chunk(index, { text, lp: lp([{ id: e.id, lp: e.logprobs }]) }, null))}\n\n`;
-        else if (text) yield `data: ${JSON.stringify(chunk(index, { text }, null))}\n\n`;
+        const p = piece(index, e.text);
+        if (lp && e.logprobs) yield `data: ${JSON.stringify(chunk(index, { text: p.content, reasoning: p.reasoning, lp: lp([{ id: e.id, lp: e.logprobs }]) }, null))}\n\n`;
+        else if (p.content || p.reasoning) yield `data: ${JSON.stringify(chunk(index, { text: p.content, reasoning: p.reasoning }, null))}\n\n`;
       } else if (e.type === "done") {
         completionTokens += e.completionTokens;
-        const tail = calls ? calls[index].push(e.tail ?? "") : e.tail;
-        if (tail) yield `data: ${JSON.stringify(chunk(index, { text: tail }, null))}\n\n`;
-        const end = calls?.[index].end();
-        if (end?.content) yield `data: ${JSON.stringify(chunk(index, { text: end.content }, null))}\n\n`;
+        const tail = piece(index, e.tail ?? "");
+        if (tail.content || tail.reasoning) yield `data: ${JSON.stringify(chunk(index, { text: tail.content, reasoning: tail.reasoning }, null))}\n\n`;
+        const end = replies?.[index].end();
+        if (end?.content || end?.reasoning) yield `data: ${JSON.stringify(chunk(index, { text: end.content, reasoning: end.reasoning }, null))}\n\n`;
         if (end?.calls.length) yield `data: ${JSON.stringify(chunk(index, { calls: end.calls }, null))}\n\n`;
         yield `data: ${JSON.stringify(chunk(index, {}, end?.calls.length ? "tool_calls" : e.finish))}\n\n`;
       } else {
@@ -294,22 +302,28 @@ export function createHandler(o: HttpOptions): Handler {
           ...(m.name != null ? { name: m.name } : {}),
           ...(m.tool_calls != null ? { tool_calls: m.tool_calls } : {}),
           ...(m.tool_call_id != null ? { tool_call_id: m.tool_call_id } : {}),
+          ...(m.reasoning_content != null ? { reasoning_content: m.reasoning_content } : {}),
         }));
         let text: string;
         try {
           // A model without a template is served with ChatML, as llama.cpp's server does.
-          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools });
+          const templateVars = { ...o.templateVars, ...r.chat_template_kwargs };
+          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools, templateVars });
         } catch (e) {
+          if (e instanceof InvalidArgumentError) throw new RequestError(400, `chat_template_kwargs: ${e.message.replace(/^templateVars: /, "")}`, "chat_template_kwargs", "invalid_value");
           throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
         }
         // The model's own template writes its special tokens (BOS included) as text: they are parsed and none is
         // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
         // tokenizer adds to any prompt.
         const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
-        const withTools = (j: Job): Job => !tools ? j : { ...j, tools: { syntax: tools.syntax }, ...(tools.format ? { format: { f: tools.format, field: "tools" } } : {}) };
-        if (images.length === 0) return await generate(sv, "chat", withTools(makeJob(o, r, [tok.encode(text, chatEncode)])), req.signal);
-        const { ids, rows } = await imagePrompt(o, sv.vision, text, images);
-        return await generate(sv, "chat", { ...withTools(makeJob(o, r, [ids])), rows }, req.signal);
+        const { ids, rows } = images.length ? await imagePrompt(o, sv.vision, text, images) : { ids: tok.encode(text, chatEncode), rows: undefined };
+        let j = makeJob(o, r, [ids]);
+        if (rows) j = { ...j, rows };
+        if (tools?.format) j = { ...j, format: { f: tools.format, field: "tools" } };
+        const reasoning = (r.reasoning_format ?? o.reasoningFormat ?? "auto") !== "none";
+        const { reading, gate } = chatReading(o.model, text, reasoning, tools?.syntax, j.format !== undefined);
+        return await generate(sv, "chat", { ...j, reading, ...(gate ? { gate } : {}) }, req.signal);
       }
       case "/v1/completions": {
         const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));

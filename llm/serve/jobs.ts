@@ -6,8 +6,8 @@ import { expandImages, rowInputs, type RowInputs, VisionRunner } from "../vision
 import { imageFromUrl } from "../image.ts";
 import type { ModelHandle } from "../model.ts";
 import type { SamplerParams } from "../sampling.ts";
-import { compileFormat, Constraint, GrammarError, type ResponseFormat } from "../grammar.ts";
-import type { ToolSyntax } from "../tools.ts";
+import { compileFormat, Constraint, GrammarError, type ResponseFormat, type ThinkGate } from "../grammar.ts";
+import type { ReplyReading } from "./reply.ts";
 import { type ChatRequest, type CompletionRequest, RequestError } from "./schema.ts";
 import { QueueFullError, type SequenceHandle, ShuttingDownError } from "./scheduler.ts";
 import type { HttpOptions } from "./http.ts";
@@ -27,8 +27,10 @@ export interface Job {
   logprobs?: { top: number };
   /** The prompt's image rows by value (a vision-language model's chat with images). */
   rows?: RowInputs;
-  /** A chat's tools: the syntax its replies are read in (undefined: read as text). */
-  tools?: { syntax?: ToolSyntax };
+  /** A chat's replies: how they are read into reasoning, content and calls (absent: text). */
+  reading?: ReplyReading;
+  /** A thinking model's think block, free of `format` before it holds the reply (grammar.ts ThinkGate). */
+  gate?: ThinkGate;
 }
 
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */
@@ -102,7 +104,7 @@ export async function submitJob(o: HttpOptions, j: Job, signal: AbortSignal): Pr
       for (let k = 0; k < j.n; k++) {
         // Choices of one request draw differently: seed + choice index (greedy ones are identical anyway).
         const seed = j.sampler.seed ?? (j.n > 1 ? Math.floor(Math.random() * 2 ** 31) : undefined);
-        const constraint = j.format ? await Constraint.create(compiled, o.model.config.vocab) : undefined;
+        const constraint = j.format ? await Constraint.create(compiled, o.model.config.vocab, j.gate) : undefined;
         try {
           hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint, rows: j.rows }));
         } catch (e) {

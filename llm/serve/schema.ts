@@ -2,9 +2,16 @@
 // in the 400. The sampler's fields: logit_bias, presence/frequency penalties, logprobs / top_logprobs (chat) and
 // logprobs N (completions), response_format (text, json_object, json_schema), and the extensions of vLLM and
 // llama.cpp's server: repetition_penalty, min_tokens, grammar (GBNF/EBNF); chat's tools, tool_choice and
-// parallel_tool_calls (llm/tools.ts). The parameters this server does not implement are refused with a 400 naming
+// parallel_tool_calls (llm/tools.ts), chat_template_kwargs, reasoning_format and an assistant turn's
+// reasoning_content (llm/reasoning.ts). The parameters this server does not implement are refused with a 400 naming
 // them, never silently ignored; unknown fields are ignored, as OpenAI's own API does.
 import { z } from "zod";
+
+/**
+ * Where a thinking model's reasoning goes (llama.cpp's --reasoning-format): "auto" (and its alias "deepseek") into
+ * `reasoning_content`, "none" left in content.
+ */
+export const REASONING_FORMATS = ["auto", "deepseek", "none"] as const;
 
 const stop = z.union([z.string(), z.array(z.string()).max(4, "at most 4 stop sequences")]).nullish();
 
@@ -53,8 +60,10 @@ const message = z.object({
   name: z.string().nullish(),
   tool_calls: z.array(toolCall).min(1, "is an empty list").nullish(),
   tool_call_id: z.string().min(1, "is empty").nullish(),
+  reasoning_content: z.string().nullish(),
 }).superRefine((m, ctx) => {
   if (m.tool_calls != null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["tool_calls"], message: "only an assistant message carries tool_calls" });
+  if (m.reasoning_content != null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["reasoning_content"], message: "only an assistant message carries reasoning_content" });
   if (m.role === "tool" && m.tool_call_id == null) ctx.addIssue({ code: "custom", path: ["tool_call_id"], message: "a tool message needs the id of the call it answers" });
   if (m.content == null && m.role !== "assistant") ctx.addIssue({ code: "custom", path: ["content"], message: "is missing (only an assistant message may leave it out)" });
 });
@@ -81,6 +90,8 @@ export const ChatRequest = z.object({
     z.object({ type: z.literal("function"), function: z.object({ name: functionName }) }),
   ]).nullish(),
   parallel_tool_calls: z.boolean().nullish(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  reasoning_format: z.enum(REASONING_FORMATS).nullish(),
 });
 export type ChatRequest = z.infer<typeof ChatRequest>;
 
