@@ -12,13 +12,14 @@ import { servingCompile } from "../llm/serve/batch.ts";
 import { listen } from "../llm/serve/listen.ts";
 import { Server } from "../llm/serve/server.ts";
 import { EncoderServer } from "../llm/serve/encode.ts";
-import { parseTemplate } from "../llm/chat.ts";
+import { parseTemplate, TEMPLATE_VARIABLES } from "../llm/chat.ts";
+import { REASONING_FORMATS } from "../llm/serve/schema.ts";
 import { escapeControls } from "../llm/errors.ts";
 import { readFileSync } from "node:fs";
 
 export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
                   [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type auto|f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
-                  [--chat-template FILE]
+                  [--chat-template FILE] [--chat-template-kwargs JSON] [--reasoning-format auto|none]
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
@@ -29,7 +30,11 @@ export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.
   --drain      seconds SIGINT/SIGTERM waits for in-flight requests before cancelling them
   --tp         tensor parallelism: split the model over N ranks (ptx: N GPUs; js: a simulated group)
   --chat-template  a Jinja chat template file used in place of the model's own (llama.cpp's --chat-template-file);
-               tool calls are read in the syntax it teaches (Hermes <tool_call> blocks or Llama 3 JSON)`;
+               tool calls are read in the syntax it teaches (Hermes <tool_call> blocks or Llama 3 JSON)
+  --chat-template-kwargs  a JSON object of template variables for every chat, e.g. '{"enable_thinking":false}'
+               (a request's chat_template_kwargs win)
+  --reasoning-format  auto (default): a thinking model's <think> block goes to message.reasoning_content;
+               none: it stays in content (a request's reasoning_format wins)`;
 
 const int = (name: string, lo: number, hi: number) =>
   z.string().regex(/^\d+$/, `--${name} must be an integer`).transform(Number).pipe(z.number().min(lo, `--${name} must be >= ${lo}`).max(hi, `--${name} must be <= ${hi}`));
@@ -48,6 +53,17 @@ const Flags = z.object({
   drain: int("drain", 0, 3600).default(30),
   tp: int("tp", 1, 64).default(1),
   "chat-template": z.string().min(1, "--chat-template needs a file").optional(),
+  "chat-template-kwargs": z.string().transform((s, ctx) => {
+    try {
+      const v = JSON.parse(s);
+      if (v !== null && typeof v === "object" && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch { /* reported below */ }
+    ctx.addIssue({ code: "custom", message: "--chat-template-kwargs must be a JSON object" });
+    return z.NEVER;
+  }).pipe(z.record(z.string(), z.unknown()).refine((v) => !Object.keys(v).some((k) => TEMPLATE_VARIABLES.includes(k)), {
+    message: `--chat-template-kwargs may not set ${TEMPLATE_VARIABLES.join(", ")}`,
+  })).optional(),
+  "reasoning-format": z.enum(REASONING_FORMATS).default("auto"),
 });
 
 class UsageError extends Error {}
@@ -57,7 +73,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp", "chat-template"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp", "chat-template", "chat-template-kwargs", "reasoning-format"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
       allowPositionals: false,
       strict: true,
     }).values;
@@ -120,7 +136,8 @@ export async function main(args: string[], defaultModel: string): Promise<number
   // An encoder model serves /v1/embeddings and /v1/rerank (llm/serve/encode.ts); the KV flags do not apply.
   const server = model.config.encoder
     ? await EncoderServer.open(model, exec, { apiKey })
-    : await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey });
+    : await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey,
+      reasoningFormat: f["reasoning-format"], templateVars: f["chat-template-kwargs"] });
   const l = await listen(server.handler, { hostname: f.host, port: f.port }).catch(async (e) => {
     await server.shutdown(0);
     throw e;

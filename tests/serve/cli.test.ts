@@ -20,6 +20,10 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
   const cases: [string[], number, RegExp][] = [
     [["serve", "--chat-template", "/nonexistent/t.jinja"], 2, /--chat-template: .*nonexistent/],
     [["serve", "--chat-template", broken], 2, /--chat-template: .*broken\.jinja: chat template does not parse/],
+    [["serve", "--chat-template-kwargs", "{enable_thinking: false}"], 2, /--chat-template-kwargs must be a JSON object/],
+    [["serve", "--chat-template-kwargs", "[1]"], 2, /--chat-template-kwargs must be a JSON object/],
+    [["serve", "--chat-template-kwargs", '{"messages": []}'], 2, /--chat-template-kwargs may not set messages/],
+    [["serve", "--reasoning-format", "hidden"], 2, /reasoning-format/],
     [["serve", "--port", "http"], 2, /--port must be an integer/],
     [["serve", "--slots", "0"], 2, /--slots must be >= 1/],
     [["serve", "--kv-memory", "2"], 2, /--kv-memory must be in \(0, 1\]/],
