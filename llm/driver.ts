@@ -15,7 +15,7 @@
 import { STAGED_MIN_ROWS } from "../kernels/lower.ts";
 import { type Executor, MAX_INSTANCES } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, ModelKindError } from "./errors.ts";
-import { type ChatMessage, chatImages, type ChatOptions, chatTokens } from "./chat.ts";
+import { type ChatMessage, chatImages, type ChatOptions, chatTokens, renderChat } from "./chat.ts";
 import type { ModelHandle } from "./model.ts";
 import { type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext } from "./validate.ts";
@@ -273,6 +273,14 @@ export class Driver {
     // Image parts render as the template's image markers; their bytes go in as the generation's images.
     const images = chatImages(messages);
     return this.stream(chatTokens(this.model, messages, opts), images.length ? { ...opts, images: [...images, ...(opts.images ?? [])] } : opts);
+  }
+
+  /**
+   * The text a conversation renders to with the model's chat template (what chat and chatStream tokenize): to see
+   * the prompt, or whether it ends inside a think block (llm/reasoning.ts opensInside).
+   */
+  chatPrompt(messages: ChatMessage[], opts: ChatOptions = {}): string {
+    return renderChat(this.model, messages, opts);
   }
 
   /** The assistant's whole reply to a conversation (see chatStream). */

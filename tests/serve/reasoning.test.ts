@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { Engine } from "../../backends/executor.ts";
 import { JsDevice } from "../../backends/js/device.ts";
+import { compileGraph, Driver } from "../../engine.ts";
 import { renderChat } from "../../llm/chat.ts";
 import { compileFormat, Constraint } from "../../llm/grammar.ts";
 import { loadModel, type ModelHandle } from "../../llm/model.ts";
@@ -28,6 +29,7 @@ import { MODEL_PATH } from "./setup.ts";
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const THINK = readFileSync(here("./templates/think.jinja"), "utf8");
 const TAGS = { open: "<think>", close: "</think>" };
+const ASK = [{ role: "user", content: "Tell me a story." }];
 
 test("reasoning: the tags a template writes, and a prompt that ends inside a block", () => {
   assert.deepEqual(thinkTags(THINK), TAGS);
@@ -145,6 +147,26 @@ test("reasoning: a format's grammar is held off inside the think block", async (
   }
 });
 
+test("reasoning in the library: Driver.chatPrompt tells where the reply starts, splitReasoning reads it", async () => {
+  const m = loadModel(MODEL_PATH);
+  m.chatTemplate = THINK;
+  const driver = await Driver.open(m, new Engine(new JsDevice({}), { compile: compileGraph }), { ctx: 512, prefill: [64, 8] });
+  try {
+    const tags = thinkTags(m.chatTemplate)!;
+    const prompt = driver.chatPrompt(ASK);
+    assert.ok(prompt.endsWith("<|im_start|>assistant\n<think>\n"), prompt);
+    const r = await driver.chat(ASK, { maxTokens: 8 });
+    assert.deepEqual(splitReasoning(r.text, tags, opensInside(prompt, tags)), { reasoning: r.text.trim(), content: "" });
+    const off = driver.chatPrompt(ASK, { templateVars: { enable_thinking: false } });
+    assert.equal(opensInside(off, tags), false);
+    const r2 = await driver.chat(ASK, { maxTokens: 8, templateVars: { enable_thinking: false } });
+    assert.deepEqual(splitReasoning(r2.text, tags, false), { reasoning: null, content: r2.text });
+  } finally {
+    await driver.close();
+    m.close();
+  }
+});
+
 /** `m` served on the JS device. */
 async function serve(m: ModelHandle, ctx = 512, o: ServeOptions = {}) {
   const exec = new Engine(new JsDevice(), { compile: servingCompile, timeoutMs: 120_000 });
@@ -166,7 +188,6 @@ async function serve(m: ModelHandle, ctx = 512, o: ServeOptions = {}) {
   };
 }
 
-const ASK = [{ role: "user", content: "Tell me a story." }];
 
 test("reasoning over HTTP (JS device, stories260K): reasoning_content, reasoning_format none, enable_thinking false, streamed", async () => {
   const m = loadModel(MODEL_PATH);
