@@ -32,7 +32,8 @@ export {
 } from "./llm/errors.ts";
 export type { ChatContent, ChatMessage, ChatOptions, ImagePart } from "./llm/chat.ts";
 export {
-  callGrammar, type ParsedReply, parseReply, type Tool, type ToolCall, type ToolChoice, type ToolFunction, type ToolSyntax, toolSyntax,
+  callGrammar, type ParsedReply, parseReply, syntaxMarkers, type Tool, type ToolCall, type ToolChoice, type ToolFunction, type ToolSyntax,
+  toolSyntax,
 } from "./llm/tools.ts";
 export { opensInside, ReasoningStream, type SplitReply, splitReasoning, thinkTags, type ThinkTags } from "./llm/reasoning.ts";
 export type { ImageInput, PromptInput } from "./llm/vision.ts";

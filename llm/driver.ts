@@ -213,12 +213,24 @@ export class Driver {
     }
     if (ids.length >= this.ctx) throw new ContextOverflowError(ids.length, this.ctx);
     const { maxTokens, sampler, format, stop } = checkGenerate(opts, this.model.config.vocab);
+    const shown = this.shownTokens(opts.shownTokens);
     const mine = new AbortController();
     const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
     return tokenStream(
-      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop.filter((s) => s.length > 0), signal, sink, ignoreEos: opts.ignoreEos === true, format, given })),
+      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop.filter((s) => s.length > 0), signal, sink, ignoreEos: opts.ignoreEos === true, format, given, shown })),
       () => mine.abort(),
     );
+  }
+
+  /** GenerateOptions.shownTokens as ids (each a token of the vocabulary). */
+  private shownTokens(names: unknown): Set<number> | undefined {
+    if (names === undefined) return undefined;
+    if (!Array.isArray(names)) throw new InvalidArgumentError("shownTokens", "must be an array of token texts");
+    return new Set(names.map((n) => {
+      const id = typeof n === "string" ? this.model.tokenizer.tokenId(n) : undefined;
+      if (id === undefined) throw new InvalidArgumentError("shownTokens", `${describe(n)} is not a token of the vocabulary`);
+      return id;
+    }));
   }
 
   /** The prompt with its image placeholders expanded, and the images' rows (made when the generation runs). */

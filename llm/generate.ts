@@ -23,13 +23,15 @@ export interface GenerateJob {
   sink: StreamSink;
   ignoreEos: boolean;
   format: ResponseFormat | undefined;
+  /** Control tokens the text shows and the format may spell (GenerateOptions.shownTokens). */
+  shown?: ReadonlySet<number>;
   /** Makes the prompt's rows given by value (images, generateWithInputs), when there are any. */
   given?: () => Promise<RowInputs>;
 }
 
 /** Runs one generation on `steps`; `closed` tells an abort by close() from the caller's own. */
 export async function generateTokens(steps: Steps, closed: () => boolean, job: GenerateJob): Promise<GenerateResult> {
-  const { ids, maxTokens, sampler, stops, signal, sink, ignoreEos, format, given } = job;
+  const { ids, maxTokens, sampler, stops, signal, sink, ignoreEos, format, given, shown } = job;
   const tok = steps.model.tokenizer;
   const generated: number[] = [];
   const logprobs: RowLogprobs[] = [];
@@ -60,7 +62,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
   if (maxTokens === 0) return result();
   // Penalties count the prompt and what is generated; a format's matcher masks every draw (grammar.ts).
   const history = new TokenHistory(ids);
-  const constraint = format ? await Constraint.create(await compileFormat(tok, steps.model.config.vocab, format), steps.model.config.vocab) : undefined;
+  const constraint = format ? await Constraint.create(await compileFormat(tok, steps.model.config.vocab, format, shown), steps.model.config.vocab) : undefined;
   const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
   let ahead: AheadSteps | undefined;
   try {
@@ -70,7 +72,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
     const full = needsFullSampler(sampler, format);
     let next = await steps.prefill(ids, sampler, await ctx(), full, rows);
     t1 = performance.now();
-    const decoder = tok.decoder();
+    const decoder = tok.decoder(shown ? { shown } : undefined);
     // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
     for (const t of ids) decoder.push(t);
     let pos = ids.length;

@@ -54,23 +54,25 @@ interface ModelGrammars {
   compiler: Promise<XG>;
   compiled: Map<string, Promise<XG>>;
 }
-const perTokenizer = new WeakMap<Tokenizer, Map<number, ModelGrammars>>();
+const perTokenizer = new WeakMap<Tokenizer, Map<string, ModelGrammars>>();
 
 /**
  * xgrammar's view of a vocabulary: each token's bytes (what it decodes to) in GPT-2's byte-to-unicode spelling,
  * so one encoding serves SentencePiece byte-fallback, byte-level BPE and any other tokenizer exactly. Control,
- * unknown and unused tokens, and embedding rows past the tokenizer, are never text ("").
+ * unknown and unused tokens, and embedding rows past the tokenizer, are never text (""), but for the control tokens
+ * `shown` (a tool-call syntax's markers, which its grammar spells).
  */
-function tokenizerInfo(xg: XG, tok: Tokenizer, vocab: number): Promise<XG> {
+function tokenizerInfo(xg: XG, tok: Tokenizer, vocab: number, shown?: ReadonlySet<number>): Promise<XG> {
   const encoded: string[] = [];
   for (let id = 0; id < vocab; id++) {
     const ty = id < tok.vocabSize ? tok.tokenType(id) : TokenType.unused;
-    if (ty === TokenType.control || ty === TokenType.unknown || ty === TokenType.unused) {
+    const show = ty === TokenType.control && (shown?.has(id) ?? false);
+    if (!show && (ty === TokenType.control || ty === TokenType.unknown || ty === TokenType.unused)) {
       encoded.push("");
       continue;
     }
     let s = "";
-    for (const byte of tok.tokenBytes(id)) s += BYTE_TO_CHAR[byte];
+    for (const byte of tok.tokenBytes(id, show)) s += BYTE_TO_CHAR[byte];
     encoded.push(s);
   }
   return xg.TokenizerInfo.createTokenizerInfo(encoded, "byte_level", false, vocab, [...tok.eog].filter((t) => t < vocab));
@@ -91,16 +93,20 @@ function formatKey(f: ResponseFormat): string {
   throw new GrammarError(`response format type ${JSON.stringify((f as { type?: unknown }).type)} is not json_schema, json_object or grammar`);
 }
 
-/** Compiles a format for a model's vocabulary (cached per tokenizer, vocabulary size and format). */
-export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFormat): Promise<XG> {
+/**
+ * Compiles a format for a model's vocabulary (cached per tokenizer, vocabulary size, shown control tokens and
+ * format); `shown`: control tokens the grammar may spell by their text.
+ */
+export async function compileFormat(tok: Tokenizer, vocab: number, f: ResponseFormat, shown?: ReadonlySet<number>): Promise<XG> {
   const key = formatKey(f);
   const xg = await xgrammar();
   let byVocab = perTokenizer.get(tok);
   if (!byVocab) perTokenizer.set(tok, byVocab = new Map());
-  let m = byVocab.get(vocab);
+  const vocabKey = `${vocab}:${[...shown ?? []].sort((a, b) => a - b).join(",")}`;
+  let m = byVocab.get(vocabKey);
   if (!m) {
-    const compiler = tokenizerInfo(xg, tok, vocab).then((ti) => xg.GrammarCompiler.createGrammarCompiler(ti));
-    byVocab.set(vocab, m = { compiler, compiled: new Map() });
+    const compiler = tokenizerInfo(xg, tok, vocab, shown).then((ti) => xg.GrammarCompiler.createGrammarCompiler(ti));
+    byVocab.set(vocabKey, m = { compiler, compiled: new Map() });
   }
   let c = m.compiled.get(key);
   if (!c) {

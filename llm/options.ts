@@ -93,6 +93,12 @@ export interface GenerateOptions {
   images?: ImageInput[];
   /** Embedding rows given by value in place of some prompt tokens' rows (generateWithInputs). */
   inputs?: PromptInput[];
+  /**
+   * Control tokens, by their text, that the output shows instead of dropping and that `format`'s grammar may spell:
+   * a tool-call syntax's markers (llm/tools.ts syntaxMarkers: Mistral's "[TOOL_CALLS]"). A name the vocabulary does
+   * not hold as one token is an InvalidArgumentError.
+   */
+  shownTokens?: string[];
 }
 
 /** Why generation ended. */

@@ -1,14 +1,16 @@
 // Tool calling, as OpenAI's `tools` / `tool_choice` and the servers users know (vLLM, llama.cpp --jinja) do it:
 // the tools go to the model's own chat template (the `tools` variable transformers' apply_chat_template passes),
 // and the reply is read back into `tool_calls` in the syntax that template teaches the model. The syntax is found
-// from the template's text; two are known:
-//   hermes  `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one block a call (Qwen 2.5 / 3, Hermes,
-//           and the templates written after them)
-//   llama3  the whole reply one JSON object `{"name": ..., "parameters": {...}}` (Llama 3.1-3.3's JSON tool use)
-// `tool_choice: "required"` or a named function constrains the reply to that syntax, with each tool's parameters
-// schema, through xgrammar (llm/grammar.ts). `auto` leaves the model free and parses what it wrote: a reply that
-// does not parse as calls stays text. Mistral's `[TOOL_CALLS]` is a control token that decoding drops, so its
-// templates are not read as either syntax (a request with tools for them is refused, not half-parsed).
+// from the template's text; four are known:
+//   hermes        `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, one block a call (Qwen 2.5 / 3,
+//                 Hermes, and the templates written after them)
+//   llama3        the whole reply one JSON object `{"name": ..., "parameters": {...}}` (Llama 3.1-3.3's JSON tool use)
+//   mistral       `[TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...]` (Mistral 7B v0.3, Nemo, Ministral 8B)
+//   mistral-args  `[TOOL_CALLS]name[ARGS]{...}`, once a call (Mistral Small 3.1+, the v11 tokenizers' templates)
+// Mistral's markers are control tokens, which decoding drops: a reply read in their syntax shows them as text
+// (syntaxMarkers; DecodeOptions.shown), and its grammar may spell them. `tool_choice: "required"` or a named function
+// constrains the reply to that syntax, with each tool's parameters schema, through xgrammar (llm/grammar.ts). `auto`
+// leaves the model free and parses what it wrote: a reply that does not parse as calls stays text.
 import { shown } from "./errors.ts";
 import { schemaEbnf } from "./grammar.ts";
 
@@ -40,14 +42,22 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 /** The call syntaxes a template can teach (see the top of this file). */
-export type ToolSyntax = "hermes" | "llama3";
+export type ToolSyntax = "hermes" | "llama3" | "mistral" | "mistral-args";
+
+const TOOL_CALLS = "[TOOL_CALLS]", ARGS = "[ARGS]", CALL_ID = "[CALL_ID]";
 
 /** The call syntax a chat template teaches, or undefined where it teaches none poot reads. */
 export function toolSyntax(template: string | undefined): ToolSyntax | undefined {
   if (!template) return undefined;
   if (template.includes("<tool_call>")) return "hermes";
+  if (template.includes(TOOL_CALLS)) return template.includes(ARGS) ? "mistral-args" : "mistral";
   if (template.includes("<|start_header_id|>") && template.includes("tools") && template.includes('"parameters"')) return "llama3";
   return undefined;
+}
+
+/** The markers a syntax writes as control tokens: shown as text in its replies, spelled by its grammar. */
+export function syntaxMarkers(syntax: ToolSyntax): string[] {
+  return syntax === "mistral" ? [TOOL_CALLS] : syntax === "mistral-args" ? [TOOL_CALLS, ARGS, CALL_ID] : [];
 }
 
 /** A reply read back: the text outside the calls (null when there is none) and the calls. */
@@ -80,9 +90,44 @@ function parseJson(s: string): unknown {
   }
 }
 
+/**
+ * Mistral's calls after the first `[TOOL_CALLS]`: each marker followed by a JSON list (or object) of calls, or by
+ * `name[ARGS]{...}` (`name[CALL_ID]id[ARGS]{...}`); either form in either syntax, as models mix them. Undefined
+ * where any part is not a call.
+ */
+function mistralCalls(rest: string): ParsedReply["calls"] | undefined {
+  const calls: ParsedReply["calls"] = [];
+  for (const seg of rest.split(TOOL_CALLS).slice(1)) {
+    const body = seg.trim();
+    if (body.startsWith("[") || body.startsWith("{")) {
+      const v = parseJson(body);
+      for (const c of Array.isArray(v) ? v : [v]) {
+        const call = callOf(c);
+        if (!call) return undefined;
+        calls.push(call);
+      }
+      continue;
+    }
+    const a = body.indexOf(ARGS);
+    if (a < 0) return undefined;
+    const head = body.slice(0, a), id = head.indexOf(CALL_ID);
+    const call = callOf({ name: (id < 0 ? head : head.slice(0, id)).trim(), arguments: parseJson(body.slice(a + ARGS.length).trim()) });
+    if (!call) return undefined;
+    calls.push(call);
+  }
+  return calls.length ? calls : undefined;
+}
+
 /** The calls in a reply, read by the template's syntax; a reply that does not read as calls is all content. */
 export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
   const plain: ParsedReply = { content: text, calls: [] };
+  if (syntax === "mistral" || syntax === "mistral-args") {
+    const i = text.indexOf(TOOL_CALLS);
+    const calls = i < 0 ? undefined : mistralCalls(text.slice(i));
+    if (!calls) return plain;
+    const before = text.slice(0, i).trim();
+    return { content: before === "" ? null : before, calls };
+  }
   if (syntax === "hermes") {
     const calls: ParsedReply["calls"] = [];
     let rest = "", at = 0;
@@ -115,13 +160,14 @@ export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
 
 /**
  * How much of a reply may be streamed as content now: the text before anything that may start a call (a
- * hermes block, or for llama3 a reply that opens with JSON). The rest is held until the reply ends.
+ * hermes block, Mistral's marker, or for llama3 a reply that opens with JSON). The rest is held until the reply ends.
  */
 export function streamable(syntax: ToolSyntax, text: string): number {
-  if (syntax === "hermes") {
-    const i = text.indexOf(OPEN);
+  if (syntax !== "llama3") {
+    const mark = syntax === "hermes" ? OPEN : TOOL_CALLS;
+    const i = text.indexOf(mark);
     if (i >= 0) return i;
-    for (let n = Math.min(OPEN.length - 1, text.length); n > 0; n--) if (text.endsWith(OPEN.slice(0, n))) return text.length - n;
+    for (let n = Math.min(mark.length - 1, text.length); n > 0; n--) if (text.endsWith(mark.slice(0, n))) return text.length - n;
     return text.length;
   }
   const lead = text.trimStart();
@@ -130,11 +176,15 @@ export function streamable(syntax: ToolSyntax, text: string): number {
   return text.length;
 }
 
-/** A fresh call id (OpenAI's shape: `call_` and 24 letters and digits). */
-export function callId(): string {
+/**
+ * A fresh call id: OpenAI's shape (`call_` and 24 letters and digits), or for Mistral's syntaxes the 9 letters and
+ * digits their templates insist on when the call comes back in the conversation.
+ */
+export function callId(syntax?: ToolSyntax): string {
   const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  const r = crypto.getRandomValues(new Uint8Array(24));
-  let s = "call_";
+  const mistral = syntax === "mistral" || syntax === "mistral-args";
+  const r = crypto.getRandomValues(new Uint8Array(mistral ? 9 : 24));
+  let s = mistral ? "" : "call_";
   for (const b of r) s += a[b % a.length];
   return s;
 }
@@ -153,12 +203,58 @@ function lit(s: string): string {
 }
 
 /**
+ * EBNF rules with every rule name prefixed (so several schemas' rules can share one grammar): the names at the
+ * rules' heads, and where they are referenced, outside string literals and character classes.
+ */
+export function prefixRules(ebnf: string, prefix: string): string {
+  const lines = ebnf.split("\n").filter((l) => l.trim() !== "");
+  const names = new Set(lines.map((l) => l.slice(0, l.indexOf("::=")).trim()));
+  return lines.map((l) => {
+    const at = l.indexOf("::=");
+    const body = l.slice(at + 3);
+    let out = "";
+    for (let i = 0; i < body.length;) {
+      const c = body[i];
+      if (c === '"' || c === "[") {
+        // a literal or a class: copied to its unescaped end
+        const end = c === '"' ? '"' : "]";
+        let j = i + 1;
+        while (j < body.length && body[j] !== end) j += body[j] === "\\" ? 2 : 1;
+        out += body.slice(i, j + 1);
+        i = j + 1;
+        continue;
+      }
+      const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(body.slice(i));
+      if (m) {
+        out += names.has(m[0]) ? prefix + m[0] : m[0];
+        i += m[0].length;
+        continue;
+      }
+      out += c;
+      i++;
+    }
+    return `${prefix}${l.slice(0, at).trim()} ::=${out}`;
+  }).join("\n") + "\n";
+}
+
+/**
  * The grammar (xgrammar EBNF, its start rule `tool_reply`) of a reply that is only calls of `tools` in `syntax`:
  * each call's name one of theirs and its arguments valid against that tool's parameters schema (`{}` where it has
- * none: OpenAI's function without parameters). Hermes takes one or more blocks (`parallel`), llama3 one call.
+ * none: OpenAI's function without parameters). Hermes and Mistral take one or more calls (`parallel`), llama3 one.
+ * Mistral's markers are spelled as text: its replies' grammars are compiled with them shown (syntaxMarkers).
  */
 export async function callGrammar(syntax: ToolSyntax, tools: Tool[], parallel: boolean): Promise<{ type: "grammar"; grammar: string; root: string }> {
-  const key = syntax === "hermes" ? "arguments" : "parameters";
+  const more = (one: string, sep: string) => parallel ? `${one} (${sep}${one})*` : one;
+  if (syntax === "mistral-args") {
+    // the name outside the JSON: one rule set per tool, each schema's rules prefixed apart
+    const calls = await Promise.all(tools.map(async (t, i) => {
+      const rules = prefixRules(await schemaEbnf(t.function.parameters ?? NO_PARAMETERS, -1), `t${i}_`);
+      return { rule: `tool_call_${i} ::= ${lit(TOOL_CALLS + t.function.name + ARGS)} t${i}_root\n`, rules };
+    }));
+    const one = `tool_call ::= ${tools.map((_, i) => `tool_call_${i}`).join(" | ")}\n`;
+    return { type: "grammar", grammar: `tool_reply ::= ${more("tool_call", "")}\n${one}${calls.map((c) => c.rule + c.rules).join("")}`, root: "tool_reply" };
+  }
+  const key = syntax === "llama3" ? "parameters" : "arguments";
   const schema = {
     anyOf: tools.map((t) => ({
       type: "object",
@@ -171,7 +267,9 @@ export async function callGrammar(syntax: ToolSyntax, tools: Tool[], parallel: b
   // rule is `root`), the reply's own rules are named apart from them
   const rules = await schemaEbnf(schema, -1);
   const top = syntax === "hermes"
-    ? `tool_reply ::= tool_block${parallel ? ` (${lit("\n")} tool_block)*` : ""}\ntool_block ::= ${lit(OPEN + "\n")} root ${lit("\n" + CLOSE)}\n`
+    ? `tool_reply ::= ${more("tool_block", lit("\n") + " ")}\ntool_block ::= ${lit(OPEN + "\n")} root ${lit("\n" + CLOSE)}\n`
+    : syntax === "mistral"
+    ? `tool_reply ::= ${lit(TOOL_CALLS)} " "? "[" ${more("root", lit(", ") + " ")} "]"\n`
     : `tool_reply ::= root\n`;
   return { type: "grammar", grammar: top + rules, root: "tool_reply" };
 }

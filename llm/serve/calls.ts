@@ -3,7 +3,8 @@
 // back into OpenAI's message, whole or as stream deltas (llm/tools.ts knows the syntaxes).
 import type { ModelHandle } from "../model.ts";
 import type { ResponseFormat } from "../grammar.ts";
-import { allowedTools, callGrammar, callId, parseReply, streamable, type Tool, type ToolCall, type ToolChoice, type ToolSyntax, toolSyntax } from "../tools.ts";
+import { allowedTools, callGrammar, callId, parseReply, streamable, syntaxMarkers, type Tool, type ToolCall, type ToolChoice, type ToolSyntax, toolSyntax } from "../tools.ts";
+import { TokenType } from "../tokenizer/mod.ts";
 import { type ChatRequest, RequestError } from "./schema.ts";
 
 /** What a chat request's tools ask of its job. */
@@ -14,6 +15,8 @@ export interface ToolUse {
   syntax?: ToolSyntax;
   /** The reply constrained to calls (tool_choice required or a named function). */
   format?: ResponseFormat;
+  /** The syntax's markers that are control tokens of the vocabulary: shown as text in replies, spelled by `format`. */
+  shown?: ReadonlySet<number>;
 }
 
 /** A chat request's tools, checked; undefined when it has none. */
@@ -43,14 +46,17 @@ export async function toolUse(model: ModelHandle, r: ChatRequest): Promise<ToolU
   if (choice === "none") return { tools };
   const syntax = toolSyntax(model.chatTemplate);
   if (!syntax) {
-    throw new RequestError(400, `${model.chatTemplate === undefined ? "the model has no chat template" : "the model's chat template teaches no tool-call syntax this server reads"} (Hermes <tool_call> blocks, Llama 3 JSON): tools need one (tool_choice "none" renders them without reading calls)`, "tools", "unsupported_tools");
+    throw new RequestError(400, `${model.chatTemplate === undefined ? "the model has no chat template" : "the model's chat template teaches no tool-call syntax this server reads"} (Hermes <tool_call> blocks, Llama 3 JSON, Mistral [TOOL_CALLS]): tools need one (tool_choice "none" renders them without reading calls)`, "tools", "unsupported_tools");
   }
   if ((r.response_format != null && r.response_format.type !== "text") || r.grammar != null) {
     throw new RequestError(400, "give tools or a response format (response_format, grammar), not both", r.grammar != null ? "grammar" : "response_format", "invalid_value");
   }
-  if (choice === "auto") return { tools, syntax };
+  const tok = model.tokenizer;
+  const ids = syntaxMarkers(syntax).map((m) => tok.tokenId(m)).filter((id) => id !== undefined && tok.tokenType(id) === TokenType.control) as number[];
+  const shown = ids.length ? { shown: new Set(ids) } : {};
+  if (choice === "auto") return { tools, syntax, ...shown };
   try {
-    return { tools, syntax, format: await callGrammar(syntax, allowed, r.parallel_tool_calls ?? true) };
+    return { tools, syntax, ...shown, format: await callGrammar(syntax, allowed, r.parallel_tool_calls ?? true) };
   } catch (e) {
     throw new RequestError(400, `the tools' parameters do not make a grammar: ${String((e as Error)?.message ?? e).split("\n")[0]}`, "tools", "invalid_value");
   }
@@ -61,7 +67,7 @@ export function replyMessage(syntax: ToolSyntax | undefined, text: string): { co
   if (!syntax) return { content: text };
   const p = parseReply(syntax, text);
   if (p.calls.length === 0) return { content: text };
-  return { content: p.content, tool_calls: p.calls.map((c) => ({ id: callId(), type: "function", function: c })) };
+  return { content: p.content, tool_calls: p.calls.map((c) => ({ id: callId(syntax), type: "function", function: c })) };
 }
 
 /** One streamed choice: content released while it cannot be the start of a call, the rest read at the end. */

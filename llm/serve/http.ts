@@ -321,6 +321,7 @@ export function createHandler(o: HttpOptions): Handler {
         let j = makeJob(o, r, [ids]);
         if (rows) j = { ...j, rows };
         if (tools?.format) j = { ...j, format: { f: tools.format, field: "tools" } };
+        if (tools?.shown) j = { ...j, shown: tools.shown };
         const reasoning = (r.reasoning_format ?? o.reasoningFormat ?? "auto") !== "none";
         const { reading, gate } = chatReading(o.model, text, reasoning, tools?.syntax, j.format !== undefined);
         return await generate(sv, "chat", { ...j, reading, ...(gate ? { gate } : {}) }, req.signal);

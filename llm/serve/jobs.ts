@@ -31,6 +31,8 @@ export interface Job {
   reading?: ReplyReading;
   /** A thinking model's think block, free of `format` before it holds the reply (grammar.ts ThinkGate). */
   gate?: ThinkGate;
+  /** Control tokens the replies show as text, which `format` may spell (a tool-call syntax's markers). */
+  shown?: ReadonlySet<number>;
 }
 
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */
@@ -93,7 +95,7 @@ export async function submitJob(o: HttpOptions, j: Job, signal: AbortSignal): Pr
   let compiled: unknown;
   if (j.format) {
     try {
-      compiled = await compileFormat(o.model.tokenizer, o.model.config.vocab, j.format.f);
+      compiled = await compileFormat(o.model.tokenizer, o.model.config.vocab, j.format.f, j.shown);
     } catch (e) {
       if (e instanceof GrammarError) throw new RequestError(400, e.message, j.format.field, "invalid_grammar");
       throw e;
@@ -106,7 +108,7 @@ export async function submitJob(o: HttpOptions, j: Job, signal: AbortSignal): Pr
         const seed = j.sampler.seed ?? (j.n > 1 ? Math.floor(Math.random() * 2 ** 31) : undefined);
         const constraint = j.format ? await Constraint.create(compiled, o.model.config.vocab, j.gate) : undefined;
         try {
-          hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint, rows: j.rows }));
+          hs.push(o.sched.submit({ promptIds: p, maxTokens: j.maxTokens[pi], sampler: { ...j.sampler, seed: seed === undefined ? undefined : seed + k }, stop: j.stop, constraint, rows: j.rows, shown: j.shown }));
         } catch (e) {
           constraint?.dispose(); // not handed to a sequence
           throw e;

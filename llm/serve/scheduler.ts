@@ -33,6 +33,8 @@ export interface SubmitOptions {
   constraint?: Constraint;
   /** Prompt rows given by value (an image's rows, llm/vision.ts): such a prompt shares no cached prefix blocks. */
   rows?: RowInputs;
+  /** Control tokens whose text the reply shows (a tool-call syntax's markers: llm/tools.ts). */
+  shown?: ReadonlySet<number>;
 }
 
 /** The waiting queue is full: retry later. */
@@ -76,7 +78,7 @@ class Sequence implements SequenceHandle {
     this.tokens = [...opts.promptIds];
     this.history = new TokenHistory(opts.promptIds);
     this.promptLen = opts.promptIds.length;
-    this.text = new TextStream(model.tokenizer, opts.promptIds, (opts.stop ?? []).filter((s) => s.length > 0));
+    this.text = new TextStream(model.tokenizer, opts.promptIds, (opts.stop ?? []).filter((s) => s.length > 0), opts.shown);
   }
 
   emit(e: SeqEvent): void {

@@ -1,5 +1,6 @@
-// Streamed text of one sequence: tokens decoded incrementally (a UTF-8 character split across tokens waits),
-// text that could still become a stop string held back, and generation cut before a stop string.
+// Streamed text of one sequence: tokens decoded incrementally (a UTF-8 character split across tokens waits; control
+// tokens are no text, but for those `shown`), text that could still become a stop string held back, and generation
+// cut before a stop string.
 import type { StreamDecoder, Tokenizer } from "../tokenizer/mod.ts";
 
 export class TextStream {
@@ -9,8 +10,8 @@ export class TextStream {
   private pending = "";
   stopped = false;
 
-  constructor(tok: Tokenizer, prompt: readonly number[], private readonly stops: readonly string[]) {
-    this.decoder = tok.decoder();
+  constructor(tok: Tokenizer, prompt: readonly number[], private readonly stops: readonly string[], shown?: ReadonlySet<number>) {
+    this.decoder = tok.decoder(shown ? { shown } : undefined);
     // The prompt goes through the decoder too, so a continuation's leading space is kept.
     for (const t of prompt) this.decoder.push(t);
   }

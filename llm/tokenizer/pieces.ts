@@ -90,7 +90,7 @@ export abstract class PieceTokenizer implements Tokenizer {
     let s = "";
     for (let i = 0; i < ids.length; i++) {
       this.#check(ids[i]);
-      s += this.piece(ids[i], s === "", opts.special ?? false);
+      s += this.piece(ids[i], s === "", (opts.special ?? false) || (opts.shown?.has(ids[i]) ?? false));
     }
     return s;
   }
@@ -100,7 +100,7 @@ export abstract class PieceTokenizer implements Tokenizer {
     return {
       push: (id) => {
         this.#check(id);
-        const p = this.piece(id, first, opts.special ?? false);
+        const p = this.piece(id, first, (opts.special ?? false) || (opts.shown?.has(id) ?? false));
         if (p) first = false;
         return p;
       },

@@ -433,7 +433,7 @@ class VocabTokenizer implements Tokenizer {
     const parts: Uint8Array[] = [];
     let total = 0;
     for (let i = 0; i < ids.length; i++) {
-      let b = this.tokenBytes(ids[i], special);
+      let b = this.tokenBytes(ids[i], special || (opts.shown?.has(ids[i]) ?? false));
       if (b.length === 0) continue;
       if (strip) {
         strip = false;
@@ -456,9 +456,10 @@ class VocabTokenizer implements Tokenizer {
     const strip0 = opts.stripLeadingSpace ?? this.#stripDefault;
     let strip = strip0;
     let td = new TextDecoder();
+    const shown = opts.shown;
     return {
       push: (id: number): string => {
-        let b = this.tokenBytes(id, special);
+        let b = this.tokenBytes(id, special || (shown?.has(id) ?? false));
         if (b.length === 0) return "";
         if (strip) {
           strip = false;

@@ -29,6 +29,8 @@ export interface EncodeOptions {
 export interface DecodeOptions {
   /** Render control/unknown tokens as their text ("<s>") instead of nothing. Default false. */
   special?: boolean;
+  /** Control tokens rendered as their text even where `special` is off (a tool-call syntax's markers). */
+  shown?: ReadonlySet<number>;
   /**
    * Drop one leading space from the first piece that produces text: the inverse of the dummy-prefix space
    * that SentencePiece-style encoding adds. Default: true when the tokenizer adds that prefix, else false.

@@ -8,8 +8,7 @@
 // the grammar. Bad requests are 400s naming the field.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { Engine } from "../../backends/executor.ts";
@@ -23,7 +22,7 @@ import { servingCompile } from "../../llm/serve/batch.ts";
 import { listen } from "../../llm/serve/listen.ts";
 import { replyOf, ReplyStream } from "../../llm/serve/reply.ts";
 import { type ServeOptions, Server } from "../../llm/serve/server.ts";
-import { scratchDir } from "../scratch.ts";
+import { retokened } from "./retoken.ts";
 import { MODEL_PATH } from "./setup.ts";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
@@ -257,23 +256,9 @@ test("reasoning over HTTP: the server's own reasoning format and template variab
   }
 });
 
-/** The Qwen3 family fixture with its last two tokens made the think tags (each one token), served with think.jinja. */
+/** The Qwen3 family fixture with single-token think tags, served with think.jinja. */
 function qwen3Thinking(): ModelHandle {
-  const src = here("../families/fixtures/qwen3/");
-  const dir = scratchDir("poot-think-");
-  for (const f of ["config.json", "model.safetensors", "tokenizer_config.json"]) copyFileSync(join(src, f), join(dir, f));
-  const tj = JSON.parse(readFileSync(join(src, "tokenizer.json"), "utf8"));
-  const vocab = tj.model.vocab as Record<string, number>;
-  const last = Object.entries(vocab).sort((a, b) => b[1] - a[1]).slice(0, 2);
-  for (const [t] of last) delete vocab[t];
-  tj.model.merges = (tj.model.merges as [string, string][]).filter(([a, b]) => !last.some(([t]) => t === a + b));
-  const [close, open] = last.map(([, id]) => id);
-  for (const [id, content] of [[open, "<think>"], [close, "</think>"]] as const) {
-    tj.added_tokens.push({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: false });
-  }
-  writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tj));
-  writeFileSync(join(dir, "chat_template.jinja"), THINK);
-  return loadModel(dir);
+  return retokened("qwen3", [{ content: "<think>", special: false }, { content: "</think>", special: false }], THINK);
 }
 
 test("reasoning over HTTP (JS device, Qwen3 fixture): the think block is free, the grammar holds the answer", async () => {
