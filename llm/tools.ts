@@ -55,6 +55,11 @@ export function toolSyntax(template: string | undefined): ToolSyntax | undefined
   return undefined;
 }
 
+/** Whether a syntax is one of Mistral's. */
+export function isMistral(syntax: ToolSyntax | undefined): boolean {
+  return syntax === "mistral" || syntax === "mistral-args";
+}
+
 /** The markers a syntax writes as control tokens: shown as text in its replies, spelled by its grammar. */
 export function syntaxMarkers(syntax: ToolSyntax): string[] {
   return syntax === "mistral" ? [TOOL_CALLS] : syntax === "mistral-args" ? [TOOL_CALLS, ARGS, CALL_ID] : [];
@@ -121,7 +126,7 @@ function mistralCalls(rest: string): ParsedReply["calls"] | undefined {
 /** The calls in a reply, read by the template's syntax; a reply that does not read as calls is all content. */
 export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
   const plain: ParsedReply = { content: text, calls: [] };
-  if (syntax === "mistral" || syntax === "mistral-args") {
+  if (isMistral(syntax)) {
     const i = text.indexOf(TOOL_CALLS);
     const calls = i < 0 ? undefined : mistralCalls(text.slice(i));
     if (!calls) return plain;
@@ -182,10 +187,24 @@ export function streamable(syntax: ToolSyntax, text: string): number {
  */
 export function callId(syntax?: ToolSyntax): string {
   const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  const mistral = syntax === "mistral" || syntax === "mistral-args";
+  const mistral = isMistral(syntax);
   const r = crypto.getRandomValues(new Uint8Array(mistral ? 9 : 24));
   let s = mistral ? "" : "call_";
   for (const b of r) s += a[b % a.length];
+  return s;
+}
+
+/**
+ * A call id as Mistral's templates take it (9 letters and digits, else they raise): kept where it is one, else
+ * derived from it (FNV-1a, so a call and the result that names it still match).
+ */
+export function mistralId(id: string): string {
+  if (/^[A-Za-z0-9]{9}$/.test(id)) return id;
+  const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(id)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  let s = "";
+  for (let i = 0; i < 9; i++, h /= 62n) s += a[Number(h % 62n)];
   return s;
 }
 

@@ -8,7 +8,7 @@ import { type ChatMessage, CHATML, renderChat } from "../chat.ts";
 import type { VisionRunner } from "../vision.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs } from "../sampling.ts";
-import type { ToolCall } from "../tools.ts";
+import { isMistral, mistralId, type ToolCall, toolSyntax } from "../tools.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { Tokenizer } from "../tokenizer/types.ts";
 import type { Metrics } from "./metrics.ts";
@@ -293,6 +293,8 @@ export function createHandler(o: HttpOptions): Handler {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         const images = chatImages(r.messages, o.model);
         const tools = await toolUse(o.model, r);
+        // Mistral's templates refuse call ids that are not 9 letters and digits: others (a client's own) are mapped
+        const callIdFor = isMistral(toolSyntax(o.model.chatTemplate)) ? mistralId : (id: string) => id;
         const messages: ChatMessage[] = r.messages.map((m) => ({
           role: m.role,
           // image parts stay parts: the template renders its image marker where each one is
@@ -300,8 +302,8 @@ export function createHandler(o: HttpOptions): Handler {
             : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
             : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
           ...(m.name != null ? { name: m.name } : {}),
-          ...(m.tool_calls != null ? { tool_calls: m.tool_calls } : {}),
-          ...(m.tool_call_id != null ? { tool_call_id: m.tool_call_id } : {}),
+          ...(m.tool_calls != null ? { tool_calls: m.tool_calls.map((c) => ({ ...c, id: callIdFor(c.id) })) } : {}),
+          ...(m.tool_call_id != null ? { tool_call_id: callIdFor(m.tool_call_id) } : {}),
           ...(m.reasoning_content != null ? { reasoning_content: m.reasoning_content } : {}),
         }));
         let text: string;
