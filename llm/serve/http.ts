@@ -244,6 +244,50 @@ function logprobsFormat(tok: Tokenizer, kind: "chat" | "text"): (toks: { id: num
   };
 }
 
+/**
+ * A chat request's Job: its messages rendered with the model's template (tools, template variables), tokenized (a
+ * vision-language model's images through the tower), and how its replies are read (reasoning, calls).
+ */
+async function chatJob(sv: Served, r: ChatRequest): Promise<Job> {
+  const o = sv.o, tok = o.model.tokenizer;
+  const images = chatImages(r.messages, o.model);
+  const tools = await toolUse(o.model, r);
+  // Mistral's templates refuse call ids that are not 9 letters and digits: others (a client's own) are mapped
+  const callIdFor = isMistral(toolSyntax(o.model.chatTemplate)) ? mistralId : (id: string) => id;
+  const messages: ChatMessage[] = r.messages.map((m) => ({
+    role: m.role,
+    // image parts stay parts: the template renders its image marker where each one is
+    content: m.content == null ? "" : typeof m.content === "string" ? m.content
+      : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
+      : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
+    ...(m.name != null ? { name: m.name } : {}),
+    ...(m.tool_calls != null ? { tool_calls: m.tool_calls.map((c) => ({ ...c, id: callIdFor(c.id) })) } : {}),
+    ...(m.tool_call_id != null ? { tool_call_id: callIdFor(m.tool_call_id) } : {}),
+    ...(m.reasoning_content != null ? { reasoning_content: m.reasoning_content } : {}),
+  }));
+  let text: string;
+  try {
+    // A model without a template is served with ChatML, as llama.cpp's server does.
+    const templateVars = { ...o.templateVars, ...r.chat_template_kwargs };
+    text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools, templateVars });
+  } catch (e) {
+    if (e instanceof InvalidArgumentError) throw new RequestError(400, `chat_template_kwargs: ${e.message.replace(/^templateVars: /, "")}`, "chat_template_kwargs", "invalid_value");
+    throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
+  }
+  // The model's own template writes its special tokens (BOS included) as text: they are parsed and none is
+  // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
+  // tokenizer adds to any prompt.
+  const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
+  const { ids, rows } = images.length ? await imagePrompt(o, sv.vision, text, images) : { ids: tok.encode(text, chatEncode), rows: undefined };
+  let j = makeJob(o, r, [ids]);
+  if (rows) j = { ...j, rows };
+  if (tools?.format) j = { ...j, format: { f: tools.format, field: "tools" } };
+  if (tools?.shown) j = { ...j, shown: tools.shown };
+  const reasoning = (r.reasoning_format ?? o.reasoningFormat ?? "auto") !== "none";
+  const { reading, gate } = chatReading(o.model, text, reasoning, tools?.syntax, j.format !== undefined);
+  return { ...j, reading, ...(gate ? { gate } : {}) };
+}
+
 /** What a handler keeps between requests. */
 interface Served {
   o: HttpOptions;
@@ -291,42 +335,7 @@ export function createHandler(o: HttpOptions): Handler {
         });
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
-        const images = chatImages(r.messages, o.model);
-        const tools = await toolUse(o.model, r);
-        // Mistral's templates refuse call ids that are not 9 letters and digits: others (a client's own) are mapped
-        const callIdFor = isMistral(toolSyntax(o.model.chatTemplate)) ? mistralId : (id: string) => id;
-        const messages: ChatMessage[] = r.messages.map((m) => ({
-          role: m.role,
-          // image parts stay parts: the template renders its image marker where each one is
-          content: m.content == null ? "" : typeof m.content === "string" ? m.content
-            : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
-            : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
-          ...(m.name != null ? { name: m.name } : {}),
-          ...(m.tool_calls != null ? { tool_calls: m.tool_calls.map((c) => ({ ...c, id: callIdFor(c.id) })) } : {}),
-          ...(m.tool_call_id != null ? { tool_call_id: callIdFor(m.tool_call_id) } : {}),
-          ...(m.reasoning_content != null ? { reasoning_content: m.reasoning_content } : {}),
-        }));
-        let text: string;
-        try {
-          // A model without a template is served with ChatML, as llama.cpp's server does.
-          const templateVars = { ...o.templateVars, ...r.chat_template_kwargs };
-          text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools, templateVars });
-        } catch (e) {
-          if (e instanceof InvalidArgumentError) throw new RequestError(400, `chat_template_kwargs: ${e.message.replace(/^templateVars: /, "")}`, "chat_template_kwargs", "invalid_value");
-          throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
-        }
-        // The model's own template writes its special tokens (BOS included) as text: they are parsed and none is
-        // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
-        // tokenizer adds to any prompt.
-        const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
-        const { ids, rows } = images.length ? await imagePrompt(o, sv.vision, text, images) : { ids: tok.encode(text, chatEncode), rows: undefined };
-        let j = makeJob(o, r, [ids]);
-        if (rows) j = { ...j, rows };
-        if (tools?.format) j = { ...j, format: { f: tools.format, field: "tools" } };
-        if (tools?.shown) j = { ...j, shown: tools.shown };
-        const reasoning = (r.reasoning_format ?? o.reasoningFormat ?? "auto") !== "none";
-        const { reading, gate } = chatReading(o.model, text, reasoning, tools?.syntax, j.format !== undefined);
-        return await generate(sv, "chat", { ...j, reading, ...(gate ? { gate } : {}) }, req.signal);
+        return await generate(sv, "chat", await chatJob(sv, r), req.signal);
       }
       case "/v1/completions": {
         const r = parseRequest(CompletionRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
