@@ -1,15 +1,13 @@
 // The HTTP face of the server: one fetch handler (Request -> Response) that Deno.serve and Bun.serve both run.
 // Routes: POST /v1/chat/completions and /v1/completions (JSON, or SSE ending in `data: [DONE]`), GET /v1/models,
-// /health and /metrics (Prometheus text). Every error is OpenAI's error JSON {error: {message, type, param,
-// code}}; the handler never throws, so one bad request never touches another. A generation request becomes a
-// Job and its sequences in jobs.ts, a chat's tool calls are read in calls.ts; this module routes, reads bodies
-// and writes the responses.
-import { type ChatMessage, CHATML, renderChat } from "../chat.ts";
+// /health and /metrics (Prometheus text), POST /tokenize and /detokenize (tokenize.ts). Every error is OpenAI's
+// error JSON {error: {message, type, param, code}}; the handler never throws, so one bad request never touches
+// another. A generation request becomes a Job and its sequences in jobs.ts, a chat's prompt is rendered in
+// prompt.ts and its replies read in reply.ts; this module routes, reads bodies and writes the responses.
 import type { VisionRunner } from "../vision.ts";
 import type { ModelHandle } from "../model.ts";
 import type { RowLogprobs } from "../sampling.ts";
-import { isMistral, mistralId, type ToolCall, toolSyntax } from "../tools.ts";
-import { InvalidArgumentError } from "../errors.ts";
+import type { ToolCall } from "../tools.ts";
 import type { Tokenizer } from "../tokenizer/types.ts";
 import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
@@ -17,6 +15,8 @@ import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./sc
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
 import { chatImages, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
 import { toolUse } from "./calls.ts";
+import { chatPrompt } from "./prompt.ts";
+import { detokenize, tokenize } from "./tokenize.ts";
 import { chatReading, replyOf, ReplyStream } from "./reply.ts";
 
 export interface HttpOptions {
@@ -244,47 +244,19 @@ function logprobsFormat(tok: Tokenizer, kind: "chat" | "text"): (toks: { id: num
   };
 }
 
-/**
- * A chat request's Job: its messages rendered with the model's template (tools, template variables), tokenized (a
- * vision-language model's images through the tower), and how its replies are read (reasoning, calls).
- */
+/** A chat request's Job: its prompt (a vision-language model's images through the tower), how replies are read. */
 async function chatJob(sv: Served, r: ChatRequest): Promise<Job> {
-  const o = sv.o, tok = o.model.tokenizer;
+  const o = sv.o;
   const images = chatImages(r.messages, o.model);
   const tools = await toolUse(o.model, r);
-  // Mistral's templates refuse call ids that are not 9 letters and digits: others (a client's own) are mapped
-  const callIdFor = isMistral(toolSyntax(o.model.chatTemplate)) ? mistralId : (id: string) => id;
-  const messages: ChatMessage[] = r.messages.map((m) => ({
-    role: m.role,
-    // image parts stay parts: the template renders its image marker where each one is
-    content: m.content == null ? "" : typeof m.content === "string" ? m.content
-      : images.length ? m.content.map((p) => (p.type === "text" ? p : { type: "image_url", image_url: p.image_url }))
-      : m.content.map((p) => (p.type === "text" ? p.text : "")).join(""),
-    ...(m.name != null ? { name: m.name } : {}),
-    ...(m.tool_calls != null ? { tool_calls: m.tool_calls.map((c) => ({ ...c, id: callIdFor(c.id) })) } : {}),
-    ...(m.tool_call_id != null ? { tool_call_id: callIdFor(m.tool_call_id) } : {}),
-    ...(m.reasoning_content != null ? { reasoning_content: m.reasoning_content } : {}),
-  }));
-  let text: string;
-  try {
-    // A model without a template is served with ChatML, as llama.cpp's server does.
-    const templateVars = { ...o.templateVars, ...r.chat_template_kwargs };
-    text = renderChat(o.model, messages, { addGenerationPrompt: true, fallback: CHATML, tools: tools?.tools, templateVars });
-  } catch (e) {
-    if (e instanceof InvalidArgumentError) throw new RequestError(400, `chat_template_kwargs: ${e.message.replace(/^templateVars: /, "")}`, "chat_template_kwargs", "invalid_value");
-    throw new RequestError(400, (e as Error).message, "messages", "chat_template_failed");
-  }
-  // The model's own template writes its special tokens (BOS included) as text: they are parsed and none is
-  // added, as transformers' apply_chat_template and Driver.chat do. The ChatML fallback adds what the
-  // tokenizer adds to any prompt.
-  const chatEncode = o.model.chatTemplate !== undefined ? { addBos: false, addEos: false, parseSpecial: true } : { parseSpecial: true };
-  const { ids, rows } = images.length ? await imagePrompt(o, sv.vision, text, images) : { ids: tok.encode(text, chatEncode), rows: undefined };
+  const p = chatPrompt(o, r, tools, images.length > 0);
+  const { ids, rows } = images.length ? await imagePrompt(o, sv.vision, p.text, images) : { ids: p.ids(), rows: undefined };
   let j = makeJob(o, r, [ids]);
   if (rows) j = { ...j, rows };
   if (tools?.format) j = { ...j, format: { f: tools.format, field: "tools" } };
   if (tools?.shown) j = { ...j, shown: tools.shown };
   const reasoning = (r.reasoning_format ?? o.reasoningFormat ?? "auto") !== "none";
-  const { reading, gate } = chatReading(o.model, text, reasoning, tools?.syntax, j.format !== undefined);
+  const { reading, gate } = chatReading(o.model, p.text, reasoning, tools?.syntax, j.format !== undefined);
   return { ...j, reading, ...(gate ? { gate } : {}) };
 }
 
@@ -308,7 +280,7 @@ export function createHandler(o: HttpOptions): Handler {
     const path = url.pathname.replace(/\/+$/, "") || "/";
     const known: Record<string, string> = {
       "/health": "GET", "/metrics": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST", "/v1/completions": "POST",
-      ...ENCODER_ROUTES,
+      "/tokenize": "POST", "/detokenize": "POST", ...ENCODER_ROUTES,
     };
     const method = known[path];
     if (!method) throw new RequestError(404, `no route ${req.method} ${path}`, null, "not_found");
@@ -333,6 +305,10 @@ export function createHandler(o: HttpOptions): Handler {
           object: "list",
           data: [{ id: o.modelId, object: "model", created, owned_by: "poot", max_model_len: o.ctx }],
         });
+      case "/tokenize":
+        return json(200, await tokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
+      case "/detokenize":
+        return json(200, detokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         return await generate(sv, "chat", await chatJob(sv, r), req.signal);
