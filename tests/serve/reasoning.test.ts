@@ -10,7 +10,6 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import OpenAI from "openai";
 import { Engine } from "../../backends/executor.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { compileGraph, Driver } from "../../engine.ts";
@@ -18,10 +17,8 @@ import { renderChat } from "../../llm/chat.ts";
 import { compileFormat, Constraint } from "../../llm/grammar.ts";
 import { loadModel, type ModelHandle } from "../../llm/model.ts";
 import { opensInside, ReasoningStream, splitReasoning, thinkTags } from "../../llm/reasoning.ts";
-import { servingCompile } from "../../llm/serve/batch.ts";
-import { listen } from "../../llm/serve/listen.ts";
 import { replyOf, ReplyStream } from "../../llm/serve/reply.ts";
-import { type ServeOptions, Server } from "../../llm/serve/server.ts";
+import { serveChat } from "./chat_server.ts";
 import { retokened } from "./retoken.ts";
 import { MODEL_PATH } from "./setup.ts";
 
@@ -166,32 +163,10 @@ test("reasoning in the library: Driver.chatPrompt tells where the reply starts, 
   }
 });
 
-/** `m` served on the JS device. */
-async function serve(m: ModelHandle, ctx = 512, o: ServeOptions = {}) {
-  const exec = new Engine(new JsDevice(), { compile: servingCompile, timeoutMs: 120_000 });
-  const server = await Server.open(m, exec, { ctx, slots: 2, chunk: 64, kvBlocks: 2 * Math.ceil(ctx / 16) + 1, ...o });
-  const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
-  const base = `http://127.0.0.1:${l.port}`;
-  return {
-    id: server.modelId,
-    client: new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0 }),
-    post: async (body: object) => {
-      const r = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-      return { status: r.status, body: await r.json() };
-    },
-    stop: async () => {
-      await server.shutdown(0);
-      await l.close();
-      m.close();
-    },
-  };
-}
-
-
 test("reasoning over HTTP (JS device, stories260K): reasoning_content, reasoning_format none, enable_thinking false, streamed", async () => {
   const m = loadModel(MODEL_PATH);
   m.chatTemplate = THINK;
-  const s = await serve(m);
+  const s = await serveChat(m, 512);
   try {
     const ask = { messages: ASK, max_tokens: 12, temperature: 0 };
     // the prompt opens the block and stories260K never closes it: all of the reply is reasoning
@@ -242,7 +217,7 @@ test("reasoning over HTTP (JS device, stories260K): reasoning_content, reasoning
 test("reasoning over HTTP: the server's own reasoning format and template variables (poot serve's flags), a request's win", async () => {
   const m = loadModel(MODEL_PATH);
   m.chatTemplate = THINK;
-  const s = await serve(m, 512, { reasoningFormat: "none", templateVars: { enable_thinking: true } });
+  const s = await serveChat(m, 512, { reasoningFormat: "none", templateVars: { enable_thinking: true } });
   try {
     const ask = { messages: ASK, max_tokens: 6, temperature: 0 };
     const none = (await s.post(ask)).body.choices[0].message;
@@ -267,7 +242,7 @@ test("reasoning over HTTP (JS device, Qwen3 fixture): the think block is free, t
   const close = m.tokenizer.encode("</think>", { addBos: false, parseSpecial: true });
   assert.equal(open.length, 1);
   assert.equal(close.length, 1);
-  const s = await serve(m, 256);
+  const s = await serveChat(m, 256);
   try {
     const grammar = 'root ::= "yes" | "no"';
     const ask = { messages: ASK, grammar, max_tokens: 8, temperature: 0 };

@@ -9,34 +9,20 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import OpenAI from "openai";
 import { Engine } from "../../backends/executor.ts";
 import { compileGraph, Driver } from "../../engine.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { renderChat } from "../../llm/chat.ts";
 import { xgrammar } from "../../llm/grammar.ts";
 import { loadModel } from "../../llm/model.ts";
-import { servingCompile } from "../../llm/serve/batch.ts";
 import { CallStream } from "../../llm/serve/calls.ts";
-import { listen } from "../../llm/serve/listen.ts";
-import { Server } from "../../llm/serve/server.ts";
-import { callGrammar, parseReply, type Tool, toolSyntax } from "../../llm/tools.ts";
+import { callGrammar, parseReply, toolSyntax } from "../../llm/tools.ts";
+import { checkWeather, serveChat, TOOLS } from "./chat_server.ts";
 import { MODEL_PATH } from "./setup.ts";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const HERMES = readFileSync(here("./templates/hermes.jinja"), "utf8");
 const LLAMA3 = readFileSync(here("./templates/llama3.jinja"), "utf8");
-
-const TOOLS: Tool[] = [
-  {
-    type: "function",
-    function: {
-      name: "get_weather",
-      parameters: { type: "object", properties: { unit: { enum: ["c", "f"] }, days: { type: "integer", minimum: 1, maximum: 9 } }, required: ["unit", "days"] },
-    },
-  },
-  { type: "function", function: { name: "now" } },
-];
 
 const ASK = [{ role: "user" as const, content: "Weather?" }];
 
@@ -164,30 +150,10 @@ test("tools in the library: Driver.chat renders them, callGrammar constrains the
 });
 
 /** stories260K served on the JS device with `template` (undefined: the file's own, none). */
-async function serve(template: string | undefined) {
+function serve(template: string | undefined) {
   const m = loadModel(MODEL_PATH);
   if (template !== undefined) m.chatTemplate = template;
-  const exec = new Engine(new JsDevice(), { compile: servingCompile, timeoutMs: 120_000 });
-  const server = await Server.open(m, exec, { ctx: 512, slots: 2, chunk: 64, kvBlocks: 2 * 32 + 1 });
-  const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
-  const base = `http://127.0.0.1:${l.port}`;
-  return {
-    id: server.modelId,
-    client: new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0 }),
-    post: (body: object) => fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    stop: async () => {
-      await server.shutdown(0);
-      await l.close();
-      m.close();
-    },
-  };
-}
-
-function checkWeather(args: string): void {
-  const a = JSON.parse(args);
-  assert.deepEqual(Object.keys(a).sort(), ["days", "unit"]);
-  assert.ok(a.unit === "c" || a.unit === "f", args);
-  assert.ok(Number.isInteger(a.days) && a.days >= 1 && a.days <= 9, args);
+  return serveChat(m, 512);
 }
 
 test("tools over HTTP (Hermes template, JS device): required and named choices give calls, streamed and not", async () => {
@@ -234,7 +200,7 @@ test("tools over HTTP (Hermes template, JS device): required and named choices g
       tools: TOOLS, max_tokens: 8, temperature: 0,
     });
     assert.equal(after.status, 200);
-    const body = await after.json();
+    const body = after.body;
     assert.ok(["length", "stop", "tool_calls"].includes(body.choices[0].finish_reason));
   } finally {
     await s.stop();
@@ -279,17 +245,17 @@ test("tools over HTTP: bad tools requests are 400s naming the field, and the ser
     ];
     for (const [body, param] of cases) {
       const res = await s.post(body);
-      const e = (await res.json()).error;
+      const e = res.body.error;
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.equal(e.param, param, JSON.stringify(body));
     }
     const res = await plain.post({ messages: msg, tools: one });
     assert.equal(res.status, 400);
-    assert.deepEqual([(await res.json()).error.code], ["unsupported_tools"]);
+    assert.deepEqual([res.body.error.code], ["unsupported_tools"]);
     // tool_choice none renders the tools and reads nothing back: fine without a call syntax
     const none = await plain.post({ messages: msg, tools: one, tool_choice: "none", max_tokens: 4, temperature: 0 });
     assert.equal(none.status, 200);
-    assert.equal(typeof (await none.json()).choices[0].message.content, "string");
+    assert.equal(typeof none.body.choices[0].message.content, "string");
     const ok = await s.post({ messages: msg, max_tokens: 4, temperature: 0 });
     assert.equal(ok.status, 200);
   } finally {

@@ -12,34 +12,20 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import OpenAI from "openai";
 import { Engine } from "../../backends/executor.ts";
 import { JsDevice } from "../../backends/js/device.ts";
 import { xgrammar } from "../../llm/grammar.ts";
-import type { ModelHandle } from "../../llm/model.ts";
-import { servingCompile } from "../../llm/serve/batch.ts";
 import { CallStream } from "../../llm/serve/calls.ts";
-import { listen } from "../../llm/serve/listen.ts";
-import { Server } from "../../llm/serve/server.ts";
-import { callGrammar, mistralId, parseReply, prefixRules, syntaxMarkers, type Tool, toolSyntax } from "../../llm/tools.ts";
+import { callGrammar, mistralId, parseReply, prefixRules, syntaxMarkers, toolSyntax } from "../../llm/tools.ts";
 import { renderChat } from "../../llm/chat.ts";
 import { compileGraph, Driver } from "../../engine.ts";
+import { checkWeather, serveChat, TOOLS } from "./chat_server.ts";
 import { retokened } from "./retoken.ts";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const MISTRAL = readFileSync(here("./templates/mistral.jinja"), "utf8");
 const MISTRAL_ARGS = readFileSync(here("./templates/mistral_args.jinja"), "utf8");
 
-const TOOLS: Tool[] = [
-  {
-    type: "function",
-    function: {
-      name: "get_weather",
-      parameters: { type: "object", properties: { unit: { enum: ["c", "f"] }, days: { type: "integer", minimum: 1, maximum: 9 } }, required: ["unit", "days"] },
-    },
-  },
-  { type: "function", function: { name: "now" } },
-];
 const W = { name: "get_weather", arguments: '{"unit":"c","days":2}' }, N = { name: "now", arguments: "{}" };
 
 test("tools (Mistral): the syntaxes its templates teach", () => {
@@ -146,40 +132,13 @@ test("tools (Mistral) in the library: Driver.chat shows the markers (shownTokens
   }
 });
 
-/** `m` served on the JS device. */
-async function serve(m: ModelHandle) {
-  const exec = new Engine(new JsDevice(), { compile: servingCompile, timeoutMs: 120_000 });
-  const server = await Server.open(m, exec, { ctx: 256, slots: 2, chunk: 64, kvBlocks: 2 * 16 + 1 });
-  const l = await listen(server.handler, { hostname: "127.0.0.1", port: 0 });
-  const base = `http://127.0.0.1:${l.port}`;
-  return {
-    id: server.modelId,
-    client: new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0 }),
-    post: async (body: object) => {
-      const r = await fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-      return { status: r.status, body: await r.json() };
-    },
-    stop: async () => {
-      await server.shutdown(0);
-      await l.close();
-      m.close();
-    },
-  };
-}
-
-function checkWeather(args: string): void {
-  const a = JSON.parse(args);
-  assert.deepEqual(Object.keys(a).sort(), ["days", "unit"]);
-  assert.ok((a.unit === "c" || a.unit === "f") && Number.isInteger(a.days) && a.days >= 1 && a.days <= 9, args);
-}
-
 const ASK = [{ role: "user" as const, content: "Weather?" }];
 
 for (const [name, template] of [["mistral", MISTRAL], ["mistral-args", MISTRAL_ARGS]] as const) {
   test(`tools over HTTP (${name} template, JS device): calls with 9-character ids, streamed and not; markers shown as text`, async () => {
     const m = retokened("qwen3", MARKERS, template);
     const marker = m.tokenizer.tokenId("[TOOL_CALLS]")!;
-    const s = await serve(m);
+    const s = await serveChat(m, 256);
     try {
       const named = { type: "function" as const, function: { name: "get_weather" } };
       const r = await s.client.chat.completions.create({ model: s.id, messages: ASK, tools: TOOLS, tool_choice: named, parallel_tool_calls: false, max_tokens: 150, temperature: 0 });
