@@ -13,11 +13,12 @@ import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
-import { chatImages, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
+import { chatImages, failure, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
 import { toolUse } from "./calls.ts";
 import { chatPrompt } from "./prompt.ts";
 import { detokenize, tokenize } from "./tokenize.ts";
 import { chatReading, replyOf, ReplyStream } from "./reply.ts";
+import { anthropicError, anthropicResponse, chatRequestOf, CountRequest, MessagesRequest } from "./anthropic.ts";
 
 export interface HttpOptions {
   model: ModelHandle;
@@ -108,12 +109,6 @@ export async function readBody(req: Request, limit: number, timeoutMs: number): 
   } catch (e) {
     throw new RequestError(400, `the request body is not valid JSON: ${(e as Error).message}`, "body", "invalid_json");
   }
-}
-
-/** A sequence's failure as the request's error. */
-function failure(e: Error): RequestError {
-  if (e instanceof CancelledError) return new RequestError(503, e.message, null, "shutting_down");
-  return new RequestError(500, `generation failed: ${e.name}: ${e.message}`, null, "generation_failed");
 }
 
 /** Submits a job's choices and answers with their completion (JSON) or their events as they come (SSE). */
@@ -280,7 +275,7 @@ export function createHandler(o: HttpOptions): Handler {
     const path = url.pathname.replace(/\/+$/, "") || "/";
     const known: Record<string, string> = {
       "/health": "GET", "/metrics": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST", "/v1/completions": "POST",
-      "/tokenize": "POST", "/detokenize": "POST", ...ENCODER_ROUTES,
+      "/tokenize": "POST", "/detokenize": "POST", "/v1/messages": "POST", "/v1/messages/count_tokens": "POST", ...ENCODER_ROUTES,
     };
     const method = known[path];
     if (!method) throw new RequestError(404, `no route ${req.method} ${path}`, null, "not_found");
@@ -289,7 +284,8 @@ export function createHandler(o: HttpOptions): Handler {
       return o.sched.isAccepting ? json(200, { status: "ok" }) : json(503, { status: "shutting down" });
     }
     if (o.apiKey !== undefined) {
-      const auth = req.headers.get("authorization") ?? "";
+      // OpenAI's clients send the key as a bearer token, Anthropic's as x-api-key
+      const auth = req.headers.get("authorization") ?? `Bearer ${req.headers.get("x-api-key") ?? ""}`;
       if (!sameSecret(auth, `Bearer ${o.apiKey}`)) throw new RequestError(401, "missing or wrong API key (Authorization: Bearer <key>)", null, "invalid_api_key");
     }
     if (path in ENCODER_ROUTES) {
@@ -309,6 +305,18 @@ export function createHandler(o: HttpOptions): Handler {
         return json(200, await tokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
       case "/detokenize":
         return json(200, detokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
+      case "/v1/messages": {
+        const r = parseRequest(MessagesRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
+        const j = await chatJob(sv, chatRequestOf(r));
+        const [h] = await submitJob(o, j, req.signal);
+        return await anthropicResponse({ modelId: o.modelId, promptTokens: j.prompts[0].length, reading: j.reading ?? {} }, h, r.stream === true);
+      }
+      case "/v1/messages/count_tokens": {
+        const r = chatRequestOf(parseRequest(CountRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
+        if (chatImages(r.messages, o.model).length) throw new RequestError(400, "count_tokens takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
+        if (r.model != null && r.model !== o.modelId) throw new RequestError(404, `the model '${r.model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
+        return json(200, { input_tokens: chatPrompt(o, r, await toolUse(o.model, r), false).ids().length });
+      }
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         return await generate(sv, "chat", await chatJob(sv, r), req.signal);
@@ -331,12 +339,12 @@ export function createHandler(o: HttpOptions): Handler {
     try {
       res = await route(req);
     } catch (e) {
-      if (e instanceof RequestError) {
-        const headers: Record<string, string> = {};
-        if (e.status === 429) headers["retry-after"] = String(Math.max(1, Math.ceil(o.sched.queueDepth / Math.max(1, o.sched.runningCount))));
-        if (e.status === 405) headers.allow = e.message.split(" takes ")[1]?.split(",")[0] ?? "GET";
-        res = errorResponse(e, headers);
-      } else res = errorResponse(new RequestError(500, `internal error: ${(e as Error).name}: ${(e as Error).message}`, null, "internal_error"));
+      const err = e instanceof RequestError ? e : new RequestError(500, `internal error: ${(e as Error).name}: ${(e as Error).message}`, null, "internal_error");
+      const headers: Record<string, string> = {};
+      if (err.status === 429) headers["retry-after"] = String(Math.max(1, Math.ceil(o.sched.queueDepth / Math.max(1, o.sched.runningCount))));
+      if (err.status === 405) headers.allow = err.message.split(" takes ")[1]?.split(",")[0] ?? "GET";
+      // Anthropic's routes answer in Anthropic's error shape
+      res = new URL(req.url).pathname.startsWith("/v1/messages") ? json(err.status, anthropicError(err), headers) : errorResponse(err, headers);
     }
     o.metrics.request(res.status);
     return res;

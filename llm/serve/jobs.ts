@@ -9,7 +9,7 @@ import type { SamplerParams } from "../sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat, type ThinkGate } from "../grammar.ts";
 import type { ReplyReading } from "./reply.ts";
 import { type ChatRequest, type CompletionRequest, RequestError } from "./schema.ts";
-import { QueueFullError, type SequenceHandle, ShuttingDownError } from "./scheduler.ts";
+import { CancelledError, QueueFullError, type SequenceHandle, ShuttingDownError } from "./scheduler.ts";
 import type { HttpOptions } from "./http.ts";
 
 /** What a generation request asks for, after validation and tokenization. */
@@ -169,4 +169,10 @@ export function chatImages(messages: ChatRequest["messages"], model: ModelHandle
   });
   if (out.length && !model.config.vision) throw new RequestError(400, `${model.arch} has no vision tower: it reads text only`, "messages", "model_has_no_vision");
   return out;
+}
+
+/** A sequence's failure as the request's error. */
+export function failure(e: Error): RequestError {
+  if (e instanceof CancelledError) return new RequestError(503, e.message, null, "shutting_down");
+  return new RequestError(500, `generation failed: ${e.name}: ${e.message}`, null, "generation_failed");
 }

@@ -20,8 +20,11 @@ export type FinishReason = "stop" | "length";
 
 export type SeqEvent =
   | { type: "token"; id: number; text: string; logprobs?: RowLogprobs }
-  /** The end: `tail` is text held back until now (an incomplete character, a stop-string prefix); `text` all of it. */
-  | { type: "done"; finish: FinishReason; promptTokens: number; completionTokens: number; tail: string; text: string; tokenIds: number[] }
+  /**
+   * The end: `tail` is text held back until now (an incomplete character, a stop-string prefix); `text` all of it;
+   * `stop` the stop string that ended it.
+   */
+  | { type: "done"; finish: FinishReason; promptTokens: number; completionTokens: number; tail: string; text: string; tokenIds: number[]; stop?: string }
   | { type: "error"; error: Error };
 
 export interface SubmitOptions {
@@ -388,7 +391,7 @@ export class Scheduler {
     const tail = s.text.flush();
     s.emit({
       type: "done", finish, promptTokens: s.promptLen, completionTokens: s.generated.length, tail, text: s.text.text,
-      tokenIds: [...s.generated],
+      tokenIds: [...s.generated], ...(s.text.stoppedBy !== undefined ? { stop: s.text.stoppedBy } : {}),
     });
     this.retire(s);
   }

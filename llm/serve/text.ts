@@ -9,6 +9,8 @@ export class TextStream {
   text = "";
   private pending = "";
   stopped = false;
+  /** The stop string that ended it, once stopped. */
+  stoppedBy?: string;
 
   constructor(tok: Tokenizer, prompt: readonly number[], private readonly stops: readonly string[], shown?: ReadonlySet<number>) {
     this.decoder = tok.decoder(shown ? { shown } : undefined);
@@ -23,7 +25,7 @@ export class TextStream {
     let cut = -1;
     for (const s of this.stops) {
       const i = all.indexOf(s, Math.max(0, this.text.length - s.length));
-      if (i >= 0 && (cut < 0 || i < cut)) cut = i;
+      if (i >= 0 && (cut < 0 || i < cut)) cut = i, this.stoppedBy = s;
     }
     if (cut >= 0) {
       const piece = all.slice(this.text.length, cut);

@@ -38,6 +38,7 @@ export async function serveChat(m: ModelHandle, ctx: number, o: ServeOptions = {
   const base = `http://127.0.0.1:${l.port}`;
   return {
     id: server.modelId,
+    base,
     client: new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0 }),
     /** POSTs a chat body; the status and the parsed JSON answer. */
     post: async (body: object) => {
