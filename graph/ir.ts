@@ -86,14 +86,14 @@ export interface Attrs {
   dims?: number;
   /** attention: the factor applied to q·k. */
   scale?: number;
-  /** attention: scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
+  /** attention, paged_attention: scores become softcap · tanh(score / softcap) after the scale (Gemma 2). */
   softcap?: number;
   /** paged_attention: positions per KV block (the pool's rows are numBlocks * block). */
   block?: number;
   /** causal_mask: result shape [rows, cap]. */
   rows?: number;
   cap?: number;
-  /** causal_mask: only the last `window` positions are visible (sliding-window attention). */
+  /** causal_mask, paged_attention: only the last `window` positions are visible (sliding-window attention). */
   window?: number;
   /**
    * matmul with a block-type weight that has an integer path (graph/ops/qdot.ts XQ_RUNS): x is quantized to int8

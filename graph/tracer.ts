@@ -313,11 +313,14 @@ export class Tracer {
     return this.node("attention", [q, k, v, mask], softcap === undefined ? { scale } : { scale, softcap });
   }
   /**
-   * Attention of each row r through its own block table row: positions 0..pos[r], position t at pool row
-   * table[r, t / block] * block + t % block (graph/ops/composite.ts expandPagedAttention).
+   * Attention of each row r through its own block table row: positions 0..pos[r] (with a window, the last `window`
+   * of them), position t at pool row table[r, t / block] * block + t % block, scores soft-capped where `softcap` is
+   * given (graph/ops/composite.ts expandPagedAttention).
    */
-  pagedAttention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, pos: Tensor, o: { scale: number; block: number }): Tensor {
-    return this.node("paged_attention", [q, k, v, table, pos], { scale: o.scale, block: o.block });
+  pagedAttention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, pos: Tensor, o: { scale: number; block: number; window?: number; softcap?: number }): Tensor {
+    return this.node("paged_attention", [q, k, v, table, pos], {
+      scale: o.scale, block: o.block, ...(o.window !== undefined ? { window: o.window } : {}), ...(o.softcap !== undefined ? { softcap: o.softcap } : {}),
+    });
   }
   /** bool[rows, cap]: position t is visible to row r when t <= pos + r (and, with a window, t > pos + r - window). */
   causalMask(pos: Tensor, rows: number, cap: number, window?: number): Tensor {

@@ -107,9 +107,10 @@ export function expandAttention(g: Tracer, [q, k, v, mask]: Tensor[], a: Attrs):
 
 /**
  * Attention of each row through its own block table: row r (position pos[r]) sees logical positions
- * 0..pos[r], and logical position t lives at pool row table[r, ⌊t/B⌋]·B + t mod B. The whole table is swept
- * (MB·B positions) under the mask, so every table entry must name a real block whose rows are finite (a
- * server points unused entries at a reserved block).
+ * 0..pos[r] (with a window, those > pos[r] - window), and logical position t lives at pool row
+ * table[r, ⌊t/B⌋]·B + t mod B; with a softcap the scores are softcap · tanh(scale · q·kᵀ / softcap). The whole
+ * table is swept (MB·B positions) under the mask, so every table entry must name a real block whose rows are finite
+ * (a server points unused entries at a reserved block).
  */
 export function expandPagedAttention(g: Tracer, [q, kp, vp, table, pos]: Tensor[], a: Attrs): Tensor {
   const [R, H, D] = q.shape, KVH = kp.shape[1], Dv = vp.shape[2];
@@ -123,9 +124,12 @@ export function expandPagedAttention(g: Tracer, [q, kp, vp, table, pos]: Tensor[
   };
   const k = g.permute(rows(kp), [0, 2, 1, 3]); // [R, KVH, T, D]
   const v = g.permute(rows(vp), [0, 2, 3, 1]); // [R, KVH, Dv, T]
-  const s = g.mul(g.matmul(g.reshape(q, [R, KVH, G, D]), k), a.scale!); // [R, KVH, G, T]
+  let s = g.mul(g.matmul(g.reshape(q, [R, KVH, G, D]), k), a.scale!); // [R, KVH, G, T]
+  if (a.softcap !== undefined) s = g.mul(g.tanh(g.div(s, a.softcap)), a.softcap);
   const p = pos.dtype === dt ? pos : g.cast(pos, dt);
-  const mask = g.le(g.iota([R, T], 1, dt), g.broadcast(g.reshape(p, [R, 1]), [R, T]));
+  const t = g.iota([R, T], 1, dt), last = g.broadcast(g.reshape(p, [R, 1]), [R, T]);
+  const causal = g.le(t, last);
+  const mask = a.window === undefined ? causal : g.and(causal, g.gt(g.add(t, a.window), last));
   const m = g.broadcast(g.reshape(mask, [R, 1, 1, T]), [R, KVH, G, T]);
   const w = expandSoftmax(g, [g.select(m, s, -Infinity)], { axis: 3 });
   return g.reshape(g.matmul(w, v), [R, H, Dv]); // [R, KVH, G, Dv]
@@ -201,6 +205,8 @@ const pagedAttentionRule: OpRecord["infer"] = (_op, ins, a, ref) => {
   if (!sameShape(pos.shape, [R])) fail("shape", ref, `positions ${fmt(pos)} must be [${R}]`);
   if (!Number.isInteger(a.block) || a.block! < 1 || P % a.block! !== 0) fail("attr", ref, `block size ${a.block} must divide the pool's ${P} rows`);
   if (typeof a.scale !== "number") fail("attr", ref, "paged_attention needs a scale");
+  if (a.window !== undefined && !(Number.isInteger(a.window) && a.window >= 1)) fail("attr", ref, `paged_attention window ${a.window} must be a positive integer`);
+  if (a.softcap !== undefined && !(a.softcap > 0)) fail("attr", ref, `paged_attention softcap ${a.softcap} must be positive`);
   return { dtype: "f32", shape: [R, H, v.shape[2]], attrs: a };
 };
 

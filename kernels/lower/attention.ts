@@ -196,8 +196,8 @@ export function lowerPagedAttention(cx: LowerContext, n: Node): void {
   const T = nodes[tb].shape[1] * n.attrs.block!;
   const shape = {
     rows: R, heads: H, kvHeads: KVH, hd: D, poolRows: P, block: n.attrs.block!, maxBlocks: nodes[tb].shape[1],
-    kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale, unroll: cx.opts.pagedUnroll, tableInLanes: cx.opts.pagedTableInLanes,
-    prefetch: cx.opts.attentionPrefetch,
+    kv, pos: itype(nodes[ps].dtype), table: itype(nodes[tb].dtype), scale: n.attrs.scale, window: n.attrs.window, softcap: n.attrs.softcap,
+    unroll: cx.opts.pagedUnroll, tableInLanes: cx.opts.pagedTableInLanes, prefetch: cx.opts.attentionPrefetch,
   } as const;
   const group = attentionGroup(cx.opts, H / KVH);
   const bindings = [bind(q), bind(k), bind(v), bind(tb), bind(ps)];

@@ -175,8 +175,8 @@ export function attend(inp: StepInputs, c: ModelConfig, l: number, q: Tensor, k:
   const kc = cache("k", k), vc = cache("v", v);
   const scale = c.attnScale ?? 1 / Math.sqrt(c.headDim);
   if (bt && inp.blockTable) {
-    if (c.attnSoftcap || (isSliding(c, l) && c.slidingWindow! < C)) throw new LlmError("a batched (serving) step has no soft-capped or sliding-window attention yet");
-    return g.reshape(g.pagedAttention(q, kc, vc, inp.blockTable, inp.pos, { scale, block: bt.block }), [R, c.heads * c.headDim]);
+    const window = isSliding(c, l) ? c.slidingWindow : undefined;
+    return g.reshape(g.pagedAttention(q, kc, vc, inp.blockTable, inp.pos, { scale, block: bt.block, window, softcap: c.attnSoftcap }), [R, c.heads * c.headDim]);
   }
   const mask = isSliding(c, l) && c.slidingWindow! < C ? windowMask(inp, c.slidingWindow!) : inp.mask!;
   const att = g.attention(q, kc, vc, mask, scale, c.attnSoftcap);

@@ -210,12 +210,15 @@ export function opCases(): OpCase[] {
   }
   // Paged attention: each row with its own position and block table row over a shuffled pool; rows 0..1 share
   // a table with consecutive positions (a prefill chunk), the others are decode rows of other sequences.
-  for (const [R, H, KVH, D, B, MB, NB, kv] of [
+  // With a window and a soft cap (Gemma 2 and 3, Mistral's sliding layers): each row sees its last `window` positions.
+  for (const [R, H, KVH, D, B, MB, NB, kv, window, softcap] of [
     [1, 4, 2, 8, 4, 3, 5, "f32"], [4, 8, 4, 16, 4, 5, 12, "f32"], [3, 6, 6, 64, 16, 2, 4, "f32"], [5, 4, 2, 32, 8, 4, 9, "f16"],
     [3, 4, 2, 16, 16, 40, 48, "f32"], // 640 positions: split into chunks where the target splits
-
+    [4, 8, 4, 16, 4, 5, 12, "f32", 5, 2.5], [5, 4, 2, 32, 8, 4, 9, "f16", 7], [3, 4, 2, 16, 16, 40, 48, "f32", 100, 30],
+    [2, 4, 2, 8, 4, 3, 5, "f32", undefined, 0.5],
   ] as const) {
-    add(`paged_attention ${R}x${H}/${KVH}x${D} block ${B}x${MB} of ${NB} ${kv}`, (b) => {
+    const extra = `${window ? ` window ${window}` : ""}${softcap ? ` softcap ${softcap}` : ""}`;
+    add(`paged_attention ${R}x${H}/${KVH}x${D} block ${B}x${MB} of ${NB} ${kv}${extra}`, (b) => {
       const q = b.input("f32", [R, H, D]), k = b.input(kv, [NB * B, KVH, D]), v = b.input(kv, [NB * B, KVH, D]);
       const r = rng(R * 131 + D);
       const table = new Int32Array(R * MB), pos = new Int32Array(R);
@@ -232,7 +235,7 @@ export function opCases(): OpCase[] {
       b.slots.pos = pos;
       const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [R, MB] });
       const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [R] });
-      return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 1 / Math.sqrt(D), block: B }) });
+      return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 1 / Math.sqrt(D), block: B, window, softcap }) });
     });
   }
   // What no kernel computes directly, decomposed before planning (kernels/decomp/graph.ts): a composite becomes
@@ -255,6 +258,14 @@ export function opCases(): OpCase[] {
     const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
     const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
     return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4 }) });
+  });
+  add("paged_attention over f16 K and f32 V, window 3, softcap 1.5 (expanded)", (b) => {
+    const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [12, 2, 8]), v = b.input("f32", [12, 2, 8]);
+    b.slots.table = new Int32Array([2, 0, 1, 2]);
+    b.slots.pos = new Int32Array([5, 7]);
+    const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
+    const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
+    return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4, window: 3, softcap: 1.5 }) });
   });
   add("softmax along axis 0 (expanded)", (b) => b.done({ y: b.t.softmax(b.input("f32", [5, 9], -8, 8), 0) }));
   add("dynamic_update_slice along axis 1 (permuted to axis 0)", (b) => {
