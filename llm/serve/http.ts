@@ -13,7 +13,7 @@ import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
-import { chatImages, failure, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
+import { chatImages, checkModel, failure, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
 import { toolUse } from "./calls.ts";
 import { chatPrompt } from "./prompt.ts";
 import { detokenize, tokenize } from "./tokenize.ts";
@@ -314,7 +314,7 @@ export function createHandler(o: HttpOptions): Handler {
       case "/v1/messages/count_tokens": {
         const r = chatRequestOf(parseRequest(CountRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
         if (chatImages(r.messages, o.model).length) throw new RequestError(400, "count_tokens takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
-        if (r.model != null && r.model !== o.modelId) throw new RequestError(404, `the model '${r.model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
+        checkModel(o, r.model);
         return json(200, { input_tokens: chatPrompt(o, r, await toolUse(o.model, r), false).ids().length });
       }
       case "/v1/chat/completions": {

@@ -35,9 +35,14 @@ export interface Job {
   shown?: ReadonlySet<number>;
 }
 
+/** A request's `model`, where it gives one, must be the id this server serves (a 404 otherwise). */
+export function checkModel(o: HttpOptions, model: string | null | undefined): void {
+  if (model != null && model !== o.modelId) throw new RequestError(404, `the model '${model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
+}
+
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */
 export function makeJob(o: HttpOptions, r: ChatRequest | CompletionRequest, prompts: number[][]): Job {
-  if (r.model != null && r.model !== o.modelId) throw new RequestError(404, `the model '${r.model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
+  checkModel(o, r.model);
   const asked = r.max_completion_tokens ?? r.max_tokens ?? undefined;
   const maxTokens = prompts.map((p, i) => {
     if (p.length === 0) throw new RequestError(400, "the prompt is empty after tokenization", "prompt", "empty_prompt");

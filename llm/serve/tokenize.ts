@@ -7,6 +7,7 @@
 // Special-token text in a prompt is parsed to its token, as both do.
 import { z } from "zod";
 import { toolUse } from "./calls.ts";
+import { checkModel } from "./jobs.ts";
 import type { HttpOptions } from "./http.ts";
 import { chatPrompt } from "./prompt.ts";
 import { ChatRequest, parseRequest, RequestError } from "./schema.ts";
@@ -25,10 +26,6 @@ const Detokenize = z.object({
   model: z.string().nullish(),
   tokens: z.array(z.number().int().min(0)).max(1 << 20, "at most 2^20 tokens"),
 });
-
-function checkModel(o: HttpOptions, model: string | null | undefined): void {
-  if (model != null && model !== o.modelId) throw new RequestError(404, `the model '${model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
-}
 
 /** POST /tokenize's answer. */
 export async function tokenize(o: HttpOptions, body: unknown): Promise<unknown> {

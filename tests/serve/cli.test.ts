@@ -1,6 +1,7 @@
 // `poot serve` as a process: bad flags exit 2 and a bad model 1, each with one `poot:` line; a real server
-// answers on loopback (127.0.0.1 by default), reads tool calls in the syntax of its --chat-template, and SIGTERM
-// drains it and exits 0 within a bound.
+// answers on loopback (127.0.0.1 by default) under its --served-model-name, reads tool calls in the syntax of its
+// --chat-template (with --chat-template-kwargs and --reasoning-format taken), and SIGTERM drains it and exits 0
+// within a bound.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -24,6 +25,7 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
     [["serve", "--chat-template-kwargs", "[1]"], 2, /--chat-template-kwargs must be a JSON object/],
     [["serve", "--chat-template-kwargs", '{"messages": []}'], 2, /--chat-template-kwargs may not set messages/],
     [["serve", "--reasoning-format", "hidden"], 2, /reasoning-format/],
+    [["serve", "--served-model-name", ""], 2, /--served-model-name must not be empty/],
     [["serve", "--port", "http"], 2, /--port must be an integer/],
     [["serve", "--slots", "0"], 2, /--slots must be >= 1/],
     [["serve", "--kv-memory", "2"], 2, /--kv-memory must be in \(0, 1\]/],
@@ -46,7 +48,8 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
 });
 
 test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 120_000 }, async () => {
-  const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "512", "--slots", "4", "--drain", "5", "--chat-template", "tests/serve/templates/hermes.jinja"]), {
+  const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "512", "--slots", "4", "--drain", "5", "--chat-template", "tests/serve/templates/hermes.jinja",
+    "--served-model-name", "claude-test", "--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-format", "none"]), {
     cwd: ROOT, env: { ...process.env, NO_COLOR: "1" },
   });
   let err = "";
@@ -63,7 +66,11 @@ test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 
         }
       });
     });
-    const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 8, temperature: 0 }) });
+    // --served-model-name: the id listed, and the one requests may name (Anthropic's route included)
+    assert.deepEqual((await (await fetch(`${url}/v1/models`)).json() as { data: { id: string }[] }).data.map((m) => m.id), ["claude-test"]);
+    const msg = await fetch(`${url}/v1/messages`, { method: "POST", body: JSON.stringify({ model: "claude-test", max_tokens: 4, messages: [{ role: "user", content: "Hi" }] }) });
+    assert.equal(msg.status, 200);
+    const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "claude-test", prompt: "Once upon a time", max_tokens: 8, temperature: 0 }) });
     assert.equal(r.status, 200);
     assert.equal((await r.json() as { usage: { completion_tokens: number } }).usage.completion_tokens, 8);
     // --chat-template replaced the model's (it has none): its Hermes syntax is read back as a call
