@@ -186,11 +186,15 @@ export function streamable(syntax: ToolSyntax, text: string): number {
  * digits their templates insist on when the call comes back in the conversation.
  */
 export function callId(syntax?: ToolSyntax): string {
-  const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  const mistral = isMistral(syntax);
-  const r = crypto.getRandomValues(new Uint8Array(mistral ? 9 : 24));
-  let s = mistral ? "" : "call_";
-  for (const b of r) s += a[b % a.length];
+  return isMistral(syntax) ? randomId("", 9) : randomId("call_", 24);
+}
+
+const ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/** `prefix` and `n` random letters and digits (the ids of calls, messages and tool uses). */
+export function randomId(prefix: string, n: number): string {
+  let s = prefix;
+  for (const b of crypto.getRandomValues(new Uint8Array(n))) s += ALNUM[b % ALNUM.length];
   return s;
 }
 
@@ -200,11 +204,10 @@ export function callId(syntax?: ToolSyntax): string {
  */
 export function mistralId(id: string): string {
   if (/^[A-Za-z0-9]{9}$/.test(id)) return id;
-  const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   let h = 0xcbf29ce484222325n;
   for (const b of new TextEncoder().encode(id)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
   let s = "";
-  for (let i = 0; i < 9; i++, h /= 62n) s += a[Number(h % 62n)];
+  for (let i = 0; i < 9; i++, h /= 62n) s += ALNUM[Number(h % 62n)];
   return s;
 }
 

@@ -6,7 +6,7 @@
 // stream (message_start, content_block_start / _delta / _stop, message_delta, message_stop). Errors are Anthropic's
 // {type: "error", error: {type, message}}.
 import { z } from "zod";
-import type { ToolCall } from "../tools.ts";
+import { randomId, type ToolCall } from "../tools.ts";
 import { ReplyStream } from "./reply.ts";
 import { ChatRequest, parseRequest, type RequestError } from "./schema.ts";
 import { CancelledError, type SequenceHandle } from "./scheduler.ts";
@@ -126,14 +126,6 @@ export function anthropicError(e: RequestError): unknown {
   return { type: "error", error: { type, message: e.message } };
 }
 
-/** A fresh id: `msg_` / `toolu_` and 24 letters and digits. */
-function anthropicId(prefix: string): string {
-  const a = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  let s = prefix;
-  for (const b of crypto.getRandomValues(new Uint8Array(24))) s += a[b % a.length];
-  return s;
-}
-
 type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use";
 
 function stopReason(finish: string, stop: string | undefined, calls: boolean): StopReason {
@@ -142,7 +134,7 @@ function stopReason(finish: string, stop: string | undefined, calls: boolean): S
 
 /** A call as a tool_use block (its arguments parsed back to the object they are). */
 function toolUse(c: ToolCall) {
-  return { type: "tool_use", id: anthropicId("toolu_"), name: c.function.name, input: JSON.parse(c.function.arguments) };
+  return { type: "tool_use", id: randomId("toolu_", 24), name: c.function.name, input: JSON.parse(c.function.arguments) };
 }
 
 /** What the answer needs of the request: the model id, the prompt's length, how replies are read. */
@@ -154,7 +146,7 @@ export interface AnthropicJob {
 
 /** The one choice's sequence answered as Anthropic's message, whole or streamed. */
 export async function anthropicResponse(job: AnthropicJob, h: SequenceHandle, stream: boolean): Promise<Response> {
-  const id = anthropicId("msg_");
+  const id = randomId("msg_", 24);
   const usage = (output: number) => ({ input_tokens: job.promptTokens, output_tokens: output });
   const reply = new ReplyStream(job.reading);
   if (!stream) {
