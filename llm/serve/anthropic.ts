@@ -7,7 +7,7 @@
 // {type: "error", error: {type, message}}.
 import { z } from "zod";
 import { randomId, type ToolCall } from "../tools.ts";
-import { ReplyStream } from "./reply.ts";
+import { type ReplyReading, ReplyStream } from "./reply.ts";
 import { ChatRequest, parseRequest, type RequestError } from "./schema.ts";
 import { CancelledError, type SequenceHandle } from "./scheduler.ts";
 import { failure } from "./jobs.ts";
@@ -141,7 +141,7 @@ function toolUse(c: ToolCall) {
 export interface AnthropicJob {
   modelId: string;
   promptTokens: number;
-  reading: ConstructorParameters<typeof ReplyStream>[0];
+  reading: ReplyReading;
 }
 
 /** The one choice's sequence answered as Anthropic's message, whole or streamed. */
