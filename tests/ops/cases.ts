@@ -251,22 +251,16 @@ export function opCases(): OpCase[] {
     const q = b.input("f32", [2, 4, 8]), k = b.input("f32", [7, 2, 8]), v = b.input("bf16", [7, 2, 4]);
     return b.done({ y: b.t.attention(q, k, v, b.t.causalMask(pos, 2, 7), 0.35) });
   });
-  add("paged_attention over f16 K and f32 V (expanded)", (b) => {
-    const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [12, 2, 8]), v = b.input("f32", [12, 2, 8]);
-    b.slots.table = new Int32Array([2, 0, 1, 2]);
-    b.slots.pos = new Int32Array([5, 7]);
-    const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
-    const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
-    return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4 }) });
-  });
-  add("paged_attention over f16 K and f32 V, window 3, softcap 1.5 (expanded)", (b) => {
-    const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [12, 2, 8]), v = b.input("f32", [12, 2, 8]);
-    b.slots.table = new Int32Array([2, 0, 1, 2]);
-    b.slots.pos = new Int32Array([5, 7]);
-    const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
-    const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
-    return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4, window: 3, softcap: 1.5 }) });
-  });
+  for (const extra of [{}, { window: 3, softcap: 1.5 }]) {
+    add(`paged_attention over f16 K and f32 V${extra.window ? ", window 3, softcap 1.5" : ""} (expanded)`, (b) => {
+      const q = b.input("f32", [2, 4, 8]), k = b.input("f16", [12, 2, 8]), v = b.input("f32", [12, 2, 8]);
+      b.slots.table = new Int32Array([2, 0, 1, 2]);
+      b.slots.pos = new Int32Array([5, 7]);
+      const tb = b.t.slot("table", { kind: "SlotMap", dtype: "i32", shape: [2, 2] });
+      const ps = b.t.slot("pos", { kind: "Pos", dtype: "i32", shape: [2] });
+      return b.done({ y: b.t.pagedAttention(q, k, v, tb, ps, { scale: 0.35, block: 4, ...extra }) });
+    });
+  }
   add("softmax along axis 0 (expanded)", (b) => b.done({ y: b.t.softmax(b.input("f32", [5, 9], -8, 8), 0) }));
   add("dynamic_update_slice along axis 1 (permuted to axis 0)", (b) => {
     const off = b.t.slot("off", { kind: "Input", dtype: "i32", shape: [1] });
