@@ -307,7 +307,9 @@ export function createHandler(o: HttpOptions): Handler {
         return json(200, detokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
       case "/v1/messages": {
         const r = parseRequest(MessagesRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
-        const j = await chatJob(sv, chatRequestOf(r));
+        // Anthropic's max_tokens is a required bound clients set high: the context left caps it (as llama.cpp does)
+        const open = await chatJob(sv, { ...chatRequestOf(r), max_tokens: undefined });
+        const j = { ...open, maxTokens: open.maxTokens.map((m) => Math.min(m, r.max_tokens)) };
         const [h] = await submitJob(o, j, req.signal);
         return await anthropicResponse({ modelId: o.modelId, promptTokens: j.prompts[0].length, reading: j.reading ?? {} }, h, r.stream === true);
       }

@@ -74,6 +74,10 @@ test("anthropic messages (JS device): text, usage, system, stop reasons, the str
     const text = ev.filter((e) => e.event === "content_block_delta").map((e) => (e.data.delta as { text: string }).text).join("");
     assert.equal(text, m.content[0].text);
     assert.deepEqual(ev.at(-2)!.data, { type: "message_delta", delta: { stop_reason: "max_tokens", stop_sequence: null }, usage: { output_tokens: 12 } });
+    // a max_tokens past the context is capped by the context left (clients send 32000 and more)
+    const long = await s.json("/v1/messages", { ...base, max_tokens: 100_000, messages: USER });
+    assert.equal(long.status, 200, JSON.stringify(long.body));
+    assert.ok(long.body.usage.input_tokens + long.body.usage.output_tokens <= 512);
     // count_tokens: the prompt's length
     const n = await s.json("/v1/messages/count_tokens", { model: s.id, system: "Be brief.", messages: USER });
     assert.deepEqual(n.body, { input_tokens: m.usage.input_tokens });
