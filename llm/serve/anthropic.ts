@@ -82,8 +82,11 @@ function imagePart(b: Extract<Block, { type: "image" }>): { type: "image_url"; i
   return { type: "image_url", image_url: { url: b.source.type === "base64" ? `data:${b.source.media_type};base64,${b.source.data}` : b.source.url } };
 }
 
-/** A message request read into the chat route's request (then checked by its schema, as any chat is). */
-export function chatRequestOf(r: Omit<MessagesRequest, "max_tokens"> & { max_tokens?: number }): ChatRequest {
+/**
+ * A message request read into the chat route's request (then checked by its schema, as any chat is); its
+ * max_tokens stays out (the route caps it by the context the prompt leaves).
+ */
+export function chatRequestOf(r: Omit<MessagesRequest, "max_tokens">): ChatRequest {
   const messages: Record<string, unknown>[] = [];
   if (r.system !== undefined) messages.push({ role: "system", content: blockText(r.system) });
   r.messages.forEach((m) => {
@@ -107,7 +110,6 @@ export function chatRequestOf(r: Omit<MessagesRequest, "max_tokens"> & { max_tok
   const c = r.tool_choice;
   const body = {
     model: r.model, messages,
-    ...("max_tokens" in r ? { max_tokens: r.max_tokens } : {}),
     ...("stop_sequences" in r && r.stop_sequences ? { stop: r.stop_sequences } : {}),
     ...("temperature" in r ? { temperature: r.temperature } : {}),
     ...("top_p" in r ? { top_p: r.top_p } : {}),

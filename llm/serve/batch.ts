@@ -11,7 +11,7 @@ import type { EntryId, Executor, HostArray, ProgramCompiler, SlotPrefix } from "
 import { compileGraph, type CompileOptions } from "../../kernels/lower.ts";
 import type { Graph } from "../../graph/ir.ts";
 import { LlmError } from "../errors.ts";
-import { SLOTS, softcap } from "../families/common.ts";
+import { head, SLOTS } from "../families/common.ts";
 import { dtypesFromStore } from "../families/family.ts";
 import type { ModelHandle } from "../model.ts";
 import {
@@ -112,13 +112,12 @@ export function servingGraph(
   // most `slots`): the logits matmul and the sampler run over those rows, picked by the `sample_rows` slot,
   // not over every prefill row. The unused full-width logits are dropped by DCE.
   const S = Math.min(rows, opts.slots);
-  // the family's head (families/common.ts head): matmul(xf, out), soft-capped after it where the family says
+  // the family's head (families/common.ts head: matmul(xf, out), soft-capped where the family says) over those rows
   let lm = tracer.nodes[logits.id];
   while (lm.op !== "matmul") lm = tracer.nodes[lm.inputs[0]];
-  const [xf, head] = lm.inputs.map((i) => tracer.nodes[i]);
+  const [xf, out] = lm.inputs.map((i) => tracer.nodes[i]);
   const picked = tracer.gather(xf, tracer.slot(SAMPLE_ROWS, { kind: "Input", dtype: "i32", shape: [S] }));
-  const l = tracer.matmul(picked, head), cap = model.config.finalSoftcap;
-  appendSampler(tracer, tracer.label(cap ? softcap(tracer, l, cap) : l, "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
+  appendSampler(tracer, tracer.label(head(tracer, model.config, picked, out), "logits.sampled"), { process: { entries, rows: counts }, logprobs: true });
   const key = `${model.arch}:serve:rows=${rows}:block=${block}:blocks=${blocks}:tables=${maxBlocks}:kv=${opts.kvDtype ?? "f32"}` +
     `:sampler=${entries}:counts=${counts.rows}x${counts.writes}${inputRows ? ":input_rows" : ""}`;
   return { key, graph: tracer.build() };

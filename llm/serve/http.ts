@@ -13,10 +13,10 @@ import type { Metrics } from "./metrics.ts";
 import type { BlockPool } from "./pool.ts";
 import { ChatRequest, CompletionRequest, parseRequest, RequestError } from "./schema.ts";
 import { CancelledError, type Scheduler, type SeqEvent, type SequenceHandle } from "./scheduler.ts";
-import { chatImages, checkModel, failure, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
+import { chatImages, failure, imagePrompt, type Job, makeJob, submitJob } from "./jobs.ts";
 import { toolUse } from "./calls.ts";
 import { chatPrompt } from "./prompt.ts";
-import { detokenize, tokenize } from "./tokenize.ts";
+import { chatIds, detokenize, tokenize } from "./tokenize.ts";
 import { chatReading, replyOf, ReplyStream } from "./reply.ts";
 import { anthropicError, anthropicResponse, chatRequestOf, CountRequest, MessagesRequest } from "./anthropic.ts";
 
@@ -308,16 +308,14 @@ export function createHandler(o: HttpOptions): Handler {
       case "/v1/messages": {
         const r = parseRequest(MessagesRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));
         // Anthropic's max_tokens is a required bound clients set high: the context left caps it (as llama.cpp does)
-        const open = await chatJob(sv, { ...chatRequestOf(r), max_tokens: undefined });
+        const open = await chatJob(sv, chatRequestOf(r));
         const j = { ...open, maxTokens: open.maxTokens.map((m) => Math.min(m, r.max_tokens)) };
         const [h] = await submitJob(o, j, req.signal);
         return await anthropicResponse({ modelId: o.modelId, promptTokens: j.prompts[0].length, reading: j.reading ?? {} }, h, r.stream === true);
       }
       case "/v1/messages/count_tokens": {
         const r = chatRequestOf(parseRequest(CountRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
-        if (chatImages(r.messages, o.model).length) throw new RequestError(400, "count_tokens takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
-        checkModel(o, r.model);
-        return json(200, { input_tokens: chatPrompt(o, r, await toolUse(o.model, r), false).ids().length });
+        return json(200, { input_tokens: (await chatIds(o, r)).length });
       }
       case "/v1/chat/completions": {
         const r = parseRequest(ChatRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000));

@@ -27,18 +27,22 @@ const Detokenize = z.object({
   tokens: z.array(z.number().int().min(0)).max(1 << 20, "at most 2^20 tokens"),
 });
 
+/** A chat's prompt ids as the chat route makes them, for text messages (/tokenize, Anthropic's count_tokens). */
+export async function chatIds(o: HttpOptions, r: ChatRequest): Promise<number[]> {
+  checkModel(o, r.model);
+  if (r.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === "image_url"))) {
+    throw new RequestError(400, "counting tokens takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
+  }
+  return chatPrompt(o, r, await toolUse(o.model, r), false).ids();
+}
+
 /** POST /tokenize's answer. */
 export async function tokenize(o: HttpOptions, body: unknown): Promise<unknown> {
   const tok = o.model.tokenizer;
   let ids: number[];
   let pieces = false, strs = false;
   if (body !== null && typeof body === "object" && "messages" in body) {
-    const r = parseRequest(ChatRequest, body);
-    checkModel(o, r.model);
-    if (r.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === "image_url"))) {
-      throw new RequestError(400, "/tokenize takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
-    }
-    ids = chatPrompt(o, r, await toolUse(o.model, r), false).ids();
+    ids = await chatIds(o, parseRequest(ChatRequest, body));
     strs = (body as { return_token_strs?: unknown }).return_token_strs === true;
   } else {
     const r = parseRequest(TextTokenize, body);
