@@ -10,6 +10,7 @@ import type { StreamSink } from "./stream.ts";
 import type { RowInputs } from "./vision.ts";
 import type { FinishReason, GenerateResult } from "./options.ts";
 import { AheadSteps, type Steps } from "./steps.ts";
+import { StopText } from "./stops.ts";
 
 /** One generation's checked arguments. */
 export interface GenerateJob {
@@ -35,7 +36,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
   const tok = steps.model.tokenizer;
   const generated: number[] = [];
   const logprobs: RowLogprobs[] = [];
-  let text = "", pending = "";
+  const out = new StopText(stops);
   let finish: FinishReason = "length";
   const t0 = performance.now();
   let t1 = t0;
@@ -44,7 +45,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
     return {
       promptIds: ids,
       generatedIds: [...generated],
-      text,
+      text: out.text,
       finish,
       ...(sampler.logprobs || sampler.topLogprobs ? { logprobs: [...logprobs] } : {}),
       timings: {
@@ -76,31 +77,11 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
     // Decode the prompt through the streaming decoder so a continuation's leading space is kept.
     for (const t of ids) decoder.push(t);
     let pos = ids.length;
-    // Releases `pending` (all of it when `last`, else what cannot start a stop string); true at a stop string.
-    const release = (id: number, last: boolean): boolean => {
-      if (stops.length === 0) { // the common case, per token: everything decoded so far is final
-        const emit = pending;
-        text += emit;
-        pending = "";
-        if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
-        return false;
-      }
-      const all = text + pending;
-      const hits = stops.map((s) => all.indexOf(s, Math.max(0, text.length - s.length + 1))).filter((i) => i >= 0);
-      if (hits.length) {
-        const cut = Math.min(...hits);
-        const piece = all.slice(text.length, cut);
-        text = all.slice(0, cut);
-        pending = "";
-        if (piece) sink.push({ id, text: piece, ...lp(id) });
-        return true;
-      }
-      const hold = last ? 0 : Math.max(0, ...stops.map((s) => overlap(all, s)));
-      const emit = pending.slice(0, pending.length - hold);
-      text += emit;
-      pending = pending.slice(emit.length);
-      if (emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
-      return false;
+    // Releases what `piece` lets go (all of it when `last`, else what cannot start a stop string); true at a stop string.
+    const release = (id: number, piece: string, last: boolean): boolean => {
+      const emit = out.push(piece, last);
+      if (out.stopped ? emit !== "" : emit || !last || generated.at(-1) === id) sink.push({ id, text: emit, ...lp(id) });
+      return out.stopped;
     };
     // A token's logprobs ride on its event (not on the end-of-generation event that flushes held text).
     const lp = (id: number) => next.logprobs && generated.at(-1) === id ? { logprob: next.logprobs.logprob, topLogprobs: next.logprobs.top } : {};
@@ -125,18 +106,16 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
       if (next.nonFinite) throw new LlmError(`non-finite logits at position ${pos - 1}`);
       if (!ignoreEos && tok.isEog(next.token)) {
         // Text held back as a possible stop-string prefix, and the decoder's last bytes, still belong to the output.
-        pending += decoder.flush();
-        finish = release(next.token, true) ? "stop" : "eos";
+        finish = release(next.token, decoder.flush(), true) ? "stop" : "eos";
         break;
       }
       if (constraint && !constraint.accept(next.token)) throw new LlmError(`token ${next.token} at position ${pos} is outside the grammar`);
       generated.push(next.token);
       history.add(next.token);
       if (next.logprobs) logprobs.push(next.logprobs);
-      pending += decoder.push(next.token);
       const last = generated.length >= maxTokens || pos >= steps.ctx;
-      if (last) pending += decoder.flush();
-      if (release(next.token, last)) {
+      const piece = decoder.push(next.token) + (last ? decoder.flush() : "");
+      if (release(next.token, piece, last)) {
         finish = "stop";
         break;
       }
@@ -154,12 +133,6 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
     await ahead?.drain();
     constraint?.dispose();
   }
-}
-
-/** Length of the longest suffix of `text` that is a proper prefix of `stop`. */
-function overlap(text: string, stop: string): number {
-  for (let n = Math.min(stop.length - 1, text.length); n > 0; n--) if (text.endsWith(stop.slice(0, n))) return n;
-  return 0;
 }
 
 /** Whether a generation needs the full sampler entry (bias, bans, penalties, a format's mask, logprobs). */
