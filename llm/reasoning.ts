@@ -74,58 +74,79 @@ export function splitReasoning(text: string, tags: ThinkTags, inside: boolean): 
 /**
  * One streamed reply split as it grows: each push returns the reasoning and the content that may go out now; text
  * that may still turn out to be a tag, or whitespace the whole reply would trim, is held. The pieces joined equal
- * splitReasoning of the whole text.
+ * splitReasoning of the whole text. It keeps only what it holds (a push reads that and the new piece, not the
+ * reply so far: a server runs it per token of every streamed sequence).
  */
 export class ReasoningStream {
-  #text = "";
-  #sentReasoning = 0;
-  #sentContent = 0;
   readonly #tags: ThinkTags;
-  readonly #inside: boolean;
+  /** Undecided (the open tag may still come), inside the block, skipping whitespace after it, or content. */
+  #phase: "lead" | "reasoning" | "gap" | "content";
+  /** Text not yet sent: the lead while undecided, the reasoning's held tail inside the block. */
+  #held = "";
+  /** Whether reasoning text has gone out (its leading whitespace never does). */
+  #begun = false;
 
   /** A stream of one reply; `inside`: the prompt ended inside a think block. */
   constructor(tags: ThinkTags, inside: boolean) {
     this.#tags = tags;
-    this.#inside = inside;
+    this.#phase = inside ? "reasoning" : "lead";
   }
 
   /** Appends generated text; returns what may be sent now. */
   push(piece: string): { reasoning: string; content: string } {
-    this.#text += piece;
-    return this.#take(false);
+    return this.#take(piece, false);
   }
 
   /** The reply ended: what was held. */
   end(): { reasoning: string; content: string } {
-    return this.#take(true);
+    return this.#take("", true);
   }
 
-  #take(last: boolean): { reasoning: string; content: string } {
-    const s = spans(this.#text, this.#tags, this.#inside);
-    if (s.from < 0 && s.content < 0) return last ? this.#content(0) : { reasoning: "", content: "" };
-    if (s.from < 0) return this.#content(0);
-    let to = s.to;
-    if (!s.closed && !last) to = heldBack(this.#text, s.from, to, this.#tags.close);
-    // the reasoning trimmed: its leading whitespace never goes out, its trailing whitespace only before more text
-    const body = this.#text.slice(s.from, to);
-    const start = s.from + (body.length - body.trimStart().length);
-    const upTo = Math.max(start, s.from + body.trimEnd().length);
-    const skip = Math.max(this.#sentReasoning, start);
-    const reasoning = this.#text.slice(skip, Math.max(skip, upTo));
-    this.#sentReasoning = Math.max(skip, upTo);
-    if (!s.closed) return { reasoning, content: "" };
-    return { reasoning, content: this.#content(s.content).content };
+  #take(piece: string, last: boolean): { reasoning: string; content: string } {
+    const { open, close } = this.#tags;
+    if (this.#phase === "lead") {
+      const text = this.#held + piece, rest = text.trimStart();
+      if (rest.length < open.length && open.startsWith(rest)) {
+        this.#held = last ? "" : text;
+        return { reasoning: "", content: last ? text : "" };
+      }
+      this.#held = "";
+      if (!rest.startsWith(open)) {
+        this.#phase = "content";
+        return { reasoning: "", content: text };
+      }
+      this.#phase = "reasoning";
+      piece = rest.slice(open.length);
+    }
+    if (this.#phase === "reasoning") {
+      let body = this.#held + piece;
+      if (!this.#begun) body = body.trimStart();
+      const end = body.indexOf(close);
+      if (end >= 0) {
+        this.#held = "";
+        this.#phase = "gap";
+        return { reasoning: this.#send(body.slice(0, end).trimEnd()), content: this.#content(body.slice(end + close.length)) };
+      }
+      // short of a tail that may start the close tag (kept whole at the end), and of trailing whitespace
+      let to = body.length;
+      if (!last) for (let n = Math.min(close.length - 1, body.length); n > 0; n--) if (body.endsWith(close.slice(0, n))) { to -= n; break; }
+      const upTo = body.slice(0, to).trimEnd().length;
+      this.#held = last ? "" : body.slice(upTo);
+      return { reasoning: this.#send(body.slice(0, upTo)), content: "" };
+    }
+    return { reasoning: "", content: this.#content(piece) };
   }
 
-  #content(from: number): { reasoning: string; content: string } {
-    const start = Math.max(this.#sentContent, from);
-    this.#sentContent = this.#text.length;
-    return { reasoning: "", content: this.#text.slice(start) };
+  #send(reasoning: string): string {
+    if (reasoning) this.#begun = true;
+    return reasoning;
   }
-}
 
-/** The end of the text that may go out while a tag is unclosed: short of a tail that may start the close tag. */
-function heldBack(text: string, from: number, to: number, close: string): number {
-  for (let n = Math.min(close.length - 1, to - from); n > 0; n--) if (text.endsWith(close.slice(0, n))) return to - n;
-  return to;
+  /** Content after the block: the whitespace that opens it dropped. */
+  #content(text: string): string {
+    if (this.#phase !== "gap") return text;
+    const rest = text.trimStart();
+    if (rest) this.#phase = "content";
+    return rest;
+  }
 }

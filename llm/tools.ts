@@ -73,7 +73,7 @@ export interface ParsedReply {
   calls: { name: string; arguments: string }[];
 }
 
-const OPEN = "<tool_call>", CLOSE = "</tool_call>";
+const OPEN = "<tool_call>", CLOSE = "</tool_call>", PYTHON_TAG = "<|python_tag|>";
 
 /** One call's JSON (`{"name", "arguments"|"parameters"}`), or undefined where it is not one. */
 function callOf(v: unknown): { name: string; arguments: string } | undefined {
@@ -154,7 +154,7 @@ export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
   }
   // llama3: the reply is the call(s): one object, an array of them, or objects separated by ";"
   let body = text.trim();
-  if (body.startsWith("<|python_tag|>")) body = body.slice("<|python_tag|>".length).trim();
+  if (body.startsWith(PYTHON_TAG)) body = body.slice(PYTHON_TAG.length).trim();
   if (!body.startsWith("{") && !body.startsWith("[")) return plain;
   const whole = parseJson(body);
   const parts = whole !== undefined ? (Array.isArray(whole) ? whole : [whole]) : body.split(/;\s*(?=\{)/).map((p) => parseJson(p.trim()));
@@ -166,19 +166,21 @@ export function parseReply(syntax: ToolSyntax, text: string): ParsedReply {
 /**
  * How much of a reply may be streamed as content now: the text before anything that may start a call (a
  * hermes block, Mistral's marker, or for llama3 a reply that opens with JSON). The rest is held until the reply ends.
+ * `final`: a call may have begun at `upTo`, so whatever follows is held too.
  */
-export function streamable(syntax: ToolSyntax, text: string): number {
+export function streamable(syntax: ToolSyntax, text: string): { upTo: number; final: boolean } {
   if (syntax !== "llama3") {
     const mark = syntax === "hermes" ? OPEN : TOOL_CALLS;
     const i = text.indexOf(mark);
-    if (i >= 0) return i;
-    for (let n = Math.min(mark.length - 1, text.length); n > 0; n--) if (text.endsWith(mark.slice(0, n))) return text.length - n;
-    return text.length;
+    if (i >= 0) return { upTo: i, final: true };
+    for (let n = Math.min(mark.length - 1, text.length); n > 0; n--) if (text.endsWith(mark.slice(0, n))) return { upTo: text.length - n, final: false };
+    return { upTo: text.length, final: false };
   }
   const lead = text.trimStart();
-  if (lead === "") return 0; // undecided until the first visible character
-  if (lead.startsWith("{") || lead.startsWith("[") || "<|python_tag|>".startsWith(lead.slice(0, 14))) return 0;
-  return text.length;
+  if (lead === "") return { upTo: 0, final: false }; // undecided until the first visible character
+  if (lead.startsWith("{") || lead.startsWith("[")) return { upTo: 0, final: true };
+  if (PYTHON_TAG.startsWith(lead.slice(0, PYTHON_TAG.length))) return { upTo: 0, final: lead.length >= PYTHON_TAG.length };
+  return { upTo: text.length, final: false };
 }
 
 /**

@@ -70,33 +70,44 @@ export function replyMessage(syntax: ToolSyntax | undefined, text: string): { co
   return { content: p.content, tool_calls: p.calls.map((c) => ({ id: callId(syntax), type: "function", function: c })) };
 }
 
-/** One streamed choice: content released while it cannot be the start of a call, the rest read at the end. */
+/**
+ * One streamed choice: content released while it cannot be the start of a call, the rest read at the end. A push
+ * reads only the held text and the new piece: what went out cannot start a call (a marker begins in what was held,
+ * and a llama3 reply that sent text is text).
+ */
 export class CallStream {
-  private text = "";
-  private sent = 0;
+  #sent: string[] = [];
+  #held = "";
+  /** A call may have begun: everything from here on is held to the end. */
+  #holding = false;
 
   constructor(private readonly syntax: ToolSyntax) {}
 
   /** Appends generated text; returns the content that may go out now. */
   push(piece: string): string {
-    this.text += piece;
-    const upTo = Math.max(this.sent, streamable(this.syntax, this.text));
-    const out = this.text.slice(this.sent, upTo);
-    this.sent = upTo;
+    if (this.#holding) {
+      this.#held += piece;
+      return "";
+    }
+    const text = this.#held + piece;
+    const s = this.syntax === "llama3" && this.#sent.length ? { upTo: text.length, final: false } : streamable(this.syntax, text);
+    const out = text.slice(0, s.upTo);
+    this.#held = text.slice(s.upTo);
+    this.#holding = s.final;
+    if (out) this.#sent.push(out);
     return out;
   }
 
   /** The reply ended: the content not sent yet and the calls (none when the held text is not calls). */
   end(): { content: string; calls: ToolCall[] } {
-    const m = replyMessage(this.syntax, this.text);
-    if (!m.tool_calls) {
-      const rest = this.text.slice(this.sent);
-      this.sent = this.text.length;
-      return { content: rest, calls: [] };
-    }
+    const sent = this.#sent.join(""), held = this.#held;
+    this.#sent = [sent + held];
+    this.#held = "";
+    const m = replyMessage(this.syntax, sent + held);
+    if (!m.tool_calls) return { content: held, calls: [] };
     // calls found: what the parse kept as content, less what already went out (a reply's text before its calls)
     const kept = m.content ?? "";
-    const sentText = this.text.slice(0, this.sent).trim();
+    const sentText = sent.trim();
     const rest = kept.startsWith(sentText) ? kept.slice(sentText.length) : "";
     return { content: rest.trim() === "" ? "" : rest, calls: m.tool_calls };
   }
