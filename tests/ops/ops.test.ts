@@ -25,6 +25,8 @@ import { loadCaseWeights } from "./load.ts";
 // POOT_OP_CASES=a,b: only the cases whose name contains one of them (a device run of one kernel's cases).
 const only = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.POOT_OP_CASES?.split(",").filter(Boolean);
 const cases = opCases().filter((c) => !only || only.some((o) => c.name.includes(o)));
+// POOT_TIMES=1: each case's milliseconds per device (what CI's lavapipe compiles cost, case by case).
+const times = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.POOT_TIMES;
 
 /**
  * Holds a result to the float64 evaluation of a fused block: |value − exact| within the element's bound.
@@ -102,8 +104,10 @@ for (const backend of selectedBackends()) {
     let checked = 0;
     try {
       for (const c of cases) {
+        const t0 = performance.now();
         try {
           checked += await runCase(eng, c);
+          if (times) console.log(`${backend} ${(performance.now() - t0).toFixed(0)} ms ${c.name}`);
         } catch (e) {
           const msg = (e as Error).message.split("\n")[0];
           // A software fallback adapter (Deno WebGPU without Vulkan) binds 16 storage buffers per stage; a
