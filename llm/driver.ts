@@ -15,7 +15,9 @@
 import { STAGED_MIN_ROWS } from "../kernels/lower.ts";
 import { type Executor, MAX_INSTANCES } from "../backends/executor.ts";
 import { AbortError, ContextOverflowError, DriverClosedError, InvalidArgumentError, ModelKindError } from "./errors.ts";
-import { type ChatMessage, chatImages, type ChatOptions, chatTokens, renderChat } from "./chat.ts";
+import { type ChatMessage, chatImages, type ChatOptions, renderChat } from "./chat.ts";
+import type { ThinkGate } from "./grammar.ts";
+import { thinkGate } from "./reasoning.ts";
 import type { ModelHandle } from "./model.ts";
 import { type TokenStream, tokenStream } from "./stream.ts";
 import { checkContext } from "./validate.ts";
@@ -197,6 +199,11 @@ export class Driver {
    * the whole result (also after the loop). Queued behind earlier calls; leaving the loop early aborts it.
    */
   stream(prompt: string | number[], opts: GenerateOptions = {}): TokenStream<GenerateResult> {
+    return this.streamGated(prompt, opts, undefined);
+  }
+
+  /** stream, with a think block the format's grammar leaves free (chatStream: a thinking model's template). */
+  private streamGated(prompt: string | number[], opts: GenerateOptions, gate: ThinkGate | undefined): TokenStream<GenerateResult> {
     if (this.closed) throw new DriverClosedError();
     if (opts === null || typeof opts !== "object") throw new InvalidArgumentError("options", `must be an object, got ${describe(opts)}`);
     // A text prompt's image placeholders are the placeholder token wherever its text appears (special or not).
@@ -217,7 +224,7 @@ export class Driver {
     const mine = new AbortController();
     const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
     return tokenStream(
-      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop.filter((s) => s.length > 0), signal, sink, ignoreEos: opts.ignoreEos === true, format, given, shown })),
+      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop.filter((s) => s.length > 0), signal, sink, ignoreEos: opts.ignoreEos === true, format, given, shown, gate })),
       () => mine.abort(),
     );
   }
@@ -284,7 +291,11 @@ export class Driver {
     if (this.closed) throw new DriverClosedError();
     // Image parts render as the template's image markers; their bytes go in as the generation's images.
     const images = chatImages(messages);
-    return this.stream(chatTokens(this.model, messages, opts), images.length ? { ...opts, images: [...images, ...(opts.images ?? [])] } : opts);
+    const text = renderChat(this.model, messages, opts);
+    const ids = this.model.tokenizer.encode(text, { addBos: false, addEos: false, parseSpecial: true });
+    // A thinking model's think block is free of a format's grammar, which holds the answer after it (as the server).
+    const gate = opts !== null && typeof opts === "object" && opts.format !== undefined ? thinkGate(this.model.chatTemplate, this.model.tokenizer, text) : undefined;
+    return this.streamGated(ids, images.length ? { ...opts, images: [...images, ...(opts.images ?? [])] } : opts, gate);
   }
 
   /**

@@ -4,7 +4,7 @@
 // LlmError; an abort is an AbortError carrying the partial result.
 import { setImmediate } from "node:timers";
 import { AbortError, LlmError } from "./errors.ts";
-import { compileFormat, Constraint, type ResponseFormat } from "./grammar.ts";
+import { compileFormat, Constraint, type ResponseFormat, type ThinkGate } from "./grammar.ts";
 import { type RowContext, type RowLogprobs, type SamplerParams, TokenHistory } from "./sampling.ts";
 import type { StreamSink } from "./stream.ts";
 import type { RowInputs } from "./vision.ts";
@@ -26,13 +26,15 @@ export interface GenerateJob {
   format: ResponseFormat | undefined;
   /** Control tokens the text shows and the format may spell (GenerateOptions.shownTokens). */
   shown?: ReadonlySet<number>;
+  /** Where a thinking model's think block is free of the format's grammar (Driver.chat). */
+  gate?: ThinkGate;
   /** Makes the prompt's rows given by value (images, generateWithInputs), when there are any. */
   given?: () => Promise<RowInputs>;
 }
 
 /** Runs one generation on `steps`; `closed` tells an abort by close() from the caller's own. */
 export async function generateTokens(steps: Steps, closed: () => boolean, job: GenerateJob): Promise<GenerateResult> {
-  const { ids, maxTokens, sampler, stops, signal, sink, ignoreEos, format, given, shown } = job;
+  const { ids, maxTokens, sampler, stops, signal, sink, ignoreEos, format, given, shown, gate } = job;
   const tok = steps.model.tokenizer;
   const generated: number[] = [];
   const logprobs: RowLogprobs[] = [];
@@ -63,7 +65,7 @@ export async function generateTokens(steps: Steps, closed: () => boolean, job: G
   if (maxTokens === 0) return result();
   // Penalties count the prompt and what is generated; a format's matcher masks every draw (grammar.ts).
   const history = new TokenHistory(ids);
-  const constraint = format ? await Constraint.create(await compileFormat(tok, steps.model.config.vocab, format, shown), steps.model.config.vocab) : undefined;
+  const constraint = format ? await Constraint.create(await compileFormat(tok, steps.model.config.vocab, format, shown), steps.model.config.vocab, gate) : undefined;
   const ctx = async (): Promise<RowContext> => ({ history, eog: tok.eog, mask: constraint ? await constraint.mask() : undefined });
   let ahead: AheadSteps | undefined;
   try {

@@ -6,6 +6,9 @@
 // never closes it is all reasoning. Text outside a leading block stays content, and a reply that does not open with
 // the tag is all content. Whitespace around the reasoning and before the answer is dropped, as llama.cpp does.
 
+import type { ThinkGate } from "./grammar.ts";
+import type { Tokenizer } from "./tokenizer/types.ts";
+
 /** A template's think tags. */
 export interface ThinkTags {
   /** The tag that opens the reasoning ("<think>"). */
@@ -26,6 +29,22 @@ export function thinkTags(template: string | undefined): ThinkTags | undefined {
 export function opensInside(prompt: string, tags: ThinkTags): boolean {
   const i = prompt.lastIndexOf(tags.open);
   return i >= 0 && prompt.indexOf(tags.close, i) < 0 && prompt.slice(i + tags.open.length).trim() === "";
+}
+
+/**
+ * The gate that leaves a thinking model's think block free of a format's grammar (grammar.ts ThinkGate), for a
+ * reply to `prompt`: undefined where the template has no think tags or a tag is not one token of the vocabulary
+ * (then the grammar holds the reply from its first token).
+ */
+export function thinkGate(template: string | undefined, tok: Tokenizer, prompt: string): ThinkGate | undefined {
+  const tags = thinkTags(template);
+  if (!tags) return undefined;
+  const one = (text: string) => {
+    const ids = tok.encode(text, { addBos: false, addEos: false, parseSpecial: true });
+    return ids.length === 1 ? ids[0] : undefined;
+  };
+  const open = one(tags.open), close = one(tags.close);
+  return open === undefined || close === undefined ? undefined : { open, close, inside: opensInside(prompt, tags) };
 }
 
 /** A reply split: its reasoning (null where it has none) and its answer. */

@@ -3,8 +3,7 @@
 // join to the whole message.
 import type { ThinkGate } from "../grammar.ts";
 import type { ModelHandle } from "../model.ts";
-import { opensInside, ReasoningStream, splitReasoning, thinkTags, type ThinkTags } from "../reasoning.ts";
-import type { Tokenizer } from "../tokenizer/types.ts";
+import { opensInside, ReasoningStream, splitReasoning, thinkGate, thinkTags, type ThinkTags } from "../reasoning.ts";
 import type { ToolCall, ToolSyntax } from "../tools.ts";
 import { CallStream, replyMessage } from "./calls.ts";
 
@@ -59,25 +58,17 @@ export class ReplyStream {
   }
 }
 
-/** A text's token id where the vocabulary spells it as one token. */
-function oneToken(tok: Tokenizer, text: string): number | undefined {
-  const ids = tok.encode(text, { addBos: false, addEos: false, parseSpecial: true });
-  return ids.length === 1 ? ids[0] : undefined;
-}
-
 /**
  * How a chat's replies are read, from its rendered prompt: reasoning split off where `reasoning` is on and the
  * template has think tags; and for a reply a format constrains, the gate that leaves its think block free (each
- * tag one token), whether or not the reasoning is split off. Where the tags are not single tokens a constrained
- * reply is held from its first token and read as all answer.
+ * tag one token: llm/reasoning.ts thinkGate), whether or not the reasoning is split off. Where the tags are not
+ * single tokens a constrained reply is held from its first token and read as all answer.
  */
 export function chatReading(model: ModelHandle, prompt: string, reasoning: boolean, syntax: ToolSyntax | undefined, constrained: boolean): { reading: ReplyReading; gate?: ThinkGate } {
   const tags = thinkTags(model.chatTemplate);
   if (!tags) return { reading: { syntax } };
-  const inside = opensInside(prompt, tags);
-  const split = { reading: reasoning ? { reasoning: { tags, inside }, syntax } : { syntax } };
+  const split = { reading: reasoning ? { reasoning: { tags, inside: opensInside(prompt, tags) }, syntax } : { syntax } };
   if (!constrained) return split;
-  const open = oneToken(model.tokenizer, tags.open), close = oneToken(model.tokenizer, tags.close);
-  if (open === undefined || close === undefined) return { reading: { syntax } };
-  return { ...split, gate: { open, close, inside } };
+  const gate = thinkGate(model.chatTemplate, model.tokenizer, prompt);
+  return gate ? { ...split, gate } : { reading: { syntax } };
 }

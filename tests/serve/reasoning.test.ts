@@ -268,3 +268,24 @@ test("reasoning over HTTP (JS device, Qwen3 fixture): the think block is free, t
     await s.stop();
   }
 });
+
+test("reasoning in the library (JS device, Qwen3 fixture): Driver.chat with a format leaves the think block free", async () => {
+  const m = qwen3Thinking();
+  const close = m.tokenizer.encode("</think>", { addBos: false, parseSpecial: true })[0];
+  const driver = await Driver.open(m, new Engine(new JsDevice({}), { compile: compileGraph }), { ctx: 256, prefill: [64, 8] });
+  try {
+    const format = { type: "grammar" as const, grammar: 'root ::= "yes" | "no"' };
+    // the prompt opens the block: the model's own tokens, which the grammar would not allow
+    const free = await driver.chat(ASK, { format, maxTokens: 4 });
+    assert.ok(free.text.length > 3 && !/^(yes|no)/.test(free.text.trim()), JSON.stringify(free.text));
+    // the close tag steered first: the grammar holds what follows it
+    const closed = await driver.chat(ASK, { format, maxTokens: 8, sampler: { logitBias: { [close]: 100 } } });
+    assert.match(closed.text, /^<\/think>(yes|no)$/);
+    // a plain generate with the same format is held from its first token (no template, no gate)
+    const plain = await driver.generate(driver.chatPrompt(ASK), { format, maxTokens: 8 });
+    assert.match(plain.text, /^(yes|no)$/);
+  } finally {
+    await driver.close();
+    m.close();
+  }
+});
