@@ -19,7 +19,7 @@ import { readFileSync } from "node:fs";
 
 export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.1] [--port 8080] [--backend auto|ptx|rocm|vulkan|wgpu|js]
                   [--slots 16] [--ctx N] [--kv-memory 0.6] [--chunk 32] [--kv-type auto|f32|f16] [--api-key KEY] [--drain 30] [--tp 1]
-                  [--chat-template FILE] [--chat-template-kwargs JSON] [--reasoning-format auto|none] [--served-model-name NAME]
+                  [--chat-template FILE] [--chat-template-kwargs JSON] [--reasoning-format auto|none] [--served-model-name NAME]...
   --slots      most sequences decoding at once (batch entries 1, 2, 4, ... slots, and slots + chunk)
   --ctx        positions per sequence (default: the model's context, at most 4096)
   --kv-memory  fraction of the device memory left after the weights that the paged KV pool takes
@@ -36,7 +36,8 @@ export const SERVE_USAGE = `usage: poot serve [-m|--model FILE] [--host 127.0.0.
   --reasoning-format  auto (default): a thinking model's <think> block goes to message.reasoning_content;
                none: it stays in content (a request's reasoning_format wins)
   --served-model-name  the model id /v1/models lists and requests name (default: the file's general.name, else
-               the file name), as vLLM's flag: what a client configured for another name (an Anthropic SDK's model) asks for`;
+               the file name), as vLLM's flag: what a client configured for another name (an Anthropic SDK's model) asks for;
+               given again, more names (the first the server's own; a response names the one asked)`;
 
 const int = (name: string, lo: number, hi: number) =>
   z.string().regex(/^\d+$/, `--${name} must be an integer`).transform(Number).pipe(z.number().min(lo, `--${name} must be >= ${lo}`).max(hi, `--${name} must be <= ${hi}`));
@@ -66,7 +67,7 @@ const Flags = z.object({
     message: `--chat-template-kwargs may not set ${TEMPLATE_VARIABLES.join(", ")}`,
   })).optional(),
   "reasoning-format": z.enum(REASONING_FORMATS).default("auto"),
-  "served-model-name": z.string().min(1, "--served-model-name must not be empty").optional(),
+  "served-model-name": z.array(z.string().min(1, "--served-model-name must not be empty")).optional(),
 });
 
 class UsageError extends Error {}
@@ -76,7 +77,7 @@ function parse(args: string[]): z.infer<typeof Flags> {
   try {
     values = parseArgs({
       args,
-      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp", "chat-template", "chat-template-kwargs", "reasoning-format", "served-model-name"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}) }])),
+      options: Object.fromEntries(["model", "host", "port", "backend", "slots", "ctx", "kv-memory", "chunk", "kv-type", "api-key", "drain", "tp", "chat-template", "chat-template-kwargs", "reasoning-format", "served-model-name"].map((k) => [k, { type: "string" as const, ...(k === "model" ? { short: "m" } : {}), ...(k === "served-model-name" ? { multiple: true } : {}) }])),
       allowPositionals: false,
       strict: true,
     }).values;
@@ -138,9 +139,10 @@ export async function main(args: string[], defaultModel: string): Promise<number
   }
   // An encoder model serves /v1/embeddings and /v1/rerank (llm/serve/encode.ts); the KV flags do not apply.
   const server = model.config.encoder
-    ? await EncoderServer.open(model, exec, { apiKey, modelId: f["served-model-name"] })
+    ? await EncoderServer.open(model, exec, { apiKey, modelId: f["served-model-name"]?.[0], aliases: f["served-model-name"]?.slice(1) })
     : await Server.open(model, exec, { slots: f.slots, ctx: f.ctx, kvMemory: f["kv-memory"], chunk: f.chunk, kvDtype: f["kv-type"], apiKey,
-      reasoningFormat: f["reasoning-format"], templateVars: f["chat-template-kwargs"], modelId: f["served-model-name"] });
+      reasoningFormat: f["reasoning-format"], templateVars: f["chat-template-kwargs"], modelId: f["served-model-name"]?.[0],
+      aliases: f["served-model-name"]?.slice(1) });
   const l = await listen(server.handler, { hostname: f.host, port: f.port }).catch(async (e) => {
     await server.shutdown(0);
     throw e;

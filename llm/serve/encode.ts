@@ -9,7 +9,7 @@ import { ContextOverflowError, InvalidArgumentError, LlmError } from "../errors.
 import type { ModelHandle } from "../model.ts";
 import { ENCODER_ROUTES, errorResponse, json, readBody, sameSecret } from "./http.ts";
 import { frameInput } from "../encoder.ts";
-import { EmbeddingsRequest, parseRequest, RequestError, RerankRequest } from "./schema.ts";
+import { EmbeddingsRequest, parseRequest, RequestError, RerankRequest, servedName } from "./schema.ts";
 
 export interface EncoderServeOptions {
   apiKey?: string;
@@ -19,6 +19,8 @@ export interface EncoderServeOptions {
   /** Requests waiting before a 429 (default 64). */
   maxQueue?: number;
   modelId?: string;
+  /** More names requests may give the model; a response names the one asked. */
+  aliases?: string[];
   /** Batch and sequence buckets compiled at open. */
   batches?: number[];
   seqs?: number[];
@@ -65,9 +67,8 @@ export class EncoderServer {
 
   #handler(o: EncoderServeOptions): (req: Request) => Promise<Response> {
     const limit = o.bodyLimit ?? 4 * 2 ** 20, timeout = o.bodyTimeoutMs ?? 30_000, maxQueue = o.maxQueue ?? 64;
-    const checkModel = (m: string | null | undefined) => {
-      if (m != null && m !== this.modelId) throw new RequestError(404, `model '${m}' is not served here (this server has '${this.modelId}')`, "model", "model_not_found");
-    };
+    const ids = [...new Set([this.modelId, ...(o.aliases ?? [])])];
+    const checkModel = (m: string | null | undefined) => servedName(ids, m);
     const route = async (req: Request): Promise<Response> => {
       const path = new URL(req.url).pathname.replace(/\/+$/, "") || "/";
       const known: Record<string, string> = { "/health": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST", "/v1/completions": "POST", ...ENCODER_ROUTES };
@@ -79,14 +80,14 @@ export class EncoderServer {
         throw new RequestError(401, "missing or wrong API key (Authorization: Bearer <key>)", null, "invalid_api_key");
       }
       if (path === "/v1/models") {
-        return json(200, { object: "list", data: [{ id: this.modelId, object: "model", created: 0, owned_by: "poot", max_model_len: this.ctx }] });
+        return json(200, { object: "list", data: ids.map((id) => ({ id, object: "model", created: 0, owned_by: "poot", max_model_len: this.ctx })) });
       }
       if (path === "/v1/chat/completions" || path === "/v1/completions") {
         throw new RequestError(400, `${this.modelId} is an encoder: it serves /v1/embeddings and /v1/rerank, not ${path}`, "model", "model_kind");
       }
       if (path === "/v1/embeddings") {
         const r = parseRequest(EmbeddingsRequest, await readBody(req, limit, timeout));
-        checkModel(r.model);
+        const model = checkModel(r.model);
         if (r.dimensions != null && r.dimensions !== this.model.config.dim) {
           throw new RequestError(400, `'dimensions' ${r.dimensions}: this model embeds in ${this.model.config.dim} (no Matryoshka truncation)`, "dimensions", "invalid_value");
         }
@@ -95,7 +96,7 @@ export class EncoderServer {
         const tokens = texts.reduce((n, t) => n + frameInput(this.model, "input", this.ctx, t, undefined, true).ids.length, 0);
         return json(200, {
           object: "list",
-          model: this.modelId,
+          model,
           data: vecs.map((v, index) => ({
             object: "embedding", index,
             embedding: r.encoding_format === "base64" ? base64(v) : Array.from(v),
@@ -105,7 +106,7 @@ export class EncoderServer {
       }
       // The rerank routes.
       const r = parseRequest(RerankRequest, await readBody(req, limit, timeout));
-      checkModel(r.model);
+      const model = checkModel(r.model);
       const docs = r.documents.map((d) => (typeof d === "string" ? d : d.text));
       const scores = await this.#run(() => this.driver.rerank(r.query, docs), maxQueue).catch((e) => {
         if (e instanceof LlmError && e.name === "ModelKindError") throw new RequestError(400, e.message, "model", "model_kind");
@@ -114,7 +115,7 @@ export class EncoderServer {
       const order = scores.map((_, i) => i).sort((a, b) => scores[b] - scores[a]).slice(0, r.top_n ?? scores.length);
       const tokens = docs.reduce((n, d) => n + frameInput(this.model, "documents", this.ctx, r.query, d, true).ids.length, 0);
       return json(200, {
-        model: this.modelId,
+        model,
         object: "list",
         results: order.map((index) => ({
           index, relevance_score: scores[index], ...(r.return_documents ? { document: { text: docs[index] } } : {}),

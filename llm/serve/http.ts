@@ -22,8 +22,8 @@ import { anthropicError, anthropicResponse, chatRequestOf, CountRequest, Message
 
 export interface HttpOptions {
   model: ModelHandle;
-  /** The id /v1/models lists and requests may name. */
-  modelId: string;
+  /** The names /v1/models lists and requests may give (the first the server's own; a response names the one asked). */
+  modelIds: readonly string[];
   sched: Scheduler;
   pool: BlockPool;
   metrics: Metrics;
@@ -134,7 +134,7 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
     const ok = results as { text: string; finish: string; completion: number; logprobs: unknown }[];
     const completionTokens = ok.reduce((a, r) => a + r.completion, 0);
     return json(200, {
-      id, object, created: Math.floor(Date.now() / 1000), model: o.modelId,
+      id, object, created: Math.floor(Date.now() / 1000), model: j.model,
       choices: ok.map((r, index) => {
         if (kind !== "chat") return { index, text: r.text, logprobs: r.logprobs, finish_reason: r.finish };
         const message = replyOf(j.reading ?? {}, r.text);
@@ -149,7 +149,7 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
   const events = merge(hs);
   let completionTokens = 0;
   const chunk = (index: number, piece: { text?: string; reasoning?: string; role?: boolean; lp?: unknown; calls?: ToolCall[] }, finish: string | null) => ({
-    id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: o.modelId,
+    id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: j.model,
     choices: [kind === "chat"
       ? {
         index,
@@ -190,7 +190,7 @@ async function generate(sv: Served, kind: "chat" | "text", j: Job, signal: Abort
     }
     if (j.includeUsage) {
       yield `data: ${JSON.stringify({
-        id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: o.modelId, choices: [],
+        id, object: chunkObject, created: Math.floor(Date.now() / 1000), model: j.model, choices: [],
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
       })}\n\n`;
     }
@@ -289,7 +289,7 @@ export function createHandler(o: HttpOptions): Handler {
       if (!sameSecret(auth, `Bearer ${o.apiKey}`)) throw new RequestError(401, "missing or wrong API key (Authorization: Bearer <key>)", null, "invalid_api_key");
     }
     if (path in ENCODER_ROUTES) {
-      throw new RequestError(400, `${o.modelId} is a generative model: ${path} needs an encoder (an embedding model or a reranker)`, "model", "model_kind");
+      throw new RequestError(400, `${o.modelIds[0]} is a generative model: ${path} needs an encoder (an embedding model or a reranker)`, "model", "model_kind");
     }
     switch (path) {
       case "/metrics":
@@ -299,7 +299,7 @@ export function createHandler(o: HttpOptions): Handler {
       case "/v1/models":
         return json(200, {
           object: "list",
-          data: [{ id: o.modelId, object: "model", created, owned_by: "poot", max_model_len: o.ctx }],
+          data: o.modelIds.map((id) => ({ id, object: "model", created, owned_by: "poot", max_model_len: o.ctx })),
         });
       case "/tokenize":
         return json(200, await tokenize(o, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));
@@ -311,7 +311,7 @@ export function createHandler(o: HttpOptions): Handler {
         const open = await chatJob(sv, chatRequestOf(r));
         const j = { ...open, maxTokens: open.maxTokens.map((m) => Math.min(m, r.max_tokens)) };
         const [h] = await submitJob(o, j, req.signal);
-        return await anthropicResponse({ modelId: o.modelId, promptTokens: j.prompts[0].length, reading: j.reading ?? {} }, h, r.stream === true);
+        return await anthropicResponse({ modelId: j.model, promptTokens: j.prompts[0].length, reading: j.reading ?? {} }, h, r.stream === true);
       }
       case "/v1/messages/count_tokens": {
         const r = chatRequestOf(parseRequest(CountRequest, await readBody(req, o.bodyLimit, o.bodyTimeoutMs ?? 30_000)));

@@ -8,12 +8,14 @@ import type { ModelHandle } from "../model.ts";
 import type { SamplerParams } from "../sampling.ts";
 import { compileFormat, Constraint, GrammarError, type ResponseFormat, type ThinkGate } from "../grammar.ts";
 import type { ReplyReading } from "./reply.ts";
-import { type ChatRequest, type CompletionRequest, RequestError } from "./schema.ts";
+import { type ChatRequest, type CompletionRequest, RequestError, servedName } from "./schema.ts";
 import { CancelledError, QueueFullError, type SequenceHandle, ShuttingDownError } from "./scheduler.ts";
 import type { HttpOptions } from "./http.ts";
 
 /** What a generation request asks for, after validation and tokenization. */
 export interface Job {
+  /** The model's name as the request gave it (or the server's first): what the response names. */
+  model: string;
   prompts: number[][];
   n: number;
   maxTokens: number[];
@@ -35,14 +37,14 @@ export interface Job {
   shown?: ReadonlySet<number>;
 }
 
-/** A request's `model`, where it gives one, must be the id this server serves (a 404 otherwise). */
-export function checkModel(o: HttpOptions, model: string | null | undefined): void {
-  if (model != null && model !== o.modelId) throw new RequestError(404, `the model '${model}' does not exist (this server serves '${o.modelId}')`, "model", "model_not_found");
+/** A request's `model`, where it gives one, must be a name this server serves (a 404 otherwise); the name to answer with. */
+export function checkModel(o: HttpOptions, model: string | null | undefined): string {
+  return servedName(o.modelIds, model);
 }
 
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */
 export function makeJob(o: HttpOptions, r: ChatRequest | CompletionRequest, prompts: number[][]): Job {
-  checkModel(o, r.model);
+  const name = checkModel(o, r.model);
   const asked = r.max_completion_tokens ?? r.max_tokens ?? undefined;
   const maxTokens = prompts.map((p, i) => {
     if (p.length === 0) throw new RequestError(400, "the prompt is empty after tokenization", "prompt", "empty_prompt");
@@ -77,6 +79,7 @@ export function makeJob(o: HttpOptions, r: ChatRequest | CompletionRequest, prom
     if (cr.logprobs) logprobs = { top: cr.top_logprobs ?? 0 };
   } else if ((r as CompletionRequest).logprobs != null) logprobs = { top: (r as CompletionRequest).logprobs! };
   return {
+    model: name,
     prompts,
     n: r.n ?? 1,
     maxTokens,

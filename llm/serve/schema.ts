@@ -122,6 +122,19 @@ export class RequestError extends Error {
   }
 }
 
+/**
+ * The name a request's `model` serves under: the name it asked for where it is one of `ids` (the server's names, the
+ * first its own: vLLM's --served-model-name with several, whose responses echo the name asked), the first where
+ * it names none; a 404 otherwise.
+ */
+export function servedName(ids: readonly string[], asked: string | null | undefined): string {
+  if (asked == null) return ids[0];
+  if (!ids.includes(asked)) {
+    throw new RequestError(404, `the model '${asked}' does not exist (this server serves ${ids.map((n) => `'${n}'`).join(", ")})`, "model", "model_not_found");
+  }
+  return asked;
+}
+
 /** `messages[0].content` from a zod issue path. */
 function fieldOf(path: readonly PropertyKey[]): string {
   let s = "";

@@ -43,6 +43,8 @@ export interface ServeOptions {
   bodyTimeoutMs?: number;
   /** The model id the API shows (default: the file's general.name, else the file name). */
   modelId?: string;
+  /** More names requests may give the model (vLLM's --served-model-name with several); a response names the one asked. */
+  aliases?: string[];
   /** Where a thinking model's reasoning goes unless a request says: "auto" (default) reasoning_content, "none" content. */
   reasoningFormat?: "auto" | "deepseek" | "none";
   /** Chat template variables for every chat request (llama.cpp's --chat-template-kwargs; a request's own win). */
@@ -98,7 +100,7 @@ export class Server {
       const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, ctx, maxQueue: o.maxQueue ?? Math.max(64, 4 * slots) });
       const modelId = o.modelId ?? model.name ?? model.path.split(/[\\/]/).pop()!.replace(/\.gguf$/i, "");
       const handler = createHandler({
-        model, modelId, sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
+        model, modelIds: [...new Set([modelId, ...(o.aliases ?? [])])], sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
         reasoningFormat: o.reasoningFormat, templateVars: o.templateVars,
       });
       return new Server(model, exec, pool, plan, sched, metrics, handler, modelId, ctx, kvDtype);

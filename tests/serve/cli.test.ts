@@ -49,7 +49,7 @@ test("poot serve: bad flags exit 2, a bad model exits 1, one poot: line each", {
 
 test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 120_000 }, async () => {
   const p = spawn(runtime, cmd(["serve", "--backend", "js", "--port", "0", "--ctx", "512", "--slots", "4", "--drain", "5", "--chat-template", "tests/serve/templates/hermes.jinja",
-    "--served-model-name", "claude-test", "--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-format", "none"]), {
+    "--served-model-name", "claude-test", "--served-model-name", "claude-fast", "--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-format", "none"]), {
     cwd: ROOT, env: { ...process.env, NO_COLOR: "1" },
   });
   let err = "";
@@ -66,13 +66,18 @@ test("poot serve: answers on 127.0.0.1, SIGTERM drains and exits 0", { timeout: 
         }
       });
     });
-    // --served-model-name: the id listed, and the one requests may name (Anthropic's route included)
-    assert.deepEqual((await (await fetch(`${url}/v1/models`)).json() as { data: { id: string }[] }).data.map((m) => m.id), ["claude-test"]);
-    const msg = await fetch(`${url}/v1/messages`, { method: "POST", body: JSON.stringify({ model: "claude-test", max_tokens: 4, messages: [{ role: "user", content: "Hi" }] }) });
-    assert.equal(msg.status, 200);
+    // --served-model-name, twice: the ids listed, the ones requests may name (Anthropic's route included), each
+    // answered under the name it asked for, none under another
+    assert.deepEqual((await (await fetch(`${url}/v1/models`)).json() as { data: { id: string }[] }).data.map((m) => m.id), ["claude-test", "claude-fast"]);
+    const msg = await fetch(`${url}/v1/messages`, { method: "POST", body: JSON.stringify({ model: "claude-fast", max_tokens: 4, messages: [{ role: "user", content: "Hi" }] }) });
+    assert.deepEqual([msg.status, (await msg.json() as { model: string }).model], [200, "claude-fast"]);
     const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "claude-test", prompt: "Once upon a time", max_tokens: 8, temperature: 0 }) });
     assert.equal(r.status, 200);
-    assert.equal((await r.json() as { usage: { completion_tokens: number } }).usage.completion_tokens, 8);
+    const rb = await r.json() as { model: string; usage: { completion_tokens: number } };
+    assert.deepEqual([rb.model, rb.usage.completion_tokens], ["claude-test", 8]);
+    const other = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "gpt-4o", prompt: "Once", max_tokens: 1 }) });
+    assert.equal(other.status, 404);
+    assert.match((await other.json() as { error: { message: string } }).error.message, /'gpt-4o' does not exist \(this server serves 'claude-test', 'claude-fast'\)/);
     // --chat-template replaced the model's (it has none): its Hermes syntax is read back as a call
     const tools = [{ type: "function", function: { name: "now" } }];
     const c = await fetch(`${url}/v1/chat/completions`, {
