@@ -7,6 +7,7 @@ import { ChatMessagesSchema, type ChatMessage, chatTokens } from "../llm/chat.ts
 import type { Driver, GenerateOptions } from "../llm/driver.ts";
 import { ConfigError, LlmError } from "../llm/errors.ts";
 import type { ModelHandle } from "../llm/model.ts";
+import { opensInside, splitReasoning, thinkTags, type ThinkTags } from "../llm/reasoning.ts";
 import { imageRows, type VisionInfo } from "../llm/families/vit.ts";
 import { BACKEND_ORDER, probeBackend } from "../backends/open.ts";
 
@@ -65,6 +66,7 @@ export function stdio(write: (s: string) => void): ChatIO {
  */
 export async function chatSession(driver: Driver, io: ChatIO, opts: GenerateOptions & { system?: string }): Promise<void> {
   const history: ChatMessage[] = opts.system ? [{ role: "system", content: opts.system }] : [];
+  const tags = thinkTags(driver.model.chatTemplate);
   let stopReply: (() => void) | undefined;
   let quit = false;
   const off = io.onInterrupt(() => {
@@ -85,6 +87,9 @@ export async function chatSession(driver: Driver, io: ChatIO, opts: GenerateOpti
       let stopped = false;
       stopReply = () => (stopped = true);
       let reply = "";
+      // A thinking model's reply (printed as written) goes back as reasoning_content and content, as a server's
+      // client sends it: templates that keep past reasoning take it from there, the rest drop it.
+      const inside = tags !== undefined && opensInside(driver.chatPrompt(history), tags);
       try {
         const it = driver.chatStream(history, opts);
         let n = 0;
@@ -107,12 +112,19 @@ export async function chatSession(driver: Driver, io: ChatIO, opts: GenerateOpti
       } finally {
         stopReply = undefined;
       }
-      if (reply || stopped) history.push({ role: "assistant", content: reply });
+      if (reply || stopped) history.push(assistantTurn(reply, tags, inside));
       io.write(stopped ? " [stopped]\n> " : "\n> ");
     }
   } finally {
     off();
   }
+}
+
+/** A reply as the history's assistant turn: a think block split off as reasoning_content where the template has tags. */
+function assistantTurn(reply: string, tags: ThinkTags | undefined, inside: boolean): ChatMessage {
+  if (!tags) return { role: "assistant", content: reply };
+  const s = splitReasoning(reply, tags, inside);
+  return s.reasoning === null ? { role: "assistant", content: reply } : { role: "assistant", content: s.content, reasoning_content: s.reasoning };
 }
 
 /** The model lines of `poot info`: family, config, dtypes, parameters, bytes, context, template. */

@@ -42,6 +42,7 @@ test("the tokenizer ends generation at each template's end-of-turn token", () =>
 /** A driver stand-in whose replies never end by themselves: "a", "b", ... one per event-loop turn. */
 function endlessDriver(seen: ChatMessage[][]): Driver {
   return {
+    model: { chatTemplate: undefined },
     chatStream(messages: ChatMessage[]) {
       seen.push(structuredClone(messages));
       return (async function* () {
@@ -80,6 +81,29 @@ test("chat session: an interrupt stops the reply, not the session; the history c
   assert.deepEqual(seen[1].map((m) => m.role), ["system", "user", "assistant", "user"]);
   assert.match(seen[1][2].content as string, /^abcde/);
   assert.match(out, /^> abcde.* \[stopped\]\n> abcde.* \[stopped\]\n> $/s);
+});
+
+test("chat session: a thinking model's reply goes back to the template as reasoning_content and content", async () => {
+  const seen: ChatMessage[][] = [];
+  const driver = {
+    model: { chatTemplate: "{{ '<think>' }}{{ '</think>' }}" },
+    // the template opened the block: the reply starts inside it
+    chatPrompt: () => "<|assistant|>\n<think>\n",
+    chatStream(messages: ChatMessage[]) {
+      seen.push(structuredClone(messages));
+      return (async function* () {
+        for (const text of ["Adding", " up.\n</th", "ink>\n\n", "It is 4."]) yield { id: 0, text };
+      })();
+    },
+  } as unknown as Driver;
+  let out = "";
+  async function* lines() {
+    yield "2+2?";
+    yield "And 3+3?";
+  }
+  await chatSession(driver, { write: (s) => (out += s), lines: lines(), onInterrupt: () => () => {} }, {});
+  assert.deepEqual(seen[1][1], { role: "assistant", content: "It is 4.", reasoning_content: "Adding up." });
+  assert.match(out, /^> Adding up\.\n<\/think>\n\nIt is 4\.\n> /, "printed as written");
 });
 
 test("generation_config.json's eos_token_id list joins the end-of-generation set (as transformers' generate stops there)", () => {
