@@ -59,7 +59,7 @@ test("serving step kernels with a window and a soft cap (gemma2, gemma3, mistral
       for (const headDim of family === "gemma3" ? [m.config.headDim] : [m.config.headDim, 128]) {
         const model = { ...m, config: { ...m.config, headDim } } as typeof m;
         for (const rows of [1, 32]) {
-          const { graph } = servingGraph(model, rows, { slots: 8, pool: { block: 16, blocks: 65, maxBlocks: 8 }, kvDtype: "f16" }, 9, { rows: 8, writes: 32 });
+          const { graph } = servingGraph(model, rows, { slots: 8, pool: { block: 16, blocks: 65, maxBlocks: 8, bytes: 0 }, kvDtype: "f16" }, 9, { rows: 8, writes: 32 });
           for (const s of servingCompile(graph, TARGET).steps) {
             if (s.k !== "kernel") continue;
             const r = renderPtx(s.kernel, { sm: 90 });
