@@ -224,7 +224,7 @@ export class Driver {
     const mine = new AbortController();
     const signal = AbortSignal.any([mine.signal, this.closing.signal, ...(opts.signal ? [opts.signal] : [])]);
     return tokenStream(
-      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop.filter((s) => s.length > 0), signal, sink, ignoreEos: opts.ignoreEos === true, format, given, shown, gate })),
+      (sink) => this.enqueue(signal, () => generateTokens(this.steps, () => this.closed, { ids, maxTokens, sampler, stops: stop, signal, sink, ignoreEos: opts.ignoreEos === true, format, given, shown, gate })),
       () => mine.abort(),
     );
   }

@@ -18,7 +18,7 @@ export interface GenerateJob {
   ids: number[];
   maxTokens: number;
   sampler: SamplerParams;
-  /** The non-empty stop strings. */
+  /** The stop strings (empty ones never match: llm/stops.ts). */
   stops: string[];
   signal: AbortSignal;
   sink: StreamSink;

@@ -9,7 +9,7 @@ import { ContextOverflowError, InvalidArgumentError, LlmError } from "../errors.
 import type { ModelHandle } from "../model.ts";
 import { ENCODER_ROUTES, errorResponse, json, readBody, sameSecret } from "./http.ts";
 import { frameInput } from "../encoder.ts";
-import { EmbeddingsRequest, parseRequest, RequestError, RerankRequest, servedName } from "./schema.ts";
+import { EmbeddingsRequest, parseRequest, RequestError, RerankRequest, servedName, servedNames } from "./schema.ts";
 
 export interface EncoderServeOptions {
   apiKey?: string;
@@ -67,8 +67,7 @@ export class EncoderServer {
 
   #handler(o: EncoderServeOptions): (req: Request) => Promise<Response> {
     const limit = o.bodyLimit ?? 4 * 2 ** 20, timeout = o.bodyTimeoutMs ?? 30_000, maxQueue = o.maxQueue ?? 64;
-    const ids = [...new Set([this.modelId, ...(o.aliases ?? [])])];
-    const checkModel = (m: string | null | undefined) => servedName(ids, m);
+    const ids = servedNames(this.modelId, o.aliases);
     const route = async (req: Request): Promise<Response> => {
       const path = new URL(req.url).pathname.replace(/\/+$/, "") || "/";
       const known: Record<string, string> = { "/health": "GET", "/v1/models": "GET", "/v1/chat/completions": "POST", "/v1/completions": "POST", ...ENCODER_ROUTES };
@@ -87,7 +86,7 @@ export class EncoderServer {
       }
       if (path === "/v1/embeddings") {
         const r = parseRequest(EmbeddingsRequest, await readBody(req, limit, timeout));
-        const model = checkModel(r.model);
+        const model = servedName(ids, r.model);
         if (r.dimensions != null && r.dimensions !== this.model.config.dim) {
           throw new RequestError(400, `'dimensions' ${r.dimensions}: this model embeds in ${this.model.config.dim} (no Matryoshka truncation)`, "dimensions", "invalid_value");
         }
@@ -106,7 +105,7 @@ export class EncoderServer {
       }
       // The rerank routes.
       const r = parseRequest(RerankRequest, await readBody(req, limit, timeout));
-      const model = checkModel(r.model);
+      const model = servedName(ids, r.model);
       const docs = r.documents.map((d) => (typeof d === "string" ? d : d.text));
       const scores = await this.#run(() => this.driver.rerank(r.query, docs), maxQueue).catch((e) => {
         if (e instanceof LlmError && e.name === "ModelKindError") throw new RequestError(400, e.message, "model", "model_kind");

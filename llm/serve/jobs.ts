@@ -37,14 +37,9 @@ export interface Job {
   shown?: ReadonlySet<number>;
 }
 
-/** A request's `model`, where it gives one, must be a name this server serves (a 404 otherwise); the name to answer with. */
-export function checkModel(o: HttpOptions, model: string | null | undefined): string {
-  return servedName(o.modelIds, model);
-}
-
 /** A request's Job: checked against the model, the context and itself (a RequestError naming the field). */
 export function makeJob(o: HttpOptions, r: ChatRequest | CompletionRequest, prompts: number[][]): Job {
-  const name = checkModel(o, r.model);
+  const name = servedName(o.modelIds, r.model);
   const asked = r.max_completion_tokens ?? r.max_tokens ?? undefined;
   const maxTokens = prompts.map((p, i) => {
     if (p.length === 0) throw new RequestError(400, "the prompt is empty after tokenization", "prompt", "empty_prompt");

@@ -81,7 +81,7 @@ class Sequence implements SequenceHandle {
     this.tokens = [...opts.promptIds];
     this.history = new TokenHistory(opts.promptIds);
     this.promptLen = opts.promptIds.length;
-    this.text = new TextStream(model.tokenizer, opts.promptIds, (opts.stop ?? []).filter((s) => s.length > 0), opts.shown);
+    this.text = new TextStream(model.tokenizer, opts.promptIds, opts.stop ?? [], opts.shown);
   }
 
   emit(e: SeqEvent): void {

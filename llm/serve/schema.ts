@@ -122,6 +122,11 @@ export class RequestError extends Error {
   }
 }
 
+/** A server's model names: its own id first, then the aliases (--served-model-name given more than once). */
+export function servedNames(id: string, aliases: readonly string[] = []): string[] {
+  return [...new Set([id, ...aliases])];
+}
+
 /**
  * The name a request's `model` serves under: the name it asked for where it is one of `ids` (the server's names, the
  * first its own: vLLM's --served-model-name with several, whose responses echo the name asked), the first where

@@ -18,6 +18,7 @@ import { createHandler } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 import { BlockPool, planPool, type PoolPlan, PoolSizeError } from "./pool.ts";
 import { Scheduler } from "./scheduler.ts";
+import { servedNames } from "./schema.ts";
 
 export interface ServeOptions {
   /** Most sequences decoding at once (the largest decode batch); default 16. */
@@ -100,7 +101,7 @@ export class Server {
       const sched = new Scheduler(model, runner, pool, metrics, { slots, chunk, ctx, maxQueue: o.maxQueue ?? Math.max(64, 4 * slots) });
       const modelId = o.modelId ?? model.name ?? model.path.split(/[\\/]/).pop()!.replace(/\.gguf$/i, "");
       const handler = createHandler({
-        model, modelIds: [...new Set([modelId, ...(o.aliases ?? [])])], sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
+        model, modelIds: servedNames(modelId, o.aliases), sched, pool, metrics, ctx, apiKey: o.apiKey, bodyLimit: o.bodyLimit ?? 4 * 2 ** 20, bodyTimeoutMs: o.bodyTimeoutMs,
         reasoningFormat: o.reasoningFormat, templateVars: o.templateVars,
       });
       return new Server(model, exec, pool, plan, sched, metrics, handler, modelId, ctx, kvDtype);

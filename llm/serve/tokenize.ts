@@ -7,10 +7,9 @@
 // Special-token text in a prompt is parsed to its token, as both do.
 import { z } from "zod";
 import { toolUse } from "./calls.ts";
-import { checkModel } from "./jobs.ts";
 import type { HttpOptions } from "./http.ts";
 import { chatPrompt } from "./prompt.ts";
-import { ChatRequest, parseRequest, RequestError } from "./schema.ts";
+import { ChatRequest, parseRequest, RequestError, servedName } from "./schema.ts";
 
 const TextTokenize = z.object({
   model: z.string().nullish(),
@@ -29,7 +28,7 @@ const Detokenize = z.object({
 
 /** A chat's prompt ids as the chat route makes them, for text messages (/tokenize, Anthropic's count_tokens). */
 export async function chatIds(o: HttpOptions, r: ChatRequest): Promise<number[]> {
-  checkModel(o, r.model);
+  servedName(o.modelIds, r.model);
   if (r.messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === "image_url"))) {
     throw new RequestError(400, "counting tokens takes text messages: an image's tokens are made by the vision tower", "messages", "invalid_value");
   }
@@ -46,7 +45,7 @@ export async function tokenize(o: HttpOptions, body: unknown): Promise<unknown> 
     strs = (body as { return_token_strs?: unknown }).return_token_strs === true;
   } else {
     const r = parseRequest(TextTokenize, body);
-    checkModel(o, r.model);
+    servedName(o.modelIds, r.model);
     // vLLM's field adds BOS by default, llama.cpp's does not
     const addSpecial = r.prompt !== undefined ? r.add_special_tokens ?? r.add_special ?? true : r.add_special ?? r.add_special_tokens ?? false;
     ids = tok.encode(r.prompt ?? r.content!, { addBos: addSpecial, addEos: addSpecial ? undefined : false, parseSpecial: true });
@@ -65,7 +64,7 @@ export async function tokenize(o: HttpOptions, body: unknown): Promise<unknown> 
 /** POST /detokenize's answer. */
 export function detokenize(o: HttpOptions, body: unknown): unknown {
   const r = parseRequest(Detokenize, body);
-  checkModel(o, r.model);
+  servedName(o.modelIds, r.model);
   const vocab = o.model.config.vocab;
   const bad = r.tokens.findIndex((t) => t >= vocab || t >= o.model.tokenizer.vocabSize);
   if (bad >= 0) throw new RequestError(400, `token id ${r.tokens[bad]} is outside the vocabulary of ${Math.min(vocab, o.model.tokenizer.vocabSize)}`, `tokens[${bad}]`, "invalid_value");
